@@ -1,0 +1,64 @@
+# oomless - top-level wrapper around CMake + Ninja + ctest.
+#   make            build build/oomless, build/liboomless.so, build/liboomless.a
+#   make demo       install missing packages, build, run `oomless plan` on an embedded default
+#   make check      install missing packages, build, run every test
+#   make install PREFIX=/usr/local
+#   make check-sanitize | check-valgrind | fuzz FUZZ_SECONDS=N | bench | format | clean
+
+BUILD      ?= build
+PREFIX     ?= /usr/local
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+CMAKE_ARGS ?=
+ifneq ($(OOMLESS_WERROR),)
+CMAKE_ARGS += -DOOMLESS_WERROR=ON
+endif
+
+.PHONY: all deps configure demo check install clean check-sanitize check-valgrind fuzz bench format
+
+all: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+deps:
+	@scripts/install-deps.sh
+
+configure: deps
+	@if [ ! -f $(BUILD)/build.ninja ]; then \
+	    cmake -S . -B $(BUILD) -G Ninja -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_ARGS); \
+	fi
+
+# The embedded default: Llama-3.1-8B LoRA fine-tune on the detected GPU, or on the default
+# profile (RTX 4090) when there is none.
+demo: all
+	$(BUILD)/oomless plan --model llama-3.1-8b --method lora --seq 2048 --target-effective-batch 32
+
+check: all
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+install: all
+	cmake --install $(BUILD) --prefix $(PREFIX)
+
+check-sanitize: deps
+	cmake -S . -B build-sanitize -G Ninja -DOOMLESS_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug \
+	    -DCMAKE_C_COMPILER=clang $(CMAKE_ARGS)
+	cmake --build build-sanitize -j $(JOBS)
+	cd build-sanitize && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+
+check-valgrind: all
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -T memcheck -R '^unit\.'
+
+FUZZ_SECONDS ?= 20
+fuzz: deps
+	cmake -S . -B build-fuzz -G Ninja -DOOMLESS_FUZZ=ON -DOOMLESS_TESTS=OFF \
+	    -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=Debug
+	cmake --build build-fuzz -j $(JOBS)
+	tests/fuzz/run.sh build-fuzz $(FUZZ_SECONDS)
+
+bench: all
+	bench/run.sh $(BUILD)
+
+format:
+	clang-format -i include/*.h lib/*.c lib/*.h cli/*.c cli/*.h tests/unit/*.c tests/fake/*.c
+
+clean:
+	rm -rf $(BUILD) build-sanitize build-fuzz

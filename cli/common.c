@@ -1,0 +1,62 @@
+/* common.c - error reporting and output helpers shared by the sub-commands. */
+#include "cli.h"
+
+#include <stdarg.h>
+#include <string.h>
+
+int cli_exit_code(int err)
+{
+    switch (err) {
+    case OOM_OK:
+        return EXIT_OK;
+    case OOM_ENOFIT:
+    case OOM_EJOB:
+    case OOM_EREFUSED:
+        return EXIT_NOFIT;
+    case OOM_EINVAL:
+    case OOM_EPARSE:
+    case OOM_ENOTFOUND:
+    case OOM_EUNSUPPORTED:
+        return EXIT_USAGE;
+    case OOM_EINTERRUPTED:
+        return 130;
+    default:
+        return EXIT_ENV;
+    }
+}
+
+int cli_fail(const char *cmd, int err)
+{
+    const char *msg = oom_last_message();
+    fprintf(stderr, "oomless %s: %s\n", cmd, *msg ? msg : oom_strerror(err));
+    return cli_exit_code(err);
+}
+
+int cli_usage_error(const char *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "oomless %s: ", cmd);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry 'oomless %s --help'.\n", cmd);
+    return EXIT_USAGE;
+}
+
+void cli_notice(const char *fmt, ...)
+{
+    va_list ap;
+    fputs("oomless: ", stderr);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+int cli_print_json(const char *json)
+{
+    size_t n = strlen(json);
+    if (fwrite(json, 1, n, stdout) != n || (n && json[n - 1] != '\n' && putchar('\n') == EOF))
+        return EXIT_ENV;
+    return fflush(stdout) ? EXIT_ENV : EXIT_OK;
+}

@@ -1,0 +1,71 @@
+/* main.c - `oomless COMMAND ...`: finds the sub-command in a table and runs it. */
+#include "cli.h"
+
+#include <locale.h>
+#include <stdlib.h>
+#include <string.h>
+
+#pragma weak cmd_gpus
+#pragma weak cmd_estimate
+#pragma weak cmd_plan
+#pragma weak cmd_table
+#pragma weak cmd_probe
+#pragma weak cmd_run
+#pragma weak cmd_watch
+#pragma weak cmd_apply
+
+static const struct cli_command commands[] = {
+    {"gpus", "list GPUs, their memory and the budget after the safety margin", cmd_gpus},
+    {"estimate", "predict a workload's peak GPU memory, with a breakdown", cmd_estimate},
+    {"plan", "find the fastest batch/accumulation/precision/... that fits", cmd_plan},
+    {"table", "recommended settings per GPU, for one or more workloads", cmd_table},
+    {"probe", "run your job at a few batch sizes and measure its real peak", cmd_probe},
+    {"run", "run your job; on OOM relaunch it smaller with the same effective batch", cmd_run},
+    {"watch", "live GPU and per-process memory, with warning bands", cmd_watch},
+    {"apply", "write a plan into YAML/JSON config files, changing only those values", cmd_apply},
+};
+
+static void usage(FILE *out)
+{
+    size_t i;
+    fprintf(out, "usage: oomless COMMAND [OPTIONS]\n"
+                 "       oomless --version | --help\n\n"
+                 "Fits deep-learning training and inference jobs to the GPU memory available.\n\n"
+                 "Commands:\n");
+    for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+        fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
+    fprintf(out, "\nRun 'oomless COMMAND --help' for a command's options.\n"
+                 "Exit codes: 0 ok, 1 does not fit / job failed / edit refused, 2 usage error,\n"
+                 "            3 environment (no NVML, I/O); 'run' passes the job's status on.\n");
+}
+
+int main(int argc, char **argv)
+{
+    size_t i;
+
+    setlocale(LC_CTYPE, "");
+    if (argc < 2) {
+        usage(stderr);
+        return EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return EXIT_OK;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+        printf("oomless %s (library %s)\n", OOMLESS_VERSION, oom_version());
+        return EXIT_OK;
+    }
+    for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
+        if (strcmp(argv[1], commands[i].name))
+            continue;
+        if (!commands[i].run) {
+            fprintf(stderr, "oomless: '%s' is not built into this binary\n", argv[1]);
+            return EXIT_ENV;
+        }
+        return commands[i].run(argc - 1, argv + 1);
+    }
+    fprintf(stderr, "oomless: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return EXIT_USAGE;
+}

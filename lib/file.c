@@ -1,0 +1,60 @@
+/* file.c - reading whole files, and finding the data directory. */
+#include "internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+int oomi_read_file(char **out, size_t *len, const char *path)
+{
+    FILE *f;
+    oomi_sb sb = OOMI_SB_INIT;
+    char chunk[8192];
+    size_t n;
+    int err = OOM_OK;
+
+    *out = NULL;
+    if (len)
+        *len = 0;
+    f = fopen(path, "rb");
+    if (!f)
+        return oomi_fail(OOM_EIO, "cannot open '%s': %s", path, strerror(errno));
+    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
+        oomi_sb_add(&sb, chunk, n);
+    if (ferror(f))
+        err = oomi_fail(OOM_EIO, "cannot read '%s': %s", path, strerror(errno));
+    fclose(f);
+    if (!err)
+        err = oomi_sb_ok(&sb);
+    if (err) {
+        oomi_sb_free(&sb);
+        return err;
+    }
+    if (len)
+        *len = sb.len;
+    *out = oomi_sb_steal(&sb);
+    return *out ? OOM_OK : oomi_nomem();
+}
+
+static bool is_dir(const char *p)
+{
+    struct stat st;
+    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+const char *oomi_data_dir(void)
+{
+    const char *env = getenv("OOMLESS_DATA_DIR");
+    if (env && *env)
+        return env;
+    if (is_dir(OOMLESS_INSTALL_DATADIR "/gpus"))
+        return OOMLESS_INSTALL_DATADIR;
+    return OOMLESS_SOURCE_DATADIR;
+}
+
+char *oomi_data_path(const char *relative)
+{
+    return oomi_asprintf("%s/%s", oomi_data_dir(), relative);
+}

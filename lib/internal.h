@@ -1,0 +1,83 @@
+/*
+ * internal.h - what the library's files share and nobody outside sees.
+ * Internal names start with oomi_ (public ones with oom_); the version script exports only oom_*.
+ */
+#ifndef OOMLESS_INTERNAL_H
+#define OOMLESS_INTERNAL_H
+
+#include "oomless.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define OOMI_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define OOMI_PRINTF(f, a)
+#endif
+
+#define OOMI_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- errors (error.c) ---------------------------------------------------------------------
+ * oomi_fail() records code + message for oom_last_message() and returns the code, so that
+ *     return oomi_fail(OOM_EINVAL, "size '%s' is not a number", text);
+ * is the whole error path. oomi_fail_keep() returns the code of a failure already recorded by a
+ * callee, optionally prefixing context ("model 'x.json': ").
+ */
+int oomi_fail(int code, const char *fmt, ...) OOMI_PRINTF(2, 3);
+int oomi_failv(int code, const char *fmt, va_list ap);
+int oomi_fail_prefix(int code, const char *fmt, ...) OOMI_PRINTF(2, 3);
+int oomi_nomem(void);
+void oomi_clear_error(void);
+
+/* ---- memory (alloc.c): every allocation of the library goes through these --------------- */
+void *oomi_malloc(size_t n);
+void *oomi_calloc(size_t count, size_t size);
+void *oomi_realloc(void *p, size_t n);
+/* realloc of an array with overflow check; NULL (with p untouched) on failure */
+void *oomi_reallocarray(void *p, size_t count, size_t size);
+char *oomi_strdup(const char *s);
+char *oomi_strndup(const char *s, size_t n);
+void oomi_free(void *p);
+char *oomi_asprintf(const char *fmt, ...) OOMI_PRINTF(1, 2);
+
+/* ---- growable string (strbuf.c) -----------------------------------------------------------
+ * A failed append latches `failed`; check once with oomi_sb_ok() at the end. */
+typedef struct oomi_sb {
+    char *buf;
+    size_t len, cap;
+    bool failed;
+} oomi_sb;
+
+#define OOMI_SB_INIT {NULL, 0, 0, false}
+void oomi_sb_add(oomi_sb *sb, const char *s, size_t n);
+void oomi_sb_puts(oomi_sb *sb, const char *s);
+void oomi_sb_putc(oomi_sb *sb, char c);
+void oomi_sb_printf(oomi_sb *sb, const char *fmt, ...) OOMI_PRINTF(2, 3);
+/* OOM_OK, or OOM_ENOMEM (recorded) if any append failed */
+int oomi_sb_ok(oomi_sb *sb);
+/* hands the buffer over (never NULL on success: "" for an empty buffer) and resets sb */
+char *oomi_sb_steal(oomi_sb *sb);
+void oomi_sb_free(oomi_sb *sb);
+
+/* ---- files and data (file.c) -------------------------------------------------------------- */
+/* Reads a whole file (NUL-terminated, *len without the NUL). OOM_EIO names the path + errno. */
+int oomi_read_file(char **out, size_t *len, const char *path);
+/* The data directory: $OOMLESS_DATA_DIR, else the installed one, else the source tree's. */
+const char *oomi_data_dir(void);
+/* "<data dir>/<relative>", allocated */
+char *oomi_data_path(const char *relative);
+
+/* ---- small helpers (util.c) ---------------------------------------------------------------- */
+/* Case-insensitive compare treating '-', '_' and ' ' as equal ("a100_80gb" == "A100-80GB"). */
+int oomi_name_cmp(const char *a, const char *b);
+/* Levenshtein distance over the same normalisation, for "did you mean" lists. */
+size_t oomi_name_distance(const char *a, const char *b);
+/* Strict integer parse of a whole string into [min, max]; OOM_EINVAL naming `what`. */
+int oomi_parse_long(long long *out, const char *text, long long min, long long max, const char *what);
+/* Strict floating parse of a whole string (finite); OOM_EINVAL naming `what`. */
+int oomi_parse_double(double *out, const char *text, const char *what);
+
+#endif

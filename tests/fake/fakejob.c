@@ -1,0 +1,5 @@
+/* fakejob.c - placeholder for the fake training job. */
+int main(void)
+{
+    return 0;
+}
