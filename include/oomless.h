@@ -147,8 +147,189 @@ OOM_EXPORT int oom_budget_make(oom_budget *out, uint64_t target_bytes, uint64_t 
 /* ======================================================================== GPU catalog */
 /* (section: catalog) */
 
+/**
+ * A GPU profile: a known GPU (from the built-in catalog data/gpus/catalog.yaml, or added in the
+ * user's config) that can be planned for without the GPU being present.
+ * Fields the catalog does not know are 0 and say so through `has_*`.
+ */
+typedef struct oom_gpu_profile {
+    const char *id;          /**< canonical name: "a100-80gb", "rtx-4090" */
+    const char *name;        /**< marketing name: "NVIDIA A100 80GB (SXM4)" */
+    const char *vendor;      /**< "nvidia", "amd" */
+    const char *match;       /**< substring of the NVML device name that identifies it, or "" */
+    uint64_t memory_bytes;   /**< total memory as the driver reports it (nvidia-smi's MiB), bytes */
+    double bandwidth_gbs;    /**< memory bandwidth, GB/s (has_bandwidth) */
+    double bf16_tflops;      /**< dense bf16 tensor TFLOP/s (0: bf16 unsupported) */
+    double fp16_tflops;      /**< dense fp16 tensor TFLOP/s */
+    double fp32_tflops;      /**< dense fp32 (non-tensor) TFLOP/s */
+    int cc_major, cc_minor;  /**< CUDA compute capability (0.0 for non-NVIDIA) */
+    int has_bandwidth;
+    int has_tflops;
+    int user_defined;        /**< 1 when it came from the user's config file */
+} oom_gpu_profile;
+
+/** The default profile planned for when no GPU is found (overridable in the config). */
+#define OOM_DEFAULT_PROFILE "rtx-4090"
+
+/**
+ * User configuration ($XDG_CONFIG_HOME/oomless/config.yaml, or a file named with --config):
+ *
+ *     defaults:
+ *       safety_margin: 1GiB        # or 10%, or a bare MiB number
+ *       profile: a100-80gb         # planned for when no GPU is detected
+ *     gpus:
+ *       - id: my-gpu
+ *         name: Lab card
+ *         memory: 20GiB
+ *         bf16_tflops: 80          # optional: bandwidth_gbs, fp16_tflops, fp32_tflops, match
+ */
+typedef struct oom_config oom_config;
+
+/**
+ * Loads `path`, or the default location when `path` is NULL (a missing default file is not an
+ * error: the defaults apply). OOM_EPARSE with line and column for bad YAML, OOM_EINVAL naming
+ * the key for a bad value.
+ */
+OOM_EXPORT int oom_config_load(oom_config **out, const char *path);
+OOM_EXPORT void oom_config_free(oom_config *config);
+/** The default safety margin text from the config ("1GiB" when not set). */
+OOM_EXPORT const char *oom_config_default_margin(const oom_config *config);
+/** The default profile id from the config (OOM_DEFAULT_PROFILE when not set). */
+OOM_EXPORT const char *oom_config_default_profile(const oom_config *config);
+/** The path the config was read from, or NULL when none was read. */
+OOM_EXPORT const char *oom_config_path(const oom_config *config);
+
+/** The catalog of GPU profiles: the built-in data plus the config's GPUs (config may be NULL). */
+typedef struct oom_catalog oom_catalog;
+
+OOM_EXPORT int oom_catalog_load(oom_catalog **out, const oom_config *config);
+OOM_EXPORT void oom_catalog_free(oom_catalog *catalog);
+OOM_EXPORT size_t oom_catalog_count(const oom_catalog *catalog);
+OOM_EXPORT const oom_gpu_profile *oom_catalog_at(const oom_catalog *catalog, size_t index);
+
+/**
+ * Finds a profile by id, case-insensitively, with '-', '_' and ' ' equal ("a100_80gb",
+ * "A100-80GB"). OOM_ENOTFOUND with the closest ids in the message.
+ */
+OOM_EXPORT int oom_catalog_find(const oom_gpu_profile **out, const oom_catalog *catalog,
+                                const char *id);
+
+/**
+ * The profile that best matches a detected device (by NVML name and total memory), or NULL.
+ * Used to learn the TFLOP/s and bandwidth of the GPU in the machine.
+ */
+OOM_EXPORT const oom_gpu_profile *oom_catalog_match(const oom_catalog *catalog,
+                                                    const char *device_name,
+                                                    uint64_t total_bytes);
+
 /* ======================================================================== GPU discovery */
 /* (section: gpu) */
+
+/** Sentinel for a numeric field the backend could not read. */
+#define OOM_UNKNOWN UINT64_MAX
+
+/** One process using a GPU, as NVML's running-process lists report it. */
+typedef struct oom_gpu_process {
+    uint32_t pid;
+    uint64_t used_bytes;      /**< OOM_UNKNOWN when the driver does not say (e.g. some WDDM/MIG) */
+    int is_graphics;          /**< 1 from the graphics list, 0 from the compute list */
+} oom_gpu_process;
+
+/** One GPU as seen now. A field the driver did not give is flagged, never faked. */
+typedef struct oom_gpu_info {
+    int index;                /**< CUDA's index, after CUDA_VISIBLE_DEVICES renumbering */
+    int nvml_index;           /**< NVML's index (= nvidia-smi's) */
+    char name[96];
+    char uuid[96];            /**< "GPU-xxxxxxxx-..." or "" when unknown */
+    char pci_bus_id[32];      /**< "" when unknown */
+    uint64_t total_bytes;
+    uint64_t used_bytes;
+    uint64_t free_bytes;
+    int cc_major, cc_minor;   /**< compute capability; has_cc says whether known */
+    int has_cc;
+    int has_utilization;
+    unsigned utilization_gpu; /**< percent */
+    unsigned utilization_mem; /**< percent */
+    int has_temperature;
+    unsigned temperature_c;
+    int lost;                 /**< 1 when the device stopped answering (fields are stale) */
+    size_t process_count;     /**< entries in processes (only when asked for) */
+    oom_gpu_process *processes;
+} oom_gpu_info;
+
+/** A snapshot of the visible GPUs. */
+typedef struct oom_gpu_list {
+    size_t count;
+    oom_gpu_info *gpus;
+    char driver_version[32];  /**< "" when unknown */
+    char nvml_version[32];    /**< "" when unknown */
+    int cuda_driver_version;  /**< e.g. 12040; 0 when unknown */
+    const char *backend;      /**< "nvml" */
+} oom_gpu_list;
+
+/** A session with the GPU backend (NVML, loaded with dlopen at run time). */
+typedef struct oom_gpu_session oom_gpu_session;
+
+/**
+ * Opens the backend: dlopen("libnvidia-ml.so.1"), then "libnvidia-ml.so" (or the file named by
+ * $OOMLESS_NVML_LIBRARY), resolves its symbols newest-version first, and initialises it.
+ * OOM_ENODEV, with the reason (library missing, symbol missing, init failed with NVML's own
+ * message), when there is no usable backend.
+ */
+OOM_EXPORT int oom_gpu_open(oom_gpu_session **out);
+OOM_EXPORT void oom_gpu_close(oom_gpu_session *session);
+
+/** Flags for oom_gpu_sample(). */
+#define OOM_SAMPLE_PROCESSES 1u  /**< also list each GPU's processes */
+#define OOM_SAMPLE_ALL_GPUS 2u   /**< ignore CUDA_VISIBLE_DEVICES (monitoring) */
+
+/**
+ * Reads the visible GPUs now (honouring CUDA_VISIBLE_DEVICES unless OOM_SAMPLE_ALL_GPUS).
+ * A device that fails mid-session is returned with lost = 1, not as an error. Free the list
+ * with oom_gpu_list_free().
+ */
+OOM_EXPORT int oom_gpu_sample(oom_gpu_list **out, oom_gpu_session *session, unsigned flags);
+OOM_EXPORT void oom_gpu_list_free(oom_gpu_list *list);
+
+/**
+ * Applies a CUDA_VISIBLE_DEVICES value to `count` devices with the given UUIDs, as CUDA does:
+ * entries are indices or "GPU-<uuid>" (full or a unique prefix; "MIG-..." matched likewise);
+ * the first invalid, unknown or repeated entry ends the list; an empty value selects none.
+ * `visible` receives NVML indices in CUDA order; returns the number selected.
+ * `value` NULL selects all devices in order.
+ */
+OOM_EXPORT size_t oom_cuda_visible(int *visible, size_t max_visible, const char *value,
+                                   const char *const *uuids, size_t count);
+
+/* ---- budgets for planning ----------------------------------------------------------------- */
+
+/** Where a planning command's GPU and budget came from. */
+typedef struct oom_target {
+    oom_gpu_profile profile;  /**< the GPU planned for (a copy; strings owned by the target) */
+    oom_budget budget;        /**< per GPU */
+    int gpu_count;            /**< GPUs detected (or 1 for a profile) */
+    int detected;             /**< 1 when the GPU was detected, 0 for a named profile */
+    int mixed;                /**< 1 when the detected GPUs differ (the smallest is planned for) */
+    int fallback;             /**< 1 when no GPU was found and the default profile was used */
+    char reason[256];         /**< why a fallback happened ("NVML not found: ...") */
+} oom_target;
+
+/** What the user asked for; NULL/empty fields mean "default". */
+typedef struct oom_target_request {
+    const char *gpu;          /**< "auto", an index, or a profile id; else $OOMLESS_GPU, $GPU_PROFILE */
+    const char *vram;         /**< --vram SIZE (bare number = GiB) */
+    const char *margin;       /**< --vram-safety-margin SIZE|PCT (bare number = MiB) */
+    const oom_config *config; /**< may be NULL */
+} oom_target_request;
+
+/**
+ * Resolves the GPU and the budget: a profile id, an index of a detected GPU, or auto (detected
+ * GPUs; the smallest when mixed; the config's / default profile when none). --vram overrides
+ * the target memory. Strings in `out` stay valid until oom_target_free().
+ */
+OOM_EXPORT int oom_target_resolve(oom_target *out, const oom_target_request *request,
+                                  const oom_catalog *catalog);
+OOM_EXPORT void oom_target_free(oom_target *target);
 
 /* ======================================================================== workloads, estimate */
 /* (section: estimate) */
