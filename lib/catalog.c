@@ -98,7 +98,7 @@ static int parse_entry(struct entry *e, json_object *obj, const char *source, si
     const char *id, *s;
     double mib = 0, v;
     size_t i, k;
-    json_object *aliases;
+    json_object *aliases = NULL;
     int r, err = OOM_OK;
 
     snprintf(where, sizeof(where), "%s: gpus[%zu]", source, index);
@@ -122,8 +122,10 @@ static int parse_entry(struct entry *e, json_object *obj, const char *source, si
             return oomi_fail(OOM_EINVAL, "%s: 'memory' (or 'memory_mib') is missing", where);
         if ((err = oom_parse_size(&tmp.p.memory_bytes, s, OOM_UNIT_GIB)))
             return oomi_fail_prefix(err, "%s: ", where);
-    } else
+    } else if (mib * (double)OOM_MiB < 9.2233720368547758e18)
         tmp.p.memory_bytes = (uint64_t)(mib * (double)OOM_MiB);
+    else
+        return oomi_fail(OOM_EINVAL, "%s: 'memory_mib' is out of range", where);
     if (tmp.p.memory_bytes < OOM_MiB * 64)
         return oomi_fail(OOM_EINVAL, "%s: memory must be at least 64 MiB", where);
     if ((r = get_number(&v, obj, "bandwidth_gbs", where)) < 0)
@@ -146,6 +148,11 @@ static int parse_entry(struct entry *e, json_object *obj, const char *source, si
     if (json_object_object_get_ex(obj, "aliases", &aliases) && aliases &&
         !json_object_is_type(aliases, json_type_array))
         return oomi_fail(OOM_EINVAL, "%s: 'aliases' must be a list", where);
+    for (i = 0; aliases && i < json_object_array_length(aliases); i++) {
+        json_type t = json_object_get_type(json_object_array_get_idx(aliases, i));
+        if (t == json_type_null || t == json_type_array || t == json_type_object)
+            return oomi_fail(OOM_EINVAL, "%s: aliases[%zu] must be a name", where, i);
+    }
     if (!e)
         return OOM_OK;
 

@@ -108,7 +108,7 @@ int oom_parse_margin(uint64_t *out, const char *text, uint64_t target_bytes)
             return oomi_fail(OOM_EINVAL, "safety margin '%s' is not a percentage", text);
         memcpy(buf, text, n - 1);
         buf[n - 1] = '\0';
-        while (n > 1 && isspace((unsigned char)buf[strlen(buf) - 1]))
+        while (buf[0] && isspace((unsigned char)buf[strlen(buf) - 1]))
             buf[strlen(buf) - 1] = '\0';
         if ((err = oomi_parse_double(&pct, buf, "safety margin")))
             return oomi_fail(OOM_EINVAL, "safety margin '%s' is not a percentage", text);
