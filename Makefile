@@ -37,12 +37,17 @@ check: all
 install: all
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
+# The whole suite (unit, CLI, Python, fuzz-corpus replay, fault) built with clang, ASan + UBSan +
+# LeakSanitizer, one shared sanitizer runtime (see CMakeLists.txt). Any report fails its test.
+# verify_asan_link_order=0: tests/cli/test_install.sh links a plain `cc` program against the
+# installed (sanitized) library, which then loads the runtime late; the Python tests preload it.
+SANITIZE_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:verify_asan_link_order=0:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1 \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 LSAN_OPTIONS=report_objects=1
 check-sanitize: deps
 	cmake -S . -B build-sanitize -G Ninja -DOOMLESS_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug \
 	    -DCMAKE_C_COMPILER=clang $(CMAKE_ARGS)
 	cmake --build build-sanitize -j $(JOBS)
-	cd build-sanitize && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-	    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+	cd build-sanitize && $(SANITIZE_ENV) ctest --output-on-failure -j $(JOBS)
 
 check-valgrind: all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -T memcheck -R '^unit\.'
