@@ -36,8 +36,12 @@ static json_object *plain_scalar(const char *s)
     return json_object_new_string(s);
 }
 
+/* Aliases make a document a graph: "a: &a [x, x], b: &b [*a, *a], ..." doubles at each level.
+ * Converting it into a tree expands every alias, so the expansion is bounded. */
+#define MAX_NODES 1000000
+
 static int convert(json_object **out, yaml_document_t *doc, yaml_node_t *node, int depth,
-                   const char *name)
+                   size_t *nodes, const char *name)
 {
     yaml_node_item_t *item;
     yaml_node_pair_t *pair;
@@ -47,6 +51,9 @@ static int convert(json_object **out, yaml_document_t *doc, yaml_node_t *node, i
     *out = NULL;
     if (depth > 64)
         return oomi_fail(OOM_EPARSE, "%s: nested too deeply", name);
+    if (++*nodes > MAX_NODES)
+        return oomi_fail(OOM_EPARSE, "%s: more than %d values (aliases expanding?)", name,
+                         MAX_NODES);
     switch (node->type) {
     case YAML_SCALAR_NODE:
         if (node->data.scalar.style == YAML_PLAIN_SCALAR_STYLE) {
@@ -67,7 +74,8 @@ static int convert(json_object **out, yaml_document_t *doc, yaml_node_t *node, i
         if (!(obj = json_object_new_array()))
             return oomi_nomem();
         for (item = node->data.sequence.items.start; item < node->data.sequence.items.top; item++) {
-            if ((err = convert(&child, doc, yaml_document_get_node(doc, *item), depth + 1, name)))
+            if ((err = convert(&child, doc, yaml_document_get_node(doc, *item), depth + 1, nodes,
+                               name)))
                 goto fail;
             if (json_object_array_add(obj, child)) {
                 json_object_put(child);
@@ -88,7 +96,7 @@ static int convert(json_object **out, yaml_document_t *doc, yaml_node_t *node, i
                 goto fail;
             }
             if ((err = convert(&child, doc, yaml_document_get_node(doc, pair->value), depth + 1,
-                               name)))
+                               nodes, name)))
                 goto fail;
             if (json_object_object_add(obj, (const char *)k->data.scalar.value, child)) {
                 json_object_put(child);
@@ -112,6 +120,7 @@ int oomi_yaml_load(json_object **out, const char *text, size_t len, const char *
     yaml_parser_t parser;
     yaml_document_t doc;
     yaml_node_t *root;
+    size_t nodes = 0;
     int err;
 
     *out = NULL;
@@ -127,7 +136,7 @@ int oomi_yaml_load(json_object **out, const char *text, size_t len, const char *
         return err;
     }
     root = yaml_document_get_root_node(&doc);
-    err = root ? convert(out, &doc, root, 0, name) : OOM_OK;
+    err = root ? convert(out, &doc, root, 0, &nodes, name) : OOM_OK;
     yaml_document_delete(&doc);
     yaml_parser_delete(&parser);
     return err;
