@@ -15,14 +15,17 @@ struct oom_config {
     json_object *gpus; /* the `gpus` array, or NULL */
 };
 
-static char *default_path(void)
+/* The default path in *out, or NULL when neither XDG_CONFIG_HOME nor HOME is set. */
+static int default_path(char **out)
 {
     const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
     if (xdg && *xdg)
-        return oomi_asprintf("%s/oomless/config.yaml", xdg);
-    if (home && *home)
-        return oomi_asprintf("%s/.config/oomless/config.yaml", home);
-    return NULL;
+        *out = oomi_asprintf("%s/oomless/config.yaml", xdg);
+    else if (home && *home)
+        *out = oomi_asprintf("%s/.config/oomless/config.yaml", home);
+    else
+        return OOM_OK;
+    return *out ? OOM_OK : oomi_nomem();
 }
 
 static int take_string(char **dst, json_object *obj, const char *key, const char *path)
@@ -104,7 +107,8 @@ int oom_config_load(oom_config **out, const char *path)
         goto done;
     }
     if (!path) {
-        def = default_path();
+        if ((err = default_path(&def)))
+            goto done;
         if (!def || stat(def, &st) != 0)
             goto done; /* no default file: defaults apply */
         path = def;
