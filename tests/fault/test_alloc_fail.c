@@ -1,0 +1,417 @@
+/*
+ * test_alloc_fail.c - allocation-failure injection along the library's main paths.
+ *
+ * A counting allocator is installed with oom_set_allocator(); for n = 1, 2, ... the n-th
+ * allocation of a path fails. Each time the path must return OOM_ENOMEM (with that code as the
+ * last error), hand out no result, and leave no block of the library's allocator live; once n
+ * is past the path's last allocation it must succeed with the same result as with malloc.
+ * Every block carries a header, so a block freed by the wrong allocator (the library's with
+ * free(), or malloc's with the library's) is caught too. json-c's and libyaml's own allocations
+ * are not counted here: the sanitizer and valgrind builds run this test for those.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "oomless.h"
+
+/* ---- the counting allocator ------------------------------------------------------------- */
+
+#define MAGIC 0x6f6f6d6c65737321ULL
+
+struct header {
+    uint64_t magic;
+    size_t size;
+};
+
+static struct {
+    long calls;   /* allocation calls so far (malloc and realloc) */
+    long fail_at; /* the call that fails; 0: none */
+    long live;    /* blocks allocated and not freed */
+    int failed;   /* the failing call was reached */
+} cnt;
+
+static int should_fail(void)
+{
+    if (++cnt.calls != cnt.fail_at)
+        return 0;
+    cnt.failed = 1;
+    return 1;
+}
+
+static void *t_malloc(size_t n, void *user)
+{
+    struct header *h;
+    (void)user;
+    if (should_fail() || !(h = malloc(sizeof(*h) + n)))
+        return NULL;
+    h->magic = MAGIC;
+    h->size = n;
+    cnt.live++;
+    return h + 1;
+}
+
+static struct header *header_of(void *p)
+{
+    struct header *h = (struct header *)p - 1;
+    if (h->magic != MAGIC)
+        fail_msg("a block not from the library's allocator was given back to it");
+    return h;
+}
+
+static void *t_realloc(void *p, size_t n, void *user)
+{
+    struct header *h;
+    if (!p)
+        return t_malloc(n, user);
+    h = header_of(p);
+    if (should_fail())
+        return NULL;
+    if (!(h = realloc(h, sizeof(*h) + n)))
+        return NULL;
+    h->size = n;
+    return h + 1;
+}
+
+static void t_free(void *p, void *user)
+{
+    struct header *h;
+    (void)user;
+    if (!p)
+        return;
+    h = header_of(p);
+    h->magic = 0;
+    cnt.live--;
+    free(h);
+}
+
+static const oom_allocator counting = {t_malloc, t_realloc, t_free, NULL};
+
+/* ---- the driver -------------------------------------------------------------------------- */
+
+/* A path: runs, frees what the library gave it, and returns the code; on success *out is a
+ * malloc'd summary of the result (compared with the run without failures). */
+typedef int (*path_fn)(char **out);
+
+static void fail_each_allocation(const char *name, path_fn path, int want)
+{
+    char *ref = NULL, *got;
+    long n;
+    int rc;
+
+    oom_set_allocator(NULL);
+    rc = path(&ref);
+    if (rc != want)
+        fail_msg("%s: returned %d (%s), expected %d", name, rc, oom_last_message(), want);
+    for (n = 1;; n++) {
+        memset(&cnt, 0, sizeof(cnt));
+        cnt.fail_at = n;
+        got = NULL;
+        oom_set_allocator(&counting);
+        rc = path(&got);
+        oom_set_allocator(NULL);
+        if (cnt.live != 0)
+            fail_msg("%s: allocation %ld failing: %ld block(s) leaked", name, n, cnt.live);
+        if (!cnt.failed) { /* past the last allocation: the full result */
+            if (rc != want)
+                fail_msg("%s: returned %d (%s), expected %d", name, rc, oom_last_message(), want);
+            if ((ref == NULL) != (got == NULL) || (ref && strcmp(ref, got)))
+                fail_msg("%s: result differs:\n%s\n---- expected:\n%s", name, got ? got : "(none)",
+                         ref ? ref : "(none)");
+            break;
+        }
+        if (rc != OOM_ENOMEM || oom_last_error() != OOM_ENOMEM)
+            fail_msg("%s: allocation %ld failing: returned %d (%s), last error %d; expected "
+                     "OOM_ENOMEM",
+                     name, n, rc, oom_last_message(), oom_last_error());
+        if (got)
+            fail_msg("%s: allocation %ld failing: a result was handed out", name, n);
+    }
+    free(ref);
+    free(got);
+    print_message("%-28s %ld allocation(s), each failed once\n", name, n - 1);
+    assert_true(n > 1); /* the path allocates: otherwise this test tests nothing */
+}
+
+static char *copy(const char *s)
+{
+    char *d = strdup(s ? s : "(null)");
+    assert_non_null(d);
+    return d;
+}
+
+/* ---- fixtures ------------------------------------------------------------------------------ */
+
+static char config_path[256], bad_config_path[256], spec_path[256];
+
+static void write_file(char *path, size_t size, const char *text)
+{
+    int fd;
+    snprintf(path, size, "%s/oomless-fault.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    assert_true((fd = mkstemp(path)) >= 0);
+    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
+    close(fd);
+}
+
+static const char config_text[] = "# a config long enough that reading it grows the buffer\n"
+                                  "defaults:\n"
+                                  "  safety_margin: 10%\n"
+                                  "  profile: lab-card\n"
+                                  "gpus:\n"
+                                  "  - id: lab-card\n"
+                                  "    name: Lab card\n"
+                                  "    memory: 20GiB\n"
+                                  "    bf16_tflops: 80\n"
+                                  "    bandwidth_gbs: 900\n"
+                                  "    match: \"Lab Card\"\n"
+                                  "    cc: \"8.6\"\n"
+                                  "    aliases: [lab, mine, 4242]\n"
+                                  "  - {id: rtx-4090, name: Overridden 4090, memory_mib: 24000}\n";
+
+static const char spec_text[] =
+    "driver 550.54.15\ncuda 12040\n"
+    "gpu name=\"NVIDIA GeForce RTX 4090\" uuid=GPU-4090aaaa-0000-0000-0000-000000000000 "
+    "total=25757220864 used=1073741824 cc=8.9 util=30 temp=55\n"
+    "gpu name=\"NVIDIA A100-SXM4-80GB\" uuid=GPU-a100bbbb-0000-0000-0000-000000000000 "
+    "total=85899345920 used=0 cc=8.0\n"
+    "proc gpu=0 pid=4141 used=1000\n"
+    "proc gpu=1 pid=4242 used=2147483648\nproc gpu=1 pid=4343 used=4096\n";
+
+static void use_fake_nvml(void)
+{
+    const char *lib = getenv("FAKE_NVML_LIB");
+    assert_non_null(lib);
+    setenv("OOMLESS_NVML_LIBRARY", lib, 1);
+    setenv("FAKE_NVML_SPEC", spec_path, 1);
+}
+
+static void no_nvml(void)
+{
+    setenv("OOMLESS_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1);
+}
+
+/* ---- the paths ------------------------------------------------------------------------------ */
+
+static int path_config(char **out)
+{
+    oom_config *c = NULL;
+    int err = oom_config_load(&c, config_path);
+    if (!err) {
+        char buf[512];
+        snprintf(buf, sizeof(buf), "%s|%s|%s", oom_config_path(c), oom_config_default_margin(c),
+                 oom_config_default_profile(c));
+        *out = copy(buf);
+    }
+    if (err && c)
+        fail_msg("config handed out on failure");
+    oom_config_free(c);
+    return err;
+}
+
+static int path_bad_config(char **out)
+{
+    oom_config *c = NULL;
+    int err = oom_config_load(&c, bad_config_path);
+    (void)out;
+    oom_config_free(c);
+    return err;
+}
+
+static int path_default_config(char **out)
+{
+    oom_config *c = NULL;
+    int err = oom_config_load(&c, NULL); /* no default file: the defaults */
+    if (!err)
+        *out = copy(oom_config_default_profile(c));
+    oom_config_free(c);
+    return err;
+}
+
+static int path_catalog(char **out)
+{
+    oom_config *c = NULL;
+    oom_catalog *cat = NULL;
+    const oom_gpu_profile *p;
+    char *json = NULL;
+    int err;
+
+    if ((err = oom_config_load(&c, config_path)) || (err = oom_catalog_load(&cat, c)) ||
+        (err = oom_catalog_find(&p, cat, "mine")) || (err = oom_catalog_to_json(&json, cat)))
+        goto done;
+    *out = copy(json);
+done:
+    oom_free(json);
+    oom_catalog_free(cat);
+    oom_config_free(c);
+    return err;
+}
+
+static int target_json(char **out, const char *gpu, const char *vram, const char *margin,
+                       int sample)
+{
+    oom_config *c = NULL;
+    oom_catalog *cat = NULL;
+    oom_gpu_session *s = NULL;
+    oom_gpu_list *list = NULL;
+    oom_target t;
+    oom_target_request req = {gpu, vram, margin, NULL};
+    char *json = NULL;
+    int err, have_target = 0;
+
+    if ((err = oom_config_load(&c, config_path)) || (err = oom_catalog_load(&cat, c)))
+        goto done;
+    req.config = c;
+    if ((err = oom_target_resolve(&t, &req, cat)))
+        goto done;
+    have_target = 1;
+    if (sample && ((err = oom_gpu_open(&s)) ||
+                   (err = oom_gpu_sample(&list, s, OOM_SAMPLE_PROCESSES | OOM_SAMPLE_ALL_GPUS))))
+        goto done;
+    if ((err = oom_gpus_to_json(&json, list, &t)))
+        goto done;
+    *out = copy(json);
+done:
+    if (have_target)
+        oom_target_free(&t);
+    oom_free(json);
+    oom_gpu_list_free(list);
+    oom_gpu_close(s);
+    oom_catalog_free(cat);
+    oom_config_free(c);
+    return err;
+}
+
+static int path_target_profile(char **out)
+{
+    return target_json(out, "lab_card", "18.5", "512", 0);
+}
+
+static int path_target_fallback(char **out)
+{
+    no_nvml();
+    return target_json(out, NULL, NULL, NULL, 0);
+}
+
+static int path_target_detected(char **out)
+{
+    use_fake_nvml();
+    return target_json(out, NULL, NULL, "5%", 1);
+}
+
+static int path_target_index(char **out)
+{
+    use_fake_nvml();
+    return target_json(out, "1", "70", NULL, 1);
+}
+
+static int path_sample(char **out)
+{
+    oom_gpu_session *s = NULL;
+    oom_gpu_list *list = NULL;
+    char buf[256];
+    int err;
+
+    use_fake_nvml();
+    if ((err = oom_gpu_open(&s)) || (err = oom_gpu_sample(&list, s, OOM_SAMPLE_PROCESSES)))
+        goto done;
+    snprintf(buf, sizeof(buf), "%zu gpus, %zu+%zu processes, pid %u", list->count,
+             list->gpus[0].process_count, list->gpus[1].process_count,
+             list->gpus[1].processes[0].pid);
+    *out = copy(buf);
+done:
+    oom_gpu_list_free(list);
+    oom_gpu_close(s);
+    return err;
+}
+
+/* ---- tests ------------------------------------------------------------------------------------
+ */
+
+static void test_config(void **state)
+{
+    (void)state;
+    fail_each_allocation("config load", path_config, OOM_OK);
+    fail_each_allocation("config load, bad value", path_bad_config, OOM_EINVAL);
+    fail_each_allocation("config load, default", path_default_config, OOM_OK);
+}
+
+static void test_catalog(void **state)
+{
+    (void)state;
+    fail_each_allocation("catalog load + find + json", path_catalog, OOM_OK);
+}
+
+static void test_target(void **state)
+{
+    (void)state;
+    fail_each_allocation("target: profile", path_target_profile, OOM_OK);
+    fail_each_allocation("target: no NVML, fallback", path_target_fallback, OOM_OK);
+    fail_each_allocation("target: detected + gpus json", path_target_detected, OOM_OK);
+    fail_each_allocation("target: GPU index", path_target_index, OOM_OK);
+}
+
+static void test_sample(void **state)
+{
+    (void)state;
+    fail_each_allocation("gpu open + sample", path_sample, OOM_OK);
+}
+
+/* The allocator itself: a block it did not hand out is noticed (so the checks above can fail). */
+static void test_allocator_checks(void **state)
+{
+    char *s;
+    (void)state;
+    memset(&cnt, 0, sizeof(cnt));
+    oom_set_allocator(&counting);
+    s = NULL;
+    assert_int_equal(oom_config_load((oom_config **)&s, config_path), OOM_OK);
+    assert_true(cnt.live > 0);
+    oom_config_free((oom_config *)s);
+    assert_int_equal(cnt.live, 0);
+    cnt.fail_at = cnt.calls + 1;
+    assert_int_equal(oom_config_load((oom_config **)&s, config_path), OOM_ENOMEM);
+    assert_true(cnt.failed);
+    assert_null(s);
+    oom_set_allocator(NULL);
+}
+
+static int setup(void **state)
+{
+    (void)state;
+    write_file(config_path, sizeof(config_path), config_text);
+    write_file(
+        bad_config_path, sizeof(bad_config_path),
+        "defaults:\n  profile: x\ngpus:\n  - {id: a, memory: 1GiB}\n  - {id: b, memory: lots}\n");
+    write_file(spec_path, sizeof(spec_path), spec_text);
+    setenv("XDG_CONFIG_HOME", "/nonexistent", 1);
+    unsetenv("CUDA_VISIBLE_DEVICES");
+    unsetenv("OOMLESS_GPU");
+    unsetenv("GPU_PROFILE");
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    unlink(config_path);
+    unlink(bad_config_path);
+    unlink(spec_path);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_allocator_checks), cmocka_unit_test(test_config),
+        cmocka_unit_test(test_catalog),          cmocka_unit_test(test_target),
+        cmocka_unit_test(test_sample),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
