@@ -201,8 +201,8 @@ static json_object *gpu_json(const oom_gpu_info *g)
 int oom_gpus_to_json(char **out, const oom_gpu_list *list, const oom_target *t)
 {
     json_object *root = json_object_new_object(), *arr = json_object_new_array(), *b, *tj;
-    uint64_t total = 0;
-    size_t i;
+    uint64_t total = 0, first = 0;
+    size_t i, alive = 0;
     int err = 0, mixed = 0;
 
     if (!out)
@@ -219,9 +219,11 @@ int oom_gpus_to_json(char **out, const oom_gpu_list *list, const oom_target *t)
             json_object_put(g);
             return finish(out, root, OOM_ENOMEM);
         }
-        if (!list->gpus[i].lost) {
+        if (!list->gpus[i].lost) { /* a lost GPU's sizes are unknown: not compared */
             total += list->gpus[i].total_bytes;
-            if (i && list->gpus[i].total_bytes != list->gpus[0].total_bytes)
+            if (!alive++)
+                first = list->gpus[i].total_bytes;
+            else if (list->gpus[i].total_bytes != first)
                 mixed = 1;
         }
     }
