@@ -49,8 +49,15 @@ check-sanitize: deps
 	cmake --build build-sanitize -j $(JOBS)
 	cd build-sanitize && $(SANITIZE_ENV) ctest --output-on-failure -j $(JOBS)
 
+# Valgrind memcheck: the C test programs (unit, fault injection, fuzz-corpus replay) through
+# `ctest -T memcheck` (options in CMakeLists.txt), then the shell tests with every oomless they
+# start under valgrind (tests/fault/valgrind-cli.sh). A memory error or a definite leak fails.
+VALGRIND_TESTS ?= ^(unit|fuzz|fault\.c)\.
+VALGRIND_CLI_TESTS ?= ^(cli|fault\.sh)\.
 check-valgrind: all
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -T memcheck -R '^unit\.'
+	@command -v valgrind >/dev/null || { echo "check-valgrind: valgrind is not installed" >&2; exit 1; }
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -T memcheck -R '$(VALGRIND_TESTS)'
+	tests/fault/valgrind-cli.sh $(BUILD) '$(VALGRIND_CLI_TESTS)'
 
 FUZZ_SECONDS ?= 20
 fuzz: deps
