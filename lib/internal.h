@@ -34,7 +34,7 @@ int oomi_yaml_load_file(struct json_object **out, const char *path);
  * callee, optionally prefixing context ("model 'x.json': ").
  */
 int oomi_fail(int code, const char *fmt, ...) OOMI_PRINTF(2, 3);
-int oomi_failv(int code, const char *fmt, va_list ap);
+int oomi_failv(int code, const char *fmt, va_list ap) OOMI_PRINTF(2, 0);
 int oomi_fail_prefix(int code, const char *fmt, ...) OOMI_PRINTF(2, 3);
 int oomi_nomem(void);
 void oomi_clear_error(void);
