@@ -341,6 +341,14 @@ OOM_EXPORT void oom_target_free(oom_target *target);
  */
 OOM_EXPORT int oom_gpus_to_json(char **out, const oom_gpu_list *list, const oom_target *target);
 
+/**
+ * Everything `oomless gpus --json` does in one call: samples the GPUs (a missing backend is not
+ * an error: the list is empty and target.reason says why), resolves the budget from `request`
+ * (NULL = defaults; request->config is used when set) and returns the JSON document.
+ * `flags` takes OOM_SAMPLE_ALL_GPUS.
+ */
+OOM_EXPORT int oom_gpus_report(char **out, const oom_target_request *request, unsigned flags);
+
 /** The catalog as JSON: {"gpus": [{"id", "name", "vendor", "memory_bytes", ...}...]}. */
 OOM_EXPORT int oom_catalog_to_json(char **out, const oom_catalog *catalog);
 
