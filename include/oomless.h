@@ -372,6 +372,8 @@ typedef enum oom_optimizer {
     OOM_OPTIMIZER_SGD_MOMENTUM = 4,
     OOM_OPTIMIZER_LION = 5,
     OOM_OPTIMIZER_NONE = 6,       /**< gradients only (e.g. gradient analysis) */
+    OOM_OPTIMIZER_ADAMW_FUSED = 7, /**< AdamW without step-wide temporaries: torch fused=True, or a
+                                        per-tensor loop (transformers' adamw_hf, torch < 2.0) */
 } oom_optimizer;
 
 typedef enum oom_checkpointing {
@@ -433,7 +435,8 @@ OOM_EXPORT const char *oom_offload_name(oom_offload v);
 /**
  * A new workload with the defaults: no model, method full, precision auto, AdamW, batch 1,
  * seq 512, grad-accum 1, no checkpointing, sdpa attention, standard loss, 1 GPU, no sharding, no
- * offload, LoRA rank 16 on q_proj,v_proj, overhead from the GPU generation. OOM_ENOMEM only.
+ * offload, LoRA rank 16 on PEFT's default modules, dropout 0.05, gradients freed between steps
+ * (keep-grads no), overhead from the GPU generation. OOM_ENOMEM only.
  */
 OOM_EXPORT int oom_workload_create(oom_workload **out);
 OOM_EXPORT void oom_workload_free(oom_workload *w);

@@ -85,6 +85,7 @@ static double optimizer_states(const ctx *x, double state, double master)
     double p = x->trainable;
     switch (x->w->k.optimizer) {
     case OOM_OPTIMIZER_ADAMW:
+    case OOM_OPTIMIZER_ADAMW_FUSED:
         return p * (2 * state + master);
     case OOM_OPTIMIZER_ADAMW_8BIT:
         return p * (x->c->adam8_bytes + master);
@@ -236,7 +237,7 @@ static double sum(const mem *p)
 static oom_phase training(const ctx *x, mem *peak)
 {
     const oom_knobs *k = &x->w->k;
-    double grad, state, master, n = x->n, W, G, O, A, A1, Lf, Lb, Tcast = 0, Tz3 = 0, Topt;
+    double grad, state, master, n = x->n, W, G, O, A, A1, Lf, Lb, Tcast = 0, Tz3 = 0, Topt, live_g;
     mem ph[3];
     int i, best = 0;
 
@@ -265,12 +266,13 @@ static oom_phase training(const ctx *x, mem *peak)
         W = 0, G = 0;
     activations(x, &A, &A1);
     logits(x, &Lf, &Lb);
+    live_g = k->grad_accum > 1 || x->w->keep_grads ? G : 0;
     /* forward end: gradients are alive only under accumulation (zero_grad(set_to_none) after
-     * each step); optimizer states exist from the first step on */
-    ph[0] = (mem){W, k->grad_accum > 1 ? G : 0, O, A, Lf, 0, Tcast + Tz3};
+     * each step) or when kept (set_to_none=False); optimizer states exist from the first step */
+    ph[0] = (mem){W, live_g, O, A, Lf, 0, Tcast + Tz3};
     /* backward: loss gradient with every activation still saved, plus a recomputed layer under
      * full checkpointing; or its end, all gradients with one layer's activations */
-    ph[1] = (mem){W, k->grad_accum > 1 ? G : 0, O, A, Lb, 0, Tcast + Tz3};
+    ph[1] = (mem){W, live_g, O, A, Lb, 0, Tcast + Tz3};
     if (k->checkpointing == OOM_CHECKPOINTING_FULL)
         ph[1].a += A1;
     if (W + G + O + A1 + Tz3 > sum(&ph[1]))

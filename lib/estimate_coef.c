@@ -101,7 +101,7 @@ static void read_ctx(rd *r, json_object *ctx)
 static void read_rest(rd *r, json_object *root)
 {
     static const char *const opts[] = {"adamw",        "adamw-8bit", "adafactor", "sgd",
-                                       "sgd-momentum", "lion",       "none"};
+                                       "sgd-momentum", "lion",       "none",      "adamw-fused"};
     json_object *lg = sub(r, root, "logits"), *inf = sub(r, root, "inference");
     json_object *q = sub(r, root, "quantization"), *o = sub(r, root, "optimizer");
     json_object *p = sub(r, root, "parallel"), *al = sub(r, root, "allocator");

@@ -151,12 +151,18 @@ struct oom_workload {
     bool lora_rank_set, lora_targets_set, lora_dropout_set;
     long max_pos_override; /* 0: none */
     long decoder_seq;      /* enc-dec target length; 0: = seq */
+    bool keep_grads;       /* zero_grad(set_to_none=False): gradients live in every phase */
     uint64_t overhead;     /* OOM_UNKNOWN: from the GPU generation */
     bool has_gpu;
     int cc_major, cc_minor;
     char gpu_id[64];
 };
 oom_precision oomi_resolved_precision(const oom_workload *w);
+/* option values, indexed by the public enums (workload.c) */
+extern const char *const oomi_method_names[4], *const oomi_precision_names[8];
+extern const char *const oomi_optimizer_names[8], *const oomi_checkpointing_names[3];
+extern const char *const oomi_attention_names[3], *const oomi_loss_names[2];
+extern const char *const oomi_sharding_names[4], *const oomi_offload_names[3];
 
 /* empirical coefficients (estimate_coef.c), loaded from data/coefficients.json */
 typedef struct oomi_act_coef {
@@ -178,7 +184,7 @@ typedef struct oomi_coef {
     double chunk_tokens;                 /* chunked loss: tokens per chunk */
     double infer_h, infer_f;             /* inference working set of one layer, x element size */
     double nf4_bytes, int8_bytes, adam8_bytes;
-    double opt_temp[7]; /* optimizer-step temporaries, x one state copy, by oom_optimizer */
+    double opt_temp[8]; /* optimizer-step temporaries, x one state copy, by oom_optimizer */
     double ddp_buckets, zero3_live_layers;
     double frag, tensor_waste, round;
     double lora_in_fp32; /* LoRA: bytes per adapted input element saved (cast to fp32 adapter) */

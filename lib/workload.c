@@ -7,51 +7,51 @@
 
 /* ---- enum names (the option values) ----------------------------------------------------- */
 
-static const char *const method_names[] = {"full", "lora", "qlora", "inference"};
-static const char *const precision_names[] = {"auto",     "fp32",     "fp16", "bf16",
-                                              "amp-fp16", "amp-bf16", "int8", "4bit"};
-static const char *const optimizer_names[] = {"adamw",        "adamw-8bit", "adafactor", "sgd",
-                                              "sgd-momentum", "lion",       "none"};
-static const char *const checkpointing_names[] = {"none", "selective", "full"};
-static const char *const attention_names[] = {"eager", "sdpa", "flash"};
-static const char *const loss_names[] = {"standard", "chunked"};
-static const char *const sharding_names[] = {"none", "zero1", "zero2", "zero3"};
-static const char *const offload_names[] = {"none", "optimizer", "optimizer+params"};
+const char *const oomi_method_names[4] = {"full", "lora", "qlora", "inference"};
+const char *const oomi_precision_names[8] = {"auto",     "fp32",     "fp16", "bf16",
+                                             "amp-fp16", "amp-bf16", "int8", "4bit"};
+const char *const oomi_optimizer_names[8] = {
+    "adamw", "adamw-8bit", "adafactor", "sgd", "sgd-momentum", "lion", "none", "adamw-fused"};
+const char *const oomi_checkpointing_names[3] = {"none", "selective", "full"};
+const char *const oomi_attention_names[3] = {"eager", "sdpa", "flash"};
+const char *const oomi_loss_names[2] = {"standard", "chunked"};
+const char *const oomi_sharding_names[4] = {"none", "zero1", "zero2", "zero3"};
+const char *const oomi_offload_names[3] = {"none", "optimizer", "optimizer+params"};
 static const char *const phase_names[] = {"forward", "backward", "optimizer", "prefill"};
 
 #define NAME_OF(table, v) ((unsigned)(v) < OOMI_ARRAY_LEN(table) ? table[v] : "?")
 
 const char *oom_method_name(oom_method v)
 {
-    return NAME_OF(method_names, v);
+    return NAME_OF(oomi_method_names, v);
 }
 const char *oom_precision_name(oom_precision v)
 {
-    return NAME_OF(precision_names, v);
+    return NAME_OF(oomi_precision_names, v);
 }
 const char *oom_optimizer_name(oom_optimizer v)
 {
-    return NAME_OF(optimizer_names, v);
+    return NAME_OF(oomi_optimizer_names, v);
 }
 const char *oom_checkpointing_name(oom_checkpointing v)
 {
-    return NAME_OF(checkpointing_names, v);
+    return NAME_OF(oomi_checkpointing_names, v);
 }
 const char *oom_attention_name(oom_attention v)
 {
-    return NAME_OF(attention_names, v);
+    return NAME_OF(oomi_attention_names, v);
 }
 const char *oom_loss_name(oom_loss v)
 {
-    return NAME_OF(loss_names, v);
+    return NAME_OF(oomi_loss_names, v);
 }
 const char *oom_sharding_name(oom_sharding v)
 {
-    return NAME_OF(sharding_names, v);
+    return NAME_OF(oomi_sharding_names, v);
 }
 const char *oom_offload_name(oom_offload v)
 {
-    return NAME_OF(offload_names, v);
+    return NAME_OF(oomi_offload_names, v);
 }
 const char *oom_phase_name(oom_phase v)
 {
@@ -65,7 +65,8 @@ static const oom_option options[] = {
     {"method", "full|lora|qlora|inference", "what is run (default full)"},
     {"precision", "auto|fp32|fp16|bf16|amp-fp16|amp-bf16|int8|4bit",
      "parameter/compute dtype (default auto: amp-bf16 full, bf16 lora/inference, 4bit qlora)"},
-    {"optimizer", "adamw|adamw-8bit|adafactor|sgd|sgd-momentum|lion|none", "(default adamw)"},
+    {"optimizer", "adamw|adamw-fused|adamw-8bit|adafactor|sgd|sgd-momentum|lion|none",
+     "(default adamw: torch foreach)"},
     {"batch", "N", "micro-batch per GPU (default 1)"},
     {"seq", "N", "tokens per sample; inference: prompt + generated (default 512)"},
     {"grad-accum", "N", "gradient accumulation steps (default 1)"},
@@ -83,6 +84,8 @@ static const oom_option options[] = {
     {"decoder-seq", "N", "encoder-decoder models: target tokens (default = seq)"},
     {"max-positions", "N",
      "override the model's max positions (RoPE scaling): allows a longer --seq"},
+    {"keep-grads", "no|yes",
+     "gradients kept between steps: zero_grad(set_to_none=False), PyTorch < 2.0 (default no)"},
     {"overhead", "SIZE", "CUDA context + workspaces outside PyTorch (default: per GPU generation)"},
 };
 
@@ -182,14 +185,14 @@ int oom_workload_set_knobs(oom_workload *w, const oom_knobs *k)
         const char *name;
         size_t n;
     } lim[] = {
-        {"method", OOMI_ARRAY_LEN(method_names)},
-        {"precision", OOMI_ARRAY_LEN(precision_names)},
-        {"optimizer", OOMI_ARRAY_LEN(optimizer_names)},
-        {"checkpointing", OOMI_ARRAY_LEN(checkpointing_names)},
-        {"attention", OOMI_ARRAY_LEN(attention_names)},
-        {"loss", OOMI_ARRAY_LEN(loss_names)},
-        {"sharding", OOMI_ARRAY_LEN(sharding_names)},
-        {"offload", OOMI_ARRAY_LEN(offload_names)},
+        {"method", OOMI_ARRAY_LEN(oomi_method_names)},
+        {"precision", OOMI_ARRAY_LEN(oomi_precision_names)},
+        {"optimizer", OOMI_ARRAY_LEN(oomi_optimizer_names)},
+        {"checkpointing", OOMI_ARRAY_LEN(oomi_checkpointing_names)},
+        {"attention", OOMI_ARRAY_LEN(oomi_attention_names)},
+        {"loss", OOMI_ARRAY_LEN(oomi_loss_names)},
+        {"sharding", OOMI_ARRAY_LEN(oomi_sharding_names)},
+        {"offload", OOMI_ARRAY_LEN(oomi_offload_names)},
     };
     const unsigned vals[] = {k->method,    k->precision, k->optimizer, k->checkpointing,
                              k->attention, k->loss,      k->sharding,  k->offload};

@@ -85,38 +85,27 @@ static int set_dropout(oom_workload *w, const char *value)
         return OOM_OK;                                                                             \
     } while (0)
 
-static const char *const e_method[] = {"full", "lora", "qlora", "inference"};
-static const char *const e_prec[] = {"auto",     "fp32",     "fp16", "bf16",
-                                     "amp-fp16", "amp-bf16", "int8", "4bit"};
-static const char *const e_opt[] = {"adamw",        "adamw-8bit", "adafactor", "sgd",
-                                    "sgd-momentum", "lion",       "none"};
-static const char *const e_ckpt[] = {"none", "selective", "full"};
-static const char *const e_attn[] = {"eager", "sdpa", "flash"};
-static const char *const e_loss[] = {"standard", "chunked"};
-static const char *const e_shard[] = {"none", "zero1", "zero2", "zero3"};
-static const char *const e_off[] = {"none", "optimizer", "optimizer+params"};
-
 static int set_one(oom_workload *w, const char *key, const char *value)
 {
     int err;
     if (!strcmp(key, "model"))
         return set_model(w, value);
     if (!strcmp(key, "method"))
-        ENUM(method, e_method);
+        ENUM(method, oomi_method_names);
     if (!strcmp(key, "precision"))
-        ENUM(precision, e_prec);
+        ENUM(precision, oomi_precision_names);
     if (!strcmp(key, "optimizer"))
-        ENUM(optimizer, e_opt);
+        ENUM(optimizer, oomi_optimizer_names);
     if (!strcmp(key, "checkpointing"))
-        ENUM(checkpointing, e_ckpt);
+        ENUM(checkpointing, oomi_checkpointing_names);
     if (!strcmp(key, "attention"))
-        ENUM(attention, e_attn);
+        ENUM(attention, oomi_attention_names);
     if (!strcmp(key, "loss"))
-        ENUM(loss, e_loss);
+        ENUM(loss, oomi_loss_names);
     if (!strcmp(key, "sharding"))
-        ENUM(sharding, e_shard);
+        ENUM(sharding, oomi_sharding_names);
     if (!strcmp(key, "offload"))
-        ENUM(offload, e_off);
+        ENUM(offload, oomi_offload_names);
     if (!strcmp(key, "batch"))
         return parse_count(&w->k.batch, key, value, 1);
     if (!strcmp(key, "seq"))
@@ -133,6 +122,14 @@ static int set_one(oom_workload *w, const char *key, const char *value)
         if (!(err = parse_count(&w->lora_rank, key, value, 1)))
             w->lora_rank_set = true;
         return err;
+    }
+    if (!strcmp(key, "keep-grads")) {
+        unsigned v;
+        static const char *const yn[] = {"no", "yes"};
+        if ((err = parse_enum(&v, key, value, yn, 2)))
+            return err;
+        w->keep_grads = v == 1;
+        return OOM_OK;
     }
     if (!strcmp(key, "lora-targets"))
         return set_targets(w, value);
@@ -212,6 +209,8 @@ int oom_workload_get(char **out, const oom_workload *w, const char *key)
         s = oomi_asprintf("%ld", kn.grad_accum);
     else if (IS("gpus"))
         s = oomi_asprintf("%ld", kn.gpus);
+    else if (IS("keep-grads"))
+        s = oomi_strdup(w->keep_grads ? "yes" : "no");
     else if (IS("lora-rank"))
         s = oomi_asprintf("%ld", w->lora_rank);
     else if (IS("lora-targets"))
