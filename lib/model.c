@@ -109,7 +109,12 @@ static void finish_decoder(oomi_model *m, uint64_t per_layer, uint64_t per_layer
 {
     long h = m->hidden;
     m->params_embed = embed;
-    m->params_lm_head = m->tied ? 0 : emb(m, m->vocab, h);
+    if (m->head == OOMI_HEAD_SEQ_CLS) /* "score": hidden -> labels, no bias */
+        m->params_lm_head = mat(m, NULL, h, m->labels, 1, false);
+    else if (m->head == OOMI_HEAD_BASE || m->tied)
+        m->params_lm_head = 0;
+    else
+        m->params_lm_head = emb(m, m->vocab, h);
     m->params_layer_max = per_layer;
     m->params = embed + (uint64_t)m->layers * per_layer + final_norm + m->params_lm_head;
     m->params_active =
