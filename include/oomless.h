@@ -487,11 +487,13 @@ OOM_EXPORT int oom_workload_set_knobs(oom_workload *w, const oom_knobs *knobs);
 OOM_EXPORT int oom_workload_set_gpu(oom_workload *w, const oom_gpu_profile *gpu);
 
 /**
- * Checks the combination: a model is set, gpus >= 1, sharding needs gpus > 1 unless it is
- * offload-only, QLoRA needs a 16-bit compute precision, int8/4bit need LoRA/QLoRA/inference,
- * LoRA options need a LoRA method, LoRA targets exist in the model's family, offload of parameters
- * needs zero3, seq within the model's max positions unless max-positions overrides it. OOM_EINVAL
- * naming the problem (and the values), or OOM_OK.
+ * Checks the combination: a model is set; counts >= 1; QLoRA needs a 4-bit base with 16-bit
+ * compute (not fp32/int8); int8/4bit need LoRA, QLoRA or inference; LoRA options need a LoRA
+ * method and the targets must be linears of the model; offload needs a ZeRO stage (one GPU is
+ * allowed: ZeRO-Offload) and parameter offload needs zero3; inference takes no sharding or
+ * accumulation; bf16 needs compute capability >= 8.0 when a GPU is set; seq must be within the
+ * model's max positions unless max-positions overrides them; decoder-seq is for encoder-decoder
+ * models. OOM_EINVAL naming the problem and the values, or OOM_OK.
  */
 OOM_EXPORT int oom_workload_validate(const oom_workload *w);
 

@@ -203,12 +203,13 @@ static void activations(const ctx *x, double *all, double *one)
         *one = per * b * s + scores(x, s, s);
     }
     if (x->w->k.checkpointing == OOM_CHECKPOINTING_FULL) {
+        /* only each layer's input is kept; LoRA's inputs are recomputed with the layer */
         double layers_tokens = (double)m->enc_layers * b * s + (double)m->layers * b * ds;
         *all = layers_tokens * (double)m->hidden * resid;
+        *one += lora_per_token(x) * b * ds / (double)(m->layers + m->enc_layers);
     } else {
-        *all = enc + dec;
+        *all = enc + dec + lora_per_token(x) * b * (m->block == OOMI_BLOCK_T5 ? (s + ds) / 2 : s);
     }
-    *all += lora_per_token(x) * b * (m->block == OOMI_BLOCK_T5 ? (s + ds) / 2 : s);
 }
 
 /* logits and the loss path: bytes live at the end of the forward and at the loss backward */
@@ -226,7 +227,8 @@ static void logits(const ctx *x, double *fwd, double *bwd)
     *bwd = x->c->logits_bwd[r] * tokens * (double)x->m->vocab;
 }
 
-/* ---- phases ------------------------------------------------------------------------------------
+/* ---- phases
+ * ------------------------------------------------------------------------------------
  */
 
 static double sum(const mem *p)
@@ -246,8 +248,11 @@ static oom_phase training(const ctx *x, mem *peak)
     G = x->trainable * grad;
     O = optimizer_states(x, state, master);
     Topt = x->trainable * state * x->c->opt_temp[k->optimizer];
-    if (amp(x)) /* autocast's 16-bit weight copies, saved for backward */
-        Tcast = 2.0 * ((double)x->m->params_linear + (double)x->m->vocab * (double)x->m->hidden);
+    if (amp(x)) /* autocast's 16-bit weight copies, saved for backward; the LM head's too */
+        Tcast = 2.0 * ((double)x->m->params_linear +
+                       (x->m->head == OOMI_HEAD_SEQ_CLS || x->m->head == OOMI_HEAD_BASE
+                            ? 0
+                            : (double)x->m->vocab * (double)x->m->hidden));
     else if (x->quant) /* one dequantised weight at a time */
         Tcast = 2.0 * max_linear(x->m);
     if (k->sharding >= OOM_SHARDING_ZERO1)
@@ -268,7 +273,8 @@ static oom_phase training(const ctx *x, mem *peak)
     logits(x, &Lf, &Lb);
     live_g = k->grad_accum > 1 || x->w->keep_grads ? G : 0;
     /* forward end: gradients are alive only under accumulation (zero_grad(set_to_none) after
-     * each step) or when kept (set_to_none=False); optimizer states exist from the first step */
+     * each step) or when kept (set_to_none=False); optimizer states exist from the first step
+     */
     ph[0] = (mem){W, live_g, O, A, Lf, 0, Tcast + Tz3};
     /* backward: loss gradient with every activation still saved, plus a recomputed layer under
      * full checkpointing; or its end, all gradients with one layer's activations */
@@ -310,7 +316,8 @@ static oom_phase inference(const ctx *x, mem *peak)
     return OOM_PHASE_PREFILL;
 }
 
-/* ---- allocator, overhead, result ----------------------------------------------------------- */
+/* ---- allocator, overhead, result -----------------------------------------------------------
+ */
 
 static double context_bytes(const ctx *x)
 {

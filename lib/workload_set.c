@@ -156,7 +156,6 @@ static bool norm_key(char *buf, size_t size, const char *key)
 int oom_workload_set(oom_workload *w, const char *key, const char *value)
 {
     char k[32];
-    oom_workload saved = *w;
     int err;
 
     if (!key || !norm_key(k, sizeof(k), key))
@@ -164,12 +163,9 @@ int oom_workload_set(oom_workload *w, const char *key, const char *value)
     if (!value)
         return oomi_fail(OOM_EINVAL, "option '%s' needs a value", k);
     err = set_one(w, k, value);
+    /* every setter writes only on success: a refused value leaves the workload as it was */
     if (err == OOM_ENOTFOUND && strcmp(k, "model"))
         return oomi_fail(OOM_ENOTFOUND, "unknown workload option '%s'", key);
-    if (err && err != OOM_ENOMEM) {
-        /* enum/count setters may have failed after nothing changed; keep the workload intact */
-        w->k = saved.k;
-    }
     return err;
 }
 
