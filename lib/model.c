@@ -483,7 +483,10 @@ static int unknown_preset(const char *name)
 {
     oom_preset *p = NULL;
     size_t n = 0, i, best = 0, bestd = (size_t)-1;
-    if (oom_model_presets(&p, &n) || n == 0)
+    int err = oom_model_presets(&p, &n);
+    if (err == OOM_ENOMEM)
+        return err;
+    if (err || n == 0)
         return oomi_fail(OOM_ENOTFOUND, "model '%s' is neither a preset nor a file", name);
     for (i = 0; i < n; i++) {
         size_t d = oomi_name_distance(name, p[i].name);

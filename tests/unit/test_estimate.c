@@ -439,6 +439,64 @@ static void test_presets_and_options(void **state)
     }
 }
 
+/* an allocator that fails after `budget` allocations */
+static long alloc_budget;
+static void *fail_malloc(size_t n, void *u)
+{
+    (void)u;
+    return alloc_budget-- > 0 ? malloc(n) : NULL;
+}
+static void *fail_realloc(void *p, size_t n, void *u)
+{
+    (void)u;
+    return alloc_budget-- > 0 ? realloc(p, n) : NULL;
+}
+static void plain_free(void *p, void *u)
+{
+    (void)u;
+    free(p);
+}
+
+static int workflow(void)
+{
+    oom_workload *w = NULL, *c = NULL;
+    oom_estimate e;
+    char *json = NULL, *v = NULL;
+    int err;
+    if ((err = oom_workload_create(&w)) || (err = oom_workload_set(w, "model", "llama-3.1-8b")) ||
+        (err = oom_workload_set(w, "method", "lora")) ||
+        (err = oom_workload_set(w, "lora-targets", "all-linear")) ||
+        (err = oom_workload_clone(&c, w)) || (err = oom_estimate_run(&e, c)) ||
+        (err = oom_estimate_to_json(&json, c, &e)) || (err = oom_workload_get(&v, c, "seq")))
+        goto done;
+    if ((err = oom_workload_set(w, "model", "no-such-preset")) == OOM_ENOTFOUND)
+        err = OOM_OK;
+done:
+    oom_free(v);
+    oom_free(json);
+    oom_workload_free(c);
+    oom_workload_free(w);
+    return err;
+}
+
+static void test_allocation_failures(void **state)
+{
+    oom_allocator a = {fail_malloc, fail_realloc, plain_free, NULL};
+    long n;
+    int err = OOM_ENOMEM;
+    (void)state;
+    for (n = 0; n < 5000 && err == OOM_ENOMEM; n++) {
+        alloc_budget = n;
+        oom_set_allocator(&a);
+        err = workflow();
+        oom_set_allocator(NULL);
+        if (err != OOM_OK && err != OOM_ENOMEM)
+            fail_msg("after %ld allocations: %d %s", n, err, oom_last_message());
+    }
+    assert_int_equal(err, OOM_OK); /* enough allocations: it succeeds */
+    assert_true(n > 5);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -458,6 +516,7 @@ int main(void)
         cmocka_unit_test(test_seq_cls_head),
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_presets_and_options),
+        cmocka_unit_test(test_allocation_failures),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
