@@ -44,6 +44,10 @@ static json_object *workload_json(const oom_workload *w)
                                                    : "default"));
         put(o, "lora_dropout", json_object_new_double(w->lora_dropout));
     }
+    if (w->keep_grads)
+        put(o, "keep_grads", json_object_new_boolean(1));
+    if (w->overhead != OOM_UNKNOWN)
+        put(o, "overhead", size(w->overhead));
     if (w->decoder_seq)
         put(o, "decoder_seq", json_object_new_int64(w->decoder_seq));
     if (w->max_pos_override)
