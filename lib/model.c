@@ -166,6 +166,7 @@ static int count_gpt(oomi_model *m, const cfg_ctx *c)
     const char *fam = m->family;
     bool bias = true, falcon = !strcmp(fam, "falcon");
     uint64_t attn, mlp, norms, embed = 0, final = vec(m, 2 * h, 1);
+    long nnorm, pdim = h;
     const char *qkv = "query_key_value", *proj = "dense", *up = "dense_h_to_4h",
                *down = "dense_4h_to_h";
 
@@ -185,9 +186,16 @@ static int count_gpt(oomi_model *m, const cfg_ctx *c)
         m->default_targets = !strcmp(fam, "gpt2") || !strcmp(fam, "gpt_bigcode") ? "c_attn" : qkv;
     }
     /* Falcon-7B's parallel attention shares one LayerNorm; the others have two per block */
-    norms = (falcon && !get_bool(c, "new_decoder_architecture", false) ? 1 : 2) *
-            vec(m, 2 * h, L * (falcon ? 1 : 2));
-    embed = emb(m, m->vocab, h);
+    nnorm = falcon && !get_bool(c, "new_decoder_architecture", false) ? 1 : 2;
+    norms = (uint64_t)nnorm * vec(m, 2 * h, L * nnorm);
+    if (!strcmp(fam, "opt") && get_num(c, KEYS("word_embed_proj_dim"), &pdim, false, h) == OOM_OK &&
+        pdim != h) {
+        /* OPT-350m: embeddings (and the tied head) of width word_embed_proj_dim, projected */
+        embed = emb(m, m->vocab, pdim) + mat(m, NULL, pdim, h, 1, false) +
+                mat(m, NULL, h, pdim, 1, false);
+    } else {
+        embed = emb(m, m->vocab, h);
+    }
     if (!strcmp(fam, "gpt2") || !strcmp(fam, "gpt_bigcode"))
         embed += emb(m, m->max_pos, h);
     else if (!strcmp(fam, "opt"))
