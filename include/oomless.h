@@ -354,7 +354,7 @@ typedef enum oom_method {
 /** Numeric precision. fp16/bf16: parameters held in that dtype (model.to(dtype));
  *  amp-*: autocast with fp32 parameters; int8/4bit: quantized base weights (inference, LoRA). */
 typedef enum oom_precision {
-    OOM_PRECISION_AUTO = 0, /**< amp-bf16 for full training, bf16 for LoRA and inference, 4bit for QLoRA */
+    OOM_PRECISION_AUTO = 0, /**< amp-bf16 full training, bf16 LoRA/inference, 4bit QLoRA */
     OOM_PRECISION_FP32 = 1,
     OOM_PRECISION_FP16 = 2,
     OOM_PRECISION_BF16 = 3,
@@ -389,8 +389,8 @@ typedef enum oom_attention {
 } oom_attention;
 
 typedef enum oom_loss {
-    OOM_LOSS_STANDARD = 0, /**< full logits, fp32 upcast for cross-entropy (transformers' default) */
-    OOM_LOSS_CHUNKED = 1,  /**< chunked / fused linear + cross-entropy (Liger, torchtune, Unsloth) */
+    OOM_LOSS_STANDARD = 0, /**< full logits, fp32 upcast for cross-entropy (transformers) */
+    OOM_LOSS_CHUNKED = 1,  /**< chunked / fused linear + cross-entropy (Liger, torchtune) */
 } oom_loss;
 
 typedef enum oom_sharding {
@@ -460,7 +460,7 @@ OOM_EXPORT int oom_workload_set(oom_workload *w, const char *key, const char *va
  */
 OOM_EXPORT int oom_workload_get(char **out, const oom_workload *w, const char *key);
 
-/** One option of a workload: its name (CLI spelling), metavar, one line of help with the default. */
+/** One option of a workload: name (CLI spelling), metavar, one line of help with the default. */
 typedef struct oom_option {
     const char *name;    /**< "lora-rank" */
     const char *metavar; /**< "R" */
@@ -548,8 +548,8 @@ typedef struct oom_estimate {
     uint64_t activations; /**< tensors saved for backward (inference: one layer's working set) */
     uint64_t logits;      /**< logits and the loss path (fp32 upcast, log-softmax, its gradient) */
     uint64_t kv_cache;    /**< inference KV cache */
-    uint64_t temporaries; /**< autocast weight copies, optimizer-step temporaries, gathered shards */
-    uint64_t overhead;    /**< CUDA context + library workspaces (+ NCCL) outside PyTorch's allocator */
+    uint64_t temporaries; /**< autocast weight copies, optimizer-step temporaries, ZeRO-3 gathers */
+    uint64_t overhead;    /**< CUDA context + workspaces (+ NCCL) outside PyTorch's allocator */
     uint64_t allocated_peak; /**< ~ torch.cuda.max_memory_allocated() */
     uint64_t reserved_peak;  /**< ~ torch.cuda.max_memory_reserved() (caching-allocator rounding) */
     uint64_t device_peak;    /**< ~ NVML / nvidia-smi for the process: reserved + overhead */
