@@ -526,6 +526,8 @@ typedef struct oom_preset {
  */
 OOM_EXPORT int oom_model_presets(oom_preset **out, size_t *count);
 OOM_EXPORT void oom_model_presets_free(oom_preset *presets, size_t count);
+/** The presets as a JSON array of {"name", "family", "params"}; release with oom_free(). */
+OOM_EXPORT int oom_model_presets_json(char **out);
 
 /** The phase of a step at which memory peaks. */
 typedef enum oom_phase {

@@ -54,6 +54,9 @@ oom estimate --list-models
 expect_rc 0 "list models"
 expect_contains "$OUT" "llama-3.1-8b" "preset listed"
 expect_contains "$OUT" "mixtral-8x7b" "MoE preset listed"
+oom estimate --list-models --json
+expect_one_json "list-models --json"
+expect_json '[.[] | select(.name == "llama-2-7b") | .params][0]' "6738415616" "preset params in JSON"
 oom estimate --help
 expect_rc 0 "help"
 for opt in --model --method --lora-rank --lora-targets --precision --optimizer --batch --seq \
