@@ -487,25 +487,37 @@ static int load_file(oomi_model **out, const char *path, const char *name)
     return err;
 }
 
-static int unknown_preset(const char *name)
+/* A preset matched case-insensitively ("Llama-3.1-8B"), or by the last part of a Hub id
+ * ("meta-llama/Llama-3.1-8B"). OOM_ENOTFOUND naming the closest preset otherwise. */
+static int find_preset(oomi_model **out, const char *arg)
 {
+    const char *name = strrchr(arg, '/') ? strrchr(arg, '/') + 1 : arg;
     oom_preset *p = NULL;
     size_t n = 0, i, best = 0, bestd = (size_t)-1;
+    char *path;
     int err = oom_model_presets(&p, &n);
+
     if (err == OOM_ENOMEM)
         return err;
     if (err || n == 0)
-        return oomi_fail(OOM_ENOTFOUND, "model '%s' is neither a preset nor a file", name);
+        return oomi_fail(OOM_ENOTFOUND, "model '%s' is neither a preset nor a file", arg);
     for (i = 0; i < n; i++) {
         size_t d = oomi_name_distance(name, p[i].name);
         if (d < bestd)
             bestd = d, best = i;
     }
-    oomi_fail(OOM_ENOTFOUND,
-              "model '%s' is neither a preset nor a file (closest preset: %s; see --list-models)",
-              name, p[best].name);
+    if (oomi_name_cmp(name, p[best].name) == 0) {
+        path = oomi_asprintf("%s/models/%s.json", oomi_data_dir(), p[best].name);
+        err = path ? load_file(out, path, arg) : oomi_nomem();
+        oomi_free(path);
+    } else {
+        err = oomi_fail(OOM_ENOTFOUND,
+                        "model '%s' is neither a preset nor a file (closest preset: %s; see "
+                        "--list-models, or give the path of its config.json)",
+                        arg, p[best].name);
+    }
     oom_model_presets_free(p, n);
-    return OOM_ENOTFOUND;
+    return err;
 }
 
 int oomi_model_load(oomi_model **out, const char *arg)
@@ -523,12 +535,12 @@ int oomi_model_load(oomi_model **out, const char *arg)
     else if (!strchr(arg, '/'))
         path = oomi_asprintf("%s/models/%s.json", oomi_data_dir(), arg);
     else
-        return oomi_fail(OOM_EIO, "model config '%s' does not exist", arg);
+        return find_preset(out, arg);
     if (!path)
         return oomi_nomem();
     if (!is_file(path)) {
         oomi_free(path);
-        return unknown_preset(arg);
+        return find_preset(out, arg);
     }
     err = load_file(out, path, arg);
     oomi_free(path);

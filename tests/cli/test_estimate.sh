@@ -107,7 +107,11 @@ oom estimate --model "$D/estimate_truncated.json"
 expect_rc 2 "truncated JSON"
 expect_contains "$ERR" "estimate_truncated.json" "names the truncated file"
 oom estimate --model "$D/no-such-dir/config.json"
-expect_rc 3 "missing file is an I/O error"
+expect_rc 2 "missing config file"
+expect_contains "$ERR" "no-such-dir/config.json" "names the path"
+oom estimate --model meta-llama/Llama-3.1-8B --json
+expect_rc 0 "a Hub id whose name is a preset"
+expect_json '.model.vocab' "128256" "preset found case-insensitively"
 oom estimate --model "$D/estimate_tiny_llama.json" --seq 64 --json
 expect_rc 0 "a config path"
 expect_json '.model.head' "seq-cls" "head from architectures"
