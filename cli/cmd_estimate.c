@@ -31,7 +31,7 @@ static void usage(FILE *out)
                  "(max_memory_reserved) and device (nvidia-smi: reserved + CUDA context).\n\n"
                  "Workload:\n");
     for (i = 0; i < n; i++) {
-        char left[64];
+        char left[128];
         snprintf(left, sizeof(left), "--%s %s", o[i].name, o[i].metavar);
         if (strlen(left) > 28)
             fprintf(out, "  %s\n  %-28s %s\n", left, "", o[i].help);

@@ -447,8 +447,9 @@ OOM_EXPORT int oom_workload_clone(oom_workload **out, const oom_workload *w);
  * Sets one option from text. `key` is the CLI option name without dashes; '_' may stand for '-'
  * ("lora_rank"). Keys and values are listed by oom_workload_options(). "model" loads the config
  * at once: a preset name (see oom_model_presets) or a path to a config.json (or a directory
- * holding one). Errors: OOM_ENOTFOUND for an unknown key or preset (the message names it and the
- * closest names), OOM_EINVAL for a bad value (the message names key and value), OOM_EIO /
+ * holding one; a preset also matches case-insensitively or by the last part of a Hub id).
+ * Errors: OOM_ENOTFOUND for an unknown key, preset or missing file (the message names it and the
+ * closest preset), OOM_EINVAL for a bad value (the message names key and value), OOM_EIO /
  * OOM_EPARSE / OOM_EUNSUPPORTED for a config that cannot be read, parsed or modelled (the message
  * names the file and the missing or bad key). On failure the workload is unchanged.
  */
