@@ -542,7 +542,7 @@ OOM_EXPORT const char *oom_phase_name(oom_phase v);
 
 /**
  * An estimate, per GPU. The breakdown fields are the bytes live at the peak phase; they add up to
- * allocated_peak. All sizes are bytes.
+ * allocated_peak. All sizes are bytes (a field saturates at 2^60 for absurd inputs).
  */
 typedef struct oom_estimate {
     uint64_t weights;     /**< parameters (and quantisation constants), this GPU's share */

@@ -340,8 +340,8 @@ static uint64_t to_bytes(double v)
 {
     if (!(v > 0))
         return 0;
-    if (v >= 1.8e19)
-        return UINT64_MAX / 2;
+    if (v >= 1152921504606846976.0) /* 2^60: absurd inputs saturate; sums stay below 2^63 */
+        return (uint64_t)1 << 60;
     return (uint64_t)llround(v);
 }
 
