@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* ---- reading keys ------------------------------------------------------------------------- */
+/* ---- reading keys ---------------------------------------------------------------------------- */
 
 typedef struct cfg_ctx {
     json_object *cfg;
@@ -59,7 +59,7 @@ static const char *get_str(const cfg_ctx *c, const char *key)
     return json_object_get_string(v);
 }
 
-/* ---- counting ------------------------------------------------------------------------------ */
+/* ---- counting -------------------------------------------------------------------------------- */
 
 static void add_linear(oomi_model *m, const char *name, long din, long dout, long count)
 {
@@ -266,7 +266,7 @@ static int count_t5(oomi_model *m, const cfg_ctx *c)
     return OOM_OK;
 }
 
-/* ---- families ------------------------------------------------------------------------------- */
+/* ---- families -------------------------------------------------------------------------------- */
 
 static const struct family {
     const char *type;

@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* ---- enum names (the option values) ----------------------------------------------------- */
+/* ---- enum names (the option values) ---------------------------------------------------------- */
 
 const char *const oomi_method_names[4] = {"full", "lora", "qlora", "inference"};
 const char *const oomi_precision_names[8] = {"auto",     "fp32",     "fp16", "bf16",
@@ -58,7 +58,7 @@ const char *oom_phase_name(oom_phase v)
     return NAME_OF(phase_names, v);
 }
 
-/* ---- the option table ------------------------------------------------------------------- */
+/* ---- the option table ------------------------------------------------------------------------ */
 
 static const oom_option options[] = {
     {"model", "NAME|PATH", "a preset (--list-models) or a Hugging Face config.json or its folder"},
@@ -95,7 +95,7 @@ const oom_option *oom_workload_options(size_t *count)
     return options;
 }
 
-/* ---- create / free / clone ---------------------------------------------------------------- */
+/* ---- create / free / clone ------------------------------------------------------------------- */
 
 static void defaults(oom_workload *w)
 {
