@@ -236,7 +236,8 @@ static double sum(const mem *p)
 static oom_phase training(const ctx *x, mem *peak)
 {
     const oom_knobs *k = &x->w->k;
-    double grad, state, master, n = x->n, W, G, O, A, A1, Lf, Lb, Tcast = 0, Tz3 = 0, Topt, live_g, Gb = 0;
+    double grad, state, master, n = x->n, W, G, O, A, A1, Lf, Lb, Tcast = 0, Tz3 = 0, Topt, live_g,
+                                Gb = 0;
     mem ph[3];
     int i, best = 0;
 
