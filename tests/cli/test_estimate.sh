@@ -124,4 +124,17 @@ A=$OUT
 oom estimate --model mixtral-8x7b --method qlora --seq 2048 --batch 1 --checkpointing full --json
 expect_eq "$OUT" "$A" "deterministic"
 
+# the coefficients are data: a changed value changes the estimate, a broken file is refused
+mkdir -p "$TMP/data/models"
+cp "$OOMLESS_SRC/data/models/gpt2.json" "$TMP/data/models/"
+jq '.context.generic = 1073741824' "$OOMLESS_SRC/data/coefficients.json" >"$TMP/data/coefficients.json"
+OOMLESS_DATA_DIR="$TMP/data" oom estimate --model gpt2 --json
+expect_rc 0 "estimate with edited coefficients"
+expect_json '.memory.overhead' "1073741824" "context size read from the data file"
+jq 'del(.logits.backward_16bit)' "$OOMLESS_SRC/data/coefficients.json" >"$TMP/data/coefficients.json"
+OOMLESS_DATA_DIR="$TMP/data" oom estimate --model gpt2
+expect_rc 2 "broken coefficients"
+expect_contains "$ERR" "backward_16bit" "names the missing coefficient"
+expect_contains "$ERR" "coefficients.json" "names the file"
+
 finish
