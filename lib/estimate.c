@@ -28,6 +28,8 @@ typedef struct ctx {
 
 static int regime(const ctx *x)
 {
+    if (x->quant) /* quantised base: 16-bit compute whatever the precision knob says */
+        return OOMI_REGIME_16BIT;
     switch (x->prec) {
     case OOM_PRECISION_FP32:
         return OOMI_REGIME_FP32;
@@ -246,13 +248,13 @@ static oom_phase training(const ctx *x, mem *peak)
     G = x->trainable * grad;
     O = optimizer_states(x, state, master);
     Topt = x->trainable * state * x->c->opt_temp[k->optimizer];
-    if (amp(x)) /* autocast's 16-bit weight copies, saved for backward; the LM head's too */
+    if (x->quant) /* one dequantised weight at a time */
+        Tcast = 2.0 * max_linear(x->m);
+    else if (amp(x)) /* autocast's 16-bit weight copies, saved for backward; the LM head's too */
         Tcast = 2.0 * ((double)x->m->params_linear +
                        (x->m->head == OOMI_HEAD_SEQ_CLS || x->m->head == OOMI_HEAD_BASE
                             ? 0
                             : (double)x->m->vocab * (double)x->m->hidden));
-    else if (x->quant) /* one dequantised weight at a time */
-        Tcast = 2.0 * max_linear(x->m);
     if (k->sharding >= OOM_SHARDING_ZERO1)
         O /= n, Topt /= n;
     if (k->sharding >= OOM_SHARDING_ZERO2)
