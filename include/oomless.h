@@ -506,7 +506,7 @@ typedef struct oom_model_info {
     long layers;             /**< decoder (or only) layers */
     long encoder_layers;     /**< T5: encoder layers; else 0 */
     long hidden, heads, kv_heads, head_dim, ffn, vocab;
-    long max_positions;      /**< 0 when the model has no limit (relative positions) */
+    long max_positions;      /**< 0: no limit given (relative positions, ALiBi) */
     long experts, experts_per_token; /**< 0 for dense models */
     uint64_t params;         /**< all parameters */
 } oom_model_info;
@@ -559,14 +559,14 @@ typedef struct oom_estimate {
     oom_phase peak_phase;
     uint64_t params_total;     /**< all parameters of the model */
     uint64_t params_trainable; /**< trained parameters (LoRA: the adapters; inference: 0) */
-    double flops_per_token;    /**< training: 6Ψ + attention (8Ψ with full recompute); inference 2Ψ */
+    double flops_per_token;    /**< 6Ψ + attention training (8Ψ full recompute, 4Ψ LoRA), 2Ψ inference */
     double flops_per_step;     /**< per GPU per optimizer step (all micro-batches) */
     uint64_t tokens_per_step;  /**< per GPU: batch × seq × grad_accum */
 } oom_estimate;
 
 /**
  * Estimates the workload's peak memory per GPU. Validates first (see oom_workload_validate) and
- * loads data/coefficients.json (once per process; $OOMLESS_DATA_DIR applies). OOM_EINVAL for an
+ * loads data/coefficients.json (kept once loaded; $OOMLESS_DATA_DIR applies). OOM_EINVAL for an
  * impossible combination, OOM_EIO/OOM_EPARSE for an unreadable coefficients file.
  */
 OOM_EXPORT int oom_estimate_run(oom_estimate *out, const oom_workload *w);
