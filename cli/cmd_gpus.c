@@ -147,6 +147,18 @@ int cmd_gpus(int argc, char **argv)
         return rc;
     }
 
+    if (json) { /* the library makes the document, so the Python package prints the same */
+        oom_config *cfg = NULL;
+        oom_target_request req = {budget.gpu, budget.vram, budget.margin, NULL};
+        if ((err = oom_config_load(&cfg, budget.config)))
+            return cli_fail("gpus", err);
+        req.config = cfg;
+        err = oom_gpus_report(&doc, &req, all ? OOM_SAMPLE_ALL_GPUS : 0);
+        oom_config_free(cfg);
+        rc = err ? cli_fail("gpus", err) : cli_print_json(doc);
+        oom_free(doc);
+        return rc;
+    }
     if ((err = oom_gpu_open(&s)) == OOM_OK)
         err = oom_gpu_sample(&list, s, all ? OOM_SAMPLE_ALL_GPUS : 0);
     if (err && err != OOM_ENODEV) {
@@ -155,16 +167,8 @@ int cmd_gpus(int argc, char **argv)
     }
     if ((rc = cli_budget_resolve(&t, "gpus", &budget)) != EXIT_OK)
         goto done;
-    if (json) {
-        if ((err = oom_gpus_to_json(&doc, list, &t.target)))
-            rc = cli_fail("gpus", err);
-        else
-            rc = cli_print_json(doc);
-    } else {
-        print_list(list, &t.target);
-    }
+    print_list(list, &t.target);
 done:
-    oom_free(doc);
     cli_budget_done(&t);
     oom_gpu_list_free(list);
     oom_gpu_close(s);
