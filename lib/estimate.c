@@ -406,7 +406,7 @@ int oom_estimate_run(oom_estimate *out, const oom_workload *w)
     out->overhead = to_bytes(context_bytes(&x));
     out->device_peak = out->reserved_peak + out->overhead;
     out->params_total = x.m->params;
-    out->params_trainable = to_bytes(x.trainable);
+    out->params_trainable = !x.train ? 0 : x.lora_on ? x.lora.params : x.m->params; /* exact */
     flops(out, &x);
     return OOM_OK;
 }

@@ -364,6 +364,11 @@ static int read_shape(oomi_model *m, const cfg_ctx *c)
         return oomi_fail(OOM_EPARSE,
                          "model config '%s': %ld key/value heads do not divide %ld heads", c->path,
                          m->kv_heads, m->heads);
+    /* each number is at most 2^40; their products must stay far from a long's range */
+    if (m->heads > (1L << 40) / m->head_dim)
+        return oomi_fail(OOM_EPARSE,
+                         "model config '%s': %ld heads of %ld dimensions are out of range", c->path,
+                         m->heads, m->head_dim);
     if (t5) {
         const char *ff = get_str(c, "feed_forward_proj");
         m->enc_layers = m->layers;
