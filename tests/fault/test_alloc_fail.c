@@ -106,10 +106,6 @@ static void fail_each_allocation(const char *name, path_fn path, int want)
     long n;
     int rc;
 
-    oom_set_allocator(NULL);
-    rc = path(&ref);
-    if (rc != want)
-        fail_msg("%s: returned %d (%s), expected %d", name, rc, oom_last_message(), want);
     for (n = 1;; n++) {
         memset(&cnt, 0, sizeof(cnt));
         cnt.fail_at = n;
@@ -122,6 +118,10 @@ static void fail_each_allocation(const char *name, path_fn path, int want)
         if (!cnt.failed) { /* past the last allocation: the full result */
             if (rc != want)
                 fail_msg("%s: returned %d (%s), expected %d", name, rc, oom_last_message(), want);
+            /* the reference comes after the failures, so that what a path loads once (the
+             * coefficients) is loaded first under them */
+            if (path(&ref) != want)
+                fail_msg("%s: with malloc: %s", name, oom_last_message());
             if ((ref == NULL) != (got == NULL) || (ref && strcmp(ref, got)))
                 fail_msg("%s: result differs:\n%s\n---- expected:\n%s", name, got ? got : "(none)",
                          ref ? ref : "(none)");
@@ -149,7 +149,7 @@ static char *copy(const char *s)
 
 /* ---- fixtures ------------------------------------------------------------------------------ */
 
-static char config_path[256], bad_config_path[256], spec_path[256];
+static char config_path[256], bad_config_path[256], spec_path[256], hf_config_path[256];
 
 static void write_file(char *path, size_t size, const char *text)
 {
@@ -197,7 +197,7 @@ static void no_nvml(void)
     setenv("OOMLESS_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1);
 }
 
-/* ---- the paths ------------------------------------------------------------------------------ */
+/* ---- the paths ---------------------------------------------------------------------------- */
 
 static int path_config(char **out)
 {
@@ -331,8 +331,69 @@ done:
     return err;
 }
 
-/* ---- tests ------------------------------------------------------------------------------------
- */
+static int estimate_json(char **out, const char *model, const char *const *opts)
+{
+    oom_workload *w = NULL, *c = NULL;
+    oom_estimate e;
+    oom_budget b = {24 * OOM_GiB, OOM_GiB, 23 * OOM_GiB};
+    char *json = NULL, *v = NULL;
+    int err;
+
+    if ((err = oom_workload_create(&w)) || (err = oom_workload_set(w, "model", model)))
+        goto done;
+    for (; *opts; opts += 2)
+        if ((err = oom_workload_set(w, opts[0], opts[1])))
+            goto done;
+    if ((err = oom_workload_get(&v, w, "lora-targets")) || (err = oom_workload_clone(&c, w)) ||
+        (err = oom_estimate_run(&e, c)) || (err = oom_estimate_to_json_budget(&json, w, &e, &b)))
+        goto done;
+    *out = copy(json);
+done:
+    oom_free(json);
+    oom_free(v);
+    oom_workload_free(c);
+    oom_workload_free(w);
+    return err;
+}
+
+static int path_estimate_lora(char **out)
+{
+    static const char *const opts[] = {
+        "method", "lora", "lora-targets", "all-linear", "batch", "4", "seq", "2048",
+        "gpus",   "2",    "sharding",     "zero2",      NULL};
+    return estimate_json(out, "llama-3.1-8b", opts);
+}
+
+static int path_estimate_hf(char **out)
+{
+    static const char *const opts[] = {"method", "qlora", "overhead", "600MiB", "seq", "256", NULL};
+    return estimate_json(out, hf_config_path, opts);
+}
+
+static int path_estimate_t5(char **out)
+{
+    static const char *const opts[] = {"decoder-seq", "128", "checkpointing", "full", "optimizer",
+                                       "adafactor",   NULL};
+    return estimate_json(out, "t5-base", opts);
+}
+
+static int path_presets(char **out)
+{
+    oom_preset *p = NULL;
+    size_t n = 0;
+    char *json = NULL;
+    int err;
+
+    if ((err = oom_model_presets(&p, &n)) || (err = oom_model_presets_json(&json)))
+        goto done;
+    *out = copy(json);
+done:
+    oom_model_presets_free(p, n);
+    oom_free(json);
+    return err;
+}
+
+/* ---- tests -------------------------------------------------------------------------------- */
 
 static void test_config(void **state)
 {
@@ -355,6 +416,15 @@ static void test_target(void **state)
     fail_each_allocation("target: no NVML, fallback", path_target_fallback, OOM_OK);
     fail_each_allocation("target: detected + gpus json", path_target_detected, OOM_OK);
     fail_each_allocation("target: GPU index", path_target_index, OOM_OK);
+}
+
+static void test_estimate(void **state)
+{
+    (void)state;
+    fail_each_allocation("estimate: preset, lora", path_estimate_lora, OOM_OK);
+    fail_each_allocation("estimate: config.json, qlora", path_estimate_hf, OOM_OK);
+    fail_each_allocation("estimate: t5", path_estimate_t5, OOM_OK);
+    fail_each_allocation("model presets", path_presets, OOM_OK);
 }
 
 static void test_sample(void **state)
@@ -390,6 +460,11 @@ static int setup(void **state)
         bad_config_path, sizeof(bad_config_path),
         "defaults:\n  profile: x\ngpus:\n  - {id: a, memory: 1GiB}\n  - {id: b, memory: lots}\n");
     write_file(spec_path, sizeof(spec_path), spec_text);
+    write_file(hf_config_path, sizeof(hf_config_path),
+               "{\"model_type\": \"mistral\", \"hidden_size\": 1024, \"num_hidden_layers\": 4, "
+               "\"num_attention_heads\": 16, \"num_key_value_heads\": 4, "
+               "\"intermediate_size\": 3584, \"vocab_size\": 32000, "
+               "\"max_position_embeddings\": 4096, \"tie_word_embeddings\": false}");
     setenv("XDG_CONFIG_HOME", "/nonexistent", 1);
     unsetenv("CUDA_VISIBLE_DEVICES");
     unsetenv("OOMLESS_GPU");
@@ -403,15 +478,17 @@ static int teardown(void **state)
     unlink(config_path);
     unlink(bad_config_path);
     unlink(spec_path);
+    unlink(hf_config_path);
     return 0;
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_allocator_checks), cmocka_unit_test(test_config),
-        cmocka_unit_test(test_catalog),          cmocka_unit_test(test_target),
-        cmocka_unit_test(test_sample),
+        /* test_estimate first: the coefficients it loads once are loaded under failures */
+        cmocka_unit_test(test_estimate), cmocka_unit_test(test_allocator_checks),
+        cmocka_unit_test(test_config),   cmocka_unit_test(test_catalog),
+        cmocka_unit_test(test_target),   cmocka_unit_test(test_sample),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
