@@ -129,47 +129,22 @@ static int parse(int argc, char **argv, args *a, oom_workload *w)
     return EXIT_OK;
 }
 
-/* The budget: --gpu through the catalog and GPU discovery, or --vram alone. 0 when none asked. */
+/* The budget: --gpu through the catalog and GPU discovery, or --vram alone; none when not asked.
+ * The library resolves it (the Python binding makes the same call). */
 static int resolve_budget(const args *a, oom_workload *w, oom_budget *b, bool *have, char *what,
                           size_t what_size)
 {
-    uint64_t target = 0, margin = OOM_DEFAULT_SAFETY_MARGIN;
-    int err;
+    oom_config *cfg = NULL;
+    oom_target_request req = {a->gpu, a->vram, a->margin, NULL};
+    int err, got = 0;
 
-    *have = false;
-    if (a->gpu) {
-        oom_config *cfg = NULL;
-        oom_catalog *cat = NULL;
-        oom_target t;
-        oom_target_request req = {a->gpu, a->vram, a->margin, NULL};
-        memset(&t, 0, sizeof(t));
-        if (!(err = oom_config_load(&cfg, a->config)) && !(err = oom_catalog_load(&cat, cfg))) {
-            req.config = cfg;
-            if (!(err = oom_target_resolve(&t, &req, cat))) {
-                *b = t.budget;
-                *have = true;
-                snprintf(what, what_size, "%s", t.profile.name ? t.profile.name : a->gpu);
-                err = oom_workload_set_gpu(w, &t.profile);
-                oom_target_free(&t);
-            }
-        }
-        oom_catalog_free(cat);
-        oom_config_free(cfg);
-        return err ? cli_fail(CMD, err) : EXIT_OK;
-    }
-    if (!a->vram) {
-        if (a->margin)
-            return cli_usage_error(CMD, "--vram-safety-margin '%s' needs --vram or --gpu",
-                                   a->margin);
-        return EXIT_OK;
-    }
-    if ((err = oom_parse_size(&target, a->vram, OOM_UNIT_GIB)) ||
-        (a->margin && (err = oom_parse_margin(&margin, a->margin, target))) ||
-        (err = oom_budget_make(b, target, margin)))
+    if ((a->gpu || a->vram) && (err = oom_config_load(&cfg, a->config)))
         return cli_fail(CMD, err);
-    *have = true;
-    snprintf(what, what_size, "--vram %s", a->vram);
-    return EXIT_OK;
+    req.config = cfg;
+    err = oom_estimate_budget(b, &got, what, what_size, w, &req);
+    oom_config_free(cfg);
+    *have = got != 0;
+    return err ? cli_fail(CMD, err) : EXIT_OK;
 }
 
 static void row(const char *label, uint64_t bytes, uint64_t total)

@@ -18,7 +18,8 @@ from .errors import (BY_CODE, DoesNotFitError, FileError, InternalError, Interru
                      OomlessError, ParseError, RefusedError, UnsupportedError)
 
 __all__ = [
-    "gpus", "catalog", "parse_size", "version", "OomlessError", "InvalidValueError",
+    "gpus", "catalog", "estimate", "list_models", "workload_options", "Workload", "parse_size",
+    "version", "OomlessError", "InvalidValueError",
     "NoMemoryError", "FileError", "ParseError", "NotFoundError", "NoDeviceError",
     "DoesNotFitError", "JobError", "RefusedError", "UnsupportedError", "InterruptedJobError",
     "InternalError",
@@ -106,3 +107,92 @@ def catalog(config=None):
             return _take_json(out)
         finally:
             _n.oom_catalog_free(cat)
+
+
+_BUDGET_KEYS = ("gpu", "vram", "vram_safety_margin", "config")
+
+
+def workload_options():
+    """The workload options as (name, metavar, help): the CLI's --NAME, or NAME with '_' here."""
+    count = ctypes.c_size_t()
+    table = _n.oom_workload_options(ctypes.byref(count))
+    return [(table[i].name.decode(), table[i].metavar.decode(), table[i].help.decode())
+            for i in range(count.value)]
+
+
+class Workload:
+    """An oom_workload: set options by their CLI names (`lora_rank` or "lora-rank").
+
+    Usually built for you by :func:`estimate` and :func:`plan`; usable as a context manager.
+    """
+
+    def __init__(self, **options):
+        self._ptr = ctypes.c_void_p()
+        _check(_n.oom_workload_create(ctypes.byref(self._ptr)))
+        try:
+            for key, value in options.items():
+                self.set(key, value)
+        except BaseException:
+            self.close()
+            raise
+
+    def set(self, key, value):
+        """Sets one option; values are given as the CLI takes them (numbers may be ints)."""
+        if isinstance(value, bool):
+            value = "yes" if value else "no"
+        _check(_n.oom_workload_set(self._ptr, _b(key), _b(value)))
+
+    @property
+    def handle(self):
+        if not self._ptr:
+            raise InvalidValueError("the workload is closed", 1)
+        return self._ptr
+
+    def close(self):
+        """Frees the workload; calling it again does nothing."""
+        if self._ptr:
+            _n.oom_workload_free(self._ptr)
+            self._ptr = ctypes.c_void_p()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def __del__(self):
+        self.close()
+
+
+def _split(kwargs, keys):
+    picked = {k: kwargs.pop(k) for k in list(kwargs) if k in keys}
+    return picked, kwargs
+
+
+def estimate(gpu=None, vram=None, vram_safety_margin=None, config=None, **workload):
+    """Peak GPU memory of a workload, as ``oomless estimate --json`` prints it.
+
+    Workload keywords are the CLI's options with '_' for '-': ``model``, ``method``,
+    ``precision``, ``optimizer``, ``batch``, ``seq``, ``grad_accum``, ``checkpointing``,
+    ``lora_rank``, ... (see :func:`workload_options`). With `gpu` or `vram` the document has a
+    ``budget`` with ``fits``, as the CLI does.
+    """
+    with Workload(**workload) as w, _Config(config if (gpu or vram) else None) as cfg:
+        req = _n.TargetRequest(_b(gpu), _b(vram), _b(vram_safety_margin), cfg.ptr)
+        budget, have = _n.Budget(), ctypes.c_int()
+        _check(_n.oom_estimate_budget(ctypes.byref(budget), ctypes.byref(have), None, 0,
+                                      w.handle, ctypes.byref(req)))
+        est = _n.Estimate()
+        _check(_n.oom_estimate_run(ctypes.byref(est), w.handle))
+        out = ctypes.c_void_p()
+        _check(_n.oom_estimate_to_json_budget(ctypes.byref(out), w.handle, ctypes.byref(est),
+                                              ctypes.byref(budget) if have.value else None))
+        return _take_json(out)
+
+
+def list_models():
+    """The built-in model presets, as ``oomless estimate --list-models --json`` prints them."""
+    out = ctypes.c_void_p()
+    _check(_n.oom_model_presets_json(ctypes.byref(out)))
+    return _take_json(out)

@@ -79,3 +79,39 @@ oom_gpus_report = _declare("oom_gpus_report", c_int, POINTER(c_void_p), POINTER(
 
 OOM_UNIT_BYTES, OOM_UNIT_MIB, OOM_UNIT_GIB = 0, 1, 2
 OOM_SAMPLE_PROCESSES, OOM_SAMPLE_ALL_GPUS = 1, 2
+
+
+class Budget(ctypes.Structure):
+    """oom_budget."""
+
+    _fields_ = [("target_bytes", c_uint64), ("safety_margin_bytes", c_uint64),
+                ("usable_bytes", c_uint64)]
+
+
+class Estimate(ctypes.Structure):
+    """oom_estimate (field order and types as in oomless.h)."""
+
+    _fields_ = [(name, c_uint64) for name in (
+        "weights", "gradients", "optimizer", "activations", "logits", "kv_cache", "temporaries",
+        "overhead", "allocated_peak", "reserved_peak", "device_peak")] + [
+        ("peak_phase", c_int), ("params_total", c_uint64), ("params_trainable", c_uint64),
+        ("flops_per_token", ctypes.c_double), ("flops_per_step", ctypes.c_double),
+        ("tokens_per_step", c_uint64)]
+
+
+class Option(ctypes.Structure):
+    """oom_option: one workload option (name, metavar, help)."""
+
+    _fields_ = [("name", c_char_p), ("metavar", c_char_p), ("help", c_char_p)]
+
+
+oom_workload_create = _declare("oom_workload_create", c_int, POINTER(c_void_p))
+oom_workload_free = _declare("oom_workload_free", None, c_void_p)
+oom_workload_set = _declare("oom_workload_set", c_int, c_void_p, c_char_p, c_char_p)
+oom_workload_options = _declare("oom_workload_options", POINTER(Option), POINTER(c_size_t))
+oom_estimate_budget = _declare("oom_estimate_budget", c_int, POINTER(Budget), POINTER(c_int),
+                               c_char_p, c_size_t, c_void_p, POINTER(TargetRequest))
+oom_estimate_run = _declare("oom_estimate_run", c_int, POINTER(Estimate), c_void_p)
+oom_estimate_to_json_budget = _declare("oom_estimate_to_json_budget", c_int, POINTER(c_void_p),
+                                       c_void_p, POINTER(Estimate), POINTER(Budget))
+oom_model_presets_json = _declare("oom_model_presets_json", c_int, POINTER(c_void_p))
