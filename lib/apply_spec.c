@@ -47,16 +47,32 @@ int oomi_spec_check(const char *spec)
     return OOM_OK;
 }
 
+/* 'it''s' and "a\"b" read as YAML reads them; anything else as a plain scalar */
 static int literal(oomi_aval *out, const char *text)
 {
-    size_t n = strlen(text);
+    size_t n = strlen(text), i;
+    oomi_sb sb = OOMI_SB_INIT;
+    char q = text[0];
 
-    if (n >= 2 && (text[0] == '"' || text[0] == '\'') && text[n - 1] == text[0]) {
-        memset(out, 0, sizeof(*out));
-        out->type = OOMI_AV_STRING;
-        return (out->s = oomi_strndup(text + 1, n - 2)) ? OOM_OK : oomi_nomem();
+    if (n < 2 || (q != '"' && q != '\'') || text[n - 1] != q)
+        return oomi_aval_from_plain(out, text);
+    for (i = 1; i + 1 < n; i++) {
+        char ch = text[i];
+        if (q == '\'' && ch == '\'' && text[i + 1] == '\'')
+            i++;
+        else if (q == '"' && ch == '\\' && i + 2 < n)
+            ch = text[++i] == 'n' ? '\n' : text[i] == 't' ? '\t' : text[i];
+        oomi_sb_putc(&sb, ch);
     }
-    return oomi_aval_from_plain(out, text);
+    oomi_sb_puts(&sb, "");
+    memset(out, 0, sizeof(*out));
+    out->type = OOMI_AV_STRING;
+    if (oomi_sb_ok(&sb)) {
+        oomi_sb_free(&sb);
+        return OOM_ENOMEM;
+    }
+    out->s = oomi_sb_steal(&sb);
+    return OOM_OK;
 }
 
 static int from_json(oomi_aval *out, struct json_object *o, const char *field)

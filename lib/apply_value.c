@@ -334,10 +334,11 @@ int oomi_path_parse(oomi_pathseg **out, size_t *count, const char *path)
             break;
         }
         segs = grown;
+        segs[n].key = NULL;
         if (*p == '[') {
             err = path_index(&segs[n++], &p, path);
         } else {
-            len = strcspn(p, ".[");
+            len = strcspn(p, ".[]");
             if (!len) {
                 err = path_bad(path, "empty key");
                 break;
@@ -352,8 +353,8 @@ int oomi_path_parse(oomi_pathseg **out, size_t *count, const char *path)
         else if (!err && *p && *p != '[' && p[-1] != '.')
             err = path_bad(path, "unexpected character after ']'");
     }
-    if (!err && (!n || segs[0].key == NULL))
-        err = path_bad(path, n ? "must start with a key" : "empty key");
+    if (!err && !n)
+        err = path_bad(path, "empty key");
     if (err) {
         oomi_path_free(segs, n);
         return err;

@@ -1,8 +1,8 @@
 /* apply_yaml.c - YAML for `apply`: a tree with byte offsets built from libyaml's events, the
  * text of a replacement scalar in the old one's style, and the text that creates a missing key.
  *
- * libyaml's marks count characters, not bytes (a UTF-8 'é' is one), and skip a leading BOM; a
- * table from character index to byte offset turns them back into bytes. */
+ * libyaml's marks count characters, not bytes (a UTF-8 'é' is one character); a table from
+ * character index to byte offset turns them back into bytes. */
 #include "internal.h"
 
 #include <ctype.h>
@@ -21,13 +21,12 @@ struct yctx {
 
 static int build_cmap(struct yctx *c)
 {
-    size_t i = 0, n = 0;
+    size_t i, n = 0;
 
-    if (c->len >= 3 && !memcmp(c->buf, "\xEF\xBB\xBF", 3))
-        i = 3;
+    /* the encoding is set explicitly, so a BOM is read as one character (and skipped) */
     if (!(c->cmap = oomi_reallocarray(NULL, c->len + 1, sizeof(size_t))))
         return oomi_nomem();
-    for (; i < c->len; i++)
+    for (i = 0; i < c->len; i++)
         if (((unsigned char)c->buf[i] & 0xC0) != 0x80)
             c->cmap[n++] = i;
     c->cmap[n] = c->len;
