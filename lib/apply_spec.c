@@ -38,6 +38,8 @@ int oomi_spec_check(const char *spec)
         return oomi_nomem();
     err = oomi_path_parse(&segs, &n, field);
     oomi_free(field);
+    if (err == OOM_ENOMEM)
+        return err;
     if (err)
         return oomi_fail(OOM_EINVAL,
                          "value '%s' is not a plan field, a dotted path, FIELD==TEXT or "
