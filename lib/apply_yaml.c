@@ -115,8 +115,10 @@ static int collection(struct yctx *c, oomi_node *n, yaml_event_type_t end_type)
     bool is_map = end_type == YAML_MAPPING_END_EVENT;
 
     for (;;) {
-        if ((err = next_event(c, &ev)))
+        if ((err = next_event(c, &ev))) {
+            oomi_node_free(key);
             return err;
+        }
         if (ev.type == end_type) {
             n->close = byte_at(c, ev.start_mark);
             n->end = n->flow ? byte_at(c, ev.end_mark) : n->n ? n->vals[n->n - 1]->end : n->start;
