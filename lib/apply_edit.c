@@ -289,7 +289,8 @@ int oomi_edit_verify(const char *text, size_t len, bool json, const char *file, 
                         file, key);
 done:
     if (err && err != OOM_EINTERNAL && err != OOM_ENOMEM)
-        err = oomi_fail_prefix(OOM_EINTERNAL, "the edited text does not parse: ");
+        err = oomi_fail_prefix(OOM_EREFUSED,
+                               "key '%s': refused, the edited text would not parse: ", key);
     oomi_node_free(root);
     oomi_path_free(segs, n);
     return err;

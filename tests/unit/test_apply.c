@@ -183,6 +183,8 @@ static void test_refusals(void **state)
     edit_refused("c.yaml", "a: [1, 2\n", "a[0]", "literal:2", 0, OOM_EPARSE, "line 2 column");
     /* an error right after a map key (the pending key node is freed: valgrind/ASan check) */
     edit_refused("c.yaml", "? b", "a", "literal:2", 0, OOM_EREFUSED, "is not in the file");
+    edit_refused("c.yaml", "? b\n", "a.b", "literal:s", OOM_APPLY_CREATE, OOM_EREFUSED,
+                 "would not parse");
     edit_refused("c.yaml", "a: 1\nb: 2\nc d: [\n", "a", "literal:2", 0, OOM_EPARSE, "line 4");
     edit_refused("d.json", "{\"a\": 1,\n \"b\": }", "a", "literal:2", 0, OOM_EPARSE,
                  "'d.json' line 2 column");
