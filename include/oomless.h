@@ -433,10 +433,10 @@ typedef void (*oom_apply_step_fn)(const char *step, const char *file, void *user
 OOM_EXPORT void oom_apply_set_step_hook(oom_apply *apply, oom_apply_step_fn fn, void *user);
 
 /** Flags for oom_apply_run(). */
-#define OOM_APPLY_DRY_RUN 1u         /**< write nothing; return the unified diff */
-#define OOM_APPLY_CREATE 2u          /**< add missing keys (block or flow maps, JSON objects) */
+#define OOM_APPLY_DRY_RUN         1u /**< write nothing; return the unified diff */
+#define OOM_APPLY_CREATE          2u /**< add missing keys (block or flow maps, JSON objects) */
 #define OOM_APPLY_FOLLOW_SYMLINKS 4u /**< edit files reached through links leading outside "." */
-#define OOM_APPLY_FORCE_TYPE 8u      /**< allow a value of another type (8 over "auto") */
+#define OOM_APPLY_FORCE_TYPE      8u /**< allow a value of another type (8 over "auto") */
 
 /**
  * Makes the assignments in each of `files` (YAML, or JSON when the name ends in .json or the

@@ -51,10 +51,7 @@ typedef struct oomi_sb {
     bool failed;
 } oomi_sb;
 
-#define OOMI_SB_INIT                                                                               \
-    {                                                                                              \
-        NULL, 0, 0, false                                                                          \
-    }
+#define OOMI_SB_INIT {NULL, 0, 0, false}
 void oomi_sb_add(oomi_sb *sb, const char *s, size_t n);
 void oomi_sb_puts(oomi_sb *sb, const char *s);
 void oomi_sb_putc(oomi_sb *sb, char c);
@@ -79,8 +76,7 @@ int oomi_name_cmp(const char *a, const char *b);
 /* Levenshtein distance over the same normalisation, for "did you mean" lists. */
 size_t oomi_name_distance(const char *a, const char *b);
 /* Strict integer parse of a whole string into [min, max]; OOM_EINVAL naming `what`. */
-int oomi_parse_long(long long *out, const char *text, long long min, long long max,
-                    const char *what);
+int oomi_parse_long(long long *out, const char *text, long long min, long long max, const char *what);
 /* Strict floating parse of a whole string (finite); OOM_EINVAL naming `what`. */
 int oomi_parse_double(double *out, const char *text, const char *what);
 
