@@ -426,8 +426,8 @@ OOM_EXPORT int oom_apply_set_backup_suffix(oom_apply *apply, const char *suffix)
 
 /**
  * A function called at each step of writing a file, with the step's name and the file:
- * "backup-written", "temp-created", "temp-written", "temp-synced", "before-rename", "renamed",
- * "dir-synced". For progress reports and for the tests that kill the process at each step.
+ * "prepared" (all files edited in memory, nothing written yet), "backup-written",
+ * "temp-created", "temp-written", "temp-synced", "before-rename", "renamed", "dir-synced". For progress reports and for the tests that kill the process at each step.
  */
 typedef void (*oom_apply_step_fn)(const char *step, const char *file, void *user);
 OOM_EXPORT void oom_apply_set_step_hook(oom_apply *apply, oom_apply_step_fn fn, void *user);

@@ -308,6 +308,9 @@ static int write_files(oom_apply *a)
     size_t i;
     int err;
 
+    for (i = 0; a->hook && i < a->nfiles; i++)
+        if (changed(&a->files[i]))
+            a->hook("prepared", a->files[i].name, a->user);
     if ((err = write_backups(a)))
         return err;
     for (i = 0; i < a->nfiles; i++) {

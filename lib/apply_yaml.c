@@ -373,17 +373,18 @@ static void put_flow_chain(oomi_sb *sb, const oomi_pathseg *segs, size_t n, cons
 }
 
 static void put_block_chain(oomi_sb *sb, size_t indent, size_t step, const oomi_pathseg *segs,
-                            size_t n, const char *v_text)
+                            size_t n, const char *v_text, const char *eol)
 {
     size_t i;
 
     for (i = 0; i < n; i++) {
         oomi_sb_printf(sb, "%*s", (int)(indent + i * step), "");
         put_key(sb, segs[i].key);
-        oomi_sb_puts(sb, i + 1 < n ? ":\n" : ": ");
+        oomi_sb_puts(sb, ":");
+        oomi_sb_puts(sb, i + 1 < n ? eol : " ");
     }
     oomi_sb_puts(sb, v_text);
-    oomi_sb_putc(sb, '\n');
+    oomi_sb_puts(sb, eol);
 }
 
 static void flow_create(oomi_sb *sb, size_t *pos, const oomi_node *map, const char *buf,
@@ -414,13 +415,16 @@ int oomi_yaml_create(char **text, size_t *pos, const oomi_node *map, const char 
     if (map->flow || !map->n) {
         flow_create(&sb, pos, map, buf, segs, n, v_text);
     } else {
+        /* after the line of the map's last value (a block scalar's span ends on a line start) */
         size_t end = map->vals[map->n - 1]->end;
-        nl = memchr(buf + end, '\n', len - end);
+        const char *first_nl = memchr(buf, '\n', len);
+        const char *eol = first_nl && first_nl > buf && first_nl[-1] == '\r' ? "\r\n" : "\n";
+        nl = end && buf[end - 1] == '\n' ? buf + end - 1 : memchr(buf + end, '\n', len - end);
         *pos = nl ? (size_t)(nl - buf) + 1 : len;
         if (!nl)
-            oomi_sb_putc(&sb, '\n');
+            oomi_sb_puts(&sb, eol);
         put_block_chain(&sb, column_of(buf, map->keys[0]->start), indent_step(map, buf), segs, n,
-                        v_text);
+                        v_text, eol);
     }
     if ((err = oomi_sb_ok(&sb))) {
         oomi_sb_free(&sb);

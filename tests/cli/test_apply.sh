@@ -129,7 +129,7 @@ oom apply --plan "$PLAN" --preset hydra-lightning inside.yaml
 expect_rc 0 "symlink inside allowed"
 
 # ---- SIGKILL at each step: the file is old or new, at most the one temporary file ----------
-for step in backup-written temp-created temp-written temp-synced before-rename renamed dir-synced; do
+for step in prepared backup-written temp-created temp-written temp-synced before-rename renamed dir-synced; do
     fresh
     # (the subshell keeps bash's "Killed" report out of the log)
     (OOMLESS_APPLY_TEST_KILL_AT=$step "$OOMLESS_BIN" apply --plan "$PLAN" "${HYDRA[@]}" \
@@ -140,7 +140,7 @@ for step in backup-written temp-created temp-written temp-synced before-rename r
     elif cmp -s conf/config.yaml "$D/config.after.yaml"; then state=new
     else state=partial; fi
     case $step in
-    backup-written | temp-* | before-rename) expect_eq "$state" old "killed at $step" ;;
+    prepared | backup-written | temp-* | before-rename) expect_eq "$state" old "killed at $step" ;;
     *) expect_eq "$state" new "killed at $step" ;;
     esac
     temps=$(find "$W" -name '.*.oomless-*' | wc -l)

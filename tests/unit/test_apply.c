@@ -151,6 +151,11 @@ static void test_create(void **state)
     edit_ok("d.json", "{\"a\":1}", "b", "literal:true", OOM_APPLY_CREATE, "{\"a\":1,\"b\":true}");
     edit_ok("d.json", "{}", "b", "literal:null", OOM_APPLY_CREATE, "{\"b\": null}");
     edit_refused("c.yaml", "a: 1\n", "b", "literal:1", 0, OOM_EREFUSED, "--create");
+    /* CRLF files get CRLF lines; a block scalar as the last value */
+    edit_ok("c.yaml", "a:\r\n  b: 1\r\nz: 2\r\n", "a.c", "literal:3", OOM_APPLY_CREATE,
+            "a:\r\n  b: 1\r\n  c: 3\r\nz: 2\r\n");
+    edit_ok("c.yaml", "a:\n  s: |\n    text\n\n  # c\nz: 2\n", "a.c", "literal:3",
+            OOM_APPLY_CREATE, "a:\n  s: |\n    text\n\n  c: 3\n  # c\nz: 2\n");
 }
 
 static void test_json_bytes(void **state)
