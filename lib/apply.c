@@ -251,7 +251,7 @@ static int edit_file(oom_apply *a, struct file *f, unsigned flags)
     for (i = 0; !err && i < f->nedits; i++)
         if (f->edits[i].has_val && strcmp(f->edits[i].res.action, "skipped"))
             err = oomi_edit_verify(f->text, f->len, f->json, f->name, f->edits[i].key,
-                                   &f->edits[i].val);
+                                   &f->edits[i].val, f->edits[i].res.inserted);
     return err;
 }
 

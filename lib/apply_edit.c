@@ -208,10 +208,12 @@ static int replace(const struct target *t, char **text, size_t *len, const struc
     if (!(vt = render(t, node, v)))
         return oomi_nomem();
     with = vt;
-    if (start == end && w->key) { /* "key:" with an empty (null) value: write after the colon */
-        const char *colon = memchr(t->buf + w->key->end, ':', t->len - w->key->end);
-        start = end = colon ? (size_t)(colon - t->buf) + 1 : start;
-        if (!(with = oomi_asprintf(" %s", vt)))
+    if (start == end && w->key) { /* "key:" or "{key}" with no value: write after the key */
+        size_t p = w->key->end + strspn(t->buf + w->key->end, " \t");
+        bool colon = p < t->len && t->buf[p] == ':';
+        start = end = colon ? p + 1 : w->key->end;
+        res->inserted = true;
+        if (!(with = oomi_asprintf(colon ? " %s" : ": %s", vt)))
             err = oomi_nomem();
     }
     if (!err)
@@ -256,6 +258,7 @@ int oomi_edit_text(char **text, size_t *len, bool json, const char *file, const 
         err = replace(&t, text, len, &w, v, optional, flags, res);
     } else if (st == MISSING && (flags & OOM_APPLY_CREATE) && w.node->kind == OOMI_N_MAP) {
         res->action = "create";
+        res->inserted = true;
         err = create(&t, text, len, &w, segs, n, v);
     } else if (optional) {
         err = set_reason(res, w.why ? w.why : "the file does not have this key");
@@ -269,7 +272,7 @@ done:
 }
 
 int oomi_edit_verify(const char *text, size_t len, bool json, const char *file, const char *key,
-                     const oomi_aval *v)
+                     const oomi_aval *v, bool inserted)
 {
     struct target t = {text, file, key, len, json};
     oomi_pathseg *segs = NULL;
@@ -282,13 +285,17 @@ int oomi_edit_verify(const char *text, size_t len, bool json, const char *file, 
     if ((err = oomi_path_parse(&segs, &n, key)) || (err = parse(&t, &root)) ||
         (err = walk(&t, root, segs, n, &w, &st)))
         goto done;
-    if (st != FOUND || w.node->kind != OOMI_N_SCALAR || !oomi_aval_equal(&w.node->val, v))
+    if (st == FOUND && w.node->kind == OOMI_N_SCALAR && oomi_aval_equal(&w.node->val, v))
+        goto done;
+    if (inserted)
+        err = refuse(&t, "cannot be written here (the new text would not read back as written)");
+    else
         err = oomi_fail(OOM_EINTERNAL,
-                        "'%s': key '%s' does not read back as written; nothing "
-                        "was written (please report this)",
+                        "'%s': key '%s' does not read back as written; nothing was written "
+                        "(please report this)",
                         file, key);
 done:
-    if (err && err != OOM_EINTERNAL && err != OOM_ENOMEM)
+    if (err && err != OOM_EINTERNAL && err != OOM_ENOMEM && err != OOM_EREFUSED)
         err = oomi_fail_prefix(OOM_EREFUSED,
                                "key '%s': refused, the edited text would not parse: ", key);
     oomi_node_free(root);

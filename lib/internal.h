@@ -192,14 +192,16 @@ typedef struct oomi_edit_result {
     const char *action; /* "set", "create", "unchanged", "skipped" */
     oomi_aval old;      /* valid for set/unchanged */
     bool has_old;
-    char *reason; /* skipped: why (allocated) */
+    char *reason;       /* skipped: why (allocated) */
+    bool inserted;      /* the text was inserted (create, or a value after "key:") */
 } oomi_edit_result;
 
 /* Edits *text in place (reallocated). flags: OOM_APPLY_CREATE, OOM_APPLY_FORCE_TYPE. */
 int oomi_edit_text(char **text, size_t *len, bool json, const char *file, const char *key,
                    const oomi_aval *v, bool optional, unsigned flags, oomi_edit_result *res);
-/* OOM_OK when `key` in the text reads back as `v`; OOM_EINTERNAL otherwise */
+/* OOM_OK when `key` in the text reads back as `v`; otherwise OOM_EREFUSED for inserted text (an
+ * unusual spot: explicit '?' keys, ...) and OOM_EINTERNAL for a replaced value (a bug) */
 int oomi_edit_verify(const char *text, size_t len, bool json, const char *file, const char *key,
-                     const oomi_aval *v);
+                     const oomi_aval *v, bool inserted);
 
 #endif

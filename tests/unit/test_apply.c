@@ -129,6 +129,10 @@ static void test_types(void **state)
     /* null takes anything; an empty value gets a space after the colon */
     edit_ok("c.yaml", "b: ~\nc:\nd: 1\n", "b", "precision", 0, "b: bf16\nc:\nd: 1\n");
     edit_ok("c.yaml", "b: ~\nc:\nd: 1\n", "c", "batch_size", 0, "b: ~\nc: 8\nd: 1\n");
+    edit_ok("c.yaml", "f: {a, b: 1}\n", "f.a", "batch_size", 0, "f: {a: 8, b: 1}\n");
+    edit_ok("c.yaml", "f: {a: , b: 1}\n", "f.a", "batch_size", 0, "f: {a: 8 , b: 1}\n");
+    edit_refused("c.yaml", "?\n", "a.b", "literal:true", OOM_APPLY_CREATE, OOM_EREFUSED,
+                 "key 'a.b'");
 }
 
 static void test_create(void **state)
@@ -154,8 +158,8 @@ static void test_create(void **state)
     /* CRLF files get CRLF lines; a block scalar as the last value */
     edit_ok("c.yaml", "a:\r\n  b: 1\r\nz: 2\r\n", "a.c", "literal:3", OOM_APPLY_CREATE,
             "a:\r\n  b: 1\r\n  c: 3\r\nz: 2\r\n");
-    edit_ok("c.yaml", "a:\n  s: |\n    text\n\n  # c\nz: 2\n", "a.c", "literal:3",
-            OOM_APPLY_CREATE, "a:\n  s: |\n    text\n\n  c: 3\n  # c\nz: 2\n");
+    edit_ok("c.yaml", "a:\n  s: |\n    text\n\n  # c\nz: 2\n", "a.c", "literal:3", OOM_APPLY_CREATE,
+            "a:\n  s: |\n    text\n\n  c: 3\n  # c\nz: 2\n");
 }
 
 static void test_json_bytes(void **state)
