@@ -11,6 +11,7 @@ fresh() {
     rm -rf "$W"
     mkdir -p "$W/conf"
     cp "$D/config.yaml" "$W/conf/config.yaml"
+    chmod 640 "$W/conf/config.yaml" # a mode the rename must carry over
     cp "$D/ds_config.json" "$D/hf_args.json" "$W/"
     cd "$W" || exit 1
 }
@@ -33,7 +34,8 @@ same conf/config.yaml "$D/config.after.yaml" "hydra result"
 same conf/config.yaml.bak "$D/config.yaml" "hydra backup"
 expect_eq "$(diff "$D/config.yaml" conf/config.yaml | grep -c '^>')" 4 "hydra: changed lines"
 expect_contains "$ERR" "conf/config.yaml: set data_loader.batch_size 45 -> 8" "hydra summary"
-expect_eq "$(stat -c %a conf/config.yaml)" "$(stat -c %a "$D/config.yaml")" "hydra: mode kept"
+expect_eq "$(stat -c %a conf/config.yaml)" 640 "hydra: mode kept"
+expect_eq "$(stat -c %a conf/config.yaml.bak)" 640 "hydra: backup mode"
 no_temps "hydra"
 
 # a second run changes nothing and writes nothing (the backup stays the old file)
@@ -153,6 +155,12 @@ for step in prepared backup-written temp-created temp-written temp-synced before
         t=$(find "$W" -name '.*.oomless-*')
         expect_eq "$(dirname "$t")/$(basename "$t" | cut -c1-20)" "$W/conf/.config.yaml.oomless" \
             "temporary file name at $step"
+        # 0600 until it is complete and synced, then the file's own mode
+        case $step in
+        temp-created | temp-written) want=600 ;;
+        *) want=640 ;;
+        esac
+        expect_eq "$(stat -c %a "$t")" "$want" "temporary file mode at $step"
     fi
 done
 
