@@ -102,6 +102,14 @@ oom apply --preset no-such-preset conf/config.yaml
 expect_rc 2 "unknown preset"
 oom apply conf/config.yaml
 expect_rc 2 "nothing to set"
+oom apply --set data_loader.batch_size conf/config.yaml
+expect_rc 2 "--set without ="
+oom apply --plan "$PLAN" --backup-suffix .x --no-backup --preset deepspeed conf/config.yaml
+expect_rc 2 "contradicting backup options"
+oom apply --help
+expect_rc 0 "--help"
+expect_contains "$OUT" "literal:VALUE" "--help documents literals"
+same conf/config.yaml "$D/config.yaml" "usage errors: unchanged"
 
 # ---- all-or-nothing: the second file is refused, neither is written -------------------------
 fresh
