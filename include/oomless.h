@@ -626,7 +626,132 @@ OOM_EXPORT int oom_estimate_budget(oom_budget *out, int *have, char *label, size
 /* (section: supervise) */
 
 /* ======================================================================== apply */
-/* (section: apply) */
+/*
+ * `oomless apply`: writes plan values into the user's YAML and JSON config files, changing only
+ * the bytes of the changed values (comments, blank lines, key order, quoting, number spelling and
+ * indentation stay as they were). See docs/apply.md for the rules in full.
+ *
+ *     oom_apply *a;
+ *     oom_apply_create(&a);
+ *     oom_apply_load_plan(a, plan_json_text, "plan.json");
+ *     oom_apply_preset(a, "hydra-lightning");
+ *     oom_apply_set(a, "model.max_len", "seq_len", 0);
+ *     oom_apply_run(a, files, 1, 0, NULL);     // writes conf/config.yaml (+ conf/config.yaml.bak)
+ *     oom_apply_free(a);
+ *
+ * Keys are dotted paths into the config, list items by index: "training.trainer.devices",
+ * "model.layers[0].dim". A key cannot name a map key that itself contains '.', '[' or ']'.
+ *
+ * Values ("value specs"):
+ *   FIELD          a key of the plan document's "plan" object ("batch_size", "precision")
+ *   A.B.C, A[0]    a dotted path from the root of the plan document ("memory.device_peak")
+ *   FIELD==TEXT    true when the field's value, as text, is TEXT, else false ("precision==bf16");
+ *   FIELD!=TEXT    the opposite ("checkpointing!=none")
+ *   literal:VALUE  VALUE itself, read as a YAML scalar: 8 (int), 0.5 / 5e8 (float), true/false,
+ *                  null, anything else a string; quote it ('8' or "8") to force a string
+ * Two fields are derived when the plan does not have them: zero_stage (from "sharding": "none"
+ * is 0, "zero1".."zero3" / "zero-2" / "ZeRO-3" give the digit) and global_batch (batch_size *
+ * grad_accum * gpus, gpus 1 when absent).
+ *
+ * Types: the new value must have the old value's type (int, float, bool, string, null), except
+ * that an int may replace a float (written as a float: 2.0) and anything may replace null.
+ * Anything else is refused unless OOM_APPLY_FORCE_TYPE. An equal value (5e8 vs 500000000) is
+ * left as it is spelled. Booleans keep their spelling family (true/True/TRUE/yes/on).
+ *
+ * Refused with OOM_EREFUSED, every file left byte for byte as it was: a missing key (unless
+ * OOM_APPLY_CREATE), a key that is a map or a list, a block scalar (| or >), a multi-line plain
+ * scalar, an anchored (&a), aliased (*a) or explicitly tagged (!!str) value, a duplicate key, a
+ * missing key in a map with a merge key (<<), an unexpected type change, and a file reached through
+ * a symbolic link that leads outside the current directory (unless OOM_APPLY_FOLLOW_SYMLINKS).
+ * A file that does not parse gives OOM_EPARSE with its line and column; I/O errors OOM_EIO.
+ * Messages name the file and the key.
+ */
+
+/** An edit set: a plan, the assignments to make, and (after a run) what was done. */
+typedef struct oom_apply oom_apply;
+
+/** Creates an empty edit set (backup suffix ".bak"). OOM_ENOMEM only. */
+OOM_EXPORT int oom_apply_create(oom_apply **out);
+/** Frees an edit set; NULL is fine. */
+OOM_EXPORT void oom_apply_free(oom_apply *apply);
+
+/**
+ * Loads the plan document (the text `oomless plan --json` prints). `name` is used in messages
+ * ("-" for stdin). OOM_EPARSE with line and column when it is not JSON, OOM_EINVAL when it is not
+ * an object. Replaces an earlier plan.
+ */
+OOM_EXPORT int oom_apply_load_plan(oom_apply *apply, const char *json_text, const char *name);
+
+/** Flag for oom_apply_set(): skip files that lack the key instead of refusing them. */
+#define OOM_APPLY_OPTIONAL 1u
+
+/**
+ * Adds the assignment `key` = `value_spec` (see above); both strings are copied. The key is
+ * checked at once (OOM_EINVAL for a malformed key or spec). An assignment to a key already
+ * assigned replaces it, except that an optional (preset) one never replaces an explicit one.
+ * With OOM_APPLY_OPTIONAL a file without the key is skipped, as is a value that is the
+ * string "auto" (left to the framework), and a plan without the field skips it.
+ */
+OOM_EXPORT int oom_apply_set(oom_apply *apply, const char *key, const char *value_spec,
+                             unsigned flags);
+
+/**
+ * Adds a preset's assignments as optional ones. Presets come from
+ * $XDG_CONFIG_HOME/oomless/apply-presets.yaml (~/.config/... when unset), which wins, then from
+ * the data file apply/presets.yaml. OOM_ENOTFOUND (listing the known names) for an unknown
+ * preset, OOM_EPARSE / OOM_EINVAL for a bad presets file.
+ */
+OOM_EXPORT int oom_apply_preset(oom_apply *apply, const char *name);
+
+/**
+ * The backups' suffix (copied): FILE + suffix holds the old bytes after a write. NULL or ""
+ * writes no backup.
+ */
+OOM_EXPORT int oom_apply_set_backup_suffix(oom_apply *apply, const char *suffix);
+
+/**
+ * A function called at each step of writing a file, with the step's name and the file:
+ * "prepared" (all files edited in memory, nothing written yet), "backup-written",
+ * "temp-created", "temp-written", "temp-synced", "before-rename", "renamed", "dir-synced". For progress reports and for the tests that kill the process at each step.
+ */
+typedef void (*oom_apply_step_fn)(const char *step, const char *file, void *user);
+OOM_EXPORT void oom_apply_set_step_hook(oom_apply *apply, oom_apply_step_fn fn, void *user);
+
+/** Flags for oom_apply_run(). */
+#define OOM_APPLY_DRY_RUN         1u /**< write nothing; return the unified diff */
+#define OOM_APPLY_CREATE          2u /**< add missing keys (block or flow maps, JSON objects) */
+#define OOM_APPLY_FOLLOW_SYMLINKS 4u /**< edit files reached through links leading outside "." */
+#define OOM_APPLY_FORCE_TYPE      8u /**< allow a value of another type (8 over "auto") */
+
+/**
+ * Makes the assignments in each of `files` (YAML, or JSON when the name ends in .json or the
+ * text starts with '{' or '['). Every file is edited in memory first; when any is refused none
+ * is written. Then, per changed file: the backup, a temporary file beside it (mode 0600, then
+ * the file's mode; fsync), rename over the file, fsync of the directory. A symbolic link is
+ * kept: its target is edited. Unchanged files are not touched.
+ * `diff` (may be NULL) receives the unified diff of all changes (free with oom_free()), with or
+ * without OOM_APPLY_DRY_RUN; "" when nothing changes.
+ * Errors: OOM_EREFUSED, OOM_EPARSE, OOM_EIO (the files are unchanged: a write failure removes
+ * every temporary file before any rename), OOM_ENOTFOUND for an explicit field the plan lacks,
+ * OOM_EINVAL when a spec needs a plan and none is loaded.
+ */
+OOM_EXPORT int oom_apply_run(oom_apply *apply, const char *const *files, size_t count,
+                             unsigned flags, char **diff);
+
+/**
+ * Edits one text in memory (no file is read or written): `name` is used in messages and to tell
+ * JSON from YAML. `*out` (free with oom_free()) gets the new text, `*out_len` its length.
+ */
+OOM_EXPORT int oom_apply_buffer(oom_apply *apply, const char *name, const char *text, size_t len,
+                                unsigned flags, char **out, size_t *out_len);
+
+/**
+ * What the last run did, as one JSON document: {"dry_run": bool, "written": bool, "files":
+ * [{"file", "format", "changed", "backup" (path or null), "edits": [{"key", "action" ("set",
+ * "create", "unchanged", "skipped"), "old", "new", "reason" (skipped only)}]}]}.
+ * Free with oom_free(). OOM_EINVAL before any run.
+ */
+OOM_EXPORT int oom_apply_report(const oom_apply *apply, char **json);
 
 #ifdef __cplusplus
 }
