@@ -115,9 +115,13 @@ static char **build_env(const oomi_launch *l)
         if (!skip && !(v[k++] = oomi_strdup(environ[i])))
             goto fail;
     }
-    for (j = 0; j < ne; j++)
-        if (!(v[k++] = oomi_strdup(l->job->env[j])))
+    for (j = 0; j < ne; j++) { /* the caller's additions, less what the launch itself sets */
+        int skip = 0;
+        for (i = 0; i < no; i++)
+            skip |= same_key(l->job->env[j], ours[i]);
+        if (!skip && !(v[k++] = oomi_strdup(l->job->env[j])))
             goto fail;
+    }
     for (j = 0; j < no; j++) {
         v[k++] = ours[j];
         ours[j] = NULL;

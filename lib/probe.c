@@ -131,15 +131,16 @@ static int trial_fits(const oom_probe_trial *t, uint64_t usable)
 }
 
 struct bounds {
-    int lo;   /* largest batch known to fit (0: none) */
-    int hi;   /* smallest batch known not to (INT_MAX: none) */
-    int ran;  /* largest batch that ran */
-    int last; /* index of the last trial */
+    int lo;          /* largest batch known to fit (0: none) */
+    int hi;          /* smallest batch known not to (INT_MAX: none) */
+    int ran;         /* largest batch that ran */
+    int last;        /* index of the last trial */
+    int lo_measured; /* the trial at lo has a peak */
 };
 
 static struct bounds find_bounds(const oom_probe_search *s, const oom_probe_trial *t, size_t n)
 {
-    struct bounds b = {0, INT_MAX, 0, (int)n - 1};
+    struct bounds b = {0, INT_MAX, 0, (int)n - 1, 0};
     size_t i;
     for (i = 0; i < n; i++) {
         if (!trial_fits(&t[i], s->usable_bytes) && t[i].batch < b.hi)
@@ -148,8 +149,10 @@ static struct bounds find_bounds(const oom_probe_search *s, const oom_probe_tria
             b.ran = t[i].batch;
     }
     for (i = 0; i < n; i++) /* a success above a failure is noise: the failure wins */
-        if (trial_fits(&t[i], s->usable_bytes) && t[i].batch > b.lo && t[i].batch < b.hi)
+        if (trial_fits(&t[i], s->usable_bytes) && t[i].batch >= b.lo && t[i].batch < b.hi) {
             b.lo = t[i].batch;
+            b.lo_measured = t[i].peak_bytes != OOM_UNKNOWN;
+        }
     return b;
 }
 
@@ -180,13 +183,15 @@ static int first_batch(const oom_probe_search *s, int cap)
 static int propose(const oom_probe_search *s, const oom_probe_fit *f, struct bounds b, int cap)
 {
     int c;
+    if (b.lo == 0) /* the first trial failed: start small, where a line can be fitted */
+        return 1;
     if (usable_fit(f)) {
         c = oom_probe_fit_max_batch(f, s->usable_bytes, cap);
         if (b.hi != INT_MAX && c >= b.hi) /* the fit is contradicted by a failure: bisect */
             return b.lo + (b.hi - b.lo) / 2;
         return c <= b.lo ? b.lo + 1 : c;
     }
-    if (b.hi == INT_MAX) /* nothing to extrapolate from: double */
+    if (b.hi == INT_MAX || b.lo_measured) /* nothing to extrapolate from yet: double */
         return b.lo ? (b.lo > cap / 2 ? cap : 2 * b.lo) : 1;
     return b.lo + (b.hi - b.lo) / 2;
 }
