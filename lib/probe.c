@@ -91,25 +91,35 @@ static size_t collect_points(struct pt *pts, const oom_probe_trial *t, size_t n,
 }
 
 /* A line through the two largest points, or a parabola through the three largest when the line
- * mispredicts another point by more than tol. */
-static oom_probe_fit fit_points(const struct pt *p, size_t k, double tol)
+ * mispredicts another point by more than tol, or when the parabola differs from the line by more
+ * than tol x usable at the batch the line would jump to (curvature that only shows far out). */
+static oom_probe_fit fit_points(const struct pt *p, size_t k, double tol, uint64_t usable)
 {
-    oom_probe_fit f = {0};
+    oom_probe_fit line = {0}, curve;
     size_t i;
+    int jump;
     if (k < 2)
-        return f;
-    f = line_through(p[k - 2], p[k - 1]);
+        return line;
+    line = line_through(p[k - 2], p[k - 1]);
+    if (k < 3)
+        return line;
+    curve = parabola_through(p[k - 3], p[k - 2], p[k - 1]);
     for (i = 0; i + 2 < k; i++)
-        if (!close_enough(oom_probe_fit_peak(&f, (int)p[i].b), p[i].peak, tol))
-            return parabola_through(p[k - 3], p[k - 2], p[k - 1]);
-    return f;
+        if (!close_enough(oom_probe_fit_peak(&line, (int)p[i].b), p[i].peak, tol))
+            return curve;
+    jump = line.per_sample_bytes > 0 ? oom_probe_fit_max_batch(&line, usable, 1 << 24) : 0;
+    if (jump > 0 && fabs(oom_probe_fit_peak(&curve, jump) - oom_probe_fit_peak(&line, jump)) >
+                        tol * (double)usable)
+        return curve;
+    return line;
 }
 
-static oom_probe_fit fit_trials(const oom_probe_trial *t, size_t n, size_t skip, double tol)
+static oom_probe_fit fit_trials(const oom_probe_trial *t, size_t n, size_t skip, double tol,
+                                uint64_t usable)
 {
     struct pt pts[64];
     size_t k = collect_points(pts, t, n > 64 ? 64 : n, skip);
-    return fit_points(pts, k, tol);
+    return fit_points(pts, k, tol, usable);
 }
 
 static int usable_fit(const oom_probe_fit *f)
@@ -164,7 +174,7 @@ static int verified(const oom_probe_search *s, const oom_probe_trial *t, size_t 
     oom_probe_fit before;
     if (b.last < 0 || last->batch != b.lo || last->peak_bytes == OOM_UNKNOWN)
         return 0;
-    before = fit_trials(t, n, (size_t)b.last, tol);
+    before = fit_trials(t, n, (size_t)b.last, tol, s->usable_bytes);
     return usable_fit(&before) &&
            close_enough(oom_probe_fit_peak(&before, last->batch), (double)last->peak_bytes, tol);
 }
@@ -180,6 +190,14 @@ static int first_batch(const oom_probe_search *s, int cap)
     return b < 1 ? 1 : b;
 }
 
+/* Between lo and hi: geometric over a wide range (a fresh point far from both), else midway. */
+static int bisect(struct bounds b)
+{
+    if (b.lo >= 1 && b.hi / b.lo > 4)
+        return (int)sqrt((double)b.lo * (double)b.hi);
+    return b.lo + (b.hi - b.lo) / 2;
+}
+
 static int propose(const oom_probe_search *s, const oom_probe_fit *f, struct bounds b, int cap)
 {
     int c;
@@ -188,12 +206,12 @@ static int propose(const oom_probe_search *s, const oom_probe_fit *f, struct bou
     if (usable_fit(f)) {
         c = oom_probe_fit_max_batch(f, s->usable_bytes, cap);
         if (b.hi != INT_MAX && c >= b.hi) /* the fit is contradicted by a failure: bisect */
-            return b.lo + (b.hi - b.lo) / 2;
+            return bisect(b);
         return c <= b.lo ? b.lo + 1 : c;
     }
     if (b.hi == INT_MAX || b.lo_measured) /* nothing to extrapolate from yet: double */
         return b.lo ? (b.lo > cap / 2 ? cap : 2 * b.lo) : 1;
-    return b.lo + (b.hi - b.lo) / 2;
+    return bisect(b);
 }
 
 int oom_probe_search_step(oom_probe_step *out, const oom_probe_search *s, const oom_probe_trial *t,
@@ -214,7 +232,7 @@ int oom_probe_search_step(oom_probe_step *out, const oom_probe_search *s, const 
     cap = s->max_batch > 0 ? s->max_batch : DEFAULT_MAX_BATCH;
     tol = s->tolerance > 0 ? s->tolerance : DEFAULT_TOLERANCE;
     b = find_bounds(s, t, n);
-    out->fit = fit_trials(t, n, SIZE_MAX, tol);
+    out->fit = fit_trials(t, n, SIZE_MAX, tol, s->usable_bytes);
     out->recommended_batch = b.lo;
     out->max_batch = b.ran;
     out->done = 1;
