@@ -30,17 +30,19 @@ wait_gone() {
     return 1
 }
 
-# ---- recovery: 1 GiB + 150 MiB/sample; step 4 needs 1.5x: 32 dies there, 16 fits --------------
+# ---- recovery: 1 GiB + 150 MiB/sample; the last step needs 1.5x: 32 dies there, 16 fits ---------
+# (the spike is the last step so that the final sample, taken while the job is a zombie, sees it
+# whatever the machine's load)
 marker
 oom run --batch-size 32 --grad-accum 2 --events "$TMP/ev.jsonl" -- "${JOB[@]}" --steps 6 \
-    --fixed 1G --per-sample 150M --spike-step 4 --spike-factor 1.5 --checkpoint "$TMP/ckpt" \
+    --fixed 1G --per-sample 150M --spike-step 6 --spike-factor 1.5 --checkpoint "$TMP/ckpt" \
     --marker "$MARK"
 expect_rc 0 "recovered run"
-expect_contains "$ERR" "out of memory at step 3 (peak " "restart line: step and peak"
+expect_contains "$ERR" "out of memory at step 5 (peak " "restart line: step and peak"
 expect_contains "$ERR" "restarting with batch 32 -> 16, accumulation 2 -> 4 (effective 64)" "restart line"
 expect_contains "$ERR" "torch.OutOfMemoryError: CUDA out of memory" "the job's stderr passes through"
-expect_contains "$OUT" "resuming from step 3" "resumed from the checkpoint"
-expect_contains "$OUT" "step 4/6 batch 16 accum 4" "relaunched smaller, same effective batch"
+expect_contains "$OUT" "resuming from step 5" "resumed from the checkpoint"
+expect_contains "$OUT" "step 6/6 batch 16 accum 4" "relaunched smaller, same effective batch"
 expect_not_contains "$OUT" "step 1/6 batch 16" "did not start over"
 expect_eq "$(cat "$TMP/ckpt")" 6 "finished all steps"
 expect_eq "$(jq -r .event "$TMP/ev.jsonl" | tr '\n' ' ')" "launch oom restart launch exit " "events"
@@ -115,9 +117,9 @@ expect_rc 2 "inconsistent effective batch"
 for sig in TERM INT HUP; do
     marker
     "$OOMLESS_BIN" run --batch-size 2 --events "$TMP/sig$sig.jsonl" -- "${JOB[@]}" --steps 100000 \
-        --fixed 1G --per-sample 1M --fork-child --marker "$MARK" >/dev/null 2>"$TMP/err" &
+        --fixed 1G --per-sample 1M --fork-child --marker "$MARK" >"$TMP/out$sig" 2>"$TMP/err" &
     P=$!
-    wait_for "$TMP/sig$sig.jsonl" '"launch"' || bad "SIG$sig: the job never started"
+    wait_for "$TMP/out$sig" 'step 1/' || bad "SIG$sig: the job never started"
     kill -s "$sig" "$P"
     wait "$P"
     RC=$?
@@ -132,9 +134,9 @@ done
 marker
 "$OOMLESS_BIN" run --batch-size 2 --kill-grace 1 --events "$TMP/kill.jsonl" -- "${JOB[@]}" \
     --steps 100000 --fixed 1G --per-sample 1M --ignore-sigterm --fork-child-setsid \
-    --marker "$MARK" >/dev/null 2>"$TMP/err" &
+    --marker "$MARK" >"$TMP/outkill" 2>"$TMP/err" &
 P=$!
-wait_for "$TMP/kill.jsonl" '"launch"' || bad "ignore-sigterm: the job never started"
+wait_for "$TMP/outkill" 'step 1/' || bad "ignore-sigterm: the job never started"
 kill -TERM "$P"
 wait "$P"
 expect_eq "$?" 137 "ignore-sigterm: SIGKILLed after the grace"
