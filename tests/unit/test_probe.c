@@ -107,7 +107,7 @@ static void test_quadratic_within_one(void **state)
         oom_probe_search q = {(uint64_t)usable, 0, 0, 0, 0, {0}};
         int rec, launches = search(&s, &q, &rec), truth = true_limit(&s, usable);
         assert_int_equal(truth, limits[i]);
-        if (rec > truth || rec < truth - 1 || launches > 8)
+        if (rec > truth || rec < truth - 1 || launches > 6)
             fail_msg("limit %d: recommended %d after %d launches", truth, rec, launches);
     }
 }
