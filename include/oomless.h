@@ -348,6 +348,260 @@ OOM_EXPORT int oom_catalog_to_json(char **out, const oom_catalog *catalog);
 /* ======================================================================== workloads, estimate */
 /* (section: estimate) */
 
+/*
+ * A workload is what `estimate` and `plan` reason about: a model (a built-in preset or any Hugging
+ * Face config.json), a method (full fine-tune, LoRA, QLoRA, inference), precision, optimizer,
+ * micro-batch, sequence length, accumulation, checkpointing, attention kind, loss kind, and the
+ * data-parallel layout. It is set from strings (the CLI's option names, so the CLI, the Python
+ * package and YAML workload files share one vocabulary) or through typed knobs (the planner).
+ */
+typedef struct oom_workload oom_workload;
+
+/** Training method. */
+typedef enum oom_method {
+    OOM_METHOD_FULL = 0,      /**< every parameter trained */
+    OOM_METHOD_LORA = 1,      /**< frozen base, LoRA adapters trained (fp32, PEFT's default) */
+    OOM_METHOD_QLORA = 2,     /**< frozen NF4 base (bitsandbytes), 16-bit compute, LoRA adapters */
+    OOM_METHOD_INFERENCE = 3, /**< forward only (prefill of --seq tokens) with a KV cache */
+} oom_method;
+
+/** Numeric precision. fp16/bf16: parameters held in that dtype (model.to(dtype));
+ *  amp-*: autocast with fp32 parameters; int8/4bit: quantized base weights (inference, LoRA). */
+typedef enum oom_precision {
+    OOM_PRECISION_AUTO = 0, /**< amp-bf16 full training, bf16 LoRA/inference, 4bit QLoRA */
+    OOM_PRECISION_FP32 = 1,
+    OOM_PRECISION_FP16 = 2,
+    OOM_PRECISION_BF16 = 3,
+    OOM_PRECISION_AMP_FP16 = 4,
+    OOM_PRECISION_AMP_BF16 = 5,
+    OOM_PRECISION_INT8 = 6,
+    OOM_PRECISION_4BIT = 7,
+} oom_precision;
+
+typedef enum oom_optimizer {
+    OOM_OPTIMIZER_ADAMW = 0,
+    OOM_OPTIMIZER_ADAMW_8BIT = 1, /**< bitsandbytes 8-bit AdamW */
+    OOM_OPTIMIZER_ADAFACTOR = 2,  /**< factored second moment, no momentum (HF default) */
+    OOM_OPTIMIZER_SGD = 3,
+    OOM_OPTIMIZER_SGD_MOMENTUM = 4,
+    OOM_OPTIMIZER_LION = 5,
+    OOM_OPTIMIZER_NONE = 6,       /**< gradients only (e.g. gradient analysis) */
+    OOM_OPTIMIZER_ADAMW_FUSED = 7, /**< AdamW without step-wide temporaries: torch fused=True, or a
+                                        per-tensor loop (transformers' adamw_hf, torch < 2.0) */
+} oom_optimizer;
+
+typedef enum oom_checkpointing {
+    OOM_CHECKPOINTING_NONE = 0,
+    OOM_CHECKPOINTING_SELECTIVE = 1, /**< attention core recomputed (Korthikanti et al.) */
+    OOM_CHECKPOINTING_FULL = 2,      /**< every layer recomputed; only layer inputs kept */
+} oom_checkpointing;
+
+typedef enum oom_attention {
+    OOM_ATTENTION_EAGER = 0, /**< scores materialised (b·a·s² per layer) */
+    OOM_ATTENTION_SDPA = 1,  /**< torch scaled_dot_product_attention (fused kernels) */
+    OOM_ATTENTION_FLASH = 2, /**< FlashAttention-2 */
+} oom_attention;
+
+typedef enum oom_loss {
+    OOM_LOSS_STANDARD = 0, /**< full logits, fp32 upcast for cross-entropy (transformers) */
+    OOM_LOSS_CHUNKED = 1,  /**< chunked / fused linear + cross-entropy (Liger, torchtune) */
+} oom_loss;
+
+typedef enum oom_sharding {
+    OOM_SHARDING_NONE = 0, /**< DDP when gpus > 1 */
+    OOM_SHARDING_ZERO1 = 1,
+    OOM_SHARDING_ZERO2 = 2,
+    OOM_SHARDING_ZERO3 = 3, /**< also FSDP FULL_SHARD */
+} oom_sharding;
+
+typedef enum oom_offload {
+    OOM_OFFLOAD_NONE = 0,
+    OOM_OFFLOAD_OPTIMIZER = 1,        /**< optimizer states (and fp32 master) on the CPU */
+    OOM_OFFLOAD_OPTIMIZER_PARAMS = 2, /**< also the parameters (ZeRO-3 / FSDP CPU offload) */
+} oom_offload;
+
+/** The knobs the planner turns, typed. Counts are per GPU (batch = micro-batch per GPU). */
+typedef struct oom_knobs {
+    long batch;      /**< micro-batch per GPU, >= 1 */
+    long grad_accum; /**< gradient accumulation steps, >= 1 */
+    long seq_len;    /**< tokens per sample (inference: prompt + generated) */
+    long gpus;       /**< data-parallel GPUs, >= 1 */
+    oom_method method;
+    oom_precision precision;
+    oom_optimizer optimizer;
+    oom_checkpointing checkpointing;
+    oom_attention attention;
+    oom_loss loss;
+    oom_sharding sharding;
+    oom_offload offload;
+} oom_knobs;
+
+/** The names the options use ("amp-bf16", "zero3", ...); "?" for a value out of range. */
+OOM_EXPORT const char *oom_method_name(oom_method v);
+OOM_EXPORT const char *oom_precision_name(oom_precision v);
+OOM_EXPORT const char *oom_optimizer_name(oom_optimizer v);
+OOM_EXPORT const char *oom_checkpointing_name(oom_checkpointing v);
+OOM_EXPORT const char *oom_attention_name(oom_attention v);
+OOM_EXPORT const char *oom_loss_name(oom_loss v);
+OOM_EXPORT const char *oom_sharding_name(oom_sharding v);
+OOM_EXPORT const char *oom_offload_name(oom_offload v);
+
+/**
+ * A new workload with the defaults: no model, method full, precision auto, AdamW, batch 1,
+ * seq 512, grad-accum 1, no checkpointing, sdpa attention, standard loss, 1 GPU, no sharding, no
+ * offload, LoRA rank 16 on PEFT's default modules, dropout 0.05, gradients freed between steps
+ * (keep-grads no), overhead from the GPU generation. OOM_ENOMEM only.
+ */
+OOM_EXPORT int oom_workload_create(oom_workload **out);
+OOM_EXPORT void oom_workload_free(oom_workload *w);
+/** A deep copy (the planner clones, changes knobs, estimates). OOM_ENOMEM only. */
+OOM_EXPORT int oom_workload_clone(oom_workload **out, const oom_workload *w);
+
+/**
+ * Sets one option from text. `key` is the CLI option name without dashes; '_' may stand for '-'
+ * ("lora_rank"). Keys and values are listed by oom_workload_options(). "model" loads the config
+ * at once: a preset name (see oom_model_presets) or a path to a config.json (or a directory
+ * holding one; a preset also matches case-insensitively or by the last part of a Hub id).
+ * Errors: OOM_ENOTFOUND for an unknown key, preset or missing file (the message names it and the
+ * closest preset), OOM_EINVAL for a bad value (the message names key and value), OOM_EIO /
+ * OOM_EPARSE / OOM_EUNSUPPORTED for a config that cannot be read, parsed or modelled (the message
+ * names the file and the missing or bad key). On failure the workload is unchanged.
+ */
+OOM_EXPORT int oom_workload_set(oom_workload *w, const char *key, const char *value);
+
+/**
+ * The current value of an option as text ("" when unset, e.g. overhead by default), into a
+ * string to release with oom_free(). OOM_ENOTFOUND for an unknown key.
+ */
+OOM_EXPORT int oom_workload_get(char **out, const oom_workload *w, const char *key);
+
+/** One option of a workload: name (CLI spelling), metavar, one line of help with the default. */
+typedef struct oom_option {
+    const char *name;    /**< "lora-rank" */
+    const char *metavar; /**< "R" */
+    const char *help;    /**< "LoRA rank (default 16)" */
+} oom_option;
+
+/** The option table (static, owned by the library); `*count` receives its length. */
+OOM_EXPORT const oom_option *oom_workload_options(size_t *count);
+
+/** The knobs as set (precision AUTO resolved to what the estimate will use). */
+OOM_EXPORT void oom_workload_get_knobs(oom_knobs *out, const oom_workload *w);
+/**
+ * Sets all knobs at once. OOM_EINVAL naming the first out-of-range field (a count < 1, an enum
+ * value out of range); the workload is unchanged on failure. Combinations are checked by
+ * oom_workload_validate().
+ */
+OOM_EXPORT int oom_workload_set_knobs(oom_workload *w, const oom_knobs *knobs);
+
+/**
+ * The GPU the estimate is for: its compute capability picks the default CUDA context/workspace
+ * overhead (see docs/estimate.md and data/coefficients.json) and bf16 support. The profile is
+ * copied. NULL returns to the generic default. OOM_ENOMEM only.
+ */
+OOM_EXPORT int oom_workload_set_gpu(oom_workload *w, const oom_gpu_profile *gpu);
+
+/**
+ * Checks the combination: a model is set; counts >= 1; QLoRA needs a 4-bit base with 16-bit
+ * compute (not fp32/int8); int8/4bit need LoRA, QLoRA or inference; LoRA options need a LoRA
+ * method and the targets must be linears of the model; offload needs a ZeRO stage (one GPU is
+ * allowed: ZeRO-Offload) and parameter offload needs zero3; inference takes no sharding or
+ * accumulation; bf16 needs compute capability >= 8.0 when a GPU is set; seq must be within the
+ * model's max positions unless max-positions overrides them; decoder-seq is for encoder-decoder
+ * models. OOM_EINVAL naming the problem and the values, or OOM_OK.
+ */
+OOM_EXPORT int oom_workload_validate(const oom_workload *w);
+
+/** What the loaded model is. Strings belong to the workload. */
+typedef struct oom_model_info {
+    const char *name;        /**< preset name, or the config's path */
+    const char *family;      /**< "llama", "gpt2", "bert", "t5", "mixtral", ... */
+    const char *head;        /**< "causal-lm", "seq-cls", "masked-lm", "seq2seq-lm", "base" */
+    long layers;             /**< decoder (or only) layers */
+    long encoder_layers;     /**< T5: encoder layers; else 0 */
+    long hidden, heads, kv_heads, head_dim, ffn, vocab;
+    long max_positions;      /**< 0 when the model has no limit (relative positions) */
+    long experts, experts_per_token; /**< 0 for dense models */
+    uint64_t params;         /**< all parameters */
+} oom_model_info;
+
+/** Info on the workload's model. OOM_EINVAL when no model is set. */
+OOM_EXPORT int oom_workload_model(oom_model_info *out, const oom_workload *w);
+
+/** The built-in model presets (data/models/<name>.json). */
+typedef struct oom_preset {
+    char *name;      /**< "llama-3.1-8b" */
+    char *family;    /**< "llama" */
+    uint64_t params; /**< parameters counted from the config */
+} oom_preset;
+
+/**
+ * Lists the presets, sorted by name, into an array to release with oom_model_presets_free().
+ * OOM_EIO when the models folder cannot be read, OOM_EPARSE/OOM_EUNSUPPORTED for a bad preset.
+ */
+OOM_EXPORT int oom_model_presets(oom_preset **out, size_t *count);
+OOM_EXPORT void oom_model_presets_free(oom_preset *presets, size_t count);
+/** The presets as a JSON array of {"name", "family", "params"}; release with oom_free(). */
+OOM_EXPORT int oom_model_presets_json(char **out);
+
+/** The phase of a step at which memory peaks. */
+typedef enum oom_phase {
+    OOM_PHASE_FORWARD = 0,   /**< end of the forward pass: all saved activations and the loss */
+    OOM_PHASE_BACKWARD = 1,  /**< start of the backward pass (loss gradient) / end (all grads) */
+    OOM_PHASE_OPTIMIZER = 2, /**< optimizer step: states, gradients and its temporaries */
+    OOM_PHASE_PREFILL = 3,   /**< inference: prompt processed with the KV cache filled */
+} oom_phase;
+
+OOM_EXPORT const char *oom_phase_name(oom_phase v);
+
+/**
+ * An estimate, per GPU. The breakdown fields are the bytes live at the peak phase; they add up to
+ * allocated_peak. All sizes are bytes (a field saturates at 2^60 for absurd inputs).
+ */
+typedef struct oom_estimate {
+    uint64_t weights;     /**< parameters (and quantisation constants), this GPU's share */
+    uint64_t gradients;   /**< parameter gradients live at the peak (incl. DDP buckets) */
+    uint64_t optimizer;   /**< optimizer states (and fp32 master weights) on this GPU */
+    uint64_t activations; /**< tensors saved for backward (inference: one layer's working set) */
+    uint64_t logits;      /**< logits and the loss path (fp32 upcast, log-softmax, its gradient) */
+    uint64_t kv_cache;    /**< inference KV cache */
+    uint64_t temporaries; /**< autocast weight copies, optimizer-step temporaries, ZeRO-3 gathers */
+    uint64_t overhead;    /**< CUDA context + workspaces (+ NCCL) outside PyTorch's allocator */
+    uint64_t allocated_peak; /**< ~ torch.cuda.max_memory_allocated() */
+    uint64_t reserved_peak;  /**< ~ torch.cuda.max_memory_reserved() (caching-allocator rounding) */
+    uint64_t device_peak;    /**< ~ NVML / nvidia-smi for the process: reserved + overhead */
+    oom_phase peak_phase;
+    uint64_t params_total;     /**< all parameters of the model */
+    uint64_t params_trainable; /**< trained parameters (LoRA: the adapters; inference: 0) */
+    double flops_per_token;    /**< training: 6Ψ + attention (8Ψ with full recompute); inference 2Ψ */
+    double flops_per_step;     /**< per GPU per optimizer step (all micro-batches) */
+    uint64_t tokens_per_step;  /**< per GPU: batch × seq × grad_accum */
+} oom_estimate;
+
+/**
+ * Estimates the workload's peak memory per GPU. Validates first (see oom_workload_validate) and
+ * loads data/coefficients.json (once per process; $OOMLESS_DATA_DIR applies). OOM_EINVAL for an
+ * impossible combination, OOM_EIO/OOM_EPARSE for an unreadable coefficients file.
+ */
+OOM_EXPORT int oom_estimate_run(oom_estimate *out, const oom_workload *w);
+
+/**
+ * The estimate as one JSON document: {"workload": {...}, "model": {...}, "memory": {"weights",
+ * "gradients", "optimizer", "activations", "logits", "kv_cache", "temporaries", "overhead",
+ * "allocated_peak", "reserved_peak", "device_peak"}, "peak_phase", "params": {"total",
+ * "trainable"}, "compute": {...}}; sizes are integers in bytes. `e` may be NULL: the workload
+ * alone. The string is released with oom_free(). OOM_ENOMEM only.
+ */
+OOM_EXPORT int oom_estimate_to_json(char **out, const oom_workload *w, const oom_estimate *e);
+
+/**
+ * As oom_estimate_to_json(), plus "budget": {"target_bytes", "safety_margin_bytes",
+ * "usable_bytes", "fits", "headroom_bytes"} when `budget` is not NULL (fits: device_peak <=
+ * usable_bytes; headroom may be negative). OOM_ENOMEM only.
+ */
+OOM_EXPORT int oom_estimate_to_json_budget(char **out, const oom_workload *w, const oom_estimate *e,
+                                           const oom_budget *budget);
+
 /* ======================================================================== plan */
 /* (section: plan) */
 

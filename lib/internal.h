@@ -158,4 +158,127 @@ void oomi_launch_event(const oomi_launch *l, oom_job_event_kind kind);
 /* Pretty-prints root into *out (allocated) and releases root. (probe.c) */
 int oomi_json_finish(char **out, struct json_object *root);
 
+/* ==== estimate: model configs, workloads, coefficients (model.c, workload.c, estimate*.c) ==== */
+typedef struct json_object json_object;
+
+/* How a block keeps its activations: selects the coefficient set in data/coefficients.json. */
+typedef enum oomi_block {
+    OOMI_BLOCK_LLAMA,
+    OOMI_BLOCK_GPT,
+    OOMI_BLOCK_BERT,
+    OOMI_BLOCK_T5
+} oomi_block;
+typedef enum oomi_head {
+    OOMI_HEAD_CAUSAL_LM,
+    OOMI_HEAD_SEQ_CLS,
+    OOMI_HEAD_MASKED_LM,
+    OOMI_HEAD_SEQ2SEQ_LM,
+    OOMI_HEAD_BASE
+} oomi_head;
+
+/* one kind of nn.Linear in the model (LoRA targets, quantisation) */
+typedef struct oomi_linear {
+    const char *name; /* HF module name: "q_proj" */
+    long din, dout;
+    long count; /* instances in the whole model */
+} oomi_linear;
+
+#define OOMI_MAX_LINEARS 20
+
+typedef struct oomi_model {
+    char *name;   /* preset name or path */
+    char *family; /* model_type */
+    oomi_block block;
+    oomi_head head;
+    long layers, enc_layers; /* decoder (or only) layers; T5 encoder layers */
+    long hidden, heads, kv_heads, head_dim, ffn, vocab, max_pos, experts, topk, labels;
+    bool gated; /* SwiGLU / gated-GELU: three MLP matrices */
+    bool tied;
+    uint64_t params;        /* all parameters */
+    uint64_t params_active; /* used per token (MoE: topk experts) */
+    uint64_t params_embed;  /* input embeddings (incl. positions), not quantised */
+    uint64_t params_lm_head; /* untied output head (0 when tied) */
+    uint64_t params_linear; /* weights of the linears inside the blocks (quantisable) */
+    uint64_t params_layer_max; /* the largest block's parameters (ZeRO-3 gather) */
+    uint64_t factored;      /* Adafactor state elements: rows+cols per matrix, size per vector */
+    uint64_t tensors;       /* parameter tensors (allocator rounding) */
+    size_t nlinears;
+    oomi_linear linears[OOMI_MAX_LINEARS];
+    const char *default_targets; /* PEFT's default target modules for the family */
+} oomi_model;
+
+/* Loads a preset name or a config path (a file or a folder with config.json). */
+int oomi_model_load(oomi_model **out, const char *name_or_path);
+int oomi_model_parse(oomi_model **out, json_object *cfg, const char *name, const char *path);
+void oomi_model_free(oomi_model *m);
+int oomi_model_clone(oomi_model **out, const oomi_model *m);
+const char *oomi_head_name(oomi_head h);
+
+/* LoRA target set resolution: the trainable adapter parameters and the adapted inputs per token
+ * per model (sum of din over targeted linears / tokens). OOM_EINVAL naming an unknown module. */
+typedef struct oomi_lora {
+    uint64_t params;     /* r * (din + dout) summed */
+    uint64_t in_elems;   /* sum of din over adapted linears (per token, whole model) */
+    uint64_t n_adapted;  /* adapted linear instances */
+} oomi_lora;
+int oomi_lora_resolve(oomi_lora *out, const oomi_model *m, const char *targets, long rank);
+
+/* the workload (workload.c), read by estimate.c */
+struct oom_workload {
+    oomi_model *model;
+    char *model_arg;
+    oom_knobs k;
+    long lora_rank;
+    char *lora_targets; /* NULL: the family's default */
+    double lora_dropout;
+    bool lora_rank_set, lora_targets_set, lora_dropout_set;
+    long max_pos_override; /* 0: none */
+    long decoder_seq;      /* enc-dec target length; 0: = seq */
+    bool keep_grads;       /* zero_grad(set_to_none=False): gradients live in every phase */
+    uint64_t overhead;     /* OOM_UNKNOWN: from the GPU generation */
+    bool has_gpu;
+    int cc_major, cc_minor;
+    char gpu_id[64];
+};
+oom_precision oomi_resolved_precision(const oom_workload *w);
+/* option values, indexed by the public enums (workload.c) */
+extern const char *const oomi_method_names[4], *const oomi_precision_names[8];
+extern const char *const oomi_optimizer_names[8], *const oomi_checkpointing_names[3];
+extern const char *const oomi_attention_names[3], *const oomi_loss_names[2];
+extern const char *const oomi_sharding_names[4], *const oomi_offload_names[3];
+
+/* empirical coefficients (estimate_coef.c), loaded from data/coefficients.json */
+typedef struct oomi_act_coef {
+    /* bytes saved per token per layer, per element of: hidden size, q width (heads*head_dim),
+     * k/v width (kv_heads*head_dim), MLP width; per head (fused attention's log-sum-exp); and per
+     * attention score (eager attention: b*heads*s*s scores per layer) */
+    double h, q, kv, f, lse, score;
+    double frozen_h, frozen_q, frozen_f; /* not saved when the base linears are frozen */
+} oomi_act_coef;
+
+enum { OOMI_REGIME_16BIT, OOMI_REGIME_AMP, OOMI_REGIME_FP32, OOMI_REGIMES };
+enum { OOMI_COEF_BLOCKS = 5 }; /* llama, gpt, bert, t5, t5 gated */
+
+typedef struct oomi_coef {
+    oomi_act_coef act[OOMI_COEF_BLOCKS][OOMI_REGIMES];
+    double gelu_tanh_f; /* extra bytes per MLP element for GPT-2's composed tanh GELU (x e) */
+    double decoder_factor; /* enc-dec: a decoder layer's saved bytes / an encoder layer's */
+    double logits_fwd[2], logits_bwd[2]; /* bytes per logit: [0] 16-bit compute, [1] fp32 */
+    double chunk_tokens;                 /* chunked loss: tokens per chunk */
+    double infer_h, infer_f;             /* inference working set of one layer, x element size */
+    double nf4_bytes, int8_bytes, adam8_bytes;
+    double opt_temp[8]; /* optimizer-step temporaries, x one state copy, by oom_optimizer */
+    double ddp_buckets, zero3_live_layers;
+    double frag, tensor_waste, round;
+    double lora_in_fp32; /* LoRA: bytes per adapted input element saved (cast to fp32 adapter) */
+    double ctx_generic, nccl;
+    size_t nctx;
+    struct {
+        int major, minor;
+        double bytes;
+    } ctx[16];
+} oomi_coef;
+/* the coefficients, loaded once; OOM_EIO/OOM_EPARSE naming the file and key */
+int oomi_coef_get(const oomi_coef **out);
+
 #endif

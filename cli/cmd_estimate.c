@@ -1,0 +1,288 @@
+/* cmd_estimate.c - `oomless estimate`: a workload's peak GPU memory, with a breakdown. */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* The GPU catalog and discovery (lib/catalog.c, lib/gpu.c) may be missing from a partial build:
+ * --gpu then says so instead of failing to link. --vram works without them. */
+#pragma weak oom_config_load
+#pragma weak oom_config_free
+#pragma weak oom_catalog_load
+#pragma weak oom_catalog_free
+#pragma weak oom_target_resolve
+#pragma weak oom_target_free
+
+static const char *const CMD = "estimate";
+
+typedef struct args {
+    bool json, list, help;
+    const char *gpu, *vram, *margin;
+} args;
+
+static void usage(FILE *out)
+{
+    size_t n, i;
+    const oom_option *o = oom_workload_options(&n);
+    fprintf(out, "usage: oomless estimate --model NAME|PATH [OPTIONS]\n"
+                 "       oomless estimate --list-models\n\n"
+                 "Predicts the peak GPU memory of one training step or inference pass, per GPU,\n"
+                 "on the three counters: allocated (torch.cuda.max_memory_allocated), reserved\n"
+                 "(max_memory_reserved) and device (nvidia-smi: reserved + CUDA context).\n\n"
+                 "Workload:\n");
+    for (i = 0; i < n; i++) {
+        char left[128];
+        snprintf(left, sizeof(left), "--%s %s", o[i].name, o[i].metavar);
+        if (strlen(left) > 28)
+            fprintf(out, "  %s\n  %-28s %s\n", left, "", o[i].help);
+        else
+            fprintf(out, "  %-28s %s\n", left, o[i].help);
+    }
+    fprintf(out,
+            "\nBudget (optional; shows whether the estimate fits, exit 1 when not):\n"
+            "  %-28s %s\n  %-28s %s\n  %-28s %s\n\nOutput:\n  %-28s %s\n  %-28s %s\n"
+            "  %-28s %s\n\nExit codes: 0 ok (fits), 1 does not fit the budget, 2 bad option or "
+            "value,\n3 environment.\n",
+            "--gpu NAME|INDEX|auto", "plan for this GPU (catalog id or detected index)",
+            "--vram SIZE", "memory to target (bare number = GiB)", "--vram-safety-margin SIZE|PCT",
+            "kept free (bare number = MiB; default 1 GiB)", "--json", "one JSON document on stdout",
+            "--list-models", "the built-in presets", "--help", "this text");
+}
+
+static int list_models(bool json)
+{
+    oom_preset *p = NULL;
+    size_t n = 0, i;
+    char *text = NULL;
+    int err, rc;
+    if (json) {
+        if ((err = oom_model_presets_json(&text)))
+            return cli_fail(CMD, err);
+        rc = cli_print_json(text);
+        oom_free(text);
+        return rc;
+    }
+    if ((err = oom_model_presets(&p, &n)))
+        return cli_fail(CMD, err);
+    for (i = 0; i < n; i++) {
+        printf("%-16s %-12s %8.2f B params\n", p[i].name, p[i].family, (double)p[i].params / 1e9);
+    }
+    oom_model_presets_free(p, n);
+    return EXIT_OK;
+}
+
+/* --name VALUE or --name=VALUE; returns the value or NULL (i is advanced past it) */
+static const char *opt_value(int argc, char **argv, int *i, const char *name, bool *matched)
+{
+    const char *a = argv[*i] + 2;
+    size_t n = strlen(name);
+    *matched = false;
+    if (strncmp(a, name, n) || (a[n] && a[n] != '='))
+        return NULL;
+    *matched = true;
+    if (a[n] == '=')
+        return a + n + 1;
+    if (*i + 1 >= argc)
+        return NULL;
+    return argv[++*i];
+}
+
+static int parse(int argc, char **argv, args *a, oom_workload *w)
+{
+    size_t n, j;
+    const oom_option *o = oom_workload_options(&n);
+    int i, err;
+
+    for (i = 1; i < argc; i++) {
+        const char *arg = argv[i], *v = NULL;
+        bool m = false;
+        if (!strcmp(arg, "--json") || !strcmp(arg, "--list-models") || !strcmp(arg, "--help") ||
+            !strcmp(arg, "-h")) {
+            a->json |= arg[2] == 'j', a->list |= arg[2] == 'l',
+                a->help |= arg[2] == 'h' || arg[1] == 'h';
+            continue;
+        }
+        if (strncmp(arg, "--", 2))
+            return cli_usage_error(CMD, "unexpected argument '%s'", arg);
+        if ((v = opt_value(argc, argv, &i, "gpu", &m)), m) {
+            if (!(a->gpu = v))
+                return cli_usage_error(CMD, "option '%s' needs a value", arg);
+            continue;
+        }
+        if ((v = opt_value(argc, argv, &i, "vram-safety-margin", &m)), m) {
+            if (!(a->margin = v))
+                return cli_usage_error(CMD, "option '%s' needs a value", arg);
+            continue;
+        }
+        if ((v = opt_value(argc, argv, &i, "vram", &m)), m) {
+            if (!(a->vram = v))
+                return cli_usage_error(CMD, "option '%s' needs a value", arg);
+            continue;
+        }
+        for (j = 0; j < n; j++)
+            if ((v = opt_value(argc, argv, &i, o[j].name, &m)), m)
+                break;
+        if (j == n)
+            return cli_usage_error(CMD, "unknown option '%s'", arg);
+        if (!v)
+            return cli_usage_error(CMD, "option '%s' needs a value", arg);
+        if ((err = oom_workload_set(w, o[j].name, v)))
+            return cli_fail(CMD, err);
+    }
+    return EXIT_OK;
+}
+
+/* The budget: --gpu through the catalog and GPU discovery, or --vram alone. 0 when none asked. */
+static int resolve_budget(const args *a, oom_workload *w, oom_budget *b, bool *have, char *what,
+                          size_t what_size)
+{
+    uint64_t target = 0, margin = OOM_DEFAULT_SAFETY_MARGIN;
+    int err;
+
+    *have = false;
+    if (a->gpu) {
+        oom_config *cfg = NULL;
+        oom_catalog *cat = NULL;
+        oom_target t;
+        oom_target_request req = {a->gpu, a->vram, a->margin, NULL};
+        if (!oom_target_resolve || !oom_catalog_load || !oom_config_load)
+            return cli_usage_error(CMD,
+                                   "--gpu '%s' needs the GPU catalog, which this build lacks; "
+                                   "use --vram",
+                                   a->gpu);
+        memset(&t, 0, sizeof(t));
+        if (!(err = oom_config_load(&cfg, NULL)) && !(err = oom_catalog_load(&cat, cfg))) {
+            req.config = cfg;
+            if (!(err = oom_target_resolve(&t, &req, cat))) {
+                *b = t.budget;
+                *have = true;
+                snprintf(what, what_size, "%s", t.profile.name ? t.profile.name : a->gpu);
+                err = oom_workload_set_gpu(w, &t.profile);
+                oom_target_free(&t);
+            }
+        }
+        oom_catalog_free(cat);
+        oom_config_free(cfg);
+        return err ? cli_fail(CMD, err) : EXIT_OK;
+    }
+    if (!a->vram) {
+        if (a->margin)
+            return cli_usage_error(CMD, "--vram-safety-margin '%s' needs --vram or --gpu",
+                                   a->margin);
+        return EXIT_OK;
+    }
+    if ((err = oom_parse_size(&target, a->vram, OOM_UNIT_GIB)) ||
+        (a->margin && (err = oom_parse_margin(&margin, a->margin, target))) ||
+        (err = oom_budget_make(b, target, margin)))
+        return cli_fail(CMD, err);
+    *have = true;
+    snprintf(what, what_size, "--vram %s", a->vram);
+    return EXIT_OK;
+}
+
+static void row(const char *label, uint64_t bytes, uint64_t total)
+{
+    char buf[32];
+    printf("  %-30s: %12s  %5.1f%%\n", label, oom_format_size(buf, sizeof(buf), bytes),
+           total ? 100.0 * (double)bytes / (double)total : 0.0);
+}
+
+static void print_human(const oom_workload *w, const oom_estimate *e, const oom_budget *b,
+                        const char *gpu)
+{
+    oom_knobs k;
+    oom_model_info mi;
+    char s1[32], s2[32];
+    const char *line = "============================================================";
+
+    oom_workload_get_knobs(&k, w);
+    oom_workload_model(&mi, w);
+    printf("%s\nMemory estimate: %s (%s, %.2f B params)\n%s\n", line, mi.name, mi.family,
+           (double)e->params_total / 1e9, line);
+    printf("  %-30s: %s\n  %-30s: %s\n  %-30s: %s\n", "method", oom_method_name(k.method),
+           "precision", oom_precision_name(k.precision), "optimizer",
+           k.method == OOM_METHOD_INFERENCE ? "-" : oom_optimizer_name(k.optimizer));
+    printf("  %-30s: %ld x %ld tokens, grad-accum %ld\n", "micro-batch x seq", k.batch, k.seq_len,
+           k.grad_accum);
+    printf("  %-30s: %s, attention %s, loss %s\n", "checkpointing",
+           oom_checkpointing_name(k.checkpointing), oom_attention_name(k.attention),
+           oom_loss_name(k.loss));
+    printf("  %-30s: %ld (sharding %s, offload %s)\n", "GPUs", k.gpus,
+           oom_sharding_name(k.sharding), oom_offload_name(k.offload));
+    printf("  %-30s: %.4g M of %.4g M\n%s\n", "trainable parameters",
+           (double)e->params_trainable / 1e6, (double)e->params_total / 1e6, line);
+    row("weights", e->weights, e->device_peak);
+    row("gradients", e->gradients, e->device_peak);
+    row("optimizer states", e->optimizer, e->device_peak);
+    row("activations", e->activations, e->device_peak);
+    row("logits / loss", e->logits, e->device_peak);
+    row("KV cache", e->kv_cache, e->device_peak);
+    row("temporaries", e->temporaries, e->device_peak);
+    row("allocator cache", e->reserved_peak - e->allocated_peak, e->device_peak);
+    row("CUDA context / overhead", e->overhead, e->device_peak);
+    row("total (device peak)", e->device_peak, e->device_peak);
+    printf("%s\n", line);
+    printf("  %-30s: %s\n", "allocated peak (max_allocated)",
+           oom_format_size(s1, sizeof(s1), e->allocated_peak));
+    printf("  %-30s: %s\n", "reserved peak (max_reserved)",
+           oom_format_size(s1, sizeof(s1), e->reserved_peak));
+    printf("  %-30s: %s\n", "device peak (nvidia-smi)",
+           oom_format_size(s1, sizeof(s1), e->device_peak));
+    printf("  %-30s: %s\n", "peak phase", oom_phase_name(e->peak_phase));
+    if (b) {
+        bool fits = e->device_peak <= b->usable_bytes;
+        uint64_t d = fits ? b->usable_bytes - e->device_peak : e->device_peak - b->usable_bytes;
+        printf("%s\n  %-30s: %s (%s)\n", line, "target VRAM",
+               oom_format_size(s1, sizeof(s1), b->target_bytes), gpu);
+        printf("  %-30s: %s\n  %-30s: %s\n", "safety margin",
+               oom_format_size(s1, sizeof(s1), b->safety_margin_bytes), "usable VRAM",
+               oom_format_size(s2, sizeof(s2), b->usable_bytes));
+        printf("  %-30s: %s (%s %s)\n", "fits", fits ? "yes" : "NO",
+               oom_format_size(s1, sizeof(s1), d), fits ? "to spare" : "over");
+    }
+    printf("%s\n", line);
+}
+
+int cmd_estimate(int argc, char **argv)
+{
+    oom_workload *w = NULL;
+    oom_estimate e;
+    oom_budget b;
+    args a = {0};
+    bool have_budget = false;
+    char gpu[128] = "", *json = NULL;
+    int err, rc;
+
+    if ((err = oom_workload_create(&w)))
+        return cli_fail(CMD, err);
+    if ((rc = parse(argc, argv, &a, w)) != EXIT_OK)
+        goto done;
+    if (a.help) {
+        usage(stdout);
+        goto done;
+    }
+    if (a.list) {
+        rc = list_models(a.json);
+        goto done;
+    }
+    if ((rc = resolve_budget(&a, w, &b, &have_budget, gpu, sizeof(gpu))) != EXIT_OK)
+        goto done;
+    if ((err = oom_estimate_run(&e, w))) {
+        rc = cli_fail(CMD, err);
+        goto done;
+    }
+    if (a.json) {
+        if ((err = oom_estimate_to_json_budget(&json, w, &e, have_budget ? &b : NULL)))
+            rc = cli_fail(CMD, err);
+        else
+            rc = cli_print_json(json);
+    } else {
+        print_human(w, &e, have_budget ? &b : NULL, gpu);
+    }
+    if (rc == EXIT_OK && have_budget && e.device_peak > b.usable_bytes)
+        rc = EXIT_NOFIT;
+done:
+    oom_free(json);
+    oom_workload_free(w);
+    return rc;
+}

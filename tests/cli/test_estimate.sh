@@ -1,0 +1,127 @@
+#!/bin/bash
+# test_estimate.sh - `oomless estimate`: output, JSON, options, errors and exit codes.
+. "$(dirname "$0")/lib.sh"
+D="$OOMLESS_SRC/tests/data"
+
+# human output: the breakdown, three peaks, the phase
+oom estimate --model llama-3.1-8b --method lora --batch 2 --seq 1024
+expect_rc 0 "human estimate"
+for want in "weights" "gradients" "optimizer states" "activations" "logits / loss" "KV cache" \
+    "CUDA context / overhead" "total (device peak)" "allocated peak" "reserved peak" \
+    "device peak (nvidia-smi)" "peak phase"; do
+    expect_contains "$OUT" "$want" "human output has '$want'"
+done
+expect_contains "$OUT" "6.816 M of 8030 M" "trainable LoRA parameters"
+
+# --json: one document with the keys, integers in bytes
+oom estimate --model llama-3.1-8b --method lora --batch 2 --seq 1024 --json
+expect_rc 0 "json estimate"
+expect_one_json "estimate --json"
+expect_json '.memory | keys | sort | join(",")' \
+    "activations,allocated_peak,device_peak,gradients,kv_cache,logits,optimizer,overhead,reserved_peak,temporaries,weights" \
+    "memory keys"
+expect_json '.memory | [.[] | type] | unique | join(",")' "number" "sizes are numbers"
+expect_json '.memory.device_peak == .memory.reserved_peak + .memory.overhead' "true" "device = reserved + overhead"
+expect_json '.memory.reserved_peak >= .memory.allocated_peak' "true" "reserved >= allocated"
+expect_json '.params.trainable' "6815744" "trainable count"
+expect_json '.workload.method + " " + .workload.precision' "lora bf16" "workload echoed"
+expect_json '.peak_phase' "backward" "peak phase"
+expect_json '.budget' "null" "no budget unless asked"
+
+# inference: KV cache of Llama-2-7B is 512 KiB per token in 16-bit
+oom estimate --model llama-2-7b --method inference --seq 4096 --batch 1 --json
+expect_json '.memory.kv_cache' "$((512 * 1024 * 4096))" "llama-2-7b KV cache"
+expect_json '.peak_phase' "prefill" "inference phase"
+
+# option spellings: --key=value and python-style underscores through the library
+oom estimate --model=gpt2 --seq=256 --grad-accum=2 --json
+expect_rc 0 "--key=value"
+expect_json '.workload.grad_accum' "2" "grad accum set"
+
+# a budget with --vram: fits (exit 0) / does not fit (exit 1)
+oom estimate --model gpt2 --seq 256 --vram 24 --json
+expect_rc 0 "fits 24 GiB"
+expect_json '.budget.usable_bytes' "$((23 * 1024 * 1024 * 1024))" "usable = 24 GiB - 1 GiB"
+expect_json '.budget.fits' "true" "fits"
+oom estimate --model llama-2-7b --precision fp32 --vram 16 --vram-safety-margin 512
+expect_rc 1 "7B fp32 does not fit 16 GiB"
+expect_contains "$OUT" "NO" "says it does not fit"
+oom estimate --model gpt2 --vram-safety-margin 512
+expect_rc 2 "margin without a target"
+
+# --list-models and --help
+oom estimate --list-models
+expect_rc 0 "list models"
+expect_contains "$OUT" "llama-3.1-8b" "preset listed"
+expect_contains "$OUT" "mixtral-8x7b" "MoE preset listed"
+oom estimate --list-models --json
+expect_one_json "list-models --json"
+expect_json '[.[] | select(.name == "llama-2-7b") | .params][0]' "6738415616" "preset params in JSON"
+oom estimate --help
+expect_rc 0 "help"
+for opt in --model --method --lora-rank --lora-targets --precision --optimizer --batch --seq \
+    --grad-accum --checkpointing --attention --loss --gpus --sharding --offload --overhead \
+    --gpu --vram --vram-safety-margin --json --list-models; do
+    expect_contains "$OUT" "$opt" "help lists $opt"
+done
+
+# errors name the value, exit 2
+oom estimate --model gpt2 --gpus 0
+expect_rc 2 "--gpus 0"
+expect_contains "$ERR" "'0'" "names the value"
+oom estimate --model llama-2-7b --method qlora --precision fp32
+expect_rc 2 "qlora fp32"
+expect_contains "$ERR" "fp32" "names the precision"
+oom estimate --model gpt2 --lora-rank 8
+expect_rc 2 "lora-rank without lora"
+expect_contains "$ERR" "lora-rank" "names the option"
+oom estimate --model gpt2 --seq 4096
+expect_rc 2 "seq beyond positions"
+expect_contains "$ERR" "4096" "names the length"
+oom estimate --model gpt2 --seq 4096 --max-positions 4096 --json
+expect_rc 0 "explicit override"
+oom estimate --model gpt2 --precision fp12
+expect_rc 2 "bad precision"
+expect_contains "$ERR" "fp12" "names the bad precision"
+oom estimate --model nosuchmodel
+expect_rc 2 "unknown preset"
+expect_contains "$ERR" "nosuchmodel" "names the model"
+oom estimate --model gpt2 --frobnicate 3
+expect_rc 2 "unknown option"
+expect_contains "$ERR" "--frobnicate" "names the option"
+oom estimate --model gpt2 --batch
+expect_rc 2 "missing value"
+oom estimate
+expect_rc 2 "no model"
+expect_contains "$ERR" "model" "asks for a model"
+
+# malformed and unsupported configs name the file and the key
+oom estimate --model "$D/estimate_missing_key.json"
+expect_rc 2 "missing key"
+expect_contains "$ERR" "estimate_missing_key.json" "names the file"
+expect_contains "$ERR" "hidden_size" "names the key"
+oom estimate --model "$D/estimate_unsupported.json"
+expect_rc 2 "unsupported family"
+expect_contains "$ERR" "mamba" "names the model type"
+oom estimate --model "$D/estimate_truncated.json"
+expect_rc 2 "truncated JSON"
+expect_contains "$ERR" "estimate_truncated.json" "names the truncated file"
+oom estimate --model "$D/no-such-dir/config.json"
+expect_rc 2 "missing config file"
+expect_contains "$ERR" "no-such-dir/config.json" "names the path"
+oom estimate --model meta-llama/Llama-3.1-8B --json
+expect_rc 0 "a Hub id whose name is a preset"
+expect_json '.model.vocab' "128256" "preset found case-insensitively"
+oom estimate --model "$D/estimate_tiny_llama.json" --seq 64 --json
+expect_rc 0 "a config path"
+expect_json '.model.head' "seq-cls" "head from architectures"
+expect_json '.memory.logits' "0" "classification has no vocabulary logits"
+
+# the same workload gives the same bytes on every run, and the breakdown adds up
+oom estimate --model mixtral-8x7b --method qlora --seq 2048 --batch 1 --checkpointing full --json
+expect_json '([.memory.weights,.memory.gradients,.memory.optimizer,.memory.activations,.memory.logits,.memory.kv_cache,.memory.temporaries] | add) == .memory.allocated_peak' "true" "breakdown sums to allocated"
+A=$OUT
+oom estimate --model mixtral-8x7b --method qlora --seq 2048 --batch 1 --checkpointing full --json
+expect_eq "$OUT" "$A" "deterministic"
+
+finish

@@ -1,0 +1,522 @@
+/* test_estimate.c - workloads, model configs, the memory model's arithmetic. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <json-c/json.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "oomless.h"
+
+/* a workload from "key=value" pairs; fails the test when one is refused */
+static oom_workload *make(const char *const *kv)
+{
+    oom_workload *w = NULL;
+    size_t i;
+    assert_int_equal(oom_workload_create(&w), OOM_OK);
+    for (i = 0; kv[i]; i++) {
+        char key[64];
+        const char *eq = strchr(kv[i], '=');
+        assert_non_null(eq);
+        snprintf(key, sizeof(key), "%.*s", (int)(eq - kv[i]), kv[i]);
+        if (oom_workload_set(w, key, eq + 1))
+            fail_msg("%s refused: %s", kv[i], oom_last_message());
+    }
+    return w;
+}
+
+#define W(...) make((const char *const[]){__VA_ARGS__, NULL})
+
+static oom_estimate run(oom_workload *w)
+{
+    oom_estimate e;
+    if (oom_estimate_run(&e, w))
+        fail_msg("estimate failed: %s", oom_last_message());
+    return e;
+}
+
+static void params_near(const char *model, double published)
+{
+    oom_workload *w = W(model);
+    oom_model_info mi;
+    double rel;
+    assert_int_equal(oom_workload_model(&mi, w), OOM_OK);
+    rel = fabs((double)mi.params - published) / published;
+    if (rel > 0.005)
+        fail_msg("%s: %llu params, published %.0f (%.2f%% off)", model,
+                 (unsigned long long)mi.params, published, rel * 100);
+    oom_workload_free(w);
+}
+
+static void test_param_counts(void **state)
+{
+    (void)state;
+    params_near("model=gpt2", 124439808);
+    params_near("model=bert-large", 335e6);
+    params_near("model=llama-2-7b", 6.74e9);
+    params_near("model=llama-3.1-8b", 8.03e9);
+    params_near("model=mistral-7b", 7.24e9);
+    params_near("model=mixtral-8x7b", 46.7e9);
+    params_near("model=llama-2-70b", 68.98e9);
+    params_near("model=qwen2.5-7b", 7.62e9);
+    params_near("model=gemma-2-9b", 9.24e9);
+    params_near("model=phi-3-mini", 3.82e9);
+    params_near("model=falcon-7b", 6.92e9);
+    params_near("model=t5-base", 222.9e6);
+    params_near("model=roberta-base", 124.6e6);
+}
+
+static void test_exact_counts(void **state)
+{
+    oom_workload *w = W("model=llama-2-7b");
+    oom_model_info mi;
+    (void)state;
+    assert_int_equal(oom_workload_model(&mi, w), OOM_OK);
+    assert_int_equal(mi.params, 6738415616ULL); /* LlamaForCausalLM, Llama-2-7b */
+    assert_string_equal(mi.family, "llama");
+    assert_string_equal(mi.head, "causal-lm");
+    oom_workload_free(w);
+    w = W("model=gpt2");
+    assert_int_equal(oom_workload_model(&mi, w), OOM_OK);
+    assert_int_equal(mi.params, 124439808ULL);
+    oom_workload_free(w);
+}
+
+/* KV cache bytes per token in 16-bit: 2 * layers * kv_heads * head_dim * 2 */
+static void kv_per_token(const char *model, uint64_t want)
+{
+    oom_workload *w = W(model, "method=inference", "precision=bf16", "seq=1000", "batch=3");
+    oom_estimate e = run(w);
+    assert_int_equal(e.kv_cache, want * 1000 * 3);
+    assert_int_equal(e.gradients, 0);
+    assert_int_equal(e.optimizer, 0);
+    assert_int_equal(e.params_trainable, 0);
+    assert_int_equal(e.peak_phase, OOM_PHASE_PREFILL);
+    oom_workload_free(w);
+}
+
+static void test_kv_cache(void **state)
+{
+    (void)state;
+    kv_per_token("model=llama-2-7b", 512 * OOM_KiB);
+    kv_per_token("model=llama-3.1-8b", 128 * OOM_KiB);
+    kv_per_token("model=mistral-7b", 128 * OOM_KiB);
+}
+
+/* ZeRO on 8 GPUs, 16-bit parameters with fp32 master + Adam states (K = 12): seq 8 so the
+ * optimizer step is the peak and the fields hold the model states */
+static void zero_case(const char *sharding, double w_div, double g_div, double o_div)
+{
+    oom_workload *w =
+        W("model=llama-2-7b", "precision=bf16", "optimizer=adamw", "seq=8", "gpus=8", sharding);
+    oom_estimate e = run(w);
+    double P = 6738415616.0;
+    assert_int_equal(e.peak_phase, OOM_PHASE_OPTIMIZER);
+    assert_true(fabs((double)e.weights - 2 * P / w_div) < 2);
+    assert_true(fabs((double)e.gradients - 2 * P / g_div) < 2);
+    assert_true(fabs((double)e.optimizer - 12 * P / o_div) < 2);
+    oom_workload_free(w);
+}
+
+static void test_zero(void **state)
+{
+    oom_workload *w;
+    oom_estimate e;
+    (void)state;
+    zero_case("sharding=zero1", 1, 1, 8);
+    zero_case("sharding=zero2", 1, 8, 8);
+    zero_case("sharding=zero3", 8, 8, 8);
+    /* DDP: full states per GPU, torch AdamW states in the parameter dtype, gradient buckets */
+    w = W("model=llama-2-7b", "precision=bf16", "seq=8", "gpus=8");
+    e = run(w);
+    assert_int_equal(e.optimizer, 4 * 6738415616ULL);
+    assert_int_equal(e.gradients, 2 * 2 * 6738415616ULL);
+    oom_workload_free(w);
+    /* optimizer offload removes the states */
+    w = W("model=llama-2-7b", "precision=bf16", "seq=8", "gpus=8", "sharding=zero2",
+          "offload=optimizer");
+    e = run(w);
+    assert_int_equal(e.optimizer, 0);
+    oom_workload_free(w);
+}
+
+static void test_full_fp32_states(void **state)
+{
+    oom_workload *w = W("model=gpt2", "precision=fp32", "seq=8", "optimizer=adamw-fused");
+    oom_estimate e = run(w);
+    (void)state;
+    /* without step temporaries the end of backward (all gradients + one layer) is the peak */
+    assert_int_equal(e.peak_phase, OOM_PHASE_BACKWARD);
+    assert_int_equal(e.weights, 4 * 124439808ULL);
+    assert_int_equal(e.gradients, 4 * 124439808ULL);
+    assert_int_equal(e.optimizer, 8 * 124439808ULL);
+    assert_int_equal(e.temporaries, 0);
+    assert_true(e.activations > 0 && e.activations < 4 * OOM_MiB);
+    assert_int_equal(e.allocated_peak, 16 * 124439808ULL + e.activations);
+    assert_true(e.reserved_peak >= e.allocated_peak);
+    assert_int_equal(e.reserved_peak % (2 * OOM_MiB), 0);
+    assert_int_equal(e.device_peak, e.reserved_peak + e.overhead);
+    oom_workload_free(w);
+}
+
+static void lora_trainable(const char *model, const char *targets, const char *rank, uint64_t want)
+{
+    oom_workload *w = W(model, "method=lora", targets, rank);
+    oom_estimate e = run(w);
+    assert_int_equal(e.params_trainable, want);
+    oom_workload_free(w);
+}
+
+static void test_lora(void **state)
+{
+    oom_workload *w;
+    oom_estimate e;
+    (void)state;
+    /* PEFT's print_trainable_parameters for these */
+    lora_trainable("model=llama-2-7b", "lora-targets=q_proj,v_proj", "lora-rank=8", 4194304);
+    lora_trainable("model=llama-3.1-8b", "lora-targets=default", "lora-rank=16", 6815744);
+    lora_trainable("model=llama-3.1-8b", "lora_targets=all-linear", "lora_rank=16", 41943040);
+    lora_trainable("model=gpt2", "lora-targets=c_attn", "lora-rank=8", 12 * 8 * (768 + 2304));
+    /* QLoRA: NF4 linears, 16-bit rest, fp32 adapters */
+    w = W("model=llama-2-7b", "method=qlora", "lora-rank=8", "seq=8", "batch=1");
+    e = run(w);
+    {
+        double linear = 32.0 * (4 * 4096.0 * 4096 + 3 * 4096.0 * 11008);
+        double other = 6738415616.0 - linear;
+        double want = linear * 0.5625 + other * 2 + 4194304.0 * 4;
+        assert_true(fabs((double)e.weights - want) < 2);
+    }
+    assert_int_equal(e.optimizer, 8 * 4194304ULL);
+    oom_workload_free(w);
+}
+
+static uint64_t peak_with(const char *batch, const char *seq, const char *ckpt, uint64_t *acts)
+{
+    oom_workload *w = W("model=llama-3.2-1b", batch, seq, ckpt);
+    oom_estimate e = run(w);
+    oom_workload_free(w);
+    if (acts)
+        *acts = e.activations;
+    return e.device_peak;
+}
+
+static void test_monotonic(void **state)
+{
+    uint64_t none, sel, full, a_none, a_sel, a_full;
+    (void)state;
+    /* small steps: the optimizer step may be the peak, so the device peak only never falls */
+    assert_true(peak_with("batch=1", "seq=512", "checkpointing=none", NULL) <=
+                peak_with("batch=2", "seq=512", "checkpointing=none", NULL));
+    assert_true(peak_with("batch=2", "seq=512", "checkpointing=none", NULL) <=
+                peak_with("batch=2", "seq=1024", "checkpointing=none", NULL));
+    assert_true(peak_with("batch=8", "seq=1024", "checkpointing=none", NULL) <
+                peak_with("batch=8", "seq=2048", "checkpointing=none", NULL));
+    assert_true(peak_with("batch=8", "seq=2048", "checkpointing=none", NULL) <
+                peak_with("batch=16", "seq=2048", "checkpointing=none", NULL));
+    none = peak_with("batch=4", "seq=2048", "checkpointing=none", &a_none);
+    sel = peak_with("batch=4", "seq=2048", "checkpointing=selective", &a_sel);
+    full = peak_with("batch=4", "seq=2048", "checkpointing=full", &a_full);
+    assert_true(full < sel && sel <= none);
+    assert_true(a_full < a_sel / 4 && a_sel <= a_none);
+}
+
+static void test_eager_and_chunked(void **state)
+{
+    oom_workload *a = W("model=llama-3.2-1b", "seq=2048", "attention=eager");
+    oom_workload *b = W("model=llama-3.2-1b", "seq=2048", "attention=flash");
+    oom_workload *c = W("model=llama-3.2-1b", "seq=2048", "loss=chunked");
+    oom_estimate ea = run(a), eb = run(b), ec = run(c);
+    (void)state;
+    assert_true(ea.activations > eb.activations);
+    assert_true(ec.logits < eb.logits / 2);
+    oom_workload_free(a);
+    oom_workload_free(b);
+    oom_workload_free(c);
+}
+
+static void refused(oom_workload *w, const char *needle)
+{
+    oom_estimate e;
+    assert_int_equal(oom_workload_validate(w), OOM_EINVAL);
+    assert_int_equal(oom_estimate_run(&e, w), OOM_EINVAL);
+    if (!strstr(oom_last_message(), needle))
+        fail_msg("message '%s' lacks '%s'", oom_last_message(), needle);
+    oom_workload_free(w);
+}
+
+static void test_impossible(void **state)
+{
+    oom_workload *w = W("model=gpt2");
+    oom_estimate e;
+    (void)state;
+    assert_int_equal(oom_workload_set(w, "gpus", "0"), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), "gpus"));
+    assert_int_equal(oom_workload_set(w, "batch", "many"), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), "many"));
+    oom_workload_free(w);
+    refused(W("model=llama-2-7b", "method=qlora", "precision=fp32"), "fp32");
+    refused(W("model=gpt2", "lora-rank=8"), "lora-rank");
+    refused(W("model=gpt2", "method=full", "precision=4bit"), "4bit");
+    refused(W("model=gpt2", "seq=2048"), "2048");
+    refused(W("model=gpt2", "offload=optimizer"), "offload");
+    refused(W("model=gpt2", "method=lora", "lora-targets=q_proj"), "q_proj");
+    w = W("model=gpt2", "seq=2048", "max-positions=4096");
+    assert_int_equal(oom_workload_validate(w), OOM_OK);
+    oom_workload_free(w);
+    assert_int_equal(oom_workload_create(&w), OOM_OK);
+    assert_int_equal(oom_estimate_run(&e, w), OOM_EINVAL); /* no model */
+    oom_workload_free(w);
+}
+
+static void test_set_errors(void **state)
+{
+    oom_workload *w = W("model=gpt2", "batch=4");
+    char *v = NULL;
+    (void)state;
+    assert_int_equal(oom_workload_set(w, "bogus", "1"), OOM_ENOTFOUND);
+    assert_non_null(strstr(oom_last_message(), "bogus"));
+    assert_int_equal(oom_workload_set(w, "precision", "fp12"), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), "fp12"));
+    assert_int_equal(oom_workload_set(w, "model", "no-such-model"), OOM_ENOTFOUND);
+    assert_non_null(strstr(oom_last_message(), "no-such-model"));
+    assert_int_equal(oom_workload_set(w, "grad_accum", "3"), OOM_OK);
+    assert_int_equal(oom_workload_get(&v, w, "grad-accum"), OOM_OK);
+    assert_string_equal(v, "3");
+    oom_free(v);
+    assert_int_equal(oom_workload_get(&v, w, "model"), OOM_OK); /* unchanged by the failure */
+    assert_string_equal(v, "gpt2");
+    oom_free(v);
+    assert_int_equal(oom_workload_get(&v, w, "precision"), OOM_OK);
+    assert_string_equal(v, "amp-bf16"); /* auto for full training */
+    oom_free(v);
+    oom_workload_free(w);
+}
+
+static void test_knobs_and_clone(void **state)
+{
+    oom_workload *w = W("model=llama-3.2-1b"), *c = NULL;
+    oom_knobs k;
+    oom_estimate a, b;
+    (void)state;
+    oom_workload_get_knobs(&k, w);
+    assert_int_equal(k.batch, 1);
+    assert_int_equal(k.precision, OOM_PRECISION_AMP_BF16);
+    k.batch = 0;
+    assert_int_equal(oom_workload_set_knobs(w, &k), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), "batch"));
+    k.batch = 8;
+    k.checkpointing = (oom_checkpointing)7;
+    assert_int_equal(oom_workload_set_knobs(w, &k), OOM_EINVAL);
+    k.checkpointing = OOM_CHECKPOINTING_FULL;
+    assert_int_equal(oom_workload_set_knobs(w, &k), OOM_OK);
+    assert_int_equal(oom_workload_clone(&c, w), OOM_OK);
+    k.batch = 1;
+    assert_int_equal(oom_workload_set_knobs(w, &k), OOM_OK);
+    a = run(w);
+    b = run(c);
+    assert_true(b.activations > a.activations); /* the clone kept batch 8 */
+    assert_int_equal(b.tokens_per_step, 8 * 512);
+    assert_true(b.flops_per_token > 7.9 * 1.0e9 && b.flops_per_step > 0);
+    oom_workload_free(w);
+    oom_workload_free(c);
+}
+
+static void test_gpu_overhead(void **state)
+{
+    oom_gpu_profile h100 = {.id = "h100-sxm", .cc_major = 9, .cc_minor = 0};
+    oom_gpu_profile v100 = {.id = "v100", .cc_major = 7, .cc_minor = 0};
+    oom_workload *w = W("model=gpt2", "precision=fp32");
+    oom_estimate a, b, c;
+    (void)state;
+    a = run(w);
+    assert_int_equal(oom_workload_set_gpu(w, &h100), OOM_OK);
+    b = run(w);
+    assert_true(b.overhead > a.overhead);
+    assert_int_equal(oom_workload_set(w, "overhead", "1343MiB"), OOM_OK);
+    c = run(w);
+    assert_int_equal(c.overhead, 1343 * OOM_MiB);
+    assert_int_equal(oom_workload_set_gpu(w, &v100), OOM_OK);
+    assert_int_equal(oom_workload_set(w, "precision", "amp-bf16"), OOM_OK);
+    assert_int_equal(oom_workload_validate(w), OOM_EINVAL); /* no bf16 before Ampere */
+    oom_workload_free(w);
+}
+
+static void bad_config(const char *file, int code, const char *needle)
+{
+    char path[1024];
+    oom_workload *w = NULL;
+    snprintf(path, sizeof(path), "%s/tests/data/%s", getenv("OOMLESS_SRC"), file);
+    assert_int_equal(oom_workload_create(&w), OOM_OK);
+    assert_int_equal(oom_workload_set(w, "model", path), code);
+    if (!strstr(oom_last_message(), needle) || !strstr(oom_last_message(), file))
+        fail_msg("message '%s' lacks '%s' or the file name", oom_last_message(), needle);
+    oom_workload_free(w);
+}
+
+static void test_bad_configs(void **state)
+{
+    (void)state;
+    bad_config("estimate_missing_key.json", OOM_EPARSE, "hidden_size");
+    bad_config("estimate_unsupported.json", OOM_EUNSUPPORTED, "mamba");
+    bad_config("estimate_truncated.json", OOM_EPARSE, "estimate_truncated.json");
+    bad_config("estimate_bad_value.json", OOM_EPARSE, "n_embd");
+}
+
+static void test_seq_cls_head(void **state)
+{
+    char path[1024];
+    oom_workload *w = NULL;
+    oom_estimate e;
+    (void)state;
+    snprintf(path, sizeof(path), "%s/tests/data/estimate_tiny_llama.json", getenv("OOMLESS_SRC"));
+    assert_int_equal(oom_workload_create(&w), OOM_OK);
+    assert_int_equal(oom_workload_set(w, "model", path), OOM_OK);
+    assert_int_equal(oom_workload_set(w, "seq", "64"), OOM_OK);
+    e = run(w);
+    /* embed + 2 * (q,k,v,o + 3 MLP + 2 norms) + norm + score (256 x 3) */
+    assert_int_equal(e.params_total, 1000 * 256 +
+                                         2 * (256 * 256 * 2 + 256 * 128 * 2 + 3 * 256 * 512 + 512) +
+                                         256 + 256 * 3);
+    assert_int_equal(e.logits, 0); /* no vocabulary logits */
+    oom_workload_free(w);
+}
+
+static void test_json(void **state)
+{
+    oom_workload *w = W("model=llama-3.1-8b", "method=lora", "seq=1024");
+    oom_estimate e = run(w);
+    char *text = NULL;
+    json_object *root, *mem, *v;
+    static const char *const keys[] = {
+        "weights",     "gradients", "optimizer",      "activations",   "logits",     "kv_cache",
+        "temporaries", "overhead",  "allocated_peak", "reserved_peak", "device_peak"};
+    size_t i;
+    (void)state;
+    assert_int_equal(oom_estimate_to_json(&text, w, &e), OOM_OK);
+    root = json_tokener_parse(text);
+    assert_non_null(root);
+    assert_true(json_object_object_get_ex(root, "memory", &mem));
+    for (i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+        assert_true(json_object_object_get_ex(mem, keys[i], &v));
+        assert_true(json_object_is_type(v, json_type_int));
+    }
+    json_object_object_get_ex(mem, "device_peak", &v);
+    assert_int_equal((uint64_t)json_object_get_int64(v), e.device_peak);
+    assert_true(json_object_object_get_ex(root, "peak_phase", &v));
+    assert_true(json_object_object_get_ex(root, "workload", &v));
+    assert_true(json_object_object_get_ex(v, "lora_rank", &v));
+    json_object_put(root);
+    oom_free(text);
+    oom_workload_free(w);
+}
+
+static void test_presets_and_options(void **state)
+{
+    oom_preset *p = NULL;
+    size_t n = 0, i, nopt;
+    const oom_option *o = oom_workload_options(&nopt);
+    (void)state;
+    assert_int_equal(oom_model_presets(&p, &n), OOM_OK);
+    assert_true(n >= 30);
+    for (i = 1; i < n; i++)
+        assert_true(strcmp(p[i - 1].name, p[i].name) < 0);
+    oom_model_presets_free(p, n);
+    assert_true(nopt >= 18);
+    for (i = 0; i < nopt; i++) {
+        oom_workload *w = NULL;
+        char *v = NULL;
+        assert_int_equal(oom_workload_create(&w), OOM_OK);
+        /* every option in the table can be read back */
+        assert_int_equal(oom_workload_get(&v, w, o[i].name), OOM_OK);
+        oom_free(v);
+        oom_workload_free(w);
+        assert_non_null(o[i].help);
+    }
+}
+
+/* an allocator that fails after `budget` allocations */
+static long alloc_budget;
+static void *fail_malloc(size_t n, void *u)
+{
+    (void)u;
+    return alloc_budget-- > 0 ? malloc(n) : NULL;
+}
+static void *fail_realloc(void *p, size_t n, void *u)
+{
+    (void)u;
+    return alloc_budget-- > 0 ? realloc(p, n) : NULL;
+}
+static void plain_free(void *p, void *u)
+{
+    (void)u;
+    free(p);
+}
+
+static int workflow(void)
+{
+    oom_workload *w = NULL, *c = NULL;
+    oom_estimate e;
+    char *json = NULL, *v = NULL;
+    int err;
+    if ((err = oom_workload_create(&w)) || (err = oom_workload_set(w, "model", "llama-3.1-8b")) ||
+        (err = oom_workload_set(w, "method", "lora")) ||
+        (err = oom_workload_set(w, "lora-targets", "all-linear")) ||
+        (err = oom_workload_clone(&c, w)) || (err = oom_estimate_run(&e, c)) ||
+        (err = oom_estimate_to_json(&json, c, &e)) || (err = oom_workload_get(&v, c, "seq")))
+        goto done;
+    if ((err = oom_workload_set(w, "model", "no-such-preset")) == OOM_ENOTFOUND)
+        err = OOM_OK;
+done:
+    oom_free(v);
+    oom_free(json);
+    oom_workload_free(c);
+    oom_workload_free(w);
+    return err;
+}
+
+static void test_allocation_failures(void **state)
+{
+    oom_allocator a = {fail_malloc, fail_realloc, plain_free, NULL};
+    long n;
+    int err = OOM_ENOMEM;
+    (void)state;
+    for (n = 0; n < 5000 && err == OOM_ENOMEM; n++) {
+        alloc_budget = n;
+        oom_set_allocator(&a);
+        err = workflow();
+        oom_set_allocator(NULL);
+        if (err != OOM_OK && err != OOM_ENOMEM)
+            fail_msg("after %ld allocations: %d %s", n, err, oom_last_message());
+    }
+    assert_int_equal(err, OOM_OK); /* enough allocations: it succeeds */
+    assert_true(n > 5);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_param_counts),
+        cmocka_unit_test(test_exact_counts),
+        cmocka_unit_test(test_kv_cache),
+        cmocka_unit_test(test_zero),
+        cmocka_unit_test(test_full_fp32_states),
+        cmocka_unit_test(test_lora),
+        cmocka_unit_test(test_monotonic),
+        cmocka_unit_test(test_eager_and_chunked),
+        cmocka_unit_test(test_impossible),
+        cmocka_unit_test(test_set_errors),
+        cmocka_unit_test(test_knobs_and_clone),
+        cmocka_unit_test(test_gpu_overhead),
+        cmocka_unit_test(test_bad_configs),
+        cmocka_unit_test(test_seq_cls_head),
+        cmocka_unit_test(test_json),
+        cmocka_unit_test(test_presets_and_options),
+        cmocka_unit_test(test_allocation_failures),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
