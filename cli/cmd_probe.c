@@ -32,8 +32,12 @@ static const char usage_text[] =
     "                                $XDG_CACHE_HOME/oomless/calibration.jsonl)\n"
     "  --workload TEXT               workload part of the calibration key (default seq=N or "
     "\"\")\n"
-    "  --patterns FILE               OOM message patterns (default "
-    "data/oom-patterns.txt)\n" CLI_BUDGET_HELP "  -h, --help                    this help\n\n"
+    "  --patterns FILE               OOM message patterns (default data/oom-patterns.txt)\n"
+    "  --model NAME|PATH             the estimator's model: its prediction picks the first trial\n"
+    "                                and is compared with the measurement\n"
+    "  --set KEY=VALUE               another estimator option (method=lora, precision=bf16...;\n"
+    "                                see 'oomless estimate --help'); --seq-max sets "
+    "seq\n" CLI_BUDGET_HELP "  -h, --help                    this help\n\n"
     "Exit codes: 0 found, 1 nothing fits or a trial failed (not by OOM), 2 usage,\n"
     "3 environment, 126/127 the command cannot be run, 128+N stopped by signal N.\n";
 
@@ -49,7 +53,9 @@ enum {
     OPT_CALIB,
     OPT_WORKLOAD,
     OPT_PATTERNS,
-    OPT_JSON
+    OPT_JSON,
+    OPT_MODEL,
+    OPT_SET
 };
 
 static volatile sig_atomic_t stop_signal;
@@ -74,8 +80,10 @@ static void install_signals(void)
 struct probe_args {
     oom_probe_options o;
     struct cli_budget budget;
-    const char *calibration, *workload, *patterns;
-    int json;
+    const char *calibration, *workload, *patterns, *model;
+    const char *sets[32]; /* --set KEY=VALUE for the estimator's workload */
+    int nsets, json;
+    oom_workload *w; /* with --model: the estimator's workload */
 };
 
 static int num(long *out, const char *text, long min, const char *opt)
@@ -143,6 +151,14 @@ static int take_option(struct probe_args *a, int opt, const char *arg)
     case OPT_JSON:
         a->json = 1;
         break;
+    case OPT_MODEL:
+        a->model = arg;
+        break;
+    case OPT_SET:
+        if (!strchr(arg, '=') || a->nsets == (int)(sizeof(a->sets) / sizeof(a->sets[0])))
+            return cli_usage_error("probe", "--set '%s' must be KEY=VALUE (at most 32)", arg);
+        a->sets[a->nsets++] = arg;
+        break;
     default:
         return cli_usage_error("probe", "unknown option");
     }
@@ -153,6 +169,8 @@ static int parse_args(struct probe_args *a, int argc, char **argv)
 {
     static const struct option longopts[] = {
         {"json", no_argument, NULL, OPT_JSON},
+        {"model", required_argument, NULL, OPT_MODEL},
+        {"set", required_argument, NULL, OPT_SET},
         {"start-batch", required_argument, NULL, OPT_START},
         {"max-trials", required_argument, NULL, OPT_TRIALS},
         {"max-batch", required_argument, NULL, OPT_MAXB},
@@ -302,6 +320,59 @@ static int exit_for(int err, const oom_probe_result *r)
     return cli_exit_code(err);
 }
 
+/* The estimator's device peak at `batch` (0 when it fails). */
+static double predicted_peak(oom_workload *w, int batch)
+{
+    oom_knobs k;
+    oom_estimate e;
+    oom_workload_get_knobs(&k, w);
+    k.batch = batch;
+    if (oom_workload_set_knobs(w, &k) || oom_estimate_run(&e, w))
+        return 0;
+    return (double)e.device_peak;
+}
+
+/* --model: the workload, and the estimator's line through batch 1 and 9 as the prediction. */
+static int make_prediction(struct probe_args *a, const oom_gpu_profile *gpu)
+{
+    char seq[32], key[64];
+    double p1, p9;
+    int err, i;
+
+    if (!a->model)
+        return EXIT_OK;
+    if ((err = oom_workload_create(&a->w)) || (err = oom_workload_set(a->w, "model", a->model)))
+        return cli_fail("probe", err);
+    for (i = 0; i < a->nsets; i++) {
+        size_t n = (size_t)(strchr(a->sets[i], '=') - a->sets[i]);
+        snprintf(key, sizeof(key), "%.*s", (int)(n < sizeof(key) ? n : sizeof(key) - 1),
+                 a->sets[i]);
+        if ((err = oom_workload_set(a->w, key, a->sets[i] + n + 1)))
+            return cli_fail("probe", err);
+    }
+    snprintf(seq, sizeof(seq), "%d", a->o.seq);
+    if ((a->o.seq && (err = oom_workload_set(a->w, "seq", seq))) ||
+        (err = oom_workload_set_gpu(a->w, gpu)) || (err = oom_workload_validate(a->w)))
+        return cli_fail("probe", err);
+    p1 = predicted_peak(a->w, 1);
+    p9 = predicted_peak(a->w, 9);
+    if (p1 <= 0 || p9 <= p1)
+        return cli_usage_error("probe", "the estimate for --model '%s' failed: %s", a->model,
+                               oom_last_message());
+    a->o.search.prediction = (oom_probe_fit){1, 0, p1 - (p9 - p1) / 8, (p9 - p1) / 8, 0};
+    return EXIT_OK;
+}
+
+/* The estimator at the recommended batch itself (its line is exact only for linear growth). */
+static void exact_prediction(struct probe_args *a, oom_probe_result *r)
+{
+    double p;
+    if (!a->w || !r->has_prediction || (p = predicted_peak(a->w, r->recommended_batch)) <= 0)
+        return;
+    r->predicted_peak_bytes = p;
+    r->prediction_error = (p - r->measured_peak_bytes) / r->measured_peak_bytes;
+}
+
 static int run_probe(struct probe_args *a, char **cmd, oom_patterns *patterns)
 {
     oom_job job = {(const char *const *)cmd, NULL, a->json ? 2 : 1, 2};
@@ -320,6 +391,7 @@ static int run_probe(struct probe_args *a, char **cmd, oom_patterns *patterns)
         cli_fail("probe", err);
     else
         save_calibration(a, r, (const char *const *)cmd);
+    exact_prediction(a, r);
     if (a->json) {
         if ((rc = oom_probe_to_json(&doc, r)))
             err = rc;
@@ -352,11 +424,18 @@ int cmd_probe(int argc, char **argv)
         return rc;
     }
     a.o.search.usable_bytes = t.target.budget.usable_bytes;
+    rc = make_prediction(&a, &t.target.profile);
     cli_budget_done(&t);
+    if (rc != EXIT_OK) {
+        oom_workload_free(a.w);
+        oom_patterns_free(patterns);
+        return rc;
+    }
     fprintf(stderr, "oomless probe: sampling GPU memory every %.0f ms\n",
             (a.o.sample_interval_s > 0 ? a.o.sample_interval_s : OOM_DEFAULT_SAMPLE_INTERVAL) *
                 1000.0);
     rc = run_probe(&a, argv + optind, patterns);
+    oom_workload_free(a.w);
     oom_patterns_free(patterns);
     return rc;
 }
