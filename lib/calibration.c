@@ -75,7 +75,7 @@ static json_object *record_json(const oom_calibration *c)
         return NULL;
     if (c->command)
         cmd = json_tokener_parse(c->command);
-    json_object_object_add(o, "time", json_object_new_double(c->time));
+    json_object_object_add(o, "time", oomi_json_number(c->time, 3));
     json_object_object_add(o, "gpu", json_object_new_string(c->gpu ? c->gpu : ""));
     json_object_object_add(o, "command",
                            cmd ? cmd : json_object_new_string(c->command ? c->command : ""));

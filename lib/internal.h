@@ -157,6 +157,8 @@ char *oomi_expand_arg(const char *tmpl, int batch, int accum, int seq, int attem
 void oomi_launch_event(const oomi_launch *l, oom_job_event_kind kind);
 /* Pretty-prints root into *out (allocated) and releases root. (probe.c) */
 int oomi_json_finish(char **out, struct json_object *root);
+/* A JSON number printed with at most `decimals` decimals (trailing zeros dropped). (probe.c) */
+struct json_object *oomi_json_number(double v, int decimals);
 
 /* ==== estimate: model configs, workloads, coefficients (model.c, workload.c, estimate*.c) ==== */
 typedef struct json_object json_object;

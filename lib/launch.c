@@ -285,9 +285,12 @@ static void sample(struct watch *w)
         size_t k;
         for (k = 0; k < gi->process_count; k++) {
             const oom_gpu_process *pr = &gi->processes[k];
+            size_t d;
             for (i = 0; i < n && pids[i] != (pid_t)pr->pid; i++)
                 ;
-            if (i < n && pr->used_bytes != OOM_UNKNOWN) {
+            for (d = 0; d < k && gi->processes[d].pid != pr->pid; d++)
+                ; /* a pid in both the compute and the graphics list counts once */
+            if (i < n && d == k && pr->used_bytes != OOM_UNKNOWN) {
                 sum += pr->used_bytes;
                 found = 1;
             }

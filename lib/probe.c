@@ -460,8 +460,7 @@ static json_object *trial_json(const oom_probe_trial *t)
     json_object_object_add(o, "exit", json_object_new_int(t->exit_code));
     json_object_object_add(o, "oom", json_object_new_boolean(t->oom));
     json_object_object_add(o, "timed_out", json_object_new_boolean(t->timed_out));
-    json_object_object_add(o, "duration_s",
-                           json_object_new_double(round(t->duration_s * 1000) / 1000));
+    json_object_object_add(o, "duration_s", oomi_json_number(t->duration_s, 3));
     return o;
 }
 
@@ -475,8 +474,19 @@ static json_object *prediction_json(const oom_probe_result *r)
                            json_object_new_int64(llround(r->predicted_peak_bytes)));
     json_object_object_add(o, "measured_peak_bytes",
                            json_object_new_int64(llround(r->measured_peak_bytes)));
-    json_object_object_add(o, "error", json_object_new_double(r->prediction_error));
+    json_object_object_add(o, "error", oomi_json_number(r->prediction_error, 4));
     return o;
+}
+
+struct json_object *oomi_json_number(double v, int decimals)
+{
+    char buf[64];
+    size_t n;
+    snprintf(buf, sizeof(buf), "%.*f", decimals, v);
+    n = strlen(buf); /* "0.050" -> "0.05", "2.000" -> "2.0" */
+    while (n > 2 && buf[n - 1] == '0' && buf[n - 2] != '.')
+        buf[--n] = '\0';
+    return json_object_new_double_s(v, buf);
 }
 
 int oomi_json_finish(char **out, json_object *root)
@@ -505,7 +515,7 @@ int oom_probe_to_json(char **out, const oom_probe_result *r)
     json_object_object_add(root, "max_batch",
                            r->max_batch ? json_object_new_int(r->max_batch) : NULL);
     json_object_object_add(root, "launches", json_object_new_int(r->launches));
-    json_object_object_add(root, "sample_interval_s", json_object_new_double(r->sample_interval_s));
+    json_object_object_add(root, "sample_interval_s", oomi_json_number(r->sample_interval_s, 3));
     json_object_object_add(root, "usable_bytes", bytes_or_null(r->usable_bytes));
     json_object_object_add(root, "peaks_measured", json_object_new_boolean(r->peaks_measured));
     json_object_object_add(root, "gpu",

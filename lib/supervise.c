@@ -35,7 +35,7 @@ static void write_event(struct run_ctx *c, const oom_job_event *ev)
         c->events_error = ENOMEM;
         return;
     }
-    json_object_object_add(o, "time", json_object_new_double(ev->time));
+    json_object_object_add(o, "time", oomi_json_number(ev->time, 6));
     json_object_object_add(o, "event", json_object_new_string(oom_job_event_name(ev->kind)));
     json_object_object_add(o, "pid", ev->pid > 0 ? json_object_new_int64(ev->pid) : NULL);
     json_object_object_add(o, "attempt", json_object_new_int(ev->attempt));

@@ -62,7 +62,7 @@ static void report(const struct opts *o, double used)
     if (!o->procdir)
         return;
     snprintf(path, sizeof(path), "%s/%ld", o->procdir, (long)getpid());
-    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    snprintf(tmp, sizeof(tmp), "%s/.tmp.%ld", o->procdir, (long)getpid()); /* not a pid name */
     if (!(f = fopen(tmp, "w")))
         return;
     fprintf(f, "%ld %.0f\n", o->gpu, used);
