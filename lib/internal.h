@@ -116,12 +116,24 @@ int oomi_proc_resolve(char **path, int *err_no, const char *argv0);
  * *exec_errno receives its errno (0 on success). Makes the caller a child subreaper (Linux). */
 int oomi_proc_spawn(oomi_proc *p, int *exec_errno, const char *path, char *const argv[],
                     char *const envp[]);
-/* Fills pids with the job's processes: its process group, plus every descendant of `root` or of
- * a pid in `known` (processes that left the group). Returns the count (at most max). */
-size_t oomi_proc_tree(pid_t *pids, size_t max, pid_t pgid, const pid_t *known, size_t nknown);
-/* SIGKILLs the group and the given descendants, reaps those that are our children, and repeats
- * until none is left (bounded). */
-void oomi_proc_kill_all(pid_t pgid, const pid_t *known, size_t nknown);
+/* What belongs to a job: its process group; the pids in `known` (seen in its tree earlier) and
+ * the processes started since `since` (clock ticks since boot, as /proc/PID/stat field 22; 0:
+ * unknown) when they are now our children (orphans that had left the group, reparented to us,
+ * the subreaper); and every descendant of those. A pid that died and was reused by an unrelated
+ * process is never counted: it is not our child, or it started before the job. */
+typedef struct oomi_tree {
+    pid_t pgid;
+    unsigned long long since;
+    const pid_t *known;
+    size_t nknown;
+} oomi_tree;
+/* Fills pids with the job's live processes; returns the count (at most max). */
+size_t oomi_proc_tree(pid_t *pids, size_t max, const oomi_tree *t);
+/* SIGKILLs the job's processes, reaps those that are our children, and repeats until none is
+ * left (bounded: about 10 s). */
+void oomi_proc_kill_all(const oomi_tree *t);
+/* The start time of a process (clock ticks since boot), 0 when unknown. */
+unsigned long long oomi_proc_start_time(pid_t pid);
 /* Exit code as a shell reports it: status, or 128+N for signal N. */
 int oomi_proc_exit_code(int wait_status);
 double oomi_now_mono(void);

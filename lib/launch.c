@@ -150,7 +150,14 @@ struct watch {
     size_t taillen;
     pid_t known[KNOWN_MAX];
     size_t nknown;
+    unsigned long long since; /* the leader's start time */
 };
+
+static oomi_tree tree_of(const struct watch *w)
+{
+    oomi_tree t = {w->p.pid, w->since, w->known, w->nknown};
+    return t;
+}
 
 void oomi_launch_event(const oomi_launch *l, oom_job_event_kind kind)
 {
@@ -267,7 +274,9 @@ static void sample(struct watch *w)
     uint64_t best = 0;
     int found = 0;
 
-    n = oomi_proc_tree(pids, OOMI_ARRAY_LEN(pids) - 1, w->p.pid, w->known, w->nknown);
+    oomi_tree t = tree_of(w);
+
+    n = oomi_proc_tree(pids, OOMI_ARRAY_LEN(pids) - 1, &t);
     for (i = 0; i < n && w->nknown < KNOWN_MAX; i++) /* remember who belonged to the job */
         if (pids[i] != w->p.pid) {
             size_t k;
@@ -381,7 +390,9 @@ static void finish_streams(struct watch *w)
 {
     double until;
     int i;
-    oomi_proc_kill_all(w->p.pid, w->known, w->nknown);
+    oomi_tree t = tree_of(w);
+
+    oomi_proc_kill_all(&t);
     until = oomi_now_mono() + 2.0;
     while ((w->s[0].fd >= 0 || w->s[1].fd >= 0) && oomi_now_mono() < until) {
         struct pollfd fds[2];
@@ -431,6 +442,7 @@ int oomi_launch_run(oomi_launch *l)
     }
     w->l = l;
     l->pid = w->p.pid;
+    w->since = oomi_proc_start_time(w->p.pid);
     w->s[0] = (struct stream){.fd = w->p.out_fd, .to = l->job->stdout_fd ? l->job->stdout_fd : 1};
     w->s[1] = (struct stream){.fd = w->p.err_fd, .to = l->job->stderr_fd ? l->job->stderr_fd : 2};
     oomi_launch_event(l, OOM_EVENT_LAUNCH);

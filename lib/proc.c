@@ -201,6 +201,7 @@ int oomi_proc_spawn(oomi_proc *p, int *exec_errno, const char *path, char *const
 
 struct pinfo {
     pid_t pid, ppid, pgid;
+    unsigned long long start;
 };
 
 /* Reads "pid (comm) state ppid pgrp" from /proc/PID/stat; comm may hold spaces and ')'. */
@@ -220,7 +221,10 @@ static int read_stat(struct pinfo *pi, pid_t pid)
     if (n <= 0)
         return -1;
     buf[n] = '\0';
-    if (!(rp = strrchr(buf, ')')) || sscanf(rp + 1, " %c %ld %ld", &state, &ppid, &pgid) != 3)
+    if (!(rp = strrchr(buf, ')')) ||
+        sscanf(rp + 1,
+               " %c %ld %ld %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu",
+               &state, &ppid, &pgid, &pi->start) != 4)
         return -1;
     if (state == 'Z' || state == 'X')
         return -1; /* dead: nothing to sample or kill, only to reap */
@@ -268,15 +272,30 @@ static int contains(const pid_t *v, size_t n, pid_t x)
     return 0;
 }
 
-size_t oomi_proc_tree(pid_t *pids, size_t max, pid_t pgid, const pid_t *known, size_t nknown)
+unsigned long long oomi_proc_start_time(pid_t pid)
+{
+    struct pinfo pi;
+    return read_stat(&pi, pid) == 0 ? pi.start : 0;
+}
+
+static int belongs(const struct pinfo *p, const oomi_tree *t, pid_t self)
+{
+    if (p->pgid == t->pgid)
+        return 1;
+    return p->ppid == self && (contains(t->known, t->nknown, p->pid) ||
+                               (t->since && p->start >= t->since && p->pid != self));
+}
+
+size_t oomi_proc_tree(pid_t *pids, size_t max, const oomi_tree *t)
 {
     size_t n = 0, i, count, before;
+    pid_t self = getpid();
     struct pinfo *all = scan_procs(&count);
 
     if (!all)
         return 0;
     for (i = 0; i < count && n < max; i++)
-        if (all[i].pgid == pgid || all[i].pid == pgid || contains(known, nknown, all[i].pid))
+        if (belongs(&all[i], t, self))
             pids[n++] = all[i].pid;
     do { /* add descendants until nothing changes */
         before = n;
@@ -304,21 +323,21 @@ static void reap(const pid_t *pids, size_t n)
             ;
 }
 
-void oomi_proc_kill_all(pid_t pgid, const pid_t *known, size_t nknown)
+void oomi_proc_kill_all(const oomi_tree *t)
 {
     pid_t pids[1024];
     size_t n, i, round;
 
     for (round = 0; round < 200; round++) { /* bounded: ~10 s */
-        kill(-pgid, SIGKILL);
-        n = oomi_proc_tree(pids, OOMI_ARRAY_LEN(pids), pgid, known, nknown);
+        kill(-t->pgid, SIGKILL);
+        n = oomi_proc_tree(pids, OOMI_ARRAY_LEN(pids), t);
         for (i = 0; i < n; i++)
             kill(pids[i], SIGKILL);
-        reap(known, nknown);
+        reap(t->known, t->nknown);
         reap(pids, n);
-        while (waitpid(-pgid, NULL, WNOHANG) > 0) /* the group's orphans, reparented to us */
+        while (waitpid(-t->pgid, NULL, WNOHANG) > 0) /* the group's orphans, reparented to us */
             ;
-        if (n == 0 && kill(-pgid, 0) < 0)
+        if (n == 0 && kill(-t->pgid, 0) < 0)
             break;
         sleep_ms(50);
     }
