@@ -60,8 +60,7 @@ static int oomless(const struct job *j, int measure, long *found)
         t[n].batch = st.next_batch;
         t[n].oom = !fits(j, st.next_batch);
         t[n].exit_code = t[n].oom;
-        t[n].peak_bytes =
-            t[n].oom || !measure ? OOM_UNKNOWN : (uint64_t)peak(j, st.next_batch);
+        t[n].peak_bytes = t[n].oom || !measure ? OOM_UNKNOWN : (uint64_t)peak(j, st.next_batch);
         n++;
     }
     *found = st.recommended_batch;
@@ -143,10 +142,12 @@ static int accelerate(const struct job *j, long start, long *found)
 }
 
 enum { OOMLESS, OOMLESS_EXIT, POWER, BINSEARCH, ACC128, ACC4096, NMETHODS };
-static const char *const names[NMETHODS] = {
-    "oomless probe (NVML peaks)",         "oomless probe (exit status only)",
-    "Lightning power",                    "Lightning binsearch",
-    "Accelerate x0.9 (start 128)",        "Accelerate x0.9 (start 4096)"};
+static const char *const names[NMETHODS] = {"oomless probe (NVML peaks)",
+                                            "oomless probe (exit status only)",
+                                            "Lightning power",
+                                            "Lightning binsearch",
+                                            "Accelerate x0.9 (start 128)",
+                                            "Accelerate x0.9 (start 4096)"};
 
 static int run_method(int m, const struct job *j, long *found)
 {
@@ -166,9 +167,9 @@ static int run_method(int m, const struct job *j, long *found)
     }
 }
 
-static const int limits[] = {3,   4,   5,   6,   7,   8,   10,   12,   16,   20,   24,  32,
-                             40,  48,  64,  80,  100, 128, 150,  200,  256,  300,  400, 500,
-                             512, 640, 750, 1000, 1024, 1200, 1500, 1750, 2000};
+static const int limits[] = {3,   4,   5,   6,   7,   8,    10,   12,   16,   20,   24,
+                             32,  40,  48,  64,  80,  100,  128,  150,  200,  256,  300,
+                             400, 500, 512, 640, 750, 1000, 1024, 1200, 1500, 1750, 2000};
 #define NLIM ((int)(sizeof(limits) / sizeof(limits[0])))
 
 static void summary(int quadratic)
