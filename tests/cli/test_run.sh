@@ -55,6 +55,20 @@ expect_eq "$(jq -s 'map(has("time") and has("pid") and has("attempt") and has("p
     true "event keys"
 expect_eq "$(left)" 0 "recovered run: nothing left"
 
+# a peak held for 0.5 s in the middle of the run (not at the end) is caught by the 50 ms sampling
+oom run --batch-size 4 --events "$TMP/mid.jsonl" -- "$FAKE_JOB" --batch-size '{batch}' \
+    --procdir "$TMP/procs" --steps 3 --step-time-ms 500 --fixed 1G --per-sample 100M \
+    --spike-step 2 --spike-factor 2
+expect_rc 0 "mid-run spike"
+expect_eq "$(jq -r 'select(.event == "exit") | .peak_bytes' "$TMP/mid.jsonl")" \
+    $(((1024 + 400) * 2 * 1048576)) "mid-run spike: the peak is the spike"
+
+# {attempt} is replaced inside an argument: each attempt gets its own checkpoint file here
+oom run --batch-size 32 -- "${JOB[@]}" --steps 2 --fixed 1G --per-sample 150M --spike-step 2 \
+    --spike-factor 1.5 --checkpoint "$TMP/att{attempt}.ckpt"
+expect_rc 0 "{attempt} run"
+expect_eq "$(cat "$TMP/att1.ckpt")-$(cat "$TMP/att2.ckpt")" "1-2" "{attempt}: one checkpoint per attempt"
+
 # ---- --json: one document on stdout, the job's stdout on stderr -------------------------------
 oom run --json --batch-size 4 -- "${JOB[@]}" --fixed 1G --per-sample 1M --exit 7
 expect_rc 7 "the job's status is passed on"
