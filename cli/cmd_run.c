@@ -381,7 +381,9 @@ static int finish(const struct run_args *a, int err, const oom_run_result *r)
 {
     char *doc = NULL;
     int rc;
-    if (err == OOM_OK || err == OOM_EINTERRUPTED)
+    if (err == OOM_EINTERRUPTED && r->oom) /* stopped between an OOM and the relaunch */
+        rc = 128 + r->stop_signal;
+    else if (err == OOM_OK || err == OOM_EINTERRUPTED)
         rc = r->exit_code;
     else if (err == OOM_EJOB && (r->exit_code == 127 || r->exit_code == 126))
         rc = r->exit_code;

@@ -374,6 +374,10 @@ static int search_loop(struct probe_ctx *c)
         c->r->max_batch = st.max_batch;
         if (st.done)
             break;
+        if (c->o->stop && *c->o->stop) { /* a signal between trials: launch nothing more */
+            c->r->stop_signal = (int)*c->o->stop;
+            return oomi_fail(OOM_EINTERRUPTED, "stopped by signal %d", c->r->stop_signal);
+        }
         if ((err = run_trial(c, st.next_batch, &l)) ||
             (err = judge_trial(&l, st.next_batch, c->job->argv[0]))) {
             c->r->stop_signal = l.stop_signal;

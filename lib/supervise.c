@@ -186,6 +186,11 @@ static int run_loop(oom_run_result *r, oomi_launch *l, const oom_run_options *o)
             return OOM_OK;
         if ((err = plan_restart(l, r, o, floor, max_restarts)))
             return err;
+        if (o->stop && *o->stop) { /* a signal while relaunching: launch nothing more */
+            r->stop_signal = (int)*o->stop;
+            return oomi_fail(OOM_EINTERRUPTED, "stopped by signal %d before attempt %d",
+                             r->stop_signal, r->attempts + 1);
+        }
     }
 }
 

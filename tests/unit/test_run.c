@@ -7,6 +7,7 @@
 
 #include "oomless.h"
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +90,45 @@ static void test_floor_and_restart_bounds(void **state)
     assert_int_equal(r.grad_accum, 5);
 }
 
+static volatile sig_atomic_t stop_flag;
+
+static void stop_on_end(const oom_job_event *ev, void *user)
+{
+    (void)user;
+    if (ev->kind == OOM_EVENT_OOM || ev->kind == OOM_EVENT_EXIT)
+        stop_flag = SIGTERM; /* as a handler would, between two launches */
+}
+
+static void test_signal_between_launches(void **state)
+{
+    oom_job job = {job_argv, NULL, -1, -1};
+    oom_run_options o;
+    oom_probe_options po;
+    oom_probe_result *pr = NULL;
+    oom_run_result r;
+    (void)state;
+    job_argv[0] = getenv("FAKE_JOB");
+    memset(&o, 0, sizeof(o));
+    o.batch = 12;
+    o.no_gpu = 1;
+    o.on_event = stop_on_end;
+    o.stop = &stop_flag;
+    stop_flag = 0;
+    assert_int_equal(oom_run(&r, &job, &o), OOM_EINTERRUPTED);
+    assert_int_equal(r.attempts, 1); /* no relaunch after the signal */
+    assert_int_equal(r.stop_signal, SIGTERM);
+    memset(&po, 0, sizeof(po));
+    po.no_gpu = 1;
+    po.on_event = stop_on_end;
+    po.stop = &stop_flag;
+    stop_flag = 0;
+    assert_int_equal(oom_probe(&pr, &job, &po), OOM_EINTERRUPTED);
+    assert_non_null(pr);
+    assert_int_equal(pr->launches, 1);
+    assert_int_equal(pr->stop_signal, SIGTERM);
+    oom_probe_result_free(pr);
+}
+
 static void test_bad_options(void **state)
 {
     oom_run_result r;
@@ -148,6 +188,7 @@ int main(void)
         cmocka_unit_test(test_restarts_keep_effective_batch),
         cmocka_unit_test(test_floor_and_restart_bounds),
         cmocka_unit_test(test_bad_options),
+        cmocka_unit_test(test_signal_between_launches),
         cmocka_unit_test(test_calibration_roundtrip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
