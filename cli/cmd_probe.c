@@ -239,7 +239,7 @@ static void print_command(FILE *f, char **cmd)
 static void print_text(const oom_probe_result *r, char **cmd)
 {
     char a[16], b[16];
-    size_t i;
+    size_t i, seen, ran;
 
     printf("Command:   ");
     print_command(stdout, cmd);
@@ -250,6 +250,13 @@ static void print_text(const oom_probe_result *r, char **cmd)
         printf("Peaks:     N/A (%s): the batch limit comes from exit status alone and the "
                "safety margin cannot be checked\n",
                r->nvml_error);
+    for (i = 0, seen = 0, ran = 0; i < r->trial_count; i++) {
+        seen += r->trials[i].peak_bytes != OOM_UNKNOWN;
+        ran += r->trials[i].exit_code == 0;
+    }
+    if (r->peaks_measured && ran && !seen)
+        printf("Peaks:     N/A: NVML never listed the job's processes (a container with its own "
+               "pid namespace?); the limit comes from exit status alone\n");
     printf("\n%5s %7s %12s %5s %4s %9s\n", "TRIAL", "BATCH", "PEAK", "EXIT", "OOM", "TIME");
     for (i = 0; i < r->trial_count; i++) {
         const oom_probe_trial *t = &r->trials[i];

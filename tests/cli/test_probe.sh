@@ -121,6 +121,12 @@ oom probe --calibration off --model gpt2 --set method=nonsense -- "$FAKE_JOB"
 expect_rc 2 "--set bad value"
 expect_contains "$ERR" "nonsense" "--set bad value: named"
 
+# NVML present but the job's processes never listed (no procdir): said, exit status alone
+fake_nvml "$GPU"
+oom probe --calibration off --start-batch 100 --max-trials 12 -- "${JOB[@]}" --fixed 1G --per-sample 10M
+expect_rc 0 "processes not listed"
+expect_contains "$OUT" "NVML never listed the job's processes" "processes not listed: said"
+
 # without NVML: exit status alone, peaks N/A
 no_nvml
 oom probe --json --start-batch 100 --max-trials 20 --vram 8 --calibration off -- "${JOB[@]}" \
