@@ -25,6 +25,7 @@
 #ifndef OOMLESS_H
 #define OOMLESS_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -624,6 +625,293 @@ OOM_EXPORT int oom_estimate_budget(oom_budget *out, int *have, char *label, size
 
 /* ======================================================================== probe, run */
 /* (section: supervise) */
+
+/*
+ * probe and run drive the user's own training command as a child process. The command is an
+ * argv template (never a shell line): placeholders inside its elements are replaced per launch
+ * without re-splitting, and every launch gets environment variables with the same values:
+ *
+ *   {batch}     OOMLESS_BATCH_SIZE    micro-batch size of this launch
+ *   {accum}     OOMLESS_GRAD_ACCUM    gradient-accumulation steps
+ *   {effective} OOMLESS_EFFECTIVE_BATCH  batch x accum
+ *   {seq}       OOMLESS_SEQ_LEN       sequence length (only when one was given)
+ *   {attempt}   OOMLESS_ATTEMPT       1 for the first launch, then 2, 3...
+ *
+ * Any other "{...}" is left as it is. PYTHONUNBUFFERED=1 is added unless already set, so that a
+ * Python job's output (and its "step N" lines) arrives as it is printed.
+ *
+ * The child runs in its own process group. Its stdout and stderr are read through pipes and
+ * copied to the file descriptors the caller names (the library never prints); the last 16 KiB
+ * are kept to recognise an out-of-memory death. When a launch ends, whatever is left of its
+ * process group (and of its descendants that left the group) is killed with SIGKILL and reaped:
+ * no process outlives a launch. On Linux the calling process becomes a child subreaper
+ * (prctl PR_SET_CHILD_SUBREAPER) so that orphaned grandchildren can be found and reaped.
+ * The functions below are not async-signal-safe and must not run concurrently in one process.
+ */
+
+/** A job: the command template and what to add to its environment. */
+typedef struct oom_job {
+    const char *const *argv; /**< NULL-terminated template; argv[0] is looked up in $PATH */
+    const char *const *env;  /**< extra "KEY=VALUE" entries (NULL-terminated) or NULL */
+    int stdout_fd;           /**< where the child's stdout is copied: 0 = 1, -1 = dropped */
+    int stderr_fd;           /**< where the child's stderr is copied: 0 = 2, -1 = dropped */
+} oom_job;
+
+/** What happened to a supervised job, reported as it happens. */
+typedef enum oom_job_event_kind {
+    OOM_EVENT_LAUNCH = 0,  /**< a launch started (pid known) */
+    OOM_EVENT_OOM = 1,     /**< a launch died of out-of-memory */
+    OOM_EVENT_RESTART = 2, /**< run: relaunching smaller (batch/grad_accum are the new values) */
+    OOM_EVENT_EXIT = 3,    /**< a launch ended (exit_code, peak_bytes) */
+    OOM_EVENT_SIGNAL = 4,  /**< a signal was forwarded to the job's process group (signal) */
+    OOM_EVENT_KILL = 5,    /**< the job outlived its grace period or timeout: SIGKILL sent */
+} oom_job_event_kind;
+
+typedef struct oom_job_event {
+    oom_job_event_kind kind;
+    double time;         /**< Unix time, seconds */
+    long pid;            /**< the launch's pid (= its process group id) */
+    int attempt;         /**< 1, 2, ... (probe: the trial number) */
+    int batch;           /**< micro-batch of the launch (RESTART: the new one) */
+    int grad_accum;      /**< accumulation of the launch (RESTART: the new one) */
+    int previous_batch;  /**< RESTART: the batch that ran out of memory; else 0 */
+    int previous_accum;  /**< RESTART: its accumulation; else 0 */
+    uint64_t peak_bytes; /**< peak seen so far in this launch, OOM_UNKNOWN when not measured */
+    int exit_code;       /**< EXIT/OOM: 0..255, 128+N for signal N, 127/126 exec failures */
+    long step;           /**< last "step N" the job printed, -1 when none */
+    int signal;          /**< SIGNAL/KILL: the signal sent */
+    double duration_s;   /**< EXIT/OOM: how long the launch ran */
+} oom_job_event;
+
+typedef void (*oom_job_event_fn)(const oom_job_event *event, void *user);
+
+/** The name of an event kind as the events file writes it ("launch", "oom", ...). */
+OOM_EXPORT const char *oom_job_event_name(oom_job_event_kind kind);
+
+/* ---- out-of-memory recognition ------------------------------------------------------------ */
+
+/**
+ * OOM message patterns: data/oom-patterns.txt, one case-insensitive substring per line; '#'
+ * starts a comment line; blank lines are ignored; leading/trailing blanks are trimmed.
+ */
+typedef struct oom_patterns oom_patterns;
+
+/** Loads `path`, or the data directory's oom-patterns.txt when NULL. OOM_EIO, OOM_EPARSE (a file
+ *  with no pattern). */
+OOM_EXPORT int oom_patterns_load(oom_patterns **out, const char *path);
+/** Parses patterns from memory (`name` is used in messages). */
+OOM_EXPORT int oom_patterns_parse(oom_patterns **out, const char *text, size_t len,
+                                  const char *name);
+OOM_EXPORT void oom_patterns_free(oom_patterns *patterns);
+OOM_EXPORT size_t oom_patterns_count(const oom_patterns *patterns);
+
+/** The first pattern found in text[0..len) (case-insensitive), or NULL. NUL bytes are allowed. */
+OOM_EXPORT const char *oom_patterns_find(const oom_patterns *patterns, const char *text,
+                                         size_t len);
+
+/**
+ * Whether a job died of running out of GPU memory: it failed (exit_code != 0: a non-zero status
+ * or a signal such as SIGABRT) and its output tail holds a pattern. A job that printed an OOM
+ * message but exited 0 recovered by itself; a SIGKILL without a message (the kernel's host-RAM
+ * OOM killer) is not a GPU OOM. Returns 1 or 0.
+ */
+OOM_EXPORT int oom_is_oom_exit(const oom_patterns *patterns, int exit_code, const char *tail,
+                               size_t len);
+
+/* ---- the batch-size search (pure: no process is launched) --------------------------------- */
+
+/** One trial: a launch at one batch size. */
+typedef struct oom_probe_trial {
+    int batch;
+    uint64_t peak_bytes; /**< largest per-GPU sum over the job's processes; OOM_UNKNOWN if not
+                              measured (no NVML, or the job ended before the first sample) */
+    int exit_code;       /**< 0..255, 128+N for signal N */
+    int oom;             /**< 1 when it died of out-of-memory */
+    int timed_out;       /**< 1 when --trial-timeout stopped it */
+    double duration_s;
+} oom_probe_trial;
+
+/** peak(batch) = fixed + per_sample * batch + per_sample2 * batch^2 */
+typedef struct oom_probe_fit {
+    int valid;     /**< 0: fewer than two measured successful trials */
+    int quadratic; /**< 1 when per_sample2 was fitted (growth is not linear) */
+    double fixed_bytes, per_sample_bytes, per_sample2_bytes;
+} oom_probe_fit;
+
+/** The fitted peak at `batch` (fit must be valid). */
+OOM_EXPORT double oom_probe_fit_peak(const oom_probe_fit *fit, int batch);
+/** The largest batch in [1, limit] whose fitted peak is <= usable_bytes, 0 when none. */
+OOM_EXPORT int oom_probe_fit_max_batch(const oom_probe_fit *fit, uint64_t usable_bytes, int limit);
+
+typedef struct oom_probe_search {
+    uint64_t usable_bytes;    /**< a batch fits when its peak is <= this (target - margin) */
+    int start_batch;          /**< first trial; 0: from `prediction` when valid, else 1 */
+    int max_trials;           /**< launches at most; 0: 8 */
+    int max_batch;            /**< no trial above this; 0: 1048576 */
+    double tolerance;         /**< relative error of a prediction still "on"; 0: 0.01 */
+    oom_probe_fit prediction; /**< the estimator's line, used for the first trial when valid */
+} oom_probe_search;
+
+typedef struct oom_probe_step {
+    int done;              /**< 1: stop searching */
+    int next_batch;        /**< the batch to try next when !done */
+    int recommended_batch; /**< largest batch known to fit under the budget; 0 when none */
+    int max_batch;         /**< largest batch that ran to completion; 0 when none */
+    oom_probe_fit fit;     /**< the line (or curve) through the measured successful trials */
+} oom_probe_step;
+
+/**
+ * The search: given the trials so far (in launch order), what to try next. Successful trials
+ * with measured peaks are fitted (a line through the two largest; a quadratic through the three
+ * largest once a line mispredicts by more than `tolerance`); the next trial is the largest batch
+ * the fit allows under the budget, kept strictly between the largest batch known to fit and the
+ * smallest known not to (a failure, or a peak over the budget); when the fit is contradicted by
+ * a failure it bisects. It stops when those two are at most 2 apart (the answer is within one
+ * of the true limit), when a launch verified the fit's prediction and the next batch would not
+ * fit, when 1 does not fit, or after max_trials. Without measured peaks it doubles, then bisects.
+ * A linear job takes 3 launches. OOM_EINVAL for a malformed trial list.
+ */
+OOM_EXPORT int oom_probe_search_step(oom_probe_step *out, const oom_probe_search *search,
+                                     const oom_probe_trial *trials, size_t count);
+
+/* ---- probe ---------------------------------------------------------------------------------- */
+
+#define OOM_DEFAULT_SAMPLE_INTERVAL 0.05 /**< seconds between NVML samples */
+#define OOM_DEFAULT_KILL_GRACE      10.0 /**< seconds between SIGTERM and SIGKILL */
+
+typedef struct oom_probe_options {
+    oom_probe_search search;
+    int grad_accum;               /**< {accum} for every trial; 0: 1 */
+    int seq;                      /**< {seq} for every trial (--seq-max); 0: not set */
+    double trial_timeout_s;       /**< 0: no limit */
+    double sample_interval_s;     /**< 0: OOM_DEFAULT_SAMPLE_INTERVAL */
+    double kill_grace_s;          /**< 0: OOM_DEFAULT_KILL_GRACE */
+    int no_gpu;                   /**< 1: do not open NVML (exit status only) */
+    const oom_patterns *patterns; /**< NULL: the data directory's */
+    oom_job_event_fn on_event;    /**< may be NULL */
+    void *user;
+    /** When non-NULL and it becomes non-zero (a signal number, set by the caller's handler),
+     *  the signal is forwarded to the running trial and the probe stops: OOM_EINTERRUPTED. */
+    const volatile sig_atomic_t *stop;
+} oom_probe_options;
+
+typedef struct oom_probe_result {
+    size_t trial_count;
+    oom_probe_trial *trials;
+    oom_probe_fit fit;
+    int recommended_batch; /**< 0 when nothing fits */
+    int max_batch;         /**< largest batch that ran; 0 when none */
+    int launches;
+    int peaks_measured; /**< 0 when NVML was not available: peaks are unknown */
+    double sample_interval_s;
+    uint64_t usable_bytes;
+    int seq;                     /**< 0 when not set */
+    char gpu_name[96];           /**< the first visible GPU's name, "" without NVML */
+    char nvml_error[160];        /**< why peaks are unknown, "" when measured */
+    int stop_signal;             /**< the signal that stopped the probe, 0 */
+    int has_prediction;          /**< 1 when search.prediction was valid */
+    double predicted_peak_bytes; /**< prediction at recommended_batch */
+    double measured_peak_bytes;  /**< measured (or fitted) peak at recommended_batch */
+    double prediction_error;     /**< (predicted - measured) / measured */
+} oom_probe_result;
+
+/**
+ * Runs the search, launching the job once per trial. Returns OOM_OK with a recommendation,
+ * OOM_ENOFIT when batch 1 does not fit, OOM_EJOB when a trial failed other than by OOM (exit
+ * status, timeout, exec failure: the message says which), OOM_EINTERRUPTED when `stop` fired.
+ * In all four cases *out holds the trials so far (free with oom_probe_result_free).
+ * OOM_ENODEV is never returned: without NVML the probe goes on by exit status alone.
+ */
+OOM_EXPORT int oom_probe(oom_probe_result **out, const oom_job *job,
+                         const oom_probe_options *options);
+OOM_EXPORT void oom_probe_result_free(oom_probe_result *result);
+
+/**
+ * {"recommended_batch", "max_batch", "launches", "sample_interval_s", "usable_bytes",
+ *  "peaks_measured", "gpu", "seq", "trials": [{"batch", "peak_bytes", "exit", "oom",
+ *  "timed_out", "duration_s"}...], "fit": {"fixed_bytes", "per_sample_bytes"
+ *  [, "per_sample2_bytes"]} or null, "prediction": {...} or null}. Unknown values are null.
+ */
+OOM_EXPORT int oom_probe_to_json(char **out, const oom_probe_result *result);
+
+/* ---- run --------------------------------------------------------------------------------------
+ */
+
+typedef struct oom_run_options {
+    int batch;                /**< micro-batch of the first launch (required, >= 1) */
+    int grad_accum;           /**< 0: target_effective / batch, or 1 */
+    long target_effective;    /**< batch x accum kept on every relaunch; 0: batch x grad_accum */
+    int seq;                  /**< {seq}; 0: not set */
+    int max_restarts;         /**< relaunches after OOM at most; -1: 0; 0: 5 */
+    int min_batch;            /**< never below; 0: 1 */
+    const char *events_path;  /**< JSONL events appended here; NULL: none */
+    double sample_interval_s; /**< 0: OOM_DEFAULT_SAMPLE_INTERVAL */
+    double kill_grace_s;      /**< 0: OOM_DEFAULT_KILL_GRACE */
+    int no_gpu;               /**< 1: do not open NVML (peaks unknown) */
+    const oom_patterns *patterns;
+    oom_job_event_fn on_event;
+    void *user;
+    const volatile sig_atomic_t
+        *stop; /**< as in oom_probe_options: forwarded, then the job's status */
+} oom_run_options;
+
+typedef struct oom_run_result {
+    int exit_code;         /**< the last launch's status: 0..255, 128+N for signal N */
+    int attempts;          /**< launches */
+    int restarts;          /**< relaunches after OOM */
+    int batch, grad_accum; /**< of the last launch */
+    long effective;
+    uint64_t peak_bytes; /**< the largest peak over all launches, OOM_UNKNOWN if unmeasured */
+    int oom;             /**< 1 when the last launch died of OOM */
+    int stop_signal;     /**< the signal forwarded from `stop`, 0 */
+} oom_run_result;
+
+/**
+ * Runs the job; when a launch dies of OOM, relaunches it with the next smaller micro-batch that
+ * divides the effective batch (and the matching larger accumulation). The batch is never
+ * raised. Returns OOM_OK when the job ended without OOM (whatever its status: see exit_code),
+ * OOM_ENOFIT when it ran out of memory at the floor, had no smaller divisor, or used up
+ * max_restarts, OOM_EINTERRUPTED when `stop` fired, OOM_EJOB when it could not be started
+ * (exit_code 127/126), OOM_EIO when the events file cannot be written, OOM_EINVAL for bad
+ * options. `out` is filled in every case but OOM_EINVAL.
+ */
+OOM_EXPORT int oom_run(oom_run_result *out, const oom_job *job, const oom_run_options *options);
+
+/** {"exit_code", "attempts", "restarts", "batch", "grad_accum", "effective_batch",
+ *   "peak_bytes", "oom", "signal"} */
+OOM_EXPORT int oom_run_to_json(char **out, const oom_run_result *result);
+
+/* ---- calibration records --------------------------------------------------------------------- */
+
+/**
+ * A measured line saved by probe: JSONL, one object per line, appended to
+ * $XDG_CACHE_HOME/oomless/calibration.jsonl (~/.cache/... when unset). Keyed by GPU name +
+ * command template (the argv array, placeholders unexpanded) + workload (free text, e.g.
+ * "seq=2048"); the last matching line wins.
+ */
+typedef struct oom_calibration {
+    char *gpu;      /**< NVML device name */
+    char *command;  /**< the argv template as a JSON array */
+    char *workload; /**< "" when none */
+    oom_probe_fit fit;
+    int recommended_batch, max_batch;
+    uint64_t usable_bytes;
+    double time; /**< Unix time it was measured */
+} oom_calibration;
+
+/** The default file path (allocated; free with oom_free). */
+OOM_EXPORT int oom_calibration_default_path(char **out);
+/** The key form of an argv template: a JSON array string (allocated). */
+OOM_EXPORT int oom_calibration_command_key(char **out, const char *const *argv);
+/** Appends a record (creating the directories); `path` NULL = the default. OOM_EIO names it. */
+OOM_EXPORT int oom_calibration_save(const char *path, const oom_calibration *record);
+/**
+ * The newest record for (gpu, command, workload) in `path` (NULL = the default). OOM_ENOTFOUND
+ * when there is none (or no file); malformed lines are skipped. Free with oom_calibration_free.
+ */
+OOM_EXPORT int oom_calibration_lookup(oom_calibration **out, const char *path, const char *gpu,
+                                      const char *command, const char *workload);
+OOM_EXPORT void oom_calibration_free(oom_calibration *record);
 
 /* ======================================================================== apply */
 /*
