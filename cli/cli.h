@@ -12,6 +12,7 @@
 #include "oomless.h"
 
 #include <stdbool.h>
+#include <getopt.h>
 #include <stdio.h>
 
 enum { EXIT_OK = 0, EXIT_NOFIT = 1, EXIT_USAGE = 2, EXIT_ENV = 3 };
@@ -44,5 +45,39 @@ int cmd_probe(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_watch(int argc, char **argv);
 int cmd_apply(int argc, char **argv);
+
+/* ---- budget options shared by every planning command (cli/budget.c) -----------------------
+ *   --gpu auto|INDEX|PROFILE   --vram SIZE   --vram-safety-margin SIZE|PCT   --config FILE
+ * Put CLI_BUDGET_LONGOPTS in a getopt_long table and pass unknown codes to cli_budget_option. */
+struct cli_budget {
+    const char *gpu, *vram, *margin, *config;
+};
+enum { OPT_GPU = 0x1000, OPT_VRAM, OPT_MARGIN, OPT_CONFIG, OPT_FIRST_FREE = 0x1100 };
+#define CLI_BUDGET_LONGOPTS                                                                        \
+    {"gpu", required_argument, NULL, OPT_GPU}, {"vram", required_argument, NULL, OPT_VRAM},        \
+        {"vram-safety-margin", required_argument, NULL, OPT_MARGIN},                               \
+    {                                                                                              \
+        "config", required_argument, NULL, OPT_CONFIG                                              \
+    }
+#define CLI_BUDGET_HELP                                                                            \
+    "  --gpu auto|INDEX|NAME         GPU to plan for: detected (default), a visible index, or a\n" \
+    "                                catalog profile (a100-80gb, rtx_4090...); env OOMLESS_GPU,\n" \
+    "                                GPU_PROFILE\n"                                                \
+    "  --vram SIZE                   target VRAM per GPU (24, 20.5, 16GiB, 16376MiB; bare = "      \
+    "GiB)\n"                                                                                       \
+    "  --vram-safety-margin SIZE|PCT memory kept free (default 1 GiB; bare number = MiB; 10%)\n"   \
+    "  --config FILE                 user config (default $XDG_CONFIG_HOME/oomless/config.yaml)\n"
+/* Returns 1 when `opt` was a budget option (stored), 0 otherwise. */
+int cli_budget_option(struct cli_budget *b, int opt, const char *arg);
+/* Loads config + catalog and resolves the target; prints the no-GPU fallback notice to stderr.
+ * On success the caller frees with cli_budget_done(). Returns an exit code. */
+struct cli_target {
+    oom_config *config;
+    oom_catalog *catalog;
+    oom_target target;
+    int resolved;
+};
+int cli_budget_resolve(struct cli_target *out, const char *cmd, const struct cli_budget *b);
+void cli_budget_done(struct cli_target *t);
 
 #endif

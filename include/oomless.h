@@ -50,18 +50,18 @@ OOM_EXPORT const char *oom_version(void);
 /** Error codes. Fixed numbers; new codes are only ever appended. */
 typedef enum oom_error {
     OOM_OK = 0,
-    OOM_EINVAL = 1,       /**< a value or option is malformed, out of range or contradictory */
-    OOM_ENOMEM = 2,       /**< an allocation failed */
-    OOM_EIO = 3,          /**< a file could not be read, written or renamed */
-    OOM_EPARSE = 4,       /**< a file's syntax is wrong (the message has line and column) */
-    OOM_ENOTFOUND = 5,    /**< a named thing does not exist: model preset, GPU profile, key */
-    OOM_ENODEV = 6,       /**< no GPU backend: NVML missing, its init failed, or no GPU */
-    OOM_ENOFIT = 7,       /**< nothing fits in the memory budget */
-    OOM_EJOB = 8,         /**< a supervised job failed (not by running out of memory) */
-    OOM_EREFUSED = 9,     /**< an edit was refused; the file is unchanged */
+    OOM_EINVAL = 1,        /**< a value or option is malformed, out of range or contradictory */
+    OOM_ENOMEM = 2,        /**< an allocation failed */
+    OOM_EIO = 3,           /**< a file could not be read, written or renamed */
+    OOM_EPARSE = 4,        /**< a file's syntax is wrong (the message has line and column) */
+    OOM_ENOTFOUND = 5,     /**< a named thing does not exist: model preset, GPU profile, key */
+    OOM_ENODEV = 6,        /**< no GPU backend: NVML missing, its init failed, or no GPU */
+    OOM_ENOFIT = 7,        /**< nothing fits in the memory budget */
+    OOM_EJOB = 8,          /**< a supervised job failed (not by running out of memory) */
+    OOM_EREFUSED = 9,      /**< an edit was refused; the file is unchanged */
     OOM_EUNSUPPORTED = 10, /**< a valid request this version cannot do (e.g. a model family) */
     OOM_EINTERRUPTED = 11, /**< stopped by a signal */
-    OOM_EINTERNAL = 12,   /**< a bug in oomless; please report it */
+    OOM_EINTERNAL = 12,    /**< a bug in oomless; please report it */
 } oom_error;
 
 /** A short, static description of an error code ("invalid value"). Never NULL. */
@@ -153,19 +153,19 @@ OOM_EXPORT int oom_budget_make(oom_budget *out, uint64_t target_bytes, uint64_t 
  * Fields the catalog does not know are 0 and say so through `has_*`.
  */
 typedef struct oom_gpu_profile {
-    const char *id;          /**< canonical name: "a100-80gb", "rtx-4090" */
-    const char *name;        /**< marketing name: "NVIDIA A100 80GB (SXM4)" */
-    const char *vendor;      /**< "nvidia", "amd" */
-    const char *match;       /**< substring of the NVML device name that identifies it, or "" */
-    uint64_t memory_bytes;   /**< total memory as the driver reports it (nvidia-smi's MiB), bytes */
-    double bandwidth_gbs;    /**< memory bandwidth, GB/s (has_bandwidth) */
-    double bf16_tflops;      /**< dense bf16 tensor TFLOP/s (0: bf16 unsupported) */
-    double fp16_tflops;      /**< dense fp16 tensor TFLOP/s */
-    double fp32_tflops;      /**< dense fp32 (non-tensor) TFLOP/s */
-    int cc_major, cc_minor;  /**< CUDA compute capability (0.0 for non-NVIDIA) */
+    const char *id;         /**< canonical name: "a100-80gb", "rtx-4090" */
+    const char *name;       /**< marketing name: "NVIDIA A100 80GB (SXM4)" */
+    const char *vendor;     /**< "nvidia", "amd" */
+    const char *match;      /**< substring of the NVML device name that identifies it, or "" */
+    uint64_t memory_bytes;  /**< total memory as the driver reports it (nvidia-smi's MiB), bytes */
+    double bandwidth_gbs;   /**< memory bandwidth, GB/s (has_bandwidth) */
+    double bf16_tflops;     /**< dense bf16 tensor TFLOP/s (0: bf16 unsupported) */
+    double fp16_tflops;     /**< dense fp16 tensor TFLOP/s */
+    double fp32_tflops;     /**< dense fp32 (non-tensor) TFLOP/s */
+    int cc_major, cc_minor; /**< CUDA compute capability (0.0 for non-NVIDIA) */
     int has_bandwidth;
     int has_tflops;
-    int user_defined;        /**< 1 when it came from the user's config file */
+    int user_defined; /**< 1 when it came from the user's config file */
 } oom_gpu_profile;
 
 /** The default profile planned for when no GPU is found (overridable in the config). */
@@ -219,8 +219,7 @@ OOM_EXPORT int oom_catalog_find(const oom_gpu_profile **out, const oom_catalog *
  * Used to learn the TFLOP/s and bandwidth of the GPU in the machine.
  */
 OOM_EXPORT const oom_gpu_profile *oom_catalog_match(const oom_catalog *catalog,
-                                                    const char *device_name,
-                                                    uint64_t total_bytes);
+                                                    const char *device_name, uint64_t total_bytes);
 
 /* ======================================================================== GPU discovery */
 /* (section: gpu) */
@@ -231,29 +230,29 @@ OOM_EXPORT const oom_gpu_profile *oom_catalog_match(const oom_catalog *catalog,
 /** One process using a GPU, as NVML's running-process lists report it. */
 typedef struct oom_gpu_process {
     uint32_t pid;
-    uint64_t used_bytes;      /**< OOM_UNKNOWN when the driver does not say (e.g. some WDDM/MIG) */
-    int is_graphics;          /**< 1 from the graphics list, 0 from the compute list */
+    uint64_t used_bytes; /**< OOM_UNKNOWN when the driver does not say (e.g. some WDDM/MIG) */
+    int is_graphics;     /**< 1 from the graphics list, 0 from the compute list */
 } oom_gpu_process;
 
 /** One GPU as seen now. A field the driver did not give is flagged, never faked. */
 typedef struct oom_gpu_info {
-    int index;                /**< CUDA's index, after CUDA_VISIBLE_DEVICES renumbering */
-    int nvml_index;           /**< NVML's index (= nvidia-smi's) */
+    int index;      /**< CUDA's index, after CUDA_VISIBLE_DEVICES renumbering */
+    int nvml_index; /**< NVML's index (= nvidia-smi's) */
     char name[96];
-    char uuid[96];            /**< "GPU-xxxxxxxx-..." or "" when unknown */
-    char pci_bus_id[32];      /**< "" when unknown */
+    char uuid[96];       /**< "GPU-xxxxxxxx-..." or "" when unknown */
+    char pci_bus_id[32]; /**< "" when unknown */
     uint64_t total_bytes;
     uint64_t used_bytes;
     uint64_t free_bytes;
-    int cc_major, cc_minor;   /**< compute capability; has_cc says whether known */
+    int cc_major, cc_minor; /**< compute capability; has_cc says whether known */
     int has_cc;
     int has_utilization;
     unsigned utilization_gpu; /**< percent */
     unsigned utilization_mem; /**< percent */
     int has_temperature;
     unsigned temperature_c;
-    int lost;                 /**< 1 when the device stopped answering (fields are stale) */
-    size_t process_count;     /**< entries in processes (only when asked for) */
+    int lost;             /**< 1 when the device stopped answering (fields are stale) */
+    size_t process_count; /**< entries in processes (only when asked for) */
     oom_gpu_process *processes;
 } oom_gpu_info;
 
@@ -261,10 +260,10 @@ typedef struct oom_gpu_info {
 typedef struct oom_gpu_list {
     size_t count;
     oom_gpu_info *gpus;
-    char driver_version[32];  /**< "" when unknown */
-    char nvml_version[32];    /**< "" when unknown */
-    int cuda_driver_version;  /**< e.g. 12040; 0 when unknown */
-    const char *backend;      /**< "nvml" */
+    char driver_version[32]; /**< "" when unknown */
+    char nvml_version[32];   /**< "" when unknown */
+    int cuda_driver_version; /**< e.g. 12040; 0 when unknown */
+    const char *backend;     /**< "nvml" */
 } oom_gpu_list;
 
 /** A session with the GPU backend (NVML, loaded with dlopen at run time). */
@@ -280,8 +279,8 @@ OOM_EXPORT int oom_gpu_open(oom_gpu_session **out);
 OOM_EXPORT void oom_gpu_close(oom_gpu_session *session);
 
 /** Flags for oom_gpu_sample(). */
-#define OOM_SAMPLE_PROCESSES 1u  /**< also list each GPU's processes */
-#define OOM_SAMPLE_ALL_GPUS 2u   /**< ignore CUDA_VISIBLE_DEVICES (monitoring) */
+#define OOM_SAMPLE_PROCESSES 1u /**< also list each GPU's processes */
+#define OOM_SAMPLE_ALL_GPUS  2u /**< ignore CUDA_VISIBLE_DEVICES (monitoring) */
 
 /**
  * Reads the visible GPUs now (honouring CUDA_VISIBLE_DEVICES unless OOM_SAMPLE_ALL_GPUS).
@@ -305,20 +304,20 @@ OOM_EXPORT size_t oom_cuda_visible(int *visible, size_t max_visible, const char 
 
 /** Where a planning command's GPU and budget came from. */
 typedef struct oom_target {
-    oom_gpu_profile profile;  /**< the GPU planned for (a copy; strings owned by the target) */
-    oom_budget budget;        /**< per GPU */
-    int gpu_count;            /**< GPUs detected (or 1 for a profile) */
-    int detected;             /**< 1 when the GPU was detected, 0 for a named profile */
-    int mixed;                /**< 1 when the detected GPUs differ (the smallest is planned for) */
-    int fallback;             /**< 1 when no GPU was found and the default profile was used */
-    char reason[256];         /**< why a fallback happened ("NVML not found: ...") */
+    oom_gpu_profile profile; /**< the GPU planned for (a copy; strings owned by the target) */
+    oom_budget budget;       /**< per GPU */
+    int gpu_count;           /**< GPUs detected (or 1 for a profile) */
+    int detected;            /**< 1 when the GPU was detected, 0 for a named profile */
+    int mixed;               /**< 1 when the detected GPUs differ (the smallest is planned for) */
+    int fallback;            /**< 1 when no GPU was found and the default profile was used */
+    char reason[256];        /**< why a fallback happened ("NVML not found: ...") */
 } oom_target;
 
 /** What the user asked for; NULL/empty fields mean "default". */
 typedef struct oom_target_request {
-    const char *gpu;          /**< "auto", an index, or a profile id; else $OOMLESS_GPU, $GPU_PROFILE */
-    const char *vram;         /**< --vram SIZE (bare number = GiB) */
-    const char *margin;       /**< --vram-safety-margin SIZE|PCT (bare number = MiB) */
+    const char *gpu;    /**< "auto", an index, or a profile id; else $OOMLESS_GPU, $GPU_PROFILE */
+    const char *vram;   /**< --vram SIZE (bare number = GiB) */
+    const char *margin; /**< --vram-safety-margin SIZE|PCT (bare number = MiB) */
     const oom_config *config; /**< may be NULL */
 } oom_target_request;
 
@@ -330,6 +329,28 @@ typedef struct oom_target_request {
 OOM_EXPORT int oom_target_resolve(oom_target *out, const oom_target_request *request,
                                   const oom_catalog *catalog);
 OOM_EXPORT void oom_target_free(oom_target *target);
+
+/**
+ * The document `oomless gpus --json` prints:
+ *   {"gpus": [{"index", "nvml_index", "name", "uuid", "total_bytes", "used_bytes", "free_bytes",
+ *              "compute_capability", "pci_bus_id", "lost"}...],
+ *    "total_bytes", "mixed", "driver_version", "cuda_driver_version", "backend",
+ *    "budget": {"target_bytes", "safety_margin_bytes", "usable_bytes"},
+ *    "target": {"profile", "name", "detected", "fallback", "reason", "gpu_count"}}
+ * Unknown fields are null. `list` may be NULL (no GPU backend); `target` may be NULL.
+ */
+OOM_EXPORT int oom_gpus_to_json(char **out, const oom_gpu_list *list, const oom_target *target);
+
+/**
+ * Everything `oomless gpus --json` does in one call: samples the GPUs (a missing backend is not
+ * an error: the list is empty and target.reason says why), resolves the budget from `request`
+ * (NULL = defaults; request->config is used when set) and returns the JSON document.
+ * `flags` takes OOM_SAMPLE_ALL_GPUS.
+ */
+OOM_EXPORT int oom_gpus_report(char **out, const oom_target_request *request, unsigned flags);
+
+/** The catalog as JSON: {"gpus": [{"id", "name", "vendor", "memory_bytes", ...}...]}. */
+OOM_EXPORT int oom_catalog_to_json(char **out, const oom_catalog *catalog);
 
 /* ======================================================================== workloads, estimate */
 /* (section: estimate) */

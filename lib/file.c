@@ -1,5 +1,10 @@
 /* file.c - reading whole files, and finding the data directory. */
+#define _GNU_SOURCE /* dladdr */
 #include "internal.h"
+
+#include <dlfcn.h>
+#include <limits.h>
+#include <pthread.h>
 
 #include <errno.h>
 #include <stdio.h>
@@ -44,11 +49,43 @@ static bool is_dir(const char *p)
     return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+static char located_dir[PATH_MAX];
+static pthread_once_t located_once = PTHREAD_ONCE_INIT;
+
+/* <prefix>/share/oomless next to the library (or the binary it is linked into): an installed
+ * tree moved elsewhere, or installed with `cmake --install --prefix`, still finds its data. */
+static void locate_beside_binary(void)
+{
+    Dl_info info;
+    char path[PATH_MAX], *slash;
+
+    if (!dladdr((void *)oomi_data_dir, &info) || !info.dli_fname || !realpath(info.dli_fname, path))
+        return;
+    if (!(slash = strrchr(path, '/')))
+        return;
+    *slash = '\0';
+    if (!(slash = strrchr(path, '/')))
+        return;
+    *slash = '\0';
+    if (strlen(path) + sizeof("/share/oomless/gpus") > sizeof(located_dir))
+        return;
+    snprintf(located_dir, sizeof(located_dir), "%s/share/oomless", path);
+    {
+        char probe[PATH_MAX + 8];
+        snprintf(probe, sizeof(probe), "%s/gpus", located_dir);
+        if (!is_dir(probe))
+            located_dir[0] = '\0';
+    }
+}
+
 const char *oomi_data_dir(void)
 {
     const char *env = getenv("OOMLESS_DATA_DIR");
     if (env && *env)
         return env;
+    pthread_once(&located_once, locate_beside_binary);
+    if (located_dir[0])
+        return located_dir;
     if (is_dir(OOMLESS_INSTALL_DATADIR "/gpus"))
         return OOMLESS_INSTALL_DATADIR;
     return OOMLESS_SOURCE_DATADIR;

@@ -16,6 +16,13 @@
 #define OOMI_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #else
 #define OOMI_PRINTF(f, a)
+/* ---- YAML into json-c (yamlload.c) --------------------------------------------------------
+ * Plain scalars follow the YAML 1.2 core schema (null, bool, int, float, string); quoted ones are
+ * strings. OOM_EPARSE "name:line:col: problem" on bad YAML. An empty document gives NULL. */
+struct json_object;
+int oomi_yaml_load(struct json_object **out, const char *text, size_t len, const char *name);
+int oomi_yaml_load_file(struct json_object **out, const char *path);
+
 #endif
 
 #define OOMI_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
@@ -51,7 +58,10 @@ typedef struct oomi_sb {
     bool failed;
 } oomi_sb;
 
-#define OOMI_SB_INIT {NULL, 0, 0, false}
+#define OOMI_SB_INIT                                                                               \
+    {                                                                                              \
+        NULL, 0, 0, false                                                                          \
+    }
 void oomi_sb_add(oomi_sb *sb, const char *s, size_t n);
 void oomi_sb_puts(oomi_sb *sb, const char *s);
 void oomi_sb_putc(oomi_sb *sb, char c);
@@ -76,7 +86,8 @@ int oomi_name_cmp(const char *a, const char *b);
 /* Levenshtein distance over the same normalisation, for "did you mean" lists. */
 size_t oomi_name_distance(const char *a, const char *b);
 /* Strict integer parse of a whole string into [min, max]; OOM_EINVAL naming `what`. */
-int oomi_parse_long(long long *out, const char *text, long long min, long long max, const char *what);
+int oomi_parse_long(long long *out, const char *text, long long min, long long max,
+                    const char *what);
 /* Strict floating parse of a whole string (finite); OOM_EINVAL naming `what`. */
 int oomi_parse_double(double *out, const char *text, const char *what);
 
@@ -197,5 +208,12 @@ typedef struct oomi_coef {
 } oomi_coef;
 /* the coefficients, loaded once; OOM_EIO/OOM_EPARSE naming the file and key */
 int oomi_coef_get(const oomi_coef **out);
+
+/* ---- YAML into json-c (yamlload.c) --------------------------------------------------------
+ * Plain scalars follow the YAML 1.2 core schema (null, bool, int, float, string); quoted ones are
+ * strings. OOM_EPARSE "name:line:col: problem" on bad YAML. An empty document gives NULL. */
+struct json_object;
+int oomi_yaml_load(struct json_object **out, const char *text, size_t len, const char *name);
+int oomi_yaml_load_file(struct json_object **out, const char *path);
 
 #endif

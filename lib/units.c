@@ -15,12 +15,13 @@ struct unit {
 
 /* Every unit is binary, as nvidia-smi's "MiB" and the seeds' "16gb = 16384 MB" both mean. */
 static const struct unit units[] = {
-    {"b", 0},   {"k", 10},  {"kb", 10}, {"kib", 10}, {"m", 20},  {"mb", 20},  {"mib", 20},
-    {"g", 30},  {"gb", 30}, {"gib", 30}, {"t", 40},  {"tb", 40}, {"tib", 40},
+    {"b", 0},  {"k", 10},  {"kb", 10},  {"kib", 10}, {"m", 20},  {"mb", 20},  {"mib", 20},
+    {"g", 30}, {"gb", 30}, {"gib", 30}, {"t", 40},   {"tb", 40}, {"tib", 40},
 };
 
 /* Splits "  20.5 GiB " into a number and a unit; strtod's extras (hex, inf, nan) are refused. */
-static int parse_number_unit(double *num, int *shift, bool *has_unit, const char *text, const char *what)
+static int parse_number_unit(double *num, int *shift, bool *has_unit, const char *text,
+                             const char *what)
 {
     const char *p = text, *q;
     char unit[8];
@@ -62,8 +63,8 @@ static int parse_number_unit(double *num, int *shift, bool *has_unit, const char
                          what, text);
     return OOM_OK;
 bad:
-    return oomi_fail(OOM_EINVAL, "%s '%s' is not a size (examples: 24, 20.5, 16GiB, 512MiB)",
-                     what, text);
+    return oomi_fail(OOM_EINVAL, "%s '%s' is not a size (examples: 24, 20.5, 16GiB, 512MiB)", what,
+                     text);
 }
 
 static int to_bytes(uint64_t *out, double num, int shift, const char *text, const char *what)
@@ -117,8 +118,9 @@ int oom_parse_margin(uint64_t *out, const char *text, uint64_t target_bytes)
         return OOM_OK;
     }
     if ((err = oom_parse_size(out, text, OOM_UNIT_MIB)))
-        return oomi_fail(err, "safety margin '%s' is not a size or percentage (examples: 1024, "
-                              "512MiB, 1GiB, 10%%)",
+        return oomi_fail(err,
+                         "safety margin '%s' is not a size or percentage (examples: 1024, "
+                         "512MiB, 1GiB, 10%%)",
                          text);
     return OOM_OK;
 }
@@ -150,7 +152,8 @@ int oom_budget_make(oom_budget *out, uint64_t target, uint64_t margin)
         return oomi_fail(OOM_EINVAL, "budget is missing");
     if (margin >= target)
         return oomi_fail(OOM_EINVAL, "safety margin %s is not smaller than the target VRAM %s",
-                         oom_format_size(m, sizeof(m), margin), oom_format_size(t, sizeof(t), target));
+                         oom_format_size(m, sizeof(m), margin),
+                         oom_format_size(t, sizeof(t), target));
     out->target_bytes = target;
     out->safety_margin_bytes = margin;
     out->usable_bytes = target - margin;

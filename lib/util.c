@@ -52,7 +52,8 @@ size_t oomi_name_distance(const char *a, const char *b)
     return row[lb];
 }
 
-int oomi_parse_long(long long *out, const char *text, long long min, long long max, const char *what)
+int oomi_parse_long(long long *out, const char *text, long long min, long long max,
+                    const char *what)
 {
     char *end;
     long long v;

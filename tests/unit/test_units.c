@@ -16,7 +16,8 @@ static void size_ok(const char *text, oom_size_unit unit, uint64_t want)
     if (err)
         fail_msg("'%s' refused: %s", text, oom_last_message());
     if (got != want)
-        fail_msg("'%s' -> %llu, want %llu", text, (unsigned long long)got, (unsigned long long)want);
+        fail_msg("'%s' -> %llu, want %llu", text, (unsigned long long)got,
+                 (unsigned long long)want);
 }
 
 static void size_bad(const char *text)

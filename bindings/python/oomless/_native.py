@@ -1,0 +1,81 @@
+"""ctypes declarations of liboomless: every function used gets explicit argtypes and restype.
+
+The library is found, in order: $OOMLESS_LIBRARY; liboomless.so next to this package; the
+project's build directory (for a source checkout); the system's library path.
+"""
+import ctypes
+import ctypes.util
+import os
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def _candidates():
+    env = os.environ.get("OOMLESS_LIBRARY")
+    if env:
+        yield env
+        return
+    for name in ("liboomless.so", "liboomless.so.0"):
+        yield os.path.join(_HERE, name)
+    root = os.path.dirname(os.path.dirname(os.path.dirname(_HERE)))
+    yield os.path.join(root, "build", "liboomless.so")
+    # an installed tree: <prefix>/lib/oomless/python/oomless -> <prefix>/lib/liboomless.so
+    yield os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(_HERE))), "liboomless.so.0")
+    found = ctypes.util.find_library("oomless")
+    if found:
+        yield found
+
+
+def _load():
+    errors = []
+    for path in _candidates():
+        if os.sep in path and not os.path.exists(path):
+            errors.append("%s: not found" % path)
+            continue
+        try:
+            return ctypes.CDLL(path)
+        except OSError as exc:
+            errors.append(str(exc))
+    raise ImportError("oomless: cannot load liboomless (set OOMLESS_LIBRARY): " + "; ".join(errors))
+
+
+lib = _load()
+
+c_char_p = ctypes.c_char_p
+c_int = ctypes.c_int
+c_uint = ctypes.c_uint
+c_void_p = ctypes.c_void_p
+c_size_t = ctypes.c_size_t
+c_uint64 = ctypes.c_uint64
+POINTER = ctypes.POINTER
+
+
+class TargetRequest(ctypes.Structure):
+    """oom_target_request: what the user asked for (NULL fields = default)."""
+
+    _fields_ = [("gpu", c_char_p), ("vram", c_char_p), ("margin", c_char_p), ("config", c_void_p)]
+
+
+def _declare(name, restype, *argtypes):
+    fn = getattr(lib, name)
+    fn.restype = restype
+    fn.argtypes = list(argtypes)
+    return fn
+
+
+oom_version = _declare("oom_version", c_char_p)
+oom_strerror = _declare("oom_strerror", c_char_p, c_int)
+oom_last_message = _declare("oom_last_message", c_char_p)
+oom_last_error = _declare("oom_last_error", c_int)
+oom_free = _declare("oom_free", None, c_void_p)
+oom_parse_size = _declare("oom_parse_size", c_int, POINTER(c_uint64), c_char_p, c_int)
+oom_parse_margin = _declare("oom_parse_margin", c_int, POINTER(c_uint64), c_char_p, c_uint64)
+oom_config_load = _declare("oom_config_load", c_int, POINTER(c_void_p), c_char_p)
+oom_config_free = _declare("oom_config_free", None, c_void_p)
+oom_catalog_load = _declare("oom_catalog_load", c_int, POINTER(c_void_p), c_void_p)
+oom_catalog_free = _declare("oom_catalog_free", None, c_void_p)
+oom_catalog_to_json = _declare("oom_catalog_to_json", c_int, POINTER(c_void_p), c_void_p)
+oom_gpus_report = _declare("oom_gpus_report", c_int, POINTER(c_void_p), POINTER(TargetRequest), c_uint)
+
+OOM_UNIT_BYTES, OOM_UNIT_MIB, OOM_UNIT_GIB = 0, 1, 2
+OOM_SAMPLE_PROCESSES, OOM_SAMPLE_ALL_GPUS = 1, 2

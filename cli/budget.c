@@ -1,0 +1,59 @@
+/* budget.c - the --gpu/--vram/--vram-safety-margin/--config options every planning command has. */
+#include "cli.h"
+
+#include <string.h>
+
+int cli_budget_option(struct cli_budget *b, int opt, const char *arg)
+{
+    switch (opt) {
+    case OPT_GPU:
+        b->gpu = arg;
+        return 1;
+    case OPT_VRAM:
+        b->vram = arg;
+        return 1;
+    case OPT_MARGIN:
+        b->margin = arg;
+        return 1;
+    case OPT_CONFIG:
+        b->config = arg;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+int cli_budget_resolve(struct cli_target *t, const char *cmd, const struct cli_budget *b)
+{
+    oom_target_request req;
+    int err;
+    char size[16];
+
+    memset(t, 0, sizeof(*t));
+    if ((err = oom_config_load(&t->config, b->config)) ||
+        (err = oom_catalog_load(&t->catalog, t->config))) {
+        cli_budget_done(t);
+        return cli_fail(cmd, err);
+    }
+    req = (oom_target_request){b->gpu, b->vram, b->margin, t->config};
+    if ((err = oom_target_resolve(&t->target, &req, t->catalog))) {
+        cli_budget_done(t);
+        return cli_fail(cmd, err);
+    }
+    t->resolved = 1;
+    if (t->target.fallback)
+        cli_notice("no GPU found (%s); planning for profile '%s' (%s). Use --gpu NAME to choose "
+                   "another.",
+                   t->target.reason, t->target.profile.id,
+                   oom_format_size(size, sizeof(size), t->target.profile.memory_bytes));
+    return EXIT_OK;
+}
+
+void cli_budget_done(struct cli_target *t)
+{
+    if (t->resolved)
+        oom_target_free(&t->target);
+    oom_catalog_free(t->catalog);
+    oom_config_free(t->config);
+    memset(t, 0, sizeof(*t));
+}

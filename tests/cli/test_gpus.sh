@@ -1,0 +1,152 @@
+#!/bin/bash
+# test_gpus.sh - `oomless gpus` against the fake NVML: listing, JSON, CUDA_VISIBLE_DEVICES,
+# budgets, missing/failing NVML, bad values.
+. "$(dirname "$0")/lib.sh"
+unset CUDA_VISIBLE_DEVICES OOMLESS_GPU GPU_PROFILE
+
+SPEC='driver 550.54.15
+cuda 12040
+gpu name="NVIDIA GeForce RTX 4090" uuid=GPU-4090aaaa-1111-2222-3333-444444444444 total=25757220864 used=1073741824 cc=8.9
+gpu name="NVIDIA A100-SXM4-80GB" uuid=GPU-a100bbbb-1111-2222-3333-444444444444 total=85899345920 used=0 cc=8.0'
+
+fake_nvml "$SPEC"
+oom gpus
+expect_rc 0 "gpus"
+expect_golden gpus-two.txt "gpus human output"
+
+oom gpus --json
+expect_rc 0 "gpus --json"
+expect_one_json "gpus --json"
+expect_json '.gpus | length' 2 "two GPUs"
+expect_json '.gpus[0].name' "NVIDIA GeForce RTX 4090" "first name"
+expect_json '.gpus[0].total_bytes' 25757220864 "4090 total bytes"
+expect_json '.gpus[0].used_bytes' 1073741824 "4090 used bytes"
+expect_json '.gpus[0].free_bytes' 24683479040 "4090 free bytes"
+expect_json '.gpus[1].total_bytes' 85899345920 "A100 total bytes"
+expect_json '.gpus[1].uuid' "GPU-a100bbbb-1111-2222-3333-444444444444" "A100 uuid"
+expect_json '.gpus[1].compute_capability' "8.0" "A100 cc"
+expect_json '.total_bytes' 111656566784 "total"
+expect_json '.mixed' true "mixed"
+expect_json '.driver_version' "550.54.15" "driver"
+expect_json '.budget.target_bytes' 25757220864 "budget: the smallest GPU"
+expect_json '.budget.safety_margin_bytes' 1073741824 "default margin 1 GiB"
+expect_json '.budget.usable_bytes' 24683479040 "usable"
+expect_json '.target.profile' "rtx-4090" "matched profile"
+expect_json '.target.detected' true "detected"
+expect_eq "$ERR" "" "nothing on stderr"
+
+CUDA_VISIBLE_DEVICES=1 oom gpus --json
+expect_json '.gpus | length' 1 "CVD=1: one GPU"
+expect_json '.gpus[0].name' "NVIDIA A100-SXM4-80GB" "CVD=1 picks the A100"
+expect_json '.gpus[0].index' 0 "renumbered index"
+expect_json '.gpus[0].nvml_index' 1 "NVML index kept"
+expect_json '.budget.target_bytes' 85899345920 "budget of the A100"
+
+CUDA_VISIBLE_DEVICES=GPU-4090aaaa-1111-2222-3333-444444444444 oom gpus --json
+expect_json '.gpus | length' 1 "CVD=uuid: one GPU"
+expect_json '.gpus[0].name' "NVIDIA GeForce RTX 4090" "CVD=uuid picks the 4090"
+CUDA_VISIBLE_DEVICES=GPU-a100 oom gpus --json
+expect_json '.gpus[0].name' "NVIDIA A100-SXM4-80GB" "CVD=uuid prefix"
+CUDA_VISIBLE_DEVICES=1,0 oom gpus --json
+expect_json '[.gpus[].nvml_index] | join(",")' "1,0" "CVD order"
+CUDA_VISIBLE_DEVICES=1,7,0 oom gpus --json
+expect_json '.gpus | length' 1 "invalid entry ends the list"
+CUDA_VISIBLE_DEVICES= oom gpus --json
+expect_json '.gpus | length' 0 "empty CVD hides all"
+expect_json '.target.fallback' true "no visible GPU: fallback profile"
+CUDA_VISIBLE_DEVICES= oom gpus --all --json
+expect_json '.gpus | length' 2 "--all ignores CVD"
+
+oom gpus --vram 20.5 --vram-safety-margin 512 --json
+expect_rc 0 "vram + margin"
+expect_json '.budget.usable_bytes' $((20 * 1024 * 1024 * 1024 + 512 * 1024 * 1024 - 512 * 1024 * 1024)) "usable = 20.5 GiB - 512 MiB"
+expect_json '.budget.target_bytes' 22011707392 "target = 20.5 GiB"
+oom gpus --vram 24 --vram-safety-margin 10% --json
+expect_json '.budget.safety_margin_bytes' 2576980378 "10% margin"
+
+oom gpus --vram banana
+expect_rc 2 "--vram banana"
+expect_contains "$ERR" "'banana'" "error quotes the value"
+for bad in -3 1e999 "16 XB" ""; do
+    oom gpus --vram "$bad"
+    expect_rc 2 "--vram '$bad'"
+    expect_contains "$ERR" "'$bad'" "error quotes '$bad'"
+done
+oom gpus --vram-safety-margin lots
+expect_rc 2 "bad margin"
+oom gpus --vram 1 --vram-safety-margin 2GiB
+expect_rc 2 "margin larger than target"
+
+oom gpus --gpu a100_80gb --json
+expect_json '.budget.target_bytes' 85899345920 "profile a100_80gb"
+expect_json '.target.detected' false "profile is not detected"
+GPU_PROFILE=a100_40gb oom gpus --json
+expect_json '.target.profile' "a100-40gb" "GPU_PROFILE env"
+OOMLESS_GPU=h100 GPU_PROFILE=a100_40gb oom gpus --json
+expect_json '.target.profile' "h100-sxm" "OOMLESS_GPU wins over GPU_PROFILE"
+OOMLESS_GPU=h100 oom gpus --gpu l4 --json
+expect_json '.target.profile' "l4" "--gpu wins over env"
+oom gpus --gpu a100-81gb
+expect_rc 2 "unknown profile"
+expect_contains "$ERR" "a100-81gb" "names the unknown profile"
+expect_contains "$ERR" "a100-80gb" "suggests the closest"
+oom gpus --gpu 1 --json
+expect_json '.target.name' "NVIDIA A100-SXM4-80GB" "--gpu INDEX"
+oom gpus --gpu 9
+expect_rc 2 "--gpu index not visible"
+
+# a config file adds a GPU and changes the defaults
+cat >"$TMP/config.yaml" <<'YAML'
+defaults:
+  safety_margin: 2GiB
+  profile: lab-card
+gpus:
+  - {id: lab-card, name: Lab card, memory: 20GiB}
+YAML
+oom gpus --config "$TMP/config.yaml" --gpu lab-card --json
+expect_json '.budget.target_bytes' 21474836480 "config GPU"
+expect_json '.budget.safety_margin_bytes' 2147483648 "config margin"
+oom gpus --catalog --config "$TMP/config.yaml"
+expect_contains "$OUT" "lab-card" "catalog lists the config GPU"
+printf 'defaults: [\n' >"$TMP/bad.yaml"
+oom gpus --config "$TMP/bad.yaml"
+expect_rc 2 "bad config"
+expect_contains "$ERR" "bad.yaml:" "names the file"
+
+# no NVML: a notice, exit 0, the default profile
+no_nvml
+oom gpus
+expect_rc 0 "no NVML: exit 0"
+expect_contains "$ERR" "no GPU found" "notice"
+expect_contains "$ERR" "rtx-4090" "names the default profile"
+expect_eq "$(printf '%s\n' "$ERR" | wc -l)" 1 "one-line notice"
+expect_contains "$OUT" "Usable VRAM:   22.99 GiB (23540 MiB)" "budget of the default profile"
+oom gpus --json
+expect_one_json "no NVML json"
+expect_json '.gpus | length' 0 "no GPUs"
+expect_json '.target.fallback' true "fallback"
+
+# NVML init failing
+fake_nvml "init_error 9"
+oom gpus --json
+expect_rc 0 "init failure: exit 0"
+expect_json '.target.reason' "NVML init failed: Driver Not Loaded (error 9)" "reason"
+
+# catalog
+oom gpus --catalog --json
+expect_one_json "catalog json"
+expect_json '[.gpus[] | select(.id == "h200")][0].memory_bytes' 150754820096 "h200 in the catalog"
+oom gpus --catalog
+expect_contains "$OUT" "rtx-4090" "catalog text"
+
+# usage
+oom gpus --frobnicate
+expect_rc 2 "unknown option"
+oom gpus --help
+expect_rc 0 "help"
+expect_contains "$OUT" "--vram-safety-margin" "help lists options"
+oom --version
+expect_contains "$OUT" "oomless 0.1.0" "version"
+oom frobnicate
+expect_rc 2 "unknown command"
+finish

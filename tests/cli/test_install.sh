@@ -1,0 +1,38 @@
+#!/bin/bash
+# test_install.sh - `cmake --install` lays out binary, library, header, pkg-config file, man page,
+# completion and data; a C program builds against the installed library with pkg-config, and the
+# installed binary finds its data without help.
+. "$(dirname "$0")/lib.sh"
+PREFIX="$TMP/prefix"
+run cmake --install "$OOMLESS_BUILD" --prefix "$PREFIX"
+expect_rc 0 "cmake --install"
+LIBDIR=$(ls -d "$PREFIX"/lib* | head -1)
+for f in bin/oomless include/oomless.h share/man/man1/oomless.1 \
+         share/bash-completion/completions/oomless share/oomless/gpus/catalog.yaml; do
+    if [ -e "$PREFIX/$f" ]; then ok; else bad "installed $f missing"; fi
+done
+for f in liboomless.so liboomless.a pkgconfig/oomless.pc; do
+    if ls "$LIBDIR"/$f >/dev/null 2>&1 || ls "$LIBDIR"/*/$f >/dev/null 2>&1; then ok; else bad "installed $f missing"; fi
+done
+PC_DIR=$(dirname "$(find "$PREFIX" -name oomless.pc | head -1)")
+# the .pc file was generated for the configured prefix; point pkg-config at the test prefix
+sed -i "s|^prefix=.*|prefix=$PREFIX|; s|^libdir=.*|libdir=$(dirname "$PC_DIR")|; s|^includedir=.*|includedir=$PREFIX/include|" "$PC_DIR/oomless.pc"
+run env PKG_CONFIG_PATH="$PC_DIR" pkg-config --cflags --libs oomless
+expect_rc 0 "pkg-config"
+expect_contains "$OUT" "-loomless" "pkg-config libs"
+FLAGS=$OUT
+for ex in "$OOMLESS_SRC"/examples/*.c; do
+    name=$(basename "$ex" .c)
+    # shellcheck disable=SC2086
+    run cc -std=c11 -Wall -Wextra -Werror "$ex" $FLAGS -o "$TMP/$name"
+    expect_rc 0 "examples/$name.c builds against the installed library"
+done
+unset OOMLESS_DATA_DIR
+run env LD_LIBRARY_PATH="$(dirname "$PC_DIR")" "$TMP/budget" a100_80gb
+expect_rc 0 "example runs"
+expect_eq "$OUT" "a100-80gb: 79.00 GiB usable" "example output"
+run "$PREFIX/bin/oomless" gpus --gpu l4 --json
+expect_rc 0 "installed binary finds its data"
+expect_contains "$OUT" '"usable_bytes": 23079157760' "installed binary budget"
+expect_contains "$(cat "$PREFIX/share/man/man1/oomless.1")" "oomless" "man page content"
+finish
