@@ -165,7 +165,7 @@ static int report(const plan_args *a, const oom_plan_result *r)
     }
     if ((err = oom_plan_format(&text, r, a->format)))
         return cli_fail(CMD, err);
-    if (!strcmp(a->format, "json"))
+    if (!strcmp(a->format, "json") || !strcmp(a->format, "deepspeed"))
         cli_print_json(text);
     else
         fputs(text, stdout);

@@ -33,7 +33,7 @@ typedef struct search {
     size_t nseq;
     oom_plan_choice *all; /* per family: its best fit and the next larger micro-batch */
     size_t nall, cap;
-    oom_plan_choice best, smallest;
+    oom_plan_choice best, smallest, fixed_smallest; /* fixed_: before any downscaling */
     bool have_best, have_smallest;
     long candidates;
 } search;
@@ -483,7 +483,7 @@ static void fill_result(search *s, oom_plan_result *res)
         oomi_plan_note(res->notices, &res->n_notices,
                        "DOWNSCALED: batch size %ld does not fit (smallest device peak %s > usable "
                        "%s); lowered to %ld x grad-accum %ld (effective batch %ld)",
-                       r->fixed_batch, OOMI_SZ(a, res->smallest.estimate.device_peak),
+                       r->fixed_batch, OOMI_SZ(a, s->fixed_smallest.estimate.device_peak),
                        OOMI_SZ(b, s->usable), s->best.knobs.batch, s->best.knobs.grad_accum,
                        s->best.effective_batch);
     }
@@ -522,7 +522,7 @@ static int setup(search *s, oom_plan_result *res)
         memset(&s->base, 0, sizeof(s->base));
         s->base.batch = s->base.grad_accum = s->base.gpus = 1;
         s->base.seq_len = r->fixed_seq > 0 ? r->fixed_seq : 1;
-        s->base.precision = OOM_PRECISION_AMP_BF16;
+        s->base.precision = OOM_PRECISION_AUTO; /* not the planner's to say */
     }
     if (r->fixed_seq > 0)
         s->base.seq_len = r->fixed_seq;
@@ -633,6 +633,7 @@ int oom_plan_run(oom_plan_result **out, const oom_plan_request *r)
     /* the request as given, then each fixed value the request lets the planner lower */
     if ((err = search_all(&s, 0)))
         goto done;
+    s.fixed_smallest = s.smallest;
     if (!s.have_best && (r->downscale & OOM_DOWNSCALE_BATCH) && r->fixed_batch)
         if ((err = search_all(&s, relax = OOM_DOWNSCALE_BATCH)))
             goto done;

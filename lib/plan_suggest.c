@@ -41,18 +41,22 @@ static long longest_seq(oom_workload *w, oom_knobs k, uint64_t usable)
         else
             hi = k.seq_len - 1;
     }
-    return best;
+    return best >= 256 ? best / 64 * 64 : best; /* a round number */
 }
 
-static void suggest_training(oom_plan_result *res, oom_workload *w, oom_knobs k0,
-                             uint64_t usable)
+static void suggest_training(oom_plan_result *res, const oom_plan_request *r, oom_workload *w,
+                             oom_knobs k0, uint64_t usable)
 {
     oom_knobs k;
     uint64_t peak;
     char a[16];
     long g, s;
 
-    k0.batch = 1, k0.grad_accum = 1, k0.checkpointing = OOM_CHECKPOINTING_FULL;
+    if (!r->fixed_batch || (r->downscale & OOM_DOWNSCALE_BATCH))
+        k0.batch = 1;
+    if (!r->fixed_checkpointing || (r->downscale & OOM_DOWNSCALE_CHECKPOINTING))
+        k0.checkpointing = OOM_CHECKPOINTING_FULL;
+    k0.grad_accum = 1;
     for (g = k0.gpus > 1 ? k0.gpus * 2 : 2; g <= 512; g *= 2) {
         k = k0, k.gpus = g, k.sharding = OOM_SHARDING_ZERO3, k.offload = OOM_OFFLOAD_NONE;
         if (fits_with(w, &k, usable, &peak)) {
@@ -75,7 +79,8 @@ static void suggest_training(oom_plan_result *res, oom_workload *w, oom_knobs k0
             "device peak %s, much slower steps)",
             OOMI_SZ(a, peak));
     if ((s = longest_seq(w, k0, usable)) > 0)
-        add(res, "a shorter sequence: --seq %ld (batch 1, full checkpointing)", s);
+        add(res, "a shorter sequence: --seq %ld (batch %ld, checkpointing %s)", s, k0.batch,
+            oom_checkpointing_name(k0.checkpointing));
 }
 
 static void suggest_inference(oom_plan_result *res, oom_workload *w, oom_knobs k0,
@@ -111,7 +116,7 @@ int oomi_plan_suggest(oom_plan_result *res, const oom_plan_request *r, oom_workl
     if (w && smallest->method == OOM_METHOD_INFERENCE)
         suggest_inference(res, w, *smallest, usable);
     else if (w)
-        suggest_training(res, w, *smallest, usable);
+        suggest_training(res, r, w, *smallest, usable);
     else if (r->line && r->line->fixed_bytes > usable)
         add(res, "the fixed part alone (%s) is over the usable %s: reduce the model",
             OOMI_SZ(a, r->line->fixed_bytes), OOMI_SZ(b, usable));

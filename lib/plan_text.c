@@ -21,8 +21,8 @@ static void config_block(oomi_sb *sb, const oom_plan_result *r)
 {
     const oom_knobs *k = &r->best.knobs;
     char a[16], b[16], desc[160];
-    oomi_sb_printf(sb, LINE "Optimized Configuration (%s, %s on %s)\n" LINE, r->model,
-                   r->measured ? "measured line" : oom_method_name(k->method),
+    oomi_sb_printf(sb, LINE "Optimized Configuration (%s%s%s on %s)\n" LINE, r->model,
+                   r->measured ? "" : ", ", r->measured ? "" : oom_method_name(k->method),
                    r->gpu_name[0] ? r->gpu_name : "the given budget");
     if (r->inference) {
         kvl(sb, "batch_size (max samples)", k->batch);
@@ -102,6 +102,9 @@ static void describe(char *buf, size_t n, const oom_plan_choice *c, bool measure
     const oom_knobs *k = &c->knobs;
     if (measured)
         snprintf(buf, n, "batch %ld x %ld", k->batch, k->grad_accum);
+    else if (k->method == OOM_METHOD_INFERENCE)
+        snprintf(buf, n, "batch %ld, seq %ld, %s", k->batch, k->seq_len,
+                 oom_precision_name(k->precision));
     else
         snprintf(buf, n, "batch %ld x %ld, seq %ld, ckpt %s, %s, %s%s%s%s%s", k->batch,
                  k->grad_accum, k->seq_len, oom_checkpointing_name(k->checkpointing),

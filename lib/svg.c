@@ -41,14 +41,15 @@ static void header(oomi_sb *sb, const char *title)
     oomi_sb_puts(sb, "</text>\n");
 }
 
+/* a dashed budget line from x0 to x1, labelled just after x1 */
 static void hline(oomi_sb *sb, double x0, double x1, double y, const char *colour,
                   const char *label)
 {
     oomi_sb_printf(sb,
                    "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
                    "stroke-width=\"2\" stroke-dasharray=\"6 4\"/>\n"
-                   "<text x=\"%.1f\" y=\"%.1f\" fill=\"%s\" text-anchor=\"end\">%s</text>\n",
-                   x0, y, x1, y, colour, x1, y - 4, colour, label);
+                   "<text x=\"%.1f\" y=\"%.1f\" fill=\"%s\">%s</text>\n",
+                   x0, y, x1, y, colour, x1 + 4, y + 4, colour, label);
 }
 
 static void axis(oomi_sb *sb, double x0, double x1, double vmax)
@@ -63,8 +64,8 @@ static void axis(oomi_sb *sb, double x0, double x1, double vmax)
                        x0, ypos(v, vmax), x1, ypos(v, vmax), x0 - 4, ypos(v, vmax) + 4, v);
 }
 
-/* the stacked bar at x..x+60 with its legend to the right */
-static void bar(oomi_sb *sb, const oom_estimate *e, double x, double vmax)
+/* the stacked bar at x..x+60, its legend at lx */
+static void bar(oomi_sb *sb, const oom_estimate *e, double x, double lx, double vmax)
 {
     const char *names[] = {"weights",     "gradients",       "optimizer", "activations",
                            "logits",      "KV cache",        "temporaries", "allocator cache",
@@ -87,7 +88,7 @@ static void bar(oomi_sb *sb, const oom_estimate *e, double x, double vmax)
         oomi_sb_printf(sb,
                        "<rect x=\"%.1f\" y=\"%d\" width=\"10\" height=\"10\" fill=\"%s\"/>"
                        "<text x=\"%.1f\" y=\"%d\">%s %.2f GiB</text>\n",
-                       x + 70, TOP + 16 * legend, colours[i], x + 84, TOP + 9 + 16 * legend,
+                       lx, TOP + 16 * legend, colours[i], lx + 14, TOP + 9 + 16 * legend,
                        names[i], v);
         legend++;
     }
@@ -128,13 +129,29 @@ int oom_estimate_svg(char **out, const oom_workload *w, const oom_estimate *e,
              oom_workload_model(&mi, w) ? "?" : mi.name);
     oomi_clear_error();
     header(&sb, title);
-    axis(&sb, 90, 300, top);
-    bar(&sb, e, 150, top);
+    axis(&sb, 90, 230, top);
+    bar(&sb, e, 130, 330, top);
     if (b) {
-        hline(&sb, 90, 300, ypos(gib(b->usable_bytes), top), "#c00", "usable");
-        hline(&sb, 90, 300, ypos(gib(b->target_bytes), top), "#888", "VRAM");
+        hline(&sb, 90, 230, ypos(gib(b->usable_bytes), top), "#c00", "usable");
+        hline(&sb, 90, 230, ypos(gib(b->target_bytes), top), "#888", "VRAM");
     }
     return finish(out, &sb);
+}
+
+/* the curve's scale: its points up to 3x the bar's scale */
+static double curve_max(const oom_plan_result *r, double top)
+{
+    double m = top;
+    size_t i;
+    for (i = 0; i < r->n_curve; i++) {
+        double a = r->curve_peak_none[i] == UINT64_MAX ? 0 : gib(r->curve_peak_none[i]);
+        double b = r->curve_peak_full[i] == UINT64_MAX ? 0 : gib(r->curve_peak_full[i]);
+        if (a > m && a <= 3 * top)
+            m = a;
+        if (b > m && b <= 3 * top)
+            m = b;
+    }
+    return scale_max(m);
 }
 
 /* device peak versus micro-batch (x: log2 of the batch) */
@@ -160,6 +177,11 @@ static void curve(oomi_sb *sb, const oom_plan_result *r, double x0, double x1, d
             pen = true;
         }
         oomi_sb_puts(sb, "\"/>\n");
+        for (i = 0; i < r->n_curve; i++)
+            if (p[i] != UINT64_MAX && gib(p[i]) <= vmax)
+                oomi_sb_printf(sb, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n",
+                               XP(r->curve_batch[i]), ypos(gib(p[i]), vmax),
+                               pass ? "#59a14f" : "#4e79a7");
     }
     for (i = 0; i < r->n_curve; i++)
         oomi_sb_printf(sb, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%ld</text>\n",
@@ -176,7 +198,7 @@ static void curve(oomi_sb *sb, const oom_plan_result *r, double x0, double x1, d
     oomi_sb_printf(sb,
                    "<text x=\"%.1f\" y=\"%d\" fill=\"#4e79a7\">no checkpointing</text>"
                    "<text x=\"%.1f\" y=\"%d\" fill=\"#59a14f\">full checkpointing</text>\n",
-                   x0 + 10, TOP, x0 + 140, TOP);
+                   x0, TOP - 8, x0 + 120, TOP - 8);
 #undef XP
 }
 
@@ -196,11 +218,12 @@ int oom_plan_svg(char **out, const oom_plan_result *r)
              r->gpu_name[0] ? r->gpu_name : "budget", r->best.knobs.batch,
              r->best.knobs.grad_accum, r->best.knobs.seq_len);
     header(&sb, title);
-    axis(&sb, 80, 250, top);
-    bar(&sb, &r->best.estimate, 100, top);
-    hline(&sb, 80, 250, ypos(gib(r->budget.usable_bytes), top), "#c00", "usable");
-    axis(&sb, 470, 740, top);
-    curve(&sb, r, 480, 730, top);
-    hline(&sb, 470, 740, ypos(gib(r->budget.usable_bytes), top), "#c00", "usable");
+    axis(&sb, 70, 190, top);
+    bar(&sb, &r->best.estimate, 100, 250, top);
+    hline(&sb, 70, 190, ypos(gib(r->budget.usable_bytes), top), "#c00", "usable");
+    top = curve_max(r, top);
+    axis(&sb, 500, 700, top);
+    curve(&sb, r, 510, 690, top);
+    hline(&sb, 500, 700, ypos(gib(r->budget.usable_bytes), top), "#c00", "usable");
     return finish(out, &sb);
 }
