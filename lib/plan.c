@@ -252,7 +252,7 @@ static int build_micro(search *s, bool below)
                 add_micro(s, m, 1);
         return OOM_OK;
     }
-    per = s->eff / s->gpus;
+    per = (s->eff + s->gpus - 1) / s->gpus; /* exact unless allow_inexact (checked in setup) */
     for (m = 1; m <= per && s->nmicro < MAX_MICRO; m++) {
         long acc;
         if (fb && (below ? m >= fb : m != fb))

@@ -43,13 +43,13 @@ static void header(oomi_sb *sb, const char *title)
 
 /* a dashed budget line from x0 to x1, labelled just after x1 */
 static void hline(oomi_sb *sb, double x0, double x1, double y, const char *colour,
-                  const char *label)
+                  const char *label, double dy)
 {
     oomi_sb_printf(sb,
                    "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
                    "stroke-width=\"2\" stroke-dasharray=\"6 4\"/>\n"
                    "<text x=\"%.1f\" y=\"%.1f\" fill=\"%s\">%s</text>\n",
-                   x0, y, x1, y, colour, x1 + 4, y + 4, colour, label);
+                   x0, y, x1, y, colour, x1 + 4, y + dy, colour, label);
 }
 
 static void axis(oomi_sb *sb, double x0, double x1, double vmax)
@@ -132,8 +132,8 @@ int oom_estimate_svg(char **out, const oom_workload *w, const oom_estimate *e,
     axis(&sb, 90, 230, top);
     bar(&sb, e, 130, 330, top);
     if (b) {
-        hline(&sb, 90, 230, ypos(gib(b->usable_bytes), top), "#c00", "usable");
-        hline(&sb, 90, 230, ypos(gib(b->target_bytes), top), "#888", "VRAM");
+        hline(&sb, 90, 230, ypos(gib(b->usable_bytes), top), "#c00", "usable", 12);
+        hline(&sb, 90, 230, ypos(gib(b->target_bytes), top), "#888", "VRAM", -3);
     }
     return finish(out, &sb);
 }
@@ -220,10 +220,10 @@ int oom_plan_svg(char **out, const oom_plan_result *r)
     header(&sb, title);
     axis(&sb, 70, 190, top);
     bar(&sb, &r->best.estimate, 100, 250, top);
-    hline(&sb, 70, 190, ypos(gib(r->budget.usable_bytes), top), "#c00", "usable");
+    hline(&sb, 70, 190, ypos(gib(r->budget.usable_bytes), top), "#c00", "usable", 12);
     top = curve_max(r, top);
     axis(&sb, 500, 700, top);
     curve(&sb, r, 510, 690, top);
-    hline(&sb, 500, 700, ypos(gib(r->budget.usable_bytes), top), "#c00", "usable");
+    hline(&sb, 500, 700, ypos(gib(r->budget.usable_bytes), top), "#c00", "usable", 12);
     return finish(out, &sb);
 }
