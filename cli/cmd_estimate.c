@@ -31,7 +31,7 @@ static void usage(FILE *out)
                  "(max_memory_reserved) and device (nvidia-smi: reserved + CUDA context).\n\n"
                  "Workload:\n");
     for (i = 0; i < n; i++) {
-        char left[64];
+        char left[128];
         snprintf(left, sizeof(left), "--%s %s", o[i].name, o[i].metavar);
         if (strlen(left) > 28)
             fprintf(out, "  %s\n  %-28s %s\n", left, "", o[i].help);
@@ -54,21 +54,20 @@ static int list_models(bool json)
 {
     oom_preset *p = NULL;
     size_t n = 0, i;
-    int err = oom_model_presets(&p, &n);
-    if (err)
-        return cli_fail(CMD, err);
-    if (json)
-        fputs("[\n", stdout);
-    for (i = 0; i < n; i++) {
-        if (json)
-            printf("  {\"name\": \"%s\", \"family\": \"%s\", \"params\": %llu}%s\n", p[i].name,
-                   p[i].family, (unsigned long long)p[i].params, i + 1 < n ? "," : "");
-        else
-            printf("%-16s %-12s %8.2f B params\n", p[i].name, p[i].family,
-                   (double)p[i].params / 1e9);
+    char *text = NULL;
+    int err, rc;
+    if (json) {
+        if ((err = oom_model_presets_json(&text)))
+            return cli_fail(CMD, err);
+        rc = cli_print_json(text);
+        oom_free(text);
+        return rc;
     }
-    if (json)
-        fputs("]\n", stdout);
+    if ((err = oom_model_presets(&p, &n)))
+        return cli_fail(CMD, err);
+    for (i = 0; i < n; i++) {
+        printf("%-16s %-12s %8.2f B params\n", p[i].name, p[i].family, (double)p[i].params / 1e9);
+    }
     oom_model_presets_free(p, n);
     return EXIT_OK;
 }

@@ -375,7 +375,7 @@ typedef enum oom_method {
 /** Numeric precision. fp16/bf16: parameters held in that dtype (model.to(dtype));
  *  amp-*: autocast with fp32 parameters; int8/4bit: quantized base weights (inference, LoRA). */
 typedef enum oom_precision {
-    OOM_PRECISION_AUTO = 0, /**< amp-bf16 for full training, bf16 for LoRA and inference, 4bit for QLoRA */
+    OOM_PRECISION_AUTO = 0, /**< amp-bf16 full training, bf16 LoRA/inference, 4bit QLoRA */
     OOM_PRECISION_FP32 = 1,
     OOM_PRECISION_FP16 = 2,
     OOM_PRECISION_BF16 = 3,
@@ -410,8 +410,8 @@ typedef enum oom_attention {
 } oom_attention;
 
 typedef enum oom_loss {
-    OOM_LOSS_STANDARD = 0, /**< full logits, fp32 upcast for cross-entropy (transformers' default) */
-    OOM_LOSS_CHUNKED = 1,  /**< chunked / fused linear + cross-entropy (Liger, torchtune, Unsloth) */
+    OOM_LOSS_STANDARD = 0, /**< full logits, fp32 upcast for cross-entropy (transformers) */
+    OOM_LOSS_CHUNKED = 1,  /**< chunked / fused linear + cross-entropy (Liger, torchtune) */
 } oom_loss;
 
 typedef enum oom_sharding {
@@ -468,8 +468,9 @@ OOM_EXPORT int oom_workload_clone(oom_workload **out, const oom_workload *w);
  * Sets one option from text. `key` is the CLI option name without dashes; '_' may stand for '-'
  * ("lora_rank"). Keys and values are listed by oom_workload_options(). "model" loads the config
  * at once: a preset name (see oom_model_presets) or a path to a config.json (or a directory
- * holding one). Errors: OOM_ENOTFOUND for an unknown key or preset (the message names it and the
- * closest names), OOM_EINVAL for a bad value (the message names key and value), OOM_EIO /
+ * holding one; a preset also matches case-insensitively or by the last part of a Hub id).
+ * Errors: OOM_ENOTFOUND for an unknown key, preset or missing file (the message names it and the
+ * closest preset), OOM_EINVAL for a bad value (the message names key and value), OOM_EIO /
  * OOM_EPARSE / OOM_EUNSUPPORTED for a config that cannot be read, parsed or modelled (the message
  * names the file and the missing or bad key). On failure the workload is unchanged.
  */
@@ -481,7 +482,7 @@ OOM_EXPORT int oom_workload_set(oom_workload *w, const char *key, const char *va
  */
 OOM_EXPORT int oom_workload_get(char **out, const oom_workload *w, const char *key);
 
-/** One option of a workload: its name (CLI spelling), metavar, one line of help with the default. */
+/** One option of a workload: name (CLI spelling), metavar, one line of help with the default. */
 typedef struct oom_option {
     const char *name;    /**< "lora-rank" */
     const char *metavar; /**< "R" */
@@ -526,7 +527,7 @@ typedef struct oom_model_info {
     long layers;             /**< decoder (or only) layers */
     long encoder_layers;     /**< T5: encoder layers; else 0 */
     long hidden, heads, kv_heads, head_dim, ffn, vocab;
-    long max_positions;      /**< 0 when the model has no limit (relative positions) */
+    long max_positions;      /**< 0: no limit given (relative positions, ALiBi) */
     long experts, experts_per_token; /**< 0 for dense models */
     uint64_t params;         /**< all parameters */
 } oom_model_info;
@@ -547,6 +548,8 @@ typedef struct oom_preset {
  */
 OOM_EXPORT int oom_model_presets(oom_preset **out, size_t *count);
 OOM_EXPORT void oom_model_presets_free(oom_preset *presets, size_t count);
+/** The presets as a JSON array of {"name", "family", "params"}; release with oom_free(). */
+OOM_EXPORT int oom_model_presets_json(char **out);
 
 /** The phase of a step at which memory peaks. */
 typedef enum oom_phase {
@@ -560,7 +563,7 @@ OOM_EXPORT const char *oom_phase_name(oom_phase v);
 
 /**
  * An estimate, per GPU. The breakdown fields are the bytes live at the peak phase; they add up to
- * allocated_peak. All sizes are bytes.
+ * allocated_peak. All sizes are bytes (a field saturates at 2^60 for absurd inputs).
  */
 typedef struct oom_estimate {
     uint64_t weights;     /**< parameters (and quantisation constants), this GPU's share */
@@ -569,22 +572,22 @@ typedef struct oom_estimate {
     uint64_t activations; /**< tensors saved for backward (inference: one layer's working set) */
     uint64_t logits;      /**< logits and the loss path (fp32 upcast, log-softmax, its gradient) */
     uint64_t kv_cache;    /**< inference KV cache */
-    uint64_t temporaries; /**< autocast weight copies, optimizer-step temporaries, gathered shards */
-    uint64_t overhead;    /**< CUDA context + library workspaces (+ NCCL) outside PyTorch's allocator */
+    uint64_t temporaries; /**< autocast weight copies, optimizer-step temporaries, ZeRO-3 gathers */
+    uint64_t overhead;    /**< CUDA context + workspaces (+ NCCL) outside PyTorch's allocator */
     uint64_t allocated_peak; /**< ~ torch.cuda.max_memory_allocated() */
     uint64_t reserved_peak;  /**< ~ torch.cuda.max_memory_reserved() (caching-allocator rounding) */
     uint64_t device_peak;    /**< ~ NVML / nvidia-smi for the process: reserved + overhead */
     oom_phase peak_phase;
     uint64_t params_total;     /**< all parameters of the model */
     uint64_t params_trainable; /**< trained parameters (LoRA: the adapters; inference: 0) */
-    double flops_per_token;    /**< training: 6Ψ + attention (8Ψ with full recompute); inference 2Ψ */
+    double flops_per_token;    /**< 6Ψ + attention training (8Ψ full recompute, 4Ψ LoRA), 2Ψ inference */
     double flops_per_step;     /**< per GPU per optimizer step (all micro-batches) */
     uint64_t tokens_per_step;  /**< per GPU: batch × seq × grad_accum */
 } oom_estimate;
 
 /**
  * Estimates the workload's peak memory per GPU. Validates first (see oom_workload_validate) and
- * loads data/coefficients.json (once per process; $OOMLESS_DATA_DIR applies). OOM_EINVAL for an
+ * loads data/coefficients.json (kept once loaded; $OOMLESS_DATA_DIR applies). OOM_EINVAL for an
  * impossible combination, OOM_EIO/OOM_EPARSE for an unreadable coefficients file.
  */
 OOM_EXPORT int oom_estimate_run(oom_estimate *out, const oom_workload *w);

@@ -28,6 +28,8 @@ typedef struct ctx {
 
 static int regime(const ctx *x)
 {
+    if (x->quant) /* quantised base: 16-bit compute whatever the precision knob says */
+        return OOMI_REGIME_16BIT;
     switch (x->prec) {
     case OOM_PRECISION_FP32:
         return OOMI_REGIME_FP32;
@@ -129,8 +131,7 @@ static double max_linear(const oomi_model *m)
     return best;
 }
 
-/* ---- activations -------------------------------------------------------------------------------
- */
+/* ---- activations ----------------------------------------------------------------------------- */
 
 static const oomi_act_coef *act_coef(const ctx *x)
 {
@@ -227,9 +228,7 @@ static void logits(const ctx *x, double *fwd, double *bwd)
     *bwd = x->c->logits_bwd[r] * tokens * (double)x->m->vocab;
 }
 
-/* ---- phases
- * ------------------------------------------------------------------------------------
- */
+/* ---- phases ---------------------------------------------------------------------------------- */
 
 static double sum(const mem *p)
 {
@@ -239,7 +238,8 @@ static double sum(const mem *p)
 static oom_phase training(const ctx *x, mem *peak)
 {
     const oom_knobs *k = &x->w->k;
-    double grad, state, master, n = x->n, W, G, O, A, A1, Lf, Lb, Tcast = 0, Tz3 = 0, Topt, live_g;
+    double grad, state, master, n = x->n, W, G, O, A, A1, Lf, Lb, Tcast = 0, Tz3 = 0, Topt, live_g,
+                                Gb = 0;
     mem ph[3];
     int i, best = 0;
 
@@ -248,13 +248,13 @@ static oom_phase training(const ctx *x, mem *peak)
     G = x->trainable * grad;
     O = optimizer_states(x, state, master);
     Topt = x->trainable * state * x->c->opt_temp[k->optimizer];
-    if (amp(x)) /* autocast's 16-bit weight copies, saved for backward; the LM head's too */
+    if (x->quant) /* one dequantised weight at a time */
+        Tcast = 2.0 * max_linear(x->m);
+    else if (amp(x)) /* autocast's 16-bit weight copies, saved for backward; the LM head's too */
         Tcast = 2.0 * ((double)x->m->params_linear +
                        (x->m->head == OOMI_HEAD_SEQ_CLS || x->m->head == OOMI_HEAD_BASE
                             ? 0
                             : (double)x->m->vocab * (double)x->m->hidden));
-    else if (x->quant) /* one dequantised weight at a time */
-        Tcast = 2.0 * max_linear(x->m);
     if (k->sharding >= OOM_SHARDING_ZERO1)
         O /= n, Topt /= n;
     if (k->sharding >= OOM_SHARDING_ZERO2)
@@ -263,15 +263,15 @@ static oom_phase training(const ctx *x, mem *peak)
         W /= n;
         Tz3 = x->c->zero3_live_layers * zero3_unit(x) * (param_bytes(x) + (x->lora_on ? 0 : grad));
     }
-    if (k->sharding == OOM_SHARDING_NONE && n > 1)
-        G *= 1 + x->c->ddp_buckets;
+    if (k->sharding == OOM_SHARDING_NONE && n > 1) /* DDP's buckets: allocated once, kept */
+        Gb = G * x->c->ddp_buckets;
     if (k->offload != OOM_OFFLOAD_NONE)
         O = 0, Topt = 0;
     if (k->offload == OOM_OFFLOAD_OPTIMIZER_PARAMS)
         W = 0, G = 0;
     activations(x, &A, &A1);
     logits(x, &Lf, &Lb);
-    live_g = k->grad_accum > 1 || x->w->keep_grads ? G : 0;
+    live_g = (k->grad_accum > 1 || x->w->keep_grads ? G : 0) + Gb;
     /* forward end: gradients are alive only under accumulation (zero_grad(set_to_none) after
      * each step) or when kept (set_to_none=False); optimizer states exist from the first step
      */
@@ -281,9 +281,9 @@ static oom_phase training(const ctx *x, mem *peak)
     ph[1] = (mem){W, live_g, O, A, Lb, 0, Tcast + Tz3};
     if (k->checkpointing == OOM_CHECKPOINTING_FULL)
         ph[1].a += A1;
-    if (W + G + O + A1 + Tz3 > sum(&ph[1]))
-        ph[1] = (mem){W, G, O, A1, 0, 0, Tz3};
-    ph[2] = (mem){W, G, O, 0, 0, 0, Topt + Tz3};
+    if (W + G + Gb + O + A1 + Tz3 > sum(&ph[1]))
+        ph[1] = (mem){W, G + Gb, O, A1, 0, 0, Tz3};
+    ph[2] = (mem){W, G + Gb, O, 0, 0, 0, Topt + Tz3};
     for (i = 1; i < 3; i++)
         if (sum(&ph[i]) > sum(&ph[best]))
             best = i;
@@ -316,8 +316,7 @@ static oom_phase inference(const ctx *x, mem *peak)
     return OOM_PHASE_PREFILL;
 }
 
-/* ---- allocator, overhead, result -----------------------------------------------------------
- */
+/* ---- allocator, overhead, result ------------------------------------------------------------- */
 
 static double context_bytes(const ctx *x)
 {
@@ -340,8 +339,8 @@ static uint64_t to_bytes(double v)
 {
     if (!(v > 0))
         return 0;
-    if (v >= 1.8e19)
-        return UINT64_MAX / 2;
+    if (v >= 1152921504606846976.0) /* 2^60: absurd inputs saturate; sums stay below 2^63 */
+        return (uint64_t)1 << 60;
     return (uint64_t)llround(v);
 }
 

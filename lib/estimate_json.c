@@ -44,6 +44,10 @@ static json_object *workload_json(const oom_workload *w)
                                                    : "default"));
         put(o, "lora_dropout", json_object_new_double(w->lora_dropout));
     }
+    if (w->keep_grads)
+        put(o, "keep_grads", json_object_new_boolean(1));
+    if (w->overhead != OOM_UNKNOWN)
+        put(o, "overhead", size(w->overhead));
     if (w->decoder_seq)
         put(o, "decoder_seq", json_object_new_int64(w->decoder_seq));
     if (w->max_pos_override)
@@ -156,5 +160,40 @@ int oom_estimate_to_json_budget(char **out, const oom_workload *w, const oom_est
     if (!text || !(*out = oomi_strdup(text)))
         err = oomi_nomem();
     json_object_put(root);
+    return err;
+}
+
+int oom_model_presets_json(char **out)
+{
+    oom_preset *p = NULL;
+    size_t n = 0, i;
+    json_object *arr;
+    const char *text;
+    int err;
+
+    *out = NULL;
+    if ((err = oom_model_presets(&p, &n)))
+        return err;
+    if (!(arr = json_object_new_array())) {
+        oom_model_presets_free(p, n);
+        return oomi_nomem();
+    }
+    for (i = 0; i < n; i++) {
+        json_object *o = json_object_new_object();
+        if (!o)
+            break;
+        put(o, "name", json_object_new_string(p[i].name));
+        put(o, "family", json_object_new_string(p[i].family));
+        put(o, "params", size(p[i].params));
+        json_object_array_add(arr, o);
+    }
+    text =
+        i == n
+            ? json_object_to_json_string_ext(arr, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED)
+            : NULL;
+    if (!text || !(*out = oomi_strdup(text)))
+        err = oomi_nomem();
+    json_object_put(arr);
+    oom_model_presets_free(p, n);
     return err;
 }

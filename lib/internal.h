@@ -95,7 +95,12 @@ int oomi_parse_double(double *out, const char *text, const char *what);
 typedef struct json_object json_object;
 
 /* How a block keeps its activations: selects the coefficient set in data/coefficients.json. */
-typedef enum oomi_block { OOMI_BLOCK_LLAMA, OOMI_BLOCK_GPT, OOMI_BLOCK_BERT, OOMI_BLOCK_T5 } oomi_block;
+typedef enum oomi_block {
+    OOMI_BLOCK_LLAMA,
+    OOMI_BLOCK_GPT,
+    OOMI_BLOCK_BERT,
+    OOMI_BLOCK_T5
+} oomi_block;
 typedef enum oomi_head {
     OOMI_HEAD_CAUSAL_LM,
     OOMI_HEAD_SEQ_CLS,

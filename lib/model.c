@@ -10,7 +10,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* ---- reading keys ------------------------------------------------------------------------- */
+/* ---- reading keys ---------------------------------------------------------------------------- */
 
 typedef struct cfg_ctx {
     json_object *cfg;
@@ -59,7 +59,7 @@ static const char *get_str(const cfg_ctx *c, const char *key)
     return json_object_get_string(v);
 }
 
-/* ---- counting ------------------------------------------------------------------------------ */
+/* ---- counting -------------------------------------------------------------------------------- */
 
 static void add_linear(oomi_model *m, const char *name, long din, long dout, long count)
 {
@@ -166,6 +166,7 @@ static int count_gpt(oomi_model *m, const cfg_ctx *c)
     const char *fam = m->family;
     bool bias = true, falcon = !strcmp(fam, "falcon");
     uint64_t attn, mlp, norms, embed = 0, final = vec(m, 2 * h, 1);
+    long nnorm, pdim = h;
     const char *qkv = "query_key_value", *proj = "dense", *up = "dense_h_to_4h",
                *down = "dense_4h_to_h";
 
@@ -185,9 +186,16 @@ static int count_gpt(oomi_model *m, const cfg_ctx *c)
         m->default_targets = !strcmp(fam, "gpt2") || !strcmp(fam, "gpt_bigcode") ? "c_attn" : qkv;
     }
     /* Falcon-7B's parallel attention shares one LayerNorm; the others have two per block */
-    norms = (falcon && !get_bool(c, "new_decoder_architecture", false) ? 1 : 2) *
-            vec(m, 2 * h, L * (falcon ? 1 : 2));
-    embed = emb(m, m->vocab, h);
+    nnorm = falcon && !get_bool(c, "new_decoder_architecture", false) ? 1 : 2;
+    norms = (uint64_t)nnorm * vec(m, 2 * h, L * nnorm);
+    if (!strcmp(fam, "opt") && get_num(c, KEYS("word_embed_proj_dim"), &pdim, false, h) == OOM_OK &&
+        pdim != h) {
+        /* OPT-350m: embeddings (and the tied head) of width word_embed_proj_dim, projected */
+        embed = emb(m, m->vocab, pdim) + mat(m, NULL, pdim, h, 1, false) +
+                mat(m, NULL, h, pdim, 1, false);
+    } else {
+        embed = emb(m, m->vocab, h);
+    }
     if (!strcmp(fam, "gpt2") || !strcmp(fam, "gpt_bigcode"))
         embed += emb(m, m->max_pos, h);
     else if (!strcmp(fam, "opt"))
@@ -258,7 +266,7 @@ static int count_t5(oomi_model *m, const cfg_ctx *c)
     return OOM_OK;
 }
 
-/* ---- families ------------------------------------------------------------------------------- */
+/* ---- families -------------------------------------------------------------------------------- */
 
 static const struct family {
     const char *type;
@@ -479,25 +487,37 @@ static int load_file(oomi_model **out, const char *path, const char *name)
     return err;
 }
 
-static int unknown_preset(const char *name)
+/* A preset matched case-insensitively ("Llama-3.1-8B"), or by the last part of a Hub id
+ * ("meta-llama/Llama-3.1-8B"). OOM_ENOTFOUND naming the closest preset otherwise. */
+static int find_preset(oomi_model **out, const char *arg)
 {
+    const char *name = strrchr(arg, '/') ? strrchr(arg, '/') + 1 : arg;
     oom_preset *p = NULL;
     size_t n = 0, i, best = 0, bestd = (size_t)-1;
+    char *path;
     int err = oom_model_presets(&p, &n);
+
     if (err == OOM_ENOMEM)
         return err;
     if (err || n == 0)
-        return oomi_fail(OOM_ENOTFOUND, "model '%s' is neither a preset nor a file", name);
+        return oomi_fail(OOM_ENOTFOUND, "model '%s' is neither a preset nor a file", arg);
     for (i = 0; i < n; i++) {
         size_t d = oomi_name_distance(name, p[i].name);
         if (d < bestd)
             bestd = d, best = i;
     }
-    oomi_fail(OOM_ENOTFOUND,
-              "model '%s' is neither a preset nor a file (closest preset: %s; see --list-models)",
-              name, p[best].name);
+    if (oomi_name_cmp(name, p[best].name) == 0) {
+        path = oomi_asprintf("%s/models/%s.json", oomi_data_dir(), p[best].name);
+        err = path ? load_file(out, path, arg) : oomi_nomem();
+        oomi_free(path);
+    } else {
+        err = oomi_fail(OOM_ENOTFOUND,
+                        "model '%s' is neither a preset nor a file (closest preset: %s; see "
+                        "--list-models, or give the path of its config.json)",
+                        arg, p[best].name);
+    }
     oom_model_presets_free(p, n);
-    return OOM_ENOTFOUND;
+    return err;
 }
 
 int oomi_model_load(oomi_model **out, const char *arg)
@@ -515,12 +535,12 @@ int oomi_model_load(oomi_model **out, const char *arg)
     else if (!strchr(arg, '/'))
         path = oomi_asprintf("%s/models/%s.json", oomi_data_dir(), arg);
     else
-        return oomi_fail(OOM_EIO, "model config '%s' does not exist", arg);
+        return find_preset(out, arg);
     if (!path)
         return oomi_nomem();
     if (!is_file(path)) {
         oomi_free(path);
-        return unknown_preset(arg);
+        return find_preset(out, arg);
     }
     err = load_file(out, path, arg);
     oomi_free(path);

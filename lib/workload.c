@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-/* ---- enum names (the option values) ----------------------------------------------------- */
+/* ---- enum names (the option values) ---------------------------------------------------------- */
 
 const char *const oomi_method_names[4] = {"full", "lora", "qlora", "inference"};
 const char *const oomi_precision_names[8] = {"auto",     "fp32",     "fp16", "bf16",
@@ -58,13 +58,13 @@ const char *oom_phase_name(oom_phase v)
     return NAME_OF(phase_names, v);
 }
 
-/* ---- the option table ------------------------------------------------------------------- */
+/* ---- the option table ------------------------------------------------------------------------ */
 
 static const oom_option options[] = {
-    {"model", "NAME|PATH", "preset name (--list-models) or a Hugging Face config.json / folder"},
+    {"model", "NAME|PATH", "a preset (--list-models) or a Hugging Face config.json or its folder"},
     {"method", "full|lora|qlora|inference", "what is run (default full)"},
     {"precision", "auto|fp32|fp16|bf16|amp-fp16|amp-bf16|int8|4bit",
-     "parameter/compute dtype (default auto: amp-bf16 full, bf16 lora/inference, 4bit qlora)"},
+     "dtype (default auto: amp-bf16 full, bf16 lora/inference, 4bit qlora)"},
     {"optimizer", "adamw|adamw-fused|adamw-8bit|adafactor|sgd|sgd-momentum|lion|none",
      "(default adamw: torch foreach)"},
     {"batch", "N", "micro-batch per GPU (default 1)"},
@@ -73,7 +73,7 @@ static const oom_option options[] = {
     {"checkpointing", "none|selective|full", "activation checkpointing (default none)"},
     {"attention", "eager|sdpa|flash", "attention implementation (default sdpa)"},
     {"loss", "standard|chunked",
-     "cross-entropy path: full fp32 logits or chunked/fused (default standard)"},
+     "full fp32 logits, or chunked/fused cross-entropy (default standard)"},
     {"gpus", "N", "data-parallel GPUs (default 1)"},
     {"sharding", "none|zero1|zero2|zero3", "ZeRO stage / FSDP full shard = zero3 (default none)"},
     {"offload", "none|optimizer|optimizer+params", "CPU offload (default none)"},
@@ -83,9 +83,9 @@ static const oom_option options[] = {
     {"lora-dropout", "P", "LoRA dropout probability (default 0.05)"},
     {"decoder-seq", "N", "encoder-decoder models: target tokens (default = seq)"},
     {"max-positions", "N",
-     "override the model's max positions (RoPE scaling): allows a longer --seq"},
+     "raise the model's max positions (RoPE scaling) to allow a longer --seq"},
     {"keep-grads", "no|yes",
-     "gradients kept between steps: zero_grad(set_to_none=False), PyTorch < 2.0 (default no)"},
+     "keep gradients between steps (zero_grad of PyTorch < 2.0) (default no)"},
     {"overhead", "SIZE", "CUDA context + workspaces outside PyTorch (default: per GPU generation)"},
 };
 
@@ -95,7 +95,7 @@ const oom_option *oom_workload_options(size_t *count)
     return options;
 }
 
-/* ---- create / free / clone ---------------------------------------------------------------- */
+/* ---- create / free / clone ------------------------------------------------------------------- */
 
 static void defaults(oom_workload *w)
 {

@@ -229,7 +229,7 @@ int oom_workload_get(char **out, const oom_workload *w, const char *key)
     return OOM_OK;
 }
 
-/* ---- validation ------------------------------------------------------------------------- */
+/* ---- validation ------------------------------------------------------------------------------ */
 
 static int validate_precision(const oom_workload *w)
 {

@@ -54,6 +54,9 @@ oom estimate --list-models
 expect_rc 0 "list models"
 expect_contains "$OUT" "llama-3.1-8b" "preset listed"
 expect_contains "$OUT" "mixtral-8x7b" "MoE preset listed"
+oom estimate --list-models --json
+expect_one_json "list-models --json"
+expect_json '[.[] | select(.name == "llama-2-7b") | .params][0]' "6738415616" "preset params in JSON"
 oom estimate --help
 expect_rc 0 "help"
 for opt in --model --method --lora-rank --lora-targets --precision --optimizer --batch --seq \
@@ -104,7 +107,11 @@ oom estimate --model "$D/estimate_truncated.json"
 expect_rc 2 "truncated JSON"
 expect_contains "$ERR" "estimate_truncated.json" "names the truncated file"
 oom estimate --model "$D/no-such-dir/config.json"
-expect_rc 3 "missing file is an I/O error"
+expect_rc 2 "missing config file"
+expect_contains "$ERR" "no-such-dir/config.json" "names the path"
+oom estimate --model meta-llama/Llama-3.1-8B --json
+expect_rc 0 "a Hub id whose name is a preset"
+expect_json '.model.vocab' "128256" "preset found case-insensitively"
 oom estimate --model "$D/estimate_tiny_llama.json" --seq 64 --json
 expect_rc 0 "a config path"
 expect_json '.model.head' "seq-cls" "head from architectures"
@@ -116,5 +123,18 @@ expect_json '([.memory.weights,.memory.gradients,.memory.optimizer,.memory.activ
 A=$OUT
 oom estimate --model mixtral-8x7b --method qlora --seq 2048 --batch 1 --checkpointing full --json
 expect_eq "$OUT" "$A" "deterministic"
+
+# the coefficients are data: a changed value changes the estimate, a broken file is refused
+mkdir -p "$TMP/data/models"
+cp "$OOMLESS_SRC/data/models/gpt2.json" "$TMP/data/models/"
+jq '.context.generic = 1073741824' "$OOMLESS_SRC/data/coefficients.json" >"$TMP/data/coefficients.json"
+OOMLESS_DATA_DIR="$TMP/data" oom estimate --model gpt2 --json
+expect_rc 0 "estimate with edited coefficients"
+expect_json '.memory.overhead' "1073741824" "context size read from the data file"
+jq 'del(.logits.backward_16bit)' "$OOMLESS_SRC/data/coefficients.json" >"$TMP/data/coefficients.json"
+OOMLESS_DATA_DIR="$TMP/data" oom estimate --model gpt2
+expect_rc 2 "broken coefficients"
+expect_contains "$ERR" "backward_16bit" "names the missing coefficient"
+expect_contains "$ERR" "coefficients.json" "names the file"
 
 finish

@@ -193,6 +193,15 @@ static void test_lora(void **state)
     }
     assert_int_equal(e.optimizer, 8 * 4194304ULL);
     oom_workload_free(w);
+    /* QLoRA under any 16-bit precision knob is the same 16-bit compute */
+    {
+        oom_workload *a = W("model=llama-2-7b", "method=qlora", "seq=1024");
+        oom_workload *b = W("model=llama-2-7b", "method=qlora", "seq=1024", "precision=amp-bf16");
+        oom_estimate ea = run(a), eb = run(b);
+        assert_int_equal(ea.device_peak, eb.device_peak);
+        oom_workload_free(a);
+        oom_workload_free(b);
+    }
 }
 
 static uint64_t peak_with(const char *batch, const char *seq, const char *ckpt, uint64_t *acts)
