@@ -64,6 +64,16 @@ static void suggest_training(oom_plan_result *res, const oom_plan_request *r, oo
                 g, OOMI_SZ(a, peak));
             break;
         }
+        /* DeepSpeed/FSDP mixed precision keeps 16-bit parameters: no autocast copies */
+        k.precision = k0.precision == OOM_PRECISION_AMP_FP16 ? OOM_PRECISION_FP16
+                                                             : OOM_PRECISION_BF16;
+        if (k0.method == OOM_METHOD_FULL && fits_with(w, &k, usable, &peak)) {
+            add(res,
+                "more GPUs with ZeRO-3 and 16-bit parameters: --gpus %ld --allow "
+                "sharding,precision (device peak %s per GPU)",
+                g, OOMI_SZ(a, peak));
+            break;
+        }
     }
     if (k0.method == OOM_METHOD_FULL || k0.method == OOM_METHOD_LORA) {
         k = k0, k.method = OOM_METHOD_QLORA, k.precision = OOM_PRECISION_4BIT;
