@@ -1,5 +1,6 @@
 /* cmd_plan.c - `oomless plan`: the fastest configuration that fits, by search over the estimator.
- * A thin layer over oom_plan_options_* (the Python package calls the same through oom_plan_json). */
+ * A thin layer over oom_plan_options_* (the Python package calls the same through oom_plan_json).
+ */
 #include "cli.h"
 
 #include <stdlib.h>
@@ -29,24 +30,26 @@ static void usage(FILE *out)
 {
     size_t n;
     const oom_option *o;
-    fprintf(out, "usage: oomless plan --model NAME|PATH [OPTIONS]\n"
-                 "       oomless plan --fixed-bytes SIZE --bytes-per-sample SIZE [OPTIONS]\n\n"
-                 "Searches micro-batch, accumulation, checkpointing, precision, optimizer, offload\n"
-                 "and ZeRO stage for the fastest configuration whose device peak fits the budget.\n"
-                 "Values you give (--batch-size, --grad-accum, --seq, --checkpointing,\n"
-                 "$OOMLESS_BATCH_SIZE) are never raised. See docs/plan.md.\n\nWorkload:\n");
+    fprintf(out,
+            "usage: oomless plan --model NAME|PATH [OPTIONS]\n"
+            "       oomless plan --fixed-bytes SIZE --bytes-per-sample SIZE [OPTIONS]\n\n"
+            "Searches micro-batch, accumulation, checkpointing, precision, optimizer, offload\n"
+            "and ZeRO stage for the fastest configuration whose device peak fits the budget.\n"
+            "Values you give (--batch-size, --grad-accum, --seq, --checkpointing,\n"
+            "$OOMLESS_BATCH_SIZE) are never raised. See docs/plan.md.\n\nWorkload:\n");
     o = oom_workload_options(&n);
     print_table(out, o, n);
     fprintf(out, "\nPlan and budget:\n");
     o = oom_plan_option_table(&n);
     print_table(out, o, n);
-    fprintf(out, "\nOutput:\n"
-                 "  --format text|json|env|args|deepspeed|torchrun   (default text)\n"
-                 "  --json                       the same as --format json\n"
-                 "  --svg FILE                   a picture: memory against the budget, peak vs batch\n"
-                 "  --allow-inexact, --allow-downscale, --no-allow-downscale   flags\n"
-                 "  --help                       this text\n\n"
-                 "Exit codes: 0 a plan fits; 1 nothing fits; 2 bad option or value; 3 environment.\n");
+    fprintf(out,
+            "\nOutput:\n"
+            "  --format text|json|env|args|deepspeed|torchrun   (default text)\n"
+            "  --json                       the same as --format json\n"
+            "  --svg FILE                   a picture: memory against the budget, peak vs batch\n"
+            "  --allow-inexact, --allow-downscale, --no-allow-downscale   flags\n"
+            "  --help                       this text\n\n"
+            "Exit codes: 0 a plan fits; 1 nothing fits; 2 bad option or value; 3 environment.\n");
 }
 
 /* --name VALUE or --name=VALUE; *v NULL when missing */
@@ -189,8 +192,9 @@ int cmd_plan(int argc, char **argv)
     }
     if (strcmp(a.format, "text") && strcmp(a.format, "json") && strcmp(a.format, "env") &&
         strcmp(a.format, "args") && strcmp(a.format, "deepspeed") && strcmp(a.format, "torchrun")) {
-        rc = cli_usage_error(CMD, "unknown --format '%s' (text, json, env, args, deepspeed, "
-                                  "torchrun)",
+        rc = cli_usage_error(CMD,
+                             "unknown --format '%s' (text, json, env, args, deepspeed, "
+                             "torchrun)",
                              a.format);
         goto done;
     }

@@ -6,7 +6,7 @@
 
 static const char *const CMD = "table";
 #define DEFAULT_GPUS "rtx-3090,rtx-4090,a100-40gb,a100-80gb,h100-sxm"
-#define MAX_GPUS 64
+#define MAX_GPUS     64
 
 static void usage(FILE *out)
 {

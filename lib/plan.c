@@ -5,9 +5,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_FAMILIES 128
-#define MAX_MICRO 4096
-#define MAX_SEQS 24
+#define MAX_FAMILIES        128
+#define MAX_MICRO           4096
+#define MAX_SEQS            24
 #define INFERENCE_MAX_BATCH 4096
 
 /* the knobs other than micro-batch, accumulation and seq: one "family" of configurations */
@@ -369,7 +369,23 @@ static int search_all(search *s, unsigned relax)
     return OOM_OK;
 }
 
-/* the 3 alternatives: the best others by score; a faster one that does not fit counts once */
+/* same peak and score as the choice or a listed alternative (e.g. selective checkpointing under
+ * fused attention, which saves nothing): not worth another line */
+static bool duplicate(const oom_plan_result *res, const oom_plan_choice *c)
+{
+    size_t i;
+    for (i = 0; i <= res->n_alternatives; i++) {
+        const oom_plan_choice *x = i ? &res->alternatives[i - 1] : &res->best;
+        if (x->estimate.device_peak == c->estimate.device_peak &&
+            x->knobs.batch == c->knobs.batch && x->knobs.sharding == c->knobs.sharding &&
+            x->knobs.offload == c->knobs.offload && x->knobs.precision == c->knobs.precision &&
+            x->knobs.optimizer == c->knobs.optimizer)
+            return true;
+    }
+    return false;
+}
+
+/* the 3 alternatives: the best others by score; at most 2 faster ones that do not fit */
 static void pick_alternatives(search *s, oom_plan_result *res)
 {
     bool used[MAX_FAMILIES * 2 * MAX_SEQS] = {false};
@@ -379,7 +395,7 @@ static void pick_alternatives(search *s, oom_plan_result *res)
         size_t i, pick = SIZE_MAX;
         for (i = 0; i < s->nall && i < OOMI_ARRAY_LEN(used); i++) {
             const oom_plan_choice *c = &s->all[i];
-            if (used[i] || !memcmp(&c->knobs, &res->best.knobs, sizeof(c->knobs)))
+            if (used[i] || duplicate(res, c))
                 continue;
             if (!c->fits && (unfit >= 2 || c->score <= res->best.score))
                 continue;
@@ -408,8 +424,7 @@ static void describe_loss(const search *s, const oom_plan_result *res, oom_plan_
         return;
     }
     if (a->batch < b->batch)
-        n += (size_t)snprintf(what + n, sizeof(what) - n, "%ssmaller micro-batch",
-                              n ? ", " : "");
+        n += (size_t)snprintf(what + n, sizeof(what) - n, "%ssmaller micro-batch", n ? ", " : "");
     if (a->checkpointing > b->checkpointing)
         n += (size_t)snprintf(what + n, sizeof(what) - n, "%smore recomputation", n ? ", " : "");
     if (a->sharding > b->sharding || a->offload > b->offload)
@@ -428,8 +443,8 @@ static void describe_loss(const search *s, const oom_plan_result *res, oom_plan_
 
 static void fill_curve(search *s, oom_plan_result *res)
 {
-    static const long pts[] = {1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384,
-                               512, 768, 1024, 1536, 2048, 3072, 4096};
+    static const long pts[] = {1,  2,   3,   4,   6,   8,   12,  16,   24,   32,   48,   64,
+                               96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096};
     long top = res->best.knobs.batch * 2;
     size_t i;
     if (top < 16)
@@ -441,8 +456,8 @@ static void fill_curve(search *s, oom_plan_result *res)
         int pass;
         res->curve_batch[res->n_curve] = k.batch = pts[i];
         for (pass = 0; pass < 2; pass++) {
-            uint64_t *dst = pass ? &res->curve_peak_full[res->n_curve]
-                                 : &res->curve_peak_none[res->n_curve];
+            uint64_t *dst =
+                pass ? &res->curve_peak_full[res->n_curve] : &res->curve_peak_none[res->n_curve];
             k.checkpointing = pass ? OOM_CHECKPOINTING_FULL : OOM_CHECKPOINTING_NONE;
             *dst = UINT64_MAX;
             if (pass && (!s->w || k.method == OOM_METHOD_INFERENCE))
@@ -490,8 +505,8 @@ static void fill_result(search *s, oom_plan_result *res)
     if (r->fixed_seq && s->best.knobs.seq_len < r->fixed_seq) {
         res->downscaled |= OOM_DOWNSCALE_SEQ;
         oomi_plan_note(res->notices, &res->n_notices,
-                       "DOWNSCALED: sequence length %ld does not fit; lowered to %ld",
-                       r->fixed_seq, s->best.knobs.seq_len);
+                       "DOWNSCALED: sequence length %ld does not fit; lowered to %ld", r->fixed_seq,
+                       s->best.knobs.seq_len);
     }
     if (r->fixed_checkpointing && s->best.knobs.checkpointing > s->base.checkpointing) {
         res->downscaled |= OOM_DOWNSCALE_CHECKPOINTING;
@@ -526,25 +541,25 @@ static int setup(search *s, oom_plan_result *res)
     }
     if (r->fixed_seq > 0)
         s->base.seq_len = r->fixed_seq;
-    if (no_bf16(r) && (s->base.precision == OOM_PRECISION_BF16 ||
-                       s->base.precision == OOM_PRECISION_AMP_BF16)) {
-        s->base.precision = s->base.precision == OOM_PRECISION_BF16 ? OOM_PRECISION_FP16
-                                                                     : OOM_PRECISION_AMP_FP16;
+    if (no_bf16(r) &&
+        (s->base.precision == OOM_PRECISION_BF16 || s->base.precision == OOM_PRECISION_AMP_BF16)) {
+        s->base.precision =
+            s->base.precision == OOM_PRECISION_BF16 ? OOM_PRECISION_FP16 : OOM_PRECISION_AMP_FP16;
         oomi_plan_note(res->notices, &res->n_notices,
                        "%s has no bf16 tensor cores: planning with %s", r->gpu->id,
                        oom_precision_name(s->base.precision));
     }
-    if (s->w && ((err = oom_workload_set_knobs(s->w, &s->base)) ||
-                 (err = oom_workload_validate(s->w))))
+    if (s->w &&
+        ((err = oom_workload_set_knobs(s->w, &s->base)) || (err = oom_workload_validate(s->w))))
         return err;
     res->inference = s->base.method == OOM_METHOD_INFERENCE && s->w;
     res->measured = !s->w;
     s->eff = r->target_effective_batch;
     if (s->eff <= 0)
-        s->eff = r->fixed_batch > 0 ? r->fixed_batch *
-                                          (r->fixed_grad_accum > 0 ? r->fixed_grad_accum : 1) *
-                                          s->gpus
-                                    : 32;
+        s->eff =
+            r->fixed_batch > 0
+                ? r->fixed_batch * (r->fixed_grad_accum > 0 ? r->fixed_grad_accum : 1) * s->gpus
+                : 32;
     if (!res->inference && s->eff % s->gpus && !r->allow_inexact)
         return oomi_fail(OOM_EINVAL,
                          "target effective batch %ld is not a multiple of %ld GPUs; use "

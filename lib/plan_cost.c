@@ -53,7 +53,7 @@ static double extra_seconds(const oom_knobs *k, const oom_estimate *e, long node
     if (k->method == OOM_METHOD_INFERENCE)
         return 0;
     if (k->gpus > 1) {
-        s += 2.0 * trainable * 2.0 / link; /* ring all-reduce / reduce-scatter of bf16 grads */
+        s += 2.0 * trainable * 2.0 / link;     /* ring all-reduce / reduce-scatter of bf16 grads */
         if (k->sharding == OOM_SHARDING_ZERO3) /* params gathered in forward and in backward */
             s += (double)k->grad_accum * 2.0 * total * 2.0 / link;
     }

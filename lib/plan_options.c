@@ -20,22 +20,25 @@ struct oom_plan_options {
 };
 
 static const oom_option plan_options[] = {
-    {"target-effective-batch", "N", "samples per optimizer step over all GPUs (default: batch x "
-                                    "grad-accum x GPUs when the batch is given, else 32)"},
+    {"target-effective-batch", "N",
+     "samples per optimizer step over all GPUs (default: batch x "
+     "grad-accum x GPUs when the batch is given, else 32)"},
     {"batch-size", "N", "fix the micro-batch per GPU (never raised; same as --batch)"},
     {"seq-range", "MIN:MAX", "the planner picks the longest sequence in the range that fits"},
     {"max-batch-size", "N", "cap on any micro-batch"},
     {"max-auto-batch-size", "N", "cap on a micro-batch the planner chooses"},
-    {"allow", "LIST", "knobs the planner may change: checkpointing,precision,optimizer,offload,"
-                      "sharding | all | none (default checkpointing,sharding)"},
+    {"allow", "LIST",
+     "knobs the planner may change: checkpointing,precision,optimizer,offload,"
+     "sharding | all | none (default checkpointing,sharding)"},
     {"allow-inexact", "yes|no", "gradient accumulation may round up (default no)"},
     {"allow-downscale", "yes|no|LIST",
      "fixed values that may be lowered when they do not fit: batch,seq,checkpointing "
      "(default batch)"},
     {"nodes", "M", "nodes (data parallel; with --gpus-per-node)"},
     {"gpus-per-node", "K", "GPUs per node"},
-    {"workers", "auto|N", "N copies share each GPU (each with its own CUDA context); auto: "
-                          "report how many fit"},
+    {"workers", "auto|N",
+     "N copies share each GPU (each with its own CUDA context); auto: "
+     "report how many fit"},
     {"gpu", "auto|INDEX|NAME", "GPU to plan for (default: detected, else the default profile)"},
     {"vram", "SIZE", "target VRAM per GPU (bare number = GiB)"},
     {"vram-safety-margin", "SIZE|PCT", "memory kept free (default 1 GiB; bare number = MiB)"},
@@ -120,8 +123,8 @@ static int bits(unsigned *out, const char *v, const char *key, const char *const
             for (i = 0; i < n && oomi_name_cmp(item, names[i]); i++)
                 ;
             if (i == n)
-                return oomi_fail(OOM_EINVAL, "option '%s': unknown value '%s' in '%s'", key,
-                                 item, v);
+                return oomi_fail(OOM_EINVAL, "option '%s': unknown value '%s' in '%s'", key, item,
+                                 v);
             acc |= vals[i];
         }
         p += len + (p[len] == ',');
@@ -148,8 +151,8 @@ static int set_range(oom_plan_options *o, const char *v)
     if (!colon || colon - v >= (long)sizeof(lo))
         return oomi_fail(OOM_EINVAL, "option 'seq-range': '%s' is not MIN:MAX", v);
     snprintf(lo, sizeof(lo), "%.*s", (int)(colon - v), v);
-    if ((err = count(&o->seq_min, lo, "seq-range")) || (err = count(&o->seq_max, colon + 1,
-                                                                     "seq-range")))
+    if ((err = count(&o->seq_min, lo, "seq-range")) ||
+        (err = count(&o->seq_max, colon + 1, "seq-range")))
         return err;
     if (o->seq_min > o->seq_max)
         return oomi_fail(OOM_EINVAL, "option 'seq-range': %ld is above %ld", o->seq_min,
@@ -167,8 +170,9 @@ static int set_line(oom_plan_options *o, const char *k, const char *v)
         !strcmp(k, "bytes-per-token")) {
         if ((err = oom_parse_size(&size, v, OOM_UNIT_MIB)))
             return oomi_fail_prefix(err, "option '%s': ", k);
-        *(k[0] == 'f' ? &o->line.fixed_bytes
-                      : k[10] == 's' ? &o->line.bytes_per_sample : &o->line.bytes_per_token) = size;
+        *(k[0] == 'f'    ? &o->line.fixed_bytes
+          : k[10] == 's' ? &o->line.bytes_per_sample
+                         : &o->line.bytes_per_token) = size;
         return OOM_OK;
     }
     if ((err = oomi_parse_double(&d, v, k)))
@@ -188,16 +192,16 @@ static int set_line(oom_plan_options *o, const char *k, const char *v)
 
 static int set_plan(oom_plan_options *o, const char *k, const char *v)
 {
-    static const char *const allow_names[] = {"checkpointing", "precision", "optimizer",
-                                              "offload", "sharding"};
+    static const char *const allow_names[] = {"checkpointing", "precision", "optimizer", "offload",
+                                              "sharding"};
     static const unsigned allow_vals[] = {OOM_ALLOW_CHECKPOINTING, OOM_ALLOW_PRECISION,
                                           OOM_ALLOW_OPTIMIZER, OOM_ALLOW_OFFLOAD,
                                           OOM_ALLOW_SHARDING};
-    static const char *const down_names[] = {"batch", "batch-size", "seq", "checkpointing",
-                                             "yes", "no"};
+    static const char *const down_names[] = {"batch",         "batch-size", "seq",
+                                             "checkpointing", "yes",        "no"};
     static const unsigned down_vals[] = {OOM_DOWNSCALE_BATCH, OOM_DOWNSCALE_BATCH,
-                                         OOM_DOWNSCALE_SEQ, OOM_DOWNSCALE_CHECKPOINTING,
-                                         OOM_DOWNSCALE_ALL, 0};
+                                         OOM_DOWNSCALE_SEQ,   OOM_DOWNSCALE_CHECKPOINTING,
+                                         OOM_DOWNSCALE_ALL,   0};
     if (!strcmp(k, "target-effective-batch"))
         return count(&o->target_eff, v, k);
     if (!strcmp(k, "seq-range"))
@@ -401,8 +405,8 @@ static int build_request(oom_plan_request *r, const oom_plan_options *o, oom_wor
     r->nodes = o->nodes ? o->nodes : 1;
     r->gpus_per_node = o->per_node ? o->per_node : o->gpus ? o->gpus / r->nodes : 1;
     if (r->gpus_per_node < 1 || (o->gpus && o->gpus != r->nodes * r->gpus_per_node))
-        return oomi_fail(OOM_EINVAL, "--gpus %ld is not --nodes %ld x --gpus-per-node %ld",
-                         o->gpus, r->nodes, o->per_node);
+        return oomi_fail(OOM_EINVAL, "--gpus %ld is not --nodes %ld x --gpus-per-node %ld", o->gpus,
+                         r->nodes, o->per_node);
     r->target_effective_batch = o->target_eff;
     r->fixed_batch = o->fixed_batch;
     if (!r->fixed_batch && env && *env) {

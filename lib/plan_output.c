@@ -163,10 +163,10 @@ static json_object *inference_json(const oom_plan_result *r)
     put(o, "seq_len", json_object_new_int64(r->best.knobs.seq_len));
     put(o, "kv_cache_budget_bytes", size(r->kv_budget_bytes));
     put(o, "kv_bytes_per_token", num(r->kv_bytes_per_token));
-    put(o, "kv_tokens", json_object_new_int64(r->kv_bytes_per_token > 0
-                                                  ? (int64_t)((double)r->kv_budget_bytes /
-                                                              r->kv_bytes_per_token)
-                                                  : 0));
+    put(o, "kv_tokens",
+        json_object_new_int64(r->kv_bytes_per_token > 0
+                                  ? (int64_t)((double)r->kv_budget_bytes / r->kv_bytes_per_token)
+                                  : 0));
     return o;
 }
 
@@ -287,8 +287,7 @@ static json_object *deepspeed_json(const oom_plan_choice *c)
     put(root, "train_micro_batch_size_per_gpu", json_object_new_int64(k->batch));
     put(root, "gradient_accumulation_steps", json_object_new_int64(k->grad_accum));
     put(root, "train_batch_size", json_object_new_int64(c->effective_batch));
-    put(z, "stage", json_object_new_int(
-                        k->sharding ? (int)k->sharding : (k->offload ? 2 : 0)));
+    put(z, "stage", json_object_new_int(k->sharding ? (int)k->sharding : (k->offload ? 2 : 0)));
     if (k->offload != OOM_OFFLOAD_NONE)
         put(z, "offload_optimizer", offload_obj());
     if (k->offload == OOM_OFFLOAD_OPTIMIZER_PARAMS)

@@ -65,8 +65,8 @@ static void suggest_training(oom_plan_result *res, const oom_plan_request *r, oo
             break;
         }
         /* DeepSpeed/FSDP mixed precision keeps 16-bit parameters: no autocast copies */
-        k.precision = k0.precision == OOM_PRECISION_AMP_FP16 ? OOM_PRECISION_FP16
-                                                             : OOM_PRECISION_BF16;
+        k.precision =
+            k0.precision == OOM_PRECISION_AMP_FP16 ? OOM_PRECISION_FP16 : OOM_PRECISION_BF16;
         if (k0.method == OOM_METHOD_FULL && fits_with(w, &k, usable, &peak)) {
             add(res,
                 "more GPUs with ZeRO-3 and 16-bit parameters: --gpus %ld --allow "
@@ -93,8 +93,7 @@ static void suggest_training(oom_plan_result *res, const oom_plan_request *r, oo
             oom_checkpointing_name(k0.checkpointing));
 }
 
-static void suggest_inference(oom_plan_result *res, oom_workload *w, oom_knobs k0,
-                              uint64_t usable)
+static void suggest_inference(oom_plan_result *res, oom_workload *w, oom_knobs k0, uint64_t usable)
 {
     static const oom_precision q[] = {OOM_PRECISION_INT8, OOM_PRECISION_4BIT};
     oom_knobs k;

@@ -6,9 +6,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#define W 760
-#define H 380
-#define TOP 50
+#define W      760
+#define H      380
+#define TOP    50
 #define BOTTOM 320 /* y of the zero line */
 
 static const char *const colours[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
@@ -55,8 +55,8 @@ static void hline(oomi_sb *sb, double x0, double x1, double y, const char *colou
 static void axis(oomi_sb *sb, double x0, double x1, double vmax)
 {
     double step = vmax > 40 ? 10 : vmax > 16 ? 4 : vmax > 6 ? 2 : 1, v;
-    oomi_sb_printf(sb, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"black\"/>\n",
-                   x0, BOTTOM, x1, BOTTOM);
+    oomi_sb_printf(sb, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"black\"/>\n", x0,
+                   BOTTOM, x1, BOTTOM);
     for (v = 0; v <= vmax + 1e-9; v += step)
         oomi_sb_printf(sb,
                        "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
@@ -67,12 +67,12 @@ static void axis(oomi_sb *sb, double x0, double x1, double vmax)
 /* the stacked bar at x..x+60, its legend at lx */
 static void bar(oomi_sb *sb, const oom_estimate *e, double x, double lx, double vmax)
 {
-    const char *names[] = {"weights",     "gradients",       "optimizer", "activations",
-                           "logits",      "KV cache",        "temporaries", "allocator cache",
-                           "CUDA context"};
-    uint64_t parts[9] = {e->weights,     e->gradients,   e->optimizer,
-                         e->activations, e->logits,      e->kv_cache,
-                         e->temporaries, e->reserved_peak - e->allocated_peak, e->overhead};
+    const char *names[] = {"weights",  "gradients",   "optimizer",       "activations", "logits",
+                           "KV cache", "temporaries", "allocator cache", "CUDA context"};
+    uint64_t parts[9] = {
+        e->weights, e->gradients, e->optimizer,   e->activations,
+        e->logits,  e->kv_cache,  e->temporaries, e->reserved_peak - e->allocated_peak,
+        e->overhead};
     double acc = 0;
     int i, legend = 0;
     for (i = 0; i < 9; i++) {
@@ -88,8 +88,8 @@ static void bar(oomi_sb *sb, const oom_estimate *e, double x, double lx, double 
         oomi_sb_printf(sb,
                        "<rect x=\"%.1f\" y=\"%d\" width=\"10\" height=\"10\" fill=\"%s\"/>"
                        "<text x=\"%.1f\" y=\"%d\">%s %.2f GiB</text>\n",
-                       lx, TOP + 16 * legend, colours[i], lx + 14, TOP + 9 + 16 * legend,
-                       names[i], v);
+                       lx, TOP + 16 * legend, colours[i], lx + 14, TOP + 9 + 16 * legend, names[i],
+                       v);
         legend++;
     }
     oomi_sb_printf(sb, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">peak %.2f GiB</text>\n",
@@ -113,8 +113,7 @@ static int finish(char **out, oomi_sb *sb)
     return OOM_OK;
 }
 
-int oom_estimate_svg(char **out, const oom_workload *w, const oom_estimate *e,
-                     const oom_budget *b)
+int oom_estimate_svg(char **out, const oom_workload *w, const oom_estimate *e, const oom_budget *b)
 {
     oomi_sb sb = OOMI_SB_INIT;
     oom_model_info mi;
@@ -172,8 +171,7 @@ static void curve(oomi_sb *sb, const oom_plan_result *r, double x0, double x1, d
             double v = gib(p[i]);
             if (p[i] == UINT64_MAX || v > vmax)
                 continue;
-            oomi_sb_printf(sb, "%s%.1f,%.1f", pen ? " " : "", XP(r->curve_batch[i]),
-                           ypos(v, vmax));
+            oomi_sb_printf(sb, "%s%.1f,%.1f", pen ? " " : "", XP(r->curve_batch[i]), ypos(v, vmax));
             pen = true;
         }
         oomi_sb_puts(sb, "\"/>\n");
@@ -215,8 +213,8 @@ int oom_plan_svg(char **out, const oom_plan_result *r)
                             ? r->budget.target_bytes
                             : r->best.estimate.device_peak));
     snprintf(title, sizeof(title), "Plan: %s on %s - batch %ld x %ld, seq %ld", r->model,
-             r->gpu_name[0] ? r->gpu_name : "budget", r->best.knobs.batch,
-             r->best.knobs.grad_accum, r->best.knobs.seq_len);
+             r->gpu_name[0] ? r->gpu_name : "budget", r->best.knobs.batch, r->best.knobs.grad_accum,
+             r->best.knobs.seq_len);
     header(&sb, title);
     axis(&sb, 70, 190, top);
     bar(&sb, &r->best.estimate, 100, 250, top);

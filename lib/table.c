@@ -45,24 +45,23 @@ static void row_text(oomi_sb *sb, fmt f, const char *name, const char *gpu,
         oomi_sb_printf(sb, "| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", gpu, usable, batch,
                        accum, seq, ck, peak, util, tput);
     else
-        oomi_sb_printf(sb, "%s,%s,%llu,%d,%s,%s,%s,%s,%llu,%.4f,%s\n", name, gpu,
-                       (unsigned long long)r->budget.usable_bytes, r->found,
-                       r->found ? batch : "", r->found && !r->inference ? accum : "",
-                       r->found ? seq : "", r->found && !r->measured ? ck : "",
-                       (unsigned long long)(r->found ? r->best.estimate.device_peak
-                                                     : r->smallest.estimate.device_peak),
-                       r->found ? (double)r->best.estimate.device_peak /
-                                      (double)r->budget.usable_bytes
-                                : 0.0,
-                       r->found && r->best.has_throughput ? tput : "");
+        oomi_sb_printf(
+            sb, "%s,%s,%llu,%d,%s,%s,%s,%s,%llu,%.4f,%s\n", name, gpu,
+            (unsigned long long)r->budget.usable_bytes, r->found, r->found ? batch : "",
+            r->found && !r->inference ? accum : "", r->found ? seq : "",
+            r->found && !r->measured ? ck : "",
+            (unsigned long long)(r->found ? r->best.estimate.device_peak
+                                          : r->smallest.estimate.device_peak),
+            r->found ? (double)r->best.estimate.device_peak / (double)r->budget.usable_bytes : 0.0,
+            r->found && r->best.has_throughput ? tput : "");
 }
 
 static void heading(oomi_sb *sb, fmt f, const char *name, const oom_plan_result *r)
 {
     if (f == FMT_TEXT)
         oomi_sb_printf(sb, "== %s (%s) ==\n%-14s %10s %6s %6s %6s %-10s %11s %7s %10s\n", name,
-                       r->model, "GPU", "USABLE", r->inference ? "MAXB" : "BATCH", "ACCUM",
-                       "SEQ", "CKPT", "PEAK", "UTIL", "TOKENS/S");
+                       r->model, "GPU", "USABLE", r->inference ? "MAXB" : "BATCH", "ACCUM", "SEQ",
+                       "CKPT", "PEAK", "UTIL", "TOKENS/S");
     else if (f == FMT_MARKDOWN)
         oomi_sb_printf(sb,
                        "### %s (%s)\n\n| GPU | usable | %s | accumulation | seq | checkpointing "
@@ -144,11 +143,11 @@ int oom_table(char **out, const oom_plan_options *const *workloads, const char *
         oomi_sb_puts(&sb, "workload,gpu,usable_bytes,fits,batch_size,grad_accum,seq_len,"
                           "checkpointing,device_peak_bytes,budget_used,tokens_per_s\n");
     for (i = 0; i < n_workloads && !err; i++)
-        err = one_workload(&sb, arr, f, workloads[i], names ? names[i] : "workload", gpus,
-                           n_gpus);
+        err = one_workload(&sb, arr, f, workloads[i], names ? names[i] : "workload", gpus, n_gpus);
     if (!err && f == FMT_JSON) {
-        const char *text = json_object_to_json_string_ext(
-            arr, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);
+        const char *text =
+            json_object_to_json_string_ext(arr, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+                                                    JSON_C_TO_STRING_NOSLASHESCAPE);
         oomi_sb_puts(&sb, "{\"tables\": ");
         oomi_sb_puts(&sb, text ? text : "[]");
         oomi_sb_puts(&sb, "}\n");

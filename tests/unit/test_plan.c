@@ -14,12 +14,12 @@
 
 #include "oomless.h"
 
-static const oom_gpu_profile GPU_ADA = {"test-ada", "Test Ada 24GB", "nvidia", "", 24 * OOM_GiB,
-                                        1000, 165, 165, 82, 8, 9, 1, 1, 0};
-static const oom_gpu_profile GPU_A100 = {"test-a100", "Test A100 80GB", "nvidia", "", 80 * OOM_GiB,
-                                         2039, 312, 312, 19.5, 8, 0, 1, 1, 0};
-static const oom_gpu_profile GPU_TURING = {"test-turing", "Test Turing 16GB", "nvidia", "",
-                                           16 * OOM_GiB, 320, 0, 65, 8.1, 7, 5, 1, 1, 0};
+static const oom_gpu_profile GPU_ADA = {
+    "test-ada", "Test Ada 24GB", "nvidia", "", 24 * OOM_GiB, 1000, 165, 165, 82, 8, 9, 1, 1, 0};
+static const oom_gpu_profile GPU_A100 = {
+    "test-a100", "Test A100 80GB", "nvidia", "", 80 * OOM_GiB, 2039, 312, 312, 19.5, 8, 0, 1, 1, 0};
+static const oom_gpu_profile GPU_TURING = {
+    "test-turing", "Test Turing 16GB", "nvidia", "", 16 * OOM_GiB, 320, 0, 65, 8.1, 7, 5, 1, 1, 0};
 
 static oom_workload *make(const oom_gpu_profile *gpu, const char *const *kv)
 {
@@ -53,8 +53,8 @@ static oom_plan_result *plan_ok(const oom_plan_request *r)
     assert_non_null(res);
     assert_true(res->found);
     assert_true(res->best.fits);
-    assert_true(res->best.estimate.device_peak <= r->budget.usable_bytes / 
-                (uint64_t)(r->workers > 1 ? r->workers : 1));
+    assert_true(res->best.estimate.device_peak <=
+                r->budget.usable_bytes / (uint64_t)(r->workers > 1 ? r->workers : 1));
     return res;
 }
 
@@ -160,8 +160,8 @@ static void test_overrides_never_raised(void **state)
 /* a fixed batch that does not fit is lowered (reported) by default, refused without downscale */
 static void test_downscale(void **state)
 {
-    oom_workload *w = W(&GPU_ADA, "model", "llama-3.1-8b", "method", "lora", "seq", "2048",
-                        "batch", "8");
+    oom_workload *w =
+        W(&GPU_ADA, "model", "llama-3.1-8b", "method", "lora", "seq", "2048", "batch", "8");
     oom_plan_request r = request(w, &GPU_ADA, 24);
     oom_plan_result *res = NULL;
     size_t i;
@@ -239,10 +239,10 @@ static void test_inference(void **state)
     k = res->best.knobs;
     k.batch++;
     assert_true(peak_at(w, k) > r.budget.usable_bytes);
-    assert_int_equal(res->kv_bytes_per_token, 128 * 1024); /* 32 layers x 8 kv heads x 128 x 2 x 2 */
-    assert_int_equal(res->kv_budget_bytes, r.budget.usable_bytes -
-                                               (res->best.estimate.device_peak -
-                                                res->best.estimate.kv_cache));
+    assert_int_equal(res->kv_bytes_per_token,
+                     128 * 1024); /* 32 layers x 8 kv heads x 128 x 2 x 2 */
+    assert_int_equal(res->kv_budget_bytes, r.budget.usable_bytes - (res->best.estimate.device_peak -
+                                                                    res->best.estimate.kv_cache));
     oom_plan_free(res);
 
     /* a sequence range: the longest that fits is taken */
@@ -383,9 +383,9 @@ static const char *jstr(json_object *o, const char *a, const char *b)
 /* JSON keys `oomless apply` reads, and the machine formats */
 static void test_json_and_formats(void **state)
 {
-    static const char *const keys[] = {"batch_size", "grad_accum", "effective_batch", "seq_len",
-                                       "checkpointing", "precision", "optimizer", "sharding",
-                                       "offload", "gpus"};
+    static const char *const keys[] = {"batch_size",    "grad_accum", "effective_batch", "seq_len",
+                                       "checkpointing", "precision",  "optimizer",       "sharding",
+                                       "offload",       "gpus"};
     oom_workload *w = W(&GPU_A100, "model", "llama-2-7b", "seq", "2048");
     oom_plan_request r = request(w, &GPU_A100, 80);
     oom_plan_result *res;
@@ -435,7 +435,7 @@ static void test_json_and_formats(void **state)
 /* the text-option path (the CLI's and the Python package's) */
 static void test_options(void **state)
 {
-    static const char *const k[] = {"model", "method", "seq", "gpu", "target_effective_batch",
+    static const char *const k[] = {"model",     "method", "seq", "gpu", "target_effective_batch",
                                     "batch_size"};
     static const char *const v[] = {"llama-3.1-8b", "lora", "2048", "rtx-4090", "32", "2"};
     oom_plan_options *o = NULL;
