@@ -621,10 +621,13 @@ static int no_fit(search *s, oom_plan_result *res, unsigned relax)
     if (!s->have_smallest)
         return oomi_fail(OOM_ENOFIT, "no configuration of %s could be estimated", res->model);
     return oomi_fail(OOM_ENOFIT,
-                     "nothing fits: the smallest configuration tried (batch %ld, seq %ld, "
-                     "checkpointing %s) needs %s, more than the usable %s",
+                     "nothing fits: the smallest configuration tried (batch %ld, seq %ld%s%s) "
+                     "needs %s, more than the usable %s",
                      res->smallest.knobs.batch, res->smallest.knobs.seq_len,
-                     oom_checkpointing_name(res->smallest.knobs.checkpointing),
+                     res->inference || res->measured ? "" : ", checkpointing ",
+                     res->inference || res->measured
+                         ? ""
+                         : oom_checkpointing_name(res->smallest.knobs.checkpointing),
                      OOMI_SZ(a, res->smallest.estimate.device_peak), OOMI_SZ(b, s->usable));
 }
 
