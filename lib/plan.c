@@ -9,6 +9,7 @@
 #define MAX_MICRO           4096
 #define MAX_SEQS            24
 #define INFERENCE_MAX_BATCH 4096
+#define MAX_MICRO_BATCH 65536 /* no micro-batch above this is considered */
 
 /* the knobs other than micro-batch, accumulation and seq: one "family" of configurations */
 typedef struct family {
@@ -253,7 +254,7 @@ static int build_micro(search *s, bool below)
         return OOM_OK;
     }
     per = (s->eff + s->gpus - 1) / s->gpus; /* exact unless allow_inexact (checked in setup) */
-    for (m = 1; m <= per && s->nmicro < MAX_MICRO; m++) {
+    for (m = 1; m <= per && m <= MAX_MICRO_BATCH && s->nmicro < MAX_MICRO; m++) {
         long acc;
         if (fb && (below ? m >= fb : m != fb))
             continue;
