@@ -54,7 +54,14 @@ static void hline(oomi_sb *sb, double x0, double x1, double y, const char *colou
 
 static void axis(oomi_sb *sb, double x0, double x1, double vmax)
 {
-    double step = vmax > 40 ? 10 : vmax > 16 ? 4 : vmax > 6 ? 2 : 1, v;
+    static const double steps[] = {1, 2, 4, 5, 10, 20, 25, 50, 100, 200, 250, 500, 1000};
+    double step = 2000, v;
+    size_t i;
+    for (i = 0; i < sizeof(steps) / sizeof(steps[0]); i++)
+        if (vmax / steps[i] <= 8) {
+            step = steps[i];
+            break;
+        }
     oomi_sb_printf(sb, "<line x1=\"%.1f\" y1=\"%d\" x2=\"%.1f\" y2=\"%d\" stroke=\"black\"/>\n", x0,
                    BOTTOM, x1, BOTTOM);
     for (v = 0; v <= vmax + 1e-9; v += step)
@@ -187,16 +194,21 @@ static void curve(oomi_sb *sb, const oom_plan_result *r, double x0, double x1, d
     oomi_sb_printf(sb, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">micro-batch</text>\n",
                    (x0 + x1) / 2, BOTTOM + 34);
     x = XP(r->best.knobs.batch);
-    oomi_sb_printf(sb,
-                   "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"6\" fill=\"#e15759\"/>"
-                   "<text x=\"%.1f\" y=\"%.1f\">chosen: %ld (%s)</text>\n",
-                   x, ypos(gib(r->best.estimate.device_peak), vmax), x + 8,
-                   ypos(gib(r->best.estimate.device_peak), vmax) + 16, r->best.knobs.batch,
-                   oom_checkpointing_name(r->best.knobs.checkpointing));
-    oomi_sb_printf(sb,
-                   "<text x=\"%.1f\" y=\"%d\" fill=\"#4e79a7\">no checkpointing</text>"
-                   "<text x=\"%.1f\" y=\"%d\" fill=\"#59a14f\">full checkpointing</text>\n",
-                   x0, TOP - 8, x0 + 120, TOP - 8);
+    oomi_sb_printf(
+        sb,
+        "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"6\" fill=\"#e15759\"/>"
+        "<text x=\"%.1f\" y=\"%.1f\" font-weight=\"bold\" stroke=\"white\" "
+        "stroke-width=\"4\" paint-order=\"stroke\">chosen: %ld%s%s%s</text>\n",
+        x, ypos(gib(r->best.estimate.device_peak), vmax), x + 8,
+        ypos(gib(r->best.estimate.device_peak), vmax) + 20, r->best.knobs.batch,
+        r->inference || r->measured ? "" : " (",
+        r->inference || r->measured ? "" : oom_checkpointing_name(r->best.knobs.checkpointing),
+        r->inference || r->measured ? "" : ")");
+    oomi_sb_printf(sb, "<text x=\"%.1f\" y=\"%d\" fill=\"#4e79a7\">%s</text>\n", x0, TOP - 8,
+                   r->inference || r->measured ? "device peak" : "no checkpointing");
+    if (!r->inference && !r->measured)
+        oomi_sb_printf(sb, "<text x=\"%.1f\" y=\"%d\" fill=\"#59a14f\">full checkpointing</text>\n",
+                       x0 + 120, TOP - 8);
 #undef XP
 }
 
@@ -212,9 +224,14 @@ int oom_plan_svg(char **out, const oom_plan_result *r)
     top = scale_max(gib(r->budget.target_bytes > r->best.estimate.device_peak
                             ? r->budget.target_bytes
                             : r->best.estimate.device_peak));
-    snprintf(title, sizeof(title), "Plan: %s on %s - batch %ld x %ld, seq %ld", r->model,
-             r->gpu_name[0] ? r->gpu_name : "budget", r->best.knobs.batch, r->best.knobs.grad_accum,
-             r->best.knobs.seq_len);
+    if (r->inference)
+        snprintf(title, sizeof(title), "Plan: %s on %s - batch %ld, seq %ld", r->model,
+                 r->gpu_name[0] ? r->gpu_name : "budget", r->best.knobs.batch,
+                 r->best.knobs.seq_len);
+    else
+        snprintf(title, sizeof(title), "Plan: %s on %s - batch %ld x %ld, seq %ld", r->model,
+                 r->gpu_name[0] ? r->gpu_name : "budget", r->best.knobs.batch,
+                 r->best.knobs.grad_accum, r->best.knobs.seq_len);
     header(&sb, title);
     axis(&sb, 70, 190, top);
     bar(&sb, &r->best.estimate, 100, 250, top);
