@@ -9,7 +9,7 @@
 #define MAX_MICRO           4096
 #define MAX_SEQS            24
 #define INFERENCE_MAX_BATCH 4096
-#define MAX_MICRO_BATCH 65536 /* no micro-batch above this is considered */
+#define MAX_MICRO_BATCH     65536 /* no micro-batch above this is considered */
 
 /* the knobs other than micro-batch, accumulation and seq: one "family" of configurations */
 typedef struct family {
@@ -483,7 +483,9 @@ static void fill_result(search *s, oom_plan_result *res)
     for (i = 0; i < res->n_alternatives; i++)
         describe_loss(s, res, &res->alternatives[i]);
     res->peak_tflops = oomi_plan_tflops(r->gpu, s->best.knobs.precision);
-    res->max_workers = (long)(res->gpu_budget.usable_bytes / s->best.estimate.device_peak);
+    res->max_workers = s->best.estimate.device_peak
+                           ? (long)(res->gpu_budget.usable_bytes / s->best.estimate.device_peak)
+                           : 0;
     if (res->inference && s->best.estimate.kv_cache) {
         const oom_estimate *e = &s->best.estimate;
         res->kv_bytes_per_token =
@@ -526,6 +528,10 @@ static int setup(search *s, oom_plan_result *res)
 
     if (!r->workload && !r->line)
         return oomi_fail(OOM_EINVAL, "plan: no workload (a model or a measured line)");
+    if (!r->workload && !r->line->fixed_bytes && !r->line->bytes_per_sample &&
+        !r->line->bytes_per_token)
+        return oomi_fail(OOM_EINVAL, "measured line: fixed, per-sample and per-token bytes are all "
+                                     "0; give --fixed-bytes or --bytes-per-sample");
     s->nodes = r->nodes > 0 ? r->nodes : 1;
     s->gpus = s->nodes * (r->gpus_per_node > 0 ? r->gpus_per_node : 1);
     if (r->workload) {

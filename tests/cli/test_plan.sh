@@ -151,6 +151,10 @@ oom plan --model gpt2 --seq-range 10
 expect_rc 2 "bad seq range"
 oom plan --gpu rtx-4090
 expect_rc 2 "no workload"
+oom plan --sample-multiplier 2 --vram 8
+expect_rc 2 "an all-zero measured line"
+oom plan --model gpt2 --fixed-bytes 1GiB --vram 8
+expect_rc 2 "a model and a measured line"
 oom plan --model gpt2 --frobnicate 1
 expect_rc 2 "unknown option"
 oom plan --help
