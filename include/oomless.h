@@ -656,7 +656,7 @@ typedef struct oom_measured_line {
 /** What to plan. Start from oom_plan_request_init(). Counts of 0 mean "not given". */
 typedef struct oom_plan_request {
     const oom_workload *workload; /**< the model workload (its knobs are the starting point) */
-    const oom_measured_line *line; /**< or a measured line (workload NULL, or used for its seq) */
+    const oom_measured_line *line; /**< or a measured line (then workload is NULL) */
     oom_budget budget;            /**< per GPU */
     const oom_gpu_profile *gpu;   /**< TFLOP/s, bandwidth, bf16 support; NULL: generic */
     long nodes, gpus_per_node;    /**< data-parallel GPUs = nodes x gpus_per_node (default 1 x 1) */
