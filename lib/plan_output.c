@@ -27,6 +27,16 @@ static json_object *str(const char *s)
     return json_object_new_string(s);
 }
 
+/* precision as training frameworks name it (HF --bf16 and DeepSpeed bf16.enabled are autocast
+ * / mixed precision): amp-bf16 -> "bf16", amp-fp16 -> "fp16"; the exact value is in
+ * "estimate_precision" */
+static const char *framework_precision(oom_precision p)
+{
+    return p == OOM_PRECISION_AMP_BF16   ? "bf16"
+           : p == OOM_PRECISION_AMP_FP16 ? "fp16"
+                                         : oom_precision_name(p);
+}
+
 /* the plan object `oomless apply` reads: exactly these keys */
 static json_object *plan_json(const oom_plan_choice *c)
 {
@@ -39,7 +49,7 @@ static json_object *plan_json(const oom_plan_choice *c)
     put(o, "effective_batch", json_object_new_int64(c->effective_batch));
     put(o, "seq_len", json_object_new_int64(k->seq_len));
     put(o, "checkpointing", str(oom_checkpointing_name(k->checkpointing)));
-    put(o, "precision", str(oom_precision_name(k->precision)));
+    put(o, "precision", str(framework_precision(k->precision)));
     put(o, "optimizer", str(oom_optimizer_name(k->optimizer)));
     put(o, "sharding", str(oom_sharding_name(k->sharding)));
     put(o, "offload", str(oom_offload_name(k->offload)));
@@ -180,6 +190,8 @@ static json_object *result_json(const oom_plan_result *r)
     }
     put(root, "plan", r->found ? plan_json(&r->best) : NULL);
     put(root, "found", json_object_new_boolean(r->found));
+    put(root, "estimate_precision",
+        r->found ? str(oom_precision_name(r->best.knobs.precision)) : NULL);
     put(root, "model", str(r->model));
     put(root, "memory", r->found ? memory_json(&r->best.estimate) : NULL);
     put(root, "peak_phase", r->found ? str(oom_phase_name(r->best.estimate.peak_phase)) : NULL);
@@ -238,7 +250,7 @@ static void format_env(oomi_sb *sb, const oom_plan_choice *c)
                    "export OOMLESS_OPTIMIZER=%s\nexport OOMLESS_SHARDING=%s\n"
                    "export OOMLESS_OFFLOAD=%s\nexport OOMLESS_GPUS=%ld\n",
                    k->batch, k->grad_accum, c->effective_batch, k->seq_len,
-                   oom_checkpointing_name(k->checkpointing), oom_precision_name(k->precision),
+                   oom_checkpointing_name(k->checkpointing), framework_precision(k->precision),
                    oom_optimizer_name(k->optimizer), oom_sharding_name(k->sharding),
                    oom_offload_name(k->offload), k->gpus);
 }

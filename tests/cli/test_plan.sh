@@ -63,6 +63,9 @@ expect_json '.zero_optimization.stage >= 1' "true" "ZeRO stage chosen for a 7B f
 expect_json '.bf16.enabled' "true" "bf16 enabled"
 expect_json '.fp16.enabled' "false" "fp16 disabled"
 
+oom plan --model llama-2-7b --seq 2048 --gpus 8 --gpu a100-80gb --target-effective-batch 64 --json
+expect_json '.plan.precision + " " + .estimate_precision' "bf16 amp-bf16" "framework precision name, exact one beside"
+
 # offload appears in the DeepSpeed config when the planner needs it
 oom plan --model llama-2-7b --seq 2048 --gpu rtx-4090 --allow checkpointing,offload,precision --format deepspeed
 expect_rc 0 "7B full on 24 GiB with offload"
