@@ -248,10 +248,12 @@ static int build_micro(search *s, bool below)
         long cap = r->max_batch > 0 ? r->max_batch : INFERENCE_MAX_BATCH;
         if (!fb && r->max_auto_batch > 0 && r->max_auto_batch < cap)
             cap = r->max_auto_batch;
-        for (m = 1; m <= cap && m <= INFERENCE_MAX_BATCH; m++)
-            if (!fb || (below ? m < fb : m == fb))
+        if (fb && !below && (r->max_batch <= 0 || fb <= r->max_batch))
+            add_micro(s, fb, 1);
+        for (m = 1; !(fb && !below) && m <= cap && m <= INFERENCE_MAX_BATCH; m++)
+            if (!fb || m < fb)
                 add_micro(s, m, 1);
-        return OOM_OK;
+        goto check;
     }
     per = (s->eff + s->gpus - 1) / s->gpus; /* exact unless allow_inexact (checked in setup) */
     for (m = 1; m <= per && m <= MAX_MICRO_BATCH && s->nmicro < MAX_MICRO; m++) {
@@ -272,6 +274,7 @@ static int build_micro(search *s, bool below)
         }
         add_micro(s, m, acc);
     }
+check:
     if (fb && !below && !s->nmicro) {
         if (r->max_batch > 0 && fb > r->max_batch)
             return oomi_fail(OOM_EINVAL, "batch size %ld is above --max-batch-size %ld", fb,
@@ -496,7 +499,14 @@ static void fill_result(search *s, oom_plan_result *res)
         oomi_plan_note(res->notices, &res->n_notices,
                        "sequence length %ld chosen from %ld:%ld (the longest that fits)",
                        s->best.knobs.seq_len, r->seq_min, r->seq_max);
-    if (r->fixed_batch && s->best.knobs.batch < r->fixed_batch) {
+    if (r->fixed_batch && s->best.knobs.batch < r->fixed_batch && res->inference) {
+        res->downscaled |= OOM_DOWNSCALE_BATCH;
+        oomi_plan_note(res->notices, &res->n_notices,
+                       "DOWNSCALED: batch size %ld does not fit (device peak %s > usable %s); "
+                       "lowered to %ld",
+                       r->fixed_batch, OOMI_SZ(a, s->fixed_smallest.estimate.device_peak),
+                       OOMI_SZ(b, s->usable), s->best.knobs.batch);
+    } else if (r->fixed_batch && s->best.knobs.batch < r->fixed_batch) {
         res->downscaled |= OOM_DOWNSCALE_BATCH;
         oomi_plan_note(res->notices, &res->n_notices,
                        "DOWNSCALED: batch size %ld does not fit (smallest device peak %s > usable "
