@@ -623,6 +623,201 @@ OOM_EXPORT int oom_estimate_budget(oom_budget *out, int *have, char *label, size
 /* ======================================================================== plan */
 /* (section: plan) */
 
+/*
+ * The planner searches the estimator for the fastest configuration that fits: micro-batch and
+ * gradient accumulation (micro x accum x data-parallel GPUs = the target effective batch),
+ * checkpointing, precision, 8-bit optimizer, CPU offload and ZeRO stage, each only where the
+ * request allows it. The objective is the estimated throughput (see docs/plan.md: FLOPs per token
+ * from the estimate, the GPU's TFLOP/s for the precision, a utilisation curve that falls for
+ * small micro-batches, communication and offload time); the constraint is device_peak <= usable
+ * budget. Ties go to the simpler configuration. Values the user fixed are never raised.
+ */
+
+/** Knobs the planner may change (oom_plan_request.allow). */
+#define OOM_ALLOW_CHECKPOINTING 0x01u
+#define OOM_ALLOW_PRECISION 0x02u /**< other 16-bit/quantised precisions of the same method */
+#define OOM_ALLOW_OPTIMIZER 0x04u /**< 8-bit AdamW in place of AdamW */
+#define OOM_ALLOW_OFFLOAD 0x08u   /**< ZeRO CPU offload of the optimizer (and parameters) */
+#define OOM_ALLOW_SHARDING 0x10u  /**< ZeRO-1/2/3 when there is more than one GPU */
+#define OOM_ALLOW_ALL 0x1fu
+/** The default: checkpointing and (on several GPUs) sharding; they do not change the maths. */
+#define OOM_ALLOW_DEFAULT (OOM_ALLOW_CHECKPOINTING | OOM_ALLOW_SHARDING)
+
+/** Fixed values the planner may lower when they do not fit (oom_plan_request.downscale). */
+#define OOM_DOWNSCALE_BATCH 0x01u
+#define OOM_DOWNSCALE_SEQ 0x02u
+#define OOM_DOWNSCALE_CHECKPOINTING 0x04u /**< a fixed checkpointing may become more thorough */
+#define OOM_DOWNSCALE_ALL 0x07u
+#define OOM_DOWNSCALE_DEFAULT OOM_DOWNSCALE_BATCH
+
+/**
+ * A workload that is not a modelled transformer, as a measured line (from `oomless probe` or by
+ * hand): device peak = fixed + multiplier x batch x (per_sample + per_token x seq).
+ * The multiplier is e.g. 1 + n_positives + n_negatives for a contrastive model whose "sample" is
+ * an anchor with its positives and negatives.
+ */
+typedef struct oom_measured_line {
+    uint64_t fixed_bytes;       /**< weights, optimizer states, CUDA context: independent of batch */
+    uint64_t bytes_per_sample;  /**< per (multiplied) sample */
+    uint64_t bytes_per_token;   /**< per (multiplied) sample per token of seq; 0: no seq term */
+    double sample_multiplier;   /**< >= 1 (0 is taken as 1) */
+    double flops_per_sample;    /**< training FLOPs per sample; 0: unknown (ranked by batch) */
+} oom_measured_line;
+
+/** What to plan. Start from oom_plan_request_init(). Counts of 0 mean "not given". */
+typedef struct oom_plan_request {
+    const oom_workload *workload; /**< the model workload (its knobs are the starting point) */
+    const oom_measured_line *line; /**< or a measured line (then workload is NULL) */
+    oom_budget budget;            /**< per GPU */
+    const oom_gpu_profile *gpu;   /**< TFLOP/s, bandwidth, bf16 support; NULL: generic */
+    long nodes, gpus_per_node;    /**< data-parallel GPUs = nodes x gpus_per_node (default 1 x 1) */
+    long target_effective_batch;  /**< samples per optimizer step, all GPUs; 0: default */
+    long fixed_batch;             /**< micro-batch the user fixed (never raised) */
+    long fixed_grad_accum;        /**< accumulation the user fixed (never raised) */
+    long fixed_seq;               /**< sequence length the user fixed (never raised) */
+    int fixed_checkpointing;      /**< 1: the workload's checkpointing was given by the user */
+    long seq_min, seq_max;        /**< a range the planner may choose from (longest that fits) */
+    long max_batch;               /**< cap on any micro-batch (0: none) */
+    long max_auto_batch;          /**< cap on a micro-batch the planner chooses (0: none) */
+    unsigned allow;               /**< OOM_ALLOW_* */
+    unsigned downscale;           /**< OOM_DOWNSCALE_* */
+    int allow_inexact;            /**< accumulation may round up (effective batch >= target) */
+    long workers;                 /**< 0/1: one job; N: N copies share each GPU; -1: auto */
+} oom_plan_request;
+
+/** Defaults: allow OOM_ALLOW_DEFAULT, downscale OOM_DOWNSCALE_DEFAULT, 1 node x 1 GPU. */
+OOM_EXPORT void oom_plan_request_init(oom_plan_request *r);
+
+/** One configuration the planner estimated. */
+typedef struct oom_plan_choice {
+    oom_knobs knobs;          /**< knobs.gpus: all data-parallel GPUs */
+    long effective_batch;     /**< batch x grad_accum x gpus */
+    oom_estimate estimate;    /**< per GPU (measured lines: only the peaks are set) */
+    int fits;                 /**< estimate.device_peak <= usable budget */
+    int has_throughput;       /**< 0 for a measured line without flops_per_sample */
+    double tokens_per_s;      /**< all GPUs (measured lines: samples x seq) */
+    double samples_per_s;     /**< all GPUs */
+    double step_s;            /**< one optimizer step (inference: one batch) */
+    double utilisation;       /**< model-FLOPs utilisation assumed for the micro-batch */
+    double score;             /**< what was maximised */
+    char why[200];            /**< for alternatives and refusals: why it lost / how it fails */
+} oom_plan_choice;
+
+#define OOM_PLAN_MAX_ALTERNATIVES 3
+#define OOM_PLAN_MAX_NOTES 8
+#define OOM_PLAN_MAX_CURVE 24
+
+/** The answer. Strings are inline; free with oom_plan_free(). */
+typedef struct oom_plan_result {
+    int found;                /**< 1: `best` fits; 0: nothing did (see smallest, suggestions) */
+    int inference, measured;  /**< what kind of workload was planned */
+    oom_plan_choice best;
+    size_t n_alternatives;
+    oom_plan_choice alternatives[OOM_PLAN_MAX_ALTERNATIVES];
+    oom_plan_choice smallest; /**< the configuration with the smallest device peak tried */
+    size_t n_suggestions;     /**< when nothing fits: what would make it fit */
+    char suggestions[OOM_PLAN_MAX_NOTES][200];
+    size_t n_notices;         /**< downscaled values, precision changed for the GPU, ... */
+    char notices[OOM_PLAN_MAX_NOTES][240];
+    unsigned downscaled;      /**< OOM_DOWNSCALE_* bits of the fixed values that were lowered */
+    long requested_batch, requested_seq; /**< the fixed values asked for (0: none) */
+    long target_effective_batch;
+    oom_budget gpu_budget;    /**< per GPU */
+    oom_budget budget;        /**< per job: per GPU, or per worker when workers > 1 */
+    long workers;             /**< copies per GPU planned for (1 unless asked) */
+    long max_workers;         /**< copies of the chosen job that fit one GPU (0 when none) */
+    uint64_t kv_budget_bytes; /**< inference: memory a serving engine may give its KV cache */
+    double kv_bytes_per_token;
+    long nodes, gpus_per_node;
+    long candidates;          /**< configurations estimated */
+    char model[160];          /**< model name, or "measured line" */
+    char gpu_id[64], gpu_name[96];
+    double peak_tflops;       /**< for the chosen precision */
+    int target_fallback;      /**< oom_plan_options_run: no GPU found, default profile used */
+    char target_reason[256];
+    /* device peak versus micro-batch for the chosen knobs, without and with full checkpointing
+     * (UINT64_MAX where the estimator refused), for pictures */
+    size_t n_curve;
+    long curve_batch[OOM_PLAN_MAX_CURVE];
+    uint64_t curve_peak_none[OOM_PLAN_MAX_CURVE], curve_peak_full[OOM_PLAN_MAX_CURVE];
+} oom_plan_result;
+
+/**
+ * Plans. OOM_OK with `*out` (found = 1). OOM_ENOFIT when nothing fits: `*out` is still set
+ * (found = 0, smallest, suggestions) and the message says what was tried. OOM_EINVAL naming the
+ * value for an impossible request (no workload, effective batch not a multiple of the GPUs
+ * without allow_inexact, a fixed batch above max_batch, ...). Free with oom_plan_free().
+ */
+OOM_EXPORT int oom_plan_run(oom_plan_result **out, const oom_plan_request *request);
+OOM_EXPORT void oom_plan_free(oom_plan_result *result);
+
+/**
+ * The plan as one JSON document: {"plan": {"batch_size", "grad_accum", "effective_batch",
+ * "seq_len", "checkpointing", "precision", "optimizer", "sharding", "offload", "gpus"}, "found",
+ * "memory": {the estimate's keys}, "budget": {"target_bytes", "safety_margin_bytes",
+ * "usable_bytes", "utilisation"}, "throughput": {...}, "alternatives": [...], "downscaled",
+ * "notices", "workers", "inference", "suggestions", "smallest", "search"}.
+ */
+OOM_EXPORT int oom_plan_to_json(char **out, const oom_plan_result *result);
+
+/**
+ * The plan for the next step, as text: "text" (the human report), "json", "env"
+ * (OOMLESS_BATCH_SIZE=... lines for eval), "args" (Hugging Face Trainer arguments), "deepspeed"
+ * (a ds_config.json fragment), "torchrun" (the launch line). OOM_EINVAL for another name, or for
+ * a machine format when nothing fits.
+ */
+OOM_EXPORT int oom_plan_format(char **out, const oom_plan_result *result, const char *format);
+
+/**
+ * Plans from text options, as `oomless plan` does (the CLI is a thin layer over this): every
+ * workload option (oom_workload_options) plus the plan options of oom_plan_option_table(). The
+ * budget is resolved like the CLI's (--gpu/--vram/--vram-safety-margin/--config, detected GPUs,
+ * else the default profile). $OOMLESS_BATCH_SIZE fixes the batch when no batch option is given.
+ */
+typedef struct oom_plan_options oom_plan_options;
+
+OOM_EXPORT int oom_plan_options_create(oom_plan_options **out);
+OOM_EXPORT void oom_plan_options_free(oom_plan_options *o);
+/** Sets a workload or plan option ('_' may stand for '-'). Errors as oom_workload_set(). */
+OOM_EXPORT int oom_plan_options_set(oom_plan_options *o, const char *key, const char *value);
+/** Sets every option of a YAML mapping file (keys are option names). */
+OOM_EXPORT int oom_plan_options_load(oom_plan_options *o, const char *path);
+/** The plan-only options (static). */
+OOM_EXPORT const oom_option *oom_plan_option_table(size_t *count);
+/** Resolves the budget and plans. Returns as oom_plan_run(). */
+OOM_EXPORT int oom_plan_options_run(oom_plan_result **out, const oom_plan_options *o);
+
+/**
+ * The one call for bindings: `n` options as key/value strings in, the JSON document of
+ * oom_plan_to_json() out (also when nothing fits: the function then returns OOM_ENOFIT).
+ */
+OOM_EXPORT int oom_plan_json(char **out, const char *const *keys, const char *const *values,
+                             size_t n);
+
+/** Writes an SVG picture of a plan (memory bar against the budget; peak versus micro-batch). */
+OOM_EXPORT int oom_plan_svg(char **out, const oom_plan_result *result);
+/** An SVG picture of one estimate's breakdown against a budget (NULL: no budget line). */
+OOM_EXPORT int oom_estimate_svg(char **out, const oom_workload *w, const oom_estimate *e,
+                                const oom_budget *budget);
+
+/* ---- table: one plan per GPU ------------------------------------------------------------ */
+
+/**
+ * Plans each named workload on each GPU profile and formats the rows: "text", "markdown", "csv"
+ * or "json". A GPU where nothing fits gets a row that says so. `gpus` are catalog ids.
+ */
+OOM_EXPORT int oom_table(char **out, const oom_plan_options *const *workloads,
+                         const char *const *names, size_t n_workloads, const char *const *gpus,
+                         size_t n_gpus, const char *format);
+
+/**
+ * Loads a workloads file: YAML `workloads: {NAME: {option: value, ...}, ...}`. `*names` and
+ * `*options` are arrays of `*count`; free with oom_table_workloads_free().
+ */
+OOM_EXPORT int oom_table_workloads_load(oom_plan_options ***options, char ***names, size_t *count,
+                                        const char *path);
+OOM_EXPORT void oom_table_workloads_free(oom_plan_options **options, char **names, size_t count);
+
 /* ======================================================================== probe, run */
 /* (section: supervise) */
 
