@@ -8,7 +8,7 @@ static const char *const CMD = "estimate";
 
 typedef struct args {
     bool json, list, help;
-    const char *gpu, *vram, *margin, *config;
+    const char *gpu, *vram, *margin, *config, *svg;
 } args;
 
 static void usage(FILE *out)
@@ -37,7 +37,8 @@ static void usage(FILE *out)
             "--gpu NAME|INDEX|auto", "plan for this GPU (catalog id or detected index)",
             "--vram SIZE", "memory to target (bare number = GiB)", "--vram-safety-margin SIZE|PCT",
             "kept free (bare number = MiB; default 1 GiB)", "--config FILE",
-            "user config (extra GPU profiles, default margin)", "--json", "one JSON document on stdout",
+            "user config (extra GPU profiles, default margin)", "--json",
+            "one JSON document on stdout (--svg FILE: a picture of the breakdown)",
             "--list-models", "the built-in presets", "--help", "this text");
 }
 
@@ -103,6 +104,11 @@ static int parse(int argc, char **argv, args *a, oom_workload *w)
         }
         if ((v = opt_value(argc, argv, &i, "config", &m)), m) {
             if (!(a->config = v))
+                return cli_usage_error(CMD, "option '%s' needs a value", arg);
+            continue;
+        }
+        if ((v = opt_value(argc, argv, &i, "svg", &m)), m) {
+            if (!(a->svg = v))
                 return cli_usage_error(CMD, "option '%s' needs a value", arg);
             continue;
         }
@@ -210,6 +216,24 @@ static void print_human(const oom_workload *w, const oom_estimate *e, const oom_
     printf("%s\n", line);
 }
 
+static int write_svg(const char *path, const oom_workload *w, const oom_estimate *e,
+                     const oom_budget *b)
+{
+    char *svg = NULL;
+    FILE *f = NULL;
+    int err = oom_estimate_svg(&svg, w, e, b), rc = EXIT_OK;
+    if (err)
+        return cli_fail(CMD, err);
+    if (!(f = fopen(path, "w")) || fputs(svg, f) < 0)
+        rc = EXIT_ENV;
+    if (f && fclose(f))
+        rc = EXIT_ENV;
+    if (rc)
+        fprintf(stderr, "oomless %s: cannot write '%s'\n", CMD, path);
+    oom_free(svg);
+    return rc;
+}
+
 int cmd_estimate(int argc, char **argv)
 {
     oom_workload *w = NULL;
@@ -238,6 +262,8 @@ int cmd_estimate(int argc, char **argv)
         rc = cli_fail(CMD, err);
         goto done;
     }
+    if (a.svg && (rc = write_svg(a.svg, w, &e, have_budget ? &b : NULL)) != EXIT_OK)
+        goto done;
     if (a.json) {
         if ((err = oom_estimate_to_json_budget(&json, w, &e, have_budget ? &b : NULL)))
             rc = cli_fail(CMD, err);

@@ -25,6 +25,7 @@
 #ifndef OOMLESS_H
 #define OOMLESS_H
 
+#include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -622,11 +623,618 @@ OOM_EXPORT int oom_estimate_budget(oom_budget *out, int *have, char *label, size
 /* ======================================================================== plan */
 /* (section: plan) */
 
+/*
+ * The planner searches the estimator for the fastest configuration that fits: micro-batch and
+ * gradient accumulation (micro x accum x data-parallel GPUs = the target effective batch),
+ * checkpointing, precision, 8-bit optimizer, CPU offload and ZeRO stage, each only where the
+ * request allows it. The objective is the estimated throughput (see docs/plan.md: FLOPs per token
+ * from the estimate, the GPU's TFLOP/s for the precision, a utilisation curve that falls for
+ * small micro-batches, communication and offload time); the constraint is device_peak <= usable
+ * budget. Ties go to the simpler configuration. Values the user fixed are never raised.
+ */
+
+/** Knobs the planner may change (oom_plan_request.allow). */
+#define OOM_ALLOW_CHECKPOINTING 0x01u
+#define OOM_ALLOW_PRECISION 0x02u /**< other 16-bit/quantised precisions of the same method */
+#define OOM_ALLOW_OPTIMIZER 0x04u /**< 8-bit AdamW in place of AdamW */
+#define OOM_ALLOW_OFFLOAD 0x08u   /**< ZeRO CPU offload of the optimizer (and parameters) */
+#define OOM_ALLOW_SHARDING 0x10u  /**< ZeRO-1/2/3 when there is more than one GPU */
+#define OOM_ALLOW_ALL 0x1fu
+/** The default: checkpointing and (on several GPUs) sharding; they do not change the maths. */
+#define OOM_ALLOW_DEFAULT (OOM_ALLOW_CHECKPOINTING | OOM_ALLOW_SHARDING)
+
+/** Fixed values the planner may lower when they do not fit (oom_plan_request.downscale). */
+#define OOM_DOWNSCALE_BATCH 0x01u
+#define OOM_DOWNSCALE_SEQ 0x02u
+#define OOM_DOWNSCALE_CHECKPOINTING 0x04u /**< a fixed checkpointing may become more thorough */
+#define OOM_DOWNSCALE_ALL 0x07u
+#define OOM_DOWNSCALE_DEFAULT OOM_DOWNSCALE_BATCH
+
+/**
+ * A workload that is not a modelled transformer, as a measured line (from `oomless probe` or by
+ * hand): device peak = fixed + multiplier x batch x (per_sample + per_token x seq).
+ * The multiplier is e.g. 1 + n_positives + n_negatives for a contrastive model whose "sample" is
+ * an anchor with its positives and negatives.
+ */
+typedef struct oom_measured_line {
+    uint64_t fixed_bytes;       /**< weights, optimizer states, CUDA context: independent of batch */
+    uint64_t bytes_per_sample;  /**< per (multiplied) sample */
+    uint64_t bytes_per_token;   /**< per (multiplied) sample per token of seq; 0: no seq term */
+    double sample_multiplier;   /**< >= 1 (0 is taken as 1) */
+    double flops_per_sample;    /**< training FLOPs per sample; 0: unknown (ranked by batch) */
+} oom_measured_line;
+
+/** What to plan. Start from oom_plan_request_init(). Counts of 0 mean "not given". */
+typedef struct oom_plan_request {
+    const oom_workload *workload; /**< the model workload (its knobs are the starting point) */
+    const oom_measured_line *line; /**< or a measured line (then workload is NULL) */
+    oom_budget budget;            /**< per GPU */
+    const oom_gpu_profile *gpu;   /**< TFLOP/s, bandwidth, bf16 support; NULL: generic */
+    long nodes, gpus_per_node;    /**< data-parallel GPUs = nodes x gpus_per_node (default 1 x 1) */
+    long target_effective_batch;  /**< samples per optimizer step, all GPUs; 0: default */
+    long fixed_batch;             /**< micro-batch the user fixed (never raised) */
+    long fixed_grad_accum;        /**< accumulation the user fixed (never raised) */
+    long fixed_seq;               /**< sequence length the user fixed (never raised) */
+    int fixed_checkpointing;      /**< 1: the workload's checkpointing was given by the user */
+    long seq_min, seq_max;        /**< a range the planner may choose from (longest that fits) */
+    long max_batch;               /**< cap on any micro-batch (0: none) */
+    long max_auto_batch;          /**< cap on a micro-batch the planner chooses (0: none) */
+    unsigned allow;               /**< OOM_ALLOW_* */
+    unsigned downscale;           /**< OOM_DOWNSCALE_* */
+    int allow_inexact;            /**< accumulation may round up (effective batch >= target) */
+    long workers;                 /**< 0/1: one job; N: N copies share each GPU; -1: auto */
+} oom_plan_request;
+
+/** Defaults: allow OOM_ALLOW_DEFAULT, downscale OOM_DOWNSCALE_DEFAULT, 1 node x 1 GPU. */
+OOM_EXPORT void oom_plan_request_init(oom_plan_request *r);
+
+/** One configuration the planner estimated. */
+typedef struct oom_plan_choice {
+    oom_knobs knobs;          /**< knobs.gpus: all data-parallel GPUs */
+    long effective_batch;     /**< batch x grad_accum x gpus */
+    oom_estimate estimate;    /**< per GPU (measured lines: only the peaks are set) */
+    int fits;                 /**< estimate.device_peak <= usable budget */
+    int has_throughput;       /**< 0 for a measured line without flops_per_sample */
+    double tokens_per_s;      /**< all GPUs (measured lines: samples x seq) */
+    double samples_per_s;     /**< all GPUs */
+    double step_s;            /**< one optimizer step (inference: one batch) */
+    double utilisation;       /**< model-FLOPs utilisation assumed for the micro-batch */
+    double score;             /**< what was maximised */
+    char why[200];            /**< for alternatives and refusals: why it lost / how it fails */
+} oom_plan_choice;
+
+#define OOM_PLAN_MAX_ALTERNATIVES 3
+#define OOM_PLAN_MAX_NOTES 8
+#define OOM_PLAN_MAX_CURVE 24
+
+/** The answer. Strings are inline; free with oom_plan_free(). */
+typedef struct oom_plan_result {
+    int found;                /**< 1: `best` fits; 0: nothing did (see smallest, suggestions) */
+    int inference, measured;  /**< what kind of workload was planned */
+    oom_plan_choice best;
+    size_t n_alternatives;
+    oom_plan_choice alternatives[OOM_PLAN_MAX_ALTERNATIVES];
+    oom_plan_choice smallest; /**< the configuration with the smallest device peak tried */
+    size_t n_suggestions;     /**< when nothing fits: what would make it fit */
+    char suggestions[OOM_PLAN_MAX_NOTES][200];
+    size_t n_notices;         /**< downscaled values, precision changed for the GPU, ... */
+    char notices[OOM_PLAN_MAX_NOTES][240];
+    unsigned downscaled;      /**< OOM_DOWNSCALE_* bits of the fixed values that were lowered */
+    long requested_batch, requested_seq; /**< the fixed values asked for (0: none) */
+    long target_effective_batch;
+    oom_budget gpu_budget;    /**< per GPU */
+    oom_budget budget;        /**< per job: per GPU, or per worker when workers > 1 */
+    long workers;             /**< copies per GPU planned for (1 unless asked) */
+    long max_workers;         /**< copies of the chosen job that fit one GPU (0 when none) */
+    uint64_t kv_budget_bytes; /**< inference: memory a serving engine may give its KV cache */
+    double kv_bytes_per_token;
+    long nodes, gpus_per_node;
+    long candidates;          /**< configurations estimated */
+    char model[160];          /**< model name, or "measured line" */
+    char gpu_id[64], gpu_name[96];
+    double peak_tflops;       /**< for the chosen precision */
+    int target_fallback;      /**< oom_plan_options_run: no GPU found, default profile used */
+    char target_reason[256];
+    /* device peak versus micro-batch for the chosen knobs, without and with full checkpointing
+     * (UINT64_MAX where the estimator refused), for pictures */
+    size_t n_curve;
+    long curve_batch[OOM_PLAN_MAX_CURVE];
+    uint64_t curve_peak_none[OOM_PLAN_MAX_CURVE], curve_peak_full[OOM_PLAN_MAX_CURVE];
+} oom_plan_result;
+
+/**
+ * Plans. OOM_OK with `*out` (found = 1). OOM_ENOFIT when nothing fits: `*out` is still set
+ * (found = 0, smallest, suggestions) and the message says what was tried. OOM_EINVAL naming the
+ * value for an impossible request (no workload, effective batch not a multiple of the GPUs
+ * without allow_inexact, a fixed batch above max_batch, ...). Free with oom_plan_free().
+ */
+OOM_EXPORT int oom_plan_run(oom_plan_result **out, const oom_plan_request *request);
+OOM_EXPORT void oom_plan_free(oom_plan_result *result);
+
+/**
+ * The plan as one JSON document: {"plan": {"batch_size", "grad_accum", "effective_batch",
+ * "seq_len", "checkpointing", "precision", "optimizer", "sharding", "offload", "gpus"}, "found",
+ * "memory": {the estimate's keys}, "budget": {"target_bytes", "safety_margin_bytes",
+ * "usable_bytes", "utilisation"}, "throughput": {...}, "alternatives": [...], "downscaled",
+ * "notices", "workers", "inference", "suggestions", "smallest", "search"}.
+ */
+OOM_EXPORT int oom_plan_to_json(char **out, const oom_plan_result *result);
+
+/**
+ * The plan for the next step, as text: "text" (the human report), "json", "env"
+ * (OOMLESS_BATCH_SIZE=... lines for eval), "args" (Hugging Face Trainer arguments), "deepspeed"
+ * (a ds_config.json fragment), "torchrun" (the launch line). OOM_EINVAL for another name, or for
+ * a machine format when nothing fits.
+ */
+OOM_EXPORT int oom_plan_format(char **out, const oom_plan_result *result, const char *format);
+
+/**
+ * Plans from text options, as `oomless plan` does (the CLI is a thin layer over this): every
+ * workload option (oom_workload_options) plus the plan options of oom_plan_option_table(). The
+ * budget is resolved like the CLI's (--gpu/--vram/--vram-safety-margin/--config, detected GPUs,
+ * else the default profile). $OOMLESS_BATCH_SIZE fixes the batch when no batch option is given.
+ */
+typedef struct oom_plan_options oom_plan_options;
+
+OOM_EXPORT int oom_plan_options_create(oom_plan_options **out);
+OOM_EXPORT void oom_plan_options_free(oom_plan_options *o);
+/** Sets a workload or plan option ('_' may stand for '-'). Errors as oom_workload_set(). */
+OOM_EXPORT int oom_plan_options_set(oom_plan_options *o, const char *key, const char *value);
+/** Sets every option of a YAML mapping file (keys are option names). */
+OOM_EXPORT int oom_plan_options_load(oom_plan_options *o, const char *path);
+/** The plan-only options (static). */
+OOM_EXPORT const oom_option *oom_plan_option_table(size_t *count);
+/** Resolves the budget and plans. Returns as oom_plan_run(). */
+OOM_EXPORT int oom_plan_options_run(oom_plan_result **out, const oom_plan_options *o);
+
+/**
+ * The one call for bindings: `n` options as key/value strings in, the JSON document of
+ * oom_plan_to_json() out (also when nothing fits: the function then returns OOM_ENOFIT).
+ */
+OOM_EXPORT int oom_plan_json(char **out, const char *const *keys, const char *const *values,
+                             size_t n);
+
+/** Writes an SVG picture of a plan (memory bar against the budget; peak versus micro-batch). */
+OOM_EXPORT int oom_plan_svg(char **out, const oom_plan_result *result);
+/** An SVG picture of one estimate's breakdown against a budget (NULL: no budget line). */
+OOM_EXPORT int oom_estimate_svg(char **out, const oom_workload *w, const oom_estimate *e,
+                                const oom_budget *budget);
+
+/* ---- table: one plan per GPU ------------------------------------------------------------ */
+
+/**
+ * Plans each named workload on each GPU profile and formats the rows: "text", "markdown", "csv"
+ * or "json". A GPU where nothing fits gets a row that says so. `gpus` are catalog ids.
+ */
+OOM_EXPORT int oom_table(char **out, const oom_plan_options *const *workloads,
+                         const char *const *names, size_t n_workloads, const char *const *gpus,
+                         size_t n_gpus, const char *format);
+
+/**
+ * Loads a workloads file: YAML `workloads: {NAME: {option: value, ...}, ...}`. `*names` and
+ * `*options` are arrays of `*count`; free with oom_table_workloads_free().
+ */
+OOM_EXPORT int oom_table_workloads_load(oom_plan_options ***options, char ***names, size_t *count,
+                                        const char *path);
+OOM_EXPORT void oom_table_workloads_free(oom_plan_options **options, char **names, size_t count);
+
 /* ======================================================================== probe, run */
 /* (section: supervise) */
 
+/*
+ * probe and run drive the user's own training command as a child process. The command is an
+ * argv template (never a shell line): placeholders inside its elements are replaced per launch
+ * without re-splitting, and every launch gets environment variables with the same values:
+ *
+ *   {batch}     OOMLESS_BATCH_SIZE    micro-batch size of this launch
+ *   {accum}     OOMLESS_GRAD_ACCUM    gradient-accumulation steps
+ *   {effective} OOMLESS_EFFECTIVE_BATCH  batch x accum
+ *   {seq}       OOMLESS_SEQ_LEN       sequence length (only when one was given)
+ *   {attempt}   OOMLESS_ATTEMPT       1 for the first launch, then 2, 3...
+ *
+ * Any other "{...}" is left as it is. PYTHONUNBUFFERED=1 is added unless already set, so that a
+ * Python job's output (and its "step N" lines) arrives as it is printed.
+ *
+ * The child runs in its own process group. Its stdout and stderr are read through pipes and
+ * copied to the file descriptors the caller names (the library never prints); the last 16 KiB
+ * are kept to recognise an out-of-memory death. When a launch ends, whatever is left of its
+ * process group (and of its descendants that left the group) is killed with SIGKILL and reaped:
+ * no process outlives a launch. On Linux the calling process becomes a child subreaper
+ * (prctl PR_SET_CHILD_SUBREAPER) so that orphaned grandchildren can be found and reaped.
+ * The functions below are not async-signal-safe and must not run concurrently in one process.
+ */
+
+/** A job: the command template and what to add to its environment. */
+typedef struct oom_job {
+    const char *const *argv; /**< NULL-terminated template; argv[0] is looked up in $PATH */
+    const char *const *env;  /**< extra "KEY=VALUE" entries (NULL-terminated) or NULL */
+    int stdout_fd;           /**< where the child's stdout is copied: 0 = 1, -1 = dropped */
+    int stderr_fd;           /**< where the child's stderr is copied: 0 = 2, -1 = dropped */
+} oom_job;
+
+/** What happened to a supervised job, reported as it happens. */
+typedef enum oom_job_event_kind {
+    OOM_EVENT_LAUNCH = 0,  /**< a launch started (pid known) */
+    OOM_EVENT_OOM = 1,     /**< a launch died of out-of-memory */
+    OOM_EVENT_RESTART = 2, /**< run: relaunching smaller (batch/grad_accum are the new values) */
+    OOM_EVENT_EXIT = 3,    /**< a launch ended (exit_code, peak_bytes) */
+    OOM_EVENT_SIGNAL = 4,  /**< a signal was forwarded to the job's process group (signal) */
+    OOM_EVENT_KILL = 5,    /**< the job outlived its grace period or timeout: SIGKILL sent */
+} oom_job_event_kind;
+
+typedef struct oom_job_event {
+    oom_job_event_kind kind;
+    double time;         /**< Unix time, seconds */
+    long pid;            /**< the launch's pid (= its process group id) */
+    int attempt;         /**< 1, 2, ... (probe: the trial number) */
+    int batch;           /**< micro-batch of the launch (RESTART: the new one) */
+    int grad_accum;      /**< accumulation of the launch (RESTART: the new one) */
+    int previous_batch;  /**< RESTART: the batch that ran out of memory; else 0 */
+    int previous_accum;  /**< RESTART: its accumulation; else 0 */
+    uint64_t peak_bytes; /**< peak seen so far in this launch, OOM_UNKNOWN when not measured */
+    int exit_code;       /**< EXIT/OOM: 0..255, 128+N for signal N, 127/126 exec failures */
+    long step;           /**< last "step N" the job printed, -1 when none */
+    int signal;          /**< SIGNAL/KILL: the signal sent */
+    double duration_s;   /**< EXIT/OOM: how long the launch ran */
+} oom_job_event;
+
+typedef void (*oom_job_event_fn)(const oom_job_event *event, void *user);
+
+/** The name of an event kind as the events file writes it ("launch", "oom", ...). */
+OOM_EXPORT const char *oom_job_event_name(oom_job_event_kind kind);
+
+/* ---- out-of-memory recognition ------------------------------------------------------------ */
+
+/**
+ * OOM message patterns: data/oom-patterns.txt, one case-insensitive substring per line; '#'
+ * starts a comment line; blank lines are ignored; leading/trailing blanks are trimmed.
+ */
+typedef struct oom_patterns oom_patterns;
+
+/** Loads `path`, or the data directory's oom-patterns.txt when NULL. OOM_EIO, OOM_EPARSE (a file
+ *  with no pattern). */
+OOM_EXPORT int oom_patterns_load(oom_patterns **out, const char *path);
+/** Parses patterns from memory (`name` is used in messages). */
+OOM_EXPORT int oom_patterns_parse(oom_patterns **out, const char *text, size_t len,
+                                  const char *name);
+OOM_EXPORT void oom_patterns_free(oom_patterns *patterns);
+OOM_EXPORT size_t oom_patterns_count(const oom_patterns *patterns);
+
+/** The first pattern found in text[0..len) (case-insensitive), or NULL. NUL bytes are allowed. */
+OOM_EXPORT const char *oom_patterns_find(const oom_patterns *patterns, const char *text,
+                                         size_t len);
+
+/**
+ * Whether a job died of running out of GPU memory: it failed (exit_code != 0: a non-zero status
+ * or a signal such as SIGABRT) and its output tail holds a pattern. A job that printed an OOM
+ * message but exited 0 recovered by itself; a SIGKILL without a message (the kernel's host-RAM
+ * OOM killer) is not a GPU OOM. Returns 1 or 0.
+ */
+OOM_EXPORT int oom_is_oom_exit(const oom_patterns *patterns, int exit_code, const char *tail,
+                               size_t len);
+
+/* ---- the batch-size search (pure: no process is launched) --------------------------------- */
+
+/** One trial: a launch at one batch size. */
+typedef struct oom_probe_trial {
+    int batch;
+    uint64_t peak_bytes; /**< largest per-GPU sum over the job's processes; OOM_UNKNOWN if not
+                              measured (no NVML, or the job ended before the first sample) */
+    int exit_code;       /**< 0..255, 128+N for signal N */
+    int oom;             /**< 1 when it died of out-of-memory */
+    int timed_out;       /**< 1 when --trial-timeout stopped it */
+    double duration_s;
+} oom_probe_trial;
+
+/** peak(batch) = fixed + per_sample * batch + per_sample2 * batch^2 */
+typedef struct oom_probe_fit {
+    int valid;     /**< 0: fewer than two measured successful trials */
+    int quadratic; /**< 1 when per_sample2 was fitted (growth is not linear) */
+    double fixed_bytes, per_sample_bytes, per_sample2_bytes;
+} oom_probe_fit;
+
+/** The fitted peak at `batch` (fit must be valid). */
+OOM_EXPORT double oom_probe_fit_peak(const oom_probe_fit *fit, int batch);
+/** The largest batch in [1, limit] whose fitted peak is <= usable_bytes, 0 when none. */
+OOM_EXPORT int oom_probe_fit_max_batch(const oom_probe_fit *fit, uint64_t usable_bytes, int limit);
+
+typedef struct oom_probe_search {
+    uint64_t usable_bytes;    /**< a batch fits when its peak is <= this (target - margin) */
+    int start_batch;          /**< first trial; 0: from `prediction` when valid, else 1 */
+    int max_trials;           /**< launches at most; 0: 8 */
+    int max_batch;            /**< no trial above this; 0: 1048576 */
+    double tolerance;         /**< relative error of a prediction still "on"; 0: 0.01 */
+    oom_probe_fit prediction; /**< the estimator's line, used for the first trial when valid */
+} oom_probe_search;
+
+typedef struct oom_probe_step {
+    int done;              /**< 1: stop searching */
+    int next_batch;        /**< the batch to try next when !done */
+    int recommended_batch; /**< largest batch known to fit under the budget; 0 when none */
+    int max_batch;         /**< largest batch that ran to completion; 0 when none */
+    oom_probe_fit fit;     /**< the line (or curve) through the measured successful trials */
+} oom_probe_step;
+
+/**
+ * The search: given the trials so far (in launch order), what to try next. Successful trials
+ * with measured peaks are fitted (a line through the two largest; a quadratic through the three
+ * largest once a line mispredicts by more than `tolerance`); the next trial is the largest batch
+ * the fit allows under the budget, kept strictly between the largest batch known to fit and the
+ * smallest known not to (a failure, or a peak over the budget); when the fit is contradicted by
+ * a failure it bisects. It stops when those two are at most 2 apart (the answer is within one
+ * of the true limit), when a launch verified the fit's prediction and the next batch would not
+ * fit, when 1 does not fit, or after max_trials. Without measured peaks it doubles, then bisects.
+ * A linear job takes 3 launches. OOM_EINVAL for a malformed trial list.
+ */
+OOM_EXPORT int oom_probe_search_step(oom_probe_step *out, const oom_probe_search *search,
+                                     const oom_probe_trial *trials, size_t count);
+
+/* ---- probe ---------------------------------------------------------------------------------- */
+
+#define OOM_DEFAULT_SAMPLE_INTERVAL 0.05 /**< seconds between NVML samples */
+#define OOM_DEFAULT_KILL_GRACE      10.0 /**< seconds between SIGTERM and SIGKILL */
+
+typedef struct oom_probe_options {
+    oom_probe_search search;
+    int grad_accum;               /**< {accum} for every trial; 0: 1 */
+    int seq;                      /**< {seq} for every trial (--seq-max); 0: not set */
+    double trial_timeout_s;       /**< 0: no limit */
+    double sample_interval_s;     /**< 0: OOM_DEFAULT_SAMPLE_INTERVAL */
+    double kill_grace_s;          /**< 0: OOM_DEFAULT_KILL_GRACE */
+    int no_gpu;                   /**< 1: do not open NVML (exit status only) */
+    const oom_patterns *patterns; /**< NULL: the data directory's */
+    oom_job_event_fn on_event;    /**< may be NULL */
+    void *user;
+    /** When non-NULL and it becomes non-zero (a signal number, set by the caller's handler),
+     *  the signal is forwarded to the running trial and the probe stops: OOM_EINTERRUPTED. */
+    const volatile sig_atomic_t *stop;
+} oom_probe_options;
+
+typedef struct oom_probe_result {
+    size_t trial_count;
+    oom_probe_trial *trials;
+    oom_probe_fit fit;
+    int recommended_batch; /**< 0 when nothing fits */
+    int max_batch;         /**< largest batch that ran; 0 when none */
+    int launches;
+    int peaks_measured; /**< 0 when NVML was not available: peaks are unknown */
+    double sample_interval_s;
+    uint64_t usable_bytes;
+    int seq;                     /**< 0 when not set */
+    char gpu_name[96];           /**< the first visible GPU's name, "" without NVML */
+    char nvml_error[160];        /**< why peaks are unknown, "" when measured */
+    int stop_signal;             /**< the signal that stopped the probe, 0 */
+    int has_prediction;          /**< 1 when search.prediction was valid */
+    double predicted_peak_bytes; /**< prediction at recommended_batch */
+    double measured_peak_bytes;  /**< measured (or fitted) peak at recommended_batch */
+    double prediction_error;     /**< (predicted - measured) / measured */
+} oom_probe_result;
+
+/**
+ * Runs the search, launching the job once per trial. Returns OOM_OK with a recommendation,
+ * OOM_ENOFIT when batch 1 does not fit, OOM_EJOB when a trial failed other than by OOM (exit
+ * status, timeout, exec failure: the message says which), OOM_EINTERRUPTED when `stop` fired.
+ * In all four cases *out holds the trials so far (free with oom_probe_result_free).
+ * OOM_ENODEV is never returned: without NVML the probe goes on by exit status alone.
+ */
+OOM_EXPORT int oom_probe(oom_probe_result **out, const oom_job *job,
+                         const oom_probe_options *options);
+OOM_EXPORT void oom_probe_result_free(oom_probe_result *result);
+
+/**
+ * {"recommended_batch", "max_batch", "launches", "sample_interval_s", "usable_bytes",
+ *  "peaks_measured", "gpu", "seq", "trials": [{"batch", "peak_bytes", "exit", "oom",
+ *  "timed_out", "duration_s"}...], "fit": {"fixed_bytes", "per_sample_bytes"
+ *  [, "per_sample2_bytes"]} or null, "prediction": {...} or null}. Unknown values are null.
+ */
+OOM_EXPORT int oom_probe_to_json(char **out, const oom_probe_result *result);
+
+/* ---- run --------------------------------------------------------------------------------------
+ */
+
+typedef struct oom_run_options {
+    int batch;                /**< micro-batch of the first launch (required, >= 1) */
+    int grad_accum;           /**< 0: target_effective / batch, or 1 */
+    long target_effective;    /**< batch x accum kept on every relaunch; 0: batch x grad_accum */
+    int seq;                  /**< {seq}; 0: not set */
+    int max_restarts;         /**< relaunches after OOM at most; -1: 0; 0: 5 */
+    int min_batch;            /**< never below; 0: 1 */
+    const char *events_path;  /**< JSONL events appended here; NULL: none */
+    double sample_interval_s; /**< 0: OOM_DEFAULT_SAMPLE_INTERVAL */
+    double kill_grace_s;      /**< 0: OOM_DEFAULT_KILL_GRACE */
+    int no_gpu;               /**< 1: do not open NVML (peaks unknown) */
+    const oom_patterns *patterns;
+    oom_job_event_fn on_event;
+    void *user;
+    const volatile sig_atomic_t
+        *stop; /**< as in oom_probe_options: forwarded, then the job's status */
+} oom_run_options;
+
+typedef struct oom_run_result {
+    int exit_code;         /**< the last launch's status: 0..255, 128+N for signal N */
+    int attempts;          /**< launches */
+    int restarts;          /**< relaunches after OOM */
+    int batch, grad_accum; /**< of the last launch */
+    long effective;
+    uint64_t peak_bytes; /**< the largest peak over all launches, OOM_UNKNOWN if unmeasured */
+    int oom;             /**< 1 when the last launch died of OOM */
+    int stop_signal;     /**< the signal forwarded from `stop`, 0 */
+} oom_run_result;
+
+/**
+ * Runs the job; when a launch dies of OOM, relaunches it with the next smaller micro-batch that
+ * divides the effective batch (and the matching larger accumulation). The batch is never
+ * raised. Returns OOM_OK when the job ended without OOM (whatever its status: see exit_code),
+ * OOM_ENOFIT when it ran out of memory at the floor, had no smaller divisor, or used up
+ * max_restarts, OOM_EINTERRUPTED when `stop` fired, OOM_EJOB when it could not be started
+ * (exit_code 127/126), OOM_EIO when the events file cannot be written, OOM_EINVAL for bad
+ * options. `out` is filled in every case but OOM_EINVAL.
+ */
+OOM_EXPORT int oom_run(oom_run_result *out, const oom_job *job, const oom_run_options *options);
+
+/** {"exit_code", "attempts", "restarts", "batch", "grad_accum", "effective_batch",
+ *   "peak_bytes", "oom", "signal"} */
+OOM_EXPORT int oom_run_to_json(char **out, const oom_run_result *result);
+
+/* ---- calibration records --------------------------------------------------------------------- */
+
+/**
+ * A measured line saved by probe: JSONL, one object per line, appended to
+ * $XDG_CACHE_HOME/oomless/calibration.jsonl (~/.cache/... when unset). Keyed by GPU name +
+ * command template (the argv array, placeholders unexpanded) + workload (free text, e.g.
+ * "seq=2048"); the last matching line wins.
+ */
+typedef struct oom_calibration {
+    char *gpu;      /**< NVML device name */
+    char *command;  /**< the argv template as a JSON array */
+    char *workload; /**< "" when none */
+    oom_probe_fit fit;
+    int recommended_batch, max_batch;
+    uint64_t usable_bytes;
+    double time; /**< Unix time it was measured */
+} oom_calibration;
+
+/** The default file path (allocated; free with oom_free). */
+OOM_EXPORT int oom_calibration_default_path(char **out);
+/** The key form of an argv template: a JSON array string (allocated). */
+OOM_EXPORT int oom_calibration_command_key(char **out, const char *const *argv);
+/** Appends a record (creating the directories); `path` NULL = the default. OOM_EIO names it. */
+OOM_EXPORT int oom_calibration_save(const char *path, const oom_calibration *record);
+/**
+ * The newest record for (gpu, command, workload) in `path` (NULL = the default). OOM_ENOTFOUND
+ * when there is none (or no file); malformed lines are skipped. Free with oom_calibration_free.
+ */
+OOM_EXPORT int oom_calibration_lookup(oom_calibration **out, const char *path, const char *gpu,
+                                      const char *command, const char *workload);
+OOM_EXPORT void oom_calibration_free(oom_calibration *record);
+
 /* ======================================================================== apply */
-/* (section: apply) */
+/*
+ * `oomless apply`: writes plan values into the user's YAML and JSON config files, changing only
+ * the bytes of the changed values (comments, blank lines, key order, quoting, number spelling and
+ * indentation stay as they were). See docs/apply.md for the rules in full.
+ *
+ *     oom_apply *a;
+ *     oom_apply_create(&a);
+ *     oom_apply_load_plan(a, plan_json_text, "plan.json");
+ *     oom_apply_preset(a, "hydra-lightning");
+ *     oom_apply_set(a, "model.max_len", "seq_len", 0);
+ *     oom_apply_run(a, files, 1, 0, NULL);     // writes conf/config.yaml (+ conf/config.yaml.bak)
+ *     oom_apply_free(a);
+ *
+ * Keys are dotted paths into the config, list items by index: "training.trainer.devices",
+ * "model.layers[0].dim". A key cannot name a map key that itself contains '.', '[' or ']'.
+ *
+ * Values ("value specs"):
+ *   FIELD          a key of the plan document's "plan" object ("batch_size", "precision")
+ *   A.B.C, A[0]    a dotted path from the root of the plan document ("memory.device_peak")
+ *   FIELD==TEXT    true when the field's value, as text, is TEXT, else false ("precision==bf16");
+ *   FIELD!=TEXT    the opposite ("checkpointing!=none")
+ *   literal:VALUE  VALUE itself, read as a YAML scalar: 8 (int), 0.5 / 5e8 (float), true/false,
+ *                  null, anything else a string; quote it ('8' or "8") to force a string
+ * Two fields are derived when the plan does not have them: zero_stage (from "sharding": "none"
+ * is 0, "zero1".."zero3" / "zero-2" / "ZeRO-3" give the digit) and global_batch (batch_size *
+ * grad_accum * gpus, gpus 1 when absent).
+ *
+ * Types: the new value must have the old value's type (int, float, bool, string, null), except
+ * that an int may replace a float (written as a float: 2.0) and anything may replace null.
+ * Anything else is refused unless OOM_APPLY_FORCE_TYPE. An equal value (5e8 vs 500000000) is
+ * left as it is spelled. Booleans keep their spelling family (true/True/TRUE/yes/on).
+ *
+ * Refused with OOM_EREFUSED, every file left byte for byte as it was: a missing key (unless
+ * OOM_APPLY_CREATE), a key that is a map or a list, a block scalar (| or >), a multi-line plain
+ * scalar, an anchored (&a), aliased (*a) or explicitly tagged (!!str) value, a duplicate key, a
+ * missing key in a map with a merge key (<<), an unexpected type change, and a file reached through
+ * a symbolic link that leads outside the current directory (unless OOM_APPLY_FOLLOW_SYMLINKS).
+ * A file that does not parse gives OOM_EPARSE with its line and column; I/O errors OOM_EIO.
+ * Messages name the file and the key.
+ */
+
+/** An edit set: a plan, the assignments to make, and (after a run) what was done. */
+typedef struct oom_apply oom_apply;
+
+/** Creates an empty edit set (backup suffix ".bak"). OOM_ENOMEM only. */
+OOM_EXPORT int oom_apply_create(oom_apply **out);
+/** Frees an edit set; NULL is fine. */
+OOM_EXPORT void oom_apply_free(oom_apply *apply);
+
+/**
+ * Loads the plan document (the text `oomless plan --json` prints). `name` is used in messages
+ * ("-" for stdin). OOM_EPARSE with line and column when it is not JSON, OOM_EINVAL when it is not
+ * an object. Replaces an earlier plan.
+ */
+OOM_EXPORT int oom_apply_load_plan(oom_apply *apply, const char *json_text, const char *name);
+
+/** Flag for oom_apply_set(): skip files that lack the key instead of refusing them. */
+#define OOM_APPLY_OPTIONAL 1u
+
+/**
+ * Adds the assignment `key` = `value_spec` (see above); both strings are copied. The key is
+ * checked at once (OOM_EINVAL for a malformed key or spec). An assignment to a key already
+ * assigned replaces it, except that an optional (preset) one never replaces an explicit one.
+ * With OOM_APPLY_OPTIONAL a file without the key is skipped, as is a value that is the
+ * string "auto" (left to the framework), and a plan without the field skips it.
+ */
+OOM_EXPORT int oom_apply_set(oom_apply *apply, const char *key, const char *value_spec,
+                             unsigned flags);
+
+/**
+ * Adds a preset's assignments as optional ones. Presets come from
+ * $XDG_CONFIG_HOME/oomless/apply-presets.yaml (~/.config/... when unset), which wins, then from
+ * the data file apply/presets.yaml. OOM_ENOTFOUND (listing the known names) for an unknown
+ * preset, OOM_EPARSE / OOM_EINVAL for a bad presets file.
+ */
+OOM_EXPORT int oom_apply_preset(oom_apply *apply, const char *name);
+
+/**
+ * The backups' suffix (copied): FILE + suffix holds the old bytes after a write. NULL or ""
+ * writes no backup.
+ */
+OOM_EXPORT int oom_apply_set_backup_suffix(oom_apply *apply, const char *suffix);
+
+/**
+ * A function called at each step of writing a file, with the step's name and the file:
+ * "prepared" (all files edited in memory, nothing written yet), "backup-written",
+ * "temp-created", "temp-written", "temp-synced", "before-rename", "renamed", "dir-synced". For progress reports and for the tests that kill the process at each step.
+ */
+typedef void (*oom_apply_step_fn)(const char *step, const char *file, void *user);
+OOM_EXPORT void oom_apply_set_step_hook(oom_apply *apply, oom_apply_step_fn fn, void *user);
+
+/** Flags for oom_apply_run(). */
+#define OOM_APPLY_DRY_RUN         1u /**< write nothing; return the unified diff */
+#define OOM_APPLY_CREATE          2u /**< add missing keys (block or flow maps, JSON objects) */
+#define OOM_APPLY_FOLLOW_SYMLINKS 4u /**< edit files reached through links leading outside "." */
+#define OOM_APPLY_FORCE_TYPE      8u /**< allow a value of another type (8 over "auto") */
+
+/**
+ * Makes the assignments in each of `files` (YAML, or JSON when the name ends in .json or the
+ * text starts with '{' or '['). Every file is edited in memory first; when any is refused none
+ * is written. Then, per changed file: the backup, a temporary file beside it (mode 0600, then
+ * the file's mode; fsync), rename over the file, fsync of the directory. A symbolic link is
+ * kept: its target is edited. Unchanged files are not touched.
+ * `diff` (may be NULL) receives the unified diff of all changes (free with oom_free()), with or
+ * without OOM_APPLY_DRY_RUN; "" when nothing changes.
+ * Errors: OOM_EREFUSED, OOM_EPARSE, OOM_EIO (the files are unchanged: a write failure removes
+ * every temporary file before any rename), OOM_ENOTFOUND for an explicit field the plan lacks,
+ * OOM_EINVAL when a spec needs a plan and none is loaded.
+ */
+OOM_EXPORT int oom_apply_run(oom_apply *apply, const char *const *files, size_t count,
+                             unsigned flags, char **diff);
+
+/**
+ * Edits one text in memory (no file is read or written): `name` is used in messages and to tell
+ * JSON from YAML. `*out` (free with oom_free()) gets the new text, `*out_len` its length.
+ */
+OOM_EXPORT int oom_apply_buffer(oom_apply *apply, const char *name, const char *text, size_t len,
+                                unsigned flags, char **out, size_t *out_len);
+
+/**
+ * What the last run did, as one JSON document: {"dry_run": bool, "written": bool, "files":
+ * [{"file", "format", "changed", "backup" (path or null), "edits": [{"key", "action" ("set",
+ * "create", "unchanged", "skipped"), "old", "new", "reason" (skipped only)}]}]}.
+ * Free with oom_free(). OOM_EINVAL before any run.
+ */
+OOM_EXPORT int oom_apply_report(const oom_apply *apply, char **json);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,307 @@
+/* cmd_apply.c - `oomless apply`: writes plan values into YAML/JSON config files. */
+#include "cli.h"
+
+#include <getopt.h>
+#include <json-c/json.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char usage_text[] =
+    "usage: oomless apply [--plan PLAN.json|-] [--set KEY=VALUE]... [--preset NAME]...\n"
+    "                     [--create] [--dry-run] [--backup-suffix S | --no-backup]\n"
+    "                     [--follow-symlinks] [--force-type] [--json] FILE...\n"
+    "\n"
+    "Writes plan values into YAML/JSON config files, changing only the bytes of those values.\n"
+    "\n"
+    "  --plan FILE|-        the plan (`oomless plan --json`); '-' reads stdin\n"
+    "  --set KEY=VALUE      KEY: dotted path in the config (a.b.c, a.b[0]); VALUE: a plan field\n"
+    "                       (batch_size), a dotted path into the plan document\n"
+    "                       (memory.device_peak), FIELD==TEXT / FIELD!=TEXT (true/false), or\n"
+    "                       literal:VALUE (8, 0.5, true, null, bf16; quote it for a string)\n"
+    "  --preset NAME        hydra-lightning, deepspeed, hf-trainer, or one of yours\n"
+    "                       ($XDG_CONFIG_HOME/oomless/apply-presets.yaml); keys a file lacks\n"
+    "                       are skipped\n"
+    "  --create             add missing keys (explicit --set keys and preset keys)\n"
+    "  --dry-run            print the unified diff; write nothing\n"
+    "  --backup-suffix S    backup name FILE+S (default .bak); --no-backup writes none\n"
+    "  --follow-symlinks    edit files reached through links that lead outside '.'\n"
+    "  --force-type         allow a value of another type than the old one\n"
+    "  --json               print one JSON document: files, keys, old and new values\n"
+    "\n"
+    "Exit: 0 done, 1 an edit was refused (no file changed), 2 usage or parse error, 3 I/O.\n";
+
+enum {
+    OPT_PLAN = 256,
+    OPT_SET,
+    OPT_PRESET,
+    OPT_CREATE,
+    OPT_DRY,
+    OPT_SUFFIX,
+    OPT_NOBACKUP,
+    OPT_FOLLOW,
+    OPT_FORCE,
+    OPT_JSON,
+    OPT_HELP
+};
+
+static const struct option options[] = {
+    {"plan", required_argument, NULL, OPT_PLAN},
+    {"set", required_argument, NULL, OPT_SET},
+    {"preset", required_argument, NULL, OPT_PRESET},
+    {"create", no_argument, NULL, OPT_CREATE},
+    {"dry-run", no_argument, NULL, OPT_DRY},
+    {"backup-suffix", required_argument, NULL, OPT_SUFFIX},
+    {"no-backup", no_argument, NULL, OPT_NOBACKUP},
+    {"follow-symlinks", no_argument, NULL, OPT_FOLLOW},
+    {"force-type", no_argument, NULL, OPT_FORCE},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"help", no_argument, NULL, OPT_HELP},
+    {NULL, 0, NULL, 0},
+};
+
+struct args {
+    const char *plan;
+    const char **sets, **presets;
+    size_t nsets, npresets;
+    const char *suffix;
+    bool no_backup, json;
+    unsigned flags;
+};
+
+/* the test-only hook: OOMLESS_APPLY_TEST_KILL_AT=STEP makes the process SIGKILL itself there */
+static void kill_hook(const char *step, const char *file, void *user)
+{
+    const char *at = user;
+    (void)file;
+    if (!strcmp(step, at))
+        raise(SIGKILL);
+}
+
+static char *read_stream(FILE *f)
+{
+    size_t len = 0, cap = 0, n;
+    char *buf = NULL, *grown;
+
+    do {
+        if (cap - len < 4096) {
+            cap = cap ? cap * 2 : 8192;
+            if (!(grown = realloc(buf, cap))) {
+                free(buf);
+                return NULL;
+            }
+            buf = grown;
+        }
+        n = fread(buf + len, 1, cap - len - 1, f);
+        len += n;
+    } while (n > 0);
+    if (ferror(f)) {
+        free(buf);
+        return NULL;
+    }
+    buf[len] = '\0';
+    return buf;
+}
+
+static int load_plan(oom_apply *a, const char *path)
+{
+    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
+    char *text;
+    int err;
+
+    if (!f) {
+        fprintf(stderr, "oomless apply: cannot open plan '%s'\n", path);
+        return EXIT_USAGE;
+    }
+    text = read_stream(f);
+    if (f != stdin)
+        fclose(f);
+    if (!text) {
+        fprintf(stderr, "oomless apply: cannot read plan '%s'\n", path);
+        return EXIT_ENV;
+    }
+    err = oom_apply_load_plan(a, text, path);
+    free(text);
+    return err ? cli_fail("apply", err) : EXIT_OK;
+}
+
+static int parse_args(struct args *o, int argc, char **argv)
+{
+    int c;
+
+    while ((c = getopt_long(argc, argv, "h", options, NULL)) != -1) {
+        switch (c) {
+        case OPT_PLAN:
+            o->plan = optarg;
+            break;
+        case OPT_SET:
+            o->sets[o->nsets++] = optarg;
+            break;
+        case OPT_PRESET:
+            o->presets[o->npresets++] = optarg;
+            break;
+        case OPT_CREATE:
+            o->flags |= OOM_APPLY_CREATE;
+            break;
+        case OPT_DRY:
+            o->flags |= OOM_APPLY_DRY_RUN;
+            break;
+        case OPT_SUFFIX:
+            o->suffix = optarg;
+            break;
+        case OPT_NOBACKUP:
+            o->no_backup = true;
+            break;
+        case OPT_FOLLOW:
+            o->flags |= OOM_APPLY_FOLLOW_SYMLINKS;
+            break;
+        case OPT_FORCE:
+            o->flags |= OOM_APPLY_FORCE_TYPE;
+            break;
+        case OPT_JSON:
+            o->json = true;
+            break;
+        case 'h':
+        case OPT_HELP:
+            fputs(usage_text, stdout);
+            return -1;
+        default:
+            return cli_usage_error("apply", "unknown option");
+        }
+    }
+    if (o->suffix && o->no_backup)
+        return cli_usage_error("apply", "--backup-suffix and --no-backup contradict each other");
+    if (optind >= argc)
+        return cli_usage_error("apply", "no FILE to edit");
+    if (!o->nsets && !o->npresets)
+        return cli_usage_error("apply", "nothing to set: give --set KEY=VALUE or --preset NAME");
+    return EXIT_OK;
+}
+
+/* presets first, so that an explicit --set of the same key wins */
+static int add_assignments(oom_apply *a, const struct args *o)
+{
+    size_t i;
+    int err;
+    char *eq, *key;
+
+    for (i = 0; i < o->npresets; i++)
+        if ((err = oom_apply_preset(a, o->presets[i])))
+            return cli_fail("apply", err);
+    for (i = 0; i < o->nsets; i++) {
+        if (!(eq = strchr(o->sets[i], '=')) || eq == o->sets[i])
+            return cli_usage_error("apply", "--set '%s': expected KEY=VALUE", o->sets[i]);
+        if (!(key = strndup(o->sets[i], (size_t)(eq - o->sets[i]))))
+            return cli_fail("apply", OOM_ENOMEM);
+        err = oom_apply_set(a, key, eq + 1, 0);
+        free(key);
+        if (err)
+            return cli_fail("apply", err);
+    }
+    if (o->no_backup || o->suffix)
+        if ((err = oom_apply_set_backup_suffix(a, o->no_backup ? NULL : o->suffix)))
+            return cli_fail("apply", err);
+    return EXIT_OK;
+}
+
+static void print_value(struct json_object *e, const char *key)
+{
+    struct json_object *v;
+    if (!json_object_object_get_ex(e, key, &v))
+        fputs("-", stderr);
+    else
+        fputs(json_object_to_json_string_ext(v, JSON_C_TO_STRING_NOSLASHESCAPE), stderr);
+}
+
+/* one line per edit on stderr: "conf/config.yaml: data_loader.batch_size 45 -> 8" */
+static void summary(const char *report)
+{
+    struct json_object *doc = json_tokener_parse(report), *files, *f, *edits, *e;
+    size_t i, j;
+
+    if (!doc || !json_object_object_get_ex(doc, "files", &files))
+        goto done;
+    for (i = 0; i < json_object_array_length(files); i++) {
+        f = json_object_array_get_idx(files, i);
+        json_object_object_get_ex(f, "edits", &edits);
+        for (j = 0; j < json_object_array_length(edits); j++) {
+            e = json_object_array_get_idx(edits, j);
+            fprintf(stderr, "%s: %s %s ", json_object_get_string(json_object_object_get(f, "file")),
+                    json_object_get_string(json_object_object_get(e, "action")),
+                    json_object_get_string(json_object_object_get(e, "key")));
+            print_value(e, "old");
+            fputs(" -> ", stderr);
+            if (json_object_object_get(e, "reason"))
+                fprintf(stderr, "(%s)",
+                        json_object_get_string(json_object_object_get(e, "reason")));
+            else
+                print_value(e, "new");
+            fputc('\n', stderr);
+        }
+        if (json_object_get_boolean(json_object_object_get(doc, "written")) &&
+            json_object_object_get(f, "backup"))
+            fprintf(stderr, "%s: backup in %s\n",
+                    json_object_get_string(json_object_object_get(f, "file")),
+                    json_object_get_string(json_object_object_get(f, "backup")));
+    }
+done:
+    json_object_put(doc);
+}
+
+static int run(oom_apply *a, const struct args *o, const char *const *files, size_t count)
+{
+    char *diff = NULL, *report = NULL;
+    const char *kill_at = getenv("OOMLESS_APPLY_TEST_KILL_AT");
+    int err, rc = EXIT_OK;
+
+    if (kill_at && *kill_at)
+        oom_apply_set_step_hook(a, kill_hook, (void *)kill_at);
+    signal(SIGXFSZ, SIG_IGN); /* a file size limit is an error to report, not a death */
+    err = oom_apply_run(a, files, count, o->flags, &diff);
+    if (!err)
+        err = oom_apply_report(a, &report);
+    if (err) {
+        rc = cli_fail("apply", err);
+    } else if (o->json) {
+        rc = cli_print_json(report);
+    } else {
+        summary(report);
+        if (o->flags & OOM_APPLY_DRY_RUN)
+            fputs(diff, stdout);
+        if (fflush(stdout))
+            rc = EXIT_ENV;
+    }
+    oom_free(diff);
+    oom_free(report);
+    return rc;
+}
+
+int cmd_apply(int argc, char **argv)
+{
+    struct args o = {0};
+    oom_apply *a = NULL;
+    int rc;
+
+    o.sets = calloc((size_t)argc, sizeof(*o.sets));
+    o.presets = calloc((size_t)argc, sizeof(*o.presets));
+    if (!o.sets || !o.presets) {
+        rc = cli_fail("apply", OOM_ENOMEM);
+        goto done;
+    }
+    if ((rc = parse_args(&o, argc, argv)) != EXIT_OK) {
+        rc = rc < 0 ? EXIT_OK : rc;
+        goto done;
+    }
+    if (oom_apply_create(&a)) {
+        rc = cli_fail("apply", OOM_ENOMEM);
+        goto done;
+    }
+    if ((o.plan && (rc = load_plan(a, o.plan))) || (rc = add_assignments(a, &o)))
+        goto done;
+    rc = run(a, &o, (const char *const *)argv + optind, (size_t)(argc - optind));
+done:
+    oom_apply_free(a);
+    free(o.sets);
+    free(o.presets);
+    return rc;
+}

@@ -1,0 +1,432 @@
+/* cmd_run.c - `oomless run -- CMD...`: run the job; on OOM relaunch it smaller, same effective
+ * batch. Signals are forwarded to the job's process group; the job's status is passed on. */
+#include "cli.h"
+
+#include <errno.h>
+#include <json-c/json.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static const char usage_text[] =
+    "usage: oomless run [OPTIONS] -- CMD [ARG...]\n\n"
+    "Runs your training command in its own process group, forwards SIGINT/SIGTERM/SIGHUP to it\n"
+    "and exits with its status (128+N for signal N). When it dies of out-of-memory it is\n"
+    "relaunched with the next smaller micro-batch that divides the effective batch and the\n"
+    "matching larger accumulation (the same command line: resume through your own arguments).\n"
+    "The batch is never raised. Placeholders {batch} {accum} {seq} {effective} {attempt} and\n"
+    "OOMLESS_BATCH_SIZE, OOMLESS_GRAD_ACCUM, OOMLESS_SEQ_LEN, OOMLESS_ATTEMPT as in probe.\n\n"
+    "Batch (first found): --batch-size, --plan, $OOMLESS_BATCH_SIZE (+ $OOMLESS_GRAD_ACCUM),\n"
+    "the calibration record of this GPU + command + workload (largest batch under the budget).\n\n"
+    "Options:\n"
+    "  --batch-size N                micro-batch of the first launch\n"
+    "  --grad-accum N                accumulation of the first launch (default: effective/batch)\n"
+    "  --target-effective-batch N    effective batch kept on relaunch (default batch x accum)\n"
+    "  --plan FILE|-                 take .plan.batch_size / .plan.grad_accum from a plan JSON\n"
+    "  --seq N                       value of {seq} / OOMLESS_SEQ_LEN\n"
+    "  --max-restarts N              relaunches after OOM at most (default 5)\n"
+    "  --min-batch-size N            never below this micro-batch (default 1)\n"
+    "  --events FILE                 append JSONL events (launch, oom, restart, exit, ...)\n"
+    "  --kill-grace SECONDS          SIGTERM -> SIGKILL grace after a forwarded signal (10)\n"
+    "  --sample-interval SECONDS     NVML sampling period for peaks (default 0.05)\n"
+    "  --calibration FILE|off        calibration records to take the batch from\n"
+    "  --workload TEXT               workload part of the calibration key\n"
+    "  --patterns FILE               OOM message patterns (default data/oom-patterns.txt)\n"
+    "  --json                        print one JSON summary (the job's stdout goes to "
+    "stderr)\n" CLI_BUDGET_HELP "  -h, --help                    this help\n\n"
+    "Exit codes: the job's status; 1 when it does not fit even at the floor or ran out of\n"
+    "restarts; 2 usage; 3 environment; 126/127 the command cannot be run.\n";
+
+enum {
+    OPT_BATCH = OPT_FIRST_FREE,
+    OPT_ACCUM,
+    OPT_TARGET,
+    OPT_PLAN,
+    OPT_SEQ,
+    OPT_RESTARTS,
+    OPT_MINB,
+    OPT_EVENTS,
+    OPT_GRACE,
+    OPT_INTERVAL,
+    OPT_CALIB,
+    OPT_WORKLOAD,
+    OPT_PATTERNS,
+    OPT_JSON
+};
+
+static volatile sig_atomic_t stop_signal;
+
+static void on_signal(int sig)
+{
+    stop_signal = sig;
+}
+
+static void install_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal; /* no SA_RESTART: a wait is interrupted */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+struct run_args {
+    oom_run_options o;
+    struct cli_budget budget;
+    const char *plan, *calibration, *workload, *patterns;
+    int json, restarts_given;
+};
+
+static int num(long *out, const char *text, long min, const char *what)
+{
+    char *end;
+    errno = 0;
+    *out = strtol(text, &end, 10);
+    if (errno || end == text || *end || *out < min || *out > INT_MAX)
+        return cli_usage_error("run", "%s '%s' must be a whole number >= %ld", what, text, min);
+    return EXIT_OK;
+}
+
+static int seconds(double *out, const char *text, const char *opt)
+{
+    char *end;
+    *out = strtod(text, &end);
+    if (end == text || *end || !(*out >= 0) || *out > 1e7)
+        return cli_usage_error("run", "%s '%s' must be a number of seconds >= 0", opt, text);
+    return EXIT_OK;
+}
+
+static int take_int(struct run_args *a, int opt, const char *arg)
+{
+    long v = 0;
+    int rc;
+    switch (opt) {
+    case OPT_BATCH:
+        rc = num(&v, arg, 1, "--batch-size");
+        a->o.batch = (int)v;
+        return rc;
+    case OPT_ACCUM:
+        rc = num(&v, arg, 1, "--grad-accum");
+        a->o.grad_accum = (int)v;
+        return rc;
+    case OPT_TARGET:
+        rc = num(&v, arg, 1, "--target-effective-batch");
+        a->o.target_effective = v;
+        return rc;
+    case OPT_SEQ:
+        rc = num(&v, arg, 1, "--seq");
+        a->o.seq = (int)v;
+        return rc;
+    case OPT_RESTARTS:
+        rc = num(&v, arg, 0, "--max-restarts");
+        a->o.max_restarts = v ? (int)v : -1;
+        return rc;
+    case OPT_MINB:
+        rc = num(&v, arg, 1, "--min-batch-size");
+        a->o.min_batch = (int)v;
+        return rc;
+    }
+    return cli_usage_error("run", "unknown option");
+}
+
+static int take_option(struct run_args *a, int opt, const char *arg)
+{
+    switch (opt) {
+    case OPT_PLAN:
+        a->plan = arg;
+        return EXIT_OK;
+    case OPT_EVENTS:
+        a->o.events_path = arg;
+        return EXIT_OK;
+    case OPT_GRACE:
+        return seconds(&a->o.kill_grace_s, arg, "--kill-grace");
+    case OPT_INTERVAL:
+        if (seconds(&a->o.sample_interval_s, arg, "--sample-interval") != EXIT_OK)
+            return EXIT_USAGE;
+        if (a->o.sample_interval_s < 0.001)
+            return cli_usage_error("run", "--sample-interval '%s' must be at least 0.001", arg);
+        return EXIT_OK;
+    case OPT_CALIB:
+        a->calibration = arg;
+        return EXIT_OK;
+    case OPT_WORKLOAD:
+        a->workload = arg;
+        return EXIT_OK;
+    case OPT_PATTERNS:
+        a->patterns = arg;
+        return EXIT_OK;
+    case OPT_JSON:
+        a->json = 1;
+        return EXIT_OK;
+    }
+    return take_int(a, opt, arg);
+}
+
+static int parse_args(struct run_args *a, int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"batch-size", required_argument, NULL, OPT_BATCH},
+        {"grad-accum", required_argument, NULL, OPT_ACCUM},
+        {"target-effective-batch", required_argument, NULL, OPT_TARGET},
+        {"plan", required_argument, NULL, OPT_PLAN},
+        {"seq", required_argument, NULL, OPT_SEQ},
+        {"max-restarts", required_argument, NULL, OPT_RESTARTS},
+        {"min-batch-size", required_argument, NULL, OPT_MINB},
+        {"events", required_argument, NULL, OPT_EVENTS},
+        {"kill-grace", required_argument, NULL, OPT_GRACE},
+        {"sample-interval", required_argument, NULL, OPT_INTERVAL},
+        {"calibration", required_argument, NULL, OPT_CALIB},
+        {"workload", required_argument, NULL, OPT_WORKLOAD},
+        {"patterns", required_argument, NULL, OPT_PATTERNS},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"help", no_argument, NULL, 'h'},
+        CLI_BUDGET_LONGOPTS,
+        {NULL, 0, NULL, 0}};
+    int opt, rc;
+
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+        if (cli_budget_option(&a->budget, opt, optarg))
+            continue;
+        if (opt == 'h') {
+            fputs(usage_text, stdout);
+            return -1;
+        }
+        if (opt == '?')
+            return cli_usage_error("run", "unknown option or missing value");
+        if ((rc = take_option(a, opt, optarg)) != EXIT_OK)
+            return rc;
+    }
+    if (optind >= argc)
+        return cli_usage_error("run", "no command given: oomless run [OPTIONS] -- CMD...");
+    return EXIT_OK;
+}
+
+/* ---- where the batch comes from ------------------------------------------------------------ */
+
+static int plan_int(int *out, json_object *plan, const char *key, const char *file, int required)
+{
+    json_object *v;
+    if (!json_object_object_get_ex(plan, key, &v) || json_object_is_type(v, json_type_null)) {
+        if (required)
+            return cli_usage_error("run", "plan '%s' has no .plan.%s", file, key);
+        return EXIT_OK;
+    }
+    if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 1 ||
+        json_object_get_int64(v) > INT_MAX)
+        return cli_usage_error("run", "plan '%s': .plan.%s is not a whole number >= 1", file, key);
+    *out = (int)json_object_get_int64(v);
+    return EXIT_OK;
+}
+
+static int batch_from_plan(struct run_args *a)
+{
+    FILE *f = strcmp(a->plan, "-") ? fopen(a->plan, "r") : stdin;
+    char buf[65536];
+    size_t n;
+    json_object *root, *plan;
+    int rc;
+
+    if (!f) {
+        cli_notice("cannot open the plan '%s': %s", a->plan, strerror(errno));
+        return EXIT_USAGE;
+    }
+    n = fread(buf, 1, sizeof(buf) - 1, f);
+    buf[n] = '\0';
+    if (f != stdin)
+        fclose(f);
+    if (!(root = json_tokener_parse(buf)))
+        return cli_usage_error("run", "plan '%s' is not JSON", a->plan);
+    if (!json_object_object_get_ex(root, "plan", &plan) ||
+        !json_object_is_type(plan, json_type_object))
+        rc = cli_usage_error("run", "plan '%s' has no \"plan\" object", a->plan);
+    else if ((rc = plan_int(&a->o.batch, plan, "batch_size", a->plan, 1)) == EXIT_OK &&
+             !a->o.grad_accum)
+        rc = plan_int(&a->o.grad_accum, plan, "grad_accum", a->plan, 0);
+    json_object_put(root);
+    return rc;
+}
+
+static int batch_from_env(struct run_args *a)
+{
+    const char *b = getenv("OOMLESS_BATCH_SIZE"), *g = getenv("OOMLESS_GRAD_ACCUM");
+    long v;
+    if (num(&v, b, 1, "$OOMLESS_BATCH_SIZE") != EXIT_OK)
+        return EXIT_USAGE;
+    a->o.batch = (int)v;
+    if (g && *g && !a->o.grad_accum) {
+        if (num(&v, g, 1, "$OOMLESS_GRAD_ACCUM") != EXIT_OK)
+            return EXIT_USAGE;
+        a->o.grad_accum = (int)v;
+    }
+    return EXIT_OK;
+}
+
+static int gpu_name(char *out, size_t size)
+{
+    oom_gpu_session *s = NULL;
+    oom_gpu_list *list = NULL;
+    int err;
+    if ((err = oom_gpu_open(&s)) == OOM_OK && (err = oom_gpu_sample(&list, s, 0)) == OOM_OK &&
+        list->count == 0)
+        err = OOM_ENODEV;
+    if (!err)
+        snprintf(out, size, "%s", list->gpus[0].name);
+    oom_gpu_list_free(list);
+    oom_gpu_close(s);
+    return err;
+}
+
+static int batch_from_calibration(struct run_args *a, char **cmd)
+{
+    struct cli_target t;
+    oom_calibration *rec = NULL;
+    char name[96], *key = NULL;
+    int err, rc, b;
+
+    if ((err = gpu_name(name, sizeof(name))) ||
+        (err = oom_calibration_command_key(&key, (const char *const *)cmd)) ||
+        (err = oom_calibration_lookup(&rec, a->calibration, name, key,
+                                      a->workload ? a->workload : ""))) {
+        fprintf(stderr,
+                "oomless run: no batch size: give --batch-size N, --plan FILE or "
+                "OOMLESS_BATCH_SIZE, or run 'oomless probe' first (%s)\n",
+                oom_last_message());
+        oom_free(key);
+        return EXIT_USAGE;
+    }
+    oom_free(key);
+    if ((rc = cli_budget_resolve(&t, "run", &a->budget)) != EXIT_OK) {
+        oom_calibration_free(rec);
+        return rc;
+    }
+    b = oom_probe_fit_max_batch(&rec->fit, t.target.budget.usable_bytes, INT_MAX / 2);
+    if (rec->max_batch > 0 && b > rec->max_batch)
+        b = rec->max_batch; /* never beyond what was seen to run */
+    cli_budget_done(&t);
+    oom_calibration_free(rec);
+    if (b < 1) {
+        fprintf(stderr, "oomless run: the calibration record says no batch fits the budget\n");
+        return EXIT_NOFIT;
+    }
+    cli_notice("batch %d from the calibration record for %s", b, name);
+    a->o.batch = b;
+    return EXIT_OK;
+}
+
+static int choose_batch(struct run_args *a, char **cmd)
+{
+    const char *env = getenv("OOMLESS_BATCH_SIZE");
+    if (a->o.batch)
+        return EXIT_OK;
+    if (a->plan)
+        return batch_from_plan(a);
+    if (env && *env)
+        return batch_from_env(a);
+    if (a->calibration && !strcmp(a->calibration, "off"))
+        return cli_usage_error("run", "no batch size: give --batch-size N, --plan FILE or "
+                                      "OOMLESS_BATCH_SIZE");
+    return batch_from_calibration(a, cmd);
+}
+
+/* ---- reporting ---------------------------------------------------------------------------------
+ */
+
+static void clock_text(char *buf, size_t size, double unix_time)
+{
+    time_t t = (time_t)unix_time;
+    struct tm tm;
+    if (!localtime_r(&t, &tm) || !strftime(buf, size, "%H:%M:%S", &tm))
+        snprintf(buf, size, "%.0f", unix_time);
+}
+
+static void on_event(const oom_job_event *ev, void *user)
+{
+    char peak[16] = "N/A", when[16], step[32] = "";
+    (void)user;
+    if (ev->peak_bytes != OOM_UNKNOWN)
+        oom_format_size(peak, sizeof(peak), ev->peak_bytes);
+    clock_text(when, sizeof(when), ev->time);
+    if (ev->step >= 0)
+        snprintf(step, sizeof(step), " at step %ld", ev->step);
+    switch (ev->kind) {
+    case OOM_EVENT_LAUNCH:
+        fprintf(stderr, "oomless run: %s attempt %d: batch %d, accumulation %d (pid %ld)\n", when,
+                ev->attempt, ev->batch, ev->grad_accum, ev->pid);
+        break;
+    case OOM_EVENT_RESTART:
+        fprintf(stderr,
+                "oomless run: %s out of memory%s (peak %s): restarting with batch %d -> %d, "
+                "accumulation %d -> %d (effective %ld)\n",
+                when, step, peak, ev->previous_batch, ev->batch, ev->previous_accum, ev->grad_accum,
+                (long)ev->batch * ev->grad_accum);
+        break;
+    case OOM_EVENT_SIGNAL:
+        fprintf(stderr, "oomless run: %s forwarding signal %d to the job\n", when, ev->signal);
+        break;
+    case OOM_EVENT_KILL:
+        fprintf(stderr, "oomless run: %s the job did not stop within the grace: SIGKILL\n", when);
+        break;
+    default:
+        break;
+    }
+}
+
+static int finish(const struct run_args *a, int err, const oom_run_result *r)
+{
+    char *doc = NULL;
+    int rc;
+    if (err == OOM_EINTERRUPTED && r->oom) /* stopped between an OOM and the relaunch */
+        rc = 128 + r->stop_signal;
+    else if (err == OOM_OK || err == OOM_EINTERRUPTED)
+        rc = r->exit_code;
+    else if (err == OOM_EJOB && (r->exit_code == 127 || r->exit_code == 126))
+        rc = r->exit_code;
+    else
+        rc = cli_exit_code(err);
+    if (err)
+        fprintf(stderr, "oomless run: %s\n", oom_last_message());
+    else
+        fprintf(stderr, "oomless run: the job exited %d after %d attempt(s), %d restart(s)\n",
+                r->exit_code, r->attempts, r->restarts);
+    if (a->json && err != OOM_EINVAL) {
+        if (oom_run_to_json(&doc, r) == OOM_OK)
+            cli_print_json(doc);
+        oom_free(doc);
+    }
+    return rc;
+}
+
+int cmd_run(int argc, char **argv)
+{
+    struct run_args a;
+    oom_patterns *patterns = NULL;
+    oom_run_result r;
+    oom_job job;
+    char **cmd;
+    int rc, err;
+
+    memset(&a, 0, sizeof(a));
+    if ((rc = parse_args(&a, argc, argv)) != EXIT_OK)
+        return rc < 0 ? EXIT_OK : rc;
+    cmd = argv + optind;
+    if ((rc = choose_batch(&a, cmd)) != EXIT_OK)
+        return rc;
+    if ((err = oom_patterns_load(&patterns, a.patterns)))
+        return cli_fail("run", err);
+    job = (oom_job){(const char *const *)cmd, NULL, a.json ? 2 : 1, 2};
+    a.o.patterns = patterns;
+    a.o.on_event = on_event;
+    a.o.stop = &stop_signal;
+    install_signals();
+    err = oom_run(&r, &job, &a.o);
+    oom_patterns_free(patterns);
+    if (err == OOM_EINVAL)
+        return cli_fail("run", err);
+    return finish(&a, err, &r);
+}

@@ -1,0 +1,125 @@
+/* cmd_table.c - `oomless table`: the seeds' per-GPU tables, computed (one plan per GPU). */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const CMD = "table";
+#define DEFAULT_GPUS "rtx-3090,rtx-4090,a100-40gb,a100-80gb,h100-sxm"
+#define MAX_GPUS     64
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: oomless table --model NAME|PATH [WORKLOAD/PLAN OPTIONS] [--gpus LIST]\n"
+            "       oomless table --workloads FILE [--gpus LIST]\n\n"
+            "Plans the workload on each GPU profile and prints one row per GPU: usable memory,\n"
+            "batch size, accumulation, sequence length, checkpointing, device peak, share of the\n"
+            "budget used and estimated tokens/s.\n\n"
+            "  --gpus LIST, --gpu-list LIST  catalog ids, comma-separated (default\n"
+            "                                %s).\n"
+            "                                In `table`, --gpus is this list; for data-parallel\n"
+            "                                GPUs per row use --nodes/--gpus-per-node.\n"
+            "  --workloads FILE              YAML: workloads: {NAME: {option: value, ...}}\n"
+            "  --format text|markdown|csv|json   (default text); --json = --format json\n"
+            "  every option of `oomless plan` (see oomless plan --help) except --gpu\n\n"
+            "Exit codes: 0 table printed (rows may say 'no fit'); 2 bad option; 3 environment.\n",
+            DEFAULT_GPUS);
+}
+
+/* splits a comma list in place into at most MAX_GPUS names */
+static size_t split(char *list, const char **out)
+{
+    size_t n = 0;
+    char *p = list, *save = NULL;
+    for (p = strtok_r(list, ",", &save); p && n < MAX_GPUS; p = strtok_r(NULL, ",", &save))
+        out[n++] = p;
+    return n;
+}
+
+typedef struct targs {
+    const char *gpus, *file, *format;
+    bool help;
+} targs;
+
+static int parse(int argc, char **argv, targs *a, oom_plan_options *o)
+{
+    int i, err;
+    for (i = 1; i < argc; i++) {
+        const char *arg = argv[i], *eq, *v;
+        char name[64];
+        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
+            a->help = true;
+            continue;
+        }
+        if (!strcmp(arg, "--json")) {
+            a->format = "json";
+            continue;
+        }
+        if (!strcmp(arg, "--allow-inexact") || !strcmp(arg, "--allow-downscale")) {
+            if ((err = oom_plan_options_set(o, arg + 2, "yes")))
+                return cli_fail(CMD, err);
+            continue;
+        }
+        if (strncmp(arg, "--", 2))
+            return cli_usage_error(CMD, "unexpected argument '%s'", arg);
+        eq = strchr(arg, '=');
+        snprintf(name, sizeof(name), "%.*s", (int)(eq ? eq - arg - 2 : (long)strlen(arg + 2)),
+                 arg + 2);
+        v = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
+        if (!v)
+            return cli_usage_error(CMD, "option '%s' needs a value", arg);
+        if (!strcmp(name, "gpus") || !strcmp(name, "gpu-list"))
+            a->gpus = v;
+        else if (!strcmp(name, "workloads"))
+            a->file = v;
+        else if (!strcmp(name, "format"))
+            a->format = v;
+        else if (!strcmp(name, "gpu"))
+            return cli_usage_error(CMD, "use --gpus LIST in table (one row per GPU)");
+        else if ((err = oom_plan_options_set(o, name, v)))
+            return cli_fail(CMD, err);
+    }
+    return EXIT_OK;
+}
+
+int cmd_table(int argc, char **argv)
+{
+    oom_plan_options *o = NULL, **opts = NULL;
+    char **names = NULL, *list = NULL, *text = NULL;
+    const char *gpus[MAX_GPUS], *one_name = "workload";
+    size_t n = 0, ng;
+    targs a = {DEFAULT_GPUS, NULL, "text", false};
+    int err, rc;
+
+    if ((err = oom_plan_options_create(&o)))
+        return cli_fail(CMD, err);
+    if ((rc = parse(argc, argv, &a, o)) != EXIT_OK || a.help) {
+        if (a.help)
+            usage(stdout);
+        goto done;
+    }
+    if (!(list = strdup(a.gpus)) || !(ng = split(list, gpus))) {
+        rc = cli_usage_error(CMD, "--gpus '%s' names no GPU", a.gpus);
+        goto done;
+    }
+    if (a.file && (err = oom_table_workloads_load(&opts, &names, &n, a.file))) {
+        rc = cli_fail(CMD, err);
+        goto done;
+    }
+    err = a.file ? oom_table(&text, (const oom_plan_options *const *)opts,
+                             (const char *const *)names, n, gpus, ng, a.format)
+                 : oom_table(&text, (const oom_plan_options *const *)&o, &one_name, 1, gpus, ng,
+                             a.format);
+    if (err) {
+        rc = cli_fail(CMD, err);
+        goto done;
+    }
+    fputs(text, stdout);
+done:
+    oom_free(text);
+    free(list);
+    oom_table_workloads_free(opts, names, n);
+    oom_plan_options_free(o);
+    return rc;
+}

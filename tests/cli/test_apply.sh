@@ -1,0 +1,208 @@
+# test_apply.sh - `oomless apply`: golden before/after files, backups, dry-run diff,
+# all-or-nothing, symlinks, stdin plans, SIGKILL at each write step, a file size limit.
+. "$(dirname "$0")/lib.sh"
+
+D="$OOMLESS_SRC/tests/data/apply"
+PLAN="$D/plan.json"
+W="$TMP/work"
+
+# fresh copies of the inputs in $W (the current directory for every command)
+fresh() {
+    rm -rf "$W"
+    mkdir -p "$W/conf"
+    cp "$D/config.yaml" "$W/conf/config.yaml"
+    chmod 640 "$W/conf/config.yaml" # a mode the rename must carry over
+    cp "$D/ds_config.json" "$D/hf_args.json" "$W/"
+    cd "$W" || exit 1
+}
+same() { # same FILE EXPECTED description
+    if cmp -s "$1" "$2"; then ok; else bad "$3: $1 differs from $2:"; diff -u "$2" "$1" >&2; fi
+}
+no_temps() { # no temporary file left anywhere under $W
+    local left
+    left=$(find "$W" -name '.*.oomless-*' | wc -l)
+    expect_eq "$left" 0 "$1: temporary files left"
+}
+HYDRA=(--preset hydra-lightning --set training.trainer.precision=literal:bf16-mixed
+       --set model.encoder.lora_r=literal:16)
+
+# ---- Hydra YAML: exactly the changed lines, with a backup ----------------------------------
+fresh
+oom apply --plan "$PLAN" "${HYDRA[@]}" conf/config.yaml
+expect_rc 0 "hydra apply"
+same conf/config.yaml "$D/config.after.yaml" "hydra result"
+same conf/config.yaml.bak "$D/config.yaml" "hydra backup"
+expect_eq "$(diff "$D/config.yaml" conf/config.yaml | grep -c '^>')" 4 "hydra: changed lines"
+expect_contains "$ERR" "conf/config.yaml: set data_loader.batch_size 45 -> 8" "hydra summary"
+expect_eq "$(stat -c %a conf/config.yaml)" 640 "hydra: mode kept"
+expect_eq "$(stat -c %a conf/config.yaml.bak)" 640 "hydra: backup mode"
+no_temps "hydra"
+
+# a second run changes nothing and writes nothing (the backup stays the old file)
+oom apply --plan "$PLAN" "${HYDRA[@]}" conf/config.yaml
+expect_rc 0 "hydra again"
+same conf/config.yaml.bak "$D/config.yaml" "hydra: unchanged file not rewritten"
+
+# ---- dry run: the unified diff, nothing written --------------------------------------------
+fresh
+cd conf && oom apply --plan "$PLAN" "${HYDRA[@]}" --dry-run config.yaml
+expect_rc 0 "dry run"
+expect_eq "$OUT" "$(cat "$D/config.diff")" "dry-run diff"
+cd "$W" || exit 1
+same conf/config.yaml "$D/config.yaml" "dry run leaves the file"
+expect_eq "$(ls conf)" "config.yaml" "dry run: no backup"
+
+# ---- DeepSpeed and HF TrainingArguments JSON -----------------------------------------------
+fresh
+oom apply --plan "$PLAN" --preset deepspeed --backup-suffix .orig ds_config.json
+expect_rc 0 "deepspeed"
+same ds_config.json "$D/ds_config.after.json" "deepspeed result"
+same ds_config.json.orig "$D/ds_config.json" "deepspeed backup suffix"
+oom apply --plan "$PLAN" --preset hf-trainer --no-backup hf_args.json
+expect_rc 0 "hf-trainer"
+same hf_args.json "$D/hf_args.after.json" "hf-trainer result"
+expect_eq "$(ls hf_args.json*)" "hf_args.json" "--no-backup"
+
+# ---- the plan from stdin, and --json ----------------------------------------------------------
+fresh
+run "$OOMLESS_BIN" apply --plan - --preset hydra-lightning --json conf/config.yaml <"$PLAN"
+expect_rc 0 "plan from stdin"
+expect_one_json "apply --json"
+expect_json '.files[0].edits[0] | "\(.key) \(.old) \(.new) \(.action)"' \
+    "data_loader.batch_size 45 8 set" "json edit"
+expect_json '.files[0].backup' "conf/config.yaml.bak" "json backup"
+expect_json '.written' "true" "json written"
+oom apply --plan - --set data_loader.batch_size=batch_size conf/config.yaml </dev/null
+expect_rc 2 "empty plan on stdin"
+
+# ---- presets skip missing keys; an explicit --set of a missing key is refused --------------
+fresh
+oom apply --plan "$PLAN" --preset deepspeed hf_args.json
+expect_rc 0 "deepspeed preset on an HF file"
+expect_json_skip=$(printf '%s' "$ERR" | grep -c 'skipped')
+expect_eq "$expect_json_skip" 5 "deepspeed preset: missing keys skipped"
+oom apply --plan "$PLAN" --set no.such.key=batch_size conf/config.yaml
+expect_rc 1 "missing explicit key"
+expect_contains "$ERR" "'conf/config.yaml': key 'no.such.key' is not in the file" "missing key msg"
+oom apply --plan "$PLAN" --create --set data_loader.prefetch=literal:2 conf/config.yaml
+expect_rc 0 "--create"
+expect_eq "$(grep -n 'prefetch' conf/config.yaml)" "14:  prefetch: 2" "created at the right place"
+
+# ---- refusals leave the bytes alone --------------------------------------------------------
+fresh
+oom apply --plan "$PLAN" --set training.trainer.precision=batch_size conf/config.yaml
+expect_rc 1 "type change refused"
+expect_contains "$ERR" "training.trainer.precision" "type change names the key"
+same conf/config.yaml "$D/config.yaml" "type change: unchanged"
+printf 'a: [1, 2\nb: 1\n' >broken.yaml
+oom apply --set b=literal:2 broken.yaml
+expect_rc 2 "parse error"
+expect_contains "$ERR" "'broken.yaml' line 2 column" "parse error position"
+oom apply --preset no-such-preset conf/config.yaml
+expect_rc 2 "unknown preset"
+oom apply conf/config.yaml
+expect_rc 2 "nothing to set"
+oom apply --set data_loader.batch_size conf/config.yaml
+expect_rc 2 "--set without ="
+oom apply --plan "$PLAN" --backup-suffix .x --no-backup --preset deepspeed conf/config.yaml
+expect_rc 2 "contradicting backup options"
+oom apply --help
+expect_rc 0 "--help"
+expect_contains "$OUT" "literal:VALUE" "--help documents literals"
+same conf/config.yaml "$D/config.yaml" "usage errors: unchanged"
+
+# ---- all-or-nothing: the second file is refused, neither is written -------------------------
+fresh
+oom apply --plan "$PLAN" --set data_loader.batch_size=batch_size conf/config.yaml hf_args.json
+expect_rc 1 "second file refused"
+expect_contains "$ERR" "hf_args.json" "refusal names the second file"
+same conf/config.yaml "$D/config.yaml" "all-or-nothing: first file unchanged"
+same hf_args.json "$D/hf_args.json" "all-or-nothing: second file unchanged"
+expect_eq "$(find "$W" -name '*.bak' | wc -l)" 0 "all-or-nothing: no backup"
+no_temps "all-or-nothing"
+
+# ---- symlinks leading outside the current directory ------------------------------------------
+fresh
+mkdir -p "$TMP/outside"
+cp "$D/config.yaml" "$TMP/outside/config.yaml"
+ln -s "$TMP/outside/config.yaml" link.yaml
+oom apply --plan "$PLAN" --preset hydra-lightning link.yaml
+expect_rc 1 "symlink outside refused"
+expect_contains "$ERR" "--follow-symlinks" "symlink message"
+same "$TMP/outside/config.yaml" "$D/config.yaml" "symlink target unchanged"
+oom apply --plan "$PLAN" --preset hydra-lightning --follow-symlinks link.yaml
+expect_rc 0 "--follow-symlinks"
+expect_eq "$(grep -c 'batch_size: 8 ' "$TMP/outside/config.yaml")" 1 "symlink target edited"
+if [ -L link.yaml ]; then ok; else bad "the link is still a link"; fi
+ln -s conf/config.yaml inside.yaml
+oom apply --plan "$PLAN" --preset hydra-lightning inside.yaml
+expect_rc 0 "symlink inside allowed"
+
+# ---- SIGKILL at each step: the file is old or new, at most the one temporary file ----------
+for step in prepared backup-written temp-created temp-written temp-synced before-rename renamed dir-synced; do
+    fresh
+    # (the subshell keeps bash's "Killed" report out of the log)
+    (OOMLESS_APPLY_TEST_KILL_AT=$step "$OOMLESS_BIN" apply --plan "$PLAN" "${HYDRA[@]}" \
+        conf/config.yaml >/dev/null 2>&1; exit $?) 2>/dev/null
+    RC=$?
+    expect_rc 137 "killed at $step"
+    if cmp -s conf/config.yaml "$D/config.yaml"; then state=old
+    elif cmp -s conf/config.yaml "$D/config.after.yaml"; then state=new
+    else state=partial; fi
+    case $step in
+    prepared | backup-written | temp-* | before-rename) expect_eq "$state" old "killed at $step" ;;
+    *) expect_eq "$state" new "killed at $step" ;;
+    esac
+    temps=$(find "$W" -name '.*.oomless-*' | wc -l)
+    case $step in
+    temp-* | before-rename) expect_eq "$temps" 1 "killed at $step: the one temporary file" ;;
+    *) expect_eq "$temps" 0 "killed at $step: no temporary file" ;;
+    esac
+    # the temporary file is named .config.yaml.oomless-XXXXXX, mode 0600, beside the file
+    if [ "$temps" = 1 ]; then
+        t=$(find "$W" -name '.*.oomless-*')
+        expect_eq "$(dirname "$t")/$(basename "$t" | cut -c1-20)" "$W/conf/.config.yaml.oomless" \
+            "temporary file name at $step"
+        # 0600 until it is complete and synced, then the file's own mode
+        case $step in
+        temp-created | temp-written) want=600 ;;
+        *) want=640 ;;
+        esac
+        expect_eq "$(stat -c %a "$t")" "$want" "temporary file mode at $step"
+    fi
+done
+
+# ---- a file size limit on the temporary file: error, original intact, nothing left ---------
+fresh
+for i in $(seq 1 80); do echo "# padding $i ......................................................."; done >>conf/config.yaml
+cp conf/config.yaml "$TMP/big.yaml"
+(ulimit -f 4; "$OOMLESS_BIN" apply --plan "$PLAN" --preset hydra-lightning --no-backup \
+    conf/config.yaml >"$TMP/out" 2>"$TMP/err"; echo $? >"$TMP/rc")
+RC=$(cat "$TMP/rc") ERR=$(cat "$TMP/err")
+expect_rc 3 "file size limit"
+expect_contains "$ERR" "File too large" "file size limit message"
+same conf/config.yaml "$TMP/big.yaml" "file size limit: original intact"
+no_temps "file size limit"
+(ulimit -f 4; "$OOMLESS_BIN" apply --plan "$PLAN" --preset hydra-lightning \
+    conf/config.yaml >"$TMP/out" 2>"$TMP/err"; echo $? >"$TMP/rc")
+RC=$(cat "$TMP/rc")
+expect_rc 3 "file size limit on the backup"
+same conf/config.yaml "$TMP/big.yaml" "backup failure: original intact"
+no_temps "backup failure"
+
+# ---- user presets -------------------------------------------------------------------------------
+fresh
+mkdir -p "$TMP/xdg/oomless"
+cat >"$TMP/xdg/oomless/apply-presets.yaml" <<'EOF'
+mine:
+  description: test preset
+  set:
+    training.seed: literal:7
+    data_loader.num_workers: grad_accum
+EOF
+XDG_CONFIG_HOME="$TMP/xdg" run "$OOMLESS_BIN" apply --preset mine --plan "$PLAN" conf/config.yaml
+expect_rc 0 "user preset"
+expect_eq "$(grep -E 'seed|num_workers' conf/config.yaml | tr -s ' ')" \
+    "$(printf ' num_workers: 4\n seed: 7')" "user preset values"
+
+finish

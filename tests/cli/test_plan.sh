@@ -1,0 +1,170 @@
+#!/bin/bash
+# test_plan.sh - `oomless plan`: the report, JSON, the formats, overrides, refusals, SVG.
+. "$(dirname "$0")/lib.sh"
+D="$OOMLESS_SRC/tests/data/plan"
+no_nvml
+
+# the demo: no GPU -> the default profile with a notice, and a plan that fits
+oom plan --model llama-3.1-8b --method lora --seq 2048 --target-effective-batch 32
+expect_rc 0 "demo plan"
+expect_contains "$ERR" "planning for profile 'rtx-4090'" "fallback notice on stderr"
+for want in "Optimized Configuration" "batch_size" "gradient_accumulation_steps" \
+    "effective_batch_size          : 32" "Memory per GPU" "total (device peak)" "Budget" \
+    "of usable" "Estimated throughput" "tokens/s" "Next best alternatives"; do
+    expect_contains "$OUT" "$want" "report has '$want'"
+done
+
+# --json: one document, the plan keys `oomless apply` reads, memory keys as estimate
+oom plan --model llama-3.1-8b --method lora --seq 2048 --gpu rtx-4090 --json
+expect_rc 0 "json plan"
+expect_one_json "plan --json"
+expect_json '.plan | keys | sort | join(",")' \
+    "batch_size,checkpointing,effective_batch,gpus,grad_accum,offload,optimizer,precision,seq_len,sharding" \
+    "plan keys"
+expect_json '.memory | keys | sort | join(",")' \
+    "activations,allocated_peak,device_peak,gradients,kv_cache,logits,optimizer,overhead,reserved_peak,temporaries,weights" \
+    "memory keys"
+expect_json '.plan.batch_size * .plan.grad_accum' "32" "exact effective batch"
+expect_json '.plan.precision + " " + (.plan.gpus|tostring)' "bf16 1" "values as strings / ints"
+expect_json '.memory.device_peak <= .budget.usable_bytes' "true" "fits the budget"
+expect_json '.budget.target_bytes - .budget.safety_margin_bytes == .budget.usable_bytes' "true" "budget"
+expect_json '.throughput.tokens_per_s > 0' "true" "throughput"
+expect_json '.alternatives | length > 0' "true" "alternatives"
+expect_json '[.alternatives[].why | length > 0] | all' "true" "every alternative says why"
+
+# the library's one-call JSON is what the CLI prints (same search, same numbers)
+oom plan --model llama-3.1-8b --method lora --seq 2048 --gpu rtx-4090 --json
+A=$(printf '%s' "$OUT" | jq -c .plan)
+oom plan --model=llama-3.1-8b --method=lora --seq=2048 --gpu=rtx-4090 --json
+expect_eq "$(printf '%s' "$OUT" | jq -c .plan)" "$A" "--key=value gives the same plan"
+
+# env: evaluates in bash
+oom plan --model gpt2 --seq 512 --gpu a100-80gb --format env
+expect_rc 0 "env format"
+(
+    eval "$OUT"
+    [ "$((OOMLESS_BATCH_SIZE * OOMLESS_GRAD_ACCUM))" = 32 ] && [ "$OOMLESS_SEQ_LEN" = 512 ]
+) && ok || bad "env output evaluates in bash and multiplies to 32"
+
+# args: Hugging Face Trainer arguments
+oom plan --model llama-3.1-8b --method lora --seq 2048 --gpu rtx-4090 --format args
+expect_rc 0 "args format"
+expect_contains "$OUT" "--per_device_train_batch_size 1 --gradient_accumulation_steps 32" "args"
+expect_contains "$OUT" "--gradient_checkpointing" "args checkpointing"
+expect_contains "$OUT" "--bf16" "args precision"
+
+# DeepSpeed: a valid ds_config.json fragment for 8 x A100 with ZeRO
+oom plan --model llama-2-7b --seq 2048 --gpus 8 --gpu a100-80gb --target-effective-batch 64 --format deepspeed
+expect_rc 0 "deepspeed format"
+expect_one_json "deepspeed is one JSON document"
+expect_json '.train_micro_batch_size_per_gpu * .gradient_accumulation_steps * 8 == .train_batch_size' "true" "ds batch sizes"
+expect_json '.train_batch_size' "64" "ds train_batch_size"
+expect_json '.zero_optimization.stage >= 1' "true" "ZeRO stage chosen for a 7B full fine-tune"
+expect_json '.bf16.enabled' "true" "bf16 enabled"
+expect_json '.fp16.enabled' "false" "fp16 disabled"
+
+oom plan --model llama-2-7b --seq 2048 --gpus 8 --gpu a100-80gb --target-effective-batch 64 --json
+expect_json '.plan.precision + " " + .estimate_precision' "bf16 amp-bf16" "framework precision name, exact one beside"
+
+# offload appears in the DeepSpeed config when the planner needs it
+oom plan --model llama-2-7b --seq 2048 --gpu rtx-4090 --allow checkpointing,offload,precision --format deepspeed
+expect_rc 0 "7B full on 24 GiB with offload"
+expect_json '.zero_optimization.offload_optimizer.device' "cpu" "optimizer offload"
+
+# torchrun: single node and multi-node launch lines
+oom plan --model llama-2-7b --seq 2048 --gpus 8 --gpu a100-80gb --target-effective-batch 64 --format torchrun
+expect_contains "$OUT" "torchrun --standalone --nnodes=1 --nproc_per_node=8 train.py" "torchrun 1 node"
+oom plan --model llama-2-7b --seq 2048 --nodes 2 --gpus-per-node 8 --gpu a100-80gb --target-effective-batch 64 --format torchrun
+expect_contains "$OUT" "--nnodes=2 --nproc_per_node=8 --node_rank=\$NODE_RANK" "torchrun 2 nodes"
+oom plan --model gpt2 --gpus 4 --nodes 3 --gpus-per-node 2
+expect_rc 2 "--gpus contradicting nodes x per node"
+
+# overrides: a fixed batch is kept when it fits, never raised
+oom plan --model gpt2 --seq 256 --gpu a100-80gb --batch-size 2 --json
+expect_json '.plan.batch_size' "2" "fixed batch kept"
+expect_json '.plan.effective_batch' "2" "default target = batch x accum"
+OOMLESS_BATCH_SIZE=4 oom plan --model gpt2 --seq 256 --gpu a100-80gb --json
+expect_json '.plan.batch_size' "4" "OOMLESS_BATCH_SIZE fixes the batch"
+oom plan --model gpt2 --seq 256 --gpu a100-80gb --grad-accum 4 --json
+expect_json '.plan.grad_accum' "4" "fixed accumulation kept"
+
+# downscale: loud on stderr and in JSON; refused with --no-allow-downscale
+oom plan --model llama-3.1-8b --method lora --seq 2048 --gpu rtx-4090 --batch-size 8 --json
+expect_rc 0 "downscaled plan"
+expect_contains "$ERR" "DOWNSCALED: batch size 8" "downscale on stderr"
+expect_json '.downscaled | join(",")' "batch" "downscale in JSON"
+expect_json '.requested.batch_size' "8" "requested batch in JSON"
+expect_json '.plan.batch_size < 8' "true" "lowered"
+oom plan --model llama-3.1-8b --method lora --seq 2048 --gpu rtx-4090 --batch-size 8 --no-allow-downscale
+expect_rc 1 "no downscale: refused"
+expect_contains "$OUT" "--allow-downscale: batch size 1" "says what would fit"
+
+# impossible budget: exit 1, the smallest configuration, its peak, what would fit
+oom plan --model llama-2-13b --seq 2048 --gpu rtx-4090
+expect_rc 1 "13B full on 24 GiB"
+expect_contains "$ERR" "nothing fits" "refusal on stderr"
+expect_contains "$OUT" "smallest configuration tried" "smallest config"
+expect_contains "$OUT" "--method qlora" "QLoRA suggested"
+expect_contains "$OUT" "ZeRO-3" "ZeRO-3 suggested"
+oom plan --model llama-2-13b --seq 2048 --gpu rtx-4090 --json
+expect_rc 1 "impossible, json"
+expect_one_json "refusal is one JSON document"
+expect_json '.found' "false" "found false"
+expect_json '.plan' "null" "no plan"
+expect_json '.smallest.device_peak > .budget.usable_bytes' "true" "smallest peak over budget"
+oom plan --model llama-2-13b --seq 2048 --gpu rtx-4090 --format env
+expect_rc 1 "impossible, env"
+expect_eq "$OUT" "" "nothing on stdout to eval"
+
+# inference: the largest batch and the KV-cache budget
+oom plan --model llama-3.1-8b --method inference --seq 4096 --vram 16 --allow precision --json
+expect_rc 0 "inference on 16 GiB"
+expect_json '.inference.max_batch == .plan.batch_size' "true" "max batch"
+expect_json '.inference.kv_cache_budget_bytes > 0' "true" "KV budget"
+oom plan --model llama-3.1-8b --method inference --seq-range 1024:8192 --batch 1 --gpu rtx-4060-ti --allow precision --json
+expect_json '.plan.seq_len' "8192" "longest context in the range"
+
+# measured line (options and a workload file) and workers
+oom plan --workload "$D/contrastive.yaml" --vram 24 --json
+expect_rc 0 "measured line from a file"
+expect_json '.plan.batch_size' "16" "2 GiB + 16 x 32 x 40 MiB = 22 GiB fits, 32 does not"
+expect_json '.plan.grad_accum' "4" "accumulation to 64"
+oom plan --fixed-bytes 3GiB --bytes-per-sample 200MiB --batch-size 4 --workers auto --vram 16 --json
+expect_json '.workers.max' "3" "3 copies fit 15 GiB"
+oom plan --fixed-bytes 3GiB --bytes-per-sample 200MiB --batch-size 4 --workers 4 --vram 16 --no-allow-downscale
+expect_rc 1 "4 workers do not fit"
+
+# SVG: valid XML with the budget line and the chosen point
+oom plan --model llama-3.1-8b --method lora --seq 2048 --gpu rtx-4090 --svg "$TMP/plan.svg"
+expect_rc 0 "plan --svg"
+python3 -c "import sys, xml.etree.ElementTree as E; r = E.parse(sys.argv[1]).getroot(); \
+  assert r.tag.endswith('svg'); t = ''.join(r.itertext()); assert 'usable' in t and 'chosen' in t" \
+    "$TMP/plan.svg" && ok || bad "plan SVG is valid XML with budget and choice"
+oom estimate --model llama-2-7b --vram 24 --svg "$TMP/est.svg"
+python3 -c "import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])" "$TMP/est.svg" && ok ||
+    bad "estimate SVG is valid XML"
+
+# usage errors
+oom plan --model gpt2 --format yaml
+expect_rc 2 "unknown format"
+oom plan --model gpt2 --allow bogus
+expect_rc 2 "unknown --allow value"
+expect_contains "$ERR" "bogus" "names the value"
+oom plan --model gpt2 --seq-range 10
+expect_rc 2 "bad seq range"
+oom plan --gpu rtx-4090
+expect_rc 2 "no workload"
+oom plan --sample-multiplier 2 --vram 8
+expect_rc 2 "an all-zero measured line"
+oom plan --model gpt2 --fixed-bytes 1GiB --vram 8
+expect_rc 2 "a model and a measured line"
+oom plan --model gpt2 --frobnicate 1
+expect_rc 2 "unknown option"
+oom plan --help
+expect_rc 0 "help"
+for o in --target-effective-batch --seq-range --max-batch-size --max-auto-batch-size --allow \
+    --workers --nodes --gpus-per-node --format --svg --fixed-bytes --workload; do
+    expect_contains "$OUT" "$o" "help lists $o"
+done
+
+finish

@@ -1,0 +1,173 @@
+# test_run.sh - `oomless run`: recovery from OOM, batch sources, signals, no process left behind.
+. "$(dirname "$0")/lib.sh"
+: "${FAKE_JOB:?run through ctest}"
+
+mkdir -p "$TMP/procs"
+fake_nvml 'gpu name="NVIDIA A100-SXM4-80GB" uuid=GPU-11111111-2222-3333-4444-555555555555 total=8589934592 used=0
+procdir '"$TMP/procs"
+export XDG_CACHE_HOME="$TMP/cache"
+JOB=("$FAKE_JOB" --batch-size '{batch}' --grad-accum '{accum}' --procdir "$TMP/procs" --capacity 8G
+    --step-time-ms 20)
+N=0
+marker() { N=$((N + 1)); MARK="oomless-run-test-$$-$N"; }
+left() { pgrep -f "$MARK" | wc -l; } # processes still carrying this test's marker
+# wait_for FILE TEXT: polls (up to 60 s) until FILE contains TEXT
+wait_for() {
+    local i
+    for i in $(seq 600); do
+        grep -q "$2" "$1" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    return 1
+}
+# wait_gone: polls (up to 30 s) until no process carries the marker
+wait_gone() {
+    local i
+    for i in $(seq 300); do
+        [ "$(left)" -eq 0 ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# ---- recovery: 1 GiB + 150 MiB/sample; the last step needs 1.5x: 32 dies there, 16 fits ---------
+# (the spike is the last step so that the final sample, taken while the job is a zombie, sees it
+# whatever the machine's load)
+marker
+oom run --batch-size 32 --grad-accum 2 --events "$TMP/ev.jsonl" -- "${JOB[@]}" --steps 6 \
+    --fixed 1G --per-sample 150M --spike-step 6 --spike-factor 1.5 --checkpoint "$TMP/ckpt" \
+    --marker "$MARK"
+expect_rc 0 "recovered run"
+expect_contains "$ERR" "out of memory at step 5 (peak " "restart line: step and peak"
+expect_contains "$ERR" "restarting with batch 32 -> 16, accumulation 2 -> 4 (effective 64)" "restart line"
+expect_contains "$ERR" "torch.OutOfMemoryError: CUDA out of memory" "the job's stderr passes through"
+expect_contains "$OUT" "resuming from step 5" "resumed from the checkpoint"
+expect_contains "$OUT" "step 6/6 batch 16 accum 4" "relaunched smaller, same effective batch"
+expect_not_contains "$OUT" "step 1/6 batch 16" "did not start over"
+expect_eq "$(cat "$TMP/ckpt")" 6 "finished all steps"
+expect_eq "$(jq -r .event "$TMP/ev.jsonl" | tr '\n' ' ')" "launch oom restart launch exit " "events"
+expect_eq "$(jq -r 'select(.event == "restart") | "\(.batch) \(.grad_accum) \(.previous_batch) \(.previous_grad_accum) \(.attempt)"' "$TMP/ev.jsonl")" \
+    "16 4 32 2 2" "restart event"
+expect_eq "$(jq -r 'select(.event == "exit") | "\(.exit_code) \(.peak_bytes) \(.batch)"' "$TMP/ev.jsonl")" \
+    "0 $(((1024 + 16 * 150) * 3 / 2 * 1048576)) 16" "exit event with the spike peak"
+expect_eq "$(jq -r 'select(.event == "oom") | .exit_code' "$TMP/ev.jsonl")" 1 "oom event"
+expect_eq "$(jq -s 'map(has("time") and has("pid") and has("attempt") and has("peak_bytes")) | all' "$TMP/ev.jsonl")" \
+    true "event keys"
+expect_eq "$(left)" 0 "recovered run: nothing left"
+
+# a peak held for 0.5 s in the middle of the run (not at the end) is caught by the 50 ms sampling
+oom run --batch-size 4 --events "$TMP/mid.jsonl" -- "$FAKE_JOB" --batch-size '{batch}' \
+    --procdir "$TMP/procs" --steps 3 --step-time-ms 500 --fixed 1G --per-sample 100M \
+    --spike-step 2 --spike-factor 2
+expect_rc 0 "mid-run spike"
+expect_eq "$(jq -r 'select(.event == "exit") | .peak_bytes' "$TMP/mid.jsonl")" \
+    $(((1024 + 400) * 2 * 1048576)) "mid-run spike: the peak is the spike"
+
+# {attempt} is replaced inside an argument: each attempt gets its own checkpoint file here
+oom run --batch-size 32 -- "${JOB[@]}" --steps 2 --fixed 1G --per-sample 150M --spike-step 2 \
+    --spike-factor 1.5 --checkpoint "$TMP/att{attempt}.ckpt"
+expect_rc 0 "{attempt} run"
+expect_eq "$(cat "$TMP/att1.ckpt")-$(cat "$TMP/att2.ckpt")" "1-2" "{attempt}: one checkpoint per attempt"
+
+# ---- --json: one document on stdout, the job's stdout on stderr -------------------------------
+oom run --json --batch-size 4 -- "${JOB[@]}" --fixed 1G --per-sample 1M --exit 7
+expect_rc 7 "the job's status is passed on"
+expect_one_json "run --json"
+expect_json .exit_code 7 "run --json: exit code"
+expect_json .attempts 1 "run --json: attempts"
+expect_contains "$ERR" "step 3/3 batch 4" "run --json: job output on stderr"
+
+# ---- batch sources ------------------------------------------------------------------------------
+OOMLESS_BATCH_SIZE=5 OOMLESS_GRAD_ACCUM=3 oom run -- "${JOB[@]}" --fixed 1G --per-sample 1M
+expect_contains "$OUT" "step 1/3 batch 5 accum 3" "batch from OOMLESS_BATCH_SIZE"
+printf '{"plan": {"batch_size": 8, "grad_accum": 2}}' >"$TMP/plan.json"
+oom run --plan "$TMP/plan.json" -- "${JOB[@]}" --fixed 1G --per-sample 1M
+expect_contains "$OUT" "step 1/3 batch 8 accum 2" "batch from a plan file"
+run "$OOMLESS_BIN" run --plan - -- "${JOB[@]}" --fixed 1G --per-sample 1M <"$TMP/plan.json"
+expect_contains "$OUT" "step 1/3 batch 8 accum 2" "plan from stdin"
+printf '{"plan": {"grad_accum": 2}}' >"$TMP/bad.json"
+oom run --plan "$TMP/bad.json" -- "${JOB[@]}"
+expect_rc 2 "plan without batch_size"
+expect_contains "$ERR" "batch_size" "plan without batch_size: key named"
+oom run --calibration off -- "${JOB[@]}"
+expect_rc 2 "no batch anywhere"
+# a calibration record from probe: 1 GiB + 10 MiB/sample -> 614 under 7 GiB
+oom probe --calibration "$TMP/cal.jsonl" -- "${JOB[@]}" --fixed 1G --per-sample 10M
+expect_rc 0 "probe for calibration"
+oom run --calibration "$TMP/cal.jsonl" -- "${JOB[@]}" --fixed 1G --per-sample 10M
+expect_rc 0 "run from calibration"
+expect_contains "$ERR" "batch 614 from the calibration record" "batch from calibration"
+expect_contains "$OUT" "step 1/3 batch 614 accum 1" "calibration batch used"
+
+# ---- a job that never fits stops, bounded ------------------------------------------------------
+oom run --batch-size 8 --events "$TMP/nofit.jsonl" -- "${JOB[@]}" --fixed 9G --per-sample 1M
+expect_rc 1 "never fits"
+expect_contains "$ERR" "does not fit" "never fits: message"
+expect_eq "$(jq -r 'select(.event == "launch") | .batch' "$TMP/nofit.jsonl" | tr '\n' ' ')" "8 4 2 1 " \
+    "never fits: 8 -> 4 -> 2 -> 1"
+oom run --batch-size 64 --max-restarts 2 -- "${JOB[@]}" --fixed 9G --per-sample 1M
+expect_rc 1 "max restarts"
+expect_contains "$ERR" "after 2 restart(s)" "max restarts: message"
+oom run --batch-size 8 --min-batch-size 4 -- "${JOB[@]}" --fixed 9G --per-sample 1M
+expect_rc 1 "floor"
+expect_contains "$ERR" "no smaller batch >= 4" "floor: message"
+
+# ---- exec failure, usage ------------------------------------------------------------------------
+oom run --batch-size 2 -- /nonexistent/train.py
+expect_rc 127 "exec failure"
+expect_contains "$ERR" "cannot run '/nonexistent/train.py'" "exec failure: message"
+oom run --batch-size 2 -- oomless-no-such-command-xyz
+expect_rc 127 "command not in PATH"
+expect_contains "$ERR" "not found" "command not in PATH: message"
+oom run --batch-size 2 -- /etc/hostname
+expect_rc 126 "not executable"
+oom run --batch-size 0 -- "${JOB[@]}"
+expect_rc 2 "bad batch"
+expect_contains "$ERR" "'0'" "bad batch: value named"
+oom run --batch-size 4 --grad-accum 3 --target-effective-batch 8 -- "${JOB[@]}"
+expect_rc 2 "inconsistent effective batch"
+
+# ---- signals reach the job's group; exit 128+N; nothing left behind ----------------------------
+for sig in TERM INT HUP; do
+    marker
+    "$OOMLESS_BIN" run --batch-size 2 --events "$TMP/sig$sig.jsonl" -- "${JOB[@]}" --steps 100000 \
+        --fixed 1G --per-sample 1M --fork-child --marker "$MARK" >"$TMP/out$sig" 2>"$TMP/err" &
+    P=$!
+    wait_for "$TMP/out$sig" 'step 1/' || bad "SIG$sig: the job never started"
+    kill -s "$sig" "$P"
+    wait "$P"
+    RC=$?
+    expect_eq "$RC" $((128 + $(kill -l "$sig"))) "SIG$sig: exit 128+N"
+    expect_eq "$(jq -r 'select(.event == "signal") | .signal' "$TMP/sig$sig.jsonl")" "$(kill -l "$sig")" \
+        "SIG$sig: forwarded"
+    wait_gone || true
+    expect_eq "$(left)" 0 "SIG$sig: no process left behind"
+done
+
+# a job ignoring SIGTERM is SIGKILLed after the grace; its setsid child goes too
+marker
+"$OOMLESS_BIN" run --batch-size 2 --kill-grace 1 --events "$TMP/kill.jsonl" -- "${JOB[@]}" \
+    --steps 100000 --fixed 1G --per-sample 1M --ignore-sigterm --fork-child-setsid \
+    --marker "$MARK" >"$TMP/outkill" 2>"$TMP/err" &
+P=$!
+wait_for "$TMP/outkill" 'step 1/' || bad "ignore-sigterm: the job never started"
+kill -TERM "$P"
+wait "$P"
+expect_eq "$?" 137 "ignore-sigterm: SIGKILLed after the grace"
+expect_contains "$(cat "$TMP/err")" "SIGKILL" "ignore-sigterm: said"
+wait_gone || true
+expect_eq "$(left)" 0 "ignore-sigterm: no process left behind"
+
+# children that outlive a job that ends by itself are killed with it
+for how in --fork-child --fork-child-setsid; do
+    marker
+    oom run --batch-size 2 -- "${JOB[@]}" --fixed 1G --per-sample 1M "$how" --marker "$MARK"
+    expect_rc 0 "$how: job ok"
+    expect_eq "$(left)" 0 "$how: the outliving child is gone"
+done
+
+oom run --help
+expect_rc 0 "help"
+expect_contains "$OUT" "--target-effective-batch" "help text"
+
+finish

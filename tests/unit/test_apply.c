@@ -1,0 +1,343 @@
+/* test_apply.c - `apply`: byte spans, splicing, creation, refusals, specs, diff, safe writes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "oomless.h"
+
+static const char plan_json[] =
+    "{\"plan\": {\"batch_size\": 8, \"grad_accum\": 4, \"effective_batch\": 32, \"seq_len\": "
+    "2048, \"checkpointing\": \"none\", \"precision\": \"bf16\", \"optimizer\": \"adamw\", "
+    "\"sharding\": \"zero2\", \"offload\": \"none\", \"gpus\": 2}, \"memory\": {\"device_peak\": "
+    "21474836480, \"parts\": [1, 2.5]}}";
+
+/* runs one assignment over `in` and returns the new text (or NULL with *err set) */
+static char *edit_err(const char *name, const char *in, const char *key, const char *spec,
+                      unsigned set_flags, unsigned flags, int *err)
+{
+    oom_apply *a;
+    char *out = NULL;
+    size_t len = 0;
+
+    assert_int_equal(oom_apply_create(&a), OOM_OK);
+    assert_int_equal(oom_apply_load_plan(a, plan_json, "plan"), OOM_OK);
+    assert_int_equal(oom_apply_set(a, key, spec, set_flags), OOM_OK);
+    *err = oom_apply_buffer(a, name, in, strlen(in), flags, &out, &len);
+    if (!*err)
+        assert_int_equal(len, strlen(out));
+    oom_apply_free(a);
+    return out;
+}
+
+static void edit_ok(const char *name, const char *in, const char *key, const char *spec,
+                    unsigned flags, const char *want)
+{
+    int err;
+    char *out = edit_err(name, in, key, spec, 0, flags, &err);
+    if (err)
+        fail_msg("%s=%s refused: %s", key, spec, oom_last_message());
+    assert_string_equal(out, want);
+    oom_free(out);
+}
+
+static void edit_refused(const char *name, const char *in, const char *key, const char *spec,
+                         unsigned flags, int code, const char *msg_part)
+{
+    int err;
+    char *out = edit_err(name, in, key, spec, 0, flags, &err);
+    assert_null(out);
+    assert_int_equal(err, code);
+    if (!strstr(oom_last_message(), msg_part))
+        fail_msg("message '%s' lacks '%s'", oom_last_message(), msg_part);
+}
+
+static void test_utf8_before_key(void **state)
+{
+    (void)state;
+    /* 2-, 3- and 4-byte characters before the value: libyaml counts them as one each */
+    edit_ok("c.yaml", "# größe — ünïcödé 😀😀\nmodel:\n  name: \"é\"  # ö\n  batch: 45  # 😀\n",
+            "model.batch", "batch_size", 0,
+            "# größe — ünïcödé 😀😀\nmodel:\n  name: \"é\"  # ö\n  batch: 8  # 😀\n");
+    edit_ok("c.yaml", "a: \"ü😀\"\nb: 'x'\n", "b", "precision", 0, "a: \"ü😀\"\nb: 'bf16'\n");
+    /* a BOM and CRLF line ends */
+    edit_ok("c.yaml", "\xEF\xBB\xBF# é\r\nx: 1\r\ny: 2\r\n", "y", "literal:3", 0,
+            "\xEF\xBB\xBF# é\r\nx: 1\r\ny: 3\r\n");
+}
+
+static void test_flow_and_lists(void **state)
+{
+    (void)state;
+    edit_ok("c.yaml", "t: {a: 1, b: [10, 20, 30]}  # c\n", "t.b[2]", "batch_size", 0,
+            "t: {a: 1, b: [10, 20, 8]}  # c\n");
+    edit_ok("c.yaml", "t: {a: 1, b: [10, 20, 30]}\n", "t.a", "grad_accum", 0,
+            "t: {a: 4, b: [10, 20, 30]}\n");
+    edit_ok("c.yaml", "l:\n  - x: 1\n    y: 2\n  - x: 3\n", "l[1].x", "literal:7", 0,
+            "l:\n  - x: 1\n    y: 2\n  - x: 7\n");
+    edit_refused("c.yaml", "l: [1, 2]\n", "l[2]", "literal:1", OOM_APPLY_CREATE, OOM_EREFUSED,
+                 "past the end");
+}
+
+static void test_quoting_kept(void **state)
+{
+    (void)state;
+    edit_ok("c.yaml", "p: \"16-mixed\"\n", "p", "literal:bf16-mixed", 0, "p: \"bf16-mixed\"\n");
+    edit_ok("c.yaml", "p: '16'\n", "p", "literal:'it''s'", 0, "p: 'it''s'\n");
+    edit_ok("c.yaml", "p: fp32\n", "p", "precision", 0, "p: bf16\n");
+    /* a plain string that would read back as another type is quoted */
+    edit_ok("c.yaml", "p: fp32\n", "p", "literal:\"true\"", 0, "p: \"true\"\n");
+    edit_ok("c.yaml", "p: fp32\n", "p", "literal:'a: b'", 0, "p: \"a: b\"\n");
+    edit_ok("c.yaml", "f: True\ng: yes\nh: OFF\n", "f", "literal:false", 0,
+            "f: False\ng: yes\nh: OFF\n");
+    edit_ok("c.yaml", "g: yes\n", "g", "literal:false", 0, "g: no\n");
+    edit_ok("c.yaml", "h: OFF\n", "h", "literal:true", 0, "h: ON\n");
+}
+
+static void test_numbers(void **state)
+{
+    (void)state;
+    /* equal values keep their spelling; neighbours are untouched */
+    edit_ok("c.yaml", "a: 5e8\nb: 1\n", "a", "literal:500000000", 0, "a: 5e8\nb: 1\n");
+    edit_ok("c.yaml", "a: 5e8\nb: 1_000\n", "b", "literal:1000", 0, "a: 5e8\nb: 1_000\n");
+    edit_ok("c.yaml", "a: 5e8\nb: 1\n", "b", "literal:2", 0, "a: 5e8\nb: 2\n");
+    /* an int into a float stays a float */
+    edit_ok("c.yaml", "lr: 0.5\n", "lr", "grad_accum", 0, "lr: 4.0\n");
+    edit_ok("c.yaml", "lr: 0.5\n", "lr", "literal:1e-05", 0, "lr: 1e-05\n");
+    edit_ok("d.json", "{\"a\": 5e8, \"b\": 1.50}", "a", "literal:500000000", 0,
+            "{\"a\": 5e8, \"b\": 1.50}");
+    edit_ok("d.json", "{\"a\": 5e8, \"b\": 1.50}", "b", "literal:1.5", 0,
+            "{\"a\": 5e8, \"b\": 1.50}");
+}
+
+static void test_types(void **state)
+{
+    (void)state;
+    edit_refused("c.yaml", "b: 45\n", "b", "precision", 0, OOM_EREFUSED, "holds a int");
+    edit_refused("c.yaml", "b: 45\n", "b", "literal:0.5", 0, OOM_EREFUSED, "--force-type");
+    edit_refused("c.yaml", "b: true\n", "b", "literal:1", 0, OOM_EREFUSED, "key 'b'");
+    edit_refused("d.json", "{\"b\": \"auto\"}", "b", "batch_size", 0, OOM_EREFUSED, "'d.json'");
+    edit_ok("d.json", "{\"b\": \"auto\"}", "b", "batch_size", OOM_APPLY_FORCE_TYPE, "{\"b\": 8}");
+    edit_ok("c.yaml", "b: 45\n", "b", "precision", OOM_APPLY_FORCE_TYPE, "b: bf16\n");
+    /* null takes anything; an empty value gets a space after the colon */
+    edit_ok("c.yaml", "b: ~\nc:\nd: 1\n", "b", "precision", 0, "b: bf16\nc:\nd: 1\n");
+    edit_ok("c.yaml", "b: ~\nc:\nd: 1\n", "c", "batch_size", 0, "b: ~\nc: 8\nd: 1\n");
+    edit_ok("c.yaml", "f: {a, b: 1}\n", "f.a", "batch_size", 0, "f: {a: 8, b: 1}\n");
+    edit_ok("c.yaml", "f: {a: , b: 1}\n", "f.a", "batch_size", 0, "f: {a: 8 , b: 1}\n");
+    edit_refused("c.yaml", "?\n", "a.b", "literal:true", OOM_APPLY_CREATE, OOM_EREFUSED,
+                 "key 'a.b'");
+}
+
+static void test_create(void **state)
+{
+    (void)state;
+    edit_ok("c.yaml", "a:\n    b: 1  # c\n    c:\n        d: 2\nz: 0\n", "a.n", "batch_size",
+            OOM_APPLY_CREATE, "a:\n    b: 1  # c\n    c:\n        d: 2\n    n: 8\nz: 0\n");
+    edit_ok("c.yaml", "a:\n    b: 1\n    c:\n        d: 2\n", "a.x.y", "batch_size",
+            OOM_APPLY_CREATE, "a:\n    b: 1\n    c:\n        d: 2\n    x:\n        y: 8\n");
+    edit_ok("c.yaml", "a: 1", "b", "precision", OOM_APPLY_CREATE, "a: 1\nb: bf16\n");
+    edit_ok("c.yaml", "l:\n  - x: 1\n    y: 2\nq: 1\n", "l[0].z", "literal:3", OOM_APPLY_CREATE,
+            "l:\n  - x: 1\n    y: 2\n    z: 3\nq: 1\n");
+    edit_ok("c.yaml", "f: {a: 1,  b: 2}\n", "f.c", "literal:3", OOM_APPLY_CREATE,
+            "f: {a: 1,  b: 2,  c: 3}\n");
+    edit_ok("c.yaml", "f: {}\n", "f.c.d", "literal:3", OOM_APPLY_CREATE, "f: {c: {d: 3}}\n");
+    edit_ok("d.json", "{\n  \"a\": 1,\n  \"o\": {\n    \"p\": 2\n  }\n}\n", "o.q.r", "precision",
+            OOM_APPLY_CREATE,
+            "{\n  \"a\": 1,\n  \"o\": {\n    \"p\": 2,\n    \"q\": {\n      \"r\": \"bf16\"\n"
+            "    }\n  }\n}\n");
+    edit_ok("d.json", "{\"a\":1}", "b", "literal:true", OOM_APPLY_CREATE, "{\"a\":1,\"b\":true}");
+    edit_ok("d.json", "{}", "b", "literal:null", OOM_APPLY_CREATE, "{\"b\": null}");
+    edit_refused("c.yaml", "a: 1\n", "b", "literal:1", 0, OOM_EREFUSED, "--create");
+    /* CRLF files get CRLF lines; a block scalar as the last value */
+    edit_ok("c.yaml", "a:\r\n  b: 1\r\nz: 2\r\n", "a.c", "literal:3", OOM_APPLY_CREATE,
+            "a:\r\n  b: 1\r\n  c: 3\r\nz: 2\r\n");
+    edit_ok("c.yaml", "a:\n  s: |\n    text\n\n  # c\nz: 2\n", "a.c", "literal:3", OOM_APPLY_CREATE,
+            "a:\n  s: |\n    text\n\n  c: 3\n  # c\nz: 2\n");
+}
+
+static void test_json_bytes(void **state)
+{
+    (void)state;
+    edit_ok("d.json", "{ \"a\" :  1 ,\"b\":{ \"c\":2 }, \"s\": \"x\\\"y\\u00e9\" }\t\n", "b.c",
+            "literal:3", 0, "{ \"a\" :  1 ,\"b\":{ \"c\":3 }, \"s\": \"x\\\"y\\u00e9\" }\t\n");
+    edit_ok("d.json", "{\"s\": \"x\\\"y\\u00e9\", \"t\": \"é\"}", "s", "literal:a\"b", 0,
+            "{\"s\": \"a\\\"b\", \"t\": \"é\"}");
+    edit_ok("d.json", "{\"s\": \"x\\\"y\\u00e9\"}", "s", "literal:x\"yé", 0,
+            "{\"s\": \"x\\\"y\\u00e9\"}");
+    edit_ok("d.json", "[{\"a\": [1, {\"b\": false}]}]\n", "[0].a[1].b", "literal:true", 0,
+            "[{\"a\": [1, {\"b\": true}]}]\n");
+}
+
+static void test_refusals(void **state)
+{
+    (void)state;
+    edit_refused("c.yaml", "a: |\n  text\n", "a", "literal:x", 0, OOM_EREFUSED, "block scalar");
+    edit_refused("c.yaml", "a: >\n  text\n", "a", "literal:x", 0, OOM_EREFUSED, "block scalar");
+    edit_refused("c.yaml", "a: &x 1\nb: *x\n", "a", "literal:2", 0, OOM_EREFUSED, "anchor");
+    edit_refused("c.yaml", "a: &x 1\nb: *x\n", "b", "literal:2", 0, OOM_EREFUSED, "alias");
+    edit_refused("c.yaml", "a: !!str 1\n", "a", "literal:'2'", 0, OOM_EREFUSED, "tag");
+    edit_refused("c.yaml", "a: 1\na: 2\n", "a", "literal:2", 0, OOM_EREFUSED, "duplicate");
+    edit_refused("c.yaml", "b: &b {x: 1}\nc:\n  <<: *b\n", "c.x", "literal:2", 0, OOM_EREFUSED,
+                 "merge key");
+    edit_refused("c.yaml", "a:\n  b: 1\n", "a", "literal:2", 0, OOM_EREFUSED, "is a map");
+    edit_refused("c.yaml", "a: this is\n  two lines\n", "a", "literal:x", 0, OOM_EREFUSED,
+                 "several lines");
+    edit_refused("c.yaml", "a: [1, 2\n", "a[0]", "literal:2", 0, OOM_EPARSE, "line 2 column");
+    /* an error right after a map key (the pending key node is freed: valgrind/ASan check) */
+    edit_refused("c.yaml", "? b", "a", "literal:2", 0, OOM_EREFUSED, "is not in the file");
+    edit_refused("c.yaml", "? b\n", "a.b", "literal:s", OOM_APPLY_CREATE, OOM_EREFUSED,
+                 "would not parse");
+    edit_refused("c.yaml", "a: 1\nb: 2\nc d: [\n", "a", "literal:2", 0, OOM_EPARSE, "line 4");
+    edit_refused("d.json", "{\"a\": 1,\n \"b\": }", "a", "literal:2", 0, OOM_EPARSE,
+                 "'d.json' line 2 column");
+    edit_refused("c.yaml", "a: 1\n", "a", "nosuchfield", 0, OOM_ENOTFOUND, "nosuchfield");
+}
+
+static void test_optional(void **state)
+{
+    int err;
+    char *out;
+
+    (void)state;
+    /* a preset (optional) key the file lacks, or that is "auto", is skipped */
+    out = edit_err("d.json", "{\"a\": 1}", "b", "batch_size", OOM_APPLY_OPTIONAL, 0, &err);
+    assert_int_equal(err, OOM_OK);
+    assert_string_equal(out, "{\"a\": 1}");
+    oom_free(out);
+    out = edit_err("d.json", "{\"a\": \"auto\"}", "a", "batch_size", OOM_APPLY_OPTIONAL, 0, &err);
+    assert_int_equal(err, OOM_OK);
+    assert_string_equal(out, "{\"a\": \"auto\"}");
+    oom_free(out);
+    out = edit_err("d.json", "{\"a\": 1}", "a", "nosuch", OOM_APPLY_OPTIONAL, 0, &err);
+    assert_int_equal(err, OOM_OK);
+    assert_string_equal(out, "{\"a\": 1}");
+    oom_free(out);
+}
+
+static void test_specs(void **state)
+{
+    (void)state;
+    edit_ok("c.yaml", "x: 0\n", "x", "memory.device_peak", 0, "x: 21474836480\n");
+    edit_ok("c.yaml", "x: 0.0\n", "x", "memory.parts[1]", 0, "x: 2.5\n");
+    edit_ok("c.yaml", "x: 0\n", "x", "zero_stage", 0, "x: 2\n");
+    edit_ok("c.yaml", "x: 0\n", "x", "global_batch", 0, "x: 64\n");
+    edit_ok("c.yaml", "x: false\n", "x", "precision==bf16", 0, "x: true\n");
+    edit_ok("c.yaml", "x: true\n", "x", "checkpointing!=none", 0, "x: false\n");
+    edit_ok("c.yaml", "x: true\n", "x", "batch_size==8", 0, "x: true\n");
+    edit_ok("c.yaml", "x: a\n", "x", "literal:\"8\"", 0, "x: \"8\"\n");
+    edit_ok("c.yaml", "x: ~\n", "x", "literal:null", 0, "x: ~\n");
+}
+
+static void test_bad_keys(void **state)
+{
+    oom_apply *a;
+    static const char *const bad[] = {"", ".a", "a.", "a..b", "a[", "a[x]", "a[0]b", "a]"};
+    size_t i;
+
+    (void)state;
+    assert_int_equal(oom_apply_create(&a), OOM_OK);
+    for (i = 0; i < OOMI_ARRAY_LEN(bad); i++) {
+        assert_int_equal(oom_apply_set(a, bad[i], "batch_size", 0), OOM_EINVAL);
+        assert_non_null(strstr(oom_last_message(), "key '"));
+    }
+    assert_int_equal(oom_apply_set(a, "a", "b..c", 0), OOM_EINVAL);
+    assert_int_equal(oom_apply_set(a, "a.b[0].c", "literal:..", 0), OOM_OK);
+    assert_int_equal(oom_apply_load_plan(a, "{\"plan\": [1,", "p.json"), OOM_EPARSE);
+    assert_non_null(strstr(oom_last_message(), "'p.json' line 1"));
+    assert_int_equal(oom_apply_load_plan(a, "[1]", "p.json"), OOM_EINVAL);
+    assert_int_equal(oom_apply_preset(a, "no-such-preset"), OOM_ENOTFOUND);
+    assert_non_null(strstr(oom_last_message(), "hydra-lightning"));
+    oom_apply_free(a);
+}
+
+static void test_diff(void **state)
+{
+    oomi_sb sb = OOMI_SB_INIT;
+    const char *a = "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n13\n14\n15\n16\n17\n18\n19\n20\n";
+    const char *b = "1\n2\nX\n4\n5\n6\n7\n8\n9\n10\n11\n12\n13\n14\n15\n16\n17\n18\n19\n20\nY";
+
+    (void)state;
+    assert_int_equal(oomi_diff(&sb, "f", a, strlen(a), b, strlen(b)), OOM_OK);
+    assert_string_equal(sb.buf, "--- a/f\n+++ b/f\n"
+                                "@@ -1,6 +1,6 @@\n 1\n 2\n-3\n+X\n 4\n 5\n 6\n"
+                                "@@ -18,3 +18,4 @@\n 18\n 19\n 20\n+Y\n"
+                                "\\ No newline at end of file\n");
+    oomi_sb_free(&sb);
+    assert_int_equal(oomi_diff(&sb, "f", a, strlen(a), a, strlen(a)), OOM_OK);
+    assert_null(sb.buf);
+}
+
+static char *slurp(const char *path)
+{
+    char *text;
+    size_t len;
+    assert_int_equal(oomi_read_file(&text, &len, path), OOM_OK);
+    return text;
+}
+
+static void spit(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* two files, the second refused: neither changes, no backup or temporary appears */
+static void test_all_or_nothing(void **state)
+{
+    char dir[] = "/tmp/oomless-apply-XXXXXX", p1[64], p2[64], bak[80], *t;
+    const char *files[2] = {p1, p2};
+    oom_apply *a;
+    struct stat st;
+
+    (void)state;
+    assert_non_null(mkdtemp(dir));
+    snprintf(p1, sizeof(p1), "%s/a.yaml", dir);
+    snprintf(p2, sizeof(p2), "%s/b.yaml", dir);
+    snprintf(bak, sizeof(bak), "%s.bak", p1);
+    spit(p1, "x: 1\n");
+    spit(p2, "y: 1\n");
+    chmod(p1, 0640);
+    assert_int_equal(oom_apply_create(&a), OOM_OK);
+    assert_int_equal(oom_apply_set(a, "x", "literal:2", 0), OOM_OK);
+    assert_int_equal(oom_apply_run(a, files, 2, OOM_APPLY_FOLLOW_SYMLINKS, NULL), OOM_EREFUSED);
+    assert_non_null(strstr(oom_last_message(), "b.yaml"));
+    assert_string_equal(t = slurp(p1), "x: 1\n");
+    oom_free(t);
+    assert_int_not_equal(access(bak, F_OK), 0);
+    /* the first alone goes through, keeping the mode, with a backup */
+    assert_int_equal(oom_apply_run(a, files, 1, OOM_APPLY_FOLLOW_SYMLINKS, NULL), OOM_OK);
+    assert_string_equal(t = slurp(p1), "x: 2\n");
+    oom_free(t);
+    assert_string_equal(t = slurp(bak), "x: 1\n");
+    oom_free(t);
+    assert_int_equal(stat(p1, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0640);
+    oom_apply_free(a);
+    unlink(p1);
+    unlink(p2);
+    unlink(bak);
+    assert_int_equal(rmdir(dir), 0); /* nothing else was left in it */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_utf8_before_key), cmocka_unit_test(test_flow_and_lists),
+        cmocka_unit_test(test_quoting_kept),    cmocka_unit_test(test_numbers),
+        cmocka_unit_test(test_types),           cmocka_unit_test(test_create),
+        cmocka_unit_test(test_json_bytes),      cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_optional),        cmocka_unit_test(test_specs),
+        cmocka_unit_test(test_bad_keys),        cmocka_unit_test(test_diff),
+        cmocka_unit_test(test_all_or_nothing),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,559 @@
+/* test_plan.c - the planner: maximality, exact effective batch, overrides, downscaling,
+ * multi-GPU sharding, inference, workers, measured lines, refusals, output formats. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <json-c/json.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "oomless.h"
+
+static const oom_gpu_profile GPU_ADA = {
+    "test-ada", "Test Ada 24GB", "nvidia", "", 24 * OOM_GiB, 1000, 165, 165, 82, 8, 9, 1, 1, 0};
+static const oom_gpu_profile GPU_A100 = {
+    "test-a100", "Test A100 80GB", "nvidia", "", 80 * OOM_GiB, 2039, 312, 312, 19.5, 8, 0, 1, 1, 0};
+static const oom_gpu_profile GPU_TURING = {
+    "test-turing", "Test Turing 16GB", "nvidia", "", 16 * OOM_GiB, 320, 0, 65, 8.1, 7, 5, 1, 1, 0};
+
+static oom_workload *make(const oom_gpu_profile *gpu, const char *const *kv)
+{
+    oom_workload *w = NULL;
+    size_t i;
+    assert_int_equal(oom_workload_create(&w), OOM_OK);
+    for (i = 0; kv[i]; i += 2)
+        if (oom_workload_set(w, kv[i], kv[i + 1]))
+            fail_msg("%s=%s refused: %s", kv[i], kv[i + 1], oom_last_message());
+    assert_int_equal(oom_workload_set_gpu(w, gpu), OOM_OK);
+    return w;
+}
+#define W(gpu, ...) make(gpu, (const char *const[]){__VA_ARGS__, NULL})
+
+static oom_plan_request request(const oom_workload *w, const oom_gpu_profile *gpu, double gib)
+{
+    oom_plan_request r;
+    oom_plan_request_init(&r);
+    r.workload = w;
+    r.gpu = gpu;
+    assert_int_equal(oom_budget_make(&r.budget, (uint64_t)(gib * (double)OOM_GiB), OOM_GiB),
+                     OOM_OK);
+    return r;
+}
+
+static oom_plan_result *plan_ok(const oom_plan_request *r)
+{
+    oom_plan_result *res = NULL;
+    if (oom_plan_run(&res, r))
+        fail_msg("plan failed: %s", oom_last_message());
+    assert_non_null(res);
+    assert_true(res->found);
+    assert_true(res->best.fits);
+    assert_true(res->best.estimate.device_peak <=
+                r->budget.usable_bytes / (uint64_t)(r->workers > 1 ? r->workers : 1));
+    return res;
+}
+
+static uint64_t peak_at(oom_workload *w, oom_knobs k)
+{
+    oom_estimate e;
+    assert_int_equal(oom_workload_set_knobs(w, &k), OOM_OK);
+    assert_int_equal(oom_estimate_run(&e, w), OOM_OK);
+    return e.device_peak;
+}
+
+/* checkpointing off: the chosen micro-batch is the largest divisor of 32 that fits */
+static void test_maximal_micro_batch(void **state)
+{
+    static const double budgets[] = {32, 40, 48, 64, 80};
+    size_t i;
+    (void)state;
+    for (i = 0; i < 5; i++) {
+        oom_workload *w = W(&GPU_A100, "model", "llama-3.2-1b", "seq", "1024");
+        oom_plan_request r = request(w, &GPU_A100, budgets[i]);
+        oom_plan_result *res;
+        long next;
+        r.allow = 0; /* nothing but micro-batch and accumulation */
+        res = plan_ok(&r);
+        assert_int_equal(res->best.knobs.checkpointing, OOM_CHECKPOINTING_NONE);
+        assert_int_equal(res->best.effective_batch, 32);
+        assert_int_equal(res->best.knobs.batch * res->best.knobs.grad_accum, 32);
+        for (next = res->best.knobs.batch + 1; next <= 32 && 32 % next; next++)
+            ;
+        if (next <= 32) {
+            oom_knobs k = res->best.knobs;
+            k.batch = next, k.grad_accum = 32 / next;
+            assert_true(peak_at(w, k) > r.budget.usable_bytes);
+        }
+        oom_plan_free(res);
+        oom_workload_free(w);
+    }
+}
+
+static void test_exact_effective_batch(void **state)
+{
+    static const long targets[] = {8, 24, 48, 96};
+    size_t i;
+    (void)state;
+    for (i = 0; i < 4; i++) {
+        oom_workload *w = W(&GPU_ADA, "model", "llama-3.1-8b", "method", "lora", "seq", "2048");
+        oom_plan_request r = request(w, &GPU_ADA, 24);
+        oom_plan_result *res;
+        r.target_effective_batch = targets[i];
+        res = plan_ok(&r);
+        assert_int_equal(res->best.effective_batch, targets[i]);
+        assert_int_equal(targets[i] % res->best.knobs.batch, 0);
+        assert_int_equal(res->best.knobs.grad_accum, targets[i] / res->best.knobs.batch);
+        oom_plan_free(res);
+        oom_workload_free(w);
+    }
+}
+
+/* a target that the GPUs do not divide is refused unless accumulation may round up */
+static void test_inexact(void **state)
+{
+    oom_workload *w = W(&GPU_A100, "model", "gpt2", "seq", "512");
+    oom_plan_request r = request(w, &GPU_A100, 80);
+    oom_plan_result *res = NULL;
+    (void)state;
+    r.gpus_per_node = 4, r.target_effective_batch = 30;
+    assert_int_equal(oom_plan_run(&res, &r), OOM_EINVAL);
+    assert_null(res);
+    assert_non_null(strstr(oom_last_message(), "--allow-inexact"));
+    r.allow_inexact = 1, r.max_batch = 4;
+    res = plan_ok(&r);
+    assert_true(res->best.effective_batch >= 30);
+    assert_true(res->best.knobs.batch <= 4);
+    oom_plan_free(res);
+    oom_workload_free(w);
+}
+
+/* a fixed batch, accumulation or sequence is never raised, however much memory there is */
+static void test_overrides_never_raised(void **state)
+{
+    oom_workload *w = W(&GPU_A100, "model", "gpt2", "seq", "256", "batch", "2");
+    oom_plan_request r = request(w, &GPU_A100, 80);
+    oom_plan_result *res;
+    (void)state;
+    r.fixed_batch = 2, r.fixed_seq = 256, r.seq_max = 0;
+    res = plan_ok(&r);
+    assert_int_equal(res->best.knobs.batch, 2);
+    assert_int_equal(res->best.knobs.seq_len, 256);
+    assert_int_equal(res->best.effective_batch, 2); /* default target: batch x accum x GPUs */
+    assert_int_equal(res->downscaled, 0);
+    oom_plan_free(res);
+
+    r.fixed_grad_accum = 4;
+    r.fixed_batch = 0;
+    r.target_effective_batch = 32;
+    res = plan_ok(&r);
+    assert_int_equal(res->best.knobs.grad_accum, 4);
+    assert_int_equal(res->best.knobs.batch, 8);
+    oom_plan_free(res);
+    oom_workload_free(w);
+}
+
+/* a fixed batch that does not fit is lowered (reported) by default, refused without downscale */
+static void test_downscale(void **state)
+{
+    oom_workload *w =
+        W(&GPU_ADA, "model", "llama-3.1-8b", "method", "lora", "seq", "2048", "batch", "8");
+    oom_plan_request r = request(w, &GPU_ADA, 24);
+    oom_plan_result *res = NULL;
+    size_t i;
+    bool said = false;
+    (void)state;
+    r.fixed_batch = 8;
+    res = plan_ok(&r);
+    assert_true(res->best.knobs.batch < 8);
+    assert_int_equal(res->best.effective_batch, 8);
+    assert_true(res->downscaled & OOM_DOWNSCALE_BATCH);
+    assert_int_equal(res->requested_batch, 8);
+    for (i = 0; i < res->n_notices; i++)
+        said |= strstr(res->notices[i], "DOWNSCALED: batch size 8") != NULL;
+    assert_true(said);
+    oom_plan_free(res);
+
+    r.downscale = 0;
+    res = NULL;
+    assert_int_equal(oom_plan_run(&res, &r), OOM_ENOFIT);
+    assert_non_null(res);
+    assert_false(res->found);
+    assert_int_equal(res->smallest.knobs.batch, 8);
+    assert_true(res->n_suggestions >= 1);
+    assert_non_null(strstr(res->suggestions[0], "--allow-downscale"));
+    oom_plan_free(res);
+    oom_workload_free(w);
+}
+
+/* 7B full fine-tune on 8 x 80 GB: DDP cannot hold AdamW states, so a ZeRO stage is chosen;
+ * without sharding nothing fits; with one GPU sharding is never chosen */
+static void test_multi_gpu_sharding(void **state)
+{
+    oom_workload *w = W(&GPU_A100, "model", "llama-2-7b", "seq", "2048");
+    oom_plan_request r = request(w, &GPU_A100, 80);
+    oom_plan_result *res = NULL;
+    (void)state;
+    r.gpus_per_node = 8, r.target_effective_batch = 64;
+    res = plan_ok(&r);
+    assert_int_equal(res->best.knobs.gpus, 8);
+    assert_true(res->best.knobs.sharding >= OOM_SHARDING_ZERO1);
+    assert_int_equal(res->best.effective_batch, 64);
+    assert_int_equal(res->best.knobs.batch * res->best.knobs.grad_accum * 8, 64);
+    oom_plan_free(res);
+
+    r.allow = OOM_ALLOW_CHECKPOINTING;
+    res = NULL;
+    assert_int_equal(oom_plan_run(&res, &r), OOM_ENOFIT);
+    assert_non_null(res);
+    assert_int_equal(res->smallest.knobs.sharding, OOM_SHARDING_NONE);
+    oom_plan_free(res);
+
+    r.allow = OOM_ALLOW_DEFAULT, r.gpus_per_node = 1, r.nodes = 1;
+    {
+        oom_workload *small = W(&GPU_A100, "model", "llama-3.2-1b", "seq", "1024");
+        r.workload = small;
+        res = plan_ok(&r);
+        assert_int_equal(res->best.knobs.sharding, OOM_SHARDING_NONE);
+        oom_plan_free(res);
+        oom_workload_free(small);
+    }
+    oom_workload_free(w);
+}
+
+/* inference: the largest batch that fits (one more does not), and the KV budget left */
+static void test_inference(void **state)
+{
+    oom_workload *w = W(&GPU_ADA, "model", "llama-3.1-8b", "method", "inference", "seq", "2048");
+    oom_plan_request r = request(w, &GPU_ADA, 24);
+    oom_plan_result *res;
+    oom_knobs k;
+    (void)state;
+    res = plan_ok(&r);
+    assert_true(res->inference);
+    assert_true(res->best.knobs.batch >= 1);
+    k = res->best.knobs;
+    k.batch++;
+    assert_true(peak_at(w, k) > r.budget.usable_bytes);
+    assert_int_equal(res->kv_bytes_per_token,
+                     128 * 1024); /* 32 layers x 8 kv heads x 128 x 2 x 2 */
+    assert_int_equal(res->kv_budget_bytes, r.budget.usable_bytes - (res->best.estimate.device_peak -
+                                                                    res->best.estimate.kv_cache));
+    oom_plan_free(res);
+
+    /* a sequence range: the longest that fits is taken */
+    r.seq_min = 1024, r.seq_max = 1 << 20;
+    r.fixed_batch = 1;
+    assert_int_equal(oom_workload_set(w, "max-positions", "1048576"), OOM_OK);
+    res = plan_ok(&r);
+    assert_true(res->best.knobs.seq_len >= 1024 && res->best.knobs.seq_len < (1 << 20));
+    k = res->best.knobs;
+    k.seq_len *= 2;
+    assert_true(peak_at(w, k) > r.budget.usable_bytes);
+    oom_plan_free(res);
+    oom_workload_free(w);
+}
+
+/* a measured line: 2 GiB + 32 tensors x 40 MiB per sample (1 anchor + 8 positives + 23
+ * negatives) in 23 GiB usable: batch 16 (2 + 16 x 1.25 = 22 GiB) fits, 32 (42 GiB) does not */
+static void test_measured_line(void **state)
+{
+    oom_measured_line line = {2 * OOM_GiB, 40 * OOM_MiB, 0, 32, 0};
+    oom_plan_request r;
+    oom_plan_result *res;
+    (void)state;
+    oom_plan_request_init(&r);
+    r.line = &line;
+    assert_int_equal(oom_budget_make(&r.budget, 24 * OOM_GiB, OOM_GiB), OOM_OK);
+    r.target_effective_batch = 64;
+    res = plan_ok(&r);
+    assert_true(res->measured);
+    assert_int_equal(res->best.knobs.batch, 16);
+    assert_int_equal(res->best.knobs.grad_accum, 4);
+    assert_int_equal(res->best.estimate.device_peak, 22 * OOM_GiB);
+    assert_false(res->best.has_throughput);
+    oom_plan_free(res);
+
+    /* with a per-token term the sequence counts: 2 GiB + b x 32 x (1 MiB + 4 KiB x 256) */
+    line.bytes_per_sample = OOM_MiB, line.bytes_per_token = 4 * OOM_KiB;
+    r.fixed_seq = 256;
+    res = plan_ok(&r);
+    assert_int_equal(res->best.estimate.device_peak,
+                     2 * OOM_GiB + (uint64_t)res->best.knobs.batch * 32 * 2 * OOM_MiB);
+    assert_int_equal(res->best.knobs.batch, 64); /* 2 GiB + 64 x 64 MiB = 6 GiB */
+    oom_plan_free(res);
+}
+
+/* workers: copies of a fixed job per GPU, each with its own context */
+static void test_workers(void **state)
+{
+    oom_measured_line line = {3 * OOM_GiB, 200 * OOM_MiB, 0, 1, 0};
+    oom_plan_request r;
+    oom_plan_result *res = NULL;
+    (void)state;
+    oom_plan_request_init(&r);
+    r.line = &line;
+    assert_int_equal(oom_budget_make(&r.budget, 16 * OOM_GiB, OOM_GiB), OOM_OK);
+    r.fixed_batch = 4; /* 3 GiB + 800 MiB = 3.78 GiB per copy, 15 GiB usable */
+    r.workers = -1;
+    res = plan_ok(&r);
+    assert_int_equal(res->max_workers, 3);
+    oom_plan_free(res);
+    r.workers = 3;
+    res = plan_ok(&r);
+    assert_int_equal(res->workers, 3);
+    assert_int_equal(res->budget.usable_bytes, 5 * OOM_GiB);
+    oom_plan_free(res);
+    r.workers = 4, r.downscale = 0;
+    res = NULL;
+    assert_int_equal(oom_plan_run(&res, &r), OOM_ENOFIT);
+    assert_non_null(res);
+    oom_plan_free(res);
+}
+
+/* a 13B full fine-tune on one 24 GB card: refused with the smallest peak and suggestions */
+static void test_impossible(void **state)
+{
+    oom_workload *w = W(&GPU_ADA, "model", "llama-2-13b", "seq", "2048");
+    oom_plan_request r = request(w, &GPU_ADA, 24);
+    oom_plan_result *res = NULL;
+    size_t i;
+    bool zero3 = false, qlora = false;
+    (void)state;
+    assert_int_equal(oom_plan_run(&res, &r), OOM_ENOFIT);
+    assert_non_null(strstr(oom_last_message(), "nothing fits"));
+    assert_non_null(res);
+    assert_false(res->found);
+    assert_true(res->smallest.estimate.device_peak > r.budget.usable_bytes);
+    assert_int_equal(res->smallest.knobs.batch, 1);
+    assert_true(res->n_suggestions >= 2);
+    for (i = 0; i < res->n_suggestions; i++) {
+        zero3 |= strstr(res->suggestions[i], "ZeRO-3") != NULL;
+        qlora |= strstr(res->suggestions[i], "--method qlora") != NULL;
+    }
+    assert_true(zero3);
+    assert_true(qlora);
+    oom_plan_free(res);
+    oom_workload_free(w);
+}
+
+/* never bf16 on a GPU without bf16, even when every knob may change */
+static void test_no_bf16(void **state)
+{
+    oom_workload *w = W(&GPU_TURING, "model", "gpt2", "seq", "512", "precision", "fp16");
+    oom_plan_request r = request(w, &GPU_TURING, 16);
+    oom_plan_result *res;
+    size_t i;
+    (void)state;
+    assert_int_equal(oom_workload_set(w, "precision", "auto"), OOM_OK);
+    r.allow = OOM_ALLOW_ALL;
+    res = plan_ok(&r);
+    assert_int_not_equal(res->best.knobs.precision, OOM_PRECISION_BF16);
+    assert_int_not_equal(res->best.knobs.precision, OOM_PRECISION_AMP_BF16);
+    for (i = 0; i < res->n_alternatives; i++) {
+        assert_int_not_equal(res->alternatives[i].knobs.precision, OOM_PRECISION_BF16);
+        assert_int_not_equal(res->alternatives[i].knobs.precision, OOM_PRECISION_AMP_BF16);
+    }
+    assert_true(res->n_notices >= 1);
+    assert_non_null(strstr(res->notices[0], "no bf16"));
+    oom_plan_free(res);
+    oom_workload_free(w);
+}
+
+static json_object *parse_json(const char *text)
+{
+    json_object *o = json_tokener_parse(text);
+    if (!o)
+        fail_msg("not JSON: %s", text);
+    return o;
+}
+
+static const char *jstr(json_object *o, const char *a, const char *b)
+{
+    json_object *x, *y;
+    if (!json_object_object_get_ex(o, a, &x) || (b && !json_object_object_get_ex(x, b, &y)))
+        fail_msg("missing %s.%s", a, b ? b : "");
+    return json_object_get_string(b ? y : x);
+}
+
+/* JSON keys `oomless apply` reads, and the machine formats */
+static void test_json_and_formats(void **state)
+{
+    static const char *const keys[] = {"batch_size",    "grad_accum", "effective_batch", "seq_len",
+                                       "checkpointing", "precision",  "optimizer",       "sharding",
+                                       "offload",       "gpus"};
+    oom_workload *w = W(&GPU_A100, "model", "llama-2-7b", "seq", "2048");
+    oom_plan_request r = request(w, &GPU_A100, 80);
+    oom_plan_result *res;
+    json_object *o, *plan;
+    char *text = NULL;
+    size_t i;
+    (void)state;
+    r.nodes = 2, r.gpus_per_node = 4, r.target_effective_batch = 64;
+    r.allow = OOM_ALLOW_ALL;
+    res = plan_ok(&r);
+    assert_int_equal(oom_plan_to_json(&text, res), OOM_OK);
+    o = parse_json(text);
+    assert_true(json_object_object_get_ex(o, "plan", &plan));
+    assert_int_equal(json_object_object_length(plan), 10);
+    for (i = 0; i < 10; i++)
+        assert_non_null(jstr(o, "plan", keys[i]));
+    assert_string_equal(jstr(o, "plan", "gpus"), "8");
+    assert_string_equal(jstr(o, "plan", "effective_batch"), "64");
+    assert_string_equal(jstr(o, "plan", "sharding"), oom_sharding_name(res->best.knobs.sharding));
+    assert_non_null(jstr(o, "memory", "device_peak"));
+    assert_non_null(jstr(o, "budget", "usable_bytes"));
+    assert_non_null(jstr(o, "throughput", "tokens_per_s"));
+    json_object_put(o);
+    oom_free(text);
+
+    assert_int_equal(oom_plan_format(&text, res, "deepspeed"), OOM_OK);
+    o = parse_json(text);
+    assert_int_equal(atol(jstr(o, "train_micro_batch_size_per_gpu", NULL)), res->best.knobs.batch);
+    assert_int_equal(atol(jstr(o, "gradient_accumulation_steps", NULL)),
+                     res->best.knobs.grad_accum);
+    assert_string_equal(jstr(o, "train_batch_size", NULL), "64");
+    assert_int_equal(atol(jstr(o, "zero_optimization", "stage")), (long)res->best.knobs.sharding);
+    json_object_put(o);
+    oom_free(text);
+
+    assert_int_equal(oom_plan_format(&text, res, "torchrun"), OOM_OK);
+    assert_non_null(strstr(text, "--nnodes=2 --nproc_per_node=4"));
+    oom_free(text);
+    assert_int_equal(oom_plan_format(&text, res, "env"), OOM_OK);
+    assert_non_null(strstr(text, "export OOMLESS_GRAD_ACCUM="));
+    oom_free(text);
+    assert_int_equal(oom_plan_format(&text, res, "yaml"), OOM_EINVAL);
+    oom_plan_free(res);
+    oom_workload_free(w);
+}
+
+/* the text-option path (the CLI's and the Python package's) */
+static void test_options(void **state)
+{
+    static const char *const k[] = {"model",     "method", "seq", "gpu", "target_effective_batch",
+                                    "batch_size"};
+    static const char *const v[] = {"llama-3.1-8b", "lora", "2048", "rtx-4090", "32", "2"};
+    oom_plan_options *o = NULL;
+    char *text = NULL;
+    json_object *j;
+    (void)state;
+    assert_int_equal(oom_plan_json(&text, k, v, 6), OOM_OK);
+    j = parse_json(text);
+    assert_string_equal(jstr(j, "plan", "batch_size"), "1"); /* 2 does not fit: downscaled */
+    assert_string_equal(jstr(j, "plan", "grad_accum"), "32");
+    assert_string_equal(jstr(j, "downscaled", NULL), "[ \"batch\" ]");
+    assert_string_equal(jstr(j, "budget", "gpu"), "rtx-4090");
+    json_object_put(j);
+    oom_free(text);
+
+    assert_int_equal(oom_plan_options_create(&o), OOM_OK);
+    assert_int_equal(oom_plan_options_set(o, "allow", "checkpointing,bogus"), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), "bogus"));
+    assert_int_equal(oom_plan_options_set(o, "seq-range", "4096:1024"), OOM_EINVAL);
+    assert_int_equal(oom_plan_options_set(o, "workers", "auto"), OOM_OK);
+    assert_int_equal(oom_plan_options_set(o, "no-such-option", "1"), OOM_ENOTFOUND);
+    oom_plan_options_free(o);
+}
+
+/* an allocator that fails after `alloc_budget` allocations and counts live blocks */
+static long alloc_budget, alloc_live;
+static void *fail_malloc(size_t n, void *u)
+{
+    void *p;
+    (void)u;
+    if (alloc_budget-- <= 0 || !(p = malloc(n)))
+        return NULL;
+    alloc_live++;
+    return p;
+}
+static void *fail_realloc(void *p, size_t n, void *u)
+{
+    void *q;
+    (void)u;
+    if (alloc_budget-- <= 0 || !(q = realloc(p, n)))
+        return NULL;
+    alloc_live += p == NULL;
+    return q;
+}
+static void counting_free(void *p, void *u)
+{
+    (void)u;
+    alloc_live -= p != NULL;
+    free(p);
+}
+
+static int plan_workflow(void)
+{
+    static const char *const k[] = {"model", "method", "seq", "gpu", "allow"};
+    static const char *const v[] = {"llama-3.1-8b", "lora", "2048", "rtx-4090", "all"};
+    static const char *const gpus[] = {"rtx-4090", "t4"};
+    static const char *const name = "w";
+    oom_plan_options *o = NULL;
+    oom_plan_result *r = NULL;
+    char *json = NULL, *text = NULL, *svg = NULL, *table = NULL;
+    size_t i;
+    int err;
+    if ((err = oom_plan_json(&json, k, v, 5)) || (err = oom_plan_options_create(&o)))
+        goto done;
+    for (i = 0; i < 5 && !err; i++)
+        err = oom_plan_options_set(o, k[i], v[i]);
+    if (err || (err = oom_plan_options_run(&r, o)) || (err = oom_plan_format(&text, r, "text")) ||
+        (err = oom_plan_svg(&svg, r)))
+        goto done;
+    oom_free(text), text = NULL;
+    if ((err = oom_plan_format(&text, r, "deepspeed")))
+        goto done;
+    err = oom_table(&table, (const oom_plan_options *const *)&o, &name, 1, gpus, 2, "csv");
+done:
+    oom_free(table), oom_free(svg), oom_free(text), oom_free(json);
+    oom_plan_free(r);
+    oom_plan_options_free(o);
+    return err;
+}
+
+/* every allocation failure gives OOM_ENOMEM and leaks nothing; enough allocations succeed */
+static void test_allocation_failures(void **state)
+{
+    oom_allocator a = {fail_malloc, fail_realloc, counting_free, NULL};
+    long n;
+    int err = OOM_ENOMEM;
+    (void)state;
+    for (n = 0; n < 20000 && err == OOM_ENOMEM; n++) {
+        alloc_budget = n, alloc_live = 0;
+        oom_set_allocator(&a);
+        err = plan_workflow();
+        oom_set_allocator(NULL);
+        if (err != OOM_OK && err != OOM_ENOMEM)
+            fail_msg("after %ld allocations: %d %s", n, err, oom_last_message());
+        if (alloc_live != 0)
+            fail_msg("after %ld allocations: %ld blocks leaked", n, alloc_live);
+    }
+    assert_int_equal(err, OOM_OK);
+    assert_true(n > 10);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_maximal_micro_batch),
+        cmocka_unit_test(test_exact_effective_batch),
+        cmocka_unit_test(test_inexact),
+        cmocka_unit_test(test_overrides_never_raised),
+        cmocka_unit_test(test_downscale),
+        cmocka_unit_test(test_multi_gpu_sharding),
+        cmocka_unit_test(test_inference),
+        cmocka_unit_test(test_measured_line),
+        cmocka_unit_test(test_workers),
+        cmocka_unit_test(test_impossible),
+        cmocka_unit_test(test_no_bf16),
+        cmocka_unit_test(test_json_and_formats),
+        cmocka_unit_test(test_options),
+        cmocka_unit_test(test_allocation_failures),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

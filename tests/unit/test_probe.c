@@ -1,0 +1,254 @@
+/* test_probe.c - the batch-size search against simulated jobs (no process is launched). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "oomless.h"
+
+#include <math.h>
+#include <string.h>
+
+#define GiB ((double)OOM_GiB)
+
+/* A simulated job: peak(b) = fixed + per*b + per2*b^2; it dies of OOM above `capacity`. */
+struct sim {
+    double fixed, per, per2, capacity;
+    int measure; /* 0: peaks unknown (no NVML) */
+};
+
+static double sim_peak(const struct sim *s, int b)
+{
+    return s->fixed + s->per * b + s->per2 * (double)b * b;
+}
+
+static oom_probe_trial sim_run(const struct sim *s, int b)
+{
+    oom_probe_trial t = {0};
+    double p = sim_peak(s, b);
+    t.batch = b;
+    t.oom = p > s->capacity;
+    t.exit_code = t.oom ? 1 : 0;
+    t.peak_bytes = t.oom || !s->measure ? OOM_UNKNOWN : (uint64_t)p;
+    return t;
+}
+
+/* Runs the search to the end; returns the launches, *rec the recommendation. */
+static int search(const struct sim *s, const oom_probe_search *q, int *rec)
+{
+    oom_probe_trial trials[64];
+    oom_probe_step st;
+    size_t n = 0;
+    for (;;) {
+        assert_int_equal(oom_probe_search_step(&st, q, trials, n), OOM_OK);
+        if (st.done)
+            break;
+        assert_true(n < 64);
+        trials[n] = sim_run(s, st.next_batch);
+        n++;
+    }
+    *rec = st.recommended_batch;
+    return (int)n;
+}
+
+/* a job whose true largest batch under `usable` is `limit` */
+static struct sim linear_job(int limit, double usable)
+{
+    struct sim s = {2 * GiB, 0, 0, usable + GiB, 1};
+    s.per = (usable - s.fixed) / (limit + 0.5);
+    return s;
+}
+
+static struct sim quadratic_job(int limit, double usable)
+{
+    struct sim s = {2 * GiB, 0, 0, usable + GiB, 1};
+    double x = limit + 0.5, room = usable - s.fixed;
+    s.per = 0.3 * room / x;        /* 30% linear ...                    */
+    s.per2 = 0.7 * room / (x * x); /* ... 70% quadratic at the limit    */
+    return s;
+}
+
+static int true_limit(const struct sim *s, double usable)
+{
+    int b = 0;
+    while (sim_peak(s, b + 1) <= usable)
+        b++;
+    return b;
+}
+
+static const int limits[] = {3,   4,   5,   6,   7,   8,   9,    10,   11,   12,   13,  16,  17,
+                             24,  31,  32,  33,  50,  63,  64,   100,  127,  128,  200, 255, 256,
+                             333, 500, 511, 512, 700, 999, 1000, 1024, 1500, 1999, 2000};
+
+static void test_linear_three_launches(void **state)
+{
+    double usable = 20 * GiB;
+    size_t i;
+    (void)state;
+    for (i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
+        struct sim s = linear_job(limits[i], usable);
+        oom_probe_search q = {(uint64_t)usable, 0, 0, 0, 0, {0}};
+        int rec, launches = search(&s, &q, &rec), truth = true_limit(&s, usable);
+        assert_int_equal(truth, limits[i]);
+        assert_true(rec <= truth && rec >= truth - 1);
+        assert_true(launches <= 4);
+        assert_int_equal(launches, 3);
+    }
+}
+
+static void test_quadratic_within_one(void **state)
+{
+    double usable = 40 * GiB;
+    size_t i;
+    (void)state;
+    for (i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
+        struct sim s = quadratic_job(limits[i], usable);
+        oom_probe_search q = {(uint64_t)usable, 0, 0, 0, 0, {0}};
+        int rec, launches = search(&s, &q, &rec), truth = true_limit(&s, usable);
+        assert_int_equal(truth, limits[i]);
+        if (rec > truth || rec < truth - 1 || launches > 6)
+            fail_msg("limit %d: recommended %d after %d launches", truth, rec, launches);
+    }
+}
+
+static void test_never_more_than_max_trials(void **state)
+{
+    double usable = 20 * GiB;
+    struct sim s = quadratic_job(1500, usable);
+    oom_probe_search q = {(uint64_t)usable, 0, 3, 0, 0, {0}};
+    int rec, launches;
+    (void)state;
+    launches = search(&s, &q, &rec);
+    assert_int_equal(launches, 3);
+    assert_true(rec >= 1 && rec <= 1500);
+    assert_true(sim_peak(&s, rec) <= usable);
+}
+
+static void test_exit_status_only(void **state)
+{
+    double usable = 20 * GiB;
+    int limit;
+    (void)state;
+    for (limit = 3; limit <= 70; limit++) {
+        struct sim s = linear_job(limit, usable);
+        oom_probe_search q = {(uint64_t)usable, 0, 20, 0, 0, {0}};
+        int rec, launches, oom_limit;
+        s.measure = 0;
+        s.capacity = usable; /* without peaks only an OOM tells */
+        launches = search(&s, &q, &rec);
+        oom_limit = true_limit(&s, s.capacity);
+        assert_true(rec <= oom_limit && rec >= oom_limit - 1);
+        assert_true(launches <= 2 * 7 + 1);
+    }
+}
+
+static void test_batch_one_does_not_fit(void **state)
+{
+    double usable = 4 * GiB;
+    struct sim s = {5 * GiB, GiB / 10, 0, 6 * GiB, 1}; /* runs at 1, over the budget */
+    struct sim t = {7 * GiB, GiB / 10, 0, 6 * GiB, 1}; /* OOM at 1 */
+    oom_probe_search q = {(uint64_t)usable, 0, 0, 0, 0, {0}};
+    int rec;
+    (void)state;
+    assert_int_equal(search(&s, &q, &rec), 1);
+    assert_int_equal(rec, 0);
+    assert_int_equal(search(&t, &q, &rec), 1);
+    assert_int_equal(rec, 0);
+}
+
+static void test_start_too_large_bisects_down(void **state)
+{
+    double usable = 20 * GiB;
+    struct sim s = linear_job(37, usable);
+    oom_probe_search q = {(uint64_t)usable, 5000, 0, 0, 0, {0}};
+    int rec, launches = search(&s, &q, &rec);
+    (void)state;
+    assert_true(rec == 37 || rec == 36);
+    assert_true(launches <= 8);
+}
+
+static void test_prediction_chooses_first_trial(void **state)
+{
+    double usable = 20 * GiB;
+    struct sim s = linear_job(800, usable);
+    oom_probe_search q = {(uint64_t)usable, 0, 0, 0, 0, {0}};
+    oom_probe_step st;
+    int rec;
+    (void)state;
+    q.prediction = (oom_probe_fit){1, 0, s.fixed, s.per * 1.1, 0}; /* 10% pessimistic */
+    assert_int_equal(oom_probe_search_step(&st, &q, NULL, 0), OOM_OK);
+    assert_int_equal(st.done, 0);
+    assert_int_equal(st.next_batch,
+                     oom_probe_fit_max_batch(&q.prediction, q.usable_bytes, 1 << 20) / 2);
+    assert_int_equal(search(&s, &q, &rec), 3);
+    assert_true(rec == 800 || rec == 799);
+}
+
+static void test_max_batch_cap(void **state)
+{
+    double usable = 20 * GiB;
+    struct sim s = linear_job(2000, usable);
+    oom_probe_search q = {(uint64_t)usable, 0, 0, 300, 0, {0}};
+    int rec, launches = search(&s, &q, &rec);
+    (void)state;
+    assert_int_equal(rec, 300);
+    assert_int_equal(launches, 3);
+}
+
+static void test_fit_and_bad_input(void **state)
+{
+    oom_probe_fit f = {1, 1, 100, 10, 1};
+    oom_probe_trial bad = {0, 0, 0, 0, 0, 0};
+    oom_probe_search q = {1000, 0, 0, 0, 0, {0}};
+    oom_probe_step st;
+    (void)state;
+    assert_true(fabs(oom_probe_fit_peak(&f, 10) - 300.0) < 1e-9);
+    assert_int_equal(oom_probe_fit_max_batch(&f, 300, 1000), 10);
+    assert_int_equal(oom_probe_fit_max_batch(&f, 299, 1000), 9);
+    assert_int_equal(oom_probe_fit_max_batch(&f, 50, 1000), 0);
+    assert_int_equal(oom_probe_search_step(&st, &q, &bad, 1), OOM_EINVAL);
+    assert_int_equal(oom_probe_search_step(NULL, &q, NULL, 0), OOM_EINVAL);
+}
+
+static void test_json(void **state)
+{
+    oom_probe_trial t[2] = {{1, 1000, 0, 0, 0, 0.5}, {2, OOM_UNKNOWN, 1, 1, 0, 0.25}};
+    oom_probe_result r;
+    char *doc = NULL;
+    (void)state;
+    memset(&r, 0, sizeof(r));
+    r.trials = t;
+    r.trial_count = 2;
+    r.recommended_batch = 1;
+    r.max_batch = 1;
+    r.launches = 2;
+    r.sample_interval_s = 0.05;
+    r.usable_bytes = 5000;
+    r.peaks_measured = 1;
+    r.fit = (oom_probe_fit){1, 0, 900, 100, 0};
+    assert_int_equal(oom_probe_to_json(&doc, &r), OOM_OK);
+    assert_non_null(strstr(doc, "\"recommended_batch\": 1"));
+    assert_non_null(strstr(doc, "\"peak_bytes\": null"));
+    assert_non_null(strstr(doc, "\"per_sample_bytes\": 100"));
+    assert_null(strstr(doc, "per_sample2_bytes"));
+    assert_non_null(strstr(doc, "\"prediction\": null"));
+    oom_free(doc);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_linear_three_launches),
+        cmocka_unit_test(test_quadratic_within_one),
+        cmocka_unit_test(test_never_more_than_max_trials),
+        cmocka_unit_test(test_exit_status_only),
+        cmocka_unit_test(test_batch_one_does_not_fit),
+        cmocka_unit_test(test_start_too_large_bisects_down),
+        cmocka_unit_test(test_prediction_chooses_first_trial),
+        cmocka_unit_test(test_max_batch_cap),
+        cmocka_unit_test(test_fit_and_bad_input),
+        cmocka_unit_test(test_json),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
