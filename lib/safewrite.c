@@ -154,10 +154,19 @@ int oomi_write_temp(char **tmp, const char *path, unsigned mode, const char *dat
 
 int oomi_commit_temp(const char *tmp, const char *path, oomi_step_fn fn, void *user)
 {
-    const char *base;
-    char *dir;
+    /* nothing is allocated here: after the first rename of a run, running out of memory would
+     * leave some files new and report a failure */
+    char dir[PATH_MAX];
+    const char *slash = strrchr(path, '/');
+    size_t n = slash ? (size_t)(slash - path) + 1 : 0;
     int fd, err = OOM_OK;
 
+    if (n >= sizeof(dir)) {
+        unlink(tmp);
+        return oomi_fail(OOM_EIO, "cannot rename to '%s': the path is too long", path);
+    }
+    memcpy(dir, path, n);
+    dir[n] = '\0';
     step(fn, "before-rename", path, user);
     if (rename(tmp, path) < 0) {
         err = oomi_fail(OOM_EIO, "cannot rename '%s' to '%s': %s", tmp, path, strerror(errno));
@@ -165,14 +174,11 @@ int oomi_commit_temp(const char *tmp, const char *path, oomi_step_fn fn, void *u
         return err;
     }
     step(fn, "renamed", path, user);
-    if (!(dir = dir_part(path, &base)))
-        return oomi_nomem();
     fd = open(*dir ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0 || fsync(fd) < 0)
         err = oomi_fail(OOM_EIO, "cannot sync the directory of '%s': %s", path, strerror(errno));
     if (fd >= 0)
         close(fd);
-    oomi_free(dir);
     if (!err)
         step(fn, "dir-synced", path, user);
     return err;
