@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #include "oomless.h"
@@ -149,7 +150,8 @@ static char *copy(const char *s)
 
 /* ---- fixtures ------------------------------------------------------------------------------ */
 
-static char config_path[256], bad_config_path[256], spec_path[256], hf_config_path[256];
+static char config_path[256], bad_config_path[256], spec_path[256], hf_config_path[256],
+    plan_options_path[256], workloads_path[256];
 
 static void write_file(char *path, size_t size, const char *text)
 {
@@ -393,6 +395,162 @@ done:
     return err;
 }
 
+static int path_plan(char **out)
+{
+    static const char *const keys[] = {"model", "method", "gpu", "target-effective-batch",
+                                       "seq",   "allow",  "gpus"};
+    static const char *const values[] = {"llama-3.2-1b", "lora", "a10", "32", "1024", "all", "2"};
+    oom_plan_options *o = NULL;
+    oom_plan_result *r = NULL;
+    char *json = NULL, *text = NULL, *svg = NULL;
+    size_t i;
+    int err;
+
+    no_nvml();
+    if ((err = oom_plan_json(&json, keys, values, 7)) || (err = oom_plan_options_create(&o)))
+        goto done;
+    for (i = 0; i < 3; i++)
+        if ((err = oom_plan_options_set(o, keys[i], values[i])))
+            goto done;
+    if ((err = oom_plan_options_load(o, plan_options_path)) ||
+        (err = oom_plan_options_run(&r, o)) || (err = oom_plan_format(&text, r, "deepspeed")) ||
+        (err = oom_plan_svg(&svg, r)))
+        goto done;
+    *out = copy(json);
+done:
+    oom_free(json);
+    oom_free(text);
+    oom_free(svg);
+    oom_plan_free(r);
+    oom_plan_options_free(o);
+    return err;
+}
+
+static int path_table(char **out)
+{
+    static const char *const gpus[] = {"t4", "a100-80gb"};
+    oom_plan_options **w = NULL;
+    char **names = NULL, *md = NULL;
+    size_t n = 0;
+    int err;
+
+    no_nvml();
+    if ((err = oom_table_workloads_load(&w, &names, &n, workloads_path)) ||
+        (err = oom_table(&md, (const oom_plan_options *const *)w, (const char *const *)names, n,
+                         gpus, 2, "markdown")))
+        goto done;
+    *out = copy(md);
+done:
+    oom_free(md);
+    oom_table_workloads_free(w, names, n);
+    return err;
+}
+
+/* ---- apply: real writes (backup, temporary file, rename) on two files at once --------------- */
+
+static const char apply_yaml[] = "# ü\ntrain:\n  batch_size: 45  # per GPU\n  accum: 5\n";
+static const char apply_json[] = "{\n  \"train_micro_batch_size_per_gpu\": 4,\n  \"x\": [1]\n}\n";
+static const char apply_plan[] = "{\"plan\": {\"batch_size\": 8, \"grad_accum\": 28}}";
+static char apply_dir[256];
+
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char *buf;
+    long n;
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    rewind(f);
+    buf = calloc(1, (size_t)n + 1);
+    assert_non_null(buf);
+    assert_int_equal(fread(buf, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    return buf;
+}
+
+static void put(const char *dir, const char *name, const char *text)
+{
+    char path[512];
+    FILE *f;
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    assert_non_null(f = fopen(path, "wb"));
+    fputs(text, f);
+    fclose(f);
+}
+
+static int apply_files(char **out)
+{
+    const char *files[] = {"c.yaml", "d.json"};
+    oom_apply *a = NULL;
+    char *diff = NULL;
+    int err;
+
+    if ((err = oom_apply_create(&a)) || (err = oom_apply_load_plan(a, apply_plan, "plan")) ||
+        (err = oom_apply_set(a, "train.batch_size", "batch_size", OOM_APPLY_OPTIONAL)) ||
+        (err = oom_apply_set(a, "train.accum", "grad_accum", OOM_APPLY_OPTIONAL)) ||
+        (err = oom_apply_set(a, "train_micro_batch_size_per_gpu", "batch_size",
+                             OOM_APPLY_OPTIONAL)) ||
+        (err = oom_apply_run(a, files, 2, 0, &diff)))
+        goto done;
+    *out = copy(diff);
+done:
+    oom_free(diff);
+    oom_apply_free(a);
+    return err;
+}
+
+/* Each file is its old or its new text, never partial; no temporary file is left; a backup,
+ * when there is one, is the old text; on failure both files are old. */
+static int path_apply(char **out)
+{
+    const char *names[] = {"c.yaml", "d.json"}, *olds[] = {apply_yaml, apply_json};
+    char cwd[512], path[600], *now;
+    int err, i, changed = 0;
+    DIR *d;
+    struct dirent *e;
+
+    assert_non_null(getcwd(cwd, sizeof(cwd)));
+    assert_int_equal(chdir(apply_dir), 0);
+    put(".", "c.yaml", apply_yaml);
+    put(".", "d.json", apply_json);
+    unlink("c.yaml.bak");
+    unlink("d.json.bak");
+    err = apply_files(out);
+    for (i = 0; i < 2; i++) {
+        now = slurp(names[i]);
+        assert_non_null(now);
+        if (strcmp(now, olds[i])) {
+            changed++;
+            assert_true(strstr(now, "8") != NULL); /* the new text, as a whole: */
+            assert_true(i == 0 ? !strcmp(now, "# ü\ntrain:\n  batch_size: 8  # per GPU\n  "
+                                              "accum: 28\n")
+                               : !strcmp(now, "{\n  \"train_micro_batch_size_per_gpu\": 8,\n  "
+                                              "\"x\": [1]\n}\n"));
+        }
+        free(now);
+        snprintf(path, sizeof(path), "%s.bak", names[i]);
+        if ((now = slurp(path))) {
+            assert_string_equal(now, olds[i]);
+            free(now);
+        }
+    }
+    assert_non_null(d = opendir("."));
+    while ((e = readdir(d)))
+        if (strstr(e->d_name, ".oomless-"))
+            fail_msg("temporary file %s left (error %d)", e->d_name, err);
+    closedir(d);
+    /* all or nothing: a failure (before the first rename: nothing after it allocates) leaves
+     * both files as they were */
+    if (err && changed)
+        fail_msg("apply failed (%s) with %d file(s) changed", oom_last_message(), changed);
+    if (!err)
+        assert_int_equal(changed, 2);
+    assert_int_equal(chdir(cwd), 0);
+    return err;
+}
+
 /* ---- tests -------------------------------------------------------------------------------- */
 
 static void test_config(void **state)
@@ -425,6 +583,19 @@ static void test_estimate(void **state)
     fail_each_allocation("estimate: config.json, qlora", path_estimate_hf, OOM_OK);
     fail_each_allocation("estimate: t5", path_estimate_t5, OOM_OK);
     fail_each_allocation("model presets", path_presets, OOM_OK);
+}
+
+static void test_plan(void **state)
+{
+    (void)state;
+    fail_each_allocation("plan: json, options, svg", path_plan, OOM_OK);
+    fail_each_allocation("table: workloads file", path_table, OOM_OK);
+}
+
+static void test_apply(void **state)
+{
+    (void)state;
+    fail_each_allocation("apply: two files written", path_apply, OOM_OK);
 }
 
 static void test_sample(void **state)
@@ -460,6 +631,14 @@ static int setup(void **state)
         bad_config_path, sizeof(bad_config_path),
         "defaults:\n  profile: x\ngpus:\n  - {id: a, memory: 1GiB}\n  - {id: b, memory: lots}\n");
     write_file(spec_path, sizeof(spec_path), spec_text);
+    write_file(plan_options_path, sizeof(plan_options_path),
+               "checkpointing: selective\nseq-range: 256:2048\nvram-safety-margin: 5%\n");
+    write_file(workloads_path, sizeof(workloads_path),
+               "workloads:\n  small: {model: gpt2, seq: 512}\n"
+               "  lora: {model: llama-3.2-1b, method: lora, target-effective-batch: 16}\n");
+    snprintf(apply_dir, sizeof(apply_dir), "%s/oomless-fault-apply.XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    assert_non_null(mkdtemp(apply_dir));
     write_file(hf_config_path, sizeof(hf_config_path),
                "{\"model_type\": \"mistral\", \"hidden_size\": 1024, \"num_hidden_layers\": 4, "
                "\"num_attention_heads\": 16, \"num_key_value_heads\": 4, "
@@ -479,6 +658,14 @@ static int teardown(void **state)
     unlink(bad_config_path);
     unlink(spec_path);
     unlink(hf_config_path);
+    unlink(plan_options_path);
+    unlink(workloads_path);
+    {
+        char cmd[400];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", apply_dir);
+        if (system(cmd) != 0)
+            return -1;
+    }
     return 0;
 }
 
@@ -489,6 +676,7 @@ int main(void)
         cmocka_unit_test(test_estimate), cmocka_unit_test(test_allocator_checks),
         cmocka_unit_test(test_config),   cmocka_unit_test(test_catalog),
         cmocka_unit_test(test_target),   cmocka_unit_test(test_sample),
+        cmocka_unit_test(test_plan),     cmocka_unit_test(test_apply),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
