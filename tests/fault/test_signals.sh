@@ -1,0 +1,85 @@
+#!/bin/bash
+# test_signals.sh - signals while `probe` runs a trial (run's own: tests/cli/test_run.sh, which
+# covers SIGTERM/SIGINT/SIGHUP -> 128+N, a job ignoring SIGTERM escalated to SIGKILL, children
+# that outlive the job): the trial's whole process group gets the signal, probe exits 128+N,
+# no process is left behind, nothing half-written in the calibration file. Also a second signal
+# during the kill grace, and a job ignoring SIGTERM under probe.
+. "$OOMLESS_SRC/tests/cli/lib.sh"
+: "${FAKE_JOB:?run through ctest}"
+unset CUDA_VISIBLE_DEVICES OOMLESS_GPU GPU_PROFILE OOMLESS_BATCH_SIZE
+
+mkdir -p "$TMP/procs"
+fake_nvml 'gpu name="NVIDIA A100-SXM4-80GB" uuid=GPU-11111111-2222-3333-4444-555555555555 total=8589934592 used=0
+procdir '"$TMP/procs"
+export XDG_CACHE_HOME="$TMP/cache"
+JOB=("$FAKE_JOB" --batch-size '{batch}' --procdir "$TMP/procs" --capacity 8G --step-time-ms 20
+    --steps 100000 --fixed 1G --per-sample 1M)
+N=0
+marker() { N=$((N + 1)); MARK="oomless-signals-test-$$-$N"; }
+left() { pgrep -f "$MARK" | wc -l; }
+started() { # started FILE...: polls (up to 60 s) until the job printed its first step in one
+    local i
+    for i in $(seq 600); do
+        grep -q 'step 1/' "$@" 2>/dev/null && return 0
+        sleep 0.1
+    done
+    return 1
+}
+wait_gone() {
+    local i
+    for i in $(seq 300); do
+        [ "$(left)" -eq 0 ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+for sig in TERM INT HUP; do
+    marker
+    "$OOMLESS_BIN" probe --calibration "$TMP/cal$sig.jsonl" -- "${JOB[@]}" --fork-child \
+        --marker "$MARK" >"$TMP/out$sig" 2>"$TMP/err$sig" &
+    P=$!
+    started "$TMP/out$sig" "$TMP/err$sig" || bad "probe SIG$sig: the trial never started"
+    kill -s "$sig" "$P"
+    wait "$P"
+    expect_eq "$?" $((128 + $(kill -l "$sig"))) "probe SIG$sig: exit 128+N"
+    wait_gone || true
+    expect_eq "$(left)" 0 "probe SIG$sig: no process left behind"
+    # an interrupted probe saves no line (and never half a line)
+    if [ -e "$TMP/cal$sig.jsonl" ]; then
+        expect_eq "$(jq -c . "$TMP/cal$sig.jsonl" >/dev/null 2>&1 && echo ok)" ok \
+            "probe SIG$sig: calibration file is whole JSON lines"
+    else ok; fi
+done
+
+# a trial ignoring SIGTERM: SIGKILLed after the grace; a second SIGTERM meanwhile changes nothing
+marker
+"$OOMLESS_BIN" probe --kill-grace 1 --calibration off -- "${JOB[@]}" --ignore-sigterm \
+    --fork-child-setsid --marker "$MARK" >"$TMP/outk" 2>"$TMP/errk" &
+P=$!
+started "$TMP/outk" "$TMP/errk" || bad "ignore: never started"
+kill -TERM "$P"
+sleep 0.2
+kill -TERM "$P" 2>/dev/null
+wait "$P"
+RC=$?
+expect_eq "$RC" 143 "probe, job ignoring SIGTERM: probe exits 128+15 (the trial was SIGKILLed)"
+expect_contains "$(cat "$TMP/errk")" "SIGKILL" "probe, job ignoring SIGTERM: escalation said"
+wait_gone || true
+expect_eq "$(left)" 0 "probe, job ignoring SIGTERM: no process left behind"
+
+# run: a second signal right after the first does not leave the group behind either
+marker
+"$OOMLESS_BIN" run --batch-size 2 --kill-grace 1 -- "${JOB[@]}" --ignore-sigterm --fork-child \
+    --marker "$MARK" >"$TMP/outr" 2>"$TMP/errr" &
+P=$!
+started "$TMP/outr" "$TMP/errr" || bad "run: never started"
+kill -INT "$P"
+sleep 0.2
+kill -TERM "$P" 2>/dev/null
+wait "$P"
+RC=$?
+expect_eq "$RC" 130 "run, SIGINT then SIGTERM: the job's status (killed by SIGINT)"
+wait_gone || true
+expect_eq "$(left)" 0 "run, two signals: no process left behind"
+finish
