@@ -17,6 +17,7 @@ struct yctx {
     const char *file;
     size_t *cmap; /* character index -> byte offset, nchars + 1 entries */
     size_t nchars;
+    int depth; /* collections open in build(): bounded, as JSON's, so the stack is */
 };
 
 static int build_cmap(struct yctx *c)
@@ -151,6 +152,12 @@ static int build(struct yctx *c, yaml_event_t *ev, oomi_node **out)
         return (*out = new_node(c, OOMI_N_ALIAS, ev)) ? OOM_OK : oomi_nomem();
     if (ev->type != YAML_MAPPING_START_EVENT && ev->type != YAML_SEQUENCE_START_EVENT)
         return oomi_fail(OOM_EINTERNAL, "'%s': unexpected YAML event %d", c->file, ev->type);
+    if (c->depth >= 1000) {
+        size_t line, col;
+        oomi_line_col(c->buf, byte_at(c, ev->start_mark), &line, &col);
+        return oomi_fail(OOM_EPARSE, "'%s' line %zu column %zu: nested too deeply", c->file, line,
+                         col);
+    }
     if (!(n = new_node(c, ev->type == YAML_MAPPING_START_EVENT ? OOMI_N_MAP : OOMI_N_SEQ, ev)))
         return oomi_nomem();
     if (n->kind == OOMI_N_MAP) {
@@ -162,8 +169,10 @@ static int build(struct yctx *c, yaml_event_t *ev, oomi_node **out)
         n->anchored = ev->data.sequence_start.anchor != NULL;
         n->tagged = ev->data.sequence_start.tag != NULL;
     }
+    c->depth++;
     err =
         collection(c, n, n->kind == OOMI_N_MAP ? YAML_MAPPING_END_EVENT : YAML_SEQUENCE_END_EVENT);
+    c->depth--;
     if (err) {
         oomi_node_free(n);
         return err;
