@@ -115,6 +115,35 @@ fail:
     return err;
 }
 
+/* Nesting is bounded before the document is built: libyaml's scanner spends O(depth) per token
+ * inside flow collections, so a 600 KB file of '[' took minutes to load. One pass over the events
+ * stops at the first collection nested deeper than convert() accepts; a syntax error is left to
+ * the load that follows. */
+static int check_depth(const char *text, size_t len, const char *name)
+{
+    yaml_parser_t parser;
+    yaml_event_t ev;
+    int depth = 0, err = OOM_OK;
+    bool end = false;
+
+    if (!yaml_parser_initialize(&parser))
+        return oomi_nomem();
+    yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
+    while (!end && !err && yaml_parser_parse(&parser, &ev)) {
+        if (ev.type == YAML_SEQUENCE_START_EVENT || ev.type == YAML_MAPPING_START_EVENT) {
+            if (++depth > 64)
+                err = oomi_fail(OOM_EPARSE, "%s:%zu:%zu: nested too deeply", name,
+                                ev.start_mark.line + 1, ev.start_mark.column + 1);
+        } else if (ev.type == YAML_SEQUENCE_END_EVENT || ev.type == YAML_MAPPING_END_EVENT) {
+            depth--;
+        }
+        end = ev.type == YAML_STREAM_END_EVENT;
+        yaml_event_delete(&ev);
+    }
+    yaml_parser_delete(&parser);
+    return err;
+}
+
 int oomi_yaml_load(json_object **out, const char *text, size_t len, const char *name)
 {
     yaml_parser_t parser;
@@ -124,6 +153,8 @@ int oomi_yaml_load(json_object **out, const char *text, size_t len, const char *
     int err;
 
     *out = NULL;
+    if ((err = check_depth(text, len, name)))
+        return err;
     if (!yaml_parser_initialize(&parser))
         return oomi_nomem();
     yaml_parser_set_input_string(&parser, (const unsigned char *)text, len);
