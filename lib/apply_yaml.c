@@ -274,6 +274,49 @@ static void put_single(oomi_sb *sb, const char *s)
     oomi_sb_putc(sb, '\'');
 }
 
+/* The UTF-8 length of a character YAML does not allow raw in a quoted scalar, or 0: C0 controls
+ * but tab, DEL, C1 controls (NEL included) and the line/paragraph separators, which libyaml
+ * reads as line breaks. */
+static size_t unprintable(const unsigned char *p)
+{
+    if ((*p < 0x20 && *p != '\t') || *p == 0x7f)
+        return 1;
+    if (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f)
+        return 2;
+    if (p[0] == 0xe2 && p[1] == 0x80 && (p[2] == 0xa8 || p[2] == 0xa9))
+        return 3;
+    return 0;
+}
+
+/* a double-quoted scalar with YAML escapes (\uXXXX) for what cannot appear raw */
+static void put_double(oomi_sb *sb, const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t n;
+
+    oomi_sb_putc(sb, '"');
+    while (*p) {
+        if (*p == '"' || *p == '\\') {
+            oomi_sb_printf(sb, "\\%c", *p++);
+        } else if ((n = unprintable(p))) {
+            unsigned cp = n == 1 ? p[0] : n == 2 ? p[1] : 0x2000u | (p[2] & 0x3fu);
+            oomi_sb_printf(sb, "\\u%04x", cp);
+            p += n;
+        } else {
+            oomi_sb_putc(sb, (char)*p++);
+        }
+    }
+    oomi_sb_putc(sb, '"');
+}
+
+static bool has_unprintable(const char *s)
+{
+    for (; *s; s++)
+        if (unprintable((const unsigned char *)s))
+            return true;
+    return false;
+}
+
 /* "true"/"True"/"TRUE" or yes/no, on/off, as the old boolean was spelled */
 static void put_bool(oomi_sb *sb, const oomi_node *old, const char *buf, bool b)
 {
@@ -301,12 +344,12 @@ static void put_scalar(oomi_sb *sb, const oomi_node *old, const char *buf, const
 
     switch (v->type) {
     case OOMI_AV_STRING:
-        if (q == OOMI_Q_SINGLE)
+        if (q == OOMI_Q_SINGLE && !has_unprintable(v->s))
             put_single(sb, v->s);
         else if (q == OOMI_Q_PLAIN && plain_safe(v->s))
             oomi_sb_puts(sb, v->s);
         else
-            oomi_aval_json(sb, v);
+            put_double(sb, v->s);
         break;
     case OOMI_AV_BOOL:
         put_bool(sb, old, buf, v->b);
