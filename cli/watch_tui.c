@@ -320,8 +320,8 @@ static void draw_graph(const struct tui *t, int y, int height, const oom_watch_g
     if (wg->budget.usable_bytes)
         budget_row = (int)((double)wg->budget.usable_bytes / (double)scale * height * 8) / 8;
     use_attr(t, 0, A_BOLD);
-    put(y, 0, " history of GPU %d (%s per column; - budget)", wg->info->index,
-        t->w->interval < 1 ? "<1 s" : "1 sample");
+    put(y, 0, " memory of GPU %d, one column per sample; - budget, X oom, R restart, B batch",
+        wg->info->index);
     use_attr(t, PAIR_DIM, A_NORMAL);
     if (scale >= OOM_GiB)
         snprintf(top, sizeof(top), "%.0fG", (double)scale / (double)OOM_GiB);
@@ -381,7 +381,7 @@ static void draw_events(const struct tui *t, int y, int rows)
     int line = 1;
 
     use_attr(t, PAIR_TITLE, A_BOLD);
-    put(y, 0, " events (X oom, R restart, B batch change, L launch, E exit)");
+    put(y, 0, " events");
     use_attr(t, 0, A_NORMAL);
     if (!count)
         put(y + 1, 1, "(none yet)");
@@ -458,8 +458,8 @@ static void draw(struct tui *t)
             s->foreign_pids);
         use_attr(t, 0, A_NORMAL);
     }
-    if (ev_rows && LINES - y >= 2)
-        draw_events(t, y, LINES - y < ev_rows ? LINES - y : ev_rows);
+    if (ev_rows && LINES - y >= 2) /* the events take what is left, up to 10 lines */
+        draw_events(t, y, LINES - y < 11 ? LINES - y : 11);
     refresh();
 }
 
