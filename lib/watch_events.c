@@ -198,8 +198,8 @@ int oom_event_parse(oom_run_event *out, const char *line, size_t len)
     json_object_put(o);
     json_tokener_free(tok);
     if (err)
-        return oomi_fail(err, "event line '%.60s' is not a JSON object with \"time\" and \"event\"",
-                         line);
+        return oomi_fail(err, "event line '%.*s' is not a JSON object with \"time\" and \"event\"",
+                         (int)(len < 60 ? len : 60), line);
     return OOM_OK;
 }
 
@@ -310,6 +310,7 @@ int oom_event_log_poll(oom_event_log *log, size_t *added)
         err = oomi_fail(OOM_EIO, "cannot read events '%s': %s", log->path, strerror(errno));
         goto done;
     }
+    buf[r] = '\0';
     log->offset += (off_t)take_lines(log, buf, (size_t)r, &n_added);
     if (added)
         *added = n_added;
