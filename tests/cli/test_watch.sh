@@ -4,9 +4,19 @@
 . "$(dirname "$0")/lib.sh"
 
 # a live process on GPU 0 (procdir) and a PID that does not exist here (static proc line)
+# wait_exec PID: until the forked child shows `sleep 300` in /proc (up to 10 s)
+wait_exec() {
+    local i
+    for i in $(seq 200); do
+        [ "$(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null)" = "sleep 300 " ] && return 0
+        sleep 0.05
+    done
+    bad "process $1 did not exec sleep"
+}
 mkdir -p "$TMP/procs"
 sleep 300 &
 JOB=$!
+wait_exec "$JOB"
 echo "0 4294967296" >"$TMP/procs/$JOB"
 cleanup() {
     kill "$JOB" 2>/dev/null
@@ -62,7 +72,7 @@ expect_json '.time | type' number "json: time"
 env OOMLESS_BATCH_SIZE=24 OOMLESS_GRAD_ACCUM=3 sleep 300 &
 RUNJOB=$!
 echo "1 1073741824" >"$TMP/procs/$RUNJOB"
-for _ in $(seq 100); do [ "$(tr '\0' ' ' </proc/$RUNJOB/cmdline 2>/dev/null)" = "sleep 300 " ] && break; sleep 0.05; done
+wait_exec "$RUNJOB"
 oom watch --once --json
 expect_json ".gpus[1].processes[0].pid" "$RUNJOB" "json: job on GPU 1"
 expect_json ".gpus[1].processes[0].batch_size" 24 "json: OOMLESS_BATCH_SIZE"
