@@ -240,13 +240,13 @@ static void text_bar(char *bar, size_t width, uint64_t used, uint64_t total)
     bar[width] = '\0';
 }
 
-static void print_trend(const oom_watch_gpu *wg)
+/* one line per steadily growing series: the GPU's memory, then each process's */
+static void print_trend(const oom_watch_gpu *wg, const oom_trend *t, const char *who)
 {
     char rate[16], when[16], lim[16];
-    const oom_trend *t = &wg->trend;
     if (!t->growing)
         return;
-    printf("        trend: growing %s/s",
+    printf("        trend: %s growing %s/s", who,
            oom_format_size(rate, sizeof(rate), (uint64_t)t->slope_bytes_per_s));
     if (t->has_eta)
         printf("; budget %s %s", oom_format_size(lim, sizeof(lim), wg->budget.usable_bytes),
@@ -254,6 +254,17 @@ static void print_trend(const oom_watch_gpu *wg)
     if (t->has_eta && t->seconds_to_limit > 0)
         printf("%s", watch_format_duration(when, sizeof(when), t->seconds_to_limit));
     printf("\n");
+}
+
+static void print_trends(const oom_watch_gpu *wg)
+{
+    char who[32];
+    size_t i;
+    print_trend(wg, &wg->trend, "GPU memory");
+    for (i = 0; i < wg->process_count; i++) {
+        snprintf(who, sizeof(who), "pid %u", (unsigned)wg->processes[i].pid);
+        print_trend(wg, &wg->processes[i].trend, who);
+    }
 }
 
 static void print_process(const oom_watch_process *p)
@@ -290,7 +301,7 @@ static void print_gpu(const oom_watch_gpu *wg)
         printf("  %u C", g->temperature_c);
     printf("\n        budget %s usable\n",
            oom_format_size(usable, sizeof(usable), wg->budget.usable_bytes));
-    print_trend(wg);
+    print_trends(wg);
     if (wg->process_count)
         printf("    %-8s %-10s %11s %7s  %s\n", "PID", "USER", "MEMORY", "BATCH", "COMMAND");
     for (i = 0; i < wg->process_count; i++)

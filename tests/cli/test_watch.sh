@@ -89,6 +89,37 @@ expect_eq "$(printf '%s\n' "$OUT" | wc -l)" 3 "jsonl: three lines"
 expect_eq "$(printf '%s\n' "$OUT" | jq -c 'select(type == "object") | .gpus | length' | tr '\n' ' ')" "2 2 2 " "jsonl: each line one object"
 if printf '%s\n' "$OUT" | while IFS= read -r line; do printf '%s' "$line" | jq -e -s 'length == 1' >/dev/null || exit 1; done; then ok; else bad "jsonl: a line is not exactly one JSON value"; fi
 
+# ---- a steadily growing process: the trend and the time to the budget --------------------
+sleep 300 &
+GROW=$!
+wait_exec "$GROW"
+# its memory is 1 GiB + 100 MiB/s of real time, whenever the writer gets to run
+(
+    t0=${EPOCHREALTIME/./}
+    while kill -0 "$GROW" 2>/dev/null; do
+        t=${EPOCHREALTIME/./}
+        echo "0 $((1073741824 + (t - t0) * 104857600 / 1000000))" >"$TMP/procs/grow.tmp"
+        mv "$TMP/procs/grow.tmp" "$TMP/procs/$GROW"
+        sleep 0.02
+    done
+) &
+WRITER=$!
+for _ in $(seq 200); do [ -s "$TMP/procs/$GROW" ] && break; sleep 0.05; done
+oom watch --count 40 --interval 0.1 --json
+LAST=$(printf '%s\n' "$OUT" | tail -1)
+OUT=$LAST
+expect_json '.gpus[0].trend.growing' true "trend: the GPU's memory grows"
+expect_json ".gpus[0].processes[] | select(.pid == $GROW) | (.growth_bytes_per_s > 80e6 and .growth_bytes_per_s < 130e6)" true "trend: the process grows ~100 MiB/s"
+expect_json ".gpus[0].processes[] | select(.pid == $GROW) | (.seconds_to_budget > 0)" true "trend: time to the budget"
+expect_json ".gpus[0].processes[] | select(.pid == $JOB) | .growth_bytes_per_s" 0 "trend: the steady job does not grow"
+expect_json ".gpus[0].processes[] | select(.pid == $JOB) | .seconds_to_budget" null "trend: no ETA for it"
+oom watch --count 30 --interval 0.1 --no-tui
+expect_contains "$(printf '%s\n' "$OUT" | tail -12)" "trend: pid $GROW growing" "trend: text line"
+expect_contains "$(printf '%s\n' "$OUT" | tail -12)" "crossed in ~" "trend: text ETA"
+kill "$GROW" "$WRITER" 2>/dev/null
+wait "$GROW" "$WRITER" 2>/dev/null
+rm -f "$TMP/procs/$GROW"
+
 # ---- CSV log ---------------------------------------------------------------------------------
 oom watch --count 2 --interval 0.05 --json --log "$TMP/log.csv"
 expect_rc 0 "watch --log"
