@@ -24,7 +24,7 @@ static const char usage_text[] =
     "Options:\n"
     "  --once                        print one snapshot and exit\n"
     "  --json                        JSON: one document with --once, else one object per line\n"
-    "  --interval SECONDS            time between samples (default 1, at least 0.05)\n"
+    "  -n, --interval SECONDS        time between samples (default 1, at least 0.05)\n"
     "  --count N                     stop after N samples\n"
     "  --log FILE.csv                append one row per GPU and per process per sample\n"
     "  --events FILE                 follow the events file of 'oomless run' (OOMs, restarts)\n"
