@@ -408,9 +408,9 @@ typedef struct oom_watch_process {
     uint32_t pid;
     uint64_t used_bytes; /**< OOM_UNKNOWN when the driver does not say */
     int is_graphics;
-    int local;         /**< 1 when the PID exists here; 0: another PID namespace (container) */
-    char command[256]; /**< command line, arguments joined by spaces */
-    char user[64];     /**< owner's user name (or uid as digits) */
+    int local;          /**< 1 when the PID exists here; 0: another PID namespace (container) */
+    char command[256];  /**< command line, arguments joined by spaces */
+    char user[64];      /**< owner's user name (or uid as digits) */
     int64_t batch_size; /**< OOMLESS_BATCH_SIZE from its environment (`oomless run`), or -1 */
     int64_t grad_accum; /**< OOMLESS_GRAD_ACCUM likewise, or -1 */
     oom_trend trend;    /**< of this process's memory; ETA against the GPU's usable budget */
