@@ -308,37 +308,46 @@ static void print_gpu(const oom_watch_gpu *wg)
         print_process(&wg->processes[i]);
 }
 
-static void print_event(const oom_run_event *e)
+char *watch_format_event(char *buf, size_t size, const oom_run_event *e)
 {
     char when[32] = "?", peak[16];
     time_t t = (time_t)e->time;
     struct tm tm;
+    size_t n;
+
+#define ADD(...)                                                                                   \
+    do {                                                                                           \
+        n = strlen(buf);                                                                           \
+        snprintf(buf + n, size - n, __VA_ARGS__);                                                  \
+    } while (0)
     if (localtime_r(&t, &tm))
         strftime(when, sizeof(when), "%H:%M:%S", &tm);
-    printf("  %s  %-7s", when, e->name);
+    snprintf(buf, size, "%s  %-7s", when, e->name);
     if (e->pid >= 0)
-        printf(" pid %lld", (long long)e->pid);
+        ADD(" pid %lld", (long long)e->pid);
     if (e->attempt >= 0)
-        printf(" attempt %lld", (long long)e->attempt);
+        ADD(" attempt %lld", (long long)e->attempt);
     if (e->batch >= 0)
-        printf(" batch %lld%s", (long long)e->batch, e->batch_changed ? " (changed)" : "");
+        ADD(" batch %lld%s", (long long)e->batch, e->batch_changed ? " (changed)" : "");
     if (e->grad_accum >= 0)
-        printf(" grad_accum %lld", (long long)e->grad_accum);
+        ADD(" grad_accum %lld", (long long)e->grad_accum);
     if (e->peak_bytes != OOM_UNKNOWN)
-        printf(" peak %s", oom_format_size(peak, sizeof(peak), e->peak_bytes));
+        ADD(" peak %s", oom_format_size(peak, sizeof(peak), e->peak_bytes));
     if (e->exit_code >= 0)
-        printf(" exit %lld", (long long)e->exit_code);
-    printf("\n");
+        ADD(" exit %lld", (long long)e->exit_code);
+#undef ADD
+    return buf;
 }
 
 static void print_events(const struct watch_ctx *w, size_t n)
 {
     size_t count = oom_event_log_count(w->events), i;
+    char line[256];
     if (!w->events || !n)
         return;
     printf("Events:\n");
     for (i = count > n ? count - n : 0; i < count; i++)
-        print_event(oom_event_log_at(w->events, i));
+        printf("  %s\n", watch_format_event(line, sizeof(line), oom_event_log_at(w->events, i)));
 }
 
 static int print_text(const struct watch_ctx *w, const oom_watch_snapshot *s, size_t events)

@@ -388,23 +388,9 @@ static void draw_events(const struct tui *t, int y, int rows)
     first = count > (size_t)(rows - 1) ? count - (size_t)(rows - 1) : 0;
     for (i = first; i < count; i++, line++) {
         const oom_run_event *e = oom_event_log_at(t->w->events, i);
-        char when[16] = "?", extra[96] = "";
-        time_t tt = (time_t)e->time;
-        struct tm tm;
-        int n = 0;
-        if (localtime_r(&tt, &tm))
-            strftime(when, sizeof(when), "%H:%M:%S", &tm);
-        if (e->batch >= 0)
-            n += snprintf(extra, sizeof(extra), " batch %lld%s", (long long)e->batch,
-                          e->batch_changed ? " (changed)" : "");
-        if (e->grad_accum >= 0)
-            n += snprintf(extra + n, sizeof(extra) - (size_t)n, " accum %lld",
-                          (long long)e->grad_accum);
-        if (e->exit_code >= 0)
-            snprintf(extra + n, sizeof(extra) - (size_t)n, " exit %lld", (long long)e->exit_code);
+        char text[256];
         use_attr(t, e->kind == OOM_EVENT_OOM ? PAIR_CRITICAL : 0, A_NORMAL);
-        put(y + line, 1, "%s  %-7s pid %lld attempt %lld%s", when, e->name, (long long)e->pid,
-            (long long)e->attempt, extra);
+        put(y + line, 1, "%s", watch_format_event(text, sizeof(text), e));
     }
     use_attr(t, 0, A_NORMAL);
 }

@@ -35,6 +35,8 @@ extern volatile sig_atomic_t watch_stop_signal;
 int watch_step(struct watch_ctx *w);
 /* Monotonic seconds. */
 double watch_now(void);
+/* "12:01:02  oom     pid 7 attempt 1 batch 32 peak 23.44 GiB" (absent fields left out) */
+char *watch_format_event(char *buf, size_t size, const oom_run_event *e);
 /* "1h02m", "3m20s", "45s" */
 char *watch_format_duration(char *buf, size_t size, double seconds);
 

@@ -233,6 +233,8 @@ if ! command -v tmux >/dev/null; then
     finish
     exit
 fi
+# the T4 stops answering after 15 memory queries: about 3 s into the first session
+fake_nvml "${SPEC/used=0/used=0 lost_after=15}"
 TMUX_SOCK="$TMP/tmux.sock"
 T() { tmux -S "$TMUX_SOCK" -f /dev/null "$@"; }
 cat >"$TMP/watch.sh" <<EOF
@@ -271,6 +273,8 @@ expect_pane "(not in this PID namespace)" "tui: foreign pid flagged"
 expect_pane "restart pid 101 attempt 2 batch 16 (changed)" "tui: events listed"
 expect_eq "$(alt_screen)" 1 "tui: alternate screen while running"
 printf '%s\n' "$PANE" >"$TMP/screen.txt"
+expect_pane "lost: the device stopped answering" "tui: a GPU lost mid-watch is shown lost"
+expect_pane "  GPU 1  Tesla T4" "tui: the lost GPU keeps its name"
 T send-keys -t w p
 expect_pane "[PAUSED]" "tui: p pauses"
 T send-keys -t w p
