@@ -523,8 +523,8 @@ OOM_EXPORT int oom_event_parse(oom_run_event *out, const char *line, size_t len)
 /**
  * Follows an events file that may not exist yet and that a writer appends to: each poll reads
  * the complete lines added since the last one (a partial last line waits for the next poll);
- * a file that shrank is read again from the start. Bad lines are skipped and counted.
- * The last OOM_EVENTS_KEPT events are kept.
+ * a file that shrank or was replaced (renamed over) is read again from the start. Bad lines are
+ * skipped and counted. The last OOM_EVENTS_KEPT events are kept.
  */
 typedef struct oom_event_log oom_event_log;
 #define OOM_EVENTS_KEPT 256

@@ -206,6 +206,8 @@ int oom_event_parse(oom_run_event *out, const char *line, size_t len)
 struct oom_event_log {
     char *path;
     off_t offset; /* bytes consumed: everything up to the last complete line */
+    dev_t dev;    /* the file read so far; another one (renamed over it) starts over */
+    ino_t ino;
     int64_t last_batch;
     size_t count, skipped;
     oom_run_event events[OOM_EVENTS_KEPT];
@@ -290,7 +292,10 @@ int oom_event_log_poll(oom_event_log *log, size_t *added)
         err = oomi_fail(OOM_EIO, "cannot stat events '%s': %s", log->path, strerror(errno));
         goto done;
     }
-    if (st.st_size < log->offset) { /* truncated or replaced: start over */
+    if (st.st_size < log->offset || st.st_dev != log->dev || st.st_ino != log->ino) {
+        /* truncated, or another file now has the name: start over */
+        log->dev = st.st_dev;
+        log->ino = st.st_ino;
         log->offset = 0;
         log->count = 0;
         log->last_batch = -1;

@@ -285,6 +285,21 @@ static void test_event_log(void **state)
     assert_int_equal(added, 1);
     assert_int_equal(oom_event_log_count(log), 1);
     assert_int_equal(oom_event_log_at(log, 0)->kind, OOM_EVENT_EXIT);
+    /* another, longer file renamed over it (a new run): read from its start too */
+    {
+        char other[300];
+        snprintf(other, sizeof(other), "%s.new", path);
+        write_text(other, "w",
+                   "{\"time\": 10, \"event\": \"launch\", \"batch\": 8}\n"
+                   "{\"time\": 11, \"event\": \"oom\", \"batch\": 8}\n"
+                   "{\"time\": 12, \"event\": \"restart\", \"batch\": 4}\n");
+        assert_int_equal(rename(other, path), 0);
+    }
+    assert_int_equal(oom_event_log_poll(log, &added), OOM_OK);
+    assert_int_equal(added, 3);
+    assert_int_equal(oom_event_log_count(log), 3);
+    assert_int_equal(oom_event_log_at(log, 0)->batch, 8);
+    assert_true(oom_event_log_at(log, 2)->batch_changed);
     oom_event_log_free(log);
     unlink(path);
     assert_int_equal(oom_event_log_open(&log, ""), OOM_EINVAL);
