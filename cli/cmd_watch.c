@@ -71,6 +71,7 @@ static void install_signals(void)
     sigaction(SIGINT, &sa, NULL);
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
+    sigaction(SIGQUIT, &sa, NULL); /* Ctrl-\ too: the terminal comes back before the exit */
 }
 
 double watch_now(void)

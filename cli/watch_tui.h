@@ -27,7 +27,8 @@ struct watch_ctx {
     char error[512];     /* why watch_step failed, printed once the terminal is back */
 };
 
-/* the signal that asked the watch to stop (SIGINT, SIGTERM, SIGHUP), or 0; set by handlers */
+/* the signal that asked the watch to stop (SIGINT, SIGTERM, SIGHUP, SIGQUIT), or 0; set by the
+ * handlers, which do nothing else */
 extern volatile sig_atomic_t watch_stop_signal;
 
 /* Samples once, appends the CSV rows, reads new events. Returns an exit code (EXIT_OK...);

@@ -309,6 +309,12 @@ T send-keys -t w C-c
 expect_pane "watch-exit=130" "tui: Ctrl-C exits with 128+2"
 expect_eq "$(alt_screen)" 0 "tui: Ctrl-C restores the terminal"
 
+start_watch screen
+expect_pane "NVIDIA A100-SXM4-80GB" "tui (4): started"
+T send-keys -t w 'C-\'
+expect_pane "watch-exit=131" "tui: Ctrl-\\ exits with 128+3"
+expect_eq "$(alt_screen)" 0 "tui: Ctrl-\\ restores the terminal"
+
 start_watch dumb --count 2
 expect_pane "watch-exit=0" "TERM=dumb on a terminal: text mode"
 expect_contains "$PANE" "GPU 0  NVIDIA A100-SXM4-80GB  [" "TERM=dumb on a terminal: text snapshot"
