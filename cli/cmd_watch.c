@@ -433,13 +433,15 @@ static int setup_budget(struct watch_ctx *w, const struct watch_opts *o, struct 
     uint64_t peak;
     int rc, err;
 
-    if ((rc = cli_budget_resolve(t, "watch", &o->budget)) != EXIT_OK)
-        return rc;
-    if (o->budget.gpu || o->budget.vram)
+    if (o->budget.gpu || o->budget.vram) { /* one budget, applied to each GPU */
+        if ((rc = cli_budget_resolve(t, "watch", &o->budget)) != EXIT_OK)
+            return rc;
         err = oom_monitor_set_budget(w->monitor, -1, &t->target.budget);
-    else
+    } else if ((err = oom_config_load(&t->config, o->budget.config)) == OOM_OK) {
+        /* each GPU's own total minus the margin: no planning target to resolve */
         err = oom_monitor_set_margin(
             w->monitor, o->budget.margin ? o->budget.margin : oom_config_default_margin(t->config));
+    }
     if (!err && o->plan && (err = oom_plan_file_peak(&peak, o->plan)) == OOM_OK)
         oom_monitor_set_plan_peak(w->monitor, peak);
     return err ? cli_fail("watch", err) : EXIT_OK;

@@ -182,7 +182,7 @@ expect_rc 0 "--events: a file that does not exist yet"
 
 # ---- a GPU lost mid-run ----------------------------------------------------------------------
 fake_nvml "gpu name=\"NVIDIA A100-SXM4-80GB\" total=85899345920 used=1073741824
-gpu name=\"Tesla T4\" total=16106127360 used=0 lost_after=2"
+gpu name=\"Tesla T4\" total=16106127360 used=0 lost_after=1"
 oom watch --count 3 --interval 0.05 --json
 expect_rc 0 "lost GPU: no crash"
 expect_eq "$(printf '%s\n' "$OUT" | jq -r '.gpus[1].lost' | tr '\n' ' ')" "false true true " "lost GPU: lost from the second sample"
