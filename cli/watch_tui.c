@@ -5,7 +5,8 @@
  *   GPU panels    two lines each: name, utilisation, temperature, band; a bar coloured by band
  *   trend         the selected GPU's (or its fastest-growing process's) time to the budget
  *   history       used memory of the selected GPU, one column per sample, newest on the right;
- *                 a row of event marks below (X oom, R restart, B batch change, L launch, E exit)
+ *                 a row of event marks below (X oom, R restart, K kill, B batch change, L launch,
+ *                 E exit)
  *   processes     of the selected GPU
  *   events        the last ones from --events
  *
@@ -86,7 +87,7 @@ static void hist_push(struct history *h, const struct column *c)
 
 static int mark_rank(char m)
 {
-    const char *order = "ELBRX"; /* later = more important */
+    const char *order = "ELBRKX"; /* later = more important */
     const char *p = m ? strchr(order, m) : NULL;
     return p ? (int)(p - order) + 1 : 0;
 }
@@ -94,13 +95,15 @@ static int mark_rank(char m)
 static char event_mark(const oom_run_event *e)
 {
     switch (e->kind) {
-    case OOM_EVENT_OOM:
+    case OOM_RUN_EVENT_OOM:
         return 'X';
-    case OOM_EVENT_RESTART:
+    case OOM_RUN_EVENT_RESTART:
         return 'R';
-    case OOM_EVENT_EXIT:
+    case OOM_RUN_EVENT_EXIT:
         return 'E';
-    case OOM_EVENT_LAUNCH:
+    case OOM_RUN_EVENT_KILL:
+        return 'K';
+    case OOM_RUN_EVENT_LAUNCH:
         return e->batch_changed ? 'B' : 'L';
     default:
         return e->batch_changed ? 'B' : 0;
@@ -389,7 +392,7 @@ static void draw_events(const struct tui *t, int y, int rows)
     for (i = first; i < count; i++, line++) {
         const oom_run_event *e = oom_event_log_at(t->w->events, i);
         char text[256];
-        use_attr(t, e->kind == OOM_EVENT_OOM ? PAIR_CRITICAL : 0, A_NORMAL);
+        use_attr(t, e->kind == OOM_RUN_EVENT_OOM ? PAIR_CRITICAL : 0, A_NORMAL);
         put(y + line, 1, "%s", watch_format_event(text, sizeof(text), e));
     }
     use_attr(t, 0, A_NORMAL);

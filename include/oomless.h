@@ -493,32 +493,37 @@ OOM_EXPORT int oom_watch_to_csv(char **out, const oom_watch_snapshot *snapshot);
  */
 OOM_EXPORT int oom_plan_file_peak(uint64_t *out, const char *path);
 
-/** What `oomless run` writes to its events file, one JSON object per line. */
-typedef enum oom_event_kind {
-    OOM_EVENT_OTHER = 0,
-    OOM_EVENT_LAUNCH = 1,
-    OOM_EVENT_OOM = 2,
-    OOM_EVENT_RESTART = 3,
-    OOM_EVENT_EXIT = 4,
-} oom_event_kind;
+/**
+ * The events `oomless run --events FILE` writes, one JSON object per line, as `watch` reads them
+ * back (the supervise section's oom_job_event is the writer's side).
+ */
+typedef enum oom_run_event_kind {
+    OOM_RUN_EVENT_OTHER = 0, /**< an "event" this version does not know */
+    OOM_RUN_EVENT_LAUNCH = 1,
+    OOM_RUN_EVENT_OOM = 2,
+    OOM_RUN_EVENT_RESTART = 3,
+    OOM_RUN_EVENT_EXIT = 4,
+    OOM_RUN_EVENT_SIGNAL = 5, /**< a signal forwarded to the job */
+    OOM_RUN_EVENT_KILL = 6,   /**< the job was killed after its grace period */
+} oom_run_event_kind;
 
 /** One event; an absent field is -1 (peak_bytes: OOM_UNKNOWN). */
 typedef struct oom_run_event {
     double time; /**< Unix seconds */
-    oom_event_kind kind;
+    oom_run_event_kind kind;
     char name[16]; /**< the "event" string as written ("launch", "oom", ...) */
     int64_t pid, attempt, batch, grad_accum, exit_code;
     uint64_t peak_bytes;
     int batch_changed; /**< 1 when `batch` differs from the previous event's that had one */
 } oom_run_event;
 
-/** "launch", "oom", "restart", "exit" or "other". */
-OOM_EXPORT const char *oom_event_kind_name(oom_event_kind kind);
+/** "launch", "oom", "restart", "exit", "signal", "kill" or "other". */
+OOM_EXPORT const char *oom_run_event_kind_name(oom_run_event_kind kind);
 /**
  * Parses one line (`len` bytes, no newline needed). OOM_EPARSE when it is not a JSON object
  * with a numeric "time" and a string "event".
  */
-OOM_EXPORT int oom_event_parse(oom_run_event *out, const char *line, size_t len);
+OOM_EXPORT int oom_run_event_parse(oom_run_event *out, const char *line, size_t len);
 
 /**
  * Follows an events file that may not exist yet and that a writer appends to: each poll reads

@@ -130,9 +130,10 @@ int oom_plan_file_peak(uint64_t *out, const char *path)
 
 /* ---- events -------------------------------------------------------------------------------- */
 
-static const char *const event_names[] = {"other", "launch", "oom", "restart", "exit"};
+static const char *const event_names[] = {"other", "launch", "oom", "restart",
+                                          "exit",  "signal", "kill"};
 
-const char *oom_event_kind_name(oom_event_kind kind)
+const char *oom_run_event_kind_name(oom_run_event_kind kind)
 {
     return (unsigned)kind < OOMI_ARRAY_LEN(event_names) ? event_names[kind] : "other";
 }
@@ -166,7 +167,7 @@ static int fill_event(oom_run_event *ev, json_object *o)
     snprintf(ev->name, sizeof(ev->name), "%s", json_object_get_string(name));
     for (i = 1; i < OOMI_ARRAY_LEN(event_names); i++)
         if (!strcmp(ev->name, event_names[i]))
-            ev->kind = (oom_event_kind)i;
+            ev->kind = (oom_run_event_kind)i;
     ev->pid = int_field(o, "pid");
     ev->attempt = int_field(o, "attempt");
     ev->batch = int_field(o, "batch");
@@ -177,7 +178,7 @@ static int fill_event(oom_run_event *ev, json_object *o)
     return OOM_OK;
 }
 
-int oom_event_parse(oom_run_event *out, const char *line, size_t len)
+int oom_run_event_parse(oom_run_event *out, const char *line, size_t len)
 {
     json_tokener *tok;
     json_object *o;
@@ -260,7 +261,7 @@ static size_t take_lines(oom_event_log *log, const char *buf, size_t len, size_t
         if (buf[i] != '\n')
             continue;
         if (i > start && !(i == start + 1 && buf[start] == '\r')) {
-            if (oom_event_parse(&ev, buf + start, i - start) == OOM_OK) {
+            if (oom_run_event_parse(&ev, buf + start, i - start) == OOM_OK) {
                 keep_event(log, &ev);
                 (*added)++;
             } else {

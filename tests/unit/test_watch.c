@@ -208,9 +208,9 @@ static void test_event_parse(void **state)
                        "\"batch\": 32, \"grad_accum\": 4, \"peak_bytes\": 85899345920, "
                        "\"exit_code\": null}\n";
     (void)state;
-    assert_int_equal(oom_event_parse(&e, line, strlen(line)), OOM_OK);
+    assert_int_equal(oom_run_event_parse(&e, line, strlen(line)), OOM_OK);
     assert_float_equal(e.time, 1700000000.5, 1e-6);
-    assert_int_equal(e.kind, OOM_EVENT_OOM);
+    assert_int_equal(e.kind, OOM_RUN_EVENT_OOM);
     assert_string_equal(e.name, "oom");
     assert_int_equal(e.pid, 123);
     assert_int_equal(e.attempt, 2);
@@ -219,27 +219,33 @@ static void test_event_parse(void **state)
     assert_int_equal(e.peak_bytes, 85899345920ULL);
     assert_int_equal(e.exit_code, -1);
     line = "{\"time\": 5, \"event\": \"exit\", \"exit_code\": 0}";
-    assert_int_equal(oom_event_parse(&e, line, strlen(line)), OOM_OK);
-    assert_int_equal(e.kind, OOM_EVENT_EXIT);
+    assert_int_equal(oom_run_event_parse(&e, line, strlen(line)), OOM_OK);
+    assert_int_equal(e.kind, OOM_RUN_EVENT_EXIT);
     assert_int_equal(e.exit_code, 0);
     assert_int_equal(e.pid, -1);
     assert_int_equal(e.peak_bytes, OOM_UNKNOWN);
     line = "{\"time\": 5, \"event\": \"checkpoint\"}";
-    assert_int_equal(oom_event_parse(&e, line, strlen(line)), OOM_OK);
-    assert_int_equal(e.kind, OOM_EVENT_OTHER);
-    assert_string_equal(oom_event_kind_name(e.kind), "other");
-    assert_string_equal(oom_event_kind_name(OOM_EVENT_RESTART), "restart");
+    assert_int_equal(oom_run_event_parse(&e, line, strlen(line)), OOM_OK);
+    assert_int_equal(e.kind, OOM_RUN_EVENT_OTHER);
+    assert_string_equal(oom_run_event_kind_name(e.kind), "other");
+    assert_string_equal(oom_run_event_kind_name(OOM_RUN_EVENT_RESTART), "restart");
+    line = "{\"time\": 7.25, \"event\": \"signal\", \"pid\": null, \"signal\": 15}";
+    assert_int_equal(oom_run_event_parse(&e, line, strlen(line)), OOM_OK);
+    assert_int_equal(e.kind, OOM_RUN_EVENT_SIGNAL);
+    assert_int_equal(e.pid, -1);
+    assert_string_equal(oom_run_event_kind_name(OOM_RUN_EVENT_KILL), "kill");
+    assert_string_equal(oom_run_event_kind_name((oom_run_event_kind)42), "other");
     /* refused: not JSON, truncated, no time, no event, not an object, trailing garbage */
-    assert_int_equal(oom_event_parse(&e, "hello", 5), OOM_EPARSE);
+    assert_int_equal(oom_run_event_parse(&e, "hello", 5), OOM_EPARSE);
     line = "{\"time\": 5, \"event\": \"oo";
-    assert_int_equal(oom_event_parse(&e, line, strlen(line)), OOM_EPARSE);
+    assert_int_equal(oom_run_event_parse(&e, line, strlen(line)), OOM_EPARSE);
     line = "{\"event\": \"oom\"}";
-    assert_int_equal(oom_event_parse(&e, line, strlen(line)), OOM_EPARSE);
+    assert_int_equal(oom_run_event_parse(&e, line, strlen(line)), OOM_EPARSE);
     line = "{\"time\": 5}";
-    assert_int_equal(oom_event_parse(&e, line, strlen(line)), OOM_EPARSE);
-    assert_int_equal(oom_event_parse(&e, "[1]", 3), OOM_EPARSE);
+    assert_int_equal(oom_run_event_parse(&e, line, strlen(line)), OOM_EPARSE);
+    assert_int_equal(oom_run_event_parse(&e, "[1]", 3), OOM_EPARSE);
     line = "{\"time\": 5, \"event\": \"oom\"} x";
-    assert_int_equal(oom_event_parse(&e, line, strlen(line)), OOM_EPARSE);
+    assert_int_equal(oom_run_event_parse(&e, line, strlen(line)), OOM_EPARSE);
     assert_non_null(strstr(oom_last_message(), "event line"));
 }
 
@@ -263,7 +269,7 @@ static void test_event_log(void **state)
                "{\"time\": 1, \"event\": \"launch\", \"batch\": 32}\n{\"time\": 2, \"event\": \"o");
     assert_int_equal(oom_event_log_poll(log, &added), OOM_OK);
     assert_int_equal(added, 1);
-    assert_int_equal(oom_event_log_at(log, 0)->kind, OOM_EVENT_LAUNCH);
+    assert_int_equal(oom_event_log_at(log, 0)->kind, OOM_RUN_EVENT_LAUNCH);
     assert_false(oom_event_log_at(log, 0)->batch_changed);
     write_text(path, "a",
                "om\", \"batch\": 32}\nnot json\n\n{\"time\": 3, \"event\": \"restart\", "
@@ -272,9 +278,9 @@ static void test_event_log(void **state)
     assert_int_equal(added, 2);
     assert_int_equal(oom_event_log_count(log), 3);
     assert_int_equal(oom_event_log_skipped(log), 1);
-    assert_int_equal(oom_event_log_at(log, 1)->kind, OOM_EVENT_OOM);
+    assert_int_equal(oom_event_log_at(log, 1)->kind, OOM_RUN_EVENT_OOM);
     assert_false(oom_event_log_at(log, 1)->batch_changed);
-    assert_int_equal(oom_event_log_at(log, 2)->kind, OOM_EVENT_RESTART);
+    assert_int_equal(oom_event_log_at(log, 2)->kind, OOM_RUN_EVENT_RESTART);
     assert_true(oom_event_log_at(log, 2)->batch_changed);
     /* nothing new */
     assert_int_equal(oom_event_log_poll(log, &added), OOM_OK);
@@ -284,7 +290,7 @@ static void test_event_log(void **state)
     assert_int_equal(oom_event_log_poll(log, &added), OOM_OK);
     assert_int_equal(added, 1);
     assert_int_equal(oom_event_log_count(log), 1);
-    assert_int_equal(oom_event_log_at(log, 0)->kind, OOM_EVENT_EXIT);
+    assert_int_equal(oom_event_log_at(log, 0)->kind, OOM_RUN_EVENT_EXIT);
     /* another, longer file renamed over it (a new run): read from its start too */
     {
         char other[300];
