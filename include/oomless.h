@@ -1308,6 +1308,24 @@ OOM_EXPORT int oom_calibration_lookup(oom_calibration **out, const char *path, c
                                       const char *command, const char *workload);
 OOM_EXPORT void oom_calibration_free(oom_calibration *record);
 
+/**
+ * What `oomless estimate [--batch N] -- CMD...` reports: the device peak that the calibration
+ * record of `command` (a key from oom_calibration_command_key) and `workload` on the target GPU
+ * predicts at `batch`, against the target's budget. The GPU and budget are resolved from
+ * `request` as for every planning command (the detected GPU by default; records are keyed by the
+ * NVML device name). `path` NULL = the default file. The document:
+ *   {"calibration": {"gpu", "command", "workload", "fixed_bytes", "per_sample_bytes",
+ *                    "per_sample2_bytes", "measured_max_batch", "time"},
+ *    "batch", "memory": {"device_peak"},
+ *    "budget": {"target_bytes", "safety_margin_bytes", "usable_bytes", "fits", "headroom_bytes"}}
+ * `fits` (may be NULL) receives whether the peak is within the usable memory. A batch above the
+ * largest the probe ran is extrapolated and flagged ("extrapolated": true). OOM_ENOTFOUND when
+ * no record matches (the message names the GPU).
+ */
+OOM_EXPORT int oom_calibration_estimate_json(char **out, int *fits, const char *path,
+                                             const char *command, const char *workload, long batch,
+                                             const oom_target_request *request);
+
 /* ======================================================================== apply */
 /*
  * `oomless apply`: writes plan values into the user's YAML and JSON config files, changing only
