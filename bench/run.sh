@@ -10,7 +10,12 @@ cd "$HERE/.."
 for s in "$HERE"/*.sh; do
     [ "$(basename "$s")" = run.sh ] && continue
     echo "== $(basename "$s")"
-    bash "$s" "$BIN"
+    case $(basename "$s") in
+    watch_cpu.sh) bash "$s" "$(cd "$BUILD" && pwd)" ;; # takes the build folder (fake NVML)
+    *) bash "$s" "$BIN" ;;
+    esac
 done
+echo "== search/run.sh"
+bash "$HERE/search/run.sh" "$(cd "$BUILD" && pwd)"
 echo "== accuracy/compare"
 python3 "$HERE/accuracy/compare" "$BIN"

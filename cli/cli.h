@@ -35,8 +35,7 @@ void cli_notice(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Writes a JSON document (a library-made string) to stdout with a final newline. */
 int cli_print_json(const char *json);
 
-/* Sub-commands, one file each (cli/cmd_<name>.c). Weak so that a tree without one still links;
- * main() says so instead of crashing. */
+/* Sub-commands, one file each (cli/cmd_<name>.c), dispatched from the table in main.c. */
 int cmd_gpus(int argc, char **argv);
 int cmd_estimate(int argc, char **argv);
 int cmd_plan(int argc, char **argv);

@@ -1,6 +1,7 @@
 /* cmd_estimate.c - `oomless estimate`: a workload's peak GPU memory, with a breakdown. */
 #include "cli.h"
 
+#include <json-c/json.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -9,6 +10,8 @@ static const char *const CMD = "estimate";
 typedef struct args {
     bool json, list, help;
     const char *gpu, *vram, *margin, *config, *svg;
+    const char *calibration, *calib_workload; /* with `-- CMD...`: a probe's measured line */
+    char *command;                            /* the command's calibration key, or NULL */
 } args;
 
 static void usage(FILE *out)
@@ -16,6 +19,7 @@ static void usage(FILE *out)
     size_t n, i;
     const oom_option *o = oom_workload_options(&n);
     fprintf(out, "usage: oomless estimate --model NAME|PATH [OPTIONS]\n"
+                 "       oomless estimate [--batch N] [--calibration FILE] [budget] -- CMD...\n"
                  "       oomless estimate --list-models\n\n"
                  "Predicts the peak GPU memory of one training step or inference pass, per GPU,\n"
                  "on the three counters: allocated (torch.cuda.max_memory_allocated), reserved\n"
@@ -32,14 +36,21 @@ static void usage(FILE *out)
     fprintf(out,
             "\nBudget (optional; shows whether the estimate fits, exit 1 when not):\n"
             "  %-28s %s\n  %-28s %s\n  %-28s %s\n  %-28s %s\n\nOutput:\n  %-28s %s\n"
-            "  %-28s %s\n  %-28s %s\n\nExit codes: 0 ok (fits), 1 does not fit the budget, 2 bad option or "
+            "  %-28s %s\n  %-28s %s\n\nExit codes: 0 ok (fits), 1 does not fit the budget, 2 bad "
+            "option or "
             "value,\n3 environment.\n",
             "--gpu NAME|INDEX|auto", "plan for this GPU (catalog id or detected index)",
             "--vram SIZE", "memory to target (bare number = GiB)", "--vram-safety-margin SIZE|PCT",
             "kept free (bare number = MiB; default 1 GiB)", "--config FILE",
             "user config (extra GPU profiles, default margin)", "--json",
-            "one JSON document on stdout (--svg FILE: a picture of the breakdown)",
-            "--list-models", "the built-in presets", "--help", "this text");
+            "one JSON document on stdout (--svg FILE: a picture of the breakdown)", "--list-models",
+            "the built-in presets", "--help", "this text");
+    fprintf(out,
+            "\nCalibrated (instead of --model):\n"
+            "  %-28s %s\n  %-28s %s\n  %-28s %s\n",
+            "-- CMD...", "the peak the line 'oomless probe -- CMD...' measured predicts at --batch",
+            "--calibration FILE", "calibration records (default $XDG_CACHE_HOME/oomless/...)",
+            "--calibration-workload TEXT", "the record's workload key, as probe's --workload");
 }
 
 static int list_models(bool json)
@@ -95,8 +106,27 @@ static int parse(int argc, char **argv, args *a, oom_workload *w)
                 a->help |= arg[2] == 'h' || arg[1] == 'h';
             continue;
         }
+        if (!strcmp(arg, "--")) { /* a probed command: estimate from its calibration record */
+            int kerr;
+            if (i + 1 >= argc)
+                return cli_usage_error(CMD, "'--' must be followed by the probed command");
+            if ((kerr =
+                     oom_calibration_command_key(&a->command, (const char *const *)argv + i + 1)))
+                return cli_fail(CMD, kerr);
+            break;
+        }
         if (strncmp(arg, "--", 2))
             return cli_usage_error(CMD, "unexpected argument '%s'", arg);
+        if ((v = opt_value(argc, argv, &i, "calibration-workload", &m)), m) {
+            if (!(a->calib_workload = v))
+                return cli_usage_error(CMD, "option '%s' needs a value", arg);
+            continue;
+        }
+        if ((v = opt_value(argc, argv, &i, "calibration", &m)), m) {
+            if (!(a->calibration = v))
+                return cli_usage_error(CMD, "option '%s' needs a value", arg);
+            continue;
+        }
         if ((v = opt_value(argc, argv, &i, "gpu", &m)), m) {
             if (!(a->gpu = v))
                 return cli_usage_error(CMD, "option '%s' needs a value", arg);
@@ -234,6 +264,75 @@ static int write_svg(const char *path, const oom_workload *w, const oom_estimate
     return rc;
 }
 
+static void print_calibrated(const char *doc)
+{
+    json_object *root = json_tokener_parse(doc), *c, *b, *v;
+    char s1[32], s2[32], s3[32];
+    const char *line = "============================================================";
+    uint64_t peak, usable;
+
+    if (!root)
+        return;
+    json_object_object_get_ex(root, "calibration", &c);
+    json_object_object_get_ex(root, "budget", &b);
+    json_object_object_get_ex(json_object_object_get(root, "memory"), "device_peak", &v);
+    peak = (uint64_t)json_object_get_int64(v);
+    usable = (uint64_t)json_object_get_int64(json_object_object_get(b, "usable_bytes"));
+    printf("%s\nCalibrated estimate (measured by oomless probe on %s)\n%s\n", line,
+           json_object_get_string(json_object_object_get(c, "gpu")), line);
+    printf(
+        "  %-30s: %s + %s x batch%s\n", "measured line",
+        oom_format_size(s1, sizeof(s1),
+                        (uint64_t)json_object_get_double(json_object_object_get(c, "fixed_bytes"))),
+        oom_format_size(
+            s2, sizeof(s2),
+            (uint64_t)json_object_get_double(json_object_object_get(c, "per_sample_bytes"))),
+        json_object_get_double(json_object_object_get(c, "per_sample2_bytes")) > 0
+            ? " (+ quadratic term)"
+            : "");
+    printf("  %-30s: %ld%s\n", "batch",
+           (long)json_object_get_int64(json_object_object_get(root, "batch")),
+           json_object_get_boolean(json_object_object_get(root, "extrapolated"))
+               ? " (beyond the largest batch probed: extrapolated)"
+               : "");
+    printf("  %-30s: %s\n", "device peak (nvidia-smi)", oom_format_size(s1, sizeof(s1), peak));
+    printf("  %-30s: %s\n  %-30s: %s (%s %s)\n%s\n", "usable VRAM",
+           oom_format_size(s2, sizeof(s2), usable), "fits", peak <= usable ? "yes" : "NO",
+           oom_format_size(s3, sizeof(s3), peak <= usable ? usable - peak : peak - usable),
+           peak <= usable ? "to spare" : "over", line);
+    json_object_put(root);
+}
+
+/* `oomless estimate [--batch N] -- CMD...`: the line oomless probe measured for the command. */
+static int calibrated(const args *a, const oom_workload *w)
+{
+    oom_config *cfg = NULL;
+    oom_target_request req = {a->gpu, a->vram, a->margin, NULL};
+    oom_knobs k;
+    char *doc = NULL;
+    int err, fits = 0, rc;
+
+    if (a->calibration && !strcmp(a->calibration, "off"))
+        return cli_usage_error(CMD, "'-- CMD' needs calibration records; --calibration is off");
+    if ((err = oom_config_load(&cfg, a->config)))
+        return cli_fail(CMD, err);
+    req.config = cfg;
+    oom_workload_get_knobs(&k, w);
+    err = oom_calibration_estimate_json(&doc, &fits, a->calibration, a->command, a->calib_workload,
+                                        k.batch, &req);
+    oom_config_free(cfg);
+    if (err)
+        return cli_fail(CMD, err);
+    if (a->json)
+        rc = cli_print_json(doc);
+    else {
+        print_calibrated(doc);
+        rc = EXIT_OK;
+    }
+    oom_free(doc);
+    return rc == EXIT_OK && !fits ? EXIT_NOFIT : rc;
+}
+
 int cmd_estimate(int argc, char **argv)
 {
     oom_workload *w = NULL;
@@ -256,6 +355,10 @@ int cmd_estimate(int argc, char **argv)
         rc = list_models(a.json);
         goto done;
     }
+    if (a.command) {
+        rc = calibrated(&a, w);
+        goto done;
+    }
     if ((rc = resolve_budget(&a, w, &b, &have_budget, gpu, sizeof(gpu))) != EXIT_OK)
         goto done;
     if ((err = oom_estimate_run(&e, w))) {
@@ -276,6 +379,7 @@ int cmd_estimate(int argc, char **argv)
         rc = EXIT_NOFIT;
 done:
     oom_free(json);
+    oom_free(a.command);
     oom_workload_free(w);
     return rc;
 }

@@ -32,7 +32,9 @@ static void usage(FILE *out)
     const oom_option *o;
     fprintf(out,
             "usage: oomless plan --model NAME|PATH [OPTIONS]\n"
-            "       oomless plan --fixed-bytes SIZE --bytes-per-sample SIZE [OPTIONS]\n\n"
+            "       oomless plan --fixed-bytes SIZE --bytes-per-sample SIZE [OPTIONS]\n"
+            "       oomless plan [OPTIONS] -- CMD...   (the line 'oomless probe -- CMD...' "
+            "measured)\n\n"
             "Searches micro-batch, accumulation, checkpointing, precision, optimizer, offload\n"
             "and ZeRO stage for the fastest configuration whose device peak fits the budget.\n"
             "Values you give (--batch-size, --grad-accum, --seq, --checkpointing,\n"
@@ -92,6 +94,18 @@ static int parse(int argc, char **argv, plan_args *a, oom_plan_options *o)
         if (!strcmp(arg, "--json")) {
             a->format = "json";
             continue;
+        }
+        if (!strcmp(arg, "--")) { /* a probed command: plan on its calibration record */
+            char *key = NULL;
+            if (i + 1 >= argc)
+                return cli_usage_error(CMD, "'--' must be followed by the probed command");
+            if ((err = oom_calibration_command_key(&key, (const char *const *)argv + i + 1)) ||
+                (err = oom_plan_options_set(o, "calibration-command", key))) {
+                oom_free(key);
+                return cli_fail(CMD, err);
+            }
+            oom_free(key);
+            break;
         }
         if (!strcmp(arg, "--no-allow-downscale")) {
             if ((err = oom_plan_options_set(o, "allow-downscale", "no")))

@@ -5,14 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#pragma weak cmd_gpus
-#pragma weak cmd_estimate
-#pragma weak cmd_plan
-#pragma weak cmd_table
-#pragma weak cmd_probe
-#pragma weak cmd_run
-#pragma weak cmd_watch
-#pragma weak cmd_apply
 
 static const struct cli_command commands[] = {
     {"gpus", "list GPUs, their memory and the budget after the safety margin", cmd_gpus},
@@ -59,10 +51,6 @@ int main(int argc, char **argv)
     for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++) {
         if (strcmp(argv[1], commands[i].name))
             continue;
-        if (!commands[i].run) {
-            fprintf(stderr, "oomless: '%s' is not built into this binary\n", argv[1]);
-            return EXIT_ENV;
-        }
         return commands[i].run(argc - 1, argv + 1);
     }
     fprintf(stderr, "oomless: unknown command '%s'\n", argv[1]);

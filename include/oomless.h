@@ -353,6 +353,206 @@ OOM_EXPORT int oom_gpus_report(char **out, const oom_target_request *request, un
 /** The catalog as JSON: {"gpus": [{"id", "name", "vendor", "memory_bytes", ...}...]}. */
 OOM_EXPORT int oom_catalog_to_json(char **out, const oom_catalog *catalog);
 
+/* ---- monitoring (watch) ---- */
+
+/**
+ * Memory bands of one GPU, against its budget (oom_budget, per GPU) and, when known, the device
+ * peak a plan predicted. With U = used bytes, usable = budget.usable_bytes:
+ *   OOM_BAND_CRITICAL  U > usable                      (the safety margin is being eaten)
+ *   OOM_BAND_WARNING   U > 90% of usable (and not critical)
+ *   OOM_BAND_ELEVATED  U > the plan's peak (and not warning): more than planned, room left
+ *   OOM_BAND_SAFE      otherwise (with no plan: U <= 90% of usable)
+ *   OOM_BAND_UNKNOWN   used memory unknown (a lost GPU) or no budget (usable_bytes 0)
+ * Since: 0.1.0 (watch).
+ */
+typedef enum oom_band {
+    OOM_BAND_UNKNOWN = 0,
+    OOM_BAND_SAFE = 1,
+    OOM_BAND_ELEVATED = 2,
+    OOM_BAND_WARNING = 3,
+    OOM_BAND_CRITICAL = 4,
+} oom_band;
+
+/** The warning band starts above this fraction of the usable budget. */
+#define OOM_BAND_WARNING_FRACTION 0.9
+
+/** Classifies `used_bytes`; `plan_peak_bytes` is OOM_UNKNOWN when there is no plan. */
+OOM_EXPORT oom_band oom_band_classify(uint64_t used_bytes, const oom_budget *budget,
+                                      uint64_t plan_peak_bytes);
+/** "safe", "elevated", "warning", "critical", "unknown". Never NULL. */
+OOM_EXPORT const char *oom_band_name(oom_band band);
+
+/**
+ * A memory trend: the least-squares line through (time, used) samples of a window.
+ * It is `growing` when all of these hold: at least OOM_TREND_MIN_SAMPLES samples spanning at
+ * least OOM_TREND_MIN_SECONDS, a positive slope, a fit with R^2 >= OOM_TREND_MIN_R2 (steady, not
+ * noise), and a fitted rise of at least OOM_TREND_MIN_RISE bytes over the window.
+ */
+typedef struct oom_trend {
+    int valid;                /**< enough samples to fit a line */
+    double slope_bytes_per_s; /**< fitted growth (negative: shrinking) */
+    double r2;                /**< goodness of the fit, 0..1 (1 when the data is flat) */
+    int growing;              /**< steady growth, as defined above */
+    int has_eta;              /**< growing and a limit was given */
+    double seconds_to_limit;  /**< when has_eta: seconds until the fitted line crosses the limit,
+                                   from the last sample (0 when already above it) */
+} oom_trend;
+
+#define OOM_TREND_MIN_SAMPLES 5
+#define OOM_TREND_MIN_SECONDS 2.0
+#define OOM_TREND_MIN_R2      0.8
+#define OOM_TREND_MIN_RISE    OOM_MiB
+
+/**
+ * Fits the trend of `n` samples (times in seconds, any origin, increasing). `current_bytes` is
+ * what the limit is compared with (e.g. the GPU's used memory while the samples are one
+ * process's); pass OOM_UNKNOWN to use the fitted value at the last sample. `limit_bytes`
+ * OOM_UNKNOWN: no ETA. Never fails: too few samples give valid = 0.
+ */
+OOM_EXPORT void oom_trend_fit(oom_trend *out, const double *times, const uint64_t *used, size_t n,
+                              uint64_t current_bytes, uint64_t limit_bytes);
+
+/** One process on a GPU, with what /proc says about it. Unknown strings are "". */
+typedef struct oom_watch_process {
+    uint32_t pid;
+    uint64_t used_bytes; /**< OOM_UNKNOWN when the driver does not say */
+    int is_graphics;
+    int local;          /**< 1 when the PID exists here; 0: another PID namespace (container) */
+    char command[256];  /**< command line, arguments joined by spaces */
+    char user[64];      /**< owner's user name (or uid as digits) */
+    int64_t batch_size; /**< OOMLESS_BATCH_SIZE from its environment (`oomless run`), or -1 */
+    int64_t grad_accum; /**< OOMLESS_GRAD_ACCUM likewise, or -1 */
+    oom_trend trend;    /**< of this process's memory; ETA against the GPU's usable budget */
+} oom_watch_process;
+
+/** One GPU in a snapshot. */
+typedef struct oom_watch_gpu {
+    const oom_gpu_info *info; /**< the sample (a lost GPU keeps its last known name) */
+    oom_budget budget;        /**< the budget applied to this GPU */
+    oom_band band;
+    oom_trend trend; /**< of the GPU's used memory; ETA against budget.usable_bytes */
+    size_t process_count;
+    oom_watch_process *processes;
+} oom_watch_gpu;
+
+/** A monitor's latest sample. Owned by the monitor; valid until its next sample or free. */
+typedef struct oom_watch_snapshot {
+    double time; /**< Unix seconds */
+    size_t gpu_count;
+    oom_watch_gpu *gpus;
+    const oom_gpu_list *list;
+    uint64_t plan_peak_bytes; /**< OOM_UNKNOWN when no plan was given */
+    size_t foreign_pids;      /**< processes whose PID does not exist here (PID namespace) */
+} oom_watch_snapshot;
+
+/**
+ * A monitor: samples all GPUs with their processes (OOM_SAMPLE_ALL_GPUS), reads /proc for each
+ * new PID (cached: a PID's command, user and environment are re-read at most every few seconds),
+ * and keeps a window of history for the trends. `session` is borrowed and must outlive it.
+ */
+typedef struct oom_monitor oom_monitor;
+
+OOM_EXPORT int oom_monitor_create(oom_monitor **out, oom_gpu_session *session);
+OOM_EXPORT void oom_monitor_free(oom_monitor *monitor);
+/**
+ * The budget of GPU `index` (CUDA index of the monitor's sample; -1: every GPU). By default a
+ * GPU's budget is its total memory minus OOM_DEFAULT_SAFETY_MARGIN.
+ */
+OOM_EXPORT int oom_monitor_set_budget(oom_monitor *monitor, int index, const oom_budget *budget);
+/** The safety margin text ("1GiB", "10%") each GPU's default budget is made with. */
+OOM_EXPORT int oom_monitor_set_margin(oom_monitor *monitor, const char *margin);
+/** The device peak a plan predicted (OOM_UNKNOWN: none), for the safe band. */
+OOM_EXPORT void oom_monitor_set_plan_peak(oom_monitor *monitor, uint64_t plan_peak_bytes);
+/** The trend window in seconds (default 60). */
+OOM_EXPORT void oom_monitor_set_window(oom_monitor *monitor, double seconds);
+/** Samples now. A GPU that stops answering is reported lost, not as an error. */
+OOM_EXPORT int oom_monitor_sample(oom_monitor *monitor);
+/** The latest snapshot, or NULL before the first sample. */
+OOM_EXPORT const oom_watch_snapshot *oom_monitor_snapshot(const oom_monitor *monitor);
+
+/**
+ * The snapshot as JSON (one line, or indented when `pretty`):
+ *   {"time", "plan_peak_bytes", "foreign_pids",
+ *    "gpus": [{"index", "nvml_index", "name", "uuid", "used_bytes", "total_bytes",
+ *              "utilization", "temperature_c", "lost", "band",
+ *              "budget": {"target_bytes", "safety_margin_bytes", "usable_bytes"},
+ *              "trend": {"slope_bytes_per_s", "growing", "seconds_to_budget"},
+ *              "processes": [{"pid", "used_bytes", "command", "user", "local", "is_graphics",
+ *                             "batch_size", "grad_accum", "growth_bytes_per_s",
+ *                             "seconds_to_budget"}...]}...]}
+ * Unknown values are null (a lost GPU's used/total, an unknown command, ...).
+ */
+OOM_EXPORT int oom_watch_to_json(char **out, const oom_watch_snapshot *snapshot, int pretty);
+
+/** The CSV header line (with its newline) of oom_watch_to_csv()'s rows. */
+OOM_EXPORT const char *oom_watch_csv_header(void);
+/**
+ * The snapshot as CSV rows (RFC 4180 quoting), each ending in "\n": one row per GPU
+ * (kind "gpu") followed by one row per process on it (kind "process"). Columns:
+ *   timestamp,kind,gpu_index,gpu_name,pid,command,user,used_bytes,total_bytes,
+ *   utilization_gpu,temperature_c,band,lost,batch_size,grad_accum
+ * timestamp is Unix seconds with milliseconds; a column that does not apply or is unknown is
+ * empty.
+ */
+OOM_EXPORT int oom_watch_to_csv(char **out, const oom_watch_snapshot *snapshot);
+
+/**
+ * Reads the device peak a plan predicted from a plan JSON file: `.memory.device_peak`, a number
+ * of bytes or a size string ("21.5GiB"). OOM_EIO / OOM_EPARSE / OOM_ENOTFOUND naming the file.
+ */
+OOM_EXPORT int oom_plan_file_peak(uint64_t *out, const char *path);
+
+/**
+ * The events `oomless run --events FILE` writes, one JSON object per line, as `watch` reads them
+ * back (the supervise section's oom_job_event is the writer's side).
+ */
+typedef enum oom_run_event_kind {
+    OOM_RUN_EVENT_OTHER = 0, /**< an "event" this version does not know */
+    OOM_RUN_EVENT_LAUNCH = 1,
+    OOM_RUN_EVENT_OOM = 2,
+    OOM_RUN_EVENT_RESTART = 3,
+    OOM_RUN_EVENT_EXIT = 4,
+    OOM_RUN_EVENT_SIGNAL = 5, /**< a signal forwarded to the job */
+    OOM_RUN_EVENT_KILL = 6,   /**< the job was killed after its grace period */
+} oom_run_event_kind;
+
+/** One event; an absent field is -1 (peak_bytes: OOM_UNKNOWN). */
+typedef struct oom_run_event {
+    double time; /**< Unix seconds */
+    oom_run_event_kind kind;
+    char name[16]; /**< the "event" string as written ("launch", "oom", ...) */
+    int64_t pid, attempt, batch, grad_accum, exit_code;
+    uint64_t peak_bytes;
+    int batch_changed; /**< 1 when `batch` differs from the previous event's that had one */
+} oom_run_event;
+
+/** "launch", "oom", "restart", "exit", "signal", "kill" or "other". */
+OOM_EXPORT const char *oom_run_event_kind_name(oom_run_event_kind kind);
+/**
+ * Parses one line (`len` bytes, no newline needed). OOM_EPARSE when it is not a JSON object
+ * with a numeric "time" and a string "event".
+ */
+OOM_EXPORT int oom_run_event_parse(oom_run_event *out, const char *line, size_t len);
+
+/**
+ * Follows an events file that may not exist yet and that a writer appends to: each poll reads
+ * the complete lines added since the last one (a partial last line waits for the next poll);
+ * a file that shrank or was replaced (renamed over) is read again from the start. Bad lines are
+ * skipped and counted. The last OOM_EVENTS_KEPT events are kept.
+ */
+typedef struct oom_event_log oom_event_log;
+#define OOM_EVENTS_KEPT 256
+
+OOM_EXPORT int oom_event_log_open(oom_event_log **out, const char *path);
+OOM_EXPORT void oom_event_log_free(oom_event_log *log);
+/** Reads what was appended; `*added` (may be NULL) receives the number of new events. */
+OOM_EXPORT int oom_event_log_poll(oom_event_log *log, size_t *added);
+/** Events kept, oldest first. */
+OOM_EXPORT size_t oom_event_log_count(const oom_event_log *log);
+OOM_EXPORT const oom_run_event *oom_event_log_at(const oom_event_log *log, size_t index);
+/** Lines that could not be parsed so far. */
+OOM_EXPORT size_t oom_event_log_skipped(const oom_event_log *log);
+
 /* ======================================================================== workloads, estimate */
 /* (section: estimate) */
 
@@ -1107,6 +1307,24 @@ OOM_EXPORT int oom_calibration_save(const char *path, const oom_calibration *rec
 OOM_EXPORT int oom_calibration_lookup(oom_calibration **out, const char *path, const char *gpu,
                                       const char *command, const char *workload);
 OOM_EXPORT void oom_calibration_free(oom_calibration *record);
+
+/**
+ * What `oomless estimate [--batch N] -- CMD...` reports: the device peak that the calibration
+ * record of `command` (a key from oom_calibration_command_key) and `workload` on the target GPU
+ * predicts at `batch`, against the target's budget. The GPU and budget are resolved from
+ * `request` as for every planning command (the detected GPU by default; records are keyed by the
+ * NVML device name). `path` NULL = the default file. The document:
+ *   {"calibration": {"gpu", "command", "workload", "fixed_bytes", "per_sample_bytes",
+ *                    "per_sample2_bytes", "measured_max_batch", "time"},
+ *    "batch", "memory": {"device_peak"},
+ *    "budget": {"target_bytes", "safety_margin_bytes", "usable_bytes", "fits", "headroom_bytes"}}
+ * `fits` (may be NULL) receives whether the peak is within the usable memory. A batch above the
+ * largest the probe ran is extrapolated and flagged ("extrapolated": true). OOM_ENOTFOUND when
+ * no record matches (the message names the GPU).
+ */
+OOM_EXPORT int oom_calibration_estimate_json(char **out, int *fits, const char *path,
+                                             const char *command, const char *workload, long batch,
+                                             const oom_target_request *request);
 
 /* ======================================================================== apply */
 /*

@@ -260,7 +260,9 @@ static oom_phase training(const ctx *x, mem *peak)
     if (k->sharding >= OOM_SHARDING_ZERO2)
         G /= n;
     if (k->sharding == OOM_SHARDING_ZERO3) {
-        W /= n;
+        /* each rank keeps the 16-bit copies of its own shard (DeepSpeed's bf16/fp16 parameters,
+         * FSDP's MixedPrecision); a unit's gathered copy is counted in Tz3 */
+        W /= n, Tcast /= n;
         Tz3 = x->c->zero3_live_layers * zero3_unit(x) * (param_bytes(x) + (x->lora_on ? 0 : grad));
     }
     if (k->sharding == OOM_SHARDING_NONE && n > 1) /* DDP's buckets: allocated once, kept */

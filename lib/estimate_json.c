@@ -82,7 +82,7 @@ static json_object *model_json(const oom_workload *w)
     return o;
 }
 
-static json_object *memory_json(const oom_estimate *e)
+json_object *oomi_estimate_memory_json(const oom_estimate *e)
 {
     json_object *o = json_object_new_object();
     if (!o)
@@ -104,7 +104,7 @@ static json_object *memory_json(const oom_estimate *e)
 static void estimate_json(json_object *root, const oom_estimate *e)
 {
     json_object *params = json_object_new_object(), *comp = json_object_new_object();
-    put(root, "memory", memory_json(e));
+    put(root, "memory", oomi_estimate_memory_json(e));
     put(root, "peak_phase", json_object_new_string(oom_phase_name(e->peak_phase)));
     if (params) {
         put(params, "total", size(e->params_total));

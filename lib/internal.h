@@ -209,6 +209,8 @@ typedef struct oomi_coef {
 } oomi_coef;
 /* the coefficients, loaded once; OOM_EIO/OOM_EPARSE naming the file and key */
 int oomi_coef_get(const oomi_coef **out);
+/* the "memory" object of the estimate JSON, shared by plan (estimate_json.c); NULL on ENOMEM */
+json_object *oomi_estimate_memory_json(const oom_estimate *e);
 
 /* ==== apply (apply.c, apply_value.c, apply_yaml.c, apply_json.c, diff.c, safewrite.c) ======
  * Appended by the apply work. A config file is parsed into a small tree of oomi_node with byte

@@ -14,6 +14,7 @@ struct oom_plan_options {
     unsigned allow, downscale;
     int inexact;
     char *gpu, *vram, *margin, *config;
+    char *calib_path, *calib_command, *calib_workload; /* a probe's calibration record */
     oom_measured_line line;
     double n_pos, n_neg;
     bool mult_set;
@@ -51,6 +52,11 @@ static const oom_option plan_options[] = {
     {"n-negatives", "N", "measured line: negatives per anchor"},
     {"flops-per-sample", "X", "measured line: training FLOPs per sample (for throughput)"},
     {"workload", "FILE", "a YAML mapping of these options (and the workload's)"},
+    {"calibration", "FILE|off",
+     "calibration records of 'oomless probe' (default $XDG_CACHE_HOME/oomless/calibration.jsonl)"},
+    {"calibration-command", "JSON",
+     "plan on the line probe measured for this command (the CLI fills it from '-- CMD...')"},
+    {"calibration-workload", "TEXT", "the record's workload key, as probe's --workload"},
 };
 
 const oom_option *oom_plan_option_table(size_t *count)
@@ -83,6 +89,7 @@ void oom_plan_options_free(oom_plan_options *o)
         return;
     oom_workload_free(o->w);
     oomi_free(o->gpu), oomi_free(o->vram), oomi_free(o->margin), oomi_free(o->config);
+    oomi_free(o->calib_path), oomi_free(o->calib_command), oomi_free(o->calib_workload);
     oomi_free(o);
 }
 
@@ -236,6 +243,12 @@ static int set_plan(oom_plan_options *o, const char *k, const char *v)
         return set_str(&o->config, v);
     if (!strcmp(k, "workload"))
         return oom_plan_options_load(o, v);
+    if (!strcmp(k, "calibration"))
+        return set_str(&o->calib_path, v);
+    if (!strcmp(k, "calibration-command"))
+        return set_str(&o->calib_command, v);
+    if (!strcmp(k, "calibration-workload"))
+        return set_str(&o->calib_workload, v);
     return set_line(o, k, v);
 }
 
@@ -386,18 +399,19 @@ void oom_table_workloads_free(oom_plan_options **options, char **names, size_t n
 
 /* the request from the options; w is the workload clone with the GPU set (or NULL) */
 static int build_request(oom_plan_request *r, const oom_plan_options *o, oom_workload *w,
-                         const oom_target *t)
+                         const oom_target *t, bool calibrated)
 {
     const char *env = getenv("OOMLESS_BATCH_SIZE");
+    bool has_line = o->has_line || calibrated;
     int err;
 
     oom_plan_request_init(r);
     r->workload = o->has_model ? w : NULL;
-    r->line = o->has_line ? &o->line : NULL;
-    if (o->has_model && o->has_line)
+    r->line = has_line ? &o->line : NULL;
+    if (o->has_model && has_line)
         return oomi_fail(OOM_EINVAL, "give either a model or a measured line (--fixed-bytes, "
-                                     "--bytes-per-sample), not both");
-    if (!o->has_model && !o->has_line)
+                                     "--bytes-per-sample, or a probed command), not both");
+    if (!o->has_model && !has_line)
         return oomi_fail(OOM_EINVAL, "no workload: give --model NAME|PATH, a measured line "
                                      "(--fixed-bytes, --bytes-per-sample) or --workload FILE");
     r->budget = t->budget;
@@ -425,8 +439,46 @@ static int build_request(oom_plan_request *r, const oom_plan_options *o, oom_wor
     return OOM_OK;
 }
 
+/* The line `oomless probe` measured for this command on this GPU. A quadratic record becomes
+ * the chord through the largest batch it ran: above the line in between, exact there; the plan
+ * is capped at that batch, where nothing was measured beyond. */
+static int calibrated_line(oom_measured_line *line, long *cap, const oom_plan_options *o,
+                           const oom_target *t)
+{
+    oom_calibration *rec = NULL;
+    const char *path = o->calib_path;
+    int err, top;
+
+    if ((err = oom_calibration_lookup(&rec, path, t->profile.name, o->calib_command,
+                                      o->calib_workload ? o->calib_workload : "")))
+        return err == OOM_ENOTFOUND
+                   ? oomi_fail(OOM_ENOTFOUND,
+                               "no calibration record for this command on '%s'%s%s%s: run "
+                               "'oomless probe -- CMD...' on that GPU first",
+                               t->profile.name, o->calib_workload ? " (workload '" : "",
+                               o->calib_workload ? o->calib_workload : "",
+                               o->calib_workload ? "')" : "")
+                   : err;
+    memset(line, 0, sizeof(*line));
+    line->fixed_bytes = rec->fit.fixed_bytes > 0 ? (uint64_t)rec->fit.fixed_bytes : 0;
+    line->bytes_per_sample =
+        rec->fit.per_sample_bytes > 0 ? (uint64_t)rec->fit.per_sample_bytes : 0;
+    line->sample_multiplier = 1;
+    *cap = 0;
+    if (rec->fit.quadratic) {
+        top = rec->max_batch > 0 ? rec->max_batch : 1;
+        line->bytes_per_sample =
+            (uint64_t)((oom_probe_fit_peak(&rec->fit, top) - (double)line->fixed_bytes) / top);
+        *cap = top;
+    }
+    oom_calibration_free(rec);
+    return OOM_OK;
+}
+
 int oomi_plan_options_run_gpu(oom_plan_result **out, const oom_plan_options *o, const char *gpu)
 {
+    long cap = 0;
+    bool calibrated;
     oom_config *cfg = NULL;
     oom_catalog *cat = NULL;
     oom_workload *w = NULL;
@@ -445,13 +497,25 @@ int oomi_plan_options_run_gpu(oom_plan_result **out, const oom_plan_options *o, 
     if ((err = oom_target_resolve(&t, &tr, cat)))
         goto done;
     have_target = true;
+    calibrated = o->calib_command && (!o->calib_path || strcmp(o->calib_path, "off"));
     if ((err = oom_workload_clone(&w, o->w)) || (err = oom_workload_set_gpu(w, &t.profile)) ||
-        (err = build_request(&r, o, w, &t)))
+        (err = build_request(&r, o, w, &t, calibrated)))
         goto done;
     line = o->line;
+    if (calibrated) {
+        if (o->has_line) {
+            err =
+                oomi_fail(OOM_EINVAL, "give either a measured line or a probed command, not both");
+            goto done;
+        }
+        if ((err = calibrated_line(&line, &cap, o, &t)))
+            goto done;
+        if (cap && (!r.max_batch || cap < r.max_batch))
+            r.max_batch = cap;
+    }
     if (!o->mult_set && (o->n_pos > 0 || o->n_neg > 0))
         line.sample_multiplier = 1 + o->n_pos + o->n_neg;
-    if (r.line)
+    if (r.line || calibrated)
         r.line = &line;
     err = oom_plan_run(out, &r);
     if (*out) {

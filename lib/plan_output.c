@@ -57,25 +57,6 @@ static json_object *plan_json(const oom_plan_choice *c)
     return o;
 }
 
-static json_object *memory_json(const oom_estimate *e)
-{
-    json_object *o = json_object_new_object();
-    if (!o)
-        return NULL;
-    put(o, "weights", size(e->weights));
-    put(o, "gradients", size(e->gradients));
-    put(o, "optimizer", size(e->optimizer));
-    put(o, "activations", size(e->activations));
-    put(o, "logits", size(e->logits));
-    put(o, "kv_cache", size(e->kv_cache));
-    put(o, "temporaries", size(e->temporaries));
-    put(o, "overhead", size(e->overhead));
-    put(o, "allocated_peak", size(e->allocated_peak));
-    put(o, "reserved_peak", size(e->reserved_peak));
-    put(o, "device_peak", size(e->device_peak));
-    return o;
-}
-
 static json_object *throughput_json(const oom_plan_result *r, const oom_plan_choice *c)
 {
     json_object *o;
@@ -193,7 +174,7 @@ static json_object *result_json(const oom_plan_result *r)
     put(root, "estimate_precision",
         r->found ? str(oom_precision_name(r->best.knobs.precision)) : NULL);
     put(root, "model", str(r->model));
-    put(root, "memory", r->found ? memory_json(&r->best.estimate) : NULL);
+    put(root, "memory", r->found ? oomi_estimate_memory_json(&r->best.estimate) : NULL);
     put(root, "peak_phase", r->found ? str(oom_phase_name(r->best.estimate.peak_phase)) : NULL);
     put(root, "budget", budget_json(r));
     put(root, "throughput", r->found ? throughput_json(r, &r->best) : NULL);

@@ -31,6 +31,9 @@ unset OOMLESS_DATA_DIR
 run env LD_LIBRARY_PATH="$(dirname "$PC_DIR")" "$TMP/budget" a100_80gb
 expect_rc 0 "example runs"
 expect_eq "$OUT" "a100-80gb: 79.00 GiB usable" "example output"
+run env LD_LIBRARY_PATH="$(dirname "$PC_DIR")" "$TMP/plan" llama-3.1-8b rtx-4090
+expect_rc 0 "examples/plan.c runs"
+expect_contains "$OUT" "OOMLESS_BATCH_SIZE=" "examples/plan.c prints the plan"
 run "$PREFIX/bin/oomless" gpus --gpu l4 --json
 expect_rc 0 "installed binary finds its data"
 expect_contains "$OUT" '"usable_bytes": 23079157760' "installed binary budget"

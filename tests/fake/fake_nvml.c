@@ -12,6 +12,7 @@
  *   procdir /path                    live processes: each file /path/<pid> holds "GPU BYTES";
  *                                    counted while the pid is alive (kill(pid, 0) succeeds)
  * A GPU's used memory is its `used` plus its processes'.
+ * nvmlInit/nvmlShutdown are reference counted like NVML's; the spec is read by the first init.
  *
  * Variants built from this file: -DFAKE_MINIMAL (only the required v1 symbols),
  * -DFAKE_NO_NAME (nvmlDeviceGetName missing), -DFAKE_PROCS_V3_32 (only a _v3 process call with
@@ -194,6 +195,10 @@ static unsigned long long gpu_used(int gpu)
 EXPORT int nvmlInit(void);
 EXPORT int nvmlInit(void)
 {
+    if (initialized) { /* reference counted, as NVML's own: a second session shares the first */
+        initialized++;
+        return OK;
+    }
     load_spec();
     if (init_error)
         return init_error;
@@ -204,7 +209,8 @@ EXPORT int nvmlInit(void)
 EXPORT int nvmlShutdown(void);
 EXPORT int nvmlShutdown(void)
 {
-    initialized = 0;
+    if (initialized)
+        initialized--;
     return OK;
 }
 

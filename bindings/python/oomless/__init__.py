@@ -18,7 +18,7 @@ from .errors import (BY_CODE, DoesNotFitError, FileError, InternalError, Interru
                      OomlessError, ParseError, RefusedError, UnsupportedError)
 
 __all__ = [
-    "gpus", "catalog", "estimate", "list_models", "workload_options", "Workload", "parse_size",
+    "gpus", "catalog", "estimate", "plan", "plan_options", "list_models", "workload_options", "Workload", "parse_size",
     "version", "OomlessError", "InvalidValueError",
     "NoMemoryError", "FileError", "ParseError", "NotFoundError", "NoDeviceError",
     "DoesNotFitError", "JobError", "RefusedError", "UnsupportedError", "InterruptedJobError",
@@ -195,4 +195,38 @@ def list_models():
     """The built-in model presets, as ``oomless estimate --list-models --json`` prints them."""
     out = ctypes.c_void_p()
     _check(_n.oom_model_presets_json(ctypes.byref(out)))
+    return _take_json(out)
+
+
+def plan_options():
+    """The plan-only options as (name, metavar, help), besides the workload options."""
+    count = ctypes.c_size_t()
+    table = _n.oom_plan_option_table(ctypes.byref(count))
+    return [(table[i].name.decode(), table[i].metavar.decode(), table[i].help.decode())
+            for i in range(count.value)]
+
+
+def plan(**options):
+    """The fastest configuration that fits, as ``oomless plan --json`` prints it.
+
+    Keywords are the CLI's options with '_' for '-': the workload options (``model``,
+    ``method``, ``seq``, ...) and the plan options (``gpu``, ``vram``,
+    ``vram_safety_margin``, ``target_effective_batch``, ``batch_size``, ``allow``, ...).
+    When nothing fits, :class:`DoesNotFitError` is raised; its ``document`` attribute holds
+    the JSON report (smallest configuration tried, suggestions).
+    """
+    items = [(k, "yes" if v is True else "no" if v is False else v)
+             for k, v in options.items() if v is not None]
+    keys = (ctypes.c_char_p * max(len(items), 1))(*[_b(k) for k, _ in items])
+    values = (ctypes.c_char_p * max(len(items), 1))(*[_b(v) for _, v in items])
+    out = ctypes.c_void_p()
+    code = _n.oom_plan_json(ctypes.byref(out), keys, values, len(items))
+    if code == DoesNotFitError.code and out.value:
+        message = _n.oom_last_message().decode("utf-8", "replace")
+        exc = DoesNotFitError(message, code)
+        exc.document = _take_json(out)
+        raise exc
+    if code != 0 and out.value:
+        _n.oom_free(out)
+    _check(code)
     return _take_json(out)

@@ -1,0 +1,505 @@
+/*
+ * cmd_watch.c - `oomless watch`: live GPU and per-process memory with bands, trends and events.
+ * Options and the text/JSON/CSV modes live here; the interactive view is in watch_tui.c.
+ */
+#include "cli.h"
+#include "watch_tui.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static const char usage_text[] =
+    "usage: oomless watch [--once] [--json] [--interval S] [--count N] [--log FILE.csv]\n"
+    "                     [--events FILE] [--plan FILE] [--no-tui] [--gpu ...] [--vram SIZE]\n"
+    "                     [--vram-safety-margin M]\n\n"
+    "Live memory of every GPU and of the processes on it, coloured by band: safe (under the\n"
+    "plan's peak), elevated (above it), warning (above 90% of the usable budget), critical\n"
+    "(above the budget). Interactive on a terminal (q quit, p pause, +/- interval, arrows select\n"
+    "a GPU); one text snapshot per interval otherwise.\n\n"
+    "Options:\n"
+    "  --once                        print one snapshot and exit\n"
+    "  --json                        JSON: one document with --once, else one object per line\n"
+    "  -n, --interval SECONDS        time between samples (default 1, at least 0.05)\n"
+    "  --count N                     stop after N samples\n"
+    "  --log FILE.csv                append one row per GPU and per process per sample\n"
+    "  --events FILE                 follow the events file of 'oomless run' (OOMs, restarts)\n"
+    "  --plan FILE                   plan JSON: its .memory.device_peak bounds the safe band\n"
+    "  --no-tui                      text snapshots even on a terminal\n" CLI_BUDGET_HELP
+    "                                (the budget applies to each GPU; default: each GPU's total\n"
+    "                                minus the margin)\n"
+    "  -h, --help                    this help\n\n"
+    "Exit codes: 0 ok, 2 usage, 3 no NVML / I/O, 128+N stopped by signal N.\n";
+
+enum {
+    OPT_ONCE = OPT_FIRST_FREE,
+    OPT_JSON,
+    OPT_INTERVAL,
+    OPT_COUNT,
+    OPT_LOG,
+    OPT_EVENTS,
+    OPT_PLAN,
+    OPT_NO_TUI,
+    OPT_HELP
+};
+
+struct watch_opts {
+    int once, json, no_tui;
+    double interval;
+    long long count;
+    const char *log, *events, *plan;
+    struct cli_budget budget;
+};
+
+volatile sig_atomic_t watch_stop_signal;
+
+static void on_signal(int sig)
+{
+    watch_stop_signal = sig;
+}
+
+static void install_signals(void)
+{
+    struct sigaction sa;
+    memset(&sa, 0, sizeof(sa));
+    sa.sa_handler = on_signal; /* no SA_RESTART: sleeps and reads return early */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGHUP, &sa, NULL);
+    sigaction(SIGQUIT, &sa, NULL); /* Ctrl-\ too: the terminal comes back before the exit */
+}
+
+double watch_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+char *watch_format_duration(char *buf, size_t size, double s)
+{
+    long long t = (long long)(s + 0.5);
+    if (t >= 3600)
+        snprintf(buf, size, "%lldh%02lldm", t / 3600, t % 3600 / 60);
+    else if (t >= 60)
+        snprintf(buf, size, "%lldm%02llds", t / 60, t % 60);
+    else
+        snprintf(buf, size, "%llds", t);
+    return buf;
+}
+
+/* ---- options ------------------------------------------------------------------------------- */
+
+static int parse_interval(double *out, const char *text)
+{
+    char *end;
+    double v;
+    errno = 0;
+    v = strtod(text, &end);
+    if (!*text || *end || errno || !isfinite(v) || v < WATCH_MIN_INTERVAL || v > WATCH_MAX_INTERVAL)
+        return cli_usage_error("watch", "--interval '%s' must be a number of seconds in [%g, %g]",
+                               text, WATCH_MIN_INTERVAL, WATCH_MAX_INTERVAL);
+    *out = v;
+    return EXIT_OK;
+}
+
+static int parse_count(long long *out, const char *text)
+{
+    char *end;
+    long long v;
+    errno = 0;
+    v = strtoll(text, &end, 10);
+    if (!*text || *end || errno || v < 1)
+        return cli_usage_error("watch", "--count '%s' must be a positive integer", text);
+    *out = v;
+    return EXIT_OK;
+}
+
+static int parse_options(struct watch_opts *o, int argc, char **argv, int *help)
+{
+    static const struct option longopts[] = {{"once", no_argument, NULL, OPT_ONCE},
+                                             {"json", no_argument, NULL, OPT_JSON},
+                                             {"interval", required_argument, NULL, OPT_INTERVAL},
+                                             {"count", required_argument, NULL, OPT_COUNT},
+                                             {"log", required_argument, NULL, OPT_LOG},
+                                             {"events", required_argument, NULL, OPT_EVENTS},
+                                             {"plan", required_argument, NULL, OPT_PLAN},
+                                             {"no-tui", no_argument, NULL, OPT_NO_TUI},
+                                             {"help", no_argument, NULL, OPT_HELP},
+                                             CLI_BUDGET_LONGOPTS,
+                                             {NULL, 0, NULL, 0}};
+    int opt, rc = EXIT_OK;
+
+    optind = 1;
+    while (rc == EXIT_OK && (opt = getopt_long(argc, argv, "hn:", longopts, NULL)) != -1) {
+        if (cli_budget_option(&o->budget, opt, optarg))
+            continue;
+        switch (opt) {
+        case OPT_ONCE:
+            o->once = 1;
+            break;
+        case OPT_JSON:
+            o->json = 1;
+            break;
+        case 'n':
+        case OPT_INTERVAL:
+            rc = parse_interval(&o->interval, optarg);
+            break;
+        case OPT_COUNT:
+            rc = parse_count(&o->count, optarg);
+            break;
+        case OPT_LOG:
+            o->log = optarg;
+            break;
+        case OPT_EVENTS:
+            o->events = optarg;
+            break;
+        case OPT_PLAN:
+            o->plan = optarg;
+            break;
+        case OPT_NO_TUI:
+            o->no_tui = 1;
+            break;
+        case 'h':
+        case OPT_HELP:
+            *help = 1;
+            return EXIT_OK;
+        default:
+            return cli_usage_error("watch", "unknown option");
+        }
+    }
+    if (rc == EXIT_OK && optind < argc)
+        rc = cli_usage_error("watch", "unexpected argument '%s'", argv[optind]);
+    return rc;
+}
+
+/* ---- sampling ------------------------------------------------------------------------------ */
+
+static int step_fail(struct watch_ctx *w, int err)
+{
+    const char *msg = oom_last_message();
+    snprintf(w->error, sizeof(w->error), "%s", *msg ? msg : oom_strerror(err));
+    return cli_exit_code(err);
+}
+
+static int write_csv(struct watch_ctx *w, const oom_watch_snapshot *s)
+{
+    char *rows = NULL;
+    int err;
+    if (!w->csv)
+        return EXIT_OK;
+    if ((err = oom_watch_to_csv(&rows, s)))
+        return step_fail(w, err);
+    if (fputs(rows, w->csv) == EOF || fflush(w->csv)) {
+        snprintf(w->error, sizeof(w->error), "cannot write '%s': %s", w->csv_path, strerror(errno));
+        oom_free(rows);
+        return EXIT_ENV;
+    }
+    oom_free(rows);
+    return EXIT_OK;
+}
+
+int watch_step(struct watch_ctx *w)
+{
+    int err;
+    if ((err = oom_monitor_sample(w->monitor)))
+        return step_fail(w, err);
+    w->taken++;
+    w->events_added = 0;
+    if (w->events && (err = oom_event_log_poll(w->events, &w->events_added)))
+        return step_fail(w, err);
+    return write_csv(w, oom_monitor_snapshot(w->monitor));
+}
+
+/* Sleeps until `deadline` (monotonic) or a signal. */
+static void sleep_until(double deadline)
+{
+    struct timespec ts;
+    ts.tv_sec = (time_t)deadline;
+    ts.tv_nsec = (long)((deadline - (double)ts.tv_sec) * 1e9);
+    if (ts.tv_nsec >= 1000000000L)
+        ts.tv_nsec = 999999999L;
+    while (!watch_stop_signal &&
+           clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR)
+        ;
+}
+
+/* ---- text output --------------------------------------------------------------------------- */
+
+static void text_bar(char *bar, size_t width, uint64_t used, uint64_t total)
+{
+    size_t i, fill = total ? (size_t)((double)used / (double)total * (double)width + 0.5) : 0;
+    if (fill > width)
+        fill = width;
+    for (i = 0; i < width; i++)
+        bar[i] = i < fill ? '|' : ' ';
+    bar[width] = '\0';
+}
+
+/* one line per steadily growing series: the GPU's memory, then each process's */
+static void print_trend(const oom_watch_gpu *wg, const oom_trend *t, const char *who)
+{
+    char rate[16], when[16], lim[16];
+    if (!t->growing)
+        return;
+    printf("        trend: %s growing %s/s", who,
+           oom_format_size(rate, sizeof(rate), (uint64_t)t->slope_bytes_per_s));
+    if (t->has_eta)
+        printf("; budget %s %s", oom_format_size(lim, sizeof(lim), wg->budget.usable_bytes),
+               t->seconds_to_limit > 0 ? "crossed in ~" : "already crossed");
+    if (t->has_eta && t->seconds_to_limit > 0)
+        printf("%s", watch_format_duration(when, sizeof(when), t->seconds_to_limit));
+    printf("\n");
+}
+
+static void print_trends(const oom_watch_gpu *wg)
+{
+    char who[32];
+    size_t i;
+    print_trend(wg, &wg->trend, "GPU memory");
+    for (i = 0; i < wg->process_count; i++) {
+        snprintf(who, sizeof(who), "pid %u", (unsigned)wg->processes[i].pid);
+        print_trend(wg, &wg->processes[i].trend, who);
+    }
+}
+
+static void print_process(const oom_watch_process *p)
+{
+    char mem[16] = "N/A", batch[48] = "-";
+    if (p->used_bytes != OOM_UNKNOWN)
+        oom_format_size(mem, sizeof(mem), p->used_bytes);
+    if (p->batch_size >= 0 && p->grad_accum >= 0)
+        snprintf(batch, sizeof(batch), "%lldx%lld", (long long)p->batch_size,
+                 (long long)p->grad_accum);
+    else if (p->batch_size >= 0)
+        snprintf(batch, sizeof(batch), "%lld", (long long)p->batch_size);
+    printf("    %-8u %-10.10s %11s %7s  %s\n", (unsigned)p->pid, p->local ? p->user : "?", mem,
+           batch, p->local ? (p->command[0] ? p->command : "?") : "(not in this PID namespace)");
+}
+
+static void print_gpu(const oom_watch_gpu *wg)
+{
+    const oom_gpu_info *g = wg->info;
+    char used[16], total[16], usable[16], bar[31];
+    size_t i;
+
+    if (g->lost) {
+        printf("GPU %d  %s  lost (the device stopped answering)\n", g->index, g->name);
+        return;
+    }
+    text_bar(bar, 30, g->used_bytes, g->total_bytes);
+    printf("GPU %d  %s  [%s] %s / %s  %s", g->index, g->name, bar,
+           oom_format_size(used, sizeof(used), g->used_bytes),
+           oom_format_size(total, sizeof(total), g->total_bytes), oom_band_name(wg->band));
+    if (g->has_utilization)
+        printf("  util %u%%", g->utilization_gpu);
+    if (g->has_temperature)
+        printf("  %u C", g->temperature_c);
+    printf("\n        budget %s usable\n",
+           oom_format_size(usable, sizeof(usable), wg->budget.usable_bytes));
+    print_trends(wg);
+    if (wg->process_count)
+        printf("    %-8s %-10s %11s %7s  %s\n", "PID", "USER", "MEMORY", "BATCH", "COMMAND");
+    for (i = 0; i < wg->process_count; i++)
+        print_process(&wg->processes[i]);
+}
+
+char *watch_format_event(char *buf, size_t size, const oom_run_event *e)
+{
+    char when[32] = "?", peak[16];
+    time_t t = (time_t)e->time;
+    struct tm tm;
+    size_t n;
+
+#define ADD(...)                                                                                   \
+    do {                                                                                           \
+        n = strlen(buf);                                                                           \
+        snprintf(buf + n, size - n, __VA_ARGS__);                                                  \
+    } while (0)
+    if (localtime_r(&t, &tm))
+        strftime(when, sizeof(when), "%H:%M:%S", &tm);
+    snprintf(buf, size, "%s  %-7s", when, e->name);
+    if (e->pid >= 0)
+        ADD(" pid %lld", (long long)e->pid);
+    if (e->attempt >= 0)
+        ADD(" attempt %lld", (long long)e->attempt);
+    if (e->batch >= 0)
+        ADD(" batch %lld%s", (long long)e->batch, e->batch_changed ? " (changed)" : "");
+    if (e->grad_accum >= 0)
+        ADD(" grad_accum %lld", (long long)e->grad_accum);
+    if (e->peak_bytes != OOM_UNKNOWN)
+        ADD(" peak %s", oom_format_size(peak, sizeof(peak), e->peak_bytes));
+    if (e->exit_code >= 0)
+        ADD(" exit %lld", (long long)e->exit_code);
+#undef ADD
+    return buf;
+}
+
+static void print_events(const struct watch_ctx *w, size_t n)
+{
+    size_t count = oom_event_log_count(w->events), i;
+    char line[256];
+    if (!w->events || !n)
+        return;
+    printf("Events:\n");
+    for (i = count > n ? count - n : 0; i < count; i++)
+        printf("  %s\n", watch_format_event(line, sizeof(line), oom_event_log_at(w->events, i)));
+}
+
+static int print_text(const struct watch_ctx *w, const oom_watch_snapshot *s, size_t events)
+{
+    char when[32] = "";
+    time_t t = (time_t)s->time;
+    struct tm tm;
+    size_t i;
+
+    if (localtime_r(&t, &tm))
+        strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+    printf("oomless watch  %s  %zu GPU%s\n", when, s->gpu_count, s->gpu_count == 1 ? "" : "s");
+    for (i = 0; i < s->gpu_count; i++)
+        print_gpu(&s->gpus[i]);
+    if (s->foreign_pids)
+        printf("note: %zu process%s on the GPUs %s not exist in this PID namespace (a container "
+               "without the host's PIDs?): commands and users unknown\n",
+               s->foreign_pids, s->foreign_pids == 1 ? "" : "es",
+               s->foreign_pids == 1 ? "does" : "do");
+    print_events(w, events);
+    printf("\n");
+    return fflush(stdout) ? EXIT_ENV : EXIT_OK;
+}
+
+static int print_json(const oom_watch_snapshot *s, int pretty)
+{
+    char *doc = NULL;
+    int err, rc;
+    if ((err = oom_watch_to_json(&doc, s, pretty)))
+        return cli_fail("watch", err);
+    rc = cli_print_json(doc);
+    oom_free(doc);
+    return rc;
+}
+
+/* The non-interactive loop: a text snapshot or a JSON line per interval. */
+static int run_loop(struct watch_ctx *w, const struct watch_opts *o)
+{
+    double next = watch_now();
+    int rc = EXIT_OK;
+
+    while (rc == EXIT_OK && !watch_stop_signal) {
+        if ((rc = watch_step(w)))
+            break;
+        if (o->json)
+            rc = print_json(oom_monitor_snapshot(w->monitor), o->once);
+        else
+            rc = print_text(w, oom_monitor_snapshot(w->monitor),
+                            o->once || w->taken == 1 ? 5 : w->events_added);
+        if (rc || o->once || (w->count && w->taken >= w->count))
+            break;
+        next += w->interval;
+        if (next < watch_now())
+            next = watch_now(); /* fell behind: no burst of catch-up samples */
+        sleep_until(next);
+    }
+    if (rc == EXIT_OK && watch_stop_signal)
+        rc = 128 + watch_stop_signal;
+    return rc;
+}
+
+/* ---- setup --------------------------------------------------------------------------------- */
+
+static int open_csv(struct watch_ctx *w, const char *path)
+{
+    struct stat st;
+    int is_new = stat(path, &st) != 0 || st.st_size == 0;
+    if (!(w->csv = fopen(path, "a"))) {
+        fprintf(stderr, "oomless watch: cannot open '%s': %s\n", path, strerror(errno));
+        return EXIT_ENV;
+    }
+    w->csv_path = path;
+    if (is_new && (fputs(oom_watch_csv_header(), w->csv) == EOF || fflush(w->csv))) {
+        fprintf(stderr, "oomless watch: cannot write '%s': %s\n", path, strerror(errno));
+        return EXIT_ENV;
+    }
+    return EXIT_OK;
+}
+
+static int setup_budget(struct watch_ctx *w, const struct watch_opts *o, struct cli_target *t)
+{
+    uint64_t peak;
+    int rc, err;
+
+    if (o->budget.gpu || o->budget.vram) { /* one budget, applied to each GPU */
+        if ((rc = cli_budget_resolve(t, "watch", &o->budget)) != EXIT_OK)
+            return rc;
+        err = oom_monitor_set_budget(w->monitor, -1, &t->target.budget);
+    } else if ((err = oom_config_load(&t->config, o->budget.config)) == OOM_OK) {
+        /* each GPU's own total minus the margin: no planning target to resolve */
+        err = oom_monitor_set_margin(
+            w->monitor, o->budget.margin ? o->budget.margin : oom_config_default_margin(t->config));
+    }
+    if (!err && o->plan && (err = oom_plan_file_peak(&peak, o->plan)) == OOM_OK)
+        oom_monitor_set_plan_peak(w->monitor, peak);
+    return err ? cli_fail("watch", err) : EXIT_OK;
+}
+
+static int open_nvml(oom_gpu_session **s)
+{
+    int err = oom_gpu_open(s);
+    if (err == OOM_OK)
+        return EXIT_OK;
+    fprintf(stderr,
+            "oomless watch: %s\n"
+            "oomless watch: watching needs the NVIDIA driver's NVML library (libnvidia-ml.so.1);\n"
+            "               set OOMLESS_NVML_LIBRARY to its path if it is installed elsewhere.\n",
+            oom_last_message());
+    return cli_exit_code(err);
+}
+
+int cmd_watch(int argc, char **argv)
+{
+    struct watch_opts o = {.interval = 1.0};
+    struct watch_ctx w = {0};
+    struct cli_target t = {0};
+    oom_gpu_session *s = NULL;
+    int help = 0, rc, err;
+
+    if ((rc = parse_options(&o, argc, argv, &help)) != EXIT_OK || help) {
+        if (help)
+            fputs(usage_text, stdout);
+        return rc;
+    }
+    w.interval = o.interval;
+    w.count = o.count;
+    if ((rc = open_nvml(&s)) != EXIT_OK)
+        return rc;
+    if ((err = oom_monitor_create(&w.monitor, s))) {
+        rc = cli_fail("watch", err);
+        goto done;
+    }
+    if ((rc = setup_budget(&w, &o, &t)) || (o.log && (rc = open_csv(&w, o.log))))
+        goto done;
+    if (o.events && (err = oom_event_log_open(&w.events, o.events))) {
+        rc = cli_fail("watch", err);
+        goto done;
+    }
+    install_signals();
+    if (!o.once && !o.json && !o.no_tui && watch_tui_available())
+        rc = watch_tui_run(&w);
+    else
+        rc = run_loop(&w, &o);
+    if (w.error[0]) /* printed here, after the interactive view gave the terminal back */
+        fprintf(stderr, "oomless watch: %s\n", w.error);
+done:
+    if (w.csv && fclose(w.csv) && rc == EXIT_OK)
+        rc = EXIT_ENV;
+    oom_event_log_free(w.events);
+    oom_monitor_free(w.monitor);
+    cli_budget_done(&t);
+    oom_gpu_close(s);
+    return rc;
+}

@@ -1,0 +1,42 @@
+#!/bin/bash
+# test_plan_calibrated.sh - `oomless plan -- CMD...` plans on the line `oomless probe -- CMD...`
+# measured for the same command on the same GPU.
+. "$(dirname "$0")/lib.sh"
+: "${FAKE_JOB:?run through ctest}"
+unset OOMLESS_BATCH_SIZE OOMLESS_GPU GPU_PROFILE CUDA_VISIBLE_DEVICES
+
+mkdir -p "$TMP/procs"
+fake_nvml "gpu name=\"NVIDIA A100-SXM4-80GB\" uuid=GPU-11111111-2222-3333-4444-555555555555 total=8589934592 used=0 cc=8.0
+procdir $TMP/procs"
+export XDG_CACHE_HOME="$TMP/cache"
+JOB=("$FAKE_JOB" --batch-size '{batch}' --procdir "$TMP/procs" --capacity 8G --fixed 1G --per-sample 10M)
+
+# before any probe: a clear refusal naming the GPU
+oom plan --json --target-effective-batch 64 -- "${JOB[@]}"
+expect_rc 2 "no record yet"
+expect_contains "$ERR" "no calibration record" "says there is no record"
+expect_contains "$ERR" "NVIDIA A100-SXM4-80GB" "names the GPU"
+
+oom probe --json -- "${JOB[@]}"
+expect_rc 0 "probe"
+expect_json .recommended_batch 614 "probe's answer"
+
+# the effective batch 1024: the largest divisor under the line's limit (614) is 512
+oom plan --json --target-effective-batch 1024 -- "${JOB[@]}"
+expect_rc 0 "calibrated plan"
+expect_one_json "calibrated plan json"
+expect_json .plan.batch_size 512 "micro-batch from the measured line"
+expect_json .plan.grad_accum 2 "accumulation keeps the effective batch"
+expect_json .memory.device_peak $((1073741824 + 512 * 10485760)) "peak from the measured line"
+
+# a different command has no record; --calibration off ignores records
+oom plan --json --target-effective-batch 64 -- "${JOB[@]}" --steps 9
+expect_rc 2 "another command: no record"
+oom plan --json --calibration off --target-effective-batch 64 -- "${JOB[@]}"
+expect_rc 2 "--calibration off: no workload"
+expect_contains "$ERR" "no workload" "off means no measured line"
+# a model and a probed command together are refused
+oom plan --json --model gpt2 -- "${JOB[@]}"
+expect_rc 2 "model + command"
+expect_contains "$ERR" "not both" "model + command refused"
+finish
