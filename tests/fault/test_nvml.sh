@@ -123,5 +123,25 @@ expect_json '.target.profile' rtx-4090 "all GPUs lost: default profile"
 expect_contains "$(printf '%s' "$OUT" | jq -r .target.reason)" "no GPU visible" "all lost: reason"
 oom gpus --gpu 0
 expect_rc 3 "all GPUs lost: --gpu 0: no GPU, an environment error"
-# (a GPU lost between two samples of one session: tests/unit/test_gpu.c, test_nvml_variants)
+# (a GPU lost between two samples of one session: tests/unit/test_gpu.c, test_nvml_variants;
+# lost mid-run under `watch`: tests/cli/test_watch.sh)
+
+# ---- watch needs NVML: a broken one is an environment error naming the cause, stdout empty ----
+fake_nvml "$TWO"
+for lib in "$FAKE_DIR/no_name/libnvidia-ml.so.1" "$TMP/truncated.so" "$TMP/dir.so"; do
+    export OOMLESS_NVML_LIBRARY=$lib
+    oom watch --once --json
+    expect_rc 3 "watch with $lib"
+    expect_eq "$OUT" "" "watch with $lib: nothing on stdout"
+    expect_contains "$ERR" "$lib" "watch with $lib: names the library"
+done
+fake_nvml "init_error 9"
+oom watch --once
+expect_rc 3 "watch, init failing"
+expect_contains "$ERR" "Driver Not Loaded (error 9)" "watch, init failing: NVML's reason"
+fake_nvml "$TWO"
+export OOMLESS_NVML_LIBRARY="$FAKE_DIR/minimal/libnvidia-ml.so.1"
+oom watch --once --json
+expect_rc 0 "watch with v1 symbols only"
+expect_json '[.gpus[].lost] | join(",")' "false,false" "watch, v1 only: both GPUs answer"
 finish
