@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 static const struct cli_command commands[] = {
     {"gpus", "list GPUs, their memory and the budget after the safety margin", cmd_gpus},
     {"estimate", "predict a workload's peak GPU memory, with a breakdown", cmd_estimate},

@@ -593,7 +593,7 @@ typedef enum oom_optimizer {
     OOM_OPTIMIZER_SGD = 3,
     OOM_OPTIMIZER_SGD_MOMENTUM = 4,
     OOM_OPTIMIZER_LION = 5,
-    OOM_OPTIMIZER_NONE = 6,       /**< gradients only (e.g. gradient analysis) */
+    OOM_OPTIMIZER_NONE = 6,        /**< gradients only (e.g. gradient analysis) */
     OOM_OPTIMIZER_ADAMW_FUSED = 7, /**< AdamW without step-wide temporaries: torch fused=True, or a
                                         per-tensor loop (transformers' adamw_hf, torch < 2.0) */
 } oom_optimizer;
@@ -722,15 +722,15 @@ OOM_EXPORT int oom_workload_validate(const oom_workload *w);
 
 /** What the loaded model is. Strings belong to the workload. */
 typedef struct oom_model_info {
-    const char *name;        /**< preset name, or the config's path */
-    const char *family;      /**< "llama", "gpt2", "bert", "t5", "mixtral", ... */
-    const char *head;        /**< "causal-lm", "seq-cls", "masked-lm", "seq2seq-lm", "base" */
-    long layers;             /**< decoder (or only) layers */
-    long encoder_layers;     /**< T5: encoder layers; else 0 */
+    const char *name;    /**< preset name, or the config's path */
+    const char *family;  /**< "llama", "gpt2", "bert", "t5", "mixtral", ... */
+    const char *head;    /**< "causal-lm", "seq-cls", "masked-lm", "seq2seq-lm", "base" */
+    long layers;         /**< decoder (or only) layers */
+    long encoder_layers; /**< T5: encoder layers; else 0 */
     long hidden, heads, kv_heads, head_dim, ffn, vocab;
-    long max_positions;      /**< 0: no limit given (relative positions, ALiBi) */
+    long max_positions;              /**< 0: no limit given (relative positions, ALiBi) */
     long experts, experts_per_token; /**< 0 for dense models */
-    uint64_t params;         /**< all parameters */
+    uint64_t params;                 /**< all parameters */
 } oom_model_info;
 
 /** Info on the workload's model. OOM_EINVAL when no model is set. */
@@ -781,9 +781,10 @@ typedef struct oom_estimate {
     oom_phase peak_phase;
     uint64_t params_total;     /**< all parameters of the model */
     uint64_t params_trainable; /**< trained parameters (LoRA: the adapters; inference: 0) */
-    double flops_per_token;    /**< 6Ψ + attention training (8Ψ full recompute, 4Ψ LoRA), 2Ψ inference */
-    double flops_per_step;     /**< per GPU per optimizer step (all micro-batches) */
-    uint64_t tokens_per_step;  /**< per GPU: batch × seq × grad_accum */
+    double
+        flops_per_token; /**< 6Ψ + attention training (8Ψ full recompute, 4Ψ LoRA), 2Ψ inference */
+    double flops_per_step;    /**< per GPU per optimizer step (all micro-batches) */
+    uint64_t tokens_per_step; /**< per GPU: batch × seq × grad_accum */
 } oom_estimate;
 
 /**
@@ -835,20 +836,20 @@ OOM_EXPORT int oom_estimate_budget(oom_budget *out, int *have, char *label, size
 
 /** Knobs the planner may change (oom_plan_request.allow). */
 #define OOM_ALLOW_CHECKPOINTING 0x01u
-#define OOM_ALLOW_PRECISION 0x02u /**< other 16-bit/quantised precisions of the same method */
-#define OOM_ALLOW_OPTIMIZER 0x04u /**< 8-bit AdamW in place of AdamW */
-#define OOM_ALLOW_OFFLOAD 0x08u   /**< ZeRO CPU offload of the optimizer (and parameters) */
-#define OOM_ALLOW_SHARDING 0x10u  /**< ZeRO-1/2/3 when there is more than one GPU */
-#define OOM_ALLOW_ALL 0x1fu
+#define OOM_ALLOW_PRECISION     0x02u /**< other 16-bit/quantised precisions of the same method */
+#define OOM_ALLOW_OPTIMIZER     0x04u /**< 8-bit AdamW in place of AdamW */
+#define OOM_ALLOW_OFFLOAD       0x08u /**< ZeRO CPU offload of the optimizer (and parameters) */
+#define OOM_ALLOW_SHARDING      0x10u /**< ZeRO-1/2/3 when there is more than one GPU */
+#define OOM_ALLOW_ALL           0x1fu
 /** The default: checkpointing and (on several GPUs) sharding; they do not change the maths. */
 #define OOM_ALLOW_DEFAULT (OOM_ALLOW_CHECKPOINTING | OOM_ALLOW_SHARDING)
 
 /** Fixed values the planner may lower when they do not fit (oom_plan_request.downscale). */
-#define OOM_DOWNSCALE_BATCH 0x01u
-#define OOM_DOWNSCALE_SEQ 0x02u
+#define OOM_DOWNSCALE_BATCH         0x01u
+#define OOM_DOWNSCALE_SEQ           0x02u
 #define OOM_DOWNSCALE_CHECKPOINTING 0x04u /**< a fixed checkpointing may become more thorough */
-#define OOM_DOWNSCALE_ALL 0x07u
-#define OOM_DOWNSCALE_DEFAULT OOM_DOWNSCALE_BATCH
+#define OOM_DOWNSCALE_ALL           0x07u
+#define OOM_DOWNSCALE_DEFAULT       OOM_DOWNSCALE_BATCH
 
 /**
  * A workload that is not a modelled transformer, as a measured line (from `oomless probe` or by
@@ -857,32 +858,32 @@ OOM_EXPORT int oom_estimate_budget(oom_budget *out, int *have, char *label, size
  * an anchor with its positives and negatives.
  */
 typedef struct oom_measured_line {
-    uint64_t fixed_bytes;       /**< weights, optimizer states, CUDA context: independent of batch */
-    uint64_t bytes_per_sample;  /**< per (multiplied) sample */
-    uint64_t bytes_per_token;   /**< per (multiplied) sample per token of seq; 0: no seq term */
-    double sample_multiplier;   /**< >= 1 (0 is taken as 1) */
-    double flops_per_sample;    /**< training FLOPs per sample; 0: unknown (ranked by batch) */
+    uint64_t fixed_bytes;      /**< weights, optimizer states, CUDA context: independent of batch */
+    uint64_t bytes_per_sample; /**< per (multiplied) sample */
+    uint64_t bytes_per_token;  /**< per (multiplied) sample per token of seq; 0: no seq term */
+    double sample_multiplier;  /**< >= 1 (0 is taken as 1) */
+    double flops_per_sample;   /**< training FLOPs per sample; 0: unknown (ranked by batch) */
 } oom_measured_line;
 
 /** What to plan. Start from oom_plan_request_init(). Counts of 0 mean "not given". */
 typedef struct oom_plan_request {
-    const oom_workload *workload; /**< the model workload (its knobs are the starting point) */
+    const oom_workload *workload;  /**< the model workload (its knobs are the starting point) */
     const oom_measured_line *line; /**< or a measured line (then workload is NULL) */
-    oom_budget budget;            /**< per GPU */
-    const oom_gpu_profile *gpu;   /**< TFLOP/s, bandwidth, bf16 support; NULL: generic */
-    long nodes, gpus_per_node;    /**< data-parallel GPUs = nodes x gpus_per_node (default 1 x 1) */
-    long target_effective_batch;  /**< samples per optimizer step, all GPUs; 0: default */
-    long fixed_batch;             /**< micro-batch the user fixed (never raised) */
-    long fixed_grad_accum;        /**< accumulation the user fixed (never raised) */
-    long fixed_seq;               /**< sequence length the user fixed (never raised) */
-    int fixed_checkpointing;      /**< 1: the workload's checkpointing was given by the user */
-    long seq_min, seq_max;        /**< a range the planner may choose from (longest that fits) */
-    long max_batch;               /**< cap on any micro-batch (0: none) */
-    long max_auto_batch;          /**< cap on a micro-batch the planner chooses (0: none) */
-    unsigned allow;               /**< OOM_ALLOW_* */
-    unsigned downscale;           /**< OOM_DOWNSCALE_* */
-    int allow_inexact;            /**< accumulation may round up (effective batch >= target) */
-    long workers;                 /**< 0/1: one job; N: N copies share each GPU; -1: auto */
+    oom_budget budget;             /**< per GPU */
+    const oom_gpu_profile *gpu;    /**< TFLOP/s, bandwidth, bf16 support; NULL: generic */
+    long nodes, gpus_per_node;   /**< data-parallel GPUs = nodes x gpus_per_node (default 1 x 1) */
+    long target_effective_batch; /**< samples per optimizer step, all GPUs; 0: default */
+    long fixed_batch;            /**< micro-batch the user fixed (never raised) */
+    long fixed_grad_accum;       /**< accumulation the user fixed (never raised) */
+    long fixed_seq;              /**< sequence length the user fixed (never raised) */
+    int fixed_checkpointing;     /**< 1: the workload's checkpointing was given by the user */
+    long seq_min, seq_max;       /**< a range the planner may choose from (longest that fits) */
+    long max_batch;              /**< cap on any micro-batch (0: none) */
+    long max_auto_batch;         /**< cap on a micro-batch the planner chooses (0: none) */
+    unsigned allow;              /**< OOM_ALLOW_* */
+    unsigned downscale;          /**< OOM_DOWNSCALE_* */
+    int allow_inexact;           /**< accumulation may round up (effective batch >= target) */
+    long workers;                /**< 0/1: one job; N: N copies share each GPU; -1: auto */
 } oom_plan_request;
 
 /** Defaults: allow OOM_ALLOW_DEFAULT, downscale OOM_DOWNSCALE_DEFAULT, 1 node x 1 GPU. */
@@ -890,36 +891,36 @@ OOM_EXPORT void oom_plan_request_init(oom_plan_request *r);
 
 /** One configuration the planner estimated. */
 typedef struct oom_plan_choice {
-    oom_knobs knobs;          /**< knobs.gpus: all data-parallel GPUs */
-    long effective_batch;     /**< batch x grad_accum x gpus */
-    oom_estimate estimate;    /**< per GPU (measured lines: only the peaks are set) */
-    int fits;                 /**< estimate.device_peak <= usable budget */
-    int has_throughput;       /**< 0 for a measured line without flops_per_sample */
-    double tokens_per_s;      /**< all GPUs (measured lines: samples x seq) */
-    double samples_per_s;     /**< all GPUs */
-    double step_s;            /**< one optimizer step (inference: one batch) */
-    double utilisation;       /**< model-FLOPs utilisation assumed for the micro-batch */
-    double score;             /**< what was maximised */
-    char why[200];            /**< for alternatives and refusals: why it lost / how it fails */
+    oom_knobs knobs;       /**< knobs.gpus: all data-parallel GPUs */
+    long effective_batch;  /**< batch x grad_accum x gpus */
+    oom_estimate estimate; /**< per GPU (measured lines: only the peaks are set) */
+    int fits;              /**< estimate.device_peak <= usable budget */
+    int has_throughput;    /**< 0 for a measured line without flops_per_sample */
+    double tokens_per_s;   /**< all GPUs (measured lines: samples x seq) */
+    double samples_per_s;  /**< all GPUs */
+    double step_s;         /**< one optimizer step (inference: one batch) */
+    double utilisation;    /**< model-FLOPs utilisation assumed for the micro-batch */
+    double score;          /**< what was maximised */
+    char why[200];         /**< for alternatives and refusals: why it lost / how it fails */
 } oom_plan_choice;
 
 #define OOM_PLAN_MAX_ALTERNATIVES 3
-#define OOM_PLAN_MAX_NOTES 8
-#define OOM_PLAN_MAX_CURVE 24
+#define OOM_PLAN_MAX_NOTES        8
+#define OOM_PLAN_MAX_CURVE        24
 
 /** The answer. Strings are inline; free with oom_plan_free(). */
 typedef struct oom_plan_result {
-    int found;                /**< 1: `best` fits; 0: nothing did (see smallest, suggestions) */
-    int inference, measured;  /**< what kind of workload was planned */
+    int found;               /**< 1: `best` fits; 0: nothing did (see smallest, suggestions) */
+    int inference, measured; /**< what kind of workload was planned */
     oom_plan_choice best;
     size_t n_alternatives;
     oom_plan_choice alternatives[OOM_PLAN_MAX_ALTERNATIVES];
     oom_plan_choice smallest; /**< the configuration with the smallest device peak tried */
     size_t n_suggestions;     /**< when nothing fits: what would make it fit */
     char suggestions[OOM_PLAN_MAX_NOTES][200];
-    size_t n_notices;         /**< downscaled values, precision changed for the GPU, ... */
+    size_t n_notices; /**< downscaled values, precision changed for the GPU, ... */
     char notices[OOM_PLAN_MAX_NOTES][240];
-    unsigned downscaled;      /**< OOM_DOWNSCALE_* bits of the fixed values that were lowered */
+    unsigned downscaled; /**< OOM_DOWNSCALE_* bits of the fixed values that were lowered */
     long requested_batch, requested_seq; /**< the fixed values asked for (0: none) */
     long target_effective_batch;
     oom_budget gpu_budget;    /**< per GPU */
@@ -929,11 +930,11 @@ typedef struct oom_plan_result {
     uint64_t kv_budget_bytes; /**< inference: memory a serving engine may give its KV cache */
     double kv_bytes_per_token;
     long nodes, gpus_per_node;
-    long candidates;          /**< configurations estimated */
-    char model[160];          /**< model name, or "measured line" */
+    long candidates; /**< configurations estimated */
+    char model[160]; /**< model name, or "measured line" */
     char gpu_id[64], gpu_name[96];
-    double peak_tflops;       /**< for the chosen precision */
-    int target_fallback;      /**< oom_plan_options_run: no GPU found, default profile used */
+    double peak_tflops;  /**< for the chosen precision */
+    int target_fallback; /**< oom_plan_options_run: no GPU found, default profile used */
     char target_reason[256];
     /* device peak versus micro-batch for the chosen knobs, without and with full checkpointing
      * (UINT64_MAX where the estimator refused), for pictures */
@@ -1413,7 +1414,8 @@ OOM_EXPORT int oom_apply_set_backup_suffix(oom_apply *apply, const char *suffix)
 /**
  * A function called at each step of writing a file, with the step's name and the file:
  * "prepared" (all files edited in memory, nothing written yet), "backup-written",
- * "temp-created", "temp-written", "temp-synced", "before-rename", "renamed", "dir-synced". For progress reports and for the tests that kill the process at each step.
+ * "temp-created", "temp-written", "temp-synced", "before-rename", "renamed", "dir-synced". For
+ * progress reports and for the tests that kill the process at each step.
  */
 typedef void (*oom_apply_step_fn)(const char *step, const char *file, void *user);
 OOM_EXPORT void oom_apply_set_step_hook(oom_apply *apply, oom_apply_step_fn fn, void *user);

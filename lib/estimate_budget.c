@@ -63,7 +63,9 @@ int oom_estimate_budget(oom_budget *out, int *have, char *label, size_t label_si
                              req->margin);
         return OOM_OK;
     }
-    margin_text = req->margin ? req->margin : req->config ? oom_config_default_margin(req->config) : NULL;
+    margin_text = req->margin   ? req->margin
+                  : req->config ? oom_config_default_margin(req->config)
+                                : NULL;
     if ((err = oom_parse_size(&target, req->vram, OOM_UNIT_GIB)) ||
         (margin_text && (err = oom_parse_margin(&margin, margin_text, target))) ||
         (err = oom_budget_make(out, target, margin)))

@@ -51,7 +51,10 @@ typedef struct oomi_sb {
     bool failed;
 } oomi_sb;
 
-#define OOMI_SB_INIT {NULL, 0, 0, false}
+#define OOMI_SB_INIT                                                                               \
+    {                                                                                              \
+        NULL, 0, 0, false                                                                          \
+    }
 void oomi_sb_add(oomi_sb *sb, const char *s, size_t n);
 void oomi_sb_puts(oomi_sb *sb, const char *s);
 void oomi_sb_putc(oomi_sb *sb, char c);
@@ -76,7 +79,8 @@ int oomi_name_cmp(const char *a, const char *b);
 /* Levenshtein distance over the same normalisation, for "did you mean" lists. */
 size_t oomi_name_distance(const char *a, const char *b);
 /* Strict integer parse of a whole string into [min, max]; OOM_EINVAL naming `what`. */
-int oomi_parse_long(long long *out, const char *text, long long min, long long max, const char *what);
+int oomi_parse_long(long long *out, const char *text, long long min, long long max,
+                    const char *what);
 /* Strict floating parse of a whole string (finite); OOM_EINVAL naming `what`. */
 int oomi_parse_double(double *out, const char *text, const char *what);
 
@@ -123,14 +127,14 @@ typedef struct oomi_model {
     long hidden, heads, kv_heads, head_dim, ffn, vocab, max_pos, experts, topk, labels;
     bool gated; /* SwiGLU / gated-GELU: three MLP matrices */
     bool tied;
-    uint64_t params;        /* all parameters */
-    uint64_t params_active; /* used per token (MoE: topk experts) */
-    uint64_t params_embed;  /* input embeddings (incl. positions), not quantised */
-    uint64_t params_lm_head; /* untied output head (0 when tied) */
-    uint64_t params_linear; /* weights of the linears inside the blocks (quantisable) */
+    uint64_t params;           /* all parameters */
+    uint64_t params_active;    /* used per token (MoE: topk experts) */
+    uint64_t params_embed;     /* input embeddings (incl. positions), not quantised */
+    uint64_t params_lm_head;   /* untied output head (0 when tied) */
+    uint64_t params_linear;    /* weights of the linears inside the blocks (quantisable) */
     uint64_t params_layer_max; /* the largest block's parameters (ZeRO-3 gather) */
-    uint64_t factored;      /* Adafactor state elements: rows+cols per matrix, size per vector */
-    uint64_t tensors;       /* parameter tensors (allocator rounding) */
+    uint64_t factored;         /* Adafactor state elements: rows+cols per matrix, size per vector */
+    uint64_t tensors;          /* parameter tensors (allocator rounding) */
     size_t nlinears;
     oomi_linear linears[OOMI_MAX_LINEARS];
     const char *default_targets; /* PEFT's default target modules for the family */
@@ -146,9 +150,9 @@ const char *oomi_head_name(oomi_head h);
 /* LoRA target set resolution: the trainable adapter parameters and the adapted inputs per token
  * per model (sum of din over targeted linears / tokens). OOM_EINVAL naming an unknown module. */
 typedef struct oomi_lora {
-    uint64_t params;     /* r * (din + dout) summed */
-    uint64_t in_elems;   /* sum of din over adapted linears (per token, whole model) */
-    uint64_t n_adapted;  /* adapted linear instances */
+    uint64_t params;    /* r * (din + dout) summed */
+    uint64_t in_elems;  /* sum of din over adapted linears (per token, whole model) */
+    uint64_t n_adapted; /* adapted linear instances */
 } oomi_lora;
 int oomi_lora_resolve(oomi_lora *out, const oomi_model *m, const char *targets, long rank);
 
@@ -190,7 +194,7 @@ enum { OOMI_COEF_BLOCKS = 5 }; /* llama, gpt, bert, t5, t5 gated */
 
 typedef struct oomi_coef {
     oomi_act_coef act[OOMI_COEF_BLOCKS][OOMI_REGIMES];
-    double gelu_tanh_f; /* extra bytes per MLP element for GPT-2's composed tanh GELU (x e) */
+    double gelu_tanh_f;    /* extra bytes per MLP element for GPT-2's composed tanh GELU (x e) */
     double decoder_factor; /* enc-dec: a decoder layer's saved bytes / an encoder layer's */
     double logits_fwd[2], logits_bwd[2]; /* bytes per logit: [0] 16-bit compute, [1] fp32 */
     double chunk_tokens;                 /* chunked loss: tokens per chunk */
@@ -324,8 +328,8 @@ typedef struct oomi_edit_result {
     const char *action; /* "set", "create", "unchanged", "skipped" */
     oomi_aval old;      /* valid for set/unchanged */
     bool has_old;
-    char *reason;       /* skipped: why (allocated) */
-    bool inserted;      /* the text was inserted (create, or a value after "key:") */
+    char *reason;  /* skipped: why (allocated) */
+    bool inserted; /* the text was inserted (create, or a value after "key:") */
 } oomi_edit_result;
 
 /* Edits *text in place (reallocated). flags: OOM_APPLY_CREATE, OOM_APPLY_FORCE_TYPE. */
@@ -412,13 +416,13 @@ struct json_object *oomi_json_number(double v, int decimals);
 
 /* ==== plan (plan*.c, svg.c, table.c): shared by the planner's files ==================== */
 /* Throughput model constants (docs/plan.md, "Objective"). */
-#define OOMI_PLAN_MFU_MAX 0.5        /* model-FLOPs utilisation of a large micro-batch */
-#define OOMI_PLAN_RIDGE_DEFAULT 200.0 /* FLOP per byte when the profile lacks bandwidth/TFLOP/s */
+#define OOMI_PLAN_MFU_MAX        0.5   /* model-FLOPs utilisation of a large micro-batch */
+#define OOMI_PLAN_RIDGE_DEFAULT  200.0 /* FLOP per byte when the profile lacks bandwidth/TFLOP/s */
 #define OOMI_PLAN_TFLOPS_DEFAULT 100.0
-#define OOMI_PLAN_LINK_INTRA 100e9   /* bytes/s between GPUs of one node (NVLink-class, busbw) */
-#define OOMI_PLAN_LINK_INTER 25e9    /* bytes/s between nodes (200 Gb/s InfiniBand) */
-#define OOMI_PLAN_PCIE 25e9          /* bytes/s host <-> device (PCIe 4.0 x16, effective) */
-#define OOMI_PLAN_CPU_ADAM 1e9       /* parameters/s a CPU Adam step updates (DeepSpeed CPUAdam) */
+#define OOMI_PLAN_LINK_INTRA     100e9 /* bytes/s between GPUs of one node (NVLink-class, busbw) */
+#define OOMI_PLAN_LINK_INTER     25e9  /* bytes/s between nodes (200 Gb/s InfiniBand) */
+#define OOMI_PLAN_PCIE           25e9  /* bytes/s host <-> device (PCIe 4.0 x16, effective) */
+#define OOMI_PLAN_CPU_ADAM       1e9 /* parameters/s a CPU Adam step updates (DeepSpeed CPUAdam) */
 /* Fills c's throughput fields from its knobs and estimate. */
 void oomi_plan_throughput(oom_plan_choice *c, const oom_plan_request *r, long nodes);
 /* The peak TFLOP/s the profile gives for a precision (0 TFLOP/s bf16 falls back to fp16). */

@@ -104,8 +104,8 @@ static void become_subreaper(void)
 }
 
 /* In the child, between fork and exec: async-signal-safe calls only. */
-static void child_exec(int outp[2], int errp[2], int report, const char *path, char *const argv[],
-                       char *const envp[])
+static void child_exec(int outp[2], int errp[2], int report, pid_t parent, const char *path,
+                       char *const argv[], char *const envp[])
 {
     static const int sigs[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT,
                                SIGPIPE, SIGCHLD, SIGTTIN, SIGTTOU};
@@ -115,6 +115,10 @@ static void child_exec(int outp[2], int errp[2], int report, const char *path, c
     int e;
 
     setpgid(0, 0);
+    /* never orphaned: if oomless itself dies (even by SIGKILL), the job is killed too; a parent
+     * already gone before this point is caught by the getppid() check */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) == 0 && getppid() != parent)
+        _exit(128 + SIGKILL);
     memset(&sa, 0, sizeof(sa));
     sa.sa_handler = SIG_DFL;
     for (i = 0; i < OOMI_ARRAY_LEN(sigs); i++)
@@ -150,7 +154,7 @@ int oomi_proc_spawn(oomi_proc *p, int *exec_errno, const char *path, char *const
 {
     int outp[2] = {-1, -1}, errp[2] = {-1, -1}, rep[2] = {-1, -1}, e = 0, status;
     ssize_t n;
-    pid_t pid;
+    pid_t pid, self = getpid();
 
     p->pid = -1;
     p->out_fd = p->err_fd = -1;
@@ -165,7 +169,7 @@ int oomi_proc_spawn(oomi_proc *p, int *exec_errno, const char *path, char *const
     }
     pid = fork();
     if (pid == 0)
-        child_exec(outp, errp, rep[1], path, argv, envp);
+        child_exec(outp, errp, rep[1], self, path, argv, envp);
     e = errno;
     close(outp[1]);
     close(errp[1]);

@@ -73,12 +73,37 @@ static void test_catalog(void **state)
     assert_non_null(strstr(oom_last_message(), "a100-80gb")); /* closest names */
     /* every id the issue asks for is there */
     {
-        const char *ids[] = {"rtx-2060",  "rtx-2080-ti", "rtx-3060", "rtx-3080",   "rtx-3090",
-                             "rtx-4060-ti", "rtx-4070-ti", "rtx-4080", "rtx-4090", "rtx-5090",
-                             "quadro-rtx-6000", "rtx-a4000", "rtx-a5000", "rtx-a6000",
-                             "rtx-6000-ada", "t4", "v100-16gb", "v100-32gb", "a10", "a10g", "l4",
-                             "l40s", "a100-40gb", "a100-80gb", "h100-pcie", "h100-sxm", "h100-nvl",
-                             "h200", "b200", "mi250", "mi300x"};
+        const char *ids[] = {"rtx-2060",
+                             "rtx-2080-ti",
+                             "rtx-3060",
+                             "rtx-3080",
+                             "rtx-3090",
+                             "rtx-4060-ti",
+                             "rtx-4070-ti",
+                             "rtx-4080",
+                             "rtx-4090",
+                             "rtx-5090",
+                             "quadro-rtx-6000",
+                             "rtx-a4000",
+                             "rtx-a5000",
+                             "rtx-a6000",
+                             "rtx-6000-ada",
+                             "t4",
+                             "v100-16gb",
+                             "v100-32gb",
+                             "a10",
+                             "a10g",
+                             "l4",
+                             "l40s",
+                             "a100-40gb",
+                             "a100-80gb",
+                             "h100-pcie",
+                             "h100-sxm",
+                             "h100-nvl",
+                             "h200",
+                             "b200",
+                             "mi250",
+                             "mi300x"};
         size_t i;
         for (i = 0; i < sizeof(ids) / sizeof(ids[0]); i++)
             if (oom_catalog_find(&p, c, ids[i]))
@@ -318,7 +343,9 @@ static void test_nvml_variants(void **state)
     assert_non_null(strstr(oom_last_message(), "/nonexistent/libnvidia-ml.so.1"));
 
     /* a GPU lost mid-session */
-    use_fake(NULL, "gpu name=Y total=1000000000 used=0 lost_after=1\ngpu name=Z total=2000000000 used=0\n");
+    use_fake(
+        NULL,
+        "gpu name=Y total=1000000000 used=0 lost_after=1\ngpu name=Z total=2000000000 used=0\n");
     assert_int_equal(oom_gpu_open(&s), OOM_OK);
     assert_int_equal(oom_gpu_sample(&l, s, 0), OOM_OK);
     assert_false(l->gpus[0].lost);
@@ -366,9 +393,9 @@ static void test_target_detected(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_cuda_visible),   cmocka_unit_test(test_catalog),
-        cmocka_unit_test(test_config),         cmocka_unit_test(test_target_profile),
-        cmocka_unit_test(test_nvml_fake),      cmocka_unit_test(test_nvml_variants),
+        cmocka_unit_test(test_cuda_visible),    cmocka_unit_test(test_catalog),
+        cmocka_unit_test(test_config),          cmocka_unit_test(test_target_profile),
+        cmocka_unit_test(test_nvml_fake),       cmocka_unit_test(test_nvml_variants),
         cmocka_unit_test(test_target_detected),
     };
     unsetenv("OOMLESS_GPU");
