@@ -57,3 +57,27 @@ void cli_budget_done(struct cli_target *t)
     oom_config_free(t->config);
     memset(t, 0, sizeof(*t));
 }
+
+int cli_parse_job_options(const char *cmd, int argc, char **argv, const struct option *longopts,
+                          const char *usage, struct cli_budget *budget,
+                          int (*take)(void *ctx, int opt, const char *arg), void *ctx)
+{
+    int opt, rc;
+
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
+        if (cli_budget_option(budget, opt, optarg))
+            continue;
+        if (opt == 'h') {
+            fputs(usage, stdout);
+            return -1;
+        }
+        if (opt == '?')
+            return cli_usage_error(cmd, "unknown option or missing value");
+        if ((rc = take(ctx, opt, optarg)) != EXIT_OK)
+            return rc;
+    }
+    if (optind >= argc)
+        return cli_usage_error(cmd, "no command given: oomless %s [OPTIONS] -- CMD...", cmd);
+    return EXIT_OK;
+}

@@ -78,5 +78,11 @@ struct cli_target {
 };
 int cli_budget_resolve(struct cli_target *out, const char *cmd, const struct cli_budget *b);
 void cli_budget_done(struct cli_target *t);
+/* The option loop of the commands that end in `-- CMD...` (probe, run): budget options are
+ * stored, --help prints `usage` and returns -1, every other option goes to take(ctx, opt, arg);
+ * a command must follow (its argv starts at optind). Returns EXIT_OK, -1 or an exit code. */
+int cli_parse_job_options(const char *cmd, int argc, char **argv, const struct option *longopts,
+                          const char *usage, struct cli_budget *budget,
+                          int (*take)(void *ctx, int opt, const char *arg), void *ctx);
 
 #endif

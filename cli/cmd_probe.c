@@ -165,6 +165,11 @@ static int take_option(struct probe_args *a, int opt, const char *arg)
     return rc;
 }
 
+static int take(void *ctx, int opt, const char *arg)
+{
+    return take_option(ctx, opt, arg);
+}
+
 static int parse_args(struct probe_args *a, int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -185,24 +190,7 @@ static int parse_args(struct probe_args *a, int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         CLI_BUDGET_LONGOPTS,
         {NULL, 0, NULL, 0}};
-    int opt, rc;
-
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
-        if (cli_budget_option(&a->budget, opt, optarg))
-            continue;
-        if (opt == 'h') {
-            fputs(usage_text, stdout);
-            return -1;
-        }
-        if (opt == '?')
-            return cli_usage_error("probe", "unknown option or missing value");
-        if ((rc = take_option(a, opt, optarg)) != EXIT_OK)
-            return rc;
-    }
-    if (optind >= argc)
-        return cli_usage_error("probe", "no command given: oomless probe [OPTIONS] -- CMD...");
-    return EXIT_OK;
+    return cli_parse_job_options("probe", argc, argv, longopts, usage_text, &a->budget, take, a);
 }
 
 static double mib(uint64_t b)

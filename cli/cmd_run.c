@@ -167,6 +167,11 @@ static int take_option(struct run_args *a, int opt, const char *arg)
     return take_int(a, opt, arg);
 }
 
+static int take(void *ctx, int opt, const char *arg)
+{
+    return take_option(ctx, opt, arg);
+}
+
 static int parse_args(struct run_args *a, int argc, char **argv)
 {
     static const struct option longopts[] = {
@@ -187,24 +192,7 @@ static int parse_args(struct run_args *a, int argc, char **argv)
         {"help", no_argument, NULL, 'h'},
         CLI_BUDGET_LONGOPTS,
         {NULL, 0, NULL, 0}};
-    int opt, rc;
-
-    optind = 1;
-    while ((opt = getopt_long(argc, argv, "+h", longopts, NULL)) != -1) {
-        if (cli_budget_option(&a->budget, opt, optarg))
-            continue;
-        if (opt == 'h') {
-            fputs(usage_text, stdout);
-            return -1;
-        }
-        if (opt == '?')
-            return cli_usage_error("run", "unknown option or missing value");
-        if ((rc = take_option(a, opt, optarg)) != EXIT_OK)
-            return rc;
-    }
-    if (optind >= argc)
-        return cli_usage_error("run", "no command given: oomless run [OPTIONS] -- CMD...");
-    return EXIT_OK;
+    return cli_parse_job_options("run", argc, argv, longopts, usage_text, &a->budget, take, a);
 }
 
 /* ---- where the batch comes from ------------------------------------------------------------ */
