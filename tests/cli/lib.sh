@@ -53,6 +53,24 @@ fake_nvml() {
     printf '%s\n' "$1" >"$TMP/nvml.spec"
     export OOMLESS_NVML_LIBRARY="$FAKE_NVML_LIB" FAKE_NVML_SPEC="$TMP/nvml.spec"
 }
+# fake_job_gpu [EXTRA]: the fake NVML reports one 8 GiB "A100" (EXTRA appended to its line) whose
+# processes are the fake jobs writing to $TMP/procs; calibration records go to $TMP/cache.
+fake_job_gpu() {
+    mkdir -p "$TMP/procs"
+    fake_nvml "gpu name=\"NVIDIA A100-SXM4-80GB\" uuid=GPU-11111111-2222-3333-4444-555555555555 total=8589934592 used=0${1:+ $1}
+procdir $TMP/procs"
+    export XDG_CACHE_HOME="$TMP/cache"
+}
+# poll SECONDS CMD...: runs CMD every 0.1 s until it succeeds (status 0) or SECONDS have passed (1)
+poll() {
+    local i n=$(($1 * 10))
+    shift
+    for ((i = 0; i < n; i++)); do
+        "$@" && return 0
+        sleep 0.1
+    done
+    return 1
+}
 no_nvml() { export OOMLESS_NVML_LIBRARY=/nonexistent/libnvidia-ml.so.1; unset FAKE_NVML_SPEC; }
 
 finish() {

@@ -5,10 +5,7 @@
 : "${FAKE_JOB:?run through ctest}"
 unset OOMLESS_BATCH_SIZE OOMLESS_GPU GPU_PROFILE CUDA_VISIBLE_DEVICES
 
-mkdir -p "$TMP/procs"
-fake_nvml "gpu name=\"NVIDIA A100-SXM4-80GB\" uuid=GPU-11111111-2222-3333-4444-555555555555 total=8589934592 used=0 cc=8.0
-procdir $TMP/procs"
-export XDG_CACHE_HOME="$TMP/cache"
+fake_job_gpu cc=8.0
 JOB=("$FAKE_JOB" --batch-size '{batch}' --procdir "$TMP/procs" --capacity 8G --fixed 1G --per-sample 10M)
 
 oom estimate --batch 100 -- "${JOB[@]}"

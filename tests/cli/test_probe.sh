@@ -2,11 +2,7 @@
 . "$(dirname "$0")/lib.sh"
 : "${FAKE_JOB:?run through ctest}"
 
-mkdir -p "$TMP/procs"
-GPU='gpu name="NVIDIA A100-SXM4-80GB" uuid=GPU-11111111-2222-3333-4444-555555555555 total=8589934592 used=0'
-fake_nvml "$GPU
-procdir $TMP/procs"
-export XDG_CACHE_HOME="$TMP/cache"
+fake_job_gpu
 CAL="$TMP/cache/oomless/calibration.jsonl"
 JOB=("$FAKE_JOB" --batch-size '{batch}' --procdir "$TMP/procs" --capacity 8G --step-time-ms 20)
 
@@ -122,7 +118,7 @@ expect_rc 2 "--set bad value"
 expect_contains "$ERR" "nonsense" "--set bad value: named"
 
 # NVML present but the job's processes never listed (no procdir): said, exit status alone
-fake_nvml "$GPU"
+fake_nvml 'gpu name="NVIDIA A100-SXM4-80GB" uuid=GPU-11111111-2222-3333-4444-555555555555 total=8589934592 used=0'
 oom probe --calibration off --start-batch 100 --max-trials 12 -- "${JOB[@]}" --fixed 1G --per-sample 10M
 expect_rc 0 "processes not listed"
 expect_contains "$OUT" "NVML never listed the job's processes" "processes not listed: said"

@@ -2,33 +2,17 @@
 . "$(dirname "$0")/lib.sh"
 : "${FAKE_JOB:?run through ctest}"
 
-mkdir -p "$TMP/procs"
-fake_nvml 'gpu name="NVIDIA A100-SXM4-80GB" uuid=GPU-11111111-2222-3333-4444-555555555555 total=8589934592 used=0
-procdir '"$TMP/procs"
-export XDG_CACHE_HOME="$TMP/cache"
+fake_job_gpu
 JOB=("$FAKE_JOB" --batch-size '{batch}' --grad-accum '{accum}' --procdir "$TMP/procs" --capacity 8G
     --step-time-ms 20)
 N=0
 marker() { N=$((N + 1)); MARK="oomless-run-test-$$-$N"; }
 left() { pgrep -f "$MARK" | wc -l; } # processes still carrying this test's marker
 # wait_for FILE TEXT: polls (up to 60 s) until FILE contains TEXT
-wait_for() {
-    local i
-    for i in $(seq 600); do
-        grep -q "$2" "$1" 2>/dev/null && return 0
-        sleep 0.1
-    done
-    return 1
-}
+wait_for() { poll 60 grep -q "$2" "$1" 2>/dev/null; }
+none_left() { [ "$(left)" -eq 0 ]; }
 # wait_gone: polls (up to 30 s) until no process carries the marker
-wait_gone() {
-    local i
-    for i in $(seq 300); do
-        [ "$(left)" -eq 0 ] && return 0
-        sleep 0.1
-    done
-    return 1
-}
+wait_gone() { poll 30 none_left; }
 
 # ---- recovery: 1 GiB + 150 MiB/sample; the last step needs 1.5x: 32 dies there, 16 fits ---------
 # (the spike is the last step so that the final sample, taken while the job is a zombie, sees it

@@ -5,20 +5,9 @@
 : "${FAKE_JOB:?run through ctest}"
 unset CUDA_VISIBLE_DEVICES OOMLESS_GPU GPU_PROFILE OOMLESS_BATCH_SIZE
 
-mkdir -p "$TMP/procs"
-fake_nvml 'gpu name="NVIDIA A100-SXM4-80GB" uuid=GPU-11111111-2222-3333-4444-555555555555 total=8589934592 used=0
-procdir '"$TMP/procs"
-export XDG_CACHE_HOME="$TMP/cache"
+fake_job_gpu
 JOB=("$FAKE_JOB" --batch-size '{batch}' --procdir "$TMP/procs" --capacity 8G --step-time-ms 20
     --steps 100000 --fixed 1G --per-sample 1M)
-poll() { # poll CONDITION-COMMAND...: up to 30 s
-    local i
-    for i in $(seq 300); do
-        "$@" && return 0
-        sleep 0.1
-    done
-    return 1
-}
 # the job is oomless's only child
 job_started() { JOBPID=$(pgrep -P "$PARENT" | head -1); [ -n "$JOBPID" ]; }
 job_gone() { # no such process, or only a zombie waiting for init
@@ -37,11 +26,11 @@ for cmd in run probe run-silent; do
     run-silent) "$OOMLESS_BIN" run --batch-size 4 -- sh -c 'exec sleep 1000' "$MARK" >/dev/null 2>&1 & ;;
     esac
     PARENT=$!
-    if poll job_started; then ok; else bad "$cmd: the job never started"; continue; fi
+    if poll 30 job_started; then ok; else bad "$cmd: the job never started"; continue; fi
     sleep 0.3
     if job_gone; then bad "$cmd: the job is not running before the kill"; else ok; fi
     kill -KILL "$PARENT"
     wait "$PARENT" 2>/dev/null
-    if poll job_gone; then ok; else bad "$cmd: the job outlived oomless killed by SIGKILL"; kill -KILL "$JOBPID"; fi
+    if poll 30 job_gone; then ok; else bad "$cmd: the job outlived oomless killed by SIGKILL"; kill -KILL "$JOBPID"; fi
 done
 finish

@@ -8,31 +8,16 @@
 : "${FAKE_JOB:?run through ctest}"
 unset CUDA_VISIBLE_DEVICES OOMLESS_GPU GPU_PROFILE OOMLESS_BATCH_SIZE
 
-mkdir -p "$TMP/procs"
-fake_nvml 'gpu name="NVIDIA A100-SXM4-80GB" uuid=GPU-11111111-2222-3333-4444-555555555555 total=8589934592 used=0
-procdir '"$TMP/procs"
-export XDG_CACHE_HOME="$TMP/cache"
+fake_job_gpu
 JOB=("$FAKE_JOB" --batch-size '{batch}' --procdir "$TMP/procs" --capacity 8G --step-time-ms 20
     --steps 100000 --fixed 1G --per-sample 1M)
 N=0
 marker() { N=$((N + 1)); MARK="oomless-signals-test-$$-$N"; }
 left() { pgrep -f "$MARK" | wc -l; }
-started() { # started FILE...: polls (up to 60 s) until the job printed its first step in one
-    local i
-    for i in $(seq 600); do
-        grep -q 'step 1/' "$@" 2>/dev/null && return 0
-        sleep 0.1
-    done
-    return 1
-}
-wait_gone() {
-    local i
-    for i in $(seq 300); do
-        [ "$(left)" -eq 0 ] && return 0
-        sleep 0.1
-    done
-    return 1
-}
+# started FILE...: polls (up to 60 s) until the job printed its first step in one
+started() { poll 60 grep -q 'step 1/' "$@" 2>/dev/null; }
+none_left() { [ "$(left)" -eq 0 ]; }
+wait_gone() { poll 30 none_left; }
 
 for sig in TERM INT HUP; do
     marker
