@@ -12,6 +12,25 @@ for p in $PKGS; do
     fi
 done
 
+# clang's sanitizer runtimes (libclang_rt.asan-x86_64.so, used by make check-sanitize and make fuzz)
+# are a separate Debian package named after clang's major version: clang 14 needs
+# libclang-rt-14-dev. Ask for the one matching the clang that is, or will be, installed.
+clang_major=""
+if command -v clang >/dev/null 2>&1; then
+    clang_major=$(clang -dumpversion 2>/dev/null | cut -d. -f1)
+else
+    clang_major=$(apt-cache depends clang 2>/dev/null | sed -n 's/.*Depends: clang-\([0-9][0-9]*\)$/\1/p' | head -n 1)
+    [ -n "$clang_major" ] || clang_major=14   # Debian 12's clang
+fi
+rt="libclang-rt-$clang_major-dev"
+if ! dpkg-query -W -f='${Status}' "$rt" 2>/dev/null | grep -q "install ok installed"; then
+    # older Debian releases ship the runtime inside libclang-common-N-dev: look for the file itself
+    if ! { command -v clang >/dev/null 2>&1 &&
+           [ -f "$(clang -print-file-name=libclang_rt.asan-x86_64.so)" ]; }; then
+        missing="$missing $rt"
+    fi
+fi
+
 if [ -z "$missing" ]; then
     exit 0
 fi
