@@ -72,7 +72,7 @@ bench: all
 	bench/run.sh $(BUILD)
 
 format:
-	clang-format -i include/*.h lib/*.c lib/*.h cli/*.c cli/*.h tests/unit/*.c tests/fake/*.c
+	clang-format -i include/*.h lib/*/*.c lib/*/*.h cli/*.c cli/*.h tests/unit/*.c tests/fake/*.c
 
 clean:
 	rm -rf $(BUILD) build-sanitize build-fuzz

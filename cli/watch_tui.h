@@ -1,45 +1,11 @@
 /*
- * watch_tui.h - what cmd_watch.c (options, sampling, text and JSON output) and watch_tui.c (the
- * ncursesw interface) share.
+ * watch_tui.h - the interactive view of `oomless watch` (watch_tui.c, ncursesw), driven by
+ * cmd_watch.c over a watch session (watch_session.h).
  */
 #ifndef OOMLESS_WATCH_TUI_H
 #define OOMLESS_WATCH_TUI_H
 
-#include "oomless.h"
-
-#include <signal.h>
-#include <stdio.h>
-
-#define WATCH_MIN_INTERVAL 0.05
-#define WATCH_MAX_INTERVAL 3600.0
-
-/* one running watch */
-struct watch_ctx {
-    oom_monitor *monitor;
-    oom_event_log *events; /* NULL without --events */
-    FILE *csv;             /* NULL without --log */
-    const char *csv_path;
-    double interval;     /* seconds between samples */
-    long long count;     /* samples to take; 0: until stopped */
-    long long taken;     /* samples taken so far */
-    size_t events_added; /* events the last step read */
-    int paused;          /* the interactive view stopped sampling */
-    char error[512];     /* why watch_step failed, printed once the terminal is back */
-};
-
-/* the signal that asked the watch to stop (SIGINT, SIGTERM, SIGHUP, SIGQUIT), or 0; set by the
- * handlers, which do nothing else */
-extern volatile sig_atomic_t watch_stop_signal;
-
-/* Samples once, appends the CSV rows, reads new events. Returns an exit code (EXIT_OK...);
- * on failure the message is in w->error (nothing is printed). */
-int watch_step(struct watch_ctx *w);
-/* Monotonic seconds. */
-double watch_now(void);
-/* "12:01:02  oom     pid 7 attempt 1 batch 32 peak 23.44 GiB" (absent fields left out) */
-char *watch_format_event(char *buf, size_t size, const oom_run_event *e);
-/* "1h02m", "3m20s", "45s" */
-char *watch_format_duration(char *buf, size_t size, double seconds);
+#include "watch_session.h"
 
 /* 1 when stdin and stdout are terminals whose TERM can address the cursor */
 int watch_tui_available(void);

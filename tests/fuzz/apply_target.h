@@ -10,7 +10,7 @@
  * output changes nothing more (the edit is idempotent); nothing leaks.
  */
 #include "fuzz.h"
-#include "internal.h"
+#include "core/core.h"
 #include "oomless.h"
 
 #include <json-c/json.h>

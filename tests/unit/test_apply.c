@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "core/core.h"
 #include "oomless.h"
 
 static const char plan_json[] =

@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "internal.h"
+#include "job/job.h"
 
 #include <fcntl.h>
 #include <signal.h>

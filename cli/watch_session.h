@@ -1,0 +1,44 @@
+/*
+ * watch_session.h - one running watch (watch_session.c): what cmd_watch.c (options, text and JSON
+ * output) and watch_tui.c (the ncursesw view) both use. The view gets everything through this.
+ */
+#ifndef OOMLESS_WATCH_SESSION_H
+#define OOMLESS_WATCH_SESSION_H
+
+#include "oomless.h"
+
+#include <signal.h>
+#include <stdio.h>
+
+#define WATCH_MIN_INTERVAL 0.05
+#define WATCH_MAX_INTERVAL 3600.0
+
+/* one running watch */
+struct watch_ctx {
+    oom_monitor *monitor;
+    oom_event_log *events; /* NULL without --events */
+    FILE *csv;             /* NULL without --log */
+    const char *csv_path;
+    double interval;     /* seconds between samples */
+    long long count;     /* samples to take; 0: until stopped */
+    long long taken;     /* samples taken so far */
+    size_t events_added; /* events the last step read */
+    int paused;          /* the interactive view stopped sampling */
+    char error[512];     /* why watch_step failed, printed once the terminal is back */
+};
+
+/* the signal that asked the watch to stop (SIGINT, SIGTERM, SIGHUP, SIGQUIT), or 0; set by the
+ * handlers, which do nothing else */
+extern volatile sig_atomic_t watch_stop_signal;
+
+/* Samples once, appends the CSV rows, reads new events. Returns an exit code (EXIT_OK...);
+ * on failure the message is in w->error (nothing is printed). */
+int watch_step(struct watch_ctx *w);
+/* Monotonic seconds. */
+double watch_now(void);
+/* "12:01:02  oom     pid 7 attempt 1 batch 32 peak 23.44 GiB" (absent fields left out) */
+char *watch_format_event(char *buf, size_t size, const oom_run_event *e);
+/* "1h02m", "3m20s", "45s" */
+char *watch_format_duration(char *buf, size_t size, double seconds);
+
+#endif

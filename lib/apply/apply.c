@@ -1,0 +1,518 @@
+/* apply.c - the edit set behind `oomless apply`: assignments, one run over several files
+ * (all edited in memory, then all written or none), and the report of what was done. */
+#include "apply/apply.h"
+
+#include <json-c/json.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+struct assign {
+    char *key, *spec;
+    bool optional;
+};
+
+struct edit {
+    char *key;
+    oomi_edit_result res;
+    oomi_aval val; /* the new value (not for skipped-for-the-plan edits) */
+    bool has_val;
+};
+
+struct file {
+    char *name, *real, *old, *text, *tmp, *backup;
+    size_t oldlen, len;
+    unsigned mode;
+    bool json;
+    struct edit *edits;
+    size_t nedits;
+};
+
+struct oom_apply {
+    struct json_object *plan;
+    struct assign *as;
+    size_t nas;
+    char *suffix;
+    oom_apply_step_fn hook;
+    void *user;
+    struct file *files;
+    size_t nfiles;
+    bool ran, dry, written;
+};
+
+int oom_apply_create(oom_apply **out)
+{
+    oom_apply *a = oomi_calloc(1, sizeof(*a));
+
+    *out = NULL;
+    if (!a || !(a->suffix = oomi_strdup(".bak"))) {
+        oomi_free(a);
+        return oomi_nomem();
+    }
+    *out = a;
+    return OOM_OK;
+}
+
+static void free_files(oom_apply *a)
+{
+    size_t i, j;
+
+    for (i = 0; i < a->nfiles; i++) {
+        struct file *f = &a->files[i];
+        for (j = 0; j < f->nedits; j++) {
+            oomi_free(f->edits[j].key);
+            oomi_aval_clear(&f->edits[j].res.old);
+            oomi_free(f->edits[j].res.reason);
+            oomi_aval_clear(&f->edits[j].val);
+        }
+        if (f->tmp)
+            unlink(f->tmp);
+        oomi_free(f->edits);
+        oomi_free(f->name);
+        oomi_free(f->real);
+        oomi_free(f->old);
+        oomi_free(f->text);
+        oomi_free(f->tmp);
+        oomi_free(f->backup);
+    }
+    oomi_free(a->files);
+    a->files = NULL;
+    a->nfiles = 0;
+    a->ran = a->dry = a->written = false;
+}
+
+void oom_apply_free(oom_apply *a)
+{
+    size_t i;
+
+    if (!a)
+        return;
+    free_files(a);
+    for (i = 0; i < a->nas; i++) {
+        oomi_free(a->as[i].key);
+        oomi_free(a->as[i].spec);
+    }
+    oomi_free(a->as);
+    oomi_free(a->suffix);
+    if (a->plan)
+        json_object_put(a->plan);
+    oomi_free(a);
+}
+
+int oom_apply_load_plan(oom_apply *a, const char *text, const char *name)
+{
+    struct json_tokener *tok = json_tokener_new();
+    struct json_object *doc;
+    enum json_tokener_error jerr;
+    size_t line, col, len = strlen(text);
+
+    if (!tok)
+        return oomi_nomem();
+    doc = json_tokener_parse_ex(tok, text, (int)len);
+    jerr = json_tokener_get_error(tok);
+    oomi_line_col(text, json_tokener_get_parse_end(tok), &line, &col);
+    json_tokener_free(tok);
+    if (!doc || jerr != json_tokener_success) {
+        if (doc)
+            json_object_put(doc);
+        return oomi_fail(OOM_EPARSE, "plan '%s' line %zu column %zu: %s", name, line, col,
+                         jerr == json_tokener_success    ? "empty"
+                         : jerr == json_tokener_continue ? "unexpected end of input"
+                                                         : json_tokener_error_desc(jerr));
+    }
+    if (!json_object_is_type(doc, json_type_object)) {
+        json_object_put(doc);
+        return oomi_fail(OOM_EINVAL, "plan '%s' is not a JSON object", name);
+    }
+    if (a->plan)
+        json_object_put(a->plan);
+    a->plan = doc;
+    return OOM_OK;
+}
+
+int oom_apply_set(oom_apply *a, const char *key, const char *spec, unsigned flags)
+{
+    oomi_pathseg *segs;
+    size_t n, i;
+    struct assign *grown, as = {NULL, NULL, (flags & OOM_APPLY_OPTIONAL) != 0};
+    int err;
+
+    if ((err = oomi_path_parse(&segs, &n, key)))
+        return err;
+    oomi_path_free(segs, n);
+    if ((err = oomi_spec_check(spec)))
+        return err;
+    if (!(as.key = oomi_strdup(key)) || !(as.spec = oomi_strdup(spec))) {
+        oomi_free(as.key);
+        return oomi_nomem();
+    }
+    for (i = 0; i < a->nas && strcmp(a->as[i].key, key); i++)
+        ;
+    if (i < a->nas && as.optional && !a->as[i].optional) {
+        oomi_free(as.key);
+        oomi_free(as.spec);
+        return OOM_OK;
+    }
+    if (i == a->nas) {
+        if (!(grown = oomi_reallocarray(a->as, a->nas + 1, sizeof(*grown)))) {
+            oomi_free(as.key);
+            oomi_free(as.spec);
+            return oomi_nomem();
+        }
+        a->as = grown;
+        a->nas++;
+    } else {
+        oomi_free(a->as[i].key);
+        oomi_free(a->as[i].spec);
+    }
+    a->as[i] = as;
+    return OOM_OK;
+}
+
+static int add_preset_entry(const char *key, const char *spec, void *user)
+{
+    return oom_apply_set(user, key, spec, OOM_APPLY_OPTIONAL);
+}
+
+int oom_apply_preset(oom_apply *a, const char *name)
+{
+    return oomi_preset_each(name, add_preset_entry, a);
+}
+
+int oom_apply_set_backup_suffix(oom_apply *a, const char *suffix)
+{
+    char *s = NULL;
+
+    if (suffix && *suffix) {
+        if (strchr(suffix, '/'))
+            return oomi_fail(OOM_EINVAL, "backup suffix '%s' contains '/'", suffix);
+        if (!(s = oomi_strdup(suffix)))
+            return oomi_nomem();
+    }
+    oomi_free(a->suffix);
+    a->suffix = s;
+    return OOM_OK;
+}
+
+void oom_apply_set_step_hook(oom_apply *a, oom_apply_step_fn fn, void *user)
+{
+    a->hook = fn;
+    a->user = user;
+}
+
+/* ---- editing in memory --------------------------------------------------------------------- */
+
+static bool looks_json(const char *name, const char *text)
+{
+    size_t n = strlen(name);
+
+    if (n >= 5 && !strcasecmp(name + n - 5, ".json"))
+        return true;
+    if ((n >= 5 && !strcasecmp(name + n - 5, ".yaml")) ||
+        (n >= 4 && !strcasecmp(name + n - 4, ".yml")))
+        return false;
+    text += strspn(text, " \t\r\n");
+    return *text == '{' || *text == '[';
+}
+
+/* the edits of every assignment on f->text, then a read-back check of each */
+static int edit_file(oom_apply *a, struct file *f, unsigned flags)
+{
+    size_t i;
+    int err = OOM_OK;
+    bool missing;
+
+    f->json = looks_json(f->name, f->old);
+    if (!(f->text = oomi_strndup(f->old, f->oldlen)) ||
+        !(f->edits = oomi_calloc(a->nas ? a->nas : 1, sizeof(*f->edits))))
+        return oomi_nomem();
+    f->len = f->oldlen;
+    for (i = 0; !err && i < a->nas; i++) {
+        struct edit *e = &f->edits[f->nedits++];
+        if (!(e->key = oomi_strdup(a->as[i].key)))
+            return oomi_nomem();
+        if ((err = oomi_spec_resolve(&e->val, &missing, a->plan, a->as[i].spec)))
+            break;
+        if (missing && a->as[i].optional) {
+            e->res.action = "skipped";
+            e->res.reason = oomi_asprintf("the plan has no '%s'", a->as[i].spec);
+            err = e->res.reason ? OOM_OK : oomi_nomem();
+            continue;
+        }
+        if (missing)
+            return oomi_fail(OOM_ENOTFOUND, "the plan has no field '%s' (for key '%s')",
+                             a->as[i].spec, a->as[i].key);
+        e->has_val = true;
+        err = oomi_edit_text(&f->text, &f->len, f->json, f->name, e->key, &e->val,
+                             a->as[i].optional, flags, &e->res);
+    }
+    for (i = 0; !err && i < f->nedits; i++)
+        if (f->edits[i].has_val && strcmp(f->edits[i].res.action, "skipped"))
+            err = oomi_edit_verify(f->text, f->len, f->json, f->name, f->edits[i].key,
+                                   &f->edits[i].val, f->edits[i].res.inserted);
+    return err;
+}
+
+static int read_file(oom_apply *a, struct file *f, const char *name, unsigned flags)
+{
+    struct stat st;
+    int err;
+
+    (void)a;
+    if (!(f->name = oomi_strdup(name)))
+        return oomi_nomem();
+    if ((err = oomi_resolve_target(&f->real, name, (flags & OOM_APPLY_FOLLOW_SYMLINKS) != 0)))
+        return err;
+    if (stat(f->real, &st) < 0 || !S_ISREG(st.st_mode))
+        return oomi_fail(OOM_EIO, "'%s' is not a regular file", name);
+    f->mode = (unsigned)st.st_mode;
+    return oomi_read_file(&f->old, &f->oldlen, f->real);
+}
+
+static bool changed(const struct file *f)
+{
+    return f->len != f->oldlen || memcmp(f->text, f->old, f->len);
+}
+
+/* ---- writing ------------------------------------------------------------------------------- */
+
+static int write_backups(oom_apply *a)
+{
+    size_t i;
+    int err;
+    char *tmp;
+
+    for (i = 0; i < a->nfiles; i++) {
+        struct file *f = &a->files[i];
+        if (!changed(f) || !a->suffix)
+            continue;
+        if (!(f->backup = oomi_asprintf("%s%s", f->real, a->suffix)))
+            return oomi_nomem();
+        if ((err = oomi_write_temp(&tmp, f->backup, f->mode, f->old, f->oldlen, NULL, NULL)))
+            return oomi_fail_prefix(err, "backup '%s': ", f->backup);
+        err = oomi_commit_temp(tmp, f->backup, NULL, NULL);
+        oomi_free(tmp);
+        if (err)
+            return err;
+        if (a->hook)
+            a->hook("backup-written", f->name, a->user);
+    }
+    return OOM_OK;
+}
+
+/* temporaries for every changed file first (any failure removes them all), then the renames */
+static int write_files(oom_apply *a)
+{
+    size_t i;
+    int err;
+
+    for (i = 0; a->hook && i < a->nfiles; i++)
+        if (changed(&a->files[i]))
+            a->hook("prepared", a->files[i].name, a->user);
+    if ((err = write_backups(a)))
+        return err;
+    for (i = 0; i < a->nfiles; i++) {
+        struct file *f = &a->files[i];
+        if (changed(f) &&
+            (err = oomi_write_temp(&f->tmp, f->real, f->mode, f->text, f->len, a->hook, a->user)))
+            return err; /* free_files() unlinks the ones already made */
+    }
+    for (i = 0; i < a->nfiles; i++) {
+        struct file *f = &a->files[i];
+        if (!f->tmp)
+            continue;
+        err = oomi_commit_temp(f->tmp, f->real, a->hook, a->user);
+        oomi_free(f->tmp);
+        f->tmp = NULL;
+        if (err)
+            return err;
+        a->written = true;
+    }
+    return OOM_OK;
+}
+
+static void unlink_temps(oom_apply *a)
+{
+    size_t i;
+
+    for (i = 0; i < a->nfiles; i++) {
+        if (a->files[i].tmp)
+            unlink(a->files[i].tmp);
+        oomi_free(a->files[i].tmp);
+        a->files[i].tmp = NULL;
+    }
+}
+
+static int make_diff(oom_apply *a, char **diff)
+{
+    oomi_sb sb = OOMI_SB_INIT;
+    size_t i;
+    int err = OOM_OK;
+
+    oomi_sb_puts(&sb, "");
+    for (i = 0; !err && i < a->nfiles; i++)
+        err = oomi_diff(&sb, a->files[i].name, a->files[i].old, a->files[i].oldlen,
+                        a->files[i].text, a->files[i].len);
+    if (!err)
+        err = oomi_sb_ok(&sb);
+    if (err) {
+        oomi_sb_free(&sb);
+        return err;
+    }
+    *diff = oomi_sb_steal(&sb);
+    return OOM_OK;
+}
+
+int oom_apply_run(oom_apply *a, const char *const *files, size_t count, unsigned flags, char **diff)
+{
+    size_t i;
+    int err = OOM_OK;
+
+    if (diff)
+        *diff = NULL;
+    free_files(a);
+    if (!count)
+        return oomi_fail(OOM_EINVAL, "no file to edit");
+    if (!a->nas)
+        return oomi_fail(OOM_EINVAL, "nothing to set (give --set or --preset)");
+    if (!(a->files = oomi_calloc(count, sizeof(*a->files))))
+        return oomi_nomem();
+    for (i = 0; !err && i < count; i++) {
+        a->nfiles++;
+        if (!(err = read_file(a, &a->files[i], files[i], flags)))
+            err = edit_file(a, &a->files[i], flags);
+    }
+    if (!err && diff)
+        err = make_diff(a, diff);
+    a->dry = (flags & OOM_APPLY_DRY_RUN) != 0;
+    if (!err && !a->dry)
+        err = write_files(a);
+    unlink_temps(a);
+    if (err && diff) {
+        oomi_free(*diff);
+        *diff = NULL;
+    }
+    a->ran = !err;
+    return err;
+}
+
+int oom_apply_buffer(oom_apply *a, const char *name, const char *text, size_t len, unsigned flags,
+                     char **out, size_t *out_len)
+{
+    struct file *f;
+    int err;
+
+    *out = NULL;
+    free_files(a);
+    if (!(a->files = oomi_calloc(1, sizeof(*a->files))))
+        return oomi_nomem();
+    f = &a->files[0];
+    a->nfiles = 1;
+    a->dry = true;
+    if (!(f->name = oomi_strdup(name)) || !(f->old = oomi_strndup(text, len)))
+        return oomi_nomem();
+    f->oldlen = len;
+    if ((err = edit_file(a, f, flags)))
+        return err;
+    if (!(*out = oomi_strndup(f->text, f->len)))
+        return oomi_nomem();
+    *out_len = f->len;
+    a->ran = true;
+    return OOM_OK;
+}
+
+/* ---- the report ------------------------------------------------------------------------------ */
+
+static struct json_object *jval(const oomi_aval *v)
+{
+    switch (v->type) {
+    case OOMI_AV_BOOL:
+        return json_object_new_boolean(v->b);
+    case OOMI_AV_INT:
+        return json_object_new_int64(v->i);
+    case OOMI_AV_FLOAT:
+        return json_object_new_double(v->d);
+    case OOMI_AV_STRING:
+        return json_object_new_string(v->s ? v->s : "");
+    default:
+        return NULL;
+    }
+}
+
+static int add(struct json_object *obj, const char *key, struct json_object *val, bool may_be_null)
+{
+    if (!val && !may_be_null)
+        return OOM_ENOMEM;
+    return json_object_object_add(obj, key, val) ? OOM_ENOMEM : OOM_OK;
+}
+
+static int report_edit(struct json_object *arr, const struct edit *e)
+{
+    struct json_object *o = json_object_new_object();
+    int err;
+
+    if (!o || json_object_array_add(arr, o)) {
+        json_object_put(o);
+        return OOM_ENOMEM;
+    }
+    err = add(o, "key", json_object_new_string(e->key), false);
+    err = err ? err : add(o, "action", json_object_new_string(e->res.action), false);
+    if (!err && e->res.has_old)
+        err = add(o, "old", jval(&e->res.old), e->res.old.type == OOMI_AV_NULL);
+    if (!err && e->has_val && strcmp(e->res.action, "skipped"))
+        err = add(o, "new", jval(&e->val), e->val.type == OOMI_AV_NULL);
+    if (!err && e->res.reason)
+        err = add(o, "reason", json_object_new_string(e->res.reason), false);
+    return err;
+}
+
+static int report_file(struct json_object *arr, const struct file *f)
+{
+    struct json_object *o = json_object_new_object(), *edits;
+    size_t i;
+    int err;
+
+    if (!o || json_object_array_add(arr, o)) {
+        json_object_put(o);
+        return OOM_ENOMEM;
+    }
+    err = add(o, "file", json_object_new_string(f->name), false);
+    err = err ? err : add(o, "format", json_object_new_string(f->json ? "json" : "yaml"), false);
+    err = err ? err : add(o, "changed", json_object_new_boolean(changed(f)), false);
+    err = err ? err
+              : add(o, "backup", f->backup ? json_object_new_string(f->backup) : NULL, !f->backup);
+    err = err ? err : add(o, "edits", edits = json_object_new_array(), false);
+    for (i = 0; !err && i < f->nedits; i++)
+        err = report_edit(edits, &f->edits[i]);
+    return err;
+}
+
+int oom_apply_report(const oom_apply *a, char **out)
+{
+    struct json_object *doc = json_object_new_object(), *files;
+    const char *text;
+    size_t i;
+    int err;
+
+    *out = NULL;
+    if (!a->ran) {
+        json_object_put(doc);
+        return oomi_fail(OOM_EINVAL, "no apply run to report");
+    }
+    err = doc ? add(doc, "dry_run", json_object_new_boolean(a->dry), false) : OOM_ENOMEM;
+    err = err ? err : add(doc, "written", json_object_new_boolean(a->written), false);
+    err = err ? err : add(doc, "files", files = json_object_new_array(), false);
+    for (i = 0; !err && i < a->nfiles; i++)
+        err = report_file(files, &a->files[i]);
+    if (!err) {
+        text =
+            json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+                                                    JSON_C_TO_STRING_NOSLASHESCAPE);
+        if (!text || !(*out = oomi_strdup(text)))
+            err = OOM_ENOMEM;
+    }
+    json_object_put(doc);
+    return err ? oomi_nomem() : OOM_OK;
+}

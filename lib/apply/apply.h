@@ -1,0 +1,117 @@
+/*
+ * apply/apply.h - config-file editing: a byte-offset tree of YAML/JSON, typed values, key paths,
+ * renderers, value specs and presets, one edit in one text. Uses core.
+ */
+#ifndef OOMLESS_APPLY_APPLY_H
+#define OOMLESS_APPLY_APPLY_H
+
+#include "core/core.h"
+
+/* ==== apply (apply.c, apply_value.c, apply_yaml.c, apply_json.c) ======
+ * A config file is parsed into a small tree of oomi_node with byte
+ * offsets into the original buffer; edits are splices of those byte spans. */
+
+/* a typed scalar value; `s` is owned (STRING only) */
+typedef enum oomi_avtype {
+    OOMI_AV_NULL,
+    OOMI_AV_BOOL,
+    OOMI_AV_INT,
+    OOMI_AV_FLOAT,
+    OOMI_AV_STRING,
+} oomi_avtype;
+
+typedef struct oomi_aval {
+    oomi_avtype type;
+    bool b;
+    long long i;
+    double d;
+    char *s;
+} oomi_aval;
+
+void oomi_aval_clear(oomi_aval *v);
+int oomi_aval_copy(oomi_aval *dst, const oomi_aval *src);
+bool oomi_aval_equal(const oomi_aval *a, const oomi_aval *b);
+const char *oomi_avtype_name(oomi_avtype t);
+/* resolves a plain YAML scalar as OmegaConf/PyYAML do (null, bool incl. yes/no/on/off, int, float)
+ */
+int oomi_aval_from_plain(oomi_aval *out, const char *text);
+/* the value as JSON text ("8", "true", "\"bf16\"") appended to sb */
+void oomi_aval_json(oomi_sb *sb, const oomi_aval *v);
+/* the shortest text of a double that reads back exactly and looks like a float ("2.0", "1e-05") */
+void oomi_format_float(char *buf, size_t size, double d);
+
+typedef enum oomi_nkind { OOMI_N_SCALAR, OOMI_N_MAP, OOMI_N_SEQ, OOMI_N_ALIAS } oomi_nkind;
+typedef enum oomi_quote { OOMI_Q_PLAIN, OOMI_Q_SINGLE, OOMI_Q_DOUBLE, OOMI_Q_BLOCK } oomi_quote;
+
+typedef struct oomi_node {
+    oomi_nkind kind;
+    oomi_quote quote;  /* scalars */
+    bool flow;         /* flow collection ({...}, [...]; every JSON collection) */
+    bool anchored;     /* has an anchor (&a): aliases elsewhere share it */
+    bool tagged;       /* has an explicit tag (!!str, !custom) */
+    oomi_aval val;     /* scalars: the typed value */
+    size_t start, end; /* byte span (scalars include their quotes) */
+    size_t close;      /* flow collections: offset of the closing bracket */
+    size_t n, cap;
+    struct oomi_node **keys; /* maps: key nodes (NULL for sequences) */
+    struct oomi_node **vals; /* maps: values; sequences: items */
+} oomi_node;
+
+void oomi_node_free(oomi_node *node);
+/* appends a child (key NULL for sequences); takes ownership of both, also on failure */
+int oomi_node_add(oomi_node *parent, oomi_node *key, oomi_node *val);
+
+/* key paths: "a.b[0].c" */
+typedef struct oomi_pathseg {
+    char *key; /* NULL for an index */
+    size_t index;
+} oomi_pathseg;
+
+int oomi_path_parse(oomi_pathseg **out, size_t *count, const char *path);
+void oomi_path_free(oomi_pathseg *segs, size_t count);
+
+/* Parsers: OOM_EPARSE naming `file` with line and column. */
+int oomi_yaml_parse(oomi_node **root, const char *buf, size_t len, const char *file);
+int oomi_json_parse(oomi_node **root, const char *buf, size_t len, const char *file);
+/* line (1-based) and column (1-based, in characters) of a byte offset */
+void oomi_line_col(const char *buf, size_t off, size_t *line, size_t *col);
+
+/* Text of a new scalar in the old node's style; NULL on allocation failure. */
+char *oomi_yaml_render(const oomi_node *old, const char *buf, const oomi_aval *v);
+char *oomi_json_render(const oomi_aval *v);
+/* Text that creates segs[0..n) under `map` (a missing key chain ending in v), inserted at *pos.
+ * OOM_EREFUSED when the chain cannot be created (an index, a non-map parent). */
+int oomi_yaml_create(char **text, size_t *pos, const oomi_node *map, const char *buf, size_t len,
+                     const oomi_pathseg *segs, size_t n, const char *v_text);
+int oomi_json_create(char **text, size_t *pos, const oomi_node *map, const char *buf, size_t len,
+                     const oomi_pathseg *segs, size_t n, const char *v_text);
+
+/* Value specs and presets (apply_spec.c). */
+struct json_object;
+/* OOM_EINVAL naming the spec when it is malformed */
+int oomi_spec_check(const char *spec);
+/* *missing (and OOM_OK) when the plan lacks the field; OOM_EINVAL when a plan is needed and
+ * `plan` is NULL, or the field is not a scalar */
+int oomi_spec_resolve(oomi_aval *out, bool *missing, struct json_object *plan, const char *spec);
+typedef int (*oomi_preset_fn)(const char *key, const char *spec, void *user);
+/* calls fn for each assignment of the named preset (user file first, then the data file) */
+int oomi_preset_each(const char *name, oomi_preset_fn fn, void *user);
+
+/* One assignment in one text (apply_edit.c). */
+typedef struct oomi_edit_result {
+    const char *action; /* "set", "create", "unchanged", "skipped" */
+    oomi_aval old;      /* valid for set/unchanged */
+    bool has_old;
+    char *reason;  /* skipped: why (allocated) */
+    bool inserted; /* the text was inserted (create, or a value after "key:") */
+} oomi_edit_result;
+
+/* Edits *text in place (reallocated). flags: OOM_APPLY_CREATE, OOM_APPLY_FORCE_TYPE. */
+int oomi_edit_text(char **text, size_t *len, bool json, const char *file, const char *key,
+                   const oomi_aval *v, bool optional, unsigned flags, oomi_edit_result *res);
+/* OOM_OK when `key` in the text reads back as `v`; otherwise OOM_EREFUSED for inserted text (an
+ * unusual spot: explicit '?' keys, ...) and OOM_EINTERNAL for a replaced value (a bug) */
+int oomi_edit_verify(const char *text, size_t len, bool json, const char *file, const char *key,
+                     const oomi_aval *v, bool inserted);
+
+#endif

@@ -1,0 +1,119 @@
+/*
+ * core/core.h - the bottom layer: errors, allocation, strings, files, numbers, YAML
+ * loading, JSON output helpers, diffs and safe writes. Internal names start with oomi_ (public
+ * ones with oom_); the version script exports only oom_*. Uses nothing of the other folders.
+ */
+#ifndef OOMLESS_CORE_CORE_H
+#define OOMLESS_CORE_CORE_H
+
+#include "oomless.h"
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(__GNUC__)
+#define OOMI_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define OOMI_PRINTF(f, a)
+#endif
+
+#define OOMI_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+
+/* ---- errors (error.c) ---------------------------------------------------------------------
+ * oomi_fail() records code + message for oom_last_message() and returns the code, so that
+ *     return oomi_fail(OOM_EINVAL, "size '%s' is not a number", text);
+ * is the whole error path. oomi_fail_keep() returns the code of a failure already recorded by a
+ * callee, optionally prefixing context ("model 'x.json': ").
+ */
+int oomi_fail(int code, const char *fmt, ...) OOMI_PRINTF(2, 3);
+int oomi_failv(int code, const char *fmt, va_list ap) OOMI_PRINTF(2, 0);
+int oomi_fail_prefix(int code, const char *fmt, ...) OOMI_PRINTF(2, 3);
+int oomi_nomem(void);
+void oomi_clear_error(void);
+
+/* ---- memory (alloc.c): every allocation of the library goes through these --------------- */
+void *oomi_malloc(size_t n);
+void *oomi_calloc(size_t count, size_t size);
+void *oomi_realloc(void *p, size_t n);
+/* realloc of an array with overflow check; NULL (with p untouched) on failure */
+void *oomi_reallocarray(void *p, size_t count, size_t size);
+char *oomi_strdup(const char *s);
+char *oomi_strndup(const char *s, size_t n);
+void oomi_free(void *p);
+char *oomi_asprintf(const char *fmt, ...) OOMI_PRINTF(1, 2);
+
+/* ---- growable string (strbuf.c) -----------------------------------------------------------
+ * A failed append latches `failed`; check once with oomi_sb_ok() at the end. */
+typedef struct oomi_sb {
+    char *buf;
+    size_t len, cap;
+    bool failed;
+} oomi_sb;
+
+#define OOMI_SB_INIT                                                                               \
+    {                                                                                              \
+        NULL, 0, 0, false                                                                          \
+    }
+void oomi_sb_add(oomi_sb *sb, const char *s, size_t n);
+void oomi_sb_puts(oomi_sb *sb, const char *s);
+void oomi_sb_putc(oomi_sb *sb, char c);
+void oomi_sb_printf(oomi_sb *sb, const char *fmt, ...) OOMI_PRINTF(2, 3);
+/* OOM_OK, or OOM_ENOMEM (recorded) if any append failed */
+int oomi_sb_ok(oomi_sb *sb);
+/* hands the buffer over (never NULL on success: "" for an empty buffer) and resets sb */
+char *oomi_sb_steal(oomi_sb *sb);
+void oomi_sb_free(oomi_sb *sb);
+
+/* ---- files and data (file.c) -------------------------------------------------------------- */
+/* Reads a whole file (NUL-terminated, *len without the NUL). OOM_EIO names the path + errno. */
+int oomi_read_file(char **out, size_t *len, const char *path);
+/* The data directory: $OOMLESS_DATA_DIR, else the installed one, else the source tree's. */
+const char *oomi_data_dir(void);
+/* "<data dir>/<relative>", allocated */
+char *oomi_data_path(const char *relative);
+
+/* ---- small helpers (util.c) ---------------------------------------------------------------- */
+/* Case-insensitive compare treating '-', '_' and ' ' as equal ("a100_80gb" == "A100-80GB"). */
+int oomi_name_cmp(const char *a, const char *b);
+/* Levenshtein distance over the same normalisation, for "did you mean" lists. */
+size_t oomi_name_distance(const char *a, const char *b);
+/* Strict integer parse of a whole string into [min, max]; OOM_EINVAL naming `what`. */
+int oomi_parse_long(long long *out, const char *text, long long min, long long max,
+                    const char *what);
+/* Strict floating parse of a whole string (finite); OOM_EINVAL naming `what`. */
+int oomi_parse_double(double *out, const char *text, const char *what);
+
+/* ---- YAML into json-c (yamlload.c) --------------------------------------------------------
+ * Plain scalars follow the YAML 1.2 core schema (null, bool, int, float, string); quoted ones are
+ * strings. OOM_EPARSE "name:line:col: problem" on bad YAML. An empty document gives NULL. */
+struct json_object;
+int oomi_yaml_load(struct json_object **out, const char *text, size_t len, const char *name);
+int oomi_yaml_load_file(struct json_object **out, const char *path);
+
+/* ---- JSON output helpers (json.c) --------------------------------------------------------- */
+/* Pretty-prints root into *out (allocated) and releases root.  */
+int oomi_json_finish(char **out, struct json_object *root);
+/* A JSON number printed with at most `decimals` decimals (trailing zeros dropped).  */
+struct json_object *oomi_json_number(double v, int decimals);
+
+/* ---- unified diff (diff.c) ----------------------------------------------------------------- */
+/* Unified diff (context 3) of two texts, "--- a/NAME" / "+++ b/NAME" headers, appended to sb;
+ * nothing when they are equal. */
+int oomi_diff(oomi_sb *sb, const char *name, const char *a, size_t alen, const char *b,
+              size_t blen);
+
+/* ---- safe writes (safewrite.c) ------------------------------------------------------------- */
+typedef void (*oomi_step_fn)(const char *step, const char *file, void *user);
+/* Refuses (OOM_EREFUSED) a path that reaches outside the current directory through a symlink,
+ * unless follow; *real gets the file to write (the symlink's target, allocated). */
+int oomi_resolve_target(char **real, const char *path, bool follow);
+/* Writes data to a new temporary file beside `path` (mkstemp, 0600, fsync, then `mode`);
+ * *tmp gets its name. Nothing is left behind on failure. */
+int oomi_write_temp(char **tmp, const char *path, unsigned mode, const char *data, size_t len,
+                    oomi_step_fn step, void *user);
+/* rename(tmp, path) then fsync of the directory */
+int oomi_commit_temp(const char *tmp, const char *path, oomi_step_fn step, void *user);
+
+#endif

@@ -1,0 +1,87 @@
+/* error.c - error codes, their names, and the per-thread last message. */
+#include "core/core.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static _Thread_local int last_code;
+static _Thread_local char last_message[1024];
+
+static const char *const error_names[] = {
+    [OOM_OK] = "success",
+    [OOM_EINVAL] = "invalid value",
+    [OOM_ENOMEM] = "out of memory",
+    [OOM_EIO] = "input/output error",
+    [OOM_EPARSE] = "parse error",
+    [OOM_ENOTFOUND] = "not found",
+    [OOM_ENODEV] = "no GPU backend",
+    [OOM_ENOFIT] = "does not fit",
+    [OOM_EJOB] = "job failed",
+    [OOM_EREFUSED] = "edit refused",
+    [OOM_EUNSUPPORTED] = "unsupported",
+    [OOM_EINTERRUPTED] = "interrupted",
+    [OOM_EINTERNAL] = "internal error",
+};
+
+const char *oom_strerror(int code)
+{
+    if (code < 0 || (size_t)code >= OOMI_ARRAY_LEN(error_names) || !error_names[code])
+        return "unknown error";
+    return error_names[code];
+}
+
+const char *oom_last_message(void)
+{
+    return last_message;
+}
+
+int oom_last_error(void)
+{
+    return last_code;
+}
+
+void oomi_clear_error(void)
+{
+    last_code = OOM_OK;
+    last_message[0] = '\0';
+}
+
+int oomi_failv(int code, const char *fmt, va_list ap)
+{
+    last_code = code;
+    vsnprintf(last_message, sizeof(last_message), fmt, ap);
+    return code;
+}
+
+int oomi_fail(int code, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    oomi_failv(code, fmt, ap);
+    va_end(ap);
+    return code;
+}
+
+int oomi_fail_prefix(int code, const char *fmt, ...)
+{
+    char prefix[512], old[sizeof(last_message)];
+    va_list ap;
+
+    memcpy(old, last_message, sizeof(old));
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof(prefix), fmt, ap);
+    va_end(ap);
+    snprintf(last_message, sizeof(last_message), "%s%s", prefix, old);
+    last_code = code;
+    return code;
+}
+
+int oomi_nomem(void)
+{
+    return oomi_fail(OOM_ENOMEM, "out of memory");
+}
+
+const char *oom_version(void)
+{
+    return OOMLESS_VERSION;
+}

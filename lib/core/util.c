@@ -1,0 +1,86 @@
+/* util.c - name matching and strict number parsing shared by the parsers. */
+#include "core/core.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int norm_char(int c)
+{
+    if (c == '-' || c == '_' || c == ' ')
+        return '-';
+    return tolower((unsigned char)c);
+}
+
+int oomi_name_cmp(const char *a, const char *b)
+{
+    for (;; a++, b++) {
+        int ca = norm_char((unsigned char)*a), cb = norm_char((unsigned char)*b);
+        if (ca != cb || !ca)
+            return ca - cb;
+    }
+}
+
+size_t oomi_name_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b), i, j;
+    size_t row[65], prev, tmp;
+
+    if (la > 64)
+        la = 64;
+    if (lb > 64)
+        lb = 64;
+    for (j = 0; j <= lb; j++)
+        row[j] = j;
+    for (i = 1; i <= la; i++) {
+        prev = row[0];
+        row[0] = i;
+        for (j = 1; j <= lb; j++) {
+            size_t cost = norm_char((unsigned char)a[i - 1]) != norm_char((unsigned char)b[j - 1]);
+            size_t best = prev + cost;
+            if (row[j] + 1 < best)
+                best = row[j] + 1;
+            if (row[j - 1] + 1 < best)
+                best = row[j - 1] + 1;
+            tmp = row[j];
+            row[j] = best;
+            prev = tmp;
+        }
+    }
+    return row[lb];
+}
+
+int oomi_parse_long(long long *out, const char *text, long long min, long long max,
+                    const char *what)
+{
+    char *end;
+    long long v;
+
+    if (!text || !*text || isspace((unsigned char)*text))
+        return oomi_fail(OOM_EINVAL, "%s '%s' is not an integer", what, text ? text : "");
+    errno = 0;
+    v = strtoll(text, &end, 10);
+    if (*end || errno == ERANGE)
+        return oomi_fail(OOM_EINVAL, "%s '%s' is not an integer in range", what, text);
+    if (v < min || v > max)
+        return oomi_fail(OOM_EINVAL, "%s '%s' is out of range [%lld, %lld]", what, text, min, max);
+    *out = v;
+    return OOM_OK;
+}
+
+int oomi_parse_double(double *out, const char *text, const char *what)
+{
+    char *end;
+    double v;
+
+    if (!text || !*text || isspace((unsigned char)*text))
+        return oomi_fail(OOM_EINVAL, "%s '%s' is not a number", what, text ? text : "");
+    errno = 0;
+    v = strtod(text, &end);
+    if (*end || errno == ERANGE || !isfinite(v))
+        return oomi_fail(OOM_EINVAL, "%s '%s' is not a finite number", what, text);
+    *out = v;
+    return OOM_OK;
+}

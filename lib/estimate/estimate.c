@@ -1,0 +1,414 @@
+/*
+ * estimate.c - the memory model: per-GPU bytes of each phase of a training step (forward end,
+ * backward, optimizer step) or of an inference prefill, the maximum of them, the caching
+ * allocator's slack and the CUDA context. docs/estimate.md explains it with its sources; the
+ * empirical numbers come from data/coefficients.json (estimate_coef.c).
+ */
+#include "estimate/estimate.h"
+
+#include <math.h>
+#include <string.h>
+
+/* what the phases are made of; doubles while computing, bytes at the end */
+typedef struct mem {
+    double w, g, o, a, l, kv, t;
+} mem;
+
+typedef struct ctx {
+    const oom_workload *w;
+    const oomi_model *m;
+    const oomi_coef *c;
+    oom_precision prec;
+    oomi_lora lora;
+    bool train, lora_on, quant, frozen;
+    double e;         /* bytes of the compute dtype (activations, KV cache) */
+    double trainable; /* trained parameters */
+    double n;         /* data-parallel GPUs */
+} ctx;
+
+static int regime(const ctx *x)
+{
+    if (x->quant) /* quantised base: 16-bit compute whatever the precision knob says */
+        return OOMI_REGIME_16BIT;
+    switch (x->prec) {
+    case OOM_PRECISION_FP32:
+        return OOMI_REGIME_FP32;
+    case OOM_PRECISION_AMP_FP16:
+    case OOM_PRECISION_AMP_BF16:
+        return OOMI_REGIME_AMP;
+    default:
+        return OOMI_REGIME_16BIT;
+    }
+}
+
+static bool amp(const ctx *x)
+{
+    return regime(x) == OOMI_REGIME_AMP;
+}
+
+/* bytes per base parameter as stored (non-quantised part) */
+static double param_bytes(const ctx *x)
+{
+    return x->prec == OOM_PRECISION_FP32 || amp(x) ? 4 : 2;
+}
+
+/* ---- model states ---------------------------------------------------------------------------- */
+
+static double weights(const ctx *x)
+{
+    const oomi_model *m = x->m;
+    double linear = (double)m->params_linear, other = (double)(m->params - m->params_linear);
+    double base;
+    if (x->quant) {
+        double qb = x->prec == OOM_PRECISION_INT8 ? x->c->int8_bytes : x->c->nf4_bytes;
+        base = linear * qb + other * 2; /* embeddings, head and norms stay 16-bit */
+    } else {
+        base = (double)m->params * param_bytes(x);
+    }
+    return base + (x->lora_on ? (double)x->lora.params * 4 : 0);
+}
+
+/* bytes per trained parameter: gradient, one optimizer state, fp32 master copy */
+static void train_bytes(const ctx *x, double *grad, double *state, double *master)
+{
+    bool half = !x->lora_on && (x->prec == OOM_PRECISION_FP16 || x->prec == OOM_PRECISION_BF16);
+    *grad = half ? 2 : 4;
+    *state = half ? 2 : 4;
+    *master = 0;
+    if (half && x->w->k.sharding != OOM_SHARDING_NONE) {
+        /* DeepSpeed / FSDP mixed precision: fp32 master weights and fp32 states */
+        *state = 4;
+        *master = 4;
+    }
+}
+
+static double optimizer_states(const ctx *x, double state, double master)
+{
+    double p = x->trainable;
+    switch (x->w->k.optimizer) {
+    case OOM_OPTIMIZER_ADAMW:
+    case OOM_OPTIMIZER_ADAMW_FUSED:
+        return p * (2 * state + master);
+    case OOM_OPTIMIZER_ADAMW_8BIT:
+        return p * (x->c->adam8_bytes + master);
+    case OOM_OPTIMIZER_SGD_MOMENTUM:
+    case OOM_OPTIMIZER_LION:
+        return p * (state + master);
+    case OOM_OPTIMIZER_ADAFACTOR: {
+        /* factored second moment: rows + columns per matrix */
+        double f = x->lora_on ? (double)x->lora.params / (double)x->w->lora_rank +
+                                    2.0 * (double)x->w->lora_rank * (double)x->lora.n_adapted
+                              : (double)x->m->factored;
+        return f * state + p * master;
+    }
+    case OOM_OPTIMIZER_SGD:
+        return p * master;
+    case OOM_OPTIMIZER_NONE:
+        return 0;
+    }
+    return 0;
+}
+
+/* the largest unit ZeRO-3 gathers: a block, the embeddings or the output head */
+static double zero3_unit(const ctx *x)
+{
+    double u = (double)x->m->params_layer_max;
+    if ((double)x->m->params_embed > u)
+        u = (double)x->m->params_embed;
+    if ((double)x->m->params_lm_head > u)
+        u = (double)x->m->params_lm_head;
+    return u;
+}
+
+/* the largest Linear weight: a dequantised or cast copy of one exists at a time */
+static double max_linear(const oomi_model *m)
+{
+    double best = 0;
+    size_t i;
+    for (i = 0; i < m->nlinears; i++)
+        if ((double)m->linears[i].din * (double)m->linears[i].dout > best)
+            best = (double)m->linears[i].din * (double)m->linears[i].dout;
+    return best;
+}
+
+/* ---- activations ----------------------------------------------------------------------------- */
+
+static const oomi_act_coef *act_coef(const ctx *x)
+{
+    int b = (int)x->m->block;
+    if (x->m->block == OOMI_BLOCK_T5 && x->m->gated)
+        b = 4;
+    return &x->c->act[b][regime(x)];
+}
+
+/* bytes saved per token by one (encoder or only) layer, without the eager score term */
+static double layer_per_token(const ctx *x)
+{
+    const oomi_model *m = x->m;
+    const oomi_act_coef *a = act_coef(x);
+    double f = (double)m->ffn * (m->experts > 0 ? (double)m->topk : 1.0);
+    double qd = (double)(m->heads * m->head_dim), kvd = (double)(m->kv_heads * m->head_dim);
+    double h = (double)m->hidden;
+    double b = a->h * h + a->q * qd + a->kv * kvd + a->f * f;
+    if (x->w->k.attention != OOM_ATTENTION_EAGER)
+        b += a->lse * (double)m->heads;
+    if (!strcmp(m->family, "gpt2"))
+        b += x->c->gelu_tanh_f * x->e * f;
+    if (x->frozen)
+        b -= a->frozen_h * h + a->frozen_q * qd + a->frozen_f * f;
+    return b;
+}
+
+/* eager attention scores kept per layer for `q` query and `k` key tokens per sample */
+static double scores(const ctx *x, double q, double k)
+{
+    if (x->w->k.attention != OOM_ATTENTION_EAGER ||
+        x->w->k.checkpointing == OOM_CHECKPOINTING_SELECTIVE)
+        return 0;
+    return act_coef(x)->score * (double)x->w->k.batch * (double)x->m->heads * q * k;
+}
+
+/* LoRA's own saved tensors per token (whole model): the adapter-dtype input copies, A's output */
+static double lora_per_token(const ctx *x)
+{
+    double in;
+    if (!x->lora_on)
+        return 0;
+    if (x->w->lora_dropout > 0)
+        in = 4 + 1; /* dropped copy in the adapter dtype + its mask */
+    else
+        in = x->e < 4 ? x->c->lora_in_fp32 : 0;
+    return in * (double)x->lora.in_elems +
+           8.0 * (double)x->w->lora_rank * (double)x->lora.n_adapted;
+}
+
+/* all saved activations at the end of the forward pass, and one layer's (for recompute) */
+static void activations(const ctx *x, double *all, double *one)
+{
+    const oomi_model *m = x->m;
+    double b = (double)x->w->k.batch, s = (double)x->w->k.seq_len;
+    double ds = x->w->decoder_seq ? (double)x->w->decoder_seq : s;
+    double per = layer_per_token(x), enc = 0, dec;
+    double resid = x->e < 4 && !amp(x) ? 2 : 4; /* checkpointed layer inputs */
+
+    if (m->block == OOMI_BLOCK_T5) {
+        enc = (double)m->enc_layers * (per * b * s + scores(x, s, s));
+        dec = (double)m->layers *
+              (per * x->c->decoder_factor * b * ds + scores(x, ds, ds) + scores(x, ds, s));
+        *one = per * x->c->decoder_factor * b * ds + scores(x, ds, ds) + scores(x, ds, s);
+        if (per * b * s + scores(x, s, s) > *one)
+            *one = per * b * s + scores(x, s, s);
+    } else {
+        ds = s;
+        dec = (double)m->layers * (per * b * s + scores(x, s, s));
+        *one = per * b * s + scores(x, s, s);
+    }
+    if (x->w->k.checkpointing == OOM_CHECKPOINTING_FULL) {
+        /* only each layer's input is kept; LoRA's inputs are recomputed with the layer */
+        double layers_tokens = (double)m->enc_layers * b * s + (double)m->layers * b * ds;
+        *all = layers_tokens * (double)m->hidden * resid;
+        *one += lora_per_token(x) * b * ds / (double)(m->layers + m->enc_layers);
+    } else {
+        *all = enc + dec + lora_per_token(x) * b * (m->block == OOMI_BLOCK_T5 ? (s + ds) / 2 : s);
+    }
+}
+
+/* logits and the loss path: bytes live at the end of the forward and at the loss backward */
+static void logits(const ctx *x, double *fwd, double *bwd)
+{
+    double tokens =
+        (double)x->w->k.batch * (double)(x->w->decoder_seq ? x->w->decoder_seq : x->w->k.seq_len);
+    int r = x->prec == OOM_PRECISION_FP32 ? 1 : 0;
+    *fwd = *bwd = 0;
+    if (x->m->head == OOMI_HEAD_SEQ_CLS || x->m->head == OOMI_HEAD_BASE)
+        return;
+    if (x->w->k.loss == OOM_LOSS_CHUNKED && tokens > x->c->chunk_tokens)
+        tokens = x->c->chunk_tokens;
+    *fwd = x->c->logits_fwd[r] * tokens * (double)x->m->vocab;
+    *bwd = x->c->logits_bwd[r] * tokens * (double)x->m->vocab;
+}
+
+/* ---- phases ---------------------------------------------------------------------------------- */
+
+static double sum(const mem *p)
+{
+    return p->w + p->g + p->o + p->a + p->l + p->kv + p->t;
+}
+
+static oom_phase training(const ctx *x, mem *peak)
+{
+    const oom_knobs *k = &x->w->k;
+    double grad, state, master, n = x->n, W, G, O, A, A1, Lf, Lb, Tcast = 0, Tz3 = 0, Topt, live_g,
+                                Gb = 0;
+    mem ph[3];
+    int i, best = 0;
+
+    train_bytes(x, &grad, &state, &master);
+    W = weights(x);
+    G = x->trainable * grad;
+    O = optimizer_states(x, state, master);
+    Topt = x->trainable * state * x->c->opt_temp[k->optimizer];
+    if (x->quant) /* one dequantised weight at a time */
+        Tcast = 2.0 * max_linear(x->m);
+    else if (amp(x)) /* autocast's 16-bit weight copies, saved for backward; the LM head's too */
+        Tcast = 2.0 * ((double)x->m->params_linear +
+                       (x->m->head == OOMI_HEAD_SEQ_CLS || x->m->head == OOMI_HEAD_BASE
+                            ? 0
+                            : (double)x->m->vocab * (double)x->m->hidden));
+    if (k->sharding >= OOM_SHARDING_ZERO1)
+        O /= n, Topt /= n;
+    if (k->sharding >= OOM_SHARDING_ZERO2)
+        G /= n;
+    if (k->sharding == OOM_SHARDING_ZERO3) {
+        /* each rank keeps the 16-bit copies of its own shard (DeepSpeed's bf16/fp16 parameters,
+         * FSDP's MixedPrecision); a unit's gathered copy is counted in Tz3 */
+        W /= n, Tcast /= n;
+        Tz3 = x->c->zero3_live_layers * zero3_unit(x) * (param_bytes(x) + (x->lora_on ? 0 : grad));
+    }
+    if (k->sharding == OOM_SHARDING_NONE && n > 1) /* DDP's buckets: allocated once, kept */
+        Gb = G * x->c->ddp_buckets;
+    if (k->offload != OOM_OFFLOAD_NONE)
+        O = 0, Topt = 0;
+    if (k->offload == OOM_OFFLOAD_OPTIMIZER_PARAMS)
+        W = 0, G = 0;
+    activations(x, &A, &A1);
+    logits(x, &Lf, &Lb);
+    live_g = (k->grad_accum > 1 || x->w->keep_grads ? G : 0) + Gb;
+    /* forward end: gradients are alive only under accumulation (zero_grad(set_to_none) after
+     * each step) or when kept (set_to_none=False); optimizer states exist from the first step
+     */
+    ph[0] = (mem){W, live_g, O, A, Lf, 0, Tcast + Tz3};
+    /* backward: loss gradient with every activation still saved, plus a recomputed layer under
+     * full checkpointing; or its end, all gradients with one layer's activations */
+    ph[1] = (mem){W, live_g, O, A, Lb, 0, Tcast + Tz3};
+    if (k->checkpointing == OOM_CHECKPOINTING_FULL)
+        ph[1].a += A1;
+    if (W + G + Gb + O + A1 + Tz3 > sum(&ph[1]))
+        ph[1] = (mem){W, G + Gb, O, A1, 0, 0, Tz3};
+    ph[2] = (mem){W, G + Gb, O, 0, 0, 0, Topt + Tz3};
+    for (i = 1; i < 3; i++)
+        if (sum(&ph[i]) > sum(&ph[best]))
+            best = i;
+    *peak = ph[best];
+    return (oom_phase)best;
+}
+
+static oom_phase inference(const ctx *x, mem *peak)
+{
+    const oomi_model *m = x->m;
+    double b = (double)x->w->k.batch, s = (double)x->w->k.seq_len;
+    double ds = x->w->decoder_seq ? (double)x->w->decoder_seq : s;
+    double kvd = (double)(m->kv_heads * m->head_dim), f = (double)m->ffn;
+    double kv = 0, act, t = 0, sc = 0, lg = 0;
+
+    if (m->experts > 0)
+        f *= (double)m->topk;
+    if (m->block == OOMI_BLOCK_T5)
+        kv = (double)m->layers * 2 * kvd * b * (ds + s) * x->e; /* self + cross caches */
+    else if (m->block != OOMI_BLOCK_BERT)
+        kv = (double)m->layers * 2 * kvd * b * s * x->e;
+    act = b * s * (x->c->infer_h * (double)m->hidden + x->c->infer_f * f) * x->e;
+    if (x->w->k.attention == OOM_ATTENTION_EAGER)
+        sc = b * (double)m->heads * s * s * (x->e + 4); /* scores + fp32 softmax, one layer */
+    if (m->head != OOMI_HEAD_SEQ_CLS && m->head != OOMI_HEAD_BASE)
+        lg = b * (double)m->vocab * 4; /* last position's logits in fp32 */
+    if (amp(x) || x->quant)            /* one 16-bit weight copy at a time */
+        t = 2.0 * max_linear(m);
+    *peak = (mem){weights(x), 0, 0, act + sc, lg, kv, t};
+    return OOM_PHASE_PREFILL;
+}
+
+/* ---- allocator, overhead, result ------------------------------------------------------------- */
+
+static double context_bytes(const ctx *x)
+{
+    const oomi_coef *c = x->c;
+    double b = c->ctx_generic;
+    size_t i;
+    bool exact = false;
+    if (x->w->overhead != OOM_UNKNOWN)
+        return (double)x->w->overhead;
+    for (i = 0; x->w->has_gpu && i < c->nctx; i++) {
+        if (c->ctx[i].major == x->w->cc_major && c->ctx[i].minor == x->w->cc_minor)
+            b = c->ctx[i].bytes, exact = true;
+        else if (!exact && c->ctx[i].major == x->w->cc_major)
+            b = c->ctx[i].bytes;
+    }
+    return b + (x->n > 1 ? c->nccl : 0);
+}
+
+static uint64_t to_bytes(double v)
+{
+    if (!(v > 0))
+        return 0;
+    if (v >= 1152921504606846976.0) /* 2^60: absurd inputs saturate; sums stay below 2^63 */
+        return (uint64_t)1 << 60;
+    return (uint64_t)llround(v);
+}
+
+static double reserved(const ctx *x, const mem *p, double allocated)
+{
+    double copies = 1 + (p->g > 0) + (p->o > 0 ? 2 : 0);
+    double r = allocated + x->c->frag * (p->a + p->l + p->t + p->kv) +
+               x->c->tensor_waste * (double)x->m->tensors * copies;
+    return ceil(r / x->c->round) * x->c->round;
+}
+
+static void flops(oom_estimate *out, const ctx *x)
+{
+    const oomi_model *m = x->m;
+    const oom_knobs *k = &x->w->k;
+    double N = (double)(m->params_active - m->params_embed);
+    double attn = 2.0 * (double)(m->layers + m->enc_layers) * (double)k->seq_len *
+                  (double)(m->heads * m->head_dim);
+    double fwd = 2 * N + attn, mult;
+    if (!x->train)
+        mult = 1;
+    else
+        mult = (x->lora_on ? 2 : 3) + (k->checkpointing == OOM_CHECKPOINTING_FULL ? 1 : 0);
+    out->flops_per_token = fwd * mult;
+    out->tokens_per_step = (uint64_t)k->batch * (uint64_t)k->seq_len * (uint64_t)k->grad_accum;
+    out->flops_per_step = out->flops_per_token * (double)out->tokens_per_step;
+}
+
+int oom_estimate_run(oom_estimate *out, const oom_workload *w)
+{
+    ctx x;
+    mem p;
+    double alloc, res;
+    int err;
+
+    memset(out, 0, sizeof(*out));
+    if ((err = oom_workload_validate(w)) || (err = oomi_coef_get(&x.c)))
+        return err;
+    x.w = w;
+    x.m = w->model;
+    x.prec = oomi_resolved_precision(w);
+    x.train = w->k.method != OOM_METHOD_INFERENCE;
+    x.lora_on = w->k.method == OOM_METHOD_LORA || w->k.method == OOM_METHOD_QLORA;
+    x.quant = w->k.method == OOM_METHOD_QLORA || x.prec == OOM_PRECISION_INT8 ||
+              x.prec == OOM_PRECISION_4BIT;
+    x.frozen = x.lora_on;
+    x.e = x.prec == OOM_PRECISION_FP32 ? 4 : 2;
+    x.n = (double)w->k.gpus;
+    memset(&x.lora, 0, sizeof(x.lora));
+    if (x.lora_on && (err = oomi_lora_resolve(&x.lora, x.m, w->lora_targets, w->lora_rank)))
+        return err;
+    x.trainable = !x.train ? 0 : x.lora_on ? (double)x.lora.params : (double)x.m->params;
+
+    out->peak_phase = x.train ? training(&x, &p) : inference(&x, &p);
+    out->weights = to_bytes(p.w), out->gradients = to_bytes(p.g), out->optimizer = to_bytes(p.o);
+    out->activations = to_bytes(p.a), out->logits = to_bytes(p.l), out->kv_cache = to_bytes(p.kv);
+    out->temporaries = to_bytes(p.t);
+    out->allocated_peak = out->weights + out->gradients + out->optimizer + out->activations +
+                          out->logits + out->kv_cache + out->temporaries;
+    alloc = (double)out->allocated_peak;
+    res = reserved(&x, &p, alloc);
+    out->reserved_peak = to_bytes(res) > out->allocated_peak ? to_bytes(res) : out->allocated_peak;
+    out->overhead = to_bytes(context_bytes(&x));
+    out->device_peak = out->reserved_peak + out->overhead;
+    out->params_total = x.m->params;
+    out->params_trainable = !x.train ? 0 : x.lora_on ? x.lora.params : x.m->params; /* exact */
+    flops(out, &x);
+    return OOM_OK;
+}

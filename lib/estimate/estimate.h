@@ -1,0 +1,48 @@
+/*
+ * estimate/estimate.h - the estimator's shared parts: coefficients from data/coefficients.json
+ * (estimate_coef.c) and the estimate's JSON (estimate_json.c). Uses model, gpu, core.
+ */
+#ifndef OOMLESS_ESTIMATE_ESTIMATE_H
+#define OOMLESS_ESTIMATE_ESTIMATE_H
+
+#include "core/core.h"
+#include "gpu/gpu.h"
+#include "model/model.h"
+
+/* empirical coefficients (estimate_coef.c), loaded from data/coefficients.json */
+typedef struct oomi_act_coef {
+    /* bytes saved per token per layer, per element of: hidden size, q width (heads*head_dim),
+     * k/v width (kv_heads*head_dim), MLP width; per head (fused attention's log-sum-exp); and per
+     * attention score (eager attention: b*heads*s*s scores per layer) */
+    double h, q, kv, f, lse, score;
+    double frozen_h, frozen_q, frozen_f; /* not saved when the base linears are frozen */
+} oomi_act_coef;
+
+enum { OOMI_REGIME_16BIT, OOMI_REGIME_AMP, OOMI_REGIME_FP32, OOMI_REGIMES };
+enum { OOMI_COEF_BLOCKS = 5 }; /* llama, gpt, bert, t5, t5 gated */
+
+typedef struct oomi_coef {
+    oomi_act_coef act[OOMI_COEF_BLOCKS][OOMI_REGIMES];
+    double gelu_tanh_f;    /* extra bytes per MLP element for GPT-2's composed tanh GELU (x e) */
+    double decoder_factor; /* enc-dec: a decoder layer's saved bytes / an encoder layer's */
+    double logits_fwd[2], logits_bwd[2]; /* bytes per logit: [0] 16-bit compute, [1] fp32 */
+    double chunk_tokens;                 /* chunked loss: tokens per chunk */
+    double infer_h, infer_f;             /* inference working set of one layer, x element size */
+    double nf4_bytes, int8_bytes, adam8_bytes;
+    double opt_temp[8]; /* optimizer-step temporaries, x one state copy, by oom_optimizer */
+    double ddp_buckets, zero3_live_layers;
+    double frag, tensor_waste, round;
+    double lora_in_fp32; /* LoRA: bytes per adapted input element saved (cast to fp32 adapter) */
+    double ctx_generic, nccl;
+    size_t nctx;
+    struct {
+        int major, minor;
+        double bytes;
+    } ctx[16];
+} oomi_coef;
+/* the coefficients, loaded once; OOM_EIO/OOM_EPARSE naming the file and key */
+int oomi_coef_get(const oomi_coef **out);
+/* the "memory" object of the estimate JSON, shared by plan (estimate_json.c); NULL on ENOMEM */
+json_object *oomi_estimate_memory_json(const oom_estimate *e);
+
+#endif

@@ -1,0 +1,169 @@
+/* estimate_coef.c - loads data/coefficients.json (the estimator's empirical numbers) once. */
+#include "estimate/estimate.h"
+
+#include <json-c/json.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static oomi_coef coef;
+static bool coef_loaded;
+static pthread_mutex_t coef_lock = PTHREAD_MUTEX_INITIALIZER;
+
+typedef struct rd {
+    const char *path;
+    int err;
+} rd;
+
+/* a number at obj.key (or obj.key.value); records the first missing key */
+static double num(rd *r, json_object *obj, const char *key)
+{
+    json_object *v = NULL;
+    if (r->err)
+        return 0;
+    if (obj && json_object_object_get_ex(obj, key, &v) && json_object_is_type(v, json_type_object))
+        json_object_object_get_ex(v, "value", &v);
+    if (!v ||
+        !(json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double)) ||
+        json_object_get_double(v) < 0) {
+        r->err =
+            oomi_fail(OOM_EPARSE, "coefficients '%s': missing or bad number '%s'", r->path, key);
+        return 0;
+    }
+    return json_object_get_double(v);
+}
+
+static json_object *sub(rd *r, json_object *obj, const char *key)
+{
+    json_object *v = NULL;
+    if (r->err)
+        return NULL;
+    if (!obj || !json_object_object_get_ex(obj, key, &v) ||
+        !json_object_is_type(v, json_type_object)) {
+        r->err = oomi_fail(OOM_EPARSE, "coefficients '%s': missing section '%s'", r->path, key);
+        return NULL;
+    }
+    return v;
+}
+
+static void read_act(rd *r, json_object *acts)
+{
+    static const char *const blocks[] = {"llama", "gpt", "bert", "t5", "t5_gated"};
+    static const char *const regimes[] = {"16bit", "amp", "fp32"};
+    size_t b, g;
+    for (b = 0; b < OOMI_COEF_BLOCKS; b++) {
+        json_object *blk = sub(r, acts, blocks[b]);
+        for (g = 0; g < OOMI_REGIMES; g++) {
+            json_object *o = sub(r, blk, regimes[g]), *fr;
+            oomi_act_coef *c = &coef.act[b][g];
+            c->h = num(r, o, "h"), c->q = num(r, o, "q"), c->kv = num(r, o, "kv");
+            c->f = num(r, o, "f"), c->lse = num(r, o, "lse"), c->score = num(r, o, "score");
+            fr = sub(r, o, "frozen");
+            c->frozen_h = num(r, fr, "h"), c->frozen_q = num(r, fr, "q"),
+            c->frozen_f = num(r, fr, "f");
+        }
+    }
+    coef.gelu_tanh_f = num(r, acts, "gelu_tanh_f");
+    coef.decoder_factor = num(r, acts, "decoder_factor");
+}
+
+static void read_ctx(rd *r, json_object *ctx)
+{
+    json_object *list = NULL;
+    size_t i, n;
+    coef.ctx_generic = num(r, ctx, "generic");
+    if (r->err)
+        return;
+    if (!json_object_object_get_ex(ctx, "by_compute_capability", &list) ||
+        !json_object_is_type(list, json_type_array)) {
+        r->err =
+            oomi_fail(OOM_EPARSE, "coefficients '%s': missing 'by_compute_capability'", r->path);
+        return;
+    }
+    n = json_object_array_length(list);
+    for (i = 0; i < n && i < OOMI_ARRAY_LEN(coef.ctx) && !r->err; i++) {
+        json_object *e = json_object_array_get_idx(list, i), *cc = NULL;
+        const char *s;
+        if (!json_object_object_get_ex(e, "cc", &cc) || !(s = json_object_get_string(cc)) ||
+            sscanf(s, "%d.%d", &coef.ctx[i].major, &coef.ctx[i].minor) != 2) {
+            r->err = oomi_fail(OOM_EPARSE,
+                               "coefficients '%s': context entry %zu needs \"cc\": "
+                               "\"MAJOR.MINOR\"",
+                               r->path, i);
+            return;
+        }
+        coef.ctx[i].bytes = num(r, e, "bytes");
+        coef.nctx = i + 1;
+    }
+}
+
+static void read_rest(rd *r, json_object *root)
+{
+    static const char *const opts[] = {"adamw",        "adamw-8bit", "adafactor", "sgd",
+                                       "sgd-momentum", "lion",       "none",      "adamw-fused"};
+    json_object *lg = sub(r, root, "logits"), *inf = sub(r, root, "inference");
+    json_object *q = sub(r, root, "quantization"), *o = sub(r, root, "optimizer");
+    json_object *p = sub(r, root, "parallel"), *al = sub(r, root, "allocator");
+    json_object *temps = sub(r, o, "step_temporaries");
+    size_t i;
+
+    coef.logits_fwd[0] = num(r, lg, "forward_16bit"),
+    coef.logits_bwd[0] = num(r, lg, "backward_16bit");
+    coef.logits_fwd[1] = num(r, lg, "forward_fp32"),
+    coef.logits_bwd[1] = num(r, lg, "backward_fp32");
+    coef.chunk_tokens = num(r, lg, "chunk_tokens");
+    coef.infer_h = num(r, inf, "h"), coef.infer_f = num(r, inf, "f");
+    coef.nf4_bytes = num(r, q, "nf4_bytes_per_param"),
+    coef.int8_bytes = num(r, q, "int8_bytes_per_param");
+    coef.adam8_bytes = num(r, o, "adamw_8bit_bytes_per_param");
+    for (i = 0; i < OOMI_ARRAY_LEN(opts); i++)
+        coef.opt_temp[i] = num(r, temps, opts[i]);
+    coef.ddp_buckets = num(r, p, "ddp_grad_buckets");
+    coef.zero3_live_layers = num(r, p, "zero3_live_layers");
+    coef.nccl = num(r, p, "nccl_bytes");
+    coef.frag = num(r, al, "fragmentation");
+    coef.tensor_waste = num(r, al, "tensor_waste_bytes");
+    coef.round = num(r, al, "round_bytes");
+    coef.lora_in_fp32 = num(r, sub(r, root, "lora"), "input_fp32_bytes");
+    read_ctx(r, sub(r, root, "context"));
+}
+
+/* loads into `coef`; a failure is not latched (a later call retries) */
+static int load(void)
+{
+    char *path = oomi_data_path("coefficients.json"), *text = NULL;
+    json_object *root = NULL;
+    enum json_tokener_error jerr;
+    rd r = {path, OOM_OK};
+
+    if (!path) {
+        r.err = oomi_nomem();
+    } else if (!(r.err = oomi_read_file(&text, NULL, path))) {
+        if (!(root = json_tokener_parse_verbose(text, &jerr)))
+            r.err =
+                oomi_fail(OOM_EPARSE, "coefficients '%s': %s", path, json_tokener_error_desc(jerr));
+        else {
+            read_act(&r, sub(&r, root, "activations"));
+            read_rest(&r, root);
+        }
+    }
+    json_object_put(root);
+    oomi_free(text);
+    oomi_free(path);
+    if (coef.round < 1)
+        coef.round = 1;
+    return r.err;
+}
+
+int oomi_coef_get(const oomi_coef **out)
+{
+    int err = OOM_OK;
+    pthread_mutex_lock(&coef_lock);
+    if (!coef_loaded && !(err = load()))
+        coef_loaded = true;
+    pthread_mutex_unlock(&coef_lock);
+    if (!err)
+        *out = &coef;
+    return err;
+}

@@ -1,0 +1,80 @@
+/*
+ * job/job.h - running and supervising jobs: child processes (proc.c), one launch (launch.c),
+ * OOM message patterns (oommatch.c), probe (probe.c) and run (supervise.c). Uses calib, gpu, core.
+ */
+#ifndef OOMLESS_JOB_JOB_H
+#define OOMLESS_JOB_JOB_H
+
+#include "calib/calib.h"
+#include "core/core.h"
+#include "gpu/gpu.h"
+
+#include <sys/types.h>
+
+/* A running child: its own process group (pgid == pid), stdout/stderr read through pipes. */
+typedef struct oomi_proc {
+    pid_t pid;
+    int out_fd, err_fd; /* read ends, -1 once closed */
+} oomi_proc;
+
+/* Finds argv0 in $PATH (or takes it as is when it holds a '/'). OOM_ENOTFOUND / OOM_EJOB with
+ * *err_no set to ENOENT / EACCES when no executable is found. */
+int oomi_proc_resolve(char **path, int *err_no, const char *argv0);
+/* fork + execve in a new process group, with argv/envp built by the caller. Only
+ * async-signal-safe calls run between fork and exec. When exec fails the child _exits(127) and
+ * *exec_errno receives its errno (0 on success). Makes the caller a child subreaper (Linux). */
+int oomi_proc_spawn(oomi_proc *p, int *exec_errno, const char *path, char *const argv[],
+                    char *const envp[]);
+/* What belongs to a job: its process group; the pids in `known` (seen in its tree earlier) and
+ * the processes started since `since` (clock ticks since boot, as /proc/PID/stat field 22; 0:
+ * unknown) when they are now our children (orphans that had left the group, reparented to us,
+ * the subreaper); and every descendant of those. A pid that died and was reused by an unrelated
+ * process is never counted: it is not our child, or it started before the job. */
+typedef struct oomi_tree {
+    pid_t pgid;
+    unsigned long long since;
+    const pid_t *known;
+    size_t nknown;
+} oomi_tree;
+/* Fills pids with the job's live processes; returns the count (at most max). */
+size_t oomi_proc_tree(pid_t *pids, size_t max, const oomi_tree *t);
+/* SIGKILLs the job's processes, reaps those that are our children, and repeats until none is
+ * left (bounded: about 10 s). */
+void oomi_proc_kill_all(const oomi_tree *t);
+/* The start time of a process (clock ticks since boot), 0 when unknown. */
+unsigned long long oomi_proc_start_time(pid_t pid);
+/* Exit code as a shell reports it: status, or 128+N for signal N. */
+int oomi_proc_exit_code(int wait_status);
+double oomi_now_mono(void);
+double oomi_now_unix(void);
+
+/* One launch of a job, supervised until it ends. */
+typedef struct oomi_launch {
+    /* in */
+    const oom_job *job;
+    int batch, accum, seq, attempt;
+    double timeout_s, sample_interval_s, kill_grace_s;
+    oom_gpu_session *gpu; /* NULL: no sampling */
+    const oom_patterns *patterns;
+    const volatile sig_atomic_t *stop;
+    oom_job_event_fn on_event;
+    void *user;
+    /* out */
+    long pid;
+    int exit_code;
+    int oom, timed_out, exec_failed, stop_signal;
+    uint64_t peak_bytes;
+    double duration_s;
+    long step;
+    char message[256]; /* exec failure text */
+} oomi_launch;
+
+/* Runs one launch. OOM_OK when it ran (whatever its status), OOM_EJOB when it could not be
+ * started (exit_code 127/126, message says why), OOM_ENOMEM. */
+int oomi_launch_run(oomi_launch *l);
+/* Substitutes the placeholders of one argv element (allocated). */
+char *oomi_expand_arg(const char *tmpl, int batch, int accum, int seq, int attempt);
+/* The event for a launch (kind, time, pid, attempt, batch, accum, peak, exit, step filled). */
+void oomi_launch_event(const oomi_launch *l, oom_job_event_kind kind);
+
+#endif

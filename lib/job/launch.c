@@ -1,0 +1,461 @@
+/*
+ * launch.c - one supervised launch of a job: placeholders and environment, spawn, copy its
+ * output through while keeping the tail, sample its GPU memory, forward signals, enforce the
+ * timeout and the kill grace, and leave no process behind.
+ */
+#include "job/job.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+#define TAIL_MAX  16384
+#define LINE_MAX_ 256
+#define KNOWN_MAX 256
+
+char *oomi_expand_arg(const char *t, int batch, int accum, int seq, int attempt)
+{
+    static const char *const names[] = {"{batch}", "{accum}", "{seq}", "{effective}", "{attempt}"};
+    long vals[5];
+    oomi_sb sb = OOMI_SB_INIT;
+    size_t i;
+
+    vals[0] = batch;
+    vals[1] = accum;
+    vals[2] = seq;
+    vals[3] = (long)batch * accum;
+    vals[4] = attempt;
+    while (*t) {
+        for (i = 0; i < OOMI_ARRAY_LEN(names); i++)
+            if (!strncmp(t, names[i], strlen(names[i])) && (i != 2 || seq > 0))
+                break;
+        if (i < OOMI_ARRAY_LEN(names)) {
+            oomi_sb_printf(&sb, "%ld", vals[i]);
+            t += strlen(names[i]);
+        } else {
+            oomi_sb_putc(&sb, *t++);
+        }
+    }
+    if (oomi_sb_ok(&sb)) {
+        oomi_sb_free(&sb);
+        return NULL;
+    }
+    return oomi_sb_steal(&sb);
+}
+
+static void free_vec(char **v)
+{
+    size_t i;
+    for (i = 0; v && v[i]; i++)
+        oomi_free(v[i]);
+    oomi_free(v);
+}
+
+static char **build_argv(const oomi_launch *l)
+{
+    size_t n = 0, i;
+    char **v;
+    while (l->job->argv[n])
+        n++;
+    if (!(v = oomi_calloc(n + 1, sizeof(*v))))
+        return NULL;
+    for (i = 0; i < n; i++)
+        if (!(v[i] = oomi_expand_arg(l->job->argv[i], l->batch, l->accum, l->seq, l->attempt))) {
+            free_vec(v);
+            return NULL;
+        }
+    return v;
+}
+
+/* 1 when `entry` ("KEY=..." or "KEY") sets the variable named by `kv` ("KEY=...") */
+static int same_key(const char *entry, const char *kv)
+{
+    size_t k = strcspn(kv, "=");
+    return !strncmp(entry, kv, k) && (entry[k] == '=' || entry[k] == '\0');
+}
+
+static char **build_env(const oomi_launch *l)
+{
+    char *ours[8] = {0};
+    size_t n = 0, no = 0, ne = 0, i, j, k = 0;
+    char **v = NULL;
+    int has_unbuf = getenv("PYTHONUNBUFFERED") != NULL;
+
+    while (l->job->env && l->job->env[ne])
+        has_unbuf |= same_key(l->job->env[ne++], "PYTHONUNBUFFERED=");
+    ours[no++] = oomi_asprintf("OOMLESS_BATCH_SIZE=%d", l->batch);
+    ours[no++] = oomi_asprintf("OOMLESS_GRAD_ACCUM=%d", l->accum);
+    ours[no++] = oomi_asprintf("OOMLESS_EFFECTIVE_BATCH=%ld", (long)l->batch * l->accum);
+    ours[no++] = oomi_asprintf("OOMLESS_ATTEMPT=%d", l->attempt);
+    if (l->seq > 0)
+        ours[no++] = oomi_asprintf("OOMLESS_SEQ_LEN=%d", l->seq);
+    if (!has_unbuf)
+        ours[no++] = oomi_strdup("PYTHONUNBUFFERED=1");
+    for (i = 0; i < no; i++)
+        if (!ours[i])
+            goto fail;
+    while (environ[n])
+        n++;
+    if (!(v = oomi_calloc(n + ne + no + 2, sizeof(*v))))
+        goto fail;
+    for (i = 0; i < n; i++) { /* the inherited environment, less what we set */
+        int skip = 0;
+        for (j = 0; j < no; j++)
+            skip |= same_key(environ[i], ours[j]);
+        for (j = 0; j < ne; j++)
+            skip |= same_key(environ[i], l->job->env[j]);
+        if (!skip && !(v[k++] = oomi_strdup(environ[i])))
+            goto fail;
+    }
+    for (j = 0; j < ne; j++) { /* the caller's additions, less what the launch itself sets */
+        int skip = 0;
+        for (i = 0; i < no; i++)
+            skip |= same_key(l->job->env[j], ours[i]);
+        if (!skip && !(v[k++] = oomi_strdup(l->job->env[j])))
+            goto fail;
+    }
+    for (j = 0; j < no; j++) {
+        v[k++] = ours[j];
+        ours[j] = NULL;
+    }
+    return v;
+fail:
+    for (i = 0; i < no; i++)
+        oomi_free(ours[i]);
+    free_vec(v);
+    return NULL;
+}
+
+/* ---- the running state --------------------------------------------------------------------- */
+
+struct stream {
+    int fd, to;
+    char line[LINE_MAX_];
+    size_t linelen;
+};
+
+struct watch {
+    oomi_launch *l;
+    oomi_proc p;
+    struct stream s[2];
+    char tail[TAIL_MAX];
+    size_t taillen;
+    pid_t known[KNOWN_MAX];
+    size_t nknown;
+    unsigned long long since; /* the leader's start time */
+};
+
+static oomi_tree tree_of(const struct watch *w)
+{
+    oomi_tree t = {w->p.pid, w->since, w->known, w->nknown};
+    return t;
+}
+
+void oomi_launch_event(const oomi_launch *l, oom_job_event_kind kind)
+{
+    oom_job_event ev;
+    if (!l->on_event)
+        return;
+    memset(&ev, 0, sizeof(ev));
+    ev.kind = kind;
+    ev.time = oomi_now_unix();
+    ev.pid = l->pid;
+    ev.attempt = l->attempt;
+    ev.batch = l->batch;
+    ev.grad_accum = l->accum;
+    ev.peak_bytes = l->peak_bytes;
+    ev.exit_code = l->exit_code;
+    ev.step = l->step;
+    ev.signal = l->stop_signal;
+    ev.duration_s = l->duration_s;
+    l->on_event(&ev, l->user);
+}
+
+static void write_all(int fd, const char *b, size_t n)
+{
+    while (fd >= 0 && n) {
+        ssize_t w = write(fd, b, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return;
+        b += w;
+        n -= (size_t)w;
+    }
+}
+
+/* "step 12", "Step 12/100", "global_step=12", "step: 12" (case-insensitive): the last wins. */
+static void parse_step(oomi_launch *l, const char *s, size_t n)
+{
+    size_t i, j;
+    for (i = 0; i + 4 <= n; i++) {
+        if (strncasecmp(s + i, "step", 4) || (i > 0 && isalpha((unsigned char)s[i - 1])))
+            continue;
+        j = i + 4;
+        if (j < n && (s[j] == 's' || s[j] == 'S'))
+            continue; /* "steps" is a count, not a position */
+        while (j < n && (s[j] == ' ' || s[j] == ':' || s[j] == '=' || s[j] == '#'))
+            j++;
+        if (j < n && s[j] >= '0' && s[j] <= '9') {
+            long v = 0;
+            while (j < n && s[j] >= '0' && s[j] <= '9' && v < 1000000000L)
+                v = v * 10 + (s[j++] - '0');
+            l->step = v;
+        }
+    }
+}
+
+static void keep_tail(struct watch *w, const char *b, size_t n)
+{
+    if (n >= TAIL_MAX) {
+        b += n - TAIL_MAX / 2;
+        n = TAIL_MAX / 2;
+    }
+    if (w->taillen + n > TAIL_MAX) {
+        size_t drop = w->taillen + n - TAIL_MAX;
+        memmove(w->tail, w->tail + drop, w->taillen - drop);
+        w->taillen -= drop;
+    }
+    memcpy(w->tail + w->taillen, b, n);
+    w->taillen += n;
+}
+
+static void take_output(struct watch *w, struct stream *s, const char *b, size_t n)
+{
+    size_t i;
+    write_all(s->to, b, n);
+    keep_tail(w, b, n);
+    for (i = 0; i < n; i++) {
+        if (b[i] == '\n' || s->linelen == sizeof(s->line)) {
+            parse_step(w->l, s->line, s->linelen);
+            s->linelen = 0;
+        }
+        if (b[i] != '\n')
+            s->line[s->linelen++] = b[i];
+    }
+}
+
+/* Reads what is available; closes the stream at EOF. */
+static void pump(struct watch *w, struct stream *s)
+{
+    char buf[4096];
+    ssize_t n;
+    while (s->fd >= 0) {
+        n = read(s->fd, buf, sizeof(buf));
+        if (n > 0) {
+            take_output(w, s, buf, (size_t)n);
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        close(s->fd);
+        s->fd = -1;
+        parse_step(w->l, s->line, s->linelen);
+        s->linelen = 0;
+    }
+}
+
+/* One NVML sample: the largest per-GPU sum of the job's processes' used bytes. */
+static void sample(struct watch *w)
+{
+    pid_t pids[1024];
+    oom_gpu_list *list = NULL;
+    size_t n, g, i;
+    uint64_t best = 0;
+    int found = 0;
+
+    oomi_tree t = tree_of(w);
+
+    n = oomi_proc_tree(pids, OOMI_ARRAY_LEN(pids) - 1, &t);
+    for (i = 0; i < n && w->nknown < KNOWN_MAX; i++) /* remember who belonged to the job */
+        if (pids[i] != w->p.pid) {
+            size_t k;
+            for (k = 0; k < w->nknown && w->known[k] != pids[i]; k++)
+                ;
+            if (k == w->nknown)
+                w->known[w->nknown++] = pids[i];
+        }
+    pids[n++] = w->p.pid; /* a zombie leader is not in /proc's live list */
+    if (!w->l->gpu || oom_gpu_sample(&list, w->l->gpu, OOM_SAMPLE_PROCESSES) != OOM_OK)
+        return;
+    for (g = 0; g < list->count; g++) {
+        const oom_gpu_info *gi = &list->gpus[g];
+        uint64_t sum = 0;
+        size_t k;
+        for (k = 0; k < gi->process_count; k++) {
+            const oom_gpu_process *pr = &gi->processes[k];
+            size_t d;
+            for (i = 0; i < n && pids[i] != (pid_t)pr->pid; i++)
+                ;
+            for (d = 0; d < k && gi->processes[d].pid != pr->pid; d++)
+                ; /* a pid in both the compute and the graphics list counts once */
+            if (i < n && d == k && pr->used_bytes != OOM_UNKNOWN) {
+                sum += pr->used_bytes;
+                found = 1;
+            }
+        }
+        if (sum > best)
+            best = sum;
+    }
+    oom_gpu_list_free(list);
+    if (found && (w->l->peak_bytes == OOM_UNKNOWN || best > w->l->peak_bytes))
+        w->l->peak_bytes = best;
+}
+
+/* Forwards a new stop signal; SIGTERM at the timeout; SIGKILL once the grace has passed. */
+static void enforce(struct watch *w, double start, double *term_at, int *killed)
+{
+    oomi_launch *l = w->l;
+    double now = oomi_now_mono();
+    int sig = l->stop ? (int)*l->stop : 0;
+
+    if (sig && sig != l->stop_signal) {
+        l->stop_signal = sig;
+        kill(-w->p.pid, sig);
+        oomi_launch_event(l, OOM_EVENT_SIGNAL);
+        if (*term_at == 0)
+            *term_at = now;
+    }
+    if (l->timeout_s > 0 && !l->timed_out && now - start >= l->timeout_s) {
+        l->timed_out = 1;
+        kill(-w->p.pid, SIGTERM);
+        if (*term_at == 0)
+            *term_at = now;
+    }
+    if (*term_at > 0 && !*killed && now - *term_at >= l->kill_grace_s) {
+        *killed = 1;
+        kill(-w->p.pid, SIGKILL);
+        oomi_launch_event(l, OOM_EVENT_KILL);
+    }
+}
+
+static int leader_exited(pid_t pid)
+{
+    siginfo_t si;
+    memset(&si, 0, sizeof(si));
+    if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
+        return errno != EINTR;
+    return si.si_pid != 0;
+}
+
+static void supervise_loop(struct watch *w)
+{
+    oomi_launch *l = w->l;
+    double start = oomi_now_mono(), next_sample = start, term_at = 0;
+    int killed = 0, status = 0;
+
+    for (;;) {
+        struct pollfd fds[2];
+        nfds_t nf = 0;
+        double now;
+        int ms, i;
+
+        enforce(w, start, &term_at, &killed);
+        if ((now = oomi_now_mono()) >= next_sample) {
+            sample(w);
+            next_sample = now + l->sample_interval_s;
+        }
+        if (leader_exited(w->p.pid))
+            break;
+        for (i = 0; i < 2; i++)
+            if (w->s[i].fd >= 0)
+                fds[nf++] = (struct pollfd){w->s[i].fd, POLLIN, 0};
+        ms = (int)((next_sample - oomi_now_mono()) * 1000.0) + 1;
+        ms = ms < 1 ? 1 : ms > 100 ? 100 : ms;
+        if (nf == 0 || poll(fds, nf, ms) > 0)
+            for (i = 0; i < 2; i++)
+                pump(w, &w->s[i]);
+        if (nf == 0)
+            poll(NULL, 0, ms);
+    }
+    sample(w); /* the last one, while the leader is a zombie */
+    while (waitpid(w->p.pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    l->duration_s = oomi_now_mono() - start;
+    l->exit_code = oomi_proc_exit_code(status);
+}
+
+/* After the leader: kill the rest, then read what the pipes still hold (bounded). */
+static void finish_streams(struct watch *w)
+{
+    double until;
+    int i;
+    oomi_tree t = tree_of(w);
+
+    oomi_proc_kill_all(&t);
+    until = oomi_now_mono() + 2.0;
+    while ((w->s[0].fd >= 0 || w->s[1].fd >= 0) && oomi_now_mono() < until) {
+        struct pollfd fds[2];
+        nfds_t nf = 0;
+        for (i = 0; i < 2; i++)
+            if (w->s[i].fd >= 0)
+                fds[nf++] = (struct pollfd){w->s[i].fd, POLLIN, 0};
+        poll(fds, nf, 100);
+        for (i = 0; i < 2; i++)
+            pump(w, &w->s[i]);
+    }
+    for (i = 0; i < 2; i++)
+        if (w->s[i].fd >= 0)
+            close(w->s[i].fd);
+}
+
+static int exec_failed(oomi_launch *l, int err_no)
+{
+    l->exec_failed = 1;
+    l->exit_code = err_no == ENOENT ? 127 : 126;
+    snprintf(l->message, sizeof(l->message), "%s", oom_last_message());
+    return OOM_EJOB;
+}
+
+int oomi_launch_run(oomi_launch *l)
+{
+    struct watch *w = NULL;
+    char **argv = NULL, **envp = NULL, *path = NULL;
+    int err, err_no = 0;
+
+    l->pid = -1;
+    l->exit_code = -1;
+    l->oom = l->timed_out = l->exec_failed = l->stop_signal = 0;
+    l->peak_bytes = OOM_UNKNOWN;
+    l->duration_s = 0;
+    l->step = -1;
+    l->message[0] = '\0';
+    if (!(argv = build_argv(l)) || !(envp = build_env(l)) || !(w = oomi_calloc(1, sizeof(*w)))) {
+        err = oomi_nomem();
+        goto done;
+    }
+    if ((err = oomi_proc_resolve(&path, &err_no, argv[0])) ||
+        (err = oomi_proc_spawn(&w->p, &err_no, path, argv, envp))) {
+        if (err == OOM_EJOB)
+            err = exec_failed(l, err_no);
+        goto done;
+    }
+    w->l = l;
+    l->pid = w->p.pid;
+    w->since = oomi_proc_start_time(w->p.pid);
+    w->s[0] = (struct stream){.fd = w->p.out_fd, .to = l->job->stdout_fd ? l->job->stdout_fd : 1};
+    w->s[1] = (struct stream){.fd = w->p.err_fd, .to = l->job->stderr_fd ? l->job->stderr_fd : 2};
+    oomi_launch_event(l, OOM_EVENT_LAUNCH);
+    supervise_loop(w);
+    finish_streams(w);
+    l->oom = !l->timed_out && !l->stop_signal &&
+             oom_is_oom_exit(l->patterns, l->exit_code, w->tail, w->taillen);
+    oomi_launch_event(l, l->oom ? OOM_EVENT_OOM : OOM_EVENT_EXIT);
+    err = OOM_OK;
+done:
+    oomi_free(path);
+    free_vec(argv);
+    free_vec(envp);
+    oomi_free(w);
+    return err;
+}

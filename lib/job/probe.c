@@ -1,0 +1,493 @@
+/*
+ * probe.c - the batch-size search (a pure function of the trials so far, shared by `probe`, the
+ * unit tests and bench/search) and the probe driver that launches the job once per trial.
+ */
+#include "job/job.h"
+
+#include <json-c/json.h>
+
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#define DEFAULT_MAX_TRIALS 8
+#define DEFAULT_MAX_BATCH  1048576
+#define DEFAULT_TOLERANCE  0.01
+
+/* ---- fitting --------------------------------------------------------------------------------- */
+
+struct pt {
+    double b, peak;
+};
+
+static oom_probe_fit line_through(struct pt p, struct pt q)
+{
+    oom_probe_fit f = {0};
+    f.per_sample_bytes = (q.peak - p.peak) / (q.b - p.b);
+    f.fixed_bytes = p.peak - f.per_sample_bytes * p.b;
+    f.valid = 1;
+    return f;
+}
+
+/* the parabola through three points (Lagrange, expanded) */
+static oom_probe_fit parabola_through(struct pt p, struct pt q, struct pt r)
+{
+    oom_probe_fit f = {0};
+    double d1 = (q.peak - p.peak) / (q.b - p.b), d2 = (r.peak - q.peak) / (r.b - q.b);
+    f.per_sample2_bytes = (d2 - d1) / (r.b - p.b);
+    f.per_sample_bytes = d1 - f.per_sample2_bytes * (p.b + q.b);
+    f.fixed_bytes = p.peak - f.per_sample_bytes * p.b - f.per_sample2_bytes * p.b * p.b;
+    f.valid = f.quadratic = 1;
+    return f;
+}
+
+static int close_enough(double predicted, double measured, double tol)
+{
+    return fabs(predicted - measured) <= tol * fabs(measured) + 1.0;
+}
+
+/* Points sorted by batch (the latest trial wins for a repeated batch). */
+static size_t collect_points(struct pt *pts, const oom_probe_trial *t, size_t n, size_t skip)
+{
+    size_t i, j, k = 0;
+    for (i = 0; i < n; i++) {
+        if (i == skip || t[i].exit_code || t[i].oom || t[i].timed_out ||
+            t[i].peak_bytes == OOM_UNKNOWN)
+            continue;
+        for (j = 0; j < k && pts[j].b != t[i].batch; j++)
+            ;
+        pts[j] = (struct pt){t[i].batch, (double)t[i].peak_bytes};
+        k += j == k;
+    }
+    for (i = 1; i < k; i++) /* insertion sort: a handful of points */
+        for (j = i; j > 0 && pts[j - 1].b > pts[j].b; j--) {
+            struct pt x = pts[j];
+            pts[j] = pts[j - 1];
+            pts[j - 1] = x;
+        }
+    return k;
+}
+
+/* A line through the two largest points, or a parabola through the three largest when the line
+ * mispredicts another point by more than tol, or when the parabola differs from the line by more
+ * than tol x usable at the batch the line would jump to (curvature that only shows far out). */
+static oom_probe_fit fit_points(const struct pt *p, size_t k, double tol, uint64_t usable)
+{
+    oom_probe_fit line = {0}, curve;
+    size_t i;
+    int jump;
+    if (k < 2)
+        return line;
+    line = line_through(p[k - 2], p[k - 1]);
+    if (k < 3)
+        return line;
+    curve = parabola_through(p[k - 3], p[k - 2], p[k - 1]);
+    for (i = 0; i + 2 < k; i++)
+        if (!close_enough(oom_probe_fit_peak(&line, (int)p[i].b), p[i].peak, tol))
+            return curve;
+    jump = line.per_sample_bytes > 0 ? oom_probe_fit_max_batch(&line, usable, 1 << 24) : 0;
+    if (jump > 0 && fabs(oom_probe_fit_peak(&curve, jump) - oom_probe_fit_peak(&line, jump)) >
+                        tol * (double)usable)
+        return curve;
+    return line;
+}
+
+static oom_probe_fit fit_trials(const oom_probe_trial *t, size_t n, size_t skip, double tol,
+                                uint64_t usable)
+{
+    struct pt pts[64];
+    size_t k = collect_points(pts, t, n > 64 ? 64 : n, skip);
+    return fit_points(pts, k, tol, usable);
+}
+
+static int usable_fit(const oom_probe_fit *f)
+{
+    return f->valid && (f->per_sample_bytes > 0 || f->per_sample2_bytes > 0);
+}
+
+/* ---- the search step --------------------------------------------------------------------------
+ */
+
+static int trial_ok(const oom_probe_trial *t)
+{
+    return t->exit_code == 0 && !t->oom && !t->timed_out;
+}
+
+static int trial_fits(const oom_probe_trial *t, uint64_t usable)
+{
+    return trial_ok(t) && (t->peak_bytes == OOM_UNKNOWN || t->peak_bytes <= usable);
+}
+
+struct bounds {
+    int lo;          /* largest batch known to fit (0: none) */
+    int hi;          /* smallest batch known not to (INT_MAX: none) */
+    int ran;         /* largest batch that ran */
+    int last;        /* index of the last trial */
+    int lo_measured; /* the trial at lo has a peak */
+};
+
+static struct bounds find_bounds(const oom_probe_search *s, const oom_probe_trial *t, size_t n)
+{
+    struct bounds b = {0, INT_MAX, 0, (int)n - 1, 0};
+    size_t i;
+    for (i = 0; i < n; i++) {
+        if (!trial_fits(&t[i], s->usable_bytes) && t[i].batch < b.hi)
+            b.hi = t[i].batch;
+        if (trial_ok(&t[i]) && t[i].batch > b.ran)
+            b.ran = t[i].batch;
+    }
+    for (i = 0; i < n; i++) /* a success above a failure is noise: the failure wins */
+        if (trial_fits(&t[i], s->usable_bytes) && t[i].batch >= b.lo && t[i].batch < b.hi) {
+            b.lo = t[i].batch;
+            b.lo_measured = t[i].peak_bytes != OOM_UNKNOWN;
+        }
+    return b;
+}
+
+/* The last trial verified the fit: it ran at lo, and the fit made without it predicted its peak. */
+static int verified(const oom_probe_search *s, const oom_probe_trial *t, size_t n, struct bounds b,
+                    double tol)
+{
+    const oom_probe_trial *last = &t[b.last];
+    oom_probe_fit before;
+    if (b.last < 0 || last->batch != b.lo || last->peak_bytes == OOM_UNKNOWN)
+        return 0;
+    before = fit_trials(t, n, (size_t)b.last, tol, s->usable_bytes);
+    return usable_fit(&before) &&
+           close_enough(oom_probe_fit_peak(&before, last->batch), (double)last->peak_bytes, tol);
+}
+
+static int first_batch(const oom_probe_search *s, int cap)
+{
+    int b;
+    if (s->start_batch > 0)
+        return s->start_batch < cap ? s->start_batch : cap;
+    if (!s->prediction.valid)
+        return 1;
+    b = oom_probe_fit_max_batch(&s->prediction, s->usable_bytes, cap) / 2;
+    return b < 1 ? 1 : b;
+}
+
+/* Between lo and hi: geometric over a wide range (a fresh point far from both), else midway. */
+static int bisect(struct bounds b)
+{
+    if (b.lo >= 1 && b.hi / b.lo > 4)
+        return (int)sqrt((double)b.lo * (double)b.hi);
+    return b.lo + (b.hi - b.lo) / 2;
+}
+
+static int propose(const oom_probe_search *s, const oom_probe_fit *f, struct bounds b, int cap)
+{
+    int c;
+    if (b.lo == 0) /* the first trial failed: start small, where a line can be fitted */
+        return 1;
+    if (usable_fit(f)) {
+        c = oom_probe_fit_max_batch(f, s->usable_bytes, cap);
+        if (b.hi != INT_MAX && c >= b.hi) /* the fit is contradicted by a failure: bisect */
+            return bisect(b);
+        return c <= b.lo ? b.lo + 1 : c;
+    }
+    if (b.hi == INT_MAX || b.lo_measured) /* nothing to extrapolate from yet: double */
+        return b.lo ? (b.lo > cap / 2 ? cap : 2 * b.lo) : 1;
+    return bisect(b);
+}
+
+int oom_probe_search_step(oom_probe_step *out, const oom_probe_search *s, const oom_probe_trial *t,
+                          size_t n)
+{
+    int max_trials, cap, next, upper;
+    double tol;
+    struct bounds b;
+    size_t i;
+
+    if (!out || !s || (n && !t))
+        return oomi_fail(OOM_EINVAL, "probe search: missing argument");
+    for (i = 0; i < n; i++)
+        if (t[i].batch < 1)
+            return oomi_fail(OOM_EINVAL, "probe search: trial %zu has batch %d", i + 1, t[i].batch);
+    memset(out, 0, sizeof(*out));
+    max_trials = s->max_trials > 0 ? s->max_trials : DEFAULT_MAX_TRIALS;
+    cap = s->max_batch > 0 ? s->max_batch : DEFAULT_MAX_BATCH;
+    tol = s->tolerance > 0 ? s->tolerance : DEFAULT_TOLERANCE;
+    b = find_bounds(s, t, n);
+    out->fit = fit_trials(t, n, SIZE_MAX, tol, s->usable_bytes);
+    out->recommended_batch = b.lo;
+    out->max_batch = b.ran;
+    out->done = 1;
+    if (n == 0) {
+        out->done = 0;
+        out->next_batch = first_batch(s, cap);
+        return OOM_OK;
+    }
+    upper = b.hi == INT_MAX ? cap : (b.hi - 1 < cap ? b.hi - 1 : cap);
+    if ((int)n >= max_trials || b.lo >= upper || (b.lo >= 1 && b.hi - b.lo <= 2))
+        return OOM_OK;
+    if (usable_fit(&out->fit) && verified(s, t, n, b, tol) &&
+        oom_probe_fit_peak(&out->fit, b.lo + 1) > (double)s->usable_bytes)
+        return OOM_OK;
+    next = propose(s, &out->fit, b, cap);
+    next = next < b.lo + 1 ? b.lo + 1 : next > upper ? upper : next;
+    out->done = 0;
+    out->next_batch = next;
+    return OOM_OK;
+}
+
+/* ---- the driver --------------------------------------------------------------------------------
+ */
+
+void oom_probe_result_free(oom_probe_result *r)
+{
+    if (!r)
+        return;
+    oomi_free(r->trials);
+    oomi_free(r);
+}
+
+struct probe_ctx {
+    const oom_job *job;
+    const oom_probe_options *o;
+    const oom_patterns *patterns;
+    oom_gpu_session *gpu;
+    oom_probe_result *r;
+};
+
+static void open_gpu(struct probe_ctx *c)
+{
+    oom_gpu_list *list = NULL;
+    if (c->o->no_gpu) {
+        snprintf(c->r->nvml_error, sizeof(c->r->nvml_error), "GPU sampling turned off");
+        return;
+    }
+    if (oom_gpu_open(&c->gpu) != OOM_OK) {
+        snprintf(c->r->nvml_error, sizeof(c->r->nvml_error), "%s", oom_last_message());
+        oomi_clear_error();
+        return;
+    }
+    c->r->peaks_measured = 1;
+    if (oom_gpu_sample(&list, c->gpu, 0) == OOM_OK && list->count > 0)
+        snprintf(c->r->gpu_name, sizeof(c->r->gpu_name), "%s", list->gpus[0].name);
+    oom_gpu_list_free(list);
+}
+
+/* Launches one trial at `batch` and appends it. */
+static int run_trial(struct probe_ctx *c, int batch, oomi_launch *l)
+{
+    oom_probe_trial *t, *grown;
+    int err;
+
+    memset(l, 0, sizeof(*l));
+    l->job = c->job;
+    l->batch = batch;
+    l->accum = c->o->grad_accum > 0 ? c->o->grad_accum : 1;
+    l->seq = c->o->seq;
+    l->attempt = (int)c->r->trial_count + 1;
+    l->timeout_s = c->o->trial_timeout_s;
+    l->sample_interval_s = c->r->sample_interval_s;
+    l->kill_grace_s = c->o->kill_grace_s > 0 ? c->o->kill_grace_s : OOM_DEFAULT_KILL_GRACE;
+    l->gpu = c->gpu;
+    l->patterns = c->patterns;
+    l->stop = c->o->stop;
+    l->on_event = c->o->on_event;
+    l->user = c->o->user;
+    err = oomi_launch_run(l);
+    c->r->launches++;
+    if (err && !l->exec_failed)
+        return err;
+    if (!(grown = oomi_reallocarray(c->r->trials, c->r->trial_count + 1, sizeof(*grown))))
+        return oomi_nomem();
+    c->r->trials = grown;
+    t = &grown[c->r->trial_count++];
+    *t = (oom_probe_trial){batch, l->peak_bytes, l->exit_code, l->oom, l->timed_out, l->duration_s};
+    return err;
+}
+
+/* Why a trial ends the probe, or OOM_OK when the search goes on. */
+static int judge_trial(const oomi_launch *l, int batch, const char *cmd)
+{
+    if (l->exec_failed)
+        return oomi_fail(OOM_EJOB, "%s (exit %d)", l->message, l->exit_code);
+    if (l->stop_signal)
+        return oomi_fail(OOM_EINTERRUPTED, "stopped by signal %d during the trial at batch %d",
+                         l->stop_signal, batch);
+    if (l->timed_out)
+        return oomi_fail(OOM_EJOB, "the trial at batch %d ran past the trial timeout (%.0f s)",
+                         batch, l->timeout_s);
+    if (l->exit_code != 0 && !l->oom)
+        return oomi_fail(OOM_EJOB,
+                         "'%s' failed at batch %d with exit %d, not by running out of memory "
+                         "(its output is above)",
+                         cmd, batch, l->exit_code);
+    return OOM_OK;
+}
+
+static void fill_prediction(oom_probe_result *r, const oom_probe_options *o)
+{
+    size_t i;
+    if (!o->search.prediction.valid || r->recommended_batch < 1)
+        return;
+    r->has_prediction = 1;
+    r->predicted_peak_bytes = oom_probe_fit_peak(&o->search.prediction, r->recommended_batch);
+    r->measured_peak_bytes = r->fit.valid ? oom_probe_fit_peak(&r->fit, r->recommended_batch) : 0;
+    for (i = 0; i < r->trial_count; i++)
+        if (r->trials[i].batch == r->recommended_batch && r->trials[i].peak_bytes != OOM_UNKNOWN)
+            r->measured_peak_bytes = (double)r->trials[i].peak_bytes;
+    if (r->measured_peak_bytes > 0)
+        r->prediction_error =
+            (r->predicted_peak_bytes - r->measured_peak_bytes) / r->measured_peak_bytes;
+    else
+        r->has_prediction = 0;
+}
+
+static int search_loop(struct probe_ctx *c)
+{
+    oom_probe_step st;
+    oomi_launch l;
+    int err;
+
+    for (;;) {
+        if ((err = oom_probe_search_step(&st, &c->o->search, c->r->trials, c->r->trial_count)))
+            return err;
+        c->r->fit = st.fit;
+        c->r->recommended_batch = st.recommended_batch;
+        c->r->max_batch = st.max_batch;
+        if (st.done)
+            break;
+        if (c->o->stop && *c->o->stop) { /* a signal between trials: launch nothing more */
+            c->r->stop_signal = (int)*c->o->stop;
+            return oomi_fail(OOM_EINTERRUPTED, "stopped by signal %d", c->r->stop_signal);
+        }
+        if ((err = run_trial(c, st.next_batch, &l)) ||
+            (err = judge_trial(&l, st.next_batch, c->job->argv[0]))) {
+            c->r->stop_signal = l.stop_signal;
+            return err;
+        }
+    }
+    if (c->r->recommended_batch < 1) {
+        int smallest = INT_MAX;
+        size_t i;
+        for (i = 0; i < c->r->trial_count; i++)
+            smallest = c->r->trials[i].batch < smallest ? c->r->trials[i].batch : smallest;
+        return oomi_fail(OOM_ENOFIT, "no batch size fits in %zu trial(s): batch %d %s",
+                         c->r->trial_count, smallest,
+                         c->r->max_batch ? "runs but its peak is over the budget"
+                                         : "runs out of memory");
+    }
+    return OOM_OK;
+}
+
+int oom_probe(oom_probe_result **out, const oom_job *job, const oom_probe_options *o)
+{
+    struct probe_ctx c = {job, o, NULL, NULL, NULL};
+    oom_patterns *own = NULL;
+    int err;
+
+    if (!out || !job || !o || !job->argv || !job->argv[0])
+        return oomi_fail(OOM_EINVAL, "probe: no command given");
+    *out = NULL;
+    if (o->sample_interval_s < 0 || o->trial_timeout_s < 0 || o->kill_grace_s < 0)
+        return oomi_fail(OOM_EINVAL, "probe: negative interval, timeout or grace");
+    if (!(c.patterns = o->patterns) && (err = oom_patterns_load(&own, NULL)))
+        return err;
+    c.patterns = c.patterns ? c.patterns : own;
+    if (!(c.r = oomi_calloc(1, sizeof(*c.r)))) {
+        oom_patterns_free(own);
+        return oomi_nomem();
+    }
+    c.r->sample_interval_s =
+        o->sample_interval_s > 0 ? o->sample_interval_s : OOM_DEFAULT_SAMPLE_INTERVAL;
+    c.r->usable_bytes = o->search.usable_bytes;
+    c.r->seq = o->seq;
+    open_gpu(&c);
+    err = search_loop(&c);
+    fill_prediction(c.r, o);
+    oom_gpu_close(c.gpu);
+    oom_patterns_free(own);
+    if (err && err != OOM_ENOFIT && err != OOM_EJOB && err != OOM_EINTERRUPTED) {
+        oom_probe_result_free(c.r);
+        return err;
+    }
+    *out = c.r;
+    return err;
+}
+
+/* ---- JSON -------------------------------------------------------------------------------------
+ */
+
+static json_object *bytes_or_null(uint64_t v)
+{
+    return v == OOM_UNKNOWN ? NULL : json_object_new_int64((int64_t)v);
+}
+
+static json_object *fit_json(const oom_probe_fit *f)
+{
+    json_object *o;
+    if (!f->valid || !(o = json_object_new_object()))
+        return NULL;
+    json_object_object_add(o, "fixed_bytes", json_object_new_int64(llround(f->fixed_bytes)));
+    json_object_object_add(o, "per_sample_bytes",
+                           json_object_new_int64(llround(f->per_sample_bytes)));
+    if (f->quadratic)
+        json_object_object_add(o, "per_sample2_bytes",
+                               json_object_new_int64(llround(f->per_sample2_bytes)));
+    return o;
+}
+
+static json_object *trial_json(const oom_probe_trial *t)
+{
+    json_object *o = json_object_new_object();
+    if (!o)
+        return NULL;
+    json_object_object_add(o, "batch", json_object_new_int(t->batch));
+    json_object_object_add(o, "peak_bytes", bytes_or_null(t->peak_bytes));
+    json_object_object_add(o, "exit", json_object_new_int(t->exit_code));
+    json_object_object_add(o, "oom", json_object_new_boolean(t->oom));
+    json_object_object_add(o, "timed_out", json_object_new_boolean(t->timed_out));
+    json_object_object_add(o, "duration_s", oomi_json_number(t->duration_s, 3));
+    return o;
+}
+
+static json_object *prediction_json(const oom_probe_result *r)
+{
+    json_object *o;
+    if (!r->has_prediction || !(o = json_object_new_object()))
+        return NULL;
+    json_object_object_add(o, "batch", json_object_new_int(r->recommended_batch));
+    json_object_object_add(o, "predicted_peak_bytes",
+                           json_object_new_int64(llround(r->predicted_peak_bytes)));
+    json_object_object_add(o, "measured_peak_bytes",
+                           json_object_new_int64(llround(r->measured_peak_bytes)));
+    json_object_object_add(o, "error", oomi_json_number(r->prediction_error, 4));
+    return o;
+}
+
+int oom_probe_to_json(char **out, const oom_probe_result *r)
+{
+    json_object *root, *trials;
+    size_t i;
+
+    if (!out || !r)
+        return oomi_fail(OOM_EINVAL, "probe json: missing argument");
+    *out = NULL;
+    if (!(root = json_object_new_object()) || !(trials = json_object_new_array())) {
+        json_object_put(root);
+        return oomi_nomem();
+    }
+    json_object_object_add(root, "recommended_batch",
+                           r->recommended_batch ? json_object_new_int(r->recommended_batch) : NULL);
+    json_object_object_add(root, "max_batch",
+                           r->max_batch ? json_object_new_int(r->max_batch) : NULL);
+    json_object_object_add(root, "launches", json_object_new_int(r->launches));
+    json_object_object_add(root, "sample_interval_s", oomi_json_number(r->sample_interval_s, 3));
+    json_object_object_add(root, "usable_bytes", bytes_or_null(r->usable_bytes));
+    json_object_object_add(root, "peaks_measured", json_object_new_boolean(r->peaks_measured));
+    json_object_object_add(root, "gpu",
+                           r->gpu_name[0] ? json_object_new_string(r->gpu_name) : NULL);
+    json_object_object_add(root, "seq", r->seq ? json_object_new_int(r->seq) : NULL);
+    for (i = 0; i < r->trial_count; i++)
+        json_object_array_add(trials, trial_json(&r->trials[i]));
+    json_object_object_add(root, "trials", trials);
+    json_object_object_add(root, "fit", fit_json(&r->fit));
+    json_object_object_add(root, "prediction", prediction_json(r));
+    return oomi_json_finish(out, root);
+}

@@ -1,0 +1,259 @@
+/*
+ * supervise.c - `run`: launch the job; when it dies of out-of-memory, relaunch it with the next
+ * smaller micro-batch that divides the effective batch and the matching larger accumulation.
+ * Every launch, OOM, restart and exit is reported to the caller and appended to the events file.
+ */
+#include "job/job.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <json-c/json.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+struct run_ctx {
+    const oom_run_options *o;
+    int events_fd;
+    int events_error;
+};
+
+static json_object *bytes_or_null(uint64_t v)
+{
+    return v == OOM_UNKNOWN ? NULL : json_object_new_int64((int64_t)v);
+}
+
+/* One JSONL line: {"time", "event", "pid", "attempt", "batch", "grad_accum", "peak_bytes",
+ * "exit_code"} plus "previous_batch", "previous_grad_accum", "step" (restart) or "signal". */
+static void write_event(struct run_ctx *c, const oom_job_event *ev)
+{
+    json_object *o = json_object_new_object();
+    const char *s;
+    int ended = ev->kind == OOM_EVENT_EXIT || ev->kind == OOM_EVENT_OOM;
+
+    if (!o) {
+        c->events_error = ENOMEM;
+        return;
+    }
+    json_object_object_add(o, "time", oomi_json_number(ev->time, 6));
+    json_object_object_add(o, "event", json_object_new_string(oom_job_event_name(ev->kind)));
+    json_object_object_add(o, "pid", ev->pid > 0 ? json_object_new_int64(ev->pid) : NULL);
+    json_object_object_add(o, "attempt", json_object_new_int(ev->attempt));
+    json_object_object_add(o, "batch", json_object_new_int(ev->batch));
+    json_object_object_add(o, "grad_accum", json_object_new_int(ev->grad_accum));
+    json_object_object_add(o, "peak_bytes", bytes_or_null(ev->peak_bytes));
+    json_object_object_add(o, "exit_code", ended ? json_object_new_int(ev->exit_code) : NULL);
+    if (ev->kind == OOM_EVENT_RESTART) {
+        json_object_object_add(o, "previous_batch", json_object_new_int(ev->previous_batch));
+        json_object_object_add(o, "previous_grad_accum", json_object_new_int(ev->previous_accum));
+    }
+    if (ev->kind == OOM_EVENT_RESTART || ended)
+        json_object_object_add(o, "step", ev->step >= 0 ? json_object_new_int64(ev->step) : NULL);
+    if (ev->kind == OOM_EVENT_SIGNAL || ev->kind == OOM_EVENT_KILL)
+        json_object_object_add(o, "signal", json_object_new_int(ev->signal));
+    s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
+    if (s) {
+        char *line = oomi_asprintf("%s\n", s);
+        size_t n = line ? strlen(line) : 0;
+        ssize_t w = 0;
+        while (line && (w = write(c->events_fd, line, n)) < 0 && errno == EINTR)
+            ;
+        if (!line || w != (ssize_t)n)
+            c->events_error = line ? (w < 0 ? errno : EIO) : ENOMEM;
+        oomi_free(line);
+    }
+    json_object_put(o);
+}
+
+static void on_event(const oom_job_event *ev, void *user)
+{
+    struct run_ctx *c = user;
+    if (c->events_fd >= 0)
+        write_event(c, ev);
+    if (c->o->on_event)
+        c->o->on_event(ev, c->o->user);
+}
+
+/* The next smaller micro-batch >= floor that divides the effective batch; 0 when none. */
+static int next_smaller(int batch, long effective, int floor)
+{
+    int b;
+    for (b = batch - 1; b >= floor && b >= 1; b--)
+        if (effective % b == 0)
+            return b;
+    return 0;
+}
+
+static int check_options(const oom_run_options *o, int *accum, long *effective)
+{
+    if (o->batch < 1)
+        return oomi_fail(OOM_EINVAL, "run: batch size %d must be at least 1", o->batch);
+    if (o->grad_accum < 0 || o->target_effective < 0 || o->min_batch < 0 || o->max_restarts < -1)
+        return oomi_fail(OOM_EINVAL, "run: negative accumulation, effective batch, floor or "
+                                     "restart count");
+    *effective = o->target_effective;
+    *accum = o->grad_accum;
+    if (!*accum)
+        *accum = *effective && *effective % o->batch == 0 ? (int)(*effective / o->batch) : 1;
+    if (!*effective)
+        *effective = (long)o->batch * *accum;
+    if ((long)o->batch * *accum != *effective)
+        return oomi_fail(OOM_EINVAL,
+                         "run: batch %d x accumulation %d is not the effective batch %ld", o->batch,
+                         *accum, *effective);
+    if (o->min_batch > o->batch)
+        return oomi_fail(OOM_EINVAL, "run: batch %d is below the floor %d", o->batch, o->min_batch);
+    return OOM_OK;
+}
+
+static void init_launch(oomi_launch *l, const oom_job *job, const oom_run_options *o,
+                        struct run_ctx *c, oom_gpu_session *gpu, const oom_patterns *patterns)
+{
+    memset(l, 0, sizeof(*l));
+    l->job = job;
+    l->seq = o->seq;
+    l->sample_interval_s =
+        o->sample_interval_s > 0 ? o->sample_interval_s : OOM_DEFAULT_SAMPLE_INTERVAL;
+    l->kill_grace_s = o->kill_grace_s > 0 ? o->kill_grace_s : OOM_DEFAULT_KILL_GRACE;
+    l->gpu = gpu;
+    l->patterns = patterns;
+    l->stop = o->stop;
+    l->on_event = on_event;
+    l->user = c;
+}
+
+/* Announces the relaunch; returns OOM_OK with the new batch, or OOM_ENOFIT. */
+static int plan_restart(oomi_launch *l, oom_run_result *r, const oom_run_options *o, int floor,
+                        int max_restarts)
+{
+    int next;
+    if (r->restarts >= max_restarts)
+        return oomi_fail(OOM_ENOFIT,
+                         "the job ran out of memory at batch %d after %d restart(s) "
+                         "(--max-restarts %d)",
+                         l->batch, r->restarts, max_restarts);
+    if (!(next = next_smaller(l->batch, r->effective, floor)))
+        return oomi_fail(OOM_ENOFIT,
+                         "the job does not fit: it ran out of memory at batch %d and no smaller "
+                         "batch >= %d divides the effective batch %ld",
+                         l->batch, floor, r->effective);
+    if (l->on_event) {
+        oom_job_event ev = {0};
+        ev.kind = OOM_EVENT_RESTART;
+        ev.time = oomi_now_unix();
+        ev.pid = l->pid;
+        ev.attempt = l->attempt + 1;
+        ev.batch = next;
+        ev.grad_accum = (int)(r->effective / next);
+        ev.previous_batch = l->batch;
+        ev.previous_accum = l->accum;
+        ev.peak_bytes = l->peak_bytes;
+        ev.exit_code = l->exit_code;
+        ev.step = l->step;
+        l->on_event(&ev, l->user);
+    }
+    r->restarts++;
+    l->batch = next;
+    l->accum = (int)(r->effective / next);
+    return OOM_OK;
+}
+
+static int run_loop(oom_run_result *r, oomi_launch *l, const oom_run_options *o)
+{
+    int floor = o->min_batch > 0 ? o->min_batch : 1, err;
+    int max_restarts = o->max_restarts == -1 ? 0 : o->max_restarts ? o->max_restarts : 5;
+
+    for (;;) {
+        l->attempt = r->attempts + 1;
+        err = oomi_launch_run(l);
+        r->attempts++;
+        r->batch = l->batch;
+        r->grad_accum = l->accum;
+        r->exit_code = l->exit_code;
+        r->oom = l->oom;
+        r->stop_signal = l->stop_signal;
+        if (l->peak_bytes != OOM_UNKNOWN &&
+            (r->peak_bytes == OOM_UNKNOWN || l->peak_bytes > r->peak_bytes))
+            r->peak_bytes = l->peak_bytes;
+        if (err == OOM_EJOB)
+            return oomi_fail(OOM_EJOB, "%s", l->message);
+        if (err)
+            return err;
+        if (l->stop_signal)
+            return oomi_fail(OOM_EINTERRUPTED, "stopped by signal %d; the job exited %d",
+                             l->stop_signal, l->exit_code);
+        if (!l->oom)
+            return OOM_OK;
+        if ((err = plan_restart(l, r, o, floor, max_restarts)))
+            return err;
+        if (o->stop && *o->stop) { /* a signal while relaunching: launch nothing more */
+            r->stop_signal = (int)*o->stop;
+            return oomi_fail(OOM_EINTERRUPTED, "stopped by signal %d before attempt %d",
+                             r->stop_signal, r->attempts + 1);
+        }
+    }
+}
+
+int oom_run(oom_run_result *r, const oom_job *job, const oom_run_options *o)
+{
+    struct run_ctx c = {o, -1, 0};
+    oom_patterns *own = NULL;
+    oom_gpu_session *gpu = NULL;
+    oomi_launch l;
+    int err, accum = 0;
+    long effective = 0;
+
+    if (!r || !job || !o || !job->argv || !job->argv[0])
+        return oomi_fail(OOM_EINVAL, "run: no command given");
+    memset(r, 0, sizeof(*r));
+    r->peak_bytes = OOM_UNKNOWN;
+    r->exit_code = -1;
+    if ((err = check_options(o, &accum, &effective)))
+        return err;
+    r->effective = effective;
+    if (!o->patterns && (err = oom_patterns_load(&own, NULL)))
+        return err;
+    if (o->events_path &&
+        (c.events_fd = open(o->events_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0) {
+        err = oomi_fail(OOM_EIO, "cannot open the events file '%s': %s", o->events_path,
+                        strerror(errno));
+        goto done;
+    }
+    if (!o->no_gpu && oom_gpu_open(&gpu) != OOM_OK)
+        oomi_clear_error(); /* peaks are then unknown; the job still runs */
+    init_launch(&l, job, o, &c, gpu, o->patterns ? o->patterns : own);
+    l.batch = o->batch;
+    l.accum = accum;
+    err = run_loop(r, &l, o);
+    if (!err && c.events_error)
+        err = oomi_fail(OOM_EIO, "cannot write the events file '%s': %s", o->events_path,
+                        strerror(c.events_error));
+done:
+    if (c.events_fd >= 0)
+        close(c.events_fd);
+    oom_gpu_close(gpu);
+    oom_patterns_free(own);
+    return err;
+}
+
+int oom_run_to_json(char **out, const oom_run_result *r)
+{
+    json_object *o;
+    if (!out || !r)
+        return oomi_fail(OOM_EINVAL, "run json: missing argument");
+    *out = NULL;
+    if (!(o = json_object_new_object()))
+        return oomi_nomem();
+    json_object_object_add(o, "exit_code",
+                           r->exit_code >= 0 ? json_object_new_int(r->exit_code) : NULL);
+    json_object_object_add(o, "attempts", json_object_new_int(r->attempts));
+    json_object_object_add(o, "restarts", json_object_new_int(r->restarts));
+    json_object_object_add(o, "batch", json_object_new_int(r->batch));
+    json_object_object_add(o, "grad_accum", json_object_new_int(r->grad_accum));
+    json_object_object_add(o, "effective_batch", json_object_new_int64(r->effective));
+    json_object_object_add(o, "peak_bytes", bytes_or_null(r->peak_bytes));
+    json_object_object_add(o, "oom", json_object_new_boolean(r->oom));
+    json_object_object_add(o, "signal",
+                           r->stop_signal ? json_object_new_int(r->stop_signal) : NULL);
+    return oomi_json_finish(out, o);
+}

@@ -1,0 +1,481 @@
+/*
+ * model.c - reads Hugging Face config.json files (json-c) into the shapes the estimator needs and
+ * counts their parameters. Families: Llama/Mistral/Qwen2/Gemma/Gemma2/Phi-3/Mixtral (RMSNorm,
+ * gated MLP, GQA), GPT-2, GPT-NeoX, GPTBigCode, BLOOM, OPT, Falcon, BERT/RoBERTa, T5/mT5.
+ * The keys read are those of transformers' configuration_<family>.py classes.
+ */
+#include "model/model.h"
+
+#include <json-c/json.h>
+#include <string.h>
+
+/* ---- reading keys ---------------------------------------------------------------------------- */
+
+typedef struct cfg_ctx {
+    json_object *cfg;
+    const char *path;
+} cfg_ctx;
+
+/* The first of `keys` (NULL-terminated) present with a number; *found = 0 when none is. */
+static int get_num(const cfg_ctx *c, const char *const *keys, long *out, bool required, long dflt)
+{
+    size_t i;
+    for (i = 0; keys[i]; i++) {
+        json_object *v;
+        if (!json_object_object_get_ex(c->cfg, keys[i], &v) ||
+            json_object_is_type(v, json_type_null))
+            continue;
+        if (!json_object_is_type(v, json_type_int) && !json_object_is_type(v, json_type_double))
+            return oomi_fail(OOM_EPARSE, "model config '%s': key '%s' is not a number", c->path,
+                             keys[i]);
+        if (json_object_get_int64(v) < 0 || json_object_get_int64(v) > (1LL << 40))
+            return oomi_fail(OOM_EPARSE, "model config '%s': key '%s' is out of range", c->path,
+                             keys[i]);
+        *out = (long)json_object_get_int64(v);
+        return OOM_OK;
+    }
+    if (required)
+        return oomi_fail(OOM_EPARSE, "model config '%s': missing key '%s'", c->path, keys[0]);
+    *out = dflt;
+    return OOM_OK;
+}
+
+#define KEYS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
+static bool get_bool(const cfg_ctx *c, const char *key, bool dflt)
+{
+    json_object *v;
+    if (!json_object_object_get_ex(c->cfg, key, &v) || json_object_is_type(v, json_type_null))
+        return dflt;
+    return json_object_get_boolean(v);
+}
+
+static const char *get_str(const cfg_ctx *c, const char *key)
+{
+    json_object *v;
+    if (!json_object_object_get_ex(c->cfg, key, &v) || !json_object_is_type(v, json_type_string))
+        return NULL;
+    return json_object_get_string(v);
+}
+
+/* ---- counting -------------------------------------------------------------------------------- */
+
+static void add_linear(oomi_model *m, const char *name, long din, long dout, long count)
+{
+    size_t i;
+    for (i = 0; i < m->nlinears; i++) {
+        oomi_linear *l = &m->linears[i];
+        if (!strcmp(l->name, name) && l->din == din && l->dout == dout) {
+            l->count += count;
+            return;
+        }
+    }
+    if (m->nlinears < OOMI_MAX_LINEARS)
+        m->linears[m->nlinears++] = (oomi_linear){name, din, dout, count};
+}
+
+/* a matrix of a block: counted for params, Adafactor and tensors; `name` NULL when not a Linear */
+static uint64_t mat(oomi_model *m, const char *name, long din, long dout, long per_model, bool bias)
+{
+    uint64_t n = (uint64_t)din * (uint64_t)dout + (bias ? (uint64_t)dout : 0);
+    m->factored += (uint64_t)per_model * ((uint64_t)din + (uint64_t)dout + (bias ? dout : 0));
+    m->tensors += (uint64_t)per_model * (bias ? 2 : 1);
+    if (name) {
+        add_linear(m, name, din, dout, per_model);
+        m->params_linear += (uint64_t)per_model * (uint64_t)din * (uint64_t)dout;
+    }
+    return n;
+}
+
+/* a vector (norm weight, bias) */
+static uint64_t vec(oomi_model *m, long n, long per_model)
+{
+    m->factored += (uint64_t)per_model * (uint64_t)n;
+    m->tensors += (uint64_t)per_model;
+    return (uint64_t)n;
+}
+
+/* embeddings: V x h, not a Linear (never quantised nor adapted) */
+static uint64_t emb(oomi_model *m, long rows, long cols)
+{
+    m->factored += (uint64_t)rows + (uint64_t)cols;
+    m->tensors++;
+    return (uint64_t)rows * (uint64_t)cols;
+}
+
+static void finish_decoder(oomi_model *m, uint64_t per_layer, uint64_t per_layer_active,
+                           uint64_t embed, uint64_t final_norm)
+{
+    long h = m->hidden;
+    m->params_embed = embed;
+    if (m->head == OOMI_HEAD_SEQ_CLS) /* "score": hidden -> labels, no bias */
+        m->params_lm_head = mat(m, NULL, h, m->labels, 1, false);
+    else if (m->head == OOMI_HEAD_BASE || m->tied)
+        m->params_lm_head = 0;
+    else
+        m->params_lm_head = emb(m, m->vocab, h);
+    m->params_layer_max = per_layer;
+    m->params = embed + (uint64_t)m->layers * per_layer + final_norm + m->params_lm_head;
+    m->params_active =
+        embed + (uint64_t)m->layers * per_layer_active + final_norm + m->params_lm_head;
+}
+
+static int count_llama(oomi_model *m, const cfg_ctx *c)
+{
+    long h = m->hidden, L = m->layers, qd = m->heads * m->head_dim, kvd = m->kv_heads * m->head_dim;
+    bool qkv_bias = !strcmp(m->family, "qwen2") || get_bool(c, "attention_bias", false);
+    bool phi3 = !strcmp(m->family, "phi3");
+    long norms = !strcmp(m->family, "gemma2") ? 4 : 2;
+    uint64_t attn, mlp = 0, router = 0, n;
+
+    if (phi3) {
+        attn = mat(m, "qkv_proj", h, qd + 2 * kvd, L, false) + mat(m, "o_proj", qd, h, L, false);
+    } else {
+        attn = mat(m, "q_proj", h, qd, L, qkv_bias) + mat(m, "k_proj", h, kvd, L, qkv_bias) +
+               mat(m, "v_proj", h, kvd, L, qkv_bias) + mat(m, "o_proj", qd, h, L, false);
+    }
+    if (m->experts > 0) {
+        long e = m->experts;
+        router = mat(m, "gate", h, e, L, false);
+        mlp = mat(m, "w1", h, m->ffn, L * e, false) + mat(m, "w3", h, m->ffn, L * e, false) +
+              mat(m, "w2", m->ffn, h, L * e, false);
+    } else if (phi3) {
+        mlp = mat(m, "gate_up_proj", h, 2 * m->ffn, L, false) +
+              mat(m, "down_proj", m->ffn, h, L, false);
+    } else {
+        mlp = mat(m, "gate_proj", h, m->ffn, L, false) + mat(m, "up_proj", h, m->ffn, L, false) +
+              mat(m, "down_proj", m->ffn, h, L, false);
+    }
+    n = (uint64_t)norms * vec(m, h, L * norms);
+    m->default_targets = phi3 ? "qkv_proj" : "q_proj,v_proj";
+    if (m->experts > 0) {
+        finish_decoder(m, attn + router + mlp * (uint64_t)m->experts + n,
+                       attn + router + mlp * (uint64_t)m->topk + n, emb(m, m->vocab, h),
+                       vec(m, h, 1));
+    } else {
+        finish_decoder(m, attn + mlp + n, attn + mlp + n, emb(m, m->vocab, h), vec(m, h, 1));
+    }
+    return OOM_OK;
+}
+
+/* GPT-2, GPTBigCode, GPT-NeoX, BLOOM, Falcon, OPT: LayerNorm blocks with a 2-matrix MLP */
+static int count_gpt(oomi_model *m, const cfg_ctx *c)
+{
+    long h = m->hidden, L = m->layers, f = m->ffn, kvd = m->kv_heads * m->head_dim;
+    const char *fam = m->family;
+    bool bias = true, falcon = !strcmp(fam, "falcon");
+    uint64_t attn, mlp, norms, embed = 0, final = vec(m, 2 * h, 1);
+    long nnorm, pdim = h;
+    const char *qkv = "query_key_value", *proj = "dense", *up = "dense_h_to_4h",
+               *down = "dense_4h_to_h";
+
+    if (!strcmp(fam, "gpt2") || !strcmp(fam, "gpt_bigcode")) {
+        qkv = "c_attn", proj = "c_proj", up = "c_fc", down = "c_proj";
+    } else if (falcon) {
+        bias = get_bool(c, "bias", false);
+    }
+    if (!strcmp(fam, "opt")) {
+        attn = mat(m, "q_proj", h, h, L, true) + mat(m, "k_proj", h, h, L, true) +
+               mat(m, "v_proj", h, h, L, true) + mat(m, "out_proj", h, h, L, true);
+        mlp = mat(m, "fc1", h, f, L, true) + mat(m, "fc2", f, h, L, true);
+        m->default_targets = "q_proj,v_proj";
+    } else {
+        attn = mat(m, qkv, h, h + 2 * kvd, L, bias) + mat(m, proj, h, h, L, bias);
+        mlp = mat(m, up, h, f, L, bias) + mat(m, down, f, h, L, bias);
+        m->default_targets = !strcmp(fam, "gpt2") || !strcmp(fam, "gpt_bigcode") ? "c_attn" : qkv;
+    }
+    /* Falcon-7B's parallel attention shares one LayerNorm; the others have two per block */
+    nnorm = falcon && !get_bool(c, "new_decoder_architecture", false) ? 1 : 2;
+    norms = (uint64_t)nnorm * vec(m, 2 * h, L * nnorm);
+    if (!strcmp(fam, "opt") && get_num(c, KEYS("word_embed_proj_dim"), &pdim, false, h) == OOM_OK &&
+        pdim != h) {
+        /* OPT-350m: embeddings (and the tied head) of width word_embed_proj_dim, projected */
+        embed = emb(m, m->vocab, pdim) + mat(m, NULL, pdim, h, 1, false) +
+                mat(m, NULL, h, pdim, 1, false);
+    } else {
+        embed = emb(m, m->vocab, h);
+    }
+    if (!strcmp(fam, "gpt2") || !strcmp(fam, "gpt_bigcode"))
+        embed += emb(m, m->max_pos, h);
+    else if (!strcmp(fam, "opt"))
+        embed += emb(m, m->max_pos + 2, h); /* OPTLearnedPositionalEmbedding offset of 2 */
+    else if (!strcmp(fam, "bloom"))
+        embed += vec(m, 2 * h, 1); /* word_embeddings_layernorm */
+    finish_decoder(m, attn + mlp + norms, attn + mlp + norms, embed, final);
+    return OOM_OK;
+}
+
+static int count_bert(oomi_model *m, const cfg_ctx *c)
+{
+    long h = m->hidden, L = m->layers, f = m->ffn, types;
+    uint64_t layer, embed, head = 0, pooler = 0;
+    int err;
+
+    if ((err = get_num(c, KEYS("type_vocab_size"), &types, false, 2)))
+        return err;
+    layer = mat(m, "query", h, h, L, true) + mat(m, "key", h, h, L, true) +
+            mat(m, "value", h, h, L, true) + mat(m, "dense", h, h, L, true) +
+            mat(m, "dense", h, f, L, true) + mat(m, "dense", f, h, L, true) +
+            2 * vec(m, 2 * h, 2 * L);
+    embed = emb(m, m->vocab, h) + emb(m, m->max_pos, h) + emb(m, types, h) + vec(m, 2 * h, 1);
+    if (m->head == OOMI_HEAD_MASKED_LM) {
+        head = mat(m, NULL, h, h, 1, true) + vec(m, 2 * h, 1) + vec(m, m->vocab, 1);
+    } else {
+        /* BertModel and BertForSequenceClassification have a pooler; RoBERTa's classifier a dense
+         */
+        pooler = mat(m, NULL, h, h, 1, true);
+        if (m->head == OOMI_HEAD_SEQ_CLS)
+            head = mat(m, NULL, h, m->labels, 1, true);
+    }
+    m->default_targets = "query,value";
+    m->params_embed = embed;
+    m->params_layer_max = layer;
+    m->params = m->params_active = embed + (uint64_t)L * layer + pooler + head;
+    return OOM_OK;
+}
+
+static int count_t5(oomi_model *m, const cfg_ctx *c)
+{
+    long d = m->hidden, in = m->heads * m->head_dim, f = m->ffn, buckets;
+    long E = m->enc_layers, D = m->layers;
+    uint64_t ff, enc, dec, embed;
+    int err;
+
+    if ((err = get_num(c, KEYS("relative_attention_num_buckets"), &buckets, false, 32)))
+        return err;
+    if (m->gated)
+        ff = mat(m, "wi_0", d, f, E + D, false) + mat(m, "wi_1", d, f, E + D, false);
+    else
+        ff = mat(m, "wi", d, f, E + D, false);
+    ff += mat(m, "wo", f, d, E + D, false);
+    /* self-attention in both stacks, cross-attention in the decoder */
+    enc = mat(m, "q", d, in, E + 2 * D, false) + mat(m, "k", d, in, E + 2 * D, false) +
+          mat(m, "v", d, in, E + 2 * D, false) + mat(m, "o", in, d, E + 2 * D, false);
+    enc = enc + ff + 2 * vec(m, d, 2 * E);
+    dec = enc + (uint64_t)4 * d * in + vec(m, d, 3 * D);
+    embed = emb(m, m->vocab, d);
+    m->params_embed = embed;
+    m->params_lm_head = m->tied ? 0 : emb(m, m->vocab, d);
+    m->params_layer_max = dec;
+    /* relative position biases live in the first layer of each stack */
+    m->params = embed + (uint64_t)E * enc + (uint64_t)D * dec + 2 * (uint64_t)buckets * m->heads +
+                vec(m, d, 2) + m->params_lm_head;
+    m->params_active = m->params;
+    m->default_targets = "q,v";
+    return OOM_OK;
+}
+
+/* ---- families -------------------------------------------------------------------------------- */
+
+static const struct family {
+    const char *type;
+    oomi_block block;
+} families[] = {
+    {"llama", OOMI_BLOCK_LLAMA},     {"mistral", OOMI_BLOCK_LLAMA}, {"qwen2", OOMI_BLOCK_LLAMA},
+    {"gemma", OOMI_BLOCK_LLAMA},     {"gemma2", OOMI_BLOCK_LLAMA},  {"phi3", OOMI_BLOCK_LLAMA},
+    {"mixtral", OOMI_BLOCK_LLAMA},   {"gpt2", OOMI_BLOCK_GPT},      {"gpt_neox", OOMI_BLOCK_GPT},
+    {"gpt_bigcode", OOMI_BLOCK_GPT}, {"bloom", OOMI_BLOCK_GPT},     {"opt", OOMI_BLOCK_GPT},
+    {"falcon", OOMI_BLOCK_GPT},      {"bert", OOMI_BLOCK_BERT},     {"roberta", OOMI_BLOCK_BERT},
+    {"t5", OOMI_BLOCK_T5},           {"mt5", OOMI_BLOCK_T5},
+};
+
+const char *oomi_head_name(oomi_head h)
+{
+    static const char *const names[] = {"causal-lm", "seq-cls", "masked-lm", "seq2seq-lm", "base"};
+    return (unsigned)h < OOMI_ARRAY_LEN(names) ? names[h] : "?";
+}
+
+static bool ends_with(const char *s, const char *suffix)
+{
+    size_t n = strlen(s), k = strlen(suffix);
+    return n >= k && !strcmp(s + n - k, suffix);
+}
+
+static oomi_head head_of(const cfg_ctx *c, oomi_block block)
+{
+    json_object *a, *first;
+    const char *name;
+    if (json_object_object_get_ex(c->cfg, "architectures", &a) &&
+        json_object_is_type(a, json_type_array) && json_object_array_length(a) > 0 &&
+        (first = json_object_array_get_idx(a, 0)) && json_object_is_type(first, json_type_string)) {
+        name = json_object_get_string(first);
+        if (ends_with(name, "ForCausalLM") || ends_with(name, "LMHeadModel"))
+            return OOMI_HEAD_CAUSAL_LM;
+        if (ends_with(name, "ForSequenceClassification"))
+            return OOMI_HEAD_SEQ_CLS;
+        if (ends_with(name, "ForMaskedLM") || ends_with(name, "ForPreTraining"))
+            return OOMI_HEAD_MASKED_LM;
+        if (ends_with(name, "ForConditionalGeneration"))
+            return OOMI_HEAD_SEQ2SEQ_LM;
+        return OOMI_HEAD_BASE;
+    }
+    if (block == OOMI_BLOCK_T5)
+        return OOMI_HEAD_SEQ2SEQ_LM;
+    return block == OOMI_BLOCK_BERT ? OOMI_HEAD_BASE : OOMI_HEAD_CAUSAL_LM;
+}
+
+/* Falcon's own early configs ("RefinedWebModel") use other keys; normalise the type name */
+static const char *family_of(const cfg_ctx *c)
+{
+    const char *t = get_str(c, "model_type");
+    if (t && (!strcmp(t, "RefinedWebModel") || !strcmp(t, "RefinedWeb")))
+        return "falcon";
+    return t;
+}
+
+static int read_shape(oomi_model *m, const cfg_ctx *c)
+{
+    int err;
+    bool t5 = m->block == OOMI_BLOCK_T5;
+    long dflt_ffn;
+
+    if ((err = get_num(c, KEYS("hidden_size", "n_embd", "d_model", "n_embed"), &m->hidden, true,
+                       0)) ||
+        (err =
+             get_num(c, KEYS("num_hidden_layers", "n_layer", "num_layers"), &m->layers, true, 0)) ||
+        (err =
+             get_num(c, KEYS("num_attention_heads", "n_head", "num_heads"), &m->heads, true, 0)) ||
+        (err = get_num(c, KEYS("vocab_size"), &m->vocab, true, 0)))
+        return err;
+    if (m->hidden <= 0 || m->layers <= 0 || m->heads <= 0 || m->vocab <= 0)
+        return oomi_fail(OOM_EPARSE,
+                         "model config '%s': hidden size, layers, heads and vocab_size "
+                         "must be positive",
+                         c->path);
+    if ((err = get_num(c, KEYS("num_key_value_heads", "num_kv_heads"), &m->kv_heads, false,
+                       m->heads)) ||
+        (err = get_num(c, KEYS("head_dim", "d_kv"), &m->head_dim, false, m->hidden / m->heads)))
+        return err;
+    if (get_bool(c, "multi_query", false) && !get_bool(c, "new_decoder_architecture", false))
+        m->kv_heads = 1;
+    dflt_ffn = 4 * m->hidden;
+    if ((err =
+             get_num(c, KEYS("intermediate_size", "n_inner", "d_ff", "ffn_dim", "ffn_hidden_size"),
+                     &m->ffn, m->block == OOMI_BLOCK_LLAMA || t5, dflt_ffn)) ||
+        (err =
+             get_num(c, KEYS("max_position_embeddings", "n_positions", "n_ctx", "seq_length"),
+                     &m->max_pos, m->block == OOMI_BLOCK_BERT || !strcmp(m->family, "gpt2"), 0)) ||
+        (err = get_num(c, KEYS("num_local_experts"), &m->experts, false, 0)) ||
+        (err = get_num(c, KEYS("num_experts_per_tok"), &m->topk, m->experts > 0, 0)) ||
+        (err = get_num(c, KEYS("num_labels"), &m->labels, false, 2)))
+        return err;
+    if (m->kv_heads <= 0 || m->head_dim <= 0 || m->ffn <= 0 || m->heads % m->kv_heads)
+        return oomi_fail(OOM_EPARSE,
+                         "model config '%s': %ld key/value heads do not divide %ld heads", c->path,
+                         m->kv_heads, m->heads);
+    /* each number is at most 2^40; their products must stay far from a long's range */
+    if (m->heads > (1L << 40) / m->head_dim)
+        return oomi_fail(OOM_EPARSE,
+                         "model config '%s': %ld heads of %ld dimensions are out of range", c->path,
+                         m->heads, m->head_dim);
+    if (t5) {
+        const char *ff = get_str(c, "feed_forward_proj");
+        m->enc_layers = m->layers;
+        if ((err = get_num(c, KEYS("num_decoder_layers"), &m->layers, false, m->enc_layers)))
+            return err;
+        m->gated = ff && !strncmp(ff, "gated-", 6);
+    } else {
+        m->gated = m->block == OOMI_BLOCK_LLAMA;
+    }
+    /* transformers' PretrainedConfig default is tied; Llama/Mistral/Mixtral/Phi-3/NeoX set it */
+    m->tied = get_bool(c, "tie_word_embeddings", strcmp(m->family, "gpt_neox") != 0);
+    return OOM_OK;
+}
+
+int oomi_model_parse(oomi_model **out, json_object *cfg, const char *name, const char *path)
+{
+    cfg_ctx c = {cfg, path};
+    oomi_model *m = NULL;
+    const char *type;
+    size_t i;
+    int err;
+
+    *out = NULL;
+    if (!json_object_is_type(cfg, json_type_object))
+        return oomi_fail(OOM_EPARSE, "model config '%s' is not a JSON object", path);
+    if (!(type = family_of(&c)))
+        return oomi_fail(OOM_EPARSE, "model config '%s': missing key 'model_type'", path);
+    for (i = 0; i < OOMI_ARRAY_LEN(families) && strcmp(families[i].type, type); i++)
+        ;
+    if (i == OOMI_ARRAY_LEN(families))
+        return oomi_fail(
+            OOM_EUNSUPPORTED,
+            "model config '%s': model_type '%s' is not supported (supported: llama, "
+            "mistral, qwen2, gemma, gemma2, phi3, mixtral, gpt2, gpt_neox, gpt_bigcode, "
+            "bloom, opt, falcon, bert, roberta, t5, mt5)",
+            path, type);
+    if (!(m = oomi_calloc(1, sizeof(*m))) || !(m->name = oomi_strdup(name)) ||
+        !(m->family = oomi_strdup(!strcmp(type, "mt5") ? "t5" : families[i].type))) {
+        oomi_model_free(m);
+        return oomi_nomem();
+    }
+    m->block = families[i].block;
+    m->head = head_of(&c, m->block);
+    if (!(err = read_shape(m, &c))) {
+        switch (m->block) {
+        case OOMI_BLOCK_LLAMA:
+            err = count_llama(m, &c);
+            break;
+        case OOMI_BLOCK_GPT:
+            err = count_gpt(m, &c);
+            break;
+        case OOMI_BLOCK_BERT:
+            err = count_bert(m, &c);
+            break;
+        case OOMI_BLOCK_T5:
+            err = count_t5(m, &c);
+            break;
+        }
+    }
+    if (err) {
+        oomi_model_free(m);
+        return err;
+    }
+    *out = m;
+    return OOM_OK;
+}
+
+void oomi_model_free(oomi_model *m)
+{
+    if (!m)
+        return;
+    oomi_free(m->name);
+    oomi_free(m->family);
+    oomi_free(m);
+}
+
+int oomi_model_clone(oomi_model **out, const oomi_model *m)
+{
+    oomi_model *c = oomi_malloc(sizeof(*c));
+    *out = NULL;
+    if (!c)
+        return oomi_nomem();
+    *c = *m;
+    c->name = oomi_strdup(m->name);
+    c->family = oomi_strdup(m->family);
+    if (!c->name || !c->family) {
+        oomi_model_free(c);
+        return oomi_nomem();
+    }
+    *out = c;
+    return OOM_OK;
+}
+
+/* Reads one config.json file and parses it. */
+int oomi_model_load_file(oomi_model **out, const char *path, const char *name)
+{
+    char *text = NULL;
+    json_object *cfg;
+    enum json_tokener_error jerr;
+    int err;
+
+    if ((err = oomi_read_file(&text, NULL, path)))
+        return err;
+    cfg = json_tokener_parse_verbose(text, &jerr);
+    oomi_free(text);
+    if (!cfg)
+        return oomi_fail(OOM_EPARSE, "model config '%s': %s", path, json_tokener_error_desc(jerr));
+    err = oomi_model_parse(out, cfg, name, path);
+    json_object_put(cfg);
+    return err;
+}

@@ -1,0 +1,101 @@
+/*
+ * model/model.h - model configs (config.json readers), presets, LoRA targets and the workload
+ * (model.c, preset.c, lora.c, workload.c, workload_set.c). Uses core.
+ */
+#ifndef OOMLESS_MODEL_MODEL_H
+#define OOMLESS_MODEL_MODEL_H
+
+#include "core/core.h"
+
+typedef struct json_object json_object;
+
+/* How a block keeps its activations: selects the coefficient set in data/coefficients.json. */
+typedef enum oomi_block {
+    OOMI_BLOCK_LLAMA,
+    OOMI_BLOCK_GPT,
+    OOMI_BLOCK_BERT,
+    OOMI_BLOCK_T5
+} oomi_block;
+typedef enum oomi_head {
+    OOMI_HEAD_CAUSAL_LM,
+    OOMI_HEAD_SEQ_CLS,
+    OOMI_HEAD_MASKED_LM,
+    OOMI_HEAD_SEQ2SEQ_LM,
+    OOMI_HEAD_BASE
+} oomi_head;
+
+/* one kind of nn.Linear in the model (LoRA targets, quantisation) */
+typedef struct oomi_linear {
+    const char *name; /* HF module name: "q_proj" */
+    long din, dout;
+    long count; /* instances in the whole model */
+} oomi_linear;
+
+#define OOMI_MAX_LINEARS 20
+
+typedef struct oomi_model {
+    char *name;   /* preset name or path */
+    char *family; /* model_type */
+    oomi_block block;
+    oomi_head head;
+    long layers, enc_layers; /* decoder (or only) layers; T5 encoder layers */
+    long hidden, heads, kv_heads, head_dim, ffn, vocab, max_pos, experts, topk, labels;
+    bool gated; /* SwiGLU / gated-GELU: three MLP matrices */
+    bool tied;
+    uint64_t params;           /* all parameters */
+    uint64_t params_active;    /* used per token (MoE: topk experts) */
+    uint64_t params_embed;     /* input embeddings (incl. positions), not quantised */
+    uint64_t params_lm_head;   /* untied output head (0 when tied) */
+    uint64_t params_linear;    /* weights of the linears inside the blocks (quantisable) */
+    uint64_t params_layer_max; /* the largest block's parameters (ZeRO-3 gather) */
+    uint64_t factored;         /* Adafactor state elements: rows+cols per matrix, size per vector */
+    uint64_t tensors;          /* parameter tensors (allocator rounding) */
+    size_t nlinears;
+    oomi_linear linears[OOMI_MAX_LINEARS];
+    const char *default_targets; /* PEFT's default target modules for the family */
+} oomi_model;
+
+/* Loads a preset name or a config path (a file or a folder with config.json) (preset.c). */
+int oomi_model_load(oomi_model **out, const char *name_or_path);
+/* Reads and parses one config.json; `name` is what the model is called (model.c). */
+int oomi_model_load_file(oomi_model **out, const char *path, const char *name);
+int oomi_model_parse(oomi_model **out, json_object *cfg, const char *name, const char *path);
+void oomi_model_free(oomi_model *m);
+int oomi_model_clone(oomi_model **out, const oomi_model *m);
+const char *oomi_head_name(oomi_head h);
+
+/* LoRA target set resolution: the trainable adapter parameters and the adapted inputs per token
+ * per model (sum of din over targeted linears / tokens). OOM_EINVAL naming an unknown module. */
+typedef struct oomi_lora {
+    uint64_t params;    /* r * (din + dout) summed */
+    uint64_t in_elems;  /* sum of din over adapted linears (per token, whole model) */
+    uint64_t n_adapted; /* adapted linear instances */
+} oomi_lora;
+int oomi_lora_resolve(oomi_lora *out, const oomi_model *m, const char *targets, long rank);
+
+/* the workload (workload.c), read by estimate.c */
+struct oom_workload {
+    oomi_model *model;
+    char *model_arg;
+    oom_knobs k;
+    long lora_rank;
+    char *lora_targets; /* NULL: the family's default */
+    double lora_dropout;
+    bool lora_rank_set, lora_targets_set, lora_dropout_set;
+    long max_pos_override; /* 0: none */
+    long decoder_seq;      /* enc-dec target length; 0: = seq */
+    bool keep_grads;       /* zero_grad(set_to_none=False): gradients live in every phase */
+    uint64_t overhead;     /* OOM_UNKNOWN: from the GPU generation */
+    bool has_gpu;
+    int cc_major, cc_minor;
+    char gpu_id[64];
+};
+oom_precision oomi_resolved_precision(const oom_workload *w);
+/* option values, indexed by the public enums (workload.c) */
+extern const char *const oomi_method_names[4], *const oomi_precision_names[8];
+extern const char *const oomi_optimizer_names[8], *const oomi_checkpointing_names[3];
+extern const char *const oomi_attention_names[3], *const oomi_loss_names[2];
+extern const char *const oomi_sharding_names[4], *const oomi_offload_names[3];
+
+
+#endif

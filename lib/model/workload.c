@@ -1,0 +1,226 @@
+/* workload.c - a workload: the model, the method and the knobs, set from text or typed. */
+#include "model/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- enum names (the option values) ---------------------------------------------------------- */
+
+const char *const oomi_method_names[4] = {"full", "lora", "qlora", "inference"};
+const char *const oomi_precision_names[8] = {"auto",     "fp32",     "fp16", "bf16",
+                                             "amp-fp16", "amp-bf16", "int8", "4bit"};
+const char *const oomi_optimizer_names[8] = {
+    "adamw", "adamw-8bit", "adafactor", "sgd", "sgd-momentum", "lion", "none", "adamw-fused"};
+const char *const oomi_checkpointing_names[3] = {"none", "selective", "full"};
+const char *const oomi_attention_names[3] = {"eager", "sdpa", "flash"};
+const char *const oomi_loss_names[2] = {"standard", "chunked"};
+const char *const oomi_sharding_names[4] = {"none", "zero1", "zero2", "zero3"};
+const char *const oomi_offload_names[3] = {"none", "optimizer", "optimizer+params"};
+static const char *const phase_names[] = {"forward", "backward", "optimizer", "prefill"};
+
+#define NAME_OF(table, v) ((unsigned)(v) < OOMI_ARRAY_LEN(table) ? table[v] : "?")
+
+const char *oom_method_name(oom_method v)
+{
+    return NAME_OF(oomi_method_names, v);
+}
+const char *oom_precision_name(oom_precision v)
+{
+    return NAME_OF(oomi_precision_names, v);
+}
+const char *oom_optimizer_name(oom_optimizer v)
+{
+    return NAME_OF(oomi_optimizer_names, v);
+}
+const char *oom_checkpointing_name(oom_checkpointing v)
+{
+    return NAME_OF(oomi_checkpointing_names, v);
+}
+const char *oom_attention_name(oom_attention v)
+{
+    return NAME_OF(oomi_attention_names, v);
+}
+const char *oom_loss_name(oom_loss v)
+{
+    return NAME_OF(oomi_loss_names, v);
+}
+const char *oom_sharding_name(oom_sharding v)
+{
+    return NAME_OF(oomi_sharding_names, v);
+}
+const char *oom_offload_name(oom_offload v)
+{
+    return NAME_OF(oomi_offload_names, v);
+}
+const char *oom_phase_name(oom_phase v)
+{
+    return NAME_OF(phase_names, v);
+}
+
+/* ---- the option table ------------------------------------------------------------------------ */
+
+static const oom_option options[] = {
+    {"model", "NAME|PATH", "a preset (--list-models) or a Hugging Face config.json or its folder"},
+    {"method", "full|lora|qlora|inference", "what is run (default full)"},
+    {"precision", "auto|fp32|fp16|bf16|amp-fp16|amp-bf16|int8|4bit",
+     "dtype (default auto: amp-bf16 full, bf16 lora/inference, 4bit qlora)"},
+    {"optimizer", "adamw|adamw-fused|adamw-8bit|adafactor|sgd|sgd-momentum|lion|none",
+     "(default adamw: torch foreach)"},
+    {"batch", "N", "micro-batch per GPU (default 1)"},
+    {"seq", "N", "tokens per sample; inference: prompt + generated (default 512)"},
+    {"grad-accum", "N", "gradient accumulation steps (default 1)"},
+    {"checkpointing", "none|selective|full", "activation checkpointing (default none)"},
+    {"attention", "eager|sdpa|flash", "attention implementation (default sdpa)"},
+    {"loss", "standard|chunked",
+     "full fp32 logits, or chunked/fused cross-entropy (default standard)"},
+    {"gpus", "N", "data-parallel GPUs (default 1)"},
+    {"sharding", "none|zero1|zero2|zero3", "ZeRO stage / FSDP full shard = zero3 (default none)"},
+    {"offload", "none|optimizer|optimizer+params", "CPU offload (default none)"},
+    {"lora-rank", "R", "LoRA rank (default 16)"},
+    {"lora-targets", "default|all-linear|M1,M2",
+     "adapted modules, HF names (default: PEFT's per family)"},
+    {"lora-dropout", "P", "LoRA dropout probability (default 0.05)"},
+    {"decoder-seq", "N", "encoder-decoder models: target tokens (default = seq)"},
+    {"max-positions", "N",
+     "raise the model's max positions (RoPE scaling) to allow a longer --seq"},
+    {"keep-grads", "no|yes",
+     "keep gradients between steps (zero_grad of PyTorch < 2.0) (default no)"},
+    {"overhead", "SIZE", "CUDA context + workspaces outside PyTorch (default: per GPU generation)"},
+};
+
+const oom_option *oom_workload_options(size_t *count)
+{
+    *count = OOMI_ARRAY_LEN(options);
+    return options;
+}
+
+/* ---- create / free / clone ------------------------------------------------------------------- */
+
+static void defaults(oom_workload *w)
+{
+    memset(w, 0, sizeof(*w));
+    w->k.batch = 1;
+    w->k.grad_accum = 1;
+    w->k.seq_len = 512;
+    w->k.gpus = 1;
+    w->k.attention = OOM_ATTENTION_SDPA;
+    w->lora_rank = 16;
+    w->lora_dropout = 0.05;
+    w->overhead = OOM_UNKNOWN;
+}
+
+int oom_workload_create(oom_workload **out)
+{
+    oom_workload *w = oomi_malloc(sizeof(*w));
+    *out = NULL;
+    if (!w)
+        return oomi_nomem();
+    defaults(w);
+    *out = w;
+    return OOM_OK;
+}
+
+void oom_workload_free(oom_workload *w)
+{
+    if (!w)
+        return;
+    oomi_model_free(w->model);
+    oomi_free(w->model_arg);
+    oomi_free(w->lora_targets);
+    oomi_free(w);
+}
+
+int oom_workload_clone(oom_workload **out, const oom_workload *w)
+{
+    oom_workload *c = oomi_malloc(sizeof(*c));
+    *out = NULL;
+    if (!c)
+        return oomi_nomem();
+    *c = *w;
+    c->model = NULL;
+    c->model_arg = w->model_arg ? oomi_strdup(w->model_arg) : NULL;
+    c->lora_targets = w->lora_targets ? oomi_strdup(w->lora_targets) : NULL;
+    if ((w->model_arg && !c->model_arg) || (w->lora_targets && !c->lora_targets) ||
+        (w->model && oomi_model_clone(&c->model, w->model))) {
+        oom_workload_free(c);
+        return oomi_nomem();
+    }
+    *out = c;
+    return OOM_OK;
+}
+
+int oom_workload_set_gpu(oom_workload *w, const oom_gpu_profile *gpu)
+{
+    w->has_gpu = gpu != NULL;
+    w->cc_major = gpu ? gpu->cc_major : 0;
+    w->cc_minor = gpu ? gpu->cc_minor : 0;
+    snprintf(w->gpu_id, sizeof(w->gpu_id), "%s", gpu && gpu->id ? gpu->id : "");
+    return OOM_OK;
+}
+
+oom_precision oomi_resolved_precision(const oom_workload *w)
+{
+    if (w->k.precision != OOM_PRECISION_AUTO)
+        return w->k.precision;
+    switch (w->k.method) {
+    case OOM_METHOD_FULL:
+        return OOM_PRECISION_AMP_BF16;
+    case OOM_METHOD_QLORA:
+        return OOM_PRECISION_4BIT;
+    default:
+        return OOM_PRECISION_BF16;
+    }
+}
+
+void oom_workload_get_knobs(oom_knobs *out, const oom_workload *w)
+{
+    *out = w->k;
+    out->precision = oomi_resolved_precision(w);
+}
+
+int oom_workload_set_knobs(oom_workload *w, const oom_knobs *k)
+{
+    static const struct {
+        const char *name;
+        size_t n;
+    } lim[] = {
+        {"method", OOMI_ARRAY_LEN(oomi_method_names)},
+        {"precision", OOMI_ARRAY_LEN(oomi_precision_names)},
+        {"optimizer", OOMI_ARRAY_LEN(oomi_optimizer_names)},
+        {"checkpointing", OOMI_ARRAY_LEN(oomi_checkpointing_names)},
+        {"attention", OOMI_ARRAY_LEN(oomi_attention_names)},
+        {"loss", OOMI_ARRAY_LEN(oomi_loss_names)},
+        {"sharding", OOMI_ARRAY_LEN(oomi_sharding_names)},
+        {"offload", OOMI_ARRAY_LEN(oomi_offload_names)},
+    };
+    const unsigned vals[] = {k->method,    k->precision, k->optimizer, k->checkpointing,
+                             k->attention, k->loss,      k->sharding,  k->offload};
+    const long counts[] = {k->batch, k->grad_accum, k->seq_len, k->gpus};
+    static const char *const count_names[] = {"batch", "grad-accum", "seq", "gpus"};
+    size_t i;
+
+    for (i = 0; i < OOMI_ARRAY_LEN(counts); i++)
+        if (counts[i] < 1 || counts[i] > (1L << 30))
+            return oomi_fail(OOM_EINVAL, "%s '%ld' must be between 1 and 2^30", count_names[i],
+                             counts[i]);
+    for (i = 0; i < OOMI_ARRAY_LEN(lim); i++)
+        if (vals[i] >= lim[i].n)
+            return oomi_fail(OOM_EINVAL, "%s value %u is out of range", lim[i].name, vals[i]);
+    w->k = *k;
+    return OOM_OK;
+}
+
+int oom_workload_model(oom_model_info *out, const oom_workload *w)
+{
+    const oomi_model *m = w->model;
+    if (!m)
+        return oomi_fail(OOM_EINVAL, "no model is set (use --model NAME|PATH)");
+    *out = (oom_model_info){
+        m->name,    m->family,     oomi_head_name(m->head),
+        m->layers,  m->enc_layers, m->hidden,
+        m->heads,   m->kv_heads,   m->head_dim,
+        m->ffn,     m->vocab,      w->max_pos_override ? w->max_pos_override : m->max_pos,
+        m->experts, m->topk,       m->params};
+    return OOM_OK;
+}

@@ -1,0 +1,311 @@
+/* workload_set.c - setting a workload's options from text, reading them back, validation. */
+#include "model/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+static int parse_enum(unsigned *out, const char *key, const char *value, const char *const *names,
+                      size_t n)
+{
+    size_t i;
+    oomi_sb sb = OOMI_SB_INIT;
+    for (i = 0; i < n; i++) {
+        if (!oomi_name_cmp(value, names[i])) {
+            *out = (unsigned)i;
+            return OOM_OK;
+        }
+    }
+    for (i = 0; i < n; i++)
+        oomi_sb_printf(&sb, "%s%s", i ? ", " : "", names[i]);
+    oomi_fail(OOM_EINVAL, "%s '%s' is not one of: %s", key, value, sb.buf ? sb.buf : "");
+    oomi_sb_free(&sb);
+    return OOM_EINVAL;
+}
+
+static int parse_count(long *out, const char *key, const char *value, long min)
+{
+    long long v;
+    int err = oomi_parse_long(&v, value, min, 1LL << 30, key);
+    if (!err)
+        *out = (long)v;
+    return err;
+}
+
+static int set_model(oom_workload *w, const char *value)
+{
+    oomi_model *m = NULL;
+    char *arg;
+    int err = oomi_model_load(&m, value);
+    if (err)
+        return err;
+    if (!(arg = oomi_strdup(value))) {
+        oomi_model_free(m);
+        return oomi_nomem();
+    }
+    oomi_model_free(w->model);
+    oomi_free(w->model_arg);
+    w->model = m;
+    w->model_arg = arg;
+    return OOM_OK;
+}
+
+static int set_targets(oom_workload *w, const char *value)
+{
+    char *t;
+    if (!*value)
+        return oomi_fail(OOM_EINVAL, "lora-targets '' is empty");
+    if (!(t = oomi_strdup(value)))
+        return oomi_nomem();
+    oomi_free(w->lora_targets);
+    w->lora_targets = t;
+    w->lora_targets_set = true;
+    return OOM_OK;
+}
+
+static int set_dropout(oom_workload *w, const char *value)
+{
+    double p;
+    int err = oomi_parse_double(&p, value, "lora-dropout");
+    if (err)
+        return err;
+    if (p < 0 || p >= 1)
+        return oomi_fail(OOM_EINVAL, "lora-dropout '%s' must be in [0, 1)", value);
+    w->lora_dropout = p;
+    w->lora_dropout_set = true;
+    return OOM_OK;
+}
+
+#define ENUM(field, names)                                                                         \
+    do {                                                                                           \
+        unsigned v_;                                                                               \
+        if ((err = parse_enum(&v_, key, value, names, OOMI_ARRAY_LEN(names))))                     \
+            return err;                                                                            \
+        w->k.field = v_;                                                                           \
+        return OOM_OK;                                                                             \
+    } while (0)
+
+static int set_one(oom_workload *w, const char *key, const char *value)
+{
+    int err;
+    if (!strcmp(key, "model"))
+        return set_model(w, value);
+    if (!strcmp(key, "method"))
+        ENUM(method, oomi_method_names);
+    if (!strcmp(key, "precision"))
+        ENUM(precision, oomi_precision_names);
+    if (!strcmp(key, "optimizer"))
+        ENUM(optimizer, oomi_optimizer_names);
+    if (!strcmp(key, "checkpointing"))
+        ENUM(checkpointing, oomi_checkpointing_names);
+    if (!strcmp(key, "attention"))
+        ENUM(attention, oomi_attention_names);
+    if (!strcmp(key, "loss"))
+        ENUM(loss, oomi_loss_names);
+    if (!strcmp(key, "sharding"))
+        ENUM(sharding, oomi_sharding_names);
+    if (!strcmp(key, "offload"))
+        ENUM(offload, oomi_offload_names);
+    if (!strcmp(key, "batch"))
+        return parse_count(&w->k.batch, key, value, 1);
+    if (!strcmp(key, "seq"))
+        return parse_count(&w->k.seq_len, key, value, 1);
+    if (!strcmp(key, "grad-accum"))
+        return parse_count(&w->k.grad_accum, key, value, 1);
+    if (!strcmp(key, "gpus"))
+        return parse_count(&w->k.gpus, key, value, 1);
+    if (!strcmp(key, "decoder-seq"))
+        return parse_count(&w->decoder_seq, key, value, 1);
+    if (!strcmp(key, "max-positions"))
+        return parse_count(&w->max_pos_override, key, value, 1);
+    if (!strcmp(key, "lora-rank")) {
+        if (!(err = parse_count(&w->lora_rank, key, value, 1)))
+            w->lora_rank_set = true;
+        return err;
+    }
+    if (!strcmp(key, "keep-grads")) {
+        unsigned v;
+        static const char *const yn[] = {"no", "yes"};
+        if ((err = parse_enum(&v, key, value, yn, 2)))
+            return err;
+        w->keep_grads = v == 1;
+        return OOM_OK;
+    }
+    if (!strcmp(key, "lora-targets"))
+        return set_targets(w, value);
+    if (!strcmp(key, "lora-dropout"))
+        return set_dropout(w, value);
+    if (!strcmp(key, "overhead"))
+        return oom_parse_size(&w->overhead, value, OOM_UNIT_MIB);
+    return OOM_ENOTFOUND;
+}
+
+/* "lora_rank" -> "lora-rank" into buf; false when too long */
+static bool norm_key(char *buf, size_t size, const char *key)
+{
+    size_t i;
+    for (i = 0; key[i]; i++) {
+        if (i + 1 >= size)
+            return false;
+        buf[i] = key[i] == '_' ? '-' : key[i];
+    }
+    buf[i] = 0;
+    return true;
+}
+
+int oom_workload_set(oom_workload *w, const char *key, const char *value)
+{
+    char k[32];
+    int err;
+
+    if (!key || !norm_key(k, sizeof(k), key))
+        return oomi_fail(OOM_ENOTFOUND, "unknown workload option '%s'", key ? key : "(null)");
+    if (!value)
+        return oomi_fail(OOM_EINVAL, "option '%s' needs a value", k);
+    err = set_one(w, k, value);
+    /* every setter writes only on success: a refused value leaves the workload as it was */
+    if (err == OOM_ENOTFOUND && strcmp(k, "model"))
+        return oomi_fail(OOM_ENOTFOUND, "unknown workload option '%s'", key);
+    return err;
+}
+
+int oom_workload_get(char **out, const oom_workload *w, const char *key)
+{
+    char k[32], *s = NULL;
+    oom_knobs kn;
+
+    *out = NULL;
+    if (!key || !norm_key(k, sizeof(k), key))
+        return oomi_fail(OOM_ENOTFOUND, "unknown workload option '%s'", key ? key : "(null)");
+    oom_workload_get_knobs(&kn, w);
+#define IS(name) (!strcmp(k, name))
+    if (IS("model"))
+        s = oomi_strdup(w->model_arg ? w->model_arg : "");
+    else if (IS("method"))
+        s = oomi_strdup(oom_method_name(kn.method));
+    else if (IS("precision"))
+        s = oomi_strdup(oom_precision_name(kn.precision));
+    else if (IS("optimizer"))
+        s = oomi_strdup(oom_optimizer_name(kn.optimizer));
+    else if (IS("checkpointing"))
+        s = oomi_strdup(oom_checkpointing_name(kn.checkpointing));
+    else if (IS("attention"))
+        s = oomi_strdup(oom_attention_name(kn.attention));
+    else if (IS("loss"))
+        s = oomi_strdup(oom_loss_name(kn.loss));
+    else if (IS("sharding"))
+        s = oomi_strdup(oom_sharding_name(kn.sharding));
+    else if (IS("offload"))
+        s = oomi_strdup(oom_offload_name(kn.offload));
+    else if (IS("batch"))
+        s = oomi_asprintf("%ld", kn.batch);
+    else if (IS("seq"))
+        s = oomi_asprintf("%ld", kn.seq_len);
+    else if (IS("grad-accum"))
+        s = oomi_asprintf("%ld", kn.grad_accum);
+    else if (IS("gpus"))
+        s = oomi_asprintf("%ld", kn.gpus);
+    else if (IS("keep-grads"))
+        s = oomi_strdup(w->keep_grads ? "yes" : "no");
+    else if (IS("lora-rank"))
+        s = oomi_asprintf("%ld", w->lora_rank);
+    else if (IS("lora-targets"))
+        s = oomi_strdup(w->lora_targets ? w->lora_targets : "default");
+    else if (IS("lora-dropout"))
+        s = oomi_asprintf("%g", w->lora_dropout);
+    else if (IS("decoder-seq"))
+        s = w->decoder_seq ? oomi_asprintf("%ld", w->decoder_seq) : oomi_strdup("");
+    else if (IS("max-positions"))
+        s = w->max_pos_override ? oomi_asprintf("%ld", w->max_pos_override) : oomi_strdup("");
+    else if (IS("overhead"))
+        s = w->overhead != OOM_UNKNOWN ? oomi_asprintf("%llu", (unsigned long long)w->overhead)
+                                       : oomi_strdup("");
+    else
+        return oomi_fail(OOM_ENOTFOUND, "unknown workload option '%s'", key);
+#undef IS
+    if (!s)
+        return oomi_nomem();
+    *out = s;
+    return OOM_OK;
+}
+
+/* ---- validation ------------------------------------------------------------------------------ */
+
+static int validate_precision(const oom_workload *w)
+{
+    oom_precision p = oomi_resolved_precision(w);
+    oom_method m = w->k.method;
+    if (m == OOM_METHOD_QLORA && (p == OOM_PRECISION_FP32 || p == OOM_PRECISION_INT8))
+        return oomi_fail(OOM_EINVAL,
+                         "method 'qlora' needs a 4-bit base with 16-bit compute; "
+                         "precision '%s' is not possible (use 4bit, bf16 or fp16)",
+                         oom_precision_name(p));
+    if (m == OOM_METHOD_FULL && (p == OOM_PRECISION_INT8 || p == OOM_PRECISION_4BIT))
+        return oomi_fail(OOM_EINVAL,
+                         "precision '%s' quantizes frozen weights: it needs method "
+                         "lora, qlora or inference, not 'full'",
+                         oom_precision_name(p));
+    if (w->has_gpu && w->cc_major > 0 && w->cc_major < 8 &&
+        (p == OOM_PRECISION_BF16 || p == OOM_PRECISION_AMP_BF16 ||
+         (m == OOM_METHOD_QLORA && p == OOM_PRECISION_4BIT)))
+        return oomi_fail(OOM_EINVAL,
+                         "precision '%s' needs bf16, which GPU '%s' (compute capability "
+                         "%d.%d) lacks: use fp16 or amp-fp16",
+                         oom_precision_name(p), w->gpu_id, w->cc_major, w->cc_minor);
+    return OOM_OK;
+}
+
+static int validate_parallel(const oom_workload *w)
+{
+    if (w->k.offload == OOM_OFFLOAD_OPTIMIZER_PARAMS && w->k.sharding != OOM_SHARDING_ZERO3)
+        return oomi_fail(OOM_EINVAL, "offload 'optimizer+params' needs sharding 'zero3' (got '%s')",
+                         oom_sharding_name(w->k.sharding));
+    if (w->k.offload != OOM_OFFLOAD_NONE && w->k.sharding == OOM_SHARDING_NONE)
+        return oomi_fail(OOM_EINVAL,
+                         "offload '%s' needs a ZeRO stage (--sharding zero1|zero2|zero3)",
+                         oom_offload_name(w->k.offload));
+    if (w->k.method == OOM_METHOD_INFERENCE &&
+        (w->k.sharding != OOM_SHARDING_NONE || w->k.grad_accum > 1))
+        return oomi_fail(OOM_EINVAL, "method 'inference' takes no %s",
+                         w->k.grad_accum > 1 ? "grad-accum" : "sharding");
+    return OOM_OK;
+}
+
+int oom_workload_validate(const oom_workload *w)
+{
+    const oomi_model *m = w->model;
+    bool lora = w->k.method == OOM_METHOD_LORA || w->k.method == OOM_METHOD_QLORA;
+    long maxp;
+    int err;
+
+    if (!m)
+        return oomi_fail(OOM_EINVAL, "no model is set (use --model NAME|PATH)");
+    if (w->k.gpus < 1 || w->k.batch < 1 || w->k.seq_len < 1 || w->k.grad_accum < 1)
+        return oomi_fail(OOM_EINVAL,
+                         "gpus '%ld', batch '%ld', seq '%ld' and grad-accum '%ld' must "
+                         "all be at least 1",
+                         w->k.gpus, w->k.batch, w->k.seq_len, w->k.grad_accum);
+    if (!lora && (w->lora_rank_set || w->lora_targets_set || w->lora_dropout_set))
+        return oomi_fail(OOM_EINVAL, "lora-%s is set but method '%s' is not lora or qlora",
+                         w->lora_rank_set      ? "rank"
+                         : w->lora_targets_set ? "targets"
+                                               : "dropout",
+                         oom_method_name(w->k.method));
+    if ((err = validate_precision(w)) || (err = validate_parallel(w)))
+        return err;
+    if (lora) {
+        oomi_lora l;
+        if ((err = oomi_lora_resolve(&l, m, w->lora_targets, w->lora_rank)))
+            return err;
+    }
+    maxp = w->max_pos_override ? w->max_pos_override : m->max_pos;
+    if (maxp > 0 && w->k.seq_len > maxp)
+        return oomi_fail(OOM_EINVAL,
+                         "seq '%ld' exceeds the %ld positions of model '%s' (set "
+                         "--max-positions to override, e.g. with RoPE scaling)",
+                         w->k.seq_len, maxp, m->name);
+    if (w->decoder_seq && m->block != OOMI_BLOCK_T5)
+        return oomi_fail(OOM_EINVAL, "decoder-seq '%ld' is for encoder-decoder models; '%s' is %s",
+                         w->decoder_seq, m->name, m->family);
+    return OOM_OK;
+}

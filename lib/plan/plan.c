@@ -1,0 +1,693 @@
+/* plan.c - the planner's search over the estimator (docs/plan.md). */
+#include "plan/plan.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_FAMILIES        128
+#define MAX_MICRO           4096
+#define MAX_SEQS            24
+#define INFERENCE_MAX_BATCH 4096
+#define MAX_MICRO_BATCH     65536 /* no micro-batch above this is considered */
+
+/* the knobs other than micro-batch, accumulation and seq: one "family" of configurations */
+typedef struct family {
+    oom_precision prec;
+    oom_optimizer opt;
+    oom_checkpointing ck;
+    oom_sharding shard;
+    oom_offload off;
+} family;
+
+typedef struct search {
+    const oom_plan_request *r;
+    oom_workload *w; /* scratch clone; NULL for a measured line */
+    oom_knobs base;
+    long gpus, nodes, eff;
+    uint64_t usable;
+    family fams[MAX_FAMILIES];
+    size_t nfam;
+    long micro[MAX_MICRO], accum[MAX_MICRO];
+    size_t nmicro;
+    long seqs[MAX_SEQS];
+    size_t nseq;
+    oom_plan_choice *all; /* per family: its best fit and the next larger micro-batch */
+    size_t nall, cap;
+    oom_plan_choice best, smallest, fixed_smallest; /* fixed_: before any downscaling */
+    bool have_best, have_smallest;
+    long candidates;
+} search;
+
+void oom_plan_request_init(oom_plan_request *r)
+{
+    if (!r)
+        return;
+    memset(r, 0, sizeof(*r));
+    r->nodes = r->gpus_per_node = 1;
+    r->allow = OOM_ALLOW_DEFAULT;
+    r->downscale = OOM_DOWNSCALE_DEFAULT;
+}
+
+void oom_plan_free(oom_plan_result *result)
+{
+    oomi_free(result);
+}
+
+static void line_estimate(const oom_measured_line *l, const oom_knobs *k, oom_estimate *e)
+{
+    double m = l->sample_multiplier > 0 ? l->sample_multiplier : 1.0;
+    double var = m * (double)k->batch *
+                 ((double)l->bytes_per_sample + (double)l->bytes_per_token * (double)k->seq_len);
+    memset(e, 0, sizeof(*e));
+    e->weights = l->fixed_bytes;
+    e->activations = var >= 9.2e18 ? UINT64_MAX / 2 : (uint64_t)var;
+    e->allocated_peak = e->reserved_peak = e->device_peak = e->weights + e->activations;
+    e->peak_phase = OOM_PHASE_BACKWARD;
+    e->flops_per_step = l->flops_per_sample * m * (double)k->batch * (double)k->grad_accum;
+    e->tokens_per_step = (uint64_t)(k->batch * k->seq_len * k->grad_accum);
+    e->flops_per_token = k->seq_len > 0 ? l->flops_per_sample * m / (double)k->seq_len : 0;
+}
+
+/* Estimates one configuration. *valid = false when the estimator refuses the combination. */
+static int evaluate(search *s, const oom_knobs *k, oom_plan_choice *c, bool *valid)
+{
+    int err;
+    memset(c, 0, sizeof(*c));
+    c->knobs = *k;
+    *valid = false;
+    if (s->w) {
+        err = oom_workload_set_knobs(s->w, k);
+        if (!err)
+            err = oom_estimate_run(&c->estimate, s->w);
+        if (err == OOM_EINVAL) {
+            oomi_clear_error();
+            return OOM_OK;
+        }
+        if (err)
+            return err;
+    } else {
+        line_estimate(s->r->line, k, &c->estimate);
+    }
+    *valid = true;
+    s->candidates++;
+    c->effective_batch = k->batch * k->grad_accum * k->gpus;
+    c->fits = c->estimate.device_peak <= s->usable;
+    oomi_plan_throughput(c, s->r, s->nodes);
+    return OOM_OK;
+}
+
+/* how far a choice moved from the user's workload (lower is simpler) */
+static long complexity(const search *s, const oom_plan_choice *c)
+{
+    const oom_knobs *k = &c->knobs;
+    return (long)k->checkpointing * 10000 + (long)k->offload * 1000 + (long)k->sharding * 100 +
+           (k->optimizer != s->base.optimizer) * 10 + (k->precision != s->base.precision);
+}
+
+/* a better than b: higher score (beyond 0.1 %), then simpler, then less accumulation */
+static bool better(const search *s, const oom_plan_choice *a, const oom_plan_choice *b)
+{
+    double tol = 1e-3 * (a->score > b->score ? a->score : b->score);
+    long ca, cb;
+    if (a->score > b->score + tol)
+        return true;
+    if (a->score < b->score - tol)
+        return false;
+    ca = complexity(s, a), cb = complexity(s, b);
+    if (ca != cb)
+        return ca < cb;
+    if (a->knobs.grad_accum != b->knobs.grad_accum)
+        return a->knobs.grad_accum < b->knobs.grad_accum;
+    return a->knobs.batch > b->knobs.batch;
+}
+
+static int keep(search *s, const oom_plan_choice *c)
+{
+    if (s->nall == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 64;
+        oom_plan_choice *p = oomi_reallocarray(s->all, cap, sizeof(*p));
+        if (!p)
+            return oomi_nomem();
+        s->all = p, s->cap = cap;
+    }
+    s->all[s->nall++] = *c;
+    return OOM_OK;
+}
+
+#define ADD_UNIQUE(arr, n, v)                                                                      \
+    do {                                                                                           \
+        size_t i_;                                                                                 \
+        for (i_ = 0; i_ < (n) && (arr)[i_] != (v); i_++)                                           \
+            ;                                                                                      \
+        if (i_ == (n))                                                                             \
+            (arr)[(n)++] = (v);                                                                    \
+    } while (0)
+
+static bool no_bf16(const oom_plan_request *r)
+{
+    return r->gpu && r->gpu->has_tflops && r->gpu->bf16_tflops <= 0;
+}
+
+static size_t precisions(const search *s, oom_precision *out)
+{
+    const oom_knobs *b = &s->base;
+    oom_precision p16 = no_bf16(s->r) ? OOM_PRECISION_FP16 : OOM_PRECISION_BF16;
+    oom_precision amp = no_bf16(s->r) ? OOM_PRECISION_AMP_FP16 : OOM_PRECISION_AMP_BF16;
+    size_t n = 0;
+    out[n++] = b->precision;
+    if (!(s->r->allow & OOM_ALLOW_PRECISION) || !s->w)
+        return n;
+    if (b->method == OOM_METHOD_FULL) {
+        ADD_UNIQUE(out, n, amp);
+        ADD_UNIQUE(out, n, p16);
+    } else if (b->method == OOM_METHOD_LORA) {
+        ADD_UNIQUE(out, n, p16);
+    } else if (b->method == OOM_METHOD_INFERENCE) {
+        ADD_UNIQUE(out, n, p16);
+        ADD_UNIQUE(out, n, OOM_PRECISION_INT8);
+        ADD_UNIQUE(out, n, OOM_PRECISION_4BIT);
+    }
+    return n;
+}
+
+/* (sharding, offload) pairs */
+static size_t layouts(const search *s, oom_sharding *sh, oom_offload *off)
+{
+    const oom_knobs *b = &s->base;
+    size_t n = 0, i;
+    sh[n] = b->sharding, off[n++] = b->offload;
+    if (!s->w || b->method == OOM_METHOD_INFERENCE)
+        return n;
+    if (s->gpus > 1 && (s->r->allow & OOM_ALLOW_SHARDING))
+        for (i = 0; i < 4; i++)
+            if (!(i == b->sharding && b->offload == OOM_OFFLOAD_NONE))
+                sh[n] = (oom_sharding)i, off[n++] = OOM_OFFLOAD_NONE;
+    if (s->r->allow & OOM_ALLOW_OFFLOAD) {
+        static const oom_sharding osh[] = {OOM_SHARDING_ZERO2, OOM_SHARDING_ZERO3,
+                                           OOM_SHARDING_ZERO3};
+        static const oom_offload oof[] = {OOM_OFFLOAD_OPTIMIZER, OOM_OFFLOAD_OPTIMIZER,
+                                          OOM_OFFLOAD_OPTIMIZER_PARAMS};
+        for (i = 0; i < 3; i++)
+            if (!(osh[i] == b->sharding && oof[i] == b->offload))
+                sh[n] = osh[i], off[n++] = oof[i];
+    }
+    return n;
+}
+
+static void build_families(search *s, bool relax_ck)
+{
+    oom_precision prec[4];
+    oom_optimizer opt[2];
+    oom_checkpointing ck[3];
+    oom_sharding sh[8];
+    oom_offload off[8];
+    size_t np = precisions(s, prec), no = 0, nc = 0, nl = layouts(s, sh, off), a, b, c, d;
+    const oom_knobs *k = &s->base;
+
+    opt[no++] = k->optimizer;
+    if ((s->r->allow & OOM_ALLOW_OPTIMIZER) && k->method != OOM_METHOD_INFERENCE &&
+        (k->optimizer == OOM_OPTIMIZER_ADAMW || k->optimizer == OOM_OPTIMIZER_ADAMW_FUSED))
+        opt[no++] = OOM_OPTIMIZER_ADAMW_8BIT;
+    if (!s->w || k->method == OOM_METHOD_INFERENCE)
+        ck[nc++] = k->checkpointing;
+    else if (s->r->fixed_checkpointing && !relax_ck)
+        ck[nc++] = k->checkpointing;
+    else if (s->r->fixed_checkpointing || (s->r->allow & OOM_ALLOW_CHECKPOINTING))
+        for (a = s->r->fixed_checkpointing ? (size_t)k->checkpointing : 0; a < 3; a++)
+            ck[nc++] = (oom_checkpointing)a;
+    else
+        ck[nc++] = k->checkpointing;
+    s->nfam = 0;
+    for (a = 0; a < nc; a++)
+        for (b = 0; b < nl; b++)
+            for (c = 0; c < no; c++)
+                for (d = 0; d < np && s->nfam < MAX_FAMILIES; d++)
+                    s->fams[s->nfam++] = (family){prec[d], opt[c], ck[a], sh[b], off[b]};
+}
+
+static void add_micro(search *s, long m, long acc)
+{
+    const oom_plan_request *r = s->r;
+    if (s->nmicro >= MAX_MICRO || (r->max_batch > 0 && m > r->max_batch))
+        return;
+    if (!r->fixed_batch && r->max_auto_batch > 0 && m > r->max_auto_batch)
+        return;
+    s->micro[s->nmicro] = m, s->accum[s->nmicro++] = acc;
+}
+
+/* micro-batches in ascending order with their accumulation; below: those under the fixed batch */
+static int build_micro(search *s, bool below)
+{
+    const oom_plan_request *r = s->r;
+    long fb = r->fixed_batch, fa = r->fixed_grad_accum, per, m;
+    bool inference = s->base.method == OOM_METHOD_INFERENCE;
+
+    s->nmicro = 0;
+    if (inference) {
+        long cap = r->max_batch > 0 ? r->max_batch : INFERENCE_MAX_BATCH;
+        if (!fb && r->max_auto_batch > 0 && r->max_auto_batch < cap)
+            cap = r->max_auto_batch;
+        if (fb && !below && (r->max_batch <= 0 || fb <= r->max_batch))
+            add_micro(s, fb, 1);
+        for (m = 1; !(fb && !below) && m <= cap && m <= INFERENCE_MAX_BATCH; m++)
+            if (!fb || m < fb)
+                add_micro(s, m, 1);
+        goto check;
+    }
+    per = (s->eff + s->gpus - 1) / s->gpus; /* exact unless allow_inexact (checked in setup) */
+    for (m = 1; m <= per && m <= MAX_MICRO_BATCH && s->nmicro < MAX_MICRO; m++) {
+        long acc;
+        if (fb && (below ? m >= fb : m != fb))
+            continue;
+        if (fa) {
+            bool exact = m * fa == per, rounded = m * fa > per && (m - 1) * fa < per;
+            if (!exact && !(r->allow_inexact && rounded) && !(below && m * fa < per))
+                continue;
+            acc = fa;
+        } else if (per % m == 0) {
+            acc = per / m;
+        } else if (r->allow_inexact) {
+            acc = (per + m - 1) / m;
+        } else {
+            continue;
+        }
+        add_micro(s, m, acc);
+    }
+check:
+    if (fb && !below && !s->nmicro) {
+        if (r->max_batch > 0 && fb > r->max_batch)
+            return oomi_fail(OOM_EINVAL, "batch size %ld is above --max-batch-size %ld", fb,
+                             r->max_batch);
+        return oomi_fail(OOM_EINVAL,
+                         "target effective batch %ld is not batch size %ld x grad-accum %ld x %ld "
+                         "GPUs; change --target-effective-batch or use --allow-inexact",
+                         s->eff, fb, fa ? fa : s->eff / s->gpus / fb, s->gpus);
+    }
+    return OOM_OK;
+}
+
+/* sequence lengths to try, longest first */
+static void build_seqs(search *s, bool relax_seq)
+{
+    const oom_plan_request *r = s->r;
+    long v;
+    s->nseq = 0;
+    if (r->seq_max > 0) {
+        long lo = r->seq_min > 0 ? r->seq_min : 1;
+        s->seqs[s->nseq++] = r->seq_max;
+        for (v = 1; v < r->seq_max; v *= 2)
+            ;
+        for (v /= 2; v > lo && s->nseq < MAX_SEQS - 1; v /= 2)
+            if (v < r->seq_max)
+                s->seqs[s->nseq++] = v;
+        if (lo < r->seq_max)
+            s->seqs[s->nseq++] = lo;
+        return;
+    }
+    s->seqs[s->nseq++] = s->base.seq_len;
+    if (relax_seq)
+        for (v = s->base.seq_len / 2; v >= 16 && s->nseq < MAX_SEQS; v /= 2)
+            s->seqs[s->nseq++] = v;
+}
+
+/* one family at one seq: micro-batches ascending until the first that does not fit */
+static int run_family(search *s, const family *f, long seq, bool *any)
+{
+    oom_plan_choice c, fit;
+    bool have_fit = false, valid;
+    size_t i;
+    int err;
+
+    for (i = 0; i < s->nmicro; i++) {
+        oom_knobs k = s->base;
+        k.precision = f->prec, k.optimizer = f->opt, k.checkpointing = f->ck;
+        k.sharding = f->shard, k.offload = f->off, k.gpus = s->gpus;
+        k.batch = s->micro[i], k.grad_accum = s->accum[i], k.seq_len = seq;
+        if ((err = evaluate(s, &k, &c, &valid)))
+            return err;
+        if (!valid)
+            continue;
+        if (!s->have_smallest || c.estimate.device_peak < s->smallest.estimate.device_peak)
+            s->smallest = c, s->have_smallest = true;
+        if (!c.fits) {
+            if ((err = keep(s, &c)))
+                return err;
+            break;
+        }
+        fit = c, have_fit = true;
+    }
+    if (!have_fit)
+        return OOM_OK;
+    *any = true;
+    if (!s->have_best || better(s, &fit, &s->best))
+        s->best = fit, s->have_best = true;
+    return keep(s, &fit);
+}
+
+/* relax: OOM_DOWNSCALE_* bits in force */
+static int search_all(search *s, unsigned relax)
+{
+    size_t i, j;
+    int err;
+    bool any = false;
+
+    s->nall = 0, s->have_best = false;
+    build_families(s, relax & OOM_DOWNSCALE_CHECKPOINTING);
+    build_seqs(s, relax & OOM_DOWNSCALE_SEQ);
+    if ((err = build_micro(s, false)))
+        return err;
+    for (j = 0; j < s->nseq && !any; j++) {
+        for (i = 0; i < s->nfam; i++)
+            if ((err = run_family(s, &s->fams[i], s->seqs[j], &any)))
+                return err;
+        if (!any && s->r->fixed_batch && (relax & OOM_DOWNSCALE_BATCH)) {
+            if ((err = build_micro(s, true)))
+                return err;
+            for (i = 0; i < s->nfam; i++)
+                if ((err = run_family(s, &s->fams[i], s->seqs[j], &any)))
+                    return err;
+            build_micro(s, false);
+        }
+    }
+    return OOM_OK;
+}
+
+/* same peak and score as the choice or a listed alternative (e.g. selective checkpointing under
+ * fused attention, which saves nothing): not worth another line */
+static bool duplicate(const oom_plan_result *res, const oom_plan_choice *c)
+{
+    size_t i;
+    for (i = 0; i <= res->n_alternatives; i++) {
+        const oom_plan_choice *x = i ? &res->alternatives[i - 1] : &res->best;
+        if (x->estimate.device_peak == c->estimate.device_peak &&
+            x->knobs.batch == c->knobs.batch && x->knobs.sharding == c->knobs.sharding &&
+            x->knobs.offload == c->knobs.offload && x->knobs.precision == c->knobs.precision &&
+            x->knobs.optimizer == c->knobs.optimizer)
+            return true;
+    }
+    return false;
+}
+
+/* the 3 alternatives: the best others by score; at most 2 faster ones that do not fit */
+static void pick_alternatives(search *s, oom_plan_result *res)
+{
+    bool used[MAX_FAMILIES * 2 * MAX_SEQS] = {false};
+    size_t n = 0, unfit = 0;
+
+    while (res->n_alternatives < OOM_PLAN_MAX_ALTERNATIVES) {
+        size_t i, pick = SIZE_MAX;
+        for (i = 0; i < s->nall && i < OOMI_ARRAY_LEN(used); i++) {
+            const oom_plan_choice *c = &s->all[i];
+            if (used[i] || duplicate(res, c))
+                continue;
+            if (!c->fits && (unfit >= 2 || c->score <= res->best.score))
+                continue;
+            if (pick == SIZE_MAX || better(s, c, &s->all[pick]))
+                pick = i;
+        }
+        if (pick == SIZE_MAX)
+            break;
+        used[pick] = true;
+        unfit += !s->all[pick].fits;
+        res->alternatives[res->n_alternatives++] = s->all[pick];
+        n++;
+    }
+}
+
+static void describe_loss(const search *s, const oom_plan_result *res, oom_plan_choice *c)
+{
+    const oom_knobs *a = &c->knobs, *b = &res->best.knobs;
+    char x[16], y[16], what[160] = "";
+    size_t n = 0;
+    double slower = res->best.score > 0 ? 100.0 * (1.0 - c->score / res->best.score) : 0;
+
+    if (!c->fits) {
+        snprintf(c->why, sizeof(c->why), "does not fit: device peak %s > usable %s",
+                 OOMI_SZ(x, c->estimate.device_peak), OOMI_SZ(y, s->usable));
+        return;
+    }
+    if (a->batch < b->batch)
+        n += (size_t)snprintf(what + n, sizeof(what) - n, "%ssmaller micro-batch", n ? ", " : "");
+    if (a->checkpointing > b->checkpointing)
+        n += (size_t)snprintf(what + n, sizeof(what) - n, "%smore recomputation", n ? ", " : "");
+    if (a->sharding > b->sharding || a->offload > b->offload)
+        n += (size_t)snprintf(what + n, sizeof(what) - n, "%smore communication", n ? ", " : "");
+    if (a->precision != b->precision && n < sizeof(what))
+        snprintf(what + n, sizeof(what) - n, "%s%s compute", n ? ", " : "",
+                 oom_precision_name(a->precision));
+    if (!res->best.has_throughput)
+        snprintf(c->why, sizeof(c->why), "smaller micro-batch (%ld < %ld)", a->batch, b->batch);
+    else if (slower > 0.1)
+        snprintf(c->why, sizeof(c->why), "%.1f%% slower%s%s%s", slower, *what ? " (" : "", what,
+                 *what ? ")" : "");
+    else
+        snprintf(c->why, sizeof(c->why), "as fast, but further from your configuration");
+}
+
+static void fill_curve(search *s, oom_plan_result *res)
+{
+    static const long pts[] = {1,  2,   3,   4,   6,   8,   12,  16,   24,   32,   48,   64,
+                               96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096};
+    long top = res->best.knobs.batch * 2;
+    size_t i;
+    if (top < 16)
+        top = 16;
+    for (i = 0; i < OOMI_ARRAY_LEN(pts) && pts[i] <= top; i++) {
+        oom_plan_choice c;
+        oom_knobs k = res->best.knobs;
+        bool valid;
+        int pass;
+        res->curve_batch[res->n_curve] = k.batch = pts[i];
+        for (pass = 0; pass < 2; pass++) {
+            uint64_t *dst =
+                pass ? &res->curve_peak_full[res->n_curve] : &res->curve_peak_none[res->n_curve];
+            k.checkpointing = pass ? OOM_CHECKPOINTING_FULL : OOM_CHECKPOINTING_NONE;
+            *dst = UINT64_MAX;
+            if (pass && (!s->w || k.method == OOM_METHOD_INFERENCE))
+                continue;
+            if (!evaluate(s, &k, &c, &valid) && valid)
+                *dst = c.estimate.device_peak;
+        }
+        res->n_curve++;
+    }
+    oomi_clear_error();
+}
+
+static void fill_result(search *s, oom_plan_result *res)
+{
+    const oom_plan_request *r = s->r;
+    size_t i;
+    char a[16], b[16];
+
+    res->found = 1;
+    res->best = s->best;
+    pick_alternatives(s, res);
+    for (i = 0; i < res->n_alternatives; i++)
+        describe_loss(s, res, &res->alternatives[i]);
+    res->peak_tflops = oomi_plan_tflops(r->gpu, s->best.knobs.precision);
+    res->max_workers = s->best.estimate.device_peak
+                           ? (long)(res->gpu_budget.usable_bytes / s->best.estimate.device_peak)
+                           : 0;
+    if (res->inference && s->best.estimate.kv_cache) {
+        const oom_estimate *e = &s->best.estimate;
+        res->kv_bytes_per_token =
+            (double)e->kv_cache / ((double)s->best.knobs.batch * (double)s->best.knobs.seq_len);
+        res->kv_budget_bytes = s->usable - (e->device_peak - e->kv_cache);
+    }
+    if (r->seq_max > 0)
+        oomi_plan_note(res->notices, &res->n_notices,
+                       "sequence length %ld chosen from %ld:%ld (the longest that fits)",
+                       s->best.knobs.seq_len, r->seq_min, r->seq_max);
+    if (r->fixed_batch && s->best.knobs.batch < r->fixed_batch && res->inference) {
+        res->downscaled |= OOM_DOWNSCALE_BATCH;
+        oomi_plan_note(res->notices, &res->n_notices,
+                       "DOWNSCALED: batch size %ld does not fit (device peak %s > usable %s); "
+                       "lowered to %ld",
+                       r->fixed_batch, OOMI_SZ(a, s->fixed_smallest.estimate.device_peak),
+                       OOMI_SZ(b, s->usable), s->best.knobs.batch);
+    } else if (r->fixed_batch && s->best.knobs.batch < r->fixed_batch) {
+        res->downscaled |= OOM_DOWNSCALE_BATCH;
+        oomi_plan_note(res->notices, &res->n_notices,
+                       "DOWNSCALED: batch size %ld does not fit (smallest device peak %s > usable "
+                       "%s); lowered to %ld x grad-accum %ld (effective batch %ld)",
+                       r->fixed_batch, OOMI_SZ(a, s->fixed_smallest.estimate.device_peak),
+                       OOMI_SZ(b, s->usable), s->best.knobs.batch, s->best.knobs.grad_accum,
+                       s->best.effective_batch);
+    }
+    if (r->fixed_seq && s->best.knobs.seq_len < r->fixed_seq) {
+        res->downscaled |= OOM_DOWNSCALE_SEQ;
+        oomi_plan_note(res->notices, &res->n_notices,
+                       "DOWNSCALED: sequence length %ld does not fit; lowered to %ld", r->fixed_seq,
+                       s->best.knobs.seq_len);
+    }
+    if (r->fixed_checkpointing && s->best.knobs.checkpointing > s->base.checkpointing) {
+        res->downscaled |= OOM_DOWNSCALE_CHECKPOINTING;
+        oomi_plan_note(res->notices, &res->n_notices,
+                       "DOWNSCALED: checkpointing %s does not fit; raised to %s",
+                       oom_checkpointing_name(s->base.checkpointing),
+                       oom_checkpointing_name(s->best.knobs.checkpointing));
+    }
+    fill_curve(s, res);
+}
+
+static int setup(search *s, oom_plan_result *res)
+{
+    const oom_plan_request *r = s->r;
+    int err;
+
+    if (!r->workload && !r->line)
+        return oomi_fail(OOM_EINVAL, "plan: no workload (a model or a measured line)");
+    if (!r->workload && !r->line->fixed_bytes && !r->line->bytes_per_sample &&
+        !r->line->bytes_per_token)
+        return oomi_fail(OOM_EINVAL, "measured line: fixed, per-sample and per-token bytes are all "
+                                     "0; give --fixed-bytes or --bytes-per-sample");
+    s->nodes = r->nodes > 0 ? r->nodes : 1;
+    s->gpus = s->nodes * (r->gpus_per_node > 0 ? r->gpus_per_node : 1);
+    if (r->workload) {
+        if ((err = oom_workload_clone(&s->w, r->workload)))
+            return err;
+        oom_workload_get_knobs(&s->base, r->workload);
+        if (s->gpus == 1 && s->base.gpus > 1)
+            s->gpus = s->base.gpus;
+    } else {
+        memset(&s->base, 0, sizeof(s->base));
+        s->base.batch = s->base.grad_accum = s->base.gpus = 1;
+        s->base.seq_len = r->fixed_seq > 0 ? r->fixed_seq : 1;
+        s->base.precision = OOM_PRECISION_AUTO; /* not the planner's to say */
+    }
+    if (r->fixed_seq > 0)
+        s->base.seq_len = r->fixed_seq;
+    if (no_bf16(r) &&
+        (s->base.precision == OOM_PRECISION_BF16 || s->base.precision == OOM_PRECISION_AMP_BF16)) {
+        s->base.precision =
+            s->base.precision == OOM_PRECISION_BF16 ? OOM_PRECISION_FP16 : OOM_PRECISION_AMP_FP16;
+        oomi_plan_note(res->notices, &res->n_notices,
+                       "%s has no bf16 tensor cores: planning with %s", r->gpu->id,
+                       oom_precision_name(s->base.precision));
+    }
+    if (s->w &&
+        ((err = oom_workload_set_knobs(s->w, &s->base)) || (err = oom_workload_validate(s->w))))
+        return err;
+    res->inference = s->base.method == OOM_METHOD_INFERENCE && s->w;
+    res->measured = !s->w;
+    s->eff = r->target_effective_batch;
+    if (s->eff <= 0)
+        s->eff =
+            r->fixed_batch > 0
+                ? r->fixed_batch * (r->fixed_grad_accum > 0 ? r->fixed_grad_accum : 1) * s->gpus
+                : 32;
+    if (!res->inference && s->eff % s->gpus && !r->allow_inexact)
+        return oomi_fail(OOM_EINVAL,
+                         "target effective batch %ld is not a multiple of %ld GPUs; use "
+                         "--allow-inexact",
+                         s->eff, s->gpus);
+    if (!res->inference && s->eff < s->gpus)
+        s->eff = s->gpus;
+    res->target_effective_batch = res->inference ? 0 : s->eff;
+    res->gpu_budget = r->budget;
+    res->workers = r->workers > 1 ? r->workers : 1;
+    res->budget = r->budget;
+    if (res->workers > 1) {
+        res->budget.target_bytes /= (uint64_t)res->workers;
+        res->budget.safety_margin_bytes /= (uint64_t)res->workers;
+        res->budget.usable_bytes /= (uint64_t)res->workers;
+    }
+    s->usable = res->budget.usable_bytes;
+    res->nodes = s->nodes;
+    res->gpus_per_node = s->gpus / s->nodes;
+    res->requested_batch = r->fixed_batch, res->requested_seq = r->fixed_seq;
+    return OOM_OK;
+}
+
+static void fill_identity(const search *s, oom_plan_result *res)
+{
+    const oom_plan_request *r = s->r;
+    oom_model_info mi;
+    if (s->w && !oom_workload_model(&mi, s->w))
+        snprintf(res->model, sizeof(res->model), "%s", mi.name);
+    else
+        snprintf(res->model, sizeof(res->model), "measured line");
+    snprintf(res->gpu_id, sizeof(res->gpu_id), "%s", r->gpu && r->gpu->id ? r->gpu->id : "");
+    snprintf(res->gpu_name, sizeof(res->gpu_name), "%s",
+             r->gpu && r->gpu->name ? r->gpu->name : "");
+}
+
+/* nothing fits under the request: what would (more downscaling, more GPUs, QLoRA, ...) */
+static int no_fit(search *s, oom_plan_result *res, unsigned relax)
+{
+    const oom_plan_request *r = s->r;
+    char a[16], b[16];
+    int err;
+
+    res->found = 0;
+    res->smallest = s->smallest;
+    if (relax != OOM_DOWNSCALE_ALL && (r->fixed_batch || r->fixed_seq || r->fixed_checkpointing)) {
+        if ((err = search_all(s, OOM_DOWNSCALE_ALL)))
+            return err;
+        if (s->have_best)
+            snprintf(res->suggestions[res->n_suggestions++], 200,
+                     "--allow-downscale: batch size %ld, seq %ld, checkpointing %s would fit "
+                     "(device peak %s)",
+                     s->best.knobs.batch, s->best.knobs.seq_len,
+                     oom_checkpointing_name(s->best.knobs.checkpointing),
+                     OOMI_SZ(a, s->best.estimate.device_peak));
+    }
+    if ((err = oomi_plan_suggest(res, r, s->w, &res->smallest.knobs)))
+        return err;
+    if (!s->have_smallest)
+        return oomi_fail(OOM_ENOFIT, "no configuration of %s could be estimated", res->model);
+    return oomi_fail(OOM_ENOFIT,
+                     "nothing fits: the smallest configuration tried (batch %ld, seq %ld%s%s) "
+                     "needs %s, more than the usable %s",
+                     res->smallest.knobs.batch, res->smallest.knobs.seq_len,
+                     res->inference || res->measured ? "" : ", checkpointing ",
+                     res->inference || res->measured
+                         ? ""
+                         : oom_checkpointing_name(res->smallest.knobs.checkpointing),
+                     OOMI_SZ(a, res->smallest.estimate.device_peak), OOMI_SZ(b, s->usable));
+}
+
+int oom_plan_run(oom_plan_result **out, const oom_plan_request *r)
+{
+    search s;
+    oom_plan_result *res = NULL;
+    unsigned relax = 0;
+    int err;
+
+    if (!out || !r)
+        return oomi_fail(OOM_EINVAL, "plan: missing argument");
+    *out = NULL;
+    memset(&s, 0, sizeof(s));
+    s.r = r;
+    if (!(res = oomi_calloc(1, sizeof(*res))))
+        return oomi_nomem();
+    if ((err = setup(&s, res)))
+        goto done;
+    fill_identity(&s, res);
+    /* the request as given, then each fixed value the request lets the planner lower */
+    if ((err = search_all(&s, 0)))
+        goto done;
+    s.fixed_smallest = s.smallest;
+    if (!s.have_best && (r->downscale & OOM_DOWNSCALE_BATCH) && r->fixed_batch)
+        if ((err = search_all(&s, relax = OOM_DOWNSCALE_BATCH)))
+            goto done;
+    if (!s.have_best && (r->downscale & ~relax) && (r->fixed_checkpointing || r->fixed_seq))
+        if ((err = search_all(&s, relax = r->downscale)))
+            goto done;
+    res->candidates = s.candidates;
+    if (s.have_best)
+        fill_result(&s, res);
+    else
+        err = no_fit(&s, res, relax);
+    res->candidates = s.candidates;
+done:
+    oomi_free(s.all);
+    oom_workload_free(s.w);
+    if (err && err != OOM_ENOFIT) {
+        oomi_free(res);
+        return err;
+    }
+    *out = res;
+    return err;
+}

@@ -1,0 +1,102 @@
+/* plan_cost.c - the planner's objective: estimated training/inference throughput of a choice. */
+#include "plan/plan.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+double oomi_plan_tflops(const oom_gpu_profile *gpu, oom_precision p)
+{
+    double bf16, fp16, fp32;
+    if (!gpu || !gpu->has_tflops)
+        return p == OOM_PRECISION_FP32 ? OOMI_PLAN_TFLOPS_DEFAULT / 8 : OOMI_PLAN_TFLOPS_DEFAULT;
+    fp16 = gpu->fp16_tflops > 0 ? gpu->fp16_tflops : gpu->fp32_tflops;
+    bf16 = gpu->bf16_tflops > 0 ? gpu->bf16_tflops : fp16;
+    fp32 = gpu->fp32_tflops > 0 ? gpu->fp32_tflops : fp16 / 8;
+    switch (p) {
+    case OOM_PRECISION_FP32:
+        return fp32;
+    case OOM_PRECISION_FP16:
+    case OOM_PRECISION_AMP_FP16:
+        return fp16;
+    default: /* bf16, amp-bf16, and the 16-bit compute of int8/4bit bases */
+        return bf16;
+    }
+}
+
+/* Compute slows down on quantised bases: bitsandbytes dequantises NF4 per matmul (QLoRA papers
+ * report 20-40 % slower steps than 16-bit LoRA); LLM.int8() matmuls run at about half speed. */
+static double quant_factor(oom_precision p)
+{
+    return p == OOM_PRECISION_4BIT ? 0.75 : p == OOM_PRECISION_INT8 ? 0.5 : 1.0;
+}
+
+/* Roofline-shaped utilisation: a micro-batch of t tokens multiplies each weight t times per byte
+ * read, so the matmuls are memory-bound below the GPU's ridge point (peak FLOP/s / bandwidth) and
+ * reach the large-batch MFU above it: u(t) = MFU_MAX * t / (t + ridge). */
+static double utilisation(const oom_plan_request *r, double tokens, double peak_flops)
+{
+    double ridge = OOMI_PLAN_RIDGE_DEFAULT;
+    if (r->gpu && r->gpu->has_bandwidth && r->gpu->bandwidth_gbs > 0 && peak_flops > 0)
+        ridge = peak_flops / (r->gpu->bandwidth_gbs * 1e9);
+    if (tokens < 1)
+        tokens = 1;
+    return OOMI_PLAN_MFU_MAX * tokens / (tokens + ridge);
+}
+
+/* seconds per optimizer step spent outside the matmuls: gradient reduction, ZeRO-3 gathers,
+ * CPU offload transfers and the CPU optimizer step (none overlapped: conservative) */
+static double extra_seconds(const oom_knobs *k, const oom_estimate *e, long nodes)
+{
+    double link = nodes > 1 ? OOMI_PLAN_LINK_INTER : OOMI_PLAN_LINK_INTRA;
+    double trainable = (double)e->params_trainable, total = (double)e->params_total, s = 0;
+    if (k->method == OOM_METHOD_INFERENCE)
+        return 0;
+    if (k->gpus > 1) {
+        s += 2.0 * trainable * 2.0 / link;     /* ring all-reduce / reduce-scatter of bf16 grads */
+        if (k->sharding == OOM_SHARDING_ZERO3) /* params gathered in forward and in backward */
+            s += (double)k->grad_accum * 2.0 * total * 2.0 / link;
+    }
+    if (k->offload != OOM_OFFLOAD_NONE) /* grads down, params up, Adam on the CPU */
+        s += trainable * 4.0 / OOMI_PLAN_PCIE + trainable / OOMI_PLAN_CPU_ADAM;
+    if (k->offload == OOM_OFFLOAD_OPTIMIZER_PARAMS) /* params streamed in forward and backward */
+        s += (double)k->grad_accum * 2.0 * total * 2.0 / OOMI_PLAN_PCIE;
+    return s;
+}
+
+void oomi_plan_throughput(oom_plan_choice *c, const oom_plan_request *r, long nodes)
+{
+    const oom_knobs *k = &c->knobs;
+    double peak, tokens_micro, compute, step, samples;
+
+    c->has_throughput = 1;
+    if (r->line && !r->workload && r->line->flops_per_sample <= 0) {
+        /* no FLOP count: rank by micro-batch (bigger kernels), report no throughput */
+        c->has_throughput = 0;
+        c->score = (double)k->batch;
+        c->utilisation = 0;
+        c->tokens_per_s = c->samples_per_s = c->step_s = 0;
+        return;
+    }
+    peak = oomi_plan_tflops(r->gpu, k->precision) * 1e12 * quant_factor(k->precision);
+    tokens_micro = (double)k->batch * (double)k->seq_len;
+    c->utilisation = utilisation(r, tokens_micro, peak);
+    compute = c->estimate.flops_per_step / (peak * c->utilisation);
+    step = compute + extra_seconds(k, &c->estimate, nodes);
+    samples = (double)k->batch * (double)k->grad_accum * (double)k->gpus;
+    c->step_s = step;
+    c->samples_per_s = step > 0 ? samples / step : 0;
+    c->tokens_per_s = c->samples_per_s * (double)k->seq_len;
+    c->score = c->tokens_per_s;
+}
+
+void oomi_plan_note(char (*notes)[240], size_t *n, const char *fmt, ...)
+{
+    va_list ap;
+    if (*n >= OOM_PLAN_MAX_NOTES)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(notes[*n], 240, fmt, ap);
+    va_end(ap);
+    (*n)++;
+}

@@ -1,0 +1,562 @@
+/* plan_options.c - plans from text options (the CLI, the Python package and workload files). */
+#include "plan/plan.h"
+
+#include <json-c/json.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct oom_plan_options {
+    oom_workload *w;
+    bool has_model, has_line, fixed_ck;
+    long fixed_batch, fixed_accum, fixed_seq, gpus;
+    long target_eff, seq_min, seq_max, max_batch, max_auto, nodes, per_node, workers;
+    unsigned allow, downscale;
+    int inexact;
+    char *gpu, *vram, *margin, *config;
+    char *calib_path, *calib_command, *calib_workload; /* a probe's calibration record */
+    oom_measured_line line;
+    double n_pos, n_neg;
+    bool mult_set;
+};
+
+static const oom_option plan_options[] = {
+    {"target-effective-batch", "N",
+     "samples per optimizer step over all GPUs (default: batch x "
+     "grad-accum x GPUs when the batch is given, else 32)"},
+    {"batch-size", "N", "fix the micro-batch per GPU (never raised; same as --batch)"},
+    {"seq-range", "MIN:MAX", "the planner picks the longest sequence in the range that fits"},
+    {"max-batch-size", "N", "cap on any micro-batch"},
+    {"max-auto-batch-size", "N", "cap on a micro-batch the planner chooses"},
+    {"allow", "LIST",
+     "knobs the planner may change: checkpointing,precision,optimizer,offload,"
+     "sharding | all | none (default checkpointing,sharding)"},
+    {"allow-inexact", "yes|no", "gradient accumulation may round up (default no)"},
+    {"allow-downscale", "yes|no|LIST",
+     "fixed values that may be lowered when they do not fit: batch,seq,checkpointing "
+     "(default batch)"},
+    {"nodes", "M", "nodes (data parallel; with --gpus-per-node)"},
+    {"gpus-per-node", "K", "GPUs per node"},
+    {"workers", "auto|N",
+     "N copies share each GPU (each with its own CUDA context); auto: "
+     "report how many fit"},
+    {"gpu", "auto|INDEX|NAME", "GPU to plan for (default: detected, else the default profile)"},
+    {"vram", "SIZE", "target VRAM per GPU (bare number = GiB)"},
+    {"vram-safety-margin", "SIZE|PCT", "memory kept free (default 1 GiB; bare number = MiB)"},
+    {"config", "FILE", "user config file"},
+    {"fixed-bytes", "SIZE", "measured line: bytes independent of the batch (bare number = MiB)"},
+    {"bytes-per-sample", "SIZE", "measured line: bytes per sample (bare number = MiB)"},
+    {"bytes-per-token", "SIZE", "measured line: bytes per sample per token of --seq"},
+    {"sample-multiplier", "X", "measured line: tensors per sample (default 1)"},
+    {"n-positives", "N", "measured line: positives per anchor (multiplier 1 + pos + neg)"},
+    {"n-negatives", "N", "measured line: negatives per anchor"},
+    {"flops-per-sample", "X", "measured line: training FLOPs per sample (for throughput)"},
+    {"workload", "FILE", "a YAML mapping of these options (and the workload's)"},
+    {"calibration", "FILE|off",
+     "calibration records of 'oomless probe' (default $XDG_CACHE_HOME/oomless/calibration.jsonl)"},
+    {"calibration-command", "JSON",
+     "plan on the line probe measured for this command (the CLI fills it from '-- CMD...')"},
+    {"calibration-workload", "TEXT", "the record's workload key, as probe's --workload"},
+};
+
+const oom_option *oom_plan_option_table(size_t *count)
+{
+    if (count)
+        *count = OOMI_ARRAY_LEN(plan_options);
+    return plan_options;
+}
+
+int oom_plan_options_create(oom_plan_options **out)
+{
+    oom_plan_options *o;
+    int err;
+    *out = NULL;
+    if (!(o = oomi_calloc(1, sizeof(*o))))
+        return oomi_nomem();
+    if ((err = oom_workload_create(&o->w))) {
+        oomi_free(o);
+        return err;
+    }
+    o->allow = OOM_ALLOW_DEFAULT;
+    o->downscale = OOM_DOWNSCALE_DEFAULT;
+    *out = o;
+    return OOM_OK;
+}
+
+void oom_plan_options_free(oom_plan_options *o)
+{
+    if (!o)
+        return;
+    oom_workload_free(o->w);
+    oomi_free(o->gpu), oomi_free(o->vram), oomi_free(o->margin), oomi_free(o->config);
+    oomi_free(o->calib_path), oomi_free(o->calib_command), oomi_free(o->calib_workload);
+    oomi_free(o);
+}
+
+static int count(long *out, const char *v, const char *key)
+{
+    long long x;
+    int err = oomi_parse_long(&x, v, 1, 1L << 30, key);
+    if (!err)
+        *out = (long)x;
+    return err;
+}
+
+static int yes_no(int *out, const char *v, const char *key)
+{
+    if (!oomi_name_cmp(v, "yes") || !oomi_name_cmp(v, "true") || !strcmp(v, "1"))
+        return *out = 1, OOM_OK;
+    if (!oomi_name_cmp(v, "no") || !oomi_name_cmp(v, "false") || !strcmp(v, "0"))
+        return *out = 0, OOM_OK;
+    return oomi_fail(OOM_EINVAL, "option '%s': '%s' is not yes or no", key, v);
+}
+
+/* "a,b,c" of names into bits; "all", "none", "default" */
+static int bits(unsigned *out, const char *v, const char *key, const char *const *names,
+                const unsigned *vals, size_t n, unsigned all, unsigned def)
+{
+    char item[32];
+    const char *p = v;
+    unsigned acc = 0;
+    size_t i;
+    while (*p) {
+        size_t len = strcspn(p, ",");
+        snprintf(item, sizeof(item), "%.*s", (int)(len < 31 ? len : 31), p);
+        if (!oomi_name_cmp(item, "all"))
+            acc |= all;
+        else if (!oomi_name_cmp(item, "default"))
+            acc |= def;
+        else if (oomi_name_cmp(item, "none")) {
+            for (i = 0; i < n && oomi_name_cmp(item, names[i]); i++)
+                ;
+            if (i == n)
+                return oomi_fail(OOM_EINVAL, "option '%s': unknown value '%s' in '%s'", key, item,
+                                 v);
+            acc |= vals[i];
+        }
+        p += len + (p[len] == ',');
+    }
+    *out = acc;
+    return OOM_OK;
+}
+
+static int set_str(char **dst, const char *v)
+{
+    char *c = oomi_strdup(v);
+    if (!c)
+        return oomi_nomem();
+    oomi_free(*dst);
+    *dst = c;
+    return OOM_OK;
+}
+
+static int set_range(oom_plan_options *o, const char *v)
+{
+    const char *colon = strchr(v, ':');
+    char lo[32];
+    int err;
+    if (!colon || colon - v >= (long)sizeof(lo))
+        return oomi_fail(OOM_EINVAL, "option 'seq-range': '%s' is not MIN:MAX", v);
+    snprintf(lo, sizeof(lo), "%.*s", (int)(colon - v), v);
+    if ((err = count(&o->seq_min, lo, "seq-range")) ||
+        (err = count(&o->seq_max, colon + 1, "seq-range")))
+        return err;
+    if (o->seq_min > o->seq_max)
+        return oomi_fail(OOM_EINVAL, "option 'seq-range': %ld is above %ld", o->seq_min,
+                         o->seq_max);
+    return OOM_OK;
+}
+
+static int set_line(oom_plan_options *o, const char *k, const char *v)
+{
+    uint64_t size;
+    double d;
+    int err;
+    o->has_line = true;
+    if (!strcmp(k, "fixed-bytes") || !strcmp(k, "bytes-per-sample") ||
+        !strcmp(k, "bytes-per-token")) {
+        if ((err = oom_parse_size(&size, v, OOM_UNIT_MIB)))
+            return oomi_fail_prefix(err, "option '%s': ", k);
+        *(k[0] == 'f'    ? &o->line.fixed_bytes
+          : k[10] == 's' ? &o->line.bytes_per_sample
+                         : &o->line.bytes_per_token) = size;
+        return OOM_OK;
+    }
+    if ((err = oomi_parse_double(&d, v, k)))
+        return err;
+    if (d < 0 || (!strcmp(k, "sample-multiplier") && d < 1))
+        return oomi_fail(OOM_EINVAL, "option '%s': %s is out of range", k, v);
+    if (!strcmp(k, "sample-multiplier"))
+        o->line.sample_multiplier = d, o->mult_set = true;
+    else if (!strcmp(k, "n-positives"))
+        o->n_pos = d;
+    else if (!strcmp(k, "n-negatives"))
+        o->n_neg = d;
+    else
+        o->line.flops_per_sample = d;
+    return OOM_OK;
+}
+
+static int set_plan(oom_plan_options *o, const char *k, const char *v)
+{
+    static const char *const allow_names[] = {"checkpointing", "precision", "optimizer", "offload",
+                                              "sharding"};
+    static const unsigned allow_vals[] = {OOM_ALLOW_CHECKPOINTING, OOM_ALLOW_PRECISION,
+                                          OOM_ALLOW_OPTIMIZER, OOM_ALLOW_OFFLOAD,
+                                          OOM_ALLOW_SHARDING};
+    static const char *const down_names[] = {"batch",         "batch-size", "seq",
+                                             "checkpointing", "yes",        "no"};
+    static const unsigned down_vals[] = {OOM_DOWNSCALE_BATCH, OOM_DOWNSCALE_BATCH,
+                                         OOM_DOWNSCALE_SEQ,   OOM_DOWNSCALE_CHECKPOINTING,
+                                         OOM_DOWNSCALE_ALL,   0};
+    if (!strcmp(k, "target-effective-batch"))
+        return count(&o->target_eff, v, k);
+    if (!strcmp(k, "seq-range"))
+        return set_range(o, v);
+    if (!strcmp(k, "max-batch-size"))
+        return count(&o->max_batch, v, k);
+    if (!strcmp(k, "max-auto-batch-size"))
+        return count(&o->max_auto, v, k);
+    if (!strcmp(k, "allow"))
+        return bits(&o->allow, v, k, allow_names, allow_vals, 5, OOM_ALLOW_ALL, OOM_ALLOW_DEFAULT);
+    if (!strcmp(k, "allow-inexact"))
+        return yes_no(&o->inexact, v, k);
+    if (!strcmp(k, "allow-downscale"))
+        return bits(&o->downscale, v, k, down_names, down_vals, 6, OOM_DOWNSCALE_ALL,
+                    OOM_DOWNSCALE_DEFAULT);
+    if (!strcmp(k, "nodes"))
+        return count(&o->nodes, v, k);
+    if (!strcmp(k, "gpus-per-node"))
+        return count(&o->per_node, v, k);
+    if (!strcmp(k, "workers")) {
+        if (!oomi_name_cmp(v, "auto"))
+            return o->workers = -1, OOM_OK;
+        return count(&o->workers, v, k);
+    }
+    if (!strcmp(k, "gpu"))
+        return set_str(&o->gpu, v);
+    if (!strcmp(k, "vram"))
+        return set_str(&o->vram, v);
+    if (!strcmp(k, "vram-safety-margin"))
+        return set_str(&o->margin, v);
+    if (!strcmp(k, "config"))
+        return set_str(&o->config, v);
+    if (!strcmp(k, "workload"))
+        return oom_plan_options_load(o, v);
+    if (!strcmp(k, "calibration"))
+        return set_str(&o->calib_path, v);
+    if (!strcmp(k, "calibration-command"))
+        return set_str(&o->calib_command, v);
+    if (!strcmp(k, "calibration-workload"))
+        return set_str(&o->calib_workload, v);
+    return set_line(o, k, v);
+}
+
+/* workload options the user fixes (never raised by the planner) */
+static int set_fixed(oom_plan_options *o, const char *k, const char *v)
+{
+    const char *wk = !strcmp(k, "batch-size") ? "batch" : k;
+    long n = 0;
+    int err;
+    if (strcmp(k, "checkpointing") && (err = count(&n, v, k)))
+        return err;
+    if ((err = oom_workload_set(o->w, wk, v)))
+        return err;
+    if (!strcmp(wk, "batch"))
+        o->fixed_batch = n;
+    else if (!strcmp(wk, "grad-accum"))
+        o->fixed_accum = n;
+    else if (!strcmp(wk, "seq"))
+        o->fixed_seq = n;
+    else if (!strcmp(wk, "gpus"))
+        o->gpus = n;
+    else
+        o->fixed_ck = true;
+    return OOM_OK;
+}
+
+int oom_plan_options_set(oom_plan_options *o, const char *key, const char *value)
+{
+    char k[40];
+    size_t i, n;
+    const oom_option *t = oom_plan_option_table(&n);
+
+    if (!o || !key || strlen(key) >= sizeof(k))
+        return oomi_fail(OOM_ENOTFOUND, "unknown plan option '%s'", key ? key : "(null)");
+    if (!value)
+        return oomi_fail(OOM_EINVAL, "option '%s' needs a value", key);
+    for (i = 0; key[i]; i++)
+        k[i] = key[i] == '_' ? '-' : key[i];
+    k[i] = 0;
+    if (!strcmp(k, "batch") || !strcmp(k, "batch-size") || !strcmp(k, "grad-accum") ||
+        !strcmp(k, "seq") || !strcmp(k, "checkpointing") || !strcmp(k, "gpus"))
+        return set_fixed(o, k, value);
+    for (i = 0; i < n; i++)
+        if (!strcmp(k, t[i].name))
+            return set_plan(o, k, value);
+    if (!strcmp(k, "model")) {
+        int err = oom_workload_set(o->w, k, value);
+        o->has_model |= !err;
+        return err;
+    }
+    return oom_workload_set(o->w, k, value);
+}
+
+/* scalar YAML values as the text an option takes */
+static int set_json_value(oom_plan_options *o, const char *key, json_object *v)
+{
+    if (!v || json_object_is_type(v, json_type_object) || json_object_is_type(v, json_type_array))
+        return oomi_fail(OOM_EINVAL, "workload key '%s' needs a single value", key);
+    if (json_object_is_type(v, json_type_boolean))
+        return oom_plan_options_set(o, key, json_object_get_boolean(v) ? "yes" : "no");
+    return oom_plan_options_set(o, key, json_object_get_string(v));
+}
+
+/* every key of a YAML/JSON mapping as an option */
+static int set_mapping(oom_plan_options *o, json_object *map, const char *what)
+{
+    int err = OOM_OK;
+    if (!json_object_is_type(map, json_type_object))
+        return oomi_fail(OOM_EINVAL, "%s: expected a mapping of option: value", what);
+    json_object_object_foreach(map, key, val)
+    {
+        if (!strcmp(key, "workload"))
+            return oomi_fail(OOM_EINVAL, "%s: a workload file cannot include another", what);
+        if ((err = set_json_value(o, key, val)))
+            return oomi_fail_prefix(err, "%s: ", what);
+    }
+    return OOM_OK;
+}
+
+int oom_plan_options_load(oom_plan_options *o, const char *path)
+{
+    json_object *root = NULL;
+    int err;
+    if ((err = oomi_yaml_load_file(&root, path)))
+        return err;
+    if (!root)
+        return oomi_fail(OOM_EINVAL, "workload file '%s' is empty", path);
+    err = set_mapping(o, root, path);
+    json_object_put(root);
+    return err;
+}
+
+int oom_table_workloads_load(oom_plan_options ***options, char ***names, size_t *count_out,
+                             const char *path)
+{
+    json_object *root = NULL, *list;
+    oom_plan_options **opts = NULL;
+    char **nm = NULL;
+    size_t n = 0, cap;
+    int err;
+
+    *options = NULL, *names = NULL, *count_out = 0;
+    if ((err = oomi_yaml_load_file(&root, path)))
+        return err;
+    if (!root || !json_object_object_get_ex(root, "workloads", &list) ||
+        !json_object_is_type(list, json_type_object) || !json_object_object_length(list)) {
+        json_object_put(root);
+        return oomi_fail(OOM_EINVAL, "'%s' has no 'workloads:' mapping of NAME: {options}", path);
+    }
+    cap = (size_t)json_object_object_length(list);
+    opts = oomi_calloc(cap, sizeof(*opts)), nm = oomi_calloc(cap, sizeof(*nm));
+    if (!opts || !nm)
+        err = oomi_nomem();
+    json_object_object_foreach(list, key, val)
+    {
+        if (err)
+            break;
+        if (!(nm[n] = oomi_strdup(key)) || (err = oom_plan_options_create(&opts[n]))) {
+            err = err ? err : oomi_nomem();
+            n += nm[n] != NULL;
+            break;
+        }
+        n++;
+        if ((err = set_mapping(opts[n - 1], val, key)))
+            err = oomi_fail_prefix(err, "%s: ", path);
+    }
+    json_object_put(root);
+    if (err) {
+        oom_table_workloads_free(opts, nm, cap);
+        return err;
+    }
+    *options = opts, *names = nm, *count_out = n;
+    return OOM_OK;
+}
+
+void oom_table_workloads_free(oom_plan_options **options, char **names, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++) {
+        if (options)
+            oom_plan_options_free(options[i]);
+        if (names)
+            oomi_free(names[i]);
+    }
+    oomi_free(options);
+    oomi_free(names);
+}
+
+/* the request from the options; w is the workload clone with the GPU set (or NULL) */
+static int build_request(oom_plan_request *r, const oom_plan_options *o, oom_workload *w,
+                         const oom_target *t, bool calibrated)
+{
+    const char *env = getenv("OOMLESS_BATCH_SIZE");
+    bool has_line = o->has_line || calibrated;
+    int err;
+
+    oom_plan_request_init(r);
+    r->workload = o->has_model ? w : NULL;
+    r->line = has_line ? &o->line : NULL;
+    if (o->has_model && has_line)
+        return oomi_fail(OOM_EINVAL, "give either a model or a measured line (--fixed-bytes, "
+                                     "--bytes-per-sample, or a probed command), not both");
+    if (!o->has_model && !has_line)
+        return oomi_fail(OOM_EINVAL, "no workload: give --model NAME|PATH, a measured line "
+                                     "(--fixed-bytes, --bytes-per-sample) or --workload FILE");
+    r->budget = t->budget;
+    r->gpu = &t->profile;
+    r->nodes = o->nodes ? o->nodes : 1;
+    r->gpus_per_node = o->per_node ? o->per_node : o->gpus ? o->gpus / r->nodes : 1;
+    if (r->gpus_per_node < 1 || (o->gpus && o->gpus != r->nodes * r->gpus_per_node))
+        return oomi_fail(OOM_EINVAL, "--gpus %ld is not --nodes %ld x --gpus-per-node %ld", o->gpus,
+                         r->nodes, o->per_node);
+    r->target_effective_batch = o->target_eff;
+    r->fixed_batch = o->fixed_batch;
+    if (!r->fixed_batch && env && *env) {
+        if ((err = count(&r->fixed_batch, env, "OOMLESS_BATCH_SIZE")) ||
+            (err = oom_workload_set(w, "batch", env)))
+            return err;
+    }
+    r->fixed_grad_accum = o->fixed_accum, r->fixed_seq = o->fixed_seq;
+    r->fixed_checkpointing = o->fixed_ck;
+    r->seq_min = o->seq_min, r->seq_max = o->seq_max;
+    if (r->seq_max && r->fixed_seq)
+        return oomi_fail(OOM_EINVAL, "give --seq or --seq-range, not both");
+    r->max_batch = o->max_batch, r->max_auto_batch = o->max_auto;
+    r->allow = o->allow, r->downscale = o->downscale, r->allow_inexact = o->inexact;
+    r->workers = o->workers;
+    return OOM_OK;
+}
+
+/* The line `oomless probe` measured for this command on this GPU. A quadratic record becomes
+ * the chord through the largest batch it ran: above the line in between, exact there; the plan
+ * is capped at that batch, where nothing was measured beyond. */
+static int calibrated_line(oom_measured_line *line, long *cap, const oom_plan_options *o,
+                           const oom_target *t)
+{
+    oom_calibration *rec = NULL;
+    const char *path = o->calib_path;
+    int err, top;
+
+    if ((err = oom_calibration_lookup(&rec, path, t->profile.name, o->calib_command,
+                                      o->calib_workload ? o->calib_workload : "")))
+        return err == OOM_ENOTFOUND
+                   ? oomi_fail(OOM_ENOTFOUND,
+                               "no calibration record for this command on '%s'%s%s%s: run "
+                               "'oomless probe -- CMD...' on that GPU first",
+                               t->profile.name, o->calib_workload ? " (workload '" : "",
+                               o->calib_workload ? o->calib_workload : "",
+                               o->calib_workload ? "')" : "")
+                   : err;
+    memset(line, 0, sizeof(*line));
+    line->fixed_bytes = rec->fit.fixed_bytes > 0 ? (uint64_t)rec->fit.fixed_bytes : 0;
+    line->bytes_per_sample =
+        rec->fit.per_sample_bytes > 0 ? (uint64_t)rec->fit.per_sample_bytes : 0;
+    line->sample_multiplier = 1;
+    *cap = 0;
+    if (rec->fit.quadratic) {
+        top = rec->max_batch > 0 ? rec->max_batch : 1;
+        line->bytes_per_sample =
+            (uint64_t)((oom_probe_fit_peak(&rec->fit, top) - (double)line->fixed_bytes) / top);
+        *cap = top;
+    }
+    oom_calibration_free(rec);
+    return OOM_OK;
+}
+
+int oomi_plan_options_run_gpu(oom_plan_result **out, const oom_plan_options *o, const char *gpu)
+{
+    long cap = 0;
+    bool calibrated;
+    oom_config *cfg = NULL;
+    oom_catalog *cat = NULL;
+    oom_workload *w = NULL;
+    oom_target t;
+    oom_target_request tr;
+    oom_plan_request r;
+    oom_measured_line line;
+    bool have_target = false;
+    int err;
+
+    *out = NULL;
+    memset(&t, 0, sizeof(t));
+    if ((err = oom_config_load(&cfg, o->config)) || (err = oom_catalog_load(&cat, cfg)))
+        goto done;
+    tr = (oom_target_request){gpu ? gpu : o->gpu, o->vram, o->margin, cfg};
+    if ((err = oom_target_resolve(&t, &tr, cat)))
+        goto done;
+    have_target = true;
+    calibrated = o->calib_command && (!o->calib_path || strcmp(o->calib_path, "off"));
+    if ((err = oom_workload_clone(&w, o->w)) || (err = oom_workload_set_gpu(w, &t.profile)) ||
+        (err = build_request(&r, o, w, &t, calibrated)))
+        goto done;
+    line = o->line;
+    if (calibrated) {
+        if (o->has_line) {
+            err =
+                oomi_fail(OOM_EINVAL, "give either a measured line or a probed command, not both");
+            goto done;
+        }
+        if ((err = calibrated_line(&line, &cap, o, &t)))
+            goto done;
+        if (cap && (!r.max_batch || cap < r.max_batch))
+            r.max_batch = cap;
+    }
+    if (!o->mult_set && (o->n_pos > 0 || o->n_neg > 0))
+        line.sample_multiplier = 1 + o->n_pos + o->n_neg;
+    if (r.line || calibrated)
+        r.line = &line;
+    err = oom_plan_run(out, &r);
+    if (*out) {
+        (*out)->target_fallback = t.fallback;
+        snprintf((*out)->target_reason, sizeof((*out)->target_reason), "%s", t.reason);
+    }
+done:
+    if (have_target)
+        oom_target_free(&t);
+    oom_workload_free(w);
+    oom_catalog_free(cat);
+    oom_config_free(cfg);
+    return err;
+}
+
+int oom_plan_options_run(oom_plan_result **out, const oom_plan_options *o)
+{
+    if (!out || !o)
+        return oomi_fail(OOM_EINVAL, "plan: missing argument");
+    return oomi_plan_options_run_gpu(out, o, NULL);
+}
+
+int oom_plan_json(char **out, const char *const *keys, const char *const *values, size_t n)
+{
+    oom_plan_options *o = NULL;
+    oom_plan_result *res = NULL;
+    size_t i;
+    int err, jerr;
+
+    if (!out)
+        return oomi_fail(OOM_EINVAL, "plan: missing argument");
+    *out = NULL;
+    if ((err = oom_plan_options_create(&o)))
+        return err;
+    for (i = 0; i < n && !err; i++)
+        err = oom_plan_options_set(o, keys[i], values[i]);
+    if (!err)
+        err = oom_plan_options_run(&res, o);
+    if (res && (jerr = oom_plan_to_json(out, res)))
+        err = jerr;
+    oom_plan_free(res);
+    oom_plan_options_free(o);
+    return err;
+}

@@ -1,0 +1,139 @@
+/* plan_suggest.c - when nothing fits: what would (more GPUs, QLoRA, offload, shorter sequence). */
+#include "plan/plan.h"
+
+#include <stdio.h>
+#include <stdarg.h>
+#include <string.h>
+
+/* 1 when w with knobs k fits in usable (peak set), 0 when not or when refused */
+static int fits_with(oom_workload *w, const oom_knobs *k, uint64_t usable, uint64_t *peak)
+{
+    oom_estimate e;
+    *peak = UINT64_MAX;
+    if (oom_workload_set_knobs(w, k) || oom_estimate_run(&e, w)) {
+        oomi_clear_error();
+        return 0;
+    }
+    *peak = e.device_peak;
+    return e.device_peak <= usable;
+}
+
+static void add(oom_plan_result *res, const char *fmt, ...) OOMI_PRINTF(2, 3);
+static void add(oom_plan_result *res, const char *fmt, ...)
+{
+    va_list ap;
+    if (res->n_suggestions >= OOM_PLAN_MAX_NOTES)
+        return;
+    va_start(ap, fmt);
+    vsnprintf(res->suggestions[res->n_suggestions++], sizeof(res->suggestions[0]), fmt, ap);
+    va_end(ap);
+}
+
+/* the longest sequence (>= 16) under k's that fits at k's other knobs; 0 when none */
+static long longest_seq(oom_workload *w, oom_knobs k, uint64_t usable)
+{
+    long lo = 16, hi = k.seq_len - 1, best = 0;
+    uint64_t peak;
+    while (lo <= hi) {
+        k.seq_len = lo + (hi - lo) / 2;
+        if (fits_with(w, &k, usable, &peak))
+            best = k.seq_len, lo = k.seq_len + 1;
+        else
+            hi = k.seq_len - 1;
+    }
+    return best >= 256 ? best / 64 * 64 : best; /* a round number */
+}
+
+static void suggest_training(oom_plan_result *res, const oom_plan_request *r, oom_workload *w,
+                             oom_knobs k0, uint64_t usable)
+{
+    oom_knobs k;
+    uint64_t peak;
+    char a[16];
+    long g, s;
+
+    if (!r->fixed_batch || (r->downscale & OOM_DOWNSCALE_BATCH))
+        k0.batch = 1;
+    if (!r->fixed_checkpointing || (r->downscale & OOM_DOWNSCALE_CHECKPOINTING))
+        k0.checkpointing = OOM_CHECKPOINTING_FULL;
+    k0.grad_accum = 1;
+    for (g = k0.gpus > 1 ? k0.gpus * 2 : 2; g <= 512; g *= 2) {
+        k = k0, k.gpus = g, k.sharding = OOM_SHARDING_ZERO3, k.offload = OOM_OFFLOAD_NONE;
+        if (fits_with(w, &k, usable, &peak)) {
+            add(res, "more GPUs with ZeRO-3: --gpus %ld --allow sharding (device peak %s per GPU)",
+                g, OOMI_SZ(a, peak));
+            break;
+        }
+        /* DeepSpeed/FSDP mixed precision keeps 16-bit parameters: no autocast copies */
+        k.precision =
+            k0.precision == OOM_PRECISION_AMP_FP16 ? OOM_PRECISION_FP16 : OOM_PRECISION_BF16;
+        if (k0.method == OOM_METHOD_FULL && fits_with(w, &k, usable, &peak)) {
+            add(res,
+                "more GPUs with ZeRO-3 and 16-bit parameters: --gpus %ld --allow "
+                "sharding,precision (device peak %s per GPU)",
+                g, OOMI_SZ(a, peak));
+            break;
+        }
+    }
+    if (k0.method == OOM_METHOD_FULL || k0.method == OOM_METHOD_LORA) {
+        k = k0, k.method = OOM_METHOD_QLORA, k.precision = OOM_PRECISION_4BIT;
+        k.sharding = OOM_SHARDING_NONE, k.offload = OOM_OFFLOAD_NONE, k.gpus = 1;
+        if (fits_with(w, &k, usable, &peak))
+            add(res, "QLoRA: --method qlora (4-bit base, LoRA adapters; device peak %s at batch 1)",
+                OOMI_SZ(a, peak));
+    }
+    k = k0, k.sharding = OOM_SHARDING_ZERO3, k.offload = OOM_OFFLOAD_OPTIMIZER_PARAMS;
+    if (fits_with(w, &k, usable, &peak))
+        add(res,
+            "CPU offload: --allow offload (ZeRO-3 with optimizer and parameters on the CPU; "
+            "device peak %s, much slower steps)",
+            OOMI_SZ(a, peak));
+    if ((s = longest_seq(w, k0, usable)) > 0)
+        add(res, "a shorter sequence: --seq %ld (batch %ld, checkpointing %s)", s, k0.batch,
+            oom_checkpointing_name(k0.checkpointing));
+}
+
+static void suggest_inference(oom_plan_result *res, oom_workload *w, oom_knobs k0, uint64_t usable)
+{
+    static const oom_precision q[] = {OOM_PRECISION_INT8, OOM_PRECISION_4BIT};
+    oom_knobs k;
+    uint64_t peak;
+    char a[16];
+    size_t i;
+    long s;
+
+    k0.batch = 1;
+    for (i = 0; i < 2; i++) {
+        k = k0, k.precision = q[i];
+        if (k0.precision != q[i] && fits_with(w, &k, usable, &peak)) {
+            add(res, "quantised weights: --precision %s (device peak %s at batch 1)",
+                oom_precision_name(q[i]), OOMI_SZ(a, peak));
+            break;
+        }
+    }
+    if ((s = longest_seq(w, k0, usable)) > 0)
+        add(res, "a shorter context: --seq %ld (batch 1)", s);
+    add(res, "tensor parallelism over several GPUs (not modelled by oomless)");
+}
+
+int oomi_plan_suggest(oom_plan_result *res, const oom_plan_request *r, oom_workload *w,
+                      const oom_knobs *smallest)
+{
+    uint64_t usable = res->budget.usable_bytes, need = res->smallest.estimate.device_peak;
+    char a[16], b[16];
+
+    if (w && smallest->method == OOM_METHOD_INFERENCE)
+        suggest_inference(res, w, *smallest, usable);
+    else if (w)
+        suggest_training(res, r, w, *smallest, usable);
+    else if (r->line && r->line->fixed_bytes > usable)
+        add(res, "the fixed part alone (%s) is over the usable %s: reduce the model",
+            OOMI_SZ(a, r->line->fixed_bytes), OOMI_SZ(b, usable));
+    if (need != 0 && need != UINT64_MAX && res->workers > 1)
+        add(res, "fewer workers: one copy needs %s", OOMI_SZ(a, need));
+    if (need != 0 && need != UINT64_MAX)
+        add(res, "a GPU with at least %s usable (the smallest configuration tried needs that)",
+            OOMI_SZ(a, need));
+    oomi_clear_error();
+    return OOM_OK;
+}

@@ -1,0 +1,180 @@
+/* plan_text.c - the human report of a plan: the seeds' "Optimized Configuration" block, the
+ * memory breakdown, budget utilisation, throughput, alternatives; or why nothing fits. */
+#include "plan/plan.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define LINE "============================================================\n"
+
+static void kv(oomi_sb *sb, const char *k, const char *v)
+{
+    oomi_sb_printf(sb, "  %-30s: %s\n", k, v);
+}
+
+static void kvl(oomi_sb *sb, const char *k, long v)
+{
+    oomi_sb_printf(sb, "  %-30s: %ld\n", k, v);
+}
+
+static void config_block(oomi_sb *sb, const oom_plan_result *r)
+{
+    const oom_knobs *k = &r->best.knobs;
+    char a[16], b[16], desc[160];
+    oomi_sb_printf(sb, LINE "Optimized Configuration (%s%s%s on %s)\n" LINE, r->model,
+                   r->measured ? "" : ", ", r->measured ? "" : oom_method_name(k->method),
+                   r->gpu_name[0] ? r->gpu_name : "the given budget");
+    if (r->inference) {
+        kvl(sb, "batch_size (max samples)", k->batch);
+        kvl(sb, "max_seq_len", k->seq_len);
+    } else {
+        kvl(sb, "batch_size", k->batch);
+        kvl(sb, "gradient_accumulation_steps", k->grad_accum);
+        kvl(sb, "max_seq_len", k->seq_len);
+        kvl(sb, "effective_batch_size", r->best.effective_batch);
+    }
+    if (!r->measured) {
+        kv(sb, "precision", oom_precision_name(k->precision));
+        if (!r->inference) {
+            kv(sb, "gradient_checkpointing", oom_checkpointing_name(k->checkpointing));
+            kv(sb, "optimizer", oom_optimizer_name(k->optimizer));
+            kv(sb, "sharding", oom_sharding_name(k->sharding));
+            kv(sb, "cpu_offload", oom_offload_name(k->offload));
+        }
+    }
+    if (k->gpus > 1)
+        oomi_sb_printf(sb, "  %-30s: %ld (%ld node%s x %ld)\n", "gpus", k->gpus, r->nodes,
+                       r->nodes > 1 ? "s" : "", r->gpus_per_node);
+    snprintf(desc, sizeof(desc), "Auto-optimized for %s usable of %s VRAM",
+             OOMI_SZ(a, r->budget.usable_bytes), OOMI_SZ(b, r->budget.target_bytes));
+    kv(sb, "description", desc);
+    oomi_sb_puts(sb, LINE);
+}
+
+static void row(oomi_sb *sb, const char *label, uint64_t bytes, uint64_t total)
+{
+    char buf[16];
+    oomi_sb_printf(sb, "  %-30s: %12s  %5.1f%%\n", label, OOMI_SZ(buf, bytes),
+                   total ? 100.0 * (double)bytes / (double)total : 0.0);
+}
+
+static void memory_block(oomi_sb *sb, const oom_plan_result *r)
+{
+    const oom_estimate *e = &r->best.estimate;
+    char a[16], b[16], c[16];
+    uint64_t u = r->budget.usable_bytes;
+    oomi_sb_puts(sb, "Memory per GPU at the peak (");
+    oomi_sb_puts(sb, oom_phase_name(e->peak_phase));
+    oomi_sb_puts(sb, ")\n");
+    if (r->measured) {
+        row(sb, "fixed", e->weights, e->device_peak);
+        row(sb, "per-sample", e->activations, e->device_peak);
+    } else {
+        row(sb, "weights", e->weights, e->device_peak);
+        row(sb, "gradients", e->gradients, e->device_peak);
+        row(sb, "optimizer states", e->optimizer, e->device_peak);
+        row(sb, "activations", e->activations, e->device_peak);
+        row(sb, "logits / loss", e->logits, e->device_peak);
+        row(sb, "KV cache", e->kv_cache, e->device_peak);
+        row(sb, "temporaries", e->temporaries, e->device_peak);
+        row(sb, "allocator cache", e->reserved_peak - e->allocated_peak, e->device_peak);
+        row(sb, "CUDA context / overhead", e->overhead, e->device_peak);
+    }
+    row(sb, "total (device peak)", e->device_peak, e->device_peak);
+    oomi_sb_printf(sb, LINE "Budget\n  %-30s: %s (target %s - margin %s)\n", "usable",
+                   OOMI_SZ(a, u), OOMI_SZ(b, r->budget.target_bytes),
+                   OOMI_SZ(c, r->budget.safety_margin_bytes));
+    oomi_sb_printf(sb, "  %-30s: %.1f%% of usable, %s to spare\n", "device peak",
+                   u ? 100.0 * (double)e->device_peak / (double)u : 0.0,
+                   OOMI_SZ(a, u - e->device_peak));
+    if (r->workers > 1 || r->max_workers > 1)
+        oomi_sb_printf(sb, "  %-30s: %ld planned per GPU, %ld copies of this job fit one GPU\n",
+                       "workers", r->workers, r->max_workers);
+    if (r->inference && r->kv_bytes_per_token > 0)
+        oomi_sb_printf(sb, "  %-30s: %s (%.0f tokens at %.0f KiB/token)\n",
+                       "KV cache budget (serving)", OOMI_SZ(a, r->kv_budget_bytes),
+                       (double)r->kv_budget_bytes / r->kv_bytes_per_token,
+                       r->kv_bytes_per_token / 1024.0);
+}
+
+static void describe(char *buf, size_t n, const oom_plan_choice *c, bool measured)
+{
+    const oom_knobs *k = &c->knobs;
+    if (measured)
+        snprintf(buf, n, "batch %ld x %ld", k->batch, k->grad_accum);
+    else if (k->method == OOM_METHOD_INFERENCE)
+        snprintf(buf, n, "batch %ld, seq %ld, %s", k->batch, k->seq_len,
+                 oom_precision_name(k->precision));
+    else
+        snprintf(buf, n, "batch %ld x %ld, seq %ld, ckpt %s, %s, %s%s%s%s%s", k->batch,
+                 k->grad_accum, k->seq_len, oom_checkpointing_name(k->checkpointing),
+                 oom_precision_name(k->precision), oom_optimizer_name(k->optimizer),
+                 k->sharding ? ", " : "", k->sharding ? oom_sharding_name(k->sharding) : "",
+                 k->offload ? ", offload " : "", k->offload ? oom_offload_name(k->offload) : "");
+}
+
+static void throughput_block(oomi_sb *sb, const oom_plan_result *r)
+{
+    const oom_plan_choice *c = &r->best;
+    char d[200], a[16];
+    size_t i;
+    oomi_sb_puts(sb, LINE "Estimated throughput\n");
+    if (c->has_throughput)
+        oomi_sb_printf(sb,
+                       "  %.0f tokens/s, %.2f samples/s (all GPUs); %.2f s per %s; MFU %.0f%% of "
+                       "%.0f TFLOP/s %s\n",
+                       c->tokens_per_s, c->samples_per_s, c->step_s,
+                       r->inference ? "batch" : "optimizer step", 100 * c->utilisation,
+                       r->peak_tflops, oom_precision_name(c->knobs.precision));
+    else
+        oomi_sb_puts(sb, "  unknown (give --flops-per-sample); ranked by micro-batch size\n");
+    if (r->n_alternatives)
+        oomi_sb_puts(sb, LINE "Next best alternatives\n");
+    for (i = 0; i < r->n_alternatives; i++) {
+        describe(d, sizeof(d), &r->alternatives[i], r->measured);
+        oomi_sb_printf(sb, "  %zu. %s (peak %s)\n     %s\n", i + 1, d,
+                       OOMI_SZ(a, r->alternatives[i].estimate.device_peak), r->alternatives[i].why);
+    }
+}
+
+static void nofit_block(oomi_sb *sb, const oom_plan_result *r)
+{
+    char d[200], a[16], b[16];
+    size_t i;
+    oomi_sb_printf(sb, LINE "Nothing fits: %s on %s (usable %s)\n" LINE, r->model,
+                   r->gpu_name[0] ? r->gpu_name : "the given budget",
+                   OOMI_SZ(a, r->budget.usable_bytes));
+    describe(d, sizeof(d), &r->smallest, r->measured);
+    oomi_sb_printf(sb, "  smallest configuration tried: %s\n  its device peak: %s (%s over)\n", d,
+                   OOMI_SZ(a, r->smallest.estimate.device_peak),
+                   OOMI_SZ(b, r->smallest.estimate.device_peak - r->budget.usable_bytes));
+    if (r->n_suggestions)
+        oomi_sb_puts(sb, "What would make it fit:\n");
+    for (i = 0; i < r->n_suggestions; i++)
+        oomi_sb_printf(sb, "  - %s\n", r->suggestions[i]);
+    oomi_sb_puts(sb, LINE);
+}
+
+int oomi_plan_text(char **out, const oom_plan_result *r)
+{
+    oomi_sb sb = OOMI_SB_INIT;
+    size_t i;
+    int err;
+
+    if (!r->found) {
+        nofit_block(&sb, r);
+    } else {
+        config_block(&sb, r);
+        memory_block(&sb, r);
+        throughput_block(&sb, r);
+        oomi_sb_puts(&sb, LINE);
+    }
+    for (i = 0; i < r->n_notices; i++)
+        oomi_sb_printf(&sb, "note: %s\n", r->notices[i]);
+    if ((err = oomi_sb_ok(&sb))) {
+        oomi_sb_free(&sb);
+        return err;
+    }
+    *out = oomi_sb_steal(&sb);
+    return OOM_OK;
+}

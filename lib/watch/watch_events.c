@@ -1,0 +1,342 @@
+/*
+ * watch_events.c - what `oomless watch` computes besides sampling: memory bands, the
+ * least-squares trend, the device peak of a plan file, and the events file `oomless run` writes.
+ */
+#include "watch/watch.h"
+
+#include <json-c/json.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* ---- bands --------------------------------------------------------------------------------- */
+
+oom_band oom_band_classify(uint64_t used, const oom_budget *budget, uint64_t plan_peak)
+{
+    double warn;
+
+    if (used == OOM_UNKNOWN || !budget || budget->usable_bytes == 0)
+        return OOM_BAND_UNKNOWN;
+    if (used > budget->usable_bytes)
+        return OOM_BAND_CRITICAL;
+    warn = (double)budget->usable_bytes * OOM_BAND_WARNING_FRACTION;
+    if ((double)used > warn)
+        return OOM_BAND_WARNING;
+    if (plan_peak != OOM_UNKNOWN && used > plan_peak)
+        return OOM_BAND_ELEVATED;
+    return OOM_BAND_SAFE;
+}
+
+const char *oom_band_name(oom_band band)
+{
+    switch (band) {
+    case OOM_BAND_SAFE:
+        return "safe";
+    case OOM_BAND_ELEVATED:
+        return "elevated";
+    case OOM_BAND_WARNING:
+        return "warning";
+    case OOM_BAND_CRITICAL:
+        return "critical";
+    default:
+        return "unknown";
+    }
+}
+
+/* ---- trend --------------------------------------------------------------------------------- */
+
+void oom_trend_fit(oom_trend *out, const double *t, const uint64_t *used, size_t n,
+                   uint64_t current, uint64_t limit)
+{
+    double tm = 0, ym = 0, sxx = 0, sxy = 0, syy = 0, span, fitted_last, cur;
+    size_t i;
+
+    memset(out, 0, sizeof(*out));
+    if (!t || !used || n < 2)
+        return;
+    for (i = 0; i < n; i++) {
+        tm += t[i];
+        ym += (double)used[i];
+    }
+    tm /= (double)n;
+    ym /= (double)n;
+    for (i = 0; i < n; i++) {
+        double dt = t[i] - tm, dy = (double)used[i] - ym;
+        sxx += dt * dt;
+        sxy += dt * dy;
+        syy += dy * dy;
+    }
+    if (!(sxx > 0))
+        return;
+    out->valid = 1;
+    out->slope_bytes_per_s = sxy / sxx;
+    out->r2 = syy > 0 ? (sxy * sxy) / (sxx * syy) : 1.0;
+    span = t[n - 1] - t[0];
+    out->growing = n >= OOM_TREND_MIN_SAMPLES && span >= OOM_TREND_MIN_SECONDS &&
+                   out->slope_bytes_per_s > 0 && out->r2 >= OOM_TREND_MIN_R2 &&
+                   out->slope_bytes_per_s * span >= (double)OOM_TREND_MIN_RISE;
+    if (!out->growing || limit == OOM_UNKNOWN)
+        return;
+    fitted_last = ym + out->slope_bytes_per_s * (t[n - 1] - tm);
+    cur = current == OOM_UNKNOWN ? fitted_last : (double)current;
+    out->has_eta = 1;
+    out->seconds_to_limit =
+        cur >= (double)limit ? 0 : ((double)limit - cur) / out->slope_bytes_per_s;
+}
+
+/* ---- plan file ----------------------------------------------------------------------------- */
+
+int oom_plan_file_peak(uint64_t *out, const char *path)
+{
+    json_object *root = NULL, *mem, *peak;
+    char *text = NULL;
+    size_t len;
+    int err;
+
+    if (!out || !path)
+        return oomi_fail(OOM_EINVAL, "plan peak: no file");
+    if ((err = oomi_read_file(&text, &len, path)))
+        return err;
+    root = json_tokener_parse(text);
+    if (!root || !json_object_is_type(root, json_type_object)) {
+        err = oomi_fail(OOM_EPARSE, "plan '%s' is not a JSON object", path);
+    } else if (!json_object_object_get_ex(root, "memory", &mem) ||
+               !json_object_object_get_ex(mem, "device_peak", &peak) || !peak) {
+        err = oomi_fail(OOM_ENOTFOUND, "plan '%s' has no .memory.device_peak", path);
+    } else if (json_object_is_type(peak, json_type_int) ||
+               json_object_is_type(peak, json_type_double)) {
+        double v = json_object_get_double(peak);
+        if (!(v >= 0) || v > 9.2e18)
+            err =
+                oomi_fail(OOM_EINVAL, "plan '%s': .memory.device_peak %g is out of range", path, v);
+        else
+            *out = (uint64_t)v;
+    } else if (json_object_is_type(peak, json_type_string)) {
+        if ((err = oom_parse_size(out, json_object_get_string(peak), OOM_UNIT_BYTES)))
+            err = oomi_fail_prefix(err, "plan '%s': .memory.device_peak: ", path);
+    } else {
+        err =
+            oomi_fail(OOM_EINVAL, "plan '%s': .memory.device_peak is not a number or a size", path);
+    }
+    json_object_put(root);
+    oomi_free(text);
+    return err;
+}
+
+/* ---- events -------------------------------------------------------------------------------- */
+
+static const char *const event_names[] = {"other", "launch", "oom", "restart",
+                                          "exit",  "signal", "kill"};
+
+const char *oom_run_event_kind_name(oom_run_event_kind kind)
+{
+    return (unsigned)kind < OOMI_ARRAY_LEN(event_names) ? event_names[kind] : "other";
+}
+
+/* an optional integer field: -1 when absent, null or not a number */
+static int64_t int_field(json_object *o, const char *key)
+{
+    json_object *v;
+    if (!json_object_object_get_ex(o, key, &v) || !v)
+        return -1;
+    if (json_object_is_type(v, json_type_int))
+        return json_object_get_int64(v);
+    if (json_object_is_type(v, json_type_double))
+        return (int64_t)json_object_get_double(v);
+    return -1;
+}
+
+static int fill_event(oom_run_event *ev, json_object *o)
+{
+    json_object *t, *name;
+    size_t i;
+    int64_t peak;
+
+    if (!json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, "time", &t) ||
+        !(json_object_is_type(t, json_type_double) || json_object_is_type(t, json_type_int)) ||
+        !json_object_object_get_ex(o, "event", &name) ||
+        !json_object_is_type(name, json_type_string))
+        return OOM_EPARSE;
+    memset(ev, 0, sizeof(*ev));
+    ev->time = json_object_get_double(t);
+    snprintf(ev->name, sizeof(ev->name), "%s", json_object_get_string(name));
+    for (i = 1; i < OOMI_ARRAY_LEN(event_names); i++)
+        if (!strcmp(ev->name, event_names[i]))
+            ev->kind = (oom_run_event_kind)i;
+    ev->pid = int_field(o, "pid");
+    ev->attempt = int_field(o, "attempt");
+    ev->batch = int_field(o, "batch");
+    ev->grad_accum = int_field(o, "grad_accum");
+    ev->exit_code = int_field(o, "exit_code");
+    peak = int_field(o, "peak_bytes");
+    ev->peak_bytes = peak < 0 ? OOM_UNKNOWN : (uint64_t)peak;
+    return OOM_OK;
+}
+
+int oom_run_event_parse(oom_run_event *out, const char *line, size_t len)
+{
+    json_tokener *tok;
+    json_object *o;
+    int err;
+
+    if (!out || !line)
+        return oomi_fail(OOM_EINVAL, "event: no line");
+    while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
+        len--;
+    if (len > INT32_MAX || !(tok = json_tokener_new()))
+        return oomi_nomem();
+    o = json_tokener_parse_ex(tok, line, (int)len);
+    if (!o || json_tokener_get_error(tok) != json_tokener_success ||
+        json_tokener_get_parse_end(tok) != len)
+        err = OOM_EPARSE;
+    else
+        err = fill_event(out, o);
+    json_object_put(o);
+    json_tokener_free(tok);
+    if (err)
+        return oomi_fail(err, "event line '%.*s' is not a JSON object with \"time\" and \"event\"",
+                         (int)(len < 60 ? len : 60), line);
+    return OOM_OK;
+}
+
+struct oom_event_log {
+    char *path;
+    off_t offset; /* bytes consumed: everything up to the last complete line */
+    dev_t dev;    /* the file read so far; another one (renamed over it) starts over */
+    ino_t ino;
+    int64_t last_batch;
+    size_t count, skipped;
+    oom_run_event events[OOM_EVENTS_KEPT];
+};
+
+int oom_event_log_open(oom_event_log **out, const char *path)
+{
+    oom_event_log *log;
+
+    if (!out || !path || !*path)
+        return oomi_fail(OOM_EINVAL, "events: no file name");
+    *out = NULL;
+    if (!(log = oomi_calloc(1, sizeof(*log))) || !(log->path = oomi_strdup(path))) {
+        oomi_free(log);
+        return oomi_nomem();
+    }
+    log->last_batch = -1;
+    *out = log;
+    return OOM_OK;
+}
+
+void oom_event_log_free(oom_event_log *log)
+{
+    if (!log)
+        return;
+    oomi_free(log->path);
+    oomi_free(log);
+}
+
+static void keep_event(oom_event_log *log, oom_run_event *ev)
+{
+    if (ev->batch >= 0) {
+        ev->batch_changed = log->last_batch >= 0 && ev->batch != log->last_batch;
+        log->last_batch = ev->batch;
+    }
+    if (log->count == OOM_EVENTS_KEPT) {
+        memmove(log->events, log->events + 1, (OOM_EVENTS_KEPT - 1) * sizeof(*ev));
+        log->count--;
+    }
+    log->events[log->count++] = *ev;
+}
+
+/* Parses the complete lines of buf[0..len); returns the bytes consumed. */
+static size_t take_lines(oom_event_log *log, const char *buf, size_t len, size_t *added)
+{
+    size_t start = 0, i;
+    oom_run_event ev;
+
+    for (i = 0; i < len; i++) {
+        if (buf[i] != '\n')
+            continue;
+        if (i > start && !(i == start + 1 && buf[start] == '\r')) {
+            if (oom_run_event_parse(&ev, buf + start, i - start) == OOM_OK) {
+                keep_event(log, &ev);
+                (*added)++;
+            } else {
+                log->skipped++;
+            }
+        }
+        start = i + 1;
+    }
+    return start;
+}
+
+int oom_event_log_poll(oom_event_log *log, size_t *added)
+{
+    struct stat st;
+    char *buf = NULL;
+    size_t len = 0, n_added = 0;
+    ssize_t r;
+    int fd, err = OOM_OK;
+
+    if (added)
+        *added = 0;
+    if (!log)
+        return oomi_fail(OOM_EINVAL, "events: no log");
+    if ((fd = open(log->path, O_RDONLY | O_CLOEXEC)) < 0)
+        return errno == ENOENT
+                   ? OOM_OK
+                   : oomi_fail(OOM_EIO, "cannot open events '%s': %s", log->path, strerror(errno));
+    if (fstat(fd, &st) != 0) {
+        err = oomi_fail(OOM_EIO, "cannot stat events '%s': %s", log->path, strerror(errno));
+        goto done;
+    }
+    if (st.st_size < log->offset || st.st_dev != log->dev || st.st_ino != log->ino) {
+        /* truncated, or another file now has the name: start over */
+        log->dev = st.st_dev;
+        log->ino = st.st_ino;
+        log->offset = 0;
+        log->count = 0;
+        log->last_batch = -1;
+    }
+    if (st.st_size == log->offset)
+        goto done;
+    if ((uint64_t)(st.st_size - log->offset) > 64 * OOM_MiB) { /* skip to the recent part */
+        log->offset = st.st_size - (off_t)(64 * OOM_MiB);
+    }
+    len = (size_t)(st.st_size - log->offset);
+    if (!(buf = oomi_malloc(len + 1))) {
+        err = oomi_nomem();
+        goto done;
+    }
+    r = pread(fd, buf, len, log->offset);
+    if (r < 0) {
+        err = oomi_fail(OOM_EIO, "cannot read events '%s': %s", log->path, strerror(errno));
+        goto done;
+    }
+    buf[r] = '\0';
+    log->offset += (off_t)take_lines(log, buf, (size_t)r, &n_added);
+    if (added)
+        *added = n_added;
+done:
+    oomi_free(buf);
+    close(fd);
+    return err;
+}
+
+size_t oom_event_log_count(const oom_event_log *log)
+{
+    return log ? log->count : 0;
+}
+
+const oom_run_event *oom_event_log_at(const oom_event_log *log, size_t index)
+{
+    return log && index < log->count ? &log->events[index] : NULL;
+}
+
+size_t oom_event_log_skipped(const oom_event_log *log)
+{
+    return log ? log->skipped : 0;
+}

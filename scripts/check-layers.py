@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""check-layers.py - the library's folders depend on each other one way only.
+
+Usage: scripts/check-layers.py SOURCE_DIR [BUILD_DIR]
+
+Two checks, both against the table LAYERS below (lib/README.md explains it):
+  1. includes: a file in lib/X may include "X/..." and "Y/..." only for Y in LAYERS[X];
+  2. symbols (when BUILD_DIR holds the object files): every function or variable one object file
+     uses from another must come from the same folder or an allowed one, and no two files (in
+     lib/ or cli/) may use each other, directly or around a longer circle.
+The symbol check is the stronger one: a call through a public oom_* function declared in
+oomless.h needs no internal include, but it is still a dependency. Exit 1 with one line per
+violation, 0 when the tree is clean.
+"""
+import os
+import re
+import subprocess
+import sys
+
+# folder -> folders it may use (besides itself). Keep in step with lib/README.md.
+LAYERS = {
+    "core": [],
+    "gpu": ["core"],
+    "model": ["core"],
+    "estimate": ["model", "gpu", "core"],
+    "calib": ["gpu", "core"],
+    "plan": ["estimate", "model", "calib", "gpu", "core"],
+    "job": ["calib", "gpu", "core"],
+    "watch": ["gpu", "core"],
+    "apply": ["core"],
+}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+
+
+def check_includes(src):
+    errors = []
+    lib = os.path.join(src, "lib")
+    for folder in sorted(os.listdir(lib)):
+        path = os.path.join(lib, folder)
+        if not os.path.isdir(path):
+            continue
+        if folder not in LAYERS:
+            errors.append("lib/%s: a folder the layer table does not know (add it to "
+                          "scripts/check-layers.py and lib/README.md)" % folder)
+            continue
+        allowed = set(LAYERS[folder]) | {folder}
+        for needed in ("README.md", folder + ".h"):
+            if not os.path.isfile(os.path.join(path, needed)):
+                errors.append("lib/%s: no %s (each folder states its job in a README and shares "
+                              "its declarations in one header named after it)" % (folder, needed))
+        for name in sorted(os.listdir(path)):
+            if not name.endswith((".c", ".h")):
+                continue
+            with open(os.path.join(path, name), encoding="utf-8") as f:
+                for lineno, line in enumerate(f, 1):
+                    m = INCLUDE.match(line)
+                    if not m:
+                        continue
+                    target = m.group(1)
+                    if target == "oomless.h":
+                        continue
+                    if "/" not in target:
+                        errors.append("lib/%s/%s:%d: include \"%s\": name the folder "
+                                      "(\"%s/%s\")" % (folder, name, lineno, target, folder,
+                                                       target))
+                        continue
+                    dep = target.split("/", 1)[0]
+                    if dep not in allowed:
+                        errors.append("lib/%s/%s:%d: include \"%s\": %s may not use %s (allowed: "
+                                      "%s)" % (folder, name, lineno, target, folder, dep,
+                                               ", ".join(LAYERS[folder]) or "nothing"))
+    return errors
+
+
+def object_files(build):
+    found = []
+    for root, _dirs, files in os.walk(build):
+        for name in files:
+            if not name.endswith(".c.o"):
+                continue
+            full = os.path.join(root, name)
+            rel = full.replace(os.sep, "/")
+            for part in ("/oomless_objs.dir/", "/oomless_cli.dir/"):
+                if part in rel:
+                    found.append((rel.split(part, 1)[1][:-2], full))  # "lib/core/alloc.c"
+    return found
+
+
+def symbols(path):
+    out = subprocess.run(["nm", path], capture_output=True, text=True, check=True).stdout
+    defined, used = set(), set()
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) == 3 and parts[1] in "TDBRC":
+            defined.add(parts[2])
+        elif len(parts) == 2 and parts[0] == "U":
+            used.add(parts[1])
+    return defined, used
+
+
+def find_cycle(graph):
+    """Some circle of the file graph as a list of files, or None."""
+    state = {}
+    stack = []
+
+    def visit(node):
+        state[node] = 1
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state:
+                cycle = visit(nxt)
+                if cycle:
+                    return cycle
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state:
+            cycle = visit(node)
+            if cycle:
+                return cycle
+    return None
+
+
+def check_symbols(build):
+    objs = object_files(build)
+    if not objs:
+        return ["%s: no object files of liboomless found (build first)" % build]
+    owner, uses = {}, {}
+    for src, path in objs:
+        defined, used = symbols(path)
+        for sym in defined:
+            owner[sym] = src
+        uses[src] = used
+    errors = []
+    graph = {}
+    for src, used in sorted(uses.items()):
+        for sym in sorted(used):
+            dst = owner.get(sym)
+            if not dst or dst == src:
+                continue
+            graph.setdefault(src, set()).add(dst)
+            if not (src.startswith("lib/") and dst.startswith("lib/")):
+                if src.startswith("lib/") and dst.startswith("cli/"):
+                    errors.append("%s uses %s from %s: the library never calls the tool"
+                                  % (src, sym, dst))
+                continue
+            a, b = src.split("/")[1], dst.split("/")[1]
+            if a != b and b not in LAYERS.get(a, []):
+                errors.append("%s uses %s from %s: %s may not use %s" % (src, sym, dst, a, b))
+    cycle = find_cycle(graph)
+    if cycle:
+        errors.append("files depend on each other in a circle: " + " -> ".join(cycle))
+    return errors
+
+
+def main(argv):
+    if len(argv) not in (2, 3):
+        sys.stderr.write(__doc__)
+        return 2
+    errors = check_includes(argv[1])
+    if len(argv) == 3:
+        errors += check_symbols(argv[2])
+    for e in errors:
+        print(e)
+    if errors:
+        print("check-layers: %d problem(s); the rules are in lib/README.md" % len(errors))
+        return 1
+    print("check-layers: every dependency points one way")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
