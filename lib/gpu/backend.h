@@ -23,4 +23,8 @@ struct oomi_gpu_backend {
 
 extern const struct oomi_gpu_backend oomi_nvml_backend;
 
+/* The backend oom_gpu_open() uses: NVML (gpu_nvml.c). A build without GPU access (the WebAssembly
+ * build, web/) leaves gpu_nvml.c out and links a backend whose open() fails with OOM_ENODEV. */
+extern const struct oomi_gpu_backend *const oomi_gpu_default_backend;
+
 #endif

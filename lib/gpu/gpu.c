@@ -22,7 +22,7 @@ int oom_gpu_open(oom_gpu_session **out)
     *out = NULL;
     if (!(s = oomi_calloc(1, sizeof(*s))))
         return oomi_nomem();
-    s->backend = &oomi_nvml_backend;
+    s->backend = oomi_gpu_default_backend;
     if ((err = s->backend->open(&s->state))) {
         oomi_free(s);
         return err;

@@ -387,3 +387,5 @@ static void nvml_versions(void *state, oom_gpu_list *list)
 const struct oomi_gpu_backend oomi_nvml_backend = {
     "nvml", nvml_open, nvml_close, nvml_count, nvml_uuid, nvml_read, nvml_versions,
 };
+
+const struct oomi_gpu_backend *const oomi_gpu_default_backend = &oomi_nvml_backend;

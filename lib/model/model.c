@@ -7,6 +7,7 @@
 #include "model/model.h"
 
 #include <json-c/json.h>
+#include <limits.h>
 #include <string.h>
 
 /* ---- reading keys ---------------------------------------------------------------------------- */
@@ -15,6 +16,10 @@ typedef struct cfg_ctx {
     json_object *cfg;
     const char *path;
 } cfg_ctx;
+
+/* The largest number a config key may hold: 2^40, or what a long holds where that is less (32
+ * bits in the WebAssembly build, web/) */
+#define CFG_NUM_MAX ((int64_t)1 << 40 < LONG_MAX ? (int64_t)1 << 40 : (int64_t)LONG_MAX)
 
 /* The first of `keys` (NULL-terminated) present with a number; *found = 0 when none is. */
 static int get_num(const cfg_ctx *c, const char *const *keys, long *out, bool required, long dflt)
@@ -28,7 +33,7 @@ static int get_num(const cfg_ctx *c, const char *const *keys, long *out, bool re
         if (!json_object_is_type(v, json_type_int) && !json_object_is_type(v, json_type_double))
             return oomi_fail(OOM_EPARSE, "model config '%s': key '%s' is not a number", c->path,
                              keys[i]);
-        if (json_object_get_int64(v) < 0 || json_object_get_int64(v) > (1LL << 40))
+        if (json_object_get_int64(v) < 0 || json_object_get_int64(v) > CFG_NUM_MAX)
             return oomi_fail(OOM_EPARSE, "model config '%s': key '%s' is out of range", c->path,
                              keys[i]);
         *out = (long)json_object_get_int64(v);
@@ -364,7 +369,7 @@ static int read_shape(oomi_model *m, const cfg_ctx *c)
                          "model config '%s': %ld key/value heads do not divide %ld heads", c->path,
                          m->kv_heads, m->heads);
     /* each number is at most 2^40; their products must stay far from a long's range */
-    if (m->heads > (1L << 40) / m->head_dim)
+    if (m->heads > CFG_NUM_MAX / m->head_dim)
         return oomi_fail(OOM_EPARSE,
                          "model config '%s': %ld heads of %ld dimensions are out of range", c->path,
                          m->heads, m->head_dim);
