@@ -4,6 +4,7 @@
 #   make check      install missing packages, build, run every test
 #   make install PREFIX=/usr/local
 #   make check-sanitize | check-valgrind | fuzz FUZZ_SECONDS=N | bench | format | clean
+#   make web | web-serve | check-web   the page in build/web (WebAssembly; web/README.md)
 
 BUILD      ?= build
 PREFIX     ?= /usr/local
@@ -13,7 +14,8 @@ ifneq ($(OOMLESS_WERROR),)
 CMAKE_ARGS += -DOOMLESS_WERROR=ON
 endif
 
-.PHONY: all deps configure demo check install clean check-sanitize check-valgrind fuzz bench format
+.PHONY: all deps configure demo check install clean check-sanitize check-valgrind fuzz bench format \
+        web web-serve check-web
 
 all: configure
 	cmake --build $(BUILD) -j $(JOBS)
@@ -70,6 +72,20 @@ fuzz: deps
 
 bench: all
 	bench/run.sh $(BUILD)
+
+# The page: liboomless compiled to WebAssembly with emscripten, and web/ (not part of make/check).
+WEB_PORT ?= 8000
+web: all
+	@scripts/install-deps.sh --web
+	scripts/web-build.sh $(BUILD)
+
+web-serve: web
+	@echo "oomless web: http://127.0.0.1:$(WEB_PORT)/"
+	python3 -m http.server --bind 127.0.0.1 --directory $(BUILD)/web $(WEB_PORT)
+
+# the page in headless Chromium against the CLI (tests/web/test_web.py)
+check-web: web
+	python3 tests/web/test_web.py $(BUILD)
 
 format:
 	clang-format -i include/*.h lib/*/*.c lib/*/*.h cli/*.c cli/*.h tests/unit/*.c tests/fake/*.c

@@ -1,9 +1,18 @@
 #!/bin/sh
 # Installs the Debian packages oomless needs to build and test, and nothing when all are present.
-# Usage: scripts/install-deps.sh [--check]   (--check: only report what is missing, exit 1 if any)
+# Usage: scripts/install-deps.sh [--check] [--web]   (--check: only report what is missing, exit 1
+# if any; --web: also what `make web` and `make check-web` need: emscripten and Chromium)
 set -eu
 
 PKGS="cmake ninja-build gcc pkg-config libcmocka-dev libjson-c-dev libyaml-dev libncurses-dev scdoc python3 tmux jq clang llvm valgrind"
+CHECK=""
+for arg in "$@"; do
+    case $arg in
+    --check) CHECK=1 ;;
+    --web) PKGS="$PKGS emscripten chromium" ;;
+    *) echo "usage: scripts/install-deps.sh [--check] [--web]" >&2; exit 2 ;;
+    esac
+done
 
 missing=""
 for p in $PKGS; do
@@ -34,7 +43,7 @@ fi
 if [ -z "$missing" ]; then
     exit 0
 fi
-if [ "${1:-}" = "--check" ]; then
+if [ -n "$CHECK" ]; then
     echo "missing Debian packages:$missing" >&2
     exit 1
 fi

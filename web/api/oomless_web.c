@@ -129,6 +129,17 @@ EMSCRIPTEN_KEEPALIVE const char *oomw_version(void)
     return oom_version();
 }
 
+/* oom_format_size(): "23.99 GiB", as the CLI's text output writes sizes. `bytes` is a double (a
+ * JavaScript number: exact up to 2^53 bytes); negative or beyond 2^63 gives "". */
+EMSCRIPTEN_KEEPALIVE const char *oomw_format_size(double bytes)
+{
+    static char buf[32];
+    buf[0] = '\0';
+    if (bytes >= 0 && bytes < 9.2e18)
+        oom_format_size(buf, sizeof(buf), (uint64_t)bytes);
+    return buf;
+}
+
 /* `oomless estimate --list-models --json` */
 EMSCRIPTEN_KEEPALIVE int oomw_presets(void)
 {

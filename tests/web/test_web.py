@@ -1,0 +1,411 @@
+#!/usr/bin/env python3
+"""test_web.py - the web page (make web) in headless Chromium, against the oomless CLI.
+
+usage: python3 tests/web/test_web.py [BUILD]      (make check-web; BUILD defaults to build)
+
+Serves BUILD/web on 127.0.0.1, drives Chromium through the DevTools protocol (tests/web/cdp.py),
+chooses settings as a person would (selects, inputs, a chosen and a dropped config.json, keys),
+reads the verdict and the numbers from the page and checks them against `oomless estimate` and
+`oomless plan` run with the same settings: the JSON documents byte for byte, the sizes and shares
+as the CLI's text output writes them, the exit statuses. Screenshots go to BUILD/web-screenshots/.
+"""
+import functools
+import gzip
+import http.server
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, HERE)
+import cdp  # noqa: E402
+
+BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 and not sys.argv[1].startswith("-") else
+                        os.path.join(ROOT, "build"))
+SITE = os.path.join(BUILD, "web")
+OOMLESS = os.path.join(BUILD, "oomless")
+SHOTS = os.path.join(BUILD, "web-screenshots")
+# the CLI without a GPU and without the user's own files, as the page is
+TMP = tempfile.mkdtemp(prefix="oomless-web-test-")
+CLI_ENV = {k: v for k, v in os.environ.items() if k not in ("OOMLESS_GPU", "GPU_PROFILE", "OOMLESS_BATCH_SIZE",
+                                                            "CUDA_VISIBLE_DEVICES")}
+CLI_ENV.update(XDG_CONFIG_HOME=os.path.join(TMP, "config"), XDG_CACHE_HOME=os.path.join(TMP, "cache"),
+               OOMLESS_DATA_DIR=os.path.join(ROOT, "data"), OOMLESS_NVML_LIBRARY=os.path.join(TMP, "no-nvml.so"))
+
+COMPONENT_LABELS = {  # the page's rows and the CLI's text rows
+    "weights": "weights", "gradients": "gradients", "optimizer": "optimizer states",
+    "activations": "activations", "logits": "logits / loss", "kv_cache": "KV cache",
+    "temporaries": "temporaries", "cache": "allocator cache", "overhead": "CUDA context / overhead",
+    "device_peak": "total (device peak)",
+}
+
+
+def cli(*args, cwd=None):
+    return subprocess.run([OOMLESS, *args], capture_output=True, text=True, env=CLI_ENV, cwd=cwd)
+
+
+def cli_args(options):
+    out = []
+    for k, v in options.items():
+        out += ["--" + k, v]
+    return out
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    extensions_map = dict(http.server.SimpleHTTPRequestHandler.extensions_map, **{".wasm": "application/wasm"})
+
+    def log_message(self, *args):
+        pass
+
+
+class WebTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        for f in ("index.html", "app.js", "style.css", "oomless.js", "oomless.wasm", "accuracy.json"):
+            if not os.path.isfile(os.path.join(SITE, f)):
+                raise unittest.SkipTest(f"{SITE}/{f} is missing: run make web")
+        if not os.access(OOMLESS, os.X_OK):
+            raise unittest.SkipTest(f"{OOMLESS} is missing: run make")
+        handler = functools.partial(QuietHandler, directory=SITE)
+        cls.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        cls.url = f"http://127.0.0.1:{cls.server.server_address[1]}/"
+        threading.Thread(target=cls.server.serve_forever, daemon=True).start()
+        cls.b = cdp.Browser(width=1280, height=1000)
+        os.makedirs(SHOTS, exist_ok=True)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.b.close()
+        cls.server.shutdown()
+        cls.server.server_close()
+
+    # ---- page helpers ----------------------------------------------------------------------------
+
+    def open(self, fragment=""):
+        b = self.b
+        b.navigate("about:blank")
+        b.wait_for("document.readyState === 'complete' && location.href === 'about:blank'")
+        b.events.clear()
+        b.navigate(self.url + fragment)
+        b.wait_for("document.body && Number(document.body.dataset.ready || 0) >= 1", timeout=30)
+        return b
+
+    def updates(self):
+        return int(self.b.eval("Number(document.body.dataset.ready || 0)"))
+
+    def choose(self, **fields):
+        """Sets form fields as a person would (the value, then the element's input/change event),
+        all in one task, then waits for the page's next update."""
+        before = self.updates()
+        self.b.eval(f"""(() => {{ for (const [name, value] of Object.entries({json.dumps(fields)})) {{
+                const e = document.getElementById(name);
+                e.focus(); e.value = value;
+                if (e.value !== value) throw new Error('cannot set #' + name + ' to ' + value);
+                e.dispatchEvent(new Event('input', {{bubbles: true}}));
+                e.dispatchEvent(new Event('change', {{bubbles: true}})); }} }})()""")
+        self.b.wait_for(f"Number(document.body.dataset.ready) > {before}")
+
+    def page(self):
+        return self.b.eval("""(() => ({
+            estimate: document.getElementById('estimate-json').textContent,
+            plan: document.getElementById('plan-json').textContent,
+            verdict: document.getElementById('verdict').textContent,
+            fits: document.getElementById('verdict').dataset.fits,
+            error: document.getElementById('error').hidden ? '' : document.getElementById('error').textContent,
+            configError: document.getElementById('config-error').hidden ? '' :
+                document.getElementById('config-error').textContent,
+            best: (document.getElementById('plan-best') || {}).textContent || '',
+            rows: [...document.querySelectorAll('#breakdown tbody tr')].map(r => ({
+                key: r.dataset.key, bytes: r.dataset.bytes, label: r.cells[0].textContent,
+                size: r.cells[1].textContent, share: r.cells[2].textContent})),
+            segments: document.querySelectorAll('#bar .seg').length,
+            curvePoints: document.querySelectorAll('#curve circle.pt').length,
+            commands: document.getElementById('commands').textContent,
+            href: location.href,
+        }))()""")
+
+    def check_estimate(self, p, args, cwd=None):
+        """The page's estimate against `oomless estimate ARGS`: JSON, verdict, every number shown."""
+        j = cli("estimate", "--json", *args, cwd=cwd)
+        self.assertIn(j.returncode, (0, 1), j.stderr)
+        self.assertEqual(p["estimate"], j.stdout, f"estimate JSON differs for {args}")
+        doc = json.loads(j.stdout)
+        m = doc["memory"]
+        want = dict(m, cache=m["reserved_peak"] - m["allocated_peak"])
+        text = cli("estimate", *args, cwd=cwd).stdout
+        self.assertEqual(len(p["rows"]), len(COMPONENT_LABELS))
+        for row in p["rows"]:
+            self.assertEqual(int(row["bytes"]), want[row["key"]], row)
+            label = COMPONENT_LABELS[row["key"]]
+            self.assertEqual(row["label"], label)
+            # the CLI's text row: "  weights                       :     5.64 GiB   30.1%"
+            mt = re.search(r"^  " + re.escape(label) + r"\s*:\s*(.+?)\s+([0-9.]+%)$", text, re.M)
+            self.assertTrue(mt, f"no row {label!r} in the CLI's text output")
+            self.assertEqual((row["size"], row["share"]), (mt.group(1), mt.group(2)), label)
+        if "budget" in doc:
+            self.assertEqual(p["fits"], "true" if doc["budget"]["fits"] else "false")
+            self.assertEqual(j.returncode, 0 if doc["budget"]["fits"] else 1)
+            verdict = re.search(r"^  fits\s*:\s*(yes|NO) \((.+) (to spare|over)\)$", text, re.M)
+            self.assertTrue(p["verdict"].startswith("Fits" if verdict.group(1) == "yes" else "Does not fit"),
+                            p["verdict"])
+            self.assertIn(f"({verdict.group(2)} {verdict.group(3)})", p["verdict"])
+        return doc
+
+    def check_plan(self, p, args, cwd=None):
+        j = cli("plan", "--json", *args, cwd=cwd)
+        self.assertIn(j.returncode, (0, 1), j.stderr)
+        self.assertEqual(p["plan"], j.stdout, f"plan JSON differs for {args}")
+        doc = json.loads(j.stdout)
+        if doc["found"]:
+            self.assertEqual(j.returncode, 0)
+            pl = doc["plan"]
+            self.assertTrue(p["best"].startswith(f"batch {pl['batch_size']} × {pl['grad_accum']} accumulation "
+                                                 f"(effective {pl['effective_batch']}), seq {pl['seq_len']}, "
+                                                 f"checkpointing {pl['checkpointing']}, {pl['precision']}"), p["best"])
+        else:
+            self.assertEqual(j.returncode, 1)
+            first = next(ln for ln in j.stderr.splitlines() if ln.startswith("oomless plan: "))
+            self.assertEqual(p["best"], first)
+        return doc
+
+    # ---- tests ------------------------------------------------------------------------------------
+
+    def test_1_default_view_and_screenshot(self):
+        b = self.open()
+        p = self.page()
+        self.check_estimate(p, ["--model", "llama-3.1-8b", "--method", "lora", "--seq", "2048", "--gpu", "rtx-4090"])
+        self.check_plan(p, ["--model", "llama-3.1-8b", "--method", "lora", "--seq", "2048", "--gpu", "rtx-4090",
+                            "--target-effective-batch", "32"])
+        self.assertGreater(p["segments"], 3)
+        self.assertGreater(p["curvePoints"], 4)
+        version = b.eval("document.getElementById('version').textContent")
+        cli_version = re.search(r"\b(\d+\.\d+\.\d+)\b", cli("--version").stdout).group(1)
+        self.assertEqual(version, f"oomless {cli_version} (WebAssembly)")
+        acc = b.wait_for("document.getElementById('accuracy-source').textContent")
+        self.assertRegex(acc, r"median \|error\| [0-9.]+% \(max [0-9.]+%\) over \d+ public measurements")
+        b.screenshot(os.path.join(SHOTS, "desktop.png"))
+        self.assertEqual(b.console_errors(), [])
+
+    def test_2_choices_match_the_cli(self):
+        self.open()
+        cases = [
+            ({"model": "qwen2.5-7b", "method": "qlora", "batch": "4", "seq": "1024", "checkpointing": "full",
+              "gpu": "a100-40gb"},
+             ["--model", "qwen2.5-7b", "--method", "qlora", "--batch", "4", "--seq", "1024",
+              "--checkpointing", "full", "--gpu", "a100-40gb"]),
+            # does not fit: estimate exits 1, the planner finds nothing either
+            ({"model": "llama-3.1-70b", "method": "full", "batch": "1", "seq": "4096", "checkpointing": "none",
+              "gpu": "rtx-4090"},
+             ["--model", "llama-3.1-70b", "--seq", "4096", "--gpu", "rtx-4090"]),
+            ({"model": "mistral-7b", "method": "inference", "precision": "int8", "batch": "8", "seq": "4096",
+              "attention": "flash", "gpu": "l4", "margin": "10%"},
+             ["--model", "mistral-7b", "--method", "inference", "--precision", "int8", "--batch", "8",
+              "--seq", "4096", "--attention", "flash", "--gpu", "l4", "--vram-safety-margin", "10%"]),
+            ({"model": "gpt2-xl", "method": "full", "precision": "auto", "optimizer": "adamw-8bit",
+              "loss": "chunked", "batch": "16", "seq": "1024", "attention": "sdpa", "gpu": "custom",
+              "vram": "20", "margin": "1GiB", "effective": "64"},
+             ["--model", "gpt2-xl", "--optimizer", "adamw-8bit", "--batch", "16", "--seq", "1024",
+              "--loss", "chunked", "--vram", "20"]),
+        ]
+        for fields, args in cases:
+            with self.subTest(fields=fields):
+                self.choose(**fields)
+                p = self.page()
+                self.assertEqual(p["error"], "")
+                self.check_estimate(p, args)
+                plan_args = [a for i, a in enumerate(args)
+                             if not (a in ("--batch", "--checkpointing") or (i and args[i - 1] in ("--batch", "--checkpointing")))]
+                self.check_plan(p, plan_args + ["--target-effective-batch", fields.get("effective", "32")])
+
+    def test_3_every_preset_and_method(self):
+        """Every preset with every method through the page's module, against the CLI."""
+        b = self.open()
+        presets = json.loads(cli("estimate", "--list-models", "--json").stdout)
+        for preset in presets:
+            for method in ("full", "lora", "qlora", "inference"):
+                opts = {"model": preset["name"], "method": method, "seq": "256", "gpu": "a100-80gb"}
+                r = b.eval(f"window.oomlessPage.call('oomw_estimate', {json.dumps(opts)})")
+                c = cli("estimate", "--json", *cli_args(opts))
+                self.assertEqual((r["rc"], r["out"]), (c.returncode, c.stdout), opts)
+                if c.returncode > 1:
+                    self.assertEqual(r["err"], c.stderr.strip(), opts)
+            opts = {"model": preset["name"], "method": "lora", "gpu": "rtx-4090"}
+            r = b.eval(f"window.oomlessPage.call('oomw_plan', {json.dumps(opts)})")
+            c = cli("plan", "--json", *cli_args(opts))
+            self.assertEqual((r["rc"], r["out"]), (c.returncode, c.stdout), opts)
+        opts = {"model": "llama-3.1-8b", "method": "lora", "seq": "2048", "gpus": "rtx-3090,a100-80gb,h100-sxm"}
+        r = b.eval(f"window.oomlessPage.call('oomw_table', {json.dumps(opts)})")
+        c = cli("table", "--format", "json", *cli_args(opts))
+        self.assertEqual((r["rc"], r["out"]), (c.returncode, c.stdout))
+
+    def test_4_bad_values_give_the_cli_message(self):
+        self.open()
+        base = ["--model", "llama-3.1-8b", "--method", "lora"]
+        cases = [({"batch": "0"}, base + ["--batch", "0", "--seq", "2048", "--gpu", "rtx-4090"]),
+                 ({"seq": ""}, base + ["--seq", "", "--gpu", "rtx-4090"]),  # a cleared field
+                 ({"gpu": "custom", "vram": "16 XB"}, base + ["--seq", "2048", "--vram", "16 XB"]),
+                 ({"margin": "200%"}, base + ["--seq", "2048", "--gpu", "rtx-4090", "--vram-safety-margin", "200%"])]
+        for fields, args in cases:
+            with self.subTest(fields=fields):
+                self.choose(batch="1", seq="2048", gpu="rtx-4090", margin="1GiB")
+                self.choose(**fields)
+                p = self.page()
+                c = cli("estimate", *args)
+                self.assertEqual(c.returncode, 2, c.stderr)
+                self.assertEqual(p["error"], c.stderr.strip())
+
+    def _config_dir(self):
+        d = tempfile.mkdtemp(dir=TMP)
+        with open(os.path.join(ROOT, "data", "models", "qwen2.5-1.5b.json")) as f:
+            cfg = json.load(f)
+        cfg["_name_or_path"] = "my-org/my-model"
+        with open(os.path.join(d, "config.json"), "w") as f:
+            json.dump(cfg, f, indent=2)
+        return d
+
+    def test_5_chosen_and_dropped_config(self):
+        d = self._config_dir()
+        b = self.open()
+        self.choose(method="lora", batch="2", seq="1024", checkpointing="none", gpu="rtx-3090")
+        before = self.updates()
+        b.set_file("#config-file", os.path.join(d, "config.json"))
+        b.wait_for(f"Number(document.body.dataset.ready) > {before}")
+        p = self.page()
+        self.assertEqual(p["error"], "")
+        args = ["--model", "config.json", "--method", "lora", "--batch", "2", "--seq", "1024", "--gpu", "rtx-3090"]
+        self.check_estimate(p, args, cwd=d)
+        self.check_plan(p, ["--model", "config.json", "--method", "lora", "--seq", "1024", "--gpu", "rtx-3090",
+                            "--target-effective-batch", "32"], cwd=d)
+        self.assertIn("--model config.json", p["commands"])
+        # dropped onto the drop zone (a drop event carrying the file, as the browser makes one)
+        b.eval("document.getElementById('config-clear').click()")
+        with open(os.path.join(d, "config.json")) as f:
+            text = f.read()
+        before = self.updates()
+        b.eval(f"""(() => {{ const dt = new DataTransfer();
+            dt.items.add(new File([{json.dumps(text)}], 'config.json', {{type: 'application/json'}}));
+            const zone = document.getElementById('drop');
+            zone.dispatchEvent(new DragEvent('dragover', {{bubbles: true, cancelable: true, dataTransfer: dt}}));
+            zone.dispatchEvent(new DragEvent('drop', {{bubbles: true, cancelable: true, dataTransfer: dt}})); }})()""")
+        b.wait_for(f"Number(document.body.dataset.ready) > {before}")
+        p2 = self.page()
+        self.assertEqual(p2["estimate"], p["estimate"])
+        self.assertEqual(p2["plan"], p["plan"])
+        self.assertIn("config=config.json", p2["href"])
+
+    def test_6_bad_config_gives_a_readable_error(self):
+        d = tempfile.mkdtemp(dir=TMP)
+        cases = {
+            "broken.json": '{"model_type": "llama", "hidden_size": 4096,',
+            "nokey.json": '{"model_type": "llama", "hidden_size": 4096}',
+            "notjson.json": "this is not JSON\n",
+        }
+        b = self.open()
+        for name, text in cases.items():
+            with self.subTest(file=name):
+                path = os.path.join(d, name)
+                with open(path, "w") as f:
+                    f.write(text)
+                before = self.updates()
+                b.set_file("#config-file", path)
+                b.wait_for(f"Number(document.body.dataset.ready) > {before}")
+                p = self.page()
+                c = cli("estimate", "--model", name, "--method", "lora", "--seq", "2048", "--gpu", "rtx-4090", cwd=d)
+                self.assertEqual(c.returncode, 2)
+                self.assertEqual(p["error"], c.stderr.strip())
+                self.assertEqual(p["configError"], c.stderr.strip())
+                self.assertIn(name, p["configError"])
+                visible = b.eval("getComputedStyle(document.getElementById('config-error')).display !== 'none'")
+                self.assertTrue(visible)
+                b.eval("document.getElementById('config-clear').click()")
+        b.screenshot(os.path.join(SHOTS, "after-errors.png"))
+
+    def test_7_shared_url_restores_the_state(self):
+        d = self._config_dir()
+        b = self.open()
+        self.choose(method="qlora", precision="4bit", batch="3", seq="3000", checkpointing="selective",
+                    attention="eager", loss="chunked", optimizer="adamw-8bit", gpu="custom", vram="22.5",
+                    margin="5%", effective="48")
+        before = self.updates()
+        b.set_file("#config-file", os.path.join(d, "config.json"))
+        b.wait_for(f"Number(document.body.dataset.ready) > {before}")
+        first = self.page()
+        fields = ["model", "method", "precision", "batch", "seq", "checkpointing", "attention", "loss",
+                  "optimizer", "gpu", "vram", "margin", "effective"]
+        values = b.eval("(" + json.dumps(fields) + ").map(f => document.getElementById(f).value)")
+        url = first["href"]
+        self.assertIn("#", url)
+        # a new page from the link alone
+        b.navigate("about:blank")
+        b.wait_for("location.href === 'about:blank'")
+        b.navigate(url)
+        b.wait_for("document.body && Number(document.body.dataset.ready || 0) >= 1", timeout=30)
+        second = self.page()
+        self.assertEqual(b.eval("(" + json.dumps(fields) + ").map(f => document.getElementById(f).value)"), values)
+        self.assertEqual(second["estimate"], first["estimate"])
+        self.assertEqual(second["plan"], first["plan"])
+        self.assertEqual(second["href"], url)
+        self.assertTrue(b.eval("!document.getElementById('config-loaded').hidden"))
+        self.check_estimate(second, ["--model", "config.json", "--method", "qlora", "--precision", "4bit", "--optimizer",
+                                     "adamw-8bit", "--batch", "3", "--seq", "3000", "--checkpointing", "selective",
+                                     "--attention", "eager", "--loss", "chunked", "--vram", "22.5",
+                                     "--vram-safety-margin", "5%"], cwd=d)
+
+    def test_8_keyboard_and_labels(self):
+        b = self.open()
+        unlabeled = b.eval("""[...document.querySelectorAll('input, select')].filter(e =>
+            !(e.labels && e.labels.length && e.labels[0].textContent.trim())).map(e => e.id)""")
+        self.assertEqual(unlabeled, [])
+        # Tab from the page's start reaches the form; arrow keys change a select; results follow
+        b.eval("document.activeElement.blur()")
+        seen = []
+        for _ in range(6):
+            b.press("Tab", key_code=9)
+            seen.append(b.eval("document.activeElement.id || document.activeElement.tagName"))
+        self.assertIn("model", seen)
+        b.eval("document.getElementById('method').focus()")
+        before = self.updates()
+        b.press("ArrowDown", key_code=40)
+        b.wait_for(f"Number(document.body.dataset.ready) > {before}")
+        self.assertEqual(b.eval("document.getElementById('method').value"), "qlora")
+        p = self.page()
+        self.check_estimate(p, ["--model", "llama-3.1-8b", "--method", "qlora", "--seq", "2048", "--gpu", "rtx-4090"])
+        # typing a number
+        b.eval("(() => { const e = document.getElementById('batch'); e.focus(); e.select(); })()")
+        before = self.updates()
+        b.press("4", code="Digit4", key_code=52)
+        b.wait_for(f"Number(document.body.dataset.ready) > {before}")
+        self.assertEqual(b.eval("document.getElementById('batch').value"), "4")
+
+    def test_9_phone_width_and_size(self):
+        b = self.b
+        b.set_viewport(390, 844, mobile=True)
+        try:
+            self.open()
+            width = b.eval("document.documentElement.scrollWidth")
+            self.assertLessEqual(width, 390, "the page scrolls sideways on a phone")
+            b.screenshot(os.path.join(SHOTS, "phone.png"))
+        finally:
+            b.send("Emulation.clearDeviceMetricsOverride")
+        # what a browser downloads for the calculator, compressed (gzip -9, as a server would send it)
+        total = 0
+        for f in ("oomless.wasm", "oomless.js", "app.js", "style.css", "index.html"):
+            with open(os.path.join(SITE, f), "rb") as fh:
+                total += len(gzip.compress(fh.read(), 9))
+        print(f"\n  page transfer (gzip -9): {total} bytes", file=sys.stderr)
+        self.assertLess(total, 2 * 1024 * 1024)
+
+
+if __name__ == "__main__":
+    try:
+        unittest.main(argv=[sys.argv[0], "-v"], exit=True)
+    finally:
+        shutil.rmtree(TMP, ignore_errors=True)
