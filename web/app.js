@@ -20,6 +20,11 @@
     method: 'full', precision: 'auto', batch: '1', seq: '512', checkpointing: 'none',
     attention: 'sdpa', loss: 'standard', optimizer: 'adamw', margin: '1GiB',
   };
+  // the options whose values the library lists (oomw_options), and friendlier names for some
+  const CHOICES = ['method', 'precision', 'optimizer', 'checkpointing', 'attention', 'loss'];
+  const NAMES = { full: 'full fine-tune', lora: 'LoRA', qlora: 'QLoRA' };
+  // `oomless table`'s default GPUs; the chosen one is added in front
+  const TABLE_GPUS = ['rtx-3090', 'rtx-4090', 'a100-40gb', 'a100-80gb', 'h100-sxm'];
   const CONFIG_MAX = 1 << 20; // a model config.json is a few KB
   const URL_CONFIG_MAX = 6000; // characters of a config kept in a shared link
 
@@ -88,7 +93,13 @@
       put(o, 'vram-safety-margin', v.margin, LIB_DEFAULTS.margin);
     }
     plan['target-effective-batch'] = v.effective;
-    return { est, plan };
+    // one plan per GPU: the planner's options without the GPU, and the list
+    const table = {};
+    for (const [k, val] of Object.entries(plan)) if (k !== 'gpu' && k !== 'vram') table[k] = val;
+    const list = TABLE_GPUS.slice();
+    if (v.gpu !== 'custom' && !list.includes(v.gpu)) list.unshift(v.gpu);
+    table.gpus = list.join(',');
+    return { est, plan, table };
   }
 
   function shellWord(s) {
@@ -345,6 +356,35 @@
     return doc;
   }
 
+  function renderTable(r) {
+    const body = $('others').tBodies[0];
+    body.replaceChildren();
+    $('table-json').textContent = r.out;
+    if (r.rc !== 0) {
+      const row = el('tr');
+      row.append(el('td', { colspan: '5', class: 'error' }, r.err));
+      body.append(row);
+      return;
+    }
+    for (const t of JSON.parse(r.out).tables) {
+      for (const row of t.rows) {
+        const tr = el('tr', { 'data-gpu': row.budget.gpu, 'data-found': String(row.found) });
+        tr.append(el('th', { scope: 'row' }, row.budget.gpu_name), el('td', { class: 'num' }, size(row.budget.usable_bytes)));
+        if (row.found) {
+          const p = row.plan;
+          tr.append(el('td', {}, p.batch_size + ' × ' + p.grad_accum + ', ' + p.checkpointing + ', ' + p.precision +
+              (p.optimizer !== 'adamw' ? ', ' + p.optimizer : '') + (p.offload !== 'none' ? ', offload' : '')),
+            el('td', { class: 'num' }, size(row.memory.device_peak)),
+            el('td', { class: 'num' }, row.throughput ? Math.round(row.throughput.tokens_per_s).toLocaleString('en') : '-'));
+        } else {
+          tr.append(el('td', { colspan: '3', class: 'why nofit' }, 'nothing fits' +
+            (row.smallest ? ' (smallest tried: ' + size(row.smallest.device_peak) + ')' : '')));
+        }
+        body.append(tr);
+      }
+    }
+  }
+
   function renderCurve(curveText, planDoc) {
     const host = $('curve');
     host.replaceChildren();
@@ -413,9 +453,13 @@
     const plan = call('oomw_plan', o.plan);
     const planDoc = renderPlan(plan);
     renderCurve(M.UTF8ToString(M._oomw_curve()), planDoc);
-    $('commands').textContent = command('estimate', o.est) + '\n' + command('plan', o.plan) +
+    renderTable(call('oomw_table', o.table));
+    $('commands').textContent = command('estimate', o.est) + '\n' + command('plan', o.plan) + '\n' +
+      command('table', o.table) + ' --format json' +
       (config ? '\n# --model ' + config.name + ': the path of your config.json' : '');
     history.replaceState(null, '', stateToHash(v));
+    // for the load-time benchmark (bench/web_load.py): milliseconds from navigation to first result
+    if (!document.body.dataset.readyMs) document.body.dataset.readyMs = String(Math.round(performance.now()));
     document.body.dataset.ready = String(Number(document.body.dataset.ready || 0) + 1);
   }
 
@@ -426,6 +470,12 @@
   }
 
   function fillSelects() {
+    for (const o of JSON.parse(call0('oomw_options').out)) {
+      if (!CHOICES.includes(o.name)) continue;
+      const sel = $(o.name);
+      for (const value of o.metavar.split('|')) sel.append(el('option', { value }, NAMES[value] || value));
+      sel.title = o.help;
+    }
     const presets = JSON.parse(call0('oomw_presets').out);
     const model = $('model');
     for (const p of presets) model.append(el('option', { value: p.name }, p.name + ' (' + p.family + ', ' + (p.params / 1e9).toFixed(2) + ' B)'));
@@ -484,10 +534,14 @@
   }
 
   showAccuracy();
-  createOomless().then(start, (e) => {
-    $('version').textContent = 'oomless could not start: ' + e;
-    showError('The WebAssembly module could not be loaded: ' + e);
-  });
+  const failed = (e) => {
+    $('version').textContent = 'oomless could not start';
+    showError('The WebAssembly module could not be loaded: ' + e + (location.protocol === 'file:'
+      ? '. Browsers do not load it from a file: serve the folder (make web-serve, or python3 -m http.server in build/web).'
+      : ''));
+  };
+  if (typeof createOomless !== 'function') failed('oomless.js is missing');
+  else createOomless().then(start, failed);
   // for the browser test and the curious: the module's raw calls
   window.oomlessPage = { call: (fn, o) => call(fn, o), options: () => options(values()) };
 })();

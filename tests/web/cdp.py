@@ -114,7 +114,7 @@ class Browser:
         self.profile = tempfile.mkdtemp(prefix="oomless-chromium-")
         args = [exe, "--headless=new", "--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1",
                 f"--user-data-dir={self.profile}", "--no-first-run", "--no-default-browser-check",
-                "--disable-gpu", "--disable-extensions", "--disable-background-networking",
+                "--disable-gpu", "--disable-dev-shm-usage", "--disable-extensions", "--disable-background-networking",
                 "--disable-component-update", "--disable-sync", "--metrics-recording-only",
                 "--hide-scrollbars", f"--window-size={width},{height}", "about:blank"]
         if os.geteuid() == 0:

@@ -117,6 +117,9 @@ class WebTest(unittest.TestCase):
         return self.b.eval("""(() => ({
             estimate: document.getElementById('estimate-json').textContent,
             plan: document.getElementById('plan-json').textContent,
+            table: document.getElementById('table-json').textContent,
+            tableRows: [...document.querySelectorAll('#others tbody tr')].map(r => ({
+                gpu: r.dataset.gpu, found: r.dataset.found, text: r.textContent})),
             verdict: document.getElementById('verdict').textContent,
             fits: document.getElementById('verdict').dataset.fits,
             error: document.getElementById('error').hidden ? '' : document.getElementById('error').textContent,
@@ -176,6 +179,14 @@ class WebTest(unittest.TestCase):
             self.assertEqual(p["best"], first)
         return doc
 
+    def check_table(self, p, args, gpus):
+        j = cli("table", "--format", "json", *args, "--gpus", ",".join(gpus))
+        self.assertEqual(j.returncode, 0, j.stderr)
+        self.assertEqual(p["table"], j.stdout, f"table JSON differs for {args}")
+        rows = json.loads(j.stdout)["tables"][0]["rows"]
+        self.assertEqual([(r["gpu"], r["found"]) for r in p["tableRows"]],
+                         [(g, "true" if row["found"] else "false") for g, row in zip(gpus, rows)])
+
     # ---- tests ------------------------------------------------------------------------------------
 
     def test_1_default_view_and_screenshot(self):
@@ -184,6 +195,9 @@ class WebTest(unittest.TestCase):
         self.check_estimate(p, ["--model", "llama-3.1-8b", "--method", "lora", "--seq", "2048", "--gpu", "rtx-4090"])
         self.check_plan(p, ["--model", "llama-3.1-8b", "--method", "lora", "--seq", "2048", "--gpu", "rtx-4090",
                             "--target-effective-batch", "32"])
+        self.check_table(p, ["--model", "llama-3.1-8b", "--method", "lora", "--seq", "2048",
+                             "--target-effective-batch", "32"],
+                         ["rtx-3090", "rtx-4090", "a100-40gb", "a100-80gb", "h100-sxm"])
         self.assertGreater(p["segments"], 3)
         self.assertGreater(p["curvePoints"], 4)
         version = b.eval("document.getElementById('version').textContent")
@@ -223,7 +237,14 @@ class WebTest(unittest.TestCase):
                 self.check_estimate(p, args)
                 plan_args = [a for i, a in enumerate(args)
                              if not (a in ("--batch", "--checkpointing") or (i and args[i - 1] in ("--batch", "--checkpointing")))]
-                self.check_plan(p, plan_args + ["--target-effective-batch", fields.get("effective", "32")])
+                plan_args += ["--target-effective-batch", fields.get("effective", "32")]
+                self.check_plan(p, plan_args)
+                gpus = ["rtx-3090", "rtx-4090", "a100-40gb", "a100-80gb", "h100-sxm"]
+                if fields["gpu"] not in gpus + ["custom"]:
+                    gpus.insert(0, fields["gpu"])
+                table_args = [a for i, a in enumerate(plan_args)
+                              if not (a in ("--gpu", "--vram") or (i and plan_args[i - 1] in ("--gpu", "--vram")))]
+                self.check_table(p, table_args, gpus)
 
     def test_3_every_preset_and_method(self):
         """Every preset with every method through the page's module, against the CLI."""

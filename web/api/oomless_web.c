@@ -140,6 +140,27 @@ EMSCRIPTEN_KEEPALIVE const char *oomw_format_size(double bytes)
     return buf;
 }
 
+/* The workload options as JSON, [{"name", "metavar", "help"}...] (oom_workload_options): the page
+ * offers the values each option's metavar lists ("full|lora|qlora|inference"), so a value the
+ * library adds appears on the page without an edit there. */
+EMSCRIPTEN_KEEPALIVE int oomw_options(void)
+{
+    size_t n, i;
+    const oom_option *t = oom_workload_options(&n);
+    json_object *a = json_object_new_array();
+    reset();
+    for (i = 0; i < n; i++) {
+        json_object *o = json_object_new_object();
+        json_object_object_add(o, "name", json_object_new_string(t[i].name));
+        json_object_object_add(o, "metavar", json_object_new_string(t[i].metavar));
+        json_object_object_add(o, "help", json_object_new_string(t[i].help));
+        json_object_array_add(a, o);
+    }
+    set_output(json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN), 1);
+    json_object_put(a);
+    return out_text ? EXIT_OK : EXIT_ENV;
+}
+
 /* `oomless estimate --list-models --json` */
 EMSCRIPTEN_KEEPALIVE int oomw_presets(void)
 {
