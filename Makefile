@@ -88,7 +88,7 @@ check-web: web
 	python3 tests/web/test_web.py $(BUILD)
 
 format:
-	clang-format -i include/*.h lib/*/*.c lib/*/*.h cli/*.c cli/*.h tests/unit/*.c tests/fake/*.c
+	clang-format -i include/*.h lib/*/*.c lib/*/*.h cli/*.c cli/*.h tests/unit/*.c tests/fake/*.c web/api/*.c
 
 clean:
 	rm -rf $(BUILD) build-sanitize build-fuzz

@@ -501,13 +501,16 @@
     form.addEventListener('submit', (e) => e.preventDefault());
     $('config-file').addEventListener('change', (e) => readFile(e.target.files[0]));
     $('config-clear').addEventListener('click', clearConfig);
+    // a file dropped anywhere on the page is taken as the config (rather than the browser
+    // leaving the page to show it); the drop zone lights up under the pointer
     const drop = $('drop');
     for (const t of ['dragenter', 'dragover']) {
-      drop.addEventListener(t, (e) => { e.preventDefault(); drop.classList.add('over'); });
+      document.addEventListener(t, (e) => { e.preventDefault(); drop.classList.toggle('over', drop.contains(e.target)); });
     }
-    for (const t of ['dragleave', 'drop']) drop.addEventListener(t, () => drop.classList.remove('over'));
-    drop.addEventListener('drop', (e) => {
+    document.addEventListener('dragleave', (e) => { if (!e.relatedTarget) drop.classList.remove('over'); });
+    document.addEventListener('drop', (e) => {
       e.preventDefault();
+      drop.classList.remove('over');
       if (e.dataTransfer && e.dataTransfer.files.length) readFile(e.dataTransfer.files[0]);
     });
     $('copy-link').addEventListener('click', () => {

@@ -321,6 +321,15 @@ class WebTest(unittest.TestCase):
         self.assertEqual(p2["estimate"], p["estimate"])
         self.assertEqual(p2["plan"], p["plan"])
         self.assertIn("config=config.json", p2["href"])
+        # dropped somewhere else on the page: taken as well, and the page stays
+        b.eval("document.getElementById('config-clear').click()")
+        before = self.updates()
+        b.eval(f"""(() => {{ const dt = new DataTransfer();
+            dt.items.add(new File([{json.dumps(text)}], 'config.json', {{type: 'application/json'}}));
+            document.getElementById('plan').dispatchEvent(
+                new DragEvent('drop', {{bubbles: true, cancelable: true, dataTransfer: dt}})); }})()""")
+        b.wait_for(f"Number(document.body.dataset.ready) > {before}")
+        self.assertEqual(self.page()["estimate"], p["estimate"])
 
     def test_6_bad_config_gives_a_readable_error(self):
         d = tempfile.mkdtemp(dir=TMP)

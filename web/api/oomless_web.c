@@ -23,7 +23,7 @@
 
 enum { EXIT_OK = 0, EXIT_NOFIT = 1, EXIT_USAGE = 2, EXIT_ENV = 3 };
 
-static char *out_text;   /* what the CLI prints on stdout (malloc'd) */
+static char *out_text; /* what the CLI prints on stdout (malloc'd) */
 static char err_text[1024];
 static char *curve_text; /* the last plan's memory-vs-batch curve (malloc'd) */
 
@@ -273,7 +273,8 @@ static void keep_curve(const oom_plan_result *r)
     json_object_object_add(c, "batch", b);
     json_object_object_add(c, "peak_none", none);
     json_object_object_add(c, "peak_full", full);
-    json_object_object_add(c, "usable_bytes", json_object_new_int64((int64_t)r->budget.usable_bytes));
+    json_object_object_add(c, "usable_bytes",
+                           json_object_new_int64((int64_t)r->budget.usable_bytes));
     free(curve_text);
     curve_text = strdup(json_object_to_json_string_ext(c, JSON_C_TO_STRING_PLAIN));
     json_object_put(c);
