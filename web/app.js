@@ -133,10 +133,13 @@
     }
     if (config) {
       const enc = b64encode(config.bytes);
-      if (enc.length <= URL_CONFIG_MAX) {
+      const fits = enc.length <= URL_CONFIG_MAX;
+      if (fits) {
         p.set('config', config.name);
         p.set('config-data', enc);
       }
+      $('config-name').textContent = 'Using ' + config.name + ' (' + config.bytes.length + ' bytes' +
+        (fits ? ')' : '; too large to travel in a link: share the file with it)');
     }
     return '#' + p.toString();
   }
