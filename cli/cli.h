@@ -44,6 +44,7 @@ int cmd_probe(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_watch(int argc, char **argv);
 int cmd_apply(int argc, char **argv);
+int cmd_trace(int argc, char **argv);
 
 /* ---- budget options shared by every planning command (cli/budget.c) -----------------------
  *   --gpu auto|INDEX|PROFILE   --vram SIZE   --vram-safety-margin SIZE|PCT   --config FILE

@@ -14,6 +14,7 @@ static const struct cli_command commands[] = {
     {"run", "run your job; on OOM relaunch it smaller with the same effective batch", cmd_run},
     {"watch", "live GPU and per-process memory, with warning bands", cmd_watch},
     {"apply", "write a plan into YAML/JSON config files, changing only those values", cmd_apply},
+    {"trace", "run the real model code on the meta device and count what it allocates", cmd_trace},
 };
 
 static void usage(FILE *out)

@@ -1,0 +1,147 @@
+"""python -m oomless.trace: trace a workload on the meta device (see oomless.trace).
+
+Exit codes: 0 ok; 2 bad option or value, a workload the tracer cannot express, or torch /
+transformers / peft missing (the message says what to install).
+"""
+import argparse
+import importlib
+import json
+import sys
+
+USAGE_NOTE = """Traces one or more training steps (forward, loss, backward, optimizer step) of the real
+model code on PyTorch's meta device and reports the allocated peak (what
+torch.cuda.max_memory_allocated would show) with its breakdown. Outside the trace: the CUDA context,
+the caching allocator's reserve and fragmentation, cuBLAS/cuDNN workspaces and kernel-internal
+buffers (oomless estimate adds them).
+
+Exit codes: 0 ok, 2 bad option or value, an untraceable workload, or a missing package."""
+
+
+def _parser():
+    p = argparse.ArgumentParser(prog="oomless trace", description=USAGE_NOTE,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", help="a preset, a config.json, its folder, or a hub id in the local "
+                                   "Hugging Face cache")
+    p.add_argument("--method", default="full", help="full|lora|inference (default full)")
+    p.add_argument("--precision", default="auto",
+                   help="auto|fp32|bf16|fp16|amp-bf16|amp-fp16 (default auto, as estimate)")
+    p.add_argument("--optimizer", default="adamw",
+                   help="adamw|adamw-fused|sgd|sgd-momentum|adafactor|none (default adamw)")
+    p.add_argument("--batch", type=int, default=1, help="micro-batch (default 1)")
+    p.add_argument("--seq", type=int, default=512, help="tokens per sample (default 512)")
+    p.add_argument("--grad-accum", type=int, default=1, help="accumulation steps (default 1)")
+    p.add_argument("--checkpointing", default="none", help="none|full (default none)")
+    p.add_argument("--attention", default="sdpa", help="eager|sdpa|flash (default sdpa)")
+    p.add_argument("--loss", default="standard", help="standard|chunked (default standard)")
+    p.add_argument("--lora-rank", type=int, default=16)
+    p.add_argument("--lora-targets", default="default")
+    p.add_argument("--lora-dropout", type=float, default=0.05)
+    p.add_argument("--steps", type=int, default=2, help="training steps traced (default 2)")
+    p.add_argument("--module", help="pkg.mod:build_fn returning any torch.nn.Module")
+    p.add_argument("--step", help="pkg.mod:step_fn(model, input_shape) -> loss (with --module)")
+    p.add_argument("--input-shape", help="with --module: the input's shape, e.g. 8,3,224,224")
+    p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    return p
+
+
+def _need(mod, why):
+    try:
+        return importlib.import_module(mod)
+    except ImportError:
+        pins = {"torch": "torch==2.13.0", "transformers": "transformers==5.23.0",
+                "peft": "peft==0.21.2"}
+        sys.stderr.write("oomless trace: %s needs the Python package '%s', which is not installed "
+                         "for %s. Install it with:\n    %s -m pip install %s\n(or `make venv` in "
+                         "the oomless source tree, then OOMLESS_PYTHON=build/venv/bin/python)\n"
+                         % (why, mod, sys.executable, sys.executable, pins.get(mod, mod)))
+        sys.exit(2)
+
+
+def _load_fn(spec, what):
+    mod, _, fn = spec.partition(":")
+    if not mod or not fn:
+        raise ValueError("%s '%s' is not of the form pkg.mod:function" % (what, spec))
+    try:
+        return getattr(importlib.import_module(mod), fn)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError("%s '%s': %s" % (what, spec, exc)) from exc
+
+
+def _size(n):
+    for unit, div in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if n >= div:
+            return "%.2f %s" % (n / div, unit)
+    return "%d B" % n
+
+
+def _text(res):
+    mem = res["memory"]
+    total = mem["allocated_peak"] or 1
+    lines = ["=" * 60, "Traced on the meta device: %s" % res["workload"]["model"], "=" * 60]
+    for k in ("method", "precision", "optimizer", "batch", "seq", "grad_accum", "checkpointing",
+              "attention", "loss"):
+        if k in res["workload"]:
+            lines.append("  %-30s: %s" % (k.replace("_", " "), res["workload"][k]))
+    lines.append("  %-30s: %s of %s" % ("trainable parameters", res["params"]["trainable"],
+                                         res["params"]["total"]))
+    lines.append("=" * 60)
+    for k, label in (("weights", "weights"), ("gradients", "gradients"),
+                     ("optimizer", "optimizer states"), ("activations", "activations"),
+                     ("logits", "logits / loss"), ("kv_cache", "KV cache"),
+                     ("temporaries", "temporaries")):
+        lines.append("  %-30s: %12s %6.1f%%" % (label, _size(mem[k]), 100.0 * mem[k] / total))
+    lines.append("  %-30s: %12s 100.0%%" % ("allocated peak", _size(mem["allocated_peak"])))
+    lines.append("  %-30s: %s (step %s)" % ("peak phase", res["peak_phase"], res["peak_step"]))
+    lines.append("=" * 60)
+    lines.append("  not in the trace: CUDA context, allocator reserve/fragmentation, kernel "
+                 "workspaces")
+    lines.append("  " + ", ".join("%s %s" % kv for kv in res["versions"].items() if kv[1]))
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    args = _parser().parse_args(argv)
+    _need("torch", "tracing")
+    from . import run
+    try:
+        if args.module:
+            build = _load_fn(args.module, "--module")
+            step = _load_fn(args.step, "--step") if args.step else None
+            shape = None
+            if args.input_shape:
+                try:
+                    shape = tuple(int(x) for x in args.input_shape.split(","))
+                except ValueError:
+                    raise ValueError("--input-shape '%s' is not a list of whole numbers such as "
+                                     "8,3,224,224" % args.input_shape) from None
+            res = run.trace_module(build, step, shape, steps=args.steps, optimizer=args.optimizer)
+            res["workload"] = {"model": args.module, "optimizer": args.optimizer}
+        else:
+            if not args.model:
+                raise ValueError("--model or --module is needed")
+            _need("transformers", "tracing a Hugging Face model")
+            if args.method == "lora":
+                _need("peft", "--method lora")
+            w = run.Workload(args.model, args.method, args.precision, args.optimizer, args.batch,
+                             args.seq, args.grad_accum, args.checkpointing, args.attention,
+                             args.loss, args.lora_rank, args.lora_targets, args.lora_dropout,
+                             args.steps)
+            res = run.trace_hf(w)
+            res["workload"] = {"model": args.model, "method": w.method, "precision": w.precision,
+                               "optimizer": w.optimizer, "batch": w.batch, "seq": w.seq,
+                               "grad_accum": w.grad_accum, "checkpointing": w.checkpointing,
+                               "attention": w.attention, "loss": w.loss}
+    except (ValueError, run.TraceError) as exc:
+        sys.stderr.write("oomless trace: %s\n" % exc)
+        return 2
+    res["versions"] = run.versions()
+    res["outside_trace"] = ["cuda_context", "allocator_reserve", "kernel_workspaces"]
+    if args.json:
+        sys.stdout.write(json.dumps(res, indent=2, sort_keys=False) + "\n")
+    else:
+        sys.stdout.write(_text(res))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

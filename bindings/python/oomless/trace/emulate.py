@@ -1,0 +1,109 @@
+"""What CUDA would do that the meta device cannot: autocast, and the fused attention kernels.
+
+Both are done in a ``TorchFunctionMode``, which runs *above* autograd, so autograd records the
+casts and the fused kernels exactly as it does on a GPU:
+
+- ``--precision amp-bf16|amp-fp16``: ``torch.autocast`` is a no-op off CUDA/CPU, so its rules are
+  applied here (the op lists of PyTorch's "Automatic Mixed Precision" documentation, CUDA column):
+  matmul-like ops run in the lower precision, with the casts of parameters cached until the end of
+  the autocast region (the forward), as autocast's weight-cast cache does; the ops of the fp32
+  list run in fp32 when given lower-precision inputs.
+- SDPA: on CUDA, ``F.scaled_dot_product_attention`` picks flash attention for fp16/bf16 inputs
+  without a mask (it saves the output and a log-sum-exp per row), else the memory-efficient kernel
+  (same saved tensors, fp32 allowed, masks allowed); the meta device would pick the math path,
+  which saves the whole attention matrix. Here the fused aten op is called directly; autograd's
+  formula for it (derivatives.yaml) then saves what CUDA saves.
+"""
+import torch
+from torch.overrides import TorchFunctionMode
+
+F = torch.nn.functional
+
+LOWER = {"linear", "matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "baddbmm", "addmm",
+         "addbmm", "addmv", "addr", "mv", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
+         "conv_transpose2d", "conv_transpose3d", "prelu", "chain_matmul", "multi_dot",
+         "scaled_dot_product_attention"}
+FP32 = {"softmax", "log_softmax", "softmin", "cross_entropy", "nll_loss", "layer_norm",
+        "group_norm", "pow", "__pow__", "__rpow__", "rsqrt", "exp", "expm1", "log", "log1p",
+        "log2", "log10", "sum", "cumsum", "cumprod", "prod", "norm", "normalize", "mse_loss",
+        "l1_loss", "smooth_l1_loss", "kl_div", "softplus", "reciprocal", "__rdiv__",
+        "__rtruediv__", "acos", "asin", "cosh", "sinh", "tan", "erfinv", "dist", "cdist", "pdist",
+        "renorm", "cosine_similarity", "binary_cross_entropy_with_logits", "poisson_nll_loss",
+        "margin_ranking_loss", "hinge_embedding_loss", "soft_margin_loss", "triplet_margin_loss",
+        "cosine_embedding_loss", "multilabel_margin_loss", "multi_margin_loss"}
+LOW_DTYPES = (torch.float16, torch.bfloat16)
+
+
+def _is_float(t):
+    return isinstance(t, torch.Tensor) and t.is_floating_point()
+
+
+class CudaEmulation(TorchFunctionMode):
+    """Autocast (when `amp_dtype` is set) and CUDA's choice of SDPA kernel."""
+
+    def __init__(self, amp_dtype=None, fused_sdpa=True):
+        super().__init__()
+        self.amp_dtype = amp_dtype
+        self.fused_sdpa = fused_sdpa
+        self.autocast = amp_dtype is not None  # on during the forward, off in the backward
+        self.cache_casts = True
+        self._cache = {}
+
+    def recompute_context(self):
+        """A fresh emulation for a checkpointed segment's recomputation in the backward: autocast
+        as it was in the forward, its own cast cache (dropped when the segment ends)."""
+        return CudaEmulation(self.amp_dtype if self.autocast or self.amp_dtype else None,
+                             self.fused_sdpa)
+
+    def end_region(self):
+        """The end of the autocast region: cached parameter casts are dropped."""
+        self._cache.clear()
+
+    def _cast(self, t, dtype):
+        if not _is_float(t) or t.dtype == dtype:
+            return t
+        if self.cache_casts and t.is_leaf and t.requires_grad:
+            hit = self._cache.get(id(t))
+            if hit is not None and hit[0] is t:
+                return hit[1]
+            c = t.to(dtype)
+            self._cache[id(t)] = (t, c)
+            return c
+        return t.to(dtype)
+
+    def _cast_all(self, args, kwargs, dtype, only_low=False):
+        def conv(x):
+            if only_low and not (_is_float(x) and x.dtype in LOW_DTYPES):
+                return x
+            if isinstance(x, (list, tuple)):
+                return type(x)(conv(y) for y in x)
+            return self._cast(x, dtype) if _is_float(x) else x
+        return tuple(conv(a) for a in args), {k: conv(v) for k, v in kwargs.items()}
+
+    def _sdpa(self, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
+              enable_gqa=False):
+        if enable_gqa and k.shape[-3] != q.shape[-3]:
+            rep = q.shape[-3] // k.shape[-3]
+            k = k.repeat_interleave(rep, dim=-3)
+            v = v.repeat_interleave(rep, dim=-3)
+        if q.dtype in LOW_DTYPES and attn_mask is None and q.shape[-1] <= 256:
+            return torch.ops.aten._scaled_dot_product_flash_attention(
+                q, k, v, dropout_p, is_causal, False, scale=scale)[0]
+        need_lse = q.requires_grad or k.requires_grad or v.requires_grad
+        if attn_mask is not None and attn_mask.dtype == torch.bool:
+            attn_mask = torch.zeros_like(attn_mask, dtype=q.dtype).masked_fill(
+                ~attn_mask, float("-inf"))
+        return torch.ops.aten._scaled_dot_product_efficient_attention(
+            q, k, v, attn_mask, need_lse, dropout_p, is_causal, scale=scale)[0]
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        name = getattr(func, "__name__", "")
+        if self.autocast:
+            if name in LOWER:
+                args, kwargs = self._cast_all(args, kwargs, self.amp_dtype)
+            elif name in FP32:
+                args, kwargs = self._cast_all(args, kwargs, torch.float32, only_low=True)
+        if func is F.scaled_dot_product_attention and self.fused_sdpa:
+            return self._sdpa(*args, **kwargs)
+        return func(*args, **kwargs)

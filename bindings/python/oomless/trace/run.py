@@ -1,0 +1,427 @@
+"""Building a model on the meta device as users build it, and tracing its training steps."""
+import contextlib
+import glob
+import importlib
+import json
+import os
+import platform
+
+import torch
+
+from .emulate import CudaEmulation
+from .tracker import CATEGORIES, Tracker
+
+
+class TraceError(Exception):
+    """A workload the tracer cannot express, with the reason (exit 2)."""
+
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+# what --precision means: (dtype of the weights, autocast dtype or None)
+PRECISIONS = {
+    "fp32": ("fp32", None), "bf16": ("bf16", None), "fp16": ("fp16", None),
+    "amp-bf16": ("fp32", "bf16"), "amp-fp16": ("fp32", "fp16"),
+}
+
+
+def versions():
+    """The versions a trace depends on: recorded with every result."""
+    out = {"python": platform.python_version(), "torch": torch.__version__}
+    for mod in ("transformers", "peft"):
+        try:
+            out[mod] = importlib.import_module(mod).__version__
+        except ImportError:
+            out[mod] = None
+    return out
+
+
+# ---- finding a model's config ------------------------------------------------------------------
+def data_dir():
+    env = os.environ.get("OOMLESS_DATA_DIR")
+    if env:
+        return env
+    here = os.path.dirname(os.path.abspath(__file__))
+    for up in (3, 4):  # source tree: bindings/python/oomless/trace -> data
+        root = here
+        for _ in range(up):
+            root = os.path.dirname(root)
+        if os.path.isdir(os.path.join(root, "data", "models")):
+            return os.path.join(root, "data")
+    # installed: <prefix>/lib/oomless/python/oomless/trace -> <prefix>/share/oomless
+    prefix = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(here)))))
+    return os.path.join(prefix, "share", "oomless")
+
+
+def hf_cache_dirs():
+    dirs = []
+    if os.environ.get("HF_HUB_CACHE"):
+        dirs.append(os.environ["HF_HUB_CACHE"])
+    if os.environ.get("HF_HOME"):
+        dirs.append(os.path.join(os.environ["HF_HOME"], "hub"))
+    dirs.append(os.path.join(os.path.expanduser("~"), ".cache", "huggingface", "hub"))
+    return dirs
+
+
+def find_config(model):
+    """The config.json dict for a preset name, a file, a folder or a hub id in the HF cache."""
+    if os.path.isdir(model):
+        path = os.path.join(model, "config.json")
+    elif os.path.isfile(model):
+        path = model
+    else:
+        path = os.path.join(data_dir(), "models", model.lower() + ".json")
+        if not os.path.isfile(path) and "/" in model:
+            org, _, name = model.partition("/")
+            hits = []
+            for d in hf_cache_dirs():
+                pattern = os.path.join(d, "models--%s--%s" % (org, name), "snapshots", "*",
+                                       "config.json")
+                hits += glob.glob(pattern)
+                if not hits:  # the cache keeps the hub's spelling; compare case-insensitively
+                    want = ("models--%s--%s" % (org, name)).lower()
+                    for entry in glob.glob(os.path.join(d, "models--*")):
+                        if os.path.basename(entry).lower() == want:
+                            hits += glob.glob(os.path.join(entry, "snapshots", "*", "config.json"))
+            if hits:
+                path = sorted(hits, key=os.path.getmtime)[-1]
+        if not os.path.isfile(path):
+            if os.sep in model and "/" not in model.strip("/"):
+                raise TraceError("model file '%s' does not exist" % model)
+            raise TraceError("model '%s' is neither a preset (%s), a config.json, a folder holding "
+                             "one, nor a hub id in the local Hugging Face cache"
+                             % (model, os.path.join(data_dir(), "models")))
+    try:
+        with open(path, encoding="utf-8") as f:
+            return json.load(f), path
+    except (OSError, ValueError) as exc:
+        raise TraceError("model config '%s': %s" % (path, exc)) from exc
+
+
+def build_hf(cfg_dict, dtype, attention):
+    """The transformers model the config names, with no weights (meta device)."""
+    import transformers
+    cfg_dict = dict(cfg_dict)
+    if "model_type" not in cfg_dict:
+        raise TraceError("model config has no 'model_type'")
+    for key in ("torch_dtype", "dtype", "quantization_config"):
+        cfg_dict.pop(key, None)
+    cfg = transformers.AutoConfig.for_model(**cfg_dict)
+    cls = None
+    for arch in cfg_dict.get("architectures") or []:
+        cls = getattr(transformers, arch, None)
+        if cls is not None:
+            break
+    impl = {"eager": "eager", "sdpa": "sdpa", "flash": "sdpa"}[attention]
+    with torch.device("meta"):
+        if cls is not None:
+            model = cls._from_config(cfg, dtype=dtype, attn_implementation=impl)
+        else:
+            model = transformers.AutoModelForCausalLM.from_config(
+                cfg, dtype=dtype, attn_implementation=impl)
+    return model, cfg
+
+
+def apply_lora(model, rank, targets, dropout):
+    import peft
+    if targets in (None, "", "default"):
+        target_modules = None
+    elif targets == "all-linear":
+        target_modules = "all-linear"
+    else:
+        target_modules = [t.strip() for t in targets.split(",") if t.strip()]
+    conf = peft.LoraConfig(r=rank, lora_alpha=2 * rank, lora_dropout=dropout,
+                           target_modules=target_modules)
+    try:
+        return peft.get_peft_model(model, conf)
+    except ValueError as exc:
+        raise TraceError("LoRA: %s" % exc) from exc
+
+
+def make_optimizer(name, params):
+    params = list(params)
+    if name == "none" or not params:
+        return None
+    if name == "adamw":
+        return torch.optim.AdamW(params, lr=1e-4, foreach=True)
+    if name == "adamw-fused":
+        return torch.optim.AdamW(params, lr=1e-4, fused=True)
+    if name == "sgd":
+        return torch.optim.SGD(params, lr=1e-3, foreach=True)
+    if name == "sgd-momentum":
+        return torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=True)
+    if name == "adafactor":
+        return torch.optim.Adafactor(params, lr=1e-3, foreach=True)
+    raise TraceError("optimizer '%s' cannot be traced on the meta device (it needs a CUDA-only "
+                     "package such as bitsandbytes, or is not in torch.optim)" % name)
+
+
+# ---- the head and the loss ---------------------------------------------------------------------
+def output_head(model):
+    getter = getattr(model, "get_output_embeddings", None)
+    head = getter() if getter else None
+    return head
+
+
+class LossRegion:
+    """Tags everything the output head and the loss allocate, forward and backward, as logits."""
+
+    def __init__(self, tracker, head):
+        self.tracker = tracker
+        self.handles = []
+        if head is not None:
+            self.handles.append(head.register_forward_pre_hook(self._pre))
+
+    def _pre(self, _module, args):
+        self.tracker.tag = "logits"
+        x = args[0] if args else None
+        if isinstance(x, torch.Tensor) and x.requires_grad:
+            x.register_hook(self._input_grad)
+
+    def _input_grad(self, grad):
+        self.tracker.tag = None
+        return grad
+
+    def close(self):
+        for h in self.handles:
+            h.remove()
+
+
+def chunked_causal_loss(model, ids, chunk_tokens):
+    """Cross-entropy over the output head one chunk of tokens at a time, each chunk's logits
+    recomputed in the backward (what chunked / fused linear-cross-entropy losses keep)."""
+    import torch.utils.checkpoint as ckpt
+    base = model.get_decoder() if hasattr(model, "get_decoder") else model.model
+    hidden = base(input_ids=ids).last_hidden_state[:, :-1, :]
+    labels = ids[:, 1:]
+    head = model.get_output_embeddings()
+    h = hidden.reshape(-1, hidden.shape[-1])
+    y = labels.reshape(-1)
+    n = h.shape[0]
+
+    def piece(hc, yc):
+        return F.cross_entropy(head(hc).float(), yc, reduction="sum")
+
+    total = None
+    for start in range(0, n, chunk_tokens):
+        part = ckpt.checkpoint(piece, h[start:start + chunk_tokens], y[start:start + chunk_tokens],
+                               use_reentrant=False)
+        total = part if total is None else total + part
+    return total / n
+
+
+F = torch.nn.functional
+
+
+# ---- one traced run ----------------------------------------------------------------------------
+class Workload:
+    """The estimate's workload flags, resolved as `oomless estimate` resolves them."""
+
+    def __init__(self, model, method="full", precision="auto", optimizer="adamw", batch=1,
+                 seq=512, grad_accum=1, checkpointing="none", attention="sdpa", loss="standard",
+                 lora_rank=16, lora_targets="default", lora_dropout=0.05, steps=2,
+                 chunk_tokens=1024):
+        self.model, self.method, self.precision = model, method, precision
+        self.optimizer, self.batch, self.seq, self.grad_accum = optimizer, batch, seq, grad_accum
+        self.checkpointing, self.attention, self.loss = checkpointing, attention, loss
+        self.lora_rank, self.lora_targets, self.lora_dropout = lora_rank, lora_targets, lora_dropout
+        self.steps, self.chunk_tokens = steps, chunk_tokens
+        if self.precision == "auto":
+            self.precision = {"full": "amp-bf16", "lora": "bf16", "inference": "bf16",
+                              "qlora": "4bit"}.get(method, "amp-bf16")
+
+    def check(self):
+        if self.method not in ("full", "lora", "qlora", "inference"):
+            raise TraceError("method '%s' is not one of: full, lora, qlora, inference" % self.method)
+        if self.method == "qlora" or self.precision in ("4bit", "int8"):
+            raise TraceError("--method qlora / --precision 4bit|int8 cannot be traced on the meta "
+                             "device: bitsandbytes' quantized layers run only on CUDA")
+        if self.precision not in PRECISIONS:
+            raise TraceError("precision '%s' is not one of: %s" %
+                             (self.precision, ", ".join(PRECISIONS)))
+        if self.checkpointing not in ("none", "full"):
+            raise TraceError("checkpointing '%s' cannot be traced (none or full: the model's own "
+                             "gradient checkpointing, one checkpoint per layer)" % self.checkpointing)
+        if self.attention not in ("eager", "sdpa", "flash"):
+            raise TraceError("attention '%s' is not one of: eager, sdpa, flash" % self.attention)
+        if self.loss not in ("standard", "chunked"):
+            raise TraceError("loss '%s' is not one of: standard, chunked" % self.loss)
+        for name in ("batch", "seq", "grad_accum", "steps", "lora_rank"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v < 1:
+                raise TraceError("%s '%s' must be a whole number of at least 1" %
+                                 (name.replace("_", "-"), v))
+
+
+@contextlib.contextmanager
+def _unpacked_batches():
+    """Synthetic batches are never packed: transformers' check for packed sequences reads the
+    position ids' values (data the meta device does not have), so it is answered here as a GPU
+    would answer it for these inputs (None: one sequence per row)."""
+    try:
+        import transformers.masking_utils as mu
+    except ImportError:
+        yield
+        return
+    saved = getattr(mu, "find_packed_sequence_indices", None)
+    if saved is None:
+        yield
+        return
+    mu.find_packed_sequence_indices = lambda position_ids: None
+    try:
+        yield
+    finally:
+        mu.find_packed_sequence_indices = saved
+
+
+def _sample(vocab, batch, seq):
+    return torch.randint(0, vocab, (batch, seq), device="meta")
+
+
+def trace_hf(w, cfg_dict=None):
+    """Traces workload `w`; returns the result dict (memory breakdown in bytes, phase, ...)."""
+    w.check()
+    if cfg_dict is None:
+        cfg_dict, _path = find_config(w.model)
+    wdtype, amp = PRECISIONS[w.precision]
+    model, cfg = build_hf(cfg_dict, DTYPES[wdtype], w.attention)
+    vocab = getattr(cfg, "vocab_size", None) or cfg.get_text_config().vocab_size
+    if w.method == "lora":
+        model = apply_lora(model, w.lora_rank, w.lora_targets, w.lora_dropout)
+    emu = CudaEmulation(DTYPES[amp] if amp else None, fused_sdpa=w.attention != "eager")
+    tracker = Tracker()
+    tracker.register(list(model.parameters()) + list(model.buffers()), "weights")
+    if w.method == "inference":
+        return _finish(tracker, _inference(model, w, vocab, tracker, emu), model, w)
+    if w.checkpointing == "full":
+        # the recomputation in the backward re-enters the forward's emulation, as checkpoint
+        # re-enters the forward's autocast state on a GPU
+        def contexts():
+            return contextlib.nullcontext(), emu.recompute_context()
+        model.gradient_checkpointing_enable(
+            gradient_checkpointing_kwargs={"use_reentrant": False, "context_fn": contexts})
+    model.train()
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    opt = make_optimizer(w.optimizer, trainable)
+    region = LossRegion(tracker, output_head(model))
+    step_start = []
+    try:
+        with _unpacked_batches(), tracker, emu:
+            for step in range(w.steps):
+                step_start.append(tracker.clock)
+                for _micro in range(w.grad_accum):
+                    ids = _sample(vocab, w.batch, w.seq)
+                    tracker.set_phase("forward", step)
+                    emu.autocast = amp is not None
+                    if w.loss == "chunked":
+                        loss = chunked_causal_loss(model, ids, w.chunk_tokens)
+                    else:
+                        loss = model(input_ids=ids, labels=ids).loss
+                    loss = loss / w.grad_accum
+                    emu.autocast = False
+                    emu.end_region()
+                    tracker.set_phase("backward", step)
+                    tracker.tag = "logits"
+                    loss.backward()
+                    tracker.tag = None
+                    del loss, ids
+                    tracker.mark_gradients(trainable)
+                if opt is not None:
+                    tracker.set_phase("optimizer", step)
+                    opt.step()
+                    opt.zero_grad(set_to_none=True)
+                tracker.set_phase("idle", step)
+    finally:
+        region.close()
+    return _finish(tracker, None, model, w, steady_from=step_start[-1] if w.steps > 1 else 0)
+
+
+def _inference(model, w, vocab, tracker, emu):
+    """A prefill of batch x seq tokens with the KV cache kept, logits of the last position."""
+    model.eval()
+    ids = _sample(vocab, w.batch, w.seq)
+    with _unpacked_batches(), torch.no_grad(), tracker, emu:
+        tracker.set_phase("inference", 0)
+        out = model(input_ids=ids, use_cache=True, logits_to_keep=1)
+        cache = out.past_key_values
+        kv = [t for t in _tensors(cache)]
+        tracker.register(kv, "kv_cache")
+        tracker.set_phase("idle", 0)
+    return out
+
+
+def _tensors(obj, seen=None):
+    seen = seen if seen is not None else set()
+    if isinstance(obj, torch.Tensor):
+        yield obj
+        return
+    if id(obj) in seen or obj is None or isinstance(obj, (str, int, float, bool)):
+        return
+    seen.add(id(obj))
+    if isinstance(obj, (list, tuple)):
+        for x in obj:
+            yield from _tensors(x, seen)
+    elif isinstance(obj, dict):
+        for x in obj.values():
+            yield from _tensors(x, seen)
+    elif hasattr(obj, "__dict__"):
+        for x in vars(obj).values():
+            yield from _tensors(x, seen)
+
+
+def _finish(tracker, _keep, model, w, steady_from=0):
+    peak = tracker.peak(0)
+    steady = tracker.peak(steady_from) if steady_from else peak
+    params = sum(p.numel() for p in model.parameters())
+    trainable = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    mem = dict(peak["breakdown"])
+    mem["allocated_peak"] = peak["allocated_peak"]
+    return {
+        "memory": mem,
+        "peak_phase": peak["phase"],
+        "peak_step": peak["step"],
+        "steady_peak": steady["allocated_peak"],
+        "params": {"total": params, "trainable": trainable},
+        "allocations": len(tracker.allocs),
+    }
+
+
+def trace_module(build, step=None, input_shape=None, steps=2, optimizer="adamw"):
+    """Traces any nn.Module: `build()` returns it (built on the meta device here); `step(model,
+    batch)` runs one training step's forward and backward (default: sum of the output)."""
+    with torch.device("meta"):
+        model = build()
+    if not isinstance(model, torch.nn.Module):
+        raise TraceError("the build function returned %s, not a torch.nn.Module" % type(model).__name__)
+    model = model.to("meta")
+    tracker = Tracker()
+    tracker.register(list(model.parameters()) + list(model.buffers()), "weights")
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    opt = make_optimizer(optimizer, trainable)
+    emu = CudaEmulation(None)
+    step_start = []
+    with tracker, emu:
+        for s in range(steps):
+            step_start.append(tracker.clock)
+            tracker.set_phase("forward", s)
+            if step is not None:
+                loss = step(model, input_shape)
+            else:
+                if not input_shape:
+                    raise TraceError("--input-shape is needed without --step (e.g. 8,3,224,224)")
+                loss = model(torch.randn(*input_shape, device="meta")).float().sum()
+            tracker.set_phase("backward", s)
+            if loss is not None:
+                loss.backward()
+            del loss
+            tracker.mark_gradients(trainable)
+            if opt is not None:
+                tracker.set_phase("optimizer", s)
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+            tracker.set_phase("idle", s)
+    w = Workload("module")
+    return _finish(tracker, None, model, w, steady_from=step_start[-1] if steps > 1 else 0)
+
+
+__all__ = ["CATEGORIES", "TraceError", "Workload", "trace_hf", "trace_module", "versions",
+           "find_config", "contextlib"]
