@@ -14,7 +14,7 @@ ifneq ($(OOMLESS_WERROR),)
 CMAKE_ARGS += -DOOMLESS_WERROR=ON
 endif
 
-.PHONY: all deps configure demo check install clean check-sanitize check-valgrind fuzz bench format \
+.PHONY: all deps configure demo check install clean check-sanitize check-valgrind fuzz bench format venv check-trace bench-trace \
         web web-serve check-web
 
 all: configure
@@ -62,6 +62,27 @@ check-valgrind: all
 	@command -v valgrind >/dev/null || { echo "check-valgrind: valgrind is not installed" >&2; exit 1; }
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -T memcheck -R '$(VALGRIND_TESTS)'
 	VALGRIND_CLI_EXCLUDE='$(VALGRIND_CLI_EXCLUDE)' tests/fault/valgrind-cli.sh $(BUILD) '$(VALGRIND_CLI_TESTS)'
+
+# The Python virtual environment of the tracer and the framework tests (torch, transformers, peft,
+# trl, accelerate, lightning, pinned in bindings/python/requirements-test.txt). Never needed by the
+# C build or by `make demo`; `make check` uses it for the trace tests when it exists.
+VENV ?= $(BUILD)/venv
+venv: $(VENV)/.installed
+$(VENV)/.installed: bindings/python/requirements-test.txt
+	python3 -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check -r bindings/python/requirements-test.txt
+	touch $@
+
+# The trace suite: the tracker on hand-computed toy programs, real models traced, and the C
+# estimator held to the tracer on a small matrix (bench/trace/compare.py --subset).
+check-trace: all venv
+	cmake -S . -B $(BUILD) >/dev/null   # registers the trace tests now that the venv exists
+	cmake --build $(BUILD) -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -L trace -j $(JOBS)
+
+# The whole trace matrix (a benchmark: minutes), written to bench/trace/RESULTS.md.
+bench-trace: all venv
+	$(VENV)/bin/python bench/trace/compare.py --bin $(BUILD)/oomless --out bench/trace/RESULTS.md
 
 FUZZ_SECONDS ?= 20
 fuzz: deps

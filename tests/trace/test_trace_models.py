@@ -1,0 +1,140 @@
+"""Whole models traced: components that have an exact answer are checked exactly."""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+SRC = os.environ.get("OOMLESS_SRC", ".")
+sys.path.insert(0, os.path.join(SRC, "bindings", "python"))
+
+try:
+    import torch
+    import transformers  # noqa: F401
+    import peft  # noqa: F401
+    from oomless.trace import Workload, rounded, trace_hf, trace_module
+    HAVE = True
+except ImportError as exc:  # pragma: no cover
+    HAVE, REASON = False, "torch/transformers/peft missing for %s (%s): `make venv`" % (
+        sys.executable, exc)
+
+TINY = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 256,
+        "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "vocab_size": 1000, "max_position_embeddings": 1024,
+        "tie_word_embeddings": False, "rms_norm_eps": 1e-5}
+
+
+# the rotary embedding's two fp32 buffers (inv_freq, original_inv_freq): 32 values each, 512 B
+BUFFERS = 2 * 512
+
+
+def tiny_params():
+    h, f, v, L, kvw = 256, 512, 1000, 2, 2 * 64
+    per_layer = [(h * h), (h * kvw), (h * kvw), (h * h), (h * f), (h * f), (f * h), h, h]
+    return [v * h] + per_layer * L + [h, v * h]
+
+
+@unittest.skipUnless(HAVE, "" if HAVE else REASON)
+class Models(unittest.TestCase):
+    def trace(self, **kw):
+        return trace_hf(Workload("tiny", **kw), cfg_dict=TINY)
+
+    def test_weights_gradients_adam_states_exact(self):
+        r = self.trace(method="full", precision="fp32", batch=1, seq=16)
+        weights = sum(rounded(4 * n) for n in tiny_params())
+        self.assertEqual(r["memory"]["weights"], weights + BUFFERS)
+        self.assertEqual(r["params"]["total"], sum(tiny_params()))
+        # at a small batch the peak is the optimizer step: weights, their gradients, two Adam
+        # states, and foreach AdamW's temporaries
+        self.assertEqual(r["peak_phase"], "optimizer")
+        self.assertEqual(r["memory"]["gradients"], weights)
+        # exp_avg and exp_avg_sq per parameter (AdamW's step counters are CPU tensors)
+        self.assertEqual(r["memory"]["optimizer"], 2 * weights)
+        self.assertGreater(r["memory"]["temporaries"], 0)
+
+    def test_inference_kv_cache_exact(self):
+        b, s = 3, 40
+        r = self.trace(method="inference", precision="bf16", batch=b, seq=s)
+        per = rounded(b * 2 * s * 64 * 2)  # [batch, kv heads, seq, head_dim] in bf16
+        self.assertEqual(r["memory"]["kv_cache"], 2 * 2 * per)  # k and v, 2 layers
+        self.assertEqual(r["memory"]["gradients"], 0)
+        self.assertEqual(r["memory"]["weights"],
+                         sum(rounded(2 * n) for n in tiny_params()) + BUFFERS)
+
+    def test_lora_trains_only_the_adapters(self):
+        r = self.trace(method="lora", precision="bf16", batch=2, seq=32, lora_rank=8,
+                       lora_targets="q_proj,v_proj")
+        adapters = 2 * (8 * 256 + 256 * 8) + 2 * (8 * 256 + 8 * 128)   # q and v, 2 layers
+        self.assertEqual(r["params"]["trainable"], adapters)
+        self.assertEqual(r["params"]["total"], sum(tiny_params()) + adapters)
+
+    def test_checkpointing_and_chunked_loss_lower_the_peak(self):
+        base = self.trace(method="lora", precision="bf16", batch=4, seq=256)
+        ck = self.trace(method="lora", precision="bf16", batch=4, seq=256, checkpointing="full")
+        # 4 x 1024 tokens, chunks of 1024: one chunk's logits (a quarter) at a time
+        ch = self.trace(method="lora", precision="bf16", batch=4, seq=1024, loss="chunked")
+        full = self.trace(method="lora", precision="bf16", batch=4, seq=1024)
+        self.assertLess(ck["memory"]["activations"], base["memory"]["activations"] / 2)
+        self.assertLess(ch["memory"]["logits"], full["memory"]["logits"] / 3)
+
+    def test_untraceable_workloads_are_refused(self):
+        from oomless.trace import TraceError
+        for kw, word in ((dict(method="qlora"), "bitsandbytes"),
+                         (dict(checkpointing="selective"), "selective"),
+                         (dict(batch=0), "batch '0'")):
+            with self.assertRaises(TraceError) as cm:
+                self.trace(**kw)
+            self.assertIn(word, str(cm.exception))
+
+    def test_custom_module(self):
+        sys.path.insert(0, SRC)
+        import tests.trace.toy_module as toy
+        r = trace_module(toy.build, toy.step, (32, 256), steps=2)
+        w = rounded(4 * 256 * 256) + rounded(4 * 256) + rounded(4 * 256 * 10) + rounded(4 * 10)
+        self.assertEqual(r["memory"]["weights"], w)
+        self.assertEqual(r["params"]["total"], 256 * 256 + 256 + 2560 + 10)
+
+
+@unittest.skipUnless(HAVE, "" if HAVE else REASON)
+class Cli(unittest.TestCase):
+    def run_cli(self, *args):
+        env = dict(os.environ, OOMLESS_PYTHON=sys.executable,
+                   PYTHONPATH=os.pathsep.join([SRC, os.environ.get("PYTHONPATH", "")]))
+        return subprocess.run([os.environ["OOMLESS_BIN"], "trace"] + list(args),
+                              capture_output=True, text=True, env=env, timeout=600)
+
+    def test_json_is_one_document_with_estimates_keys(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "config.json")
+            with open(path, "w") as f:
+                json.dump(TINY, f)
+            r = self.run_cli("--model", d, "--method", "lora", "--batch", "2", "--seq", "64",
+                             "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        doc = json.loads(r.stdout)
+        for k in ("allocated_peak", "weights", "gradients", "optimizer", "activations", "logits",
+                  "kv_cache", "temporaries"):
+            self.assertIn(k, doc["memory"])
+        self.assertEqual(sum(v for k, v in doc["memory"].items() if k != "allocated_peak"),
+                         doc["memory"]["allocated_peak"])
+        self.assertEqual(doc["versions"]["torch"], torch.__version__)
+
+    def test_preset_and_module_and_errors(self):
+        r = self.run_cli("--model", "gpt2", "--batch", "1", "--seq", "32")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("allocated peak", r.stdout)
+        r = self.run_cli("--module", "tests.trace.toy_module:build", "--step",
+                         "tests.trace.toy_module:step", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertGreater(json.loads(r.stdout)["memory"]["allocated_peak"], 0)
+        r = self.run_cli("--model", "/no/such/config.json")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("/no/such/config.json", r.stderr)
+        r = self.run_cli("--model", "gpt2", "--method", "qlora")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("bitsandbytes", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

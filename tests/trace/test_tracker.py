@@ -1,0 +1,119 @@
+"""The tracker on toy programs whose allocations are worked out by hand."""
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.join(os.environ.get("OOMLESS_SRC", "."), "bindings", "python"))
+
+try:
+    import torch
+    from oomless.trace import Tracker, rounded
+except ImportError as exc:  # pragma: no cover - reported as a skip with the reason
+    torch = None
+    REASON = "torch is not installed for %s (%s); run `make venv`" % (sys.executable, exc)
+
+KIB = 1024
+
+
+@unittest.skipIf(torch is None, "" if torch else REASON)
+class Toy(unittest.TestCase):
+    def test_rounding_is_the_caching_allocators(self):
+        self.assertEqual(rounded(1), 512)
+        self.assertEqual(rounded(512), 512)
+        self.assertEqual(rounded(513), 1024)
+        self.assertEqual(rounded(4000), 4096)
+        self.assertEqual(rounded(0), 0)
+
+    def test_views_and_inplace_are_not_allocations(self):
+        t = Tracker()
+        with t:
+            x = torch.empty(1024, device="meta")          # 4 KiB
+            v = x.view(32, 32).t()[1:]                   # views: nothing new
+            x.add_(1.0)                                  # in place: nothing new
+            y = x * 2                                    # a new 4 KiB tensor
+        self.assertEqual([a.nbytes for a in t.allocs], [4 * KIB, 4 * KIB])
+        self.assertEqual(t.live_bytes(), 8 * KIB)
+        del v, x
+        self.assertEqual(t.live_bytes(), 4 * KIB)        # y alone
+        del y
+        self.assertEqual(t.live_bytes(), 0)
+
+    def test_small_tensors_are_rounded(self):
+        t = Tracker()
+        with t:
+            a = torch.empty(10, device="meta")           # 40 B -> 512
+            b = torch.empty(1000, device="meta")         # 4000 B -> 4096
+        self.assertEqual(t.live_bytes(), 512 + 4096)
+        del a, b
+
+    def test_autograd_keeps_saved_outputs_alive(self):
+        t = Tracker()
+        x = torch.empty(1024, device="meta", requires_grad=True)
+        t.register([x])
+        with t:
+            t.set_phase("forward", 0)
+            y = x.exp()            # exp saves its output for the backward: 4 KiB
+            z = y.sum()            # 512 (a 4-byte scalar)
+            del y                  # the graph still holds exp's output
+            self.assertEqual(t.live_bytes(), 4 * KIB + 4 * KIB + 512)
+            t.set_phase("backward", 0)
+            z.backward()           # x.grad: 4 KiB; the saved output is freed with the graph
+            t.mark_gradients([x])
+            t.set_phase("idle", 0)
+        del z
+        self.assertEqual(t.live_bytes(), 4 * KIB + 4 * KIB)  # x and x.grad
+        peak = t.peak()
+        # the peak is in the backward, when exp's gradient (x.grad) is made while the saved output
+        # and the loss still live: x 4 KiB (weights), exp out 4 KiB + z 512 (activations: made in
+        # the forward, alive after it), the incoming gradient ones_like(z) 512 (temporaries),
+        # x.grad 4 KiB (gradients)
+        self.assertEqual(peak["phase"], "backward")
+        self.assertEqual(peak["allocated_peak"], 13312)
+        self.assertEqual(peak["breakdown"], {"weights": 4096, "gradients": 4096, "optimizer": 0,
+                                             "activations": 4608, "logits": 0, "kv_cache": 0,
+                                             "temporaries": 512})
+
+    def test_checkpoint_drops_the_inside_of_a_block(self):
+        import torch.utils.checkpoint as ckpt
+
+        def block(x):
+            # a = exp(x) is saved (exp keeps its output); a * 3 is not (a scalar product keeps
+            # nothing) and dies; the final exp keeps its output, which is the block's output
+            return (x.exp() * 3).exp()
+
+        # x (4 KiB, registered) + y (4 KiB) + without checkpointing the saved exp(x) (4 KiB)
+        for use_ckpt, expect in ((False, 12 * KIB), (True, 8 * KIB)):
+            t = Tracker()
+            x = torch.empty(1024, device="meta", requires_grad=True)
+            t.register([x])
+            with t:
+                t.set_phase("forward", 0)
+                y = ckpt.checkpoint(block, x, use_reentrant=False) if use_ckpt else block(x)
+                self.assertEqual(t.live_bytes(), expect, "checkpoint=%s" % use_ckpt)
+                t.set_phase("idle", 0)
+            del y
+
+    def test_adam_states_are_two_copies_of_the_parameter(self):
+        p = torch.nn.Parameter(torch.empty(4096, device="meta"))   # 16 KiB
+        opt = torch.optim.Adam([p], lr=0.1, foreach=True)
+        t = Tracker()
+        t.register([p])
+        with t:
+            t.set_phase("forward", 0)
+            loss = (p * p).sum()
+            t.set_phase("backward", 0)
+            loss.backward()
+            t.mark_gradients([p])
+            del loss
+            t.set_phase("optimizer", 0)
+            opt.step()
+            t.set_phase("idle", 0)
+        states = sum(a.nbytes for a in t.allocs
+                     if t.classify(a, t.clock) == "optimizer" and a.t_free is None)
+        self.assertEqual(states, 2 * 16 * KIB)     # exp_avg and exp_avg_sq, fp32
+        grads = sum(a.nbytes for a in t.allocs if a.kind == "gradients" and a.t_free is None)
+        self.assertEqual(grads, 16 * KIB)
+
+
+if __name__ == "__main__":
+    unittest.main()
