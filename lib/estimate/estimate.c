@@ -175,7 +175,7 @@ static double lora_per_token(const ctx *x)
     if (!x->lora_on)
         return 0;
     if (x->w->lora_dropout > 0)
-        in = 4 + 1; /* dropped copy in the adapter dtype + its mask */
+        in = x->c->lora_dropout_in[x->e < 4 ? 0 : 1]; /* the mask and the dropped copy */
     else
         in = x->e < 4 ? x->c->lora_in_fp32 : 0;
     return in * (double)x->lora.in_elems +

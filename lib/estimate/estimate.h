@@ -33,6 +33,7 @@ typedef struct oomi_coef {
     double ddp_buckets, zero3_live_layers;
     double frag, tensor_waste, round;
     double lora_in_fp32; /* LoRA: bytes per adapted input element saved (cast to fp32 adapter) */
+    double lora_dropout_in[2]; /* with dropout: bytes per adapted input element, [0] 16-bit, [1] fp32 */
     double ctx_generic, nccl;
     size_t nctx;
     struct {

@@ -126,6 +126,8 @@ static void read_rest(rd *r, json_object *root)
     coef.tensor_waste = num(r, al, "tensor_waste_bytes");
     coef.round = num(r, al, "round_bytes");
     coef.lora_in_fp32 = num(r, sub(r, root, "lora"), "input_fp32_bytes");
+    coef.lora_dropout_in[0] = num(r, sub(r, sub(r, root, "lora"), "dropout_input_bytes"), "16bit");
+    coef.lora_dropout_in[1] = num(r, sub(r, sub(r, root, "lora"), "dropout_input_bytes"), "fp32");
     read_ctx(r, sub(r, root, "context"));
 }
 

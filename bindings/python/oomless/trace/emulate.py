@@ -22,7 +22,7 @@ F = torch.nn.functional
 LOWER = {"linear", "matmul", "__matmul__", "__rmatmul__", "mm", "bmm", "baddbmm", "addmm",
          "addbmm", "addmv", "addr", "mv", "conv1d", "conv2d", "conv3d", "conv_transpose1d",
          "conv_transpose2d", "conv_transpose3d", "prelu", "chain_matmul", "multi_dot",
-         "scaled_dot_product_attention"}
+         "scaled_dot_product_attention", "_grouped_mm", "grouped_mm"}
 FP32 = {"softmax", "log_softmax", "softmin", "cross_entropy", "nll_loss", "layer_norm",
         "group_norm", "pow", "__pow__", "__rpow__", "rsqrt", "exp", "expm1", "log", "log1p",
         "log2", "log10", "sum", "cumsum", "cumprod", "prod", "norm", "normalize", "mse_loss",
@@ -41,8 +41,9 @@ def _is_float(t):
 class CudaEmulation(TorchFunctionMode):
     """Autocast (when `amp_dtype` is set) and CUDA's choice of SDPA kernel."""
 
-    def __init__(self, amp_dtype=None, fused_sdpa=True):
+    def __init__(self, amp_dtype=None, fused_sdpa=True, tracker=None):
         super().__init__()
+        self.tracker = tracker  # tags autocast's copies of parameters ("weight_cast")
         self.amp_dtype = amp_dtype
         self.fused_sdpa = fused_sdpa
         self.autocast = amp_dtype is not None  # on during the forward, off in the backward
@@ -53,11 +54,20 @@ class CudaEmulation(TorchFunctionMode):
         """A fresh emulation for a checkpointed segment's recomputation in the backward: autocast
         as it was in the forward, its own cast cache (dropped when the segment ends)."""
         return CudaEmulation(self.amp_dtype if self.autocast or self.amp_dtype else None,
-                             self.fused_sdpa)
+                             self.fused_sdpa, self.tracker)
 
     def end_region(self):
         """The end of the autocast region: cached parameter casts are dropped."""
         self._cache.clear()
+
+    def _to(self, t, dtype):
+        if self.tracker is None or not isinstance(t, torch.nn.Parameter):
+            return t.to(dtype)
+        saved, self.tracker.tag = self.tracker.tag, "weight_cast"
+        try:
+            return t.to(dtype)
+        finally:
+            self.tracker.tag = saved
 
     def _cast(self, t, dtype):
         if not _is_float(t) or t.dtype == dtype:
@@ -66,10 +76,10 @@ class CudaEmulation(TorchFunctionMode):
             hit = self._cache.get(id(t))
             if hit is not None and hit[0] is t:
                 return hit[1]
-            c = t.to(dtype)
+            c = self._to(t, dtype)
             self._cache[id(t)] = (t, c)
             return c
-        return t.to(dtype)
+        return self._to(t, dtype)
 
     def _cast_all(self, args, kwargs, dtype, only_low=False):
         def conv(x):

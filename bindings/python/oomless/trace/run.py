@@ -287,8 +287,9 @@ def trace_hf(w, cfg_dict=None):
     vocab = getattr(cfg, "vocab_size", None) or cfg.get_text_config().vocab_size
     if w.method == "lora":
         model = apply_lora(model, w.lora_rank, w.lora_targets, w.lora_dropout)
-    emu = CudaEmulation(DTYPES[amp] if amp else None, fused_sdpa=w.attention != "eager")
     tracker = Tracker()
+    emu = CudaEmulation(DTYPES[amp] if amp else None, fused_sdpa=w.attention != "eager",
+                        tracker=tracker)
     tracker.register(list(model.parameters()) + list(model.buffers()), "weights")
     if w.method == "inference":
         return _finish(tracker, _inference(model, w, vocab, tracker, emu), model, w)

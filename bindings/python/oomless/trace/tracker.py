@@ -18,7 +18,7 @@ of the largest total and attributes the storages alive then:
   backward up to the gradient of the head's input);
 - activations: storages made in the forward that were still alive when it ended (what autograd
   saved for the backward, plus the outputs);
-- temporaries: everything else (transient buffers of the forward, activation gradients and
+- temporaries: autocast's 16-bit copies of the parameters (tag "weight_cast"), and everything else (transient buffers of the forward, activation gradients and
   workspaces of the backward, the optimizer's transient buffers).
 """
 import weakref
@@ -162,6 +162,8 @@ class Tracker(TorchDispatchMode):
             return a.kind
         if a.tag == "logits":
             return "logits"
+        if a.tag == "weight_cast":  # autocast's 16-bit copies of the parameters
+            return "temporaries"
         if a.phase in ("optimizer", "forward"):
             # made in this phase and still alive after it: the optimizer's states, or what the
             # forward left for the backward (saved tensors and outputs)
