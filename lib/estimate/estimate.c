@@ -203,10 +203,13 @@ static void activations(const ctx *x, double *all, double *one)
         dec = (double)m->layers * (per * b * s + scores(x, s, s));
         *one = per * b * s + scores(x, s, s);
     }
+    /* the final norm's saved tensors, once (fitted per layer, so not in `per`) */
+    enc += act_coef(x)->final_h * (double)m->hidden * b * ds;
     if (x->w->k.checkpointing == OOM_CHECKPOINTING_FULL) {
         /* only each layer's input is kept; LoRA's inputs are recomputed with the layer */
         double layers_tokens = (double)m->enc_layers * b * s + (double)m->layers * b * ds;
-        *all = layers_tokens * (double)m->hidden * resid;
+        *all = layers_tokens * (double)m->hidden * resid +
+               act_coef(x)->final_h * (double)m->hidden * b * ds;
         *one += lora_per_token(x) * b * ds / (double)(m->layers + m->enc_layers);
     } else {
         *all = enc + dec + lora_per_token(x) * b * (m->block == OOMI_BLOCK_T5 ? (s + ds) / 2 : s);
@@ -278,11 +281,14 @@ static oom_phase training(const ctx *x, mem *peak)
      * each step) or when kept (set_to_none=False); optimizer states exist from the first step
      */
     ph[0] = (mem){W, live_g, O, A, Lf, 0, Tcast + Tz3};
-    /* backward: loss gradient with every activation still saved, plus a recomputed layer under
-     * full checkpointing; or its end, all gradients with one layer's activations */
+    /* backward: the largest of three moments. The loss gradient, with every activation still
+     * saved; under full checkpointing, the first recomputed layer (the loss path is freed by
+     * then: oomless trace shows the two never overlap); the end, all gradients with one layer's
+     * activations */
     ph[1] = (mem){W, live_g, O, A, Lb, 0, Tcast + Tz3};
-    if (k->checkpointing == OOM_CHECKPOINTING_FULL)
-        ph[1].a += A1;
+    if (k->checkpointing == OOM_CHECKPOINTING_FULL && W + live_g + O + A + A1 + Tcast + Tz3 >
+                                                          sum(&ph[1]))
+        ph[1] = (mem){W, live_g, O, A + A1, 0, 0, Tcast + Tz3};
     if (W + G + Gb + O + A1 + Tz3 > sum(&ph[1]))
         ph[1] = (mem){W, G + Gb, O, A1, 0, 0, Tz3};
     ph[2] = (mem){W, G + Gb, O, 0, 0, 0, Topt + Tz3};

@@ -62,6 +62,7 @@ static void read_act(rd *r, json_object *acts)
             fr = sub(r, o, "frozen");
             c->frozen_h = num(r, fr, "h"), c->frozen_q = num(r, fr, "q"),
             c->frozen_f = num(r, fr, "f");
+            c->final_h = num(r, o, "final_h");
         }
     }
     coef.gelu_tanh_f = num(r, acts, "gelu_tanh_f");
