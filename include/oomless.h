@@ -1293,6 +1293,11 @@ typedef struct oom_calibration {
     int recommended_batch, max_batch;
     uint64_t usable_bytes;
     double time; /**< Unix time it was measured */
+    /** 1: traced by `oomless trace --calibrate` on the meta device: the line is in allocated
+     *  bytes (torch.cuda.max_memory_allocated), for any GPU (gpu is ""); `plan` adds the
+     *  allocator's reserve and the CUDA context of the GPU it plans for. 0: measured by probe
+     *  on `gpu`, device bytes. A measured record for the GPU wins over a traced one. */
+    int traced;
 } oom_calibration;
 
 /** The default file path (allocated; free with oom_free). */

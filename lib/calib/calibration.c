@@ -88,6 +88,8 @@ static json_object *record_json(const oom_calibration *c)
     json_object_object_add(o, "recommended_batch", json_object_new_int(c->recommended_batch));
     json_object_object_add(o, "max_batch", json_object_new_int(c->max_batch));
     json_object_object_add(o, "usable_bytes", json_object_new_int64((int64_t)c->usable_bytes));
+    if (c->traced)
+        json_object_object_add(o, "traced", json_object_new_boolean(1));
     return o;
 }
 
@@ -150,12 +152,20 @@ static double get_num(json_object *o, const char *key)
     return json_object_object_get_ex(o, key, &v) ? json_object_get_double(v) : 0;
 }
 
-/* Whether a line's record is for this key. */
+/* A record `oomless trace --calibrate` wrote: allocated bytes, valid on any GPU. */
+static int is_traced(json_object *o)
+{
+    json_object *v;
+    return json_object_object_get_ex(o, "traced", &v) && json_object_get_boolean(v);
+}
+
+/* Whether a line's record is for this key (a traced record, gpu "", is for every GPU). */
 static int matches(json_object *o, const char *gpu, const char *command, const char *workload)
 {
     json_object *cmd;
     const char *g = get_str(o, "gpu"), *w = get_str(o, "workload"), *cs;
-    if (!g || strcmp(g, gpu ? gpu : "") || strcmp(w ? w : "", workload ? workload : ""))
+    if (!g || (strcmp(g, gpu ? gpu : "") && !(is_traced(o) && !*g)) ||
+        strcmp(w ? w : "", workload ? workload : ""))
         return 0;
     if (!json_object_object_get_ex(o, "command", &cmd))
         return 0;
@@ -181,6 +191,7 @@ static int to_record(oom_calibration **out, json_object *o, const char *command)
     c->max_batch = (int)get_num(o, "max_batch");
     c->usable_bytes = (uint64_t)get_num(o, "usable_bytes");
     c->time = get_num(o, "time");
+    c->traced = is_traced(o);
     *out = c;
     return OOM_OK;
 }
@@ -207,7 +218,9 @@ int oom_calibration_lookup(oom_calibration **out, const char *path, const char *
         goto done;
     for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         json_object *o = json_tokener_parse(line);
-        if (o && json_object_is_type(o, json_type_object) && matches(o, gpu, command, workload)) {
+        /* the newest match wins, but a traced record never replaces a measured one */
+        if (o && json_object_is_type(o, json_type_object) && matches(o, gpu, command, workload) &&
+            !(best && !is_traced(best) && is_traced(o))) {
             json_object_put(best);
             best = o;
         } else {

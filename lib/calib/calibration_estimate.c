@@ -117,6 +117,13 @@ int oom_calibration_estimate_json(char **out, int *fits, const char *path, const
                             t.profile.name);
         goto done;
     }
+    if (rec->traced) {
+        err = oomi_fail(OOM_EINVAL,
+                        "the calibration record for this command was traced on the meta device "
+                        "(allocated bytes, no CUDA context): plan on it with 'oomless plan -- "
+                        "CMD...', or estimate the workload with 'oomless estimate --model ...'");
+        goto done;
+    }
     p = oom_probe_fit_peak(&rec->fit, (int)(batch > 1 << 30 ? 1 << 30 : batch));
     peak = p > 0 ? (uint64_t)p : 0;
     if (fits)

@@ -44,6 +44,10 @@ typedef struct oomi_coef {
 } oomi_coef;
 /* the coefficients, loaded once; OOM_EIO/OOM_EPARSE naming the file and key */
 int oomi_coef_get(const oomi_coef **out);
+/* A traced line (allocated bytes) as device bytes on a GPU of compute capability major.minor
+ * (0.0: unknown): the batch-dependent part grows by the allocator's fragmentation, the CUDA
+ * context is added, as the estimator does for its own components (estimate.c). */
+int oomi_traced_to_device(oom_probe_fit *fit, int cc_major, int cc_minor);
 /* the "memory" object of the estimate JSON, shared by plan (estimate_json.c); NULL on ENOMEM */
 json_object *oomi_estimate_memory_json(const oom_estimate *e);
 

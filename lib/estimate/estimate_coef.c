@@ -2,6 +2,7 @@
 #include "estimate/estimate.h"
 
 #include <json-c/json.h>
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -169,4 +170,26 @@ int oomi_coef_get(const oomi_coef **out)
     if (!err)
         *out = &coef;
     return err;
+}
+
+int oomi_traced_to_device(oom_probe_fit *fit, int cc_major, int cc_minor)
+{
+    const oomi_coef *c;
+    double ctx;
+    size_t i;
+    int err, exact = 0;
+
+    if ((err = oomi_coef_get(&c)))
+        return err;
+    ctx = c->ctx_generic;
+    for (i = 0; i < c->nctx; i++) {
+        if (c->ctx[i].major == cc_major && c->ctx[i].minor == cc_minor)
+            ctx = c->ctx[i].bytes, exact = 1;
+        else if (!exact && c->ctx[i].major == cc_major)
+            ctx = c->ctx[i].bytes;
+    }
+    fit->fixed_bytes = round(fit->fixed_bytes + ctx);
+    fit->per_sample_bytes = round(fit->per_sample_bytes * (1 + c->frag));
+    fit->per_sample2_bytes *= 1 + c->frag;
+    return OOM_OK;
 }

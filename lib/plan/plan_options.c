@@ -459,6 +459,11 @@ static int calibrated_line(oom_measured_line *line, long *cap, const oom_plan_op
                                o->calib_workload ? o->calib_workload : "",
                                o->calib_workload ? "')" : "")
                    : err;
+    if (rec->traced && (err = oomi_traced_to_device(&rec->fit, t->profile.cc_major,
+                                                    t->profile.cc_minor))) {
+        oom_calibration_free(rec);
+        return err;
+    }
     memset(line, 0, sizeof(*line));
     line->fixed_bytes = rec->fit.fixed_bytes > 0 ? (uint64_t)rec->fit.fixed_bytes : 0;
     line->bytes_per_sample =

@@ -120,6 +120,35 @@ class Cli(unittest.TestCase):
                          doc["memory"]["allocated_peak"])
         self.assertEqual(doc["versions"]["torch"], torch.__version__)
 
+    def test_calibrate_writes_a_record_plan_uses(self):
+        with tempfile.TemporaryDirectory() as d:
+            with open(os.path.join(d, "config.json"), "w") as f:
+                json.dump(TINY, f)
+            cal = os.path.join(d, "cal.jsonl")
+            r = self.run_cli("--model", d, "--method", "lora", "--seq", "64", "--calibrate",
+                             "--batches", "1,2,4", "--calibration", cal, "--json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            rec = json.loads(r.stdout)
+            with open(cal) as f:
+                lines = f.read().splitlines()
+            self.assertEqual(len(lines), 1)
+            self.assertEqual(json.loads(lines[0]), rec)
+            self.assertTrue(rec["traced"])
+            self.assertEqual(rec["gpu"], "")
+            self.assertEqual(rec["command"], ["oomless", "trace", "--model", d, "--method", "lora",
+                                              "--seq", "64"])
+            # the fitted line goes through the traced points (to rounding)
+            for b, peak in rec["points"]:
+                line = rec["fixed_bytes"] + rec["per_sample_bytes"] * b + rec["per_sample2_bytes"] * b * b
+                self.assertLess(abs(line - peak), 8 * b + 8, (b, peak, line))
+            plan = subprocess.run([os.environ["OOMLESS_BIN"], "plan", "--json", "--gpu",
+                                   "a100-80gb", "--calibration", cal, "--target-effective-batch",
+                                   "8", "--", "oomless", "trace", "--model", d, "--method", "lora",
+                                   "--seq", "64"], capture_output=True, text=True)
+            self.assertEqual(plan.returncode, 0, plan.stderr)
+            doc = json.loads(plan.stdout)
+            self.assertEqual(doc["plan"]["batch_size"] * doc["plan"]["grad_accum"], 8)
+
     def test_preset_and_module_and_errors(self):
         r = self.run_cli("--model", "gpt2", "--batch", "1", "--seq", "32")
         self.assertEqual(r.returncode, 0, r.stderr)

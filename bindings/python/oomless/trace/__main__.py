@@ -6,7 +6,9 @@ transformers / peft missing (the message says what to install).
 import argparse
 import importlib
 import json
+import os
 import sys
+import time
 
 USAGE_NOTE = """Traces one or more training steps (forward, loss, backward, optimizer step) of the real
 model code on PyTorch's meta device and reports the allocated peak (what
@@ -41,7 +43,113 @@ def _parser():
     p.add_argument("--step", help="pkg.mod:step_fn(model, input_shape) -> loss (with --module)")
     p.add_argument("--input-shape", help="with --module: the input's shape, e.g. 8,3,224,224")
     p.add_argument("--json", action="store_true", help="one JSON document on stdout")
+    p.add_argument("--calibrate", action="store_true",
+                   help="trace several batch sizes, fit fixed + per sample (+ per sample^2) and "
+                        "append a calibration record that 'oomless plan -- oomless trace ...' "
+                        "(the same trace options, without --calibrate) plans on")
+    p.add_argument("--batches", help="with --calibrate: the batch sizes (default BATCH, 2x, 4x)")
+    p.add_argument("--calibration", help="with --calibrate: the calibration file (default "
+                                         "$XDG_CACHE_HOME/oomless/calibration.jsonl)")
     return p
+
+
+# the options that do not change the memory line (they say what to do with it)
+_NOT_KEY = {"--calibrate": 0, "--json": 0, "--batches": 1, "--calibration": 1, "--batch": 1}
+
+
+def command_key(argv):
+    """The calibration record's command: `oomless trace` and the options that define the
+    workload, in the order given, without the ones that only say what to do (--calibrate, --json,
+    --batch, ...). `oomless plan -- oomless trace OPTIONS` builds the same key from its argv."""
+    key, i = ["oomless", "trace"], 0
+    while i < len(argv):
+        a = argv[i]
+        name = a.split("=", 1)[0]
+        if name in _NOT_KEY:
+            i += 1 + (_NOT_KEY[name] if "=" not in a else 0)
+            continue
+        key.append(a)
+        i += 1
+    return key
+
+
+def calibration_path(arg):
+    if arg:
+        return arg
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    if xdg and os.path.isabs(xdg):
+        return os.path.join(xdg, "oomless", "calibration.jsonl")
+    home = os.environ.get("HOME")
+    if not home:
+        raise ValueError("no calibration file: give --calibration FILE ($XDG_CACHE_HOME and $HOME "
+                         "are not set)")
+    return os.path.join(home, ".cache", "oomless", "calibration.jsonl")
+
+
+def fit_line(points):
+    """fixed + per_sample*b + per_sample2*b^2 through (batch, bytes) points: exact for three,
+    least squares beyond; a straight line when the curvature is below a byte per sample^2."""
+    import numpy as np
+    b = np.array([p[0] for p in points], dtype=float)
+    y = np.array([p[1] for p in points], dtype=float)
+    A = np.stack([np.ones_like(b), b, b * b], axis=1)
+    coef, *_ = np.linalg.lstsq(A, y, rcond=None)
+    if abs(coef[2]) < 1.0:
+        A = A[:, :2]
+        line, *_ = np.linalg.lstsq(A, y, rcond=None)
+        coef = [line[0], line[1], 0.0]
+    return float(coef[0]), float(coef[1]), float(coef[2])
+
+
+def append_record(path, record):
+    """One JSON line appended whole (a single write of the whole line, on a fresh line)."""
+    d = os.path.dirname(path)
+    if d:
+        os.makedirs(d, exist_ok=True)
+    line = (json.dumps(record, separators=(",", ":")) + "\n").encode("utf-8")
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        if os.fstat(fd).st_size > 0:
+            with open(path, "rb") as f:
+                f.seek(-1, os.SEEK_END)
+                if f.read(1) != b"\n":
+                    line = b"\n" + line
+        if os.write(fd, line) != len(line):
+            raise OSError("short write to %s" % path)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def calibrate(args, argv, run):
+    if args.module:
+        raise ValueError("--calibrate works with --model (a --module's batch is its --input-shape)")
+    if args.batches:
+        try:
+            batches = sorted({int(x) for x in args.batches.split(",")})
+        except ValueError:
+            raise ValueError("--batches '%s' is not a list of whole numbers such as 1,2,4"
+                             % args.batches) from None
+    else:
+        batches = [args.batch, 2 * args.batch, 4 * args.batch]
+    if len(batches) < 3 or batches[0] < 1:
+        raise ValueError("--batches needs at least three different sizes of at least 1")
+    points, last = [], None
+    for b in batches:
+        w = run.Workload(args.model, args.method, args.precision, args.optimizer, b, args.seq,
+                         args.grad_accum, args.checkpointing, args.attention, args.loss,
+                         args.lora_rank, args.lora_targets, args.lora_dropout, args.steps)
+        last = run.trace_hf(w)
+        points.append((b, last["memory"]["allocated_peak"]))
+    fixed, per, per2 = fit_line(points)
+    record = {"time": round(time.time(), 3), "gpu": "", "command": command_key(argv),
+              "workload": "", "fixed_bytes": int(round(fixed)), "per_sample_bytes": int(round(per)),
+              "per_sample2_bytes": per2, "recommended_batch": 0, "max_batch": batches[-1],
+              "usable_bytes": 0, "traced": True, "counter": "allocated", "seq": args.seq,
+              "points": [[b, v] for b, v in points], "versions": run.versions()}
+    path = calibration_path(args.calibration)
+    append_record(path, record)
+    return record, path
 
 
 def _need(mod, why):
@@ -100,10 +208,27 @@ def _text(res):
 
 
 def main(argv=None):
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     _need("torch", "tracing")
     from . import run
     try:
+        if args.calibrate:
+            if not args.model:
+                raise ValueError("--calibrate needs --model")
+            _need("transformers", "tracing a Hugging Face model")
+            record, path = calibrate(args, argv, run)
+            sys.stderr.write("oomless trace: calibration saved to %s (plan on it with: oomless "
+                             "plan [OPTIONS] -- %s)\n" % (path, " ".join(record["command"])))
+            if args.json:
+                sys.stdout.write(json.dumps(record, indent=2) + "\n")
+            else:
+                sys.stdout.write("traced line: %s + %s per sample%s (allocated bytes, batches %s)\n"
+                                 % (_size(record["fixed_bytes"]), _size(record["per_sample_bytes"]),
+                                    " + %.0f B per sample^2" % record["per_sample2_bytes"]
+                                    if record["per_sample2_bytes"] else "",
+                                    ",".join(str(p[0]) for p in record["points"])))
+            return 0
         if args.module:
             build = _load_fn(args.module, "--module")
             step = _load_fn(args.step, "--step") if args.step else None
@@ -131,7 +256,7 @@ def main(argv=None):
                                "optimizer": w.optimizer, "batch": w.batch, "seq": w.seq,
                                "grad_accum": w.grad_accum, "checkpointing": w.checkpointing,
                                "attention": w.attention, "loss": w.loss}
-    except (ValueError, run.TraceError) as exc:
+    except (ValueError, OSError, run.TraceError) as exc:
         sys.stderr.write("oomless trace: %s\n" % exc)
         return 2
     res["versions"] = run.versions()

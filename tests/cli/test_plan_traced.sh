@@ -1,0 +1,39 @@
+#!/bin/bash
+# test_plan_traced.sh - a record `oomless trace --calibrate` wrote (allocated bytes, for any GPU)
+# is planned on with the allocator's reserve and the CUDA context of the planned GPU added; a
+# record probe measured on that GPU wins over it; `estimate -- CMD` refuses it.
+. "$(dirname "$0")/lib.sh"
+unset OOMLESS_GPU GPU_PROFILE CUDA_VISIBLE_DEVICES
+
+CAL="$TMP/cal.jsonl"
+KEY='["oomless","trace","--model","m","--method","lora"]'
+# traced: 1 GiB + 100 MiB per sample, allocated
+printf '%s\n' '{"time":1,"gpu":"","command":'"$KEY"',"workload":"","fixed_bytes":1073741824,"per_sample_bytes":104857600,"per_sample2_bytes":0,"recommended_batch":0,"max_batch":4,"usable_bytes":0,"traced":true}' > "$CAL"
+
+# on an A100 (cc 8.0): context 512 MiB (data/coefficients.json context.by_compute_capability),
+# fragmentation 0.15 on the per-sample part: device(b) = 1.5 GiB + 115 MiB * b
+oom plan --json --gpu a100-80gb --calibration "$CAL" --target-effective-batch 64 -- oomless trace --model m --method lora
+expect_rc 0 "plan on a traced record"
+expect_one_json "traced plan json"
+expect_json .plan.batch_size 64 "64 samples fit in 79 GiB"
+expect_json .memory.device_peak $((1073741824 + 536870912 + 64 * 120586240)) "reserve and context added"
+
+# any GPU: the same record serves an RTX 4090 (cc 8.9)
+oom plan --json --gpu rtx-4090 --calibration "$CAL" --target-effective-batch 64 -- oomless trace --model m --method lora
+expect_rc 0 "traced record on another GPU"
+# (22.99 GiB - 1 GiB - 512 MiB context) / 115 MiB = 190.9 -> the largest divisor of 64 is 64
+expect_json .plan.batch_size 64 "4090 batch"
+
+# a record probe measured on the A100 wins over the traced one, newer or older
+printf '%s\n' '{"time":2,"gpu":"NVIDIA A100 80GB","command":'"$KEY"',"workload":"","fixed_bytes":2147483648,"per_sample_bytes":1073741824,"per_sample2_bytes":0,"recommended_batch":0,"max_batch":70,"usable_bytes":0}' >> "$CAL"
+printf '%s\n' '{"time":3,"gpu":"","command":'"$KEY"',"workload":"","fixed_bytes":1,"per_sample_bytes":1,"per_sample2_bytes":0,"recommended_batch":0,"max_batch":4,"usable_bytes":0,"traced":true}' >> "$CAL"
+oom plan --json --gpu a100-80gb --calibration "$CAL" --target-effective-batch 64 -- oomless trace --model m --method lora
+expect_rc 0 "measured record"
+expect_json .plan.batch_size 64 "(79 - 2) GiB / 1 GiB per sample = 77 -> divisor 64"
+expect_json .memory.device_peak $((2147483648 + 64 * 1073741824)) "the measured line, unchanged"
+
+# estimate -- CMD refuses a traced record and says what to use
+oom estimate --gpu rtx-4090 --calibration "$CAL" --batch 2 -- oomless trace --model m --method lora
+expect_rc 2 "estimate on a traced record"
+expect_contains "$ERR" "traced on the meta device" "says why"
+finish
