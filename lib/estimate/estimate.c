@@ -154,6 +154,8 @@ static double layer_per_token(const ctx *x)
         b += a->lse * (double)m->heads;
     if (!strcmp(m->family, "gpt2"))
         b += x->c->gelu_tanh_f * x->e * f;
+    if (m->qk_norm)
+        b += (a->qk_norm - (x->frozen ? a->frozen_qk_norm : 0)) * (qd + kvd);
     if (x->frozen)
         b -= a->frozen_h * h + a->frozen_q * qd + a->frozen_f * f;
     return b;

@@ -17,6 +17,7 @@ typedef struct oomi_act_coef {
     double h, q, kv, f, lse, score;
     double frozen_h, frozen_q, frozen_f; /* not saved when the base linears are frozen */
     double final_h; /* the final norm after the last layer, per token per hidden element */
+    double qk_norm, frozen_qk_norm; /* per-head q/k norms, per element of q and k/v widths */
 } oomi_act_coef;
 
 enum { OOMI_REGIME_16BIT, OOMI_REGIME_AMP, OOMI_REGIME_FP32, OOMI_REGIMES };

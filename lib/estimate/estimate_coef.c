@@ -64,6 +64,7 @@ static void read_act(rd *r, json_object *acts)
             c->frozen_h = num(r, fr, "h"), c->frozen_q = num(r, fr, "q"),
             c->frozen_f = num(r, fr, "f");
             c->final_h = num(r, o, "final_h");
+            c->qk_norm = num(r, o, "qk_norm"), c->frozen_qk_norm = num(r, fr, "qk_norm");
         }
     }
     coef.gelu_tanh_f = num(r, acts, "gelu_tanh_f");

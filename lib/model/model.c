@@ -152,6 +152,10 @@ static int count_llama(oomi_model *m, const cfg_ctx *c)
               mat(m, "down_proj", m->ffn, h, L, false);
     }
     n = (uint64_t)norms * vec(m, h, L * norms);
+    if (!strcmp(m->family, "qwen3")) { /* q_norm and k_norm: one weight of head_dim each */
+        m->qk_norm = true;
+        n += 2 * vec(m, m->head_dim, L * 2);
+    }
     m->default_targets = phi3 ? "qkv_proj" : "q_proj,v_proj";
     if (m->experts > 0) {
         finish_decoder(m, attn + router + mlp * (uint64_t)m->experts + n,
@@ -278,7 +282,7 @@ static const struct family {
 } families[] = {
     {"llama", OOMI_BLOCK_LLAMA},     {"mistral", OOMI_BLOCK_LLAMA}, {"qwen2", OOMI_BLOCK_LLAMA},
     {"gemma", OOMI_BLOCK_LLAMA},     {"gemma2", OOMI_BLOCK_LLAMA},  {"phi3", OOMI_BLOCK_LLAMA},
-    {"mixtral", OOMI_BLOCK_LLAMA},   {"gpt2", OOMI_BLOCK_GPT},      {"gpt_neox", OOMI_BLOCK_GPT},
+    {"mixtral", OOMI_BLOCK_LLAMA},   {"qwen3", OOMI_BLOCK_LLAMA},   {"gpt2", OOMI_BLOCK_GPT},      {"gpt_neox", OOMI_BLOCK_GPT},
     {"gpt_bigcode", OOMI_BLOCK_GPT}, {"bloom", OOMI_BLOCK_GPT},     {"opt", OOMI_BLOCK_GPT},
     {"falcon", OOMI_BLOCK_GPT},      {"bert", OOMI_BLOCK_BERT},     {"roberta", OOMI_BLOCK_BERT},
     {"t5", OOMI_BLOCK_T5},           {"mt5", OOMI_BLOCK_T5},

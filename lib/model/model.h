@@ -41,6 +41,7 @@ typedef struct oomi_model {
     long layers, enc_layers; /* decoder (or only) layers; T5 encoder layers */
     long hidden, heads, kv_heads, head_dim, ffn, vocab, max_pos, experts, topk, labels;
     bool gated; /* SwiGLU / gated-GELU: three MLP matrices */
+    bool qk_norm; /* per-head RMSNorm of queries and keys (Qwen3) */
     bool tied;
     uint64_t params;           /* all parameters */
     uint64_t params_active;    /* used per token (MoE: topk experts) */

@@ -85,6 +85,19 @@ static void test_exact_counts(void **state)
     assert_int_equal(oom_workload_model(&mi, w), OOM_OK);
     assert_int_equal(mi.params, 124439808ULL);
     oom_workload_free(w);
+    /* Qwen3 (q_norm, k_norm, no qkv bias): the model cards give 0.6B with 0.44B non-embedding
+     * (embeddings tied) and 8.2B with 6.95B non-embedding (untied); the exact totals are
+     * transformers' Qwen3ForCausalLM parameter counts (oomless trace counts the same) */
+    w = W("model=qwen3-0.6b");
+    assert_int_equal(oom_workload_model(&mi, w), OOM_OK);
+    assert_int_equal(mi.params, 596049920ULL);
+    assert_string_equal(mi.family, "qwen3");
+    oom_workload_free(w);
+    w = W("model=qwen3-8b");
+    assert_int_equal(oom_workload_model(&mi, w), OOM_OK);
+    assert_int_equal(mi.params, 8190735360ULL);
+    assert_int_equal(mi.params - 2ULL * 151936 * 4096, 6946075648ULL);
+    oom_workload_free(w);
 }
 
 /* KV cache bytes per token in 16-bit: 2 * layers * kv_heads * head_dim * 2 */
