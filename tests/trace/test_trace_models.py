@@ -53,6 +53,21 @@ class Models(unittest.TestCase):
         self.assertEqual(r["memory"]["optimizer"], 2 * weights)
         self.assertGreater(r["memory"]["temporaries"], 0)
 
+    def test_modelled_optimizers_keep_their_states(self):
+        # fused AdamW: exp_avg and exp_avg_sq like each parameter; 8-bit AdamW (bitsandbytes):
+        # two uint8 states and an fp32 absmax per 2048-element block each, fp32 states under
+        # 4096 elements
+        fused = self.trace(method="full", precision="bf16", batch=1, seq=16, optimizer="adamw-fused")
+        self.assertEqual(fused["memory"]["optimizer"], 2 * sum(rounded(2 * n) for n in tiny_params()))
+        q8 = self.trace(method="full", precision="bf16", batch=1, seq=16, optimizer="adamw-8bit")
+        want = 0
+        for n in tiny_params():
+            if n >= 4096:
+                want += 2 * rounded(n) + 2 * rounded(4 * ((n + 2047) // 2048))
+            else:
+                want += 2 * rounded(4 * n)
+        self.assertEqual(q8["memory"]["optimizer"], want)
+
     def test_inference_kv_cache_exact(self):
         b, s = 3, 40
         r = self.trace(method="inference", precision="bf16", batch=b, seq=s)

@@ -28,7 +28,7 @@ def _parser():
     p.add_argument("--precision", default="auto",
                    help="auto|fp32|bf16|fp16|amp-bf16|amp-fp16 (default auto, as estimate)")
     p.add_argument("--optimizer", default="adamw",
-                   help="adamw|adamw-fused|sgd|sgd-momentum|adafactor|none (default adamw)")
+                   help="adamw|adamw-fused|adamw-8bit|sgd|sgd-momentum|adafactor|none (default adamw)")
     p.add_argument("--batch", type=int, default=1, help="micro-batch (default 1)")
     p.add_argument("--seq", type=int, default=512, help="tokens per sample (default 512)")
     p.add_argument("--grad-accum", type=int, default=1, help="accumulation steps (default 1)")

@@ -137,6 +137,47 @@ def apply_lora(model, rank, targets, dropout):
         raise TraceError("LoRA: %s" % exc) from exc
 
 
+class ModelledAdam:
+    """The states of an optimizer that cannot run on the meta device, kept as it keeps them.
+
+    - "fused": torch.optim.AdamW(fused=True) refuses meta tensors; its state is exp_avg and
+      exp_avg_sq like the parameter, updated by one CUDA kernel in place (no temporaries).
+    - "8bit": bitsandbytes' AdamW8bit (CUDA only): two uint8 states per element plus an fp32
+      absmax per block of 2048 elements for each (block-wise quantisation), and 32-bit states for
+      parameters under 4096 elements (its min_8bit_size) — bitsandbytes' documentation of 8-bit
+      optimizers. The updates are done in place, as the kernels do.
+    """
+
+    BLOCK, MIN_8BIT = 2048, 4096
+
+    def __init__(self, params, kind):
+        self.params, self.kind, self.state = list(params), kind, {}
+
+    def _init(self, p):
+        if self.kind == "8bit" and p.numel() >= self.MIN_8BIT:
+            blocks = (p.numel() + self.BLOCK - 1) // self.BLOCK
+            return [torch.empty_like(p, dtype=torch.uint8), torch.empty_like(p, dtype=torch.uint8),
+                    torch.empty(blocks, dtype=torch.float32, device=p.device),
+                    torch.empty(blocks, dtype=torch.float32, device=p.device)]
+        dtype = torch.float32 if self.kind == "8bit" else p.dtype
+        return [torch.zeros_like(p, dtype=dtype), torch.zeros_like(p, dtype=dtype)]
+
+    def step(self):
+        for p in self.params:
+            if p.grad is None:
+                continue
+            st = self.state.get(p)
+            if st is None:
+                st = self.state[p] = self._init(p)
+            if st[0].dtype == p.grad.dtype:
+                st[0].lerp_(p.grad, 0.1)
+                st[1].mul_(0.999).addcmul_(p.grad, p.grad, value=0.001)
+
+    def zero_grad(self, set_to_none=True):
+        for p in self.params:
+            p.grad = None
+
+
 def make_optimizer(name, params):
     params = list(params)
     if name == "none" or not params:
@@ -144,15 +185,20 @@ def make_optimizer(name, params):
     if name == "adamw":
         return torch.optim.AdamW(params, lr=1e-4, foreach=True)
     if name == "adamw-fused":
-        return torch.optim.AdamW(params, lr=1e-4, fused=True)
+        return ModelledAdam(params, "fused")
+    if name == "adamw-8bit":
+        return ModelledAdam(params, "8bit")
     if name == "sgd":
         return torch.optim.SGD(params, lr=1e-3, foreach=True)
     if name == "sgd-momentum":
         return torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=True)
     if name == "adafactor":
-        return torch.optim.Adafactor(params, lr=1e-3, foreach=True)
-    raise TraceError("optimizer '%s' cannot be traced on the meta device (it needs a CUDA-only "
-                     "package such as bitsandbytes, or is not in torch.optim)" % name)
+        raise TraceError("optimizer 'adafactor' cannot be traced: torch.optim.Adafactor reads a "
+                         "tensor's value (.item()) in its step, which the meta device does not "
+                         "have")
+    raise TraceError("optimizer '%s' cannot be traced (lion is not in torch.optim; the "
+                     "traced ones: adamw, adamw-fused, adamw-8bit, sgd, sgd-momentum, adafactor, "
+                     "none)" % name)
 
 
 # ---- the head and the loss ---------------------------------------------------------------------
@@ -279,6 +325,17 @@ def _sample(vocab, batch, seq):
 
 def trace_hf(w, cfg_dict=None):
     """Traces workload `w`; returns the result dict (memory breakdown in bytes, phase, ...)."""
+    try:
+        return _trace_hf(w, cfg_dict)
+    except RuntimeError as exc:
+        if "meta tensors" in str(exc) or "data-dependent" in str(exc):
+            raise TraceError("the model's code reads tensor values (%s), which the meta device "
+                             "does not have: this model cannot be traced"
+                             % str(exc).splitlines()[0]) from exc
+        raise
+
+
+def _trace_hf(w, cfg_dict=None):
     w.check()
     if cfg_dict is None:
         cfg_dict, _path = find_config(w.model)
