@@ -399,8 +399,12 @@ def _inference(model, w, vocab, tracker, emu):
     ids = _sample(vocab, w.batch, w.seq)
     with _unpacked_batches(), torch.no_grad(), tracker, emu:
         tracker.set_phase("inference", 0)
-        out = model(input_ids=ids, use_cache=True, logits_to_keep=1)
-        cache = out.past_key_values
+        can_generate = getattr(model, "can_generate", None)
+        if can_generate is not None and not can_generate():
+            out = model(input_ids=ids)  # an encoder (BERT): one forward, no cache
+        else:
+            out = model(input_ids=ids, use_cache=True, logits_to_keep=1)
+        cache = getattr(out, "past_key_values", None)
         kv = [t for t in _tensors(cache)]
         tracker.register(kv, "kv_cache")
         tracker.set_phase("idle", 0)
