@@ -361,36 +361,48 @@ def _trace_hf(w, cfg_dict=None):
     trainable = [p for p in model.parameters() if p.requires_grad]
     opt = make_optimizer(w.optimizer, trainable)
     region = LossRegion(tracker, output_head(model))
-    step_start = []
     try:
         with _unpacked_batches(), tracker, emu:
-            for step in range(w.steps):
-                step_start.append(tracker.clock)
-                for _micro in range(w.grad_accum):
-                    ids = _sample(vocab, w.batch, w.seq)
-                    tracker.set_phase("forward", step)
-                    emu.autocast = amp is not None
-                    if w.loss == "chunked":
-                        loss = chunked_causal_loss(model, ids, w.chunk_tokens)
-                    else:
-                        loss = model(input_ids=ids, labels=ids).loss
-                    loss = loss / w.grad_accum
-                    emu.autocast = False
-                    emu.end_region()
-                    tracker.set_phase("backward", step)
-                    tracker.tag = "logits"
-                    loss.backward()
-                    tracker.tag = None
-                    del loss, ids
-                    tracker.mark_gradients(trainable)
-                if opt is not None:
-                    tracker.set_phase("optimizer", step)
-                    opt.step()
-                    opt.zero_grad(set_to_none=True)
-                tracker.set_phase("idle", step)
+            def forward():
+                ids = _sample(vocab, w.batch, w.seq)
+                emu.autocast = amp is not None
+                if w.loss == "chunked":
+                    loss = chunked_causal_loss(model, ids, w.chunk_tokens)
+                else:
+                    loss = model(input_ids=ids, labels=ids).loss
+                emu.autocast = False
+                emu.end_region()
+                return loss / w.grad_accum
+
+            step_start = _train(tracker, forward, trainable, opt, w.steps, w.grad_accum,
+                                loss_tag="logits")
     finally:
         region.close()
     return _finish(tracker, None, model, w, steady_from=step_start[-1] if w.steps > 1 else 0)
+
+
+def _train(tracker, forward, trainable, opt, steps, grad_accum, loss_tag=None):
+    """`steps` optimizer steps of `grad_accum` micro-batches each, the phases marked for the
+    tracker; `forward()` returns the micro-batch's loss. The clock at each step's start."""
+    starts = []
+    for step in range(steps):
+        starts.append(tracker.clock)
+        for _micro in range(grad_accum):
+            tracker.set_phase("forward", step)
+            loss = forward()
+            tracker.set_phase("backward", step)
+            tracker.tag = loss_tag  # the loss's own backward first (LossRegion ends the tag)
+            if loss is not None:
+                loss.backward()
+            tracker.tag = None
+            del loss
+            tracker.mark_gradients(trainable)
+        if opt is not None:
+            tracker.set_phase("optimizer", step)
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+        tracker.set_phase("idle", step)
+    return starts
 
 
 def _inference(model, w, vocab, tracker, emu):
@@ -460,27 +472,16 @@ def trace_module(build, step=None, input_shape=None, steps=2, optimizer="adamw")
     trainable = [p for p in model.parameters() if p.requires_grad]
     opt = make_optimizer(optimizer, trainable)
     emu = CudaEmulation(None)
-    step_start = []
+    if step is None and not input_shape:
+        raise TraceError("--input-shape is needed without --step (e.g. 8,3,224,224)")
+
+    def forward():
+        if step is not None:
+            return step(model, input_shape)
+        return model(torch.randn(*input_shape, device="meta")).float().sum()
+
     with tracker, emu:
-        for s in range(steps):
-            step_start.append(tracker.clock)
-            tracker.set_phase("forward", s)
-            if step is not None:
-                loss = step(model, input_shape)
-            else:
-                if not input_shape:
-                    raise TraceError("--input-shape is needed without --step (e.g. 8,3,224,224)")
-                loss = model(torch.randn(*input_shape, device="meta")).float().sum()
-            tracker.set_phase("backward", s)
-            if loss is not None:
-                loss.backward()
-            del loss
-            tracker.mark_gradients(trainable)
-            if opt is not None:
-                tracker.set_phase("optimizer", s)
-                opt.step()
-                opt.zero_grad(set_to_none=True)
-            tracker.set_phase("idle", s)
+        step_start = _train(tracker, forward, trainable, opt, steps, 1)
     w = Workload("module")
     return _finish(tracker, None, model, w, steady_from=step_start[-1] if steps > 1 else 0)
 
