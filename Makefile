@@ -82,7 +82,7 @@ check-trace: all venv
 
 # The whole trace matrix (a benchmark: minutes), written to bench/trace/RESULTS.md.
 bench-trace: all venv
-	$(VENV)/bin/python bench/trace/compare.py --bin $(BUILD)/oomless --out bench/trace/RESULTS.md
+	$(VENV)/bin/python bench/trace/compare.py --bin $(BUILD)/oomless --jobs $(JOBS) --out bench/trace/RESULTS.md --json bench/trace/results.json
 
 FUZZ_SECONDS ?= 20
 fuzz: deps

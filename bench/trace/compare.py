@@ -98,28 +98,36 @@ def err(est, ref):
     return (est - ref) / ref
 
 
-def run(binary, subset):
-    rows = []
-    for cell in cells(subset):
-        t0 = time.time()
-        es, eerr = estimate(binary, cell)
-        targets = es["workload"].get("lora_targets") if es else None
-        tr, terr = trace(cell, targets)
-        row = {"cell": cell, "trace_s": round(time.time() - t0, 2)}
-        if tr is None or es is None:
-            row["error"] = "; ".join(e for e in ("estimate: " + eerr if eerr else "",
-                                                 "trace: " + terr if terr else "") if e)
-        else:
-            row["trace"] = tr["memory"]
-            row["trace_phase"] = tr["peak_phase"]
-            row["estimate"] = {k: es["memory"][k] for k in COMPONENTS + ("allocated_peak",)}
-            row["estimate_phase"] = es.get("peak_phase")
-            row["error"] = None
-            row["peak_error"] = err(row["estimate"]["allocated_peak"], tr["memory"]["allocated_peak"])
-        rows.append(row)
-        sys.stderr.write("%-70s %s\n" % (" ".join(flags(cell)),
-                                         row.get("error") or "%+.1f%%" % (100 * row["peak_error"])))
-    return rows
+def one(args):
+    binary, cell = args
+    t0 = time.time()
+    es, eerr = estimate(binary, cell)
+    targets = es["workload"].get("lora_targets") if es else None
+    tr, terr = trace(cell, targets)
+    row = {"cell": cell, "trace_s": round(time.time() - t0, 2)}
+    if tr is None or es is None:
+        row["error"] = "; ".join(e for e in ("estimate: " + eerr if eerr else "",
+                                             "trace: " + terr if terr else "") if e)
+    else:
+        row["trace"] = tr["memory"]
+        row["trace_phase"] = tr["peak_phase"]
+        row["estimate"] = {k: es["memory"][k] for k in COMPONENTS + ("allocated_peak",)}
+        row["estimate_phase"] = es.get("peak_phase")
+        row["error"] = None
+        row["peak_error"] = err(row["estimate"]["allocated_peak"], tr["memory"]["allocated_peak"])
+    sys.stderr.write("%-70s %s\n" % (" ".join(flags(cell)),
+                                     row.get("error") or "%+.1f%%" % (100 * row["peak_error"])))
+    return row
+
+
+def run(binary, subset, jobs=1, archs=None):
+    todo = [(binary, c) for c in cells(subset) if not archs or c["model"] in archs]
+    if jobs <= 1:
+        return [one(t) for t in todo]
+    # fresh interpreters (spawn), one cell at a time each, the table kept in matrix order
+    import multiprocessing
+    with multiprocessing.get_context("spawn").Pool(jobs, maxtasksperchild=8) as pool:
+        return pool.map(one, todo, chunksize=1)
 
 
 def gib(b):
@@ -201,9 +209,12 @@ def main():
     ap.add_argument("--json", help="write the rows as JSON here")
     ap.add_argument("--subset", action="store_true", help="the small CI matrix")
     ap.add_argument("--check", action="store_true", help="fail outside bench/trace/bounds.json")
+    ap.add_argument("--jobs", type=int, default=1, help="cells traced at once (processes)")
+    ap.add_argument("--archs", help="only these presets, comma-separated")
     args = ap.parse_args()
     from oomless.trace import versions
-    rows = run(args.bin, args.subset)
+    rows = run(args.bin, args.subset, args.jobs,
+               args.archs.split(",") if args.archs else None)
     if args.out:
         report(rows, args.out, versions())
     if args.json:

@@ -1,21 +1,35 @@
 #!/usr/bin/env python3
 """Pins the estimator's activation coefficients on the tracer.
 
-    build/venv/bin/python bench/trace/fit_coefficients.py [--family llama]
+    build/venv/bin/python bench/trace/fit_coefficients.py [--family llama|gemma2|gpt2|falcon|bert]
 
 For one block family, small configs are traced that vary one dimension at a time (hidden size,
 MLP width, query heads, key/value heads, head size) at 1 and 2 layers. The bytes the forward
 leaves alive for the backward (allocated in the forward, alive at its end, the output head and
-loss excluded), per layer (2 layers minus 1) and per token (two sequence lengths), are solved by least squares for
-the estimator's per-element coefficients:
+loss excluded), per layer (2 layers minus 1) and per token (two sequence lengths), are solved by
+least squares for the estimator's per-element coefficients:
 
     bytes per token per layer = h*hidden + q*(heads*head_dim) + kv*(kv_heads*head_dim)
                                 + f*ffn + lse*heads
 
 for each regime (bf16 = "16bit", amp-bf16 = "amp", fp32), trainable (--method full) and with the
-base frozen under PEFT LoRA with dropout 0 on q_proj,v_proj, whose difference gives the "frozen"
-coefficients (after LoRA's own saved tensors, which the estimator adds separately). Prints the
-JSON fragment for data/coefficients.json and the worst residual, so the fit can be judged.
+base frozen under PEFT LoRA with dropout 0 on the family's attention projections, whose difference
+gives the "frozen" coefficients (after LoRA's own saved tensors, which the estimator adds
+separately). A family whose projections are tied to the hidden size (GPT-2, Falcon: heads *
+head_dim = hidden) cannot separate h from q, so q is folded into h there (and kv too where the
+key/value heads follow the query heads).
+
+Eager attention: the same per-layer bytes with eager attention at two sequence lengths S and 2S
+separate what grows with the tokens (the linear term, which can differ from SDPA's by more than the
+log-sum-exp) from what grows with their square (`score`, bytes per attention score per layer:
+three lengths solve L(s) = C + a s + c s^2, with score = c / (B heads)). The difference of the eager linear term from the SDPA one
+without its lse is `eager_q` (bytes per query element).
+
+Once per model (`final_h`): what the 1-layer model keeps per token beyond its layer (final norm,
+embedding dropout), per hidden element.
+
+Prints the JSON fragment for data/coefficients.json and the worst residuals, so the fit can be
+judged. The tracer's versions are printed with it.
 """
 import argparse
 import json
@@ -29,17 +43,88 @@ import numpy as np  # noqa: E402  (comes with torch's venv)
 
 from oomless.trace import run  # noqa: E402
 
-BASE = {"llama": {"model_type": "llama", "architectures": ["LlamaForCausalLM"],
-                  "hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 4,
-                  "num_key_value_heads": 2, "head_dim": 64, "vocab_size": 512,
-                  "max_position_embeddings": 512, "tie_word_embeddings": False,
-                  "attention_dropout": 0.0}}
-VARIATIONS = [{}, {"hidden_size": 512}, {"intermediate_size": 1024},
-              {"num_attention_heads": 8}, {"num_key_value_heads": 4}, {"head_dim": 128}]
-BATCH, SEQ = 2, 64
+BATCH, SEQ, RANK = 2, 64, 16
 
 
-def forward_saved(cfg, method, precision, seq):
+def _llama_like(model_type, arch, extra):
+    def make(h, f, heads, kv, d, layers):
+        cfg = {"model_type": model_type, "architectures": [arch], "hidden_size": h,
+               "intermediate_size": f, "num_attention_heads": heads, "num_key_value_heads": kv,
+               "head_dim": d, "vocab_size": 512, "max_position_embeddings": 512,
+               "tie_word_embeddings": False, "attention_dropout": 0.0, "num_hidden_layers": layers}
+        cfg.update(extra)
+        return cfg
+    return make
+
+
+def _gpt2(h, f, heads, kv, d, layers):
+    return {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"], "n_embd": h, "n_inner": f,
+            "n_head": heads, "n_layer": layers, "vocab_size": 512, "n_positions": 512,
+            "n_ctx": 512, "activation_function": "gelu_new", "resid_pdrop": 0.1,
+            "attn_pdrop": 0.1, "embd_pdrop": 0.1, "bos_token_id": 0, "eos_token_id": 0}
+
+
+def _falcon(h, f, heads, kv, d, layers):
+    return {"model_type": "falcon", "architectures": ["FalconForCausalLM"], "hidden_size": h,
+            "ffn_hidden_size": f, "num_attention_heads": heads, "num_hidden_layers": layers,
+            "multi_query": True, "parallel_attn": True, "bias": False, "alibi": False,
+            "new_decoder_architecture": False, "vocab_size": 512,
+            "max_position_embeddings": 512, "bos_token_id": 0, "eos_token_id": 0}
+
+
+def _bert(h, f, heads, kv, d, layers):
+    return {"model_type": "bert", "architectures": ["BertForMaskedLM"], "hidden_size": h,
+            "intermediate_size": f, "num_attention_heads": heads, "num_hidden_layers": layers,
+            "vocab_size": 512, "max_position_embeddings": 512, "type_vocab_size": 2,
+            "hidden_act": "gelu", "hidden_dropout_prob": 0.1,
+            "attention_probs_dropout_prob": 0.1}
+
+
+# dims: (hidden, ffn, heads, kv_heads, head_dim); `tied`: head_dim = hidden / heads and the
+# key/value heads are fixed by the architecture (None: as many as the query heads)
+FAMILIES = {
+    "llama": {"make": _llama_like("llama", "LlamaForCausalLM", {}),
+              "base": (256, 512, 4, 2, 64), "targets": "q_proj,v_proj", "ntargets": 2,
+              "tied": False, "attention": "sdpa"},
+    "gemma2": {"make": _llama_like("gemma2", "Gemma2ForCausalLM",
+                                   {"hidden_activation": "gelu_pytorch_tanh",
+                                    "query_pre_attn_scalar": 64, "sliding_window": 4096,
+                                    "attn_logit_softcapping": 50.0,
+                                    "final_logit_softcapping": None}),
+               "base": (256, 512, 4, 2, 64), "targets": "q_proj,v_proj", "ntargets": 2,
+               "tied": False, "attention": "eager"},
+    "gpt2": {"make": _gpt2, "base": (256, 1024, 4, None, None), "targets": "c_attn",
+             "ntargets": 1, "tied": True, "attention": "sdpa"},
+    "bert": {"make": _bert, "base": (256, 1024, 4, None, None), "targets": "query,value",
+             "ntargets": 2, "tied": True, "attention": "sdpa"},
+    "falcon": {"make": _falcon, "base": (256, 1024, 4, 1, None), "targets": "query_key_value",
+               "ntargets": 1, "tied": True, "attention": "sdpa"},
+}
+VARIATIONS = [{}, {"h": 2}, {"f": 2}, {"heads": 2}, {"kv": 2}, {"d": 2}, {"h": 2, "heads": 2}]
+REGIMES = (("16bit", "bf16"), ("amp", "amp-bf16"), ("fp32", "fp32"))
+
+
+def shapes(fam):
+    """The configs of the fit as (hidden, ffn, heads, kv_heads, head_dim)."""
+    spec = FAMILIES[fam]
+    out = []
+    for v in VARIATIONS:
+        h, f, heads, kv, d = spec["base"]
+        h, f, heads = h * v.get("h", 1), f * v.get("f", 1), heads * v.get("heads", 1)
+        if spec["tied"]:
+            if "kv" in v or "d" in v:
+                continue
+            d = h // heads
+            kv = heads if kv is None else kv
+        elif len(v) > 1:
+            continue
+        else:
+            kv, d = kv * v.get("kv", 1), d * v.get("d", 1)
+        out.append((h, f, heads, kv, d))
+    return out
+
+
+def forward_saved(cfg, method, precision, seq, attention, targets):
     """Bytes alive at the end of the forward that the forward made, head and loss excluded."""
     captured = {}
     orig = run._finish
@@ -51,8 +136,8 @@ def forward_saved(cfg, method, precision, seq):
     run._finish = keep
     try:
         run.trace_hf(run.Workload("fit", method=method, precision=precision, batch=BATCH, seq=seq,
-                                  steps=1, lora_targets="q_proj,v_proj", lora_dropout=0.0),
-                     cfg_dict=cfg)
+                                  steps=1, lora_targets=targets, lora_dropout=0.0,
+                                  attention=attention), cfg_dict=cfg)
     finally:
         run._finish = orig
     t = captured["t"]
@@ -63,55 +148,120 @@ def forward_saved(cfg, method, precision, seq):
                and (a.t_free is None or a.t_free > end))
 
 
-def per_layer_token(cfg, method, precision):
-    """Per layer (2 layers minus 1) and per token (SEQ tokens more per sample): what does not grow
-    with the tokens, such as autocast's cached bf16 copies of the weights, drops out."""
-    def layer(seq):
-        one = dict(cfg, num_hidden_layers=1)
-        two = dict(cfg, num_hidden_layers=2)
-        return forward_saved(two, method, precision, seq) - forward_saved(one, method, precision,
-                                                                          seq)
-    return (layer(2 * SEQ) - layer(SEQ)) / (BATCH * SEQ)
+class Fam:
+    def __init__(self, name):
+        self.name, self.spec = name, FAMILIES[name]
+        self.cache = {}
+
+    def saved(self, shape, layers, method, precision, seq, attention):
+        key = (shape, layers, method, precision, seq, attention)
+        if key not in self.cache:
+            cfg = self.spec["make"](*shape, layers)
+            self.cache[key] = forward_saved(cfg, method, precision, seq, attention,
+                                            self.spec["targets"])
+        return self.cache[key]
+
+    def layer(self, shape, method, precision, seq, attention):
+        """One layer's saved bytes at `seq` tokens per sample (2 layers minus 1)."""
+        return (self.saved(shape, 2, method, precision, seq, attention) -
+                self.saved(shape, 1, method, precision, seq, attention))
+
+    def quad(self, shape, method, precision, attention):
+        """(linear bytes per token, bytes per attention score) of one layer: L(s) = C + a s + c s^2
+        over three sequence lengths (C: what does not grow with the tokens, such as autocast's
+        weight copies; c: the attention weights of eager attention or of SDPA's math path)."""
+        seqs = (SEQ, 2 * SEQ, 4 * SEQ)
+        L = np.array([self.layer(shape, method, precision, s, attention) for s in seqs],
+                     dtype=float)
+        M = np.array([[1.0, s, float(s) * s] for s in seqs])
+        _c, a, c = np.linalg.solve(M, L)
+        return a / BATCH, c / (BATCH * shape[2])
+
+    def once(self, shape, precision, attention):
+        """Per token and hidden element, what the 1-layer model keeps beyond its layer."""
+        h = shape[0]
+        d1 = (self.saved(shape, 1, "full", precision, 2 * SEQ, attention) -
+              self.saved(shape, 1, "full", precision, SEQ, attention)) / (BATCH * SEQ)
+        d2 = (self.layer(shape, "full", precision, 2 * SEQ, attention) -
+              self.layer(shape, "full", precision, SEQ, attention)) / (BATCH * SEQ)
+        return (d1 - d2) / h
 
 
-def dims(cfg):
-    return [cfg["hidden_size"], cfg["num_attention_heads"] * cfg["head_dim"],
-            cfg["num_key_value_heads"] * cfg["head_dim"], cfg["intermediate_size"],
-            cfg["num_attention_heads"]]
+def columns(fam, shape):
+    h, f, heads, kv, d = shape
+    if FAMILIES[fam]["tied"]:
+        # q = heads * d = h; kv = kv * d: separate only when the key/value heads are fixed
+        if fam == "falcon":
+            return [h, kv * d, f, heads], ["h", "kv", "f", "lse"]
+        return [h, f, heads], ["h", "f", "lse"]
+    return [h, heads * d, kv * d, f, heads], ["h", "q", "kv", "f", "lse"]
 
 
-def lora_own(cfg, rank=16):
+def lora_own(fam, shape):
     """LoRA's own saved bytes per token per layer as the estimator counts them with dropout 0
-    (lora_in_fp32 bytes per adapted input element + 8 * rank per adapted linear; q and v)."""
-    return 4 * 2 * cfg["hidden_size"] + 8 * rank * 2
+    (4 bytes per adapted input element for the adapter-dtype copy + 8 * rank per adapted linear)."""
+    n = FAMILIES[fam]["ntargets"]
+    return 4 * n * shape[0] + 8 * RANK * n
 
 
-def fit(family):
-    base = BASE[family]
-    cfgs = [dict(base, **v) for v in VARIATIONS]
-    A = np.array([dims(c) for c in cfgs], dtype=float)
+def lstsq(A, y):
+    coef, *_ = np.linalg.lstsq(A, y, rcond=None)
+    return coef, float(np.abs(A @ coef - y).max())
+
+
+def fit(fam):
+    f = Fam(fam)
+    spec = FAMILIES[fam]
+    cfgs = shapes(fam)
+    rows = [columns(fam, s) for s in cfgs]
+    names = rows[0][1]
+    A = np.array([r[0] for r in rows], dtype=float)
+    lin = [i for i, n in enumerate(names) if n != "lse"]
+    att = spec["attention"]  # the family's default path, on which the main terms are fitted
+    r2 = lambda v: round(float(v), 2)  # noqa: E731
     out = {}
-    for regime, precision in (("16bit", "bf16"), ("amp", "amp-bf16"), ("fp32", "fp32")):
-        full = np.array([per_layer_token(c, "full", precision) for c in cfgs])
-        lora = np.array([per_layer_token(c, "lora", precision) for c in cfgs])
-        coef, *_ = np.linalg.lstsq(A, full, rcond=None)
-        resid = np.abs(A @ coef - full).max()
-        # frozen: what full saves and LoRA does not, over h, q, f (the estimator's three)
-        frozen_target = full - (lora - np.array([lora_own(c) for c in cfgs]))
-        Af = A[:, [0, 1, 3]]
-        fz, *_ = np.linalg.lstsq(Af, frozen_target, rcond=None)
-        fresid = np.abs(Af @ fz - frozen_target).max()
-        r = lambda v: round(float(v), 2)  # noqa: E731
-        out[regime] = {"h": r(coef[0]), "q": r(coef[1]), "kv": r(coef[2]), "f": r(coef[3]),
-                       "lse": r(coef[4]),
-                       "frozen": {"h": r(fz[0]), "q": r(fz[1]), "f": r(fz[2])},
-                       "max_residual_bytes_per_token": [r(resid), r(fresid)]}
+    for regime, precision in REGIMES:
+        main = [f.quad(s, "full", precision, att) for s in cfgs]
+        y = np.array([m[0] for m in main])
+        if att == "sdpa":
+            coef, resid = lstsq(A, y)
+            coef_of = dict(zip(names, coef))
+            sdpa_score = float(np.mean([m[1] for m in main]))
+            eager = [f.quad(s, "full", precision, "eager") for s in cfgs]
+            # what eager keeps beyond SDPA's linear terms (without the lse)
+            delta = np.array([e[0] for e in eager]) - (y - A[:, names.index("lse")] *
+                                                       coef_of["lse"])
+            dcoef, dresid = lstsq(A[:, lin], delta)
+            score = float(np.mean([e[1] for e in eager]))
+        else:
+            # the family has no SDPA (Gemma 2's soft-capping): everything on eager, no lse
+            coef, resid = lstsq(A[:, lin], y)
+            coef_of = dict(zip([names[i] for i in lin], coef))
+            coef_of["lse"] = 0.0
+            sdpa_score, dcoef, dresid = 0.0, np.zeros(len(lin)), 0.0
+            score = float(np.mean([m[1] for m in main]))
+        eager_of = dict(zip([names[i] for i in lin], dcoef))
+        res = {k: r2(coef_of.get(k, 0.0)) for k in ("h", "q", "kv", "f", "lse")}
+        res.update({"score": r2(score), "sdpa_score": r2(sdpa_score),
+                    "eager": {k: r2(eager_of.get(k, 0.0)) for k in ("h", "q", "kv", "f")},
+                    "final_h": r2(f.once(cfgs[0], precision, att)), "qk_norm": 0})
+        # frozen: what full saves and LoRA does not, after LoRA's own tensors
+        lora = np.array([f.quad(s, "lora", precision, att)[0] for s in cfgs])
+        target = y - (lora - np.array([lora_own(fam, s) for s in cfgs]))
+        fcols = [i for i, n in enumerate(names) if n in ("h", "q", "f")]
+        fz, fresid = lstsq(A[:, fcols], target)
+        fzd = dict(zip([names[i] for i in fcols], fz))
+        res["frozen"] = {"h": r2(fzd.get("h", 0)), "q": r2(fzd.get("q", 0)),
+                         "f": r2(fzd.get("f", 0)), "qk_norm": 0}
+        res["max_residual_bytes_per_token"] = {"main": r2(resid), "eager": r2(dresid),
+                                               "frozen": r2(fresid)}
+        out[regime] = res
     return out
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--family", default="llama", choices=sorted(BASE))
+    ap.add_argument("--family", default="llama", choices=sorted(FAMILIES))
     args = ap.parse_args()
     print(json.dumps({args.family: fit(args.family), "versions": run.versions()}, indent=1))
 

@@ -136,6 +136,10 @@ static double max_linear(const oomi_model *m)
 static const oomi_act_coef *act_coef(const ctx *x)
 {
     int b = (int)x->m->block;
+    size_t i;
+    for (i = 0; i < x->c->nfamilies; i++) /* a set fitted for this model_type */
+        if (!strcmp(x->c->family[i].model_type, x->m->family))
+            return &x->c->family[i].act[regime(x)];
     if (x->m->block == OOMI_BLOCK_T5 && x->m->gated)
         b = 4;
     return &x->c->act[b][regime(x)];
@@ -152,8 +156,8 @@ static double layer_per_token(const ctx *x)
     double b = a->h * h + a->q * qd + a->kv * kvd + a->f * f;
     if (x->w->k.attention != OOM_ATTENTION_EAGER)
         b += a->lse * (double)m->heads;
-    if (!strcmp(m->family, "gpt2"))
-        b += x->c->gelu_tanh_f * x->e * f;
+    else
+        b += a->eager_h * h + a->eager_q * qd + a->eager_kv * kvd + a->eager_f * f;
     if (m->qk_norm)
         b += (a->qk_norm - (x->frozen ? a->frozen_qk_norm : 0)) * (qd + kvd);
     if (x->frozen)
@@ -161,13 +165,17 @@ static double layer_per_token(const ctx *x)
     return b;
 }
 
-/* eager attention scores kept per layer for `q` query and `k` key tokens per sample */
+/* attention weights kept per layer for `q` query and `k` key tokens per sample: eager
+ * attention's, or SDPA's where no fused kernel takes the shapes (math path: sdpa_score) */
 static double scores(const ctx *x, double q, double k)
 {
-    if (x->w->k.attention != OOM_ATTENTION_EAGER ||
-        x->w->k.checkpointing == OOM_CHECKPOINTING_SELECTIVE)
+    double per;
+    if (x->w->k.checkpointing == OOM_CHECKPOINTING_SELECTIVE)
         return 0;
-    return act_coef(x)->score * (double)x->w->k.batch * (double)x->m->heads * q * k;
+    per = x->w->k.attention == OOM_ATTENTION_EAGER ? act_coef(x)->score
+          : x->w->k.attention == OOM_ATTENTION_SDPA ? act_coef(x)->sdpa_score
+                                                    : 0;
+    return per * (double)x->w->k.batch * (double)x->m->heads * q * k;
 }
 
 /* LoRA's own saved tensors per token (whole model): the adapter-dtype input copies, A's output */
@@ -224,13 +232,28 @@ static void logits(const ctx *x, double *fwd, double *bwd)
     double tokens =
         (double)x->w->k.batch * (double)(x->w->decoder_seq ? x->w->decoder_seq : x->w->k.seq_len);
     int r = x->prec == OOM_PRECISION_FP32 ? 1 : 0;
+    double n;
     *fwd = *bwd = 0;
     if (x->m->head == OOMI_HEAD_SEQ_CLS || x->m->head == OOMI_HEAD_BASE)
         return;
     if (x->w->k.loss == OOM_LOSS_CHUNKED && tokens > x->c->chunk_tokens)
         tokens = x->c->chunk_tokens;
-    *fwd = x->c->logits_fwd[r] * tokens * (double)x->m->vocab;
-    *bwd = x->c->logits_bwd[r] * tokens * (double)x->m->vocab;
+    n = tokens * (double)x->m->vocab;
+    if (x->w->k.loss != OOM_LOSS_CHUNKED &&
+        (x->m->head == OOMI_HEAD_MASKED_LM || x->m->head == OOMI_HEAD_SEQ2SEQ_LM)) {
+        /* cross_entropy on the logits as they are: in the compute dtype, fp32 under autocast */
+        double le = amp(x) ? 4 : x->e;
+        *fwd = x->c->ce_fwd * le * n;
+        *bwd = x->c->ce_bwd * le * n;
+    } else {
+        *fwd = x->c->logits_fwd[r] * n;
+        *bwd = x->c->logits_bwd[r] * n;
+    }
+    if (x->m->logit_softcap && x->w->k.loss != OOM_LOSS_CHUNKED) {
+        /* the tanh output, kept for its backward (a chunked loss caps inside its chunks) */
+        *fwd += x->c->softcap_elems * x->e * n;
+        *bwd += x->c->softcap_elems * x->e * n;
+    }
 }
 
 /* ---- phases ---------------------------------------------------------------------------------- */
@@ -244,7 +267,7 @@ static oom_phase training(const ctx *x, mem *peak)
 {
     const oom_knobs *k = &x->w->k;
     double grad, state, master, n = x->n, W, G, O, A, A1, Lf, Lb, Tcast = 0, Tz3 = 0, Topt, live_g,
-                                Gb = 0;
+                                Gb = 0, Tb, Tr, head = 0;
     mem ph[3];
     int i, best = 0;
 
@@ -255,11 +278,20 @@ static oom_phase training(const ctx *x, mem *peak)
     Topt = x->trainable * state * x->c->opt_temp[k->optimizer];
     if (x->quant) /* one dequantised weight at a time */
         Tcast = 2.0 * max_linear(x->m);
-    else if (amp(x)) /* autocast's 16-bit weight copies, saved for backward; the LM head's too */
-        Tcast = 2.0 * ((double)x->m->params_linear +
-                       (x->m->head == OOMI_HEAD_SEQ_CLS || x->m->head == OOMI_HEAD_BASE
-                            ? 0
-                            : (double)x->m->vocab * (double)x->m->hidden));
+    else if (amp(x)) { /* autocast's 16-bit weight copies, saved for backward; the LM head's too */
+        if (x->m->head != OOMI_HEAD_SEQ_CLS && x->m->head != OOMI_HEAD_BASE)
+            head = 2.0 * (double)x->m->vocab * (double)x->m->hidden;
+        Tcast = 2.0 * (double)x->m->params_linear + head;
+    }
+    /* backward: without checkpointing every copy is saved for it. Checkpointed layers saved only
+     * their inputs, so once autocast's cache is gone (the end of the forward) only the head's
+     * copy is left for the loss backward, and a recomputed layer makes its own again (oomless
+     * trace, Qwen2.5-0.5B amp-bf16, 2026-11-25) */
+    Tb = Tr = Tcast;
+    if (amp(x) && !x->quant && k->checkpointing == OOM_CHECKPOINTING_FULL) {
+        Tb = head;
+        Tr = 2.0 * (double)x->m->params_linear / (double)(x->m->layers + x->m->enc_layers);
+    }
     if (k->sharding >= OOM_SHARDING_ZERO1)
         O /= n, Topt /= n;
     if (k->sharding >= OOM_SHARDING_ZERO2)
@@ -267,7 +299,7 @@ static oom_phase training(const ctx *x, mem *peak)
     if (k->sharding == OOM_SHARDING_ZERO3) {
         /* each rank keeps the 16-bit copies of its own shard (DeepSpeed's bf16/fp16 parameters,
          * FSDP's MixedPrecision); a unit's gathered copy is counted in Tz3 */
-        W /= n, Tcast /= n;
+        W /= n, Tcast /= n, Tb /= n, Tr /= n;
         Tz3 = x->c->zero3_live_layers * zero3_unit(x) * (param_bytes(x) + (x->lora_on ? 0 : grad));
     }
     if (k->sharding == OOM_SHARDING_NONE && n > 1) /* DDP's buckets: allocated once, kept */
@@ -287,10 +319,10 @@ static oom_phase training(const ctx *x, mem *peak)
      * saved; under full checkpointing, the first recomputed layer (the loss path is freed by
      * then: oomless trace shows the two never overlap); the end, all gradients with one layer's
      * activations */
-    ph[1] = (mem){W, live_g, O, A, Lb, 0, Tcast + Tz3};
-    if (k->checkpointing == OOM_CHECKPOINTING_FULL && W + live_g + O + A + A1 + Tcast + Tz3 >
+    ph[1] = (mem){W, live_g, O, A, Lb, 0, Tb + Tz3};
+    if (k->checkpointing == OOM_CHECKPOINTING_FULL && W + live_g + O + A + A1 + Tr + Tz3 >
                                                           sum(&ph[1]))
-        ph[1] = (mem){W, live_g, O, A + A1, 0, 0, Tcast + Tz3};
+        ph[1] = (mem){W, live_g, O, A + A1, 0, 0, Tr + Tz3};
     if (W + G + Gb + O + A1 + Tz3 > sum(&ph[1]))
         ph[1] = (mem){W, G + Gb, O, A1, 0, 0, Tz3};
     ph[2] = (mem){W, G + Gb, O, 0, 0, 0, Topt + Tz3};
@@ -316,10 +348,21 @@ static oom_phase inference(const ctx *x, mem *peak)
     else if (m->block != OOMI_BLOCK_BERT)
         kv = (double)m->layers * 2 * kvd * b * s * x->e;
     act = b * s * (x->c->infer_h * (double)m->hidden + x->c->infer_f * f) * x->e;
-    if (x->w->k.attention == OOM_ATTENTION_EAGER)
+    if (x->w->k.attention == OOM_ATTENTION_EAGER ||
+        (x->w->k.attention == OOM_ATTENTION_SDPA && act_coef(x)->sdpa_score > 0))
         sc = b * (double)m->heads * s * s * (x->e + 4); /* scores + fp32 softmax, one layer */
-    if (m->head != OOMI_HEAD_SEQ_CLS && m->head != OOMI_HEAD_BASE)
+    if (m->head == OOMI_HEAD_MASKED_LM) /* every position's logits, in the compute dtype */
+        lg = b * s * (double)m->vocab * x->e;
+    else if (m->head != OOMI_HEAD_SEQ_CLS && m->head != OOMI_HEAD_BASE)
         lg = b * (double)m->vocab * 4; /* last position's logits in fp32 */
+    if (m->head == OOMI_HEAD_MASKED_LM) {
+        /* the logits come after the layers are done: the larger of the two moments, the
+         * head's transform output beside its logits */
+        if (lg > act + sc)
+            act = b * s * (double)m->hidden * x->e, sc = 0;
+        else
+            lg = 0;
+    }
     if (amp(x) || x->quant)            /* one 16-bit weight copy at a time */
         t = 2.0 * max_linear(m);
     *peak = (mem){weights(x), 0, 0, act + sc, lg, kv, t};

@@ -18,16 +18,26 @@ typedef struct oomi_act_coef {
     double frozen_h, frozen_q, frozen_f; /* not saved when the base linears are frozen */
     double final_h; /* the final norm after the last layer, per token per hidden element */
     double qk_norm, frozen_qk_norm; /* per-head q/k norms, per element of q and k/v widths */
+    double sdpa_score; /* per attention score under SDPA when no fused kernel fits (math path) */
+    double eager_h, eager_q, eager_kv, eager_f; /* eager attention beyond SDPA's terms (no lse) */
 } oomi_act_coef;
 
 enum { OOMI_REGIME_16BIT, OOMI_REGIME_AMP, OOMI_REGIME_FP32, OOMI_REGIMES };
 enum { OOMI_COEF_BLOCKS = 5 }; /* llama, gpt, bert, t5, t5 gated */
+enum { OOMI_COEF_FAMILIES = 16 }; /* sets fitted for one model_type, overriding its block's */
 
 typedef struct oomi_coef {
     oomi_act_coef act[OOMI_COEF_BLOCKS][OOMI_REGIMES];
-    double gelu_tanh_f;    /* extra bytes per MLP element for GPT-2's composed tanh GELU (x e) */
+    struct {
+        char model_type[32];
+        oomi_act_coef act[OOMI_REGIMES];
+    } family[OOMI_COEF_FAMILIES];
+    size_t nfamilies;
     double decoder_factor; /* enc-dec: a decoder layer's saved bytes / an encoder layer's */
     double logits_fwd[2], logits_bwd[2]; /* bytes per logit: [0] 16-bit compute, [1] fp32 */
+    double ce_fwd, ce_bwd;  /* heads whose loss is cross_entropy on the logits as they are:
+                             * elements per logit of the loss dtype */
+    double softcap_elems; /* final-logit soft-capping: elements per logit (compute dtype) */
     double chunk_tokens;                 /* chunked loss: tokens per chunk */
     double infer_h, infer_f;             /* inference working set of one layer, x element size */
     double nf4_bytes, int8_bytes, adam8_bytes;

@@ -35,6 +35,21 @@ static double num(rd *r, json_object *obj, const char *key)
     return json_object_get_double(v);
 }
 
+/* as num, negative values allowed */
+static double snum(rd *r, json_object *obj, const char *key)
+{
+    json_object *v = NULL;
+    if (r->err)
+        return 0;
+    if (!obj || !json_object_object_get_ex(obj, key, &v) ||
+        !(json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double))) {
+        r->err =
+            oomi_fail(OOM_EPARSE, "coefficients '%s': missing or bad number '%s'", r->path, key);
+        return 0;
+    }
+    return json_object_get_double(v);
+}
+
 static json_object *sub(rd *r, json_object *obj, const char *key)
 {
     json_object *v = NULL;
@@ -48,27 +63,66 @@ static json_object *sub(rd *r, json_object *obj, const char *key)
     return v;
 }
 
+static void read_set(rd *r, json_object *blk, oomi_act_coef *set)
+{
+    static const char *const regimes[] = {"16bit", "amp", "fp32"};
+    size_t g;
+    for (g = 0; g < OOMI_REGIMES; g++) {
+        json_object *o = sub(r, blk, regimes[g]), *fr, *eg;
+        oomi_act_coef *c = &set[g];
+        c->h = num(r, o, "h"), c->q = num(r, o, "q"), c->kv = num(r, o, "kv");
+        c->f = num(r, o, "f"), c->lse = num(r, o, "lse"), c->score = num(r, o, "score");
+        c->sdpa_score = num(r, o, "sdpa_score");
+        fr = sub(r, o, "frozen");
+        c->frozen_h = num(r, fr, "h"), c->frozen_q = num(r, fr, "q"),
+        c->frozen_f = num(r, fr, "f");
+        c->final_h = num(r, o, "final_h");
+        c->qk_norm = num(r, o, "qk_norm"), c->frozen_qk_norm = num(r, fr, "qk_norm");
+        /* eager's differences may be negative (a copy SDPA makes and eager does not) */
+        eg = sub(r, o, "eager");
+        c->eager_h = snum(r, eg, "h"), c->eager_q = snum(r, eg, "q");
+        c->eager_kv = snum(r, eg, "kv"), c->eager_f = snum(r, eg, "f");
+    }
+}
+
+static bool is_block(const char *key, const char *const *blocks, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (!strcmp(key, blocks[i]))
+            return true;
+    return false;
+}
+
 static void read_act(rd *r, json_object *acts)
 {
     static const char *const blocks[] = {"llama", "gpt", "bert", "t5", "t5_gated"};
-    static const char *const regimes[] = {"16bit", "amp", "fp32"};
-    size_t b, g;
-    for (b = 0; b < OOMI_COEF_BLOCKS; b++) {
-        json_object *blk = sub(r, acts, blocks[b]);
-        for (g = 0; g < OOMI_REGIMES; g++) {
-            json_object *o = sub(r, blk, regimes[g]), *fr;
-            oomi_act_coef *c = &coef.act[b][g];
-            c->h = num(r, o, "h"), c->q = num(r, o, "q"), c->kv = num(r, o, "kv");
-            c->f = num(r, o, "f"), c->lse = num(r, o, "lse"), c->score = num(r, o, "score");
-            fr = sub(r, o, "frozen");
-            c->frozen_h = num(r, fr, "h"), c->frozen_q = num(r, fr, "q"),
-            c->frozen_f = num(r, fr, "f");
-            c->final_h = num(r, o, "final_h");
-            c->qk_norm = num(r, o, "qk_norm"), c->frozen_qk_norm = num(r, fr, "qk_norm");
-        }
-    }
-    coef.gelu_tanh_f = num(r, acts, "gelu_tanh_f");
+    size_t b;
+    for (b = 0; b < OOMI_COEF_BLOCKS; b++)
+        read_set(r, sub(r, acts, blocks[b]), coef.act[b]);
     coef.decoder_factor = num(r, acts, "decoder_factor");
+    coef.nfamilies = 0;
+    if (r->err)
+        return;
+    /* every other object with a "16bit" set is fitted for the model_type it is named after */
+    json_object_object_foreach(acts, key, val)
+    {
+        json_object *probe = NULL;
+        if (r->err || is_block(key, blocks, OOMI_COEF_BLOCKS) ||
+            !json_object_is_type(val, json_type_object) ||
+            !json_object_object_get_ex(val, "16bit", &probe))
+            continue;
+        if (coef.nfamilies == OOMI_COEF_FAMILIES || strlen(key) >= sizeof(coef.family[0].model_type)) {
+            r->err = oomi_fail(OOM_EPARSE, "coefficients '%s': activation set '%s': too many sets or "
+                               "too long a name (at most %d of %zu characters)",
+                               r->path, key, OOMI_COEF_FAMILIES,
+                               sizeof(coef.family[0].model_type) - 1);
+            return;
+        }
+        memcpy(coef.family[coef.nfamilies].model_type, key, strlen(key) + 1);
+        read_set(r, val, coef.family[coef.nfamilies].act);
+        coef.nfamilies++;
+    }
 }
 
 static void read_ctx(rd *r, json_object *ctx)
@@ -116,6 +170,9 @@ static void read_rest(rd *r, json_object *root)
     coef.logits_fwd[1] = num(r, lg, "forward_fp32"),
     coef.logits_bwd[1] = num(r, lg, "backward_fp32");
     coef.chunk_tokens = num(r, lg, "chunk_tokens");
+    coef.ce_fwd = num(r, lg, "cross_entropy_forward_elements");
+    coef.ce_bwd = num(r, lg, "cross_entropy_backward_elements");
+    coef.softcap_elems = num(r, lg, "softcap_elements");
     coef.infer_h = num(r, inf, "h"), coef.infer_f = num(r, inf, "f");
     coef.nf4_bytes = num(r, q, "nf4_bytes_per_param"),
     coef.int8_bytes = num(r, q, "int8_bytes_per_param");

@@ -55,6 +55,18 @@ static bool get_bool(const cfg_ctx *c, const char *key, bool dflt)
     return json_object_get_boolean(v);
 }
 
+/* final_logit_softcapping: a positive number caps, null or 0 does not; absent: the family's
+ * default (transformers' Gemma2Config caps at 30.0) */
+static bool softcap(const cfg_ctx *c, bool dflt)
+{
+    json_object *v = NULL;
+    if (!json_object_object_get_ex(c->cfg, "final_logit_softcapping", &v))
+        return dflt;
+    if (!v || !(json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double)))
+        return false;
+    return json_object_get_double(v) > 0;
+}
+
 static const char *get_str(const cfg_ctx *c, const char *key)
 {
     json_object *v;
@@ -156,6 +168,7 @@ static int count_llama(oomi_model *m, const cfg_ctx *c)
         m->qk_norm = true;
         n += 2 * vec(m, m->head_dim, L * 2);
     }
+    m->logit_softcap = softcap(c, !strcmp(m->family, "gemma2"));
     m->default_targets = phi3 ? "qkv_proj" : "q_proj,v_proj";
     if (m->experts > 0) {
         finish_decoder(m, attn + router + mlp * (uint64_t)m->experts + n,

@@ -42,6 +42,7 @@ typedef struct oomi_model {
     long hidden, heads, kv_heads, head_dim, ffn, vocab, max_pos, experts, topk, labels;
     bool gated; /* SwiGLU / gated-GELU: three MLP matrices */
     bool qk_norm; /* per-head RMSNorm of queries and keys (Qwen3) */
+    bool logit_softcap; /* final_logit_softcapping: tanh-capped logits (Gemma 2) */
     bool tied;
     uint64_t params;           /* all parameters */
     uint64_t params_active;    /* used per token (MoE: topk experts) */

@@ -97,18 +97,19 @@ expect_rc 0 "help"
 expect_contains "$OUT" "--trial-timeout" "help text"
 
 # --model: the estimator's line picks the first trial and is compared with the measurement
-# (gpt2 at seq 512 predicts ~2.6 GB + 587 MB/sample; the fake job is 2.6 GiB + 560 MiB/sample)
+# (gpt2 at seq 512 predicts ~3.2 GB + 859 MB/sample, the trace-fitted GPT-2 block; the fake job is
+# 2.6 GiB + 820 MiB/sample)
 mkdir -p "$TMP/procs80"
 fake_nvml 'gpu name="NVIDIA A100-SXM4-80GB" uuid=GPU-1 total=85899345920 used=0 cc=8.0
 procdir '"$TMP/procs80"
 oom probe --json --calibration off --model gpt2 --seq-max 512 -- "$FAKE_JOB" --batch-size '{batch}' \
-    --procdir "$TMP/procs80" --capacity 80G --step-time-ms 20 --fixed 2.6G --per-sample 560M
+    --procdir "$TMP/procs80" --capacity 80G --step-time-ms 20 --fixed 2.6G --per-sample 820M
 expect_rc 0 "--model probe"
-expect_json .recommended_batch 139 "--model: recommended ((79 GiB - 2.6 GiB) / 560 MiB = 139.7)"
+expect_json .recommended_batch 95 "--model: recommended ((79 GiB - 2.6 GiB) / 820 MiB = 95.4)"
 expect_json .launches 3 "--model: 3 launches"
 expect_json '.trials[0].batch > 2' true "--model: the first trial comes from the prediction"
-expect_json '.prediction.batch' 139 "--model: prediction at the recommended batch"
-expect_json '.prediction.measured_peak_bytes' $(((2662 * 1048576 + 419430) + 139 * 560 * 1048576)) "--model: measured"
+expect_json '.prediction.batch' 95 "--model: prediction at the recommended batch"
+expect_json '.prediction.measured_peak_bytes' $(((2662 * 1048576 + 419430) + 95 * 820 * 1048576)) "--model: measured"
 expect_json '(.prediction.error | fabs) < 0.2' true "--model: error reported"
 oom probe --calibration off --model no-such-model -- "$FAKE_JOB"
 expect_rc 2 "--model unknown"

@@ -8,6 +8,7 @@ sys.path.insert(0, os.path.join(os.environ.get("OOMLESS_SRC", "."), "bindings", 
 try:
     import torch
     from oomless.trace import Tracker, rounded
+    from oomless.trace.emulate import CudaEmulation
 except ImportError as exc:  # pragma: no cover - reported as a skip with the reason
     torch = None
     REASON = "torch is not installed for %s (%s); run `make venv`" % (sys.executable, exc)
@@ -113,6 +114,49 @@ class Toy(unittest.TestCase):
         self.assertEqual(states, 2 * 16 * KIB)     # exp_avg and exp_avg_sq, fp32
         grads = sum(a.nbytes for a in t.allocs if a.kind == "gradients" and a.t_free is None)
         self.assertEqual(grads, 16 * KIB)
+
+
+@unittest.skipIf(torch is None, "" if torch else REASON)
+class Kernels(unittest.TestCase):
+    """What CUDA's SDPA keeps for fewer key/value heads than query heads, worked out by hand."""
+
+    def _forward_bytes(self, heads_kv, enable_gqa, b=2, h=8, s=64, d=64):
+        t = Tracker()
+        bf = torch.bfloat16
+        q = torch.empty(b, h, s, d, device="meta", dtype=bf, requires_grad=True)
+        k = torch.empty(b, heads_kv, s, d, device="meta", dtype=bf, requires_grad=True)
+        v = torch.empty(b, heads_kv, s, d, device="meta", dtype=bf, requires_grad=True)
+        t.register([q, k, v])
+        with t, CudaEmulation():
+            out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                                                   enable_gqa=enable_gqa)
+            live = t.live_bytes()
+        del out
+        return live
+
+    def test_flash_takes_grouped_heads_without_copies(self):
+        # the inputs (q 2*8*64*64 bf16 = 128 KiB, k and v at 2 heads: 32 KiB each), out
+        # (128 KiB), log-sum-exp (2*8*64 fp32 = 4 KiB) and flash's rng state (two 8-byte
+        # tensors, 512 B each); k and v repeated to 8 heads would add 2 * 128 KiB
+        self.assertEqual(self._forward_bytes(2, True),
+                         128 * KIB + 2 * 32 * KIB + 128 * KIB + 4 * KIB + 2 * 512)
+
+    def test_broadcast_heads_run_the_math_path(self):
+        # heads that differ without enable_gqa (Falcon's multi-query): the math path keeps the
+        # attention weights, 2*8*64*64 scores, far more than the fused kernels' output + lse
+        inputs = 128 * KIB + 2 * 16 * KIB
+        self.assertGreaterEqual(self._forward_bytes(1, False),
+                                inputs + 128 * KIB + 2 * 8 * 64 * 64 * 2)
+
+    def test_casts_of_parameter_views_are_weight_copies(self):
+        t = Tracker()
+        w = torch.nn.Parameter(torch.empty(64, 32, device="meta"))
+        x = torch.empty(4, 32, device="meta")
+        with t, CudaEmulation(amp_dtype=torch.bfloat16, tracker=t):
+            y = x @ w.T            # Falcon's linear: the cast of the view is a weight copy
+        tags = {a.tag for a in t.allocs if a.nbytes == rounded(64 * 32 * 2)}
+        self.assertIn("weight_cast", tags)
+        del y
 
 
 if __name__ == "__main__":

@@ -11,7 +11,13 @@ casts and the fused kernels exactly as it does on a GPU:
 - SDPA: on CUDA, ``F.scaled_dot_product_attention`` picks flash attention for fp16/bf16 inputs
   without a mask (it saves the output and a log-sum-exp per row), else the memory-efficient kernel
   (same saved tensors, fp32 allowed, masks allowed); the meta device would pick the math path,
-  which saves the whole attention matrix. Here the fused aten op is called directly; autograd's
+  which saves the whole attention matrix. Flash attention takes fewer key/value heads than query
+  heads as they are when ``enable_gqa`` is set (transformers sets it when there is no mask); heads
+  that differ without it (Falcon's multi-query attention) fit no fused kernel, so CUDA runs the
+  math path there and so does this.
+- Dropout: on CUDA ``F.dropout`` is the fused ``native_dropout`` (a 1-byte bool mask kept for the
+  backward); elsewhere it is ``x * mask`` with a mask of x's dtype, so it is routed to
+  ``native_dropout`` here. Here the fused aten op is called directly; autograd's
   formula for it (derivatives.yaml) then saves what CUDA saves.
 """
 import torch
@@ -61,7 +67,10 @@ class CudaEmulation(TorchFunctionMode):
         self._cache.clear()
 
     def _to(self, t, dtype):
-        if self.tracker is None or not isinstance(t, torch.nn.Parameter):
+        # a parameter, or a view of one (Falcon's `x @ self.weight.T`): a weight copy
+        weight = isinstance(t, torch.nn.Parameter) or isinstance(getattr(t, "_base", None),
+                                                                  torch.nn.Parameter)
+        if self.tracker is None or not weight:
             return t.to(dtype)
         saved, self.tracker.tag = self.tracker.tag, "weight_cast"
         try:
@@ -92,19 +101,39 @@ class CudaEmulation(TorchFunctionMode):
 
     def _sdpa(self, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
               enable_gqa=False):
-        if enable_gqa and k.shape[-3] != q.shape[-3]:
+        grouped = k.shape[-3] != q.shape[-3]
+        if (q.dtype in LOW_DTYPES and attn_mask is None and q.shape[-1] <= 256 and
+                (enable_gqa or not grouped)):
+            # flash attention takes fewer key/value heads as they are (no repeated copies)
+            return torch.ops.aten._scaled_dot_product_flash_attention(
+                q, k, v, dropout_p, is_causal, False, scale=scale)[0]
+        if grouped and not enable_gqa:
+            # heads broadcast without enable_gqa (Falcon's multi-query): no fused kernel takes
+            # it, CUDA runs the math path, which keeps the attention weights
+            return torch.ops.aten._scaled_dot_product_attention_math(
+                q, k, v, attn_mask, dropout_p, is_causal, scale=scale)[0]
+        if grouped:
+            # the memory-efficient kernel wants equal heads: repeated copies (an assumption to
+            # check on a GPU, bench/trace/README.md)
             rep = q.shape[-3] // k.shape[-3]
             k = k.repeat_interleave(rep, dim=-3)
             v = v.repeat_interleave(rep, dim=-3)
-        if q.dtype in LOW_DTYPES and attn_mask is None and q.shape[-1] <= 256:
-            return torch.ops.aten._scaled_dot_product_flash_attention(
-                q, k, v, dropout_p, is_causal, False, scale=scale)[0]
         need_lse = q.requires_grad or k.requires_grad or v.requires_grad
         if attn_mask is not None and attn_mask.dtype == torch.bool:
             attn_mask = torch.zeros_like(attn_mask, dtype=q.dtype).masked_fill(
                 ~attn_mask, float("-inf"))
         return torch.ops.aten._scaled_dot_product_efficient_attention(
             q, k, v, attn_mask, need_lse, dropout_p, is_causal, scale=scale)[0]
+
+    @staticmethod
+    def _dropout(x, p=0.5, training=True, inplace=False):
+        # CUDA's F.dropout is the fused native_dropout, whose backward keeps a 1-byte bool mask;
+        # off CUDA it becomes x * mask with a mask of x's dtype (2 or 4 bytes)
+        if not training or p == 0 or not _is_float(x) or x.numel() == 0:
+            return x
+        if p == 1:
+            return F.dropout(x, p, training, inplace)
+        return torch.ops.aten.native_dropout(x, p, True)[0]
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -116,4 +145,6 @@ class CudaEmulation(TorchFunctionMode):
                 args, kwargs = self._cast_all(args, kwargs, torch.float32, only_low=True)
         if func is F.scaled_dot_product_attention and self.fused_sdpa:
             return self._sdpa(*args, **kwargs)
+        if func is F.dropout:
+            return self._dropout(*args, **kwargs)
         return func(*args, **kwargs)
