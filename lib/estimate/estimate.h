@@ -38,6 +38,7 @@ typedef struct oomi_coef {
     double ce_fwd, ce_bwd;  /* heads whose loss is cross_entropy on the logits as they are:
                              * elements per logit of the loss dtype */
     double softcap_elems; /* final-logit soft-capping: elements per logit (compute dtype) */
+    double score_grads;   /* attention-weight gradients in flight in a layer's backward */
     double chunk_tokens;                 /* chunked loss: tokens per chunk */
     double infer_h, infer_f;             /* inference working set of one layer, x element size */
     double nf4_bytes, int8_bytes, adam8_bytes;

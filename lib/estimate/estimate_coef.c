@@ -173,6 +173,7 @@ static void read_rest(rd *r, json_object *root)
     coef.ce_fwd = num(r, lg, "cross_entropy_forward_elements");
     coef.ce_bwd = num(r, lg, "cross_entropy_backward_elements");
     coef.softcap_elems = num(r, lg, "softcap_elements");
+    coef.score_grads = num(r, sub(r, root, "activations"), "score_gradients");
     coef.infer_h = num(r, inf, "h"), coef.infer_f = num(r, inf, "f");
     coef.nf4_bytes = num(r, q, "nf4_bytes_per_param"),
     coef.int8_bytes = num(r, q, "int8_bytes_per_param");
