@@ -191,11 +191,11 @@ static void text_of(char *buf, size_t size, const oomi_aval *v)
     oomi_sb sb = OOMI_SB_INIT;
 
     if (v->type == OOMI_AV_STRING) {
-        snprintf(buf, size, "%s", v->s);
+        oomi_snprintf(buf, size, "%s", v->s);
         return;
     }
     oomi_aval_json(&sb, v);
-    snprintf(buf, size, "%s", oomi_sb_ok(&sb) ? "" : sb.buf);
+    oomi_snprintf(buf, size, "%s", oomi_sb_ok(&sb) ? "" : sb.buf);
     oomi_sb_free(&sb);
 }
 

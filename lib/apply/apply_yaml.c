@@ -329,7 +329,7 @@ static void put_bool(oomi_sb *sb, const oomi_node *old, const char *buf, bool b)
         family = 1;
     else if (tolower((unsigned char)src[0]) == 'o')
         family = 2;
-    snprintf(w, sizeof(w), "%s", words[family][b]);
+    oomi_snprintf(w, sizeof(w), "%s", words[family][b]);
     if (isupper((unsigned char)src[0]))
         for (i = 0; w[i]; i++)
             if (i == 0 || isupper((unsigned char)src[1]))

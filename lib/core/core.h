@@ -33,6 +33,14 @@ int oomi_fail_prefix(int code, const char *fmt, ...) OOMI_PRINTF(2, 3);
 int oomi_nomem(void);
 void oomi_clear_error(void);
 
+/* ---- numbers as text, in the C locale (clocale.c) -----------------------------------------
+ * Whatever locale the host program set ("de_DE.UTF-8" writes 20,5): every number lib/ reads or
+ * writes goes through these ('.' always). scripts/check-c-locale.py rejects strtod, snprintf,
+ * vsnprintf... called anywhere else in lib/. */
+double oomi_strtod(const char *text, char **end);
+int oomi_snprintf(char *buf, size_t size, const char *fmt, ...) OOMI_PRINTF(3, 4);
+int oomi_vsnprintf(char *buf, size_t size, const char *fmt, va_list ap) OOMI_PRINTF(3, 0);
+
 /* ---- memory (alloc.c): every allocation of the library goes through these --------------- */
 void *oomi_malloc(size_t n);
 void *oomi_calloc(size_t count, size_t size);

@@ -49,7 +49,7 @@ void oomi_clear_error(void)
 int oomi_failv(int code, const char *fmt, va_list ap)
 {
     last_code = code;
-    vsnprintf(last_message, sizeof(last_message), fmt, ap);
+    oomi_vsnprintf(last_message, sizeof(last_message), fmt, ap);
     return code;
 }
 
@@ -69,9 +69,9 @@ int oomi_fail_prefix(int code, const char *fmt, ...)
 
     memcpy(old, last_message, sizeof(old));
     va_start(ap, fmt);
-    vsnprintf(prefix, sizeof(prefix), fmt, ap);
+    oomi_vsnprintf(prefix, sizeof(prefix), fmt, ap);
     va_end(ap);
-    snprintf(last_message, sizeof(last_message), "%s%s", prefix, old);
+    oomi_snprintf(last_message, sizeof(last_message), "%s%s", prefix, old);
     last_code = code;
     return code;
 }

@@ -69,10 +69,10 @@ static void locate_beside_binary(void)
     *slash = '\0';
     if (strlen(path) + sizeof("/share/oomless/gpus") > sizeof(located_dir))
         return;
-    snprintf(located_dir, sizeof(located_dir), "%s/share/oomless", path);
+    oomi_snprintf(located_dir, sizeof(located_dir), "%s/share/oomless", path);
     {
         char probe[PATH_MAX + 8];
-        snprintf(probe, sizeof(probe), "%s/gpus", located_dir);
+        oomi_snprintf(probe, sizeof(probe), "%s/gpus", located_dir);
         if (!is_dir(probe))
             located_dir[0] = '\0';
     }

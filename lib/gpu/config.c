@@ -38,7 +38,7 @@ static int take_string(char **dst, json_object *obj, const char *key, const char
     if (json_object_is_type(v, json_type_string))
         s = json_object_get_string(v);
     else if (json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double)) {
-        snprintf(buf, sizeof(buf), "%s", json_object_to_json_string(v));
+        oomi_snprintf(buf, sizeof(buf), "%s", json_object_to_json_string(v));
         s = buf;
     } else
         return oomi_fail(OOM_EINVAL, "%s: defaults.%s must be a string", path, key);

@@ -174,7 +174,7 @@ int oom_gpu_sample(oom_gpu_list **out, oom_gpu_session *s, unsigned flags)
         if ((err = s->backend->device_read(s->state, (unsigned)visible[i], g, flags)))
             goto done;
         if (!g->uuid[0])
-            snprintf(g->uuid, sizeof(g->uuid), "%s", uuids[visible[i]]);
+            oomi_snprintf(g->uuid, sizeof(g->uuid), "%s", uuids[visible[i]]);
     }
 done:
     oomi_free(uuids);

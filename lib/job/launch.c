@@ -413,7 +413,7 @@ static int exec_failed(oomi_launch *l, int err_no)
 {
     l->exec_failed = 1;
     l->exit_code = err_no == ENOENT ? 127 : 126;
-    snprintf(l->message, sizeof(l->message), "%s", oom_last_message());
+    oomi_snprintf(l->message, sizeof(l->message), "%s", oom_last_message());
     return OOM_EJOB;
 }
 

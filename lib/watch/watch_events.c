@@ -164,7 +164,7 @@ static int fill_event(oom_run_event *ev, json_object *o)
         return OOM_EPARSE;
     memset(ev, 0, sizeof(*ev));
     ev->time = json_object_get_double(t);
-    snprintf(ev->name, sizeof(ev->name), "%s", json_object_get_string(name));
+    oomi_snprintf(ev->name, sizeof(ev->name), "%s", json_object_get_string(name));
     for (i = 1; i < OOMI_ARRAY_LEN(event_names); i++)
         if (!strcmp(ev->name, event_names[i]))
             ev->kind = (oom_run_event_kind)i;
