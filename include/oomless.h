@@ -74,6 +74,18 @@ OOM_EXPORT const char *oom_last_message(void);
 /** The code of the last failure on this thread (OOM_OK when there was none). */
 OOM_EXPORT int oom_last_error(void);
 
+/**
+ * Notices: what a caller should tell the user although the call succeeded, as one sentence
+ * naming the thing ("calibration file '/x/calibration.jsonl': skipped 1 damaged line (line 3)",
+ * "$XDG_CACHE_HOME 'cache' is not an absolute path: ignored"). The library calls `fn` with
+ * each one, on the thread that made the call, while the call runs; `message` is valid during
+ * the call only. Without a handler (the default, or `fn` NULL) notices are dropped. One handler
+ * for the process: set it before other calls, as the allocator. The oomless tool prints them
+ * to stderr; the Python package turns them into warnings (oomless.Notice).
+ */
+typedef void (*oom_notice_fn)(const char *message, void *user);
+OOM_EXPORT void oom_set_notice_handler(oom_notice_fn fn, void *user);
+
 /* ======================================================================== memory */
 
 /**

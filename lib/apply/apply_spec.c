@@ -327,17 +327,15 @@ static int presets_file(const char *path, bool optional, const char *name, oomi_
 
 int oomi_preset_each(const char *name, oomi_preset_fn fn, void *user)
 {
-    const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
-    char *user_path = NULL, *data_path = oomi_data_path("apply/presets.yaml");
+    char *base = NULL, *user_path = NULL, *data_path = oomi_data_path("apply/presets.yaml");
     oomi_sb names = OOMI_SB_INIT;
     bool found = false;
-    int err = OOM_OK;
+    int err = oomi_xdg_base(&base, NULL, "XDG_CONFIG_HOME", ".config");
 
-    if (xdg && *xdg)
-        user_path = oomi_asprintf("%s/oomless/apply-presets.yaml", xdg);
-    else if (home && *home)
-        user_path = oomi_asprintf("%s/.config/oomless/apply-presets.yaml", home);
-    if (!data_path || ((xdg && *xdg) || (home && *home)) != (user_path != NULL))
+    if (!err && base && !(user_path = oomi_asprintf("%s/oomless/apply-presets.yaml", base)))
+        err = oomi_nomem();
+    oomi_free(base);
+    if (!err && !data_path)
         err = oomi_nomem();
     if (!err && user_path)
         err = presets_file(user_path, true, name, fn, user, &found, &names);

@@ -32,6 +32,17 @@ int oomi_failv(int code, const char *fmt, va_list ap) OOMI_PRINTF(2, 0);
 int oomi_fail_prefix(int code, const char *fmt, ...) OOMI_PRINTF(2, 3);
 int oomi_nomem(void);
 void oomi_clear_error(void);
+/* Hands a notice (not a failure: a damaged line skipped, a variable ignored) to the handler
+ * set with oom_set_notice_handler(); dropped when there is none. Never touches the error. */
+void oomi_notice(const char *fmt, ...) OOMI_PRINTF(1, 2);
+
+/* ---- numbers as text, in the C locale (clocale.c) -----------------------------------------
+ * Whatever locale the host program set ("de_DE.UTF-8" writes 20,5): every number lib/ reads or
+ * writes goes through these ('.' always). scripts/check-c-locale.py rejects strtod, snprintf,
+ * vsnprintf... called anywhere else in lib/. */
+double oomi_strtod(const char *text, char **end);
+int oomi_snprintf(char *buf, size_t size, const char *fmt, ...) OOMI_PRINTF(3, 4);
+int oomi_vsnprintf(char *buf, size_t size, const char *fmt, va_list ap) OOMI_PRINTF(3, 0);
 
 /* ---- numbers as text, in the C locale (clocale.c) -----------------------------------------
  * Whatever locale the host program set ("de_DE.UTF-8" writes 20,5): every number lib/ reads or
@@ -81,6 +92,14 @@ int oomi_read_file(char **out, size_t *len, const char *path);
 const char *oomi_data_dir(void);
 /* "<data dir>/<relative>", allocated */
 char *oomi_data_path(const char *relative);
+
+/* The base directory of an XDG kind: $`var` ("XDG_CACHE_HOME") when it is an absolute path (a
+ * relative one is ignored, with a notice, as the XDG Base Directory spec says), else
+ * $HOME/`fallback` (".cache"). *out is NULL (OOM_OK) when neither is usable. *home_len (may be
+ * NULL) gets the length of the leading $HOME, which callers must not create (0 for $`var`). */
+int oomi_xdg_base(char **out, size_t *home_len, const char *var, const char *fallback);
+/* Reads what is left of an open file descriptor (as oomi_read_file; `path` for messages). */
+int oomi_read_fd(char **out, size_t *len, int fd, const char *path);
 
 /* ---- small helpers (util.c) ---------------------------------------------------------------- */
 /* Case-insensitive compare treating '-', '_' and ' ' as equal ("a100_80gb" == "A100-80GB"). */

@@ -17,13 +17,14 @@ struct oom_config {
 /* The default path in *out, or NULL when neither XDG_CONFIG_HOME nor HOME is set. */
 static int default_path(char **out)
 {
-    const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
-    if (xdg && *xdg)
-        *out = oomi_asprintf("%s/oomless/config.yaml", xdg);
-    else if (home && *home)
-        *out = oomi_asprintf("%s/.config/oomless/config.yaml", home);
-    else
-        return OOM_OK;
+    char *base = NULL;
+    int err;
+
+    *out = NULL;
+    if ((err = oomi_xdg_base(&base, NULL, "XDG_CONFIG_HOME", ".config")) || !base)
+        return err;
+    *out = oomi_asprintf("%s/oomless/config.yaml", base);
+    oomi_free(base);
     return *out ? OOM_OK : oomi_nomem();
 }
 
