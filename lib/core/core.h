@@ -101,6 +101,17 @@ int oomi_xdg_base(char **out, size_t *home_len, const char *var, const char *fal
 /* Reads what is left of an open file descriptor (as oomi_read_file; `path` for messages). */
 int oomi_read_fd(char **out, size_t *len, int fd, const char *path);
 
+/* ---- JSON Lines files (jsonl.c) ------------------------------------------------------------
+ * Opens `path` with `flags` (| O_CLOEXEC; O_CREAT makes it 0644) only if it is a regular file:
+ * a FIFO, device or directory is refused without waiting for a FIFO's other end, and with
+ * O_NOFOLLOW a symbolic link is refused by name. OOM_ENOTFOUND when it does not exist (without
+ * O_CREAT), else OOM_EIO; messages name `what` ("calibration file") and the path. */
+int oomi_open_regular(int *fd, const char *path, int flags, const char *what);
+/* Appends line[0..len) (one whole line, ending in '\n') to fd (opened O_RDWR | O_APPEND), all or
+ * nothing: on a short write the file is cut back to its old size; a file not ending in '\n' gets
+ * one first. Under flock(); fsync'ed. Not a regular file: written as a stream. 0 or an errno. */
+int oomi_append_line(int fd, const char *line, size_t len);
+
 /* ---- small helpers (util.c) ---------------------------------------------------------------- */
 /* Case-insensitive compare treating '-', '_' and ' ' as equal ("a100_80gb" == "A100-80GB"). */
 int oomi_name_cmp(const char *a, const char *b);
