@@ -319,7 +319,7 @@ int oom_calibration_lookup(oom_calibration **out, const char *path, const char *
     json_tokener *tok = NULL;
     char *def = NULL, *text = NULL;
     size_t len;
-    int err, fd = -1;
+    int err;
 
     if (!out || !command)
         return oomi_fail(OOM_EINVAL, "calibration lookup: missing argument");
@@ -327,13 +327,11 @@ int oom_calibration_lookup(oom_calibration **out, const char *path, const char *
     if (!path && (err = default_store(&def, NULL)))
         return err;
     path = path ? path : def;
-    if ((err = oomi_open_regular(&fd, path, O_RDONLY, "calibration file"))) {
+    if ((err = oomi_read_regular(&text, &len, path, "calibration file"))) {
         if (err == OOM_ENOTFOUND)
             err = oomi_fail(OOM_ENOTFOUND, "no calibration file '%s'", path);
         goto done;
     }
-    if ((err = oomi_read_fd(&text, &len, fd, path)))
-        goto done;
     if (!(tok = json_tokener_new())) {
         err = oomi_nomem();
         goto done;
@@ -350,8 +348,6 @@ int oom_calibration_lookup(oom_calibration **out, const char *path, const char *
     else
         err = to_record(out, sc.best, command);
 done:
-    if (fd >= 0)
-        close(fd);
     if (tok)
         json_tokener_free(tok);
     json_object_put(sc.best);

@@ -107,6 +107,9 @@ int oomi_read_fd(char **out, size_t *len, int fd, const char *path);
  * O_NOFOLLOW a symbolic link is refused by name. OOM_ENOTFOUND when it does not exist (without
  * O_CREAT), else OOM_EIO; messages name `what` ("calibration file") and the path. */
 int oomi_open_regular(int *fd, const char *path, int flags, const char *what);
+/* Reads a whole regular file opened so (the files in oomless's own places: a FIFO there would
+ * block every command). */
+int oomi_read_regular(char **out, size_t *len, const char *path, const char *what);
 /* Appends line[0..len) (one whole line, ending in '\n') to fd (opened O_RDWR | O_APPEND), all or
  * nothing: on a short write the file is cut back to its old size; a file not ending in '\n' gets
  * one first. Under flock(); fsync'ed. Not a regular file: written as a stream. 0 or an errno. */

@@ -73,6 +73,20 @@ int oomi_open_regular(int *out, const char *path, int flags, const char *what)
     return OOM_OK;
 }
 
+int oomi_read_regular(char **out, size_t *len, const char *path, const char *what)
+{
+    int fd, err;
+
+    *out = NULL;
+    if (len)
+        *len = 0;
+    if ((err = oomi_open_regular(&fd, path, O_RDONLY, what)))
+        return err;
+    err = oomi_read_fd(out, len, fd, path);
+    close(fd);
+    return err;
+}
+
 /* write() until all of buf[0..n) is written; 0, or the errno that stopped it */
 static int write_all(int fd, const char *buf, size_t n)
 {

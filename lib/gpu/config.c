@@ -92,9 +92,10 @@ static int parse_config(oom_config *c, json_object *root, const char *path)
 int oom_config_load(oom_config **out, const char *path)
 {
     oom_config *c;
-    char *def = NULL;
+    char *def = NULL, *text = NULL;
     json_object *root = NULL;
     struct stat st;
+    size_t len;
     int err = OOM_OK;
 
     if (!out)
@@ -111,10 +112,14 @@ int oom_config_load(oom_config **out, const char *path)
             goto done;
         if (!def || stat(def, &st) != 0)
             goto done; /* no default file: defaults apply */
+        /* a regular file only: a FIFO there would make every command wait */
+        if ((err = oomi_read_regular(&text, &len, def, "config file")) ||
+            (err = oomi_yaml_load(&root, text, len, def)))
+            goto done;
         path = def;
-    }
-    if ((err = oomi_yaml_load_file(&root, path)))
+    } else if ((err = oomi_yaml_load_file(&root, path))) { /* named: <(...) works */
         goto done;
+    }
     if (!(c->path = oomi_strdup(path))) {
         err = oomi_nomem();
         goto done;
@@ -124,6 +129,7 @@ int oom_config_load(oom_config **out, const char *path)
         err = oomi_catalog_validate_entries(c->gpus, path);
 done:
     json_object_put(root);
+    oomi_free(text);
     oomi_free(def);
     if (err) {
         oom_config_free(c);

@@ -120,6 +120,15 @@ expect_rc 0 "relative XDG_CONFIG_HOME: ignored"
 expect_json '.budget.target_bytes' 21474836480 "relative XDG_CONFIG_HOME: \$HOME/.config read"
 expect_eq "$ERR" "oomless: \$XDG_CONFIG_HOME 'rel' is not an absolute path: ignored, as the XDG Base Directory specification says; using $TMP/home/.config" \
     "relative XDG_CONFIG_HOME: one notice"
+# a FIFO in the default config's place: refused at once (every command would wait on it); a named
+# one (--config <(...)) is still read
+mkdir -p "$TMP/fifohome/.config/oomless" && mkfifo "$TMP/fifohome/.config/oomless/config.yaml"
+run env -u XDG_CONFIG_HOME HOME="$TMP/fifohome" timeout 30 "$OOMLESS_BIN" gpus --gpu a100-80gb
+expect_rc 3 "default config a FIFO: refused, no hang"
+expect_contains "$ERR" "config file '$TMP/fifohome/.config/oomless/config.yaml' is a FIFO, not a regular file" \
+    "default config a FIFO: message"
+run "$OOMLESS_BIN" gpus --config <(cat "$TMP/config.yaml") --gpu lab-card --json
+expect_json '.budget.target_bytes' 21474836480 "--config <(...) still read"
 printf 'defaults: [\n' >"$TMP/bad.yaml"
 oom gpus --config "$TMP/bad.yaml"
 expect_rc 2 "bad config"
