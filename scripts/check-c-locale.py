@@ -4,12 +4,15 @@
 Usage: scripts/check-c-locale.py SOURCE_DIR BUILD_DIR
 
 A host program may call setlocale(LC_ALL, "de_DE.UTF-8"): strtod then stops at the '.' of "20.5"
-and printf writes "20,5". lib/core/clocale.c wraps the C library's conversions (oomi_strtod,
-oomi_snprintf, oomi_vsnprintf) in the C locale; every other file of lib/ must use those. Two
-checks:
+and printf writes "20,5"; under tr_TR.UTF-8, tolower('I') is not 'i'. lib/core/clocale.c wraps
+the C library's conversions (oomi_strtod, oomi_snprintf, oomi_vsnprintf) in the C locale and
+folds case in ASCII (oomi_tolower, oomi_strcasecmp, oomi_isalpha...); every other file of lib/
+must use those. Two checks:
   1. symbols: no object file of liboomless but clocale.c's uses strtod, the printf family
-     (snprintf, vsnprintf, sprintf..., their _chk forms) or the scanf family but sscanf;
-  2. sources: no sscanf in lib/ reads a floating-point conversion (%f, %g, %e, %a).
+     (snprintf, vsnprintf, sprintf..., their _chk forms), the scanf family but sscanf, or the
+     host's case folding (tolower, toupper, strcasecmp, strncasecmp);
+  2. sources: no sscanf in lib/ reads a floating-point conversion (%f, %g, %e, %a), and no file
+     but clocale.c calls isalpha, isalnum, isupper or islower (macros: no symbol to see).
 Exit 1 with one line per use, 0 when the library is clean.
 """
 import os
@@ -29,10 +32,13 @@ BANNED = {
     "__isoc99_scanf", "__isoc99_fscanf", "__isoc99_vscanf", "__isoc99_vfscanf",
     "__isoc99_vsscanf", "__isoc23_scanf", "__isoc23_fscanf", "__isoc23_vsscanf",
     "strfmon",
+    "tolower", "toupper", "__ctype_tolower_loc", "__ctype_toupper_loc",
+    "strcasecmp", "strncasecmp",
 }
 SSCANF = re.compile(r"\bsscanf\s*\((.*?)\)\s*[;!=<>|&]", re.S)
 LITERAL = re.compile(r'"((?:[^"\\]|\\.)*)"')
 FLOAT_CONV = re.compile(r"%\*?[0-9]*(?:l|L|ll)?[aefgAEFG]")
+CTYPE_LETTERS = re.compile(r"(?<![\w.])is(alpha|alnum|upper|lower)\s*\(")
 
 
 def library_objects(build):
@@ -60,8 +66,9 @@ def check_symbols(build):
         if src == ALLOWED_FILE:
             continue
         for sym in sorted(undefined(path) & BANNED):
-            errors.append("%s uses %s: numbers go through oomi_strtod/oomi_snprintf/"
-                          "oomi_vsnprintf (core/core.h), in the C locale" % (src, sym))
+            errors.append("%s uses %s: numbers and case go through oomi_strtod, "
+                          "oomi_snprintf, oomi_tolower... (core/core.h), in the C locale"
+                          % (src, sym))
     return errors
 
 
@@ -74,6 +81,12 @@ def check_sources(src):
             path = os.path.join(root, name)
             with open(path, encoding="utf-8") as f:
                 text = f.read()
+            rel = os.path.relpath(path, src).replace(os.sep, "/")
+            if rel != ALLOWED_FILE:
+                for m in CTYPE_LETTERS.finditer(text):
+                    errors.append("%s:%d: is%s() classifies letters in the host's locale: use "
+                                  "oomi_is%s" % (rel, text.count("\n", 0, m.start()) + 1,
+                                                 m.group(1), m.group(1)))
             for call in SSCANF.finditer(text):
                 fmt = "".join(LITERAL.findall(call.group(1)))
                 if FLOAT_CONV.search(fmt):
@@ -93,7 +106,8 @@ def main(argv):
     if errors:
         print("check-c-locale: %d problem(s)" % len(errors))
         return 1
-    print("check-c-locale: every number in lib/ is read and written in the C locale")
+    print("check-c-locale: every number in lib/ is read and written in the C locale, and case "
+          "is ASCII")
     return 0
 
 

@@ -6,8 +6,9 @@
 set -eu
 
 PKGS="cmake ninja-build gcc pkg-config libcmocka-dev libjson-c-dev libyaml-dev libncurses-dev scdoc python3 tmux jq clang llvm valgrind locales"
-# the locale tests/unit/test_locale.c and tests/python/test_locale.py run under (',' for '.')
-LOCALE=de_DE.UTF-8
+# the locales tests/unit/test_locale.c and tests/python/test_locale.py run under: ',' for '.',
+# and a dotless lower-case I
+LOCALES="de_DE.UTF-8 tr_TR.UTF-8"
 CHECK=""
 for arg in "$@"; do
     case $arg in
@@ -43,19 +44,21 @@ if ! dpkg-query -W -f='${Status}' "$rt" 2>/dev/null | grep -q "install ok instal
     fi
 fi
 
-# `locale -a` spells it de_DE.utf8
+# have_locale NAME: whether it is installed (`locale -a` spells de_DE.UTF-8 de_DE.utf8)
 have_locale() {
-    command -v locale >/dev/null 2>&1 && locale -a 2>/dev/null | grep -qix 'de_DE\.utf-\{0,1\}8'
+    command -v locale >/dev/null 2>&1 && locale -a 2>/dev/null | grep -qix "${1%%.*}\.utf-\{0,1\}8"
 }
 need_locale=""
-have_locale || need_locale=1
+for l in $LOCALES; do
+    have_locale "$l" || need_locale="$need_locale $l"
+done
 
 if [ -z "$missing" ] && [ -z "$need_locale" ]; then
     exit 0
 fi
 if [ -n "$CHECK" ]; then
     [ -z "$missing" ] || echo "missing Debian packages:$missing" >&2
-    [ -z "$need_locale" ] || echo "missing locale: $LOCALE" >&2
+    [ -z "$need_locale" ] || echo "missing locales:$need_locale" >&2
     exit 1
 fi
 
@@ -64,7 +67,7 @@ if [ "$(id -u)" -eq 0 ]; then
 elif command -v sudo >/dev/null 2>&1; then
     SUDO="sudo"
 else
-    echo "oomless: need root or sudo to install:$missing${need_locale:+ (and the locale $LOCALE)}" >&2
+    echo "oomless: need root or sudo to install:$missing${need_locale:+ (and the locales$need_locale)}" >&2
     exit 1
 fi
 if [ -n "$missing" ]; then
@@ -74,18 +77,19 @@ if [ -n "$missing" ]; then
     # shellcheck disable=SC2086
     $SUDO apt-get install -y -qq --no-install-recommends $missing
 fi
-if [ -n "$need_locale" ] && ! have_locale; then
-    echo "oomless: generating the locale $LOCALE" >&2
+for l in $need_locale; do
+    have_locale "$l" && continue
+    echo "oomless: generating the locale $l" >&2
     # listed in /etc/locale.gen so that a later locale-gen keeps it, and built now with localedef
     # (locale-gen would rebuild every listed locale)
-    if [ -f /etc/locale.gen ] && ! grep -qx "$LOCALE UTF-8" /etc/locale.gen; then
-        if grep -qx "# *$LOCALE UTF-8" /etc/locale.gen; then
-            $SUDO sed -i "s/^# *$LOCALE UTF-8\$/$LOCALE UTF-8/" /etc/locale.gen
+    if [ -f /etc/locale.gen ] && ! grep -qx "$l UTF-8" /etc/locale.gen; then
+        if grep -qx "# *$l UTF-8" /etc/locale.gen; then
+            $SUDO sed -i "s/^# *$l UTF-8\$/$l UTF-8/" /etc/locale.gen
         else
-            echo "$LOCALE UTF-8" | $SUDO tee -a /etc/locale.gen >/dev/null
+            echo "$l UTF-8" | $SUDO tee -a /etc/locale.gen >/dev/null
         fi
     fi
     # -c: write it even with warnings (its status is then 1; have_locale is the check)
-    $SUDO localedef -i de_DE -c -f UTF-8 "$LOCALE" || true
-    have_locale || { echo "oomless: the locale $LOCALE could not be generated" >&2; exit 1; }
-fi
+    $SUDO localedef -i "${l%%.*}" -c -f UTF-8 "$l" || true
+    have_locale "$l" || { echo "oomless: the locale $l could not be generated" >&2; exit 1; }
+done

@@ -146,7 +146,7 @@ static bool derived(oomi_aval *out, struct json_object *plan, const char *field)
             return false;
         if (!strcmp(s, "none"))
             return true;
-        if (strncasecmp(s, "zero", 4))
+        if (oomi_strncasecmp(s, "zero", 4))
             return false;
         for (p = s + 4; *p == '-' || *p == '_'; p++)
             ;

@@ -45,7 +45,7 @@ static int parse_number_unit(double *num, int *shift, bool *has_unit, const char
     while (isspace((unsigned char)*p))
         p++;
     while (*p && !isspace((unsigned char)*p) && n + 1 < sizeof(unit))
-        unit[n++] = (char)tolower((unsigned char)*p++);
+        unit[n++] = (char)oomi_tolower((unsigned char)*p++);
     unit[n] = '\0';
     while (isspace((unsigned char)*p))
         p++;

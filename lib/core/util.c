@@ -11,7 +11,7 @@ static int norm_char(int c)
 {
     if (c == '-' || c == '_' || c == ' ')
         return '-';
-    return tolower((unsigned char)c);
+    return oomi_tolower((unsigned char)c);
 }
 
 int oomi_name_cmp(const char *a, const char *b)

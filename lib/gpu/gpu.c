@@ -67,7 +67,7 @@ static bool prefix_ci(const char *s, const char *prefix, size_t n)
 {
     size_t i;
     for (i = 0; i < n; i++)
-        if (!s[i] || tolower((unsigned char)s[i]) != tolower((unsigned char)prefix[i]))
+        if (!s[i] || oomi_tolower((unsigned char)s[i]) != oomi_tolower((unsigned char)prefix[i]))
             return false;
     return true;
 }

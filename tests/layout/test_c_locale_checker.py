@@ -1,5 +1,5 @@
-"""check-c-locale.py fails on each kind of locale-dependent number conversion in lib/, and passes
-the wrappers of lib/core/clocale.c."""
+"""check-c-locale.py fails on each kind of locale-dependent number conversion and case folding in
+lib/, and passes the wrappers of lib/core/clocale.c."""
 import os
 import shutil
 import subprocess
@@ -68,6 +68,22 @@ class CLocaleChecker(unittest.TestCase):
         r = self.run_checker()
         self.assertEqual(r.returncode, 1)
         self.assertIn("lib/gpu/g.c:3: sscanf reads a floating-point number", r.stdout)
+
+    def test_case_folding_fails(self):
+        self.compile("core/units.c", "#include <ctype.h>\n#include <strings.h>\n"
+                     "int u(const char *s) { return tolower((unsigned char)*s) +\n"
+                     "    strcasecmp(s, \"gib\"); }\n")
+        r = self.run_checker()
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("lib/core/units.c uses strcasecmp", r.stdout)
+        self.assertIn("tolower", r.stdout)
+
+    def test_letter_classes_fail(self):
+        self.compile("apply/y.c", "#include <ctype.h>\n"
+                     "int y(const char *s) {\n    return isalnum((unsigned char)*s); }\n")
+        r = self.run_checker()
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("lib/apply/y.c:3: isalnum() classifies letters", r.stdout)
 
     def test_sscanf_of_integers_passes(self):
         self.compile("gpu/g.c", "#include <stdio.h>\n"

@@ -1,7 +1,9 @@
 """The library reads and writes numbers with '.' even when the Python program switched to a
 locale that writes 20,5 (locale.setlocale(locale.LC_ALL, "de_DE.UTF-8")): sizes parse, the
 bundled catalog loads, and every document is the one the C locale gives, calibration records
-included. scripts/install-deps.sh generates de_DE.UTF-8; without it the test is skipped."""
+included; and under tr_TR.UTF-8 (where 'I' does not lower-case to 'i') units and GPU ids match
+in capitals. scripts/install-deps.sh generates both locales; without them the tests are
+skipped."""
 import json
 import locale
 import os
@@ -11,6 +13,7 @@ import unittest
 import oomless
 
 LOCALE = "de_DE.UTF-8"
+TURKISH = "tr_TR.UTF-8"
 # a traced record (valid on any GPU) with fractional numbers, as `oomless trace --calibrate`
 # writes it
 TRACED = {"time": 1700000000.25, "gpu": "", "command": ["oomless", "trace", "--model", "gpt2"],
@@ -51,14 +54,20 @@ class LocaleTest(unittest.TestCase):
         locale.setlocale(locale.LC_ALL, self.saved)
         self.tmp.cleanup()
 
-    def switch(self):
+    def switch(self, name=LOCALE):
         try:
-            locale.setlocale(locale.LC_ALL, LOCALE)
+            locale.setlocale(locale.LC_ALL, name)
         except locale.Error:
             self.skipTest("the locale %s is not installed (scripts/install-deps.sh generates it)"
-                          % LOCALE)
-        # the locale really writes a decimal comma, or this test would prove nothing
-        self.assertEqual(locale.str(20.5), "20,5")
+                          % name)
+        if name == LOCALE:
+            # the locale really writes a decimal comma, or this test would prove nothing
+            self.assertEqual(locale.str(20.5), "20,5")
+
+    def test_case_in_turkish(self):
+        self.switch(TURKISH)
+        self.assertEqual(oomless.parse_size("16GIB"), 16 << 30)
+        self.assertEqual(oomless.gpus(gpu="MI300X")["target"]["profile"], "mi300x")
 
     def test_same_documents_as_in_the_c_locale(self):
         locale.setlocale(locale.LC_ALL, "C")

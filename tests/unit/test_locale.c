@@ -2,8 +2,9 @@
  * test_locale.c - the library in a host program that called setlocale(LC_ALL, "de_DE.UTF-8"),
  * where strtod stops at the '.' of "20.5" and printf writes "20,5": every number the library
  * reads (sizes, the bundled YAML catalog, calibration records) and writes (JSON documents, text
- * reports, SVG, messages, calibration records) is the same as in the C locale.
- * Exit 77 (ctest: skipped) when the locale is not installed; scripts/install-deps.sh makes it.
+ * reports, SVG, messages, calibration records) is the same as in the C locale. And under
+ * tr_TR.UTF-8, where tolower('I') is not 'i', names and units still match in any case.
+ * Exit 77 (ctest: skipped) when a locale is not installed; scripts/install-deps.sh makes them.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -14,6 +15,7 @@
 #include "core/core.h"
 #include "oomless.h"
 
+#include <ctype.h>
 #include <json-c/json.h>
 #include <locale.h>
 #include <stdio.h>
@@ -21,7 +23,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#define COMMA_LOCALE "de_DE.UTF-8"
+#define COMMA_LOCALE   "de_DE.UTF-8"
+#define TURKISH_LOCALE "tr_TR.UTF-8"
 
 /* Switches the process to the decimal-comma locale, and checks that it writes one. */
 static int to_comma(void **state)
@@ -32,6 +35,15 @@ static int to_comma(void **state)
         return -1;
     snprintf(buf, sizeof(buf), "%.1f", 20.5);
     return strcmp(buf, "20,5") ? -1 : 0;
+}
+
+/* Switches to Turkish, and checks that its case folding is not ASCII's. */
+static int to_turkish(void **state)
+{
+    (void)state;
+    if (!setlocale(LC_ALL, TURKISH_LOCALE))
+        return -1;
+    return tolower('I') == 'i' ? -1 : 0;
 }
 
 static int to_c(void **state)
@@ -192,6 +204,28 @@ static void test_documents_as_in_the_c_locale(void **state)
     free_docs(&comma);
 }
 
+/* Units, GPU ids and OOM patterns in capitals, under Turkish case folding. */
+static void test_case_in_turkish(void **state)
+{
+    static const char text[] = "RuntimeError: FAILED TO ALLOCATE MEMORY ON DEVICE 0";
+    oom_catalog *cat = NULL;
+    const oom_gpu_profile *p = NULL;
+    oom_patterns *pat = NULL;
+    uint64_t v = 0;
+    (void)state;
+    assert_int_equal(oom_parse_size(&v, "16GIB", OOM_UNIT_BYTES), OOM_OK);
+    assert_int_equal(v, 16 * OOM_GiB);
+    assert_int_equal(oom_parse_size(&v, "512 MIB", OOM_UNIT_BYTES), OOM_OK);
+    assert_int_equal(v, 512 * OOM_MiB);
+    assert_int_equal(oom_catalog_load(&cat, NULL), OOM_OK);
+    assert_int_equal(oom_catalog_find(&p, cat, "MI300X"), OOM_OK);
+    assert_string_equal(p->id, "mi300x");
+    oom_catalog_free(cat);
+    assert_int_equal(oom_patterns_parse(&pat, "failed to allocate\n", 19, "test"), OOM_OK);
+    assert_non_null(oom_patterns_find(pat, text, sizeof(text) - 1));
+    oom_patterns_free(pat);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -200,12 +234,14 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_yaml_and_catalog, to_comma, to_c),
         cmocka_unit_test_setup_teardown(test_calibration_record, to_comma, to_c),
         cmocka_unit_test_setup_teardown(test_documents_as_in_the_c_locale, to_c, to_c),
+        cmocka_unit_test_setup_teardown(test_case_in_turkish, to_turkish, to_c),
     };
-    if (to_comma(NULL) != 0) {
+    if (to_comma(NULL) != 0 || to_turkish(NULL) != 0) {
         fprintf(stderr,
-                "test_locale: SKIPPED: the locale %s is not installed, or does not write "
-                "a decimal comma (scripts/install-deps.sh generates it)\n",
-                COMMA_LOCALE);
+                "test_locale: SKIPPED: the locales %s and %s are not both installed (or do "
+                "not write a decimal comma, fold I to dotless i); scripts/install-deps.sh "
+                "generates them\n",
+                COMMA_LOCALE, TURKISH_LOCALE);
         return 77;
     }
     to_c(NULL);
