@@ -32,6 +32,9 @@ int cli_fail(const char *cmd, int err);
 int cli_usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Prints a notice (one line) to stderr: "oomless: <message>". Never to stdout. */
 void cli_notice(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Makes the library's notices (damaged lines skipped, variables ignored) print as cli_notice
+ * does, each distinct one once. */
+void cli_init_notices(void);
 /* Writes a JSON document (a library-made string) to stdout with a final newline. */
 int cli_print_json(const char *json);
 

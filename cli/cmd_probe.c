@@ -271,15 +271,16 @@ static void print_text(const oom_probe_result *r, char **cmd)
                r->recommended_batch, r->prediction_error * 100.0);
 }
 
-static void save_calibration(const struct probe_args *a, const oom_probe_result *r,
-                             const char *const *cmd)
+/* Saves the measured line; OOM_OK, or the error (printed) when the record was not saved. */
+static int save_calibration(const struct probe_args *a, const oom_probe_result *r,
+                            const char *const *cmd)
 {
     oom_calibration rec = {0};
     char workload[64] = "", *path = NULL;
     int err;
 
     if ((a->calibration && !strcmp(a->calibration, "off")) || !r->fit.valid || !r->gpu_name[0])
-        return;
+        return OOM_OK;
     if (a->workload)
         snprintf(workload, sizeof(workload), "%s", a->workload);
     else if (a->o.seq)
@@ -295,7 +296,7 @@ static void save_calibration(const struct probe_args *a, const oom_probe_result 
         (err = oom_calibration_save(a->calibration, &rec))) {
         cli_fail("probe", err);
         oom_free(rec.command);
-        return;
+        return err;
     }
     if (!a->calibration && oom_calibration_default_path(&path) == OOM_OK)
         cli_notice("calibration saved to %s", path);
@@ -303,6 +304,7 @@ static void save_calibration(const struct probe_args *a, const oom_probe_result 
         cli_notice("calibration saved to %s", a->calibration);
     oom_free(path);
     oom_free(rec.command);
+    return OOM_OK;
 }
 
 static int exit_for(int err, const oom_probe_result *r)
@@ -385,7 +387,7 @@ static int run_probe(struct probe_args *a, char **cmd, oom_patterns *patterns)
     if (err)
         cli_fail("probe", err);
     else
-        save_calibration(a, r, (const char *const *)cmd);
+        err = save_calibration(a, r, (const char *const *)cmd); /* not saved: not a success */
     exact_prediction(a, r);
     if (a->json) {
         if ((rc = oom_probe_to_json(&doc, r)))

@@ -22,7 +22,7 @@ static const char usage_text[] =
     "Needs Python with torch (and transformers, peft for Hugging Face models): $OOMLESS_PYTHON,\n"
     "else python3. 'python -m oomless.trace --help' lists every option.\n\n"
     "Exit codes: 0 ok, 2 bad option or value, an untraceable workload, or a missing package,\n"
-    "3 no Python found.\n";
+    "3 no Python found, or the calibration record could not be saved (--calibrate).\n";
 
 static int is_dir(const char *p)
 {

@@ -53,6 +53,28 @@ void cli_notice(const char *fmt, ...)
     fputc('\n', stderr);
 }
 
+/* The library's notices, each printed once: a command that reads the same damaged calibration
+ * file for every row of a table says so one time. */
+static void on_notice(const char *message, void *user)
+{
+    static char seen[16][256];
+    static size_t n_seen;
+    size_t i;
+
+    (void)user;
+    for (i = 0; i < n_seen; i++)
+        if (!strncmp(seen[i], message, sizeof(seen[i]) - 1))
+            return;
+    if (n_seen < sizeof(seen) / sizeof(seen[0]))
+        snprintf(seen[n_seen++], sizeof(seen[0]), "%s", message);
+    cli_notice("%s", message);
+}
+
+void cli_init_notices(void)
+{
+    oom_set_notice_handler(on_notice, NULL);
+}
+
 int cli_print_json(const char *json)
 {
     size_t n = strlen(json);

@@ -36,6 +36,7 @@ int main(int argc, char **argv)
     size_t i;
 
     setlocale(LC_CTYPE, "");
+    cli_init_notices();
     if (argc < 2) {
         usage(stderr);
         return EXIT_USAGE;

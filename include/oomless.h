@@ -74,6 +74,18 @@ OOM_EXPORT const char *oom_last_message(void);
 /** The code of the last failure on this thread (OOM_OK when there was none). */
 OOM_EXPORT int oom_last_error(void);
 
+/**
+ * Notices: what a caller should tell the user although the call succeeded, as one sentence
+ * naming the thing ("calibration file '/x/calibration.jsonl': skipped 1 damaged line (line 3)",
+ * "$XDG_CACHE_HOME 'cache' is not an absolute path: ignored"). The library calls `fn` with
+ * each one, on the thread that made the call, while the call runs; `message` is valid during
+ * the call only. Without a handler (the default, or `fn` NULL) notices are dropped. One handler
+ * for the process: set it before other calls, as the allocator. The oomless tool prints them
+ * to stderr; the Python package turns them into warnings (oomless.Notice).
+ */
+typedef void (*oom_notice_fn)(const char *message, void *user);
+OOM_EXPORT void oom_set_notice_handler(oom_notice_fn fn, void *user);
+
 /* ======================================================================== memory */
 
 /**
@@ -1300,15 +1312,28 @@ typedef struct oom_calibration {
     int traced;
 } oom_calibration;
 
-/** The default file path (allocated; free with oom_free). */
+/**
+ * The default file path (allocated; free with oom_free): $XDG_CACHE_HOME/oomless/calibration.jsonl
+ * when $XDG_CACHE_HOME is an absolute path (a relative one is ignored, with a notice, as the XDG
+ * Base Directory spec says), else $HOME/.cache/oomless/calibration.jsonl. OOM_ENOTFOUND when
+ * neither is set.
+ */
 OOM_EXPORT int oom_calibration_default_path(char **out);
 /** The key form of an argv template: a JSON array string (allocated). */
 OOM_EXPORT int oom_calibration_command_key(char **out, const char *const *argv);
-/** Appends a record (creating the directories); `path` NULL = the default. OOM_EIO names it. */
+/**
+ * Appends a record; `path` NULL = the default (its folders are made with mode 0700, but a $HOME
+ * that does not exist is not created). All or nothing: one line written whole under flock() and
+ * fsync'ed; when the disk fills part way the file is cut back to its old size. A file that does
+ * not end in a newline gets one first. Only a regular file: a symbolic link or a FIFO is refused.
+ * OOM_EIO names the file and the reason ("No space left on device").
+ */
 OOM_EXPORT int oom_calibration_save(const char *path, const oom_calibration *record);
 /**
  * The newest record for (gpu, command, workload) in `path` (NULL = the default). OOM_ENOTFOUND
- * when there is none (or no file); malformed lines are skipped. Free with oom_calibration_free.
+ * when there is none (or no file); OOM_EIO when the file is not a regular file (a FIFO). Lines
+ * are read by their length: a line that is not one JSON object (cut short, glued, NUL bytes) is
+ * skipped, and a notice says how many. Free with oom_calibration_free.
  */
 OOM_EXPORT int oom_calibration_lookup(oom_calibration **out, const char *path, const char *gpu,
                                       const char *command, const char *workload);

@@ -1,10 +1,14 @@
 #!/bin/sh
-# Installs the Debian packages oomless needs to build and test, and nothing when all are present.
+# Installs the Debian packages oomless needs to build and test, and generates the de_DE.UTF-8
+# locale (the tests run the library under a decimal-comma locale); nothing when all is present.
 # Usage: scripts/install-deps.sh [--check] [--web]   (--check: only report what is missing, exit 1
 # if any; --web: also what `make web` and `make check-web` need: emscripten and Chromium)
 set -eu
 
-PKGS="cmake ninja-build gcc pkg-config libcmocka-dev libjson-c-dev libyaml-dev libncurses-dev scdoc python3 tmux jq clang llvm valgrind"
+PKGS="cmake ninja-build gcc pkg-config libcmocka-dev libjson-c-dev libyaml-dev libncurses-dev scdoc python3 tmux jq clang llvm valgrind locales"
+# the locales tests/unit/test_locale.c and tests/python/test_locale.py run under: ',' for '.',
+# and a dotless lower-case I
+LOCALES="de_DE.UTF-8 tr_TR.UTF-8"
 CHECK=""
 for arg in "$@"; do
     case $arg in
@@ -40,24 +44,52 @@ if ! dpkg-query -W -f='${Status}' "$rt" 2>/dev/null | grep -q "install ok instal
     fi
 fi
 
-if [ -z "$missing" ]; then
+# have_locale NAME: whether it is installed (`locale -a` spells de_DE.UTF-8 de_DE.utf8)
+have_locale() {
+    command -v locale >/dev/null 2>&1 && locale -a 2>/dev/null | grep -qix "${1%%.*}\.utf-\{0,1\}8"
+}
+need_locale=""
+for l in $LOCALES; do
+    have_locale "$l" || need_locale="$need_locale $l"
+done
+
+if [ -z "$missing" ] && [ -z "$need_locale" ]; then
     exit 0
 fi
 if [ -n "$CHECK" ]; then
-    echo "missing Debian packages:$missing" >&2
+    [ -z "$missing" ] || echo "missing Debian packages:$missing" >&2
+    [ -z "$need_locale" ] || echo "missing locales:$need_locale" >&2
     exit 1
 fi
 
-echo "oomless: installing Debian packages:$missing" >&2
 if [ "$(id -u)" -eq 0 ]; then
     SUDO=""
 elif command -v sudo >/dev/null 2>&1; then
     SUDO="sudo"
 else
-    echo "oomless: need root or sudo to install:$missing" >&2
+    echo "oomless: need root or sudo to install:$missing${need_locale:+ (and the locales$need_locale)}" >&2
     exit 1
 fi
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-# shellcheck disable=SC2086
-$SUDO apt-get install -y -qq --no-install-recommends $missing
+if [ -n "$missing" ]; then
+    echo "oomless: installing Debian packages:$missing" >&2
+    export DEBIAN_FRONTEND=noninteractive
+    $SUDO apt-get update -qq
+    # shellcheck disable=SC2086
+    $SUDO apt-get install -y -qq --no-install-recommends $missing
+fi
+for l in $need_locale; do
+    have_locale "$l" && continue
+    echo "oomless: generating the locale $l" >&2
+    # listed in /etc/locale.gen so that a later locale-gen keeps it, and built now with localedef
+    # (locale-gen would rebuild every listed locale)
+    if [ -f /etc/locale.gen ] && ! grep -qx "$l UTF-8" /etc/locale.gen; then
+        if grep -qx "# *$l UTF-8" /etc/locale.gen; then
+            $SUDO sed -i "s/^# *$l UTF-8\$/$l UTF-8/" /etc/locale.gen
+        else
+            echo "$l UTF-8" | $SUDO tee -a /etc/locale.gen >/dev/null
+        fi
+    fi
+    # -c: write it even with warnings (its status is then 1; have_locale is the check)
+    $SUDO localedef -i "${l%%.*}" -c -f UTF-8 "$l" || true
+    have_locale "$l" || { echo "oomless: the locale $l could not be generated" >&2; exit 1; }
+done

@@ -208,10 +208,10 @@ static bool looks_json(const char *name, const char *text)
 {
     size_t n = strlen(name);
 
-    if (n >= 5 && !strcasecmp(name + n - 5, ".json"))
+    if (n >= 5 && !oomi_strcasecmp(name + n - 5, ".json"))
         return true;
-    if ((n >= 5 && !strcasecmp(name + n - 5, ".yaml")) ||
-        (n >= 4 && !strcasecmp(name + n - 4, ".yml")))
+    if ((n >= 5 && !oomi_strcasecmp(name + n - 5, ".yaml")) ||
+        (n >= 4 && !oomi_strcasecmp(name + n - 4, ".yml")))
         return false;
     text += strspn(text, " \t\r\n");
     return *text == '{' || *text == '[';

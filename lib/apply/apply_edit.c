@@ -196,9 +196,9 @@ static int replace(const struct target *t, char **text, size_t *len, const struc
         return set_reason(res, "the value is 'auto' (left to the framework)");
     if (!type_ok(node->val.type, v->type) && !(flags & OOM_APPLY_FORCE_TYPE)) {
         char why[160];
-        snprintf(why, sizeof(why),
-                 "holds a %s value; refusing to write a %s value (--force-type allows it)",
-                 oomi_avtype_name(node->val.type), oomi_avtype_name(v->type));
+        oomi_snprintf(why, sizeof(why),
+                      "holds a %s value; refusing to write a %s value (--force-type allows it)",
+                      oomi_avtype_name(node->val.type), oomi_avtype_name(v->type));
         return refuse(t, why);
     }
     res->action = "unchanged";

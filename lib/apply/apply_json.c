@@ -139,7 +139,7 @@ static int scan_literal(struct jctx *c, oomi_node *n)
         n->val.i = strtoll(text, &end, 10);
         if (*end || errno || strpbrk(text, ".eE")) {
             n->val.type = OOMI_AV_FLOAT;
-            n->val.d = strtod(text, &end);
+            n->val.d = oomi_strtod(text, &end);
             if (*end)
                 return jfail(c, "bad number");
         }

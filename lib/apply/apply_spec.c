@@ -146,7 +146,7 @@ static bool derived(oomi_aval *out, struct json_object *plan, const char *field)
             return false;
         if (!strcmp(s, "none"))
             return true;
-        if (strncasecmp(s, "zero", 4))
+        if (oomi_strncasecmp(s, "zero", 4))
             return false;
         for (p = s + 4; *p == '-' || *p == '_'; p++)
             ;
@@ -191,11 +191,11 @@ static void text_of(char *buf, size_t size, const oomi_aval *v)
     oomi_sb sb = OOMI_SB_INIT;
 
     if (v->type == OOMI_AV_STRING) {
-        snprintf(buf, size, "%s", v->s);
+        oomi_snprintf(buf, size, "%s", v->s);
         return;
     }
     oomi_aval_json(&sb, v);
-    snprintf(buf, size, "%s", oomi_sb_ok(&sb) ? "" : sb.buf);
+    oomi_snprintf(buf, size, "%s", oomi_sb_ok(&sb) ? "" : sb.buf);
     oomi_sb_free(&sb);
 }
 
@@ -304,7 +304,9 @@ static int presets_file(const char *path, bool optional, const char *name, oomi_
 
     if (optional && access(path, F_OK) != 0)
         return OOM_OK;
-    if ((err = oomi_read_file(&text, &len, path)))
+    /* the user's file is read as a regular file only (a FIFO there would make apply wait) */
+    if ((err = optional ? oomi_read_regular(&text, &len, path, "presets file")
+                        : oomi_read_file(&text, &len, path)))
         return err;
     if (!yaml_parser_initialize(&parser)) {
         oomi_free(text);
@@ -327,17 +329,15 @@ static int presets_file(const char *path, bool optional, const char *name, oomi_
 
 int oomi_preset_each(const char *name, oomi_preset_fn fn, void *user)
 {
-    const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
-    char *user_path = NULL, *data_path = oomi_data_path("apply/presets.yaml");
+    char *base = NULL, *user_path = NULL, *data_path = oomi_data_path("apply/presets.yaml");
     oomi_sb names = OOMI_SB_INIT;
     bool found = false;
-    int err = OOM_OK;
+    int err = oomi_xdg_base(&base, NULL, "XDG_CONFIG_HOME", ".config");
 
-    if (xdg && *xdg)
-        user_path = oomi_asprintf("%s/oomless/apply-presets.yaml", xdg);
-    else if (home && *home)
-        user_path = oomi_asprintf("%s/.config/oomless/apply-presets.yaml", home);
-    if (!data_path || ((xdg && *xdg) || (home && *home)) != (user_path != NULL))
+    if (!err && base && !(user_path = oomi_asprintf("%s/oomless/apply-presets.yaml", base)))
+        err = oomi_nomem();
+    oomi_free(base);
+    if (!err && !data_path)
         err = oomi_nomem();
     if (!err && user_path)
         err = presets_file(user_path, true, name, fn, user, &found, &names);

@@ -127,7 +127,7 @@ static bool parse_float(const char *t, double *out)
     }
     if (*p || strchr(t, '_'))
         return false;
-    *out = strtod(t, &end);
+    *out = oomi_strtod(t, &end);
     return *end == '\0';
 }
 
@@ -162,20 +162,20 @@ void oomi_format_float(char *buf, size_t size, double d)
     int prec;
 
     if (isnan(d)) {
-        snprintf(buf, size, ".nan");
+        oomi_snprintf(buf, size, ".nan");
         return;
     }
     if (isinf(d)) {
-        snprintf(buf, size, d < 0 ? "-.inf" : ".inf");
+        oomi_snprintf(buf, size, d < 0 ? "-.inf" : ".inf");
         return;
     }
     for (prec = 1; prec < 17; prec++) {
-        snprintf(buf, size, "%.*g", prec, d);
-        if (strtod(buf, NULL) == d)
+        oomi_snprintf(buf, size, "%.*g", prec, d);
+        if (oomi_strtod(buf, NULL) == d)
             break;
     }
     if (prec == 17)
-        snprintf(buf, size, "%.17g", d);
+        oomi_snprintf(buf, size, "%.17g", d);
     if (!strpbrk(buf, ".en") && strlen(buf) + 3 <= size)
         strcat(buf, ".0");
 }

@@ -251,10 +251,10 @@ static bool plain_safe(const char *s)
     bool ok;
     const char *p;
 
-    if (!*s || !(isalnum((unsigned char)*s) || *s == '_' || *s == '/' || *s == '.'))
+    if (!*s || !(oomi_isalnum((unsigned char)*s) || *s == '_' || *s == '/' || *s == '.'))
         return false;
     for (p = s; *p; p++)
-        if (!isalnum((unsigned char)*p) && !strchr("_./+-", *p))
+        if (!oomi_isalnum((unsigned char)*p) && !strchr("_./+-", *p))
             return false;
     if (oomi_aval_from_plain(&v, s))
         return false;
@@ -325,15 +325,15 @@ static void put_bool(oomi_sb *sb, const oomi_node *old, const char *buf, bool b)
     size_t family = 0, i;
     char w[8];
 
-    if (tolower((unsigned char)src[0]) == 'y' || tolower((unsigned char)src[0]) == 'n')
+    if (oomi_tolower((unsigned char)src[0]) == 'y' || oomi_tolower((unsigned char)src[0]) == 'n')
         family = 1;
-    else if (tolower((unsigned char)src[0]) == 'o')
+    else if (oomi_tolower((unsigned char)src[0]) == 'o')
         family = 2;
-    snprintf(w, sizeof(w), "%s", words[family][b]);
-    if (isupper((unsigned char)src[0]))
+    oomi_snprintf(w, sizeof(w), "%s", words[family][b]);
+    if (oomi_isupper((unsigned char)src[0]))
         for (i = 0; w[i]; i++)
-            if (i == 0 || isupper((unsigned char)src[1]))
-                w[i] = (char)toupper((unsigned char)w[i]);
+            if (i == 0 || oomi_isupper((unsigned char)src[1]))
+                w[i] = (char)oomi_toupper((unsigned char)w[i]);
     oomi_sb_puts(sb, w);
 }
 

@@ -9,23 +9,36 @@
 #include <fcntl.h>
 #include <json-c/json.h>
 #include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* The default store, and the length of its leading $HOME (0 under $XDG_CACHE_HOME): oomless
+ * creates the directories below $HOME, never $HOME itself. */
+static int default_store(char **out, size_t *home_len)
+{
+    char *base = NULL;
+    int err;
+
+    *out = NULL;
+    if ((err = oomi_xdg_base(&base, home_len, "XDG_CACHE_HOME", ".cache")))
+        return err;
+    if (!base)
+        return oomi_fail(OOM_ENOTFOUND, "calibration: neither $XDG_CACHE_HOME (an absolute path) "
+                                        "nor $HOME is set");
+    *out = oomi_asprintf("%s/oomless/calibration.jsonl", base);
+    oomi_free(base);
+    return *out ? OOM_OK : oomi_nomem();
+}
+
 int oom_calibration_default_path(char **out)
 {
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
     if (!out)
         return oomi_fail(OOM_EINVAL, "calibration path: no output");
-    if (xdg && *xdg)
-        *out = oomi_asprintf("%s/oomless/calibration.jsonl", xdg);
-    else if (home && *home)
-        *out = oomi_asprintf("%s/.cache/oomless/calibration.jsonl", home);
-    else
-        return oomi_fail(OOM_ENOTFOUND, "calibration: neither $XDG_CACHE_HOME nor $HOME is set");
-    return *out ? OOM_OK : oomi_nomem();
+    return default_store(out, NULL);
 }
 
 int oom_calibration_command_key(char **out, const char *const *argv)
@@ -47,18 +60,34 @@ int oom_calibration_command_key(char **out, const char *const *argv)
     return *out ? OOM_OK : oomi_nomem();
 }
 
-/* mkdir -p of the directory part of path */
-static int make_parents(const char *path)
+/* mkdir -p of the directory part of path, with `mode`; the first home_len bytes ($HOME) must be
+ * a directory already: a missing $HOME is not created. */
+static int make_parents(const char *path, size_t home_len, unsigned mode)
 {
     char *dir = oomi_strdup(path), *p;
+    struct stat st;
     int err = OOM_OK;
+
     if (!dir)
         return oomi_nomem();
+    if (home_len) {
+        dir[home_len] = '\0';
+        int found = stat(dir, &st) == 0;
+        if (!found || !S_ISDIR(st.st_mode)) {
+            err = oomi_fail(OOM_EIO,
+                            "calibration: $HOME '%s' %s; not creating it (set XDG_CACHE_HOME to "
+                            "an absolute path, or name the calibration file)",
+                            dir, found ? "is not a directory" : "does not exist");
+            oomi_free(dir);
+            return err;
+        }
+        dir[home_len] = path[home_len];
+    }
     for (p = dir + 1; *p; p++) {
         if (*p != '/')
             continue;
         *p = '\0';
-        if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        if (mkdir(dir, (mode_t)mode) != 0 && errno != EEXIST) {
             err = oomi_fail(OOM_EIO, "cannot create '%s': %s", dir, strerror(errno));
             break;
         }
@@ -98,16 +127,18 @@ int oom_calibration_save(const char *path, const oom_calibration *c)
     char *def = NULL, *line = NULL;
     json_object *o = NULL;
     const char *s;
-    int err, fd = -1;
-    ssize_t w;
+    size_t home_len = 0;
+    int err, e, fd = -1;
 
     if (!c || !c->fit.valid)
         return oomi_fail(OOM_EINVAL, "calibration: no measured line to save");
-    if (!path && (err = oom_calibration_default_path(&def)))
+    if (!path && (err = default_store(&def, &home_len)))
         return err;
-    path = path ? path : def;
-    if ((err = make_parents(path)))
+    /* the default location is a private cache (0700, as the XDG spec says); a named file's
+     * folders are made as `mkdir -p` would */
+    if ((err = make_parents(def ? def : path, home_len, def ? 0700 : 0755)))
         goto done;
+    path = def ? def : path;
     if (!(o = record_json(c)) ||
         !(s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
                                                     JSON_C_TO_STRING_NOSLASHESCAPE)) ||
@@ -115,10 +146,15 @@ int oom_calibration_save(const char *path, const oom_calibration *c)
         err = oomi_nomem();
         goto done;
     }
-    if ((fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0 ||
-        (w = write(fd, line, strlen(line))) != (ssize_t)strlen(line))
-        err = oomi_fail(OOM_EIO, "cannot write the calibration file '%s': %s", path,
-                        strerror(errno ? errno : EIO));
+    if ((err = oomi_open_regular(&fd, path, O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW,
+                                 "calibration file")))
+        goto done;
+    if ((e = oomi_append_line(fd, line, strlen(line))))
+        err = e == ENOMEM ? oomi_nomem()
+                          : oomi_fail(OOM_EIO,
+                                      "cannot save the calibration record to '%s': %s (nothing "
+                                      "was saved)",
+                                      path, strerror(e));
 done:
     if (fd >= 0)
         close(fd);
@@ -146,10 +182,15 @@ static const char *get_str(json_object *o, const char *key)
                : NULL;
 }
 
+/* a number field, 0 when absent or not a number (json-c would read a string with strtod, in the
+ * host's locale) */
 static double get_num(json_object *o, const char *key)
 {
     json_object *v;
-    return json_object_object_get_ex(o, key, &v) ? json_object_get_double(v) : 0;
+    return json_object_object_get_ex(o, key, &v) && (json_object_is_type(v, json_type_int) ||
+                                                     json_object_is_type(v, json_type_double))
+               ? json_object_get_double(v)
+               : 0;
 }
 
 /* A record `oomless trace --calibrate` wrote: allocated bytes, valid on any GPU. */
@@ -196,45 +237,120 @@ static int to_record(oom_calibration **out, json_object *o, const char *command)
     return OOM_OK;
 }
 
+/* One piece of a line, parsed by its length: the object, or NULL when it is not exactly one
+ * JSON object (a record cut short, two glued together, garbage). */
+static json_object *parse_piece(json_tokener *tok, const char *s, size_t n)
+{
+    json_object *o;
+    while (n && (s[n - 1] == '\r' || s[n - 1] == ' ' || s[n - 1] == '\t'))
+        n--;
+    if (n > INT32_MAX)
+        return NULL;
+    json_tokener_reset(tok);
+    o = json_tokener_parse_ex(tok, s, (int)n);
+    if (o && json_tokener_get_error(tok) == json_tokener_success &&
+        json_tokener_get_parse_end(tok) == n && json_object_is_type(o, json_type_object))
+        return o;
+    json_object_put(o);
+    return NULL;
+}
+
+static bool blank(const char *s, size_t n)
+{
+    while (n && (*s == ' ' || *s == '\t' || *s == '\r')) {
+        s++;
+        n--;
+    }
+    return !n;
+}
+
+struct scan {
+    const char *gpu, *command, *workload;
+    json_object *best;         /* the newest match */
+    size_t damaged, first_bad; /* damaged lines, and the number of the first */
+};
+
+static void consider(struct scan *sc, json_object *o)
+{
+    /* the newest match wins, but a traced record never replaces a measured one */
+    if (matches(o, sc->gpu, sc->command, sc->workload) &&
+        !(sc->best && !is_traced(sc->best) && is_traced(o))) {
+        json_object_put(sc->best);
+        sc->best = o;
+    } else {
+        json_object_put(o);
+    }
+}
+
+/* Lines end at '\n'. A run of NUL bytes (what a crash can leave in place of what was written)
+ * also ends a piece, so that a record written after it is still read; the line is damaged. */
+static void scan_text(struct scan *sc, json_tokener *tok, const char *text, size_t len)
+{
+    size_t i, start = 0, line = 1;
+    bool bad = false;
+
+    for (i = 0; i <= len; i++) {
+        char c = i < len ? text[i] : '\n';
+        if (c != '\n' && c != '\0')
+            continue;
+        if (!blank(text + start, i - start)) {
+            json_object *o = parse_piece(tok, text + start, i - start);
+            if (o)
+                consider(sc, o);
+            else
+                bad = true;
+        }
+        if (c == '\0')
+            bad = true;
+        if (c == '\n') {
+            if (bad && !sc->damaged++)
+                sc->first_bad = line;
+            bad = false;
+            line++;
+        }
+        start = i + 1;
+    }
+}
+
 int oom_calibration_lookup(oom_calibration **out, const char *path, const char *gpu,
                            const char *command, const char *workload)
 {
-    char *def = NULL, *text = NULL, *line, *save = NULL;
-    json_object *best = NULL;
+    struct scan sc = {gpu, command, workload, NULL, 0, 0};
+    json_tokener *tok = NULL;
+    char *def = NULL, *text = NULL;
     size_t len;
     int err;
 
     if (!out || !command)
         return oomi_fail(OOM_EINVAL, "calibration lookup: missing argument");
     *out = NULL;
-    if (!path && (err = oom_calibration_default_path(&def)))
+    if (!path && (err = default_store(&def, NULL)))
         return err;
     path = path ? path : def;
-    if (access(path, F_OK) != 0) {
-        err = oomi_fail(OOM_ENOTFOUND, "no calibration file '%s'", path);
+    if ((err = oomi_read_regular(&text, &len, path, "calibration file"))) {
+        if (err == OOM_ENOTFOUND)
+            err = oomi_fail(OOM_ENOTFOUND, "no calibration file '%s'", path);
         goto done;
     }
-    if ((err = oomi_read_file(&text, &len, path)))
+    if (!(tok = json_tokener_new())) {
+        err = oomi_nomem();
         goto done;
-    for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
-        json_object *o = json_tokener_parse(line);
-        /* the newest match wins, but a traced record never replaces a measured one */
-        if (o && json_object_is_type(o, json_type_object) && matches(o, gpu, command, workload) &&
-            !(best && !is_traced(best) && is_traced(o))) {
-            json_object_put(best);
-            best = o;
-        } else {
-            json_object_put(o);
-        }
     }
-    if (!best)
+    scan_text(&sc, tok, text, len);
+    if (sc.damaged)
+        oomi_notice("calibration file '%s': skipped %zu damaged line%s (the first is line %zu: a "
+                    "record cut short or NUL bytes, as a full disk or a crash leaves)",
+                    path, sc.damaged, sc.damaged == 1 ? "" : "s", sc.first_bad);
+    if (!sc.best)
         err = oomi_fail(OOM_ENOTFOUND, "no calibration record in '%s' for GPU '%s', command %s%s%s",
                         path, gpu ? gpu : "", command, workload && *workload ? ", workload " : "",
                         workload ? workload : "");
     else
-        err = to_record(out, best, command);
+        err = to_record(out, sc.best, command);
 done:
-    json_object_put(best);
+    if (tok)
+        json_tokener_free(tok);
+    json_object_put(sc.best);
     oomi_free(text);
     oomi_free(def);
     return err;

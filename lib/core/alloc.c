@@ -95,7 +95,7 @@ char *oomi_asprintf(const char *fmt, ...)
     char *s;
 
     va_start(ap, fmt);
-    n = vsnprintf(NULL, 0, fmt, ap);
+    n = oomi_vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
     if (n < 0)
         return NULL;
@@ -103,7 +103,7 @@ char *oomi_asprintf(const char *fmt, ...)
     if (!s)
         return NULL;
     va_start(ap, fmt);
-    vsnprintf(s, (size_t)n + 1, fmt, ap);
+    oomi_vsnprintf(s, (size_t)n + 1, fmt, ap);
     va_end(ap);
     return s;
 }

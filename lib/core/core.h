@@ -32,6 +32,43 @@ int oomi_failv(int code, const char *fmt, va_list ap) OOMI_PRINTF(2, 0);
 int oomi_fail_prefix(int code, const char *fmt, ...) OOMI_PRINTF(2, 3);
 int oomi_nomem(void);
 void oomi_clear_error(void);
+/* Hands a notice (not a failure: a damaged line skipped, a variable ignored) to the handler
+ * set with oom_set_notice_handler(); dropped when there is none. Never touches the error. */
+void oomi_notice(const char *fmt, ...) OOMI_PRINTF(1, 2);
+
+/* ---- numbers as text, in the C locale (clocale.c) -----------------------------------------
+ * Whatever locale the host program set ("de_DE.UTF-8" writes 20,5): every number lib/ reads or
+ * writes goes through these ('.' always). scripts/check-c-locale.py rejects strtod, snprintf,
+ * vsnprintf, tolower, strcasecmp... called anywhere else in lib/. */
+double oomi_strtod(const char *text, char **end);
+int oomi_snprintf(char *buf, size_t size, const char *fmt, ...) OOMI_PRINTF(3, 4);
+int oomi_vsnprintf(char *buf, size_t size, const char *fmt, va_list ap) OOMI_PRINTF(3, 0);
+/* ASCII letters and case, not the host's (tr_TR: tolower('I') is not 'i'); for an unsigned char
+ * value or EOF, as <ctype.h> */
+int oomi_tolower(int c);
+int oomi_toupper(int c);
+int oomi_isupper(int c);
+int oomi_isalpha(int c);
+int oomi_isalnum(int c);
+int oomi_strcasecmp(const char *a, const char *b);
+int oomi_strncasecmp(const char *a, const char *b, size_t n);
+
+/* ---- numbers as text, in the C locale (clocale.c) -----------------------------------------
+ * Whatever locale the host program set ("de_DE.UTF-8" writes 20,5): every number lib/ reads or
+ * writes goes through these ('.' always). scripts/check-c-locale.py rejects strtod, snprintf,
+ * vsnprintf, tolower, strcasecmp... called anywhere else in lib/. */
+double oomi_strtod(const char *text, char **end);
+int oomi_snprintf(char *buf, size_t size, const char *fmt, ...) OOMI_PRINTF(3, 4);
+int oomi_vsnprintf(char *buf, size_t size, const char *fmt, va_list ap) OOMI_PRINTF(3, 0);
+/* ASCII letters and case, not the host's (tr_TR: tolower('I') is not 'i'); for an unsigned char
+ * value or EOF, as <ctype.h> */
+int oomi_tolower(int c);
+int oomi_toupper(int c);
+int oomi_isupper(int c);
+int oomi_isalpha(int c);
+int oomi_isalnum(int c);
+int oomi_strcasecmp(const char *a, const char *b);
+int oomi_strncasecmp(const char *a, const char *b, size_t n);
 
 /* ---- memory (alloc.c): every allocation of the library goes through these --------------- */
 void *oomi_malloc(size_t n);
@@ -73,6 +110,28 @@ int oomi_read_file(char **out, size_t *len, const char *path);
 const char *oomi_data_dir(void);
 /* "<data dir>/<relative>", allocated */
 char *oomi_data_path(const char *relative);
+
+/* The base directory of an XDG kind: $`var` ("XDG_CACHE_HOME") when it is an absolute path (a
+ * relative one is ignored, with a notice, as the XDG Base Directory spec says), else
+ * $HOME/`fallback` (".cache"). *out is NULL (OOM_OK) when neither is usable. *home_len (may be
+ * NULL) gets the length of the leading $HOME, which callers must not create (0 for $`var`). */
+int oomi_xdg_base(char **out, size_t *home_len, const char *var, const char *fallback);
+/* Reads what is left of an open file descriptor (as oomi_read_file; `path` for messages). */
+int oomi_read_fd(char **out, size_t *len, int fd, const char *path);
+
+/* ---- JSON Lines files (jsonl.c) ------------------------------------------------------------
+ * Opens `path` with `flags` (| O_CLOEXEC; O_CREAT makes it 0644) only if it is a regular file:
+ * a FIFO, device or directory is refused without waiting for a FIFO's other end, and with
+ * O_NOFOLLOW a symbolic link is refused by name. OOM_ENOTFOUND when it does not exist (without
+ * O_CREAT), else OOM_EIO; messages name `what` ("calibration file") and the path. */
+int oomi_open_regular(int *fd, const char *path, int flags, const char *what);
+/* Reads a whole regular file opened so (the files in oomless's own places: a FIFO there would
+ * block every command). */
+int oomi_read_regular(char **out, size_t *len, const char *path, const char *what);
+/* Appends line[0..len) (one whole line, ending in '\n') to fd (opened O_RDWR | O_APPEND), all or
+ * nothing: on a short write the file is cut back to its old size; a file not ending in '\n' gets
+ * one first. Under flock(); fsync'ed. Not a regular file: written as a stream. 0 or an errno. */
+int oomi_append_line(int fd, const char *line, size_t len);
 
 /* ---- small helpers (util.c) ---------------------------------------------------------------- */
 /* Case-insensitive compare treating '-', '_' and ' ' as equal ("a100_80gb" == "A100-80GB"). */

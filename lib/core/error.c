@@ -1,4 +1,4 @@
-/* error.c - error codes, their names, and the per-thread last message. */
+/* error.c - error codes, their names, the per-thread last message, and notices. */
 #include "core/core.h"
 
 #include <stdio.h>
@@ -6,6 +6,10 @@
 
 static _Thread_local int last_code;
 static _Thread_local char last_message[1024];
+
+/* set before other calls (as the allocator), read on any thread */
+static oom_notice_fn notice_fn;
+static void *notice_user;
 
 static const char *const error_names[] = {
     [OOM_OK] = "success",
@@ -49,7 +53,7 @@ void oomi_clear_error(void)
 int oomi_failv(int code, const char *fmt, va_list ap)
 {
     last_code = code;
-    vsnprintf(last_message, sizeof(last_message), fmt, ap);
+    oomi_vsnprintf(last_message, sizeof(last_message), fmt, ap);
     return code;
 }
 
@@ -69,9 +73,9 @@ int oomi_fail_prefix(int code, const char *fmt, ...)
 
     memcpy(old, last_message, sizeof(old));
     va_start(ap, fmt);
-    vsnprintf(prefix, sizeof(prefix), fmt, ap);
+    oomi_vsnprintf(prefix, sizeof(prefix), fmt, ap);
     va_end(ap);
-    snprintf(last_message, sizeof(last_message), "%s%s", prefix, old);
+    oomi_snprintf(last_message, sizeof(last_message), "%s%s", prefix, old);
     last_code = code;
     return code;
 }
@@ -79,6 +83,25 @@ int oomi_fail_prefix(int code, const char *fmt, ...)
 int oomi_nomem(void)
 {
     return oomi_fail(OOM_ENOMEM, "out of memory");
+}
+
+void oom_set_notice_handler(oom_notice_fn fn, void *user)
+{
+    notice_fn = fn;
+    notice_user = fn ? user : NULL;
+}
+
+void oomi_notice(const char *fmt, ...)
+{
+    char message[1024];
+    va_list ap;
+
+    if (!notice_fn)
+        return;
+    va_start(ap, fmt);
+    oomi_vsnprintf(message, sizeof(message), fmt, ap);
+    va_end(ap);
+    notice_fn(message, notice_user);
 }
 
 const char *oom_version(void)

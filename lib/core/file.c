@@ -1,4 +1,4 @@
-/* file.c - reading whole files, and finding the data directory. */
+/* file.c - reading whole files, the XDG base directories, and finding the data directory. */
 #define _GNU_SOURCE /* dladdr */
 #include "core/core.h"
 
@@ -7,30 +7,32 @@
 #include <pthread.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
-int oomi_read_file(char **out, size_t *len, const char *path)
+int oomi_read_fd(char **out, size_t *len, int fd, const char *path)
 {
-    FILE *f;
     oomi_sb sb = OOMI_SB_INIT;
     char chunk[8192];
-    size_t n;
+    ssize_t n;
     int err = OOM_OK;
 
     *out = NULL;
     if (len)
         *len = 0;
-    f = fopen(path, "rb");
-    if (!f)
-        return oomi_fail(OOM_EIO, "cannot open '%s': %s", path, strerror(errno));
-    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-        oomi_sb_add(&sb, chunk, n);
-    if (ferror(f))
-        err = oomi_fail(OOM_EIO, "cannot read '%s': %s", path, strerror(errno));
-    fclose(f);
+    while ((n = read(fd, chunk, sizeof(chunk))) != 0) {
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            err = oomi_fail(OOM_EIO, "cannot read '%s': %s", path, strerror(errno));
+            break;
+        }
+        oomi_sb_add(&sb, chunk, (size_t)n);
+    }
     if (!err)
         err = oomi_sb_ok(&sb);
     if (err) {
@@ -40,6 +42,44 @@ int oomi_read_file(char **out, size_t *len, const char *path)
     if (len)
         *len = sb.len;
     *out = oomi_sb_steal(&sb);
+    return *out ? OOM_OK : oomi_nomem();
+}
+
+int oomi_read_file(char **out, size_t *len, const char *path)
+{
+    int fd, err;
+
+    *out = NULL;
+    if (len)
+        *len = 0;
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return oomi_fail(OOM_EIO, "cannot open '%s': %s", path, strerror(errno));
+    err = oomi_read_fd(out, len, fd, path);
+    close(fd);
+    return err;
+}
+
+int oomi_xdg_base(char **out, size_t *home_len, const char *var, const char *fallback)
+{
+    const char *xdg = getenv(var), *home = getenv("HOME");
+
+    *out = NULL;
+    if (home_len)
+        *home_len = 0;
+    if (xdg && *xdg && *xdg != '/')
+        oomi_notice("$%s '%s' is not an absolute path: ignored, as the XDG Base Directory "
+                    "specification says%s%s/%s",
+                    var, xdg, home && *home ? "; using " : "", home && *home ? home : "",
+                    home && *home ? fallback : "");
+    if (xdg && *xdg == '/') {
+        *out = oomi_strdup(xdg);
+    } else if (home && *home) {
+        *out = oomi_asprintf("%s/%s", home, fallback);
+        if (home_len)
+            *home_len = strlen(home);
+    } else {
+        return OOM_OK;
+    }
     return *out ? OOM_OK : oomi_nomem();
 }
 
@@ -69,10 +109,10 @@ static void locate_beside_binary(void)
     *slash = '\0';
     if (strlen(path) + sizeof("/share/oomless/gpus") > sizeof(located_dir))
         return;
-    snprintf(located_dir, sizeof(located_dir), "%s/share/oomless", path);
+    oomi_snprintf(located_dir, sizeof(located_dir), "%s/share/oomless", path);
     {
         char probe[PATH_MAX + 8];
-        snprintf(probe, sizeof(probe), "%s/gpus", located_dir);
+        oomi_snprintf(probe, sizeof(probe), "%s/gpus", located_dir);
         if (!is_dir(probe))
             located_dir[0] = '\0';
     }

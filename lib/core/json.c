@@ -9,7 +9,7 @@ struct json_object *oomi_json_number(double v, int decimals)
 {
     char buf[64];
     size_t n;
-    snprintf(buf, sizeof(buf), "%.*f", decimals, v);
+    oomi_snprintf(buf, sizeof(buf), "%.*f", decimals, v);
     n = strlen(buf); /* "0.050" -> "0.05", "2.000" -> "2.0"; "1000" stays */
     while (strchr(buf, '.') && n > 2 && buf[n - 1] == '0' && buf[n - 2] != '.')
         buf[--n] = '\0';

@@ -56,7 +56,7 @@ void oomi_sb_printf(oomi_sb *sb, const char *fmt, ...)
     int n;
 
     va_start(ap, fmt);
-    n = vsnprintf(NULL, 0, fmt, ap);
+    n = oomi_vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
     if (n < 0) {
         sb->failed = true;
@@ -65,7 +65,7 @@ void oomi_sb_printf(oomi_sb *sb, const char *fmt, ...)
     if (!sb_grow(sb, (size_t)n))
         return;
     va_start(ap, fmt);
-    vsnprintf(sb->buf + sb->len, (size_t)n + 1, fmt, ap);
+    oomi_vsnprintf(sb->buf + sb->len, (size_t)n + 1, fmt, ap);
     va_end(ap);
     sb->len += (size_t)n;
 }

@@ -38,14 +38,14 @@ static int parse_number_unit(double *num, int *shift, bool *has_unit, const char
         goto bad;
     /* "1e" followed by a unit letter: back off so that "16e" is not eaten as an exponent. */
     errno = 0;
-    *num = strtod(p, &end);
+    *num = oomi_strtod(p, &end);
     if (end == p || errno == ERANGE || !isfinite(*num) || end > q)
         goto bad;
     p = end;
     while (isspace((unsigned char)*p))
         p++;
     while (*p && !isspace((unsigned char)*p) && n + 1 < sizeof(unit))
-        unit[n++] = (char)tolower((unsigned char)*p++);
+        unit[n++] = (char)oomi_tolower((unsigned char)*p++);
     unit[n] = '\0';
     while (isspace((unsigned char)*p))
         p++;
@@ -134,14 +134,14 @@ char *oom_format_size(char *buf, size_t bufsize, uint64_t bytes)
     if (!buf || !bufsize)
         return buf;
     if (bytes < 1024) {
-        snprintf(buf, bufsize, "%u B", (unsigned)bytes);
+        oomi_snprintf(buf, bufsize, "%u B", (unsigned)bytes);
         return buf;
     }
     while (v >= 1024 && i + 1 < OOMI_ARRAY_LEN(names)) {
         v /= 1024;
         i++;
     }
-    snprintf(buf, bufsize, v >= 100 ? "%.1f %s" : "%.2f %s", v, names[i]);
+    oomi_snprintf(buf, bufsize, v >= 100 ? "%.1f %s" : "%.2f %s", v, names[i]);
     return buf;
 }
 

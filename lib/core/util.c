@@ -11,7 +11,7 @@ static int norm_char(int c)
 {
     if (c == '-' || c == '_' || c == ' ')
         return '-';
-    return tolower((unsigned char)c);
+    return oomi_tolower((unsigned char)c);
 }
 
 int oomi_name_cmp(const char *a, const char *b)
@@ -78,7 +78,7 @@ int oomi_parse_double(double *out, const char *text, const char *what)
     if (!text || !*text || isspace((unsigned char)*text))
         return oomi_fail(OOM_EINVAL, "%s '%s' is not a number", what, text ? text : "");
     errno = 0;
-    v = strtod(text, &end);
+    v = oomi_strtod(text, &end);
     if (*end || errno == ERANGE || !isfinite(v))
         return oomi_fail(OOM_EINVAL, "%s '%s' is not a finite number", what, text);
     *out = v;

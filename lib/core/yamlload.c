@@ -29,7 +29,7 @@ static json_object *plain_scalar(const char *s)
     if (!*end && errno != ERANGE && (s[0] == '-' || s[0] == '+' || (s[0] >= '0' && s[0] <= '9')))
         return json_object_new_int64(ll);
     errno = 0;
-    d = strtod(s, &end);
+    d = oomi_strtod(s, &end);
     if (!*end && errno != ERANGE && isfinite(d) &&
         (s[0] == '-' || s[0] == '+' || s[0] == '.' || (s[0] >= '0' && s[0] <= '9')))
         return json_object_new_double(d);

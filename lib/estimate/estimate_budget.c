@@ -7,7 +7,7 @@
 static void set_label(char *label, size_t size, const char *prefix, const char *value)
 {
     if (label && size)
-        snprintf(label, size, "%s%s", prefix, value);
+        oomi_snprintf(label, size, "%s%s", prefix, value);
 }
 
 static int from_gpu(oom_budget *out, char *label, size_t label_size, oom_workload *w,

@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 struct oom_catalog {
     struct oomi_gpu_entry *entries;
     size_t count, cap;
@@ -155,8 +154,8 @@ static bool contains_ci(const char *hay, const char *needle)
     if (!n)
         return false;
     for (; *hay; hay++) {
-        for (i = 0;
-             i < n && hay[i] && tolower((unsigned char)hay[i]) == tolower((unsigned char)needle[i]);
+        for (i = 0; i < n && hay[i] &&
+                    oomi_tolower((unsigned char)hay[i]) == oomi_tolower((unsigned char)needle[i]);
              i++)
             ;
         if (i == n)

@@ -17,13 +17,14 @@ struct oom_config {
 /* The default path in *out, or NULL when neither XDG_CONFIG_HOME nor HOME is set. */
 static int default_path(char **out)
 {
-    const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
-    if (xdg && *xdg)
-        *out = oomi_asprintf("%s/oomless/config.yaml", xdg);
-    else if (home && *home)
-        *out = oomi_asprintf("%s/.config/oomless/config.yaml", home);
-    else
-        return OOM_OK;
+    char *base = NULL;
+    int err;
+
+    *out = NULL;
+    if ((err = oomi_xdg_base(&base, NULL, "XDG_CONFIG_HOME", ".config")) || !base)
+        return err;
+    *out = oomi_asprintf("%s/oomless/config.yaml", base);
+    oomi_free(base);
     return *out ? OOM_OK : oomi_nomem();
 }
 
@@ -38,7 +39,7 @@ static int take_string(char **dst, json_object *obj, const char *key, const char
     if (json_object_is_type(v, json_type_string))
         s = json_object_get_string(v);
     else if (json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double)) {
-        snprintf(buf, sizeof(buf), "%s", json_object_to_json_string(v));
+        oomi_snprintf(buf, sizeof(buf), "%s", json_object_to_json_string(v));
         s = buf;
     } else
         return oomi_fail(OOM_EINVAL, "%s: defaults.%s must be a string", path, key);
@@ -91,9 +92,10 @@ static int parse_config(oom_config *c, json_object *root, const char *path)
 int oom_config_load(oom_config **out, const char *path)
 {
     oom_config *c;
-    char *def = NULL;
+    char *def = NULL, *text = NULL;
     json_object *root = NULL;
     struct stat st;
+    size_t len;
     int err = OOM_OK;
 
     if (!out)
@@ -110,10 +112,14 @@ int oom_config_load(oom_config **out, const char *path)
             goto done;
         if (!def || stat(def, &st) != 0)
             goto done; /* no default file: defaults apply */
+        /* a regular file only: a FIFO there would make every command wait */
+        if ((err = oomi_read_regular(&text, &len, def, "config file")) ||
+            (err = oomi_yaml_load(&root, text, len, def)))
+            goto done;
         path = def;
-    }
-    if ((err = oomi_yaml_load_file(&root, path)))
+    } else if ((err = oomi_yaml_load_file(&root, path))) { /* named: <(...) works */
         goto done;
+    }
     if (!(c->path = oomi_strdup(path))) {
         err = oomi_nomem();
         goto done;
@@ -123,6 +129,7 @@ int oom_config_load(oom_config **out, const char *path)
         err = oomi_catalog_validate_entries(c->gpus, path);
 done:
     json_object_put(root);
+    oomi_free(text);
     oomi_free(def);
     if (err) {
         oom_config_free(c);

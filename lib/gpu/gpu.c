@@ -67,7 +67,7 @@ static bool prefix_ci(const char *s, const char *prefix, size_t n)
 {
     size_t i;
     for (i = 0; i < n; i++)
-        if (!s[i] || tolower((unsigned char)s[i]) != tolower((unsigned char)prefix[i]))
+        if (!s[i] || oomi_tolower((unsigned char)s[i]) != oomi_tolower((unsigned char)prefix[i]))
             return false;
     return true;
 }
@@ -174,7 +174,7 @@ int oom_gpu_sample(oom_gpu_list **out, oom_gpu_session *s, unsigned flags)
         if ((err = s->backend->device_read(s->state, (unsigned)visible[i], g, flags)))
             goto done;
         if (!g->uuid[0])
-            snprintf(g->uuid, sizeof(g->uuid), "%s", uuids[visible[i]]);
+            oomi_snprintf(g->uuid, sizeof(g->uuid), "%s", uuids[visible[i]]);
     }
 done:
     oomi_free(uuids);

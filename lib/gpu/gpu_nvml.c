@@ -192,7 +192,7 @@ static int nvml_open(void **state)
         path = env && *env ? env : names[i];
         n->lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
         if (!n->lib && !first_error[0])
-            snprintf(first_error, sizeof(first_error), "%s", dlerror());
+            oomi_snprintf(first_error, sizeof(first_error), "%s", dlerror());
     }
     if (!n->lib) {
         oomi_free(n);
@@ -349,7 +349,7 @@ static int nvml_read(void *state, unsigned index, oom_gpu_info *info, unsigned f
         info->uuid[0] = '\0';
     info->uuid[sizeof(info->uuid) - 1] = '\0';
     if (n->pci && n->pci(dev, &pci) == NVML_SUCCESS)
-        snprintf(info->pci_bus_id, sizeof(info->pci_bus_id), "%.31s", pci.busId);
+        oomi_snprintf(info->pci_bus_id, sizeof(info->pci_bus_id), "%.31s", pci.busId);
     if (n->cc && n->cc(dev, &info->cc_major, &info->cc_minor) == NVML_SUCCESS)
         info->has_cc = 1;
     if (n->util && n->util(dev, &u) == NVML_SUCCESS) {

@@ -90,7 +90,7 @@ int oomi_gpu_entry_parse(struct oomi_gpu_entry *e, json_object *obj, const char 
     json_object *aliases = NULL;
     int r, err = OOM_OK;
 
-    snprintf(where, sizeof(where), "%s: gpus[%zu]", source, index);
+    oomi_snprintf(where, sizeof(where), "%s: gpus[%zu]", source, index);
     if (!json_object_is_type(obj, json_type_object))
         return oomi_fail(OOM_EINVAL, "%s must be a mapping", where);
     json_object_object_foreach(obj, key, val)
@@ -103,7 +103,7 @@ int oomi_gpu_entry_parse(struct oomi_gpu_entry *e, json_object *obj, const char 
     }
     if (!(id = get_string(obj, "id")) || !*id)
         return oomi_fail(OOM_EINVAL, "%s: 'id' is missing", where);
-    snprintf(where, sizeof(where), "%s: gpu '%s'", source, id);
+    oomi_snprintf(where, sizeof(where), "%s: gpu '%s'", source, id);
     if ((r = get_number(&mib, obj, "memory_mib", where)) < 0)
         return -r;
     if (!r) {

@@ -108,7 +108,7 @@ int oom_target_resolve(oom_target *t, const oom_target_request *req, const oom_c
         err = resolve_detected(t, is_index(gpu) ? gpu : NULL, c);
         if (err == OOM_ENODEV && !is_index(gpu)) {
             const char *def = oom_config_default_profile(req ? req->config : NULL);
-            snprintf(t->reason, sizeof(t->reason), "%s", oom_last_message());
+            oomi_snprintf(t->reason, sizeof(t->reason), "%s", oom_last_message());
             if ((err = oom_catalog_find(&prof, c, def)))
                 return oomi_fail_prefix(err, "default profile: ");
             if ((err = oomi_profile_copy(&t->profile, prof)))
@@ -179,7 +179,7 @@ static json_object *gpu_json(const oom_gpu_info *g)
     int e = 0;
     if (!o)
         return NULL;
-    snprintf(cc, sizeof(cc), "%d.%d", g->cc_major, g->cc_minor);
+    oomi_snprintf(cc, sizeof(cc), "%d.%d", g->cc_major, g->cc_minor);
     e |= add(o, "index", json_object_new_int(g->index));
     e |= add(o, "nvml_index", json_object_new_int(g->nvml_index));
     e |= add(o, "name", json_object_new_string(g->name));
@@ -276,7 +276,7 @@ int oom_catalog_to_json(char **out, const oom_catalog *c)
             json_object_put(o);
             return finish(out, root, OOM_ENOMEM);
         }
-        snprintf(cc, sizeof(cc), "%d.%d", p->cc_major, p->cc_minor);
+        oomi_snprintf(cc, sizeof(cc), "%d.%d", p->cc_major, p->cc_minor);
         err |= add(o, "id", json_object_new_string(p->id));
         err |= add(o, "name", json_object_new_string(p->name));
         err |= add(o, "vendor", json_object_new_string(p->vendor));

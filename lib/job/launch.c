@@ -197,7 +197,7 @@ static void parse_step(oomi_launch *l, const char *s, size_t n)
 {
     size_t i, j;
     for (i = 0; i + 4 <= n; i++) {
-        if (strncasecmp(s + i, "step", 4) || (i > 0 && isalpha((unsigned char)s[i - 1])))
+        if (oomi_strncasecmp(s + i, "step", 4) || (i > 0 && oomi_isalpha((unsigned char)s[i - 1])))
             continue;
         j = i + 4;
         if (j < n && (s[j] == 's' || s[j] == 'S'))
@@ -413,7 +413,7 @@ static int exec_failed(oomi_launch *l, int err_no)
 {
     l->exec_failed = 1;
     l->exit_code = err_no == ENOENT ? 127 : 126;
-    snprintf(l->message, sizeof(l->message), "%s", oom_last_message());
+    oomi_snprintf(l->message, sizeof(l->message), "%s", oom_last_message());
     return OOM_EJOB;
 }
 

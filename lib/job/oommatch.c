@@ -93,7 +93,7 @@ static int has(const char *hay, size_t n, const char *needle)
         return 0;
     for (i = 0; i + m <= n; i++) {
         for (j = 0; j < m; j++)
-            if (tolower((unsigned char)hay[i + j]) != tolower((unsigned char)needle[j]))
+            if (oomi_tolower((unsigned char)hay[i + j]) != oomi_tolower((unsigned char)needle[j]))
                 break;
         if (j == m)
             return 1;

@@ -256,17 +256,17 @@ static void open_gpu(struct probe_ctx *c)
 {
     oom_gpu_list *list = NULL;
     if (c->o->no_gpu) {
-        snprintf(c->r->nvml_error, sizeof(c->r->nvml_error), "GPU sampling turned off");
+        oomi_snprintf(c->r->nvml_error, sizeof(c->r->nvml_error), "GPU sampling turned off");
         return;
     }
     if (oom_gpu_open(&c->gpu) != OOM_OK) {
-        snprintf(c->r->nvml_error, sizeof(c->r->nvml_error), "%s", oom_last_message());
+        oomi_snprintf(c->r->nvml_error, sizeof(c->r->nvml_error), "%s", oom_last_message());
         oomi_clear_error();
         return;
     }
     c->r->peaks_measured = 1;
     if (oom_gpu_sample(&list, c->gpu, 0) == OOM_OK && list->count > 0)
-        snprintf(c->r->gpu_name, sizeof(c->r->gpu_name), "%s", list->gpus[0].name);
+        oomi_snprintf(c->r->gpu_name, sizeof(c->r->gpu_name), "%s", list->gpus[0].name);
     oom_gpu_list_free(list);
 }
 

@@ -217,7 +217,7 @@ static int read_stat(struct pinfo *pi, pid_t pid)
     ssize_t n;
     int fd;
 
-    snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
+    oomi_snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
     if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
         return -1;
     n = read(fd, buf, sizeof(buf) - 1);

@@ -10,6 +10,7 @@
 #include <json-c/json.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 struct run_ctx {
@@ -54,15 +55,26 @@ static void write_event(struct run_ctx *c, const oom_job_event *ev)
     s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
     if (s) {
         char *line = oomi_asprintf("%s\n", s);
-        size_t n = line ? strlen(line) : 0;
-        ssize_t w = 0;
-        while (line && (w = write(c->events_fd, line, n)) < 0 && errno == EINTR)
-            ;
-        if (!line || w != (ssize_t)n)
-            c->events_error = line ? (w < 0 ? errno : EIO) : ENOMEM;
+        int e = line ? oomi_append_line(c->events_fd, line, strlen(line)) : ENOMEM;
+        if (e && !c->events_error)
+            c->events_error = e; /* the first failure is the one to report */
         oomi_free(line);
     }
     json_object_put(o);
+}
+
+/* The events file. A regular file is opened for reading too, so that an append can see whether
+ * it ends in '\n'; anything else (a FIFO that `watch` or a script reads) write-only, as a
+ * stream. */
+static int open_events(const char *path)
+{
+    struct stat st;
+    int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
+        return fd;
+    if (fd >= 0)
+        close(fd);
+    return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 }
 
 static void on_event(const oom_job_event *ev, void *user)
@@ -213,8 +225,7 @@ int oom_run(oom_run_result *r, const oom_job *job, const oom_run_options *o)
     r->effective = effective;
     if (!o->patterns && (err = oom_patterns_load(&own, NULL)))
         return err;
-    if (o->events_path &&
-        (c.events_fd = open(o->events_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0) {
+    if (o->events_path && (c.events_fd = open_events(o->events_path)) < 0) {
         err = oomi_fail(OOM_EIO, "cannot open the events file '%s': %s", o->events_path,
                         strerror(errno));
         goto done;

@@ -155,7 +155,7 @@ int oom_workload_set_gpu(oom_workload *w, const oom_gpu_profile *gpu)
     w->has_gpu = gpu != NULL;
     w->cc_major = gpu ? gpu->cc_major : 0;
     w->cc_minor = gpu ? gpu->cc_minor : 0;
-    snprintf(w->gpu_id, sizeof(w->gpu_id), "%s", gpu && gpu->id ? gpu->id : "");
+    oomi_snprintf(w->gpu_id, sizeof(w->gpu_id), "%s", gpu && gpu->id ? gpu->id : "");
     return OOM_OK;
 }
 

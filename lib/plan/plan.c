@@ -423,26 +423,30 @@ static void describe_loss(const search *s, const oom_plan_result *res, oom_plan_
     double slower = res->best.score > 0 ? 100.0 * (1.0 - c->score / res->best.score) : 0;
 
     if (!c->fits) {
-        snprintf(c->why, sizeof(c->why), "does not fit: device peak %s > usable %s",
-                 OOMI_SZ(x, c->estimate.device_peak), OOMI_SZ(y, s->usable));
+        oomi_snprintf(c->why, sizeof(c->why), "does not fit: device peak %s > usable %s",
+                      OOMI_SZ(x, c->estimate.device_peak), OOMI_SZ(y, s->usable));
         return;
     }
     if (a->batch < b->batch)
-        n += (size_t)snprintf(what + n, sizeof(what) - n, "%ssmaller micro-batch", n ? ", " : "");
+        n += (size_t)oomi_snprintf(what + n, sizeof(what) - n, "%ssmaller micro-batch",
+                                   n ? ", " : "");
     if (a->checkpointing > b->checkpointing)
-        n += (size_t)snprintf(what + n, sizeof(what) - n, "%smore recomputation", n ? ", " : "");
+        n += (size_t)oomi_snprintf(what + n, sizeof(what) - n, "%smore recomputation",
+                                   n ? ", " : "");
     if (a->sharding > b->sharding || a->offload > b->offload)
-        n += (size_t)snprintf(what + n, sizeof(what) - n, "%smore communication", n ? ", " : "");
+        n += (size_t)oomi_snprintf(what + n, sizeof(what) - n, "%smore communication",
+                                   n ? ", " : "");
     if (a->precision != b->precision && n < sizeof(what))
-        snprintf(what + n, sizeof(what) - n, "%s%s compute", n ? ", " : "",
-                 oom_precision_name(a->precision));
+        oomi_snprintf(what + n, sizeof(what) - n, "%s%s compute", n ? ", " : "",
+                      oom_precision_name(a->precision));
     if (!res->best.has_throughput)
-        snprintf(c->why, sizeof(c->why), "smaller micro-batch (%ld < %ld)", a->batch, b->batch);
+        oomi_snprintf(c->why, sizeof(c->why), "smaller micro-batch (%ld < %ld)", a->batch,
+                      b->batch);
     else if (slower > 0.1)
-        snprintf(c->why, sizeof(c->why), "%.1f%% slower%s%s%s", slower, *what ? " (" : "", what,
-                 *what ? ")" : "");
+        oomi_snprintf(c->why, sizeof(c->why), "%.1f%% slower%s%s%s", slower, *what ? " (" : "",
+                      what, *what ? ")" : "");
     else
-        snprintf(c->why, sizeof(c->why), "as fast, but further from your configuration");
+        oomi_snprintf(c->why, sizeof(c->why), "as fast, but further from your configuration");
 }
 
 static void fill_curve(search *s, oom_plan_result *res)
@@ -605,12 +609,12 @@ static void fill_identity(const search *s, oom_plan_result *res)
     const oom_plan_request *r = s->r;
     oom_model_info mi;
     if (s->w && !oom_workload_model(&mi, s->w))
-        snprintf(res->model, sizeof(res->model), "%s", mi.name);
+        oomi_snprintf(res->model, sizeof(res->model), "%s", mi.name);
     else
-        snprintf(res->model, sizeof(res->model), "measured line");
-    snprintf(res->gpu_id, sizeof(res->gpu_id), "%s", r->gpu && r->gpu->id ? r->gpu->id : "");
-    snprintf(res->gpu_name, sizeof(res->gpu_name), "%s",
-             r->gpu && r->gpu->name ? r->gpu->name : "");
+        oomi_snprintf(res->model, sizeof(res->model), "measured line");
+    oomi_snprintf(res->gpu_id, sizeof(res->gpu_id), "%s", r->gpu && r->gpu->id ? r->gpu->id : "");
+    oomi_snprintf(res->gpu_name, sizeof(res->gpu_name), "%s",
+                  r->gpu && r->gpu->name ? r->gpu->name : "");
 }
 
 /* nothing fits under the request: what would (more downscaling, more GPUs, QLoRA, ...) */
@@ -626,12 +630,12 @@ static int no_fit(search *s, oom_plan_result *res, unsigned relax)
         if ((err = search_all(s, OOM_DOWNSCALE_ALL)))
             return err;
         if (s->have_best)
-            snprintf(res->suggestions[res->n_suggestions++], 200,
-                     "--allow-downscale: batch size %ld, seq %ld, checkpointing %s would fit "
-                     "(device peak %s)",
-                     s->best.knobs.batch, s->best.knobs.seq_len,
-                     oom_checkpointing_name(s->best.knobs.checkpointing),
-                     OOMI_SZ(a, s->best.estimate.device_peak));
+            oomi_snprintf(res->suggestions[res->n_suggestions++], 200,
+                          "--allow-downscale: batch size %ld, seq %ld, checkpointing %s would fit "
+                          "(device peak %s)",
+                          s->best.knobs.batch, s->best.knobs.seq_len,
+                          oom_checkpointing_name(s->best.knobs.checkpointing),
+                          OOMI_SZ(a, s->best.estimate.device_peak));
     }
     if ((err = oomi_plan_suggest(res, r, s->w, &res->smallest.knobs)))
         return err;

@@ -96,7 +96,7 @@ void oomi_plan_note(char (*notes)[240], size_t *n, const char *fmt, ...)
     if (*n >= OOM_PLAN_MAX_NOTES)
         return;
     va_start(ap, fmt);
-    vsnprintf(notes[*n], 240, fmt, ap);
+    oomi_vsnprintf(notes[*n], 240, fmt, ap);
     va_end(ap);
     (*n)++;
 }

@@ -121,7 +121,7 @@ static int bits(unsigned *out, const char *v, const char *key, const char *const
     size_t i;
     while (*p) {
         size_t len = strcspn(p, ",");
-        snprintf(item, sizeof(item), "%.*s", (int)(len < 31 ? len : 31), p);
+        oomi_snprintf(item, sizeof(item), "%.*s", (int)(len < 31 ? len : 31), p);
         if (!oomi_name_cmp(item, "all"))
             acc |= all;
         else if (!oomi_name_cmp(item, "default"))
@@ -157,7 +157,7 @@ static int set_range(oom_plan_options *o, const char *v)
     int err;
     if (!colon || colon - v >= (long)sizeof(lo))
         return oomi_fail(OOM_EINVAL, "option 'seq-range': '%s' is not MIN:MAX", v);
-    snprintf(lo, sizeof(lo), "%.*s", (int)(colon - v), v);
+    oomi_snprintf(lo, sizeof(lo), "%.*s", (int)(colon - v), v);
     if ((err = count(&o->seq_min, lo, "seq-range")) ||
         (err = count(&o->seq_max, colon + 1, "seq-range")))
         return err;
@@ -525,7 +525,7 @@ int oomi_plan_options_run_gpu(oom_plan_result **out, const oom_plan_options *o, 
     err = oom_plan_run(out, &r);
     if (*out) {
         (*out)->target_fallback = t.fallback;
-        snprintf((*out)->target_reason, sizeof((*out)->target_reason), "%s", t.reason);
+        oomi_snprintf((*out)->target_reason, sizeof((*out)->target_reason), "%s", t.reason);
     }
 done:
     if (have_target)

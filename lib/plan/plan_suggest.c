@@ -25,7 +25,7 @@ static void add(oom_plan_result *res, const char *fmt, ...)
     if (res->n_suggestions >= OOM_PLAN_MAX_NOTES)
         return;
     va_start(ap, fmt);
-    vsnprintf(res->suggestions[res->n_suggestions++], sizeof(res->suggestions[0]), fmt, ap);
+    oomi_vsnprintf(res->suggestions[res->n_suggestions++], sizeof(res->suggestions[0]), fmt, ap);
     va_end(ap);
 }
 

@@ -45,8 +45,8 @@ static void config_block(oomi_sb *sb, const oom_plan_result *r)
     if (k->gpus > 1)
         oomi_sb_printf(sb, "  %-30s: %ld (%ld node%s x %ld)\n", "gpus", k->gpus, r->nodes,
                        r->nodes > 1 ? "s" : "", r->gpus_per_node);
-    snprintf(desc, sizeof(desc), "Auto-optimized for %s usable of %s VRAM",
-             OOMI_SZ(a, r->budget.usable_bytes), OOMI_SZ(b, r->budget.target_bytes));
+    oomi_snprintf(desc, sizeof(desc), "Auto-optimized for %s usable of %s VRAM",
+                  OOMI_SZ(a, r->budget.usable_bytes), OOMI_SZ(b, r->budget.target_bytes));
     kv(sb, "description", desc);
     oomi_sb_puts(sb, LINE);
 }
@@ -101,16 +101,17 @@ static void describe(char *buf, size_t n, const oom_plan_choice *c, bool measure
 {
     const oom_knobs *k = &c->knobs;
     if (measured)
-        snprintf(buf, n, "batch %ld x %ld", k->batch, k->grad_accum);
+        oomi_snprintf(buf, n, "batch %ld x %ld", k->batch, k->grad_accum);
     else if (k->method == OOM_METHOD_INFERENCE)
-        snprintf(buf, n, "batch %ld, seq %ld, %s", k->batch, k->seq_len,
-                 oom_precision_name(k->precision));
+        oomi_snprintf(buf, n, "batch %ld, seq %ld, %s", k->batch, k->seq_len,
+                      oom_precision_name(k->precision));
     else
-        snprintf(buf, n, "batch %ld x %ld, seq %ld, ckpt %s, %s, %s%s%s%s%s", k->batch,
-                 k->grad_accum, k->seq_len, oom_checkpointing_name(k->checkpointing),
-                 oom_precision_name(k->precision), oom_optimizer_name(k->optimizer),
-                 k->sharding ? ", " : "", k->sharding ? oom_sharding_name(k->sharding) : "",
-                 k->offload ? ", offload " : "", k->offload ? oom_offload_name(k->offload) : "");
+        oomi_snprintf(buf, n, "batch %ld x %ld, seq %ld, ckpt %s, %s, %s%s%s%s%s", k->batch,
+                      k->grad_accum, k->seq_len, oom_checkpointing_name(k->checkpointing),
+                      oom_precision_name(k->precision), oom_optimizer_name(k->optimizer),
+                      k->sharding ? ", " : "", k->sharding ? oom_sharding_name(k->sharding) : "",
+                      k->offload ? ", offload " : "",
+                      k->offload ? oom_offload_name(k->offload) : "");
 }
 
 static void throughput_block(oomi_sb *sb, const oom_plan_result *r)

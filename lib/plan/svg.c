@@ -131,8 +131,8 @@ int oom_estimate_svg(char **out, const oom_workload *w, const oom_estimate *e, c
     if (b && gib(b->target_bytes) > top)
         top = gib(b->target_bytes);
     top = scale_max(top);
-    snprintf(title, sizeof(title), "Memory estimate: %s",
-             oom_workload_model(&mi, w) ? "?" : mi.name);
+    oomi_snprintf(title, sizeof(title), "Memory estimate: %s",
+                  oom_workload_model(&mi, w) ? "?" : mi.name);
     oomi_clear_error();
     header(&sb, title);
     axis(&sb, 90, 230, top);
@@ -225,13 +225,13 @@ int oom_plan_svg(char **out, const oom_plan_result *r)
                             ? r->budget.target_bytes
                             : r->best.estimate.device_peak));
     if (r->inference)
-        snprintf(title, sizeof(title), "Plan: %s on %s - batch %ld, seq %ld", r->model,
-                 r->gpu_name[0] ? r->gpu_name : "budget", r->best.knobs.batch,
-                 r->best.knobs.seq_len);
+        oomi_snprintf(title, sizeof(title), "Plan: %s on %s - batch %ld, seq %ld", r->model,
+                      r->gpu_name[0] ? r->gpu_name : "budget", r->best.knobs.batch,
+                      r->best.knobs.seq_len);
     else
-        snprintf(title, sizeof(title), "Plan: %s on %s - batch %ld x %ld, seq %ld", r->model,
-                 r->gpu_name[0] ? r->gpu_name : "budget", r->best.knobs.batch,
-                 r->best.knobs.grad_accum, r->best.knobs.seq_len);
+        oomi_snprintf(title, sizeof(title), "Plan: %s on %s - batch %ld x %ld, seq %ld", r->model,
+                      r->gpu_name[0] ? r->gpu_name : "budget", r->best.knobs.batch,
+                      r->best.knobs.grad_accum, r->best.knobs.seq_len);
     header(&sb, title);
     axis(&sb, 70, 190, top);
     bar(&sb, &r->best.estimate, 100, 250, top);

@@ -15,19 +15,19 @@ static void cell_plan(char *batch, char *accum, char *seq, char *ck, char *peak,
     char sz[16];
     if (!r->found) {
         strcpy(batch, "-"), strcpy(accum, "-"), strcpy(seq, "-"), strcpy(ck, "-");
-        snprintf(peak, 24, ">%s", OOMI_SZ(sz, r->smallest.estimate.device_peak));
+        oomi_snprintf(peak, 24, ">%s", OOMI_SZ(sz, r->smallest.estimate.device_peak));
         strcpy(util, "no fit"), strcpy(tput, "-");
         return;
     }
-    snprintf(batch, 16, "%ld", c->knobs.batch);
-    snprintf(accum, 16, r->inference ? "-" : "%ld", c->knobs.grad_accum);
-    snprintf(seq, 16, "%ld", c->knobs.seq_len);
-    snprintf(ck, 16, "%s", r->measured ? "-" : oom_checkpointing_name(c->knobs.checkpointing));
-    snprintf(peak, 24, "%s", OOMI_SZ(sz, c->estimate.device_peak));
-    snprintf(util, 16, "%.0f%%",
-             100.0 * (double)c->estimate.device_peak / (double)r->budget.usable_bytes);
+    oomi_snprintf(batch, 16, "%ld", c->knobs.batch);
+    oomi_snprintf(accum, 16, r->inference ? "-" : "%ld", c->knobs.grad_accum);
+    oomi_snprintf(seq, 16, "%ld", c->knobs.seq_len);
+    oomi_snprintf(ck, 16, "%s", r->measured ? "-" : oom_checkpointing_name(c->knobs.checkpointing));
+    oomi_snprintf(peak, 24, "%s", OOMI_SZ(sz, c->estimate.device_peak));
+    oomi_snprintf(util, 16, "%.0f%%",
+                  100.0 * (double)c->estimate.device_peak / (double)r->budget.usable_bytes);
     if (c->has_throughput)
-        snprintf(tput, 24, "%.0f", c->tokens_per_s);
+        oomi_snprintf(tput, 24, "%.0f", c->tokens_per_s);
     else
         strcpy(tput, "-");
 }

@@ -118,7 +118,7 @@ static void read_command(oom_watch_process *p, const char *dir)
     char path[64], buf[sizeof(p->command) - 2];
     ssize_t n, i;
 
-    snprintf(path, sizeof(path), "%s/cmdline", dir);
+    oomi_snprintf(path, sizeof(path), "%s/cmdline", dir);
     n = read_small(path, buf, sizeof(buf));
     while (n > 0 && buf[n - 1] == '\0')
         n--;
@@ -127,15 +127,15 @@ static void read_command(oom_watch_process *p, const char *dir)
             if (buf[i] == '\0' || buf[i] == '\n' || buf[i] == '\t')
                 buf[i] = ' ';
         buf[n] = '\0';
-        snprintf(p->command, sizeof(p->command), "%s", buf);
+        oomi_snprintf(p->command, sizeof(p->command), "%s", buf);
         return;
     }
-    snprintf(path, sizeof(path), "%s/comm", dir); /* a zombie or kernel thread: its name */
+    oomi_snprintf(path, sizeof(path), "%s/comm", dir); /* a zombie or kernel thread: its name */
     n = read_small(path, buf, sizeof(buf));
     while (n > 0 && buf[n - 1] == '\n')
         buf[--n] = '\0';
     if (n > 0)
-        snprintf(p->command, sizeof(p->command), "[%.*s]", (int)n, buf);
+        oomi_snprintf(p->command, sizeof(p->command), "[%.*s]", (int)n, buf);
 }
 
 static void read_user(oom_watch_process *p, uid_t uid)
@@ -143,9 +143,9 @@ static void read_user(oom_watch_process *p, uid_t uid)
     struct passwd pw, *res = NULL;
     char buf[1024];
     if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) == 0 && res && res->pw_name)
-        snprintf(p->user, sizeof(p->user), "%s", res->pw_name);
+        oomi_snprintf(p->user, sizeof(p->user), "%s", res->pw_name);
     else
-        snprintf(p->user, sizeof(p->user), "%u", (unsigned)uid);
+        oomi_snprintf(p->user, sizeof(p->user), "%u", (unsigned)uid);
 }
 
 static int64_t env_int(const char *entry, const char *name)
@@ -167,7 +167,7 @@ static void read_environ(oom_watch_process *p, const char *dir)
     size_t cap = 16384;
     ssize_t n = -1;
 
-    snprintf(path, sizeof(path), "%s/environ", dir);
+    oomi_snprintf(path, sizeof(path), "%s/environ", dir);
     for (;;) {
         char *nb = oomi_realloc(buf, cap);
         if (!nb)
@@ -198,7 +198,7 @@ static void read_proc(oom_watch_process *p)
 
     p->command[0] = p->user[0] = '\0';
     p->batch_size = p->grad_accum = -1;
-    snprintf(dir, sizeof(dir), "/proc/%u", (unsigned)p->pid);
+    oomi_snprintf(dir, sizeof(dir), "/proc/%u", (unsigned)p->pid);
     p->local = p->pid > 0 && stat(dir, &st) == 0;
     if (!p->local)
         return; /* another PID namespace: say nothing rather than something wrong */
@@ -432,15 +432,15 @@ static int fill_gpu(oom_monitor *m, oom_watch_gpu *wg, oom_gpu_info *g, double m
     wg->info = g;
     if (g->lost) {
         if (!g->name[0] || st->name[0]) /* the device may answer with garbage once lost */
-            snprintf(g->name, sizeof(g->name), "%s", st->name[0] ? st->name : "unknown GPU");
+            oomi_snprintf(g->name, sizeof(g->name), "%s", st->name[0] ? st->name : "unknown GPU");
         if (!g->uuid[0])
-            snprintf(g->uuid, sizeof(g->uuid), "%s", st->uuid);
+            oomi_snprintf(g->uuid, sizeof(g->uuid), "%s", st->uuid);
         wg->budget = st->budget;
         wg->band = OOM_BAND_UNKNOWN;
         return fill_processes(m, wg, g, mono);
     }
-    snprintf(st->name, sizeof(st->name), "%s", g->name);
-    snprintf(st->uuid, sizeof(st->uuid), "%s", g->uuid);
+    oomi_snprintf(st->name, sizeof(st->name), "%s", g->name);
+    oomi_snprintf(st->uuid, sizeof(st->uuid), "%s", g->uuid);
     gpu_budget(m, st, g);
     wg->budget = st->budget;
     wg->band = oom_band_classify(g->used_bytes, &wg->budget, m->plan_peak);
@@ -717,7 +717,7 @@ int oom_watch_to_csv(char **out, const oom_watch_snapshot *s)
     if (!out || !s)
         return oomi_fail(OOM_EINVAL, "watch csv: no snapshot");
     *out = NULL;
-    snprintf(ts, sizeof(ts), "%.3f", s->time);
+    oomi_snprintf(ts, sizeof(ts), "%.3f", s->time);
     for (i = 0; i < s->gpu_count; i++) {
         csv_gpu(&sb, ts, &s->gpus[i]);
         for (j = 0; j < s->gpus[i].process_count; j++)

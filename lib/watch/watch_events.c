@@ -164,7 +164,7 @@ static int fill_event(oom_run_event *ev, json_object *o)
         return OOM_EPARSE;
     memset(ev, 0, sizeof(*ev));
     ev->time = json_object_get_double(t);
-    snprintf(ev->name, sizeof(ev->name), "%s", json_object_get_string(name));
+    oomi_snprintf(ev->name, sizeof(ev->name), "%s", json_object_get_string(name));
     for (i = 1; i < OOMI_ARRAY_LEN(event_names); i++)
         if (!strcmp(ev->name, event_names[i]))
             ev->kind = (oom_run_event_kind)i;
@@ -251,15 +251,21 @@ static void keep_event(oom_event_log *log, oom_run_event *ev)
     log->events[log->count++] = *ev;
 }
 
-/* Parses the complete lines of buf[0..len); returns the bytes consumed. */
+/* Parses the complete lines of buf[0..len); returns the bytes consumed. A run of NUL bytes (what
+ * a crash can leave in place of what was written) also ends a piece of a line, so that an event
+ * written after it is still read; the NULs count as one skipped piece. */
 static size_t take_lines(oom_event_log *log, const char *buf, size_t len, size_t *added)
 {
-    size_t start = 0, i;
+    size_t start = 0, end = len, i;
     oom_run_event ev;
 
-    for (i = 0; i < len; i++) {
-        if (buf[i] != '\n')
+    while (end && buf[end - 1] != '\n') /* the last line may still be being written */
+        end--;
+    for (i = 0; i < end; i++) {
+        if (buf[i] != '\n' && buf[i] != '\0')
             continue;
+        if (buf[i] == '\0' && (i == 0 || buf[i - 1] != '\0'))
+            log->skipped++;
         if (i > start && !(i == start + 1 && buf[start] == '\r')) {
             if (oom_run_event_parse(&ev, buf + start, i - start) == OOM_OK) {
                 keep_event(log, &ev);
@@ -270,7 +276,7 @@ static size_t take_lines(oom_event_log *log, const char *buf, size_t len, size_t
         }
         start = i + 1;
     }
-    return start;
+    return end;
 }
 
 int oom_event_log_poll(oom_event_log *log, size_t *added)
@@ -285,10 +291,9 @@ int oom_event_log_poll(oom_event_log *log, size_t *added)
         *added = 0;
     if (!log)
         return oomi_fail(OOM_EINVAL, "events: no log");
-    if ((fd = open(log->path, O_RDONLY | O_CLOEXEC)) < 0)
-        return errno == ENOENT
-                   ? OOM_OK
-                   : oomi_fail(OOM_EIO, "cannot open events '%s': %s", log->path, strerror(errno));
+    /* a regular file only: a FIFO would block the view (and cannot be read from an offset) */
+    if ((err = oomi_open_regular(&fd, log->path, O_RDONLY, "events file")))
+        return err == OOM_ENOTFOUND ? (oomi_clear_error(), OOM_OK) : err;
     if (fstat(fd, &st) != 0) {
         err = oomi_fail(OOM_EIO, "cannot stat events '%s': %s", log->path, strerror(errno));
         goto done;

@@ -204,5 +204,11 @@ XDG_CONFIG_HOME="$TMP/xdg" run "$OOMLESS_BIN" apply --preset mine --plan "$PLAN"
 expect_rc 0 "user preset"
 expect_eq "$(grep -E 'seed|num_workers' conf/config.yaml | tr -s ' ')" \
     "$(printf ' num_workers: 4\n seed: 7')" "user preset values"
+# a FIFO in the user presets' place: refused at once, not waited on
+mkdir -p "$TMP/xdg-fifo/oomless" && mkfifo "$TMP/xdg-fifo/oomless/apply-presets.yaml"
+XDG_CONFIG_HOME="$TMP/xdg-fifo" run timeout 30 "$OOMLESS_BIN" apply --preset mine --plan "$PLAN" conf/config.yaml
+expect_rc 3 "user presets FIFO: refused, no hang"
+expect_contains "$ERR" "presets file '$TMP/xdg-fifo/oomless/apply-presets.yaml' is a FIFO, not a regular file" \
+    "user presets FIFO: message"
 
 finish

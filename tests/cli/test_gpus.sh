@@ -108,6 +108,27 @@ expect_json '.budget.target_bytes' 21474836480 "config GPU"
 expect_json '.budget.safety_margin_bytes' 2147483648 "config margin"
 oom gpus --catalog --config "$TMP/config.yaml"
 expect_contains "$OUT" "lab-card" "catalog lists the config GPU"
+# the default config: a relative $XDG_CONFIG_HOME is ignored (the XDG Base Directory spec), with
+# one notice, and $HOME/.config is read instead
+mkdir -p "$TMP/home/.config/oomless" "$TMP/cwd/rel/oomless"
+cp "$TMP/config.yaml" "$TMP/home/.config/oomless/config.yaml"
+printf 'defaults: [\n' >"$TMP/cwd/rel/oomless/config.yaml"   # would fail if it were read
+cd "$TMP/cwd" || exit 1
+XDG_CONFIG_HOME=rel HOME="$TMP/home" oom gpus --gpu lab-card --json
+cd - >/dev/null || exit 1
+expect_rc 0 "relative XDG_CONFIG_HOME: ignored"
+expect_json '.budget.target_bytes' 21474836480 "relative XDG_CONFIG_HOME: \$HOME/.config read"
+expect_eq "$ERR" "oomless: \$XDG_CONFIG_HOME 'rel' is not an absolute path: ignored, as the XDG Base Directory specification says; using $TMP/home/.config" \
+    "relative XDG_CONFIG_HOME: one notice"
+# a FIFO in the default config's place: refused at once (every command would wait on it); a named
+# one (--config <(...)) is still read
+mkdir -p "$TMP/fifohome/.config/oomless" && mkfifo "$TMP/fifohome/.config/oomless/config.yaml"
+run env -u XDG_CONFIG_HOME HOME="$TMP/fifohome" timeout 30 "$OOMLESS_BIN" gpus --gpu a100-80gb
+expect_rc 3 "default config a FIFO: refused, no hang"
+expect_contains "$ERR" "config file '$TMP/fifohome/.config/oomless/config.yaml' is a FIFO, not a regular file" \
+    "default config a FIFO: message"
+run "$OOMLESS_BIN" gpus --config <(cat "$TMP/config.yaml") --gpu lab-card --json
+expect_json '.budget.target_bytes' 21474836480 "--config <(...) still read"
 printf 'defaults: [\n' >"$TMP/bad.yaml"
 oom gpus --config "$TMP/bad.yaml"
 expect_rc 2 "bad config"

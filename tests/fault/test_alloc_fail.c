@@ -551,6 +551,50 @@ static int path_apply(char **out)
     return err;
 }
 
+/* ---- calibration store: an append onto a half line, then a lookup past the damaged line ---- */
+
+static const char calib_half[] = "{\"time\":1,\"gpu\":\"NVIDIA A100-SXM4-80GB\",\"comm";
+
+/* A failed save leaves the file as it was; a saved record starts a line of its own. */
+static int path_calibration(char **out)
+{
+    const char *argv[] = {"python", "train.py", "--bs", "{batch}", NULL};
+    oom_calibration rec = {0}, *got = NULL;
+    char path[512], text[64], *key = NULL, *now;
+    size_t half = sizeof(calib_half) - 1;
+    int err, saved = 0;
+
+    snprintf(path, sizeof(path), "%s/calibration.jsonl", apply_dir);
+    put(apply_dir, "calibration.jsonl", calib_half);
+    if ((err = oom_calibration_command_key(&key, argv)))
+        goto done;
+    rec.gpu = "NVIDIA A100-SXM4-80GB";
+    rec.command = key;
+    rec.workload = "seq=512";
+    rec.fit = (oom_probe_fit){1, 0, 1e9, 2e7, 0};
+    rec.recommended_batch = 12;
+    rec.max_batch = 13;
+    if ((err = oom_calibration_save(path, &rec)))
+        goto done;
+    saved = 1;
+    if ((err = oom_calibration_lookup(&got, path, rec.gpu, key, "seq=512")))
+        goto done;
+    snprintf(text, sizeof(text), "batch %d of %d", got->recommended_batch, got->max_batch);
+    *out = copy(text);
+done:
+    assert_non_null(now = slurp(path));
+    if (!saved && strcmp(now, calib_half))
+        fail_msg("calibration: a failed save (%s) changed the file: %s", oom_last_message(), now);
+    if (saved &&
+        (strncmp(now, calib_half, half) || now[half] != '\n' || now[strlen(now) - 1] != '\n' ||
+         strchr(now + half + 1, '\n') != now + strlen(now) - 1))
+        fail_msg("calibration: the record is not one line of its own: %s", now);
+    free(now);
+    oom_calibration_free(got);
+    oom_free(key);
+    return err;
+}
+
 /* ---- tests -------------------------------------------------------------------------------- */
 
 static void test_config(void **state)
@@ -596,6 +640,12 @@ static void test_apply(void **state)
 {
     (void)state;
     fail_each_allocation("apply: two files written", path_apply, OOM_OK);
+}
+
+static void test_calibration(void **state)
+{
+    (void)state;
+    fail_each_allocation("calibration: save + lookup", path_calibration, OOM_OK);
 }
 
 static void test_sample(void **state)
@@ -673,10 +723,11 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         /* test_estimate first: the coefficients it loads once are loaded under failures */
-        cmocka_unit_test(test_estimate), cmocka_unit_test(test_allocator_checks),
-        cmocka_unit_test(test_config),   cmocka_unit_test(test_catalog),
-        cmocka_unit_test(test_target),   cmocka_unit_test(test_sample),
-        cmocka_unit_test(test_plan),     cmocka_unit_test(test_apply),
+        cmocka_unit_test(test_estimate),    cmocka_unit_test(test_allocator_checks),
+        cmocka_unit_test(test_config),      cmocka_unit_test(test_catalog),
+        cmocka_unit_test(test_target),      cmocka_unit_test(test_sample),
+        cmocka_unit_test(test_plan),        cmocka_unit_test(test_apply),
+        cmocka_unit_test(test_calibration),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

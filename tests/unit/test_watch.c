@@ -336,6 +336,58 @@ static void test_event_log_keeps_last(void **state)
     unlink(path);
 }
 
+/* NUL bytes where events were (ext4 after a crash) do not hide the events written after them;
+ * a line still being written after them is not read twice. */
+static void test_event_log_nul_bytes(void **state)
+{
+    static const char before[] = "{\"time\": 1, \"event\": \"launch\", \"batch\": 8}\n{\"tim";
+    static const char after[] = "{\"time\": 2, \"event\": \"oom\", \"batch\": 8}\n{\"time\": 3, ";
+    char path[256], zeros[512] = {0};
+    oom_event_log *log = NULL;
+    size_t added = 0;
+    FILE *f;
+    (void)state;
+
+    snprintf(path, sizeof(path), "%s/nul.jsonl", tmpdir);
+    f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(before, 1, sizeof(before) - 1, f), sizeof(before) - 1);
+    assert_int_equal(fwrite(zeros, 1, sizeof(zeros), f), sizeof(zeros));
+    assert_int_equal(fwrite(after, 1, sizeof(after) - 1, f), sizeof(after) - 1);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(oom_event_log_open(&log, path), OOM_OK);
+    assert_int_equal(oom_event_log_poll(log, &added), OOM_OK);
+    assert_int_equal(added, 2);
+    assert_int_equal(oom_event_log_at(log, 1)->kind, OOM_RUN_EVENT_OOM);
+    assert_int_equal(oom_event_log_skipped(log), 2); /* the cut line, the NULs */
+    write_text(path, "a", "\"event\": \"restart\", \"batch\": 4}\n");
+    assert_int_equal(oom_event_log_poll(log, &added), OOM_OK);
+    assert_int_equal(added, 1);
+    assert_int_equal(oom_event_log_count(log), 3);
+    assert_int_equal(oom_event_log_at(log, 2)->batch, 4);
+    assert_int_equal(oom_event_log_skipped(log), 2);
+    oom_event_log_free(log);
+    unlink(path);
+}
+
+/* A FIFO as the events file: refused at once (the alarm fails a hang), not waited on. */
+static void test_event_log_fifo(void **state)
+{
+    char path[256];
+    oom_event_log *log = NULL;
+    (void)state;
+
+    snprintf(path, sizeof(path), "%s/fifo.jsonl", tmpdir);
+    assert_int_equal(mkfifo(path, 0644), 0);
+    assert_int_equal(oom_event_log_open(&log, path), OOM_OK);
+    alarm(20);
+    assert_int_equal(oom_event_log_poll(log, NULL), OOM_EIO);
+    alarm(0);
+    assert_non_null(strstr(oom_last_message(), "is a FIFO, not a regular file"));
+    oom_event_log_free(log);
+    unlink(path);
+}
+
 /* ---- plan peak ----------------------------------------------------------------------------- */
 
 static void test_plan_peak(void **state)
@@ -562,6 +614,8 @@ int main(void)
         cmocka_unit_test(test_event_parse),
         cmocka_unit_test(test_event_log),
         cmocka_unit_test(test_event_log_keeps_last),
+        cmocka_unit_test(test_event_log_nul_bytes),
+        cmocka_unit_test(test_event_log_fifo),
         cmocka_unit_test(test_plan_peak),
         cmocka_unit_test(test_monitor),
         cmocka_unit_test(test_monitor_args),

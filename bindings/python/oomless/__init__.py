@@ -7,10 +7,14 @@ A thin ctypes binding of liboomless. Every function returns the same dict the co
     oomless.gpus()["budget"]["usable_bytes"]
 
 Errors raise a subclass of :class:`oomless.OomlessError`, one per library error code, with
-the library's message.
+the library's message. The library's notices (a damaged line skipped in the calibration file, an
+ignored relative ``$XDG_CACHE_HOME``) are warnings of the class :class:`oomless.Notice`.
 """
 import ctypes
 import json
+import os
+import sys
+import warnings
 
 from . import _native as _n
 from .errors import (BY_CODE, DoesNotFitError, FileError, InternalError, InterruptedJobError,
@@ -18,12 +22,32 @@ from .errors import (BY_CODE, DoesNotFitError, FileError, InternalError, Interru
                      OomlessError, ParseError, RefusedError, UnsupportedError)
 
 __all__ = [
-    "gpus", "catalog", "estimate", "plan", "plan_options", "list_models", "workload_options", "Workload", "parse_size",
+    "Notice", "gpus", "catalog", "estimate", "plan", "plan_options", "list_models", "workload_options", "Workload", "parse_size",
     "version", "OomlessError", "InvalidValueError",
     "NoMemoryError", "FileError", "ParseError", "NotFoundError", "NoDeviceError",
     "DoesNotFitError", "JobError", "RefusedError", "UnsupportedError", "InterruptedJobError",
     "InternalError",
 ]
+
+
+class Notice(UserWarning):
+    """A notice from the library: something to know although the call succeeded."""
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _on_notice(message, user):
+    # called by the library during a call: the warning points at the caller's line (the first
+    # frame outside this package)
+    level, frame = 1, sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        level, frame = level + 1, frame.f_back
+    warnings.warn(message.decode("utf-8", "replace"), Notice, stacklevel=level + 1)
+
+
+_NOTICE_HANDLER = _n.NOTICE_FN(_on_notice)  # kept alive for as long as the library holds it
+_n.oom_set_notice_handler(_NOTICE_HANDLER, None)
 
 
 def _b(value):

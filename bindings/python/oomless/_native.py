@@ -63,6 +63,8 @@ def _declare(name, restype, *argtypes):
     return fn
 
 
+NOTICE_FN = ctypes.CFUNCTYPE(None, c_char_p, c_void_p)
+oom_set_notice_handler = _declare("oom_set_notice_handler", None, NOTICE_FN, c_void_p)
 oom_version = _declare("oom_version", c_char_p)
 oom_strerror = _declare("oom_strerror", c_char_p, c_int)
 oom_last_message = _declare("oom_last_message", c_char_p)

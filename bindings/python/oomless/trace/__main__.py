@@ -1,12 +1,16 @@
 """python -m oomless.trace: trace a workload on the meta device (see oomless.trace).
 
 Exit codes: 0 ok; 2 bad option or value, a workload the tracer cannot express, or torch /
-transformers / peft missing (the message says what to install).
+transformers / peft missing (the message says what to install); 3 the calibration record could
+not be saved (--calibrate).
 """
 import argparse
+import errno
+import fcntl
 import importlib
 import json
 import os
+import stat
 import sys
 import time
 
@@ -16,7 +20,8 @@ torch.cuda.max_memory_allocated would show) with its breakdown. Outside the trac
 the caching allocator's reserve and fragmentation, cuBLAS/cuDNN workspaces and kernel-internal
 buffers (oomless estimate adds them).
 
-Exit codes: 0 ok, 2 bad option or value, an untraceable workload, or a missing package."""
+Exit codes: 0 ok, 2 bad option or value, an untraceable workload, or a missing package, 3 the
+calibration record could not be saved."""
 
 
 def _parser():
@@ -73,17 +78,98 @@ def command_key(argv):
     return key
 
 
+class StoreError(OSError):
+    """The calibration record could not be saved (exit 3, as the C tool's I/O errors)."""
+
+
 def calibration_path(arg):
+    """The calibration file and the $HOME it is under (None: a named file, or under an absolute
+    $XDG_CACHE_HOME). A relative $XDG_CACHE_HOME is ignored, as the XDG Base Directory spec says
+    and as liboomless does."""
     if arg:
-        return arg
+        return arg, None
     xdg = os.environ.get("XDG_CACHE_HOME")
     if xdg and os.path.isabs(xdg):
-        return os.path.join(xdg, "oomless", "calibration.jsonl")
+        return os.path.join(xdg, "oomless", "calibration.jsonl"), None
     home = os.environ.get("HOME")
+    if xdg:
+        sys.stderr.write("oomless: $XDG_CACHE_HOME '%s' is not an absolute path: ignored, as the "
+                         "XDG Base Directory specification says%s\n"
+                         % (xdg, "; using %s/.cache" % home if home else ""))
     if not home:
         raise ValueError("no calibration file: give --calibration FILE ($XDG_CACHE_HOME and $HOME "
                          "are not set)")
-    return os.path.join(home, ".cache", "oomless", "calibration.jsonl")
+    return os.path.join(home, ".cache", "oomless", "calibration.jsonl"), home
+
+
+def _open_store(path):
+    """The store opened for appending: a regular file only, never through a symbolic link, and
+    without waiting on a FIFO's other end (as liboomless's oom_calibration_save)."""
+    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        fd = os.open(path, flags, 0o644)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and os.path.islink(path):
+            raise StoreError("calibration file '%s' is a symbolic link: refused (oomless does not "
+                             "write through links; give the real file's path)" % path) from None
+        if exc.errno == errno.ENXIO:
+            raise StoreError("calibration file '%s' is a FIFO, not a regular file" % path) from None
+        raise StoreError("cannot open calibration file '%s': %s" % (path, exc.strerror)) from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode) else \
+            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket"
+        raise StoreError("calibration file '%s' is %s, not a regular file" % (path, kind))
+    os.set_blocking(fd, True)
+    return fd
+
+
+def _make_folders(d, mode):
+    """mkdir -p d, each folder made with `mode`."""
+    missing = []
+    while d and not os.path.isdir(d):
+        missing.append(d)
+        d = os.path.dirname(d)
+    for m in reversed(missing):
+        try:
+            os.mkdir(m, mode)
+        except FileExistsError:
+            pass
+
+
+def append_record(path, record, home=None, private=False):
+    """One JSON line appended all or nothing: one write of the whole line, on a fresh line, under
+    flock; on a short write (a full disk) the file is cut back to its old size. The folders are
+    made as needed (`private`: 0700, the default location's, as the XDG spec asks), but never a
+    missing $HOME (`home`)."""
+    if home is not None and not os.path.isdir(home):
+        raise StoreError("calibration: $HOME '%s' %s; not creating it (set XDG_CACHE_HOME to an "
+                         "absolute path, or give --calibration FILE)"
+                         % (home, "is not a directory" if os.path.exists(home)
+                            else "does not exist"))
+    _make_folders(os.path.dirname(path), 0o700 if private else 0o777)
+    line = (json.dumps(record, separators=(",", ":")) + "\n").encode("utf-8")
+    fd = _open_store(path)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        size = os.fstat(fd).st_size
+        if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
+            line = b"\n" + line
+        try:
+            done = 0
+            while done < len(line):
+                n = os.write(fd, line[done:])
+                if n <= 0:
+                    raise OSError(errno.EIO, os.strerror(errno.EIO))
+                done += n
+            os.fsync(fd)
+        except OSError as exc:
+            os.ftruncate(fd, size)
+            raise StoreError("cannot save the calibration record to '%s': %s (nothing was saved)"
+                             % (path, exc.strerror or exc)) from None
+    finally:
+        os.close(fd)
 
 
 def fit_line(points):
@@ -99,26 +185,6 @@ def fit_line(points):
         line, *_ = np.linalg.lstsq(A, y, rcond=None)
         coef = [line[0], line[1], 0.0]
     return float(coef[0]), float(coef[1]), float(coef[2])
-
-
-def append_record(path, record):
-    """One JSON line appended whole (a single write of the whole line, on a fresh line)."""
-    d = os.path.dirname(path)
-    if d:
-        os.makedirs(d, exist_ok=True)
-    line = (json.dumps(record, separators=(",", ":")) + "\n").encode("utf-8")
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-    try:
-        if os.fstat(fd).st_size > 0:
-            with open(path, "rb") as f:
-                f.seek(-1, os.SEEK_END)
-                if f.read(1) != b"\n":
-                    line = b"\n" + line
-        if os.write(fd, line) != len(line):
-            raise OSError("short write to %s" % path)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def calibrate(args, argv, run):
@@ -147,8 +213,8 @@ def calibrate(args, argv, run):
               "per_sample2_bytes": per2, "recommended_batch": 0, "max_batch": batches[-1],
               "usable_bytes": 0, "traced": True, "counter": "allocated", "seq": args.seq,
               "points": [[b, v] for b, v in points], "versions": run.versions()}
-    path = calibration_path(args.calibration)
-    append_record(path, record)
+    path, home = calibration_path(args.calibration)
+    append_record(path, record, home, private=not args.calibration)
     return record, path
 
 
@@ -256,6 +322,9 @@ def main(argv=None):
                                "optimizer": w.optimizer, "batch": w.batch, "seq": w.seq,
                                "grad_accum": w.grad_accum, "checkpointing": w.checkpointing,
                                "attention": w.attention, "loss": w.loss}
+    except StoreError as exc:
+        sys.stderr.write("oomless trace: %s\n" % exc)
+        return 3
     except (ValueError, OSError, run.TraceError) as exc:
         sys.stderr.write("oomless trace: %s\n" % exc)
         return 2

@@ -1,0 +1,161 @@
+/*
+ * jsonl.c - the files oomless appends records to, one JSON object a line (the calibration store,
+ * run's events): opened as regular files only, and appended to a whole line at a time.
+ *
+ * A line is appended all or nothing: one write() of the whole line on an O_APPEND descriptor,
+ * under flock() so that two oomless processes do not interleave; when the disk fills (or the
+ * file-size limit is reached) part way, the file is cut back to its old size, so no half line is
+ * left for the next record to be glued to. A file that does not end in '\n' (a half line left
+ * by an older version, or the NUL bytes a crash can leave) gets one first, so the new record
+ * starts a line of its own.
+ */
+#include "core/core.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static const char *kind_of(mode_t mode)
+{
+    if (S_ISDIR(mode))
+        return "a directory";
+    if (S_ISFIFO(mode))
+        return "a FIFO";
+    if (S_ISCHR(mode))
+        return "a character device";
+    if (S_ISBLK(mode))
+        return "a block device";
+    if (S_ISSOCK(mode))
+        return "a socket";
+    return "not a regular file";
+}
+
+int oomi_open_regular(int *out, const char *path, int flags, const char *what)
+{
+    struct stat st;
+    int fd, e;
+
+    *out = -1;
+    /* O_NONBLOCK: opening a FIFO would otherwise wait for its other end */
+    fd = open(path, flags | O_NONBLOCK | O_CLOEXEC, 0644);
+    if (fd < 0) {
+        e = errno;
+        if ((flags & O_NOFOLLOW) && e == ELOOP && lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+            return oomi_fail(OOM_EIO,
+                             "%s '%s' is a symbolic link: refused (oomless does not write through "
+                             "links; give the real file's path)",
+                             what, path);
+        if (e == ENXIO && stat(path, &st) == 0 && !S_ISREG(st.st_mode))
+            return oomi_fail(OOM_EIO, "%s '%s' is %s, not a regular file", what, path,
+                             kind_of(st.st_mode));
+        return oomi_fail(e == ENOENT ? OOM_ENOTFOUND : OOM_EIO, "cannot open %s '%s': %s", what,
+                         path, strerror(e));
+    }
+    if (fstat(fd, &st) != 0) {
+        e = errno;
+        close(fd);
+        return oomi_fail(OOM_EIO, "cannot stat %s '%s': %s", what, path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return oomi_fail(OOM_EIO, "%s '%s' is %s, not a regular file", what, path,
+                         kind_of(st.st_mode));
+    }
+    if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
+        e = errno;
+        close(fd);
+        return oomi_fail(OOM_EIO, "cannot use %s '%s': %s", what, path, strerror(e));
+    }
+    *out = fd;
+    return OOM_OK;
+}
+
+int oomi_read_regular(char **out, size_t *len, const char *path, const char *what)
+{
+    int fd, err;
+
+    *out = NULL;
+    if (len)
+        *len = 0;
+    if ((err = oomi_open_regular(&fd, path, O_RDONLY, what)))
+        return err;
+    err = oomi_read_fd(out, len, fd, path);
+    close(fd);
+    return err;
+}
+
+/* write() until all of buf[0..n) is written; 0, or the errno that stopped it */
+static int write_all(int fd, const char *buf, size_t n)
+{
+    size_t done = 0;
+    while (done < n) {
+        ssize_t w = write(fd, buf + done, n - done);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return w < 0 ? errno : EIO;
+        /* a short write (disk full, file-size limit): the next write says why */
+        done += (size_t)w;
+    }
+    return 0;
+}
+
+/* Whether the non-empty file of `size` bytes ends in '\n'; -1 (errno set) when unreadable. A
+ * descriptor opened write-only (a file without read permission) cannot tell: taken as yes. */
+static int ends_in_newline(int fd, off_t size)
+{
+    char last;
+    ssize_t r = pread(fd, &last, 1, size - 1);
+    if (r < 0)
+        return errno == EBADF ? 1 : -1;
+    return r == 1 && last == '\n';
+}
+
+static int append_regular(int fd, const struct stat *st, const char *line, size_t len)
+{
+    char *buf = NULL;
+    int e = 0, nl = 1;
+
+    if (st->st_size > 0 && (nl = ends_in_newline(fd, st->st_size)) < 0)
+        return errno;
+    if (!nl) {
+        if (!(buf = oomi_malloc(len + 1)))
+            return ENOMEM;
+        buf[0] = '\n';
+        memcpy(buf + 1, line, len);
+    }
+    e = buf ? write_all(fd, buf, len + 1) : write_all(fd, line, len);
+    if (!e && fsync(fd) != 0 && errno != EINVAL && errno != EROFS)
+        e = errno; /* EINVAL/EROFS: a file system without fsync; the data is written */
+    if (e) {
+        /* back to the old size; should even that fail, readers skip the partial line and the
+         * next append starts a fresh one */
+        int cut = ftruncate(fd, st->st_size);
+        (void)cut;
+    }
+    oomi_free(buf);
+    return e;
+}
+
+int oomi_append_line(int fd, const char *line, size_t len)
+{
+    struct stat st;
+    int e, locked;
+
+    if (!len || line[len - 1] != '\n')
+        return EINVAL;
+    /* advisory, between oomless processes; a file system without locks still gets the append */
+    locked = flock(fd, LOCK_EX) == 0;
+    if (fstat(fd, &st) != 0)
+        e = errno;
+    else if (S_ISREG(st.st_mode))
+        e = append_regular(fd, &st, line, len);
+    else
+        e = write_all(fd, line, len); /* a FIFO or a terminal: a stream, nothing to cut back */
+    if (locked)
+        flock(fd, LOCK_UN);
+    return e;
+}
