@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "job/job.h"
+#include "unit/tmpdir.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -70,8 +71,8 @@ static void prepare(oomi_launch *l, const oom_job *job, int batch)
 static const char *capture(const char *const *argv, const char *const *env, int batch, int seq)
 {
     static char buf[65536];
-    char path[] = "/tmp/oomless-test-proc.XXXXXX";
-    int fd = mkstemp(path);
+    char path[512];
+    int fd = mkstemp(test_tmp_path(path, sizeof(path), "oomless-test-proc.XXXXXX"));
     oom_job job = {argv, env, 0, -1};
     oomi_launch l;
     ssize_t n;
@@ -323,7 +324,7 @@ static void test_tree_walk(void **state)
 static void test_sampling_reads_no_process_table(void **state)
 {
     const char *lib = getenv("FAKE_NVML_LIB");
-    char dir[] = "/tmp/oomless-test-sample.XXXXXX", procdir[64], spec[64], text[256], file[96];
+    char dir[512], procdir[600], spec[600], text[1024], file[640];
     const char *argv[] = {fakejob, "--batch-size", "{batch}", "--steps", "20", "--step-time-ms",
                           "50", "--fixed", "1G", "--per-sample", "1M", "--procdir", procdir, NULL};
     oom_job job = {argv, NULL, -1, -1};
@@ -334,7 +335,7 @@ static void test_sampling_reads_no_process_table(void **state)
 
     if (!lib)
         skip();
-    assert_non_null(mkdtemp(dir));
+    assert_non_null(mkdtemp(test_tmp_path(dir, sizeof(dir), "oomless-test-sample.XXXXXX")));
     snprintf(procdir, sizeof(procdir), "%s/procs", dir);
     snprintf(spec, sizeof(spec), "%s/spec", dir);
     assert_int_equal(mkdir(procdir, 0700), 0);

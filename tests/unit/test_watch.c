@@ -19,8 +19,9 @@
 #include <unistd.h>
 
 #include "oomless.h"
+#include "unit/tmpdir.h"
 
-static char tmpdir[] = "/tmp/oomless-watch-XXXXXX";
+static char tmpdir[512]; /* $TMPDIR/oomless-watch-XXXXXX */
 
 static void write_text(const char *path, const char *mode, const char *text)
 {
@@ -300,7 +301,7 @@ static void test_event_parse(void **state)
 
 static void test_event_log(void **state)
 {
-    char path[256];
+    char path[1024];
     oom_event_log *log = NULL;
     size_t added = 99;
     (void)state;
@@ -342,7 +343,7 @@ static void test_event_log(void **state)
     assert_int_equal(oom_event_log_at(log, 0)->kind, OOM_RUN_EVENT_EXIT);
     /* another, longer file renamed over it (a new run): read from its start too */
     {
-        char other[300];
+        char other[1100];
         snprintf(other, sizeof(other), "%s.new", path);
         write_text(other, "w",
                    "{\"time\": 10, \"event\": \"launch\", \"batch\": 8}\n"
@@ -362,7 +363,7 @@ static void test_event_log(void **state)
 
 static void test_event_log_keeps_last(void **state)
 {
-    char path[256], line[128];
+    char path[1024], line[128];
     oom_event_log *log = NULL;
     FILE *f;
     int i;
@@ -389,7 +390,7 @@ static void test_event_log_keeps_last(void **state)
 
 static void test_plan_peak(void **state)
 {
-    char path[256];
+    char path[1024];
     uint64_t peak = 0;
     (void)state;
     snprintf(path, sizeof(path), "%s/plan.json", tmpdir);
@@ -516,7 +517,7 @@ static void check_first(const oom_watch_snapshot *s, pid_t job)
 static void test_monitor(void **state)
 {
     const char *lib = getenv("FAKE_NVML_LIB");
-    char spec[256], procdir[256], file[300], text[1024];
+    char spec[1024], procdir[1024], file[1100], text[2048];
     oom_gpu_session *session = NULL;
     oom_monitor *m = NULL;
     const oom_watch_snapshot *s;
@@ -585,7 +586,7 @@ static void test_monitor(void **state)
 static void test_long_command(void **state)
 {
     const char *lib = getenv("FAKE_NVML_LIB");
-    char spec[256], procdir[256], file[300], text[512], argv0[512], expect[300], field[320];
+    char spec[1024], procdir[1024], file[1100], text[2048], argv0[512], expect[300], field[320];
     oom_gpu_session *session = NULL;
     oom_monitor *m = NULL;
     const oom_watch_snapshot *s;
@@ -645,7 +646,7 @@ static void test_monitor_args(void **state)
 static int setup(void **state)
 {
     (void)state;
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return mkdtemp(test_tmp_path(tmpdir, sizeof(tmpdir), "oomless-watch-XXXXXX")) ? 0 : -1;
 }
 
 static int teardown(void **state)
