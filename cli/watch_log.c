@@ -61,8 +61,8 @@ static int open_file(struct watch_log *l)
     l->dev = st.st_dev;
     l->ino = st.st_ino;
     /* a regular file ending inside a row (a writer that died mid-row): start on a fresh line */
-    l->newline_due = l->regular && st.st_size > 0 && pread(fd, &last, 1, st.st_size - 1) == 1 &&
-                     last != '\n';
+    l->newline_due =
+        l->regular && st.st_size > 0 && pread(fd, &last, 1, st.st_size - 1) == 1 && last != '\n';
     return 0;
 }
 

@@ -20,16 +20,16 @@
 
 struct watch_log {
     const char *path;
-    int fd;            /* -1 while the file cannot be opened */
-    int regular;       /* a regular file: rotation, truncation and the empty-file header apply */
-    dev_t dev;         /* of the open file */
+    int fd;      /* -1 while the file cannot be opened */
+    int regular; /* a regular file: rotation, truncation and the empty-file header apply */
+    dev_t dev;   /* of the open file */
     ino_t ino;
-    int header_due;    /* a non-regular file (a pipe, /dev/...): the header goes first, once */
-    int newline_due;   /* the file may end inside a row: the next write starts with '\n' */
-    int failing;       /* the last sample could not be written (said once) */
-    long long lost;    /* samples not written since the failure began */
+    int header_due;     /* a non-regular file (a pipe, /dev/...): the header goes first, once */
+    int newline_due;    /* the file may end inside a row: the next write starts with '\n' */
+    int failing;        /* the last sample could not be written (said once) */
+    long long lost;     /* samples not written since the failure began */
     long long lost_all; /* samples not written in the whole run */
-    char notes[1024];  /* lines for stderr, each "oomless watch: ...\n"; cleared by the caller */
+    char notes[1024];   /* lines for stderr, each "oomless watch: ...\n"; cleared by the caller */
 };
 
 /* Opens (creates) the log for appending. Returns 0, or -1 with the reason in `notes` (a

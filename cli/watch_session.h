@@ -19,12 +19,12 @@ struct watch_ctx {
     oom_monitor *monitor;
     oom_event_log *events; /* NULL without --events */
     struct watch_log *log; /* NULL without --log */
-    double interval;     /* seconds between samples */
-    long long count;     /* samples to take; 0: until stopped */
-    long long taken;     /* samples taken so far */
-    size_t events_added; /* events the last step read */
-    int paused;          /* the interactive view stopped sampling */
-    char error[512];     /* why watch_step failed, printed once the terminal is back */
+    double interval;       /* seconds between samples */
+    long long count;       /* samples to take; 0: until stopped */
+    long long taken;       /* samples taken so far */
+    size_t events_added;   /* events the last step read */
+    int paused;            /* the interactive view stopped sampling */
+    char error[512];       /* why watch_step failed, printed once the terminal is back */
 };
 
 /* the signal that asked the watch to stop (SIGINT, SIGTERM, SIGHUP, SIGQUIT), or 0; set by the

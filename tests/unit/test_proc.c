@@ -325,8 +325,9 @@ static void test_sampling_reads_no_process_table(void **state)
 {
     const char *lib = getenv("FAKE_NVML_LIB");
     char dir[512], procdir[600], spec[600], text[1024], file[640];
-    const char *argv[] = {fakejob, "--batch-size", "{batch}", "--steps", "20", "--step-time-ms",
-                          "50", "--fixed", "1G", "--per-sample", "1M", "--procdir", procdir, NULL};
+    const char *argv[] = {
+        fakejob,   "--batch-size", "{batch}",      "--steps", "20",        "--step-time-ms", "50",
+        "--fixed", "1G",           "--per-sample", "1M",      "--procdir", procdir,          NULL};
     oom_job job = {argv, NULL, -1, -1};
     oom_gpu_session *gpu = NULL;
     oomi_launch l;
@@ -340,8 +341,10 @@ static void test_sampling_reads_no_process_table(void **state)
     snprintf(spec, sizeof(spec), "%s/spec", dir);
     assert_int_equal(mkdir(procdir, 0700), 0);
     /* our parent holds 1 GiB on the GPU too: a live process that is not the job's */
-    snprintf(text, sizeof(text), "gpu name=\"Fake\" total=8589934592 used=0\n"
-             "proc gpu=0 pid=%d used=1073741824\nprocdir %s\n", (int)getppid(), procdir);
+    snprintf(text, sizeof(text),
+             "gpu name=\"Fake\" total=8589934592 used=0\n"
+             "proc gpu=0 pid=%d used=1073741824\nprocdir %s\n",
+             (int)getppid(), procdir);
     assert_non_null(f = fopen(spec, "w"));
     fputs(text, f);
     fclose(f);

@@ -206,9 +206,13 @@ static void test_csv_injection(void **state)
 {
     static const char *const commands[] = {
         "=HYPERLINK(\"http://x\",\"y\")", "+1", "-rf", "@SUM(A1)", "\rcalc", "\tx", "a=b"};
-    static const char *const fields[] = {
-        ",\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\",", ",'+1,", ",'-rf,", ",'@SUM(A1),",
-        ",\"'\rcalc\",", ",'\tx,", ",a=b,"};
+    static const char *const fields[] = {",\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\",",
+                                         ",'+1,",
+                                         ",'-rf,",
+                                         ",'@SUM(A1),",
+                                         ",\"'\rcalc\",",
+                                         ",'\tx,",
+                                         ",a=b,"};
     oom_gpu_info g;
     oom_watch_gpu wg;
     oom_watch_process p[8];
@@ -222,8 +226,11 @@ static void test_csv_injection(void **state)
     memset(&s, 0, sizeof(s));
     snprintf(g.name, sizeof(g.name), "=GPU");
     for (i = 0; i < 7; i++) {
-        p[i] = (oom_watch_process){.pid = (uint32_t)i + 1, .used_bytes = 1, .local = 1,
-                                   .batch_size = -1, .grad_accum = -1};
+        p[i] = (oom_watch_process){.pid = (uint32_t)i + 1,
+                                   .used_bytes = 1,
+                                   .local = 1,
+                                   .batch_size = -1,
+                                   .grad_accum = -1};
         snprintf(p[i].command, sizeof(p[i].command), "%s", commands[i]);
         snprintf(p[i].user, sizeof(p[i].user), "-bob");
     }
