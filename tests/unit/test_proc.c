@@ -353,6 +353,13 @@ static void test_sampling_reads_no_process_table(void **state)
     assert_int_equal(oom_gpu_open(&gpu), OOM_OK);
     prepare(&l, &job, 4);
     l.gpu = gpu;
+    { /* the count sees the library's reads: one scan of the table is one */
+        pid_t none[4];
+        oomi_tree t = {getpid(), 0, NULL, 0};
+        proc_table_reads = 0;
+        oomi_proc_tree(none, 4, &t);
+        assert_int_equal(proc_table_reads, 1);
+    }
     proc_table_reads = 0;
     assert_int_equal(oomi_launch_run(&l), OOM_OK);
     assert_int_equal(l.exit_code, 0);
