@@ -11,7 +11,7 @@ for s in "$HERE"/*.sh; do
     [ "$(basename "$s")" = run.sh ] && continue
     echo "== $(basename "$s")"
     case $(basename "$s") in
-    watch_cpu.sh) bash "$s" "$(cd "$BUILD" && pwd)" ;; # takes the build folder (fake NVML)
+    watch_cpu.sh | run_cpu.sh) bash "$s" "$(cd "$BUILD" && pwd)" ;; # the build folder (fake NVML)
     *) bash "$s" "$BIN" ;;
     esac
 done

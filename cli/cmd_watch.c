@@ -34,7 +34,10 @@ static const char usage_text[] =
     "                                (the budget applies to each GPU; default: each GPU's total\n"
     "                                minus the margin)\n"
     "  -h, --help                    this help\n\n"
-    "Exit codes: 0 ok, 2 usage, 3 no NVML / I/O, 128+N stopped by signal N.\n";
+    "A --log file that cannot be written (full disk) does not stop watching: it is said once\n"
+    "and tried again at each sample; a log deleted or rotated away is created again.\n\n"
+    "Exit codes: 0 ok, 2 usage, 3 no NVML / I/O (also: samples not written to --log),\n"
+    "128+N stopped by signal N.\n";
 
 enum {
     OPT_ONCE = OPT_FIRST_FREE,
@@ -72,6 +75,9 @@ static void install_signals(void)
     sigaction(SIGTERM, &sa, NULL);
     sigaction(SIGHUP, &sa, NULL);
     sigaction(SIGQUIT, &sa, NULL); /* Ctrl-\ too: the terminal comes back before the exit */
+    /* a --log file at the file size limit (RLIMIT_FSIZE): a failed write, not a dead watch */
+    sa.sa_handler = SIG_IGN;
+    sigaction(SIGXFSZ, &sa, NULL);
 }
 
 
@@ -158,6 +164,48 @@ static int parse_options(struct watch_opts *o, int argc, char **argv, int *help)
     }
     if (rc == EXIT_OK && optind < argc)
         rc = cli_usage_error("watch", "unexpected argument '%s'", argv[optind]);
+    return rc;
+}
+
+/* ---- the --log file ------------------------------------------------------------------------ */
+
+/* Prints what the log has to say (text and JSON modes: at once; the interactive view: at the
+ * end, once the terminal is back). */
+static void say_log_notes(struct watch_ctx *w)
+{
+    if (!w->log || !w->log->notes[0])
+        return;
+    fputs(w->log->notes, stderr);
+    fflush(stderr);
+    w->log->notes[0] = '\0';
+}
+
+static int open_log(struct watch_ctx *w, struct watch_log *log, const char *path)
+{
+    if (watch_log_open(log, path) != 0) {
+        fputs(log->notes, stderr);
+        return EXIT_ENV;
+    }
+    w->log = log;
+    return EXIT_OK;
+}
+
+/* Closes the log; samples that could not be written make the exit status 3 (I/O). */
+static int close_log(struct watch_ctx *w, int rc)
+{
+    if (!w->log)
+        return rc;
+    if (watch_log_close(w->log) != 0 && rc == EXIT_OK)
+        rc = EXIT_ENV;
+    if (w->log->lost_all) {
+        char line[512];
+        snprintf(line, sizeof(line), "oomless watch: %lld sample%s not written to '%s'\n",
+                 w->log->lost_all, w->log->lost_all == 1 ? " was" : "s were", w->log->path);
+        strncat(w->log->notes, line, sizeof(w->log->notes) - strlen(w->log->notes) - 1);
+        if (rc == EXIT_OK)
+            rc = EXIT_ENV;
+    }
+    say_log_notes(w);
     return rc;
 }
 
@@ -313,6 +361,7 @@ static int run_loop(struct watch_ctx *w, const struct watch_opts *o)
     while (rc == EXIT_OK && !watch_stop_signal) {
         if ((rc = watch_step(w)))
             break;
+        say_log_notes(w);
         if (o->json)
             rc = print_json(oom_monitor_snapshot(w->monitor), o->once);
         else
@@ -331,22 +380,6 @@ static int run_loop(struct watch_ctx *w, const struct watch_opts *o)
 }
 
 /* ---- setup --------------------------------------------------------------------------------- */
-
-static int open_csv(struct watch_ctx *w, const char *path)
-{
-    struct stat st;
-    int is_new = stat(path, &st) != 0 || st.st_size == 0;
-    if (!(w->csv = fopen(path, "a"))) {
-        fprintf(stderr, "oomless watch: cannot open '%s': %s\n", path, strerror(errno));
-        return EXIT_ENV;
-    }
-    w->csv_path = path;
-    if (is_new && (fputs(oom_watch_csv_header(), w->csv) == EOF || fflush(w->csv))) {
-        fprintf(stderr, "oomless watch: cannot write '%s': %s\n", path, strerror(errno));
-        return EXIT_ENV;
-    }
-    return EXIT_OK;
-}
 
 static int setup_budget(struct watch_ctx *w, const struct watch_opts *o, struct cli_target *t)
 {
@@ -384,6 +417,7 @@ int cmd_watch(int argc, char **argv)
 {
     struct watch_opts o = {.interval = 1.0};
     struct watch_ctx w = {0};
+    struct watch_log log;
     struct cli_target t = {0};
     oom_gpu_session *s = NULL;
     int help = 0, rc, err;
@@ -401,7 +435,7 @@ int cmd_watch(int argc, char **argv)
         rc = cli_fail("watch", err);
         goto done;
     }
-    if ((rc = setup_budget(&w, &o, &t)) || (o.log && (rc = open_csv(&w, o.log))))
+    if ((rc = setup_budget(&w, &o, &t)) || (o.log && (rc = open_log(&w, &log, o.log))))
         goto done;
     if (o.events && (err = oom_event_log_open(&w.events, o.events))) {
         rc = cli_fail("watch", err);
@@ -415,8 +449,7 @@ int cmd_watch(int argc, char **argv)
     if (w.error[0]) /* printed here, after the interactive view gave the terminal back */
         fprintf(stderr, "oomless watch: %s\n", w.error);
 done:
-    if (w.csv && fclose(w.csv) && rc == EXIT_OK)
-        rc = EXIT_ENV;
+    rc = close_log(&w, rc);
     oom_event_log_free(w.events);
     oom_monitor_free(w.monitor);
     cli_budget_done(&t);

@@ -43,15 +43,11 @@ static int write_csv(struct watch_ctx *w, const oom_watch_snapshot *s)
 {
     char *rows = NULL;
     int err;
-    if (!w->csv)
+    if (!w->log)
         return EXIT_OK;
     if ((err = oom_watch_to_csv(&rows, s)))
         return step_fail(w, err);
-    if (fputs(rows, w->csv) == EOF || fflush(w->csv)) {
-        snprintf(w->error, sizeof(w->error), "cannot write '%s': %s", w->csv_path, strerror(errno));
-        oom_free(rows);
-        return EXIT_ENV;
-    }
+    watch_log_append(w->log, rows);
     oom_free(rows);
     return EXIT_OK;
 }

@@ -6,6 +6,7 @@
 #define OOMLESS_WATCH_SESSION_H
 
 #include "oomless.h"
+#include "watch_log.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -17,14 +18,13 @@
 struct watch_ctx {
     oom_monitor *monitor;
     oom_event_log *events; /* NULL without --events */
-    FILE *csv;             /* NULL without --log */
-    const char *csv_path;
-    double interval;     /* seconds between samples */
-    long long count;     /* samples to take; 0: until stopped */
-    long long taken;     /* samples taken so far */
-    size_t events_added; /* events the last step read */
-    int paused;          /* the interactive view stopped sampling */
-    char error[512];     /* why watch_step failed, printed once the terminal is back */
+    struct watch_log *log; /* NULL without --log */
+    double interval;       /* seconds between samples */
+    long long count;       /* samples to take; 0: until stopped */
+    long long taken;       /* samples taken so far */
+    size_t events_added;   /* events the last step read */
+    int paused;            /* the interactive view stopped sampling */
+    char error[512];       /* why watch_step failed, printed once the terminal is back */
 };
 
 /* the signal that asked the watch to stop (SIGINT, SIGTERM, SIGHUP, SIGQUIT), or 0; set by the
@@ -32,7 +32,8 @@ struct watch_ctx {
 extern volatile sig_atomic_t watch_stop_signal;
 
 /* Samples once, appends the CSV rows, reads new events. Returns an exit code (EXIT_OK...);
- * on failure the message is in w->error (nothing is printed). */
+ * on failure the message is in w->error (nothing is printed). A log that cannot be written is
+ * no failure: watching goes on, and w->log->notes says so. */
 int watch_step(struct watch_ctx *w);
 /* Monotonic seconds. */
 double watch_now(void);

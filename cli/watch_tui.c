@@ -194,8 +194,10 @@ static void draw_header(const struct tui *t)
     snprintf(iv, sizeof(iv), "%g s", t->w->interval);
     use_attr(t, PAIR_TITLE, A_REVERSE | A_BOLD);
     mvhline(0, 0, ' ', COLS);
-    put(0, 0, " oomless watch   every %s%s   q quit  p pause  +/- interval  %s select GPU", iv,
-        t->w->paused ? "   [PAUSED]" : "", t->utf8 ? "\xe2\x86\x90\xe2\x86\x92" : "<- ->");
+    put(0, 0, " oomless watch   every %s%s%s   q quit  p pause  +/- interval  %s select GPU", iv,
+        t->w->paused ? "   [PAUSED]" : "",
+        t->w->log && t->w->log->failing ? "   [LOG NOT WRITTEN]" : "",
+        t->utf8 ? "\xe2\x86\x90\xe2\x86\x92" : "<- ->");
     use_attr(t, 0, A_NORMAL);
 }
 

@@ -430,7 +430,8 @@ typedef struct oom_watch_process {
     uint64_t used_bytes; /**< OOM_UNKNOWN when the driver does not say */
     int is_graphics;
     int local;          /**< 1 when the PID exists here; 0: another PID namespace (container) */
-    char command[256];  /**< command line, arguments joined by spaces */
+    char command[256];  /**< command line, arguments joined by spaces; a longer one is cut at a
+                             UTF-8 character boundary and ends in "..." */
     char user[64];      /**< owner's user name (or uid as digits) */
     int64_t batch_size; /**< OOMLESS_BATCH_SIZE from its environment (`oomless run`), or -1 */
     int64_t grad_accum; /**< OOMLESS_GRAD_ACCUM likewise, or -1 */
@@ -504,7 +505,10 @@ OOM_EXPORT const char *oom_watch_csv_header(void);
  *   timestamp,kind,gpu_index,gpu_name,pid,command,user,used_bytes,total_bytes,
  *   utilization_gpu,temperature_c,band,lost,batch_size,grad_accum
  * timestamp is Unix seconds with milliseconds; a column that does not apply or is unknown is
- * empty.
+ * empty. The text columns (gpu_name, command, user) are read no further than their arrays, and
+ * one that starts with =, +, -, @, a tab or a carriage return gets a leading single quote ('),
+ * so that a spreadsheet shows it as text instead of running it as a formula (CSV injection:
+ * anyone sharing the GPU chooses their command line).
  */
 OOM_EXPORT int oom_watch_to_csv(char **out, const oom_watch_snapshot *snapshot);
 

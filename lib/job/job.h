@@ -36,8 +36,12 @@ typedef struct oomi_tree {
     const pid_t *known;
     size_t nknown;
 } oomi_tree;
-/* Fills pids with the job's live processes; returns the count (at most max). */
+/* Fills pids with the job's live processes; returns the count (at most max). Reads the whole
+ * process table (every /proc/PID/stat): for killing what is left of a job, not for sampling. */
 size_t oomi_proc_tree(pid_t *pids, size_t max, const oomi_tree *t);
+/* 1 when `pid` is one of the job's processes (as oomi_proc_tree() counts them), found by
+ * following its parent links up: a few /proc reads, whatever the number of processes. */
+int oomi_proc_in_tree(pid_t pid, const oomi_tree *t);
 /* SIGKILLs the job's processes, reaps those that are our children, and repeats until none is
  * left (bounded: about 10 s). */
 void oomi_proc_kill_all(const oomi_tree *t);

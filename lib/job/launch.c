@@ -265,41 +265,43 @@ static void pump(struct watch *w, struct stream *s)
     }
 }
 
-/* One NVML sample: the largest per-GPU sum of the job's processes' used bytes. */
+/* Whether an NVML process is the job's; one that is, and is not the leader, is remembered (it
+ * still counts after leaving the group, once reparented to us). */
+static int job_process(struct watch *w, const oomi_tree *t, pid_t pid)
+{
+    size_t k;
+    if (pid == w->p.pid)
+        return 1;
+    if (!oomi_proc_in_tree(pid, t))
+        return 0;
+    for (k = 0; k < w->nknown && w->known[k] != pid; k++)
+        ;
+    if (k == w->nknown && w->nknown < KNOWN_MAX)
+        w->known[w->nknown++] = pid;
+    return 1;
+}
+
+/* One NVML sample: the largest per-GPU sum of the job's processes' used bytes. Only the PIDs
+ * NVML lists are looked up in /proc (their parent links), never the whole process table: on a
+ * node with thousands of processes that scan, 20 times a second, cost half a core. */
 static void sample(struct watch *w)
 {
-    pid_t pids[1024];
     oom_gpu_list *list = NULL;
-    size_t n, g, i;
+    oomi_tree t = tree_of(w);
+    size_t g, k, d;
     uint64_t best = 0;
     int found = 0;
 
-    oomi_tree t = tree_of(w);
-
-    n = oomi_proc_tree(pids, OOMI_ARRAY_LEN(pids) - 1, &t);
-    for (i = 0; i < n && w->nknown < KNOWN_MAX; i++) /* remember who belonged to the job */
-        if (pids[i] != w->p.pid) {
-            size_t k;
-            for (k = 0; k < w->nknown && w->known[k] != pids[i]; k++)
-                ;
-            if (k == w->nknown)
-                w->known[w->nknown++] = pids[i];
-        }
-    pids[n++] = w->p.pid; /* a zombie leader is not in /proc's live list */
     if (!w->l->gpu || oom_gpu_sample(&list, w->l->gpu, OOM_SAMPLE_PROCESSES) != OOM_OK)
         return;
     for (g = 0; g < list->count; g++) {
         const oom_gpu_info *gi = &list->gpus[g];
         uint64_t sum = 0;
-        size_t k;
         for (k = 0; k < gi->process_count; k++) {
             const oom_gpu_process *pr = &gi->processes[k];
-            size_t d;
-            for (i = 0; i < n && pids[i] != (pid_t)pr->pid; i++)
-                ;
             for (d = 0; d < k && gi->processes[d].pid != pr->pid; d++)
                 ; /* a pid in both the compute and the graphics list counts once */
-            if (i < n && d == k && pr->used_bytes != OOM_UNKNOWN) {
+            if (d == k && pr->used_bytes != OOM_UNKNOWN && job_process(w, &t, (pid_t)pr->pid)) {
                 sum += pr->used_bytes;
                 found = 1;
             }

@@ -203,12 +203,15 @@ int oomi_proc_spawn(oomi_proc *p, int *exec_errno, const char *path, char *const
 
 /* ---- the process table (/proc) ------------------------------------------------------------- */
 
+#define TREE_DEPTH_MAX 1024 /* parent links followed by oomi_proc_in_tree() */
+
 struct pinfo {
     pid_t pid, ppid, pgid;
     unsigned long long start;
 };
 
-/* Reads "pid (comm) state ppid pgrp" from /proc/PID/stat; comm may hold spaces and ')'. */
+/* Reads "pid (comm) state ppid pgrp ... starttime" (fields 1-5 and 22) from /proc/PID/stat;
+ * comm may hold spaces and ')'. */
 static int read_stat(struct pinfo *pi, pid_t pid)
 {
     char path[64], buf[512], *rp;
@@ -227,7 +230,8 @@ static int read_stat(struct pinfo *pi, pid_t pid)
     buf[n] = '\0';
     if (!(rp = strrchr(buf, ')')) ||
         sscanf(rp + 1,
-               " %c %ld %ld %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu",
+               /* state ppid pgrp, 16 fields skipped (session ... itrealvalue), starttime */
+               " %c %ld %ld %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %*s %llu",
                &state, &ppid, &pgid, &pi->start) != 4)
         return -1;
     if (state == 'Z' || state == 'X')
@@ -309,6 +313,27 @@ size_t oomi_proc_tree(pid_t *pids, size_t max, const oomi_tree *t)
     } while (n != before && n < max);
     oomi_free(all);
     return n;
+}
+
+int oomi_proc_in_tree(pid_t pid, const oomi_tree *t)
+{
+    pid_t self = getpid();
+    struct pinfo pi;
+    int depth;
+
+    /* up the parent links: a process belongs when it or an ancestor does (the same set that
+     * oomi_proc_tree() builds downward from the whole table); bounded against a table that
+     * changes under the walk */
+    for (depth = 0; depth < TREE_DEPTH_MAX && pid > 1 && pid != self; depth++) {
+        if (pid == t->pgid)
+            return 1; /* the leader, a zombie too */
+        if (read_stat(&pi, pid) != 0)
+            return 0;
+        if (belongs(&pi, t, self))
+            return 1;
+        pid = pi.ppid;
+    }
+    return 0;
 }
 
 static void sleep_ms(long ms)

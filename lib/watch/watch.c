@@ -25,6 +25,7 @@
 #define HIST_CAP       1024 /* samples kept per series (the window is also bounded in time) */
 #define MAX_BUDGETS    64
 #define ENVIRON_MAX    (1u << 20)
+#define COMMAND_CUT    "..." /* ends a command line cut to fit oom_watch_process.command */
 
 /* a ring of (monotonic time, bytes) */
 struct series {
@@ -113,9 +114,25 @@ static ssize_t read_small(const char *path, char *buf, size_t cap)
     return total;
 }
 
+/* Cuts `buf` (n bytes) to fit `size` bytes with its NUL, ending in COMMAND_CUT when it does
+ * not fit: at a UTF-8 character boundary, so that a cut never leaves half a character. */
+static void copy_command(char *out, size_t size, const char *buf, size_t n)
+{
+    size_t keep = n;
+    if (n >= size) {
+        keep = size - 1 - (sizeof(COMMAND_CUT) - 1);
+        while (keep > 0 && ((unsigned char)buf[keep] & 0xC0) == 0x80)
+            keep--; /* buf[keep] continues a character: cut before that character */
+    }
+    memcpy(out, buf, keep);
+    out[keep] = '\0';
+    if (keep < n)
+        strcat(out, COMMAND_CUT);
+}
+
 static void read_command(oom_watch_process *p, const char *dir)
 {
-    char path[64], buf[sizeof(p->command) - 2];
+    char path[64], buf[2 * sizeof(p->command)]; /* more than fits: a cut is seen as one */
     ssize_t n, i;
 
     oomi_snprintf(path, sizeof(path), "%s/cmdline", dir);
@@ -126,12 +143,11 @@ static void read_command(oom_watch_process *p, const char *dir)
         for (i = 0; i < n; i++)
             if (buf[i] == '\0' || buf[i] == '\n' || buf[i] == '\t')
                 buf[i] = ' ';
-        buf[n] = '\0';
-        oomi_snprintf(p->command, sizeof(p->command), "%s", buf);
+        copy_command(p->command, sizeof(p->command), buf, (size_t)n);
         return;
     }
     oomi_snprintf(path, sizeof(path), "%s/comm", dir); /* a zombie or kernel thread: its name */
-    n = read_small(path, buf, sizeof(buf));
+    n = read_small(path, buf, sizeof(p->command) - 2);
     while (n > 0 && buf[n - 1] == '\n')
         buf[--n] = '\0';
     if (n > 0)
@@ -646,21 +662,28 @@ const char *oom_watch_csv_header(void)
            "utilization_gpu,temperature_c,band,lost,batch_size,grad_accum\n";
 }
 
-/* a field, quoted when it holds a comma, a quote or a line break (RFC 4180) */
-static void csv_str(oomi_sb *sb, const char *s)
+/* A text field of at most `max` bytes (the array it lives in: never read past it). A field that
+ * a spreadsheet would take for a formula (starting with =, +, -, @, a tab or a carriage return:
+ * OWASP's CSV injection list) gets a leading single quote, so that it shows as text; a field
+ * holding a comma, a quote or a line break is quoted, with its quotes doubled (RFC 4180). */
+static void csv_str(oomi_sb *sb, const char *s, size_t max)
 {
+    size_t n = strnlen(s, max), i;
+    int formula = n > 0 && strchr("=+-@\t\r", s[0]) != NULL;
+    int quote = memchr(s, ',', n) || memchr(s, '"', n) || memchr(s, '\r', n) || memchr(s, '\n', n);
+
     oomi_sb_putc(sb, ',');
-    if (!strpbrk(s, ",\"\r\n")) {
-        oomi_sb_puts(sb, s);
-        return;
-    }
-    oomi_sb_putc(sb, '"');
-    for (; *s; s++) {
-        if (*s == '"')
+    if (quote)
+        oomi_sb_putc(sb, '"');
+    if (formula)
+        oomi_sb_putc(sb, '\'');
+    for (i = 0; i < n; i++) {
+        if (s[i] == '"')
             oomi_sb_putc(sb, '"');
-        oomi_sb_putc(sb, *s);
+        oomi_sb_putc(sb, s[i]);
     }
-    oomi_sb_putc(sb, '"');
+    if (quote)
+        oomi_sb_putc(sb, '"');
 }
 
 static void csv_u64(oomi_sb *sb, uint64_t v, int known)
@@ -683,7 +706,7 @@ static void csv_gpu(oomi_sb *sb, const char *ts, const oom_watch_gpu *wg)
 {
     const oom_gpu_info *g = wg->info;
     oomi_sb_printf(sb, "%s,gpu,%d", ts, g->index);
-    csv_str(sb, g->name);
+    csv_str(sb, g->name, sizeof(g->name));
     oomi_sb_puts(sb, ",,,"); /* pid, command, user */
     csv_u64(sb, g->used_bytes, !g->lost);
     csv_u64(sb, g->total_bytes, !g->lost);
@@ -696,10 +719,10 @@ static void csv_process(oomi_sb *sb, const char *ts, const oom_watch_gpu *wg,
                         const oom_watch_process *p)
 {
     oomi_sb_printf(sb, "%s,process,%d", ts, wg->info->index);
-    csv_str(sb, wg->info->name);
+    csv_str(sb, wg->info->name, sizeof(wg->info->name));
     oomi_sb_printf(sb, ",%u", (unsigned)p->pid);
-    csv_str(sb, p->command);
-    csv_str(sb, p->user);
+    csv_str(sb, p->command, sizeof(p->command));
+    csv_str(sb, p->user, sizeof(p->user));
     csv_u64(sb, p->used_bytes, 1);
     oomi_sb_puts(sb, ",,,,,"); /* total, utilization, temperature, band, lost */
     csv_i64(sb, p->batch_size);

@@ -315,6 +315,15 @@ T send-keys -t w 'C-\'
 expect_pane "watch-exit=131" "tui: Ctrl-\\ exits with 128+3"
 expect_eq "$(alt_screen)" 0 "tui: Ctrl-\\ restores the terminal"
 
+# a log that cannot be written: the view says so and goes on; the message comes after it
+start_watch screen --log /dev/full
+expect_pane "[LOG NOT WRITTEN]" "tui: a failing --log shown in the title bar"
+expect_pane "Tesla T4" "tui: still watching with the log failing"
+T send-keys -t w q
+expect_pane "watch-exit=3" "tui: exit 3 when samples were not logged"
+expect_pane "cannot write '/dev/full': No space left on device" "tui: the log's failure said after the view"
+expect_eq "$(alt_screen)" 0 "tui: the terminal restored"
+
 start_watch dumb --count 2
 expect_pane "watch-exit=0" "TERM=dumb on a terminal: text mode"
 expect_contains "$PANE" "GPU 0  NVIDIA A100-SXM4-80GB  [" "TERM=dumb on a terminal: text snapshot"

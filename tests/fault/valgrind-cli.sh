@@ -27,6 +27,7 @@ for ((i = 0; i < count; i++)); do
     real_bin=""
     for e in "${envs[@]}"; do
         [[ $e == OOMLESS_BIN=* ]] && real_bin=${e#OOMLESS_BIN=}
+        [[ $e == TMPDIR=* ]] && mkdir -p "${e#TMPDIR=}" # made by the tmp.setup test under ctest
     done
     [ -n "$real_bin" ] || { echo "$name: no OOMLESS_BIN" >&2; fail=1; continue; }
     wrapper="$LOGS/$name.oomless"

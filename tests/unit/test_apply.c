@@ -13,6 +13,7 @@
 
 #include "core/core.h"
 #include "oomless.h"
+#include "unit/tmpdir.h"
 
 static const char plan_json[] =
     "{\"plan\": {\"batch_size\": 8, \"grad_accum\": 4, \"effective_batch\": 32, \"seq_len\": "
@@ -293,13 +294,13 @@ static void spit(const char *path, const char *text)
 /* two files, the second refused: neither changes, no backup or temporary appears */
 static void test_all_or_nothing(void **state)
 {
-    char dir[] = "/tmp/oomless-apply-XXXXXX", p1[64], p2[64], bak[80], *t;
+    char dir[512], p1[600], p2[600], bak[620], *t;
     const char *files[2] = {p1, p2};
     oom_apply *a;
     struct stat st;
 
     (void)state;
-    assert_non_null(mkdtemp(dir));
+    assert_non_null(mkdtemp(test_tmp_path(dir, sizeof(dir), "oomless-apply-XXXXXX")));
     snprintf(p1, sizeof(p1), "%s/a.yaml", dir);
     snprintf(p2, sizeof(p2), "%s/b.yaml", dir);
     snprintf(bak, sizeof(bak), "%s.bak", p1);

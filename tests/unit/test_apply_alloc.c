@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "oomless.h"
+#include "unit/tmpdir.h"
 
 static long fail_at, count, live;
 
@@ -82,8 +83,8 @@ done:
 
 static void every_n(const char *name, const char *text)
 {
-    char path[] = "/tmp/oomless-alloc-XXXXXX";
-    int fd = mkstemp(path), err;
+    char path[512];
+    int fd = mkstemp(test_tmp_path(path, sizeof(path), "oomless-alloc-XXXXXX")), err;
     long n;
 
     assert_true(fd >= 0);

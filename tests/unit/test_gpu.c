@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "oomless.h"
+#include "unit/tmpdir.h"
 
 static const char *const uuids[] = {
     "GPU-aaaaaaaa-1111-2222-3333-444444444444",
@@ -128,10 +129,8 @@ static void test_catalog(void **state)
 
 static char *write_tmp(const char *text)
 {
-    static char path[64];
-    int fd;
-    strcpy(path, "/tmp/oomless-test-XXXXXX");
-    fd = mkstemp(path);
+    static char path[512];
+    int fd = mkstemp(test_tmp_path(path, sizeof(path), "oomless-test-XXXXXX"));
     assert_true(fd >= 0);
     assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
     close(fd);
@@ -233,6 +232,22 @@ static void test_target_profile(void **state)
 
 /* ---- the real dlopen path against the fake NVML ---------------------------------------- */
 
+static char spec_path[512]; /* the fake NVML's spec file of the moment */
+
+static void drop_spec(void)
+{
+    if (spec_path[0])
+        unlink(spec_path);
+    spec_path[0] = '\0';
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    drop_spec();
+    return 0;
+}
+
 static void use_fake(const char *variant, const char *spec)
 {
     char lib[2048];
@@ -246,7 +261,9 @@ static void use_fake(const char *variant, const char *spec)
     } else
         snprintf(lib, sizeof(lib), "%s", base);
     setenv("OOMLESS_NVML_LIBRARY", lib, 1);
-    setenv("FAKE_NVML_SPEC", write_tmp(spec), 1);
+    drop_spec(); /* the fake reads its spec when a session opens: the last one is done with */
+    snprintf(spec_path, sizeof(spec_path), "%s", write_tmp(spec));
+    setenv("FAKE_NVML_SPEC", spec_path, 1);
 }
 
 static const char two_gpus[] =
@@ -400,5 +417,5 @@ int main(void)
     };
     unsetenv("OOMLESS_GPU");
     unsetenv("GPU_PROFILE");
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, NULL, teardown);
 }

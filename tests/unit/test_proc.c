@@ -1,5 +1,8 @@
 /* test_proc.c - one supervised launch: placeholders, environment, exit codes, OOM, exec failure,
- * timeout with SIGKILL escalation, signal forwarding. Uses the fake job ($FAKE_JOB). */
+ * timeout with SIGKILL escalation, signal forwarding; which processes are the job's, and GPU
+ * sampling that never reads the whole process table. Uses the fake job ($FAKE_JOB) and the
+ * fake NVML ($FAKE_NVML_LIB). */
+#define _GNU_SOURCE /* RTLD_NEXT */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,16 +10,36 @@
 #include <cmocka.h>
 
 #include "job/job.h"
+#include "unit/tmpdir.h"
 
+#include <dirent.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 static oom_patterns *patterns;
 static const char *fakejob;
+
+/* Every opendir() of this program, the library's included, comes here first: the test counts
+ * the reads of the whole process table (opendir("/proc")). */
+static int proc_table_reads;
+DIR *opendir(const char *name)
+{
+    static DIR *(*real)(const char *);
+    if (!real)
+        *(void **)&real = dlsym(RTLD_NEXT, "opendir");
+    if (!strcmp(name, "/proc"))
+        proc_table_reads++;
+    return real ? real(name) : NULL;
+}
 
 static int setup(void **state)
 {
@@ -48,8 +71,8 @@ static void prepare(oomi_launch *l, const oom_job *job, int batch)
 static const char *capture(const char *const *argv, const char *const *env, int batch, int seq)
 {
     static char buf[65536];
-    char path[] = "/tmp/oomless-test-proc.XXXXXX";
-    int fd = mkstemp(path);
+    char path[512];
+    int fd = mkstemp(test_tmp_path(path, sizeof(path), "oomless-test-proc.XXXXXX"));
     oom_job job = {argv, env, 0, -1};
     oomi_launch l;
     ssize_t n;
@@ -193,6 +216,165 @@ static void test_stop_forwarded(void **state)
     assert_int_equal(l.exit_code, 128 + SIGINT);
 }
 
+/* ---- which processes are the job's ------------------------------------------------------- */
+
+struct born {
+    char who; /* 'g': stays in the group; 's': left it (setsid) */
+    pid_t pid;
+};
+
+static void pause_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) < 0)
+        ;
+}
+
+/* a leader in its own group with two children: one in the group, one that left it */
+static pid_t spawn_family(pid_t *grouped, pid_t *left)
+{
+    struct born b;
+    int p[2], i;
+    pid_t leader;
+
+    assert_int_equal(pipe(p), 0);
+    leader = fork();
+    if (leader == 0) {
+        setpgid(0, 0);
+        for (i = 0; i < 2; i++)
+            if (fork() == 0) {
+                b.who = i ? 's' : 'g';
+                if (i)
+                    setsid();
+                b.pid = getpid();
+                if (write(p[1], &b, sizeof(b)) != (ssize_t)sizeof(b))
+                    _exit(1);
+                pause_ms(60000);
+                _exit(0);
+            }
+        pause_ms(60000);
+        _exit(0);
+    }
+    setpgid(leader, leader);
+    close(p[1]);
+    for (i = 0; i < 2; i++) {
+        assert_int_equal(read(p[0], &b, sizeof(b)), sizeof(b));
+        *(b.who == 's' ? left : grouped) = b.pid;
+    }
+    close(p[0]);
+    return leader;
+}
+
+static int listed(const pid_t *pids, size_t n, pid_t pid)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (pids[i] == pid)
+            return 1;
+    return 0;
+}
+
+static void test_tree_walk(void **state)
+{
+    pid_t older, leader, grouped = 0, left = 0, pids[1024];
+    oomi_tree t;
+    size_t n;
+    (void)state;
+
+    assert_int_equal(prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), 0); /* as oomi_proc_spawn does */
+    older = fork(); /* our child, but started before the job: not the job's */
+    if (older == 0) {
+        pause_ms(60000);
+        _exit(0);
+    }
+    pause_ms(50); /* a start time a few clock ticks before the leader's */
+    leader = spawn_family(&grouped, &left);
+    t = (oomi_tree){leader, oomi_proc_start_time(leader), NULL, 0};
+    assert_true(t.since > 0);
+    assert_true(oomi_proc_in_tree(leader, &t));
+    assert_true(oomi_proc_in_tree(grouped, &t));
+    assert_true(oomi_proc_in_tree(left, &t)); /* a descendant, out of the group */
+    assert_false(oomi_proc_in_tree(older, &t));
+    assert_false(oomi_proc_in_tree(getpid(), &t));
+    assert_false(oomi_proc_in_tree(getppid(), &t));
+    assert_false(oomi_proc_in_tree(1, &t));
+    assert_false(oomi_proc_in_tree(0, &t));
+    /* the same set as the scan of the whole table */
+    n = oomi_proc_tree(pids, 1024, &t);
+    assert_int_equal(n, 3);
+    assert_true(listed(pids, n, leader) && listed(pids, n, grouped) && listed(pids, n, left));
+    /* the leader dies: its children are reparented to us and still count */
+    kill(leader, SIGKILL);
+    waitpid(leader, NULL, 0);
+    assert_true(oomi_proc_in_tree(left, &t));
+    assert_true(oomi_proc_in_tree(grouped, &t));
+    assert_false(oomi_proc_in_tree(older, &t));
+    n = oomi_proc_tree(pids, 1024, &t);
+    assert_int_equal(n, 2);
+    kill(grouped, SIGKILL);
+    kill(left, SIGKILL);
+    kill(older, SIGKILL);
+    waitpid(grouped, NULL, 0);
+    waitpid(left, NULL, 0);
+    waitpid(older, NULL, 0);
+}
+
+/* GPU sampling every 50 ms looks up only the PIDs NVML lists: the whole process table is read
+ * only to kill what is left at the end, not once per sample */
+static void test_sampling_reads_no_process_table(void **state)
+{
+    const char *lib = getenv("FAKE_NVML_LIB");
+    char dir[512], procdir[600], spec[600], text[1024], file[640];
+    const char *argv[] = {
+        fakejob,   "--batch-size", "{batch}",      "--steps", "20",        "--step-time-ms", "50",
+        "--fixed", "1G",           "--per-sample", "1M",      "--procdir", procdir,          NULL};
+    oom_job job = {argv, NULL, -1, -1};
+    oom_gpu_session *gpu = NULL;
+    oomi_launch l;
+    FILE *f;
+    (void)state;
+
+    if (!lib)
+        skip();
+    assert_non_null(mkdtemp(test_tmp_path(dir, sizeof(dir), "oomless-test-sample.XXXXXX")));
+    snprintf(procdir, sizeof(procdir), "%s/procs", dir);
+    snprintf(spec, sizeof(spec), "%s/spec", dir);
+    assert_int_equal(mkdir(procdir, 0700), 0);
+    /* our parent holds 1 GiB on the GPU too: a live process that is not the job's */
+    snprintf(text, sizeof(text),
+             "gpu name=\"Fake\" total=8589934592 used=0\n"
+             "proc gpu=0 pid=%d used=1073741824\nprocdir %s\n",
+             (int)getppid(), procdir);
+    assert_non_null(f = fopen(spec, "w"));
+    fputs(text, f);
+    fclose(f);
+    setenv("OOMLESS_NVML_LIBRARY", lib, 1);
+    setenv("FAKE_NVML_SPEC", spec, 1);
+    assert_int_equal(oom_gpu_open(&gpu), OOM_OK);
+    prepare(&l, &job, 4);
+    l.gpu = gpu;
+    { /* the count sees the library's reads: one scan of the table is one */
+        pid_t none[4];
+        oomi_tree t = {getpid(), 0, NULL, 0};
+        proc_table_reads = 0;
+        oomi_proc_tree(none, 4, &t);
+        assert_int_equal(proc_table_reads, 1);
+    }
+    proc_table_reads = 0;
+    assert_int_equal(oomi_launch_run(&l), OOM_OK);
+    assert_int_equal(l.exit_code, 0);
+    assert_int_equal(l.peak_bytes, 1073741824ull + 4 * 1048576ull); /* the job's memory alone */
+    /* ~20 samples over the job's second; before, each read the whole table */
+    if (proc_table_reads > 3)
+        fail_msg("%d reads of the whole process table", proc_table_reads);
+    oom_gpu_close(gpu);
+    snprintf(file, sizeof(file), "%s/%ld", procdir, l.pid);
+    unlink(file);
+    rmdir(procdir);
+    unlink(spec);
+    rmdir(dir);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -204,6 +386,8 @@ int main(void)
         cmocka_unit_test(test_exec_failure),
         cmocka_unit_test(test_timeout_escalates),
         cmocka_unit_test(test_stop_forwarded),
+        cmocka_unit_test(test_tree_walk),
+        cmocka_unit_test(test_sampling_reads_no_process_table),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -6,6 +6,7 @@
 #include <cmocka.h>
 
 #include "oomless.h"
+#include "unit/tmpdir.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -141,12 +142,12 @@ static void test_bad_options(void **state)
 
 static void test_calibration_roundtrip(void **state)
 {
-    char dir[] = "/tmp/oomless-calib.XXXXXX", path[256], *key = NULL, *other = NULL;
+    char dir[512], path[600], *key = NULL, *other = NULL;
     const char *argv[] = {"python", "train.py", "--bs", "{batch}", NULL};
     const char *argv2[] = {"python", "train.py", "--bs={batch}", NULL};
     oom_calibration rec = {0}, *got = NULL;
     (void)state;
-    assert_non_null(mkdtemp(dir));
+    assert_non_null(mkdtemp(test_tmp_path(dir, sizeof(dir), "oomless-calib.XXXXXX")));
     snprintf(path, sizeof(path), "%s/sub/calibration.jsonl", dir);
     assert_int_equal(oom_calibration_command_key(&key, argv), OOM_OK);
     assert_string_equal(key, "[\"python\",\"train.py\",\"--bs\",\"{batch}\"]");

@@ -19,8 +19,9 @@
 #include <unistd.h>
 
 #include "oomless.h"
+#include "unit/tmpdir.h"
 
-static char tmpdir[] = "/tmp/oomless-watch-XXXXXX";
+static char tmpdir[512]; /* $TMPDIR/oomless-watch-XXXXXX */
 
 static void write_text(const char *path, const char *mode, const char *text)
 {
@@ -199,6 +200,62 @@ static void test_csv_rows(void **state)
     assert_int_equal(oom_watch_to_csv(NULL, &s), OOM_EINVAL);
 }
 
+/* Anyone sharing the GPU chooses their command line: a field a spreadsheet would run as a
+ * formula is written as text, and no field is read past its array. */
+static void test_csv_injection(void **state)
+{
+    static const char *const commands[] = {
+        "=HYPERLINK(\"http://x\",\"y\")", "+1", "-rf", "@SUM(A1)", "\rcalc", "\tx", "a=b"};
+    static const char *const fields[] = {",\"'=HYPERLINK(\"\"http://x\"\",\"\"y\"\")\",",
+                                         ",'+1,",
+                                         ",'-rf,",
+                                         ",'@SUM(A1),",
+                                         ",\"'\rcalc\",",
+                                         ",'\tx,",
+                                         ",a=b,"};
+    oom_gpu_info g;
+    oom_watch_gpu wg;
+    oom_watch_process p[8];
+    oom_watch_snapshot s;
+    char *rows = NULL, full[320];
+    size_t i;
+    (void)state;
+
+    memset(&g, 0, sizeof(g));
+    memset(p, 0, sizeof(p));
+    memset(&s, 0, sizeof(s));
+    snprintf(g.name, sizeof(g.name), "=GPU");
+    for (i = 0; i < 7; i++) {
+        p[i] = (oom_watch_process){.pid = (uint32_t)i + 1,
+                                   .used_bytes = 1,
+                                   .local = 1,
+                                   .batch_size = -1,
+                                   .grad_accum = -1};
+        snprintf(p[i].command, sizeof(p[i].command), "%s", commands[i]);
+        snprintf(p[i].user, sizeof(p[i].user), "-bob");
+    }
+    /* a command that fills its array with no NUL: exactly 256 bytes come out */
+    p[7] = (oom_watch_process){.pid = 8, .used_bytes = 1, .batch_size = -1, .grad_accum = -1};
+    memset(p[7].command, 'x', sizeof(p[7].command));
+    wg = (oom_watch_gpu){.info = &g, .band = OOM_BAND_SAFE, .process_count = 8, .processes = p};
+    s.time = 1.0;
+    s.gpu_count = 1;
+    s.gpus = &wg;
+    assert_int_equal(oom_watch_to_csv(&rows, &s), OOM_OK);
+    assert_memory_equal(rows, "1.000,gpu,0,'=GPU,,,,", 21);
+    for (i = 0; i < 7; i++) {
+        char row[512];
+        snprintf(row, sizeof(row), "1.000,process,0,'=GPU,%u%s'-bob,1,", (unsigned)i + 1,
+                 fields[i]);
+        if (!strstr(rows, row))
+            fail_msg("row not found: %s\nin:\n%s", row, rows);
+    }
+    /* the unterminated command: its 256 bytes, then the next column */
+    snprintf(full, sizeof(full), "1.000,process,0,'=GPU,8,%.256s,,1,,,,,,,\n", p[7].command);
+    assert_non_null(strstr(rows, full));
+    oom_free(rows);
+}
+
 /* ---- events -------------------------------------------------------------------------------- */
 
 static void test_event_parse(void **state)
@@ -251,7 +308,7 @@ static void test_event_parse(void **state)
 
 static void test_event_log(void **state)
 {
-    char path[256];
+    char path[1024];
     oom_event_log *log = NULL;
     size_t added = 99;
     (void)state;
@@ -293,7 +350,7 @@ static void test_event_log(void **state)
     assert_int_equal(oom_event_log_at(log, 0)->kind, OOM_RUN_EVENT_EXIT);
     /* another, longer file renamed over it (a new run): read from its start too */
     {
-        char other[300];
+        char other[1100];
         snprintf(other, sizeof(other), "%s.new", path);
         write_text(other, "w",
                    "{\"time\": 10, \"event\": \"launch\", \"batch\": 8}\n"
@@ -313,7 +370,7 @@ static void test_event_log(void **state)
 
 static void test_event_log_keeps_last(void **state)
 {
-    char path[256], line[128];
+    char path[1024], line[128];
     oom_event_log *log = NULL;
     FILE *f;
     int i;
@@ -342,7 +399,7 @@ static void test_event_log_nul_bytes(void **state)
 {
     static const char before[] = "{\"time\": 1, \"event\": \"launch\", \"batch\": 8}\n{\"tim";
     static const char after[] = "{\"time\": 2, \"event\": \"oom\", \"batch\": 8}\n{\"time\": 3, ";
-    char path[256], zeros[512] = {0};
+    char path[1024], zeros[512] = {0};
     oom_event_log *log = NULL;
     size_t added = 0;
     FILE *f;
@@ -373,7 +430,7 @@ static void test_event_log_nul_bytes(void **state)
 /* A FIFO as the events file: refused at once (the alarm fails a hang), not waited on. */
 static void test_event_log_fifo(void **state)
 {
-    char path[256];
+    char path[1024];
     oom_event_log *log = NULL;
     (void)state;
 
@@ -392,7 +449,7 @@ static void test_event_log_fifo(void **state)
 
 static void test_plan_peak(void **state)
 {
-    char path[256];
+    char path[1024];
     uint64_t peak = 0;
     (void)state;
     snprintf(path, sizeof(path), "%s/plan.json", tmpdir);
@@ -418,10 +475,11 @@ static void test_plan_peak(void **state)
 /* ---- the monitor against the fake NVML ----------------------------------------------------- */
 
 /* waits (up to 10 s) until the child has exec'd sleep, so /proc shows the new image */
-static void wait_exec(pid_t pid)
+static void wait_exec(pid_t pid, const char *argv0)
 {
     char path[64], buf[64] = "";
     struct timespec pause = {0, 10 * 1000 * 1000};
+    size_t want = strlen(argv0) < sizeof(buf) - 1 ? strlen(argv0) + 1 : sizeof(buf) - 1;
     int i;
     snprintf(path, sizeof(path), "/proc/%d/cmdline", (int)pid);
     for (i = 0; i < 1000; i++) {
@@ -430,19 +488,20 @@ static void wait_exec(pid_t pid)
         if (f)
             fclose(f);
         buf[n] = '\0';
-        if (!strcmp(buf, "sleep"))
+        if (n >= want && !memcmp(buf, argv0, want))
             return;
         nanosleep(&pause, NULL);
     }
     fail_msg("child %d did not exec sleep", (int)pid);
 }
 
-/* a child that sleeps with OOMLESS_BATCH_SIZE/OOMLESS_GRAD_ACCUM in its environment */
-static pid_t spawn_job(void)
+/* a child that runs sleep as `argv0` with OOMLESS_BATCH_SIZE/OOMLESS_GRAD_ACCUM in its
+ * environment */
+static pid_t spawn_job(const char *argv0)
 {
     pid_t pid = fork();
     if (pid == 0) {
-        char *argv[] = {"sleep", "60", NULL};
+        char *argv[] = {(char *)argv0, "60", NULL};
         char *envp[] = {"PATH=/usr/bin:/bin", "OOMLESS_BATCH_SIZE=24", "OOMLESS_GRAD_ACCUM=3",
                         NULL};
         execve("/bin/sleep", argv, envp);
@@ -450,7 +509,7 @@ static pid_t spawn_job(void)
         _exit(127);
     }
     assert_true(pid > 0);
-    wait_exec(pid);
+    wait_exec(pid, argv0);
     return pid;
 }
 
@@ -517,7 +576,7 @@ static void check_first(const oom_watch_snapshot *s, pid_t job)
 static void test_monitor(void **state)
 {
     const char *lib = getenv("FAKE_NVML_LIB");
-    char spec[256], procdir[256], file[300], text[1024];
+    char spec[1024], procdir[1024], file[1100], text[2048];
     oom_gpu_session *session = NULL;
     oom_monitor *m = NULL;
     const oom_watch_snapshot *s;
@@ -527,7 +586,7 @@ static void test_monitor(void **state)
 
     if (!lib)
         skip();
-    job = spawn_job();
+    job = spawn_job("sleep");
     snprintf(procdir, sizeof(procdir), "%s/procs", tmpdir);
     snprintf(file, sizeof(file), "%s/%d", procdir, (int)job);
     snprintf(spec, sizeof(spec), "%s/nvml.spec", tmpdir);
@@ -581,6 +640,57 @@ static void test_monitor(void **state)
     unlink(spec);
 }
 
+/* A command line longer than oom_watch_process.command: cut at a character boundary, marked,
+ * and written to CSV as text even though it starts with '=' */
+static void test_long_command(void **state)
+{
+    const char *lib = getenv("FAKE_NVML_LIB");
+    char spec[1024], procdir[1024], file[1100], text[2048], argv0[512], expect[300], field[320];
+    oom_gpu_session *session = NULL;
+    oom_monitor *m = NULL;
+    const oom_watch_snapshot *s;
+    char *rows = NULL;
+    pid_t job;
+    int i;
+    (void)state;
+
+    if (!lib)
+        skip();
+    snprintf(argv0, sizeof(argv0), "=cmd ");
+    for (i = 0; i < 200; i++) /* 'é' is 2 bytes: byte 252 falls inside one */
+        strcat(argv0, "\xc3\xa9");
+    job = spawn_job(argv0);
+    snprintf(procdir, sizeof(procdir), "%s/long", tmpdir);
+    snprintf(file, sizeof(file), "%s/%d", procdir, (int)job);
+    snprintf(spec, sizeof(spec), "%s/long.spec", tmpdir);
+    assert_int_equal(mkdir(procdir, 0700), 0);
+    write_text(file, "w", "0 1073741824\n");
+    snprintf(text, sizeof(text), "gpu name=\"Fake A100\" total=8589934592 used=0\nprocdir %s\n",
+             procdir);
+    write_text(spec, "w", text);
+    setenv("OOMLESS_NVML_LIBRARY", lib, 1);
+    setenv("FAKE_NVML_SPEC", spec, 1);
+    assert_int_equal(oom_gpu_open(&session), OOM_OK);
+    assert_int_equal(oom_monitor_create(&m, session), OOM_OK);
+    assert_int_equal(oom_monitor_sample(m), OOM_OK);
+    s = oom_monitor_snapshot(m);
+    assert_int_equal(s->gpus[0].process_count, 1);
+    /* 5 + 123 whole characters (251 bytes), then the marker */
+    snprintf(expect, sizeof(expect), "%.251s...", argv0);
+    assert_string_equal(s->gpus[0].processes[0].command, expect);
+    assert_int_equal(oom_watch_to_csv(&rows, s), OOM_OK);
+    snprintf(field, sizeof(field), ",'%s,", expect);
+    assert_non_null(strstr(rows, field));
+    oom_free(rows);
+    oom_monitor_free(m);
+    oom_gpu_close(session);
+    kill(job, SIGKILL);
+    waitpid(job, NULL, 0);
+    unlink(file);
+    rmdir(procdir);
+    unlink(spec);
+}
+
 static void test_monitor_args(void **state)
 {
     oom_monitor *m = (oom_monitor *)1;
@@ -595,7 +705,7 @@ static void test_monitor_args(void **state)
 static int setup(void **state)
 {
     (void)state;
-    return mkdtemp(tmpdir) ? 0 : -1;
+    return mkdtemp(test_tmp_path(tmpdir, sizeof(tmpdir), "oomless-watch-XXXXXX")) ? 0 : -1;
 }
 
 static int teardown(void **state)
@@ -611,6 +721,7 @@ int main(void)
         cmocka_unit_test(test_trend_linear),
         cmocka_unit_test(test_trend_not_growing),
         cmocka_unit_test(test_csv_rows),
+        cmocka_unit_test(test_csv_injection),
         cmocka_unit_test(test_event_parse),
         cmocka_unit_test(test_event_log),
         cmocka_unit_test(test_event_log_keeps_last),
@@ -618,6 +729,7 @@ int main(void)
         cmocka_unit_test(test_event_log_fifo),
         cmocka_unit_test(test_plan_peak),
         cmocka_unit_test(test_monitor),
+        cmocka_unit_test(test_long_command),
         cmocka_unit_test(test_monitor_args),
     };
     return cmocka_run_group_tests(tests, setup, teardown);

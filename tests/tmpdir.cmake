@@ -1,0 +1,23 @@
+# tmpdir.cmake - the tests' own temporary folder (their TMPDIR, set in tests/CMakeLists.txt).
+#   cmake -DMODE=setup -DDIR=... -P tmpdir.cmake   before the tests: an empty folder
+#   cmake -DMODE=check -DDIR=... -P tmpdir.cmake   after them: fails, naming what is there, when
+#                                                  a test left anything behind (then removes it)
+if(NOT DIR)
+  message(FATAL_ERROR "tmpdir.cmake: no DIR given")
+endif()
+if(MODE STREQUAL "setup")
+  file(REMOVE_RECURSE "${DIR}")
+  file(MAKE_DIRECTORY "${DIR}")
+elseif(MODE STREQUAL "check")
+  file(GLOB left LIST_DIRECTORIES true "${DIR}/*" "${DIR}/.*")
+  list(FILTER left EXCLUDE REGEX "/\\.\\.?$")
+  if(left)
+    list(JOIN left "\n  " names)
+    file(REMOVE_RECURSE "${DIR}")
+    file(MAKE_DIRECTORY "${DIR}")
+    message(FATAL_ERROR "tests left these in their TMPDIR (${DIR}):\n  ${names}")
+  endif()
+  message(STATUS "${DIR} is empty: no test left a file behind")
+else()
+  message(FATAL_ERROR "tmpdir.cmake: MODE must be setup or check, not '${MODE}'")
+endif()
