@@ -103,17 +103,36 @@ static void become_subreaper(void)
 #endif
 }
 
-/* In the child, between fork and exec: async-signal-safe calls only. */
-static void child_exec(int outp[2], int errp[2], int report, pid_t parent, const char *path,
-                       char *const argv[], char *const envp[])
+/* In the child: a copy of one of our pipe ends above 2, so that placing the job's descriptors
+ * on 0-2 below never overwrites or closes another of them (they land on 0-2 when the caller
+ * runs with its standard descriptors closed). Close-on-exec, like the pipes themselves. */
+static int above_std(int fd)
+{
+    return fd <= 2 ? fcntl(fd, F_DUPFD_CLOEXEC, 3) : fd;
+}
+
+/* In the child: whether fd 0 is missing or one of our pipe ends (all close-on-exec, so the job
+ * would start with stdin closed). */
+static int stdin_unusable(const int outp[2], const int errp[2], const int rep[2])
+{
+    return fcntl(0, F_GETFD) < 0 || outp[0] == 0 || outp[1] == 0 || errp[0] == 0 ||
+           errp[1] == 0 || rep[0] == 0 || rep[1] == 0;
+}
+
+/* In the child, between fork and exec: async-signal-safe calls only. Every pipe end is
+ * close-on-exec: exec closes all of them but the two placed on 1 and 2 (dup2 clears the flag). */
+static void child_exec(const int outp[2], const int errp[2], const int rep[2], pid_t parent,
+                       const char *path, char *const argv[], char *const envp[])
 {
     static const int sigs[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT,
                                SIGPIPE, SIGCHLD, SIGTTIN, SIGTTOU};
     struct sigaction sa;
     sigset_t none;
     size_t i;
-    int e;
+    int e, report = above_std(rep[1]), out, err, null;
 
+    if (report < 0)
+        report = rep[1];
     setpgid(0, 0);
     /* never orphaned: if oomless itself dies (even by SIGKILL), the job is killed too; a parent
      * already gone before this point is caught by the getppid() check */
@@ -125,14 +144,16 @@ static void child_exec(int outp[2], int errp[2], int report, pid_t parent, const
         sigaction(sigs[i], &sa, NULL);
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    if (dup2(outp[1], 1) < 0 || dup2(errp[1], 2) < 0)
+    if ((out = above_std(outp[1])) < 0 || (err = above_std(errp[1])) < 0)
         goto fail;
-    close(outp[0]);
-    close(errp[0]);
-    if (outp[1] > 2)
-        close(outp[1]);
-    if (errp[1] > 2)
-        close(errp[1]);
+    if (stdin_unusable(outp, errp, rep)) { /* the job gets an empty stdin, not a closed one */
+        if ((null = open("/dev/null", O_RDONLY)) < 0 || (null != 0 && dup2(null, 0) < 0))
+            goto fail;
+        if (null != 0)
+            close(null);
+    }
+    if (dup2(out, 1) < 0 || dup2(err, 2) < 0)
+        goto fail;
     execve(path, argv, envp);
 fail:
     e = errno;
@@ -169,7 +190,7 @@ int oomi_proc_spawn(oomi_proc *p, int *exec_errno, const char *path, char *const
     }
     pid = fork();
     if (pid == 0)
-        child_exec(outp, errp, rep[1], self, path, argv, envp);
+        child_exec(outp, errp, rep, self, path, argv, envp);
     e = errno;
     close(outp[1]);
     close(errp[1]);
