@@ -1107,11 +1107,18 @@ OOM_EXPORT const char *oom_patterns_find(const oom_patterns *patterns, const cha
 
 /**
  * Whether a job died of running out of GPU memory: it failed (exit_code != 0: a non-zero status
- * or a signal such as SIGABRT) and its output tail holds a pattern. A job that printed an OOM
- * message but exited 0 recovered by itself; a SIGKILL without a message (the kernel's host-RAM
- * OOM killer) is not a GPU OOM. Returns 1 or 0.
+ * or a signal such as SIGABRT) and the last error in its output `text` is an OOM. The text is
+ * read line by line (a line longer than 4 KiB in overlapping windows): a line holding a pattern
+ * is an OOM; a Python exception line ("ValueError: ..."), "terminate called after throwing" or
+ * "Fatal Python error:" at the start of a line is another error; a Python traceback's frame
+ * lines are skipped, and a traceback that ends in ChildFailedError or CalledProcessError (a
+ * child's failure reported) leaves the child's error standing. So an OOM the job handled,
+ * followed by a different fatal error, is not an OOM death. A job that printed an OOM message
+ * but exited 0 recovered by itself; a SIGKILL without a message (the kernel's host-RAM OOM
+ * killer) is not a GPU OOM. run and probe apply the same reading to a launch's whole output,
+ * stdout and stderr. Returns 1 or 0.
  */
-OOM_EXPORT int oom_is_oom_exit(const oom_patterns *patterns, int exit_code, const char *tail,
+OOM_EXPORT int oom_is_oom_exit(const oom_patterns *patterns, int exit_code, const char *text,
                                size_t len);
 
 /* ---- the batch-size search (pure: no process is launched) --------------------------------- */

@@ -48,6 +48,30 @@ int oomi_proc_exit_code(int wait_status);
 double oomi_now_mono(void);
 double oomi_now_unix(void);
 
+/* Reading a job's output as it comes for the error that ended it (oommatch.c): each stream
+ * (0 stdout, 1 stderr) line by line, a long line in windows of OOMI_SCAN_WINDOW bytes that
+ * overlap by OOMI_SCAN_OVERLAP (a pattern longer than that may be missed across a window edge).
+ * The verdict is 1 when the last error line seen (all streams, in arrival order) is an OOM
+ * pattern; a Python traceback's exception line counts, not its frames. */
+#define OOMI_SCAN_WINDOW  4096
+#define OOMI_SCAN_OVERLAP 512
+struct oomi_scanline {
+    char text[OOMI_SCAN_WINDOW];
+    size_t len;
+    int continued; /* this window is not the start of its line */
+    int in_frames; /* inside a traceback's frames (after "Traceback ...", before its message) */
+    int before;    /* the last error before this traceback began */
+};
+typedef struct oomi_oomscan {
+    const oom_patterns *patterns;
+    struct oomi_scanline s[2];
+    int last; /* the last error seen: none, OOM, another */
+} oomi_oomscan;
+void oomi_oomscan_init(oomi_oomscan *sc, const oom_patterns *patterns);
+void oomi_oomscan_feed(oomi_oomscan *sc, int stream, const char *b, size_t n);
+/* Reads the unterminated last lines, then: 1 when the job's last error was an OOM. */
+int oomi_oomscan_verdict(oomi_oomscan *sc);
+
 /* One launch of a job, supervised until it ends. */
 typedef struct oomi_launch {
     /* in */

@@ -1,7 +1,7 @@
 /*
  * launch.c - one supervised launch of a job: placeholders and environment, spawn, copy its
- * output through while keeping the tail, sample its GPU memory, forward signals, enforce the
- * timeout and the kill grace, and leave no process behind.
+ * output through while reading it for the error that ends the job, sample its GPU memory,
+ * forward signals, enforce the timeout and the kill grace, and leave no process behind.
  */
 #include "job/job.h"
 
@@ -17,7 +17,6 @@
 
 extern char **environ;
 
-#define TAIL_MAX  16384
 #define LINE_MAX_ 256
 #define KNOWN_MAX 256
 
@@ -146,8 +145,7 @@ struct watch {
     oomi_launch *l;
     oomi_proc p;
     struct stream s[2];
-    char tail[TAIL_MAX];
-    size_t taillen;
+    oomi_oomscan scan; /* the error that ends the job, read from all of its output */
     pid_t known[KNOWN_MAX];
     size_t nknown;
     unsigned long long since; /* the leader's start time */
@@ -213,26 +211,11 @@ static void parse_step(oomi_launch *l, const char *s, size_t n)
     }
 }
 
-static void keep_tail(struct watch *w, const char *b, size_t n)
-{
-    if (n >= TAIL_MAX) {
-        b += n - TAIL_MAX / 2;
-        n = TAIL_MAX / 2;
-    }
-    if (w->taillen + n > TAIL_MAX) {
-        size_t drop = w->taillen + n - TAIL_MAX;
-        memmove(w->tail, w->tail + drop, w->taillen - drop);
-        w->taillen -= drop;
-    }
-    memcpy(w->tail + w->taillen, b, n);
-    w->taillen += n;
-}
-
 static void take_output(struct watch *w, struct stream *s, const char *b, size_t n)
 {
     size_t i;
     write_all(s->to, b, n);
-    keep_tail(w, b, n);
+    oomi_oomscan_feed(&w->scan, s == &w->s[1], b, n);
     for (i = 0; i < n; i++) {
         if (b[i] == '\n' || s->linelen == sizeof(s->line)) {
             parse_step(w->l, s->line, s->linelen);
@@ -442,14 +425,15 @@ int oomi_launch_run(oomi_launch *l)
     }
     w->l = l;
     l->pid = w->p.pid;
+    oomi_oomscan_init(&w->scan, l->patterns);
     w->since = oomi_proc_start_time(w->p.pid);
     w->s[0] = (struct stream){.fd = w->p.out_fd, .to = l->job->stdout_fd ? l->job->stdout_fd : 1};
     w->s[1] = (struct stream){.fd = w->p.err_fd, .to = l->job->stderr_fd ? l->job->stderr_fd : 2};
     oomi_launch_event(l, OOM_EVENT_LAUNCH);
     supervise_loop(w);
     finish_streams(w);
-    l->oom = !l->timed_out && !l->stop_signal &&
-             oom_is_oom_exit(l->patterns, l->exit_code, w->tail, w->taillen);
+    l->oom =
+        !l->timed_out && !l->stop_signal && l->exit_code != 0 && oomi_oomscan_verdict(&w->scan);
     oomi_launch_event(l, l->oom ? OOM_EVENT_OOM : OOM_EVENT_EXIT);
     err = OOM_OK;
 done:

@@ -115,8 +115,8 @@ static int above_std(int fd)
  * would start with stdin closed). */
 static int stdin_unusable(const int outp[2], const int errp[2], const int rep[2])
 {
-    return fcntl(0, F_GETFD) < 0 || outp[0] == 0 || outp[1] == 0 || errp[0] == 0 ||
-           errp[1] == 0 || rep[0] == 0 || rep[1] == 0;
+    return fcntl(0, F_GETFD) < 0 || outp[0] == 0 || outp[1] == 0 || errp[0] == 0 || errp[1] == 0 ||
+           rep[0] == 0 || rep[1] == 0;
 }
 
 /* In the child, between fork and exec: async-signal-safe calls only. Every pipe end is

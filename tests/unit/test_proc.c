@@ -200,7 +200,8 @@ static void test_stop_forwarded(void **state)
 static void test_closed_std_fds(void **state)
 {
     const char *argv[] = {"sh", "-c", "cat >/dev/null && echo out && echo err >&2", NULL};
-    char opath[] = "/tmp/oomless-test-proc-out.XXXXXX", epath[] = "/tmp/oomless-test-proc-err.XXXXXX";
+    char opath[] = "/tmp/oomless-test-proc-out.XXXXXX",
+         epath[] = "/tmp/oomless-test-proc-err.XXXXXX";
     char buf[64];
     int ofd = mkstemp(opath), efd = mkstemp(epath), status = 0;
     pid_t pid;
