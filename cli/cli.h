@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 
 enum { EXIT_OK = 0, EXIT_NOFIT = 1, EXIT_USAGE = 2, EXIT_ENV = 3 };
@@ -85,5 +86,16 @@ void cli_budget_done(struct cli_target *t);
 int cli_parse_job_options(const char *cmd, int argc, char **argv, const struct option *longopts,
                           const char *usage, struct cli_budget *budget,
                           int (*take)(void *ctx, int opt, const char *arg), void *ctx);
+
+/* ---- while a job runs under run or probe (cli/supervise.c) -------------------------------------
+ * cli_supervise_signals(): SIGINT, SIGTERM and SIGHUP set cli_stop_signal (the library forwards
+ * it to the job and stops); SIGPIPE is ignored. cli_say(): a notice for stderr, queued and
+ * written only as far as stderr takes it without blocking. cli_supervise_done(), once the
+ * library returns: writes the queued notices; after a stop signal no write (these, and the
+ * stdio output that follows) waits more than about a second without progress. */
+extern volatile sig_atomic_t cli_stop_signal;
+void cli_supervise_signals(void);
+void cli_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void cli_supervise_done(void);
 
 #endif

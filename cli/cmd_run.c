@@ -56,25 +56,6 @@ enum {
     OPT_JSON
 };
 
-static volatile sig_atomic_t stop_signal;
-
-static void on_signal(int sig)
-{
-    stop_signal = sig;
-}
-
-static void install_signals(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal; /* no SA_RESTART: a wait is interrupted */
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-}
-
 struct run_args {
     oom_run_options o;
     struct cli_budget budget;
@@ -344,21 +325,20 @@ static void on_event(const oom_job_event *ev, void *user)
         snprintf(step, sizeof(step), " at step %ld", ev->step);
     switch (ev->kind) {
     case OOM_EVENT_LAUNCH:
-        fprintf(stderr, "oomless run: %s attempt %d: batch %d, accumulation %d (pid %ld)\n", when,
+        cli_say("oomless run: %s attempt %d: batch %d, accumulation %d (pid %ld)\n", when,
                 ev->attempt, ev->batch, ev->grad_accum, ev->pid);
         break;
     case OOM_EVENT_RESTART:
-        fprintf(stderr,
-                "oomless run: %s out of memory%s (peak %s): restarting with batch %d -> %d, "
+        cli_say("oomless run: %s out of memory%s (peak %s): restarting with batch %d -> %d, "
                 "accumulation %d -> %d (effective %ld)\n",
                 when, step, peak, ev->previous_batch, ev->batch, ev->previous_accum, ev->grad_accum,
                 (long)ev->batch * ev->grad_accum);
         break;
     case OOM_EVENT_SIGNAL:
-        fprintf(stderr, "oomless run: %s forwarding signal %d to the job\n", when, ev->signal);
+        cli_say("oomless run: %s forwarding signal %d to the job\n", when, ev->signal);
         break;
     case OOM_EVENT_KILL:
-        fprintf(stderr, "oomless run: %s the job did not stop within the grace: SIGKILL\n", when);
+        cli_say("oomless run: %s the job did not stop within the grace: SIGKILL\n", when);
         break;
     default:
         break;
@@ -410,9 +390,10 @@ int cmd_run(int argc, char **argv)
     job = (oom_job){(const char *const *)cmd, NULL, a.json ? 2 : 1, 2};
     a.o.patterns = patterns;
     a.o.on_event = on_event;
-    a.o.stop = &stop_signal;
-    install_signals();
+    a.o.stop = &cli_stop_signal;
+    cli_supervise_signals();
     err = oom_run(&r, &job, &a.o);
+    cli_supervise_done();
     oom_patterns_free(patterns);
     if (err == OOM_EINVAL)
         return cli_fail("run", err);

@@ -72,6 +72,26 @@ void oomi_oomscan_feed(oomi_oomscan *sc, int stream, const char *b, size_t n);
 /* Reads the unterminated last lines, then: 1 when the job's last error was an OOM. */
 int oomi_oomscan_verdict(oomi_oomscan *sc);
 
+/* Output that never blocks the supervision loop (output.c): the bytes a job wrote, queued until
+ * their destination takes them. Read into oomi_outq_space(), then oomi_outq_commit(); a queue
+ * without room means the job's pipe is left unread. `to` -1: dropped (space is still given). */
+#define OOMI_OUTQ_MAX 65536
+typedef struct oomi_outq {
+    int to, to_file;
+    char buf[OOMI_OUTQ_MAX];
+    size_t head, len; /* queued: buf[head, head + len) */
+} oomi_outq;
+void oomi_outq_init(oomi_outq *q, int to);
+size_t oomi_outq_room(const oomi_outq *q);
+char *oomi_outq_space(oomi_outq *q, size_t *space);
+void oomi_outq_commit(oomi_outq *q, size_t n);
+/* Writes what the destination takes now, without blocking; returns the bytes written. A
+ * destination that fails (its reader gone, a full disk) is dropped from then on. */
+size_t oomi_outq_flush(oomi_outq *q);
+/* Writes all of b to a non-blocking fd, waiting at most max_wait_s for it to take more: 0, or
+ * the errno (EAGAIN when the wait ran out). */
+int oomi_write_bounded(int fd, const char *b, size_t n, double max_wait_s);
+
 /* One launch of a job, supervised until it ends. */
 typedef struct oomi_launch {
     /* in */

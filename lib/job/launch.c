@@ -136,9 +136,10 @@ fail:
 /* ---- the running state --------------------------------------------------------------------- */
 
 struct stream {
-    int fd, to;
+    int fd; /* the job's pipe, -1 once closed */
     char line[LINE_MAX_];
     size_t linelen;
+    oomi_outq out; /* read, not yet written to oomless's stdout/stderr */
 };
 
 struct watch {
@@ -177,19 +178,6 @@ void oomi_launch_event(const oomi_launch *l, oom_job_event_kind kind)
     l->on_event(&ev, l->user);
 }
 
-static void write_all(int fd, const char *b, size_t n)
-{
-    while (fd >= 0 && n) {
-        ssize_t w = write(fd, b, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return;
-        b += w;
-        n -= (size_t)w;
-    }
-}
-
 /* "step 12", "Step 12/100", "global_step=12", "step: 12" (case-insensitive): the last wins. */
 static void parse_step(oomi_launch *l, const char *s, size_t n)
 {
@@ -214,7 +202,6 @@ static void parse_step(oomi_launch *l, const char *s, size_t n)
 static void take_output(struct watch *w, struct stream *s, const char *b, size_t n)
 {
     size_t i;
-    write_all(s->to, b, n);
     oomi_oomscan_feed(&w->scan, s == &w->s[1], b, n);
     for (i = 0; i < n; i++) {
         if (b[i] == '\n' || s->linelen == sizeof(s->line)) {
@@ -226,26 +213,65 @@ static void take_output(struct watch *w, struct stream *s, const char *b, size_t
     }
 }
 
-/* Reads what is available; closes the stream at EOF. */
-static void pump(struct watch *w, struct stream *s)
+/* Reads what the job's pipe holds, as far as the output queue has room (at most one queue's
+ * worth per call, so that a job writing without pause cannot hold the loop); closes the pipe at
+ * EOF. Returns the bytes read. */
+static size_t pump(struct watch *w, struct stream *s)
 {
-    char buf[4096];
+    size_t total = 0, space;
     ssize_t n;
-    while (s->fd >= 0) {
-        n = read(s->fd, buf, sizeof(buf));
+    while (s->fd >= 0 && total < OOMI_OUTQ_MAX && oomi_outq_room(&s->out) > 0) {
+        char *at = oomi_outq_space(&s->out, &space);
+        n = read(s->fd, at, space);
         if (n > 0) {
-            take_output(w, s, buf, (size_t)n);
+            take_output(w, s, at, (size_t)n);
+            oomi_outq_commit(&s->out, (size_t)n);
+            total += (size_t)n;
             continue;
         }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return;
+        if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
         close(s->fd);
         s->fd = -1;
         parse_step(w->l, s->line, s->linelen);
         s->linelen = 0;
     }
+    return total;
+}
+
+/* The descriptors to wait on: a pipe while its queue has room, a destination while it has
+ * bytes queued. */
+static nfds_t poll_set(struct watch *w, struct pollfd fds[4], int *reading)
+{
+    nfds_t nf = 0;
+    int i;
+    *reading = 0;
+    for (i = 0; i < 2; i++) {
+        struct stream *s = &w->s[i];
+        if (s->fd >= 0 && oomi_outq_room(&s->out) > 0) {
+            fds[nf++] = (struct pollfd){s->fd, POLLIN, 0};
+            *reading = 1;
+        }
+        if (s->out.len > 0)
+            fds[nf++] = (struct pollfd){s->out.to, POLLOUT, 0};
+    }
+    return nf;
+}
+
+/* Waits up to ms for a pipe or a destination, then moves what can move. Returns the bytes
+ * read plus written. */
+static size_t move_output(struct watch *w, int ms, int *reading)
+{
+    struct pollfd fds[4];
+    nfds_t nf = poll_set(w, fds, reading);
+    size_t moved = 0;
+    int i;
+    poll(nf ? fds : NULL, nf, ms);
+    for (i = 0; i < 2; i++) {
+        moved += pump(w, &w->s[i]);
+        moved += oomi_outq_flush(&w->s[i].out);
+    }
+    return moved;
 }
 
 /* One NVML sample: the largest per-GPU sum of the job's processes' used bytes. */
@@ -338,10 +364,8 @@ static void supervise_loop(struct watch *w)
     int killed = 0, status = 0;
 
     for (;;) {
-        struct pollfd fds[2];
-        nfds_t nf = 0;
         double now;
-        int ms, i;
+        int ms, reading;
 
         enforce(w, start, &term_at, &killed);
         if ((now = oomi_now_mono()) >= next_sample) {
@@ -350,16 +374,9 @@ static void supervise_loop(struct watch *w)
         }
         if (leader_exited(w->p.pid))
             break;
-        for (i = 0; i < 2; i++)
-            if (w->s[i].fd >= 0)
-                fds[nf++] = (struct pollfd){w->s[i].fd, POLLIN, 0};
         ms = (int)((next_sample - oomi_now_mono()) * 1000.0) + 1;
         ms = ms < 1 ? 1 : ms > 100 ? 100 : ms;
-        if (nf == 0 || poll(fds, nf, ms) > 0)
-            for (i = 0; i < 2; i++)
-                pump(w, &w->s[i]);
-        if (nf == 0)
-            poll(NULL, 0, ms);
+        move_output(w, ms, &reading);
     }
     sample(w); /* the last one, while the leader is a zombie */
     while (waitpid(w->p.pid, &status, 0) < 0 && errno == EINTR)
@@ -368,24 +385,38 @@ static void supervise_loop(struct watch *w)
     l->exit_code = oomi_proc_exit_code(status);
 }
 
-/* After the leader: kill the rest, then read what the pipes still hold (bounded). */
+/* Whether the launch is being ended by a signal or its timeout: its output then gets only a
+ * short wait for a stalled reader. */
+static int ending(const oomi_launch *l)
+{
+    return l->stop_signal || l->timed_out || (l->stop && *l->stop);
+}
+
+/* After the leader: kill the rest, then read what the pipes still hold (for 2 s at most while
+ * there is room to read into) and write out what is queued: for as long as the destination
+ * takes it, but once a signal or the timeout is ending the launch, for at most 1 s without
+ * progress; what is left then is dropped. */
 static void finish_streams(struct watch *w)
 {
-    double until;
-    int i;
+    double reading_for = 0, last_move, now;
+    int i, reading;
     oomi_tree t = tree_of(w);
 
     oomi_proc_kill_all(&t);
-    until = oomi_now_mono() + 2.0;
-    while ((w->s[0].fd >= 0 || w->s[1].fd >= 0) && oomi_now_mono() < until) {
-        struct pollfd fds[2];
-        nfds_t nf = 0;
-        for (i = 0; i < 2; i++)
-            if (w->s[i].fd >= 0)
-                fds[nf++] = (struct pollfd){w->s[i].fd, POLLIN, 0};
-        poll(fds, nf, 100);
-        for (i = 0; i < 2; i++)
-            pump(w, &w->s[i]);
+    last_move = oomi_now_mono();
+    while (w->s[0].fd >= 0 || w->s[1].fd >= 0 || w->s[0].out.len > 0 || w->s[1].out.len > 0) {
+        double before = oomi_now_mono();
+        if (move_output(w, 100, &reading) > 0)
+            last_move = oomi_now_mono();
+        now = oomi_now_mono();
+        if (reading && (reading_for += now - before) >= 2.0)
+            for (i = 0; i < 2; i++)
+                if (w->s[i].fd >= 0) {
+                    close(w->s[i].fd);
+                    w->s[i].fd = -1;
+                }
+        if (ending(w->l) && now - last_move >= 1.0)
+            break;
     }
     for (i = 0; i < 2; i++)
         if (w->s[i].fd >= 0)
@@ -427,8 +458,10 @@ int oomi_launch_run(oomi_launch *l)
     l->pid = w->p.pid;
     oomi_oomscan_init(&w->scan, l->patterns);
     w->since = oomi_proc_start_time(w->p.pid);
-    w->s[0] = (struct stream){.fd = w->p.out_fd, .to = l->job->stdout_fd ? l->job->stdout_fd : 1};
-    w->s[1] = (struct stream){.fd = w->p.err_fd, .to = l->job->stderr_fd ? l->job->stderr_fd : 2};
+    w->s[0].fd = w->p.out_fd;
+    w->s[1].fd = w->p.err_fd;
+    oomi_outq_init(&w->s[0].out, l->job->stdout_fd ? l->job->stdout_fd : 1);
+    oomi_outq_init(&w->s[1].out, l->job->stderr_fd ? l->job->stderr_fd : 2);
     oomi_launch_event(l, OOM_EVENT_LAUNCH);
     supervise_loop(w);
     finish_streams(w);

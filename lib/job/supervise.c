@@ -54,12 +54,8 @@ static void write_event(struct run_ctx *c, const oom_job_event *ev)
     s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
     if (s) {
         char *line = oomi_asprintf("%s\n", s);
-        size_t n = line ? strlen(line) : 0;
-        ssize_t w = 0;
-        while (line && (w = write(c->events_fd, line, n)) < 0 && errno == EINTR)
-            ;
-        if (!line || w != (ssize_t)n)
-            c->events_error = line ? (w < 0 ? errno : EIO) : ENOMEM;
+        /* the file may be a FIFO whose reader stalls: wait 1 s at most, then give it up */
+        c->events_error = line ? oomi_write_bounded(c->events_fd, line, strlen(line), 1.0) : ENOMEM;
         oomi_free(line);
     }
     json_object_put(o);
@@ -68,7 +64,7 @@ static void write_event(struct run_ctx *c, const oom_job_event *ev)
 static void on_event(const oom_job_event *ev, void *user)
 {
     struct run_ctx *c = user;
-    if (c->events_fd >= 0)
+    if (c->events_fd >= 0 && !c->events_error) /* after a failure, no more attempts (or waits) */
         write_event(c, ev);
     if (c->o->on_event)
         c->o->on_event(ev, c->o->user);
@@ -213,10 +209,13 @@ int oom_run(oom_run_result *r, const oom_job *job, const oom_run_options *o)
     r->effective = effective;
     if (!o->patterns && (err = oom_patterns_load(&own, NULL)))
         return err;
+    /* non-blocking: opening a FIFO nobody reads fails at once (ENXIO) instead of waiting, and a
+     * stalled reader is waited for only a bounded time (write_event) */
     if (o->events_path &&
-        (c.events_fd = open(o->events_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644)) < 0) {
+        (c.events_fd = open(o->events_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK,
+                            0644)) < 0) {
         err = oomi_fail(OOM_EIO, "cannot open the events file '%s': %s", o->events_path,
-                        strerror(errno));
+                        errno == ENXIO ? "a FIFO that nobody reads" : strerror(errno));
         goto done;
     }
     if (!o->no_gpu && oom_gpu_open(&gpu) != OOM_OK)
@@ -227,7 +226,8 @@ int oom_run(oom_run_result *r, const oom_job *job, const oom_run_options *o)
     err = run_loop(r, &l, o);
     if (!err && c.events_error)
         err = oomi_fail(OOM_EIO, "cannot write the events file '%s': %s", o->events_path,
-                        strerror(c.events_error));
+                        c.events_error == EAGAIN ? "its reader does not keep up (waited 1 s)"
+                                                 : strerror(c.events_error));
 done:
     if (c.events_fd >= 0)
         close(c.events_fd);
