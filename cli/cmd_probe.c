@@ -192,7 +192,13 @@ static void on_event(const oom_job_event *ev, void *user)
                 ev->batch, peak, ev->exit_code, ev->kind == OOM_EVENT_OOM ? ", out of memory" : "",
                 ev->duration_s);
     else if (ev->kind == OOM_EVENT_SIGNAL)
-        cli_say("oomless probe: forwarding signal %d to the trial\n", ev->signal);
+        cli_say("oomless probe: passing %s to the trial\n", cli_signal_name(ev->signal));
+    else if (ev->kind == OOM_EVENT_STOP) {
+        cli_say("oomless probe: the trial stopped (%s)%s\n", cli_signal_name(ev->signal),
+                ev->signal == SIGSTOP ? "" : "; oomless stops with it");
+        cli_supervise_stopped(ev);
+    } else if (ev->kind == OOM_EVENT_CONTINUE)
+        cli_say("oomless probe: the trial continues\n");
     else if (ev->kind == OOM_EVENT_KILL)
         cli_say("oomless probe: the trial is still running: SIGKILL\n");
 }
@@ -358,6 +364,8 @@ static int run_probe(struct probe_args *a, char **cmd, oom_patterns *patterns)
     a->o.patterns = patterns;
     a->o.on_event = on_event;
     a->o.stop = &cli_stop_signal;
+    a->o.relay = &cli_relay;
+    a->o.foreground = 1;
     cli_supervise_signals();
     err = oom_probe(&r, &job, &a->o);
     cli_supervise_done();

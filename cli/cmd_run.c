@@ -335,7 +335,19 @@ static void on_event(const oom_job_event *ev, void *user)
                 (long)ev->batch * ev->grad_accum);
         break;
     case OOM_EVENT_SIGNAL:
-        cli_say("oomless run: %s forwarding signal %d to the job\n", when, ev->signal);
+        cli_say("oomless run: %s passing %s to the job\n", when, cli_signal_name(ev->signal));
+        break;
+    case OOM_EVENT_STOP:
+        cli_say("oomless run: %s the job stopped (%s)%s\n", when, cli_signal_name(ev->signal),
+                ev->signal == SIGSTOP ? ""
+                : ev->signal == SIGTSTP
+                    ? "; oomless stops with it (fg or SIGCONT continues both)"
+                    : " waiting for the terminal; oomless stops with it until it is in the "
+                      "foreground (fg)");
+        cli_supervise_stopped(ev);
+        break;
+    case OOM_EVENT_CONTINUE:
+        cli_say("oomless run: %s the job continues\n", when);
         break;
     case OOM_EVENT_KILL:
         cli_say("oomless run: %s the job did not stop within the grace: SIGKILL\n", when);
@@ -391,6 +403,8 @@ int cmd_run(int argc, char **argv)
     a.o.patterns = patterns;
     a.o.on_event = on_event;
     a.o.stop = &cli_stop_signal;
+    a.o.relay = &cli_relay;
+    a.o.foreground = 1;
     cli_supervise_signals();
     err = oom_run(&r, &job, &a.o);
     cli_supervise_done();

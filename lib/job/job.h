@@ -22,9 +22,11 @@ typedef struct oomi_proc {
 int oomi_proc_resolve(char **path, int *err_no, const char *argv0);
 /* fork + execve in a new process group, with argv/envp built by the caller. Only
  * async-signal-safe calls run between fork and exec. When exec fails the child _exits(127) and
- * *exec_errno receives its errno (0 on success). Makes the caller a child subreaper (Linux). */
+ * *exec_errno receives its errno (0 on success). Makes the caller a child subreaper (Linux).
+ * tty >= 0: the new group becomes that terminal's foreground group (set in the child and in the
+ * parent, whichever runs first, like a shell). */
 int oomi_proc_spawn(oomi_proc *p, int *exec_errno, const char *path, char *const argv[],
-                    char *const envp[]);
+                    char *const envp[], int tty);
 /* What belongs to a job: its process group; the pids in `known` (seen in its tree earlier) and
  * the processes started since `since` (clock ticks since boot, as /proc/PID/stat field 22; 0:
  * unknown) when they are now our children (orphans that had left the group, reparented to us,
@@ -41,6 +43,13 @@ size_t oomi_proc_tree(pid_t *pids, size_t max, const oomi_tree *t);
 /* SIGKILLs the job's processes, reaps those that are our children, and repeats until none is
  * left (bounded: about 10 s). */
 void oomi_proc_kill_all(const oomi_tree *t);
+/* The controlling terminal (tty.c): the caller's, opened close-on-exec, -1 when it has none. */
+int oomi_tty_open(void);
+/* 1 when `pgrp` is the terminal's foreground process group. */
+int oomi_tty_is_foreground(int tty, pid_t pgrp);
+/* Makes `pgrp` the terminal's foreground group, with SIGTTOU blocked meanwhile (so that a
+ * caller in the background may too). 0, or -1 with errno. */
+int oomi_tty_set_foreground(int tty, pid_t pgrp);
 /* The start time of a process (clock ticks since boot), 0 when unknown. */
 unsigned long long oomi_proc_start_time(pid_t pid);
 /* Exit code as a shell reports it: status, or 128+N for signal N. */
@@ -101,12 +110,16 @@ typedef struct oomi_launch {
     oom_gpu_session *gpu; /* NULL: no sampling */
     const oom_patterns *patterns;
     const volatile sig_atomic_t *stop;
+    const oom_job_relay *relay; /* NULL: none */
+    int foreground;             /* give the job the caller's terminal while it runs */
     oom_job_event_fn on_event;
     void *user;
     /* out */
     long pid;
     int exit_code;
     int oom, timed_out, exec_failed, stop_signal;
+    int tty_wait; /* the stop signal (SIGTTIN/SIGTTOU) of a job ended because it waited for
+                     terminal input it could not get; 0 */
     uint64_t peak_bytes;
     double duration_s;
     long step;
@@ -118,7 +131,10 @@ typedef struct oomi_launch {
 int oomi_launch_run(oomi_launch *l);
 /* Substitutes the placeholders of one argv element (allocated). */
 char *oomi_expand_arg(const char *tmpl, int batch, int accum, int seq, int attempt);
-/* The event for a launch (kind, time, pid, attempt, batch, accum, peak, exit, step filled). */
+/* The event for a launch (kind, time, pid, attempt, batch, accum, peak, exit, step filled;
+ * signal: l->stop_signal). */
 void oomi_launch_event(const oomi_launch *l, oom_job_event_kind kind);
+/* The message for a launch ended by oomi_launch.tty_wait (an OOM_EJOB failure). */
+int oomi_fail_tty_wait(const oomi_launch *l);
 
 #endif

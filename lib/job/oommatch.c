@@ -294,6 +294,10 @@ const char *oom_job_event_name(oom_job_event_kind kind)
         return "signal";
     case OOM_EVENT_KILL:
         return "kill";
+    case OOM_EVENT_STOP:
+        return "stop";
+    case OOM_EVENT_CONTINUE:
+        return "continue";
     }
     return "unknown";
 }

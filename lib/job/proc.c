@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 #ifdef __linux__
@@ -122,18 +123,24 @@ static int stdin_unusable(const int outp[2], const int errp[2], const int rep[2]
 /* In the child, between fork and exec: async-signal-safe calls only. Every pipe end is
  * close-on-exec: exec closes all of them but the two placed on 1 and 2 (dup2 clears the flag). */
 static void child_exec(const int outp[2], const int errp[2], const int rep[2], pid_t parent,
-                       const char *path, char *const argv[], char *const envp[])
+                       int tty, const char *path, char *const argv[], char *const envp[])
 {
-    static const int sigs[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT,
-                               SIGPIPE, SIGCHLD, SIGTTIN, SIGTTOU};
+    static const int sigs[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT, SIGPIPE, SIGCHLD, SIGTTIN,
+                               SIGTTOU, SIGTSTP, SIGCONT, SIGUSR1, SIGUSR2, SIGALRM};
     struct sigaction sa;
-    sigset_t none;
+    sigset_t none, ttou;
     size_t i;
     int e, report = above_std(rep[1]), out, err, null;
 
     if (report < 0)
         report = rep[1];
     setpgid(0, 0);
+    if (tty >= 0) { /* the terminal's foreground: ours now, before the job can read it */
+        sigemptyset(&ttou);
+        sigaddset(&ttou, SIGTTOU);
+        sigprocmask(SIG_BLOCK, &ttou, NULL); /* a background tcsetpgrp() would raise it */
+        tcsetpgrp(tty, getpid());
+    }
     /* never orphaned: if oomless itself dies (even by SIGKILL), the job is killed too; a parent
      * already gone before this point is caught by the getppid() check */
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) == 0 && getppid() != parent)
@@ -171,7 +178,7 @@ static void close_pair(int p[2])
 }
 
 int oomi_proc_spawn(oomi_proc *p, int *exec_errno, const char *path, char *const argv[],
-                    char *const envp[])
+                    char *const envp[], int tty)
 {
     int outp[2] = {-1, -1}, errp[2] = {-1, -1}, rep[2] = {-1, -1}, e = 0, status;
     ssize_t n;
@@ -190,7 +197,7 @@ int oomi_proc_spawn(oomi_proc *p, int *exec_errno, const char *path, char *const
     }
     pid = fork();
     if (pid == 0)
-        child_exec(outp, errp, rep, self, path, argv, envp);
+        child_exec(outp, errp, rep, self, tty, path, argv, envp);
     e = errno;
     close(outp[1]);
     close(errp[1]);
@@ -202,12 +209,16 @@ int oomi_proc_spawn(oomi_proc *p, int *exec_errno, const char *path, char *const
         return oomi_fail(OOM_EIO, "cannot fork for '%s': %s", path, strerror(e));
     }
     setpgid(pid, pid); /* also in the child: whichever runs first */
+    if (tty >= 0)
+        oomi_tty_set_foreground(tty, pid);
     do
         n = read(rep[0], &e, sizeof(e));
     while (n < 0 && errno == EINTR);
     close(rep[0]);
     if (n == (ssize_t)sizeof(e)) {
         *exec_errno = e ? e : EIO;
+        if (oomi_tty_is_foreground(tty, pid)) /* the terminal back from the group that failed */
+            oomi_tty_set_foreground(tty, getpgrp());
         while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
             ;
         close(outp[0]);

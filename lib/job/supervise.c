@@ -24,7 +24,8 @@ static json_object *bytes_or_null(uint64_t v)
 }
 
 /* One JSONL line: {"time", "event", "pid", "attempt", "batch", "grad_accum", "peak_bytes",
- * "exit_code"} plus "previous_batch", "previous_grad_accum", "step" (restart) or "signal". */
+ * "exit_code"} plus "previous_batch", "previous_grad_accum", "step" (restart) or "signal"
+ * (signal, kill, stop, continue). */
 static void write_event(struct run_ctx *c, const oom_job_event *ev)
 {
     json_object *o = json_object_new_object();
@@ -49,7 +50,8 @@ static void write_event(struct run_ctx *c, const oom_job_event *ev)
     }
     if (ev->kind == OOM_EVENT_RESTART || ended)
         json_object_object_add(o, "step", ev->step >= 0 ? json_object_new_int64(ev->step) : NULL);
-    if (ev->kind == OOM_EVENT_SIGNAL || ev->kind == OOM_EVENT_KILL)
+    if (ev->kind == OOM_EVENT_SIGNAL || ev->kind == OOM_EVENT_KILL || ev->kind == OOM_EVENT_STOP ||
+        ev->kind == OOM_EVENT_CONTINUE)
         json_object_object_add(o, "signal", json_object_new_int(ev->signal));
     s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
     if (s) {
@@ -114,6 +116,8 @@ static void init_launch(oomi_launch *l, const oom_job *job, const oom_run_option
     l->gpu = gpu;
     l->patterns = patterns;
     l->stop = o->stop;
+    l->relay = o->relay;
+    l->foreground = o->foreground;
     l->on_event = on_event;
     l->user = c;
 }
@@ -175,6 +179,8 @@ static int run_loop(oom_run_result *r, oomi_launch *l, const oom_run_options *o)
             return oomi_fail(OOM_EJOB, "%s", l->message);
         if (err)
             return err;
+        if (l->tty_wait)
+            return oomi_fail_tty_wait(l);
         if (l->stop_signal)
             return oomi_fail(OOM_EINTERRUPTED, "stopped by signal %d; the job exited %d",
                              l->stop_signal, l->exit_code);
