@@ -7,10 +7,24 @@
 #include <pthread.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+int oomi_fd_above_std(int fd)
+{
+    int high, e;
+    if (fd < 0 || fd > 2)
+        return fd;
+    high = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    e = errno;
+    close(fd);
+    errno = e;
+    return high;
+}
 
 int oomi_read_file(char **out, size_t *len, const char *path)
 {

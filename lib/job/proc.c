@@ -225,6 +225,21 @@ int oomi_proc_spawn(oomi_proc *p, int *exec_errno, const char *path, char *const
         close(errp[0]);
         return oomi_fail(OOM_EJOB, "cannot run '%s': %s", path, strerror(*exec_errno));
     }
+    /* the read ends stay open while the job runs: not on 0-2, where the job's output is copied
+     * when the caller runs with those closed */
+    if ((outp[0] = oomi_fd_above_std(outp[0])) < 0 || (errp[0] = oomi_fd_above_std(errp[0])) < 0) {
+        e = errno;
+        if (outp[0] >= 0)
+            close(outp[0]);
+        if (errp[0] >= 0)
+            close(errp[0]);
+        kill(-pid, SIGKILL);
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+            ;
+        if (oomi_tty_is_foreground(tty, pid))
+            oomi_tty_set_foreground(tty, getpgrp());
+        return oomi_fail(OOM_EIO, "cannot keep the pipes of '%s': %s", path, strerror(e));
+    }
     fcntl(outp[0], F_SETFL, O_NONBLOCK);
     fcntl(errp[0], F_SETFL, O_NONBLOCK);
     p->pid = pid;

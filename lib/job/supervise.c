@@ -216,10 +216,11 @@ int oom_run(oom_run_result *r, const oom_job *job, const oom_run_options *o)
     if (!o->patterns && (err = oom_patterns_load(&own, NULL)))
         return err;
     /* non-blocking: opening a FIFO nobody reads fails at once (ENXIO) instead of waiting, and a
-     * stalled reader is waited for only a bounded time (write_event) */
+     * stalled reader is waited for only a bounded time (write_event); above fd 2, where a
+     * caller with stderr closed copies the job's stderr */
     if (o->events_path &&
-        (c.events_fd = open(o->events_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK,
-                            0644)) < 0) {
+        (c.events_fd = oomi_fd_above_std(open(
+             o->events_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0644))) < 0) {
         err = oomi_fail(OOM_EIO, "cannot open the events file '%s': %s", o->events_path,
                         errno == ENXIO ? "a FIFO that nobody reads" : strerror(errno));
         goto done;

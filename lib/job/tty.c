@@ -16,7 +16,7 @@
 int oomi_tty_open(void)
 {
     /* /dev/tty is the controlling terminal whatever fds 0-2 are; ENXIO when there is none */
-    return open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+    return oomi_fd_above_std(open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC));
 }
 
 int oomi_tty_is_foreground(int tty, pid_t pgrp)
