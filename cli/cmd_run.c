@@ -12,8 +12,11 @@
 
 static const char usage_text[] =
     "usage: oomless run [OPTIONS] -- CMD [ARG...]\n\n"
-    "Runs your training command in its own process group, forwards SIGINT/SIGTERM/SIGHUP to it\n"
-    "and exits with its status (128+N for signal N). When it dies of out-of-memory it is\n"
+    "Runs your training command in its own process group, forwards SIGINT, SIGTERM, SIGHUP and\n"
+    "SIGQUIT to it, passes SIGUSR1/SIGUSR2 on (SLURM --signal, requeue handlers), and exits\n"
+    "with its status (128+N for signal N). In the terminal's foreground the job gets the\n"
+    "terminal while it runs (input(), breakpoint()); Ctrl-Z stops it and oomless together, fg\n"
+    "continues both. When it dies of out-of-memory (the last error it printed) it is\n"
     "relaunched with the next smaller micro-batch that divides the effective batch and the\n"
     "matching larger accumulation (the same command line: resume through your own arguments).\n"
     "The batch is never raised. Placeholders {batch} {accum} {seq} {effective} {attempt} and\n"
