@@ -105,6 +105,8 @@ static void test_event_names(void **state)
     assert_string_equal(oom_job_event_name(OOM_EVENT_OOM), "oom");
     assert_string_equal(oom_job_event_name(OOM_EVENT_RESTART), "restart");
     assert_string_equal(oom_job_event_name(OOM_EVENT_EXIT), "exit");
+    assert_string_equal(oom_job_event_name(OOM_EVENT_STOP), "stop");
+    assert_string_equal(oom_job_event_name(OOM_EVENT_CONTINUE), "continue");
 }
 
 /* Spellings of other projects (each as that project prints it; data/oom-patterns.txt names the
