@@ -13,6 +13,7 @@
 
 #include <stdbool.h>
 #include <getopt.h>
+#include <signal.h>
 #include <stdio.h>
 
 enum { EXIT_OK = 0, EXIT_NOFIT = 1, EXIT_USAGE = 2, EXIT_ENV = 3 };
@@ -88,5 +89,23 @@ void cli_budget_done(struct cli_target *t);
 int cli_parse_job_options(const char *cmd, int argc, char **argv, const struct option *longopts,
                           const char *usage, struct cli_budget *budget,
                           int (*take)(void *ctx, int opt, const char *arg), void *ctx);
+
+/* ---- while a job runs under run or probe (cli/supervise.c) -------------------------------------
+ * cli_supervise_signals(): SIGINT, SIGTERM, SIGHUP and SIGQUIT set cli_stop_signal (the library
+ * forwards it to the job and stops); SIGUSR1, SIGUSR2, SIGTSTP and SIGCONT are counted in
+ * cli_relay (the library passes them on); SIGTTOU and SIGPIPE are ignored.
+ * cli_supervise_stopped(): for an OOM_EVENT_STOP after a terminal stop signal, stops oomless
+ * with its job and returns once continued (a SIGSTOP is left alone). cli_say(): a notice for
+ * stderr, queued and written only as far as stderr takes it without blocking. cli_supervise_done(),
+ * once the library returns: writes the queued notices; after a stop signal no write (these,
+ * and the stdio output that follows) waits more than about a second without progress. */
+extern volatile sig_atomic_t cli_stop_signal;
+extern oom_job_relay cli_relay;
+void cli_supervise_signals(void);
+void cli_supervise_stopped(const oom_job_event *ev);
+/* "SIGTSTP" for the signals oomless names, else "signal N" */
+const char *cli_signal_name(int sig);
+void cli_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void cli_supervise_done(void);
 
 #endif

@@ -17,7 +17,8 @@ static const char usage_text[] =
     "The command is run directly (no shell). In its arguments {batch}, {accum}, {seq},\n"
     "{effective} and {attempt} are replaced; OOMLESS_BATCH_SIZE, OOMLESS_GRAD_ACCUM,\n"
     "OOMLESS_SEQ_LEN, OOMLESS_ATTEMPT are set. Without NVML the search goes on by exit status\n"
-    "alone (peaks N/A). The measured line is saved as a calibration record.\n\n"
+    "alone (peaks N/A). The measured line is saved as a calibration record. Signals and the\n"
+    "terminal are handled as by 'oomless run' (see its --help).\n\n"
     "Options:\n"
     "  --json                        print one JSON document (the job's stdout goes to stderr)\n"
     "  --start-batch N               first trial (default 1, then 2)\n"
@@ -57,25 +58,6 @@ enum {
     OPT_MODEL,
     OPT_SET
 };
-
-static volatile sig_atomic_t stop_signal;
-
-static void on_signal(int sig)
-{
-    stop_signal = sig;
-}
-
-static void install_signals(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal; /* no SA_RESTART: a wait is interrupted */
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-}
 
 struct probe_args {
     oom_probe_options o;
@@ -205,16 +187,21 @@ static void on_event(const oom_job_event *ev, void *user)
     if (ev->peak_bytes != OOM_UNKNOWN)
         oom_format_size(peak, sizeof(peak), ev->peak_bytes);
     if (ev->kind == OOM_EVENT_LAUNCH)
-        fprintf(stderr, "oomless probe: trial %d: batch %d (pid %ld)\n", ev->attempt, ev->batch,
-                ev->pid);
+        cli_say("oomless probe: trial %d: batch %d (pid %ld)\n", ev->attempt, ev->batch, ev->pid);
     else if (ev->kind == OOM_EVENT_OOM || ev->kind == OOM_EVENT_EXIT)
-        fprintf(stderr, "oomless probe: trial %d: batch %d: peak %s, exit %d%s (%.1f s)\n",
-                ev->attempt, ev->batch, peak, ev->exit_code,
-                ev->kind == OOM_EVENT_OOM ? ", out of memory" : "", ev->duration_s);
+        cli_say("oomless probe: trial %d: batch %d: peak %s, exit %d%s (%.1f s)\n", ev->attempt,
+                ev->batch, peak, ev->exit_code, ev->kind == OOM_EVENT_OOM ? ", out of memory" : "",
+                ev->duration_s);
     else if (ev->kind == OOM_EVENT_SIGNAL)
-        fprintf(stderr, "oomless probe: forwarding signal %d to the trial\n", ev->signal);
+        cli_say("oomless probe: passing %s to the trial\n", cli_signal_name(ev->signal));
+    else if (ev->kind == OOM_EVENT_STOP) {
+        cli_say("oomless probe: the trial stopped (%s)%s\n", cli_signal_name(ev->signal),
+                ev->signal == SIGSTOP ? "" : "; oomless stops with it");
+        cli_supervise_stopped(ev);
+    } else if (ev->kind == OOM_EVENT_CONTINUE)
+        cli_say("oomless probe: the trial continues\n");
     else if (ev->kind == OOM_EVENT_KILL)
-        fprintf(stderr, "oomless probe: the trial is still running: SIGKILL\n");
+        cli_say("oomless probe: the trial is still running: SIGKILL\n");
 }
 
 static void print_command(FILE *f, char **cmd)
@@ -379,9 +366,12 @@ static int run_probe(struct probe_args *a, char **cmd, oom_patterns *patterns)
 
     a->o.patterns = patterns;
     a->o.on_event = on_event;
-    a->o.stop = &stop_signal;
-    install_signals();
+    a->o.stop = &cli_stop_signal;
+    a->o.relay = &cli_relay;
+    a->o.foreground = 1;
+    cli_supervise_signals();
     err = oom_probe(&r, &job, &a->o);
+    cli_supervise_done();
     if (err && !r)
         return cli_fail("probe", err);
     if (err)
@@ -428,7 +418,7 @@ int cmd_probe(int argc, char **argv)
         oom_patterns_free(patterns);
         return rc;
     }
-    fprintf(stderr, "oomless probe: sampling GPU memory every %.0f ms\n",
+    cli_say("oomless probe: sampling GPU memory every %.0f ms\n",
             (a.o.sample_interval_s > 0 ? a.o.sample_interval_s : OOM_DEFAULT_SAMPLE_INTERVAL) *
                 1000.0);
     rc = run_probe(&a, argv + optind, patterns);

@@ -12,8 +12,11 @@
 
 static const char usage_text[] =
     "usage: oomless run [OPTIONS] -- CMD [ARG...]\n\n"
-    "Runs your training command in its own process group, forwards SIGINT/SIGTERM/SIGHUP to it\n"
-    "and exits with its status (128+N for signal N). When it dies of out-of-memory it is\n"
+    "Runs your training command in its own process group, forwards SIGINT, SIGTERM, SIGHUP and\n"
+    "SIGQUIT to it, passes SIGUSR1/SIGUSR2 on (SLURM --signal, requeue handlers), and exits\n"
+    "with its status (128+N for signal N). In the terminal's foreground the job gets the\n"
+    "terminal while it runs (input(), breakpoint()); Ctrl-Z stops it and oomless together, fg\n"
+    "continues both. When it dies of out-of-memory (the last error it printed) it is\n"
     "relaunched with the next smaller micro-batch that divides the effective batch and the\n"
     "matching larger accumulation (the same command line: resume through your own arguments).\n"
     "The batch is never raised. Placeholders {batch} {accum} {seq} {effective} {attempt} and\n"
@@ -55,25 +58,6 @@ enum {
     OPT_PATTERNS,
     OPT_JSON
 };
-
-static volatile sig_atomic_t stop_signal;
-
-static void on_signal(int sig)
-{
-    stop_signal = sig;
-}
-
-static void install_signals(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal; /* no SA_RESTART: a wait is interrupted */
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-    signal(SIGPIPE, SIG_IGN);
-}
 
 struct run_args {
     oom_run_options o;
@@ -344,21 +328,32 @@ static void on_event(const oom_job_event *ev, void *user)
         snprintf(step, sizeof(step), " at step %ld", ev->step);
     switch (ev->kind) {
     case OOM_EVENT_LAUNCH:
-        fprintf(stderr, "oomless run: %s attempt %d: batch %d, accumulation %d (pid %ld)\n", when,
+        cli_say("oomless run: %s attempt %d: batch %d, accumulation %d (pid %ld)\n", when,
                 ev->attempt, ev->batch, ev->grad_accum, ev->pid);
         break;
     case OOM_EVENT_RESTART:
-        fprintf(stderr,
-                "oomless run: %s out of memory%s (peak %s): restarting with batch %d -> %d, "
+        cli_say("oomless run: %s out of memory%s (peak %s): restarting with batch %d -> %d, "
                 "accumulation %d -> %d (effective %ld)\n",
                 when, step, peak, ev->previous_batch, ev->batch, ev->previous_accum, ev->grad_accum,
                 (long)ev->batch * ev->grad_accum);
         break;
     case OOM_EVENT_SIGNAL:
-        fprintf(stderr, "oomless run: %s forwarding signal %d to the job\n", when, ev->signal);
+        cli_say("oomless run: %s passing %s to the job\n", when, cli_signal_name(ev->signal));
+        break;
+    case OOM_EVENT_STOP:
+        cli_say("oomless run: %s the job stopped (%s)%s\n", when, cli_signal_name(ev->signal),
+                ev->signal == SIGSTOP ? ""
+                : ev->signal == SIGTSTP
+                    ? "; oomless stops with it (fg or SIGCONT continues both)"
+                    : " waiting for the terminal; oomless stops with it until it is in the "
+                      "foreground (fg)");
+        cli_supervise_stopped(ev);
+        break;
+    case OOM_EVENT_CONTINUE:
+        cli_say("oomless run: %s the job continues\n", when);
         break;
     case OOM_EVENT_KILL:
-        fprintf(stderr, "oomless run: %s the job did not stop within the grace: SIGKILL\n", when);
+        cli_say("oomless run: %s the job did not stop within the grace: SIGKILL\n", when);
         break;
     default:
         break;
@@ -410,9 +405,12 @@ int cmd_run(int argc, char **argv)
     job = (oom_job){(const char *const *)cmd, NULL, a.json ? 2 : 1, 2};
     a.o.patterns = patterns;
     a.o.on_event = on_event;
-    a.o.stop = &stop_signal;
-    install_signals();
+    a.o.stop = &cli_stop_signal;
+    a.o.relay = &cli_relay;
+    a.o.foreground = 1;
+    cli_supervise_signals();
     err = oom_run(&r, &job, &a.o);
+    cli_supervise_done();
     oom_patterns_free(patterns);
     if (err == OOM_EINVAL)
         return cli_fail("run", err);

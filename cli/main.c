@@ -1,9 +1,12 @@
 /* main.c - `oomless COMMAND ...`: finds the sub-command in a table and runs it. */
 #include "cli.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <locale.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static const struct cli_command commands[] = {
     {"gpus", "list GPUs, their memory and the budget after the safety margin", cmd_gpus},
@@ -31,10 +34,27 @@ static void usage(FILE *out)
                  "            3 environment (no NVML, I/O); 'run' passes the job's status on.\n");
 }
 
+/* Started with a standard descriptor closed (`2>&-`, `>&-`, `<&-`), the next file oomless opens
+ * would become that descriptor: the events JSONL would receive stderr text, the watch CSV the
+ * snapshots. /dev/null takes each closed one first (open returns the lowest free descriptor). */
+static int open_std_fds(void)
+{
+    int fd, got;
+    for (fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) >= 0 || errno != EBADF)
+            continue;
+        if ((got = open("/dev/null", O_RDWR)) != fd) /* the lowest free one: fd */
+            return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     size_t i;
 
+    if (open_std_fds() != 0)
+        return EXIT_ENV; /* no /dev/null: nowhere to say so either */
     setlocale(LC_CTYPE, "");
     cli_init_notices();
     if (argc < 2) {

@@ -1077,6 +1077,15 @@ typedef enum oom_job_event_kind {
     OOM_EVENT_EXIT = 3,    /**< a launch ended (exit_code, peak_bytes) */
     OOM_EVENT_SIGNAL = 4,  /**< a signal was forwarded to the job's process group (signal) */
     OOM_EVENT_KILL = 5,    /**< the job outlived its grace period or timeout: SIGKILL sent */
+    /** The job's leader stopped (signal: SIGTSTP, SIGTTIN, SIGTTOU, SIGSTOP). After a terminal
+     *  stop (SIGTSTP, or SIGTTIN/SIGTTOU: the job wants a terminal it does not hold) the job
+     *  stays stopped until the callback returns, then is continued (with the terminal when the
+     *  caller holds it, see oom_run_options.foreground): a caller doing job control stops
+     *  itself in the callback (by_job: its whole process group, as the terminal would have;
+     *  else itself) and returns once continued. A job stopped by SIGSTOP is left to whoever
+     *  stopped it. */
+    OOM_EVENT_STOP = 6,
+    OOM_EVENT_CONTINUE = 7, /**< the job's leader was continued (SIGCONT) */
 } oom_job_event_kind;
 
 typedef struct oom_job_event {
@@ -1091,11 +1100,29 @@ typedef struct oom_job_event {
     uint64_t peak_bytes; /**< peak seen so far in this launch, OOM_UNKNOWN when not measured */
     int exit_code;       /**< EXIT/OOM: 0..255, 128+N for signal N, 127/126 exec failures */
     long step;           /**< last "step N" the job printed, -1 when none */
-    int signal;          /**< SIGNAL/KILL: the signal sent */
+    int signal;          /**< SIGNAL/KILL: the signal sent; STOP: the one that stopped it */
+    int by_job;          /**< STOP: 1 when the job was stopped (by its terminal or another
+                              process), 0 when the caller's relayed SIGTSTP stopped it */
     double duration_s;   /**< EXIT/OOM: how long the launch ran */
 } oom_job_event;
 
 typedef void (*oom_job_event_fn)(const oom_job_event *event, void *user);
+
+/**
+ * Signals a caller passes on to a supervised job without ending the supervision. The caller's
+ * handler of each signal counts it here (that handler is the counter's only writer); when the
+ * running launch sees a count grown, it sends the signal to the job's process group, once
+ * (signals that came together are merged, as the kernel merges them) and reports
+ * OOM_EVENT_SIGNAL. Counts that grow while no launch runs (between relaunches) are not passed
+ * on. SIGTSTP stops the job and then reports OOM_EVENT_STOP (by_job 0); SIGCONT continues it
+ * (giving it the terminal when the caller holds it and `foreground` is set).
+ */
+typedef struct oom_job_relay {
+    volatile sig_atomic_t usr1; /**< SIGUSR1 (SLURM --signal=USR1@T, Lightning's requeue) */
+    volatile sig_atomic_t usr2; /**< SIGUSR2 */
+    volatile sig_atomic_t tstp; /**< SIGTSTP */
+    volatile sig_atomic_t cont; /**< SIGCONT */
+} oom_job_relay;
 
 /** The name of an event kind as the events file writes it ("launch", "oom", ...). */
 OOM_EXPORT const char *oom_job_event_name(oom_job_event_kind kind);
@@ -1123,11 +1150,18 @@ OOM_EXPORT const char *oom_patterns_find(const oom_patterns *patterns, const cha
 
 /**
  * Whether a job died of running out of GPU memory: it failed (exit_code != 0: a non-zero status
- * or a signal such as SIGABRT) and its output tail holds a pattern. A job that printed an OOM
- * message but exited 0 recovered by itself; a SIGKILL without a message (the kernel's host-RAM
- * OOM killer) is not a GPU OOM. Returns 1 or 0.
+ * or a signal such as SIGABRT) and the last error in its output `text` is an OOM. The text is
+ * read line by line (a line longer than 4 KiB in overlapping windows): a line holding a pattern
+ * is an OOM; a Python exception line ("ValueError: ..."), "terminate called after throwing" or
+ * "Fatal Python error:" at the start of a line is another error; a Python traceback's frame
+ * lines are skipped, and a traceback that ends in ChildFailedError or CalledProcessError (a
+ * child's failure reported) leaves the child's error standing. So an OOM the job handled,
+ * followed by a different fatal error, is not an OOM death. A job that printed an OOM message
+ * but exited 0 recovered by itself; a SIGKILL without a message (the kernel's host-RAM OOM
+ * killer) is not a GPU OOM. run and probe apply the same reading to a launch's whole output,
+ * stdout and stderr. Returns 1 or 0.
  */
-OOM_EXPORT int oom_is_oom_exit(const oom_patterns *patterns, int exit_code, const char *tail,
+OOM_EXPORT int oom_is_oom_exit(const oom_patterns *patterns, int exit_code, const char *text,
                                size_t len);
 
 /* ---- the batch-size search (pure: no process is launched) --------------------------------- */
@@ -1205,6 +1239,15 @@ typedef struct oom_probe_options {
     /** When non-NULL and it becomes non-zero (a signal number, set by the caller's handler),
      *  the signal is forwarded to the running trial and the probe stops: OOM_EINTERRUPTED. */
     const volatile sig_atomic_t *stop;
+    const oom_job_relay *relay; /**< signals passed on without stopping; NULL: none */
+    /** 1: terminal job control. When the caller's process group is the foreground group of
+     *  its controlling terminal, the job gets the terminal while it runs (it can read it:
+     *  input(), breakpoint(), getpass; Ctrl-C and Ctrl-Z reach it) and the caller takes it
+     *  back when the job stops or ends; a job the terminal interrupted (SIGINT, SIGQUIT) stops
+     *  the probe like a stop signal. 0: the job never gets the terminal. Either way a job
+     *  stopped waiting for terminal input it cannot get is ended, and the launch fails
+     *  (OOM_EJOB, "stopped waiting for terminal input"). */
+    int foreground;
 } oom_probe_options;
 
 typedef struct oom_probe_result {
@@ -1264,7 +1307,9 @@ typedef struct oom_run_options {
     oom_job_event_fn on_event;
     void *user;
     const volatile sig_atomic_t
-        *stop; /**< as in oom_probe_options: forwarded, then the job's status */
+        *stop;                  /**< as in oom_probe_options: forwarded, then the job's status */
+    const oom_job_relay *relay; /**< as in oom_probe_options */
+    int foreground;             /**< as in oom_probe_options */
 } oom_run_options;
 
 typedef struct oom_run_result {

@@ -106,6 +106,11 @@ void oomi_sb_free(oomi_sb *sb);
 /* ---- files and data (file.c) -------------------------------------------------------------- */
 /* Reads a whole file (NUL-terminated, *len without the NUL). OOM_EIO names the path + errno. */
 int oomi_read_file(char **out, size_t *len, const char *path);
+/* A descriptor the library keeps open, moved above 2 when it landed on 0-2 (the caller runs
+ * with a standard descriptor closed: what the caller, or a job's copied output, writes there
+ * must not reach the library's file). Close-on-exec. Returns the descriptor (fd itself when
+ * above 2), or -1 with errno (fd closed). */
+int oomi_fd_above_std(int fd);
 /* The data directory: $OOMLESS_DATA_DIR, else the installed one, else the source tree's. */
 const char *oomi_data_dir(void);
 /* "<data dir>/<relative>", allocated */

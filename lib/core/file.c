@@ -14,6 +14,18 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+int oomi_fd_above_std(int fd)
+{
+    int high, e;
+    if (fd < 0 || fd > 2)
+        return fd;
+    high = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    e = errno;
+    close(fd);
+    errno = e;
+    return high;
+}
+
 int oomi_read_fd(char **out, size_t *len, int fd, const char *path)
 {
     oomi_sb sb = OOMI_SB_INIT;

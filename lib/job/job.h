@@ -22,9 +22,11 @@ typedef struct oomi_proc {
 int oomi_proc_resolve(char **path, int *err_no, const char *argv0);
 /* fork + execve in a new process group, with argv/envp built by the caller. Only
  * async-signal-safe calls run between fork and exec. When exec fails the child _exits(127) and
- * *exec_errno receives its errno (0 on success). Makes the caller a child subreaper (Linux). */
+ * *exec_errno receives its errno (0 on success). Makes the caller a child subreaper (Linux).
+ * tty >= 0: the new group becomes that terminal's foreground group (set in the child and in the
+ * parent, whichever runs first, like a shell). */
 int oomi_proc_spawn(oomi_proc *p, int *exec_errno, const char *path, char *const argv[],
-                    char *const envp[]);
+                    char *const envp[], int tty);
 /* What belongs to a job: its process group; the pids in `known` (seen in its tree earlier) and
  * the processes started since `since` (clock ticks since boot, as /proc/PID/stat field 22; 0:
  * unknown) when they are now our children (orphans that had left the group, reparented to us,
@@ -45,12 +47,63 @@ int oomi_proc_in_tree(pid_t pid, const oomi_tree *t);
 /* SIGKILLs the job's processes, reaps those that are our children, and repeats until none is
  * left (bounded: about 10 s). */
 void oomi_proc_kill_all(const oomi_tree *t);
+/* The controlling terminal (tty.c): the caller's, opened close-on-exec, -1 when it has none. */
+int oomi_tty_open(void);
+/* 1 when `pgrp` is the terminal's foreground process group. */
+int oomi_tty_is_foreground(int tty, pid_t pgrp);
+/* Makes `pgrp` the terminal's foreground group, with SIGTTOU blocked meanwhile (so that a
+ * caller in the background may too). 0, or -1 with errno. */
+int oomi_tty_set_foreground(int tty, pid_t pgrp);
 /* The start time of a process (clock ticks since boot), 0 when unknown. */
 unsigned long long oomi_proc_start_time(pid_t pid);
 /* Exit code as a shell reports it: status, or 128+N for signal N. */
 int oomi_proc_exit_code(int wait_status);
 double oomi_now_mono(void);
 double oomi_now_unix(void);
+
+/* Reading a job's output as it comes for the error that ended it (oommatch.c): each stream
+ * (0 stdout, 1 stderr) line by line, a long line in windows of OOMI_SCAN_WINDOW bytes that
+ * overlap by OOMI_SCAN_OVERLAP (a pattern longer than that may be missed across a window edge).
+ * The verdict is 1 when the last error line seen (all streams, in arrival order) is an OOM
+ * pattern; a Python traceback's exception line counts, not its frames. */
+#define OOMI_SCAN_WINDOW  4096
+#define OOMI_SCAN_OVERLAP 512
+struct oomi_scanline {
+    char text[OOMI_SCAN_WINDOW];
+    size_t len;
+    int continued; /* this window is not the start of its line */
+    int in_frames; /* inside a traceback's frames (after "Traceback ...", before its message) */
+    int before;    /* the last error before this traceback began */
+};
+typedef struct oomi_oomscan {
+    const oom_patterns *patterns;
+    struct oomi_scanline s[2];
+    int last; /* the last error seen: none, OOM, another */
+} oomi_oomscan;
+void oomi_oomscan_init(oomi_oomscan *sc, const oom_patterns *patterns);
+void oomi_oomscan_feed(oomi_oomscan *sc, int stream, const char *b, size_t n);
+/* Reads the unterminated last lines, then: 1 when the job's last error was an OOM. */
+int oomi_oomscan_verdict(oomi_oomscan *sc);
+
+/* Output that never blocks the supervision loop (output.c): the bytes a job wrote, queued until
+ * their destination takes them. Read into oomi_outq_space(), then oomi_outq_commit(); a queue
+ * without room means the job's pipe is left unread. `to` -1: dropped (space is still given). */
+#define OOMI_OUTQ_MAX 65536
+typedef struct oomi_outq {
+    int to, to_file;
+    char buf[OOMI_OUTQ_MAX];
+    size_t head, len; /* queued: buf[head, head + len) */
+} oomi_outq;
+void oomi_outq_init(oomi_outq *q, int to);
+size_t oomi_outq_room(const oomi_outq *q);
+char *oomi_outq_space(oomi_outq *q, size_t *space);
+void oomi_outq_commit(oomi_outq *q, size_t n);
+/* Writes what the destination takes now, without blocking; returns the bytes written. A
+ * destination that fails (its reader gone, a full disk) is dropped from then on. */
+size_t oomi_outq_flush(oomi_outq *q);
+/* Writes all of b to a non-blocking fd, waiting at most max_wait_s for it to take more: 0, or
+ * the errno (EAGAIN when the wait ran out). */
+int oomi_write_bounded(int fd, const char *b, size_t n, double max_wait_s);
 
 /* One launch of a job, supervised until it ends. */
 typedef struct oomi_launch {
@@ -61,12 +114,16 @@ typedef struct oomi_launch {
     oom_gpu_session *gpu; /* NULL: no sampling */
     const oom_patterns *patterns;
     const volatile sig_atomic_t *stop;
+    const oom_job_relay *relay; /* NULL: none */
+    int foreground;             /* give the job the caller's terminal while it runs */
     oom_job_event_fn on_event;
     void *user;
     /* out */
     long pid;
     int exit_code;
     int oom, timed_out, exec_failed, stop_signal;
+    int tty_wait; /* the stop signal (SIGTTIN/SIGTTOU) of a job ended because it waited for
+                     terminal input it could not get; 0 */
     uint64_t peak_bytes;
     double duration_s;
     long step;
@@ -78,7 +135,10 @@ typedef struct oomi_launch {
 int oomi_launch_run(oomi_launch *l);
 /* Substitutes the placeholders of one argv element (allocated). */
 char *oomi_expand_arg(const char *tmpl, int batch, int accum, int seq, int attempt);
-/* The event for a launch (kind, time, pid, attempt, batch, accum, peak, exit, step filled). */
+/* The event for a launch (kind, time, pid, attempt, batch, accum, peak, exit, step filled;
+ * signal: l->stop_signal). */
 void oomi_launch_event(const oomi_launch *l, oom_job_event_kind kind);
+/* The message for a launch ended by oomi_launch.tty_wait (an OOM_EJOB failure). */
+int oomi_fail_tty_wait(const oomi_launch *l);
 
 #endif

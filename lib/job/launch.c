@@ -1,7 +1,7 @@
 /*
  * launch.c - one supervised launch of a job: placeholders and environment, spawn, copy its
- * output through while keeping the tail, sample its GPU memory, forward signals, enforce the
- * timeout and the kill grace, and leave no process behind.
+ * output through while reading it for the error that ends the job, sample its GPU memory,
+ * forward signals, enforce the timeout and the kill grace, and leave no process behind.
  */
 #include "job/job.h"
 
@@ -11,13 +11,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <strings.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 extern char **environ;
 
-#define TAIL_MAX  16384
 #define LINE_MAX_ 256
 #define KNOWN_MAX 256
 
@@ -137,20 +137,25 @@ fail:
 /* ---- the running state --------------------------------------------------------------------- */
 
 struct stream {
-    int fd, to;
+    int fd; /* the job's pipe, -1 once closed */
     char line[LINE_MAX_];
     size_t linelen;
+    oomi_outq out; /* read, not yet written to oomless's stdout/stderr */
 };
 
 struct watch {
     oomi_launch *l;
     oomi_proc p;
     struct stream s[2];
-    char tail[TAIL_MAX];
-    size_t taillen;
+    oomi_oomscan scan; /* the error that ends the job, read from all of its output */
     pid_t known[KNOWN_MAX];
     size_t nknown;
     unsigned long long since; /* the leader's start time */
+    int tty;                  /* the caller's terminal when l->foreground, else -1 */
+    sig_atomic_t seen_usr1, seen_usr2, seen_tstp, seen_cont; /* relay counts passed on */
+    double start, paused; /* when it started; seconds spent stopped with the caller */
+    double term_at;       /* when SIGTERM went (a signal, the timeout), 0 */
+    int killed;           /* SIGKILL sent after the grace */
 };
 
 static oomi_tree tree_of(const struct watch *w)
@@ -159,7 +164,7 @@ static oomi_tree tree_of(const struct watch *w)
     return t;
 }
 
-void oomi_launch_event(const oomi_launch *l, oom_job_event_kind kind)
+static void send_event(const oomi_launch *l, oom_job_event_kind kind, int sig, int by_job)
 {
     oom_job_event ev;
     if (!l->on_event)
@@ -174,22 +179,25 @@ void oomi_launch_event(const oomi_launch *l, oom_job_event_kind kind)
     ev.peak_bytes = l->peak_bytes;
     ev.exit_code = l->exit_code;
     ev.step = l->step;
-    ev.signal = l->stop_signal;
+    ev.signal = sig;
+    ev.by_job = by_job;
     ev.duration_s = l->duration_s;
     l->on_event(&ev, l->user);
 }
 
-static void write_all(int fd, const char *b, size_t n)
+void oomi_launch_event(const oomi_launch *l, oom_job_event_kind kind)
 {
-    while (fd >= 0 && n) {
-        ssize_t w = write(fd, b, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return;
-        b += w;
-        n -= (size_t)w;
-    }
+    send_event(l, kind, l->stop_signal, 0);
+}
+
+int oomi_fail_tty_wait(const oomi_launch *l)
+{
+    return oomi_fail(OOM_EJOB,
+                     "the job stopped waiting for terminal %s (%s), which oomless cannot give "
+                     "it: oomless is not in its terminal's foreground, or has no terminal. Run "
+                     "it in the foreground, or give the job its input from a file (< FILE)",
+                     l->tty_wait == SIGTTIN ? "input" : "output or settings",
+                     l->tty_wait == SIGTTIN ? "SIGTTIN" : "SIGTTOU");
 }
 
 /* "step 12", "Step 12/100", "global_step=12", "step: 12" (case-insensitive): the last wins. */
@@ -213,26 +221,10 @@ static void parse_step(oomi_launch *l, const char *s, size_t n)
     }
 }
 
-static void keep_tail(struct watch *w, const char *b, size_t n)
-{
-    if (n >= TAIL_MAX) {
-        b += n - TAIL_MAX / 2;
-        n = TAIL_MAX / 2;
-    }
-    if (w->taillen + n > TAIL_MAX) {
-        size_t drop = w->taillen + n - TAIL_MAX;
-        memmove(w->tail, w->tail + drop, w->taillen - drop);
-        w->taillen -= drop;
-    }
-    memcpy(w->tail + w->taillen, b, n);
-    w->taillen += n;
-}
-
 static void take_output(struct watch *w, struct stream *s, const char *b, size_t n)
 {
     size_t i;
-    write_all(s->to, b, n);
-    keep_tail(w, b, n);
+    oomi_oomscan_feed(&w->scan, s == &w->s[1], b, n);
     for (i = 0; i < n; i++) {
         if (b[i] == '\n' || s->linelen == sizeof(s->line)) {
             parse_step(w->l, s->line, s->linelen);
@@ -243,26 +235,65 @@ static void take_output(struct watch *w, struct stream *s, const char *b, size_t
     }
 }
 
-/* Reads what is available; closes the stream at EOF. */
-static void pump(struct watch *w, struct stream *s)
+/* Reads what the job's pipe holds, as far as the output queue has room (at most one queue's
+ * worth per call, so that a job writing without pause cannot hold the loop); closes the pipe at
+ * EOF. Returns the bytes read. */
+static size_t pump(struct watch *w, struct stream *s)
 {
-    char buf[4096];
+    size_t total = 0, space;
     ssize_t n;
-    while (s->fd >= 0) {
-        n = read(s->fd, buf, sizeof(buf));
+    while (s->fd >= 0 && total < OOMI_OUTQ_MAX && oomi_outq_room(&s->out) > 0) {
+        char *at = oomi_outq_space(&s->out, &space);
+        n = read(s->fd, at, space);
         if (n > 0) {
-            take_output(w, s, buf, (size_t)n);
+            take_output(w, s, at, (size_t)n);
+            oomi_outq_commit(&s->out, (size_t)n);
+            total += (size_t)n;
             continue;
         }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return;
+        if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
         close(s->fd);
         s->fd = -1;
         parse_step(w->l, s->line, s->linelen);
         s->linelen = 0;
     }
+    return total;
+}
+
+/* The descriptors to wait on: a pipe while its queue has room, a destination while it has
+ * bytes queued. */
+static nfds_t poll_set(struct watch *w, struct pollfd fds[4], int *reading)
+{
+    nfds_t nf = 0;
+    int i;
+    *reading = 0;
+    for (i = 0; i < 2; i++) {
+        struct stream *s = &w->s[i];
+        if (s->fd >= 0 && oomi_outq_room(&s->out) > 0) {
+            fds[nf++] = (struct pollfd){s->fd, POLLIN, 0};
+            *reading = 1;
+        }
+        if (s->out.len > 0)
+            fds[nf++] = (struct pollfd){s->out.to, POLLOUT, 0};
+    }
+    return nf;
+}
+
+/* Waits up to ms for a pipe or a destination, then moves what can move. Returns the bytes
+ * read plus written. */
+static size_t move_output(struct watch *w, int ms, int *reading)
+{
+    struct pollfd fds[4];
+    nfds_t nf = poll_set(w, fds, reading);
+    size_t moved = 0;
+    int i;
+    poll(nf ? fds : NULL, nf, ms);
+    for (i = 0; i < 2; i++) {
+        moved += pump(w, &w->s[i]);
+        moved += oomi_outq_flush(&w->s[i].out);
+    }
+    return moved;
 }
 
 /* Whether an NVML process is the job's; one that is, and is not the leader, is remembered (it
@@ -314,8 +345,19 @@ static void sample(struct watch *w)
         w->l->peak_bytes = best;
 }
 
-/* Forwards a new stop signal; SIGTERM at the timeout; SIGKILL once the grace has passed. */
-static void enforce(struct watch *w, double start, double *term_at, int *killed)
+/* SIGTERM to the job's group (continued, so that a stopped job acts on it); the kill grace
+ * starts. */
+static void terminate(struct watch *w, int sig)
+{
+    kill(-w->p.pid, sig);
+    kill(-w->p.pid, SIGCONT);
+    if (w->term_at == 0)
+        w->term_at = oomi_now_mono();
+}
+
+/* Forwards a new stop signal; SIGTERM at the timeout (time spent stopped with the caller does
+ * not count); SIGKILL once the grace has passed. */
+static void enforce(struct watch *w)
 {
     oomi_launch *l = w->l;
     double now = oomi_now_mono();
@@ -323,21 +365,120 @@ static void enforce(struct watch *w, double start, double *term_at, int *killed)
 
     if (sig && sig != l->stop_signal) {
         l->stop_signal = sig;
-        kill(-w->p.pid, sig);
+        terminate(w, sig);
         oomi_launch_event(l, OOM_EVENT_SIGNAL);
-        if (*term_at == 0)
-            *term_at = now;
     }
-    if (l->timeout_s > 0 && !l->timed_out && now - start >= l->timeout_s) {
+    if (l->timeout_s > 0 && !l->timed_out && now - w->start - w->paused >= l->timeout_s) {
         l->timed_out = 1;
-        kill(-w->p.pid, SIGTERM);
-        if (*term_at == 0)
-            *term_at = now;
+        terminate(w, SIGTERM);
     }
-    if (*term_at > 0 && !*killed && now - *term_at >= l->kill_grace_s) {
-        *killed = 1;
+    if (w->term_at > 0 && !w->killed && now - w->term_at >= l->kill_grace_s) {
+        w->killed = 1;
         kill(-w->p.pid, SIGKILL);
         oomi_launch_event(l, OOM_EVENT_KILL);
+    }
+}
+
+/* ---- job control: the terminal, stops, relayed signals -------------------------------------- */
+
+/* Gives the job the terminal when the caller holds it. 1 when the job holds it now. */
+static int give_tty(struct watch *w)
+{
+    if (oomi_tty_is_foreground(w->tty, w->p.pid))
+        return 1;
+    return oomi_tty_is_foreground(w->tty, getpgrp()) &&
+           oomi_tty_set_foreground(w->tty, w->p.pid) == 0;
+}
+
+/* Takes the terminal back from the job's group, when it holds it. */
+static void take_tty(struct watch *w)
+{
+    if (oomi_tty_is_foreground(w->tty, w->p.pid))
+        oomi_tty_set_foreground(w->tty, getpgrp());
+}
+
+/* A job stopped for a terminal it cannot get is ended: waiting would wait forever. */
+static void end_tty_wait(struct watch *w, int sig)
+{
+    w->l->tty_wait = sig;
+    terminate(w, SIGTERM);
+}
+
+/* The job stopped on a terminal stop signal: it stays stopped while the callback runs (a caller
+ * doing job control stops itself there, and returns once continued), then goes on, with the
+ * terminal when the caller holds it; one that wanted the terminal and still cannot have it is
+ * ended. */
+static void stopped_with_caller(struct watch *w, int sig, int by_job)
+{
+    double t0 = oomi_now_mono();
+    take_tty(w);
+    send_event(w->l, OOM_EVENT_STOP, sig, by_job);
+    w->paused += oomi_now_mono() - t0;
+    if (!give_tty(w) && (sig == SIGTTIN || sig == SIGTTOU)) {
+        end_tty_wait(w, sig);
+        return;
+    }
+    kill(-w->p.pid, SIGCONT);
+}
+
+/* The leader's stops and continuations (waitid consumes each report once). */
+static void check_stopped(struct watch *w)
+{
+    siginfo_t si;
+    int sig;
+
+    memset(&si, 0, sizeof(si));
+    if (waitid(P_PID, (id_t)w->p.pid, &si, WSTOPPED | WCONTINUED | WNOHANG) < 0 || si.si_pid == 0)
+        return;
+    if (si.si_code == CLD_CONTINUED) {
+        send_event(w->l, OOM_EVENT_CONTINUE, SIGCONT, 0);
+        return;
+    }
+    if (si.si_code != CLD_STOPPED || w->l->tty_wait)
+        return;
+    sig = si.si_status;
+    if (sig == SIGTTIN || sig == SIGTTOU) {
+        if (give_tty(w)) /* it read before the terminal was handed over, or after an fg */
+            kill(-w->p.pid, SIGCONT);
+        else if (w->tty < 0) /* no terminal to wait for: end it now */
+            end_tty_wait(w, sig);
+        else
+            stopped_with_caller(w, sig, 1);
+    } else if (sig == SIGTSTP) {
+        stopped_with_caller(w, sig, 1);
+    } else { /* SIGSTOP: left to whoever stopped it */
+        send_event(w->l, OOM_EVENT_STOP, sig, 1);
+    }
+}
+
+/* Passes on what the caller's handlers counted since the last look. */
+static void relay_signals(struct watch *w)
+{
+    const oom_job_relay *r = w->l->relay;
+    int tstp, cont;
+
+    if (!r)
+        return;
+    if (r->usr1 != w->seen_usr1) {
+        w->seen_usr1 = r->usr1;
+        kill(-w->p.pid, SIGUSR1);
+        send_event(w->l, OOM_EVENT_SIGNAL, SIGUSR1, 0);
+    }
+    if (r->usr2 != w->seen_usr2) {
+        w->seen_usr2 = r->usr2;
+        kill(-w->p.pid, SIGUSR2);
+        send_event(w->l, OOM_EVENT_SIGNAL, SIGUSR2, 0);
+    }
+    tstp = r->tstp != w->seen_tstp;
+    cont = r->cont != w->seen_cont;
+    w->seen_tstp = r->tstp;
+    w->seen_cont = r->cont;
+    if (cont) { /* continued (after a stop too, if both came): the job goes on */
+        give_tty(w);
+        kill(-w->p.pid, SIGCONT);
+    } else if (tstp && !w->l->tty_wait) {
+        kill(-w->p.pid, SIGTSTP);
+        stopped_with_caller(w, SIGTSTP, 0);
     }
 }
 
@@ -353,58 +494,72 @@ static int leader_exited(pid_t pid)
 static void supervise_loop(struct watch *w)
 {
     oomi_launch *l = w->l;
-    double start = oomi_now_mono(), next_sample = start, term_at = 0;
-    int killed = 0, status = 0;
+    double next_sample = w->start;
+    int status = 0, sig;
 
     for (;;) {
-        struct pollfd fds[2];
-        nfds_t nf = 0;
         double now;
-        int ms, i;
+        int ms, reading;
 
-        enforce(w, start, &term_at, &killed);
+        relay_signals(w);
+        check_stopped(w);
+        enforce(w);
         if ((now = oomi_now_mono()) >= next_sample) {
             sample(w);
             next_sample = now + l->sample_interval_s;
         }
         if (leader_exited(w->p.pid))
             break;
-        for (i = 0; i < 2; i++)
-            if (w->s[i].fd >= 0)
-                fds[nf++] = (struct pollfd){w->s[i].fd, POLLIN, 0};
         ms = (int)((next_sample - oomi_now_mono()) * 1000.0) + 1;
         ms = ms < 1 ? 1 : ms > 100 ? 100 : ms;
-        if (nf == 0 || poll(fds, nf, ms) > 0)
-            for (i = 0; i < 2; i++)
-                pump(w, &w->s[i]);
-        if (nf == 0)
-            poll(NULL, 0, ms);
+        move_output(w, ms, &reading);
     }
     sample(w); /* the last one, while the leader is a zombie */
     while (waitpid(w->p.pid, &status, 0) < 0 && errno == EINTR)
         ;
-    l->duration_s = oomi_now_mono() - start;
+    /* Ctrl-C / Ctrl-\ at the terminal the job held: the user interrupted oomless's job, as a
+     * SIGINT to oomless would have */
+    sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+    if (!l->stop_signal && (sig == SIGINT || sig == SIGQUIT) &&
+        oomi_tty_is_foreground(w->tty, w->p.pid))
+        l->stop_signal = sig;
+    take_tty(w);
+    l->duration_s = oomi_now_mono() - w->start - w->paused;
     l->exit_code = oomi_proc_exit_code(status);
 }
 
-/* After the leader: kill the rest, then read what the pipes still hold (bounded). */
+/* Whether the launch is being ended by a signal or its timeout: its output then gets only a
+ * short wait for a stalled reader. */
+static int ending(const oomi_launch *l)
+{
+    return l->stop_signal || l->timed_out || l->tty_wait || (l->stop && *l->stop);
+}
+
+/* After the leader: kill the rest, then read what the pipes still hold (for 2 s at most while
+ * there is room to read into) and write out what is queued: for as long as the destination
+ * takes it, but once a signal or the timeout is ending the launch, for at most 1 s without
+ * progress; what is left then is dropped. */
 static void finish_streams(struct watch *w)
 {
-    double until;
-    int i;
+    double reading_for = 0, last_move, now;
+    int i, reading;
     oomi_tree t = tree_of(w);
 
     oomi_proc_kill_all(&t);
-    until = oomi_now_mono() + 2.0;
-    while ((w->s[0].fd >= 0 || w->s[1].fd >= 0) && oomi_now_mono() < until) {
-        struct pollfd fds[2];
-        nfds_t nf = 0;
-        for (i = 0; i < 2; i++)
-            if (w->s[i].fd >= 0)
-                fds[nf++] = (struct pollfd){w->s[i].fd, POLLIN, 0};
-        poll(fds, nf, 100);
-        for (i = 0; i < 2; i++)
-            pump(w, &w->s[i]);
+    last_move = oomi_now_mono();
+    while (w->s[0].fd >= 0 || w->s[1].fd >= 0 || w->s[0].out.len > 0 || w->s[1].out.len > 0) {
+        double before = oomi_now_mono();
+        if (move_output(w, 100, &reading) > 0)
+            last_move = oomi_now_mono();
+        now = oomi_now_mono();
+        if (reading && (reading_for += now - before) >= 2.0)
+            for (i = 0; i < 2; i++)
+                if (w->s[i].fd >= 0) {
+                    close(w->s[i].fd);
+                    w->s[i].fd = -1;
+                }
+        if (ending(w->l) && now - last_move >= 1.0)
+            break;
     }
     for (i = 0; i < 2; i++)
         if (w->s[i].fd >= 0)
@@ -427,7 +582,7 @@ int oomi_launch_run(oomi_launch *l)
 
     l->pid = -1;
     l->exit_code = -1;
-    l->oom = l->timed_out = l->exec_failed = l->stop_signal = 0;
+    l->oom = l->timed_out = l->exec_failed = l->stop_signal = l->tty_wait = 0;
     l->peak_bytes = OOM_UNKNOWN;
     l->duration_s = 0;
     l->step = -1;
@@ -436,25 +591,39 @@ int oomi_launch_run(oomi_launch *l)
         err = oomi_nomem();
         goto done;
     }
+    w->tty = l->foreground ? oomi_tty_open() : -1;
+    if (l->relay) { /* what was caught before this launch is not passed on */
+        w->seen_usr1 = l->relay->usr1;
+        w->seen_usr2 = l->relay->usr2;
+        w->seen_tstp = l->relay->tstp;
+        w->seen_cont = l->relay->cont;
+    }
     if ((err = oomi_proc_resolve(&path, &err_no, argv[0])) ||
-        (err = oomi_proc_spawn(&w->p, &err_no, path, argv, envp))) {
+        (err = oomi_proc_spawn(&w->p, &err_no, path, argv, envp,
+                               oomi_tty_is_foreground(w->tty, getpgrp()) ? w->tty : -1))) {
         if (err == OOM_EJOB)
             err = exec_failed(l, err_no);
         goto done;
     }
     w->l = l;
+    w->start = oomi_now_mono();
     l->pid = w->p.pid;
+    oomi_oomscan_init(&w->scan, l->patterns);
     w->since = oomi_proc_start_time(w->p.pid);
-    w->s[0] = (struct stream){.fd = w->p.out_fd, .to = l->job->stdout_fd ? l->job->stdout_fd : 1};
-    w->s[1] = (struct stream){.fd = w->p.err_fd, .to = l->job->stderr_fd ? l->job->stderr_fd : 2};
+    w->s[0].fd = w->p.out_fd;
+    w->s[1].fd = w->p.err_fd;
+    oomi_outq_init(&w->s[0].out, l->job->stdout_fd ? l->job->stdout_fd : 1);
+    oomi_outq_init(&w->s[1].out, l->job->stderr_fd ? l->job->stderr_fd : 2);
     oomi_launch_event(l, OOM_EVENT_LAUNCH);
     supervise_loop(w);
     finish_streams(w);
-    l->oom = !l->timed_out && !l->stop_signal &&
-             oom_is_oom_exit(l->patterns, l->exit_code, w->tail, w->taillen);
+    l->oom =
+        !l->timed_out && !l->stop_signal && l->exit_code != 0 && oomi_oomscan_verdict(&w->scan);
     oomi_launch_event(l, l->oom ? OOM_EVENT_OOM : OOM_EVENT_EXIT);
     err = OOM_OK;
 done:
+    if (w && w->tty >= 0)
+        close(w->tty);
     oomi_free(path);
     free_vec(argv);
     free_vec(envp);

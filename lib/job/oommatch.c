@@ -1,4 +1,5 @@
-/* oommatch.c - recognising an out-of-memory death: exit status + output tail against patterns. */
+/* oommatch.c - recognising an out-of-memory death: exit status + the error that ended the job,
+ * read line by line from its whole output, against patterns. */
 #include "job/job.h"
 
 #include <ctype.h>
@@ -112,9 +113,170 @@ const char *oom_patterns_find(const oom_patterns *p, const char *text, size_t le
     return NULL;
 }
 
-int oom_is_oom_exit(const oom_patterns *p, int exit_code, const char *tail, size_t len)
+/* ---- the error that ended the job ----------------------------------------------------------
+ *
+ * Each line (at most OOMI_SCAN_WINDOW bytes at a time; a longer line is read in windows that
+ * overlap by OOMI_SCAN_OVERLAP, so that a pattern across a window's edge is still whole in one)
+ * is either an OOM (a pattern occurs in it), another fatal error (below), or neither. The last
+ * of the first two kinds decides. A Python traceback restarts the decision: its frame lines
+ * (indented) are skipped, and the exception line that ends it, with the lines after it, decide.
+ */
+
+#define ERR_NONE  0
+#define ERR_OOM   1
+#define ERR_OTHER 2
+
+/* Exceptions that only report that a child process failed: the child's own error, printed
+ * before them, stays the cause. torch.distributed.elastic's ChildFailedError (PyTorch,
+ * torch/distributed/elastic/multiprocessing/errors/__init__.py) ends torchrun's output after
+ * a worker's traceback; subprocess.CalledProcessError (CPython, Lib/subprocess.py) a launcher's. */
+static const char *const wrapper_errors[] = {"ChildFailedError", "CalledProcessError"};
+
+/* Lines that report a fatal error without a Python exception line: libstdc++'s verbose
+ * terminate handler (GCC, libstdc++-v3/libsupc++/vterminate.cc) and CPython's fatal_error()
+ * (Python/pylifecycle.c). */
+static const char *const fatal_prefixes[] = {"terminate called after throwing an instance of",
+                                             "Fatal Python error:"};
+
+static int starts(const char *s, size_t n, const char *prefix)
 {
-    return exit_code != 0 && oom_patterns_find(p, tail, len) != NULL;
+    size_t m = strlen(prefix);
+    return n >= m && !memcmp(s, prefix, m);
+}
+
+/* "[rank0]: " (torchrun's per-rank prefix) or "[default0]:" (its --tee prefix): skipped, so
+ * that what follows is read as the start of the line. */
+static size_t tag_prefix(const char *s, size_t n)
+{
+    size_t i;
+    if (n < 3 || s[0] != '[')
+        return 0;
+    for (i = 1; i < n && i < 64 && s[i] != ']'; i++)
+        if (s[i] == '[' || isspace((unsigned char)s[i]))
+            return 0;
+    if (i + 1 >= n || s[i] != ']' || s[i + 1] != ':')
+        return 0;
+    i += 2;
+    return i < n && s[i] == ' ' ? i + 1 : i;
+}
+
+/* A Python exception line: a dotted name ending in "Error" or "Exception", then ':' or the end
+ * ("ValueError: ...", "torch.OutOfMemoryError: ..."). Returns the name's length, 0 when not. */
+static size_t exception_name(const char *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n && (oomi_isalnum((unsigned char)s[i]) || s[i] == '_' || s[i] == '.'))
+        i++;
+    if (i == 0 || (i < n && s[i] != ':') || isdigit((unsigned char)s[0]))
+        return 0;
+    if ((i >= 5 && !memcmp(s + i - 5, "Error", 5)) ||
+        (i >= 9 && !memcmp(s + i - 9, "Exception", 9)))
+        return i;
+    return 0;
+}
+
+static int wrapper_error(const char *name, size_t len)
+{
+    size_t k, m;
+    for (k = 0; k < OOMI_ARRAY_LEN(wrapper_errors); k++)
+        if (len >= (m = strlen(wrapper_errors[k])) && !memcmp(name + len - m, wrapper_errors[k], m))
+            return 1;
+    return 0;
+}
+
+static int fatal_line(const char *s, size_t n)
+{
+    size_t k, name;
+    for (k = 0; k < OOMI_ARRAY_LEN(fatal_prefixes); k++)
+        if (starts(s, n, fatal_prefixes[k]))
+            return 1;
+    return (name = exception_name(s, n)) > 0 && !wrapper_error(s, name);
+}
+
+/* One line (or one window of a long line; `continued` for the windows after the first). */
+static void classify(oomi_oomscan *sc, struct oomi_scanline *st, const char *s, size_t n,
+                     int continued)
+{
+    int at_start = !continued;
+    size_t name;
+    if (at_start) {
+        size_t skip = tag_prefix(s, n);
+        s += skip;
+        n -= skip;
+    }
+    if (at_start && starts(s, n, "Traceback (most recent call last):")) {
+        if (!st->in_frames)
+            st->before = sc->last;
+        st->in_frames = 1;
+        sc->last = ERR_OTHER; /* a traceback reports an error; its exception line says which */
+        return;
+    }
+    if (st->in_frames) {
+        if (continued || n == 0 || isspace((unsigned char)s[0]))
+            return; /* "  File ...", "    source line": code, not a message */
+        st->in_frames = 0;
+        if ((name = exception_name(s, n)) > 0 && wrapper_error(s, name))
+            sc->last = st->before; /* a child's failure reported: the child's error stands */
+    }
+    if (oom_patterns_find(sc->patterns, s, n))
+        sc->last = ERR_OOM;
+    else if (at_start && fatal_line(s, n))
+        sc->last = ERR_OTHER;
+}
+
+void oomi_oomscan_init(oomi_oomscan *sc, const oom_patterns *p)
+{
+    memset(sc, 0, sizeof(*sc));
+    sc->patterns = p;
+}
+
+void oomi_oomscan_feed(oomi_oomscan *sc, int stream, const char *b, size_t n)
+{
+    struct oomi_scanline *st = &sc->s[stream ? 1 : 0];
+    while (n > 0) {
+        const char *nl = memchr(b, '\n', n);
+        size_t take = nl ? (size_t)(nl - b) : n, room = sizeof(st->text) - st->len;
+        if (take > room)
+            take = room;
+        memcpy(st->text + st->len, b, take);
+        st->len += take;
+        b += take;
+        n -= take;
+        if (n > 0 && *b == '\n') { /* the line ends */
+            classify(sc, st, st->text, st->len, st->continued);
+            st->len = 0;
+            st->continued = 0;
+            b++;
+            n--;
+        } else if (st->len == sizeof(st->text)) { /* a window of a long line */
+            classify(sc, st, st->text, st->len, st->continued);
+            memmove(st->text, st->text + st->len - OOMI_SCAN_OVERLAP, OOMI_SCAN_OVERLAP);
+            st->len = OOMI_SCAN_OVERLAP;
+            st->continued = 1;
+        }
+    }
+}
+
+int oomi_oomscan_verdict(oomi_oomscan *sc)
+{
+    int i;
+    for (i = 0; i < 2; i++)
+        if (sc->s[i].len > 0) { /* an unterminated last line */
+            classify(sc, &sc->s[i], sc->s[i].text, sc->s[i].len, sc->s[i].continued);
+            sc->s[i].len = 0;
+            sc->s[i].continued = 0;
+        }
+    return sc->last == ERR_OOM;
+}
+
+int oom_is_oom_exit(const oom_patterns *p, int exit_code, const char *text, size_t len)
+{
+    oomi_oomscan sc;
+    if (exit_code == 0 || !p || !text)
+        return 0;
+    oomi_oomscan_init(&sc, p);
+    oomi_oomscan_feed(&sc, 0, text, len);
+    return oomi_oomscan_verdict(&sc);
 }
 
 const char *oom_job_event_name(oom_job_event_kind kind)
@@ -132,6 +294,10 @@ const char *oom_job_event_name(oom_job_event_kind kind)
         return "signal";
     case OOM_EVENT_KILL:
         return "kill";
+    case OOM_EVENT_STOP:
+        return "stop";
+    case OOM_EVENT_CONTINUE:
+        return "continue";
     }
     return "unknown";
 }

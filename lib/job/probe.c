@@ -288,6 +288,8 @@ static int run_trial(struct probe_ctx *c, int batch, oomi_launch *l)
     l->gpu = c->gpu;
     l->patterns = c->patterns;
     l->stop = c->o->stop;
+    l->relay = c->o->relay;
+    l->foreground = c->o->foreground;
     l->on_event = c->o->on_event;
     l->user = c->o->user;
     err = oomi_launch_run(l);
@@ -310,6 +312,8 @@ static int judge_trial(const oomi_launch *l, int batch, const char *cmd)
     if (l->stop_signal)
         return oomi_fail(OOM_EINTERRUPTED, "stopped by signal %d during the trial at batch %d",
                          l->stop_signal, batch);
+    if (l->tty_wait)
+        return oomi_fail_tty_wait(l);
     if (l->timed_out)
         return oomi_fail(OOM_EJOB, "the trial at batch %d ran past the trial timeout (%.0f s)",
                          batch, l->timeout_s);

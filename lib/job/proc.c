@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <termios.h>
 #include <time.h>
 #include <unistd.h>
 #ifdef __linux__
@@ -103,18 +104,43 @@ static void become_subreaper(void)
 #endif
 }
 
-/* In the child, between fork and exec: async-signal-safe calls only. */
-static void child_exec(int outp[2], int errp[2], int report, pid_t parent, const char *path,
-                       char *const argv[], char *const envp[])
+/* In the child: a copy of one of our pipe ends above 2, so that placing the job's descriptors
+ * on 0-2 below never overwrites or closes another of them (they land on 0-2 when the caller
+ * runs with its standard descriptors closed). Close-on-exec, like the pipes themselves. */
+static int above_std(int fd)
 {
-    static const int sigs[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT,
-                               SIGPIPE, SIGCHLD, SIGTTIN, SIGTTOU};
-    struct sigaction sa;
-    sigset_t none;
-    size_t i;
-    int e;
+    return fd <= 2 ? fcntl(fd, F_DUPFD_CLOEXEC, 3) : fd;
+}
 
+/* In the child: whether fd 0 is missing or one of our pipe ends (all close-on-exec, so the job
+ * would start with stdin closed). */
+static int stdin_unusable(const int outp[2], const int errp[2], const int rep[2])
+{
+    return fcntl(0, F_GETFD) < 0 || outp[0] == 0 || outp[1] == 0 || errp[0] == 0 || errp[1] == 0 ||
+           rep[0] == 0 || rep[1] == 0;
+}
+
+/* In the child, between fork and exec: async-signal-safe calls only. Every pipe end is
+ * close-on-exec: exec closes all of them but the two placed on 1 and 2 (dup2 clears the flag). */
+static void child_exec(const int outp[2], const int errp[2], const int rep[2], pid_t parent,
+                       int tty, const char *path, char *const argv[], char *const envp[])
+{
+    static const int sigs[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT, SIGPIPE, SIGCHLD, SIGTTIN,
+                               SIGTTOU, SIGTSTP, SIGCONT, SIGUSR1, SIGUSR2, SIGALRM};
+    struct sigaction sa;
+    sigset_t none, ttou;
+    size_t i;
+    int e, report = above_std(rep[1]), out, err, null;
+
+    if (report < 0)
+        report = rep[1];
     setpgid(0, 0);
+    if (tty >= 0) { /* the terminal's foreground: ours now, before the job can read it */
+        sigemptyset(&ttou);
+        sigaddset(&ttou, SIGTTOU);
+        sigprocmask(SIG_BLOCK, &ttou, NULL); /* a background tcsetpgrp() would raise it */
+        tcsetpgrp(tty, getpid());
+    }
     /* never orphaned: if oomless itself dies (even by SIGKILL), the job is killed too; a parent
      * already gone before this point is caught by the getppid() check */
     if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) == 0 && getppid() != parent)
@@ -125,14 +151,16 @@ static void child_exec(int outp[2], int errp[2], int report, pid_t parent, const
         sigaction(sigs[i], &sa, NULL);
     sigemptyset(&none);
     sigprocmask(SIG_SETMASK, &none, NULL);
-    if (dup2(outp[1], 1) < 0 || dup2(errp[1], 2) < 0)
+    if ((out = above_std(outp[1])) < 0 || (err = above_std(errp[1])) < 0)
         goto fail;
-    close(outp[0]);
-    close(errp[0]);
-    if (outp[1] > 2)
-        close(outp[1]);
-    if (errp[1] > 2)
-        close(errp[1]);
+    if (stdin_unusable(outp, errp, rep)) { /* the job gets an empty stdin, not a closed one */
+        if ((null = open("/dev/null", O_RDONLY)) < 0 || (null != 0 && dup2(null, 0) < 0))
+            goto fail;
+        if (null != 0)
+            close(null);
+    }
+    if (dup2(out, 1) < 0 || dup2(err, 2) < 0)
+        goto fail;
     execve(path, argv, envp);
 fail:
     e = errno;
@@ -150,7 +178,7 @@ static void close_pair(int p[2])
 }
 
 int oomi_proc_spawn(oomi_proc *p, int *exec_errno, const char *path, char *const argv[],
-                    char *const envp[])
+                    char *const envp[], int tty)
 {
     int outp[2] = {-1, -1}, errp[2] = {-1, -1}, rep[2] = {-1, -1}, e = 0, status;
     ssize_t n;
@@ -169,7 +197,7 @@ int oomi_proc_spawn(oomi_proc *p, int *exec_errno, const char *path, char *const
     }
     pid = fork();
     if (pid == 0)
-        child_exec(outp, errp, rep[1], self, path, argv, envp);
+        child_exec(outp, errp, rep, self, tty, path, argv, envp);
     e = errno;
     close(outp[1]);
     close(errp[1]);
@@ -181,17 +209,36 @@ int oomi_proc_spawn(oomi_proc *p, int *exec_errno, const char *path, char *const
         return oomi_fail(OOM_EIO, "cannot fork for '%s': %s", path, strerror(e));
     }
     setpgid(pid, pid); /* also in the child: whichever runs first */
+    if (tty >= 0)
+        oomi_tty_set_foreground(tty, pid);
     do
         n = read(rep[0], &e, sizeof(e));
     while (n < 0 && errno == EINTR);
     close(rep[0]);
     if (n == (ssize_t)sizeof(e)) {
         *exec_errno = e ? e : EIO;
+        if (oomi_tty_is_foreground(tty, pid)) /* the terminal back from the group that failed */
+            oomi_tty_set_foreground(tty, getpgrp());
         while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
             ;
         close(outp[0]);
         close(errp[0]);
         return oomi_fail(OOM_EJOB, "cannot run '%s': %s", path, strerror(*exec_errno));
+    }
+    /* the read ends stay open while the job runs: not on 0-2, where the job's output is copied
+     * when the caller runs with those closed */
+    if ((outp[0] = oomi_fd_above_std(outp[0])) < 0 || (errp[0] = oomi_fd_above_std(errp[0])) < 0) {
+        e = errno;
+        if (outp[0] >= 0)
+            close(outp[0]);
+        if (errp[0] >= 0)
+            close(errp[0]);
+        kill(-pid, SIGKILL);
+        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+            ;
+        if (oomi_tty_is_foreground(tty, pid))
+            oomi_tty_set_foreground(tty, getpgrp());
+        return oomi_fail(OOM_EIO, "cannot keep the pipes of '%s': %s", path, strerror(e));
     }
     fcntl(outp[0], F_SETFL, O_NONBLOCK);
     fcntl(errp[0], F_SETFL, O_NONBLOCK);

@@ -17,6 +17,7 @@ struct run_ctx {
     const oom_run_options *o;
     int events_fd;
     int events_error;
+    bool events_regular; /* a regular file: all-or-nothing appends; else a stream (FIFO) */
 };
 
 static json_object *bytes_or_null(uint64_t v)
@@ -25,7 +26,8 @@ static json_object *bytes_or_null(uint64_t v)
 }
 
 /* One JSONL line: {"time", "event", "pid", "attempt", "batch", "grad_accum", "peak_bytes",
- * "exit_code"} plus "previous_batch", "previous_grad_accum", "step" (restart) or "signal". */
+ * "exit_code"} plus "previous_batch", "previous_grad_accum", "step" (restart) or "signal"
+ * (signal, kill, stop, continue). */
 static void write_event(struct run_ctx *c, const oom_job_event *ev)
 {
     json_object *o = json_object_new_object();
@@ -50,12 +52,19 @@ static void write_event(struct run_ctx *c, const oom_job_event *ev)
     }
     if (ev->kind == OOM_EVENT_RESTART || ended)
         json_object_object_add(o, "step", ev->step >= 0 ? json_object_new_int64(ev->step) : NULL);
-    if (ev->kind == OOM_EVENT_SIGNAL || ev->kind == OOM_EVENT_KILL)
+    if (ev->kind == OOM_EVENT_SIGNAL || ev->kind == OOM_EVENT_KILL || ev->kind == OOM_EVENT_STOP ||
+        ev->kind == OOM_EVENT_CONTINUE)
         json_object_object_add(o, "signal", json_object_new_int(ev->signal));
     s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
     if (s) {
         char *line = oomi_asprintf("%s\n", s);
-        int e = line ? oomi_append_line(c->events_fd, line, strlen(line)) : ENOMEM;
+        int e;
+        if (!line)
+            e = ENOMEM;
+        else if (c->events_regular) /* the whole line or nothing (a full disk, a crash) */
+            e = oomi_append_line(c->events_fd, line, strlen(line));
+        else /* a FIFO whose reader may stall: wait 1 s at most, then give it up */
+            e = oomi_write_bounded(c->events_fd, line, strlen(line), 1.0);
         if (e && !c->events_error)
             c->events_error = e; /* the first failure is the one to report */
         oomi_free(line);
@@ -66,21 +75,25 @@ static void write_event(struct run_ctx *c, const oom_job_event *ev)
 /* The events file. A regular file is opened for reading too, so that an append can see whether
  * it ends in '\n'; anything else (a FIFO that `watch` or a script reads) write-only, as a
  * stream. */
-static int open_events(const char *path)
+static int open_events(const char *path, bool *regular)
 {
     struct stat st;
-    int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode))
-        return fd;
+    int fd = open(path, O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0644);
+    *regular = false;
+    if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        *regular = true; /* read-write: a short append is truncated back (oomi_append_line) */
+        return oomi_fd_above_std(fd);
+    }
     if (fd >= 0)
         close(fd);
-    return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    return oomi_fd_above_std(
+        open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0644));
 }
 
 static void on_event(const oom_job_event *ev, void *user)
 {
     struct run_ctx *c = user;
-    if (c->events_fd >= 0)
+    if (c->events_fd >= 0 && !c->events_error) /* after a failure, no more attempts (or waits) */
         write_event(c, ev);
     if (c->o->on_event)
         c->o->on_event(ev, c->o->user);
@@ -130,6 +143,8 @@ static void init_launch(oomi_launch *l, const oom_job *job, const oom_run_option
     l->gpu = gpu;
     l->patterns = patterns;
     l->stop = o->stop;
+    l->relay = o->relay;
+    l->foreground = o->foreground;
     l->on_event = on_event;
     l->user = c;
 }
@@ -191,6 +206,8 @@ static int run_loop(oom_run_result *r, oomi_launch *l, const oom_run_options *o)
             return oomi_fail(OOM_EJOB, "%s", l->message);
         if (err)
             return err;
+        if (l->tty_wait)
+            return oomi_fail_tty_wait(l);
         if (l->stop_signal)
             return oomi_fail(OOM_EINTERRUPTED, "stopped by signal %d; the job exited %d",
                              l->stop_signal, l->exit_code);
@@ -208,7 +225,7 @@ static int run_loop(oom_run_result *r, oomi_launch *l, const oom_run_options *o)
 
 int oom_run(oom_run_result *r, const oom_job *job, const oom_run_options *o)
 {
-    struct run_ctx c = {o, -1, 0};
+    struct run_ctx c = {o, -1, 0, false};
     oom_patterns *own = NULL;
     oom_gpu_session *gpu = NULL;
     oomi_launch l;
@@ -225,9 +242,12 @@ int oom_run(oom_run_result *r, const oom_job *job, const oom_run_options *o)
     r->effective = effective;
     if (!o->patterns && (err = oom_patterns_load(&own, NULL)))
         return err;
-    if (o->events_path && (c.events_fd = open_events(o->events_path)) < 0) {
+    /* non-blocking: opening a FIFO nobody reads fails at once (ENXIO) instead of waiting, and a
+     * stalled reader is waited for only a bounded time (write_event); above fd 2, where a
+     * caller with stderr closed copies the job's stderr */
+    if (o->events_path && (c.events_fd = open_events(o->events_path, &c.events_regular)) < 0) {
         err = oomi_fail(OOM_EIO, "cannot open the events file '%s': %s", o->events_path,
-                        strerror(errno));
+                        errno == ENXIO ? "a FIFO that nobody reads" : strerror(errno));
         goto done;
     }
     if (!o->no_gpu && oom_gpu_open(&gpu) != OOM_OK)
@@ -238,7 +258,8 @@ int oom_run(oom_run_result *r, const oom_job *job, const oom_run_options *o)
     err = run_loop(r, &l, o);
     if (!err && c.events_error)
         err = oomi_fail(OOM_EIO, "cannot write the events file '%s': %s", o->events_path,
-                        strerror(c.events_error));
+                        c.events_error == EAGAIN ? "its reader does not keep up (waited 1 s)"
+                                                 : strerror(c.events_error));
 done:
     if (c.events_fd >= 0)
         close(c.events_fd);

@@ -53,6 +53,19 @@ oom run --batch-size 32 -- "${JOB[@]}" --steps 2 --fixed 1G --per-sample 150M --
 expect_rc 0 "{attempt} run"
 expect_eq "$(cat "$TMP/att1.ckpt")-$(cat "$TMP/att2.ckpt")" "1-2" "{attempt}: one checkpoint per attempt"
 
+# ---- which error ended the job ---------------------------------------------------------------------
+# the OOM traceback is followed by 40 KiB of teardown lines: still an OOM death, relaunched
+oom run --batch-size 8 -- "${JOB[@]}" --steps 2 --fixed 1G --per-sample 1G --after-oom 40K
+expect_rc 0 "OOM followed by 40 KiB of output: recovered"
+expect_contains "$ERR" "restarting with batch 8 -> 4" "OOM followed by 40 KiB of output: relaunched"
+# an OOM the job handled, then a different fatal error: the job's own failure, no relaunch
+oom run --batch-size 4 -- sh -c 'echo "torch.OutOfMemoryError: CUDA out of memory (caught)" >&2
+    printf "Traceback (most recent call last):\n  File \"t.py\", line 3\nValueError: bad\n" >&2
+    exit 1'
+expect_rc 1 "handled OOM, then another error: the job's status"
+expect_not_contains "$ERR" "restarting" "handled OOM, then another error: not relaunched"
+expect_contains "$ERR" "the job exited 1 after 1 attempt(s)" "handled OOM, then another error: one attempt"
+
 # ---- --json: one document on stdout, the job's stdout on stderr -------------------------------
 oom run --json --batch-size 4 -- "${JOB[@]}" --fixed 1G --per-sample 1M --exit 7
 expect_rc 7 "the job's status is passed on"

@@ -7,11 +7,14 @@
  *           [--per-sample2 BYTES] [--capacity BYTES] [--procdir DIR] [--gpu N]
  *           [--spike-step S --spike-factor F] [--checkpoint FILE] [--step-time-ms N]
  *           [--ignore-sigterm] [--fork-child] [--fork-child-setsid] [--exit N] [--marker TEXT]
+ *           [--after-oom BYTES]
  *
  * used(step) = fixed + per_sample * batch + per_sample2 * batch^2, times spike_factor at the
  * spike step. BYTES take an optional K/M/G (binary) suffix. The checkpoint file holds the last
  * completed step; a relaunch resumes after it. It prints "step N/M batch B accum A" per step.
- * --marker is ignored: tests use it to find their processes in the process table.
+ * --after-oom prints that many bytes of teardown log lines after the OOM traceback (a job whose
+ * OOM is not at the end of its output). --marker is ignored: tests use it to find their
+ * processes in the process table.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
@@ -23,7 +26,7 @@
 #include <unistd.h>
 
 struct opts {
-    long batch, accum, steps, gpu, spike_step, step_ms, exit_code;
+    long batch, accum, steps, gpu, spike_step, step_ms, exit_code, after_oom;
     double fixed, per, per2, capacity, spike;
     const char *procdir, *checkpoint;
     int ignore_term, fork_child, fork_setsid;
@@ -145,6 +148,8 @@ static int parse(struct opts *o, int argc, char **argv)
             o->step_ms = atol(v);
         else if (!strcmp(a, "--exit"))
             o->exit_code = atol(v);
+        else if (!strcmp(a, "--after-oom"))
+            o->after_oom = (long)bytes(v);
         else if (strcmp(a, "--marker"))
             return fprintf(stderr, "fakejob: unknown option %s\n", a), 2;
         i += takes;
@@ -194,6 +199,9 @@ int main(int argc, char **argv)
                 "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate %.2f MiB. GPU %ld "
                 "has a total capacity of %.2f MiB of which 0 bytes is free.\n",
                 (used - o.fixed) / 1048576.0, o.gpu, o.capacity / 1048576.0);
+            for (b = 0; b < (double)o.after_oom; b += 64) /* 64-byte lines */
+                fprintf(stderr, "teardown: releasing worker %-10.0f and its shared memory: ok\n",
+                        b);
             return 1;
         }
         report(&o, used);

@@ -3,7 +3,8 @@
 # covers SIGTERM/SIGINT/SIGHUP -> 128+N, a job ignoring SIGTERM escalated to SIGKILL, children
 # that outlive the job): the trial's whole process group gets the signal, probe exits 128+N,
 # no process is left behind, nothing half-written in the calibration file. Also a second signal
-# during the kill grace, and a job ignoring SIGTERM under probe.
+# during the kill grace, and a job ignoring SIGTERM under probe. SIGUSR1/SIGUSR2 are passed on
+# without stopping anything, SIGQUIT is forwarded like SIGTERM (job control: test_job_control.sh).
 . "$OOMLESS_SRC/tests/cli/lib.sh"
 : "${FAKE_JOB:?run through ctest}"
 unset CUDA_VISIBLE_DEVICES OOMLESS_GPU GPU_PROFILE OOMLESS_BATCH_SIZE
@@ -67,4 +68,52 @@ RC=$?
 expect_eq "$RC" 130 "run, SIGINT then SIGTERM: the job's status (killed by SIGINT)"
 wait_gone || true
 expect_eq "$(left)" 0 "run, two signals: no process left behind"
+# SIGUSR1 and SIGUSR2 reach the job, which goes on: SLURM's --signal=USR1@T and Lightning's
+# requeue (checkpoint, then exit) rely on it. (They used to kill oomless, and the job with it.)
+USRJOB='import signal, sys, time
+signal.signal(signal.SIGUSR1, lambda *a: print("checkpoint on SIGUSR1", flush=True))
+signal.signal(signal.SIGUSR2, lambda *a: sys.exit(7))
+print("ready", flush=True)
+while True:
+    time.sleep(0.05)'
+for cmd in run probe; do
+    marker
+    case $cmd in
+    run) "$OOMLESS_BIN" run --batch-size 1 -- python3 -c "$USRJOB" "$MARK" >"$TMP/outu" 2>"$TMP/erru" & ;;
+    probe) "$OOMLESS_BIN" probe --calibration off -- python3 -c "$USRJOB" '{batch}' "$MARK" \
+        >"$TMP/outu" 2>"$TMP/erru" & ;;
+    esac
+    P=$!
+    poll 30 grep -q ready "$TMP/outu" "$TMP/erru" || bad "$cmd SIGUSR1: the job never started"
+    kill -USR1 "$P"
+    if poll 10 grep -q "checkpoint on SIGUSR1" "$TMP/outu" "$TMP/erru"; then ok; else
+        bad "$cmd: SIGUSR1 did not reach the job"
+    fi
+    if kill -0 "$P" 2>/dev/null; then ok; else bad "$cmd: SIGUSR1 ended oomless"; fi
+    kill -USR2 "$P"
+    wait "$P"
+    RC=$?
+    if [ "$cmd" = run ]; then
+        expect_eq "$RC" 7 "run: SIGUSR2 reached the job, which exited 7 (oomless passes it on)"
+        expect_contains "$(cat "$TMP/erru")" "passing SIGUSR1 to the job" "run: SIGUSR1 said"
+    else
+        expect_contains "$(cat "$TMP/erru")" "failed at batch 1 with exit 7" \
+            "probe: SIGUSR2 reached the trial, which exited 7"
+    fi
+    wait_gone || true
+    expect_eq "$(left)" 0 "$cmd SIGUSR1/SIGUSR2: no process left behind"
+done
+
+# SIGQUIT is forwarded like SIGTERM (it used to end oomless with a core dump, the job dying by
+# the parent-death signal before it could clean up; or, in a script's background job, be ignored)
+marker
+"$OOMLESS_BIN" run --batch-size 1 -- python3 -c 'import signal, sys, time
+signal.signal(signal.SIGQUIT, lambda *a: sys.exit(5))
+print("ready", flush=True)
+time.sleep(60)' "$MARK" >"$TMP/outq" 2>"$TMP/errq" &
+P=$!
+poll 30 grep -q ready "$TMP/outq" || bad "SIGQUIT: the job never started"
+kill -QUIT "$P"
+wait "$P"
+expect_eq "$?" 5 "run SIGQUIT: the job's own exit after handling it"
 finish

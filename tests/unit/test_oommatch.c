@@ -7,6 +7,7 @@
 
 #include "oomless.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static oom_patterns *shipped;
@@ -104,14 +105,114 @@ static void test_event_names(void **state)
     assert_string_equal(oom_job_event_name(OOM_EVENT_OOM), "oom");
     assert_string_equal(oom_job_event_name(OOM_EVENT_RESTART), "restart");
     assert_string_equal(oom_job_event_name(OOM_EVENT_EXIT), "exit");
+    assert_string_equal(oom_job_event_name(OOM_EVENT_STOP), "stop");
+    assert_string_equal(oom_job_event_name(OOM_EVENT_CONTINUE), "continue");
+}
+
+/* Spellings of other projects (each as that project prints it; data/oom-patterns.txt names the
+ * source file). None of these lines holds an older pattern, so each needs its own. */
+static void test_more_spellings(void **state)
+{
+    static const char *const msgs[] = {
+        /* NCCL's driver-call check prints the error number */
+        "node1:123:456 [0] transport/p2p.cc:275 NCCL WARN Cuda failure 2 'out of memory'",
+        /* ONNX Runtime's CUDA execution provider */
+        "RUNTIME_EXCEPTION : Non-zero status code returned while running Conv node. CUDA failure "
+        "2: out of memory ; GPU=0 ; hostname=n1 ; expr=cudaMalloc((void**)&p, size);",
+        /* PyTorch before 1.0 (THC) */
+        "RuntimeError: cuda runtime error (2) : out of memory at /pytorch/aten/src/THC/"
+        "THCCachingAllocator.cpp:510",
+        "RuntimeError:CUDA error:out of memory",
+        /* PyTorch's driver-API check (expandable segments) */
+        "RuntimeError: CUDA driver error: out of memory",
+        /* PyTorch on ROCm: the runtime check, hipified */
+        "RuntimeError: HIP error: out of memory",
+        /* Intel Extension for PyTorch / PyTorch XPU */
+        "RuntimeError: XPU out of memory. Tried to allocate 2.00 GiB (GPU 0; 15.11 GiB total)",
+    };
+    size_t i;
+    (void)state;
+    for (i = 0; i < sizeof(msgs) / sizeof(msgs[0]); i++)
+        if (!is_oom(1, msgs[i]))
+            fail_msg("not recognised: %s", msgs[i]);
+}
+
+/* The error that ended the job decides, not any OOM message somewhere in the output. */
+static void test_last_error_decides(void **state)
+{
+    static const char *const not_oom[] = {
+        /* an OOM the job caught and logged, then a different fatal error */
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB (caught, batch "
+        "halved)\nstep 1\nstep 2\nTraceback (most recent call last):\n  File \"t.py\", line 3, "
+        "in <module>\nValueError: expected 3 dimensions\n",
+        /* a chained exception: the OOM was being handled when another one ended the job */
+        "Traceback (most recent call last):\n  File \"t.py\", line 3, in <module>\n"
+        "torch.OutOfMemoryError: CUDA out of memory.\n\nDuring handling of the above exception, "
+        "another exception occurred:\n\nTraceback (most recent call last):\n  File \"t.py\", "
+        "line 5, in <module>\nFileNotFoundError: [Errno 2] No such file: 'ckpt/last.pt'\n",
+        /* a traceback's source line names the OOM class; the exception is another one */
+        "Traceback (most recent call last):\n  File \"t.py\", line 9, in <module>\n"
+        "    except torch.OutOfMemoryError: raise KeyError(k)\nKeyError: 'lr'\n",
+        /* torchrun's rank prefix */
+        "[rank0]: torch.OutOfMemoryError: CUDA out of memory. (retrying smaller)\n"
+        "[rank0]: Traceback (most recent call last):\n[rank0]:   File \"t.py\", line 2\n"
+        "[rank0]: RuntimeError: Expected all tensors to be on the same device\n",
+        /* C++: an uncaught exception that is not an OOM */
+        "CUDA out of memory (handled)\nterminate called after throwing an instance of "
+        "'std::runtime_error'\n  what():  cannot open shard 7\n",
+        "CUDA out of memory (handled)\nFatal Python error: Segmentation fault\n",
+    };
+    static const char *const oom[] = {
+        /* an earlier, handled error does not hide the OOM that ended the job */
+        "Traceback (most recent call last):\n  File \"t.py\", line 1\nValueError: warmup\n"
+        "Traceback (most recent call last):\n  File \"t.py\", line 3, in <module>\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n",
+        /* the OOM on a later line of a multi-line exception message */
+        "Traceback (most recent call last):\n  File \"t.py\", line 3, in <module>\n"
+        "RuntimeError: NCCL error: unhandled cuda error\nLast error:\n"
+        "Cuda failure 'out of memory'\n",
+        /* torchrun reporting its worker's failure: the worker's OOM stays the cause */
+        "[rank0]: Traceback (most recent call last):\n[rank0]:   File \"t.py\", line 3\n"
+        "[rank0]: torch.OutOfMemoryError: CUDA out of memory.\nTraceback (most recent call "
+        "last):\n  File \"/bin/torchrun\", line 8, in <module>\n"
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+        "============================================================\ntrain.py FAILED\n",
+        "terminate called after throwing an instance of 'c10::OutOfMemoryError'\n"
+        "  what():  CUDA out of memory. Tried to allocate 20.00 MiB\n",
+    };
+    size_t i;
+    (void)state;
+    for (i = 0; i < sizeof(not_oom) / sizeof(not_oom[0]); i++)
+        if (is_oom(1, not_oom[i]))
+            fail_msg("taken as OOM: %s", not_oom[i]);
+    for (i = 0; i < sizeof(oom) / sizeof(oom[0]); i++)
+        if (!is_oom(1, oom[i]))
+            fail_msg("not recognised: %s", oom[i]);
+}
+
+/* A pattern inside a line far longer than the per-line window (a progress bar redrawn with \r),
+ * across the window's edge, is still found. */
+static void test_long_line(void **state)
+{
+    static char text[20000];
+    size_t at;
+    (void)state;
+    for (at = 4000; at < 4200; at += 7) {
+        memset(text, '=', sizeof(text) - 1);
+        text[sizeof(text) - 1] = '\0';
+        memcpy(text + at, "CUDA out of memory", 18);
+        if (!is_oom(1, text))
+            fail_msg("not found at offset %zu of a %zu-byte line", at, sizeof(text) - 1);
+    }
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_frameworks),   cmocka_unit_test(test_not_oom),
-        cmocka_unit_test(test_case_and_nul), cmocka_unit_test(test_syntax),
-        cmocka_unit_test(test_event_names),
+        cmocka_unit_test(test_frameworks),         cmocka_unit_test(test_not_oom),
+        cmocka_unit_test(test_case_and_nul),       cmocka_unit_test(test_syntax),
+        cmocka_unit_test(test_event_names),        cmocka_unit_test(test_more_spellings),
+        cmocka_unit_test(test_last_error_decides), cmocka_unit_test(test_long_line),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

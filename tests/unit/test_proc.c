@@ -375,6 +375,47 @@ static void test_sampling_reads_no_process_table(void **state)
     rmdir(dir);
 }
 
+/* A caller whose standard descriptors are closed: the pipes to the job then land on fds 0-2,
+ * and the child must still give the job its stdout/stderr pipes (not close one while placing
+ * the other) and an open stdin. Runs in a forked process, which reports through its status. */
+static void test_closed_std_fds(void **state)
+{
+    const char *argv[] = {"sh", "-c", "cat >/dev/null && echo out && echo err >&2", NULL};
+    char opath[] = "/tmp/oomless-test-proc-out.XXXXXX",
+         epath[] = "/tmp/oomless-test-proc-err.XXXXXX";
+    char buf[64];
+    int ofd = mkstemp(opath), efd = mkstemp(epath), status = 0;
+    pid_t pid;
+    ssize_t n;
+
+    (void)state;
+    assert_true(ofd > 2 && efd > 2);
+    pid = fork();
+    if (pid == 0) {
+        oom_job job = {argv, NULL, ofd, efd};
+        oomi_launch l;
+        close(0);
+        close(1);
+        close(2);
+        prepare(&l, &job, 1);
+        _exit(oomi_launch_run(&l) != OOM_OK ? 100 : l.exit_code);
+    }
+    assert_true(pid > 0);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    n = pread(ofd, buf, sizeof(buf) - 1, 0);
+    buf[n > 0 ? n : 0] = '\0';
+    assert_string_equal(buf, "out\n");
+    n = pread(efd, buf, sizeof(buf) - 1, 0);
+    buf[n > 0 ? n : 0] = '\0';
+    assert_string_equal(buf, "err\n");
+    close(ofd);
+    close(efd);
+    unlink(opath);
+    unlink(epath);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -388,6 +429,7 @@ int main(void)
         cmocka_unit_test(test_stop_forwarded),
         cmocka_unit_test(test_tree_walk),
         cmocka_unit_test(test_sampling_reads_no_process_table),
+        cmocka_unit_test(test_closed_std_fds),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

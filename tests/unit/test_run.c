@@ -8,10 +8,12 @@
 #include "oomless.h"
 #include "unit/tmpdir.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define MAX_EVENTS 64
@@ -183,6 +185,44 @@ static void test_calibration_roundtrip(void **state)
     rmdir(dir);
 }
 
+/* A caller with stderr closed: the events file must not become fd 2, where the job's stderr is
+ * copied (stderr_fd 0 means 2). Runs in a forked process. */
+static void test_events_above_std_fds(void **state)
+{
+    const char *argv[] = {"sh", "-c", "echo job-stderr-text >&2", NULL};
+    char path[] = "/tmp/oomless-test-run-events.XXXXXX", buf[4096];
+    int fd = mkstemp(path), status = 0;
+    pid_t pid;
+    ssize_t n;
+
+    (void)state;
+    assert_true(fd >= 0);
+    close(fd);
+    pid = fork();
+    if (pid == 0) {
+        oom_job job = {argv, NULL, 0, 0};
+        oom_run_options o;
+        oom_run_result r;
+        memset(&o, 0, sizeof(o));
+        o.batch = 1;
+        o.no_gpu = 1;
+        o.events_path = path;
+        close(2);
+        _exit(oom_run(&r, &job, &o) == OOM_OK && r.exit_code == 0 ? 0 : 1);
+    }
+    assert_true(pid > 0);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    fd = open(path, O_RDONLY);
+    n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    unlink(path);
+    buf[n > 0 ? n : 0] = '\0';
+    assert_non_null(strstr(buf, "\"event\":\"launch\""));
+    assert_null(strstr(buf, "job-stderr-text"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -191,6 +231,7 @@ int main(void)
         cmocka_unit_test(test_bad_options),
         cmocka_unit_test(test_signal_between_launches),
         cmocka_unit_test(test_calibration_roundtrip),
+        cmocka_unit_test(test_events_above_std_fds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,201 @@
+/*
+ * supervise.c - what `run` and `probe` share while a job runs under them: the signal handlers
+ * (they only set flags and count: the library forwards the signals), job control (oomless stops
+ * with its job and goes on with it), and notices that never block.
+ *
+ * Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT stop the job and oomless; SIGUSR1, SIGUSR2,
+ * SIGTSTP and SIGCONT are passed on to the job (the relay); SIGTTOU is ignored, so that oomless
+ * may write to its terminal and take the terminal back while the job holds it; SIGPIPE is
+ * ignored.
+ *
+ * A stderr nobody reads (a full pipe, a stalled pager) must not hold the supervision loop: a
+ * notice is queued and written only as far as stderr takes it without blocking; the rest goes
+ * at the next notice or at the end. At the end oomless waits for its reader like any program,
+ * but once a stop signal has come no write waits more than about a second without progress:
+ * the queue is dropped, and stdio writes are interrupted by a repeating alarm.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+volatile sig_atomic_t cli_stop_signal;
+oom_job_relay cli_relay;
+static volatile sig_atomic_t final_phase; /* the job has ended: only oomless's output is left */
+
+#define SAY_MAX 65536
+static char say_queue[SAY_MAX];
+static size_t say_head, say_len;
+
+static void on_stop(int sig)
+{
+    cli_stop_signal = sig;
+    if (final_phase)
+        alarm(1);
+}
+
+static void on_alarm(int sig)
+{
+    (void)sig;
+    if (cli_stop_signal)
+        alarm(1); /* again: each blocked write is cut off within a second */
+}
+
+/* one count more (each counter has one writer: the handler of its signal) */
+static void count(volatile sig_atomic_t *c)
+{
+    *c = *c == SIG_ATOMIC_MAX ? 0 : *c + 1;
+}
+
+static void on_relay(int sig)
+{
+    if (sig == SIGUSR1)
+        count(&cli_relay.usr1);
+    else if (sig == SIGUSR2)
+        count(&cli_relay.usr2);
+    else if (sig == SIGTSTP)
+        count(&cli_relay.tstp);
+    else if (sig == SIGCONT)
+        count(&cli_relay.cont);
+}
+
+void cli_supervise_signals(void)
+{
+    static const int stops[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+    static const int relayed[] = {SIGUSR1, SIGUSR2, SIGTSTP, SIGCONT};
+    struct sigaction sa;
+    size_t i;
+
+    memset(&sa, 0, sizeof(sa));
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = on_stop; /* no SA_RESTART: a wait or a write is interrupted */
+    for (i = 0; i < sizeof(stops) / sizeof(stops[0]); i++)
+        sigaction(stops[i], &sa, NULL);
+    sa.sa_handler = on_relay;
+    for (i = 0; i < sizeof(relayed) / sizeof(relayed[0]); i++)
+        sigaction(relayed[i], &sa, NULL);
+    sa.sa_handler = on_alarm;
+    sigaction(SIGALRM, &sa, NULL);
+    signal(SIGTTOU, SIG_IGN);
+    signal(SIGPIPE, SIG_IGN);
+}
+
+const char *cli_signal_name(int sig)
+{
+    static const struct {
+        int sig;
+        const char *name;
+    } names[] = {{SIGINT, "SIGINT"},   {SIGTERM, "SIGTERM"}, {SIGHUP, "SIGHUP"},
+                 {SIGQUIT, "SIGQUIT"}, {SIGKILL, "SIGKILL"}, {SIGUSR1, "SIGUSR1"},
+                 {SIGUSR2, "SIGUSR2"}, {SIGTSTP, "SIGTSTP"}, {SIGCONT, "SIGCONT"},
+                 {SIGTTIN, "SIGTTIN"}, {SIGTTOU, "SIGTTOU"}, {SIGSTOP, "SIGSTOP"}};
+    static char other[24];
+    size_t i;
+    for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (names[i].sig == sig)
+            return names[i].name;
+    snprintf(other, sizeof(other), "signal %d", sig);
+    return other;
+}
+
+void cli_supervise_stopped(const oom_job_event *ev)
+{
+    struct sigaction dfl, old;
+    int sig = ev->signal;
+
+    if (sig != SIGTSTP && sig != SIGTTIN && sig != SIGTTOU)
+        return; /* SIGSTOP: whoever stopped the job continues it */
+    /* Stop as the terminal would have stopped us, had the job been in our group: the whole
+     * group when the job stopped by itself (Ctrl-Z reached only the job's group, which held
+     * the terminal), else just oomless (the SIGTSTP came to oomless). The default action for
+     * the moment: our handler would only count it. Returns once continued (fg, bg, SIGCONT);
+     * at once when the group is orphaned (the kernel discards the stop: nobody could continue
+     * it). */
+    memset(&dfl, 0, sizeof(dfl));
+    sigemptyset(&dfl.sa_mask);
+    dfl.sa_handler = SIG_DFL;
+    sigaction(sig, &dfl, &old);
+    if (ev->by_job)
+        kill(0, sig);
+    else
+        raise(sig);
+    sigaction(sig, &old, NULL);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Writes queued notices while stderr takes them, waiting up to wait_ms for it each time.
+ * Returns 1 when something was written, -1 when stderr failed (the queue is dropped). */
+static int say_write(int wait_ms)
+{
+    struct pollfd pf = {2, POLLOUT, 0};
+    ssize_t n;
+    if (say_len == 0 || poll(&pf, 1, wait_ms) <= 0)
+        return 0;
+    n = write(2, say_queue + say_head, say_len < PIPE_BUF ? say_len : PIPE_BUF);
+    if (n > 0) {
+        say_head += (size_t)n;
+        say_len -= (size_t)n;
+        if (say_len == 0)
+            say_head = 0;
+        return 1;
+    }
+    if (n < 0 && (errno == EINTR || errno == EAGAIN))
+        return 0;
+    say_head = say_len = 0;
+    return -1;
+}
+
+void cli_say(const char *fmt, ...)
+{
+    char line[1024];
+    va_list ap;
+    int n;
+
+    va_start(ap, fmt);
+    n = vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if ((size_t)n >= sizeof(line))
+        n = (int)sizeof(line) - 1;
+    if (say_head + say_len + (size_t)n > SAY_MAX) {
+        memmove(say_queue, say_queue + say_head, say_len);
+        say_head = 0;
+    }
+    if (say_len + (size_t)n <= SAY_MAX) { /* a full queue: stderr has not been read for long */
+        memcpy(say_queue + say_head + say_len, line, (size_t)n);
+        say_len += (size_t)n;
+    }
+    while (say_write(0) > 0)
+        ;
+}
+
+void cli_supervise_done(void)
+{
+    double last = now_s();
+    int r;
+
+    final_phase = 1;
+    if (cli_stop_signal)
+        alarm(1);
+    while (say_len > 0 && !(cli_stop_signal && now_s() - last >= 1.0)) {
+        if ((r = say_write(100)) < 0)
+            break;
+        if (r > 0)
+            last = now_s();
+    }
+    say_head = say_len = 0;
+}
