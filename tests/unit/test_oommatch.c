@@ -177,8 +177,8 @@ static void test_last_error_decides(void **state)
         "last):\n  File \"/bin/torchrun\", line 8, in <module>\n"
         "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
         "============================================================\ntrain.py FAILED\n",
-        "terminate called after throwing an instance of 'c10::OutOfMemoryError'\n"
-        "  what():  CUDA out of memory. Tried to allocate 20.00 MiB\n",
+        ("terminate called after throwing an instance of 'c10::OutOfMemoryError'\n"
+         "  what():  CUDA out of memory. Tried to allocate 20.00 MiB\n"),
     };
     size_t i;
     (void)state;
