@@ -69,6 +69,9 @@ void oomi_sb_free(oomi_sb *sb);
 /* ---- files and data (file.c) -------------------------------------------------------------- */
 /* Reads a whole file (NUL-terminated, *len without the NUL). OOM_EIO names the path + errno. */
 int oomi_read_file(char **out, size_t *len, const char *path);
+/* The same from an open file descriptor (from its current offset); `path` names it in messages.
+ * A regular file is read into one allocation of its size. */
+int oomi_read_fd(char **out, size_t *len, int fd, const char *path);
 /* The data directory: $OOMLESS_DATA_DIR, else the installed one, else the source tree's. */
 const char *oomi_data_dir(void);
 /* "<data dir>/<relative>", allocated */

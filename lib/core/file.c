@@ -10,37 +10,72 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
-int oomi_read_file(char **out, size_t *len, const char *path)
+int oomi_read_fd(char **out, size_t *len, int fd, const char *path)
 {
-    FILE *f;
-    oomi_sb sb = OOMI_SB_INIT;
-    char chunk[8192];
-    size_t n;
-    int err = OOM_OK;
+    struct stat st;
+    size_t cap, n = 0;
+    char *buf, *grown;
+    ssize_t r;
 
     *out = NULL;
     if (len)
         *len = 0;
-    f = fopen(path, "rb");
-    if (!f)
-        return oomi_fail(OOM_EIO, "cannot open '%s': %s", path, strerror(errno));
-    while ((n = fread(chunk, 1, sizeof(chunk), f)) > 0)
-        oomi_sb_add(&sb, chunk, n);
-    if (ferror(f))
-        err = oomi_fail(OOM_EIO, "cannot read '%s': %s", path, strerror(errno));
-    fclose(f);
-    if (!err)
-        err = oomi_sb_ok(&sb);
-    if (err) {
-        oomi_sb_free(&sb);
-        return err;
+    if (fstat(fd, &st) < 0)
+        return oomi_fail(OOM_EIO, "cannot read '%s': %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode))
+        return oomi_fail(OOM_EIO, "cannot read '%s': %s", path, strerror(EISDIR));
+    /* one allocation of the file's size (+1 to see the end, +1 for the NUL); doubling only for a
+     * file that grows while it is read or has no size (a pipe) */
+    cap = S_ISREG(st.st_mode) && st.st_size > 0 && (uintmax_t)st.st_size < SIZE_MAX / 2
+              ? (size_t)st.st_size + 2
+              : 8192;
+    if (!(buf = oomi_malloc(cap)))
+        return oomi_nomem();
+    for (;;) {
+        if (n + 1 == cap) {
+            if (cap > SIZE_MAX / 2 || !(grown = oomi_realloc(buf, cap * 2))) {
+                oomi_free(buf);
+                return oomi_nomem();
+            }
+            buf = grown;
+            cap *= 2;
+        }
+        r = read(fd, buf + n, cap - 1 - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int e = errno;
+            oomi_free(buf);
+            return oomi_fail(OOM_EIO, "cannot read '%s': %s", path, strerror(e));
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
     }
+    buf[n] = '\0';
     if (len)
-        *len = sb.len;
-    *out = oomi_sb_steal(&sb);
-    return *out ? OOM_OK : oomi_nomem();
+        *len = n;
+    *out = buf;
+    return OOM_OK;
+}
+
+int oomi_read_file(char **out, size_t *len, const char *path)
+{
+    int fd, err;
+
+    *out = NULL;
+    if (len)
+        *len = 0;
+    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return oomi_fail(OOM_EIO, "cannot open '%s': %s", path, strerror(errno));
+    err = oomi_read_fd(out, len, fd, path);
+    close(fd);
+    return err;
 }
 
 static bool is_dir(const char *p)
