@@ -1417,6 +1417,13 @@ OOM_EXPORT int oom_apply_preset(oom_apply *apply, const char *name);
 OOM_EXPORT int oom_apply_set_backup_suffix(oom_apply *apply, const char *suffix);
 
 /**
+ * The YAML document to edit in files that hold several (separated by ---): 1 is the first.
+ * With 0 (the default) a file of several documents is refused (OOM_EREFUSED), as is a file with
+ * fewer documents than asked for; a JSON file is one document.
+ */
+OOM_EXPORT int oom_apply_set_document(oom_apply *apply, size_t document);
+
+/**
  * A function called at each step of writing a file, with the step's name and the file:
  * "prepared" (all files edited in memory, nothing written yet), "backup-written",
  * "temp-created", "temp-written", "temp-synced", "before-rename", "renamed", "dir-synced". For
@@ -1438,7 +1445,8 @@ OOM_EXPORT void oom_apply_set_step_hook(oom_apply *apply, oom_apply_step_fn fn, 
  * the file's mode; fsync), rename over the file, fsync of the directory. A symbolic link is
  * kept: its target is edited. Unchanged files are not touched.
  * `diff` (may be NULL) receives the unified diff of all changes (free with oom_free()), with or
- * without OOM_APPLY_DRY_RUN; "" when nothing changes.
+ * without OOM_APPLY_DRY_RUN; "" when nothing changes. It is computed only when asked for. Time
+ * and memory grow linearly with the files' sizes.
  * Errors: OOM_EREFUSED, OOM_EPARSE, OOM_EIO (the files are unchanged: a write failure removes
  * every temporary file before any rename), OOM_ENOTFOUND for an explicit field the plan lacks,
  * OOM_EINVAL when a spec needs a plan and none is loaded.

@@ -22,7 +22,9 @@ struct edit {
 };
 
 struct file {
-    char *name, *real, *old, *text, *tmp, *backup;
+    char *name, *real;
+    char *old, *text; /* text: the edited text, NULL while it is the old one */
+    char *tmp, *backup;
     size_t oldlen, len;
     unsigned mode;
     bool json;
@@ -35,6 +37,7 @@ struct oom_apply {
     struct assign *as;
     size_t nas;
     char *suffix;
+    size_t document;
     oom_apply_step_fn hook;
     void *user;
     struct file *files;
@@ -53,6 +56,11 @@ int oom_apply_create(oom_apply **out)
     }
     *out = a;
     return OOM_OK;
+}
+
+static const char *text_of(const struct file *f)
+{
+    return f->text ? f->text : f->old;
 }
 
 static void free_files(oom_apply *a)
@@ -196,6 +204,12 @@ int oom_apply_set_backup_suffix(oom_apply *a, const char *suffix)
     return OOM_OK;
 }
 
+int oom_apply_set_document(oom_apply *a, size_t document)
+{
+    a->document = document;
+    return OOM_OK;
+}
+
 void oom_apply_set_step_hook(oom_apply *a, oom_apply_step_fn fn, void *user)
 {
     a->hook = fn;
@@ -217,41 +231,45 @@ static bool looks_json(const char *name, const char *text)
     return *text == '{' || *text == '[';
 }
 
-/* the edits of every assignment on f->text, then a read-back check of each */
+/* the value of every assignment, then every edit on the text and a read-back of each */
 static int edit_file(oom_apply *a, struct file *f, unsigned flags)
 {
-    size_t i;
+    oomi_edit *todo;
+    oomi_doc doc = {false, f->name, a->document};
+    size_t i, n = 0;
     int err = OOM_OK;
     bool missing;
 
-    f->json = looks_json(f->name, f->old);
-    if (!(f->text = oomi_strndup(f->old, f->oldlen)) ||
-        !(f->edits = oomi_calloc(a->nas ? a->nas : 1, sizeof(*f->edits))))
-        return oomi_nomem();
+    f->json = doc.json = looks_json(f->name, f->old);
     f->len = f->oldlen;
-    for (i = 0; !err && i < a->nas; i++) {
+    if (!(f->edits = oomi_calloc(a->nas ? a->nas : 1, sizeof(*f->edits))))
+        return oomi_nomem();
+    for (i = 0; i < a->nas; i++) {
         struct edit *e = &f->edits[f->nedits++];
         if (!(e->key = oomi_strdup(a->as[i].key)))
             return oomi_nomem();
         if ((err = oomi_spec_resolve(&e->val, &missing, a->plan, a->as[i].spec)))
-            break;
+            return err;
         if (missing && a->as[i].optional) {
             e->res.action = "skipped";
             e->res.reason = oomi_asprintf("the plan has no '%s'", a->as[i].spec);
-            err = e->res.reason ? OOM_OK : oomi_nomem();
+            if (!e->res.reason)
+                return oomi_nomem();
             continue;
         }
         if (missing)
             return oomi_fail(OOM_ENOTFOUND, "the plan has no field '%s' (for key '%s')",
                              a->as[i].spec, a->as[i].key);
         e->has_val = true;
-        err = oomi_edit_text(&f->text, &f->len, f->json, f->name, e->key, &e->val,
-                             a->as[i].optional, flags, &e->res);
     }
-    for (i = 0; !err && i < f->nedits; i++)
-        if (f->edits[i].has_val && strcmp(f->edits[i].res.action, "skipped"))
-            err = oomi_edit_verify(f->text, f->len, f->json, f->name, f->edits[i].key,
-                                   &f->edits[i].val, f->edits[i].res.inserted);
+    if (!(todo = oomi_calloc(a->nas ? a->nas : 1, sizeof(*todo))))
+        return oomi_nomem();
+    for (i = 0; i < f->nedits; i++)
+        if (f->edits[i].has_val)
+            todo[n++] =
+                (oomi_edit){f->edits[i].key, &f->edits[i].val, a->as[i].optional, &f->edits[i].res};
+    err = oomi_edit_all(f->old, f->oldlen, &f->text, &f->len, &doc, todo, n, flags);
+    oomi_free(todo);
     return err;
 }
 
@@ -273,7 +291,7 @@ static int read_file(oom_apply *a, struct file *f, const char *name, unsigned fl
 
 static bool changed(const struct file *f)
 {
-    return f->len != f->oldlen || memcmp(f->text, f->old, f->len);
+    return f->len != f->oldlen || memcmp(text_of(f), f->old, f->len);
 }
 
 /* ---- writing ------------------------------------------------------------------------------- */
@@ -315,8 +333,8 @@ static int write_files(oom_apply *a)
         return err;
     for (i = 0; i < a->nfiles; i++) {
         struct file *f = &a->files[i];
-        if (changed(f) &&
-            (err = oomi_write_temp(&f->tmp, f->real, f->mode, f->text, f->len, a->hook, a->user)))
+        if (changed(f) && (err = oomi_write_temp(&f->tmp, f->real, f->mode, text_of(f), f->len,
+                                                 a->hook, a->user)))
             return err; /* free_files() unlinks the ones already made */
     }
     for (i = 0; i < a->nfiles; i++) {
@@ -354,7 +372,7 @@ static int make_diff(oom_apply *a, char **diff)
     oomi_sb_puts(&sb, "");
     for (i = 0; !err && i < a->nfiles; i++)
         err = oomi_diff(&sb, a->files[i].name, a->files[i].old, a->files[i].oldlen,
-                        a->files[i].text, a->files[i].len);
+                        text_of(&a->files[i]), a->files[i].len);
     if (!err)
         err = oomi_sb_ok(&sb);
     if (err) {
@@ -416,7 +434,7 @@ int oom_apply_buffer(oom_apply *a, const char *name, const char *text, size_t le
     f->oldlen = len;
     if ((err = edit_file(a, f, flags)))
         return err;
-    if (!(*out = oomi_strndup(f->text, f->len)))
+    if (!(*out = oomi_strndup(text_of(f), f->len)))
         return oomi_nomem();
     *out_len = f->len;
     a->ran = true;

@@ -90,10 +90,15 @@ int oomi_parse_double(double *out, const char *text, const char *what);
 
 /* ---- YAML into json-c (yamlload.c) --------------------------------------------------------
  * Plain scalars follow the YAML 1.2 core schema (null, bool, int, float, string); quoted ones are
- * strings. OOM_EPARSE "name:line:col: problem" on bad YAML. An empty document gives NULL. */
+ * strings. OOM_EPARSE "name:line:col: problem" on bad YAML, and on a file of several documents
+ * (---). An empty document gives NULL. */
 struct json_object;
 int oomi_yaml_load(struct json_object **out, const char *text, size_t len, const char *name);
 int oomi_yaml_load_file(struct json_object **out, const char *path);
+/* After one document was loaded from `parser`: OOM_EPARSE ("name:line:col: ...") when another
+ * follows (all but the first would be ignored) or the rest does not parse. */
+struct yaml_parser_s;
+int oomi_yaml_single_document(struct yaml_parser_s *parser, const char *name);
 
 /* ---- JSON output helpers (json.c) --------------------------------------------------------- */
 /* Pretty-prints root into *out (allocated) and releases root.  */

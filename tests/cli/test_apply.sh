@@ -190,6 +190,69 @@ expect_rc 3 "file size limit on the backup"
 same conf/config.yaml "$TMP/big.yaml" "backup failure: original intact"
 no_temps "backup failure"
 
+# ---- YAML files of several documents: refused, or the one given with --document -------------
+fresh
+printf 'model: {batch: 1}\n---\ntrain:\n  batch: 2\n' >multi.yaml
+cp multi.yaml "$TMP/multi.yaml"
+oom apply --set train.batch=literal:8 multi.yaml
+expect_rc 1 "several documents"
+expect_contains "$ERR" "'multi.yaml' holds 2 YAML documents" "several documents: message"
+expect_contains "$ERR" "--document N" "several documents: says how"
+oom apply --create --set model.lr=literal:0.5 multi.yaml
+expect_rc 1 "several documents, --create"
+same multi.yaml "$TMP/multi.yaml" "several documents: unchanged"
+oom apply --no-backup --document 2 --set train.batch=literal:8 multi.yaml
+expect_rc 0 "--document 2"
+expect_eq "$(cat multi.yaml)" "$(printf 'model: {batch: 1}\n---\ntrain:\n  batch: 8')" \
+    "--document 2: the second document edited"
+oom apply --no-backup --document 2 --create --set train.lr=literal:0.5 multi.yaml
+expect_rc 0 "--document 2 --create"
+expect_eq "$(cat multi.yaml)" \
+    "$(printf 'model: {batch: 1}\n---\ntrain:\n  batch: 8\n  lr: 0.5')" "created in the second"
+oom apply --no-backup --document 1 --create --set model.batch=literal:4 multi.yaml
+expect_rc 0 "--document 1"
+expect_eq "$(head -n 1 multi.yaml)" "model: {batch: 4}" "--document 1: the first document edited"
+oom apply --document 3 --set train.batch=literal:8 multi.yaml
+expect_rc 1 "--document past the last"
+expect_contains "$ERR" "'multi.yaml' holds 2 YAML documents, not 3" "--document 3: message"
+oom apply --document 0 --set train.batch=literal:8 multi.yaml
+expect_rc 2 "--document 0"
+expect_contains "$ERR" "--document '0'" "--document 0: message"
+oom apply --document 2 --set train_batch_size=literal:8 ds_config.json
+expect_rc 1 "--document 2 of a JSON file"
+expect_contains "$ERR" "'ds_config.json' is JSON: it holds one document, not 2" "JSON: message"
+# the same holds for every YAML file oomless reads: a presets file of two documents
+mkdir -p "$TMP/xdg2/oomless"
+printf 'mine:\n  set: {training.seed: literal:7}\n---\nother:\n  set: {a: literal:1}\n' \
+    >"$TMP/xdg2/oomless/apply-presets.yaml"
+XDG_CONFIG_HOME="$TMP/xdg2" run "$OOMLESS_BIN" apply --preset mine conf/config.yaml
+expect_rc 2 "a presets file of two documents"
+expect_contains "$ERR" "apply-presets.yaml:3:1: a second YAML document" "presets: message"
+same conf/config.yaml "$D/config.yaml" "presets file of two documents: unchanged"
+
+# ---- a long file (600,000 lines, 15 MB): no length limit; the diff only when asked for -------
+fresh
+{ cat "$D/config.yaml"; awk 'BEGIN { print "layers:"
+    for (i = 0; i < 600000; i++) printf "  l%d: {dim: %d, act: gelu}\n", i, i }'; } >big.yaml
+cp big.yaml "$TMP/big.yaml"
+oom apply --no-backup --set data_loader.batch_size=literal:8 \
+    --set layers.l599999.dim=literal:7 big.yaml
+expect_rc 0 "a file of 600,000 lines"
+expect_eq "$(grep -c 'batch_size: 8 ' big.yaml)" 1 "long file: first edit"
+expect_eq "$(tail -n 1 big.yaml)" "  l599999: {dim: 7, act: gelu}" "long file: last edit"
+expect_eq "$OUT" "" "long file: no diff unless asked for"
+cp big.yaml "$TMP/big1.yaml"
+oom apply --no-backup --diff --set data_loader.batch_size=literal:16 --create \
+    --set layers.l300000.drop=literal:0.1 --set layers.l599999.dim=literal:9 big.yaml
+expect_rc 0 "long file, --diff"
+expect_eq "$OUT" "$(diff -u --label a/big.yaml --label b/big.yaml "$TMP/big1.yaml" big.yaml)" \
+    "long file: --diff is what diff -u prints"
+oom apply --dry-run --set layers.l0.dim=literal:5 big.yaml
+expect_rc 0 "long file, --dry-run"
+expect_contains "$OUT" "+  l0: {dim: 5, act: gelu}" "long file: dry-run diff"
+oom apply --diff --json --set layers.l0.dim=literal:5 big.yaml
+expect_rc 2 "--diff with --json"
+
 # ---- user presets -------------------------------------------------------------------------------
 fresh
 mkdir -p "$TMP/xdg/oomless"

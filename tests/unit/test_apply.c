@@ -257,6 +257,45 @@ static void test_bad_keys(void **state)
     oom_apply_free(a);
 }
 
+/* YAML files of several documents: refused unless one is chosen */
+static void test_documents(void **state)
+{
+    static const char multi[] = "a: 1\n---\nb: 2  # two\n...\n---\nb: 3\n";
+    oom_apply *a;
+    char *out = NULL;
+    size_t len;
+
+    (void)state;
+    assert_int_equal(oom_apply_create(&a), OOM_OK);
+    assert_int_equal(oom_apply_set(a, "b", "literal:8", 0), OOM_OK);
+    assert_int_equal(oom_apply_buffer(a, "m.yaml", multi, strlen(multi), 0, &out, &len),
+                     OOM_EREFUSED);
+    assert_non_null(strstr(oom_last_message(), "'m.yaml' holds 3 YAML documents"));
+    assert_int_equal(oom_apply_set_document(a, 3), OOM_OK);
+    assert_int_equal(oom_apply_buffer(a, "m.yaml", multi, strlen(multi), 0, &out, &len), OOM_OK);
+    assert_string_equal(out, "a: 1\n---\nb: 2  # two\n...\n---\nb: 8\n");
+    oom_free(out);
+    assert_int_equal(oom_apply_set_document(a, 2), OOM_OK);
+    assert_int_equal(oom_apply_buffer(a, "m.yaml", multi, strlen(multi), 0, &out, &len), OOM_OK);
+    assert_string_equal(out, "a: 1\n---\nb: 8  # two\n...\n---\nb: 3\n");
+    oom_free(out);
+    assert_int_equal(oom_apply_set_document(a, 4), OOM_OK);
+    assert_int_equal(oom_apply_buffer(a, "m.yaml", multi, strlen(multi), 0, &out, &len),
+                     OOM_EREFUSED);
+    assert_non_null(strstr(oom_last_message(), "holds 3 YAML documents, not 4"));
+    /* one document is one document, whether or not it is chosen; JSON has one */
+    assert_int_equal(oom_apply_set_document(a, 1), OOM_OK);
+    assert_int_equal(oom_apply_buffer(a, "o.yaml", "---\nb: 1\n", 9, 0, &out, &len), OOM_OK);
+    assert_string_equal(out, "---\nb: 8\n");
+    oom_free(out);
+    assert_int_equal(oom_apply_buffer(a, "o.json", "{\"b\": 1}", 8, 0, &out, &len), OOM_OK);
+    assert_string_equal(out, "{\"b\": 8}");
+    oom_free(out);
+    assert_int_equal(oom_apply_set_document(a, 2), OOM_OK);
+    assert_int_equal(oom_apply_buffer(a, "o.json", "{\"b\": 1}", 8, 0, &out, &len), OOM_EREFUSED);
+    oom_apply_free(a);
+}
+
 static void test_diff(void **state)
 {
     oomi_sb sb = OOMI_SB_INIT;
@@ -454,7 +493,7 @@ int main(void)
         cmocka_unit_test(test_optional),        cmocka_unit_test(test_specs),
         cmocka_unit_test(test_bad_keys),        cmocka_unit_test(test_diff),
         cmocka_unit_test(test_diff_long),       cmocka_unit_test(test_diff_minimal),
-        cmocka_unit_test(test_all_or_nothing),
+        cmocka_unit_test(test_documents),       cmocka_unit_test(test_all_or_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
