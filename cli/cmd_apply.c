@@ -11,7 +11,8 @@
 static const char usage_text[] =
     "usage: oomless apply [--plan PLAN.json|-] [--set KEY=VALUE]... [--preset NAME]...\n"
     "                     [--create] [--dry-run] [--diff] [--backup-suffix S | --no-backup]\n"
-    "                     [--document N] [--follow-symlinks] [--force-type] [--json] FILE...\n"
+    "                     [--document N] [--lock-timeout SEC] [--follow-symlinks]\n"
+    "                     [--force-type] [--json] FILE...\n"
     "\n"
     "Writes plan values into YAML/JSON config files, changing only the bytes of those values.\n"
     "\n"
@@ -26,9 +27,12 @@ static const char usage_text[] =
     "  --create             add missing keys (explicit --set keys and preset keys)\n"
     "  --dry-run            print the unified diff; write nothing\n"
     "  --diff               print the unified diff of what is written\n"
-    "  --backup-suffix S    backup name FILE+S (default .bak); --no-backup writes none\n"
+    "  --backup-suffix S    backup name FILE+S (default .bak; not empty); --no-backup writes\n"
+    "                       none\n"
     "  --document N         the YAML document to edit in files of several (---); 1 is the\n"
     "                       first (without it such files are refused)\n"
+    "  --lock-timeout SEC   wait up to SEC seconds (default 10) for another apply editing\n"
+    "                       the same file\n"
     "  --follow-symlinks    edit files reached through links that lead outside '.'\n"
     "  --force-type         allow a value of another type than the old one\n"
     "  --json               print one JSON document: files, keys, old and new values\n"
@@ -44,6 +48,7 @@ enum {
     OPT_DIFF,
     OPT_SUFFIX,
     OPT_DOCUMENT,
+    OPT_LOCK_TIMEOUT,
     OPT_NOBACKUP,
     OPT_FOLLOW,
     OPT_FORCE,
@@ -60,6 +65,7 @@ static const struct option options[] = {
     {"diff", no_argument, NULL, OPT_DIFF},
     {"backup-suffix", required_argument, NULL, OPT_SUFFIX},
     {"document", required_argument, NULL, OPT_DOCUMENT},
+    {"lock-timeout", required_argument, NULL, OPT_LOCK_TIMEOUT},
     {"no-backup", no_argument, NULL, OPT_NOBACKUP},
     {"follow-symlinks", no_argument, NULL, OPT_FOLLOW},
     {"force-type", no_argument, NULL, OPT_FORCE},
@@ -75,15 +81,27 @@ struct args {
     const char *suffix;
     bool no_backup, json, diff;
     size_t document;
+    double lock_timeout; /* < 0: the library's default */
     unsigned flags;
 };
 
-/* the test-only hook: OOMLESS_APPLY_TEST_KILL_AT=STEP makes the process SIGKILL itself there */
-static void kill_hook(const char *step, const char *file, void *user)
+/* The test-only hooks: OOMLESS_APPLY_TEST_KILL_AT=STEP makes the process SIGKILL itself at that
+ * step, OOMLESS_APPLY_TEST_STOP_AT=STEP stop itself (SIGSTOP) until a SIGCONT, the first time
+ * it gets there. */
+struct test_hooks {
+    const char *kill_at, *stop_at;
+    bool stopped;
+};
+
+static void test_hook(const char *step, const char *file, void *user)
 {
-    const char *at = user;
+    struct test_hooks *h = user;
     (void)file;
-    if (!strcmp(step, at))
+    if (h->stop_at && !h->stopped && !strcmp(step, h->stop_at)) {
+        h->stopped = true;
+        raise(SIGSTOP);
+    }
+    if (h->kill_at && !strcmp(step, h->kill_at))
         raise(SIGKILL);
 }
 
@@ -101,6 +119,19 @@ static int document_number(size_t *out, const char *text)
                                "first)",
                                text);
     *out = (size_t)v;
+    return EXIT_OK;
+}
+
+static int lock_seconds(double *out, const char *text)
+{
+    char *end;
+
+    *out = strtod(text, &end);
+    if (end == text || *end || !(*out >= 0) || *out > 86400)
+        return cli_usage_error("apply",
+                               "--lock-timeout '%s' must be a number of seconds from 0 "
+                               "to 86400",
+                               text);
     return EXIT_OK;
 }
 
@@ -155,6 +186,7 @@ static int parse_args(struct args *o, int argc, char **argv)
 {
     int c, rc;
 
+    o->lock_timeout = -1;
     while ((c = getopt_long(argc, argv, "h", options, NULL)) != -1) {
         switch (c) {
         case OPT_PLAN:
@@ -180,6 +212,10 @@ static int parse_args(struct args *o, int argc, char **argv)
             break;
         case OPT_DOCUMENT:
             if ((rc = document_number(&o->document, optarg)))
+                return rc;
+            break;
+        case OPT_LOCK_TIMEOUT:
+            if ((rc = lock_seconds(&o->lock_timeout, optarg)))
                 return rc;
             break;
         case OPT_NOBACKUP:
@@ -236,7 +272,8 @@ static int add_assignments(oom_apply *a, const struct args *o)
     if (o->no_backup || o->suffix)
         if ((err = oom_apply_set_backup_suffix(a, o->no_backup ? NULL : o->suffix)))
             return cli_fail("apply", err);
-    if ((err = oom_apply_set_document(a, o->document)))
+    if ((err = oom_apply_set_document(a, o->document)) ||
+        (o->lock_timeout >= 0 && (err = oom_apply_set_lock_timeout(a, o->lock_timeout))))
         return cli_fail("apply", err);
     return EXIT_OK;
 }
@@ -288,12 +325,13 @@ done:
 static int run(oom_apply *a, const struct args *o, const char *const *files, size_t count)
 {
     char *diff = NULL, *report = NULL;
-    const char *kill_at = getenv("OOMLESS_APPLY_TEST_KILL_AT");
+    struct test_hooks hooks = {getenv("OOMLESS_APPLY_TEST_KILL_AT"),
+                               getenv("OOMLESS_APPLY_TEST_STOP_AT"), false};
     bool want_diff = o->diff || ((o->flags & OOM_APPLY_DRY_RUN) && !o->json);
     int err, rc = EXIT_OK;
 
-    if (kill_at && *kill_at)
-        oom_apply_set_step_hook(a, kill_hook, (void *)kill_at);
+    if ((hooks.kill_at && *hooks.kill_at) || (hooks.stop_at && *hooks.stop_at))
+        oom_apply_set_step_hook(a, test_hook, &hooks);
     signal(SIGXFSZ, SIG_IGN); /* a file size limit is an error to report, not a death */
     /* the diff costs time and memory in proportion to the files: made only when printed */
     err = oom_apply_run(a, files, count, o->flags, want_diff ? &diff : NULL);

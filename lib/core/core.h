@@ -112,16 +112,38 @@ struct json_object *oomi_json_number(double v, int decimals);
 int oomi_diff(oomi_sb *sb, const char *name, const char *a, size_t alen, const char *b,
               size_t blen);
 
-/* ---- safe writes (safewrite.c) ------------------------------------------------------------- */
+/* ---- safe writes (safewrite.c) -------------------------------------------------------------
+ * A file is replaced by writing a temporary file beside it and renaming it over the file. The
+ * replacement is given what the old file had: mode, owner, group and extended attributes (POSIX
+ * ACLs included); when one of these cannot be kept the write is refused (OOM_EREFUSED). */
 typedef void (*oomi_step_fn)(const char *step, const char *file, void *user);
 /* Refuses (OOM_EREFUSED) a path that reaches outside the current directory through a symlink,
  * unless follow; *real gets the file to write (the symlink's target, allocated). */
 int oomi_resolve_target(char **real, const char *path, bool follow);
-/* Writes data to a new temporary file beside `path` (mkstemp, 0600, fsync, then `mode`);
- * *tmp gets its name. Nothing is left behind on failure. */
-int oomi_write_temp(char **tmp, const char *path, unsigned mode, const char *data, size_t len,
+/* Writes data to a new temporary file beside `path` (mkstemp, 0600), gives it the owner, group,
+ * extended attributes and mode of the open file `like`, and fsyncs it; *tmp gets its name.
+ * Steps "temp-created", "temp-written", "temp-synced". Nothing is left behind on failure. */
+int oomi_write_temp(char **tmp, const char *path, int like, const char *data, size_t len,
                     oomi_step_fn step, void *user);
-/* rename(tmp, path) then fsync of the directory */
-int oomi_commit_temp(const char *tmp, const char *path, oomi_step_fn step, void *user);
+/* rename(tmp, path) (steps "before-rename", "renamed"); nothing allocated, so that a run of
+ * several renames cannot fail half-way for want of memory */
+int oomi_rename_temp(const char *tmp, const char *path, oomi_step_fn step, void *user);
+/* fsync of the directory holding `path` */
+int oomi_sync_dir(const char *path);
+
+/* ---- locks and file identity (filelock.c) -------------------------------------------------
+ * Cooperating writers (every `oomless apply`) take an exclusive flock(2) on the file they edit
+ * from before they read it until after they replaced it; programs that do not lock are caught
+ * by comparing the file's identity (device, inode, size, modification and change times) just
+ * before the rename. flock locks vanish with their process: a killed run leaves no stale lock. */
+struct stat;
+/* Opens `path` read-only with an exclusive lock, waiting up to timeout_ms for another holder
+ * (0: not at all; below 0: no lock is taken); reopens when the path was replaced while it
+ * waited. *fd and *st describe the
+ * locked file. OOM_EREFUSED when the wait runs out, OOM_EIO when the file cannot be opened. */
+int oomi_open_locked(int *fd, struct stat *st, const char *path, long timeout_ms);
+/* OOM_OK when `path` still names the file open as `fd` and that file has the size and times in
+ * *st; OOM_EREFUSED naming `path` when it was replaced or written since *st was taken. */
+int oomi_check_unchanged(int fd, const struct stat *st, const char *path);
 
 #endif

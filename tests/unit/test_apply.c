@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -296,6 +297,24 @@ static void test_documents(void **state)
     oom_apply_free(a);
 }
 
+/* the writing options: an empty backup suffix, lock timeouts */
+static void test_options(void **state)
+{
+    oom_apply *a;
+
+    (void)state;
+    assert_int_equal(oom_apply_create(&a), OOM_OK);
+    assert_int_equal(oom_apply_set_backup_suffix(a, ""), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), "backup suffix '' is empty"));
+    assert_int_equal(oom_apply_set_backup_suffix(a, "a/b"), OOM_EINVAL);
+    assert_int_equal(oom_apply_set_backup_suffix(a, NULL), OOM_OK);
+    assert_int_equal(oom_apply_set_lock_timeout(a, -1), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), "-1"));
+    assert_int_equal(oom_apply_set_lock_timeout(a, NAN), OOM_EINVAL);
+    assert_int_equal(oom_apply_set_lock_timeout(a, 0.25), OOM_OK);
+    oom_apply_free(a);
+}
+
 static void test_diff(void **state)
 {
     oomi_sb sb = OOMI_SB_INIT;
@@ -493,7 +512,8 @@ int main(void)
         cmocka_unit_test(test_optional),        cmocka_unit_test(test_specs),
         cmocka_unit_test(test_bad_keys),        cmocka_unit_test(test_diff),
         cmocka_unit_test(test_diff_long),       cmocka_unit_test(test_diff_minimal),
-        cmocka_unit_test(test_documents),       cmocka_unit_test(test_all_or_nothing),
+        cmocka_unit_test(test_documents),       cmocka_unit_test(test_options),
+        cmocka_unit_test(test_all_or_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
