@@ -37,7 +37,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 static int parses(const char *text, size_t len)
 {
 #ifdef APPLY_JSON
-    struct json_tokener *tok = json_tokener_new();
+    /* as deep as apply's own scanner goes (json-c's default stops at 32 levels) */
+    struct json_tokener *tok = json_tokener_new_ex(1024);
     json_object *o;
     size_t end;
     int ok;
