@@ -68,12 +68,11 @@ no_temps "two applies"
 # the other file meanwhile (then each would wait for the other): files are locked in one order.
 fresh
 cp conf/config.yaml conf/other.yaml
-start_stopped a locked --lock-timeout 2 --set data_loader.batch_size=literal:8 \
-    conf/config.yaml conf/other.yaml
+start_stopped a locked --set data_loader.batch_size=literal:8 conf/config.yaml conf/other.yaml
 A=$!
 poll 10 stopped $A || bad "the first apply did not stop at 'locked'"
-"$OOMLESS_BIN" apply --lock-timeout 2 --set training.seed=literal:7 conf/other.yaml \
-    conf/config.yaml >"$TMP/b.out" 2>"$TMP/b.err" &
+"$OOMLESS_BIN" apply --set training.seed=literal:7 conf/other.yaml conf/config.yaml \
+    >"$TMP/b.out" 2>"$TMP/b.err" &
 B=$!
 sleep 0.3
 kill -CONT $A
