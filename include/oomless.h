@@ -1418,8 +1418,8 @@ OOM_EXPORT int oom_apply_set_backup_suffix(oom_apply *apply, const char *suffix)
 
 /**
  * The YAML document to edit in files that hold several (separated by ---): 1 is the first.
- * With 0 (the default) a file of several documents is refused (OOM_EREFUSED), as is a file with
- * fewer documents than asked for; a JSON file is one document.
+ * With 0 (the default) a file of several documents is refused (OOM_EREFUSED); with N, a file of
+ * fewer than N documents is. A JSON file is one document.
  */
 OOM_EXPORT int oom_apply_set_document(oom_apply *apply, size_t document);
 
