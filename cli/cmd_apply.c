@@ -1,6 +1,7 @@
 /* cmd_apply.c - `oomless apply`: writes plan values into YAML/JSON config files. */
 #include "cli.h"
 
+#include <errno.h>
 #include <getopt.h>
 #include <json-c/json.h>
 #include <signal.h>
@@ -9,8 +10,9 @@
 
 static const char usage_text[] =
     "usage: oomless apply [--plan PLAN.json|-] [--set KEY=VALUE]... [--preset NAME]...\n"
-    "                     [--create] [--dry-run] [--backup-suffix S | --no-backup]\n"
-    "                     [--follow-symlinks] [--force-type] [--json] FILE...\n"
+    "                     [--create] [--dry-run] [--diff] [--backup-suffix S | --no-backup]\n"
+    "                     [--document N] [--lock-timeout SEC] [--follow-symlinks]\n"
+    "                     [--force-type] [--json] FILE...\n"
     "\n"
     "Writes plan values into YAML/JSON config files, changing only the bytes of those values.\n"
     "\n"
@@ -24,7 +26,13 @@ static const char usage_text[] =
     "                       are skipped\n"
     "  --create             add missing keys (explicit --set keys and preset keys)\n"
     "  --dry-run            print the unified diff; write nothing\n"
-    "  --backup-suffix S    backup name FILE+S (default .bak); --no-backup writes none\n"
+    "  --diff               print the unified diff of what is written\n"
+    "  --backup-suffix S    backup name FILE+S (default .bak; not empty); --no-backup writes\n"
+    "                       none\n"
+    "  --document N         the YAML document to edit in files of several (---); 1 is the\n"
+    "                       first (without it such files are refused)\n"
+    "  --lock-timeout SEC   wait up to SEC seconds (default 10) for another apply editing\n"
+    "                       the same file\n"
     "  --follow-symlinks    edit files reached through links that lead outside '.'\n"
     "  --force-type         allow a value of another type than the old one\n"
     "  --json               print one JSON document: files, keys, old and new values\n"
@@ -37,7 +45,10 @@ enum {
     OPT_PRESET,
     OPT_CREATE,
     OPT_DRY,
+    OPT_DIFF,
     OPT_SUFFIX,
+    OPT_DOCUMENT,
+    OPT_LOCK_TIMEOUT,
     OPT_NOBACKUP,
     OPT_FOLLOW,
     OPT_FORCE,
@@ -51,7 +62,10 @@ static const struct option options[] = {
     {"preset", required_argument, NULL, OPT_PRESET},
     {"create", no_argument, NULL, OPT_CREATE},
     {"dry-run", no_argument, NULL, OPT_DRY},
+    {"diff", no_argument, NULL, OPT_DIFF},
     {"backup-suffix", required_argument, NULL, OPT_SUFFIX},
+    {"document", required_argument, NULL, OPT_DOCUMENT},
+    {"lock-timeout", required_argument, NULL, OPT_LOCK_TIMEOUT},
     {"no-backup", no_argument, NULL, OPT_NOBACKUP},
     {"follow-symlinks", no_argument, NULL, OPT_FOLLOW},
     {"force-type", no_argument, NULL, OPT_FORCE},
@@ -65,17 +79,60 @@ struct args {
     const char **sets, **presets;
     size_t nsets, npresets;
     const char *suffix;
-    bool no_backup, json;
+    bool no_backup, json, diff;
+    size_t document;
+    double lock_timeout; /* < 0: the library's default */
     unsigned flags;
 };
 
-/* the test-only hook: OOMLESS_APPLY_TEST_KILL_AT=STEP makes the process SIGKILL itself there */
-static void kill_hook(const char *step, const char *file, void *user)
+/* The test-only hooks: OOMLESS_APPLY_TEST_KILL_AT=STEP makes the process SIGKILL itself at that
+ * step, OOMLESS_APPLY_TEST_STOP_AT=STEP stop itself (SIGSTOP) until a SIGCONT, the first time
+ * it gets there. */
+struct test_hooks {
+    const char *kill_at, *stop_at;
+    bool stopped;
+};
+
+static void test_hook(const char *step, const char *file, void *user)
 {
-    const char *at = user;
+    struct test_hooks *h = user;
     (void)file;
-    if (!strcmp(step, at))
+    if (h->stop_at && !h->stopped && !strcmp(step, h->stop_at)) {
+        h->stopped = true;
+        raise(SIGSTOP);
+    }
+    if (h->kill_at && !strcmp(step, h->kill_at))
         raise(SIGKILL);
+}
+
+/* a whole number >= 1 */
+static int document_number(size_t *out, const char *text)
+{
+    char *end;
+    unsigned long long v;
+
+    errno = 0;
+    v = strtoull(text, &end, 10);
+    if (errno || end == text || *end || *text == '-' || v < 1 || v > 1000000)
+        return cli_usage_error("apply",
+                               "--document '%s' must be a document number (1 is the "
+                               "first)",
+                               text);
+    *out = (size_t)v;
+    return EXIT_OK;
+}
+
+static int lock_seconds(double *out, const char *text)
+{
+    char *end;
+
+    *out = strtod(text, &end);
+    if (end == text || *end || !(*out >= 0) || *out > 86400)
+        return cli_usage_error("apply",
+                               "--lock-timeout '%s' must be a number of seconds from 0 "
+                               "to 86400",
+                               text);
+    return EXIT_OK;
 }
 
 static char *read_stream(FILE *f)
@@ -127,8 +184,9 @@ static int load_plan(oom_apply *a, const char *path)
 
 static int parse_args(struct args *o, int argc, char **argv)
 {
-    int c;
+    int c, rc;
 
+    o->lock_timeout = -1;
     while ((c = getopt_long(argc, argv, "h", options, NULL)) != -1) {
         switch (c) {
         case OPT_PLAN:
@@ -146,8 +204,19 @@ static int parse_args(struct args *o, int argc, char **argv)
         case OPT_DRY:
             o->flags |= OOM_APPLY_DRY_RUN;
             break;
+        case OPT_DIFF:
+            o->diff = true;
+            break;
         case OPT_SUFFIX:
             o->suffix = optarg;
+            break;
+        case OPT_DOCUMENT:
+            if ((rc = document_number(&o->document, optarg)))
+                return rc;
+            break;
+        case OPT_LOCK_TIMEOUT:
+            if ((rc = lock_seconds(&o->lock_timeout, optarg)))
+                return rc;
             break;
         case OPT_NOBACKUP:
             o->no_backup = true;
@@ -171,6 +240,8 @@ static int parse_args(struct args *o, int argc, char **argv)
     }
     if (o->suffix && o->no_backup)
         return cli_usage_error("apply", "--backup-suffix and --no-backup contradict each other");
+    if (o->diff && o->json)
+        return cli_usage_error("apply", "--diff and --json both print on stdout; give one");
     if (optind >= argc)
         return cli_usage_error("apply", "no FILE to edit");
     if (!o->nsets && !o->npresets)
@@ -201,6 +272,9 @@ static int add_assignments(oom_apply *a, const struct args *o)
     if (o->no_backup || o->suffix)
         if ((err = oom_apply_set_backup_suffix(a, o->no_backup ? NULL : o->suffix)))
             return cli_fail("apply", err);
+    if ((err = oom_apply_set_document(a, o->document)) ||
+        (o->lock_timeout >= 0 && (err = oom_apply_set_lock_timeout(a, o->lock_timeout))))
+        return cli_fail("apply", err);
     return EXIT_OK;
 }
 
@@ -251,13 +325,16 @@ done:
 static int run(oom_apply *a, const struct args *o, const char *const *files, size_t count)
 {
     char *diff = NULL, *report = NULL;
-    const char *kill_at = getenv("OOMLESS_APPLY_TEST_KILL_AT");
+    struct test_hooks hooks = {getenv("OOMLESS_APPLY_TEST_KILL_AT"),
+                               getenv("OOMLESS_APPLY_TEST_STOP_AT"), false};
+    bool want_diff = o->diff || ((o->flags & OOM_APPLY_DRY_RUN) && !o->json);
     int err, rc = EXIT_OK;
 
-    if (kill_at && *kill_at)
-        oom_apply_set_step_hook(a, kill_hook, (void *)kill_at);
+    if ((hooks.kill_at && *hooks.kill_at) || (hooks.stop_at && *hooks.stop_at))
+        oom_apply_set_step_hook(a, test_hook, &hooks);
     signal(SIGXFSZ, SIG_IGN); /* a file size limit is an error to report, not a death */
-    err = oom_apply_run(a, files, count, o->flags, &diff);
+    /* the diff costs time and memory in proportion to the files: made only when printed */
+    err = oom_apply_run(a, files, count, o->flags, want_diff ? &diff : NULL);
     if (!err)
         err = oom_apply_report(a, &report);
     if (err) {
@@ -266,7 +343,7 @@ static int run(oom_apply *a, const struct args *o, const char *const *files, siz
         rc = cli_print_json(report);
     } else {
         summary(report);
-        if (o->flags & OOM_APPLY_DRY_RUN)
+        if (want_diff)
             fputs(diff, stdout);
         if (fflush(stdout))
             rc = EXIT_ENV;

@@ -1485,16 +1485,31 @@ OOM_EXPORT int oom_apply_set(oom_apply *apply, const char *key, const char *valu
 OOM_EXPORT int oom_apply_preset(oom_apply *apply, const char *name);
 
 /**
- * The backups' suffix (copied): FILE + suffix holds the old bytes after a write. NULL or ""
- * writes no backup.
+ * The backups' suffix (copied): FILE + suffix holds the old bytes after a write. NULL writes no
+ * backup; "" (the backup would be the file itself) and a suffix with '/' are OOM_EINVAL.
  */
 OOM_EXPORT int oom_apply_set_backup_suffix(oom_apply *apply, const char *suffix);
 
 /**
+ * The YAML document to edit in files that hold several (separated by ---): 1 is the first.
+ * With 0 (the default) a file of several documents is refused (OOM_EREFUSED); with N, a file of
+ * fewer than N documents is. A JSON file is one document.
+ */
+OOM_EXPORT int oom_apply_set_document(oom_apply *apply, size_t document);
+
+/**
+ * How long a run waits for the lock another run holds on a file it edits (default 10 s; 0: not
+ * at all), after which that file is refused (OOM_EREFUSED). OOM_EINVAL outside 0..86400.
+ */
+OOM_EXPORT int oom_apply_set_lock_timeout(oom_apply *apply, double seconds);
+
+/**
  * A function called at each step of writing a file, with the step's name and the file:
- * "prepared" (all files edited in memory, nothing written yet), "backup-written",
- * "temp-created", "temp-written", "temp-synced", "before-rename", "renamed", "dir-synced". For
- * progress reports and for the tests that kill the process at each step.
+ * "locked" (the file is locked, not yet read), "prepared" (all files edited in memory, nothing
+ * written yet), "temp-created", "temp-written", "temp-synced" (the replacement, complete),
+ * "backup-written" (the new backup, under a temporary name), "before-rename", "renamed" (the
+ * file is new), "backup-renamed" (the backup is in place), "dir-synced". For progress reports,
+ * and for the tests that kill or stop the process at each step.
  */
 typedef void (*oom_apply_step_fn)(const char *step, const char *file, void *user);
 OOM_EXPORT void oom_apply_set_step_hook(oom_apply *apply, oom_apply_step_fn fn, void *user);
@@ -1508,14 +1523,23 @@ OOM_EXPORT void oom_apply_set_step_hook(oom_apply *apply, oom_apply_step_fn fn, 
 /**
  * Makes the assignments in each of `files` (YAML, or JSON when the name ends in .json or the
  * text starts with '{' or '['). Every file is edited in memory first; when any is refused none
- * is written. Then, per changed file: the backup, a temporary file beside it (mode 0600, then
- * the file's mode; fsync), rename over the file, fsync of the directory. A symbolic link is
- * kept: its target is edited. Unchanged files are not touched.
+ * is written. Unless OOM_APPLY_DRY_RUN, each file is locked (flock) from before it is read until
+ * it is replaced, so that runs on one file follow each other; a second name of a file already
+ * named is OOM_EINVAL. Then, per changed file: a temporary file beside the file (mode 0600, then
+ * the file's owner, group, extended attributes such as ACLs, and mode; fsync) and the new backup
+ * under a temporary name; once all are written, a check that no file changed since it
+ * was read (OOM_EREFUSED: another program wrote it), then per file: rename over the file, rename
+ * of the backup over the old backup, fsync of the directory. A symbolic link is kept: its target
+ * is edited. Unchanged files are not touched. Refused (OOM_EREFUSED) before anything is
+ * written: a file with several hard links (a rename would split them), a file whose owner,
+ * group or extended attributes the replacement cannot be given (not permitted), a file still
+ * locked by another run after the lock timeout.
  * `diff` (may be NULL) receives the unified diff of all changes (free with oom_free()), with or
- * without OOM_APPLY_DRY_RUN; "" when nothing changes.
- * Errors: OOM_EREFUSED, OOM_EPARSE, OOM_EIO (the files are unchanged: a write failure removes
- * every temporary file before any rename), OOM_ENOTFOUND for an explicit field the plan lacks,
- * OOM_EINVAL when a spec needs a plan and none is loaded.
+ * without OOM_APPLY_DRY_RUN; "" when nothing changes. It is computed only when asked for. Time
+ * and memory grow linearly with the files' sizes.
+ * Errors: OOM_EREFUSED, OOM_EPARSE, OOM_EIO (the files and their old backups are unchanged: a
+ * write failure removes every temporary file before any rename), OOM_ENOTFOUND for an explicit
+ * field the plan lacks, OOM_EINVAL when a spec needs a plan and none is loaded.
  */
 OOM_EXPORT int oom_apply_run(oom_apply *apply, const char *const *files, size_t count,
                              unsigned flags, char **diff);

@@ -1,13 +1,23 @@
 /* apply.c - the edit set behind `oomless apply`: assignments, one run over several files
- * (all edited in memory, then all written or none), and the report of what was done. */
+ * (all edited in memory, then all written or none), and the report of what was done.
+ *
+ * A run that writes holds an exclusive lock on each file from before reading it until its
+ * replacement is in place (filelock.c), so two runs on one file follow each other; just before
+ * the first rename every file is checked to be the one that was read (programs that do not
+ * lock). Backups are staged like the files: the new backup is written beside the old one under a
+ * temporary name and only renamed into place once its file has been replaced. */
 #include "apply/apply.h"
 
+#include <errno.h>
 #include <json-c/json.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#define DEFAULT_LOCK_MS 10000
 
 struct assign {
     char *key, *spec;
@@ -22,9 +32,13 @@ struct edit {
 };
 
 struct file {
-    char *name, *real, *old, *text, *tmp, *backup;
+    char *name, *real;
+    char *old, *text;    /* text: the edited text, NULL while it is the old one */
+    char *tmp;           /* the replacement, written and synced, not yet renamed */
+    char *backup, *btmp; /* the backup's name, and its staged temporary file */
     size_t oldlen, len;
-    unsigned mode;
+    int fd;         /* the file, open (and locked when writing) since it was read; -1 */
+    struct stat st; /* what it was then */
     bool json;
     struct edit *edits;
     size_t nedits;
@@ -35,6 +49,8 @@ struct oom_apply {
     struct assign *as;
     size_t nas;
     char *suffix;
+    size_t document;
+    long lock_ms;
     oom_apply_step_fn hook;
     void *user;
     struct file *files;
@@ -51,8 +67,14 @@ int oom_apply_create(oom_apply **out)
         oomi_free(a);
         return oomi_nomem();
     }
+    a->lock_ms = DEFAULT_LOCK_MS;
     *out = a;
     return OOM_OK;
+}
+
+static const char *text_of(const struct file *f)
+{
+    return f->text ? f->text : f->old;
 }
 
 static void free_files(oom_apply *a)
@@ -69,6 +91,10 @@ static void free_files(oom_apply *a)
         }
         if (f->tmp)
             unlink(f->tmp);
+        if (f->btmp)
+            unlink(f->btmp);
+        if (f->fd >= 0)
+            close(f->fd);
         oomi_free(f->edits);
         oomi_free(f->name);
         oomi_free(f->real);
@@ -76,6 +102,7 @@ static void free_files(oom_apply *a)
         oomi_free(f->text);
         oomi_free(f->tmp);
         oomi_free(f->backup);
+        oomi_free(f->btmp);
     }
     oomi_free(a->files);
     a->files = NULL;
@@ -185,7 +212,10 @@ int oom_apply_set_backup_suffix(oom_apply *a, const char *suffix)
 {
     char *s = NULL;
 
-    if (suffix && *suffix) {
+    if (suffix) {
+        if (!*suffix)
+            return oomi_fail(OOM_EINVAL, "backup suffix '' is empty: the backup would be the "
+                                         "file itself (write no backup with --no-backup)");
         if (strchr(suffix, '/'))
             return oomi_fail(OOM_EINVAL, "backup suffix '%s' contains '/'", suffix);
         if (!(s = oomi_strdup(suffix)))
@@ -193,6 +223,21 @@ int oom_apply_set_backup_suffix(oom_apply *a, const char *suffix)
     }
     oomi_free(a->suffix);
     a->suffix = s;
+    return OOM_OK;
+}
+
+int oom_apply_set_document(oom_apply *a, size_t document)
+{
+    a->document = document;
+    return OOM_OK;
+}
+
+int oom_apply_set_lock_timeout(oom_apply *a, double seconds)
+{
+    if (!(seconds >= 0 && seconds <= 86400))
+        return oomi_fail(OOM_EINVAL, "lock timeout %g s is not between 0 and 86400 seconds",
+                         seconds);
+    a->lock_ms = (long)ceil(seconds * 1000);
     return OOM_OK;
 }
 
@@ -217,93 +262,159 @@ static bool looks_json(const char *name, const char *text)
     return *text == '{' || *text == '[';
 }
 
-/* the edits of every assignment on f->text, then a read-back check of each */
+/* the value of every assignment, then every edit on the text and a read-back of each */
 static int edit_file(oom_apply *a, struct file *f, unsigned flags)
 {
-    size_t i;
+    oomi_edit *todo;
+    oomi_doc doc = {false, f->name, a->document};
+    size_t i, n = 0;
     int err = OOM_OK;
     bool missing;
 
-    f->json = looks_json(f->name, f->old);
-    if (!(f->text = oomi_strndup(f->old, f->oldlen)) ||
-        !(f->edits = oomi_calloc(a->nas ? a->nas : 1, sizeof(*f->edits))))
-        return oomi_nomem();
+    f->json = doc.json = looks_json(f->name, f->old);
     f->len = f->oldlen;
-    for (i = 0; !err && i < a->nas; i++) {
+    if (!(f->edits = oomi_calloc(a->nas ? a->nas : 1, sizeof(*f->edits))))
+        return oomi_nomem();
+    for (i = 0; i < a->nas; i++) {
         struct edit *e = &f->edits[f->nedits++];
         if (!(e->key = oomi_strdup(a->as[i].key)))
             return oomi_nomem();
         if ((err = oomi_spec_resolve(&e->val, &missing, a->plan, a->as[i].spec)))
-            break;
+            return err;
         if (missing && a->as[i].optional) {
             e->res.action = "skipped";
             e->res.reason = oomi_asprintf("the plan has no '%s'", a->as[i].spec);
-            err = e->res.reason ? OOM_OK : oomi_nomem();
+            if (!e->res.reason)
+                return oomi_nomem();
             continue;
         }
         if (missing)
             return oomi_fail(OOM_ENOTFOUND, "the plan has no field '%s' (for key '%s')",
                              a->as[i].spec, a->as[i].key);
         e->has_val = true;
-        err = oomi_edit_text(&f->text, &f->len, f->json, f->name, e->key, &e->val,
-                             a->as[i].optional, flags, &e->res);
     }
-    for (i = 0; !err && i < f->nedits; i++)
-        if (f->edits[i].has_val && strcmp(f->edits[i].res.action, "skipped"))
-            err = oomi_edit_verify(f->text, f->len, f->json, f->name, f->edits[i].key,
-                                   &f->edits[i].val, f->edits[i].res.inserted);
+    if (!(todo = oomi_calloc(a->nas ? a->nas : 1, sizeof(*todo))))
+        return oomi_nomem();
+    for (i = 0; i < f->nedits; i++)
+        if (f->edits[i].has_val)
+            todo[n++] =
+                (oomi_edit){f->edits[i].key, &f->edits[i].val, a->as[i].optional, &f->edits[i].res};
+    err = oomi_edit_all(f->old, f->oldlen, &f->text, &f->len, &doc, todo, n, flags);
+    oomi_free(todo);
     return err;
 }
 
-static int read_file(oom_apply *a, struct file *f, const char *name, unsigned flags)
+/* no two names of one file in a run: each would be edited from the old text (and locked
+ * twice, waiting for itself). f->st gets what stat() says of the file (when it can). */
+static int check_distinct(const oom_apply *a, struct file *f)
 {
-    struct stat st;
+    size_t i;
+
+    if (stat(f->real, &f->st) < 0)
+        return OOM_OK; /* the open that follows says why */
+    for (i = 0; i < a->nfiles && &a->files[i] != f; i++)
+        if (a->files[i].st.st_dev == f->st.st_dev && a->files[i].st.st_ino == f->st.st_ino)
+            return oomi_fail(OOM_EINVAL, "'%s' and '%s' are the same file; name it once",
+                             a->files[i].name, f->name);
+    return OOM_OK;
+}
+
+static int name_file(oom_apply *a, struct file *f, const char *name, unsigned flags)
+{
     int err;
 
-    (void)a;
+    f->fd = -1;
     if (!(f->name = oomi_strdup(name)))
         return oomi_nomem();
     if ((err = oomi_resolve_target(&f->real, name, (flags & OOM_APPLY_FOLLOW_SYMLINKS) != 0)))
         return err;
-    if (stat(f->real, &st) < 0 || !S_ISREG(st.st_mode))
-        return oomi_fail(OOM_EIO, "'%s' is not a regular file", name);
-    f->mode = (unsigned)st.st_mode;
-    return oomi_read_file(&f->old, &f->oldlen, f->real);
+    return check_distinct(a, f);
+}
+
+/* opened (locked unless a dry run: that writes nothing and waits for nobody) and read */
+static int read_file(oom_apply *a, struct file *f, unsigned flags)
+{
+    bool dry = (flags & OOM_APPLY_DRY_RUN) != 0;
+    int err;
+
+    if ((err = oomi_open_locked(&f->fd, &f->st, f->real, dry ? -1 : a->lock_ms)))
+        return err;
+    if (!dry && a->hook)
+        a->hook("locked", f->name, a->user);
+    if (!dry && f->st.st_nlink > 1)
+        return oomi_fail(OOM_EREFUSED,
+                         "'%s' has %lu hard links: a new file renamed over this name would "
+                         "leave the other names with the old text; edit it by hand, or give it "
+                         "a copy of its own first; the file is unchanged",
+                         f->name, (unsigned long)f->st.st_nlink);
+    return oomi_read_fd(&f->old, &f->oldlen, f->fd, f->real);
+}
+
+/* Files are locked in the order of their device and inode numbers, whatever the order on the
+ * command line: two runs locking a.yaml b.yaml and b.yaml a.yaml cannot wait for each other. */
+static bool before(const struct stat *a, const struct stat *b)
+{
+    return a->st_dev != b->st_dev ? a->st_dev < b->st_dev : a->st_ino < b->st_ino;
+}
+
+static int read_files(oom_apply *a, const char *const *files, size_t count, unsigned flags)
+{
+    size_t i, *order = oomi_calloc(count, sizeof(*order));
+    int err = OOM_OK;
+
+    if (!order)
+        return oomi_nomem();
+    for (i = 0; !err && i < count; i++) {
+        a->nfiles++;
+        err = name_file(a, &a->files[i], files[i], flags);
+        order[i] = i;
+    }
+    for (i = 1; !err && i < count; i++) { /* insertion sort: a handful of files */
+        size_t j, k = order[i];
+        for (j = i; j > 0 && before(&a->files[k].st, &a->files[order[j - 1]].st); j--)
+            order[j] = order[j - 1];
+        order[j] = k;
+    }
+    for (i = 0; !err && i < count; i++)
+        err = read_file(a, &a->files[order[i]], flags);
+    oomi_free(order);
+    return err;
 }
 
 static bool changed(const struct file *f)
 {
-    return f->len != f->oldlen || memcmp(f->text, f->old, f->len);
+    return f->len != f->oldlen || memcmp(text_of(f), f->old, f->len);
 }
 
 /* ---- writing ------------------------------------------------------------------------------- */
 
-static int write_backups(oom_apply *a)
+/* FILE + suffix, unless that is a directory or another file of this run */
+static int backup_name(oom_apply *a, struct file *f)
 {
+    struct stat st;
     size_t i;
-    int err;
-    char *tmp;
 
-    for (i = 0; i < a->nfiles; i++) {
-        struct file *f = &a->files[i];
-        if (!changed(f) || !a->suffix)
-            continue;
-        if (!(f->backup = oomi_asprintf("%s%s", f->real, a->suffix)))
-            return oomi_nomem();
-        if ((err = oomi_write_temp(&tmp, f->backup, f->mode, f->old, f->oldlen, NULL, NULL)))
-            return oomi_fail_prefix(err, "backup '%s': ", f->backup);
-        err = oomi_commit_temp(tmp, f->backup, NULL, NULL);
-        oomi_free(tmp);
-        if (err)
-            return err;
-        if (a->hook)
-            a->hook("backup-written", f->name, a->user);
-    }
+    if (!(f->backup = oomi_asprintf("%s%s", f->real, a->suffix)))
+        return oomi_nomem();
+    if (lstat(f->backup, &st) < 0)
+        return OOM_OK;
+    if (S_ISDIR(st.st_mode))
+        return oomi_fail(OOM_EIO,
+                         "cannot write the backup of '%s': '%s' is a directory; the "
+                         "file is unchanged",
+                         f->name, f->backup);
+    for (i = 0; i < a->nfiles; i++)
+        if (a->files[i].st.st_dev == st.st_dev && a->files[i].st.st_ino == st.st_ino)
+            return oomi_fail(OOM_EINVAL,
+                             "the backup of '%s' would replace '%s', which this run edits too "
+                             "(choose another --backup-suffix)",
+                             f->name, a->files[i].name);
     return OOM_OK;
 }
 
-/* temporaries for every changed file first (any failure removes them all), then the renames */
-static int write_files(oom_apply *a)
+/* the replacements, then the new backups, written and synced under temporary names (the
+ * replacements first: a file that cannot be replaced is named as such in the message) */
+static int stage(oom_apply *a)
 {
     size_t i;
     int err;
@@ -311,37 +422,93 @@ static int write_files(oom_apply *a)
     for (i = 0; a->hook && i < a->nfiles; i++)
         if (changed(&a->files[i]))
             a->hook("prepared", a->files[i].name, a->user);
-    if ((err = write_backups(a)))
-        return err;
     for (i = 0; i < a->nfiles; i++) {
         struct file *f = &a->files[i];
         if (changed(f) &&
-            (err = oomi_write_temp(&f->tmp, f->real, f->mode, f->text, f->len, a->hook, a->user)))
-            return err; /* free_files() unlinks the ones already made */
+            (err = oomi_write_temp(&f->tmp, f->real, f->fd, text_of(f), f->len, a->hook, a->user)))
+            return err; /* finish_files() unlinks the ones already made */
     }
     for (i = 0; i < a->nfiles; i++) {
         struct file *f = &a->files[i];
-        if (!f->tmp)
+        if (!changed(f) || !a->suffix)
             continue;
-        err = oomi_commit_temp(f->tmp, f->real, a->hook, a->user);
-        oomi_free(f->tmp);
-        f->tmp = NULL;
-        if (err)
+        if ((err = backup_name(a, f)))
             return err;
-        a->written = true;
+        if ((err = oomi_write_temp(&f->btmp, f->backup, f->fd, f->old, f->oldlen, NULL, NULL)))
+            return oomi_fail_prefix(err, "backup '%s': ", f->backup);
+        if (a->hook)
+            a->hook("backup-written", f->name, a->user);
     }
     return OOM_OK;
 }
 
-static void unlink_temps(oom_apply *a)
+/* the renames: the file (it is new from here on), then its backup. Nothing is allocated here. */
+static int commit(oom_apply *a, struct file *f)
+{
+    int err;
+
+    if ((err = oomi_rename_temp(f->tmp, f->real, a->hook, a->user)))
+        return err;
+    oomi_free(f->tmp);
+    f->tmp = NULL;
+    a->written = true;
+    if (f->btmp) {
+        if (rename(f->btmp, f->backup) < 0) {
+            err = oomi_fail(OOM_EIO,
+                            "'%s' was written, but its backup could not be renamed into place "
+                            "(%s): the old text is in '%s'",
+                            f->name, strerror(errno), f->btmp);
+            oomi_free(f->btmp); /* kept on disk: it holds the only copy of the old text */
+            f->btmp = NULL;
+            return err;
+        }
+        oomi_free(f->btmp);
+        f->btmp = NULL;
+        if (a->hook)
+            a->hook("backup-renamed", f->name, a->user);
+    }
+    if ((err = oomi_sync_dir(f->real)))
+        return err;
+    if (a->hook)
+        a->hook("dir-synced", f->name, a->user);
+    return OOM_OK;
+}
+
+static int write_files(oom_apply *a)
+{
+    size_t i;
+    int err;
+
+    if ((err = stage(a)))
+        return err;
+    /* nobody wrote the files since they were read (programs that do not lock) */
+    for (i = 0; i < a->nfiles; i++)
+        if (a->files[i].tmp &&
+            (err = oomi_check_unchanged(a->files[i].fd, &a->files[i].st, a->files[i].real)))
+            return err;
+    for (i = 0; i < a->nfiles; i++)
+        if (a->files[i].tmp && (err = commit(a, &a->files[i])))
+            return err;
+    return OOM_OK;
+}
+
+/* temporary files removed, locks released */
+static void finish_files(oom_apply *a)
 {
     size_t i;
 
     for (i = 0; i < a->nfiles; i++) {
-        if (a->files[i].tmp)
-            unlink(a->files[i].tmp);
-        oomi_free(a->files[i].tmp);
-        a->files[i].tmp = NULL;
+        struct file *f = &a->files[i];
+        if (f->tmp)
+            unlink(f->tmp);
+        if (f->btmp)
+            unlink(f->btmp);
+        oomi_free(f->tmp);
+        oomi_free(f->btmp);
+        f->tmp = f->btmp = NULL;
+        if (f->fd >= 0)
+            close(f->fd);
+        f->fd = -1;
     }
 }
 
@@ -354,7 +521,7 @@ static int make_diff(oom_apply *a, char **diff)
     oomi_sb_puts(&sb, "");
     for (i = 0; !err && i < a->nfiles; i++)
         err = oomi_diff(&sb, a->files[i].name, a->files[i].old, a->files[i].oldlen,
-                        a->files[i].text, a->files[i].len);
+                        text_of(&a->files[i]), a->files[i].len);
     if (!err)
         err = oomi_sb_ok(&sb);
     if (err) {
@@ -379,17 +546,15 @@ int oom_apply_run(oom_apply *a, const char *const *files, size_t count, unsigned
         return oomi_fail(OOM_EINVAL, "nothing to set (give --set or --preset)");
     if (!(a->files = oomi_calloc(count, sizeof(*a->files))))
         return oomi_nomem();
-    for (i = 0; !err && i < count; i++) {
-        a->nfiles++;
-        if (!(err = read_file(a, &a->files[i], files[i], flags)))
-            err = edit_file(a, &a->files[i], flags);
-    }
+    err = read_files(a, files, count, flags);
+    for (i = 0; !err && i < count; i++)
+        err = edit_file(a, &a->files[i], flags);
     if (!err && diff)
         err = make_diff(a, diff);
     a->dry = (flags & OOM_APPLY_DRY_RUN) != 0;
     if (!err && !a->dry)
         err = write_files(a);
-    unlink_temps(a);
+    finish_files(a);
     if (err && diff) {
         oomi_free(*diff);
         *diff = NULL;
@@ -409,6 +574,7 @@ int oom_apply_buffer(oom_apply *a, const char *name, const char *text, size_t le
     if (!(a->files = oomi_calloc(1, sizeof(*a->files))))
         return oomi_nomem();
     f = &a->files[0];
+    f->fd = -1;
     a->nfiles = 1;
     a->dry = true;
     if (!(f->name = oomi_strdup(name)) || !(f->old = oomi_strndup(text, len)))
@@ -416,7 +582,7 @@ int oom_apply_buffer(oom_apply *a, const char *name, const char *text, size_t le
     f->oldlen = len;
     if ((err = edit_file(a, f, flags)))
         return err;
-    if (!(*out = oomi_strndup(f->text, f->len)))
+    if (!(*out = oomi_strndup(text_of(f), f->len)))
         return oomi_nomem();
     *out_len = f->len;
     a->ran = true;

@@ -43,6 +43,9 @@ void oomi_format_float(char *buf, size_t size, double d);
 typedef enum oomi_nkind { OOMI_N_SCALAR, OOMI_N_MAP, OOMI_N_SEQ, OOMI_N_ALIAS } oomi_nkind;
 typedef enum oomi_quote { OOMI_Q_PLAIN, OOMI_Q_SINGLE, OOMI_Q_DOUBLE, OOMI_Q_BLOCK } oomi_quote;
 
+/* A node of the tree. Only what the edits need is built: the nodes on the wanted key paths (with
+ * their values), and in their maps the keys that match the next segment of a path or are merge
+ * keys (<<). Every other entry is only counted and measured (count, first_*, last_*, step). */
 typedef struct oomi_node {
     oomi_nkind kind;
     oomi_quote quote;  /* scalars */
@@ -52,14 +55,30 @@ typedef struct oomi_node {
     oomi_aval val;     /* scalars: the typed value */
     size_t start, end; /* byte span (scalars include their quotes) */
     size_t close;      /* flow collections: offset of the closing bracket */
+    size_t index;      /* position in its parent collection */
+    size_t count;      /* collections: entries in the file (n of them are kept below) */
+    /* collections with entries: the spans of the first and the last ones (prev_val_end: the
+     * value before the last, when count >= 2; keys: maps only) */
+    size_t first_key_start, first_key_end, first_val_start;
+    size_t last_key_start, last_val_end, prev_val_end;
+    size_t step; /* YAML block maps: indentation of the first nested block map past this map's
+                  * own (its indentation step); 0 when there is none */
     size_t n, cap;
-    struct oomi_node **keys; /* maps: key nodes (NULL for sequences) */
-    struct oomi_node **vals; /* maps: values; sequences: items */
+    struct oomi_node **keys; /* maps: the kept key nodes (NULL for sequences) */
+    struct oomi_node **vals; /* maps: their values; sequences: the kept items */
 } oomi_node;
 
 void oomi_node_free(oomi_node *node);
+/* frees what a node not on the heap holds (children, value), leaving it to be filled again */
+void oomi_node_clear(oomi_node *node);
+/* a heap copy of *node, which is zeroed; NULL (and *node cleared) when out of memory */
+oomi_node *oomi_node_move(oomi_node *node);
 /* appends a child (key NULL for sequences); takes ownership of both, also on failure */
 int oomi_node_add(oomi_node *parent, oomi_node *key, oomi_node *val);
+/* the kept item of a sequence at `index`, or NULL */
+const oomi_node *oomi_node_item(const oomi_node *seq, size_t index);
+/* whether a key node spells `key` (a string key by its value, another scalar by its text) */
+bool oomi_key_is(const oomi_node *k, const char *buf, const char *key);
 
 /* key paths: "a.b[0].c" */
 typedef struct oomi_pathseg {
@@ -70,9 +89,25 @@ typedef struct oomi_pathseg {
 int oomi_path_parse(oomi_pathseg **out, size_t *count, const char *path);
 void oomi_path_free(oomi_pathseg *segs, size_t count);
 
-/* Parsers: OOM_EPARSE naming `file` with line and column. */
-int oomi_yaml_parse(oomi_node **root, const char *buf, size_t len, const char *file);
-int oomi_json_parse(oomi_node **root, const char *buf, size_t len, const char *file);
+/* The key paths a parse builds the tree for. */
+typedef struct oomi_want {
+    const oomi_pathseg *segs;
+    size_t n;
+} oomi_want;
+
+/* Of the paths act[0..nact) (indexes into want) that lead to a node at `depth`, writes to out
+ * those that go on through its child with key `key` (maps) or at `index` (sequences, key NULL);
+ * returns how many. out has room for nact. */
+size_t oomi_want_child(const oomi_want *want, const size_t *act, size_t nact, size_t depth,
+                       const oomi_node *key, const char *buf, size_t index, size_t *out);
+
+/* Parsers: OOM_EPARSE naming `file` with line and column. The tree holds what the key paths
+ * want[0..nwant) need. `document`: 0 for a file that must hold one document (OOM_EREFUSED for a
+ * YAML stream of several), N for the N-th (1-based; OOM_EREFUSED when there are fewer). */
+int oomi_yaml_parse(oomi_node **root, const char *buf, size_t len, const char *file,
+                    const oomi_want *want, size_t nwant, size_t document);
+int oomi_json_parse(oomi_node **root, const char *buf, size_t len, const char *file,
+                    const oomi_want *want, size_t nwant, size_t document);
 /* line (1-based) and column (1-based, in characters) of a byte offset */
 void oomi_line_col(const char *buf, size_t off, size_t *line, size_t *col);
 
@@ -97,7 +132,7 @@ typedef int (*oomi_preset_fn)(const char *key, const char *spec, void *user);
 /* calls fn for each assignment of the named preset (user file first, then the data file) */
 int oomi_preset_each(const char *name, oomi_preset_fn fn, void *user);
 
-/* One assignment in one text (apply_edit.c). */
+/* The assignments of one text (apply_edit.c). */
 typedef struct oomi_edit_result {
     const char *action; /* "set", "create", "unchanged", "skipped" */
     oomi_aval old;      /* valid for set/unchanged */
@@ -106,12 +141,27 @@ typedef struct oomi_edit_result {
     bool inserted; /* the text was inserted (create, or a value after "key:") */
 } oomi_edit_result;
 
-/* Edits *text in place (reallocated). flags: OOM_APPLY_CREATE, OOM_APPLY_FORCE_TYPE. */
-int oomi_edit_text(char **text, size_t *len, bool json, const char *file, const char *key,
-                   const oomi_aval *v, bool optional, unsigned flags, oomi_edit_result *res);
-/* OOM_OK when `key` in the text reads back as `v`; otherwise OOM_EREFUSED for inserted text (an
- * unusual spot: explicit '?' keys, ...) and OOM_EINTERNAL for a replaced value (a bug) */
-int oomi_edit_verify(const char *text, size_t len, bool json, const char *file, const char *key,
-                     const oomi_aval *v, bool inserted);
+typedef struct oomi_edit {
+    const char *key;       /* the key path */
+    const oomi_aval *v;    /* the new value */
+    bool optional;         /* a preset's: skipped where it does not fit */
+    oomi_edit_result *res; /* what was done (zeroed first) */
+} oomi_edit;
+
+/* how to read a text: JSON or YAML, its name in messages, the YAML document (see the parsers) */
+typedef struct oomi_doc {
+    bool json;
+    const char *file;
+    size_t document;
+} oomi_doc;
+
+/* Makes edits[0..n) on in[0..in_len) (flags OOM_APPLY_CREATE, OOM_APPLY_FORCE_TYPE), then reads
+ * every edited value back; *out gets the new text (allocated), NULL when no byte changed. Each
+ * new value replaces an old one on one parse of the text; each created key is added on a parse
+ * of its own (a created key may be the parent of the next); one more parse checks them all:
+ * OOM_EREFUSED when inserted text does not read back (an unusual spot: explicit '?' keys, ...),
+ * OOM_EINTERNAL when a replaced value does not (a bug). Stops at the first refusal. */
+int oomi_edit_all(const char *in, size_t in_len, char **out, size_t *out_len, const oomi_doc *doc,
+                  oomi_edit *edits, size_t n, unsigned flags);
 
 #endif

@@ -1,9 +1,9 @@
-/* apply_json.c - JSON for `apply`. json-c validates the file (and gives the error position);
- * json-c keeps no offsets, so a small scanner of our own builds the tree with byte offsets. */
+/* apply_json.c - JSON for `apply`: one pass over the text checks it (RFC 8259 syntax) and builds
+ * the tree with byte offsets, only as far as the edits need it (see oomi_node), so that memory
+ * stays small and time linear however long the file is. */
 #include "apply/apply.h"
 
 #include <errno.h>
-#include <json-c/json.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,6 +12,9 @@ struct jctx {
     size_t len, pos;
     const char *file;
     int depth;
+    const oomi_want *want;
+    size_t nwant;
+    oomi_sb key; /* the decoded text of the key being read (reused) */
 };
 
 static int jfail(struct jctx *c, const char *what)
@@ -21,19 +24,37 @@ static int jfail(struct jctx *c, const char *what)
     return oomi_fail(OOM_EPARSE, "'%s' line %zu column %zu: %s", c->file, line, col, what);
 }
 
+static bool is_ws(char ch)
+{
+    return ch == ' ' || ch == '\t' || ch == '\r' || ch == '\n';
+}
+
 static void skip_ws(struct jctx *c)
 {
-    while (c->pos < c->len && strchr(" \t\r\n", c->buf[c->pos]) && c->buf[c->pos])
+    while (c->pos < c->len && is_ws(c->buf[c->pos]))
         c->pos++;
 }
 
-static unsigned hex4(const char *p)
+static int hex_digit(char ch)
 {
-    unsigned v = 0;
-    int i;
-    for (i = 0; i < 4; i++) {
-        char ch = p[i];
-        v = v * 16 + (unsigned)(ch <= '9' ? ch - '0' : (ch | 0x20) - 'a' + 10);
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    ch = (char)(ch | 0x20);
+    return ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+}
+
+/* the 4 hex digits after "\u" at p (c->pos on the 'u'), or -1 */
+static long hex4(const struct jctx *c, size_t p)
+{
+    long v = 0;
+    int i, d;
+
+    if (p + 4 >= c->len)
+        return -1;
+    for (i = 1; i <= 4; i++) {
+        if ((d = hex_digit(c->buf[p + (size_t)i])) < 0)
+            return -1;
+        v = v * 16 + d;
     }
     return v;
 }
@@ -57,208 +78,309 @@ static void put_utf8(oomi_sb *sb, unsigned cp)
     }
 }
 
-/* decodes the string at c->pos (the opening quote); the input is already validated by json-c */
-static int scan_string(struct jctx *c, char **out)
+/* one escape after the backslash at c->pos - 1; decoded into sb when sb is not NULL */
+static int scan_escape(struct jctx *c, oomi_sb *sb)
 {
-    oomi_sb sb = OOMI_SB_INIT;
-    const char *b = c->buf;
-    unsigned cp, lo;
+    static const char from[] = "\"\\/bfnrt", to[] = "\"\\/\b\f\n\r\t";
+    const char *e = c->pos < c->len && c->buf[c->pos] ? strchr(from, c->buf[c->pos]) : NULL;
+    long cp, lo;
 
-    for (c->pos++; c->pos < c->len && b[c->pos] != '"'; c->pos++) {
-        if (b[c->pos] != '\\') {
-            oomi_sb_putc(&sb, b[c->pos]);
-            continue;
-        }
-        if (++c->pos >= c->len)
-            break;
-        switch (b[c->pos]) {
-        case 'b':
-            oomi_sb_putc(&sb, '\b');
-            break;
-        case 'f':
-            oomi_sb_putc(&sb, '\f');
-            break;
-        case 'n':
-            oomi_sb_putc(&sb, '\n');
-            break;
-        case 'r':
-            oomi_sb_putc(&sb, '\r');
-            break;
-        case 't':
-            oomi_sb_putc(&sb, '\t');
-            break;
-        case 'u':
-            if (c->pos + 4 >= c->len)
-                break;
-            cp = hex4(b + c->pos + 1);
-            c->pos += 4;
-            if (cp >= 0xD800 && cp < 0xDC00 && c->pos + 6 < c->len && b[c->pos + 1] == '\\' &&
-                b[c->pos + 2] == 'u' && (lo = hex4(b + c->pos + 3)) >= 0xDC00 && lo < 0xE000) {
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-                c->pos += 6;
-            }
-            put_utf8(&sb, cp);
-            break;
-        default:
-            oomi_sb_putc(&sb, b[c->pos]);
-        }
-    }
-    if (c->pos >= c->len) {
-        oomi_sb_free(&sb);
-        return jfail(c, "unterminated string");
-    }
-    c->pos++;
-    if (oomi_sb_ok(&sb)) {
-        oomi_sb_free(&sb);
-        return OOM_ENOMEM;
-    }
-    *out = oomi_sb_steal(&sb);
-    return OOM_OK;
-}
-
-static int scan_literal(struct jctx *c, oomi_node *n)
-{
-    size_t s = c->pos;
-    char text[64];
-    char *end;
-
-    while (c->pos < c->len && strchr("+-.0123456789eEtrufalsn", c->buf[c->pos]) && c->buf[c->pos])
+    if (e) {
+        if (sb)
+            oomi_sb_putc(sb, to[e - from]);
         c->pos++;
-    if (c->pos == s || c->pos - s >= sizeof(text))
-        return jfail(c, "unexpected character");
-    memcpy(text, c->buf + s, c->pos - s);
-    text[c->pos - s] = '\0';
-    if (!strcmp(text, "true") || !strcmp(text, "false")) {
-        n->val.type = OOMI_AV_BOOL;
-        n->val.b = text[0] == 't';
-    } else if (!strcmp(text, "null")) {
-        n->val.type = OOMI_AV_NULL;
-    } else {
-        errno = 0;
-        n->val.type = OOMI_AV_INT;
-        n->val.i = strtoll(text, &end, 10);
-        if (*end || errno || strpbrk(text, ".eE")) {
-            n->val.type = OOMI_AV_FLOAT;
-            n->val.d = oomi_strtod(text, &end);
-            if (*end)
-                return jfail(c, "bad number");
-        }
+        return OOM_OK;
     }
+    if (c->pos >= c->len || c->buf[c->pos] != 'u' || (cp = hex4(c, c->pos)) < 0)
+        return jfail(c, "invalid string sequence");
+    c->pos += 5;
+    if (cp >= 0xD800 && cp < 0xDC00 && c->pos + 1 < c->len && c->buf[c->pos] == '\\' &&
+        c->buf[c->pos + 1] == 'u' && (lo = hex4(c, c->pos + 1)) >= 0xDC00 && lo < 0xE000) {
+        cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+        c->pos += 6;
+    }
+    if (sb)
+        put_utf8(sb, (unsigned)cp);
     return OOM_OK;
 }
 
-static int scan_value(struct jctx *c, oomi_node **out);
-
-static int scan_members(struct jctx *c, oomi_node *n)
+/* the string at c->pos (its opening quote), checked; decoded into sb when sb is not NULL */
+static int scan_string(struct jctx *c, oomi_sb *sb)
 {
-    bool is_obj = n->kind == OOMI_N_MAP;
-    char close = is_obj ? '}' : ']';
-    oomi_node *key = NULL, *val = NULL;
+    const char *b = c->buf;
+    size_t run;
     int err;
 
-    for (c->pos++, skip_ws(c); c->pos < c->len && c->buf[c->pos] != close; skip_ws(c)) {
-        if (n->n && c->buf[c->pos++] != ',')
-            return jfail(c, "expected ','");
-        skip_ws(c);
-        if (is_obj) {
-            if ((err = scan_value(c, &key)))
-                return err;
-            skip_ws(c);
-            if (key->kind != OOMI_N_SCALAR || key->val.type != OOMI_AV_STRING || c->pos >= c->len ||
-                c->buf[c->pos++] != ':') {
-                oomi_node_free(key);
-                return jfail(c, "expected a \"key\":");
-            }
-            skip_ws(c);
-        }
-        if ((err = scan_value(c, &val))) {
-            oomi_node_free(key);
+    for (c->pos++;;) {
+        run = c->pos;
+        while (c->pos < c->len && b[c->pos] != '"' && b[c->pos] != '\\' && b[c->pos])
+            c->pos++;
+        if (sb)
+            oomi_sb_add(sb, b + run, c->pos - run);
+        if (c->pos >= c->len || !b[c->pos])
+            return jfail(c, "unterminated string");
+        if (b[c->pos++] == '"')
+            break;
+        if ((err = scan_escape(c, sb)))
             return err;
-        }
-        if ((err = oomi_node_add(n, key, val)))
-            return err;
-        key = val = NULL;
     }
+    return sb ? oomi_sb_ok(sb) : OOM_OK;
+}
+
+static size_t digits(struct jctx *c)
+{
+    size_t s = c->pos;
+    while (c->pos < c->len && c->buf[c->pos] >= '0' && c->buf[c->pos] <= '9')
+        c->pos++;
+    return c->pos - s;
+}
+
+/* -?digits(.digits*)?([eE][+-]?digits)?: an int when it has no '.' or exponent and fits */
+static int scan_number(struct jctx *c, oomi_node *n, bool value)
+{
+    size_t s = c->pos;
+    char small[64], *text = small, *end;
+    int err = OOM_OK;
+
+    if (c->buf[c->pos] == '-')
+        c->pos++;
+    if (!digits(c))
+        return jfail(c, "number expected");
+    if (c->pos < c->len && c->buf[c->pos] == '.') {
+        c->pos++;
+        digits(c);
+    }
+    if (c->pos < c->len && (c->buf[c->pos] == 'e' || c->buf[c->pos] == 'E')) {
+        c->pos++;
+        if (c->pos < c->len && (c->buf[c->pos] == '+' || c->buf[c->pos] == '-'))
+            c->pos++;
+        if (!digits(c))
+            return jfail(c, "number expected");
+    }
+    if (!value)
+        return OOM_OK;
+    if (c->pos - s >= sizeof(small) && !(text = oomi_strndup(c->buf + s, c->pos - s)))
+        return oomi_nomem();
+    if (text == small) {
+        memcpy(small, c->buf + s, c->pos - s);
+        small[c->pos - s] = '\0';
+    }
+    errno = 0;
+    n->val.type = OOMI_AV_INT;
+    n->val.i = strtoll(text, &end, 10);
+    if (*end || errno || strpbrk(text, ".eE")) {
+        n->val.type = OOMI_AV_FLOAT;
+        n->val.d = oomi_strtod(text, &end);
+        if (*end)
+            err = jfail(c, "bad number");
+    }
+    if (text != small)
+        oomi_free(text);
+    return err;
+}
+
+static int scan_word(struct jctx *c, oomi_node *n)
+{
+    static const char *const words[] = {"true", "false", "null"};
+    size_t i, wl;
+
+    for (i = 0; i < 3; i++) {
+        wl = strlen(words[i]);
+        if (c->len - c->pos >= wl && !memcmp(c->buf + c->pos, words[i], wl)) {
+            c->pos += wl;
+            n->val.type = i < 2 ? OOMI_AV_BOOL : OOMI_AV_NULL;
+            n->val.b = i == 0;
+            return OOM_OK;
+        }
+    }
+    return jfail(c, "unexpected character");
+}
+
+static int scan_value(struct jctx *c, oomi_node *n, const size_t *act, size_t nact, size_t depth,
+                      bool value);
+
+/* a key: decoded into c->key, kept as a node (*key) when a path wants it or it is "<<" */
+static int scan_key(struct jctx *c, oomi_node *key)
+{
+    int err;
+
+    if (c->pos >= c->len || c->buf[c->pos] != '"')
+        return jfail(c, "quoted object property name expected");
+    key->kind = OOMI_N_SCALAR;
+    key->quote = OOMI_Q_DOUBLE;
+    key->flow = true;
+    key->start = c->pos;
+    c->key.len = 0;
+    if ((err = scan_string(c, &c->key)))
+        return err;
+    key->end = c->pos;
+    oomi_sb_putc(&c->key, '\0');
+    if ((err = oomi_sb_ok(&c->key)))
+        return err;
+    key->val.type = OOMI_AV_STRING;
+    key->val.s = c->key.buf; /* borrowed until the key is kept */
+    skip_ws(c);
+    if (c->pos >= c->len || c->buf[c->pos] != ':')
+        return jfail(c, "object property name separator ':' expected");
+    c->pos++;
+    skip_ws(c);
+    return OOM_OK;
+}
+
+/* what an entry adds to what is known of its collection */
+static void measure(oomi_node *n, const oomi_node *key, const oomi_node *val)
+{
+    if (!n->count) {
+        n->first_key_start = key ? key->start : val->start;
+        n->first_key_end = key ? key->end : val->start;
+        n->first_val_start = val->start;
+    }
+    n->last_key_start = key ? key->start : val->start;
+    n->prev_val_end = n->last_val_end;
+    n->last_val_end = val->end;
+    n->count++;
+}
+
+static int keep(oomi_node *n, oomi_node *key, oomi_node *val, bool is_obj)
+{
+    oomi_node *kp = NULL, *vp;
+
+    if (is_obj && !(kp = oomi_node_move(key))) {
+        oomi_node_clear(val);
+        return oomi_nomem();
+    }
+    if (!(vp = oomi_node_move(val))) {
+        oomi_node_free(kp);
+        return oomi_nomem();
+    }
+    return oomi_node_add(n, kp, vp);
+}
+
+static int scan_members(struct jctx *c, oomi_node *n, const size_t *act, size_t nact, size_t depth)
+{
+    bool is_obj = n->kind == OOMI_N_MAP, kept;
+    char close = is_obj ? '}' : ']';
+    oomi_node key, val;
+    size_t *sub = nact ? oomi_reallocarray(NULL, nact, sizeof(*sub)) : NULL, nsub;
+    int err = OOM_OK;
+
+    if (nact && !sub)
+        return oomi_nomem();
+    for (c->pos++, skip_ws(c); !err && c->pos < c->len && c->buf[c->pos] != close; skip_ws(c)) {
+        if (n->count && c->buf[c->pos++] != ',') {
+            c->pos--;
+            err = jfail(c, is_obj ? "object value separator ',' expected"
+                                  : "array value separator ',' expected");
+            break;
+        }
+        if (n->count)
+            skip_ws(c);
+        memset(&key, 0, sizeof(key));
+        if (is_obj && (err = scan_key(c, &key)))
+            break;
+        nsub = nact ? oomi_want_child(c->want, act, nact, depth, is_obj ? &key : NULL, c->buf,
+                                      n->count, sub)
+                    : 0;
+        kept = nsub || (nact && is_obj && oomi_key_is(&key, c->buf, "<<"));
+        /* the value's own keys reuse c->key: a kept key gets its own copy first */
+        if (is_obj && kept && !(key.val.s = oomi_strdup(key.val.s))) {
+            err = oomi_nomem();
+            break;
+        }
+        if (!kept)
+            key.val.s = NULL;
+        if ((err = scan_value(c, &val, sub, nsub, depth + 1, nsub > 0))) {
+            oomi_node_clear(&key);
+            break;
+        }
+        measure(n, is_obj ? &key : NULL, &val);
+        val.index = n->count - 1;
+        if (kept)
+            err = keep(n, &key, &val, is_obj);
+        else
+            oomi_node_clear(&val);
+    }
+    oomi_free(sub);
+    if (err)
+        return err;
     if (c->pos >= c->len)
-        return jfail(c, "unterminated object or array");
+        return jfail(c, "unexpected end of file");
     n->close = c->pos++;
     return OOM_OK;
 }
 
-static int scan_value(struct jctx *c, oomi_node **out)
+/* one value at c->pos into *n (which holds nothing); on failure *n holds nothing */
+static int scan_value(struct jctx *c, oomi_node *n, const size_t *act, size_t nact, size_t depth,
+                      bool value)
 {
-    oomi_node *n = oomi_calloc(1, sizeof(*n));
     int err;
     char ch = c->pos < c->len ? c->buf[c->pos] : '\0';
 
-    if (!n)
-        return oomi_nomem();
+    memset(n, 0, sizeof(*n));
     n->start = c->pos;
     n->flow = true;
-    if (++c->depth > 1000) {
-        err = jfail(c, "nested too deeply");
+    if (c->pos >= c->len) {
+        err = jfail(c, "unexpected end of file");
     } else if (ch == '{' || ch == '[') {
-        n->kind = ch == '{' ? OOMI_N_MAP : OOMI_N_SEQ;
-        err = scan_members(c, n);
+        if (++c->depth > 1000) {
+            err = jfail(c, "nested too deeply");
+        } else {
+            n->kind = ch == '{' ? OOMI_N_MAP : OOMI_N_SEQ;
+            err = scan_members(c, n, act, nact, depth);
+        }
+        c->depth--;
     } else if (ch == '"') {
         n->quote = OOMI_Q_DOUBLE;
-        n->val.type = OOMI_AV_STRING;
-        err = scan_string(c, &n->val.s);
+        if (value) {
+            oomi_sb sb = OOMI_SB_INIT;
+            n->val.type = OOMI_AV_STRING;
+            if (!(err = scan_string(c, &sb)))
+                n->val.s = oomi_sb_steal(&sb);
+            oomi_sb_free(&sb);
+            if (!err && !n->val.s)
+                err = oomi_nomem();
+        } else {
+            err = scan_string(c, NULL);
+        }
+    } else if (ch == '-' || (ch >= '0' && ch <= '9')) {
+        err = scan_number(c, n, value);
     } else {
-        err = scan_literal(c, n);
+        err = scan_word(c, n);
     }
-    c->depth--;
     n->end = c->pos;
-    if (err) {
-        oomi_node_free(n);
-        return err;
-    }
-    *out = n;
-    return OOM_OK;
+    if (err)
+        oomi_node_clear(n);
+    return err;
 }
 
-static int validate(const char *buf, size_t len, const char *file)
+int oomi_json_parse(oomi_node **root, const char *buf, size_t len, const char *file,
+                    const oomi_want *want, size_t nwant, size_t document)
 {
-    struct json_tokener *tok = json_tokener_new();
-    struct json_object *obj;
-    enum json_tokener_error jerr;
-    struct jctx c = {buf, len, 0, file, 0};
-
-    if (!tok)
-        return oomi_nomem();
-    json_tokener_set_flags(tok, JSON_TOKENER_STRICT);
-    obj = json_tokener_parse_ex(tok, buf, (int)len);
-    jerr = json_tokener_get_error(tok);
-    c.pos = json_tokener_get_parse_end(tok);
-    json_tokener_free(tok);
-    if (obj)
-        json_object_put(obj);
-    if (jerr == json_tokener_continue)
-        return jfail(&c, "unexpected end of file");
-    if (jerr != json_tokener_success)
-        return jfail(&c, json_tokener_error_desc(jerr));
-    skip_ws(&c);
-    if (c.pos < len)
-        return jfail(&c, "text after the JSON document");
-    return OOM_OK;
-}
-
-int oomi_json_parse(oomi_node **root, const char *buf, size_t len, const char *file)
-{
-    struct jctx c = {buf, len, 0, file, 0};
+    struct jctx c = {buf, len, 0, file, 0, want, nwant, OOMI_SB_INIT};
+    oomi_node top;
+    size_t i, *all;
     int err;
 
     *root = NULL;
-    if (len > (size_t)INT32_MAX)
-        return oomi_fail(OOM_EREFUSED, "'%s' is too large", file);
-    if ((err = validate(buf, len, file)))
-        return err;
-    if (len >= 3 && !memcmp(buf, "\xEF\xBB\xBF", 3))
-        c.pos = 3;
+    if (document > 1)
+        return oomi_fail(OOM_EREFUSED, "'%s' is JSON: it holds one document, not %zu", file,
+                         document);
+    if (!(all = oomi_reallocarray(NULL, nwant ? nwant : 1, sizeof(*all))))
+        return oomi_nomem();
+    for (i = 0; i < nwant; i++)
+        all[i] = i;
+    memset(&top, 0, sizeof(top));
     skip_ws(&c);
-    if ((err = scan_value(&c, root)))
-        return err;
-    return OOM_OK;
+    err = scan_value(&c, &top, all, nwant, 0, true);
+    skip_ws(&c);
+    if (!err && c.pos < len)
+        err = jfail(&c, "text after the JSON document");
+    if (!err && !(*root = oomi_node_move(&top)))
+        err = oomi_nomem();
+    oomi_node_clear(&top);
+    oomi_sb_free(&c.key);
+    oomi_free(all);
+    return err;
 }
 
 /* ---- writing ------------------------------------------------------------------------------ */
@@ -334,14 +456,14 @@ int oomi_json_create(char **text, size_t *pos, const oomi_node *map, const char 
     int err;
 
     (void)len;
-    if (!map->n) {
+    if (!map->count) {
         *pos = map->close;
     } else {
-        *pos = map->vals[map->n - 1]->end;
+        *pos = map->last_val_end;
         ws = buf + map->start + 1;
-        ws_len = map->keys[0]->start - map->start - 1;
-        kv = buf + map->keys[0]->end;
-        kv_len = map->vals[0]->start - map->keys[0]->end;
+        ws_len = map->first_key_start - map->start - 1;
+        kv = buf + map->first_key_end;
+        kv_len = map->first_val_start - map->first_key_end;
         oomi_sb_putc(&sb, ',');
         oomi_sb_add(&sb, ws, ws_len);
         for (i = 0; i < ws_len; i++)

@@ -321,6 +321,8 @@ static int presets_file(const char *path, bool optional, const char *name, oomi_
         err = preset_in(&doc, path, name, fn, user, found);
         list_names(&doc, names);
         yaml_document_delete(&doc);
+        if (!err)
+            err = oomi_yaml_single_document(&parser, path);
     }
     yaml_parser_delete(&parser);
     oomi_free(text);

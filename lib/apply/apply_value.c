@@ -229,11 +229,13 @@ void oomi_aval_json(oomi_sb *sb, const oomi_aval *v)
 
 /* ---- the tree ----------------------------------------------------------------------------- */
 
-void oomi_node_free(oomi_node *node)
+void oomi_node_clear(oomi_node *node)
 {
     size_t i;
 
     if (!node)
+        return;
+    if (!node->vals && !node->keys && !node->val.s) /* most nodes: measured, not built */
         return;
     for (i = 0; i < node->n; i++) {
         if (node->keys)
@@ -243,7 +245,26 @@ void oomi_node_free(oomi_node *node)
     oomi_free(node->keys);
     oomi_free(node->vals);
     oomi_aval_clear(&node->val);
+    memset(node, 0, sizeof(*node));
+}
+
+void oomi_node_free(oomi_node *node)
+{
+    oomi_node_clear(node);
     oomi_free(node);
+}
+
+oomi_node *oomi_node_move(oomi_node *node)
+{
+    oomi_node *n = oomi_malloc(sizeof(*n));
+
+    if (!n) {
+        oomi_node_clear(node);
+        return NULL;
+    }
+    *n = *node;
+    memset(node, 0, sizeof(*node));
+    return n;
 }
 
 int oomi_node_add(oomi_node *parent, oomi_node *key, oomi_node *val)
@@ -265,6 +286,43 @@ int oomi_node_add(oomi_node *parent, oomi_node *key, oomi_node *val)
     parent->keys[parent->n] = key;
     parent->vals[parent->n++] = val;
     return OOM_OK;
+}
+
+const oomi_node *oomi_node_item(const oomi_node *seq, size_t index)
+{
+    size_t i;
+
+    for (i = 0; i < seq->n; i++)
+        if (seq->vals[i]->index == index)
+            return seq->vals[i];
+    return NULL;
+}
+
+bool oomi_key_is(const oomi_node *k, const char *buf, const char *key)
+{
+    size_t n = strlen(key);
+
+    if (!k || k->kind != OOMI_N_SCALAR)
+        return false;
+    if (k->val.type == OOMI_AV_STRING)
+        return !strcmp(k->val.s, key);
+    return k->end - k->start == n && !memcmp(buf + k->start, key, n);
+}
+
+size_t oomi_want_child(const oomi_want *want, const size_t *act, size_t nact, size_t depth,
+                       const oomi_node *key, const char *buf, size_t index, size_t *out)
+{
+    size_t i, n = 0;
+
+    for (i = 0; i < nact; i++) {
+        const oomi_want *w = &want[act[i]];
+        if (w->n <= depth)
+            continue;
+        if (key ? w->segs[depth].key && oomi_key_is(key, buf, w->segs[depth].key)
+                : !w->segs[depth].key && w->segs[depth].index == index)
+            out[n++] = act[i];
+    }
+    return n;
 }
 
 void oomi_line_col(const char *buf, size_t off, size_t *line, size_t *col)

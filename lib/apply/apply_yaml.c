@@ -1,8 +1,9 @@
 /* apply_yaml.c - YAML for `apply`: a tree with byte offsets built from libyaml's events, the
  * text of a replacement scalar in the old one's style, and the text that creates a missing key.
  *
- * libyaml's marks count characters, not bytes (a UTF-8 'é' is one character); a table from
- * character index to byte offset turns them back into bytes. */
+ * libyaml's marks count characters, not bytes (a UTF-8 'é' is one character); a cursor that
+ * follows the events through the text turns them back into bytes. Only what the edits need is
+ * built (see oomi_node): memory stays small and time linear however long the file is. */
 #include "apply/apply.h"
 
 #include <ctype.h>
@@ -15,29 +16,43 @@ struct yctx {
     const char *buf;
     size_t len;
     const char *file;
-    size_t *cmap; /* character index -> byte offset, nchars + 1 entries */
-    size_t nchars;
-    int depth; /* collections open in build(): bounded, as JSON's, so the stack is */
+    size_t ci, bi, first; /* byte_at()'s cursor: character ci starts at byte bi */
+    int depth;            /* collections open: bounded, as JSON's, so the stack is */
+    const oomi_want *want;
+    size_t nwant;
 };
 
-static int build_cmap(struct yctx *c)
+static bool continuation(const struct yctx *c, size_t i)
 {
-    size_t i, n = 0;
-
-    /* the encoding is set explicitly, so a BOM is read as one character (and skipped) */
-    if (!(c->cmap = oomi_reallocarray(NULL, c->len + 1, sizeof(size_t))))
-        return oomi_nomem();
-    for (i = 0; i < c->len; i++)
-        if (((unsigned char)c->buf[i] & 0xC0) != 0x80)
-            c->cmap[n++] = i;
-    c->cmap[n] = c->len;
-    c->nchars = n;
-    return OOM_OK;
+    return ((unsigned char)c->buf[i] & 0xC0) == 0x80;
 }
 
-static size_t byte_at(const struct yctx *c, yaml_mark_t m)
+/* The byte offset of a mark. libyaml counts characters (a BOM too: the encoding is set
+ * explicitly, so it is read as one character and skipped); the events come in the order of the
+ * text, so a cursor moving from mark to mark walks the text about once, with no table. */
+static size_t byte_at(struct yctx *c, yaml_mark_t m)
 {
-    return m.index <= c->nchars ? c->cmap[m.index] : c->len;
+    while (c->ci < m.index && c->bi < c->len) {
+        c->bi++;
+        while (c->bi < c->len && continuation(c, c->bi))
+            c->bi++;
+        c->ci++;
+    }
+    while (c->ci > m.index && c->bi > c->first) {
+        c->bi--;
+        while (c->bi > c->first && continuation(c, c->bi))
+            c->bi--;
+        c->ci--;
+    }
+    return c->ci == m.index ? c->bi : c->len;
+}
+
+static size_t column_of(const char *buf, size_t off)
+{
+    size_t s = off;
+    while (s > 0 && buf[s - 1] != '\n')
+        s--;
+    return off - s;
 }
 
 static int parse_error(struct yctx *c)
@@ -56,25 +71,19 @@ static int next_event(struct yctx *c, yaml_event_t *ev)
     return yaml_parser_parse(&c->parser, ev) ? OOM_OK : parse_error(c);
 }
 
-static oomi_node *new_node(struct yctx *c, oomi_nkind kind, const yaml_event_t *ev)
-{
-    oomi_node *n = oomi_calloc(1, sizeof(*n));
-    if (!n)
-        return NULL;
-    n->kind = kind;
-    n->start = byte_at(c, ev->start_mark);
-    n->end = byte_at(c, ev->end_mark);
-    return n;
-}
-
-static int scalar_node(struct yctx *c, const yaml_event_t *ev, oomi_node **out)
+static int scalar_value(oomi_node *n, const yaml_event_t *ev)
 {
     const char *text = (const char *)ev->data.scalar.value;
-    oomi_node *n = new_node(c, OOMI_N_SCALAR, ev);
-    int err;
 
-    if (!n)
-        return oomi_nomem();
+    if (n->quote == OOMI_Q_PLAIN && !n->tagged)
+        return oomi_aval_from_plain(&n->val, text);
+    n->val.type = OOMI_AV_STRING;
+    return (n->val.s = oomi_strdup(text)) ? OOM_OK : oomi_nomem();
+}
+
+static void scalar_node(oomi_node *n, const yaml_event_t *ev)
+{
+    n->kind = OOMI_N_SCALAR;
     n->anchored = ev->data.scalar.anchor != NULL;
     n->tagged = ev->data.scalar.tag != NULL;
     switch (ev->data.scalar.style) {
@@ -91,128 +100,202 @@ static int scalar_node(struct yctx *c, const yaml_event_t *ev, oomi_node **out)
     default:
         n->quote = OOMI_Q_PLAIN;
     }
-    if (n->quote == OOMI_Q_PLAIN && !n->tagged) {
-        err = oomi_aval_from_plain(&n->val, text);
-    } else {
-        n->val.type = OOMI_AV_STRING;
-        err = (n->val.s = oomi_strdup(text)) ? OOM_OK : oomi_nomem();
-    }
-    if (err) {
-        oomi_node_free(n);
-        return err;
-    }
-    *out = n;
-    return OOM_OK;
 }
 
-static int build(struct yctx *c, yaml_event_t *ev, oomi_node **out);
+/* whether a key scalar may be one a path wants next (its value or its text spells the segment)
+ * or a merge key: only those keys get a value built */
+static bool may_match(struct yctx *c, const yaml_event_t *ev, const size_t *act, size_t nact,
+                      size_t depth)
+{
+    const char *v = (const char *)ev->data.scalar.value;
+    size_t vl = ev->data.scalar.length, rs = byte_at(c, ev->start_mark);
+    size_t rl = byte_at(c, ev->end_mark) - rs, i, kl;
 
-/* reads the children of a collection up to its end event */
-static int collection(struct yctx *c, oomi_node *n, yaml_event_type_t end_type)
+    if (vl == 2 && !memcmp(v, "<<", 2))
+        return true;
+    for (i = 0; i < nact; i++) {
+        const oomi_want *w = &c->want[act[i]];
+        if (w->n <= depth || !w->segs[depth].key)
+            continue;
+        kl = strlen(w->segs[depth].key);
+        if ((kl == vl && !memcmp(v, w->segs[depth].key, kl)) ||
+            (kl == rl && !memcmp(c->buf + rs, w->segs[depth].key, kl)))
+            return true;
+    }
+    return false;
+}
+
+static int node(struct yctx *c, yaml_event_t *ev, oomi_node *n, const size_t *act, size_t nact,
+                size_t depth, bool value);
+
+/* what a collection's entries add to what is known of it */
+static void measure(struct yctx *c, oomi_node *n, const oomi_node *key, const oomi_node *val,
+                    bool wanted)
+{
+    if (!n->count) {
+        n->first_key_start = key ? key->start : val->start;
+        n->first_key_end = key ? key->end : val->start;
+        n->first_val_start = val->start;
+    }
+    n->last_key_start = key ? key->start : val->start;
+    n->prev_val_end = n->last_val_end;
+    n->last_val_end = val->end;
+    n->count++;
+    if (wanted && key && !n->step && val->kind == OOMI_N_MAP && !val->flow && val->count &&
+        column_of(c->buf, val->first_key_start) > column_of(c->buf, n->first_key_start))
+        n->step = column_of(c->buf, val->first_key_start) - column_of(c->buf, n->first_key_start);
+}
+
+/* Reads the entries of a collection up to its end event. act[0..nact) are the wanted paths that
+ * lead here; the entries they go on through are built, the others only measured. */
+static int collection(struct yctx *c, oomi_node *n, const size_t *act, size_t nact, size_t depth)
 {
     yaml_event_t ev;
-    oomi_node *key = NULL, *val = NULL;
-    int err;
-    bool is_map = end_type == YAML_MAPPING_END_EVENT;
+    oomi_node key, val, *kp = NULL, *vp;
+    size_t *sub = nact ? oomi_reallocarray(NULL, nact, sizeof(*sub)) : NULL, nsub = 0;
+    bool is_map = n->kind == OOMI_N_MAP, have_key = false, keep_key = false;
+    int err = OOM_OK;
 
-    for (;;) {
-        if ((err = next_event(c, &ev))) {
-            oomi_node_free(key);
-            return err;
-        }
-        if (ev.type == end_type) {
+    if (nact && !sub)
+        return oomi_nomem();
+    memset(&key, 0, sizeof(key));
+    while (!(err = next_event(c, &ev))) {
+        if (ev.type == (is_map ? YAML_MAPPING_END_EVENT : YAML_SEQUENCE_END_EVENT)) {
             n->close = byte_at(c, ev.start_mark);
-            n->end = n->flow ? byte_at(c, ev.end_mark) : n->n ? n->vals[n->n - 1]->end : n->start;
+            n->end = n->flow ? byte_at(c, ev.end_mark) : n->count ? n->last_val_end : n->start;
             yaml_event_delete(&ev);
-            return OOM_OK;
+            break;
         }
-        err = build(c, &ev, is_map && !key ? &key : &val);
-        yaml_event_delete(&ev);
-        if (err) {
-            oomi_node_free(key);
-            return err;
-        }
-        if (is_map && !val)
+        if (is_map && !have_key) { /* a key: built when a path may want it */
+            err = node(c, &ev, &key, NULL, 0, depth + 1,
+                       nact && ev.type == YAML_SCALAR_EVENT && may_match(c, &ev, act, nact, depth));
+            yaml_event_delete(&ev);
+            if (err)
+                break;
+            nsub = nact ? oomi_want_child(c->want, act, nact, depth, &key, c->buf, 0, sub) : 0;
+            keep_key = nsub || (nact && oomi_key_is(&key, c->buf, "<<"));
+            have_key = true;
             continue;
-        if ((err = oomi_node_add(n, key, val)))
-            return err;
-        key = val = NULL;
+        }
+        if (!is_map)
+            nsub =
+                nact ? oomi_want_child(c->want, act, nact, depth, NULL, c->buf, n->count, sub) : 0;
+        err = node(c, &ev, &val, sub, nsub, depth + 1, nsub > 0);
+        yaml_event_delete(&ev);
+        if (err)
+            break;
+        measure(c, n, is_map ? &key : NULL, &val, nact > 0);
+        val.index = n->count - 1;
+        if (nsub || keep_key) {
+            kp = is_map ? oomi_node_move(&key) : NULL;
+            vp = oomi_node_move(&val);
+            if ((is_map && !kp) || !vp) {
+                oomi_node_free(kp);
+                oomi_node_free(vp);
+                err = oomi_nomem();
+                break;
+            }
+            if ((err = oomi_node_add(n, kp, vp)))
+                break;
+        } else {
+            oomi_node_clear(&val);
+        }
+        oomi_node_clear(&key);
+        have_key = keep_key = false;
     }
+    oomi_node_clear(&key);
+    oomi_free(sub);
+    return err;
 }
 
-static int build(struct yctx *c, yaml_event_t *ev, oomi_node **out)
+/* One node from its first event into *n (which holds nothing): built in full when act/nact
+ * want it, else measured. `value`: scalars get their typed value. On failure *n holds nothing. */
+static int node(struct yctx *c, yaml_event_t *ev, oomi_node *n, const size_t *act, size_t nact,
+                size_t depth, bool value)
 {
-    oomi_node *n;
-    int err;
+    int err = OOM_OK;
 
-    *out = NULL;
-    if (ev->type == YAML_SCALAR_EVENT)
-        return scalar_node(c, ev, out);
-    if (ev->type == YAML_ALIAS_EVENT)
-        return (*out = new_node(c, OOMI_N_ALIAS, ev)) ? OOM_OK : oomi_nomem();
+    memset(n, 0, sizeof(*n));
+    n->start = byte_at(c, ev->start_mark);
+    n->end = byte_at(c, ev->end_mark);
+    if (ev->type == YAML_SCALAR_EVENT) {
+        scalar_node(n, ev);
+        return value ? scalar_value(n, ev) : OOM_OK;
+    }
+    if (ev->type == YAML_ALIAS_EVENT) {
+        n->kind = OOMI_N_ALIAS;
+        return OOM_OK;
+    }
     if (ev->type != YAML_MAPPING_START_EVENT && ev->type != YAML_SEQUENCE_START_EVENT)
         return oomi_fail(OOM_EINTERNAL, "'%s': unexpected YAML event %d", c->file, ev->type);
     if (c->depth >= 1000) {
         size_t line, col;
-        oomi_line_col(c->buf, byte_at(c, ev->start_mark), &line, &col);
+        oomi_line_col(c->buf, n->start, &line, &col);
         return oomi_fail(OOM_EPARSE, "'%s' line %zu column %zu: nested too deeply", c->file, line,
                          col);
     }
-    if (!(n = new_node(c, ev->type == YAML_MAPPING_START_EVENT ? OOMI_N_MAP : OOMI_N_SEQ, ev)))
-        return oomi_nomem();
-    if (n->kind == OOMI_N_MAP) {
+    if (ev->type == YAML_MAPPING_START_EVENT) {
+        n->kind = OOMI_N_MAP;
         n->flow = ev->data.mapping_start.style == YAML_FLOW_MAPPING_STYLE;
         n->anchored = ev->data.mapping_start.anchor != NULL;
         n->tagged = ev->data.mapping_start.tag != NULL;
     } else {
+        n->kind = OOMI_N_SEQ;
         n->flow = ev->data.sequence_start.style == YAML_FLOW_SEQUENCE_STYLE;
         n->anchored = ev->data.sequence_start.anchor != NULL;
         n->tagged = ev->data.sequence_start.tag != NULL;
     }
     c->depth++;
-    err =
-        collection(c, n, n->kind == OOMI_N_MAP ? YAML_MAPPING_END_EVENT : YAML_SEQUENCE_END_EVENT);
+    err = collection(c, n, act, nact, depth);
     c->depth--;
-    if (err) {
-        oomi_node_free(n);
-        return err;
-    }
-    *out = n;
-    return OOM_OK;
+    if (err)
+        oomi_node_clear(n);
+    return err;
 }
 
-/* Walks the whole stream (every document must parse) and keeps the first document's root. */
-static int parse_stream(struct yctx *c, oomi_node **root)
+/* Walks the whole stream (every document must parse) and builds the chosen document's root. */
+static int parse_stream(struct yctx *c, oomi_node **root, size_t document)
 {
     yaml_event_t ev;
-    oomi_node *node = NULL;
+    oomi_node top;
+    size_t docs = 0, i, *all = oomi_reallocarray(NULL, c->nwant ? c->nwant : 1, sizeof(*all));
     int err = OOM_OK;
-    bool in_doc = false;
+    bool mine;
 
-    for (;;) {
-        if ((err = next_event(c, &ev)))
-            break;
-        if (ev.type == YAML_STREAM_END_EVENT) {
-            yaml_event_delete(&ev);
-            break;
-        }
-        if (ev.type == YAML_DOCUMENT_START_EVENT || ev.type == YAML_DOCUMENT_END_EVENT) {
-            in_doc = ev.type == YAML_DOCUMENT_START_EVENT;
-        } else if (in_doc && ev.type != YAML_STREAM_START_EVENT) {
-            err = build(c, &ev, &node);
-            if (!err && *root)
-                oomi_node_free(node);
-            else if (!err)
-                *root = node;
+    if (!all)
+        return oomi_nomem();
+    for (i = 0; i < c->nwant; i++)
+        all[i] = i;
+    while (!(err = next_event(c, &ev)) && ev.type != YAML_STREAM_END_EVENT) {
+        if (ev.type == YAML_DOCUMENT_START_EVENT) {
+            docs++;
+        } else if (ev.type != YAML_DOCUMENT_END_EVENT && ev.type != YAML_STREAM_START_EVENT) {
+            mine = document ? docs == document : docs == 1;
+            err = node(c, &ev, &top, all, mine ? c->nwant : 0, 0, mine);
+            if (!err && mine && !(*root = oomi_node_move(&top)))
+                err = oomi_nomem();
+            oomi_node_clear(&top);
         }
         yaml_event_delete(&ev);
         if (err)
             break;
     }
+    if (!err)
+        yaml_event_delete(&ev);
+    oomi_free(all);
+    if (!err && docs > 1 && !document)
+        err = oomi_fail(OOM_EREFUSED,
+                        "'%s' holds %zu YAML documents (separated by ---); choose the one to "
+                        "edit with --document N (1 to %zu)",
+                        c->file, docs, docs);
+    else if (!err && document > docs && docs)
+        err = oomi_fail(OOM_EREFUSED, "'%s' holds %zu YAML document%s, not %zu", c->file, docs,
+                        docs == 1 ? "" : "s", document);
     return err;
 }
 
-int oomi_yaml_parse(oomi_node **root, const char *buf, size_t len, const char *file)
+int oomi_yaml_parse(oomi_node **root, const char *buf, size_t len, const char *file,
+                    const oomi_want *want, size_t nwant, size_t document)
 {
     struct yctx c;
     int err;
@@ -222,17 +305,17 @@ int oomi_yaml_parse(oomi_node **root, const char *buf, size_t len, const char *f
     c.buf = buf;
     c.len = len;
     c.file = file;
-    if ((err = build_cmap(&c)))
-        return err;
-    if (!yaml_parser_initialize(&c.parser)) {
-        oomi_free(c.cmap);
+    c.want = want;
+    c.nwant = nwant;
+    while (c.first < len && continuation(&c, c.first))
+        c.first++;
+    c.bi = c.first;
+    if (!yaml_parser_initialize(&c.parser))
         return oomi_nomem();
-    }
     yaml_parser_set_input_string(&c.parser, (const unsigned char *)buf, len);
     yaml_parser_set_encoding(&c.parser, YAML_UTF8_ENCODING);
-    err = parse_stream(&c, root);
+    err = parse_stream(&c, root, document);
     yaml_parser_delete(&c.parser);
-    oomi_free(c.cmap);
     if (!err && !*root)
         err = oomi_fail(OOM_EREFUSED, "'%s' holds no YAML document", file);
     if (err) {
@@ -390,27 +473,6 @@ static void put_key(oomi_sb *sb, const char *key)
     put_scalar(sb, NULL, NULL, &v);
 }
 
-static size_t column_of(const char *buf, size_t off)
-{
-    size_t s = off;
-    while (s > 0 && buf[s - 1] != '\n')
-        s--;
-    return off - s;
-}
-
-/* indentation step of the file: the first nested block map's offset from its parent */
-static size_t indent_step(const oomi_node *map, const char *buf)
-{
-    size_t i, base = column_of(buf, map->keys[0]->start);
-
-    for (i = 0; i < map->n; i++) {
-        const oomi_node *v = map->vals[i];
-        if (v->kind == OOMI_N_MAP && !v->flow && v->n && column_of(buf, v->keys[0]->start) > base)
-            return column_of(buf, v->keys[0]->start) - base;
-    }
-    return 2;
-}
-
 static void put_flow_chain(oomi_sb *sb, const oomi_pathseg *segs, size_t n, const char *v_text)
 {
     size_t i;
@@ -442,13 +504,12 @@ static void put_block_chain(oomi_sb *sb, size_t indent, size_t step, const oomi_
 static void flow_create(oomi_sb *sb, size_t *pos, const oomi_node *map, const char *buf,
                         const oomi_pathseg *segs, size_t n, const char *v_text)
 {
-    if (!map->n) {
+    if (!map->count) {
         *pos = map->close;
     } else {
-        const oomi_node *prev = map->n >= 2 ? map->vals[map->n - 2] : NULL;
-        const oomi_node *last = map->keys[map->n - 1];
-        size_t a = prev ? prev->end : 0, b = prev ? last->start : 0;
-        *pos = map->vals[map->n - 1]->end;
+        bool prev = map->count >= 2;
+        size_t a = prev ? map->prev_val_end : 0, b = prev ? map->last_key_start : 0;
+        *pos = map->last_val_end;
         if (prev && b > a && memchr(buf + a, ',', b - a) && !memchr(buf + a, '#', b - a))
             oomi_sb_add(sb, buf + a, b - a);
         else
@@ -464,19 +525,19 @@ int oomi_yaml_create(char **text, size_t *pos, const oomi_node *map, const char 
     const char *nl;
     int err;
 
-    if (map->flow || !map->n) {
+    if (map->flow || !map->count) {
         flow_create(&sb, pos, map, buf, segs, n, v_text);
     } else {
         /* after the line of the map's last value (a block scalar's span ends on a line start) */
-        size_t end = map->vals[map->n - 1]->end;
+        size_t end = map->last_val_end;
         const char *first_nl = memchr(buf, '\n', len);
         const char *eol = first_nl && first_nl > buf && first_nl[-1] == '\r' ? "\r\n" : "\n";
         nl = end && buf[end - 1] == '\n' ? buf + end - 1 : memchr(buf + end, '\n', len - end);
         *pos = nl ? (size_t)(nl - buf) + 1 : len;
         if (!nl)
             oomi_sb_puts(&sb, eol);
-        put_block_chain(&sb, column_of(buf, map->keys[0]->start), indent_step(map, buf), segs, n,
-                        v_text, eol);
+        put_block_chain(&sb, column_of(buf, map->first_key_start), map->step ? map->step : 2, segs,
+                        n, v_text, eol);
     }
     if ((err = oomi_sb_ok(&sb))) {
         oomi_sb_free(&sb);

@@ -111,6 +111,9 @@ int oomi_read_file(char **out, size_t *len, const char *path);
  * must not reach the library's file). Close-on-exec. Returns the descriptor (fd itself when
  * above 2), or -1 with errno (fd closed). */
 int oomi_fd_above_std(int fd);
+/* The same from an open file descriptor (from its current offset); `path` names it in messages.
+ * A regular file is read into one allocation of its size. */
+int oomi_read_fd(char **out, size_t *len, int fd, const char *path);
 /* The data directory: $OOMLESS_DATA_DIR, else the installed one, else the source tree's. */
 const char *oomi_data_dir(void);
 /* "<data dir>/<relative>", allocated */
@@ -151,10 +154,15 @@ int oomi_parse_double(double *out, const char *text, const char *what);
 
 /* ---- YAML into json-c (yamlload.c) --------------------------------------------------------
  * Plain scalars follow the YAML 1.2 core schema (null, bool, int, float, string); quoted ones are
- * strings. OOM_EPARSE "name:line:col: problem" on bad YAML. An empty document gives NULL. */
+ * strings. OOM_EPARSE "name:line:col: problem" on bad YAML, and on a file of several documents
+ * (---). An empty document gives NULL. */
 struct json_object;
 int oomi_yaml_load(struct json_object **out, const char *text, size_t len, const char *name);
 int oomi_yaml_load_file(struct json_object **out, const char *path);
+/* After one document was loaded from `parser`: OOM_EPARSE ("name:line:col: ...") when another
+ * follows (all but the first would be ignored) or the rest does not parse. */
+struct yaml_parser_s;
+int oomi_yaml_single_document(struct yaml_parser_s *parser, const char *name);
 
 /* ---- JSON output helpers (json.c) --------------------------------------------------------- */
 /* Pretty-prints root into *out (allocated) and releases root.  */
@@ -168,16 +176,38 @@ struct json_object *oomi_json_number(double v, int decimals);
 int oomi_diff(oomi_sb *sb, const char *name, const char *a, size_t alen, const char *b,
               size_t blen);
 
-/* ---- safe writes (safewrite.c) ------------------------------------------------------------- */
+/* ---- safe writes (safewrite.c) -------------------------------------------------------------
+ * A file is replaced by writing a temporary file beside it and renaming it over the file. The
+ * replacement is given what the old file had: mode, owner, group and extended attributes (POSIX
+ * ACLs included); when one of these cannot be kept the write is refused (OOM_EREFUSED). */
 typedef void (*oomi_step_fn)(const char *step, const char *file, void *user);
 /* Refuses (OOM_EREFUSED) a path that reaches outside the current directory through a symlink,
  * unless follow; *real gets the file to write (the symlink's target, allocated). */
 int oomi_resolve_target(char **real, const char *path, bool follow);
-/* Writes data to a new temporary file beside `path` (mkstemp, 0600, fsync, then `mode`);
- * *tmp gets its name. Nothing is left behind on failure. */
-int oomi_write_temp(char **tmp, const char *path, unsigned mode, const char *data, size_t len,
+/* Writes data to a new temporary file beside `path` (mkstemp, 0600), gives it the owner, group,
+ * extended attributes and mode of the open file `like`, and fsyncs it; *tmp gets its name.
+ * Steps "temp-created", "temp-written", "temp-synced". Nothing is left behind on failure. */
+int oomi_write_temp(char **tmp, const char *path, int like, const char *data, size_t len,
                     oomi_step_fn step, void *user);
-/* rename(tmp, path) then fsync of the directory */
-int oomi_commit_temp(const char *tmp, const char *path, oomi_step_fn step, void *user);
+/* rename(tmp, path) (steps "before-rename", "renamed"); nothing allocated, so that a run of
+ * several renames cannot fail half-way for want of memory */
+int oomi_rename_temp(const char *tmp, const char *path, oomi_step_fn step, void *user);
+/* fsync of the directory holding `path` */
+int oomi_sync_dir(const char *path);
+
+/* ---- locks and file identity (filelock.c) -------------------------------------------------
+ * Cooperating writers (every `oomless apply`) take an exclusive flock(2) on the file they edit
+ * from before they read it until after they replaced it; programs that do not lock are caught
+ * by comparing the file's identity (device, inode, size, modification and change times) just
+ * before the rename. flock locks vanish with their process: a killed run leaves no stale lock. */
+struct stat;
+/* Opens `path` read-only with an exclusive lock, waiting up to timeout_ms for another holder
+ * (0: not at all; below 0: no lock is taken); reopens when the path was replaced while it
+ * waited. *fd and *st describe the
+ * locked file. OOM_EREFUSED when the wait runs out, OOM_EIO when the file cannot be opened. */
+int oomi_open_locked(int *fd, struct stat *st, const char *path, long timeout_ms);
+/* OOM_OK when `path` still names the file open as `fd` and that file has the size and times in
+ * *st; OOM_EREFUSED naming `path` when it was replaced or written since *st was taken. */
+int oomi_check_unchanged(int fd, const struct stat *st, const char *path);
 
 #endif

@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -28,33 +30,51 @@ int oomi_fd_above_std(int fd)
 
 int oomi_read_fd(char **out, size_t *len, int fd, const char *path)
 {
-    oomi_sb sb = OOMI_SB_INIT;
-    char chunk[8192];
-    ssize_t n;
-    int err = OOM_OK;
+    struct stat st;
+    size_t cap, n = 0;
+    char *buf, *grown;
+    ssize_t r;
 
     *out = NULL;
     if (len)
         *len = 0;
-    while ((n = read(fd, chunk, sizeof(chunk))) != 0) {
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0) {
-            err = oomi_fail(OOM_EIO, "cannot read '%s': %s", path, strerror(errno));
-            break;
+    if (fstat(fd, &st) < 0)
+        return oomi_fail(OOM_EIO, "cannot read '%s': %s", path, strerror(errno));
+    if (S_ISDIR(st.st_mode))
+        return oomi_fail(OOM_EIO, "cannot read '%s': %s", path, strerror(EISDIR));
+    /* one allocation of the file's size (+1 to see the end, +1 for the NUL); doubling only for a
+     * file that grows while it is read or has no size (a pipe) */
+    cap = S_ISREG(st.st_mode) && st.st_size > 0 && (uintmax_t)st.st_size < SIZE_MAX / 2
+              ? (size_t)st.st_size + 2
+              : 8192;
+    if (!(buf = oomi_malloc(cap)))
+        return oomi_nomem();
+    for (;;) {
+        if (n + 1 == cap) {
+            if (cap > SIZE_MAX / 2 || !(grown = oomi_realloc(buf, cap * 2))) {
+                oomi_free(buf);
+                return oomi_nomem();
+            }
+            buf = grown;
+            cap *= 2;
         }
-        oomi_sb_add(&sb, chunk, (size_t)n);
+        r = read(fd, buf + n, cap - 1 - n);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0) {
+            int e = errno;
+            oomi_free(buf);
+            return oomi_fail(OOM_EIO, "cannot read '%s': %s", path, strerror(e));
+        }
+        if (r == 0)
+            break;
+        n += (size_t)r;
     }
-    if (!err)
-        err = oomi_sb_ok(&sb);
-    if (err) {
-        oomi_sb_free(&sb);
-        return err;
-    }
+    buf[n] = '\0';
     if (len)
-        *len = sb.len;
-    *out = oomi_sb_steal(&sb);
-    return *out ? OOM_OK : oomi_nomem();
+        *len = n;
+    *out = buf;
+    return OOM_OK;
 }
 
 int oomi_read_file(char **out, size_t *len, const char *path)

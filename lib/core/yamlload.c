@@ -144,6 +144,24 @@ static int check_depth(const char *text, size_t len, const char *name)
     return err;
 }
 
+int oomi_yaml_single_document(yaml_parser_t *parser, const char *name)
+{
+    yaml_document_t doc;
+    int err = OOM_OK;
+
+    if (!yaml_parser_load(parser, &doc))
+        return oomi_fail(OOM_EPARSE, "%s:%zu:%zu: %s%s%s", name, parser->problem_mark.line + 1,
+                         parser->problem_mark.column + 1,
+                         parser->problem ? parser->problem : "bad YAML", parser->context ? " " : "",
+                         parser->context ? parser->context : "");
+    if (yaml_document_get_root_node(&doc))
+        err = oomi_fail(OOM_EPARSE,
+                        "%s:%zu:%zu: a second YAML document (---); the file must hold one", name,
+                        doc.start_mark.line + 1, doc.start_mark.column + 1);
+    yaml_document_delete(&doc);
+    return err;
+}
+
 int oomi_yaml_load(json_object **out, const char *text, size_t len, const char *name)
 {
     yaml_parser_t parser;
@@ -169,7 +187,13 @@ int oomi_yaml_load(json_object **out, const char *text, size_t len, const char *
     root = yaml_document_get_root_node(&doc);
     err = root ? convert(out, &doc, root, 0, &nodes, name) : OOM_OK;
     yaml_document_delete(&doc);
+    if (!err)
+        err = oomi_yaml_single_document(&parser, name);
     yaml_parser_delete(&parser);
+    if (err) {
+        json_object_put(*out);
+        *out = NULL;
+    }
     return err;
 }
 

@@ -138,9 +138,14 @@ ln -s conf/config.yaml inside.yaml
 oom apply --plan "$PLAN" --preset hydra-lightning inside.yaml
 expect_rc 0 "symlink inside allowed"
 
-# ---- SIGKILL at each step: the file is old or new, at most the one temporary file ----------
-for step in prepared backup-written temp-created temp-written temp-synced before-rename renamed dir-synced; do
+# ---- SIGKILL at each step: the file is old or new, the backup the previous or the new one ----
+# An earlier backup is there: it is replaced only once the file is new. At most two temporary
+# files are left: the file's (.config.yaml.oomless-XXXXXX, 0600 until it is complete) and the new
+# backup's (.config.yaml.bak.oomless-XXXXXX, complete: the old text, the file's mode).
+for step in locked prepared temp-created temp-written temp-synced backup-written before-rename renamed \
+    backup-renamed dir-synced; do
     fresh
+    printf 'previous backup\n' >conf/config.yaml.bak
     # (the subshell keeps bash's "Killed" report out of the log)
     (OOMLESS_APPLY_TEST_KILL_AT=$step "$OOMLESS_BIN" apply --plan "$PLAN" "${HYDRA[@]}" \
         conf/config.yaml >/dev/null 2>&1; exit $?) 2>/dev/null
@@ -150,19 +155,40 @@ for step in prepared backup-written temp-created temp-written temp-synced before
     elif cmp -s conf/config.yaml "$D/config.after.yaml"; then state=new
     else state=partial; fi
     case $step in
-    prepared | backup-written | temp-* | before-rename) expect_eq "$state" old "killed at $step" ;;
+    locked | prepared | temp-* | backup-written | before-rename)
+        expect_eq "$state" old "killed at $step" ;;
     *) expect_eq "$state" new "killed at $step" ;;
     esac
-    temps=$(find "$W" -name '.*.oomless-*' | wc -l)
+    if cmp -s conf/config.yaml.bak "$D/config.yaml"; then bstate=new
+    elif [ "$(cat conf/config.yaml.bak)" = "previous backup" ]; then bstate=previous
+    else bstate=other; fi
     case $step in
-    temp-* | before-rename) expect_eq "$temps" 1 "killed at $step: the one temporary file" ;;
-    *) expect_eq "$temps" 0 "killed at $step: no temporary file" ;;
+    backup-renamed | dir-synced) expect_eq "$bstate" new "killed at $step: backup" ;;
+    *) expect_eq "$bstate" previous "killed at $step: backup" ;;
     esac
-    # the temporary file is named .config.yaml.oomless-XXXXXX, mode 0600, beside the file
+    btemps=$(find "$W" -name '.config.yaml.bak.oomless-*' | wc -l)
+    temps=$(find "$W" -name '.config.yaml.oomless-*' | wc -l)
+    case $step in
+    backup-written | before-rename | renamed) want=1 ;;
+    *) want=0 ;;
+    esac
+    expect_eq "$btemps" "$want" "killed at $step: the new backup's temporary file"
+    case $step in
+    temp-* | backup-written | before-rename) want=1 ;;
+    *) want=0 ;;
+    esac
+    expect_eq "$temps" "$want" "killed at $step: the file's temporary file"
+    expect_eq "$(find "$W" -name '.*.oomless-*' | wc -l)" "$((temps + btemps))" \
+        "killed at $step: no other temporary file"
+    if [ "$btemps" = 1 ]; then
+        t=$(find "$W" -name '.config.yaml.bak.oomless-*')
+        expect_eq "$(dirname "$t")" "$W/conf" "the backup's temporary file is beside it"
+        same "$t" "$D/config.yaml" "the backup's temporary file at $step"
+        expect_eq "$(stat -c %a "$t")" 640 "the backup's temporary file mode at $step"
+    fi
     if [ "$temps" = 1 ]; then
-        t=$(find "$W" -name '.*.oomless-*')
-        expect_eq "$(dirname "$t")/$(basename "$t" | cut -c1-20)" "$W/conf/.config.yaml.oomless" \
-            "temporary file name at $step"
+        t=$(find "$W" -name '.config.yaml.oomless-*')
+        expect_eq "$(dirname "$t")" "$W/conf" "temporary file beside the file at $step"
         # 0600 until it is complete and synced, then the file's own mode
         case $step in
         temp-created | temp-written) want=600 ;;
@@ -189,6 +215,94 @@ RC=$(cat "$TMP/rc")
 expect_rc 3 "file size limit on the backup"
 same conf/config.yaml "$TMP/big.yaml" "backup failure: original intact"
 no_temps "backup failure"
+
+# ---- YAML files of several documents: refused, or the one given with --document -------------
+fresh
+printf 'model: {batch: 1}\n---\ntrain:\n  batch: 2\n' >multi.yaml
+cp multi.yaml "$TMP/multi.yaml"
+oom apply --set train.batch=literal:8 multi.yaml
+expect_rc 1 "several documents"
+expect_contains "$ERR" "'multi.yaml' holds 2 YAML documents" "several documents: message"
+expect_contains "$ERR" "--document N" "several documents: says how"
+oom apply --create --set model.lr=literal:0.5 multi.yaml
+expect_rc 1 "several documents, --create"
+same multi.yaml "$TMP/multi.yaml" "several documents: unchanged"
+oom apply --no-backup --document 2 --set train.batch=literal:8 multi.yaml
+expect_rc 0 "--document 2"
+expect_eq "$(cat multi.yaml)" "$(printf 'model: {batch: 1}\n---\ntrain:\n  batch: 8')" \
+    "--document 2: the second document edited"
+oom apply --no-backup --document 2 --create --set train.lr=literal:0.5 multi.yaml
+expect_rc 0 "--document 2 --create"
+expect_eq "$(cat multi.yaml)" \
+    "$(printf 'model: {batch: 1}\n---\ntrain:\n  batch: 8\n  lr: 0.5')" "created in the second"
+oom apply --no-backup --document 1 --create --set model.batch=literal:4 multi.yaml
+expect_rc 0 "--document 1"
+expect_eq "$(head -n 1 multi.yaml)" "model: {batch: 4}" "--document 1: the first document edited"
+oom apply --document 3 --set train.batch=literal:8 multi.yaml
+expect_rc 1 "--document past the last"
+expect_contains "$ERR" "'multi.yaml' holds 2 YAML documents, not 3" "--document 3: message"
+oom apply --document 0 --set train.batch=literal:8 multi.yaml
+expect_rc 2 "--document 0"
+expect_contains "$ERR" "--document '0'" "--document 0: message"
+oom apply --document 2 --set train_batch_size=literal:8 ds_config.json
+expect_rc 1 "--document 2 of a JSON file"
+expect_contains "$ERR" "'ds_config.json' is JSON: it holds one document, not 2" "JSON: message"
+# the same holds for every YAML file oomless reads: a presets file of two documents
+mkdir -p "$TMP/xdg2/oomless"
+printf 'mine:\n  set: {training.seed: literal:7}\n---\nother:\n  set: {a: literal:1}\n' \
+    >"$TMP/xdg2/oomless/apply-presets.yaml"
+XDG_CONFIG_HOME="$TMP/xdg2" run "$OOMLESS_BIN" apply --preset mine conf/config.yaml
+expect_rc 2 "a presets file of two documents"
+expect_contains "$ERR" "apply-presets.yaml:3:1: a second YAML document" "presets: message"
+same conf/config.yaml "$D/config.yaml" "presets file of two documents: unchanged"
+
+# ---- a long file (600,000 lines, 15 MB): no length limit; the diff only when asked for -------
+fresh
+{ cat "$D/config.yaml"; awk 'BEGIN { print "layers:"
+    for (i = 0; i < 600000; i++) printf "  l%d: {dim: %d, act: gelu}\n", i, i }'; } >big.yaml
+cp big.yaml "$TMP/big.yaml"
+oom apply --no-backup --set data_loader.batch_size=literal:8 \
+    --set layers.l599999.dim=literal:7 big.yaml
+expect_rc 0 "a file of 600,000 lines"
+expect_eq "$(grep -c 'batch_size: 8 ' big.yaml)" 1 "long file: first edit"
+expect_eq "$(tail -n 1 big.yaml)" "  l599999: {dim: 7, act: gelu}" "long file: last edit"
+expect_eq "$OUT" "" "long file: no diff unless asked for"
+cp big.yaml "$TMP/big1.yaml"
+oom apply --no-backup --diff --set data_loader.batch_size=literal:16 --create \
+    --set layers.l300000.drop=literal:0.1 --set layers.l599999.dim=literal:9 big.yaml
+expect_rc 0 "long file, --diff"
+expect_eq "$OUT" "$(diff -u --label a/big.yaml --label b/big.yaml "$TMP/big1.yaml" big.yaml)" \
+    "long file: --diff is what diff -u prints"
+oom apply --dry-run --set layers.l0.dim=literal:5 big.yaml
+expect_rc 0 "long file, --dry-run"
+expect_contains "$OUT" "+  l0: {dim: 5, act: gelu}" "long file: dry-run diff"
+oom apply --diff --json --set layers.l0.dim=literal:5 big.yaml
+expect_rc 2 "--diff with --json"
+
+# ---- a failed write leaves the previous backup alone ------------------------------------------
+# The file (3 KB) and its backup fit under a 4 KB size limit, the new text (over 4 KB) does not:
+# the write fails after the backup could have been written; the previous backup must survive.
+fresh
+for i in $(seq 1 30); do echo "# padding $i ......................................................."; done >>conf/config.yaml
+cp conf/config.yaml "$TMP/mid.yaml"
+printf 'previous backup\n' >conf/config.yaml.bak
+LONG=$(printf 'x%.0s' $(seq 1 1500))
+(ulimit -f 4; "$OOMLESS_BIN" apply --create --set "notes=literal:$LONG" conf/config.yaml \
+    >"$TMP/out" 2>"$TMP/err"; echo $? >"$TMP/rc")
+RC=$(cat "$TMP/rc") ERR=$(cat "$TMP/err")
+expect_rc 3 "write failure with an earlier backup"
+expect_contains "$ERR" "File too large" "write failure: message"
+same conf/config.yaml "$TMP/mid.yaml" "write failure: the file is unchanged"
+expect_eq "$(cat conf/config.yaml.bak)" "previous backup" "write failure: the previous backup is kept"
+no_temps "write failure with an earlier backup"
+
+# ---- an empty backup suffix is refused (it would be no backup, or the file itself) ------------
+fresh
+oom apply --plan "$PLAN" --preset hydra-lightning --backup-suffix '' conf/config.yaml
+expect_rc 2 "empty backup suffix"
+expect_contains "$ERR" "backup suffix '' is empty" "empty backup suffix: message"
+same conf/config.yaml "$D/config.yaml" "empty backup suffix: unchanged"
+expect_eq "$(ls conf)" "config.yaml" "empty backup suffix: nothing written"
 
 # ---- user presets -------------------------------------------------------------------------------
 fresh

@@ -133,6 +133,11 @@ printf 'defaults: [\n' >"$TMP/bad.yaml"
 oom gpus --config "$TMP/bad.yaml"
 expect_rc 2 "bad config"
 expect_contains "$ERR" "bad.yaml:" "names the file"
+# a second document would be ignored without a word: refused
+{ cat "$TMP/config.yaml"; printf -- '---\ndefaults: {safety_margin: 3GiB}\n'; } >"$TMP/two.yaml"
+oom gpus --config "$TMP/two.yaml"
+expect_rc 2 "config of two documents"
+expect_contains "$ERR" "two.yaml:6:1: a second YAML document" "config of two documents: message"
 
 # no NVML: a notice, exit 0, the default profile
 no_nvml

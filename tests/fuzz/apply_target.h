@@ -2,8 +2,8 @@
  * apply_target.h - the body of the apply fuzz targets (fuzz_apply_yaml.c, fuzz_apply_json.c):
  * oom_apply_set + oom_apply_buffer (the in-memory edit: parse, locate, splice) + the report.
  * Input: byte 0 = flags (bit 0: OOM_APPLY_CREATE, bit 1: OOM_APPLY_FORCE_TYPE, bit 2: no plan
- * loaded); then lines "KEY<TAB>SPEC" (at most 8), each an assignment; the first line without a
- * TAB starts the document.
+ * loaded, bits 3-4: the YAML document to edit, 0 for none); then lines "KEY<TAB>SPEC" (at most
+ * 8), each an assignment; the first line without a TAB starts the document.
  * Invariants: a refusal is EREFUSED/EPARSE/EINVAL/ENOTFOUND with a message and no output; an
  * edit's output parses (YAML: the library's loader; JSON: json-c) whenever the input did; the
  * report says "changed" exactly when the bytes changed; applying the same assignments to the
@@ -37,7 +37,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 static int parses(const char *text, size_t len)
 {
 #ifdef APPLY_JSON
-    struct json_tokener *tok = json_tokener_new();
+    /* as deep as apply's own scanner goes (json-c's default stops at 32 levels) */
+    struct json_tokener *tok = json_tokener_new_ex(1024);
     json_object *o;
     size_t end;
     int ok;
@@ -88,6 +89,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     fuzz_check(oom_apply_create(&a) == OOM_OK);
     if (!(data[0] & 4))
         fuzz_check(oom_apply_load_plan(a, plan, "plan.json") == OOM_OK);
+    fuzz_check(oom_apply_set_document(a, (size_t)(data[0] >> 3 & 3)) == OOM_OK);
     text = fuzz_cstring(data + 1, size - 1);
     len = size - 1;
     for (p = text; n < 8 && (nl = memchr(p, '\n', len - (size_t)(p - text))) &&

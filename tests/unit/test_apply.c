@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -258,6 +259,63 @@ static void test_bad_keys(void **state)
     oom_apply_free(a);
 }
 
+/* YAML files of several documents: refused unless one is chosen */
+static void test_documents(void **state)
+{
+    static const char multi[] = "a: 1\n---\nb: 2  # two\n...\n---\nb: 3\n";
+    oom_apply *a;
+    char *out = NULL;
+    size_t len;
+
+    (void)state;
+    assert_int_equal(oom_apply_create(&a), OOM_OK);
+    assert_int_equal(oom_apply_set(a, "b", "literal:8", 0), OOM_OK);
+    assert_int_equal(oom_apply_buffer(a, "m.yaml", multi, strlen(multi), 0, &out, &len),
+                     OOM_EREFUSED);
+    assert_non_null(strstr(oom_last_message(), "'m.yaml' holds 3 YAML documents"));
+    assert_int_equal(oom_apply_set_document(a, 3), OOM_OK);
+    assert_int_equal(oom_apply_buffer(a, "m.yaml", multi, strlen(multi), 0, &out, &len), OOM_OK);
+    assert_string_equal(out, "a: 1\n---\nb: 2  # two\n...\n---\nb: 8\n");
+    oom_free(out);
+    assert_int_equal(oom_apply_set_document(a, 2), OOM_OK);
+    assert_int_equal(oom_apply_buffer(a, "m.yaml", multi, strlen(multi), 0, &out, &len), OOM_OK);
+    assert_string_equal(out, "a: 1\n---\nb: 8  # two\n...\n---\nb: 3\n");
+    oom_free(out);
+    assert_int_equal(oom_apply_set_document(a, 4), OOM_OK);
+    assert_int_equal(oom_apply_buffer(a, "m.yaml", multi, strlen(multi), 0, &out, &len),
+                     OOM_EREFUSED);
+    assert_non_null(strstr(oom_last_message(), "holds 3 YAML documents, not 4"));
+    /* one document is one document, whether or not it is chosen; JSON has one */
+    assert_int_equal(oom_apply_set_document(a, 1), OOM_OK);
+    assert_int_equal(oom_apply_buffer(a, "o.yaml", "---\nb: 1\n", 9, 0, &out, &len), OOM_OK);
+    assert_string_equal(out, "---\nb: 8\n");
+    oom_free(out);
+    assert_int_equal(oom_apply_buffer(a, "o.json", "{\"b\": 1}", 8, 0, &out, &len), OOM_OK);
+    assert_string_equal(out, "{\"b\": 8}");
+    oom_free(out);
+    assert_int_equal(oom_apply_set_document(a, 2), OOM_OK);
+    assert_int_equal(oom_apply_buffer(a, "o.json", "{\"b\": 1}", 8, 0, &out, &len), OOM_EREFUSED);
+    oom_apply_free(a);
+}
+
+/* the writing options: an empty backup suffix, lock timeouts */
+static void test_options(void **state)
+{
+    oom_apply *a;
+
+    (void)state;
+    assert_int_equal(oom_apply_create(&a), OOM_OK);
+    assert_int_equal(oom_apply_set_backup_suffix(a, ""), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), "backup suffix '' is empty"));
+    assert_int_equal(oom_apply_set_backup_suffix(a, "a/b"), OOM_EINVAL);
+    assert_int_equal(oom_apply_set_backup_suffix(a, NULL), OOM_OK);
+    assert_int_equal(oom_apply_set_lock_timeout(a, -1), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), "-1"));
+    assert_int_equal(oom_apply_set_lock_timeout(a, NAN), OOM_EINVAL);
+    assert_int_equal(oom_apply_set_lock_timeout(a, 0.25), OOM_OK);
+    oom_apply_free(a);
+}
+
 static void test_diff(void **state)
 {
     oomi_sb sb = OOMI_SB_INIT;
@@ -273,6 +331,122 @@ static void test_diff(void **state)
     oomi_sb_free(&sb);
     assert_int_equal(oomi_diff(&sb, "f", a, strlen(a), a, strlen(a)), OOM_OK);
     assert_null(sb.buf);
+}
+
+/* a file of `n` lines "line I" with lines 1 and n-2 changed in the copy */
+static void two_far_changes(char **a, char **b, size_t n)
+{
+    oomi_sb sa = OOMI_SB_INIT, sb = OOMI_SB_INIT;
+    size_t i;
+
+    for (i = 0; i < n; i++) {
+        oomi_sb_printf(&sa, "line %zu\n", i);
+        oomi_sb_printf(&sb, i == 1 || i == n - 2 ? "changed %zu\n" : "line %zu\n", i);
+    }
+    assert_int_equal(oomi_sb_ok(&sa), OOM_OK);
+    assert_int_equal(oomi_sb_ok(&sb), OOM_OK);
+    *a = oomi_sb_steal(&sa);
+    *b = oomi_sb_steal(&sb);
+}
+
+/* no length limit: 600,000 lines each (1.2 million in all) with changes at both ends */
+static void test_diff_long(void **state)
+{
+    oomi_sb sb = OOMI_SB_INIT;
+    char *a, *b;
+    const char *want = "--- a/f\n+++ b/f\n@@ -1,5 +1,5 @@\n line 0\n-line 1\n+changed 1\n line 2\n"
+                       " line 3\n line 4\n@@ -599996,5 +599996,5 @@\n line 599995\n line 599996\n"
+                       " line 599997\n-line 599998\n+changed 599998\n line 599999\n";
+
+    (void)state;
+    two_far_changes(&a, &b, 600000);
+    assert_int_equal(oomi_diff(&sb, "f", a, strlen(a), b, strlen(b)), OOM_OK);
+    assert_string_equal(sb.buf, want);
+    oomi_sb_free(&sb);
+    oom_free(a);
+    oom_free(b);
+}
+
+/* the longest common subsequence of two line lists, by dynamic programming (small inputs) */
+static size_t lcs(const char *const *a, size_t n, const char *const *b, size_t m)
+{
+    size_t t[13][13] = {{0}}, i, j;
+
+    for (i = n; i-- > 0;)
+        for (j = m; j-- > 0;)
+            t[i][j] = !strcmp(a[i], b[j])         ? t[i + 1][j + 1] + 1
+                      : t[i + 1][j] > t[i][j + 1] ? t[i + 1][j]
+                                                  : t[i][j + 1];
+    return t[0][0];
+}
+
+/* applies a unified diff (of texts of whole lines) to the lines of a, into out; *changes counts
+ * its - and + lines */
+static void patch(oomi_sb *out, const char *const *a, size_t n, const char *diff, size_t *changes)
+{
+    const char *p = strstr(diff, "@@");
+    size_t at = 0, s = 0, c = 0, len, first;
+    int got;
+
+    *changes = 0;
+    while (p && *p == '@') {
+        got = sscanf(p, "@@ -%zu,%zu", &s, &c);
+        assert_true(got >= 1);
+        first = got == 2 && c == 0 ? s : s - 1; /* an empty range names the line before it */
+        for (; at < first && at < n; at++)
+            oomi_sb_printf(out, "%s\n", a[at]);
+        p = strchr(p, '\n') + 1;
+        while (*p && *p != '@') {
+            len = (size_t)(strchr(p, '\n') - p);
+            if (*p == ' ' || *p == '-')
+                at++;
+            if (*p == ' ' || *p == '+')
+                oomi_sb_printf(out, "%.*s\n", (int)(len - 1), p + 1);
+            *changes += *p != ' ';
+            p += len + 1;
+        }
+    }
+    for (; at < n; at++)
+        oomi_sb_printf(out, "%s\n", a[at]);
+}
+
+/* random small texts: the diff turns a into b, with as few changed lines as can be */
+static void test_diff_minimal(void **state)
+{
+    static const char *const words[] = {"a", "b", "c", "d"};
+    const char *la[12], *lb[12];
+    char ta[64], tb[64], *want;
+    size_t round, n, m, i, changes;
+    unsigned seed = 12345;
+    oomi_sb sb, out;
+
+    (void)state;
+    for (round = 0; round < 3000; round++) {
+        n = (seed = seed * 1103515245u + 12345u) >> 16 & 7;
+        m = (seed = seed * 1103515245u + 12345u) >> 16 & 7;
+        ta[0] = tb[0] = '\0';
+        for (i = 0; i < n; i++) {
+            la[i] = words[(seed = seed * 1103515245u + 12345u) >> 16 & 3];
+            strcat(strcat(ta, la[i]), "\n");
+        }
+        for (i = 0; i < m; i++) {
+            lb[i] = words[(seed = seed * 1103515245u + 12345u) >> 16 & 3];
+            strcat(strcat(tb, lb[i]), "\n");
+        }
+        sb = (oomi_sb)OOMI_SB_INIT;
+        out = (oomi_sb)OOMI_SB_INIT;
+        assert_int_equal(oomi_diff(&sb, "f", ta, strlen(ta), tb, strlen(tb)), OOM_OK);
+        if (!sb.buf) {
+            assert_string_equal(ta, tb);
+            continue;
+        }
+        patch(&out, la, n, sb.buf, &changes);
+        want = out.buf ? out.buf : "";
+        if (strcmp(want, tb) || changes != n + m - 2 * lcs(la, n, lb, m))
+            fail_msg("diff of\n%s-- and\n%s--:\n%s(%zu changed lines)", ta, tb, sb.buf, changes);
+        oomi_sb_free(&sb);
+        oomi_sb_free(&out);
+    }
 }
 
 static char *slurp(const char *path)
@@ -338,6 +512,8 @@ int main(void)
         cmocka_unit_test(test_json_bytes),      cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_optional),        cmocka_unit_test(test_specs),
         cmocka_unit_test(test_bad_keys),        cmocka_unit_test(test_diff),
+        cmocka_unit_test(test_diff_long),       cmocka_unit_test(test_diff_minimal),
+        cmocka_unit_test(test_documents),       cmocka_unit_test(test_options),
         cmocka_unit_test(test_all_or_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
