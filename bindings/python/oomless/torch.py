@@ -29,13 +29,14 @@ holds for any collective a rank enters while a peer is handling an exception.
 **What this module does instead.**
 
 1. Every micro-batch, the last included, runs its forward and backward under ``model.no_sync()``,
-   so no backward ever enters a collective. An OOM is caught locally.
+   so no backward enters a collective, and with DDP's buffer broadcast moved out of the forward
+   (point 4) no forward does either. An OOM is caught locally, on the rank where it happens.
 2. After each micro-batch every rank enters the *same* small all-reduce (MAX) of a flag vector
-   ``[failed, -proposed_limit, batch, -batch, one bit per rank]``. No rank can be inside another
-   collective at that point: the only collectives a DDP forward can hold (the buffer broadcast,
-   the bucket rebuild) run at its start, before any memory-hungry work, so every rank has done
-   them for this micro-batch before it can fail. The exchange runs on a CPU (gloo) group, created once in the
-   constructor when the model's group is NCCL, so it never waits on the GPU stream.
+   ``[failed, -proposed_limit, batch, -batch, one bit per rank]``. No rank can be inside
+   another collective at that point, since the micro-batch contained none. The exchange runs on
+   a CPU (gloo) group, created once in the constructor when the model's group is NCCL, so it
+   never waits on the GPU stream (an OOM is raised on the CPU when the allocation is attempted,
+   so by the time a rank reaches the exchange it knows).
 3. If any rank failed, every rank discards the step (``zero_grad(set_to_none=True)``, references
    dropped, ``torch.cuda.empty_cache()``), restores the step's RNG state and buffers, adopts the
    smallest proposed micro-batch and re-runs the step from its first micro-batch.
@@ -139,7 +140,7 @@ def is_oom(exc):
     return isinstance(exc, RuntimeError) and any(t in str(exc) for t in _OOM_TEXTS)
 
 
-# ---- splitting a batch ----------------------------------------------------------------------------
+# ---- splitting a batch --------------------------------------------------------------------
 
 def batch_size_of(batch):
     """The number of samples in a batch: dim 0 of its tensors (nested in tuples, lists, dicts).
@@ -273,6 +274,17 @@ class CudaMemory:
         return free + torch.cuda.memory_reserved(self.device)
 
 
+def _sharded(model):
+    """Whether the model is FSDP-sharded (its forward all-gathers parameters)."""
+    try:
+        from torch.distributed import fsdp
+    except ImportError:
+        return False
+    kinds = tuple(k for k in (getattr(fsdp, "FullyShardedDataParallel", None),
+                              getattr(fsdp, "FSDPModule", None)) if isinstance(k, type))
+    return bool(kinds) and any(isinstance(m, kinds) for m in model.modules())
+
+
 def _default_memory(model):
     try:
         p = next(model.parameters())
@@ -311,7 +323,7 @@ def _empty_cache():
         torch.cuda.empty_cache()
 
 
-# ---- agreement across ranks -----------------------------------------------------------------------
+# ---- agreement across ranks ---------------------------------------------------------------
 
 def _is_ddp(model):
     return isinstance(model, torch.nn.parallel.DistributedDataParallel)
@@ -447,6 +459,10 @@ class TrainStep:
                  before_step=None, on_limit=None, on_event=None, group=None):
         if int(micro_batch) < 1:
             raise ValueError("micro_batch must be at least 1")
+        if _sharded(model):
+            raise ValueError("oomless.torch.TrainStep cannot recover an FSDP model in the loop: "
+                             "its forward all-gathers parameters, so a rank can fail between "
+                             "two collectives; run it under `oomless run` (a relaunch)")
         self.model, self.optimizer = model, optimizer
         self.micro_batch = int(micro_batch)
         self.min_micro_batch = max(1, int(min_micro_batch))
@@ -692,8 +708,10 @@ def exit_for_relaunch(stop, grad_accum=None, code=RELAUNCH_EXIT_CODE, events_pat
     """Reports an :class:`OomStop` and exits with `code`.
 
     Rank 0 prints :func:`relaunch_message` on stderr; every rank appends its record to
-    `events_path` (default ``$OOMLESS_RECOVERY_EVENTS`` when set) as a JSON line; the process
-    group is destroyed so that peers are not left waiting.
+    `events_path` (default ``$OOMLESS_RECOVERY_EVENTS`` when set) as a JSON line. In a
+    distributed job the process group is destroyed and the process ends with ``os._exit`` after
+    flushing the logs and standard streams: the interpreter's teardown can destroy a DDP reducer
+    after its process group and abort (``std::terminate``), which would lose the status.
     """
     rank = stop.record.get("rank", 0)
     if rank == 0:
@@ -710,7 +728,14 @@ def exit_for_relaunch(stop, grad_accum=None, code=RELAUNCH_EXIT_CODE, events_pat
         finally:
             os.close(fd)
     if dist.is_available() and dist.is_initialized():
+        import gc
+        import logging
+        gc.collect()
         dist.destroy_process_group()
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     sys.exit(code)
 
 
