@@ -4,10 +4,12 @@
 
 Micro-batch and accumulation come from the environment, as ``oomless run`` sets them. With
 --oom-above N, every backward of a micro-batch above N samples raises torch.OutOfMemoryError
-(a hook on the LM head) from optimizer step S on. At the end the trained weights are saved to
+(a hook on the LM head) from optimizer step S on, on the last rank. Under torchrun the Trainer
+runs DDP over gloo. At the end the trained weights are saved to
 OUT/final.pt.
 """
 import argparse
+import gc
 import os
 import sys
 
@@ -56,17 +58,27 @@ def main():
     if a.oom_above:
         def backward_hook(module, grad_input, grad_output):
             if grad_output[0].shape[0] > a.oom_above and \
-                    trainer.state.global_step + 1 >= a.from_step:
+                    trainer.state.global_step + 1 >= a.from_step and \
+                    trainer.args.process_index == trainer.args.world_size - 1:
                 raise torch.OutOfMemoryError("injected: micro-batch %d above %d"
                                              % (grad_output[0].shape[0], a.oom_above))
         model.lm_head.register_full_backward_hook(backward_hook)
 
     oomless.hf.recover_oom(trainer)
     oomless.hf.train(trainer)
-    torch.save({k: v.detach().clone() for k, v in model.state_dict().items()},
-               os.path.join(a.out, "final.pt"))
+    if trainer.args.process_index == 0:
+        torch.save({k: v.detach().clone() for k, v in model.state_dict().items()},
+                   os.path.join(a.out, "final.pt"))
     print("hf_job: finished %d steps at micro-batch %d x %d"
           % (trainer.state.global_step, micro, accum))
+
+    # a torch teardown crash ("terminate called without an active exception") hits DDP jobs
+    # on gloo at interpreter exit now and then, with or without oomless: free the DDP model
+    # before the process group, and the group before the exit
+    del trainer, model
+    gc.collect()
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

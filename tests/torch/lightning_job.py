@@ -10,6 +10,7 @@ micro-batches of a step). 16 samples, an effective batch of 8: two steps
 an epoch, three epochs. At the end the weights are saved to OUT/final.pt.
 """
 import argparse
+import gc
 import os
 import sys
 
@@ -32,7 +33,8 @@ class Net(pl.LightningModule):
 
     def training_step(self, batch, batch_idx):
         x, y = batch
-        if self.oom_above and x.shape[0] > self.oom_above and \
+        if self.oom_above and x.shape[0] > self.oom_above and self.global_rank == \
+                self.trainer.world_size - 1 and \
                 self.trainer.global_step + 1 >= self.from_step and \
                 batch_idx % self.trainer.accumulate_grad_batches >= self.skip_micro:
             raise torch.OutOfMemoryError("injected: micro-batch %d above %d"
@@ -59,16 +61,29 @@ def main():
     loader = torch.utils.data.DataLoader(data, batch_size=micro, shuffle=False)
     torch.manual_seed(0)
     model = Net(a.oom_above, a.from_step, a.skip_micro)
-    trainer = pl.Trainer(accelerator="cpu", devices=1, max_epochs=EPOCHS,
+    # under torchrun: DDP over gloo, as many devices and nodes as torchrun started
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    nodes = int(os.environ.get("WORLD_SIZE", "1")) // local
+    ddp = {"strategy": "ddp", "num_nodes": nodes} if "RANK" in os.environ else {}
+    trainer = pl.Trainer(accelerator="cpu", devices=local, max_epochs=EPOCHS, **ddp,
                          accumulate_grad_batches=accum, default_root_dir=os.path.join(a.out, "run"),
                          enable_checkpointing=False, logger=False, enable_progress_bar=False,
                          enable_model_summary=False,
                          callbacks=[oomless.lightning.OomRecovery()])
     oomless.lightning.fit(trainer, model, train_dataloaders=loader)
-    torch.save({k: v.detach().clone() for k, v in model.state_dict().items()},
-               os.path.join(a.out, "final.pt"))
+    if trainer.global_rank == 0:
+        torch.save({k: v.detach().clone() for k, v in model.state_dict().items()},
+                   os.path.join(a.out, "final.pt"))
     print("lightning_job: finished %d steps at micro-batch %d x %d"
           % (trainer.global_step, micro, accum))
+
+    # a torch teardown crash ("terminate called without an active exception") hits DDP jobs
+    # on gloo at interpreter exit now and then, with or without oomless: free the DDP model
+    # before the process group, and the group before the exit
+    del trainer, model
+    gc.collect()
+    if torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
 
 
 if __name__ == "__main__":

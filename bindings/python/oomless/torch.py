@@ -707,14 +707,16 @@ def relaunch_message(stop, grad_accum=None):
 def exit_for_relaunch(stop, grad_accum=None, code=RELAUNCH_EXIT_CODE, events_path=None):
     """Reports an :class:`OomStop` and exits with `code`.
 
-    Rank 0 prints :func:`relaunch_message` on stderr; every rank appends its record to
+    The first rank of each node (``$LOCAL_RANK`` 0) prints :func:`relaunch_message` on stderr,
+    since every node's ``oomless run`` must see it in its own job's output; every rank appends
+    its record to
     `events_path` (default ``$OOMLESS_RECOVERY_EVENTS`` when set) as a JSON line. In a
     distributed job the process group is destroyed and the process ends with ``os._exit`` after
     flushing the logs and standard streams: the interpreter's teardown can destroy a DDP reducer
     after its process group and abort (``std::terminate``), which would lose the status.
     """
-    rank = stop.record.get("rank", 0)
-    if rank == 0:
+    # one report per node: each node's `oomless run` reads its own torchrun's output
+    if int(os.environ.get("LOCAL_RANK", "0")) == 0:
         sys.stderr.write(relaunch_message(stop, grad_accum) + "\n")
         sys.stderr.flush()
     events_path = events_path or os.environ.get("OOMLESS_RECOVERY_EVENTS")
