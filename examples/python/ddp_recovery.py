@@ -1,10 +1,11 @@
-"""A plain PyTorch DDP loop that survives OOM in the loop (oomless.torch.TrainStep).
+r"""A plain PyTorch DDP loop that survives OOM in the loop (oomless.torch.TrainStep).
 
 One GPU per rank with NCCL when CUDA is there, else gloo on the CPU (then nothing runs out of
 memory: set OOM_ABOVE=N to inject an OOM above micro-batch N on the last rank, from step 3):
 
     PYTHONPATH=bindings/python torchrun --nproc-per-node 2 examples/python/ddp_recovery.py
-    PYTHONPATH=bindings/python OOM_ABOVE=4 torchrun --nproc-per-node 2 examples/python/ddp_recovery.py
+    PYTHONPATH=bindings/python OOM_ABOVE=4 torchrun --nproc-per-node 2 \
+        examples/python/ddp_recovery.py
 
 Under `oomless run` (which relaunches it for what the loop cannot recover, such as an OOM in
 optimizer.step) it takes the micro-batch from $OOMLESS_BATCH_SIZE and resumes from its checkpoint:
