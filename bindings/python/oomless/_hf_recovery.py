@@ -49,17 +49,17 @@ class OomRecoveryCallback(TrainerCallback):
             self.stop_agreement = _StopAgreement(ddp, self.memory, self.headroom)
         agree = self.stop_agreement
         micro, per_step = self._micro_and_step()
+        first, self._first_micro = self._first_micro, False
         ctx = contextlib.nullcontext()
         if ddp is not None:
-            if self._first_micro:
+            if first:
                 agree.agreement.broadcast_buffers(ddp)
             # every backward local (see oomless.torch): the last micro-batch's gradients are
             # averaged below, once every rank said it did not run out of memory
             ctx = ddp.no_sync()
             ddp.require_forward_param_sync = False
-        self._first_micro = False
         phase, loss = None, None
-        agree.start_micro()
+        agree.start_micro(first)
         try:
             with ctx:
                 loss = self._orig(model, inputs, *rest, **kwargs)

@@ -113,7 +113,7 @@ class OomRecovery(Callback):
             ddp.require_backward_grad_sync = False
             ddp.require_forward_param_sync = False
         self._failed_phase = None
-        self.stop_agreement.start_micro()
+        self.stop_agreement.start_micro(first)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
         ddp = self._ddp(trainer)

@@ -101,7 +101,8 @@ import torch.distributed as dist
 
 __all__ = ["TrainStep", "StepResult", "OomStop", "InexactAccumulationWarning", "CudaMemory",
            "RELAUNCH_EXIT_CODE", "is_oom", "micro_batch_sizes", "next_limit", "calibration_line",
-           "append_calibration", "split_batch", "batch_size_of", "exit_for_relaunch"]
+           "append_calibration", "split_batch", "batch_size_of", "relaunch_message",
+           "exit_for_relaunch", "rng_state", "set_rng_state"]
 
 #: The exit status of a job stopped for a relaunch at a smaller micro-batch (sysexits'
 #: EX_TEMPFAIL: "a temporary failure; retrying later may succeed").
@@ -410,6 +411,27 @@ class _Agreement:
             g.div_(world)
 
 
+def _limit_record(agreement, step, per_step_batch, failed_micro, limit, sizes, exact,
+                  failed_ranks, info, observations):
+    """The record of one agreement on a new micro-batch (its shape: the module documentation)."""
+    info = info or {}
+
+    def whole(x):
+        return None if x is None else int(round(x))
+
+    return {"event": "oom-limit", "time": round(time.time(), 3), "rank": agreement.rank,
+            "world_size": agreement.world, "step": step, "per_step_batch": per_step_batch,
+            "failed_micro_batch": failed_micro, "micro_batch": max(sizes) if limit >= 1 else 0,
+            "micro_batches": len(sizes), "exact": exact, "failed_ranks": failed_ranks,
+            "phase": info.get("phase"), "basis": info.get("basis", "agreed"),
+            "fixed_bytes": whole(info.get("fixed_bytes")),
+            "per_sample_bytes": whole(info.get("per_sample_bytes")),
+            "capacity_bytes": whole(info.get("capacity_bytes")),
+            "peak_bytes": max(observations.values()) if observations else None,
+            "largest_ok_micro_batch": max(observations) if observations else None,
+            "limit": limit}
+
+
 # ---- the training step ------------------------------------------------------------------------
 
 class StepResult:
@@ -433,6 +455,8 @@ class TrainStep:
 
     model: the module to train (a ``DistributedDataParallel`` wrapper in a DDP job; its forward
         and backward then always run under ``no_sync()`` and the gradients are averaged here).
+        Any other module in a multi-rank job: the ranks still agree on the micro-batch, and
+        the gradients are left as the module made them.
     optimizer: stepped once per :meth:`step`; its state is untouched by a failed attempt.
     micro_batch: the largest micro-batch to start with; never raised afterwards.
     min_micro_batch: the smallest micro-batch an exact (divisor) split may use; below it the
@@ -513,7 +537,7 @@ class TrainStep:
 
     def _attempt(self, batch, per_step_batch, sizes, loss_fn):
         """Runs every micro-batch; None when the step's gradients are complete on every rank,
-        else (failed_ranks, agreed_limit, local_phase, record fields)."""
+        else (failed_ranks, agreed_limit, this rank's failure info or None)."""
         self.optimizer.zero_grad(set_to_none=True)
         self.model.zero_grad(set_to_none=True)
         self._loss_sum = torch.zeros(())
@@ -525,7 +549,6 @@ class TrainStep:
             phase = self._run_micro(chunk, loss_fn, sizes[i] / float(per_step_batch), sizes[i])
             proposal, info = micro, None
             if phase is not None:
-                chunks = chunk = None
                 self.optimizer.zero_grad(set_to_none=True)
                 self.model.zero_grad(set_to_none=True)
                 capacity = self.memory.capacity() if self.memory is not None else None
@@ -542,25 +565,6 @@ class TrainStep:
             if failed:
                 return failed_ranks, limit, info
         return None
-
-    def _record(self, per_step_batch, failed_micro, limit, sizes, exact, failed_ranks, info):
-        info = info or {}
-        ok = [n for n in self.observations]
-
-        def whole(x):
-            return None if x is None else int(round(x))
-
-        return {"event": "oom-limit", "time": round(time.time(), 3),
-                "rank": self.agreement.rank, "world_size": self.agreement.world,
-                "step": self.steps, "per_step_batch": per_step_batch,
-                "failed_micro_batch": failed_micro, "micro_batch": max(sizes),
-                "micro_batches": len(sizes), "exact": exact, "failed_ranks": failed_ranks,
-                "phase": info.get("phase"), "basis": info.get("basis", "agreed"),
-                "fixed_bytes": whole(info.get("fixed_bytes")),
-                "per_sample_bytes": whole(info.get("per_sample_bytes")),
-                "capacity_bytes": whole(info.get("capacity_bytes")),
-                "peak_bytes": max(self.observations.values()) if self.observations else None,
-                "largest_ok_micro_batch": max(ok) if ok else None, "limit": limit}
 
     def plan(self, per_step_batch):
         """(sizes, exact) for a per-step batch at the current micro-batch."""
@@ -608,8 +612,9 @@ class TrainStep:
             snapshot.restore()
             self.micro_batch = limit
             new_sizes, new_exact = self.plan(per_step_batch)
-            record = self._record(per_step_batch, failed_micro, limit, new_sizes, new_exact,
-                                  failed_ranks, info)
+            record = _limit_record(self.agreement, self.steps, per_step_batch, failed_micro,
+                                   limit, new_sizes, new_exact, failed_ranks, info,
+                                   self.observations)
             self.records.append(record)
             self._emit(dict(record, event="limit"))
             if self.on_limit:
@@ -743,18 +748,19 @@ def exit_for_relaunch(stop, grad_accum=None, code=RELAUNCH_EXIT_CODE, events_pat
 
 class _StopAgreement:
     """What the framework integrations share: catch OOM in a micro-batch, exchange outcomes
-    every micro-batch, and agree on the micro-batch of the relaunch."""
+    every micro-batch, and agree on the micro-batch of the relaunch (a divisor of the per-step
+    batch, since ``oomless run`` relaunches with equal micro-batches)."""
 
-    def __init__(self, model=None, memory=None, headroom=0.1, min_micro_batch=1, group=None):
+    def __init__(self, model=None, memory=None, headroom=0.1, group=None):
         self.agreement = _Agreement(model, group)
         self.memory, self.headroom = memory, headroom
-        self.min_micro_batch = min_micro_batch
         self.observations = {}
         self.fixed = None
 
-    def start_micro(self):
+    def start_micro(self, first):
+        """Before a micro-batch; `first`: the first of an optimizer step."""
         if self.memory is not None:
-            if self.fixed is None:
+            if first or self.fixed is None:
                 self.fixed = self.memory.current()
             self.memory.reset()
 
@@ -766,7 +772,7 @@ class _StopAgreement:
 
     def decide(self, failed_phase, micro, per_step_batch, step):
         """Exchanges this rank's outcome; returns None (every rank went on) or the limit record
-        of the relaunch (micro-batch agreed by every rank)."""
+        of the relaunch (micro-batch agreed by every rank; 0 when nothing smaller is left)."""
         proposal, info = micro, {}
         if failed_phase is not None:
             capacity = self.memory.capacity() if self.memory is not None else None
@@ -778,26 +784,9 @@ class _StopAgreement:
                                                               proposal, per_step_batch)
         if not failed:
             return None
-        sizes, exact = micro_batch_sizes(per_step_batch, max(limit, 1), self.min_micro_batch)
-        if not exact:
-            # a relaunch keeps equal micro-batches: the largest divisor, however small
-            sizes, exact = micro_batch_sizes(per_step_batch, max(limit, 1), 1)
-
-        def whole(x):
-            return None if x is None else int(round(x))
-
-        return {"event": "oom-limit", "time": round(time.time(), 3),
-                "rank": self.agreement.rank, "world_size": self.agreement.world, "step": step,
-                "per_step_batch": per_step_batch, "failed_micro_batch": micro,
-                "micro_batch": max(sizes) if limit >= 1 else 0, "micro_batches": len(sizes),
-                "exact": exact, "failed_ranks": failed_ranks, "phase": info.get("phase"),
-                "basis": info.get("basis", "agreed"),
-                "fixed_bytes": whole(info.get("fixed_bytes")),
-                "per_sample_bytes": whole(info.get("per_sample_bytes")),
-                "capacity_bytes": whole(info.get("capacity_bytes")),
-                "peak_bytes": max(self.observations.values()) if self.observations else None,
-                "largest_ok_micro_batch": max(self.observations) if self.observations else None,
-                "limit": limit}
+        sizes, exact = micro_batch_sizes(per_step_batch, max(limit, 1))
+        return _limit_record(self.agreement, step, per_step_batch, micro, limit, sizes, exact,
+                             failed_ranks, info, self.observations)
 
 
 def rng_state():
