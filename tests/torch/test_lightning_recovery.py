@@ -3,6 +3,7 @@ tiny job under the real `oomless run`, the last rank running out of memory (inje
 forward. Every rank stops at that step, saves oomless-recovery.ckpt and exits 75; `oomless run`
 sees the OOM and relaunches at a smaller micro-batch with more accumulation, and the job resumes
 from the checkpoint."""
+import json
 import os
 import sys
 import unittest
@@ -43,10 +44,15 @@ class Lightning(Relaunch, unittest.TestCase):
         import torch
         from oomless._lightning_recovery import OomRecovery
         out = self.tmpdir()
+        events = os.path.join(out, "recovery.jsonl")
         rc, log = Proc(self.command(out, "single", "--oom-above", "2", "--from-step", "2",
                                     "--skip-micro", "1"), TIMEOUT, OOMLESS_BATCH_SIZE=4,
-                       OOMLESS_GRAD_ACCUM=2).wait()
+                       OOMLESS_GRAD_ACCUM=2, OOMLESS_RECOVERY_EVENTS=events).wait()
         self.assertEqual(rc, 75, log[-4000:])
+        with open(events) as f:
+            lines = [json.loads(line) for line in f]
+        self.assertEqual([(e["event"], e["micro_batch"], e["grad_accum"], e["step"])
+                          for e in lines], [("oom-stop", 2, 4, 2)])
         self.assertIn("torch.OutOfMemoryError on rank(s) [0] at step 2", log)
         doc = recovery_doc(log)
         self.assertEqual((doc["micro_batch"], doc["grad_accum"], doc["phase"], doc["basis"]),
