@@ -9,8 +9,8 @@ micro-batch would have taken. ::
 
     step = oomless.torch.TrainStep(ddp_model, optimizer, micro_batch=16)
     for inputs, labels in loader:                    # loader batches are the per-step batch
-        loss = step.step((inputs, labels),
-                         lambda m, mb: F.cross_entropy(m(mb[0]), mb[1]))
+        result = step.step((inputs, labels),
+                           lambda m, mb: F.cross_entropy(m(mb[0]), mb[1]))
 
 The idea of catching the OOM in the loop and retrying at a smaller micro-batch comes from MosaicML
 Composer's automatic microbatching (``device_train_microbatch_size="auto"``) and from
@@ -71,14 +71,16 @@ which an :class:`InexactAccumulationWarning` and an ``"inexact"`` event announce
 
 **The limit found** is passed to ``on_limit(record)`` on every rank, one dict per agreement::
 
-    {"event": "oom-limit", "time": 1767225600.1, "rank": 0, "world_size": 2, "step": 3,
+    {"event": "oom-limit", "time": 1767225600.1, "rank": 1, "world_size": 2, "step": 3,
      "per_step_batch": 12, "failed_micro_batch": 6, "micro_batch": 4, "micro_batches": 3,
-     "exact": true, "failed_ranks": [1], "phase": null,            # this rank's phase, or null
-     "basis": "measured",                                          # or "halved"
+     "exact": true, "failed_ranks": [1],
+     "phase": "backward",    # where this rank ran out of memory; null on the ranks that did not
+     "basis": "measured",    # how this rank chose: "measured" or "halved"; "agreed" if it did not
      "fixed_bytes": 104857600, "per_sample_bytes": 10485760, "capacity_bytes": 152043520,
-     "peak_bytes": 167772160, "largest_ok_micro_batch": 6}
+     "peak_bytes": 167772160, "largest_ok_micro_batch": 6,
+     "limit": 4}             # the largest micro-batch agreed on, before rounding to a divisor
 
-(byte fields are null without a measurement). :func:`calibration_line` turns a record into a line
+(byte fields are null without a measurement, and the fit is this rank's own). :func:`calibration_line` turns a record into a line
 of oomless's calibration store (the JSONL file ``oomless probe`` writes and ``oomless run`` reads)
 and :func:`append_calibration` appends it.
 
