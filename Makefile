@@ -14,7 +14,7 @@ ifneq ($(OOMLESS_WERROR),)
 CMAKE_ARGS += -DOOMLESS_WERROR=ON
 endif
 
-.PHONY: all deps configure demo check install clean check-sanitize check-valgrind fuzz bench format venv check-trace bench-trace \
+.PHONY: all deps configure demo check install clean check-sanitize check-valgrind fuzz bench format venv check-trace check-torch bench-trace bench-recovery \
         web web-serve check-web
 
 all: configure
@@ -82,6 +82,17 @@ check-trace: all venv
 	cmake -S . -B $(BUILD) >/dev/null   # registers the trace tests now that the venv exists
 	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -L trace -j $(JOBS)
+
+# The OOM-recovery suite (oomless.torch, oomless.hf, oomless.lightning): two gloo ranks under
+# torchrun, two torchrun "nodes", and tiny HF Trainer and Lightning jobs under `oomless run`.
+check-torch: all venv
+	cmake -S . -B $(BUILD) >/dev/null   # registers the torch tests now that the venv exists
+	cmake --build $(BUILD) -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -L torch -j $(JOBS)
+
+# Time lost to one OOM: in-loop recovery against a relaunch (bench/recovery/README.md).
+bench-recovery: all venv
+	$(VENV)/bin/python bench/recovery/run.py --bin $(BUILD)/oomless
 
 # The whole trace matrix (a benchmark: minutes), written to bench/trace/RESULTS.md.
 bench-trace: all venv

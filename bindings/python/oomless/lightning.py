@@ -47,3 +47,27 @@ def trainer_kwargs(doc):
 def dataloader_kwargs(doc):
     """Keyword arguments for ``torch.utils.data.DataLoader``: the per-GPU micro-batch size."""
     return {"batch_size": int(_plan(doc)["batch_size"])}
+
+
+# ---- out-of-memory recovery -------------------------------------------------------------------
+
+def __getattr__(name):
+    # lightning and torch are imported on first use: the plan helpers above need neither
+    if name in ("OomRecovery", "CHECKPOINT_NAME"):
+        from . import _lightning_recovery
+        return getattr(_lightning_recovery, name)
+    raise AttributeError(name)
+
+
+def fit(trainer, model, exit=True, ckpt_path="auto", **fit_kwargs):
+    """Runs ``trainer.fit(model, **fit_kwargs)`` for a job under ``oomless run``.
+
+    With an :class:`OomRecovery` callback in the trainer: resumes from its checkpoint when one
+    exists (unless `ckpt_path` is given), and when the ranks stopped on an OOM, reports it
+    (``torch.OutOfMemoryError``, the step, an ``OOMLESS_RECOVERY {json}`` line) and exits with
+    status 75 (:data:`oomless.torch.RELAUNCH_EXIT_CODE`) so that ``oomless run`` relaunches
+    every rank at a smaller ``{batch}``; with `exit` False the
+    :class:`oomless.torch.OomStop` is re-raised instead.
+    """
+    from ._lightning_recovery import fit as _fit
+    return _fit(trainer, model, exit=exit, ckpt_path=ckpt_path, **fit_kwargs)

@@ -1,0 +1,81 @@
+"""What the torch tests share: the interpreter, bounded subprocesses, free ports, the CLI."""
+import os
+import signal
+import socket
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SRC = os.environ.get("OOMLESS_SRC") or os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(SRC, "bindings", "python"))
+
+try:
+    import torch  # noqa: F401
+    TORCH_REASON = None
+except ImportError as exc:  # reported as a skip with the reason
+    TORCH_REASON = "torch is not installed for %s (%s); run `make venv`" % (sys.executable, exc)
+
+
+def missing(module):
+    """None when `module` imports, else the reason to skip."""
+    if TORCH_REASON:
+        return TORCH_REASON
+    try:
+        __import__(module)
+        return None
+    except ImportError as exc:
+        return "%s is not installed for %s (%s); run `make venv`" % (module, sys.executable, exc)
+
+
+def free_port():
+    """A TCP port nobody listens on now (bound then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def oomless_bin():
+    """The CLI: $OOMLESS_BIN (ctest sets it) or the source tree's build/oomless; None."""
+    path = os.environ.get("OOMLESS_BIN") or os.path.join(SRC, "build", "oomless")
+    return path if os.access(path, os.X_OK) else None
+
+
+def torchrun(*args):
+    """torchrun as this interpreter's module (the venv's torch)."""
+    return [sys.executable, "-m", "torch.distributed.run"] + [str(a) for a in args]
+
+
+def env(**extra):
+    e = dict(os.environ)
+    e.setdefault("OOMLESS_SRC", SRC)
+    e["PYTHONDONTWRITEBYTECODE"] = "1"
+    e["OMP_NUM_THREADS"] = "1"
+    # quiet and offline: nothing in these tests downloads anything
+    e.update({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_VERBOSITY": "error", "TOKENIZERS_PARALLELISM":
+              "false", "OOMLESS_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1"})
+    e.update({k: str(v) for k, v in extra.items()})
+    return e
+
+
+class Proc:
+    """A process in its own session, killed with all its children when it outlives `timeout`."""
+
+    def __init__(self, cmd, timeout, **env_extra):
+        self.cmd, self.timeout = cmd, timeout
+        self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  env=env(**env_extra), start_new_session=True, text=True)
+
+    def wait(self):
+        """(returncode, output); raises AssertionError naming the command on a timeout."""
+        try:
+            out, _ = self.p.communicate(timeout=self.timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.p.pid, signal.SIGKILL)
+            out, _ = self.p.communicate()
+            raise AssertionError("timed out after %d s (killed): %s\n%s"
+                                 % (self.timeout, " ".join(self.cmd), out[-4000:]))
+        return self.p.returncode, out
+
+
+def run(cmd, timeout, **env_extra):
+    return Proc(cmd, timeout, **env_extra).wait()
