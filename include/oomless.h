@@ -1104,6 +1104,9 @@ typedef struct oom_job_event {
     int by_job;          /**< STOP: 1 when the job was stopped (by its terminal or another
                               process), 0 when the caller's relayed SIGTSTP stopped it */
     double duration_s;   /**< EXIT/OOM: how long the launch ran */
+    const char *rank;    /**< OOM: the failed rank(s) as the job reported them ("1", "0,3" from
+                              torchrun's "[rankN]:" prefix or an OOMLESS_RECOVERY line), or NULL */
+    const char *reason;  /**< OOM: the line that reported the out-of-memory error, or NULL */
 } oom_job_event;
 
 typedef void (*oom_job_event_fn)(const oom_job_event *event, void *user);

@@ -74,11 +74,14 @@ struct oomi_scanline {
     int continued; /* this window is not the start of its line */
     int in_frames; /* inside a traceback's frames (after "Traceback ...", before its message) */
     int before;    /* the last error before this traceback began */
+    char tag[32];  /* this line's "[rank3]:" tag without brackets ("rank3"), or "" */
 };
 typedef struct oomi_oomscan {
     const oom_patterns *patterns;
     struct oomi_scanline s[2];
     int last; /* the last error seen: none, OOM, another */
+    char oom_rank[32];    /* the rank of the last OOM line ("1" from "[rank1]:"), or "" */
+    char oom_line[200];   /* the last OOM line, without its tag */
 } oomi_oomscan;
 void oomi_oomscan_init(oomi_oomscan *sc, const oom_patterns *patterns);
 void oomi_oomscan_feed(oomi_oomscan *sc, int stream, const char *b, size_t n);
@@ -116,6 +119,7 @@ typedef struct oomi_launch {
     const volatile sig_atomic_t *stop;
     const oom_job_relay *relay; /* NULL: none */
     int foreground;             /* give the job the caller's terminal while it runs */
+    const char *events_path;    /* run --events: exported as OOMLESS_RECOVERY_EVENTS, or NULL */
     oom_job_event_fn on_event;
     void *user;
     /* out */
@@ -127,6 +131,9 @@ typedef struct oomi_launch {
     uint64_t peak_bytes;
     double duration_s;
     long step;
+    int recovery_batch;    /* the micro-batch an OOMLESS_RECOVERY line agreed on, 0 when none */
+    char oom_rank[64];     /* OOM: the failed rank(s), "" when not known */
+    char oom_reason[200];  /* OOM: the line that said so */
     char message[256]; /* exec failure text */
 } oomi_launch;
 

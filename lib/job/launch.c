@@ -7,6 +7,8 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <json-c/json.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -97,6 +99,8 @@ static char **build_env(const oomi_launch *l)
     ours[no++] = oomi_asprintf("OOMLESS_ATTEMPT=%d", l->attempt);
     if (l->seq > 0)
         ours[no++] = oomi_asprintf("OOMLESS_SEQ_LEN=%d", l->seq);
+    if (l->events_path) /* where oomless.torch/hf/lightning add their oom-stop records */
+        ours[no++] = oomi_asprintf("OOMLESS_RECOVERY_EVENTS=%s", l->events_path);
     if (!has_unbuf)
         ours[no++] = oomi_strdup("PYTHONUNBUFFERED=1");
     for (i = 0; i < no; i++)
@@ -182,6 +186,10 @@ static void send_event(const oomi_launch *l, oom_job_event_kind kind, int sig, i
     ev.signal = sig;
     ev.by_job = by_job;
     ev.duration_s = l->duration_s;
+    if (kind == OOM_EVENT_OOM) {
+        ev.rank = l->oom_rank[0] ? l->oom_rank : NULL;
+        ev.reason = l->oom_reason[0] ? l->oom_reason : NULL;
+    }
     l->on_event(&ev, l->user);
 }
 
@@ -198,6 +206,47 @@ int oomi_fail_tty_wait(const oomi_launch *l)
                      "it in the foreground, or give the job its input from a file (< FILE)",
                      l->tty_wait == SIGTTIN ? "input" : "output or settings",
                      l->tty_wait == SIGTTIN ? "SIGTTIN" : "SIGTTOU");
+}
+
+/* "OOMLESS_RECOVERY {json}" (after a "[rank0]: " tag or not): what the ranks of a job running
+ * oomless.torch/hf/lightning agreed on after an out-of-memory error (bindings/python/oomless/
+ * torch.py, relaunch_message): "micro_batch" and "failed_ranks". The last wins. */
+static void parse_recovery(oomi_launch *l, const char *s, size_t n)
+{
+    static const char key[] = "OOMLESS_RECOVERY ";
+    const char *at = NULL;
+    json_object *doc, *v;
+    char *text;
+    size_t i;
+    for (i = 0; !at && i + sizeof(key) - 1 <= n; i++)
+        if (!memcmp(s + i, key, sizeof(key) - 1))
+            at = s + i;
+    if (!at)
+        return;
+    at += sizeof(key) - 1;
+    if (!(text = oomi_strndup(at, n - (size_t)(at - s))))
+        return;
+    doc = json_tokener_parse(text);
+    oomi_free(text);
+    if (!doc)
+        return;
+    if (json_object_object_get_ex(doc, "micro_batch", &v) && json_object_is_type(v, json_type_int) &&
+        json_object_get_int64(v) >= 1 && json_object_get_int64(v) <= INT_MAX)
+        l->recovery_batch = (int)json_object_get_int64(v);
+    if (json_object_object_get_ex(doc, "failed_ranks", &v)) {
+        size_t used = 0;
+        l->oom_rank[0] = '\0';
+        if (json_object_is_type(v, json_type_array))
+            for (i = 0; i < json_object_array_length(v) && used + 12 < sizeof(l->oom_rank); i++)
+                used += (size_t)oomi_snprintf(l->oom_rank + used, sizeof(l->oom_rank) - used,
+                                              "%s%lld", i ? "," : "",
+                                              (long long)json_object_get_int64(
+                                                  json_object_array_get_idx(v, i)));
+        else if (json_object_is_type(v, json_type_int))
+            oomi_snprintf(l->oom_rank, sizeof(l->oom_rank), "%lld",
+                          (long long)json_object_get_int64(v));
+    }
+    json_object_put(doc);
 }
 
 /* "step 12", "Step 12/100", "global_step=12", "step: 12" (case-insensitive): the last wins. */
@@ -228,6 +277,7 @@ static void take_output(struct watch *w, struct stream *s, const char *b, size_t
     for (i = 0; i < n; i++) {
         if (b[i] == '\n' || s->linelen == sizeof(s->line)) {
             parse_step(w->l, s->line, s->linelen);
+            parse_recovery(w->l, s->line, s->linelen);
             s->linelen = 0;
         }
         if (b[i] != '\n')
@@ -256,6 +306,7 @@ static size_t pump(struct watch *w, struct stream *s)
         close(s->fd);
         s->fd = -1;
         parse_step(w->l, s->line, s->linelen);
+        parse_recovery(w->l, s->line, s->linelen);
         s->linelen = 0;
     }
     return total;
@@ -586,6 +637,8 @@ int oomi_launch_run(oomi_launch *l)
     l->peak_bytes = OOM_UNKNOWN;
     l->duration_s = 0;
     l->step = -1;
+    l->recovery_batch = 0;
+    l->oom_rank[0] = l->oom_reason[0] = '\0';
     l->message[0] = '\0';
     if (!(argv = build_argv(l)) || !(envp = build_env(l)) || !(w = oomi_calloc(1, sizeof(*w)))) {
         err = oomi_nomem();
@@ -619,6 +672,14 @@ int oomi_launch_run(oomi_launch *l)
     finish_streams(w);
     l->oom =
         !l->timed_out && !l->stop_signal && l->exit_code != 0 && oomi_oomscan_verdict(&w->scan);
+    if (!l->timed_out && !l->stop_signal && l->exit_code != 0 && l->recovery_batch > 0)
+        l->oom = 1; /* every rank stopped for a relaunch at an agreed micro-batch (exit 75, or
+                       1 under torchrun): an out-of-memory error, whatever the text said */
+    if (l->oom) {
+        if (!l->oom_rank[0])
+            oomi_snprintf(l->oom_rank, sizeof(l->oom_rank), "%s", w->scan.oom_rank);
+        oomi_snprintf(l->oom_reason, sizeof(l->oom_reason), "%s", w->scan.oom_line);
+    }
     oomi_launch_event(l, l->oom ? OOM_EVENT_OOM : OOM_EVENT_EXIT);
     err = OOM_OK;
 done:

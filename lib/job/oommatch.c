@@ -200,7 +200,11 @@ static void classify(oomi_oomscan *sc, struct oomi_scanline *st, const char *s, 
     int at_start = !continued;
     size_t name;
     if (at_start) {
-        size_t skip = tag_prefix(s, n);
+        size_t skip = tag_prefix(s, n), t = 0;
+        if (skip > 0) /* "[rank3]: " -> "rank3" */
+            for (t = 0; t + 1 < sizeof(st->tag) && 1 + t < skip && s[1 + t] != ']'; t++)
+                st->tag[t] = s[1 + t];
+        st->tag[t] = '\0';
         s += skip;
         n -= skip;
     }
@@ -218,8 +222,18 @@ static void classify(oomi_oomscan *sc, struct oomi_scanline *st, const char *s, 
         if ((name = exception_name(s, n)) > 0 && wrapper_error(s, name))
             sc->last = st->before; /* a child's failure reported: the child's error stands */
     }
-    if (oom_patterns_find(sc->patterns, s, n))
+    if (oom_patterns_find(sc->patterns, s, n)) {
+        size_t k = n < sizeof(sc->oom_line) - 1 ? n : sizeof(sc->oom_line) - 1;
+        const char *digits = st->tag;
         sc->last = ERR_OOM;
+        while (*digits && !isdigit((unsigned char)*digits))
+            digits++; /* "rank3", "default3": the number */
+        oomi_snprintf(sc->oom_rank, sizeof(sc->oom_rank), "%s", digits);
+        memcpy(sc->oom_line, s, k);
+        sc->oom_line[k] = '\0';
+        while (k > 0 && (sc->oom_line[k - 1] == '\r' || sc->oom_line[k - 1] == ' '))
+            sc->oom_line[--k] = '\0';
+    }
     else if (at_start && fatal_line(s, n))
         sc->last = ERR_OTHER;
 }

@@ -52,6 +52,10 @@ static void write_event(struct run_ctx *c, const oom_job_event *ev)
     }
     if (ev->kind == OOM_EVENT_RESTART || ended)
         json_object_object_add(o, "step", ev->step >= 0 ? json_object_new_int64(ev->step) : NULL);
+    if (ev->kind == OOM_EVENT_OOM) { /* which rank ran out of memory, and the line that said so */
+        json_object_object_add(o, "rank", ev->rank ? json_object_new_string(ev->rank) : NULL);
+        json_object_object_add(o, "reason", ev->reason ? json_object_new_string(ev->reason) : NULL);
+    }
     if (ev->kind == OOM_EVENT_SIGNAL || ev->kind == OOM_EVENT_KILL || ev->kind == OOM_EVENT_STOP ||
         ev->kind == OOM_EVENT_CONTINUE)
         json_object_object_add(o, "signal", json_object_new_int(ev->signal));
@@ -145,6 +149,7 @@ static void init_launch(oomi_launch *l, const oom_job *job, const oom_run_option
     l->stop = o->stop;
     l->relay = o->relay;
     l->foreground = o->foreground;
+    l->events_path = o->events_path;
     l->on_event = on_event;
     l->user = c;
 }
@@ -159,7 +164,10 @@ static int plan_restart(oomi_launch *l, oom_run_result *r, const oom_run_options
                          "the job ran out of memory at batch %d after %d restart(s) "
                          "(--max-restarts %d)",
                          l->batch, r->restarts, max_restarts);
-    if (!(next = next_smaller(l->batch, r->effective, floor)))
+    next = l->recovery_batch; /* the ranks' agreed micro-batch (oomless.torch), when it fits */
+    if (next < floor || next >= l->batch || r->effective % next != 0)
+        next = next_smaller(l->batch, r->effective, floor);
+    if (!next)
         return oomi_fail(OOM_ENOFIT,
                          "the job does not fit: it ran out of memory at batch %d and no smaller "
                          "batch >= %d divides the effective batch %ld",

@@ -163,6 +163,45 @@ for how in --fork-child --fork-child-setsid; do
     expect_eq "$(left)" 0 "$how: the outliving child is gone"
 done
 
+# torchrun: the rank that ran out of memory and the line that said so are in the events log
+cat >"$TMP/rankjob.sh" <<'SH'
+if [ "$1" -gt 2 ]; then
+    echo "[rank1]: Traceback (most recent call last):" >&2
+    echo "[rank1]:   File \"train.py\", line 9, in <module>" >&2
+    echo "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB" >&2
+    echo "[rank0]: [W1125 torch/distributed] rank 0 exits: peer 1 failed" >&2
+    exit 1
+fi
+SH
+oom run --batch-size 4 --events "$TMP/rank.jsonl" -- sh "$TMP/rankjob.sh" '{batch}'
+expect_rc 0 "torchrun-style OOM on rank 1 recovered"
+expect_eq "$(jq -r 'select(.event == "oom") | .rank' "$TMP/rank.jsonl")" "1" "events: the failed rank"
+expect_contains "$(jq -r 'select(.event == "oom") | .reason' "$TMP/rank.jsonl")" \
+    "torch.OutOfMemoryError: CUDA out of memory" "events: why"
+
+# oomless.torch / hf / lightning stopped every rank at an agreed micro-batch: exit 75 and an
+# OOMLESS_RECOVERY line (no OOM text) relaunch at that micro-batch, not the next divisor
+cat >"$TMP/agreed.sh" <<'SH'
+echo "$OOMLESS_RECOVERY_EVENTS" >"$2"
+if [ "$1" -gt 2 ]; then
+    echo 'OOMLESS_RECOVERY {"failed_ranks": [1, 3], "micro_batch": 2, "step": 5}' >&2
+    exit 75
+fi
+SH
+oom run --batch-size 8 --events "$TMP/agreed.jsonl" -- sh "$TMP/agreed.sh" '{batch}' "$TMP/env.txt"
+expect_rc 0 "agreed micro-batch"
+expect_eq "$(jq -r 'select(.event == "restart") | .batch' "$TMP/agreed.jsonl")" "2" \
+    "relaunched at the agreed 2 (not 4)"
+expect_eq "$(jq -r 'select(.event == "restart") | .grad_accum' "$TMP/agreed.jsonl")" "4" \
+    "effective batch kept"
+expect_eq "$(jq -r 'select(.event == "oom") | .rank' "$TMP/agreed.jsonl")" "1,3" "failed ranks"
+expect_eq "$(cat "$TMP/env.txt")" "$TMP/agreed.jsonl" "OOMLESS_RECOVERY_EVENTS exported"
+# an agreed micro-batch that does not divide the effective batch falls back to the next divisor
+sed 's/"micro_batch": 2/"micro_batch": 3/' "$TMP/agreed.sh" >"$TMP/agreed3.sh"
+oom run --batch-size 8 --events "$TMP/agreed3.jsonl" -- sh "$TMP/agreed3.sh" '{batch}' "$TMP/env.txt"
+expect_eq "$(jq -r 'select(.event == "restart") | .batch' "$TMP/agreed3.jsonl" | head -1)" "4" \
+    "a non-divisor is not taken"
+
 oom run --help
 expect_rc 0 "help"
 expect_contains "$OUT" "--target-effective-batch" "help text"
