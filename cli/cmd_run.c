@@ -385,6 +385,34 @@ static int finish(const struct run_args *a, int err, const oom_run_result *r)
     return rc;
 }
 
+/* After a relaunch that then ran: the batch that ran is the limit on this GPU for this command,
+ * saved as a calibration record (keyed as probe's: GPU name, command template, workload) so that
+ * the next run or plan of it starts there (its max_batch caps what the record's line allows). */
+static void save_limit(struct run_args *a, char **cmd, const oom_run_result *r)
+{
+    oom_calibration rec = {0};
+    char name[96];
+    int err;
+
+    if (r->restarts < 1 || r->oom || r->exit_code != 0 || r->batch < 1 ||
+        (a->calibration && !strcmp(a->calibration, "off")) || gpu_name(name, sizeof(name)))
+        return;
+    rec.gpu = name;
+    rec.workload = (char *)(a->workload ? a->workload : "");
+    rec.fit.valid = 1; /* the peak measured at the batch that ran, taken as fixed: conservative */
+    rec.fit.fixed_bytes = r->peak_bytes != OOM_UNKNOWN ? (double)r->peak_bytes : 0;
+    rec.recommended_batch = r->batch;
+    rec.max_batch = r->batch;
+    rec.time = (double)time(NULL);
+    if ((err = oom_calibration_command_key(&rec.command, (const char *const *)cmd)) ||
+        (err = oom_calibration_save(a->calibration, &rec)))
+        fprintf(stderr, "oomless run: the limit found (batch %d) was not saved: %s\n", r->batch,
+                oom_last_message());
+    else
+        cli_notice("batch %d saved as this command's limit on %s", r->batch, name);
+    oom_free(rec.command);
+}
+
 int cmd_run(int argc, char **argv)
 {
     struct run_args a;
@@ -414,5 +442,7 @@ int cmd_run(int argc, char **argv)
     oom_patterns_free(patterns);
     if (err == OOM_EINVAL)
         return cli_fail("run", err);
+    if (!err)
+        save_limit(&a, cmd, &r);
     return finish(&a, err, &r);
 }

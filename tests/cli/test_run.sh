@@ -32,6 +32,16 @@ expect_eq "$(cat "$TMP/ckpt")" 6 "finished all steps"
 expect_eq "$(jq -r .event "$TMP/ev.jsonl" | tr '\n' ' ')" "launch oom restart launch exit " "events"
 expect_eq "$(jq -r 'select(.event == "restart") | "\(.batch) \(.grad_accum) \(.previous_batch) \(.previous_grad_accum) \(.attempt)"' "$TMP/ev.jsonl")" \
     "16 4 32 2 2" "restart event"
+# the limit found is saved (keyed as probe's records) and the next run without a batch starts there
+expect_contains "$ERR" "batch 16 saved as this command's limit" "limit saved"
+expect_eq "$(jq -r 'select(.max_batch == 16) | .gpu' "$TMP/cache/oomless/calibration.jsonl")" \
+    "NVIDIA A100-SXM4-80GB" "limit record: GPU and max_batch"
+rm -f "$TMP/ckpt" # the same command (the record's key), from its start
+oom run --target-effective-batch 64 -- "${JOB[@]}" --steps 6 \
+    --fixed 1G --per-sample 150M --spike-step 6 --spike-factor 1.5 --checkpoint "$TMP/ckpt" \
+    --marker "$MARK"
+expect_rc 0 "run from the saved limit"
+expect_contains "$ERR" "batch 16 from the calibration record" "the next run starts at the limit"
 expect_eq "$(jq -r 'select(.event == "exit") | "\(.exit_code) \(.peak_bytes) \(.batch)"' "$TMP/ev.jsonl")" \
     "0 $(((1024 + 16 * 150) * 3 / 2 * 1048576)) 16" "exit event with the spike peak"
 expect_eq "$(jq -r 'select(.event == "oom") | .exit_code' "$TMP/ev.jsonl")" 1 "oom event"
