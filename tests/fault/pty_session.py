@@ -19,7 +19,7 @@ import signal
 import sys
 import time
 
-TIMEOUT = 20.0
+TIMEOUT = 60.0  # generous: a sanitizer build on a loaded 2-core machine starts slowly
 
 
 def mini_shell(argv, report_w, command_r, foreground):

@@ -11,7 +11,7 @@ unset CUDA_VISIBLE_DEVICES OOMLESS_GPU GPU_PROFILE OOMLESS_BATCH_SIZE
 PTY="$OOMLESS_SRC/tests/fault/pty_session.py"
 
 for scenario in input ctrl-z background-input relay; do
-    expect_eq "$(timeout 60 python3 "$PTY" "$scenario" "$OOMLESS_BIN" 2>&1)" ok "$scenario"
+    expect_eq "$(timeout 300 python3 "$PTY" "$scenario" "$OOMLESS_BIN" 2>&1)" ok "$scenario"
 done
 
 # no terminal at all (a new session): a job stopped by SIGTTIN would wait forever
