@@ -20,7 +20,7 @@
 
 extern char **environ;
 
-#define LINE_MAX_ 256
+#define LINE_MAX_ 4096 /* an OOMLESS_RECOVERY line (a JSON document) fits whole */
 #define KNOWN_MAX 256
 
 char *oomi_expand_arg(const char *t, int batch, int accum, int seq, int attempt)

@@ -78,7 +78,14 @@ class Relaunch:
             rc, log = proc.wait()
             logs.append(log)
             self.assertEqual(rc, 0, log[-6000:])
-            evs = events(ev)
+            every = events(ev)
+            # the ranks' own records (OOMLESS_RECOVERY_EVENTS is the --events path): one per
+            # rank of this node's torchrun, each with the agreed micro-batch
+            stops = [e for e in every if e["event"] == "oom-stop"]
+            evs = [e for e in every if e["event"] != "oom-stop"]
+            self.assertEqual(len(stops), 1 if launcher == "single" else
+                             (1 if launcher == "nodes" else 2), stops)
+            self.assertTrue(all(e["micro_batch"] == 2 for e in stops), stops)
             self.assertEqual([(e["event"], e["batch"], e["grad_accum"]) for e in evs],
                              [("launch", 4, 2), ("oom", 4, 2), ("restart", 2, 4),
                               ("launch", 2, 4), ("exit", 2, 4)])
@@ -93,4 +100,7 @@ class Relaunch:
                               doc["step"], doc["failed_ranks"], doc["world_size"]),
                              (2, 4, 4, from_step, [world - 1], world))
             self.assertTrue(os.path.exists(doc["checkpoint"]), doc["checkpoint"])
+            # the events log names the failed rank (from the recovery line) and the OOM's line
+            self.assertEqual(evs[1].get("rank"), str(world - 1))
+            self.assertIn("OutOfMemoryError", evs[1].get("reason") or "")
         return torch.load(os.path.join(out, "final.pt")), recovery_doc(logs[0]), logs[0]
