@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Pins the estimator's activation coefficients on the tracer.
 
-    build/venv/bin/python bench/trace/fit_coefficients.py [--family llama|gemma2|gpt2|falcon|bert]
+    build/venv/bin/python bench/trace/fit_coefficients.py [--family llama|gemma2|gemma3_text|gpt2|falcon|bert]
 
 For one block family, small configs are traced that vary one dimension at a time (hidden size,
 MLP width, query heads, key/value heads, head size) at 1 and 2 layers. The bytes the forward
@@ -93,6 +93,13 @@ FAMILIES = {
                                     "final_logit_softcapping": None}),
                "base": (256, 512, 4, 2, 64), "targets": "q_proj,v_proj", "ntargets": 2,
                "tied": False, "attention": "eager"},
+    "gemma3_text": {"make": _llama_like("gemma3_text", "Gemma3ForCausalLM",
+                                        {"hidden_activation": "gelu_pytorch_tanh",
+                                         "query_pre_attn_scalar": 64, "sliding_window": 512,
+                                         "attn_logit_softcapping": None,
+                                         "final_logit_softcapping": None}),
+                    "base": (256, 512, 4, 2, 64), "targets": "q_proj,v_proj", "ntargets": 2,
+                    "tied": False, "attention": "sdpa", "qk_norm": True},
     "gpt2": {"make": _gpt2, "base": (256, 1024, 4, None, None), "targets": "c_attn",
              "ntargets": 1, "tied": True, "attention": "sdpa"},
     "bert": {"make": _bert, "base": (256, 1024, 4, None, None), "targets": "query,value",
@@ -248,11 +255,16 @@ def fit(fam):
         # frozen: what full saves and LoRA does not, after LoRA's own tensors
         lora = np.array([f.quad(s, "lora", precision, att)[0] for s in cfgs])
         target = y - (lora - np.array([lora_own(fam, s) for s in cfgs]))
-        fcols = [i for i, n in enumerate(names) if n in ("h", "q", "f")]
+        # per-head q/k norms (Gemma 3) keep a kv-wide part for the frozen base too: it goes to
+        # the estimator's frozen qk_norm (per element of q and kv widths), q keeps the rest
+        qk = spec.get("qk_norm", False)
+        fcols = [i for i, n in enumerate(names) if n in (("h", "q", "kv", "f") if qk else
+                                                         ("h", "q", "f"))]
         fz, fresid = lstsq(A[:, fcols], target)
         fzd = dict(zip([names[i] for i in fcols], fz))
-        res["frozen"] = {"h": r2(fzd.get("h", 0)), "q": r2(fzd.get("q", 0)),
-                         "f": r2(fzd.get("f", 0)), "qk_norm": 0}
+        fkv = fzd.get("kv", 0.0)
+        res["frozen"] = {"h": r2(fzd.get("h", 0)), "q": r2(fzd.get("q", 0) - fkv),
+                         "f": r2(fzd.get("f", 0)), "qk_norm": r2(fkv)}
         res["max_residual_bytes_per_token"] = {"main": r2(resid), "eager": r2(dresid),
                                                "frozen": r2(fresid)}
         out[regime] = res

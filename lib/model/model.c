@@ -142,7 +142,8 @@ static int count_llama(oomi_model *m, const cfg_ctx *c)
     long h = m->hidden, L = m->layers, qd = m->heads * m->head_dim, kvd = m->kv_heads * m->head_dim;
     bool qkv_bias = !strcmp(m->family, "qwen2") || get_bool(c, "attention_bias", false);
     bool phi3 = !strcmp(m->family, "phi3");
-    long norms = !strcmp(m->family, "gemma2") ? 4 : 2;
+    /* Gemma 2 and 3: a norm before and after attention and MLP */
+    long norms = !strcmp(m->family, "gemma2") || !strcmp(m->family, "gemma3_text") ? 4 : 2;
     uint64_t attn, mlp = 0, router = 0, n;
 
     if (phi3) {
@@ -164,7 +165,8 @@ static int count_llama(oomi_model *m, const cfg_ctx *c)
               mat(m, "down_proj", m->ffn, h, L, false);
     }
     n = (uint64_t)norms * vec(m, h, L * norms);
-    if (!strcmp(m->family, "qwen3")) { /* q_norm and k_norm: one weight of head_dim each */
+    if (!strcmp(m->family, "qwen3") || !strcmp(m->family, "gemma3_text")) {
+        /* q_norm and k_norm: one weight of head_dim each */
         m->qk_norm = true;
         n += 2 * vec(m, m->head_dim, L * 2);
     }
@@ -295,6 +297,7 @@ static const struct family {
 } families[] = {
     {"llama", OOMI_BLOCK_LLAMA},     {"mistral", OOMI_BLOCK_LLAMA}, {"qwen2", OOMI_BLOCK_LLAMA},
     {"gemma", OOMI_BLOCK_LLAMA},     {"gemma2", OOMI_BLOCK_LLAMA},  {"phi3", OOMI_BLOCK_LLAMA},
+    {"gemma3_text", OOMI_BLOCK_LLAMA},
     {"mixtral", OOMI_BLOCK_LLAMA},   {"qwen3", OOMI_BLOCK_LLAMA},   {"gpt2", OOMI_BLOCK_GPT},      {"gpt_neox", OOMI_BLOCK_GPT},
     {"gpt_bigcode", OOMI_BLOCK_GPT}, {"bloom", OOMI_BLOCK_GPT},     {"opt", OOMI_BLOCK_GPT},
     {"falcon", OOMI_BLOCK_GPT},      {"bert", OOMI_BLOCK_BERT},     {"roberta", OOMI_BLOCK_BERT},
@@ -423,7 +426,7 @@ int oomi_model_parse(oomi_model **out, json_object *cfg, const char *name, const
         return oomi_fail(
             OOM_EUNSUPPORTED,
             "model config '%s': model_type '%s' is not supported (supported: llama, "
-            "mistral, qwen2, gemma, gemma2, phi3, mixtral, gpt2, gpt_neox, gpt_bigcode, "
+            "mistral, qwen2, gemma, gemma2, gemma3_text, phi3, mixtral, gpt2, gpt_neox, gpt_bigcode, "
             "bloom, opt, falcon, bert, roberta, t5, mt5)",
             path, type);
     if (!(m = oomi_calloc(1, sizeof(*m))) || !(m->name = oomi_strdup(name)) ||

@@ -98,6 +98,13 @@ static void test_exact_counts(void **state)
     assert_int_equal(mi.params, 8190735360ULL);
     assert_int_equal(mi.params - 2ULL * 151936 * 4096, 6946075648ULL);
     oom_workload_free(w);
+    /* Gemma 3 1B (gemma3_text: four norms per layer, q/k norms, tied): keras-hub's gemma3_1b
+     * preset publishes 999,885,952 parameters */
+    w = W("model=gemma-3-1b");
+    assert_int_equal(oom_workload_model(&mi, w), OOM_OK);
+    assert_int_equal(mi.params, 999885952ULL);
+    assert_string_equal(mi.family, "gemma3_text");
+    oom_workload_free(w);
 }
 
 /* KV cache bytes per token in 16-bit: 2 * layers * kv_heads * head_dim * 2 */
