@@ -59,7 +59,6 @@ struct watch_opts {
     struct cli_budget budget;
 };
 
-
 static void on_signal(int sig)
 {
     watch_stop_signal = sig;
@@ -79,8 +78,6 @@ static void install_signals(void)
     sa.sa_handler = SIG_IGN;
     sigaction(SIGXFSZ, &sa, NULL);
 }
-
-
 
 /* ---- options ------------------------------------------------------------------------------- */
 
@@ -211,9 +208,6 @@ static int close_log(struct watch_ctx *w, int rc)
 
 /* ---- sampling ------------------------------------------------------------------------------ */
 
-
-
-
 /* Sleeps until `deadline` (monotonic) or a signal. */
 static void sleep_until(double deadline)
 {
@@ -306,7 +300,6 @@ static void print_gpu(const oom_watch_gpu *wg)
     for (i = 0; i < wg->process_count; i++)
         print_process(&wg->processes[i]);
 }
-
 
 static void print_events(const struct watch_ctx *w, size_t n)
 {

@@ -121,13 +121,13 @@ def one(args):
 
 
 def run(binary, subset, jobs=1, archs=None):
-    todo = [(binary, c) for c in cells(subset) if not archs or c["model"] in archs]
+    jobs_list = [(binary, c) for c in cells(subset) if not archs or c["model"] in archs]
     if jobs <= 1:
-        return [one(t) for t in todo]
+        return [one(t) for t in jobs_list]
     # fresh interpreters (spawn), one cell at a time each, the table kept in matrix order
     import multiprocessing
     with multiprocessing.get_context("spawn").Pool(jobs, maxtasksperchild=8) as pool:
-        return pool.map(one, todo, chunksize=1)
+        return pool.map(one, jobs_list, chunksize=1)
 
 
 def gib(b):

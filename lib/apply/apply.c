@@ -265,7 +265,7 @@ static bool looks_json(const char *name, const char *text)
 /* the value of every assignment, then every edit on the text and a read-back of each */
 static int edit_file(oom_apply *a, struct file *f, unsigned flags)
 {
-    oomi_edit *todo;
+    oomi_edit *wanted;
     oomi_doc doc = {false, f->name, a->document};
     size_t i, n = 0;
     int err = OOM_OK;
@@ -293,14 +293,14 @@ static int edit_file(oom_apply *a, struct file *f, unsigned flags)
                              a->as[i].spec, a->as[i].key);
         e->has_val = true;
     }
-    if (!(todo = oomi_calloc(a->nas ? a->nas : 1, sizeof(*todo))))
+    if (!(wanted = oomi_calloc(a->nas ? a->nas : 1, sizeof(*wanted))))
         return oomi_nomem();
     for (i = 0; i < f->nedits; i++)
         if (f->edits[i].has_val)
-            todo[n++] =
+            wanted[n++] =
                 (oomi_edit){f->edits[i].key, &f->edits[i].val, a->as[i].optional, &f->edits[i].res};
-    err = oomi_edit_all(f->old, f->oldlen, &f->text, &f->len, &doc, todo, n, flags);
-    oomi_free(todo);
+    err = oomi_edit_all(f->old, f->oldlen, &f->text, &f->len, &doc, wanted, n, flags);
+    oomi_free(wanted);
     return err;
 }
 

@@ -73,6 +73,9 @@ void oomi_node_free(oomi_node *node);
 void oomi_node_clear(oomi_node *node);
 /* a heap copy of *node, which is zeroed; NULL (and *node cleared) when out of memory */
 oomi_node *oomi_node_move(oomi_node *node);
+/* what one entry (key NULL for sequences) adds to what is known of its collection: the first and
+ * last key and value offsets and the count, kept whether or not the entry itself is */
+void oomi_node_measure(oomi_node *n, const oomi_node *key, const oomi_node *val);
 /* appends a child (key NULL for sequences); takes ownership of both, also on failure */
 int oomi_node_add(oomi_node *parent, oomi_node *key, oomi_node *val);
 /* the kept item of a sequence at `index`, or NULL */

@@ -227,20 +227,6 @@ static int scan_key(struct jctx *c, oomi_node *key)
     return OOM_OK;
 }
 
-/* what an entry adds to what is known of its collection */
-static void measure(oomi_node *n, const oomi_node *key, const oomi_node *val)
-{
-    if (!n->count) {
-        n->first_key_start = key ? key->start : val->start;
-        n->first_key_end = key ? key->end : val->start;
-        n->first_val_start = val->start;
-    }
-    n->last_key_start = key ? key->start : val->start;
-    n->prev_val_end = n->last_val_end;
-    n->last_val_end = val->end;
-    n->count++;
-}
-
 static int keep(oomi_node *n, oomi_node *key, oomi_node *val, bool is_obj)
 {
     oomi_node *kp = NULL, *vp;
@@ -293,7 +279,7 @@ static int scan_members(struct jctx *c, oomi_node *n, const size_t *act, size_t 
             oomi_node_clear(&key);
             break;
         }
-        measure(n, is_obj ? &key : NULL, &val);
+        oomi_node_measure(n, is_obj ? &key : NULL, &val);
         val.index = n->count - 1;
         if (kept)
             err = keep(n, &key, &val, is_obj);

@@ -267,6 +267,19 @@ oomi_node *oomi_node_move(oomi_node *node)
     return n;
 }
 
+void oomi_node_measure(oomi_node *n, const oomi_node *key, const oomi_node *val)
+{
+    if (!n->count) {
+        n->first_key_start = key ? key->start : val->start;
+        n->first_key_end = key ? key->end : val->start;
+        n->first_val_start = val->start;
+    }
+    n->last_key_start = key ? key->start : val->start;
+    n->prev_val_end = n->last_val_end;
+    n->last_val_end = val->end;
+    n->count++;
+}
+
 int oomi_node_add(oomi_node *parent, oomi_node *key, oomi_node *val)
 {
     if (parent->n == parent->cap) {

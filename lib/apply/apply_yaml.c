@@ -132,15 +132,7 @@ static int node(struct yctx *c, yaml_event_t *ev, oomi_node *n, const size_t *ac
 static void measure(struct yctx *c, oomi_node *n, const oomi_node *key, const oomi_node *val,
                     bool wanted)
 {
-    if (!n->count) {
-        n->first_key_start = key ? key->start : val->start;
-        n->first_key_end = key ? key->end : val->start;
-        n->first_val_start = val->start;
-    }
-    n->last_key_start = key ? key->start : val->start;
-    n->prev_val_end = n->last_val_end;
-    n->last_val_end = val->end;
-    n->count++;
+    oomi_node_measure(n, key, val);
     if (wanted && key && !n->step && val->kind == OOMI_N_MAP && !val->flow && val->count &&
         column_of(c->buf, val->first_key_start) > column_of(c->buf, n->first_key_start))
         n->step = column_of(c->buf, val->first_key_start) - column_of(c->buf, n->first_key_start);

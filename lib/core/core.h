@@ -53,23 +53,6 @@ int oomi_isalnum(int c);
 int oomi_strcasecmp(const char *a, const char *b);
 int oomi_strncasecmp(const char *a, const char *b, size_t n);
 
-/* ---- numbers as text, in the C locale (clocale.c) -----------------------------------------
- * Whatever locale the host program set ("de_DE.UTF-8" writes 20,5): every number lib/ reads or
- * writes goes through these ('.' always). scripts/check-c-locale.py rejects strtod, snprintf,
- * vsnprintf, tolower, strcasecmp... called anywhere else in lib/. */
-double oomi_strtod(const char *text, char **end);
-int oomi_snprintf(char *buf, size_t size, const char *fmt, ...) OOMI_PRINTF(3, 4);
-int oomi_vsnprintf(char *buf, size_t size, const char *fmt, va_list ap) OOMI_PRINTF(3, 0);
-/* ASCII letters and case, not the host's (tr_TR: tolower('I') is not 'i'); for an unsigned char
- * value or EOF, as <ctype.h> */
-int oomi_tolower(int c);
-int oomi_toupper(int c);
-int oomi_isupper(int c);
-int oomi_isalpha(int c);
-int oomi_isalnum(int c);
-int oomi_strcasecmp(const char *a, const char *b);
-int oomi_strncasecmp(const char *a, const char *b, size_t n);
-
 /* ---- memory (alloc.c): every allocation of the library goes through these --------------- */
 void *oomi_malloc(size_t n);
 void *oomi_calloc(size_t count, size_t size);

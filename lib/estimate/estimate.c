@@ -172,7 +172,7 @@ static double scores(const ctx *x, double q, double k)
     double per;
     if (x->w->k.checkpointing == OOM_CHECKPOINTING_SELECTIVE)
         return 0;
-    per = x->w->k.attention == OOM_ATTENTION_EAGER ? act_coef(x)->score
+    per = x->w->k.attention == OOM_ATTENTION_EAGER  ? act_coef(x)->score
           : x->w->k.attention == OOM_ATTENTION_SDPA ? act_coef(x)->sdpa_score
                                                     : 0;
     return per * (double)x->w->k.batch * (double)x->m->heads * q * k;
@@ -338,8 +338,8 @@ static oom_phase training(const ctx *x, mem *peak)
     Tsc = x->c->score_grads * scores_elems(x) * x->e;
     if (Tsc > 0 && W + live_g + O + A + Lf + Tb + Tsc + Tz3 > sum(&ph[1]))
         ph[1] = (mem){W, live_g, O, A, Lf, 0, Tb + Tsc + Tz3};
-    if (k->checkpointing == OOM_CHECKPOINTING_FULL && W + live_g + O + A + A1 + Tr + Tz3 >
-                                                          sum(&ph[1]))
+    if (k->checkpointing == OOM_CHECKPOINTING_FULL &&
+        W + live_g + O + A + A1 + Tr + Tz3 > sum(&ph[1]))
         ph[1] = (mem){W, live_g, O, A + A1, 0, 0, Tr + Tz3};
     if (W + G + Gb + O + A1 + Tz3 > sum(&ph[1]))
         ph[1] = (mem){W, G + Gb, O, A1, 0, 0, Tz3};
@@ -381,7 +381,7 @@ static oom_phase inference(const ctx *x, mem *peak)
         else
             lg = 0;
     }
-    if (amp(x) || x->quant)            /* one 16-bit weight copy at a time */
+    if (amp(x) || x->quant) /* one 16-bit weight copy at a time */
         t = 2.0 * max_linear(m);
     *peak = (mem){weights(x), 0, 0, act + sc, lg, kv, t};
     return OOM_PHASE_PREFILL;

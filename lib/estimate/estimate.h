@@ -23,7 +23,7 @@ typedef struct oomi_act_coef {
 } oomi_act_coef;
 
 enum { OOMI_REGIME_16BIT, OOMI_REGIME_AMP, OOMI_REGIME_FP32, OOMI_REGIMES };
-enum { OOMI_COEF_BLOCKS = 5 }; /* llama, gpt, bert, t5, t5 gated */
+enum { OOMI_COEF_BLOCKS = 5 };    /* llama, gpt, bert, t5, t5 gated */
 enum { OOMI_COEF_FAMILIES = 16 }; /* sets fitted for one model_type, overriding its block's */
 
 typedef struct oomi_coef {
@@ -35,18 +35,19 @@ typedef struct oomi_coef {
     size_t nfamilies;
     double decoder_factor; /* enc-dec: a decoder layer's saved bytes / an encoder layer's */
     double logits_fwd[2], logits_bwd[2]; /* bytes per logit: [0] 16-bit compute, [1] fp32 */
-    double ce_fwd, ce_bwd;  /* heads whose loss is cross_entropy on the logits as they are:
-                             * elements per logit of the loss dtype */
-    double softcap_elems; /* final-logit soft-capping: elements per logit (compute dtype) */
-    double score_grads;   /* attention-weight gradients in flight in a layer's backward */
-    double chunk_tokens;                 /* chunked loss: tokens per chunk */
-    double infer_h, infer_f;             /* inference working set of one layer, x element size */
+    double ce_fwd, ce_bwd;   /* heads whose loss is cross_entropy on the logits as they are:
+                              * elements per logit of the loss dtype */
+    double softcap_elems;    /* final-logit soft-capping: elements per logit (compute dtype) */
+    double score_grads;      /* attention-weight gradients in flight in a layer's backward */
+    double chunk_tokens;     /* chunked loss: tokens per chunk */
+    double infer_h, infer_f; /* inference working set of one layer, x element size */
     double nf4_bytes, int8_bytes, adam8_bytes;
     double opt_temp[8]; /* optimizer-step temporaries, x one state copy, by oom_optimizer */
     double ddp_buckets, zero3_live_layers;
     double frag, tensor_waste, round;
     double lora_in_fp32; /* LoRA: bytes per adapted input element saved (cast to fp32 adapter) */
-    double lora_dropout_in[2]; /* with dropout: bytes per adapted input element, [0] 16-bit, [1] fp32 */
+    double lora_dropout_in[2]; /* with dropout: bytes per adapted input element, [0] 16-bit, [1]
+                                  fp32 */
     double ctx_generic, nccl;
     size_t nctx;
     struct {

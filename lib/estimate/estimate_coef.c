@@ -74,8 +74,7 @@ static void read_set(rd *r, json_object *blk, oomi_act_coef *set)
         c->f = num(r, o, "f"), c->lse = num(r, o, "lse"), c->score = num(r, o, "score");
         c->sdpa_score = num(r, o, "sdpa_score");
         fr = sub(r, o, "frozen");
-        c->frozen_h = num(r, fr, "h"), c->frozen_q = num(r, fr, "q"),
-        c->frozen_f = num(r, fr, "f");
+        c->frozen_h = num(r, fr, "h"), c->frozen_q = num(r, fr, "q"), c->frozen_f = num(r, fr, "f");
         c->final_h = num(r, o, "final_h");
         c->qk_norm = num(r, o, "qk_norm"), c->frozen_qk_norm = num(r, fr, "qk_norm");
         /* eager's differences may be negative (a copy SDPA makes and eager does not) */
@@ -112,11 +111,13 @@ static void read_act(rd *r, json_object *acts)
             !json_object_is_type(val, json_type_object) ||
             !json_object_object_get_ex(val, "16bit", &probe))
             continue;
-        if (coef.nfamilies == OOMI_COEF_FAMILIES || strlen(key) >= sizeof(coef.family[0].model_type)) {
-            r->err = oomi_fail(OOM_EPARSE, "coefficients '%s': activation set '%s': too many sets or "
-                               "too long a name (at most %d of %zu characters)",
-                               r->path, key, OOMI_COEF_FAMILIES,
-                               sizeof(coef.family[0].model_type) - 1);
+        if (coef.nfamilies == OOMI_COEF_FAMILIES ||
+            strlen(key) >= sizeof(coef.family[0].model_type)) {
+            r->err =
+                oomi_fail(OOM_EPARSE,
+                          "coefficients '%s': activation set '%s': too many sets or "
+                          "too long a name (at most %d of %zu characters)",
+                          r->path, key, OOMI_COEF_FAMILIES, sizeof(coef.family[0].model_type) - 1);
             return;
         }
         memcpy(coef.family[coef.nfamilies].model_type, key, strlen(key) + 1);

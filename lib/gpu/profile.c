@@ -79,8 +79,8 @@ static int parse_cc(oom_gpu_profile *p, const char *cc, const char *where)
     return OOM_OK;
 }
 
-int oomi_gpu_entry_parse(struct oomi_gpu_entry *e, json_object *obj, const char *source, size_t index,
-                       int user)
+int oomi_gpu_entry_parse(struct oomi_gpu_entry *e, json_object *obj, const char *source,
+                         size_t index, int user)
 {
     char where[512];
     struct oomi_gpu_entry tmp = {0};
@@ -179,4 +179,3 @@ int oomi_catalog_validate_entries(json_object *list, const char *source)
             return err;
     return OOM_OK;
 }
-

@@ -230,18 +230,18 @@ static void parse_recovery(oomi_launch *l, const char *s, size_t n)
     oomi_free(text);
     if (!doc)
         return;
-    if (json_object_object_get_ex(doc, "micro_batch", &v) && json_object_is_type(v, json_type_int) &&
-        json_object_get_int64(v) >= 1 && json_object_get_int64(v) <= INT_MAX)
+    if (json_object_object_get_ex(doc, "micro_batch", &v) &&
+        json_object_is_type(v, json_type_int) && json_object_get_int64(v) >= 1 &&
+        json_object_get_int64(v) <= INT_MAX)
         l->recovery_batch = (int)json_object_get_int64(v);
     if (json_object_object_get_ex(doc, "failed_ranks", &v)) {
         size_t used = 0;
         l->oom_rank[0] = '\0';
         if (json_object_is_type(v, json_type_array))
             for (i = 0; i < json_object_array_length(v) && used + 12 < sizeof(l->oom_rank); i++)
-                used += (size_t)oomi_snprintf(l->oom_rank + used, sizeof(l->oom_rank) - used,
-                                              "%s%lld", i ? "," : "",
-                                              (long long)json_object_get_int64(
-                                                  json_object_array_get_idx(v, i)));
+                used += (size_t)oomi_snprintf(
+                    l->oom_rank + used, sizeof(l->oom_rank) - used, "%s%lld", i ? "," : "",
+                    (long long)json_object_get_int64(json_object_array_get_idx(v, i)));
         else if (json_object_is_type(v, json_type_int))
             oomi_snprintf(l->oom_rank, sizeof(l->oom_rank), "%lld",
                           (long long)json_object_get_int64(v));

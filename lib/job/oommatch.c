@@ -233,8 +233,7 @@ static void classify(oomi_oomscan *sc, struct oomi_scanline *st, const char *s, 
         sc->oom_line[k] = '\0';
         while (k > 0 && (sc->oom_line[k - 1] == '\r' || sc->oom_line[k - 1] == ' '))
             sc->oom_line[--k] = '\0';
-    }
-    else if (at_start && fatal_line(s, n))
+    } else if (at_start && fatal_line(s, n))
         sc->last = ERR_OTHER;
 }
 

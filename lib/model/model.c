@@ -295,13 +295,25 @@ static const struct family {
     const char *type;
     oomi_block block;
 } families[] = {
-    {"llama", OOMI_BLOCK_LLAMA},     {"mistral", OOMI_BLOCK_LLAMA}, {"qwen2", OOMI_BLOCK_LLAMA},
-    {"gemma", OOMI_BLOCK_LLAMA},     {"gemma2", OOMI_BLOCK_LLAMA},  {"phi3", OOMI_BLOCK_LLAMA},
+    {"llama", OOMI_BLOCK_LLAMA},
+    {"mistral", OOMI_BLOCK_LLAMA},
+    {"qwen2", OOMI_BLOCK_LLAMA},
+    {"gemma", OOMI_BLOCK_LLAMA},
+    {"gemma2", OOMI_BLOCK_LLAMA},
+    {"phi3", OOMI_BLOCK_LLAMA},
     {"gemma3_text", OOMI_BLOCK_LLAMA},
-    {"mixtral", OOMI_BLOCK_LLAMA},   {"qwen3", OOMI_BLOCK_LLAMA},   {"gpt2", OOMI_BLOCK_GPT},      {"gpt_neox", OOMI_BLOCK_GPT},
-    {"gpt_bigcode", OOMI_BLOCK_GPT}, {"bloom", OOMI_BLOCK_GPT},     {"opt", OOMI_BLOCK_GPT},
-    {"falcon", OOMI_BLOCK_GPT},      {"bert", OOMI_BLOCK_BERT},     {"roberta", OOMI_BLOCK_BERT},
-    {"t5", OOMI_BLOCK_T5},           {"mt5", OOMI_BLOCK_T5},
+    {"mixtral", OOMI_BLOCK_LLAMA},
+    {"qwen3", OOMI_BLOCK_LLAMA},
+    {"gpt2", OOMI_BLOCK_GPT},
+    {"gpt_neox", OOMI_BLOCK_GPT},
+    {"gpt_bigcode", OOMI_BLOCK_GPT},
+    {"bloom", OOMI_BLOCK_GPT},
+    {"opt", OOMI_BLOCK_GPT},
+    {"falcon", OOMI_BLOCK_GPT},
+    {"bert", OOMI_BLOCK_BERT},
+    {"roberta", OOMI_BLOCK_BERT},
+    {"t5", OOMI_BLOCK_T5},
+    {"mt5", OOMI_BLOCK_T5},
 };
 
 const char *oomi_head_name(oomi_head h)
@@ -423,12 +435,12 @@ int oomi_model_parse(oomi_model **out, json_object *cfg, const char *name, const
     for (i = 0; i < OOMI_ARRAY_LEN(families) && strcmp(families[i].type, type); i++)
         ;
     if (i == OOMI_ARRAY_LEN(families))
-        return oomi_fail(
-            OOM_EUNSUPPORTED,
-            "model config '%s': model_type '%s' is not supported (supported: llama, "
-            "mistral, qwen2, gemma, gemma2, gemma3_text, phi3, mixtral, gpt2, gpt_neox, gpt_bigcode, "
-            "bloom, opt, falcon, bert, roberta, t5, mt5)",
-            path, type);
+        return oomi_fail(OOM_EUNSUPPORTED,
+                         "model config '%s': model_type '%s' is not supported (supported: llama, "
+                         "mistral, qwen2, gemma, gemma2, gemma3_text, phi3, mixtral, gpt2, "
+                         "gpt_neox, gpt_bigcode, "
+                         "bloom, opt, falcon, bert, roberta, t5, mt5)",
+                         path, type);
     if (!(m = oomi_calloc(1, sizeof(*m))) || !(m->name = oomi_strdup(name)) ||
         !(m->family = oomi_strdup(!strcmp(type, "mt5") ? "t5" : families[i].type))) {
         oomi_model_free(m);

@@ -27,6 +27,17 @@ def missing(module):
         return "%s is not installed for %s (%s); run `make venv`" % (module, sys.executable, exc)
 
 
+def end_distributed():
+    """The end of a DDP test job: a torch teardown crash ("terminate called without an active
+    exception") hits DDP jobs on gloo at interpreter exit now and then, with or without oomless.
+    The caller drops its DDP model first; then it is collected and the process group destroyed
+    before the exit."""
+    import gc
+    gc.collect()
+    if "torch" in sys.modules and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+
+
 def free_port():
     """A TCP port nobody listens on now (bound then released)."""
     with socket.socket() as s:

@@ -10,11 +10,13 @@ micro-batches of a step). 16 samples, an effective batch of 8: two steps
 an epoch, three epochs. At the end the weights are saved to OUT/final.pt.
 """
 import argparse
-import gc
 import os
 import sys
 
 import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import end_distributed  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "bindings", "python"))
@@ -77,13 +79,8 @@ def main():
     print("lightning_job: finished %d steps at micro-batch %d x %d"
           % (trainer.global_step, micro, accum))
 
-    # a torch teardown crash ("terminate called without an active exception") hits DDP jobs
-    # on gloo at interpreter exit now and then, with or without oomless: free the DDP model
-    # before the process group, and the group before the exit
-    del trainer, model
-    gc.collect()
-    if torch.distributed.is_initialized():
-        torch.distributed.destroy_process_group()
+    del trainer, model  # the DDP model goes before its process group (common.end_distributed)
+    end_distributed()
 
 
 if __name__ == "__main__":
