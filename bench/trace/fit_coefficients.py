@@ -25,6 +25,12 @@ log-sum-exp) from what grows with their square (`score`, bytes per attention sco
 three lengths solve L(s) = C + a s + c s^2, with score = c / (B heads)). The difference of the eager linear term from the SDPA one
 without its lse is `eager_q` (bytes per query element).
 
+Batch 1 (`batch1`, families that set it: Falcon): torch.matmul broadcasts a single key/value head
+to the query heads with expand + reshape, which at batch >= 2 copies the key and value into
+contiguous tensors that the bmm saves, and at batch 1 is only a view. The per-token difference of
+batch 1 from the fit's batch 2, for SDPA's path and for eager, is solved for bytes per element of
+the q and k/v widths.
+
 Once per model (`final_h`): what the 1-layer model keeps per token beyond its layer (final norm,
 embedding dropout), per hidden element.
 
@@ -105,7 +111,7 @@ FAMILIES = {
     "bert": {"make": _bert, "base": (256, 1024, 4, None, None), "targets": "query,value",
              "ntargets": 2, "tied": True, "attention": "sdpa"},
     "falcon": {"make": _falcon, "base": (256, 1024, 4, 1, None), "targets": "query_key_value",
-               "ntargets": 1, "tied": True, "attention": "sdpa"},
+               "ntargets": 1, "tied": True, "attention": "sdpa", "batch1": True},
 }
 VARIATIONS = [{}, {"h": 2}, {"f": 2}, {"heads": 2}, {"kv": 2}, {"d": 2}, {"h": 2, "heads": 2}]
 REGIMES = (("16bit", "bf16"), ("amp", "amp-bf16"), ("fp32", "fp32"))
@@ -131,7 +137,7 @@ def shapes(fam):
     return out
 
 
-def forward_saved(cfg, method, precision, seq, attention, targets):
+def forward_saved(cfg, method, precision, seq, attention, targets, batch=BATCH):
     """Bytes alive at the end of the forward that the forward made, head and loss excluded."""
     captured = {}
     orig = run._finish
@@ -142,7 +148,7 @@ def forward_saved(cfg, method, precision, seq, attention, targets):
 
     run._finish = keep
     try:
-        run.trace_hf(run.Workload("fit", method=method, precision=precision, batch=BATCH, seq=seq,
+        run.trace_hf(run.Workload("fit", method=method, precision=precision, batch=batch, seq=seq,
                                   steps=1, lora_targets=targets, lora_dropout=0.0,
                                   attention=attention), cfg_dict=cfg)
     finally:
@@ -160,29 +166,29 @@ class Fam:
         self.name, self.spec = name, FAMILIES[name]
         self.cache = {}
 
-    def saved(self, shape, layers, method, precision, seq, attention):
-        key = (shape, layers, method, precision, seq, attention)
+    def saved(self, shape, layers, method, precision, seq, attention, batch=BATCH):
+        key = (shape, layers, method, precision, seq, attention, batch)
         if key not in self.cache:
             cfg = self.spec["make"](*shape, layers)
             self.cache[key] = forward_saved(cfg, method, precision, seq, attention,
-                                            self.spec["targets"])
+                                            self.spec["targets"], batch)
         return self.cache[key]
 
-    def layer(self, shape, method, precision, seq, attention):
+    def layer(self, shape, method, precision, seq, attention, batch=BATCH):
         """One layer's saved bytes at `seq` tokens per sample (2 layers minus 1)."""
-        return (self.saved(shape, 2, method, precision, seq, attention) -
-                self.saved(shape, 1, method, precision, seq, attention))
+        return (self.saved(shape, 2, method, precision, seq, attention, batch) -
+                self.saved(shape, 1, method, precision, seq, attention, batch))
 
-    def quad(self, shape, method, precision, attention):
+    def quad(self, shape, method, precision, attention, batch=BATCH):
         """(linear bytes per token, bytes per attention score) of one layer: L(s) = C + a s + c s^2
         over three sequence lengths (C: what does not grow with the tokens, such as autocast's
         weight copies; c: the attention weights of eager attention or of SDPA's math path)."""
         seqs = (SEQ, 2 * SEQ, 4 * SEQ)
-        L = np.array([self.layer(shape, method, precision, s, attention) for s in seqs],
+        L = np.array([self.layer(shape, method, precision, s, attention, batch) for s in seqs],
                      dtype=float)
         M = np.array([[1.0, s, float(s) * s] for s in seqs])
         _c, a, c = np.linalg.solve(M, L)
-        return a / BATCH, c / (BATCH * shape[2])
+        return a / batch, c / (batch * shape[2])
 
     def once(self, shape, precision, attention):
         """Per token and hidden element, what the 1-layer model keeps beyond its layer."""
@@ -265,8 +271,19 @@ def fit(fam):
         fkv = fzd.get("kv", 0.0)
         res["frozen"] = {"h": r2(fzd.get("h", 0)), "q": r2(fzd.get("q", 0) - fkv),
                          "f": r2(fzd.get("f", 0)), "qk_norm": r2(fkv)}
-        res["max_residual_bytes_per_token"] = {"main": r2(resid), "eager": r2(dresid),
-                                               "frozen": r2(fresid)}
+        if spec.get("batch1"):
+            # matmul broadcasts the single key/value head to the query heads: a copy for its
+            # bmm at batch 2 (the fit), a view at batch 1; per element of q and k/v widths
+            Q = np.array([[s[2] * s[4], s[3] * s[4]] for s in cfgs], dtype=float)
+            b1 = {}
+            for path, ys in (("sdpa", y), ("eager", np.array([e[0] for e in eager]))):
+                d1 = np.array([f.quad(s, "full", precision, path, batch=1)[0] for s in cfgs]) - ys
+                b1[path], b1res = lstsq(Q, d1)
+                res.setdefault("max_residual_bytes_per_token", {})["batch1_" + path] = r2(b1res)
+            res["batch1"] = {"q": r2(b1["sdpa"][0]), "kv": r2(b1["sdpa"][1]),
+                             "eager": {"q": r2(b1["eager"][0]), "kv": r2(b1["eager"][1])}}
+        res.setdefault("max_residual_bytes_per_token", {}).update(
+            {"main": r2(resid), "eager": r2(dresid), "frozen": r2(fresid)})
         out[regime] = res
     return out
 

@@ -162,6 +162,9 @@ static double layer_per_token(const ctx *x)
         b += (a->qk_norm - (x->frozen ? a->frozen_qk_norm : 0)) * (qd + kvd);
     if (x->frozen)
         b -= a->frozen_h * h + a->frozen_q * qd + a->frozen_f * f;
+    if (x->w->k.batch == 1)
+        b += x->w->k.attention == OOM_ATTENTION_EAGER ? a->b1_eager_q * qd + a->b1_eager_kv * kvd
+                                                      : a->b1_q * qd + a->b1_kv * kvd;
     return b;
 }
 
@@ -187,6 +190,14 @@ static double scores_elems(const ctx *x)
         (x->w->k.attention == OOM_ATTENTION_SDPA && a->sdpa_score > 0))
         return (double)x->w->k.batch * (double)x->m->heads * s * s;
     return 0;
+}
+
+/* bytes of one attention score's gradient: SDPA's math path computes 16-bit inputs in fp32
+ * (PyTorch's _scaled_dot_product_attention_math upcasts half and bfloat16 query/key/value);
+ * eager attention in the compute dtype */
+static double score_size(const ctx *x)
+{
+    return x->w->k.attention == OOM_ATTENTION_SDPA ? 4.0 : x->e;
 }
 
 /* LoRA's own saved tensors per token (whole model): the adapter-dtype input copies, A's output */
@@ -278,7 +289,7 @@ static oom_phase training(const ctx *x, mem *peak)
 {
     const oom_knobs *k = &x->w->k;
     double grad, state, master, n = x->n, W, G, O, A, A1, Lf, Lb, Tcast = 0, Tz3 = 0, Topt, live_g,
-                                Gb = 0, Tb, Tr, Tsc, head = 0;
+                                Gb = 0, Tb, Tr, Tsc, Tnh, head = 0, Lh = 0;
     mem ph[3];
     int i, best = 0;
 
@@ -332,15 +343,27 @@ static oom_phase training(const ctx *x, mem *peak)
      * activations */
     ph[1] = (mem){W, live_g, O, A, Lb, 0, Tb + Tz3};
     /* where attention keeps its weights (eager, SDPA's math path), the last layer's backward:
-     * every activation still saved, the logits' forward part left, and the gradients of that
-     * layer's attention weights in flight (two score-sized tensors, fp32 under autocast; oomless
-     * trace, Falcon-7B fp32 at 4 x 1024: 2.36 GiB beside 1.10 GiB of logits) */
-    Tsc = x->c->score_grads * scores_elems(x) * x->e;
-    if (Tsc > 0 && W + live_g + O + A + Lf + Tb + Tsc + Tz3 > sum(&ph[1]))
-        ph[1] = (mem){W, live_g, O, A, Lf, 0, Tb + Tsc + Tz3};
+     * every activation still saved and the gradients of that layer's attention weights in
+     * flight (two score-sized tensors; oomless trace, Falcon-7B fp32 at 4 x 1024: 2.36 GiB) */
+    Tsc = x->c->score_grads * scores_elems(x) * score_size(x);
+    /* by then the loss path is freed; the head's backward left its weight's gradient where the
+     * head is trained (oomless trace, Falcon-7B fp32 full 4 x 1024: the 1127 MiB gradient of
+     * the output embedding; nothing under LoRA, whose base is frozen), and autocast's copy of
+     * the head's weight is gone with the head's backward (amp-bf16: 14.35 GiB of temporaries
+     * at that moment, the layers' copies and the score gradients) */
+    if (!x->frozen && x->m->head != OOMI_HEAD_SEQ_CLS && x->m->head != OOMI_HEAD_BASE)
+        Lh = (double)x->m->vocab * (double)x->m->hidden * grad;
+    Tnh = Tb - (k->sharding == OOM_SHARDING_ZERO3 ? head / n : head);
+    if (Tnh < 0)
+        Tnh = 0;
+    if (Tsc > 0 && W + live_g + O + A + Lh + Tnh + Tsc + Tz3 > sum(&ph[1]))
+        ph[1] = (mem){W, live_g, O, A, Lh, 0, Tnh + Tsc + Tz3};
+    /* under full checkpointing, the first recomputed layer: its activations made again (by the
+     * backward, so counted with its temporaries, as the trace counts them), and where it keeps
+     * attention weights, their gradients in flight as above */
     if (k->checkpointing == OOM_CHECKPOINTING_FULL &&
-        W + live_g + O + A + A1 + Tr + Tz3 > sum(&ph[1]))
-        ph[1] = (mem){W, live_g, O, A + A1, 0, 0, Tr + Tz3};
+        W + live_g + O + A + A1 + Tr + Tsc + Tz3 > sum(&ph[1]))
+        ph[1] = (mem){W, live_g, O, A, 0, 0, A1 + Tr + Tsc + Tz3};
     if (W + G + Gb + O + A1 + Tz3 > sum(&ph[1]))
         ph[1] = (mem){W, G + Gb, O, A1, 0, 0, Tz3};
     ph[2] = (mem){W, G + Gb, O, 0, 0, 0, Topt + Tz3};
@@ -358,6 +381,7 @@ static oom_phase inference(const ctx *x, mem *peak)
     double ds = x->w->decoder_seq ? (double)x->w->decoder_seq : s;
     double kvd = (double)(m->kv_heads * m->head_dim), f = (double)m->ffn;
     double kv = 0, act, t = 0, sc = 0, lg = 0;
+    size_t i;
 
     if (m->experts > 0)
         f *= (double)m->topk;
@@ -365,10 +389,27 @@ static oom_phase inference(const ctx *x, mem *peak)
         kv = (double)m->layers * 2 * kvd * b * (ds + s) * x->e; /* self + cross caches */
     else if (m->block != OOMI_BLOCK_BERT)
         kv = (double)m->layers * 2 * kvd * b * s * x->e;
-    act = b * s * (x->c->infer_h * (double)m->hidden + x->c->infer_f * f) * x->e;
-    if (x->w->k.attention == OOM_ATTENTION_EAGER ||
-        (x->w->k.attention == OOM_ATTENTION_SDPA && act_coef(x)->sdpa_score > 0))
-        sc = b * (double)m->heads * s * s * (x->e + 4); /* scores + fp32 softmax, one layer */
+    for (i = 0; i < x->c->ninfer; i++)
+        if (!strcmp(x->c->infer[i].model_type, m->family))
+            break;
+    if (i < x->c->ninfer) {
+        /* fitted on the trace (bench/trace/fit_inference.py): the larger of the MLP moment and,
+         * where attention weights are kept, the attention moment */
+        double a = 0, per = 0, att;
+        act = b * s * (x->c->infer[i].h * (double)m->hidden + x->c->infer[i].f * f) * x->e;
+        if (x->w->k.attention == OOM_ATTENTION_EAGER)
+            a = x->c->infer[i].eager_a, per = x->c->infer[i].eager_score;
+        else if (x->w->k.attention == OOM_ATTENTION_SDPA)
+            a = x->c->infer[i].sdpa_a, per = x->c->infer[i].sdpa_score;
+        att = b * s * a * (double)m->hidden * x->e + per * b * (double)m->heads * s * s;
+        if (per > 0 && att > act)
+            act = att;
+    } else {
+        act = b * s * (x->c->infer_h * (double)m->hidden + x->c->infer_f * f) * x->e;
+        if (x->w->k.attention == OOM_ATTENTION_EAGER ||
+            (x->w->k.attention == OOM_ATTENTION_SDPA && act_coef(x)->sdpa_score > 0))
+            sc = b * (double)m->heads * s * s * (x->e + 4); /* scores + fp32 softmax */
+    }
     if (m->head == OOMI_HEAD_MASKED_LM) /* every position's logits, in the compute dtype */
         lg = b * s * (double)m->vocab * x->e;
     else if (m->head != OOMI_HEAD_SEQ_CLS && m->head != OOMI_HEAD_BASE)

@@ -20,6 +20,9 @@ typedef struct oomi_act_coef {
     double qk_norm, frozen_qk_norm; /* per-head q/k norms, per element of q and k/v widths */
     double sdpa_score; /* per attention score under SDPA when no fused kernel fits (math path) */
     double eager_h, eager_q, eager_kv, eager_f; /* eager attention beyond SDPA's terms (no lse) */
+    /* at micro-batch 1, per element of q and k/v widths (SDPA path, eager path): a key/value head
+     * that matmul broadcasts to the query heads is a view there and a copy at batch >= 2 */
+    double b1_q, b1_kv, b1_eager_q, b1_eager_kv;
 } oomi_act_coef;
 
 enum { OOMI_REGIME_16BIT, OOMI_REGIME_AMP, OOMI_REGIME_FP32, OOMI_REGIMES };
@@ -41,6 +44,14 @@ typedef struct oomi_coef {
     double score_grads;      /* attention-weight gradients in flight in a layer's backward */
     double chunk_tokens;     /* chunked loss: tokens per chunk */
     double infer_h, infer_f; /* inference working set of one layer, x element size */
+    /* fitted prefill working sets by model_type: the MLP moment (elements per token per hidden
+     * and MLP element) and, where attention weights are kept, the attention moment (elements
+     * per token per hidden element + bytes per score), for SDPA and for eager attention */
+    struct {
+        char model_type[32];
+        double h, f, sdpa_a, sdpa_score, eager_a, eager_score;
+    } infer[OOMI_COEF_FAMILIES];
+    size_t ninfer;
     double nf4_bytes, int8_bytes, adam8_bytes;
     double opt_temp[8]; /* optimizer-step temporaries, x one state copy, by oom_optimizer */
     double ddp_buckets, zero3_live_layers;

@@ -68,7 +68,7 @@ static void read_set(rd *r, json_object *blk, oomi_act_coef *set)
     static const char *const regimes[] = {"16bit", "amp", "fp32"};
     size_t g;
     for (g = 0; g < OOMI_REGIMES; g++) {
-        json_object *o = sub(r, blk, regimes[g]), *fr, *eg;
+        json_object *o = sub(r, blk, regimes[g]), *fr, *eg, *b1 = NULL;
         oomi_act_coef *c = &set[g];
         c->h = num(r, o, "h"), c->q = num(r, o, "q"), c->kv = num(r, o, "kv");
         c->f = num(r, o, "f"), c->lse = num(r, o, "lse"), c->score = num(r, o, "score");
@@ -81,6 +81,12 @@ static void read_set(rd *r, json_object *blk, oomi_act_coef *set)
         eg = sub(r, o, "eager");
         c->eager_h = snum(r, eg, "h"), c->eager_q = snum(r, eg, "q");
         c->eager_kv = snum(r, eg, "kv"), c->eager_f = snum(r, eg, "f");
+        /* optional: only families whose batch-1 trace differs from the fit's batch 2 */
+        if (o && json_object_object_get_ex(o, "batch1", &b1)) {
+            c->b1_q = snum(r, b1, "q"), c->b1_kv = snum(r, b1, "kv");
+            eg = sub(r, b1, "eager");
+            c->b1_eager_q = snum(r, eg, "q"), c->b1_eager_kv = snum(r, eg, "kv");
+        }
     }
 }
 
@@ -156,6 +162,37 @@ static void read_ctx(rd *r, json_object *ctx)
     }
 }
 
+/* inference.by_model_type (optional): the prefill working sets fitted on the trace */
+static void read_infer(rd *r, json_object *inf)
+{
+    json_object *by = NULL;
+    coef.ninfer = 0;
+    if (r->err || !json_object_object_get_ex(inf, "by_model_type", &by))
+        return;
+    json_object_object_foreach(by, key, val)
+    {
+        json_object *sd, *eg;
+        if (r->err || !json_object_is_type(val, json_type_object))
+            continue;
+        if (coef.ninfer == OOMI_COEF_FAMILIES || strlen(key) >= sizeof(coef.infer[0].model_type)) {
+            r->err =
+                oomi_fail(OOM_EPARSE,
+                          "coefficients '%s': inference set '%s': too many sets or too long "
+                          "a name (at most %d of %zu characters)",
+                          r->path, key, OOMI_COEF_FAMILIES, sizeof(coef.infer[0].model_type) - 1);
+            return;
+        }
+        memcpy(coef.infer[coef.ninfer].model_type, key, strlen(key) + 1);
+        sd = sub(r, val, "sdpa"), eg = sub(r, val, "eager");
+        coef.infer[coef.ninfer].h = num(r, val, "h"), coef.infer[coef.ninfer].f = num(r, val, "f");
+        coef.infer[coef.ninfer].sdpa_a = num(r, sd, "a");
+        coef.infer[coef.ninfer].sdpa_score = num(r, sd, "score");
+        coef.infer[coef.ninfer].eager_a = num(r, eg, "a");
+        coef.infer[coef.ninfer].eager_score = num(r, eg, "score");
+        coef.ninfer++;
+    }
+}
+
 static void read_rest(rd *r, json_object *root)
 {
     static const char *const opts[] = {"adamw",        "adamw-8bit", "adafactor", "sgd",
@@ -176,6 +213,7 @@ static void read_rest(rd *r, json_object *root)
     coef.softcap_elems = num(r, lg, "softcap_elements");
     coef.score_grads = num(r, sub(r, root, "activations"), "score_gradients");
     coef.infer_h = num(r, inf, "h"), coef.infer_f = num(r, inf, "f");
+    read_infer(r, inf);
     coef.nf4_bytes = num(r, q, "nf4_bytes_per_param"),
     coef.int8_bytes = num(r, q, "int8_bytes_per_param");
     coef.adam8_bytes = num(r, o, "adamw_8bit_bytes_per_param");
