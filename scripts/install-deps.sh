@@ -5,7 +5,7 @@
 # if any; --web: also what `make web` and `make check-web` need: emscripten and Chromium)
 set -eu
 
-PKGS="cmake ninja-build gcc pkg-config libcmocka-dev libjson-c-dev libyaml-dev libncurses-dev scdoc python3 tmux jq clang llvm valgrind locales"
+PKGS="cmake ninja-build gcc pkg-config libcmocka-dev libjson-c-dev libyaml-dev libncurses-dev scdoc man-db python3 tmux jq clang llvm valgrind locales"
 # the locales tests/unit/test_locale.c and tests/python/test_locale.py run under: ',' for '.',
 # and a dotless lower-case I
 LOCALES="de_DE.UTF-8 tr_TR.UTF-8"
