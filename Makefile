@@ -56,11 +56,11 @@ check-sanitize: deps
 # start under valgrind (tests/fault/valgrind-cli.sh). A memory error or a definite leak fails.
 VALGRIND_TESTS ?= ^(unit|fuzz|fault\.c)\.
 VALGRIND_CLI_TESTS ?= ^(cli|fault\.sh)\.
-# test_watch drives the interactive view through tmux with deadlines valgrind's slowdown misses;
+# test_watch_tui drives the interactive view through tmux with deadlines valgrind's slowdown misses;
 # test_job_control stops oomless with SIGTSTP/SIGTTIN, whose default action (stop) valgrind does
 # not carry out for the program it runs (raise(SIGTSTP) under valgrind returns at once);
 # test_closed_fds starts oomless with fd 1 or 2 closed, and valgrind's own --log-file takes it
-VALGRIND_CLI_EXCLUDE ?= ^(cli\.test_watch|fault\.sh\.test_(job_control|closed_fds))$$
+VALGRIND_CLI_EXCLUDE ?= ^(cli\.test_watch_tui|fault\.sh\.test_(job_control|closed_fds))$$
 check-valgrind: all
 	@command -v valgrind >/dev/null || { echo "check-valgrind: valgrind is not installed" >&2; exit 1; }
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -T memcheck -R '$(VALGRIND_TESTS)'
