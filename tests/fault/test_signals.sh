@@ -31,11 +31,8 @@ for sig in TERM INT HUP; do
     expect_eq "$?" $((128 + $(kill -l "$sig"))) "probe SIG$sig: exit 128+N"
     wait_gone || true
     expect_eq "$(left)" 0 "probe SIG$sig: no process left behind"
-    # an interrupted probe saves no line (and never half a line)
-    if [ -e "$TMP/cal$sig.jsonl" ]; then
-        expect_eq "$(jq -c . "$TMP/cal$sig.jsonl" >/dev/null 2>&1 && echo ok)" ok \
-            "probe SIG$sig: calibration file is whole JSON lines"
-    else ok; fi
+    # an interrupted probe saves no line (not even half of one)
+    expect_eq "$(cat "$TMP/cal$sig.jsonl" 2>/dev/null)" "" "probe SIG$sig: no calibration line saved"
 done
 
 # a trial ignoring SIGTERM: SIGKILLed after the grace; a second SIGTERM meanwhile changes nothing
