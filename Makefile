@@ -11,6 +11,10 @@
 BUILD      ?= build
 PREFIX     ?= /usr/local
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+# tests ctest runs at once in `make check`: twice the cores, as most of them wait (on the jobs
+# they supervise, timeouts, a terminal) more than they compute. No two share a file or a port:
+# each works in its own TMPDIR folder.
+TEST_JOBS  ?= $(shell echo $$((2 * $(JOBS))))
 CMAKE_ARGS ?=
 ifneq ($(OOMLESS_WERROR),)
 CMAKE_ARGS += -DOOMLESS_WERROR=ON
@@ -48,7 +52,7 @@ demo: deps
 
 check: deps
 	@$(MAKE) --no-print-directory compile
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	cd $(BUILD) && ctest --output-on-failure -j $(TEST_JOBS)
 
 install: all
 	cmake --install $(BUILD) --prefix $(PREFIX)
