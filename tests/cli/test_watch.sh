@@ -116,6 +116,8 @@ expect_contains "$OUT" "restart pid 101 attempt 2 batch 16 (changed) grad_accum 
 expect_eq "$(grep -cE '^  [0-9]{2}:[0-9]{2}:[0-9]{2}  ' <<<"$OUT")" 3 "events: a partial line waits"
 oom watch --once --events "$TMP/not-yet.jsonl"
 expect_rc 0 "--events: a file that does not exist yet"
+expect_eq "$(sed -n '/^Events:$/,$p' <<<"$OUT")" "Events:" "--events: none yet, an empty list"
+expect_eq "$ERR" "" "--events: a file that does not exist yet is not an error"
 
 # ---- a GPU lost mid-run ----------------------------------------------------------------------
 fake_nvml "gpu name=\"NVIDIA A100-SXM4-80GB\" total=85899345920 used=1073741824
