@@ -53,7 +53,8 @@ expect_contains "$ERR" "run: scripts/install-deps.sh" "--check: the command"
 expect_eq "$(cat "$LOG")" "" "--check installs nothing"
 
 # a plain `make`: stops before configuring, says what is missing and how to install it
-run env MISSING="libcmocka-dev" make --no-print-directory -C "$OOMLESS_SRC" BUILD="$TMP/build"
+run env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL MISSING="libcmocka-dev" \
+    make --no-print-directory -C "$OOMLESS_SRC" BUILD="$TMP/build"
 expect_rc 2 "make with a build package missing fails"
 expect_contains "$ERR" "missing Debian packages: libcmocka-dev" "make: names the package"
 expect_contains "$ERR" "scripts/install-deps.sh --build" "make: the command to install it"
