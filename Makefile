@@ -1,7 +1,9 @@
 # oomless - top-level wrapper around CMake + Ninja + ctest.
-#   make            build build/oomless, build/liboomless.so, build/liboomless.a
+#   make            build build/oomless, build/liboomless.so, build/liboomless.a; installs nothing:
+#                   when a package the build needs is missing, says which and how to install it
 #   make demo       install missing packages, build, run `oomless plan` on an embedded default
 #   make check      install missing packages, build, run every test
+#   make deps       install the missing packages (scripts/install-deps.sh)
 #   make install PREFIX=/usr/local
 #   make check-sanitize | check-valgrind | fuzz FUZZ_SECONDS=N | bench | format | clean
 #   make web | web-serve | check-web   the page in build/web (WebAssembly; web/README.md)
@@ -9,32 +11,48 @@
 BUILD      ?= build
 PREFIX     ?= /usr/local
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+# tests ctest runs at once in `make check`: twice the cores, as most of them wait (on the jobs
+# they supervise, timeouts, a terminal) more than they compute. No two share a file or a port:
+# each works in its own TMPDIR folder.
+TEST_JOBS  ?= $(shell echo $$((2 * $(JOBS))))
 CMAKE_ARGS ?=
 ifneq ($(OOMLESS_WERROR),)
 CMAKE_ARGS += -DOOMLESS_WERROR=ON
 endif
 
-.PHONY: all deps configure demo check install clean check-sanitize check-valgrind fuzz bench format venv check-trace check-torch bench-trace bench-recovery \
+.PHONY: all deps check-deps compile configure demo check install clean check-sanitize check-valgrind fuzz bench format venv check-trace check-torch bench-trace bench-recovery \
         web web-serve check-web
 
-all: configure
-	cmake --build $(BUILD) -j $(JOBS)
+# A plain `make` changes nothing on the system: it checks the packages the build needs and, when
+# one is missing, lists them with the command that installs them and stops. `make demo`, `make
+# check` and the other check targets install what is missing first (scripts/install-deps.sh).
+# The build itself runs in a sub-make, so that it starts only once the packages are there.
+all: check-deps
+	@$(MAKE) --no-print-directory compile
 
 deps:
 	@scripts/install-deps.sh
 
-configure: deps
+check-deps:
+	@scripts/install-deps.sh --check --build
+
+compile: configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+configure:
 	@if [ ! -f $(BUILD)/build.ninja ]; then \
 	    cmake -S . -B $(BUILD) -G Ninja -DCMAKE_INSTALL_PREFIX=$(PREFIX) $(CMAKE_ARGS); \
 	fi
 
 # The embedded default: Llama-3.1-8B LoRA fine-tune on the detected GPU, or on the default
 # profile (RTX 4090) when there is none.
-demo: all
+demo: deps
+	@$(MAKE) --no-print-directory compile
 	$(BUILD)/oomless plan --model llama-3.1-8b --method lora --seq 2048 --target-effective-batch 32
 
-check: all
-	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+check: deps
+	@$(MAKE) --no-print-directory compile
+	cd $(BUILD) && ctest --output-on-failure -j $(TEST_JOBS)
 
 install: all
 	cmake --install $(BUILD) --prefix $(PREFIX)
@@ -56,12 +74,13 @@ check-sanitize: deps
 # start under valgrind (tests/fault/valgrind-cli.sh). A memory error or a definite leak fails.
 VALGRIND_TESTS ?= ^(unit|fuzz|fault\.c)\.
 VALGRIND_CLI_TESTS ?= ^(cli|fault\.sh)\.
-# test_watch drives the interactive view through tmux with deadlines valgrind's slowdown misses;
+# test_watch_tui drives the interactive view through tmux with deadlines valgrind's slowdown misses;
 # test_job_control stops oomless with SIGTSTP/SIGTTIN, whose default action (stop) valgrind does
 # not carry out for the program it runs (raise(SIGTSTP) under valgrind returns at once);
 # test_closed_fds starts oomless with fd 1 or 2 closed, and valgrind's own --log-file takes it
-VALGRIND_CLI_EXCLUDE ?= ^(cli\.test_watch|fault\.sh\.test_(job_control|closed_fds))$$
-check-valgrind: all
+VALGRIND_CLI_EXCLUDE ?= ^(cli\.test_watch_tui|fault\.sh\.test_(job_control|closed_fds))$$
+check-valgrind: deps
+	@$(MAKE) --no-print-directory compile
 	@command -v valgrind >/dev/null || { echo "check-valgrind: valgrind is not installed" >&2; exit 1; }
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) -T memcheck -R '$(VALGRIND_TESTS)'
 	VALGRIND_CLI_EXCLUDE='$(VALGRIND_CLI_EXCLUDE)' tests/fault/valgrind-cli.sh $(BUILD) '$(VALGRIND_CLI_TESTS)'
@@ -78,14 +97,16 @@ $(VENV)/.installed: bindings/python/requirements-test.txt
 
 # The trace suite: the tracker on hand-computed toy programs, real models traced, and the C
 # estimator held to the tracer on a small matrix (bench/trace/compare.py --subset).
-check-trace: all venv
+check-trace: deps venv
+	@$(MAKE) --no-print-directory compile
 	cmake -S . -B $(BUILD) >/dev/null   # registers the trace tests now that the venv exists
 	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -L trace -j $(JOBS)
 
 # The OOM-recovery suite (oomless.torch, oomless.hf, oomless.lightning): two gloo ranks under
 # torchrun, two torchrun "nodes", and tiny HF Trainer and Lightning jobs under `oomless run`.
-check-torch: all venv
+check-torch: deps venv
+	@$(MAKE) --no-print-directory compile
 	cmake -S . -B $(BUILD) >/dev/null   # registers the torch tests now that the venv exists
 	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -L torch -j $(JOBS)

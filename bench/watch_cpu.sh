@@ -7,7 +7,7 @@
 # 4 static PIDs that do not exist here, runs
 #   oomless watch --interval 0.1 --count 300 --json > /dev/null
 # under /usr/bin/time and prints user+system CPU seconds over the elapsed time, as a percentage
-# of one core. The budget is 1% (issue 6).
+# of one core. The budget is 1%.
 set -eu
 BUILD=${1:-build}
 MODE=${2:-json}

@@ -1,4 +1,5 @@
-/* cmd_table.c - `oomless table`: the seeds' per-GPU tables, computed (one plan per GPU). */
+/* cmd_table.c - `oomless table`: the per-GPU tables that training guides publish, computed
+ * (one plan per GPU). */
 #include "cli.h"
 
 #include <stdlib.h>

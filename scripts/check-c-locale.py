@@ -42,13 +42,15 @@ CTYPE_LETTERS = re.compile(r"(?<![\w.])is(alpha|alnum|upper|lower)\s*\(")
 
 
 def library_objects(build):
+    # only the target's own folder: elsewhere in the build tree, the checker's tests build fake
+    # trees (under the tests' TMPDIR) while this runs
+    top = os.path.join(build, "CMakeFiles", "oomless_objs.dir")
     found = []
-    for root, _dirs, files in os.walk(build):
+    for root, _dirs, files in os.walk(top):
         for name in files:
-            full = os.path.join(root, name)
-            rel = full.replace(os.sep, "/")
-            if name.endswith(".c.o") and "/oomless_objs.dir/" in rel:
-                found.append((rel.split("/oomless_objs.dir/", 1)[1][:-2], full))
+            if name.endswith(".c.o"):
+                full = os.path.join(root, name)
+                found.append((os.path.relpath(full, top).replace(os.sep, "/")[:-2], full))
     return sorted(found)
 
 

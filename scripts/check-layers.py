@@ -73,16 +73,16 @@ def check_includes(src):
 
 
 def object_files(build):
+    # only the targets' own folders: elsewhere in the build tree, the checker's tests build fake
+    # trees (under the tests' TMPDIR) while this runs
     found = []
-    for root, _dirs, files in os.walk(build):
-        for name in files:
-            if not name.endswith(".c.o"):
-                continue
-            full = os.path.join(root, name)
-            rel = full.replace(os.sep, "/")
-            for part in ("/oomless_objs.dir/", "/oomless_cli.dir/"):
-                if part in rel:
-                    found.append((rel.split(part, 1)[1][:-2], full))  # "lib/core/alloc.c"
+    for target in ("oomless_objs.dir", "oomless_cli.dir"):
+        top = os.path.join(build, "CMakeFiles", target)
+        for root, _dirs, files in os.walk(top):
+            for name in files:
+                if name.endswith(".c.o"):
+                    full = os.path.join(root, name)  # "lib/core/alloc.c":
+                    found.append((os.path.relpath(full, top).replace(os.sep, "/")[:-2], full))
     return found
 
 

@@ -8,7 +8,7 @@ sed '/^# SEE ALSO/,$d' "$PAGE"
 echo "# COMMAND REFERENCE"
 echo
 echo "The text each command prints for *--help*."
-for cmd in gpus estimate plan table probe run watch apply; do
+for cmd in gpus estimate plan table probe run watch apply trace; do
     echo
     echo "## oomless $cmd"
     echo

@@ -13,7 +13,8 @@ struct unit {
     int shift;
 };
 
-/* Every unit is binary, as nvidia-smi's "MiB" and the seeds' "16gb = 16384 MB" both mean. */
+/* Every unit is binary, as nvidia-smi's "MiB" and the usual "16gb = 16384 MB" of
+ * training scripts both mean. */
 static const struct unit units[] = {
     {"b", 0},  {"k", 10},  {"kb", 10},  {"kib", 10}, {"m", 20},  {"mb", 20},  {"mib", 20},
     {"g", 30}, {"gb", 30}, {"gib", 30}, {"t", 40},   {"tb", 40}, {"tib", 40},

@@ -1,4 +1,4 @@
-/* plan_text.c - the human report of a plan: the seeds' "Optimized Configuration" block, the
+/* plan_text.c - the human report of a plan: the "Optimized Configuration" block, the
  * memory breakdown, budget utilisation, throughput, alternatives; or why nothing fits. */
 #include "plan/plan.h"
 

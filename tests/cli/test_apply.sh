@@ -137,6 +137,8 @@ if [ -L link.yaml ]; then ok; else bad "the link is still a link"; fi
 ln -s conf/config.yaml inside.yaml
 oom apply --plan "$PLAN" --preset hydra-lightning inside.yaml
 expect_rc 0 "symlink inside allowed"
+expect_eq "$(grep -c 'batch_size: 8 ' conf/config.yaml)" 1 "symlink inside: its target edited"
+if [ -L inside.yaml ]; then ok; else bad "symlink inside: the link is still a link"; fi
 
 # ---- SIGKILL at each step: the file is old or new, the backup the previous or the new one ----
 # An earlier backup is there: it is replaced only once the file is new. At most two temporary

@@ -56,7 +56,9 @@ expect_eq "$(ls conf)" "config.yaml
 other-name.yaml" "hard links: no backup"
 no_temps "hard links"
 oom apply "${SET[@]}" --dry-run conf/config.yaml
-expect_rc 0 "hard links: a dry run writes nothing and shows the diff"
+expect_rc 0 "hard links: a dry run"
+unchanged "hard links: a dry run writes nothing"
+expect_contains "$OUT" "+  batch_size: 8 " "hard links: a dry run shows the diff"
 
 # ---- extended attributes and POSIX ACLs are kept; one inherited from the directory is not added
 fresh

@@ -141,6 +141,7 @@ fresh
 expect_eq "$?" 137 "killed while holding the lock"
 oom apply --lock-timeout 0 --set data_loader.batch_size=literal:8 conf/config.yaml
 expect_rc 0 "no stale lock after a kill"
+expect_eq "$(grep -c 'batch_size: 8 ' conf/config.yaml)" 1 "after a kill: the next apply edits the file"
 
 # ---- one file named twice, or as another's backup: refused before anything is written --------
 fresh

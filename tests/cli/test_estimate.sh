@@ -45,7 +45,12 @@ expect_json '.budget.usable_bytes' "$((23 * 1024 * 1024 * 1024))" "usable = 24 G
 expect_json '.budget.fits' "true" "fits"
 oom estimate --model llama-2-7b --precision fp32 --vram 16 --vram-safety-margin 512
 expect_rc 1 "7B fp32 does not fit 16 GiB"
-expect_contains "$OUT" "NO" "says it does not fit"
+expect_eq "$(grep -E '^  fits +: ' <<<"$OUT" | sed -E 's/^  fits +: //; s/[0-9.]+ GiB/N GiB/')" "NO (N GiB over)" \
+    "says it does not fit, and by how much"
+oom estimate --model gpt2 --vram 16
+expect_rc 0 "gpt2 fits 16 GiB"
+expect_eq "$(grep -E '^  fits +: ' <<<"$OUT" | sed -E 's/^  fits +: //; s/[0-9.]+ GiB/N GiB/')" "yes (N GiB to spare)" \
+    "says it fits, and the room left"
 oom estimate --model gpt2 --vram-safety-margin 512
 expect_rc 2 "margin without a target"
 
@@ -93,7 +98,7 @@ oom estimate --model gpt2 --batch
 expect_rc 2 "missing value"
 oom estimate
 expect_rc 2 "no model"
-expect_contains "$ERR" "model" "asks for a model"
+expect_contains "$ERR" "no model is set (use --model NAME|PATH)" "asks for a model"
 
 # malformed and unsupported configs name the file and the key
 oom estimate --model "$D/estimate_missing_key.json"

@@ -37,5 +37,30 @@ expect_contains "$OUT" "OOMLESS_BATCH_SIZE=" "examples/plan.c prints the plan"
 run "$PREFIX/bin/oomless" gpus --gpu l4 --json
 expect_rc 0 "installed binary finds its data"
 expect_contains "$OUT" '"usable_bytes": 23079157760' "installed binary budget"
-expect_contains "$(cat "$PREFIX/share/man/man1/oomless.1")" "oomless" "man page content"
+
+# the man page renders without a single groff warning and documents every command (in COMMANDS
+# and in the COMMAND REFERENCE) and every exit status
+MANPAGE="$PREFIX/share/man/man1/oomless.1"
+if command -v man >/dev/null; then
+    run env MANWIDTH=100 LC_ALL=C.UTF-8 man --warnings=w -E UTF-8 -l "$MANPAGE"
+    expect_rc 0 "man -l renders the page"
+    expect_eq "$ERR" "" "the page renders without warnings"
+else
+    bad "man is not installed (scripts/install-deps.sh installs man-db)"
+    OUT=
+fi
+# section NAME: the rendered section NAME, up to the next one
+section() { awk -v s="$1" '/^[A-Z]/ { on = ($0 == s); next } on' <<<"$OUT"; }
+COMMANDS=$(section COMMANDS)
+REFERENCE=$(section "COMMAND REFERENCE")
+for cmd in gpus estimate plan table probe run watch apply trace; do
+    if grep -qE "^       $cmd( |\$)" <<<"$COMMANDS"; then ok; else bad "man page: $cmd not in COMMANDS"; fi
+    if grep -qx "   oomless $cmd" <<<"$REFERENCE"; then ok; else bad "man page: no reference for $cmd"; fi
+    expect_contains "$REFERENCE" "usage: oomless $cmd " "man page: the reference holds $cmd --help"
+done
+STATUS=$(section "EXIT STATUS")
+for code in 0 1 2 3; do
+    if grep -qE "^       $code  +[a-z]" <<<"$STATUS"; then ok; else bad "man page: exit status $code not explained"; fi
+done
+expect_contains "$STATUS" "128+N" "man page: the exit status after a signal"
 finish

@@ -13,6 +13,19 @@ for want in "Optimized Configuration" "batch_size" "gradient_accumulation_steps"
     "of usable" "Estimated throughput" "tokens/s" "Next best alternatives"; do
     expect_contains "$OUT" "$want" "report has '$want'"
 done
+# the report's configuration is the plan --json gives for the same request
+TEXT=$OUT
+oom plan --model llama-3.1-8b --method lora --seq 2048 --target-effective-batch 32 --json
+expect_rc 0 "demo plan --json"
+field() { sed -n "s/^  $1 *: //p" <<<"$TEXT"; }
+expect_eq "$(field batch_size)" "$(jq -r .plan.batch_size <<<"$OUT")" "report: batch_size"
+expect_eq "$(field gradient_accumulation_steps)" "$(jq -r .plan.grad_accum <<<"$OUT")" \
+    "report: gradient_accumulation_steps"
+expect_eq "$(field max_seq_len)" 2048 "report: max_seq_len"
+expect_eq "$(field precision)" "$(jq -r .plan.precision <<<"$OUT")" "report: precision"
+expect_eq "$(field gradient_checkpointing)" "$(jq -r .plan.checkpointing <<<"$OUT")" \
+    "report: gradient_checkpointing"
+expect_eq "$(field optimizer)" "$(jq -r .plan.optimizer <<<"$OUT")" "report: optimizer"
 
 # --json: one document, the plan keys `oomless apply` reads, memory keys as estimate
 oom plan --model llama-3.1-8b --method lora --seq 2048 --gpu rtx-4090 --json

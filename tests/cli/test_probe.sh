@@ -133,7 +133,12 @@ expect_json .peaks_measured false "no NVML: peaks not measured"
 expect_json '.trials[0].peak_bytes' null "no NVML: peak null"
 REC=$(printf '%s' "$OUT" | jq .recommended_batch) # OOM above (8192 - 1024) / 10 = 716.8
 if [ "$REC" -le 716 ] && [ "$REC" -ge 715 ]; then ok; else bad "no NVML: recommended $REC"; fi
+TRIALS=$(printf '%s' "$OUT" | jq '.trials | length')
+if [ "$TRIALS" -ge 5 ]; then ok; else bad "no NVML: $TRIALS trials, expected the doubling and the search"; fi
 oom probe --start-batch 100 --max-trials 20 --vram 8 --calibration off -- "${JOB[@]}" --fixed 1G --per-sample 10M
-expect_contains "$OUT" "N/A" "no NVML: text says N/A"
+expect_contains "$OUT" "GPU:       N/A; usable 7.00 GiB" "no NVML: text: no GPU, the budget"
+expect_contains "$OUT" "Peaks:     N/A (NVML not available: " "no NVML: text: peaks N/A, and why"
+expect_contains "$OUT" "the batch limit comes from exit status alone" "no NVML: text: what is used instead"
+expect_eq "$(grep -cE '^ +[0-9]+ +[0-9]+ +N/A ' <<<"$OUT")" "$TRIALS" "no NVML: text: each trial's peak N/A"
 
 finish

@@ -7,9 +7,10 @@ GPUS=rtx-3090,rtx-4090,a100-40gb,a100-80gb,h100-sxm
 
 oom table --model llama-3.1-8b --method lora --seq 2048 --gpus $GPUS
 expect_rc 0 "text table"
-expect_contains "$OUT" "USABLE" "header"
+expect_eq "$(printf '%s\n' "$OUT" | grep '^GPU ' | tr -s ' ')" "GPU USABLE BATCH ACCUM SEQ CKPT PEAK UTIL TOKENS/S" "header"
 expect_eq "$(printf '%s\n' "$OUT" | grep -cE '^(rtx-3090|rtx-4090|a100-40gb|a100-80gb|h100-sxm) ')" "5" "one row per GPU"
-expect_contains "$OUT" "79.00 GiB" "a100-80gb usable"
+expect_eq "$(printf '%s\n' "$OUT" | grep '^a100-80gb ' | tr -s ' ' | cut -d' ' -f2-3)" "79.00 GiB" "a100-80gb usable"
+expect_eq "$(printf '%s\n' "$OUT" | grep '^h100-sxm ' | tr -s ' ' | cut -d' ' -f2-3)" "78.65 GiB" "h100-sxm usable"
 
 # a GPU where nothing fits gets a row that says so
 oom table --model llama-3.1-8b --method lora --seq 2048 --gpus t4,rtx-4090

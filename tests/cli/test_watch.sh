@@ -1,35 +1,8 @@
 #!/usr/bin/env bash
 # test_watch.sh - `oomless watch`: text, JSON and CSV against the fake NVML, the no-terminal
-# fallback, a lost GPU, no NVML, bad options, and the interactive view driven through tmux.
-. "$(dirname "$0")/lib.sh"
-
-# a live process on GPU 0 (procdir) and a PID that does not exist here (static proc line)
-# wait_exec PID: until the forked child shows `sleep 300` in /proc (up to 10 s)
-wait_exec() {
-    local i
-    for i in $(seq 200); do
-        [ "$(tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null)" = "sleep 300 " ] && return 0
-        sleep 0.05
-    done
-    bad "process $1 did not exec sleep"
-}
-mkdir -p "$TMP/procs"
-sleep 300 &
-JOB=$!
-wait_exec "$JOB"
-echo "0 4294967296" >"$TMP/procs/$JOB"
-cleanup() {
-    kill "$JOB" 2>/dev/null
-    [ -n "${TMUX_SOCK:-}" ] && tmux -S "$TMUX_SOCK" kill-server 2>/dev/null
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-SPEC="gpu name=\"NVIDIA A100-SXM4-80GB\" uuid=GPU-aaaa total=85899345920 used=1073741824 util=45 temp=62
-gpu name=\"Tesla T4\" total=16106127360 used=0
-proc gpu=0 pid=999999 used=2147483648
-procdir $TMP/procs"
-fake_nvml "$SPEC"
+# fallback, a lost GPU, no NVML and bad options (the growing-memory trend: test_watch_trend.sh;
+# the interactive view: test_watch_tui.sh).
+. "$(dirname "$0")/watch_common.sh"
 
 # ---- --once, text ----------------------------------------------------------------------------
 oom watch --once
@@ -89,37 +62,6 @@ expect_eq "$(printf '%s\n' "$OUT" | wc -l)" 3 "jsonl: three lines"
 expect_eq "$(printf '%s\n' "$OUT" | jq -c 'select(type == "object") | .gpus | length' | tr '\n' ' ')" "2 2 2 " "jsonl: each line one object"
 if printf '%s\n' "$OUT" | while IFS= read -r line; do printf '%s' "$line" | jq -e -s 'length == 1' >/dev/null || exit 1; done; then ok; else bad "jsonl: a line is not exactly one JSON value"; fi
 
-# ---- a steadily growing process: the trend and the time to the budget --------------------
-sleep 300 &
-GROW=$!
-wait_exec "$GROW"
-# its memory is 1 GiB + 100 MiB/s of real time, whenever the writer gets to run
-(
-    t0=${EPOCHREALTIME/./}
-    while kill -0 "$GROW" 2>/dev/null; do
-        t=${EPOCHREALTIME/./}
-        echo "0 $((1073741824 + (t - t0) * 104857600 / 1000000))" >"$TMP/procs/grow.tmp"
-        mv "$TMP/procs/grow.tmp" "$TMP/procs/$GROW"
-        sleep 0.02
-    done
-) &
-WRITER=$!
-for _ in $(seq 200); do [ -s "$TMP/procs/$GROW" ] && break; sleep 0.05; done
-oom watch --count 40 --interval 0.1 --json
-LAST=$(printf '%s\n' "$OUT" | tail -1)
-OUT=$LAST
-expect_json '.gpus[0].trend.growing' true "trend: the GPU's memory grows"
-expect_json ".gpus[0].processes[] | select(.pid == $GROW) | (.growth_bytes_per_s > 80e6 and .growth_bytes_per_s < 130e6)" true "trend: the process grows ~100 MiB/s"
-expect_json ".gpus[0].processes[] | select(.pid == $GROW) | (.seconds_to_budget > 0)" true "trend: time to the budget"
-expect_json ".gpus[0].processes[] | select(.pid == $JOB) | .growth_bytes_per_s" 0 "trend: the steady job does not grow"
-expect_json ".gpus[0].processes[] | select(.pid == $JOB) | .seconds_to_budget" null "trend: no ETA for it"
-oom watch --count 30 --interval 0.1 --no-tui
-expect_contains "$(printf '%s\n' "$OUT" | tail -12)" "trend: pid $GROW growing" "trend: text line"
-expect_contains "$(printf '%s\n' "$OUT" | tail -12)" "crossed in ~" "trend: text ETA"
-kill "$GROW" "$WRITER" 2>/dev/null
-wait "$GROW" "$WRITER" 2>/dev/null
-rm -f "$TMP/procs/$GROW"
-
 # ---- CSV log ---------------------------------------------------------------------------------
 oom watch --count 2 --interval 0.05 --json --log "$TMP/log.csv"
 expect_rc 0 "watch --log"
@@ -165,12 +107,7 @@ printf '{"memory": {}}\n' >"$TMP/plan.json"
 oom watch --once --plan "$TMP/plan.json"
 expect_rc 2 "--plan without a peak"
 expect_contains "$ERR" "device_peak" "--plan: names the key"
-cat >"$TMP/events.jsonl" <<'EOF'
-{"time": 1700000000.0, "event": "launch", "pid": 100, "attempt": 1, "batch": 32, "grad_accum": 4}
-{"time": 1700000010.0, "event": "oom", "pid": 100, "attempt": 1, "batch": 32, "peak_bytes": 85899345920}
-{"time": 1700000011.0, "event": "restart", "pid": 101, "attempt": 2, "batch": 16, "grad_accum": 8}
-EOF
-printf '{"time": 1700000012.0, "event": "ex' >>"$TMP/events.jsonl"
+write_events "$TMP/events.jsonl"
 oom watch --once --events "$TMP/events.jsonl"
 expect_rc 0 "--events"
 expect_contains "$OUT" "Events:" "events listed"
@@ -179,6 +116,8 @@ expect_contains "$OUT" "restart pid 101 attempt 2 batch 16 (changed) grad_accum 
 expect_eq "$(grep -cE '^  [0-9]{2}:[0-9]{2}:[0-9]{2}  ' <<<"$OUT")" 3 "events: a partial line waits"
 oom watch --once --events "$TMP/not-yet.jsonl"
 expect_rc 0 "--events: a file that does not exist yet"
+expect_eq "$(sed -n '/^Events:$/,$p' <<<"$OUT")" "Events:" "--events: none yet, an empty list"
+expect_eq "$ERR" "" "--events: a file that does not exist yet is not an error"
 
 # ---- a GPU lost mid-run ----------------------------------------------------------------------
 fake_nvml "gpu name=\"NVIDIA A100-SXM4-80GB\" total=85899345920 used=1073741824
@@ -226,107 +165,5 @@ expect_rc 2 "bad margin"
 oom watch --help
 expect_rc 0 "--help"
 expect_contains "$OUT" "--interval SECONDS" "--help lists --interval"
-
-# ---- the interactive view, in tmux -----------------------------------------------------------
-if ! command -v tmux >/dev/null; then
-    bad "tmux is not installed"
-    finish
-    exit
-fi
-# the T4 stops answering after 15 memory queries: about 3 s into the first session
-fake_nvml "${SPEC/used=0/used=0 lost_after=15}"
-TMUX_SOCK="$TMP/tmux.sock"
-T() { tmux -S "$TMUX_SOCK" -f /dev/null "$@"; }
-cat >"$TMP/watch.sh" <<EOF
-export OOMLESS_NVML_LIBRARY='$OOMLESS_NVML_LIBRARY' FAKE_NVML_SPEC='$FAKE_NVML_SPEC'
-export OOMLESS_DATA_DIR='$OOMLESS_DATA_DIR' XDG_CONFIG_HOME='$XDG_CONFIG_HOME'
-"$OOMLESS_BIN" watch --interval 0.2 --events '$TMP/events.jsonl' "\$@"
-echo "watch-exit=\$?"
-EOF
-# pane_wait PATTERN: polls the pane for up to 10 s; leaves the last capture in $PANE
-pane_wait() {
-    local i
-    for i in $(seq 100); do
-        PANE=$(T capture-pane -p -t w)
-        case "$PANE" in *"$1"*) return 0 ;; esac
-        sleep 0.1
-    done
-    return 1
-}
-expect_pane() { if pane_wait "$1"; then ok; else bad "$2: '$1' not in pane:"; printf '%s\n' "$PANE" >&2; fi; }
-alt_screen() { T display -p -t w '#{alternate_on}'; }
-start_watch() { # start_watch [TERM value] [args...]
-    local term=$1
-    shift
-    T send-keys -t w "clear; TERM=$term bash $TMP/watch.sh $*" Enter
-}
-
-T new-session -d -s w -x 110 -y 36 "env PS1='ready> ' bash --norc --noprofile"
-expect_pane "ready>" "tmux: shell started"
-start_watch screen
-expect_pane "NVIDIA A100-SXM4-80GB" "tui: GPU name drawn"
-expect_pane "[||" "tui: a bar drawn"
-expect_pane "7.00 GiB / 80.00 GiB" "tui: used / total"
-expect_pane "Tesla T4" "tui: second GPU panel"
-expect_pane "sleep 300" "tui: process command"
-expect_pane "(not in this PID namespace)" "tui: foreign pid flagged"
-expect_pane "restart pid 101 attempt 2 batch 16 (changed)" "tui: events listed"
-expect_eq "$(alt_screen)" 1 "tui: alternate screen while running"
-printf '%s\n' "$PANE" >"$TMP/screen.txt"
-expect_pane "lost: the device stopped answering" "tui: a GPU lost mid-watch is shown lost"
-expect_pane "  GPU 1  Tesla T4" "tui: the lost GPU keeps its name"
-T send-keys -t w p
-expect_pane "[PAUSED]" "tui: p pauses"
-T send-keys -t w p
-if pane_wait "[PAUSED]"; then
-    for _ in $(seq 50); do PANE=$(T capture-pane -p -t w); case "$PANE" in *"[PAUSED]"*) sleep 0.1 ;; *) break ;; esac; done
-fi
-expect_not_contains "$PANE" "[PAUSED]" "tui: p again resumes"
-T send-keys -t w +
-expect_pane "every 0.5 s" "tui: + slows down"
-T send-keys -t w - -
-expect_pane "every 0.1 s" "tui: - speeds up"
-T send-keys -t w Down
-expect_pane "> GPU 1  Tesla T4" "tui: arrow selects GPU 1"
-T resize-window -t w -x 80 -y 24 2>/dev/null || T resize-pane -t w -x 80 -y 24
-expect_pane "NVIDIA A100" "tui: redrawn after a resize"
-T send-keys -t w q
-expect_pane "watch-exit=0" "tui: q exits with 0"
-expect_eq "$(alt_screen)" 0 "tui: q leaves the alternate screen"
-expect_pane "ready>" "tui: the prompt is back"
-
-T resize-window -t w -x 110 -y 36 2>/dev/null
-start_watch screen
-expect_pane "NVIDIA A100-SXM4-80GB" "tui (2): started"
-pid=$(pgrep -n -f "$OOMLESS_BIN watch --interval 0.2" || true)
-if [ -n "$pid" ]; then kill -TERM "$pid"; else bad "tui: no watch process to signal"; fi
-expect_pane "watch-exit=143" "tui: SIGTERM exits with 128+15"
-expect_eq "$(alt_screen)" 0 "tui: SIGTERM restores the terminal"
-
-start_watch screen
-expect_pane "NVIDIA A100-SXM4-80GB" "tui (3): started"
-T send-keys -t w C-c
-expect_pane "watch-exit=130" "tui: Ctrl-C exits with 128+2"
-expect_eq "$(alt_screen)" 0 "tui: Ctrl-C restores the terminal"
-
-start_watch screen
-expect_pane "NVIDIA A100-SXM4-80GB" "tui (4): started"
-T send-keys -t w 'C-\'
-expect_pane "watch-exit=131" "tui: Ctrl-\\ exits with 128+3"
-expect_eq "$(alt_screen)" 0 "tui: Ctrl-\\ restores the terminal"
-
-# a log that cannot be written: the view says so and goes on; the message comes after it
-start_watch screen --log /dev/full
-expect_pane "[LOG NOT WRITTEN]" "tui: a failing --log shown in the title bar"
-expect_pane "Tesla T4" "tui: still watching with the log failing"
-T send-keys -t w q
-expect_pane "watch-exit=3" "tui: exit 3 when samples were not logged"
-expect_pane "cannot write '/dev/full': No space left on device" "tui: the log's failure said after the view"
-expect_eq "$(alt_screen)" 0 "tui: the terminal restored"
-
-start_watch dumb --count 2
-expect_pane "watch-exit=0" "TERM=dumb on a terminal: text mode"
-expect_contains "$PANE" "GPU 0  NVIDIA A100-SXM4-80GB  [" "TERM=dumb on a terminal: text snapshot"
-expect_eq "$(alt_screen)" 0 "TERM=dumb: no alternate screen"
 
 finish

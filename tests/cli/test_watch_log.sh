@@ -48,13 +48,19 @@ expect_contains "$ERR" "3 samples were not written to '/dev/full'" "/dev/full: t
 # rows (~200 bytes) get partly written before the write fails
 LOG=$TMP/full.csv
 zeros() { head -c "$1" /dev/zero | tr '\0' 0; }
-prefill() { # prefill SIZE: the header, then whole rows, SIZE bytes in all
-    local row="1.000,gpu,0,filler,,,,1,2,3,4,safe,0,," size
-    printf '%s\n' "$HEADER" >"$LOG"
-    while size=$(stat -c %s "$LOG") && [ $((size + 200)) -lt "$1" ]; do
-        printf '%s%s\n' "$row" "$(zeros 60)" >>"$LOG"
-    done
-    printf '%s%s\n' "$row" "$(zeros $(($1 - size - ${#row} - 1)))" >>"$LOG"
+prefill() { # prefill SIZE: the header, then whole rows, SIZE bytes in all (the size counted here)
+    local row="1.000,gpu,0,filler,,,,1,2,3,4,safe,0,," full size
+    full="$row$(zeros 60)"
+    size=$((${#HEADER} + 1))
+    {
+        printf '%s\n' "$HEADER"
+        while [ $((size + 200)) -lt "$1" ]; do
+            printf '%s\n' "$full"
+            size=$((size + ${#full} + 1))
+        done
+        printf '%s%s\n' "$row" "$(zeros $(($1 - size - ${#row} - 1)))"
+    } >"$LOG"
+    [ "$(stat -c %s "$LOG")" -eq "$1" ] || bad "prefill: $(stat -c %s "$LOG") bytes, not $1"
 }
 prefill $((8192 - 100))
 cp "$LOG" "$TMP/full.before"

@@ -31,11 +31,8 @@ for sig in TERM INT HUP; do
     expect_eq "$?" $((128 + $(kill -l "$sig"))) "probe SIG$sig: exit 128+N"
     wait_gone || true
     expect_eq "$(left)" 0 "probe SIG$sig: no process left behind"
-    # an interrupted probe saves no line (and never half a line)
-    if [ -e "$TMP/cal$sig.jsonl" ]; then
-        expect_eq "$(jq -c . "$TMP/cal$sig.jsonl" >/dev/null 2>&1 && echo ok)" ok \
-            "probe SIG$sig: calibration file is whole JSON lines"
-    else ok; fi
+    # an interrupted probe saves no line (not even half of one)
+    expect_eq "$(cat "$TMP/cal$sig.jsonl" 2>/dev/null)" "" "probe SIG$sig: no calibration line saved"
 done
 
 # a trial ignoring SIGTERM: SIGKILLed after the grace; a second SIGTERM meanwhile changes nothing
@@ -78,15 +75,18 @@ while True:
     time.sleep(0.05)'
 for cmd in run probe; do
     marker
+    # files of this command's own: the previous one's "ready" must not be taken for its
+    # (the shell may poll before the started command has truncated a shared file)
+    OUTU="$TMP/outu-$cmd" ERRU="$TMP/erru-$cmd"
     case $cmd in
-    run) "$OOMLESS_BIN" run --batch-size 1 -- python3 -c "$USRJOB" "$MARK" >"$TMP/outu" 2>"$TMP/erru" & ;;
+    run) "$OOMLESS_BIN" run --batch-size 1 -- python3 -c "$USRJOB" "$MARK" >"$OUTU" 2>"$ERRU" & ;;
     probe) "$OOMLESS_BIN" probe --calibration off -- python3 -c "$USRJOB" '{batch}' "$MARK" \
-        >"$TMP/outu" 2>"$TMP/erru" & ;;
+        >"$OUTU" 2>"$ERRU" & ;;
     esac
     P=$!
-    poll 30 grep -q ready "$TMP/outu" "$TMP/erru" || bad "$cmd SIGUSR1: the job never started"
+    poll 30 grep -q ready "$OUTU" "$ERRU" 2>/dev/null || bad "$cmd SIGUSR1: the job never started"
     kill -USR1 "$P"
-    if poll 10 grep -q "checkpoint on SIGUSR1" "$TMP/outu" "$TMP/erru"; then ok; else
+    if poll 10 grep -q "checkpoint on SIGUSR1" "$OUTU" "$ERRU"; then ok; else
         bad "$cmd: SIGUSR1 did not reach the job"
     fi
     if kill -0 "$P" 2>/dev/null; then ok; else bad "$cmd: SIGUSR1 ended oomless"; fi
@@ -95,9 +95,9 @@ for cmd in run probe; do
     RC=$?
     if [ "$cmd" = run ]; then
         expect_eq "$RC" 7 "run: SIGUSR2 reached the job, which exited 7 (oomless passes it on)"
-        expect_contains "$(cat "$TMP/erru")" "passing SIGUSR1 to the job" "run: SIGUSR1 said"
+        expect_contains "$(cat "$ERRU")" "passing SIGUSR1 to the job" "run: SIGUSR1 said"
     else
-        expect_contains "$(cat "$TMP/erru")" "failed at batch 1 with exit 7" \
+        expect_contains "$(cat "$ERRU")" "failed at batch 1 with exit 7" \
             "probe: SIGUSR2 reached the trial, which exited 7"
     fi
     wait_gone || true
@@ -112,7 +112,7 @@ signal.signal(signal.SIGQUIT, lambda *a: sys.exit(5))
 print("ready", flush=True)
 time.sleep(60)' "$MARK" >"$TMP/outq" 2>"$TMP/errq" &
 P=$!
-poll 30 grep -q ready "$TMP/outq" || bad "SIGQUIT: the job never started"
+poll 30 grep -q ready "$TMP/outq" 2>/dev/null || bad "SIGQUIT: the job never started"
 kill -QUIT "$P"
 wait "$P"
 expect_eq "$?" 5 "run SIGQUIT: the job's own exit after handling it"

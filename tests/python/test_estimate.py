@@ -77,9 +77,20 @@ class EstimateTest(unittest.TestCase):
 
     def test_models_and_options(self):
         models = oomless.list_models()
-        names = [m["name"] for m in (models["models"] if isinstance(models, dict) else models)]
-        self.assertIn("llama-3.1-8b", names)
-        self.assertIn("lora-rank", [o[0] for o in oomless.workload_options()])
+        # a list of {name, family, params}, one per preset, the CLI's --list-models --json
+        self.assertIsInstance(models, list)
+        self.assertGreater(len(models), 10)
+        for m in models:
+            self.assertEqual(sorted(m), ["family", "name", "params"], m)
+        names = [m["name"] for m in models]
+        self.assertEqual(len(set(names)), len(names), "preset names are unique")
+        llama = [m for m in models if m["name"] == "llama-3.1-8b"]
+        # Llama 3.1 8B: 8,030,261,248 parameters as published with the model
+        self.assertEqual(llama, [{"name": "llama-3.1-8b", "family": "llama", "params": 8030261248}])
+        rc, doc = cli("estimate", "--list-models", "--json")
+        self.assertEqual(rc, 0)
+        self.assertEqual(models, doc)
+        self.assertIn(("lora-rank", "R", "LoRA rank (default 16)"), oomless.workload_options())
 
     def test_no_leak_over_10000_calls(self):
         for _ in range(200):  # warm up caches and the allocator

@@ -72,7 +72,7 @@ static void test_catalog(void **state)
     assert_int_equal(oom_catalog_find(&p, c, "a100-81gb"), OOM_ENOTFOUND);
     assert_non_null(strstr(oom_last_message(), "a100-81gb"));
     assert_non_null(strstr(oom_last_message(), "a100-80gb")); /* closest names */
-    /* every id the issue asks for is there */
+    /* every GPU the catalog promises (README.md) is there */
     {
         const char *ids[] = {"rtx-2060",
                              "rtx-2080-ti",

@@ -308,10 +308,13 @@ static void test_workers(void **state)
     assert_int_equal(res->workers, 3);
     assert_int_equal(res->budget.usable_bytes, 5 * OOM_GiB);
     oom_plan_free(res);
-    r.workers = 4, r.downscale = 0;
+    r.workers = 4, r.downscale = 0; /* 15 GiB / 4 = 3.75 GiB per copy: too small */
     res = NULL;
     assert_int_equal(oom_plan_run(&res, &r), OOM_ENOFIT);
     assert_non_null(res);
+    assert_false(res->found);
+    assert_int_equal(res->budget.usable_bytes, 15 * OOM_GiB / 4);
+    assert_true(res->smallest.estimate.device_peak > res->budget.usable_bytes);
     oom_plan_free(res);
 }
 
