@@ -1,5 +1,6 @@
 /* cmd_apply.c - `oomless apply`: writes plan values into YAML/JSON config files. */
 #include "cli.h"
+#include "core/core.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -135,50 +136,17 @@ static int lock_seconds(double *out, const char *text)
     return EXIT_OK;
 }
 
-static char *read_stream(FILE *f)
-{
-    size_t len = 0, cap = 0, n;
-    char *buf = NULL, *grown;
-
-    do {
-        if (cap - len < 4096) {
-            cap = cap ? cap * 2 : 8192;
-            if (!(grown = realloc(buf, cap))) {
-                free(buf);
-                return NULL;
-            }
-            buf = grown;
-        }
-        n = fread(buf + len, 1, cap - len - 1, f);
-        len += n;
-    } while (n > 0);
-    if (ferror(f)) {
-        free(buf);
-        return NULL;
-    }
-    buf[len] = '\0';
-    return buf;
-}
-
 static int load_plan(oom_apply *a, const char *path)
 {
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    char *text;
-    int err;
+    char *text = NULL;
+    int err = strcmp(path, "-") ? oomi_read_file(&text, NULL, path, OOMI_READ_MAX)
+                                : oomi_read_fd(&text, NULL, 0, "standard input", OOMI_READ_MAX);
 
-    if (!f) {
-        fprintf(stderr, "oomless apply: cannot open plan '%s'\n", path);
-        return EXIT_USAGE;
-    }
-    text = read_stream(f);
-    if (f != stdin)
-        fclose(f);
-    if (!text) {
-        fprintf(stderr, "oomless apply: cannot read plan '%s'\n", path);
-        return EXIT_ENV;
-    }
-    err = oom_apply_load_plan(a, text, path);
-    free(text);
+    if (err == OOM_EIO) /* the plan named cannot be read: a bad file, as one too large */
+        err = OOM_EINVAL;
+    if (!err)
+        err = oom_apply_load_plan(a, text, path);
+    oomi_free(text);
     return err ? cli_fail("apply", err) : EXIT_OK;
 }
 

@@ -1,9 +1,9 @@
 /* cmd_run.c - `oomless run -- CMD...`: run the job; on OOM relaunch it smaller, same effective
  * batch. Signals are forwarded to the job's process group; the job's status is passed on. */
 #include "cli.h"
+#include "core/core.h"
 
 #include <errno.h>
-#include <json-c/json.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -181,47 +181,19 @@ static int parse_args(struct run_args *a, int argc, char **argv)
 
 /* ---- where the batch comes from ------------------------------------------------------------ */
 
-static int plan_int(int *out, json_object *plan, const char *key, const char *file, int required)
-{
-    json_object *v;
-    if (!json_object_object_get_ex(plan, key, &v) || json_object_is_type(v, json_type_null)) {
-        if (required)
-            return cli_usage_error("run", "plan '%s' has no .plan.%s", file, key);
-        return EXIT_OK;
-    }
-    if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 1 ||
-        json_object_get_int64(v) > INT_MAX)
-        return cli_usage_error("run", "plan '%s': .plan.%s is not a whole number >= 1", file, key);
-    *out = (int)json_object_get_int64(v);
-    return EXIT_OK;
-}
-
 static int batch_from_plan(struct run_args *a)
 {
-    FILE *f = strcmp(a->plan, "-") ? fopen(a->plan, "r") : stdin;
-    char buf[65536];
-    size_t n;
-    json_object *root, *plan;
-    int rc;
+    oomi_plan_doc doc;
+    int err = oomi_plan_doc_read(&doc, a->plan, OOMI_PLAN_BATCH);
 
-    if (!f) {
-        cli_notice("cannot open the plan '%s': %s", a->plan, strerror(errno));
-        return EXIT_USAGE;
-    }
-    n = fread(buf, 1, sizeof(buf) - 1, f);
-    buf[n] = '\0';
-    if (f != stdin)
-        fclose(f);
-    if (!(root = json_tokener_parse(buf)))
-        return cli_usage_error("run", "plan '%s' is not JSON", a->plan);
-    if (!json_object_object_get_ex(root, "plan", &plan) ||
-        !json_object_is_type(plan, json_type_object))
-        rc = cli_usage_error("run", "plan '%s' has no \"plan\" object", a->plan);
-    else if ((rc = plan_int(&a->o.batch, plan, "batch_size", a->plan, 1)) == EXIT_OK &&
-             !a->o.grad_accum)
-        rc = plan_int(&a->o.grad_accum, plan, "grad_accum", a->plan, 0);
-    json_object_put(root);
-    return rc;
+    if (err == OOM_ENOMEM)
+        return cli_fail("run", err);
+    if (err)
+        return cli_usage_error("run", "%s", oom_last_message());
+    a->o.batch = doc.batch_size;
+    if (!a->o.grad_accum)
+        a->o.grad_accum = doc.grad_accum;
+    return EXIT_OK;
 }
 
 static int batch_from_env(struct run_args *a)

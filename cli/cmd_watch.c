@@ -3,6 +3,7 @@
  * Options and the text/JSON/CSV modes live here; the interactive view is in watch_tui.c.
  */
 #include "cli.h"
+#include "core/core.h"
 #include "watch_session.h"
 #include "watch_tui.h"
 
@@ -376,7 +377,7 @@ static int run_loop(struct watch_ctx *w, const struct watch_opts *o)
 
 static int setup_budget(struct watch_ctx *w, const struct watch_opts *o, struct cli_target *t)
 {
-    uint64_t peak;
+    oomi_plan_doc plan;
     int rc, err;
 
     if (o->budget.gpu || o->budget.vram) { /* one budget, applied to each GPU */
@@ -388,8 +389,8 @@ static int setup_budget(struct watch_ctx *w, const struct watch_opts *o, struct 
         err = oom_monitor_set_margin(
             w->monitor, o->budget.margin ? o->budget.margin : oom_config_default_margin(t->config));
     }
-    if (!err && o->plan && (err = oom_plan_file_peak(&peak, o->plan)) == OOM_OK)
-        oom_monitor_set_plan_peak(w->monitor, peak);
+    if (!err && o->plan && (err = oomi_plan_doc_read(&plan, o->plan, OOMI_PLAN_PEAK)) == OOM_OK)
+        oom_monitor_set_plan_peak(w->monitor, plan.device_peak);
     return err ? cli_fail("watch", err) : EXIT_OK;
 }
 

@@ -347,7 +347,7 @@ static int read_file(oom_apply *a, struct file *f, unsigned flags)
                          "leave the other names with the old text; edit it by hand, or give it "
                          "a copy of its own first; the file is unchanged",
                          f->name, (unsigned long)f->st.st_nlink);
-    return oomi_read_fd(&f->old, &f->oldlen, f->fd, f->real);
+    return oomi_read_fd(&f->old, &f->oldlen, f->fd, f->real, OOMI_READ_MAX);
 }
 
 /* Files are locked in the order of their device and inode numbers, whatever the order on the

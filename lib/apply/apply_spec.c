@@ -305,8 +305,8 @@ static int presets_file(const char *path, bool optional, const char *name, oomi_
     if (optional && access(path, F_OK) != 0)
         return OOM_OK;
     /* the user's file is read as a regular file only (a FIFO there would make apply wait) */
-    if ((err = optional ? oomi_read_regular(&text, &len, path, "presets file")
-                        : oomi_read_file(&text, &len, path)))
+    if ((err = optional ? oomi_read_regular(&text, &len, path, "presets file", OOMI_READ_MAX)
+                        : oomi_read_file(&text, &len, path, OOMI_READ_MAX)))
         return err;
     if (!yaml_parser_initialize(&parser)) {
         oomi_free(text);

@@ -16,6 +16,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* the store only grows (one line a probe or relaunch): read far more than a document */
+#define STORE_READ_MAX ((size_t)1024 * 1024 * 1024)
+
 /* The default store, and the length of its leading $HOME (0 under $XDG_CACHE_HOME): oomless
  * creates the directories below $HOME, never $HOME itself. */
 static int default_store(char **out, size_t *home_len)
@@ -327,7 +330,7 @@ int oom_calibration_lookup(oom_calibration **out, const char *path, const char *
     if (!path && (err = default_store(&def, NULL)))
         return err;
     path = path ? path : def;
-    if ((err = oomi_read_regular(&text, &len, path, "calibration file"))) {
+    if ((err = oomi_read_regular(&text, &len, path, "calibration file", STORE_READ_MAX))) {
         if (err == OOM_ENOTFOUND)
             err = oomi_fail(OOM_ENOTFOUND, "no calibration file '%s'", path);
         goto done;

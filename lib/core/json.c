@@ -1,11 +1,122 @@
-/* json.c - JSON output helpers shared by every writer of JSON documents. */
+/* json.c - the JSON helpers every reader and writer of JSON documents in the library (and the
+ * tool) uses: members taken with a type and range check and a message naming the key, values
+ * written the same way everywhere. */
 #include "core/core.h"
 
 #include <json-c/json.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
-struct json_object *oomi_json_number(double v, int decimals)
+/* ---- reading ------------------------------------------------------------------------------- */
+
+json_object *oomi_json_get(json_object *o, const char *key)
+{
+    json_object *v;
+    if (!o || !json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, key, &v))
+        return NULL;
+    return v; /* NULL for a JSON null */
+}
+
+bool oomi_json_is_number(json_object *v)
+{
+    return v && (json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double));
+}
+
+/* The member, or NULL: absent (or null) is OOM_OK with *found false when found is given, else
+ * OOM_ENOTFOUND naming it. */
+static int member(json_object **v, bool *found, json_object *o, const char *key, const char *where)
+{
+    *v = oomi_json_get(o, key);
+    if (found)
+        *found = *v != NULL;
+    if (*v || found)
+        return OOM_OK;
+    return oomi_fail(OOM_ENOTFOUND, "%s%s is missing", where, key);
+}
+
+int oomi_json_int(int64_t *out, bool *found, json_object *o, const char *key, int64_t min,
+                  int64_t max, const char *where)
+{
+    json_object *v;
+    int64_t i;
+    int err;
+
+    if ((err = member(&v, found, o, key, where)) || !v)
+        return err;
+    if (!json_object_is_type(v, json_type_int))
+        return oomi_fail(OOM_EINVAL, "%s%s must be a whole number, not %s", where, key,
+                         json_object_to_json_string(v));
+    i = json_object_get_int64(v);
+    if (i < min || i > max)
+        return oomi_fail(OOM_EINVAL, "%s%s %s is out of range (%" PRId64 " to %" PRId64 ")", where,
+                         key, json_object_to_json_string(v), min, max);
+    *out = i;
+    return OOM_OK;
+}
+
+int oomi_json_double(double *out, bool *found, json_object *o, const char *key, double min,
+                     double max, const char *where)
+{
+    json_object *v;
+    double d;
+    int err;
+
+    if ((err = member(&v, found, o, key, where)) || !v)
+        return err;
+    if (!oomi_json_is_number(v))
+        return oomi_fail(OOM_EINVAL, "%s%s must be a number, not %s", where, key,
+                         json_object_to_json_string(v));
+    d = json_object_get_double(v);
+    if (!(d >= min && d <= max))
+        return oomi_fail(OOM_EINVAL, "%s%s %s is out of range (%g to %g)", where, key,
+                         json_object_to_json_string(v), min, max);
+    *out = d;
+    return OOM_OK;
+}
+
+int oomi_json_string(const char **out, bool *found, json_object *o, const char *key,
+                     const char *where)
+{
+    json_object *v;
+    int err;
+
+    if ((err = member(&v, found, o, key, where)) || !v)
+        return err;
+    if (!json_object_is_type(v, json_type_string))
+        return oomi_fail(OOM_EINVAL, "%s%s must be a string, not %s", where, key,
+                         json_object_to_json_string(v));
+    *out = json_object_get_string(v);
+    return OOM_OK;
+}
+
+/* ---- writing ------------------------------------------------------------------------------- */
+
+int oomi_json_put(json_object *o, const char *key, json_object *v)
+{
+    if (!o || json_object_object_add(o, key, v)) {
+        json_object_put(v);
+        return oomi_nomem();
+    }
+    return OOM_OK;
+}
+
+json_object *oomi_json_bytes(uint64_t v)
+{
+    return v == OOM_UNKNOWN ? NULL : json_object_new_int64(v > INT64_MAX ? INT64_MAX : (int64_t)v);
+}
+
+json_object *oomi_json_size(uint64_t v)
+{
+    return json_object_new_int64(v > INT64_MAX ? INT64_MAX : (int64_t)v);
+}
+
+json_object *oomi_json_string_or_null(const char *s)
+{
+    return s && *s ? json_object_new_string(s) : NULL;
+}
+
+json_object *oomi_json_number(double v, int decimals)
 {
     char buf[64];
     size_t n;

@@ -203,7 +203,7 @@ static int load(void)
 
     if (!path) {
         r.err = oomi_nomem();
-    } else if (!(r.err = oomi_read_file(&text, NULL, path))) {
+    } else if (!(r.err = oomi_read_file(&text, NULL, path, OOMI_READ_MAX))) {
         if (!(root = json_tokener_parse_verbose(text, &jerr)))
             r.err =
                 oomi_fail(OOM_EPARSE, "coefficients '%s': %s", path, json_tokener_error_desc(jerr));

@@ -113,7 +113,7 @@ int oom_config_load(oom_config **out, const char *path)
         if (!def || stat(def, &st) != 0)
             goto done; /* no default file: defaults apply */
         /* a regular file only: a FIFO there would make every command wait */
-        if ((err = oomi_read_regular(&text, &len, def, "config file")) ||
+        if ((err = oomi_read_regular(&text, &len, def, "config file", OOMI_READ_MAX)) ||
             (err = oomi_yaml_load(&root, text, len, def)))
             goto done;
         path = def;

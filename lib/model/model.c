@@ -506,7 +506,7 @@ int oomi_model_load_file(oomi_model **out, const char *path, const char *name)
     enum json_tokener_error jerr;
     int err;
 
-    if ((err = oomi_read_file(&text, NULL, path)))
+    if ((err = oomi_read_file(&text, NULL, path, OOMI_READ_MAX)))
         return err;
     cfg = json_tokener_parse_verbose(text, &jerr);
     oomi_free(text);

@@ -165,6 +165,16 @@ printf '{"memory": {}}\n' >"$TMP/plan.json"
 oom watch --once --plan "$TMP/plan.json"
 expect_rc 2 "--plan without a peak"
 expect_contains "$ERR" "device_peak" "--plan: names the key"
+{
+    printf '{"alternatives": ["%s"],\n' "$(head -c 1100000 /dev/zero | tr '\0' x)"
+    printf '"memory": {"device_peak": "5GiB"}}\n'
+} >"$TMP/plan.json"
+oom watch --once --json --plan "$TMP/plan.json"
+expect_json '.plan_peak_bytes' 5368709120 "--plan: a plan above 1 MiB"
+truncate -s 73505997 "$TMP/plan.json"
+oom watch --once --plan "$TMP/plan.json"
+expect_rc 2 "--plan past the 64 MiB cap"
+expect_contains "$ERR" "plan.json: 70.1 MiB is larger than the 64 MiB this reads" "--plan: the cap"
 cat >"$TMP/events.jsonl" <<'EOF'
 {"time": 1700000000.0, "event": "launch", "pid": 100, "attempt": 1, "batch": 32, "grad_accum": 4}
 {"time": 1700000010.0, "event": "oom", "pid": 100, "attempt": 1, "batch": 32, "peak_bytes": 85899345920}
