@@ -39,6 +39,15 @@ void cli_init_notices(void);
 /* Writes a JSON document (a library-made string) to stdout with a final newline. */
 int cli_print_json(const char *json);
 
+/* The one place the tool sets signal handlers: `handler` (a function, SIG_IGN or SIG_DFL) for
+ * each of sigs[0..n), without SA_RESTART (a sleep, a wait, a read or a write returns early with
+ * EINTR) and with nothing else blocked while it runs. Returns what the last of them had before.
+ * cli_stop_signals: the signals that end a command (run, probe, watch) after it has cleaned up. */
+typedef void (*cli_signal_fn)(int);
+cli_signal_fn cli_set_signals(const int *sigs, size_t n, cli_signal_fn handler);
+#define CLI_STOP_SIGNALS 4
+extern const int cli_stop_signals[CLI_STOP_SIGNALS];
+
 /* Sub-commands, one file each (cli/cmd_<name>.c), dispatched from the table in main.c. */
 int cmd_gpus(int argc, char **argv);
 int cmd_estimate(int argc, char **argv);

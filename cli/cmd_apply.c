@@ -300,7 +300,8 @@ static int run(oom_apply *a, const struct args *o, const char *const *files, siz
 
     if ((hooks.kill_at && *hooks.kill_at) || (hooks.stop_at && *hooks.stop_at))
         oom_apply_set_step_hook(a, test_hook, &hooks);
-    signal(SIGXFSZ, SIG_IGN); /* a file size limit is an error to report, not a death */
+    /* a file size limit is an error to report, not a death */
+    cli_set_signals(&(const int){SIGXFSZ}, 1, SIG_IGN);
     /* the diff costs time and memory in proportion to the files: made only when printed */
     err = oom_apply_run(a, files, count, o->flags, want_diff ? &diff : NULL);
     if (!err)

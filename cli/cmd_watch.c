@@ -65,21 +65,6 @@ static void on_signal(int sig)
     watch_stop_signal = sig;
 }
 
-static void install_signals(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal; /* no SA_RESTART: sleeps and reads return early */
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-    sigaction(SIGQUIT, &sa, NULL); /* Ctrl-\ too: the terminal comes back before the exit */
-    /* a --log file at the file size limit (RLIMIT_FSIZE): a failed write, not a dead watch */
-    sa.sa_handler = SIG_IGN;
-    sigaction(SIGXFSZ, &sa, NULL);
-}
-
 /* ---- options ------------------------------------------------------------------------------- */
 
 static int parse_interval(double *out, const char *text)
@@ -435,7 +420,10 @@ int cmd_watch(int argc, char **argv)
         rc = cli_fail("watch", err);
         goto done;
     }
-    install_signals();
+    /* sleeps and reads return early; Ctrl-\ too: the terminal comes back before the exit; a
+     * --log file at the file size limit (RLIMIT_FSIZE): a failed write, not a dead watch */
+    cli_set_signals(cli_stop_signals, CLI_STOP_SIGNALS, on_signal);
+    cli_set_signals(&(const int){SIGXFSZ}, 1, SIG_IGN);
     if (!o.once && !o.json && !o.no_tui && watch_tui_available())
         rc = watch_tui_run(&w);
     else

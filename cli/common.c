@@ -75,6 +75,23 @@ void cli_init_notices(void)
     oom_set_notice_handler(on_notice, NULL);
 }
 
+const int cli_stop_signals[CLI_STOP_SIGNALS] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
+cli_signal_fn cli_set_signals(const int *sigs, size_t n, cli_signal_fn handler)
+{
+    struct sigaction sa, old;
+    size_t i;
+
+    memset(&sa, 0, sizeof(sa));
+    memset(&old, 0, sizeof(old));
+    old.sa_handler = SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = handler;
+    for (i = 0; i < n; i++)
+        sigaction(sigs[i], &sa, &old);
+    return old.sa_handler;
+}
+
 int cli_print_json(const char *json)
 {
     size_t n = strlen(json);
