@@ -261,30 +261,27 @@ static void summary(const char *report)
     struct json_object *doc = json_tokener_parse(report), *files, *f, *edits, *e;
     size_t i, j;
 
-    if (!doc || !json_object_object_get_ex(doc, "files", &files))
+    if (!(files = oomi_json_get(doc, "files")))
         goto done;
     for (i = 0; i < json_object_array_length(files); i++) {
         f = json_object_array_get_idx(files, i);
-        json_object_object_get_ex(f, "edits", &edits);
+        edits = oomi_json_get(f, "edits");
         for (j = 0; j < json_object_array_length(edits); j++) {
             e = json_object_array_get_idx(edits, j);
-            fprintf(stderr, "%s: %s %s ", json_object_get_string(json_object_object_get(f, "file")),
-                    json_object_get_string(json_object_object_get(e, "action")),
-                    json_object_get_string(json_object_object_get(e, "key")));
+            fprintf(stderr, "%s: %s %s ", json_object_get_string(oomi_json_get(f, "file")),
+                    json_object_get_string(oomi_json_get(e, "action")),
+                    json_object_get_string(oomi_json_get(e, "key")));
             print_value(e, "old");
             fputs(" -> ", stderr);
-            if (json_object_object_get(e, "reason"))
-                fprintf(stderr, "(%s)",
-                        json_object_get_string(json_object_object_get(e, "reason")));
+            if (oomi_json_get(e, "reason"))
+                fprintf(stderr, "(%s)", json_object_get_string(oomi_json_get(e, "reason")));
             else
                 print_value(e, "new");
             fputc('\n', stderr);
         }
-        if (json_object_get_boolean(json_object_object_get(doc, "written")) &&
-            json_object_object_get(f, "backup"))
-            fprintf(stderr, "%s: backup in %s\n",
-                    json_object_get_string(json_object_object_get(f, "file")),
-                    json_object_get_string(json_object_object_get(f, "backup")));
+        if (json_object_get_boolean(oomi_json_get(doc, "written")) && oomi_json_get(f, "backup"))
+            fprintf(stderr, "%s: backup in %s\n", json_object_get_string(oomi_json_get(f, "file")),
+                    json_object_get_string(oomi_json_get(f, "backup")));
     }
 done:
     json_object_put(doc);

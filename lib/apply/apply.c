@@ -658,7 +658,6 @@ static int report_file(struct json_object *arr, const struct file *f)
 int oom_apply_report(const oom_apply *a, char **out)
 {
     struct json_object *doc = json_object_new_object(), *files;
-    const char *text;
     size_t i;
     int err;
 
@@ -672,13 +671,8 @@ int oom_apply_report(const oom_apply *a, char **out)
     err = err ? err : add(doc, "files", files = json_object_new_array(), false);
     for (i = 0; !err && i < a->nfiles; i++)
         err = report_file(files, &a->files[i]);
-    if (!err) {
-        text =
-            json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
-                                                    JSON_C_TO_STRING_NOSLASHESCAPE);
-        if (!text || !(*out = oomi_strdup(text)))
-            err = OOM_ENOMEM;
-    }
+    if (!err)
+        return oomi_json_finish(out, doc);
     json_object_put(doc);
-    return err ? oomi_nomem() : OOM_OK;
+    return oomi_nomem();
 }

@@ -122,7 +122,7 @@ static struct json_object *walk(struct json_object *doc, const oomi_pathseg *seg
 
 static long long int_field(struct json_object *plan, const char *key, long long dflt, bool *ok)
 {
-    struct json_object *o = json_object_object_get(plan, key);
+    struct json_object *o = oomi_json_get(plan, key);
     if (!o)
         return dflt;
     if (!json_object_is_type(o, json_type_int))

@@ -177,30 +177,24 @@ void oom_calibration_free(oom_calibration *c)
     oomi_free(c);
 }
 
+/* a string field, NULL when absent or not a string */
 static const char *get_str(json_object *o, const char *key)
 {
-    json_object *v;
-    return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string)
-               ? json_object_get_string(v)
-               : NULL;
+    json_object *v = oomi_json_get(o, key);
+    return json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
 }
 
-/* a number field, 0 when absent or not a number (json-c would read a string with strtod, in the
- * host's locale) */
+/* a number field, 0 when absent or not a number (a damaged record is skipped, not refused) */
 static double get_num(json_object *o, const char *key)
 {
-    json_object *v;
-    return json_object_object_get_ex(o, key, &v) && (json_object_is_type(v, json_type_int) ||
-                                                     json_object_is_type(v, json_type_double))
-               ? json_object_get_double(v)
-               : 0;
+    json_object *v = oomi_json_get(o, key);
+    return oomi_json_is_number(v) ? json_object_get_double(v) : 0;
 }
 
 /* A record `oomless trace --calibrate` wrote: allocated bytes, valid on any GPU. */
 static int is_traced(json_object *o)
 {
-    json_object *v;
-    return json_object_object_get_ex(o, "traced", &v) && json_object_get_boolean(v);
+    return json_object_get_boolean(oomi_json_get(o, "traced"));
 }
 
 /* Whether a line's record is for this key (a traced record, gpu "", is for every GPU). */

@@ -184,7 +184,8 @@ int oomi_json_double(double *out, bool *found, struct json_object *o, const char
                      double max, const char *where);
 int oomi_json_string(const char **out, bool *found, struct json_object *o, const char *key,
                      const char *where);
-/* Adds key: v (v NULL = JSON null); on failure v is released and OOM_ENOMEM recorded. */
+/* Adds key: v (v NULL = JSON null) to o (NULL: o could not be made); OOM_ENOMEM (recorded) when
+ * o could not grow, and v is still the caller's, as with json_object_object_add(). */
 int oomi_json_put(struct json_object *o, const char *key, struct json_object *v);
 /* bytes as an integer; OOM_UNKNOWN as null (NULL) */
 struct json_object *oomi_json_bytes(uint64_t v);
@@ -194,7 +195,7 @@ struct json_object *oomi_json_size(uint64_t v);
 struct json_object *oomi_json_string_or_null(const char *s);
 /* A JSON number printed with at most `decimals` decimals (trailing zeros dropped).  */
 struct json_object *oomi_json_number(double v, int decimals);
-/* Pretty-prints root into *out (allocated) and releases root.  */
+/* Pretty-prints root into *out (allocated) and releases root (NULL: OOM_ENOMEM, recorded). */
 int oomi_json_finish(char **out, struct json_object *root);
 
 /* ---- unified diff (diff.c) ----------------------------------------------------------------- */

@@ -4,7 +4,7 @@
 #include "core/core.h"
 
 #include <json-c/json.h>
-#include <inttypes.h>
+#include <float.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -35,10 +35,24 @@ static int member(json_object **v, bool *found, json_object *o, const char *key,
     return oomi_fail(OOM_ENOTFOUND, "%s%s is missing", where, key);
 }
 
+/* "(1 to 8)", "(at least 0)", "(at most 3)" */
+static void range_text(char *buf, size_t size, double min, double max, bool whole)
+{
+    bool low = whole ? min > (double)INT64_MIN : min > -DBL_MAX;
+    bool high = whole ? max < (double)INT64_MAX : max < DBL_MAX;
+    if (low && high)
+        oomi_snprintf(buf, size, "(%.15g to %.15g)", min, max);
+    else if (low)
+        oomi_snprintf(buf, size, "(at least %.15g)", min);
+    else
+        oomi_snprintf(buf, size, "(at most %.15g)", max);
+}
+
 int oomi_json_int(int64_t *out, bool *found, json_object *o, const char *key, int64_t min,
                   int64_t max, const char *where)
 {
     json_object *v;
+    char range[80];
     int64_t i;
     int err;
 
@@ -48,9 +62,11 @@ int oomi_json_int(int64_t *out, bool *found, json_object *o, const char *key, in
         return oomi_fail(OOM_EINVAL, "%s%s must be a whole number, not %s", where, key,
                          json_object_to_json_string(v));
     i = json_object_get_int64(v);
-    if (i < min || i > max)
-        return oomi_fail(OOM_EINVAL, "%s%s %s is out of range (%" PRId64 " to %" PRId64 ")", where,
-                         key, json_object_to_json_string(v), min, max);
+    if (i < min || i > max) {
+        range_text(range, sizeof(range), (double)min, (double)max, true);
+        return oomi_fail(OOM_EINVAL, "%s%s %s is out of range %s", where, key,
+                         json_object_to_json_string(v), range);
+    }
     *out = i;
     return OOM_OK;
 }
@@ -59,6 +75,7 @@ int oomi_json_double(double *out, bool *found, json_object *o, const char *key, 
                      double max, const char *where)
 {
     json_object *v;
+    char range[80];
     double d;
     int err;
 
@@ -68,9 +85,11 @@ int oomi_json_double(double *out, bool *found, json_object *o, const char *key, 
         return oomi_fail(OOM_EINVAL, "%s%s must be a number, not %s", where, key,
                          json_object_to_json_string(v));
     d = json_object_get_double(v);
-    if (!(d >= min && d <= max))
-        return oomi_fail(OOM_EINVAL, "%s%s %s is out of range (%g to %g)", where, key,
-                         json_object_to_json_string(v), min, max);
+    if (!(d >= min && d <= max)) {
+        range_text(range, sizeof(range), min, max, false);
+        return oomi_fail(OOM_EINVAL, "%s%s %s is out of range %s", where, key,
+                         json_object_to_json_string(v), range);
+    }
     *out = d;
     return OOM_OK;
 }
@@ -94,11 +113,7 @@ int oomi_json_string(const char **out, bool *found, json_object *o, const char *
 
 int oomi_json_put(json_object *o, const char *key, json_object *v)
 {
-    if (!o || json_object_object_add(o, key, v)) {
-        json_object_put(v);
-        return oomi_nomem();
-    }
-    return OOM_OK;
+    return !o || json_object_object_add(o, key, v) ? oomi_nomem() : OOM_OK;
 }
 
 json_object *oomi_json_bytes(uint64_t v)
@@ -129,8 +144,11 @@ json_object *oomi_json_number(double v, int decimals)
 
 int oomi_json_finish(char **out, json_object *root)
 {
-    const char *s = json_object_to_json_string_ext(
-        root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED | JSON_C_TO_STRING_NOSLASHESCAPE);
+    const char *s;
+    if (!root)
+        return oomi_nomem();
+    s = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
+                                                 JSON_C_TO_STRING_NOSLASHESCAPE);
     *out = s ? oomi_strdup(s) : NULL;
     json_object_put(root);
     return *out ? OOM_OK : oomi_nomem();

@@ -34,7 +34,7 @@ static int take_string(char **dst, json_object *obj, const char *key, const char
     char buf[64];
     const char *s;
 
-    if (!json_object_object_get_ex(obj, key, &v) || !v)
+    if (!(v = oomi_json_get(obj, key)))
         return OOM_OK;
     if (json_object_is_type(v, json_type_string))
         s = json_object_get_string(v);
@@ -64,7 +64,7 @@ static int parse_config(oom_config *c, json_object *root, const char *path)
             return oomi_fail(OOM_EINVAL, "%s: unknown key '%s' (expected defaults, gpus)", path,
                              key);
     }
-    if (json_object_object_get_ex(root, "defaults", &defaults) && defaults) {
+    if ((defaults = oomi_json_get(root, "defaults"))) {
         if (!json_object_is_type(defaults, json_type_object))
             return oomi_fail(OOM_EINVAL, "%s: 'defaults' must be a mapping", path);
         json_object_object_foreach(defaults, dkey, dval)
@@ -81,7 +81,7 @@ static int parse_config(oom_config *c, json_object *root, const char *path)
         if ((err = oom_parse_margin(&dummy, c->margin, 24 * OOM_GiB)))
             return oomi_fail_prefix(err, "%s: defaults.safety_margin: ", path);
     }
-    if (json_object_object_get_ex(root, "gpus", &gpus) && gpus) {
+    if ((gpus = oomi_json_get(root, "gpus"))) {
         if (!json_object_is_type(gpus, json_type_array))
             return oomi_fail(OOM_EINVAL, "%s: 'gpus' must be a list", path);
         c->gpus = json_object_get(gpus);

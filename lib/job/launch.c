@@ -230,8 +230,8 @@ static void parse_recovery(oomi_launch *l, const char *s, size_t n)
     oomi_free(text);
     if (!doc)
         return;
-    if (json_object_object_get_ex(doc, "micro_batch", &v) &&
-        json_object_is_type(v, json_type_int) && json_object_get_int64(v) >= 1 &&
+    v = oomi_json_get(doc, "micro_batch"); /* a value out of range is no batch, not an error */
+    if (json_object_is_type(v, json_type_int) && json_object_get_int64(v) >= 1 &&
         json_object_get_int64(v) <= INT_MAX)
         l->recovery_batch = (int)json_object_get_int64(v);
     if (json_object_object_get_ex(doc, "failed_ranks", &v)) {

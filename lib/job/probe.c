@@ -418,11 +418,6 @@ int oom_probe(oom_probe_result **out, const oom_job *job, const oom_probe_option
 /* ---- JSON -------------------------------------------------------------------------------------
  */
 
-static json_object *bytes_or_null(uint64_t v)
-{
-    return v == OOM_UNKNOWN ? NULL : json_object_new_int64((int64_t)v);
-}
-
 static json_object *fit_json(const oom_probe_fit *f)
 {
     json_object *o;
@@ -443,7 +438,7 @@ static json_object *trial_json(const oom_probe_trial *t)
     if (!o)
         return NULL;
     json_object_object_add(o, "batch", json_object_new_int(t->batch));
-    json_object_object_add(o, "peak_bytes", bytes_or_null(t->peak_bytes));
+    json_object_object_add(o, "peak_bytes", oomi_json_bytes(t->peak_bytes));
     json_object_object_add(o, "exit", json_object_new_int(t->exit_code));
     json_object_object_add(o, "oom", json_object_new_boolean(t->oom));
     json_object_object_add(o, "timed_out", json_object_new_boolean(t->timed_out));
@@ -483,7 +478,7 @@ int oom_probe_to_json(char **out, const oom_probe_result *r)
                            r->max_batch ? json_object_new_int(r->max_batch) : NULL);
     json_object_object_add(root, "launches", json_object_new_int(r->launches));
     json_object_object_add(root, "sample_interval_s", oomi_json_number(r->sample_interval_s, 3));
-    json_object_object_add(root, "usable_bytes", bytes_or_null(r->usable_bytes));
+    json_object_object_add(root, "usable_bytes", oomi_json_bytes(r->usable_bytes));
     json_object_object_add(root, "peaks_measured", json_object_new_boolean(r->peaks_measured));
     json_object_object_add(root, "gpu",
                            r->gpu_name[0] ? json_object_new_string(r->gpu_name) : NULL);

@@ -20,11 +20,6 @@ struct run_ctx {
     bool events_regular; /* a regular file: all-or-nothing appends; else a stream (FIFO) */
 };
 
-static json_object *bytes_or_null(uint64_t v)
-{
-    return v == OOM_UNKNOWN ? NULL : json_object_new_int64((int64_t)v);
-}
-
 /* One JSONL line: {"time", "event", "pid", "attempt", "batch", "grad_accum", "peak_bytes",
  * "exit_code"} plus "previous_batch", "previous_grad_accum", "step" (restart) or "signal"
  * (signal, kill, stop, continue). */
@@ -44,7 +39,7 @@ static void write_event(struct run_ctx *c, const oom_job_event *ev)
     json_object_object_add(o, "attempt", json_object_new_int(ev->attempt));
     json_object_object_add(o, "batch", json_object_new_int(ev->batch));
     json_object_object_add(o, "grad_accum", json_object_new_int(ev->grad_accum));
-    json_object_object_add(o, "peak_bytes", bytes_or_null(ev->peak_bytes));
+    json_object_object_add(o, "peak_bytes", oomi_json_bytes(ev->peak_bytes));
     json_object_object_add(o, "exit_code", ended ? json_object_new_int(ev->exit_code) : NULL);
     if (ev->kind == OOM_EVENT_RESTART) {
         json_object_object_add(o, "previous_batch", json_object_new_int(ev->previous_batch));
@@ -291,7 +286,7 @@ int oom_run_to_json(char **out, const oom_run_result *r)
     json_object_object_add(o, "batch", json_object_new_int(r->batch));
     json_object_object_add(o, "grad_accum", json_object_new_int(r->grad_accum));
     json_object_object_add(o, "effective_batch", json_object_new_int64(r->effective));
-    json_object_object_add(o, "peak_bytes", bytes_or_null(r->peak_bytes));
+    json_object_object_add(o, "peak_bytes", oomi_json_bytes(r->peak_bytes));
     json_object_object_add(o, "oom", json_object_new_boolean(r->oom));
     json_object_object_add(o, "signal",
                            r->stop_signal ? json_object_new_int(r->stop_signal) : NULL);

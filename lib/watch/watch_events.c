@@ -116,26 +116,19 @@ const char *oom_run_event_kind_name(oom_run_event_kind kind)
 /* an optional integer field: -1 when absent, null or not a number */
 static int64_t int_field(json_object *o, const char *key)
 {
-    json_object *v;
-    if (!json_object_object_get_ex(o, key, &v) || !v)
-        return -1;
+    json_object *v = oomi_json_get(o, key);
     if (json_object_is_type(v, json_type_int))
         return json_object_get_int64(v);
-    if (json_object_is_type(v, json_type_double))
-        return (int64_t)json_object_get_double(v);
-    return -1;
+    return oomi_json_is_number(v) ? (int64_t)json_object_get_double(v) : -1;
 }
 
 static int fill_event(oom_run_event *ev, json_object *o)
 {
-    json_object *t, *name;
+    json_object *t = oomi_json_get(o, "time"), *name = oomi_json_get(o, "event");
     size_t i;
     int64_t peak;
 
-    if (!json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, "time", &t) ||
-        !(json_object_is_type(t, json_type_double) || json_object_is_type(t, json_type_int)) ||
-        !json_object_object_get_ex(o, "event", &name) ||
-        !json_object_is_type(name, json_type_string))
+    if (!oomi_json_is_number(t) || !json_object_is_type(name, json_type_string))
         return OOM_EPARSE;
     memset(ev, 0, sizeof(*ev));
     ev->time = json_object_get_double(t);

@@ -10,6 +10,7 @@
 #include "oomless.h"
 #include "tmpdir.h"
 
+#include <float.h>
 #include <json-c/json.h>
 #include <limits.h>
 #include <stdio.h>
@@ -104,6 +105,10 @@ static void test_json_members(void **state)
     assert_true(d == 2.5);
     assert_int_equal(oomi_json_double(&d, NULL, o, "d", 0, 2, "doc: ."), OOM_EINVAL);
     assert_string_equal(oom_last_message(), "doc: .d 2.5 is out of range (0 to 2)");
+    assert_int_equal(oomi_json_double(&d, NULL, o, "d", 3, DBL_MAX, "doc: ."), OOM_EINVAL);
+    assert_string_equal(oom_last_message(), "doc: .d 2.5 is out of range (at least 3)");
+    assert_int_equal(oomi_json_int(&i, NULL, o, "n", INT64_MIN, 7, "doc: ."), OOM_EINVAL);
+    assert_string_equal(oom_last_message(), "doc: .n 8 is out of range (at most 7)");
     assert_int_equal(oomi_json_double(&d, NULL, o, "s", 0, 2, "doc: ."), OOM_EINVAL);
     assert_int_equal(oomi_json_string(&s, NULL, o, "s", "doc: ."), OOM_OK);
     assert_string_equal(s, "x");
