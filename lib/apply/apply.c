@@ -609,9 +609,9 @@ static struct json_object *jval(const oomi_aval *v)
 
 static int add(struct json_object *obj, const char *key, struct json_object *val, bool may_be_null)
 {
-    if (!val && !may_be_null)
+    if (!val && !may_be_null) /* val could not be made */
         return OOM_ENOMEM;
-    return json_object_object_add(obj, key, val) ? OOM_ENOMEM : OOM_OK;
+    return oomi_json_put(obj, key, val);
 }
 
 static int report_edit(struct json_object *arr, const struct edit *e)

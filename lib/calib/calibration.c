@@ -107,21 +107,18 @@ static json_object *record_json(const oom_calibration *c)
         return NULL;
     if (c->command)
         cmd = json_tokener_parse(c->command);
-    json_object_object_add(o, "time", oomi_json_number(c->time, 3));
-    json_object_object_add(o, "gpu", json_object_new_string(c->gpu ? c->gpu : ""));
-    json_object_object_add(o, "command",
-                           cmd ? cmd : json_object_new_string(c->command ? c->command : ""));
-    json_object_object_add(o, "workload", json_object_new_string(c->workload ? c->workload : ""));
-    json_object_object_add(o, "fixed_bytes", json_object_new_int64(llround(c->fit.fixed_bytes)));
-    json_object_object_add(o, "per_sample_bytes",
-                           json_object_new_int64(llround(c->fit.per_sample_bytes)));
-    json_object_object_add(o, "per_sample2_bytes",
-                           json_object_new_double(c->fit.per_sample2_bytes));
-    json_object_object_add(o, "recommended_batch", json_object_new_int(c->recommended_batch));
-    json_object_object_add(o, "max_batch", json_object_new_int(c->max_batch));
-    json_object_object_add(o, "usable_bytes", json_object_new_int64((int64_t)c->usable_bytes));
+    oomi_json_put(o, "time", oomi_json_number(c->time, 3));
+    oomi_json_put(o, "gpu", json_object_new_string(c->gpu ? c->gpu : ""));
+    oomi_json_put(o, "command", cmd ? cmd : json_object_new_string(c->command ? c->command : ""));
+    oomi_json_put(o, "workload", json_object_new_string(c->workload ? c->workload : ""));
+    oomi_json_put(o, "fixed_bytes", json_object_new_int64(llround(c->fit.fixed_bytes)));
+    oomi_json_put(o, "per_sample_bytes", json_object_new_int64(llround(c->fit.per_sample_bytes)));
+    oomi_json_put(o, "per_sample2_bytes", json_object_new_double(c->fit.per_sample2_bytes));
+    oomi_json_put(o, "recommended_batch", json_object_new_int(c->recommended_batch));
+    oomi_json_put(o, "max_batch", json_object_new_int(c->max_batch));
+    oomi_json_put(o, "usable_bytes", json_object_new_int64((int64_t)c->usable_bytes));
     if (c->traced)
-        json_object_object_add(o, "traced", json_object_new_boolean(1));
+        oomi_json_put(o, "traced", json_object_new_boolean(1));
     return o;
 }
 
