@@ -522,14 +522,11 @@ static int make_diff(oom_apply *a, char **diff)
     for (i = 0; !err && i < a->nfiles; i++)
         err = oomi_diff(&sb, a->files[i].name, a->files[i].old, a->files[i].oldlen,
                         text_of(&a->files[i]), a->files[i].len);
-    if (!err)
-        err = oomi_sb_ok(&sb);
     if (err) {
         oomi_sb_free(&sb);
         return err;
     }
-    *diff = oomi_sb_steal(&sb);
-    return OOM_OK;
+    return oomi_sb_finish(&sb, diff);
 }
 
 int oom_apply_run(oom_apply *a, const char *const *files, size_t count, unsigned flags, char **diff)

@@ -69,12 +69,7 @@ static int literal(oomi_aval *out, const char *text)
     oomi_sb_puts(&sb, "");
     memset(out, 0, sizeof(*out));
     out->type = OOMI_AV_STRING;
-    if (oomi_sb_ok(&sb)) {
-        oomi_sb_free(&sb);
-        return OOM_ENOMEM;
-    }
-    out->s = oomi_sb_steal(&sb);
-    return OOM_OK;
+    return oomi_sb_finish(&sb, &out->s);
 }
 
 static int from_json(oomi_aval *out, struct json_object *o, const char *field)

@@ -84,29 +84,19 @@ int oom_calibration_estimate_json(char **out, int *fits, const char *path, const
                                   const char *workload, long batch,
                                   const oom_target_request *request)
 {
-    oom_config *own = NULL;
-    oom_catalog *cat = NULL;
     oom_calibration *rec = NULL;
     oom_target t;
-    oom_target_request req = {0};
     uint64_t peak;
     double p;
-    int err, have_target = 0;
+    int err;
 
     if (!out || !command)
         return oomi_fail(OOM_EINVAL, "calibrated estimate: missing argument");
     *out = NULL;
     if (batch < 1)
         return oomi_fail(OOM_EINVAL, "batch %ld must be at least 1", batch);
-    if (request)
-        req = *request;
-    if (!req.config && (err = oom_config_load(&own, NULL)))
+    if ((err = oomi_target_resolve_request(&t, request)))
         return err;
-    if (!req.config)
-        req.config = own;
-    if ((err = oom_catalog_load(&cat, req.config)) || (err = oom_target_resolve(&t, &req, cat)))
-        goto done;
-    have_target = 1;
     if ((err = oom_calibration_lookup(&rec, path, t.profile.name, command,
                                       workload ? workload : ""))) {
         if (err == OOM_ENOTFOUND)
@@ -130,9 +120,6 @@ int oom_calibration_estimate_json(char **out, int *fits, const char *path, const
     err = build(out, rec, batch, &t.budget, peak);
 done:
     oom_calibration_free(rec);
-    if (have_target)
-        oom_target_free(&t);
-    oom_catalog_free(cat);
-    oom_config_free(own);
+    oom_target_free(&t);
     return err;
 }

@@ -84,6 +84,9 @@ void oomi_sb_printf(oomi_sb *sb, const char *fmt, ...) OOMI_PRINTF(2, 3);
 int oomi_sb_ok(oomi_sb *sb);
 /* hands the buffer over (never NULL on success: "" for an empty buffer) and resets sb */
 char *oomi_sb_steal(oomi_sb *sb);
+/* The end of every string built so: *out gets the buffer (OOM_OK), or NULL with the buffer freed
+ * and OOM_ENOMEM recorded when an append (or the final allocation) failed. */
+int oomi_sb_finish(oomi_sb *sb, char **out);
 void oomi_sb_free(oomi_sb *sb);
 
 /* ---- files and data (file.c) --------------------------------------------------------------

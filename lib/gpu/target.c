@@ -278,39 +278,47 @@ int oom_catalog_to_json(char **out, const oom_catalog *c)
     return finish(out, root, err ? OOM_ENOMEM : OOM_OK);
 }
 
+int oomi_target_resolve_request(oom_target *t, const oom_target_request *request)
+{
+    oom_config *own = NULL;
+    oom_catalog *catalog = NULL;
+    oom_target_request req = {0};
+    int err;
+
+    if (request)
+        req = *request;
+    if (!req.config && (err = oom_config_load(&own, NULL)))
+        return err;
+    if (!req.config)
+        req.config = own;
+    if ((err = oom_catalog_load(&catalog, req.config)) == OOM_OK)
+        err = oom_target_resolve(t, &req, catalog);
+    oom_catalog_free(catalog);
+    oom_config_free(own);
+    return err;
+}
+
 int oom_gpus_report(char **out, const oom_target_request *request, unsigned flags)
 {
     oom_gpu_session *s = NULL;
     oom_gpu_list *list = NULL;
-    oom_config *own_config = NULL;
-    oom_catalog *catalog = NULL;
     oom_target t;
-    oom_target_request req = {0};
     int err, have_target = 0;
 
     if (!out)
         return oomi_fail(OOM_EINVAL, "gpus report: no output");
     *out = NULL;
-    if (request)
-        req = *request;
     if ((err = oom_gpu_open(&s)) == OOM_OK)
         err = oom_gpu_sample(&list, s, flags & OOM_SAMPLE_ALL_GPUS);
     if (err && err != OOM_ENODEV)
         goto done;
-    if (!req.config && (err = oom_config_load(&own_config, NULL)))
-        goto done;
-    if (!req.config)
-        req.config = own_config;
-    if ((err = oom_catalog_load(&catalog, req.config)) ||
-        (err = oom_target_resolve(&t, &req, catalog)))
+    if ((err = oomi_target_resolve_request(&t, request)))
         goto done;
     have_target = 1;
     err = oom_gpus_to_json(out, list, &t);
 done:
     if (have_target)
         oom_target_free(&t);
-    oom_catalog_free(catalog);
-    oom_config_free(own_config);
     oom_gpu_list_free(list);
     oom_gpu_close(s);
     return err;

@@ -28,6 +28,7 @@ char *oomi_expand_arg(const char *t, int batch, int accum, int seq, int attempt)
     static const char *const names[] = {"{batch}", "{accum}", "{seq}", "{effective}", "{attempt}"};
     long vals[5];
     oomi_sb sb = OOMI_SB_INIT;
+    char *text;
     size_t i;
 
     vals[0] = batch;
@@ -46,11 +47,7 @@ char *oomi_expand_arg(const char *t, int batch, int accum, int seq, int attempt)
             oomi_sb_putc(&sb, *t++);
         }
     }
-    if (oomi_sb_ok(&sb)) {
-        oomi_sb_free(&sb);
-        return NULL;
-    }
-    return oomi_sb_steal(&sb);
+    return oomi_sb_finish(&sb, &text) ? NULL : text;
 }
 
 static void free_vec(char **v)

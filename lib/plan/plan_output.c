@@ -299,7 +299,6 @@ static void format_torchrun(oomi_sb *sb, const oom_plan_result *r)
 int oom_plan_format(char **out, const oom_plan_result *r, const char *format)
 {
     oomi_sb sb = OOMI_SB_INIT;
-    int err;
     if (!out || !r || !format)
         return oomi_fail(OOM_EINVAL, "plan: missing argument");
     *out = NULL;
@@ -324,10 +323,5 @@ int oom_plan_format(char **out, const oom_plan_result *r, const char *format)
         format_torchrun(&sb, r);
     if (strcmp(format, "env"))
         oomi_sb_putc(&sb, '\n');
-    if ((err = oomi_sb_ok(&sb))) {
-        oomi_sb_free(&sb);
-        return err;
-    }
-    *out = oomi_sb_steal(&sb);
-    return OOM_OK;
+    return oomi_sb_finish(&sb, out);
 }

@@ -153,12 +153,9 @@ int oom_table(char **out, const oom_plan_options *const *workloads, const char *
         oomi_sb_puts(&sb, "}\n");
     }
     json_object_put(arr);
-    if (!err)
-        err = oomi_sb_ok(&sb);
     if (err) {
         oomi_sb_free(&sb);
         return err;
     }
-    *out = oomi_sb_steal(&sb);
-    return OOM_OK;
+    return oomi_sb_finish(&sb, out);
 }

@@ -723,7 +723,6 @@ int oom_watch_to_csv(char **out, const oom_watch_snapshot *s)
     oomi_sb sb = OOMI_SB_INIT;
     char ts[32];
     size_t i, j;
-    int err;
 
     if (!out || !s)
         return oomi_fail(OOM_EINVAL, "watch csv: no snapshot");
@@ -734,10 +733,5 @@ int oom_watch_to_csv(char **out, const oom_watch_snapshot *s)
         for (j = 0; j < s->gpus[i].process_count; j++)
             csv_process(&sb, ts, &s->gpus[i], &s->gpus[i].processes[j]);
     }
-    if ((err = oomi_sb_ok(&sb))) {
-        oomi_sb_free(&sb);
-        return err;
-    }
-    *out = oomi_sb_steal(&sb);
-    return *out ? OOM_OK : oomi_nomem();
+    return oomi_sb_finish(&sb, out);
 }
