@@ -36,6 +36,14 @@ void cli_notice(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Makes the library's notices (damaged lines skipped, variables ignored) print as cli_notice
  * does, each distinct one once. */
 void cli_init_notices(void);
+/* An option's value (`what`: "--max-restarts", "$OOMLESS_BATCH_SIZE") as a whole number from
+ * `min` to INT_MAX, or a usage error of `cmd` naming it. Returns an exit code. */
+int cli_whole_number(long *out, const char *cmd, const char *text, long min, const char *what);
+/* An option's value as a number of seconds from 0 to 1e7, or a usage error. */
+int cli_seconds(double *out, const char *cmd, const char *text, const char *opt);
+/* The workload options as `plan --help` and `estimate --help` list them: "--NAME METAVAR" and
+ * the help, aligned. */
+void cli_print_options(FILE *out, const oom_option *o, size_t n);
 /* Writes a JSON document (a library-made string) to stdout with a final newline. */
 int cli_print_json(const char *json);
 

@@ -17,7 +17,7 @@ typedef struct args {
 
 static void usage(FILE *out)
 {
-    size_t n, i;
+    size_t n;
     const oom_option *o = oom_workload_options(&n);
     fprintf(out, "usage: oomless estimate --model NAME|PATH [OPTIONS]\n"
                  "       oomless estimate [--batch N] [--calibration FILE] [budget] -- CMD...\n"
@@ -26,14 +26,7 @@ static void usage(FILE *out)
                  "on the three counters: allocated (torch.cuda.max_memory_allocated), reserved\n"
                  "(max_memory_reserved) and device (nvidia-smi: reserved + CUDA context).\n\n"
                  "Workload:\n");
-    for (i = 0; i < n; i++) {
-        char left[128];
-        snprintf(left, sizeof(left), "--%s %s", o[i].name, o[i].metavar);
-        if (strlen(left) > 28)
-            fprintf(out, "  %s\n  %-28s %s\n", left, "", o[i].help);
-        else
-            fprintf(out, "  %-28s %s\n", left, o[i].help);
-    }
+    cli_print_options(out, o, n);
     fprintf(out,
             "\nBudget (optional; shows whether the estimate fits, exit 1 when not):\n"
             "  %-28s %s\n  %-28s %s\n  %-28s %s\n  %-28s %s\n\nOutput:\n  %-28s %s\n"

@@ -66,52 +66,33 @@ struct run_args {
     int json, restarts_given;
 };
 
-static int num(long *out, const char *text, long min, const char *what)
-{
-    char *end;
-    errno = 0;
-    *out = strtol(text, &end, 10);
-    if (errno || end == text || *end || *out < min || *out > INT_MAX)
-        return cli_usage_error("run", "%s '%s' must be a whole number >= %ld", what, text, min);
-    return EXIT_OK;
-}
-
-static int seconds(double *out, const char *text, const char *opt)
-{
-    char *end;
-    *out = strtod(text, &end);
-    if (end == text || *end || !(*out >= 0) || *out > 1e7)
-        return cli_usage_error("run", "%s '%s' must be a number of seconds >= 0", opt, text);
-    return EXIT_OK;
-}
-
 static int take_int(struct run_args *a, int opt, const char *arg)
 {
     long v = 0;
     int rc;
     switch (opt) {
     case OPT_BATCH:
-        rc = num(&v, arg, 1, "--batch-size");
+        rc = cli_whole_number(&v, "run", arg, 1, "--batch-size");
         a->o.batch = (int)v;
         return rc;
     case OPT_ACCUM:
-        rc = num(&v, arg, 1, "--grad-accum");
+        rc = cli_whole_number(&v, "run", arg, 1, "--grad-accum");
         a->o.grad_accum = (int)v;
         return rc;
     case OPT_TARGET:
-        rc = num(&v, arg, 1, "--target-effective-batch");
+        rc = cli_whole_number(&v, "run", arg, 1, "--target-effective-batch");
         a->o.target_effective = v;
         return rc;
     case OPT_SEQ:
-        rc = num(&v, arg, 1, "--seq");
+        rc = cli_whole_number(&v, "run", arg, 1, "--seq");
         a->o.seq = (int)v;
         return rc;
     case OPT_RESTARTS:
-        rc = num(&v, arg, 0, "--max-restarts");
+        rc = cli_whole_number(&v, "run", arg, 0, "--max-restarts");
         a->o.max_restarts = v ? (int)v : -1;
         return rc;
     case OPT_MINB:
-        rc = num(&v, arg, 1, "--min-batch-size");
+        rc = cli_whole_number(&v, "run", arg, 1, "--min-batch-size");
         a->o.min_batch = (int)v;
         return rc;
     }
@@ -128,9 +109,9 @@ static int take_option(struct run_args *a, int opt, const char *arg)
         a->o.events_path = arg;
         return EXIT_OK;
     case OPT_GRACE:
-        return seconds(&a->o.kill_grace_s, arg, "--kill-grace");
+        return cli_seconds(&a->o.kill_grace_s, "run", arg, "--kill-grace");
     case OPT_INTERVAL:
-        if (seconds(&a->o.sample_interval_s, arg, "--sample-interval") != EXIT_OK)
+        if (cli_seconds(&a->o.sample_interval_s, "run", arg, "--sample-interval") != EXIT_OK)
             return EXIT_USAGE;
         if (a->o.sample_interval_s < 0.001)
             return cli_usage_error("run", "--sample-interval '%s' must be at least 0.001", arg);
@@ -200,11 +181,11 @@ static int batch_from_env(struct run_args *a)
 {
     const char *b = getenv("OOMLESS_BATCH_SIZE"), *g = getenv("OOMLESS_GRAD_ACCUM");
     long v;
-    if (num(&v, b, 1, "$OOMLESS_BATCH_SIZE") != EXIT_OK)
+    if (cli_whole_number(&v, "run", b, 1, "$OOMLESS_BATCH_SIZE") != EXIT_OK)
         return EXIT_USAGE;
     a->o.batch = (int)v;
     if (g && *g && !a->o.grad_accum) {
-        if (num(&v, g, 1, "$OOMLESS_GRAD_ACCUM") != EXIT_OK)
+        if (cli_whole_number(&v, "run", g, 1, "$OOMLESS_GRAD_ACCUM") != EXIT_OK)
             return EXIT_USAGE;
         a->o.grad_accum = (int)v;
     }

@@ -248,16 +248,10 @@ static void print_trends(const oom_watch_gpu *wg)
 
 static void print_process(const oom_watch_process *p)
 {
-    char mem[16] = "N/A", batch[48] = "-";
-    if (p->used_bytes != OOM_UNKNOWN)
-        oom_format_size(mem, sizeof(mem), p->used_bytes);
-    if (p->batch_size >= 0 && p->grad_accum >= 0)
-        snprintf(batch, sizeof(batch), "%lldx%lld", (long long)p->batch_size,
-                 (long long)p->grad_accum);
-    else if (p->batch_size >= 0)
-        snprintf(batch, sizeof(batch), "%lld", (long long)p->batch_size);
-    printf("    %-8u %-10.10s %11s %7s  %s\n", (unsigned)p->pid, p->local ? p->user : "?", mem,
-           batch, p->local ? (p->command[0] ? p->command : "?") : "(not in this PID namespace)");
+    struct watch_process_row row;
+    watch_process_row(&row, p);
+    printf("    %-8u %-10.10s %11s %7s  %s\n", (unsigned)p->pid, row.user, row.mem, row.batch,
+           row.command);
 }
 
 static void print_gpu(const oom_watch_gpu *wg)
