@@ -165,7 +165,7 @@ static int parse_args(struct run_args *a, int argc, char **argv)
 static int batch_from_plan(struct run_args *a)
 {
     oomi_plan_doc doc;
-    int err = oomi_plan_doc_read(&doc, a->plan, OOMI_PLAN_BATCH);
+    int err = oomi_plan_doc_read(&doc, strcmp(a->plan, "-") ? a->plan : NULL, OOMI_PLAN_BATCH);
 
     if (err == OOM_ENOMEM)
         return cli_fail("run", err);

@@ -127,9 +127,10 @@ typedef struct oomi_plan_doc {
     int grad_accum;       /* .plan.grad_accum (>= 1) with OOMI_PLAN_BATCH; 0 when absent/null */
     uint64_t device_peak; /* .memory.device_peak (bytes, or a size string) with OOMI_PLAN_PEAK */
 } oomi_plan_doc;
-/* Reads the plan at `path` ("-": standard input) of at most OOMI_READ_MAX bytes. OOM_EIO when
- * it cannot be read, OOM_EINVAL past the cap or for a value out of range, OOM_EPARSE when it is
- * not a JSON object, OOM_ENOTFOUND for a missing part; every message names the file and key. */
+/* Reads the plan at `path` (NULL: standard input, named "-") of at most OOMI_READ_MAX bytes.
+ * OOM_EIO when it cannot be read, OOM_EINVAL past the cap or for a value out of range,
+ * OOM_EPARSE when it is not a JSON object, OOM_ENOTFOUND for a missing part; every message names
+ * the file and the key. */
 int oomi_plan_doc_read(oomi_plan_doc *out, const char *path, unsigned want);
 
 /* ---- JSON Lines files (jsonl.c) ------------------------------------------------------------
@@ -185,8 +186,6 @@ int oomi_json_int(int64_t *out, bool *found, struct json_object *o, const char *
 /* a JSON number (int or double) */
 int oomi_json_double(double *out, bool *found, struct json_object *o, const char *key, double min,
                      double max, const char *where);
-int oomi_json_string(const char **out, bool *found, struct json_object *o, const char *key,
-                     const char *where);
 /* Adds key: v (v NULL = JSON null) to o (NULL: o could not be made); OOM_ENOMEM (recorded) when
  * o could not grow, and v is still the caller's, as with json_object_object_add(). */
 int oomi_json_put(struct json_object *o, const char *key, struct json_object *v);

@@ -94,21 +94,6 @@ int oomi_json_double(double *out, bool *found, json_object *o, const char *key, 
     return OOM_OK;
 }
 
-int oomi_json_string(const char **out, bool *found, json_object *o, const char *key,
-                     const char *where)
-{
-    json_object *v;
-    int err;
-
-    if ((err = member(&v, found, o, key, where)) || !v)
-        return err;
-    if (!json_object_is_type(v, json_type_string))
-        return oomi_fail(OOM_EINVAL, "%s%s must be a string, not %s", where, key,
-                         json_object_to_json_string(v));
-    *out = json_object_get_string(v);
-    return OOM_OK;
-}
-
 /* ---- writing ------------------------------------------------------------------------------- */
 
 int oomi_json_put(json_object *o, const char *key, json_object *v)

@@ -60,16 +60,17 @@ int oomi_plan_doc_read(oomi_plan_doc *out, const char *path, unsigned want)
     char *text = NULL;
     int err;
 
-    if (!out || !path)
-        return oomi_fail(OOM_EINVAL, "plan: no file");
+    if (!out)
+        return oomi_fail(OOM_EINVAL, "plan: no result");
     memset(out, 0, sizeof(*out));
     out->device_peak = OOM_UNKNOWN;
-    if (!strcmp(path, "-"))
-        err = oomi_read_fd(&text, NULL, STDIN_FILENO, "standard input", OOMI_READ_MAX);
-    else
+    if (path)
         err = oomi_read_file(&text, NULL, path, OOMI_READ_MAX);
+    else
+        err = oomi_read_fd(&text, NULL, STDIN_FILENO, "standard input", OOMI_READ_MAX);
     if (err)
         return err;
+    path = path ? path : "-"; /* the plan's name in messages, as the command line gave it */
     root = json_tokener_parse(text);
     if (!root || !json_object_is_type(root, json_type_object))
         err = oomi_fail(OOM_EPARSE, "plan '%s' is not a JSON object", path);
