@@ -101,6 +101,11 @@ void oomi_sb_free(oomi_sb *sb);
 int oomi_read_fd(char **out, size_t *len, int fd, const char *path, size_t max);
 /* The same for the file at `path`. */
 int oomi_read_file(char **out, size_t *len, const char *path, size_t max);
+/* Reads the first size-1 bytes (at most) of the file at `path` into buf, NUL-terminated, without
+ * allocating: the /proc files read in every sample, where what does not fit is cut, not refused.
+ * Returns the length read, or -1 (errno set) when the file cannot be opened or nothing could be
+ * read. */
+long oomi_read_prefix(const char *path, char *buf, size_t size);
 /* A descriptor the library keeps open, moved above 2 when it landed on 0-2 (the caller runs
  * with a standard descriptor closed: what the caller, or a job's copied output, writes there
  * must not reach the library's file). Close-on-exec. Returns the descriptor (fd itself when

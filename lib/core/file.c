@@ -124,6 +124,27 @@ int oomi_read_file(char **out, size_t *len, const char *path, size_t max)
     return err;
 }
 
+long oomi_read_prefix(const char *path, char *buf, size_t size)
+{
+    size_t total = 0;
+    ssize_t n = 0;
+    int fd, e;
+
+    if (!size || (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return -1;
+    while (total + 1 < size &&
+           ((n = read(fd, buf + total, size - 1 - total)) > 0 || (n < 0 && errno == EINTR)))
+        total += n > 0 ? (size_t)n : 0;
+    e = errno;
+    close(fd);
+    buf[total] = '\0';
+    if (n < 0 && !total) {
+        errno = e;
+        return -1;
+    }
+    return (long)total;
+}
+
 int oomi_xdg_base(char **out, size_t *home_len, const char *var, const char *fallback)
 {
     const char *xdg = getenv(var), *home = getenv("HOME");

@@ -100,20 +100,6 @@ static void series_fit(oom_monitor *m, oom_trend *out, const struct series *s, u
 
 /* ---- /proc --------------------------------------------------------------------------------- */
 
-/* Reads up to cap-1 bytes of a small file; returns the length or -1. */
-static ssize_t read_small(const char *path, char *buf, size_t cap)
-{
-    ssize_t n, total = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    while ((size_t)total + 1 < cap && (n = read(fd, buf + total, cap - 1 - (size_t)total)) > 0)
-        total += n;
-    close(fd);
-    buf[total] = '\0';
-    return total;
-}
-
 /* Cuts `buf` (n bytes) to fit `size` bytes with its NUL, ending in COMMAND_CUT when it does
  * not fit: at a UTF-8 character boundary, so that a cut never leaves half a character. */
 static void copy_command(char *out, size_t size, const char *buf, size_t n)
@@ -136,7 +122,7 @@ static void read_command(oom_watch_process *p, const char *dir)
     ssize_t n, i;
 
     oomi_snprintf(path, sizeof(path), "%s/cmdline", dir);
-    n = read_small(path, buf, sizeof(buf));
+    n = oomi_read_prefix(path, buf, sizeof(buf));
     while (n > 0 && buf[n - 1] == '\0')
         n--;
     if (n > 0) {
@@ -147,7 +133,7 @@ static void read_command(oom_watch_process *p, const char *dir)
         return;
     }
     oomi_snprintf(path, sizeof(path), "%s/comm", dir); /* a zombie or kernel thread: its name */
-    n = read_small(path, buf, sizeof(p->command) - 2);
+    n = oomi_read_prefix(path, buf, sizeof(p->command) - 2);
     while (n > 0 && buf[n - 1] == '\n')
         buf[--n] = '\0';
     if (n > 0)
@@ -189,7 +175,7 @@ static void read_environ(oom_watch_process *p, const char *dir)
         if (!nb)
             break;
         buf = nb;
-        if ((n = read_small(path, buf, cap)) < 0 || (size_t)n + 1 < cap || cap >= ENVIRON_MAX)
+        if ((n = oomi_read_prefix(path, buf, cap)) < 0 || (size_t)n + 1 < cap || cap >= ENVIRON_MAX)
             break;
         cap *= 2;
     }
