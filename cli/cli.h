@@ -36,8 +36,25 @@ void cli_notice(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Makes the library's notices (damaged lines skipped, variables ignored) print as cli_notice
  * does, each distinct one once. */
 void cli_init_notices(void);
+/* An option's value (`what`: "--max-restarts", "$OOMLESS_BATCH_SIZE") as a whole number from
+ * `min` to INT_MAX, or a usage error of `cmd` naming it. Returns an exit code. */
+int cli_whole_number(long *out, const char *cmd, const char *text, long min, const char *what);
+/* An option's value as a number of seconds from 0 to 1e7, or a usage error. */
+int cli_seconds(double *out, const char *cmd, const char *text, const char *opt);
+/* The workload options as `plan --help` and `estimate --help` list them: "--NAME METAVAR" and
+ * the help, aligned. */
+void cli_print_options(FILE *out, const oom_option *o, size_t n);
 /* Writes a JSON document (a library-made string) to stdout with a final newline. */
 int cli_print_json(const char *json);
+
+/* The one place the tool sets signal handlers: `handler` (a function, SIG_IGN or SIG_DFL) for
+ * each of sigs[0..n), without SA_RESTART (a sleep, a wait, a read or a write returns early with
+ * EINTR) and with nothing else blocked while it runs. Returns what the last of them had before.
+ * cli_stop_signals: the signals that end a command (run, probe, watch) after it has cleaned up. */
+typedef void (*cli_signal_fn)(int);
+cli_signal_fn cli_set_signals(const int *sigs, size_t n, cli_signal_fn handler);
+#define CLI_STOP_SIGNALS 4
+extern const int cli_stop_signals[CLI_STOP_SIGNALS];
 
 /* Sub-commands, one file each (cli/cmd_<name>.c), dispatched from the table in main.c. */
 int cmd_gpus(int argc, char **argv);

@@ -1,5 +1,6 @@
 /* cmd_apply.c - `oomless apply`: writes plan values into YAML/JSON config files. */
 #include "cli.h"
+#include "core/core.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -135,50 +136,17 @@ static int lock_seconds(double *out, const char *text)
     return EXIT_OK;
 }
 
-static char *read_stream(FILE *f)
-{
-    size_t len = 0, cap = 0, n;
-    char *buf = NULL, *grown;
-
-    do {
-        if (cap - len < 4096) {
-            cap = cap ? cap * 2 : 8192;
-            if (!(grown = realloc(buf, cap))) {
-                free(buf);
-                return NULL;
-            }
-            buf = grown;
-        }
-        n = fread(buf + len, 1, cap - len - 1, f);
-        len += n;
-    } while (n > 0);
-    if (ferror(f)) {
-        free(buf);
-        return NULL;
-    }
-    buf[len] = '\0';
-    return buf;
-}
-
 static int load_plan(oom_apply *a, const char *path)
 {
-    FILE *f = strcmp(path, "-") ? fopen(path, "rb") : stdin;
-    char *text;
-    int err;
+    char *text = NULL;
+    int err = strcmp(path, "-") ? oomi_read_file(&text, NULL, path, OOMI_READ_MAX)
+                                : oomi_read_fd(&text, NULL, 0, "standard input", OOMI_READ_MAX);
 
-    if (!f) {
-        fprintf(stderr, "oomless apply: cannot open plan '%s'\n", path);
-        return EXIT_USAGE;
-    }
-    text = read_stream(f);
-    if (f != stdin)
-        fclose(f);
-    if (!text) {
-        fprintf(stderr, "oomless apply: cannot read plan '%s'\n", path);
-        return EXIT_ENV;
-    }
-    err = oom_apply_load_plan(a, text, path);
-    free(text);
+    if (err == OOM_EIO) /* the plan named cannot be read: a bad file, as one too large */
+        err = OOM_EINVAL;
+    if (!err)
+        err = oom_apply_load_plan(a, text, path);
+    oomi_free(text);
     return err ? cli_fail("apply", err) : EXIT_OK;
 }
 
@@ -293,30 +261,27 @@ static void summary(const char *report)
     struct json_object *doc = json_tokener_parse(report), *files, *f, *edits, *e;
     size_t i, j;
 
-    if (!doc || !json_object_object_get_ex(doc, "files", &files))
+    if (!(files = oomi_json_get(doc, "files")))
         goto done;
     for (i = 0; i < json_object_array_length(files); i++) {
         f = json_object_array_get_idx(files, i);
-        json_object_object_get_ex(f, "edits", &edits);
+        edits = oomi_json_get(f, "edits");
         for (j = 0; j < json_object_array_length(edits); j++) {
             e = json_object_array_get_idx(edits, j);
-            fprintf(stderr, "%s: %s %s ", json_object_get_string(json_object_object_get(f, "file")),
-                    json_object_get_string(json_object_object_get(e, "action")),
-                    json_object_get_string(json_object_object_get(e, "key")));
+            fprintf(stderr, "%s: %s %s ", json_object_get_string(oomi_json_get(f, "file")),
+                    json_object_get_string(oomi_json_get(e, "action")),
+                    json_object_get_string(oomi_json_get(e, "key")));
             print_value(e, "old");
             fputs(" -> ", stderr);
-            if (json_object_object_get(e, "reason"))
-                fprintf(stderr, "(%s)",
-                        json_object_get_string(json_object_object_get(e, "reason")));
+            if (oomi_json_get(e, "reason"))
+                fprintf(stderr, "(%s)", json_object_get_string(oomi_json_get(e, "reason")));
             else
                 print_value(e, "new");
             fputc('\n', stderr);
         }
-        if (json_object_get_boolean(json_object_object_get(doc, "written")) &&
-            json_object_object_get(f, "backup"))
-            fprintf(stderr, "%s: backup in %s\n",
-                    json_object_get_string(json_object_object_get(f, "file")),
-                    json_object_get_string(json_object_object_get(f, "backup")));
+        if (json_object_get_boolean(oomi_json_get(doc, "written")) && oomi_json_get(f, "backup"))
+            fprintf(stderr, "%s: backup in %s\n", json_object_get_string(oomi_json_get(f, "file")),
+                    json_object_get_string(oomi_json_get(f, "backup")));
     }
 done:
     json_object_put(doc);
@@ -332,7 +297,8 @@ static int run(oom_apply *a, const struct args *o, const char *const *files, siz
 
     if ((hooks.kill_at && *hooks.kill_at) || (hooks.stop_at && *hooks.stop_at))
         oom_apply_set_step_hook(a, test_hook, &hooks);
-    signal(SIGXFSZ, SIG_IGN); /* a file size limit is an error to report, not a death */
+    /* a file size limit is an error to report, not a death */
+    cli_set_signals(&(const int){SIGXFSZ}, 1, SIG_IGN);
     /* the diff costs time and memory in proportion to the files: made only when printed */
     err = oom_apply_run(a, files, count, o->flags, want_diff ? &diff : NULL);
     if (!err)

@@ -1,5 +1,6 @@
 /* cmd_estimate.c - `oomless estimate`: a workload's peak GPU memory, with a breakdown. */
 #include "cli.h"
+#include "core/core.h"
 
 #include <json-c/json.h>
 #include <stdlib.h>
@@ -16,7 +17,7 @@ typedef struct args {
 
 static void usage(FILE *out)
 {
-    size_t n, i;
+    size_t n;
     const oom_option *o = oom_workload_options(&n);
     fprintf(out, "usage: oomless estimate --model NAME|PATH [OPTIONS]\n"
                  "       oomless estimate [--batch N] [--calibration FILE] [budget] -- CMD...\n"
@@ -25,14 +26,7 @@ static void usage(FILE *out)
                  "on the three counters: allocated (torch.cuda.max_memory_allocated), reserved\n"
                  "(max_memory_reserved) and device (nvidia-smi: reserved + CUDA context).\n\n"
                  "Workload:\n");
-    for (i = 0; i < n; i++) {
-        char left[128];
-        snprintf(left, sizeof(left), "--%s %s", o[i].name, o[i].metavar);
-        if (strlen(left) > 28)
-            fprintf(out, "  %s\n  %-28s %s\n", left, "", o[i].help);
-        else
-            fprintf(out, "  %-28s %s\n", left, o[i].help);
-    }
+    cli_print_options(out, o, n);
     fprintf(out,
             "\nBudget (optional; shows whether the estimate fits, exit 1 when not):\n"
             "  %-28s %s\n  %-28s %s\n  %-28s %s\n  %-28s %s\n\nOutput:\n  %-28s %s\n"
@@ -266,33 +260,29 @@ static int write_svg(const char *path, const oom_workload *w, const oom_estimate
 
 static void print_calibrated(const char *doc)
 {
-    json_object *root = json_tokener_parse(doc), *c, *b, *v;
+    json_object *root = json_tokener_parse(doc), *c, *b;
     char s1[32], s2[32], s3[32];
     const char *line = "============================================================";
     uint64_t peak, usable;
 
     if (!root)
         return;
-    json_object_object_get_ex(root, "calibration", &c);
-    json_object_object_get_ex(root, "budget", &b);
-    json_object_object_get_ex(json_object_object_get(root, "memory"), "device_peak", &v);
-    peak = (uint64_t)json_object_get_int64(v);
-    usable = (uint64_t)json_object_get_int64(json_object_object_get(b, "usable_bytes"));
+    c = oomi_json_get(root, "calibration");
+    b = oomi_json_get(root, "budget");
+    peak = (uint64_t)json_object_get_int64(
+        oomi_json_get(oomi_json_get(root, "memory"), "device_peak"));
+    usable = (uint64_t)json_object_get_int64(oomi_json_get(b, "usable_bytes"));
     printf("%s\nCalibrated estimate (measured by oomless probe on %s)\n%s\n", line,
-           json_object_get_string(json_object_object_get(c, "gpu")), line);
-    printf(
-        "  %-30s: %s + %s x batch%s\n", "measured line",
-        oom_format_size(s1, sizeof(s1),
-                        (uint64_t)json_object_get_double(json_object_object_get(c, "fixed_bytes"))),
-        oom_format_size(
-            s2, sizeof(s2),
-            (uint64_t)json_object_get_double(json_object_object_get(c, "per_sample_bytes"))),
-        json_object_get_double(json_object_object_get(c, "per_sample2_bytes")) > 0
-            ? " (+ quadratic term)"
-            : "");
-    printf("  %-30s: %ld%s\n", "batch",
-           (long)json_object_get_int64(json_object_object_get(root, "batch")),
-           json_object_get_boolean(json_object_object_get(root, "extrapolated"))
+           json_object_get_string(oomi_json_get(c, "gpu")), line);
+    printf("  %-30s: %s + %s x batch%s\n", "measured line",
+           oom_format_size(s1, sizeof(s1),
+                           (uint64_t)json_object_get_double(oomi_json_get(c, "fixed_bytes"))),
+           oom_format_size(s2, sizeof(s2),
+                           (uint64_t)json_object_get_double(oomi_json_get(c, "per_sample_bytes"))),
+           json_object_get_double(oomi_json_get(c, "per_sample2_bytes")) > 0 ? " (+ quadratic term)"
+                                                                             : "");
+    printf("  %-30s: %ld%s\n", "batch", (long)json_object_get_int64(oomi_json_get(root, "batch")),
+           json_object_get_boolean(oomi_json_get(root, "extrapolated"))
                ? " (beyond the largest batch probed: extrapolated)"
                : "");
     printf("  %-30s: %s\n", "device peak (nvidia-smi)", oom_format_size(s1, sizeof(s1), peak));

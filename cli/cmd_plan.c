@@ -13,19 +13,6 @@ typedef struct plan_args {
     const char *format, *svg;
 } plan_args;
 
-static void print_table(FILE *out, const oom_option *o, size_t n)
-{
-    size_t i;
-    for (i = 0; i < n; i++) {
-        char left[64];
-        snprintf(left, sizeof(left), "--%s %s", o[i].name, o[i].metavar);
-        if (strlen(left) > 28)
-            fprintf(out, "  %s\n  %-28s %s\n", left, "", o[i].help);
-        else
-            fprintf(out, "  %-28s %s\n", left, o[i].help);
-    }
-}
-
 static void usage(FILE *out)
 {
     size_t n;
@@ -40,10 +27,10 @@ static void usage(FILE *out)
             "Values you give (--batch-size, --grad-accum, --seq, --checkpointing,\n"
             "$OOMLESS_BATCH_SIZE) are never raised. See docs/plan.md.\n\nWorkload:\n");
     o = oom_workload_options(&n);
-    print_table(out, o, n);
+    cli_print_options(out, o, n);
     fprintf(out, "\nPlan and budget:\n");
     o = oom_plan_option_table(&n);
-    print_table(out, o, n);
+    cli_print_options(out, o, n);
     fprintf(out,
             "\nOutput:\n"
             "  --format text|json|env|args|deepspeed|torchrun   (default text)\n"

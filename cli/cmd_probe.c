@@ -68,59 +68,41 @@ struct probe_args {
     oom_workload *w; /* with --model: the estimator's workload */
 };
 
-static int num(long *out, const char *text, long min, const char *opt)
-{
-    char *end;
-    errno = 0;
-    *out = strtol(text, &end, 10);
-    if (errno || end == text || *end || *out < min || *out > INT_MAX)
-        return cli_usage_error("probe", "%s '%s' must be a whole number >= %ld", opt, text, min);
-    return EXIT_OK;
-}
-
-static int seconds(double *out, const char *text, const char *opt)
-{
-    char *end;
-    *out = strtod(text, &end);
-    if (end == text || *end || !(*out >= 0) || *out > 1e7)
-        return cli_usage_error("probe", "%s '%s' must be a number of seconds >= 0", opt, text);
-    return EXIT_OK;
-}
-
 static int take_option(struct probe_args *a, int opt, const char *arg)
 {
     long v = 0;
     int rc = EXIT_OK;
     switch (opt) {
     case OPT_START:
-        rc = num(&v, arg, 1, "--start-batch");
+        rc = cli_whole_number(&v, "probe", arg, 1, "--start-batch");
         a->o.search.start_batch = (int)v;
         break;
     case OPT_TRIALS:
-        rc = num(&v, arg, 1, "--max-trials");
+        rc = cli_whole_number(&v, "probe", arg, 1, "--max-trials");
         a->o.search.max_trials = (int)v;
         break;
     case OPT_MAXB:
-        rc = num(&v, arg, 1, "--max-batch");
+        rc = cli_whole_number(&v, "probe", arg, 1, "--max-batch");
         a->o.search.max_batch = (int)v;
         break;
     case OPT_ACCUM:
-        rc = num(&v, arg, 1, "--grad-accum");
+        rc = cli_whole_number(&v, "probe", arg, 1, "--grad-accum");
         a->o.grad_accum = (int)v;
         break;
     case OPT_SEQ:
-        rc = num(&v, arg, 1, "--seq-max");
+        rc = cli_whole_number(&v, "probe", arg, 1, "--seq-max");
         a->o.seq = (int)v;
         break;
     case OPT_TIMEOUT:
-        return seconds(&a->o.trial_timeout_s, arg, "--trial-timeout");
+        return cli_seconds(&a->o.trial_timeout_s, "probe", arg, "--trial-timeout");
     case OPT_INTERVAL:
-        if ((rc = seconds(&a->o.sample_interval_s, arg, "--sample-interval")) == EXIT_OK &&
+        if ((rc = cli_seconds(&a->o.sample_interval_s, "probe", arg, "--sample-interval")) ==
+                EXIT_OK &&
             a->o.sample_interval_s < 0.001)
             rc = cli_usage_error("probe", "--sample-interval '%s' must be at least 0.001", arg);
         break;
     case OPT_GRACE:
-        return seconds(&a->o.kill_grace_s, arg, "--kill-grace");
+        return cli_seconds(&a->o.kill_grace_s, "probe", arg, "--kill-grace");
     case OPT_CALIB:
         a->calibration = arg;
         break;

@@ -1,9 +1,9 @@
 /* cmd_run.c - `oomless run -- CMD...`: run the job; on OOM relaunch it smaller, same effective
  * batch. Signals are forwarded to the job's process group; the job's status is passed on. */
 #include "cli.h"
+#include "core/core.h"
 
 #include <errno.h>
-#include <json-c/json.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -66,52 +66,33 @@ struct run_args {
     int json, restarts_given;
 };
 
-static int num(long *out, const char *text, long min, const char *what)
-{
-    char *end;
-    errno = 0;
-    *out = strtol(text, &end, 10);
-    if (errno || end == text || *end || *out < min || *out > INT_MAX)
-        return cli_usage_error("run", "%s '%s' must be a whole number >= %ld", what, text, min);
-    return EXIT_OK;
-}
-
-static int seconds(double *out, const char *text, const char *opt)
-{
-    char *end;
-    *out = strtod(text, &end);
-    if (end == text || *end || !(*out >= 0) || *out > 1e7)
-        return cli_usage_error("run", "%s '%s' must be a number of seconds >= 0", opt, text);
-    return EXIT_OK;
-}
-
 static int take_int(struct run_args *a, int opt, const char *arg)
 {
     long v = 0;
     int rc;
     switch (opt) {
     case OPT_BATCH:
-        rc = num(&v, arg, 1, "--batch-size");
+        rc = cli_whole_number(&v, "run", arg, 1, "--batch-size");
         a->o.batch = (int)v;
         return rc;
     case OPT_ACCUM:
-        rc = num(&v, arg, 1, "--grad-accum");
+        rc = cli_whole_number(&v, "run", arg, 1, "--grad-accum");
         a->o.grad_accum = (int)v;
         return rc;
     case OPT_TARGET:
-        rc = num(&v, arg, 1, "--target-effective-batch");
+        rc = cli_whole_number(&v, "run", arg, 1, "--target-effective-batch");
         a->o.target_effective = v;
         return rc;
     case OPT_SEQ:
-        rc = num(&v, arg, 1, "--seq");
+        rc = cli_whole_number(&v, "run", arg, 1, "--seq");
         a->o.seq = (int)v;
         return rc;
     case OPT_RESTARTS:
-        rc = num(&v, arg, 0, "--max-restarts");
+        rc = cli_whole_number(&v, "run", arg, 0, "--max-restarts");
         a->o.max_restarts = v ? (int)v : -1;
         return rc;
     case OPT_MINB:
-        rc = num(&v, arg, 1, "--min-batch-size");
+        rc = cli_whole_number(&v, "run", arg, 1, "--min-batch-size");
         a->o.min_batch = (int)v;
         return rc;
     }
@@ -128,9 +109,9 @@ static int take_option(struct run_args *a, int opt, const char *arg)
         a->o.events_path = arg;
         return EXIT_OK;
     case OPT_GRACE:
-        return seconds(&a->o.kill_grace_s, arg, "--kill-grace");
+        return cli_seconds(&a->o.kill_grace_s, "run", arg, "--kill-grace");
     case OPT_INTERVAL:
-        if (seconds(&a->o.sample_interval_s, arg, "--sample-interval") != EXIT_OK)
+        if (cli_seconds(&a->o.sample_interval_s, "run", arg, "--sample-interval") != EXIT_OK)
             return EXIT_USAGE;
         if (a->o.sample_interval_s < 0.001)
             return cli_usage_error("run", "--sample-interval '%s' must be at least 0.001", arg);
@@ -181,58 +162,30 @@ static int parse_args(struct run_args *a, int argc, char **argv)
 
 /* ---- where the batch comes from ------------------------------------------------------------ */
 
-static int plan_int(int *out, json_object *plan, const char *key, const char *file, int required)
-{
-    json_object *v;
-    if (!json_object_object_get_ex(plan, key, &v) || json_object_is_type(v, json_type_null)) {
-        if (required)
-            return cli_usage_error("run", "plan '%s' has no .plan.%s", file, key);
-        return EXIT_OK;
-    }
-    if (!json_object_is_type(v, json_type_int) || json_object_get_int64(v) < 1 ||
-        json_object_get_int64(v) > INT_MAX)
-        return cli_usage_error("run", "plan '%s': .plan.%s is not a whole number >= 1", file, key);
-    *out = (int)json_object_get_int64(v);
-    return EXIT_OK;
-}
-
 static int batch_from_plan(struct run_args *a)
 {
-    FILE *f = strcmp(a->plan, "-") ? fopen(a->plan, "r") : stdin;
-    char buf[65536];
-    size_t n;
-    json_object *root, *plan;
-    int rc;
+    oomi_plan_doc doc;
+    int err = oomi_plan_doc_read(&doc, strcmp(a->plan, "-") ? a->plan : NULL, OOMI_PLAN_BATCH);
 
-    if (!f) {
-        cli_notice("cannot open the plan '%s': %s", a->plan, strerror(errno));
-        return EXIT_USAGE;
-    }
-    n = fread(buf, 1, sizeof(buf) - 1, f);
-    buf[n] = '\0';
-    if (f != stdin)
-        fclose(f);
-    if (!(root = json_tokener_parse(buf)))
-        return cli_usage_error("run", "plan '%s' is not JSON", a->plan);
-    if (!json_object_object_get_ex(root, "plan", &plan) ||
-        !json_object_is_type(plan, json_type_object))
-        rc = cli_usage_error("run", "plan '%s' has no \"plan\" object", a->plan);
-    else if ((rc = plan_int(&a->o.batch, plan, "batch_size", a->plan, 1)) == EXIT_OK &&
-             !a->o.grad_accum)
-        rc = plan_int(&a->o.grad_accum, plan, "grad_accum", a->plan, 0);
-    json_object_put(root);
-    return rc;
+    if (err == OOM_ENOMEM)
+        return cli_fail("run", err);
+    if (err)
+        return cli_usage_error("run", "%s", oom_last_message());
+    a->o.batch = doc.batch_size;
+    if (!a->o.grad_accum)
+        a->o.grad_accum = doc.grad_accum;
+    return EXIT_OK;
 }
 
 static int batch_from_env(struct run_args *a)
 {
     const char *b = getenv("OOMLESS_BATCH_SIZE"), *g = getenv("OOMLESS_GRAD_ACCUM");
     long v;
-    if (num(&v, b, 1, "$OOMLESS_BATCH_SIZE") != EXIT_OK)
+    if (cli_whole_number(&v, "run", b, 1, "$OOMLESS_BATCH_SIZE") != EXIT_OK)
         return EXIT_USAGE;
     a->o.batch = (int)v;
     if (g && *g && !a->o.grad_accum) {
-        if (num(&v, g, 1, "$OOMLESS_GRAD_ACCUM") != EXIT_OK)
+        if (cli_whole_number(&v, "run", g, 1, "$OOMLESS_GRAD_ACCUM") != EXIT_OK)
             return EXIT_USAGE;
         a->o.grad_accum = (int)v;
     }

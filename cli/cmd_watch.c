@@ -3,6 +3,7 @@
  * Options and the text/JSON/CSV modes live here; the interactive view is in watch_tui.c.
  */
 #include "cli.h"
+#include "core/core.h"
 #include "watch_session.h"
 #include "watch_tui.h"
 
@@ -62,21 +63,6 @@ struct watch_opts {
 static void on_signal(int sig)
 {
     watch_stop_signal = sig;
-}
-
-static void install_signals(void)
-{
-    struct sigaction sa;
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = on_signal; /* no SA_RESTART: sleeps and reads return early */
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, NULL);
-    sigaction(SIGTERM, &sa, NULL);
-    sigaction(SIGHUP, &sa, NULL);
-    sigaction(SIGQUIT, &sa, NULL); /* Ctrl-\ too: the terminal comes back before the exit */
-    /* a --log file at the file size limit (RLIMIT_FSIZE): a failed write, not a dead watch */
-    sa.sa_handler = SIG_IGN;
-    sigaction(SIGXFSZ, &sa, NULL);
 }
 
 /* ---- options ------------------------------------------------------------------------------- */
@@ -262,16 +248,10 @@ static void print_trends(const oom_watch_gpu *wg)
 
 static void print_process(const oom_watch_process *p)
 {
-    char mem[16] = "N/A", batch[48] = "-";
-    if (p->used_bytes != OOM_UNKNOWN)
-        oom_format_size(mem, sizeof(mem), p->used_bytes);
-    if (p->batch_size >= 0 && p->grad_accum >= 0)
-        snprintf(batch, sizeof(batch), "%lldx%lld", (long long)p->batch_size,
-                 (long long)p->grad_accum);
-    else if (p->batch_size >= 0)
-        snprintf(batch, sizeof(batch), "%lld", (long long)p->batch_size);
-    printf("    %-8u %-10.10s %11s %7s  %s\n", (unsigned)p->pid, p->local ? p->user : "?", mem,
-           batch, p->local ? (p->command[0] ? p->command : "?") : "(not in this PID namespace)");
+    struct watch_process_row row;
+    watch_process_row(&row, p);
+    printf("    %-8u %-10.10s %11s %7s  %s\n", (unsigned)p->pid, row.user, row.mem, row.batch,
+           row.command);
 }
 
 static void print_gpu(const oom_watch_gpu *wg)
@@ -376,7 +356,7 @@ static int run_loop(struct watch_ctx *w, const struct watch_opts *o)
 
 static int setup_budget(struct watch_ctx *w, const struct watch_opts *o, struct cli_target *t)
 {
-    uint64_t peak;
+    oomi_plan_doc plan;
     int rc, err;
 
     if (o->budget.gpu || o->budget.vram) { /* one budget, applied to each GPU */
@@ -388,8 +368,8 @@ static int setup_budget(struct watch_ctx *w, const struct watch_opts *o, struct 
         err = oom_monitor_set_margin(
             w->monitor, o->budget.margin ? o->budget.margin : oom_config_default_margin(t->config));
     }
-    if (!err && o->plan && (err = oom_plan_file_peak(&peak, o->plan)) == OOM_OK)
-        oom_monitor_set_plan_peak(w->monitor, peak);
+    if (!err && o->plan && (err = oomi_plan_doc_read(&plan, o->plan, OOMI_PLAN_PEAK)) == OOM_OK)
+        oom_monitor_set_plan_peak(w->monitor, plan.device_peak);
     return err ? cli_fail("watch", err) : EXIT_OK;
 }
 
@@ -434,7 +414,10 @@ int cmd_watch(int argc, char **argv)
         rc = cli_fail("watch", err);
         goto done;
     }
-    install_signals();
+    /* sleeps and reads return early; Ctrl-\ too: the terminal comes back before the exit; a
+     * --log file at the file size limit (RLIMIT_FSIZE): a failed write, not a dead watch */
+    cli_set_signals(cli_stop_signals, CLI_STOP_SIGNALS, on_signal);
+    cli_set_signals(&(const int){SIGXFSZ}, 1, SIG_IGN);
     if (!o.once && !o.json && !o.no_tui && watch_tui_available())
         rc = watch_tui_run(&w);
     else

@@ -1,7 +1,10 @@
 /* common.c - error reporting and output helpers shared by the sub-commands. */
 #include "cli.h"
 
+#include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
 
 int cli_exit_code(int err)
@@ -30,6 +33,38 @@ int cli_fail(const char *cmd, int err)
     const char *msg = oom_last_message();
     fprintf(stderr, "oomless %s: %s\n", cmd, *msg ? msg : oom_strerror(err));
     return cli_exit_code(err);
+}
+
+int cli_whole_number(long *out, const char *cmd, const char *text, long min, const char *what)
+{
+    char *end;
+    errno = 0;
+    *out = strtol(text, &end, 10);
+    if (errno || end == text || *end || *out < min || *out > INT_MAX)
+        return cli_usage_error(cmd, "%s '%s' must be a whole number >= %ld", what, text, min);
+    return EXIT_OK;
+}
+
+int cli_seconds(double *out, const char *cmd, const char *text, const char *opt)
+{
+    char *end;
+    *out = strtod(text, &end);
+    if (end == text || *end || !(*out >= 0) || *out > 1e7)
+        return cli_usage_error(cmd, "%s '%s' must be a number of seconds >= 0", opt, text);
+    return EXIT_OK;
+}
+
+void cli_print_options(FILE *out, const oom_option *o, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++) {
+        char left[128];
+        snprintf(left, sizeof(left), "--%s %s", o[i].name, o[i].metavar);
+        if (strlen(left) > 28)
+            fprintf(out, "  %s\n  %-28s %s\n", left, "", o[i].help);
+        else
+            fprintf(out, "  %-28s %s\n", left, o[i].help);
+    }
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)
@@ -73,6 +108,23 @@ static void on_notice(const char *message, void *user)
 void cli_init_notices(void)
 {
     oom_set_notice_handler(on_notice, NULL);
+}
+
+const int cli_stop_signals[CLI_STOP_SIGNALS] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
+cli_signal_fn cli_set_signals(const int *sigs, size_t n, cli_signal_fn handler)
+{
+    struct sigaction sa, old;
+    size_t i;
+
+    memset(&sa, 0, sizeof(sa));
+    memset(&old, 0, sizeof(old));
+    old.sa_handler = SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_handler = handler;
+    for (i = 0; i < n; i++)
+        sigaction(sigs[i], &sa, &old);
+    return old.sa_handler;
 }
 
 int cli_print_json(const char *json)

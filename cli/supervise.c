@@ -68,23 +68,14 @@ static void on_relay(int sig)
 
 void cli_supervise_signals(void)
 {
-    static const int stops[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
     static const int relayed[] = {SIGUSR1, SIGUSR2, SIGTSTP, SIGCONT};
-    struct sigaction sa;
-    size_t i;
+    static const int alarm_sig[] = {SIGALRM}, ignored[] = {SIGTTOU, SIGPIPE};
 
-    memset(&sa, 0, sizeof(sa));
-    sigemptyset(&sa.sa_mask);
-    sa.sa_handler = on_stop; /* no SA_RESTART: a wait or a write is interrupted */
-    for (i = 0; i < sizeof(stops) / sizeof(stops[0]); i++)
-        sigaction(stops[i], &sa, NULL);
-    sa.sa_handler = on_relay;
-    for (i = 0; i < sizeof(relayed) / sizeof(relayed[0]); i++)
-        sigaction(relayed[i], &sa, NULL);
-    sa.sa_handler = on_alarm;
-    sigaction(SIGALRM, &sa, NULL);
-    signal(SIGTTOU, SIG_IGN);
-    signal(SIGPIPE, SIG_IGN);
+    /* no SA_RESTART: a wait or a write is interrupted */
+    cli_set_signals(cli_stop_signals, CLI_STOP_SIGNALS, on_stop);
+    cli_set_signals(relayed, sizeof(relayed) / sizeof(relayed[0]), on_relay);
+    cli_set_signals(alarm_sig, 1, on_alarm);
+    cli_set_signals(ignored, sizeof(ignored) / sizeof(ignored[0]), SIG_IGN);
 }
 
 const char *cli_signal_name(int sig)
@@ -107,7 +98,7 @@ const char *cli_signal_name(int sig)
 
 void cli_supervise_stopped(const oom_job_event *ev)
 {
-    struct sigaction dfl, old;
+    cli_signal_fn old;
     int sig = ev->signal;
 
     if (sig != SIGTSTP && sig != SIGTTIN && sig != SIGTTOU)
@@ -118,15 +109,12 @@ void cli_supervise_stopped(const oom_job_event *ev)
      * the moment: our handler would only count it. Returns once continued (fg, bg, SIGCONT);
      * at once when the group is orphaned (the kernel discards the stop: nobody could continue
      * it). */
-    memset(&dfl, 0, sizeof(dfl));
-    sigemptyset(&dfl.sa_mask);
-    dfl.sa_handler = SIG_DFL;
-    sigaction(sig, &dfl, &old);
+    old = cli_set_signals(&sig, 1, SIG_DFL);
     if (ev->by_job)
         kill(0, sig);
     else
         raise(sig);
-    sigaction(sig, &old, NULL);
+    cli_set_signals(&sig, 1, old);
 }
 
 static double now_s(void)

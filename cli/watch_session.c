@@ -20,6 +20,21 @@ double watch_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
+void watch_process_row(struct watch_process_row *row, const oom_watch_process *p)
+{
+    snprintf(row->mem, sizeof(row->mem), "N/A");
+    snprintf(row->batch, sizeof(row->batch), "-");
+    if (p->used_bytes != OOM_UNKNOWN)
+        oom_format_size(row->mem, sizeof(row->mem), p->used_bytes);
+    if (p->batch_size >= 0 && p->grad_accum >= 0)
+        snprintf(row->batch, sizeof(row->batch), "%lldx%lld", (long long)p->batch_size,
+                 (long long)p->grad_accum);
+    else if (p->batch_size >= 0)
+        snprintf(row->batch, sizeof(row->batch), "%lld", (long long)p->batch_size);
+    row->user = p->local ? p->user : "?";
+    row->command = p->local ? (p->command[0] ? p->command : "?") : "(not in this PID namespace)";
+}
+
 char *watch_format_duration(char *buf, size_t size, double s)
 {
     long long t = (long long)(s + 0.5);

@@ -39,6 +39,14 @@ int watch_step(struct watch_ctx *w);
 double watch_now(void);
 /* "12:01:02  oom     pid 7 attempt 1 batch 32 peak 23.44 GiB" (absent fields left out) */
 char *watch_format_event(char *buf, size_t size, const oom_run_event *e);
+/* A process's row as the text output and the view both show it (PID USER MEMORY BATCH COMMAND):
+ * memory "N/A" when unknown, batch "32x4", "32" or "-", user and command "?" when unknown or
+ * not readable from this PID namespace. */
+struct watch_process_row {
+    char mem[16], batch[48];
+    const char *user, *command;
+};
+void watch_process_row(struct watch_process_row *row, const oom_watch_process *p);
 /* "1h02m", "3m20s", "45s" */
 char *watch_format_duration(char *buf, size_t size, double seconds);
 

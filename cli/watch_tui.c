@@ -365,17 +365,10 @@ static int draw_processes(const struct tui *t, int y, int rows, const oom_watch_
         put(y + 1, 1, "(no processes)");
     for (i = 0; i < wg->process_count && shown < rows - 1; i++, shown++) {
         const oom_watch_process *p = &wg->processes[i];
-        char mem[16] = "N/A", batch[48] = "-";
-        if (p->used_bytes != OOM_UNKNOWN)
-            oom_format_size(mem, sizeof(mem), p->used_bytes);
-        if (p->batch_size >= 0 && p->grad_accum >= 0)
-            snprintf(batch, sizeof(batch), "%lldx%lld", (long long)p->batch_size,
-                     (long long)p->grad_accum);
-        else if (p->batch_size >= 0)
-            snprintf(batch, sizeof(batch), "%lld", (long long)p->batch_size);
-        put(y + 1 + shown, 0, " %-8u %-10.10s %11s %7s  %s", (unsigned)p->pid,
-            p->local ? p->user : "?", mem, batch,
-            p->local ? (p->command[0] ? p->command : "?") : "(not in this PID namespace)");
+        struct watch_process_row row;
+        watch_process_row(&row, p);
+        put(y + 1 + shown, 0, " %-8u %-10.10s %11s %7s  %s", (unsigned)p->pid, row.user, row.mem,
+            row.batch, row.command);
     }
     return 1 + (wg->process_count ? shown : 1);
 }

@@ -347,7 +347,7 @@ static int read_file(oom_apply *a, struct file *f, unsigned flags)
                          "leave the other names with the old text; edit it by hand, or give it "
                          "a copy of its own first; the file is unchanged",
                          f->name, (unsigned long)f->st.st_nlink);
-    return oomi_read_fd(&f->old, &f->oldlen, f->fd, f->real);
+    return oomi_read_fd(&f->old, &f->oldlen, f->fd, f->real, OOMI_READ_MAX);
 }
 
 /* Files are locked in the order of their device and inode numbers, whatever the order on the
@@ -522,14 +522,11 @@ static int make_diff(oom_apply *a, char **diff)
     for (i = 0; !err && i < a->nfiles; i++)
         err = oomi_diff(&sb, a->files[i].name, a->files[i].old, a->files[i].oldlen,
                         text_of(&a->files[i]), a->files[i].len);
-    if (!err)
-        err = oomi_sb_ok(&sb);
     if (err) {
         oomi_sb_free(&sb);
         return err;
     }
-    *diff = oomi_sb_steal(&sb);
-    return OOM_OK;
+    return oomi_sb_finish(&sb, diff);
 }
 
 int oom_apply_run(oom_apply *a, const char *const *files, size_t count, unsigned flags, char **diff)
@@ -609,9 +606,9 @@ static struct json_object *jval(const oomi_aval *v)
 
 static int add(struct json_object *obj, const char *key, struct json_object *val, bool may_be_null)
 {
-    if (!val && !may_be_null)
+    if (!val && !may_be_null) /* val could not be made */
         return OOM_ENOMEM;
-    return json_object_object_add(obj, key, val) ? OOM_ENOMEM : OOM_OK;
+    return oomi_json_put(obj, key, val);
 }
 
 static int report_edit(struct json_object *arr, const struct edit *e)
@@ -658,7 +655,6 @@ static int report_file(struct json_object *arr, const struct file *f)
 int oom_apply_report(const oom_apply *a, char **out)
 {
     struct json_object *doc = json_object_new_object(), *files;
-    const char *text;
     size_t i;
     int err;
 
@@ -672,13 +668,8 @@ int oom_apply_report(const oom_apply *a, char **out)
     err = err ? err : add(doc, "files", files = json_object_new_array(), false);
     for (i = 0; !err && i < a->nfiles; i++)
         err = report_file(files, &a->files[i]);
-    if (!err) {
-        text =
-            json_object_to_json_string_ext(doc, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
-                                                    JSON_C_TO_STRING_NOSLASHESCAPE);
-        if (!text || !(*out = oomi_strdup(text)))
-            err = OOM_ENOMEM;
-    }
+    if (!err)
+        return oomi_json_finish(out, doc);
     json_object_put(doc);
-    return err ? oomi_nomem() : OOM_OK;
+    return oomi_nomem();
 }

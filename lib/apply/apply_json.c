@@ -374,13 +374,10 @@ int oomi_json_parse(oomi_node **root, const char *buf, size_t len, const char *f
 char *oomi_json_render(const oomi_aval *v)
 {
     oomi_sb sb = OOMI_SB_INIT;
+    char *text;
 
     oomi_aval_json(&sb, v);
-    if (oomi_sb_ok(&sb)) {
-        oomi_sb_free(&sb);
-        return NULL;
-    }
-    return oomi_sb_steal(&sb);
+    return oomi_sb_finish(&sb, &text) ? NULL : text;
 }
 
 static void put_key(oomi_sb *sb, const char *key)
@@ -439,7 +436,6 @@ int oomi_json_create(char **text, size_t *pos, const oomi_node *map, const char 
     const char *ws = "", *kv = ": ", *unit = "  ", *ind = "";
     size_t ws_len = 0, kv_len = 2, unit_len = 2, ind_len = 0, base_len, ls, i;
     bool multiline = false;
-    int err;
 
     (void)len;
     if (!map->count) {
@@ -465,10 +461,5 @@ int oomi_json_create(char **text, size_t *pos, const oomi_node *map, const char 
         }
     }
     put_chain(&sb, ind, ind_len, unit, unit_len, kv, kv_len, multiline, segs, n, 0, v_text);
-    if ((err = oomi_sb_ok(&sb))) {
-        oomi_sb_free(&sb);
-        return err;
-    }
-    *text = oomi_sb_steal(&sb);
-    return OOM_OK;
+    return oomi_sb_finish(&sb, text);
 }

@@ -69,12 +69,7 @@ static int literal(oomi_aval *out, const char *text)
     oomi_sb_puts(&sb, "");
     memset(out, 0, sizeof(*out));
     out->type = OOMI_AV_STRING;
-    if (oomi_sb_ok(&sb)) {
-        oomi_sb_free(&sb);
-        return OOM_ENOMEM;
-    }
-    out->s = oomi_sb_steal(&sb);
-    return OOM_OK;
+    return oomi_sb_finish(&sb, &out->s);
 }
 
 static int from_json(oomi_aval *out, struct json_object *o, const char *field)
@@ -122,7 +117,7 @@ static struct json_object *walk(struct json_object *doc, const oomi_pathseg *seg
 
 static long long int_field(struct json_object *plan, const char *key, long long dflt, bool *ok)
 {
-    struct json_object *o = json_object_object_get(plan, key);
+    struct json_object *o = oomi_json_get(plan, key);
     if (!o)
         return dflt;
     if (!json_object_is_type(o, json_type_int))
@@ -305,8 +300,8 @@ static int presets_file(const char *path, bool optional, const char *name, oomi_
     if (optional && access(path, F_OK) != 0)
         return OOM_OK;
     /* the user's file is read as a regular file only (a FIFO there would make apply wait) */
-    if ((err = optional ? oomi_read_regular(&text, &len, path, "presets file")
-                        : oomi_read_file(&text, &len, path)))
+    if ((err = optional ? oomi_read_regular(&text, &len, path, "presets file", OOMI_READ_MAX)
+                        : oomi_read_file(&text, &len, path, OOMI_READ_MAX)))
         return err;
     if (!yaml_parser_initialize(&parser)) {
         oomi_free(text);

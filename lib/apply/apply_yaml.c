@@ -450,13 +450,10 @@ static void put_scalar(oomi_sb *sb, const oomi_node *old, const char *buf, const
 char *oomi_yaml_render(const oomi_node *old, const char *buf, const oomi_aval *v)
 {
     oomi_sb sb = OOMI_SB_INIT;
+    char *text;
 
     put_scalar(&sb, old, buf, v);
-    if (oomi_sb_ok(&sb)) {
-        oomi_sb_free(&sb);
-        return NULL;
-    }
-    return oomi_sb_steal(&sb);
+    return oomi_sb_finish(&sb, &text) ? NULL : text;
 }
 
 static void put_key(oomi_sb *sb, const char *key)
@@ -515,7 +512,6 @@ int oomi_yaml_create(char **text, size_t *pos, const oomi_node *map, const char 
 {
     oomi_sb sb = OOMI_SB_INIT;
     const char *nl;
-    int err;
 
     if (map->flow || !map->count) {
         flow_create(&sb, pos, map, buf, segs, n, v_text);
@@ -531,10 +527,5 @@ int oomi_yaml_create(char **text, size_t *pos, const oomi_node *map, const char 
         put_block_chain(&sb, column_of(buf, map->first_key_start), map->step ? map->step : 2, segs,
                         n, v_text, eol);
     }
-    if ((err = oomi_sb_ok(&sb))) {
-        oomi_sb_free(&sb);
-        return err;
-    }
-    *text = oomi_sb_steal(&sb);
-    return OOM_OK;
+    return oomi_sb_finish(&sb, text);
 }

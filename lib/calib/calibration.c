@@ -16,6 +16,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* the store only grows (one line a probe or relaunch): read far more than a document */
+#define STORE_READ_MAX ((size_t)1024 * 1024 * 1024)
+
 /* The default store, and the length of its leading $HOME (0 under $XDG_CACHE_HOME): oomless
  * creates the directories below $HOME, never $HOME itself. */
 static int default_store(char **out, size_t *home_len)
@@ -104,21 +107,18 @@ static json_object *record_json(const oom_calibration *c)
         return NULL;
     if (c->command)
         cmd = json_tokener_parse(c->command);
-    json_object_object_add(o, "time", oomi_json_number(c->time, 3));
-    json_object_object_add(o, "gpu", json_object_new_string(c->gpu ? c->gpu : ""));
-    json_object_object_add(o, "command",
-                           cmd ? cmd : json_object_new_string(c->command ? c->command : ""));
-    json_object_object_add(o, "workload", json_object_new_string(c->workload ? c->workload : ""));
-    json_object_object_add(o, "fixed_bytes", json_object_new_int64(llround(c->fit.fixed_bytes)));
-    json_object_object_add(o, "per_sample_bytes",
-                           json_object_new_int64(llround(c->fit.per_sample_bytes)));
-    json_object_object_add(o, "per_sample2_bytes",
-                           json_object_new_double(c->fit.per_sample2_bytes));
-    json_object_object_add(o, "recommended_batch", json_object_new_int(c->recommended_batch));
-    json_object_object_add(o, "max_batch", json_object_new_int(c->max_batch));
-    json_object_object_add(o, "usable_bytes", json_object_new_int64((int64_t)c->usable_bytes));
+    oomi_json_put(o, "time", oomi_json_number(c->time, 3));
+    oomi_json_put(o, "gpu", json_object_new_string(c->gpu ? c->gpu : ""));
+    oomi_json_put(o, "command", cmd ? cmd : json_object_new_string(c->command ? c->command : ""));
+    oomi_json_put(o, "workload", json_object_new_string(c->workload ? c->workload : ""));
+    oomi_json_put(o, "fixed_bytes", json_object_new_int64(llround(c->fit.fixed_bytes)));
+    oomi_json_put(o, "per_sample_bytes", json_object_new_int64(llround(c->fit.per_sample_bytes)));
+    oomi_json_put(o, "per_sample2_bytes", json_object_new_double(c->fit.per_sample2_bytes));
+    oomi_json_put(o, "recommended_batch", json_object_new_int(c->recommended_batch));
+    oomi_json_put(o, "max_batch", json_object_new_int(c->max_batch));
+    oomi_json_put(o, "usable_bytes", json_object_new_int64((int64_t)c->usable_bytes));
     if (c->traced)
-        json_object_object_add(o, "traced", json_object_new_boolean(1));
+        oomi_json_put(o, "traced", json_object_new_boolean(1));
     return o;
 }
 
@@ -174,30 +174,24 @@ void oom_calibration_free(oom_calibration *c)
     oomi_free(c);
 }
 
+/* a string field, NULL when absent or not a string */
 static const char *get_str(json_object *o, const char *key)
 {
-    json_object *v;
-    return json_object_object_get_ex(o, key, &v) && json_object_is_type(v, json_type_string)
-               ? json_object_get_string(v)
-               : NULL;
+    json_object *v = oomi_json_get(o, key);
+    return json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
 }
 
-/* a number field, 0 when absent or not a number (json-c would read a string with strtod, in the
- * host's locale) */
+/* a number field, 0 when absent or not a number (a damaged record is skipped, not refused) */
 static double get_num(json_object *o, const char *key)
 {
-    json_object *v;
-    return json_object_object_get_ex(o, key, &v) && (json_object_is_type(v, json_type_int) ||
-                                                     json_object_is_type(v, json_type_double))
-               ? json_object_get_double(v)
-               : 0;
+    json_object *v = oomi_json_get(o, key);
+    return oomi_json_is_number(v) ? json_object_get_double(v) : 0;
 }
 
 /* A record `oomless trace --calibrate` wrote: allocated bytes, valid on any GPU. */
 static int is_traced(json_object *o)
 {
-    json_object *v;
-    return json_object_object_get_ex(o, "traced", &v) && json_object_get_boolean(v);
+    return json_object_get_boolean(oomi_json_get(o, "traced"));
 }
 
 /* Whether a line's record is for this key (a traced record, gpu "", is for every GPU). */
@@ -327,7 +321,7 @@ int oom_calibration_lookup(oom_calibration **out, const char *path, const char *
     if (!path && (err = default_store(&def, NULL)))
         return err;
     path = path ? path : def;
-    if ((err = oomi_read_regular(&text, &len, path, "calibration file"))) {
+    if ((err = oomi_read_regular(&text, &len, path, "calibration file", STORE_READ_MAX))) {
         if (err == OOM_ENOTFOUND)
             err = oomi_fail(OOM_ENOTFOUND, "no calibration file '%s'", path);
         goto done;

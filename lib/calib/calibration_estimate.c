@@ -5,11 +5,6 @@
 #include <json-c/json.h>
 #include <string.h>
 
-static int put(json_object *o, const char *k, json_object *v)
-{
-    return json_object_object_add(o, k, v) ? oomi_nomem() : OOM_OK;
-}
-
 static int calibration_json(json_object **out, const oom_calibration *rec)
 {
     json_object *c = json_object_new_object(), *cmd = NULL;
@@ -18,14 +13,17 @@ static int calibration_json(json_object **out, const oom_calibration *rec)
     if (!c)
         return oomi_nomem();
     cmd = json_tokener_parse(rec->command);
-    if ((err = put(c, "gpu", json_object_new_string(rec->gpu))) ||
-        (err = put(c, "command", cmd ? cmd : json_object_new_string(rec->command))) ||
-        (err = put(c, "workload", json_object_new_string(rec->workload ? rec->workload : ""))) ||
-        (err = put(c, "fixed_bytes", oomi_json_number(rec->fit.fixed_bytes, 0))) ||
-        (err = put(c, "per_sample_bytes", oomi_json_number(rec->fit.per_sample_bytes, 0))) ||
-        (err = put(c, "per_sample2_bytes", oomi_json_number(rec->fit.per_sample2_bytes, 0))) ||
-        (err = put(c, "measured_max_batch", json_object_new_int(rec->max_batch))) ||
-        (err = put(c, "time", oomi_json_number(rec->time, 3)))) {
+    if ((err = oomi_json_put(c, "gpu", json_object_new_string(rec->gpu))) ||
+        (err = oomi_json_put(c, "command", cmd ? cmd : json_object_new_string(rec->command))) ||
+        (err = oomi_json_put(c, "workload",
+                             json_object_new_string(rec->workload ? rec->workload : ""))) ||
+        (err = oomi_json_put(c, "fixed_bytes", oomi_json_number(rec->fit.fixed_bytes, 0))) ||
+        (err = oomi_json_put(c, "per_sample_bytes",
+                             oomi_json_number(rec->fit.per_sample_bytes, 0))) ||
+        (err = oomi_json_put(c, "per_sample2_bytes",
+                             oomi_json_number(rec->fit.per_sample2_bytes, 0))) ||
+        (err = oomi_json_put(c, "measured_max_batch", json_object_new_int(rec->max_batch))) ||
+        (err = oomi_json_put(c, "time", oomi_json_number(rec->time, 3)))) {
         json_object_put(c);
         return err;
     }
@@ -39,13 +37,13 @@ static int budget_json(json_object **out, const oom_budget *b, uint64_t peak)
     int err;
     if (!o)
         return oomi_nomem();
-    if ((err = put(o, "target_bytes", json_object_new_int64((int64_t)b->target_bytes))) ||
-        (err = put(o, "safety_margin_bytes",
-                   json_object_new_int64((int64_t)b->safety_margin_bytes))) ||
-        (err = put(o, "usable_bytes", json_object_new_int64((int64_t)b->usable_bytes))) ||
-        (err = put(o, "fits", json_object_new_boolean(peak <= b->usable_bytes))) ||
-        (err = put(o, "headroom_bytes",
-                   json_object_new_int64((int64_t)b->usable_bytes - (int64_t)peak)))) {
+    if ((err = oomi_json_put(o, "target_bytes", json_object_new_int64((int64_t)b->target_bytes))) ||
+        (err = oomi_json_put(o, "safety_margin_bytes",
+                             json_object_new_int64((int64_t)b->safety_margin_bytes))) ||
+        (err = oomi_json_put(o, "usable_bytes", json_object_new_int64((int64_t)b->usable_bytes))) ||
+        (err = oomi_json_put(o, "fits", json_object_new_boolean(peak <= b->usable_bytes))) ||
+        (err = oomi_json_put(o, "headroom_bytes",
+                             json_object_new_int64((int64_t)b->usable_bytes - (int64_t)peak)))) {
         json_object_put(o);
         return err;
     }
@@ -61,19 +59,20 @@ static int build(char **out, const oom_calibration *rec, long batch, const oom_b
 
     if (!root)
         return oomi_nomem();
-    if ((err = calibration_json(&c, rec)) || (err = put(root, "calibration", c)))
+    if ((err = calibration_json(&c, rec)) || (err = oomi_json_put(root, "calibration", c)))
         goto fail;
-    if ((err = put(root, "batch", json_object_new_int64(batch))) ||
-        (err = put(root, "extrapolated", json_object_new_boolean(batch > rec->max_batch))))
+    if ((err = oomi_json_put(root, "batch", json_object_new_int64(batch))) ||
+        (err =
+             oomi_json_put(root, "extrapolated", json_object_new_boolean(batch > rec->max_batch))))
         goto fail;
     if (!(mem = json_object_new_object())) {
         err = oomi_nomem();
         goto fail;
     }
-    if ((err = put(root, "memory", mem)) ||
-        (err = put(mem, "device_peak", json_object_new_int64((int64_t)peak))))
+    if ((err = oomi_json_put(root, "memory", mem)) ||
+        (err = oomi_json_put(mem, "device_peak", json_object_new_int64((int64_t)peak))))
         goto fail;
-    if ((err = budget_json(&bj, b, peak)) || (err = put(root, "budget", bj)))
+    if ((err = budget_json(&bj, b, peak)) || (err = oomi_json_put(root, "budget", bj)))
         goto fail;
     return oomi_json_finish(out, root);
 fail:
@@ -85,29 +84,19 @@ int oom_calibration_estimate_json(char **out, int *fits, const char *path, const
                                   const char *workload, long batch,
                                   const oom_target_request *request)
 {
-    oom_config *own = NULL;
-    oom_catalog *cat = NULL;
     oom_calibration *rec = NULL;
     oom_target t;
-    oom_target_request req = {0};
     uint64_t peak;
     double p;
-    int err, have_target = 0;
+    int err;
 
     if (!out || !command)
         return oomi_fail(OOM_EINVAL, "calibrated estimate: missing argument");
     *out = NULL;
     if (batch < 1)
         return oomi_fail(OOM_EINVAL, "batch %ld must be at least 1", batch);
-    if (request)
-        req = *request;
-    if (!req.config && (err = oom_config_load(&own, NULL)))
+    if ((err = oomi_target_resolve_request(&t, request)))
         return err;
-    if (!req.config)
-        req.config = own;
-    if ((err = oom_catalog_load(&cat, req.config)) || (err = oom_target_resolve(&t, &req, cat)))
-        goto done;
-    have_target = 1;
     if ((err = oom_calibration_lookup(&rec, path, t.profile.name, command,
                                       workload ? workload : ""))) {
         if (err == OOM_ENOTFOUND)
@@ -131,9 +120,6 @@ int oom_calibration_estimate_json(char **out, int *fits, const char *path, const
     err = build(out, rec, batch, &t.budget, peak);
 done:
     oom_calibration_free(rec);
-    if (have_target)
-        oom_target_free(&t);
-    oom_catalog_free(cat);
-    oom_config_free(own);
+    oom_target_free(&t);
     return err;
 }

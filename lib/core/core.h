@@ -84,19 +84,33 @@ void oomi_sb_printf(oomi_sb *sb, const char *fmt, ...) OOMI_PRINTF(2, 3);
 int oomi_sb_ok(oomi_sb *sb);
 /* hands the buffer over (never NULL on success: "" for an empty buffer) and resets sb */
 char *oomi_sb_steal(oomi_sb *sb);
+/* The end of every string built so: *out gets the buffer (OOM_OK), or NULL with the buffer freed
+ * and OOM_ENOMEM recorded when an append (or the final allocation) failed. */
+int oomi_sb_finish(oomi_sb *sb, char **out);
 void oomi_sb_free(oomi_sb *sb);
 
-/* ---- files and data (file.c) -------------------------------------------------------------- */
-/* Reads a whole file (NUL-terminated, *len without the NUL). OOM_EIO names the path + errno. */
-int oomi_read_file(char **out, size_t *len, const char *path);
+/* ---- files and data (file.c) --------------------------------------------------------------
+ * The one reader of whole files. A file of more than `max` bytes is refused with OOM_EINVAL
+ * ("PATH: 70.1 MiB is larger than the 64 MiB this reads") before anything is allocated for it
+ * (a pipe: once more than `max` came); documents (plans, configs, models, presets) are read
+ * with OOMI_READ_MAX. */
+#define OOMI_READ_MAX ((size_t)64 * 1024 * 1024)
+/* Reads an open file descriptor from its current offset (NUL-terminated, *len without the NUL);
+ * `path` names it in messages. A regular file is read into one allocation of its size. OOM_EIO
+ * names the path + errno. */
+int oomi_read_fd(char **out, size_t *len, int fd, const char *path, size_t max);
+/* The same for the file at `path`. */
+int oomi_read_file(char **out, size_t *len, const char *path, size_t max);
+/* Reads the first size-1 bytes (at most) of the file at `path` into buf, NUL-terminated, without
+ * allocating: the /proc files read in every sample, where what does not fit is cut, not refused.
+ * Returns the length read, or -1 (errno set) when the file cannot be opened or nothing could be
+ * read. */
+long oomi_read_prefix(const char *path, char *buf, size_t size);
 /* A descriptor the library keeps open, moved above 2 when it landed on 0-2 (the caller runs
  * with a standard descriptor closed: what the caller, or a job's copied output, writes there
  * must not reach the library's file). Close-on-exec. Returns the descriptor (fd itself when
  * above 2), or -1 with errno (fd closed). */
 int oomi_fd_above_std(int fd);
-/* The same from an open file descriptor (from its current offset); `path` names it in messages.
- * A regular file is read into one allocation of its size. */
-int oomi_read_fd(char **out, size_t *len, int fd, const char *path);
 /* The data directory: $OOMLESS_DATA_DIR, else the installed one, else the source tree's. */
 const char *oomi_data_dir(void);
 /* "<data dir>/<relative>", allocated */
@@ -107,8 +121,22 @@ char *oomi_data_path(const char *relative);
  * $HOME/`fallback` (".cache"). *out is NULL (OOM_OK) when neither is usable. *home_len (may be
  * NULL) gets the length of the leading $HOME, which callers must not create (0 for $`var`). */
 int oomi_xdg_base(char **out, size_t *home_len, const char *var, const char *fallback);
-/* Reads what is left of an open file descriptor (as oomi_read_file; `path` for messages). */
-int oomi_read_fd(char **out, size_t *len, int fd, const char *path);
+
+/* ---- plan documents (plandoc.c) ------------------------------------------------------------
+ * What `run --plan` and `watch --plan` take from a plan document (`oomless plan --json`): the
+ * one reader of plans for both. `want` names what the caller needs; each named part must be
+ * there, and each value found is range-checked. */
+enum { OOMI_PLAN_BATCH = 1, OOMI_PLAN_PEAK = 2 };
+typedef struct oomi_plan_doc {
+    int batch_size;       /* .plan.batch_size (>= 1) with OOMI_PLAN_BATCH, else 0 */
+    int grad_accum;       /* .plan.grad_accum (>= 1) with OOMI_PLAN_BATCH; 0 when absent/null */
+    uint64_t device_peak; /* .memory.device_peak (bytes, or a size string) with OOMI_PLAN_PEAK */
+} oomi_plan_doc;
+/* Reads the plan at `path` (NULL: standard input, named "-") of at most OOMI_READ_MAX bytes.
+ * OOM_EIO when it cannot be read, OOM_EINVAL past the cap or for a value out of range,
+ * OOM_EPARSE when it is not a JSON object, OOM_ENOTFOUND for a missing part; every message names
+ * the file and the key. */
+int oomi_plan_doc_read(oomi_plan_doc *out, const char *path, unsigned want);
 
 /* ---- JSON Lines files (jsonl.c) ------------------------------------------------------------
  * Opens `path` with `flags` (| O_CLOEXEC; O_CREAT makes it 0644) only if it is a regular file:
@@ -117,8 +145,8 @@ int oomi_read_fd(char **out, size_t *len, int fd, const char *path);
  * O_CREAT), else OOM_EIO; messages name `what` ("calibration file") and the path. */
 int oomi_open_regular(int *fd, const char *path, int flags, const char *what);
 /* Reads a whole regular file opened so (the files in oomless's own places: a FIFO there would
- * block every command). */
-int oomi_read_regular(char **out, size_t *len, const char *path, const char *what);
+ * block every command), of at most `max` bytes (as oomi_read_fd). */
+int oomi_read_regular(char **out, size_t *len, const char *path, const char *what, size_t max);
 /* Appends line[0..len) (one whole line, ending in '\n') to fd (opened O_RDWR | O_APPEND), all or
  * nothing: on a short write the file is cut back to its old size; a file not ending in '\n' gets
  * one first. Under flock(); fsync'ed. Not a regular file: written as a stream. 0 or an errno. */
@@ -147,11 +175,35 @@ int oomi_yaml_load_file(struct json_object **out, const char *path);
 struct yaml_parser_s;
 int oomi_yaml_single_document(struct yaml_parser_s *parser, const char *name);
 
-/* ---- JSON output helpers (json.c) --------------------------------------------------------- */
-/* Pretty-prints root into *out (allocated) and releases root.  */
-int oomi_json_finish(char **out, struct json_object *root);
+/* ---- JSON helpers (json.c): every reader and writer of JSON uses these -------------------
+ * Readers take the member `key` of object `o` (o may be NULL or not an object: nothing there).
+ * When `found` is given, an absent or null member is OOM_OK with *found false (*out untouched);
+ * without it, OOM_ENOTFOUND. A member of another type, or out of [min, max], is OOM_EINVAL.
+ * Messages start with `where` followed by the key ("plan 'p.json': .plan." + "batch_size"):
+ * "WHEREKEY is missing", "WHEREKEY must be a whole number, not \"8\"", "WHEREKEY 0 is out of range
+ * (1 to 2147483647)". */
+/* the member, NULL when absent or null */
+struct json_object *oomi_json_get(struct json_object *o, const char *key);
+/* a JSON number (int or double): never a string, which json-c would read in the host's locale */
+bool oomi_json_is_number(struct json_object *v);
+int oomi_json_int(int64_t *out, bool *found, struct json_object *o, const char *key, int64_t min,
+                  int64_t max, const char *where);
+/* a JSON number (int or double) */
+int oomi_json_double(double *out, bool *found, struct json_object *o, const char *key, double min,
+                     double max, const char *where);
+/* Adds key: v (v NULL = JSON null) to o (NULL: o could not be made); OOM_ENOMEM (recorded) when
+ * o could not grow, and v is still the caller's, as with json_object_object_add(). */
+int oomi_json_put(struct json_object *o, const char *key, struct json_object *v);
+/* bytes as an integer; OOM_UNKNOWN as null (NULL) */
+struct json_object *oomi_json_bytes(uint64_t v);
+/* a size as an integer (above INT64_MAX: INT64_MAX) */
+struct json_object *oomi_json_size(uint64_t v);
+/* a string, or null for NULL or "" */
+struct json_object *oomi_json_string_or_null(const char *s);
 /* A JSON number printed with at most `decimals` decimals (trailing zeros dropped).  */
 struct json_object *oomi_json_number(double v, int decimals);
+/* Pretty-prints root into *out (allocated) and releases root (NULL: OOM_ENOMEM, recorded). */
+int oomi_json_finish(char **out, struct json_object *root);
 
 /* ---- unified diff (diff.c) ----------------------------------------------------------------- */
 /* Unified diff (context 3) of two texts, "--- a/NAME" / "+++ b/NAME" headers, appended to sb;

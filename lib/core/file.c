@@ -11,7 +11,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <stdint.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -28,7 +27,28 @@ int oomi_fd_above_std(int fd)
     return high;
 }
 
-int oomi_read_fd(char **out, size_t *len, int fd, const char *path)
+/* "70.1 MiB", or "1500 bytes" below a MiB: sizes in the refusal of a file past the cap */
+static void cap_text(char *buf, size_t size, uint64_t bytes)
+{
+    if (bytes >= OOM_MiB && bytes % OOM_MiB == 0)
+        oomi_snprintf(buf, size, "%llu MiB", (unsigned long long)(bytes / OOM_MiB));
+    else if (bytes >= OOM_MiB)
+        oomi_snprintf(buf, size, "%.1f MiB", (double)bytes / (double)OOM_MiB);
+    else
+        oomi_snprintf(buf, size, "%llu bytes", (unsigned long long)bytes);
+}
+
+static int too_large(const char *path, uint64_t size, size_t max)
+{
+    char have[32], cap[32];
+    cap_text(cap, sizeof(cap), max);
+    if (size == OOM_UNKNOWN)
+        return oomi_fail(OOM_EINVAL, "%s: more than the %s this reads", path, cap);
+    cap_text(have, sizeof(have), size);
+    return oomi_fail(OOM_EINVAL, "%s: %s is larger than the %s this reads", path, have, cap);
+}
+
+int oomi_read_fd(char **out, size_t *len, int fd, const char *path, size_t max)
 {
     struct stat st;
     size_t cap, n = 0;
@@ -42,21 +62,30 @@ int oomi_read_fd(char **out, size_t *len, int fd, const char *path)
         return oomi_fail(OOM_EIO, "cannot read '%s': %s", path, strerror(errno));
     if (S_ISDIR(st.st_mode))
         return oomi_fail(OOM_EIO, "cannot read '%s': %s", path, strerror(EISDIR));
+    if (max > SIZE_MAX / 4)
+        max = SIZE_MAX / 4;
+    if (S_ISREG(st.st_mode) && (uintmax_t)st.st_size > max)
+        return too_large(path, (uint64_t)st.st_size, max);
     /* one allocation of the file's size (+1 to see the end, +1 for the NUL); doubling only for a
-     * file that grows while it is read or has no size (a pipe) */
-    cap = S_ISREG(st.st_mode) && st.st_size > 0 && (uintmax_t)st.st_size < SIZE_MAX / 2
-              ? (size_t)st.st_size + 2
-              : 8192;
+     * file that grows while it is read or has no size (a pipe), up to max + 2 */
+    cap = S_ISREG(st.st_mode) && st.st_size > 0 ? (size_t)st.st_size + 2 : 8192;
+    if (cap > max + 2)
+        cap = max + 2;
     if (!(buf = oomi_malloc(cap)))
         return oomi_nomem();
     for (;;) {
         if (n + 1 == cap) {
-            if (cap > SIZE_MAX / 2 || !(grown = oomi_realloc(buf, cap * 2))) {
+            size_t next = cap * 2 < max + 2 ? cap * 2 : max + 2;
+            if (n > max) {
+                oomi_free(buf);
+                return too_large(path, OOM_UNKNOWN, max);
+            }
+            if (!(grown = oomi_realloc(buf, next))) {
                 oomi_free(buf);
                 return oomi_nomem();
             }
             buf = grown;
-            cap *= 2;
+            cap = next;
         }
         r = read(fd, buf + n, cap - 1 - n);
         if (r < 0 && errno == EINTR)
@@ -70,6 +99,10 @@ int oomi_read_fd(char **out, size_t *len, int fd, const char *path)
             break;
         n += (size_t)r;
     }
+    if (n > max) {
+        oomi_free(buf);
+        return too_large(path, OOM_UNKNOWN, max);
+    }
     buf[n] = '\0';
     if (len)
         *len = n;
@@ -77,7 +110,7 @@ int oomi_read_fd(char **out, size_t *len, int fd, const char *path)
     return OOM_OK;
 }
 
-int oomi_read_file(char **out, size_t *len, const char *path)
+int oomi_read_file(char **out, size_t *len, const char *path, size_t max)
 {
     int fd, err;
 
@@ -86,9 +119,30 @@ int oomi_read_file(char **out, size_t *len, const char *path)
         *len = 0;
     if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
         return oomi_fail(OOM_EIO, "cannot open '%s': %s", path, strerror(errno));
-    err = oomi_read_fd(out, len, fd, path);
+    err = oomi_read_fd(out, len, fd, path, max);
     close(fd);
     return err;
+}
+
+long oomi_read_prefix(const char *path, char *buf, size_t size)
+{
+    size_t total = 0;
+    ssize_t n = 0;
+    int fd, e;
+
+    if (!size || (fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+        return -1;
+    while (total + 1 < size &&
+           ((n = read(fd, buf + total, size - 1 - total)) > 0 || (n < 0 && errno == EINTR)))
+        total += n > 0 ? (size_t)n : 0;
+    e = errno;
+    close(fd);
+    buf[total] = '\0';
+    if (n < 0 && !total) {
+        errno = e;
+        return -1;
+    }
+    return (long)total;
 }
 
 int oomi_xdg_base(char **out, size_t *home_len, const char *var, const char *fallback)

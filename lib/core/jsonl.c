@@ -73,7 +73,7 @@ int oomi_open_regular(int *out, const char *path, int flags, const char *what)
     return OOM_OK;
 }
 
-int oomi_read_regular(char **out, size_t *len, const char *path, const char *what)
+int oomi_read_regular(char **out, size_t *len, const char *path, const char *what, size_t max)
 {
     int fd, err;
 
@@ -82,7 +82,7 @@ int oomi_read_regular(char **out, size_t *len, const char *path, const char *wha
         *len = 0;
     if ((err = oomi_open_regular(&fd, path, O_RDONLY, what)))
         return err;
-    err = oomi_read_fd(out, len, fd, path);
+    err = oomi_read_fd(out, len, fd, path, max);
     close(fd);
     return err;
 }

@@ -57,11 +57,8 @@ static char *lexical_abs(const char *path)
         }
         s += n;
     }
-    if (oomi_sb_ok(&sb)) {
-        oomi_sb_free(&sb);
+    if (oomi_sb_finish(&sb, &out))
         return NULL;
-    }
-    out = oomi_sb_steal(&sb);
     if (out && !*out && (p = oomi_strdup("/")) != NULL) {
         oomi_free(out);
         out = p;

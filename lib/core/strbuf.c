@@ -89,6 +89,15 @@ char *oomi_sb_steal(oomi_sb *sb)
     return p;
 }
 
+int oomi_sb_finish(oomi_sb *sb, char **out)
+{
+    *out = sb->failed ? NULL : oomi_sb_steal(sb);
+    if (*out)
+        return OOM_OK;
+    oomi_sb_free(sb);
+    return oomi_nomem();
+}
+
 void oomi_sb_free(oomi_sb *sb)
 {
     oomi_free(sb->buf);

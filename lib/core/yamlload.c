@@ -203,7 +203,7 @@ int oomi_yaml_load_file(json_object **out, const char *path)
     size_t len;
     int err;
 
-    if ((err = oomi_read_file(&text, &len, path)))
+    if ((err = oomi_read_file(&text, &len, path, OOMI_READ_MAX)))
         return err;
     err = oomi_yaml_load(out, text, len, path);
     oomi_free(text);

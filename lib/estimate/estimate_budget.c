@@ -13,27 +13,15 @@ static void set_label(char *label, size_t size, const char *prefix, const char *
 static int from_gpu(oom_budget *out, char *label, size_t label_size, oom_workload *w,
                     const oom_target_request *req)
 {
-    oom_config *own = NULL;
-    oom_catalog *cat = NULL;
     oom_target t;
-    oom_target_request r = *req;
-    int err, have_target = 0;
+    int err;
 
-    if (!r.config && (err = oom_config_load(&own, NULL)))
+    if ((err = oomi_target_resolve_request(&t, req)))
         return err;
-    if (!r.config)
-        r.config = own;
-    if ((err = oom_catalog_load(&cat, r.config)) || (err = oom_target_resolve(&t, &r, cat)))
-        goto done;
-    have_target = 1;
     *out = t.budget;
     set_label(label, label_size, "", t.profile.name ? t.profile.name : req->gpu);
     err = oom_workload_set_gpu(w, &t.profile);
-done:
-    if (have_target)
-        oom_target_free(&t);
-    oom_catalog_free(cat);
-    oom_config_free(own);
+    oom_target_free(&t);
     return err;
 }
 

@@ -1,7 +1,9 @@
 /* estimate_coef.c - loads data/coefficients.json (the estimator's empirical numbers) once. */
 #include "estimate/estimate.h"
 
+#include <float.h>
 #include <json-c/json.h>
+#include <limits.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -17,46 +19,43 @@ typedef struct rd {
     int err;
 } rd;
 
-/* a number at obj.key (or obj.key.value); records the first missing key */
-static double num(rd *r, json_object *obj, const char *key)
+/* The number at obj.key (or obj.key.value) in [min, max]; records the first bad or missing key,
+ * named with its section's key ("coefficients 'c.json': logits.backward_16bit is missing"). */
+static double number(rd *r, json_object *obj, const char *key, double min)
 {
-    json_object *v = NULL;
+    char where[PATH_MAX + 128];
+    json_object *v;
+    double d = 0;
+
     if (r->err)
         return 0;
-    if (obj && json_object_object_get_ex(obj, key, &v) && json_object_is_type(v, json_type_object))
-        json_object_object_get_ex(v, "value", &v);
-    if (!v ||
-        !(json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double)) ||
-        json_object_get_double(v) < 0) {
-        r->err =
-            oomi_fail(OOM_EPARSE, "coefficients '%s': missing or bad number '%s'", r->path, key);
-        return 0;
+    oomi_snprintf(where, sizeof(where), "coefficients '%s': ", r->path);
+    if (json_object_is_type(v = oomi_json_get(obj, key), json_type_object)) {
+        oomi_snprintf(where, sizeof(where), "coefficients '%s': %s.", r->path, key);
+        obj = v, key = "value";
     }
-    return json_object_get_double(v);
+    r->err = oomi_json_double(&d, NULL, obj, key, min, DBL_MAX, where);
+    return d;
+}
+
+/* a number >= 0 */
+static double num(rd *r, json_object *obj, const char *key)
+{
+    return number(r, obj, key, 0);
 }
 
 /* as num, negative values allowed */
 static double snum(rd *r, json_object *obj, const char *key)
 {
-    json_object *v = NULL;
-    if (r->err)
-        return 0;
-    if (!obj || !json_object_object_get_ex(obj, key, &v) ||
-        !(json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double))) {
-        r->err =
-            oomi_fail(OOM_EPARSE, "coefficients '%s': missing or bad number '%s'", r->path, key);
-        return 0;
-    }
-    return json_object_get_double(v);
+    return number(r, obj, key, -DBL_MAX);
 }
 
 static json_object *sub(rd *r, json_object *obj, const char *key)
 {
-    json_object *v = NULL;
+    json_object *v = oomi_json_get(obj, key);
     if (r->err)
         return NULL;
-    if (!obj || !json_object_object_get_ex(obj, key, &v) ||
-        !json_object_is_type(v, json_type_object)) {
+    if (!json_object_is_type(v, json_type_object)) {
         r->err = oomi_fail(OOM_EPARSE, "coefficients '%s': missing section '%s'", r->path, key);
         return NULL;
     }
@@ -241,7 +240,7 @@ static int load(void)
 
     if (!path) {
         r.err = oomi_nomem();
-    } else if (!(r.err = oomi_read_file(&text, NULL, path))) {
+    } else if (!(r.err = oomi_read_file(&text, NULL, path, OOMI_READ_MAX))) {
         if (!(root = json_tokener_parse_verbose(text, &jerr)))
             r.err =
                 oomi_fail(OOM_EPARSE, "coefficients '%s': %s", path, json_tokener_error_desc(jerr));

@@ -4,16 +4,6 @@
 #include <json-c/json.h>
 #include <string.h>
 
-static void put(json_object *o, const char *key, json_object *v)
-{
-    json_object_object_add(o, key, v);
-}
-
-static json_object *size(uint64_t v)
-{
-    return json_object_new_int64(v > INT64_MAX ? INT64_MAX : (int64_t)v);
-}
-
 static json_object *workload_json(const oom_workload *w)
 {
     json_object *o = json_object_new_object();
@@ -23,36 +13,37 @@ static json_object *workload_json(const oom_workload *w)
     if (!o)
         return NULL;
     oom_workload_get_knobs(&k, w);
-    put(o, "model", w->model_arg ? json_object_new_string(w->model_arg) : NULL);
-    put(o, "method", json_object_new_string(oom_method_name(k.method)));
-    put(o, "precision", json_object_new_string(oom_precision_name(k.precision)));
-    put(o, "optimizer", json_object_new_string(oom_optimizer_name(k.optimizer)));
-    put(o, "batch", json_object_new_int64(k.batch));
-    put(o, "seq", json_object_new_int64(k.seq_len));
-    put(o, "grad_accum", json_object_new_int64(k.grad_accum));
-    put(o, "checkpointing", json_object_new_string(oom_checkpointing_name(k.checkpointing)));
-    put(o, "attention", json_object_new_string(oom_attention_name(k.attention)));
-    put(o, "loss", json_object_new_string(oom_loss_name(k.loss)));
-    put(o, "gpus", json_object_new_int64(k.gpus));
-    put(o, "sharding", json_object_new_string(oom_sharding_name(k.sharding)));
-    put(o, "offload", json_object_new_string(oom_offload_name(k.offload)));
+    oomi_json_put(o, "model", w->model_arg ? json_object_new_string(w->model_arg) : NULL);
+    oomi_json_put(o, "method", json_object_new_string(oom_method_name(k.method)));
+    oomi_json_put(o, "precision", json_object_new_string(oom_precision_name(k.precision)));
+    oomi_json_put(o, "optimizer", json_object_new_string(oom_optimizer_name(k.optimizer)));
+    oomi_json_put(o, "batch", json_object_new_int64(k.batch));
+    oomi_json_put(o, "seq", json_object_new_int64(k.seq_len));
+    oomi_json_put(o, "grad_accum", json_object_new_int64(k.grad_accum));
+    oomi_json_put(o, "checkpointing",
+                  json_object_new_string(oom_checkpointing_name(k.checkpointing)));
+    oomi_json_put(o, "attention", json_object_new_string(oom_attention_name(k.attention)));
+    oomi_json_put(o, "loss", json_object_new_string(oom_loss_name(k.loss)));
+    oomi_json_put(o, "gpus", json_object_new_int64(k.gpus));
+    oomi_json_put(o, "sharding", json_object_new_string(oom_sharding_name(k.sharding)));
+    oomi_json_put(o, "offload", json_object_new_string(oom_offload_name(k.offload)));
     if (lora) {
-        put(o, "lora_rank", json_object_new_int64(w->lora_rank));
-        put(o, "lora_targets",
-            json_object_new_string(w->lora_targets ? w->lora_targets
-                                   : w->model      ? w->model->default_targets
-                                                   : "default"));
-        put(o, "lora_dropout", json_object_new_double(w->lora_dropout));
+        oomi_json_put(o, "lora_rank", json_object_new_int64(w->lora_rank));
+        oomi_json_put(o, "lora_targets",
+                      json_object_new_string(w->lora_targets ? w->lora_targets
+                                             : w->model      ? w->model->default_targets
+                                                             : "default"));
+        oomi_json_put(o, "lora_dropout", json_object_new_double(w->lora_dropout));
     }
     if (w->keep_grads)
-        put(o, "keep_grads", json_object_new_boolean(1));
+        oomi_json_put(o, "keep_grads", json_object_new_boolean(1));
     if (w->overhead != OOM_UNKNOWN)
-        put(o, "overhead", size(w->overhead));
+        oomi_json_put(o, "overhead", oomi_json_size(w->overhead));
     if (w->decoder_seq)
-        put(o, "decoder_seq", json_object_new_int64(w->decoder_seq));
+        oomi_json_put(o, "decoder_seq", json_object_new_int64(w->decoder_seq));
     if (w->max_pos_override)
-        put(o, "max_positions", json_object_new_int64(w->max_pos_override));
-    put(o, "gpu", w->has_gpu ? json_object_new_string(w->gpu_id) : NULL);
+        oomi_json_put(o, "max_positions", json_object_new_int64(w->max_pos_override));
+    oomi_json_put(o, "gpu", w->has_gpu ? json_object_new_string(w->gpu_id) : NULL);
     return o;
 }
 
@@ -62,22 +53,23 @@ static json_object *model_json(const oom_workload *w)
     json_object *o;
     if (oom_workload_model(&mi, w) || !(o = json_object_new_object()))
         return NULL;
-    put(o, "name", json_object_new_string(mi.name));
-    put(o, "family", json_object_new_string(mi.family));
-    put(o, "head", json_object_new_string(mi.head));
-    put(o, "layers", json_object_new_int64(mi.layers));
+    oomi_json_put(o, "name", json_object_new_string(mi.name));
+    oomi_json_put(o, "family", json_object_new_string(mi.family));
+    oomi_json_put(o, "head", json_object_new_string(mi.head));
+    oomi_json_put(o, "layers", json_object_new_int64(mi.layers));
     if (mi.encoder_layers)
-        put(o, "encoder_layers", json_object_new_int64(mi.encoder_layers));
-    put(o, "hidden", json_object_new_int64(mi.hidden));
-    put(o, "heads", json_object_new_int64(mi.heads));
-    put(o, "kv_heads", json_object_new_int64(mi.kv_heads));
-    put(o, "head_dim", json_object_new_int64(mi.head_dim));
-    put(o, "ffn", json_object_new_int64(mi.ffn));
-    put(o, "vocab", json_object_new_int64(mi.vocab));
-    put(o, "max_positions", mi.max_positions ? json_object_new_int64(mi.max_positions) : NULL);
+        oomi_json_put(o, "encoder_layers", json_object_new_int64(mi.encoder_layers));
+    oomi_json_put(o, "hidden", json_object_new_int64(mi.hidden));
+    oomi_json_put(o, "heads", json_object_new_int64(mi.heads));
+    oomi_json_put(o, "kv_heads", json_object_new_int64(mi.kv_heads));
+    oomi_json_put(o, "head_dim", json_object_new_int64(mi.head_dim));
+    oomi_json_put(o, "ffn", json_object_new_int64(mi.ffn));
+    oomi_json_put(o, "vocab", json_object_new_int64(mi.vocab));
+    oomi_json_put(o, "max_positions",
+                  mi.max_positions ? json_object_new_int64(mi.max_positions) : NULL);
     if (mi.experts) {
-        put(o, "experts", json_object_new_int64(mi.experts));
-        put(o, "experts_per_token", json_object_new_int64(mi.experts_per_token));
+        oomi_json_put(o, "experts", json_object_new_int64(mi.experts));
+        oomi_json_put(o, "experts_per_token", json_object_new_int64(mi.experts_per_token));
     }
     return o;
 }
@@ -87,36 +79,36 @@ json_object *oomi_estimate_memory_json(const oom_estimate *e)
     json_object *o = json_object_new_object();
     if (!o)
         return NULL;
-    put(o, "weights", size(e->weights));
-    put(o, "gradients", size(e->gradients));
-    put(o, "optimizer", size(e->optimizer));
-    put(o, "activations", size(e->activations));
-    put(o, "logits", size(e->logits));
-    put(o, "kv_cache", size(e->kv_cache));
-    put(o, "temporaries", size(e->temporaries));
-    put(o, "overhead", size(e->overhead));
-    put(o, "allocated_peak", size(e->allocated_peak));
-    put(o, "reserved_peak", size(e->reserved_peak));
-    put(o, "device_peak", size(e->device_peak));
+    oomi_json_put(o, "weights", oomi_json_size(e->weights));
+    oomi_json_put(o, "gradients", oomi_json_size(e->gradients));
+    oomi_json_put(o, "optimizer", oomi_json_size(e->optimizer));
+    oomi_json_put(o, "activations", oomi_json_size(e->activations));
+    oomi_json_put(o, "logits", oomi_json_size(e->logits));
+    oomi_json_put(o, "kv_cache", oomi_json_size(e->kv_cache));
+    oomi_json_put(o, "temporaries", oomi_json_size(e->temporaries));
+    oomi_json_put(o, "overhead", oomi_json_size(e->overhead));
+    oomi_json_put(o, "allocated_peak", oomi_json_size(e->allocated_peak));
+    oomi_json_put(o, "reserved_peak", oomi_json_size(e->reserved_peak));
+    oomi_json_put(o, "device_peak", oomi_json_size(e->device_peak));
     return o;
 }
 
 static void estimate_json(json_object *root, const oom_estimate *e)
 {
     json_object *params = json_object_new_object(), *comp = json_object_new_object();
-    put(root, "memory", oomi_estimate_memory_json(e));
-    put(root, "peak_phase", json_object_new_string(oom_phase_name(e->peak_phase)));
+    oomi_json_put(root, "memory", oomi_estimate_memory_json(e));
+    oomi_json_put(root, "peak_phase", json_object_new_string(oom_phase_name(e->peak_phase)));
     if (params) {
-        put(params, "total", size(e->params_total));
-        put(params, "trainable", size(e->params_trainable));
+        oomi_json_put(params, "total", oomi_json_size(e->params_total));
+        oomi_json_put(params, "trainable", oomi_json_size(e->params_trainable));
     }
-    put(root, "params", params);
+    oomi_json_put(root, "params", params);
     if (comp) {
-        put(comp, "flops_per_token", json_object_new_double(e->flops_per_token));
-        put(comp, "flops_per_step", json_object_new_double(e->flops_per_step));
-        put(comp, "tokens_per_step", size(e->tokens_per_step));
+        oomi_json_put(comp, "flops_per_token", json_object_new_double(e->flops_per_token));
+        oomi_json_put(comp, "flops_per_step", json_object_new_double(e->flops_per_step));
+        oomi_json_put(comp, "tokens_per_step", oomi_json_size(e->tokens_per_step));
     }
-    put(root, "compute", comp);
+    oomi_json_put(root, "compute", comp);
 }
 
 static json_object *budget_json(const oom_estimate *e, const oom_budget *b)
@@ -124,12 +116,12 @@ static json_object *budget_json(const oom_estimate *e, const oom_budget *b)
     json_object *o = json_object_new_object();
     if (!o)
         return NULL;
-    put(o, "target_bytes", size(b->target_bytes));
-    put(o, "safety_margin_bytes", size(b->safety_margin_bytes));
-    put(o, "usable_bytes", size(b->usable_bytes));
-    put(o, "fits", json_object_new_boolean(e->device_peak <= b->usable_bytes));
-    put(o, "headroom_bytes",
-        json_object_new_int64((int64_t)b->usable_bytes - (int64_t)e->device_peak));
+    oomi_json_put(o, "target_bytes", oomi_json_size(b->target_bytes));
+    oomi_json_put(o, "safety_margin_bytes", oomi_json_size(b->safety_margin_bytes));
+    oomi_json_put(o, "usable_bytes", oomi_json_size(b->usable_bytes));
+    oomi_json_put(o, "fits", json_object_new_boolean(e->device_peak <= b->usable_bytes));
+    oomi_json_put(o, "headroom_bytes",
+                  json_object_new_int64((int64_t)b->usable_bytes - (int64_t)e->device_peak));
     return o;
 }
 
@@ -142,25 +134,18 @@ int oom_estimate_to_json_budget(char **out, const oom_workload *w, const oom_est
                                 const oom_budget *budget)
 {
     json_object *root = json_object_new_object();
-    const char *text;
-    int err = OOM_OK;
 
     *out = NULL;
     if (!root)
         return oomi_nomem();
-    put(root, "workload", workload_json(w));
+    oomi_json_put(root, "workload", workload_json(w));
     if (w->model)
-        put(root, "model", model_json(w));
+        oomi_json_put(root, "model", model_json(w));
     if (e)
         estimate_json(root, e);
     if (e && budget)
-        put(root, "budget", budget_json(e, budget));
-    text = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
-                                                    JSON_C_TO_STRING_NOSLASHESCAPE);
-    if (!text || !(*out = oomi_strdup(text)))
-        err = oomi_nomem();
-    json_object_put(root);
-    return err;
+        oomi_json_put(root, "budget", budget_json(e, budget));
+    return oomi_json_finish(out, root);
 }
 
 int oom_model_presets_json(char **out)
@@ -182,9 +167,9 @@ int oom_model_presets_json(char **out)
         json_object *o = json_object_new_object();
         if (!o)
             break;
-        put(o, "name", json_object_new_string(p[i].name));
-        put(o, "family", json_object_new_string(p[i].family));
-        put(o, "params", size(p[i].params));
+        oomi_json_put(o, "name", json_object_new_string(p[i].name));
+        oomi_json_put(o, "family", json_object_new_string(p[i].family));
+        oomi_json_put(o, "params", oomi_json_size(p[i].params));
         json_object_array_add(arr, o);
     }
     text =

@@ -69,8 +69,7 @@ int oom_catalog_load(oom_catalog **out, const oom_config *config)
     }
     if ((err = oomi_yaml_load_file(&root, path)))
         goto done;
-    if (!root || !json_object_object_get_ex(root, "gpus", &list) ||
-        !json_object_is_type(list, json_type_array)) {
+    if (!json_object_is_type(list = oomi_json_get(root, "gpus"), json_type_array)) {
         err = oomi_fail(OOM_EPARSE, "%s: no 'gpus' list", path);
         goto done;
     }

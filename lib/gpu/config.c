@@ -34,7 +34,7 @@ static int take_string(char **dst, json_object *obj, const char *key, const char
     char buf[64];
     const char *s;
 
-    if (!json_object_object_get_ex(obj, key, &v) || !v)
+    if (!(v = oomi_json_get(obj, key)))
         return OOM_OK;
     if (json_object_is_type(v, json_type_string))
         s = json_object_get_string(v);
@@ -64,7 +64,7 @@ static int parse_config(oom_config *c, json_object *root, const char *path)
             return oomi_fail(OOM_EINVAL, "%s: unknown key '%s' (expected defaults, gpus)", path,
                              key);
     }
-    if (json_object_object_get_ex(root, "defaults", &defaults) && defaults) {
+    if ((defaults = oomi_json_get(root, "defaults"))) {
         if (!json_object_is_type(defaults, json_type_object))
             return oomi_fail(OOM_EINVAL, "%s: 'defaults' must be a mapping", path);
         json_object_object_foreach(defaults, dkey, dval)
@@ -81,7 +81,7 @@ static int parse_config(oom_config *c, json_object *root, const char *path)
         if ((err = oom_parse_margin(&dummy, c->margin, 24 * OOM_GiB)))
             return oomi_fail_prefix(err, "%s: defaults.safety_margin: ", path);
     }
-    if (json_object_object_get_ex(root, "gpus", &gpus) && gpus) {
+    if ((gpus = oomi_json_get(root, "gpus"))) {
         if (!json_object_is_type(gpus, json_type_array))
             return oomi_fail(OOM_EINVAL, "%s: 'gpus' must be a list", path);
         c->gpus = json_object_get(gpus);
@@ -113,7 +113,7 @@ int oom_config_load(oom_config **out, const char *path)
         if (!def || stat(def, &st) != 0)
             goto done; /* no default file: defaults apply */
         /* a regular file only: a FIFO there would make every command wait */
-        if ((err = oomi_read_regular(&text, &len, def, "config file")) ||
+        if ((err = oomi_read_regular(&text, &len, def, "config file", OOMI_READ_MAX)) ||
             (err = oomi_yaml_load(&root, text, len, def)))
             goto done;
         path = def;

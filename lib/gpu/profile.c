@@ -4,6 +4,7 @@
 #include "gpu/gpu.h"
 
 #include <ctype.h>
+#include <float.h>
 #include <json-c/json.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,26 +47,22 @@ void oomi_gpu_entry_clear(struct oomi_gpu_entry *e)
     memset(e, 0, sizeof(*e));
 }
 
+/* a number >= 0 at obj.key: 1 when there, 0 when absent, -code when bad (message naming it) */
 static int get_number(double *out, json_object *obj, const char *key, const char *where)
 {
-    json_object *v;
-    if (!json_object_object_get_ex(obj, key, &v) || !v)
-        return 0;
-    if (!json_object_is_type(v, json_type_int) && !json_object_is_type(v, json_type_double))
-        return -oomi_fail(OOM_EINVAL, "%s: '%s' must be a number, not '%s'", where, key,
-                          json_object_get_string(v));
-    *out = json_object_get_double(v);
-    if (*out < 0)
-        return -oomi_fail(OOM_EINVAL, "%s: '%s' must not be negative", where, key);
-    return 1;
+    char prefix[520];
+    bool found;
+    int err;
+    oomi_snprintf(prefix, sizeof(prefix), "%s: ", where);
+    err = oomi_json_double(out, &found, obj, key, 0, DBL_MAX, prefix);
+    return err ? -err : found;
 }
 
+/* a scalar as text (a YAML `id: 4090` is the name "4090"); NULL when absent */
 static const char *get_string(json_object *obj, const char *key)
 {
-    json_object *v;
-    if (!json_object_object_get_ex(obj, key, &v) || !v)
-        return NULL;
-    return json_object_get_string(v);
+    json_object *v = oomi_json_get(obj, key);
+    return v ? json_object_get_string(v) : NULL;
 }
 
 static int parse_cc(oom_gpu_profile *p, const char *cc, const char *where)

@@ -143,31 +143,10 @@ fail:
 
 /* ---- JSON ------------------------------------------------------------------------------------ */
 
-/* Adds k: v (v NULL = JSON null); non-zero when the object could not grow. */
-static int add(json_object *o, const char *k, json_object *v)
-{
-    return json_object_object_add(o, k, v) ? OOM_ENOMEM : OOM_OK;
-}
-
-static json_object *u64(uint64_t v)
-{
-    return v == OOM_UNKNOWN ? NULL : json_object_new_int64((int64_t)v);
-}
-
-static json_object *str_or_null(const char *s)
-{
-    return s && *s ? json_object_new_string(s) : NULL;
-}
-
 static int finish(char **out, json_object *root, int err)
 {
-    const char *s;
-    if (!err) {
-        s = json_object_to_json_string_ext(root, JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED |
-                                                     JSON_C_TO_STRING_NOSLASHESCAPE);
-        if (!s || !(*out = oomi_strdup(s)))
-            err = OOM_ENOMEM;
-    }
+    if (!err)
+        return oomi_json_finish(out, root);
     json_object_put(root);
     return err == OOM_ENOMEM ? oomi_nomem() : err;
 }
@@ -180,16 +159,16 @@ static json_object *gpu_json(const oom_gpu_info *g)
     if (!o)
         return NULL;
     oomi_snprintf(cc, sizeof(cc), "%d.%d", g->cc_major, g->cc_minor);
-    e |= add(o, "index", json_object_new_int(g->index));
-    e |= add(o, "nvml_index", json_object_new_int(g->nvml_index));
-    e |= add(o, "name", json_object_new_string(g->name));
-    e |= add(o, "uuid", str_or_null(g->uuid));
-    e |= add(o, "total_bytes", g->lost ? NULL : u64(g->total_bytes));
-    e |= add(o, "used_bytes", g->lost ? NULL : u64(g->used_bytes));
-    e |= add(o, "free_bytes", g->lost ? NULL : u64(g->free_bytes));
-    e |= add(o, "compute_capability", g->has_cc ? json_object_new_string(cc) : NULL);
-    e |= add(o, "pci_bus_id", str_or_null(g->pci_bus_id));
-    e |= add(o, "lost", json_object_new_boolean(g->lost));
+    e |= oomi_json_put(o, "index", json_object_new_int(g->index));
+    e |= oomi_json_put(o, "nvml_index", json_object_new_int(g->nvml_index));
+    e |= oomi_json_put(o, "name", json_object_new_string(g->name));
+    e |= oomi_json_put(o, "uuid", oomi_json_string_or_null(g->uuid));
+    e |= oomi_json_put(o, "total_bytes", g->lost ? NULL : oomi_json_bytes(g->total_bytes));
+    e |= oomi_json_put(o, "used_bytes", g->lost ? NULL : oomi_json_bytes(g->used_bytes));
+    e |= oomi_json_put(o, "free_bytes", g->lost ? NULL : oomi_json_bytes(g->free_bytes));
+    e |= oomi_json_put(o, "compute_capability", g->has_cc ? json_object_new_string(cc) : NULL);
+    e |= oomi_json_put(o, "pci_bus_id", oomi_json_string_or_null(g->pci_bus_id));
+    e |= oomi_json_put(o, "lost", json_object_new_boolean(g->lost));
     if (e) {
         json_object_put(o);
         return NULL;
@@ -211,7 +190,7 @@ int oom_gpus_to_json(char **out, const oom_gpu_list *list, const oom_target *t)
         json_object_put(arr);
         return finish(out, root, OOM_ENOMEM);
     }
-    err |= add(root, "gpus", arr);
+    err |= oomi_json_put(root, "gpus", arr);
     for (i = 0; list && i < list->count; i++) {
         json_object *g = gpu_json(&list->gpus[i]);
         if (!g || json_object_array_add(arr, g)) {
@@ -226,30 +205,33 @@ int oom_gpus_to_json(char **out, const oom_gpu_list *list, const oom_target *t)
                 mixed = 1;
         }
     }
-    err |= add(root, "total_bytes", json_object_new_int64((int64_t)total));
-    err |= add(root, "mixed", json_object_new_boolean(mixed));
-    err |= add(root, "backend", list ? str_or_null(list->backend) : NULL);
-    err |= add(root, "driver_version", list ? str_or_null(list->driver_version) : NULL);
-    err |= add(root, "cuda_driver_version",
-               list && list->cuda_driver_version ? json_object_new_int(list->cuda_driver_version)
-                                                 : NULL);
+    err |= oomi_json_put(root, "total_bytes", json_object_new_int64((int64_t)total));
+    err |= oomi_json_put(root, "mixed", json_object_new_boolean(mixed));
+    err |= oomi_json_put(root, "backend", list ? oomi_json_string_or_null(list->backend) : NULL);
+    err |= oomi_json_put(root, "driver_version",
+                         list ? oomi_json_string_or_null(list->driver_version) : NULL);
+    err |= oomi_json_put(
+        root, "cuda_driver_version",
+        list && list->cuda_driver_version ? json_object_new_int(list->cuda_driver_version) : NULL);
     if (t) {
         if (!(b = json_object_new_object()))
             return finish(out, root, OOM_ENOMEM);
-        err |= add(root, "budget", b);
-        err |= add(b, "target_bytes", json_object_new_int64((int64_t)t->budget.target_bytes));
-        err |= add(b, "safety_margin_bytes",
-                   json_object_new_int64((int64_t)t->budget.safety_margin_bytes));
-        err |= add(b, "usable_bytes", json_object_new_int64((int64_t)t->budget.usable_bytes));
+        err |= oomi_json_put(root, "budget", b);
+        err |= oomi_json_put(b, "target_bytes",
+                             json_object_new_int64((int64_t)t->budget.target_bytes));
+        err |= oomi_json_put(b, "safety_margin_bytes",
+                             json_object_new_int64((int64_t)t->budget.safety_margin_bytes));
+        err |= oomi_json_put(b, "usable_bytes",
+                             json_object_new_int64((int64_t)t->budget.usable_bytes));
         if (!(tj = json_object_new_object()))
             return finish(out, root, OOM_ENOMEM);
-        err |= add(root, "target", tj);
-        err |= add(tj, "profile", json_object_new_string(t->profile.id));
-        err |= add(tj, "name", json_object_new_string(t->profile.name));
-        err |= add(tj, "detected", json_object_new_boolean(t->detected));
-        err |= add(tj, "fallback", json_object_new_boolean(t->fallback));
-        err |= add(tj, "reason", str_or_null(t->reason));
-        err |= add(tj, "gpu_count", json_object_new_int(t->gpu_count));
+        err |= oomi_json_put(root, "target", tj);
+        err |= oomi_json_put(tj, "profile", json_object_new_string(t->profile.id));
+        err |= oomi_json_put(tj, "name", json_object_new_string(t->profile.name));
+        err |= oomi_json_put(tj, "detected", json_object_new_boolean(t->detected));
+        err |= oomi_json_put(tj, "fallback", json_object_new_boolean(t->fallback));
+        err |= oomi_json_put(tj, "reason", oomi_json_string_or_null(t->reason));
+        err |= oomi_json_put(tj, "gpu_count", json_object_new_int(t->gpu_count));
     }
     return finish(out, root, err ? OOM_ENOMEM : OOM_OK);
 }
@@ -267,7 +249,7 @@ int oom_catalog_to_json(char **out, const oom_catalog *c)
         json_object_put(arr);
         return finish(out, root, OOM_ENOMEM);
     }
-    err |= add(root, "gpus", arr);
+    err |= oomi_json_put(root, "gpus", arr);
     for (i = 0; i < oom_catalog_count(c); i++) {
         const oom_gpu_profile *p = oom_catalog_at(c, i);
         json_object *o = json_object_new_object();
@@ -277,55 +259,66 @@ int oom_catalog_to_json(char **out, const oom_catalog *c)
             return finish(out, root, OOM_ENOMEM);
         }
         oomi_snprintf(cc, sizeof(cc), "%d.%d", p->cc_major, p->cc_minor);
-        err |= add(o, "id", json_object_new_string(p->id));
-        err |= add(o, "name", json_object_new_string(p->name));
-        err |= add(o, "vendor", json_object_new_string(p->vendor));
-        err |= add(o, "memory_bytes", json_object_new_int64((int64_t)p->memory_bytes));
-        err |= add(o, "bandwidth_gbs",
-                   p->has_bandwidth ? json_object_new_double(p->bandwidth_gbs) : NULL);
-        err |= add(o, "bf16_tflops", p->has_tflops ? json_object_new_double(p->bf16_tflops) : NULL);
-        err |= add(o, "fp16_tflops", p->has_tflops ? json_object_new_double(p->fp16_tflops) : NULL);
-        err |= add(o, "fp32_tflops",
-                   p->fp32_tflops > 0 ? json_object_new_double(p->fp32_tflops) : NULL);
-        err |= add(o, "compute_capability", p->cc_major ? json_object_new_string(cc) : NULL);
-        err |= add(o, "user_defined", json_object_new_boolean(p->user_defined));
+        err |= oomi_json_put(o, "id", json_object_new_string(p->id));
+        err |= oomi_json_put(o, "name", json_object_new_string(p->name));
+        err |= oomi_json_put(o, "vendor", json_object_new_string(p->vendor));
+        err |= oomi_json_put(o, "memory_bytes", json_object_new_int64((int64_t)p->memory_bytes));
+        err |= oomi_json_put(o, "bandwidth_gbs",
+                             p->has_bandwidth ? json_object_new_double(p->bandwidth_gbs) : NULL);
+        err |= oomi_json_put(o, "bf16_tflops",
+                             p->has_tflops ? json_object_new_double(p->bf16_tflops) : NULL);
+        err |= oomi_json_put(o, "fp16_tflops",
+                             p->has_tflops ? json_object_new_double(p->fp16_tflops) : NULL);
+        err |= oomi_json_put(o, "fp32_tflops",
+                             p->fp32_tflops > 0 ? json_object_new_double(p->fp32_tflops) : NULL);
+        err |=
+            oomi_json_put(o, "compute_capability", p->cc_major ? json_object_new_string(cc) : NULL);
+        err |= oomi_json_put(o, "user_defined", json_object_new_boolean(p->user_defined));
     }
     return finish(out, root, err ? OOM_ENOMEM : OOM_OK);
+}
+
+int oomi_target_resolve_request(oom_target *t, const oom_target_request *request)
+{
+    oom_config *own = NULL;
+    oom_catalog *catalog = NULL;
+    oom_target_request req = {0};
+    int err;
+
+    if (request)
+        req = *request;
+    if (!req.config && (err = oom_config_load(&own, NULL)))
+        return err;
+    if (!req.config)
+        req.config = own;
+    if ((err = oom_catalog_load(&catalog, req.config)) == OOM_OK)
+        err = oom_target_resolve(t, &req, catalog);
+    oom_catalog_free(catalog);
+    oom_config_free(own);
+    return err;
 }
 
 int oom_gpus_report(char **out, const oom_target_request *request, unsigned flags)
 {
     oom_gpu_session *s = NULL;
     oom_gpu_list *list = NULL;
-    oom_config *own_config = NULL;
-    oom_catalog *catalog = NULL;
     oom_target t;
-    oom_target_request req = {0};
     int err, have_target = 0;
 
     if (!out)
         return oomi_fail(OOM_EINVAL, "gpus report: no output");
     *out = NULL;
-    if (request)
-        req = *request;
     if ((err = oom_gpu_open(&s)) == OOM_OK)
         err = oom_gpu_sample(&list, s, flags & OOM_SAMPLE_ALL_GPUS);
     if (err && err != OOM_ENODEV)
         goto done;
-    if (!req.config && (err = oom_config_load(&own_config, NULL)))
-        goto done;
-    if (!req.config)
-        req.config = own_config;
-    if ((err = oom_catalog_load(&catalog, req.config)) ||
-        (err = oom_target_resolve(&t, &req, catalog)))
+    if ((err = oomi_target_resolve_request(&t, request)))
         goto done;
     have_target = 1;
     err = oom_gpus_to_json(out, list, &t);
 done:
     if (have_target)
         oom_target_free(&t);
-    oom_catalog_free(catalog);
-    oom_config_free(own_config);
     oom_gpu_list_free(list);
     oom_gpu_close(s);
     return err;

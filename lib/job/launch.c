@@ -28,6 +28,7 @@ char *oomi_expand_arg(const char *t, int batch, int accum, int seq, int attempt)
     static const char *const names[] = {"{batch}", "{accum}", "{seq}", "{effective}", "{attempt}"};
     long vals[5];
     oomi_sb sb = OOMI_SB_INIT;
+    char *text;
     size_t i;
 
     vals[0] = batch;
@@ -46,11 +47,7 @@ char *oomi_expand_arg(const char *t, int batch, int accum, int seq, int attempt)
             oomi_sb_putc(&sb, *t++);
         }
     }
-    if (oomi_sb_ok(&sb)) {
-        oomi_sb_free(&sb);
-        return NULL;
-    }
-    return oomi_sb_steal(&sb);
+    return oomi_sb_finish(&sb, &text) ? NULL : text;
 }
 
 static void free_vec(char **v)
@@ -230,8 +227,8 @@ static void parse_recovery(oomi_launch *l, const char *s, size_t n)
     oomi_free(text);
     if (!doc)
         return;
-    if (json_object_object_get_ex(doc, "micro_batch", &v) &&
-        json_object_is_type(v, json_type_int) && json_object_get_int64(v) >= 1 &&
+    v = oomi_json_get(doc, "micro_batch"); /* a value out of range is no batch, not an error */
+    if (json_object_is_type(v, json_type_int) && json_object_get_int64(v) >= 1 &&
         json_object_get_int64(v) <= INT_MAX)
         l->recovery_batch = (int)json_object_get_int64(v);
     if (json_object_object_get_ex(doc, "failed_ranks", &v)) {

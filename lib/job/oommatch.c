@@ -74,7 +74,7 @@ int oom_patterns_load(oom_patterns **out, const char *path)
 
     if (!path && !(path = def = oomi_data_path("oom-patterns.txt")))
         return oomi_nomem();
-    if ((err = oomi_read_file(&text, &len, path)) == OOM_OK)
+    if ((err = oomi_read_file(&text, &len, path, OOMI_READ_MAX)) == OOM_OK)
         err = oom_patterns_parse(out, text, len, path);
     oomi_free(text);
     oomi_free(def);

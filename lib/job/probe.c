@@ -418,22 +418,15 @@ int oom_probe(oom_probe_result **out, const oom_job *job, const oom_probe_option
 /* ---- JSON -------------------------------------------------------------------------------------
  */
 
-static json_object *bytes_or_null(uint64_t v)
-{
-    return v == OOM_UNKNOWN ? NULL : json_object_new_int64((int64_t)v);
-}
-
 static json_object *fit_json(const oom_probe_fit *f)
 {
     json_object *o;
     if (!f->valid || !(o = json_object_new_object()))
         return NULL;
-    json_object_object_add(o, "fixed_bytes", json_object_new_int64(llround(f->fixed_bytes)));
-    json_object_object_add(o, "per_sample_bytes",
-                           json_object_new_int64(llround(f->per_sample_bytes)));
+    oomi_json_put(o, "fixed_bytes", json_object_new_int64(llround(f->fixed_bytes)));
+    oomi_json_put(o, "per_sample_bytes", json_object_new_int64(llround(f->per_sample_bytes)));
     if (f->quadratic)
-        json_object_object_add(o, "per_sample2_bytes",
-                               json_object_new_int64(llround(f->per_sample2_bytes)));
+        oomi_json_put(o, "per_sample2_bytes", json_object_new_int64(llround(f->per_sample2_bytes)));
     return o;
 }
 
@@ -442,12 +435,12 @@ static json_object *trial_json(const oom_probe_trial *t)
     json_object *o = json_object_new_object();
     if (!o)
         return NULL;
-    json_object_object_add(o, "batch", json_object_new_int(t->batch));
-    json_object_object_add(o, "peak_bytes", bytes_or_null(t->peak_bytes));
-    json_object_object_add(o, "exit", json_object_new_int(t->exit_code));
-    json_object_object_add(o, "oom", json_object_new_boolean(t->oom));
-    json_object_object_add(o, "timed_out", json_object_new_boolean(t->timed_out));
-    json_object_object_add(o, "duration_s", oomi_json_number(t->duration_s, 3));
+    oomi_json_put(o, "batch", json_object_new_int(t->batch));
+    oomi_json_put(o, "peak_bytes", oomi_json_bytes(t->peak_bytes));
+    oomi_json_put(o, "exit", json_object_new_int(t->exit_code));
+    oomi_json_put(o, "oom", json_object_new_boolean(t->oom));
+    oomi_json_put(o, "timed_out", json_object_new_boolean(t->timed_out));
+    oomi_json_put(o, "duration_s", oomi_json_number(t->duration_s, 3));
     return o;
 }
 
@@ -456,12 +449,11 @@ static json_object *prediction_json(const oom_probe_result *r)
     json_object *o;
     if (!r->has_prediction || !(o = json_object_new_object()))
         return NULL;
-    json_object_object_add(o, "batch", json_object_new_int(r->recommended_batch));
-    json_object_object_add(o, "predicted_peak_bytes",
-                           json_object_new_int64(llround(r->predicted_peak_bytes)));
-    json_object_object_add(o, "measured_peak_bytes",
-                           json_object_new_int64(llround(r->measured_peak_bytes)));
-    json_object_object_add(o, "error", oomi_json_number(r->prediction_error, 4));
+    oomi_json_put(o, "batch", json_object_new_int(r->recommended_batch));
+    oomi_json_put(o, "predicted_peak_bytes",
+                  json_object_new_int64(llround(r->predicted_peak_bytes)));
+    oomi_json_put(o, "measured_peak_bytes", json_object_new_int64(llround(r->measured_peak_bytes)));
+    oomi_json_put(o, "error", oomi_json_number(r->prediction_error, 4));
     return o;
 }
 
@@ -477,21 +469,19 @@ int oom_probe_to_json(char **out, const oom_probe_result *r)
         json_object_put(root);
         return oomi_nomem();
     }
-    json_object_object_add(root, "recommended_batch",
-                           r->recommended_batch ? json_object_new_int(r->recommended_batch) : NULL);
-    json_object_object_add(root, "max_batch",
-                           r->max_batch ? json_object_new_int(r->max_batch) : NULL);
-    json_object_object_add(root, "launches", json_object_new_int(r->launches));
-    json_object_object_add(root, "sample_interval_s", oomi_json_number(r->sample_interval_s, 3));
-    json_object_object_add(root, "usable_bytes", bytes_or_null(r->usable_bytes));
-    json_object_object_add(root, "peaks_measured", json_object_new_boolean(r->peaks_measured));
-    json_object_object_add(root, "gpu",
-                           r->gpu_name[0] ? json_object_new_string(r->gpu_name) : NULL);
-    json_object_object_add(root, "seq", r->seq ? json_object_new_int(r->seq) : NULL);
+    oomi_json_put(root, "recommended_batch",
+                  r->recommended_batch ? json_object_new_int(r->recommended_batch) : NULL);
+    oomi_json_put(root, "max_batch", r->max_batch ? json_object_new_int(r->max_batch) : NULL);
+    oomi_json_put(root, "launches", json_object_new_int(r->launches));
+    oomi_json_put(root, "sample_interval_s", oomi_json_number(r->sample_interval_s, 3));
+    oomi_json_put(root, "usable_bytes", oomi_json_bytes(r->usable_bytes));
+    oomi_json_put(root, "peaks_measured", json_object_new_boolean(r->peaks_measured));
+    oomi_json_put(root, "gpu", r->gpu_name[0] ? json_object_new_string(r->gpu_name) : NULL);
+    oomi_json_put(root, "seq", r->seq ? json_object_new_int(r->seq) : NULL);
     for (i = 0; i < r->trial_count; i++)
         json_object_array_add(trials, trial_json(&r->trials[i]));
-    json_object_object_add(root, "trials", trials);
-    json_object_object_add(root, "fit", fit_json(&r->fit));
-    json_object_object_add(root, "prediction", prediction_json(r));
+    oomi_json_put(root, "trials", trials);
+    oomi_json_put(root, "fit", fit_json(&r->fit));
+    oomi_json_put(root, "prediction", prediction_json(r));
     return oomi_json_finish(out, root);
 }

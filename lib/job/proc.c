@@ -264,17 +264,10 @@ static int read_stat(struct pinfo *pi, pid_t pid)
     char path[64], buf[512], *rp;
     char state;
     long ppid, pgid;
-    ssize_t n;
-    int fd;
 
     oomi_snprintf(path, sizeof(path), "/proc/%ld/stat", (long)pid);
-    if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
+    if (oomi_read_prefix(path, buf, sizeof(buf)) <= 0)
         return -1;
-    n = read(fd, buf, sizeof(buf) - 1);
-    close(fd);
-    if (n <= 0)
-        return -1;
-    buf[n] = '\0';
     if (!(rp = strrchr(buf, ')')) ||
         sscanf(rp + 1,
                /* state ppid pgrp, 16 fields skipped (session ... itrealvalue), starttime */

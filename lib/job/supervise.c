@@ -20,11 +20,6 @@ struct run_ctx {
     bool events_regular; /* a regular file: all-or-nothing appends; else a stream (FIFO) */
 };
 
-static json_object *bytes_or_null(uint64_t v)
-{
-    return v == OOM_UNKNOWN ? NULL : json_object_new_int64((int64_t)v);
-}
-
 /* One JSONL line: {"time", "event", "pid", "attempt", "batch", "grad_accum", "peak_bytes",
  * "exit_code"} plus "previous_batch", "previous_grad_accum", "step" (restart) or "signal"
  * (signal, kill, stop, continue). */
@@ -38,27 +33,27 @@ static void write_event(struct run_ctx *c, const oom_job_event *ev)
         c->events_error = ENOMEM;
         return;
     }
-    json_object_object_add(o, "time", oomi_json_number(ev->time, 6));
-    json_object_object_add(o, "event", json_object_new_string(oom_job_event_name(ev->kind)));
-    json_object_object_add(o, "pid", ev->pid > 0 ? json_object_new_int64(ev->pid) : NULL);
-    json_object_object_add(o, "attempt", json_object_new_int(ev->attempt));
-    json_object_object_add(o, "batch", json_object_new_int(ev->batch));
-    json_object_object_add(o, "grad_accum", json_object_new_int(ev->grad_accum));
-    json_object_object_add(o, "peak_bytes", bytes_or_null(ev->peak_bytes));
-    json_object_object_add(o, "exit_code", ended ? json_object_new_int(ev->exit_code) : NULL);
+    oomi_json_put(o, "time", oomi_json_number(ev->time, 6));
+    oomi_json_put(o, "event", json_object_new_string(oom_job_event_name(ev->kind)));
+    oomi_json_put(o, "pid", ev->pid > 0 ? json_object_new_int64(ev->pid) : NULL);
+    oomi_json_put(o, "attempt", json_object_new_int(ev->attempt));
+    oomi_json_put(o, "batch", json_object_new_int(ev->batch));
+    oomi_json_put(o, "grad_accum", json_object_new_int(ev->grad_accum));
+    oomi_json_put(o, "peak_bytes", oomi_json_bytes(ev->peak_bytes));
+    oomi_json_put(o, "exit_code", ended ? json_object_new_int(ev->exit_code) : NULL);
     if (ev->kind == OOM_EVENT_RESTART) {
-        json_object_object_add(o, "previous_batch", json_object_new_int(ev->previous_batch));
-        json_object_object_add(o, "previous_grad_accum", json_object_new_int(ev->previous_accum));
+        oomi_json_put(o, "previous_batch", json_object_new_int(ev->previous_batch));
+        oomi_json_put(o, "previous_grad_accum", json_object_new_int(ev->previous_accum));
     }
     if (ev->kind == OOM_EVENT_RESTART || ended)
-        json_object_object_add(o, "step", ev->step >= 0 ? json_object_new_int64(ev->step) : NULL);
+        oomi_json_put(o, "step", ev->step >= 0 ? json_object_new_int64(ev->step) : NULL);
     if (ev->kind == OOM_EVENT_OOM) { /* which rank ran out of memory, and the line that said so */
-        json_object_object_add(o, "rank", ev->rank ? json_object_new_string(ev->rank) : NULL);
-        json_object_object_add(o, "reason", ev->reason ? json_object_new_string(ev->reason) : NULL);
+        oomi_json_put(o, "rank", ev->rank ? json_object_new_string(ev->rank) : NULL);
+        oomi_json_put(o, "reason", ev->reason ? json_object_new_string(ev->reason) : NULL);
     }
     if (ev->kind == OOM_EVENT_SIGNAL || ev->kind == OOM_EVENT_KILL || ev->kind == OOM_EVENT_STOP ||
         ev->kind == OOM_EVENT_CONTINUE)
-        json_object_object_add(o, "signal", json_object_new_int(ev->signal));
+        oomi_json_put(o, "signal", json_object_new_int(ev->signal));
     s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
     if (s) {
         char *line = oomi_asprintf("%s\n", s);
@@ -284,16 +279,14 @@ int oom_run_to_json(char **out, const oom_run_result *r)
     *out = NULL;
     if (!(o = json_object_new_object()))
         return oomi_nomem();
-    json_object_object_add(o, "exit_code",
-                           r->exit_code >= 0 ? json_object_new_int(r->exit_code) : NULL);
-    json_object_object_add(o, "attempts", json_object_new_int(r->attempts));
-    json_object_object_add(o, "restarts", json_object_new_int(r->restarts));
-    json_object_object_add(o, "batch", json_object_new_int(r->batch));
-    json_object_object_add(o, "grad_accum", json_object_new_int(r->grad_accum));
-    json_object_object_add(o, "effective_batch", json_object_new_int64(r->effective));
-    json_object_object_add(o, "peak_bytes", bytes_or_null(r->peak_bytes));
-    json_object_object_add(o, "oom", json_object_new_boolean(r->oom));
-    json_object_object_add(o, "signal",
-                           r->stop_signal ? json_object_new_int(r->stop_signal) : NULL);
+    oomi_json_put(o, "exit_code", r->exit_code >= 0 ? json_object_new_int(r->exit_code) : NULL);
+    oomi_json_put(o, "attempts", json_object_new_int(r->attempts));
+    oomi_json_put(o, "restarts", json_object_new_int(r->restarts));
+    oomi_json_put(o, "batch", json_object_new_int(r->batch));
+    oomi_json_put(o, "grad_accum", json_object_new_int(r->grad_accum));
+    oomi_json_put(o, "effective_batch", json_object_new_int64(r->effective));
+    oomi_json_put(o, "peak_bytes", oomi_json_bytes(r->peak_bytes));
+    oomi_json_put(o, "oom", json_object_new_boolean(r->oom));
+    oomi_json_put(o, "signal", r->stop_signal ? json_object_new_int(r->stop_signal) : NULL);
     return oomi_json_finish(out, o);
 }

@@ -24,19 +24,20 @@ typedef struct cfg_ctx {
 /* The first of `keys` (NULL-terminated) present with a number; *found = 0 when none is. */
 static int get_num(const cfg_ctx *c, const char *const *keys, long *out, bool required, long dflt)
 {
+    char where[PATH_MAX + 32];
     size_t i;
+    double v;
+    bool found;
+    int err;
+
+    oomi_snprintf(where, sizeof(where), "model config '%s': ", c->path);
     for (i = 0; keys[i]; i++) {
-        json_object *v;
-        if (!json_object_object_get_ex(c->cfg, keys[i], &v) ||
-            json_object_is_type(v, json_type_null))
+        /* a bad value is a config that does not parse (OOM_EPARSE), with the helper's message */
+        if ((err = oomi_json_double(&v, &found, c->cfg, keys[i], 0, (double)CFG_NUM_MAX, where)))
+            return oomi_fail_prefix(OOM_EPARSE, "%s", "");
+        if (!found)
             continue;
-        if (!json_object_is_type(v, json_type_int) && !json_object_is_type(v, json_type_double))
-            return oomi_fail(OOM_EPARSE, "model config '%s': key '%s' is not a number", c->path,
-                             keys[i]);
-        if (json_object_get_int64(v) < 0 || json_object_get_int64(v) > CFG_NUM_MAX)
-            return oomi_fail(OOM_EPARSE, "model config '%s': key '%s' is out of range", c->path,
-                             keys[i]);
-        *out = (long)json_object_get_int64(v);
+        *out = (long)v;
         return OOM_OK;
     }
     if (required)
@@ -49,10 +50,8 @@ static int get_num(const cfg_ctx *c, const char *const *keys, long *out, bool re
 
 static bool get_bool(const cfg_ctx *c, const char *key, bool dflt)
 {
-    json_object *v;
-    if (!json_object_object_get_ex(c->cfg, key, &v) || json_object_is_type(v, json_type_null))
-        return dflt;
-    return json_object_get_boolean(v);
+    json_object *v = oomi_json_get(c->cfg, key);
+    return v ? json_object_get_boolean(v) : dflt;
 }
 
 /* final_logit_softcapping: a positive number caps, null or 0 does not; absent: the family's
@@ -61,18 +60,14 @@ static bool softcap(const cfg_ctx *c, bool dflt)
 {
     json_object *v = NULL;
     if (!json_object_object_get_ex(c->cfg, "final_logit_softcapping", &v))
-        return dflt;
-    if (!v || !(json_object_is_type(v, json_type_int) || json_object_is_type(v, json_type_double)))
-        return false;
-    return json_object_get_double(v) > 0;
+        return dflt; /* absent; null (v NULL) does not cap */
+    return oomi_json_is_number(v) && json_object_get_double(v) > 0;
 }
 
 static const char *get_str(const cfg_ctx *c, const char *key)
 {
-    json_object *v;
-    if (!json_object_object_get_ex(c->cfg, key, &v) || !json_object_is_type(v, json_type_string))
-        return NULL;
-    return json_object_get_string(v);
+    json_object *v = oomi_json_get(c->cfg, key);
+    return json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
 }
 
 /* ---- counting -------------------------------------------------------------------------------- */
@@ -506,7 +501,7 @@ int oomi_model_load_file(oomi_model **out, const char *path, const char *name)
     enum json_tokener_error jerr;
     int err;
 
-    if ((err = oomi_read_file(&text, NULL, path)))
+    if ((err = oomi_read_file(&text, NULL, path, OOMI_READ_MAX)))
         return err;
     cfg = json_tokener_parse_verbose(text, &jerr);
     oomi_free(text);

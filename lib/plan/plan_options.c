@@ -353,8 +353,8 @@ int oom_table_workloads_load(oom_plan_options ***options, char ***names, size_t 
     *options = NULL, *names = NULL, *count_out = 0;
     if ((err = oomi_yaml_load_file(&root, path)))
         return err;
-    if (!root || !json_object_object_get_ex(root, "workloads", &list) ||
-        !json_object_is_type(list, json_type_object) || !json_object_object_length(list)) {
+    if (!json_object_is_type(list = oomi_json_get(root, "workloads"), json_type_object) ||
+        !json_object_object_length(list)) {
         json_object_put(root);
         return oomi_fail(OOM_EINVAL, "'%s' has no 'workloads:' mapping of NAME: {options}", path);
     }
@@ -459,8 +459,8 @@ static int calibrated_line(oom_measured_line *line, long *cap, const oom_plan_op
                                o->calib_workload ? o->calib_workload : "",
                                o->calib_workload ? "')" : "")
                    : err;
-    if (rec->traced && (err = oomi_traced_to_device(&rec->fit, t->profile.cc_major,
-                                                    t->profile.cc_minor))) {
+    if (rec->traced &&
+        (err = oomi_traced_to_device(&rec->fit, t->profile.cc_major, t->profile.cc_minor))) {
         oom_calibration_free(rec);
         return err;
     }

@@ -160,7 +160,6 @@ int oomi_plan_text(char **out, const oom_plan_result *r)
 {
     oomi_sb sb = OOMI_SB_INIT;
     size_t i;
-    int err;
 
     if (!r->found) {
         nofit_block(&sb, r);
@@ -172,10 +171,5 @@ int oomi_plan_text(char **out, const oom_plan_result *r)
     }
     for (i = 0; i < r->n_notices; i++)
         oomi_sb_printf(&sb, "note: %s\n", r->notices[i]);
-    if ((err = oomi_sb_ok(&sb))) {
-        oomi_sb_free(&sb);
-        return err;
-    }
-    *out = oomi_sb_steal(&sb);
-    return OOM_OK;
+    return oomi_sb_finish(&sb, out);
 }

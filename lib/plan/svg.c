@@ -110,14 +110,8 @@ static double scale_max(double v)
 
 static int finish(char **out, oomi_sb *sb)
 {
-    int err;
     oomi_sb_puts(sb, "</svg>\n");
-    if ((err = oomi_sb_ok(sb))) {
-        oomi_sb_free(sb);
-        return err;
-    }
-    *out = oomi_sb_steal(sb);
-    return OOM_OK;
+    return oomi_sb_finish(sb, out);
 }
 
 int oom_estimate_svg(char **out, const oom_workload *w, const oom_estimate *e, const oom_budget *b)

@@ -79,7 +79,7 @@ static json_object *row_json(const char *gpu, const oom_plan_result *r)
     o = json_tokener_parse(text);
     oomi_free(text);
     if (o)
-        json_object_object_add(o, "gpu", json_object_new_string(gpu));
+        oomi_json_put(o, "gpu", json_object_new_string(gpu));
     return o;
 }
 
@@ -94,8 +94,8 @@ static int one_workload(oomi_sb *sb, json_object *jarr, fmt f, const oom_plan_op
             json_object_put(t);
             return oomi_nomem();
         }
-        json_object_object_add(t, "workload", json_object_new_string(name));
-        json_object_object_add(t, "rows", rows);
+        oomi_json_put(t, "workload", json_object_new_string(name));
+        oomi_json_put(t, "rows", rows);
         json_object_array_add(jarr, t);
     }
     for (g = 0; g < n_gpus && !err; g++) {
@@ -153,12 +153,9 @@ int oom_table(char **out, const oom_plan_options *const *workloads, const char *
         oomi_sb_puts(&sb, "}\n");
     }
     json_object_put(arr);
-    if (!err)
-        err = oomi_sb_ok(&sb);
     if (err) {
         oomi_sb_free(&sb);
         return err;
     }
-    *out = oomi_sb_steal(&sb);
-    return OOM_OK;
+    return oomi_sb_finish(&sb, out);
 }

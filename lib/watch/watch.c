@@ -100,20 +100,6 @@ static void series_fit(oom_monitor *m, oom_trend *out, const struct series *s, u
 
 /* ---- /proc --------------------------------------------------------------------------------- */
 
-/* Reads up to cap-1 bytes of a small file; returns the length or -1. */
-static ssize_t read_small(const char *path, char *buf, size_t cap)
-{
-    ssize_t n, total = 0;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return -1;
-    while ((size_t)total + 1 < cap && (n = read(fd, buf + total, cap - 1 - (size_t)total)) > 0)
-        total += n;
-    close(fd);
-    buf[total] = '\0';
-    return total;
-}
-
 /* Cuts `buf` (n bytes) to fit `size` bytes with its NUL, ending in COMMAND_CUT when it does
  * not fit: at a UTF-8 character boundary, so that a cut never leaves half a character. */
 static void copy_command(char *out, size_t size, const char *buf, size_t n)
@@ -136,7 +122,7 @@ static void read_command(oom_watch_process *p, const char *dir)
     ssize_t n, i;
 
     oomi_snprintf(path, sizeof(path), "%s/cmdline", dir);
-    n = read_small(path, buf, sizeof(buf));
+    n = oomi_read_prefix(path, buf, sizeof(buf));
     while (n > 0 && buf[n - 1] == '\0')
         n--;
     if (n > 0) {
@@ -147,7 +133,7 @@ static void read_command(oom_watch_process *p, const char *dir)
         return;
     }
     oomi_snprintf(path, sizeof(path), "%s/comm", dir); /* a zombie or kernel thread: its name */
-    n = read_small(path, buf, sizeof(p->command) - 2);
+    n = oomi_read_prefix(path, buf, sizeof(p->command) - 2);
     while (n > 0 && buf[n - 1] == '\n')
         buf[--n] = '\0';
     if (n > 0)
@@ -189,7 +175,7 @@ static void read_environ(oom_watch_process *p, const char *dir)
         if (!nb)
             break;
         buf = nb;
-        if ((n = read_small(path, buf, cap)) < 0 || (size_t)n + 1 < cap || cap >= ENVIRON_MAX)
+        if ((n = oomi_read_prefix(path, buf, cap)) < 0 || (size_t)n + 1 < cap || cap >= ENVIRON_MAX)
             break;
         cap *= 2;
     }
@@ -503,24 +489,9 @@ done:
 
 /* ---- JSON ---------------------------------------------------------------------------------- */
 
-static int add(json_object *o, const char *k, json_object *v)
-{
-    return json_object_object_add(o, k, v) ? 1 : 0;
-}
-
-static json_object *u64(uint64_t v)
-{
-    return v == OOM_UNKNOWN ? NULL : json_object_new_int64((int64_t)v);
-}
-
 static json_object *i64(int64_t v)
 {
     return v < 0 ? NULL : json_object_new_int64(v);
-}
-
-static json_object *str_or_null(const char *s)
-{
-    return s && *s ? json_object_new_string(s) : NULL;
 }
 
 static json_object *eta_json(const oom_trend *t)
@@ -534,17 +505,17 @@ static json_object *process_json(const oom_watch_process *p)
     int e = !o;
     if (e)
         return NULL;
-    e |= add(o, "pid", json_object_new_int64(p->pid));
-    e |= add(o, "used_bytes", u64(p->used_bytes));
-    e |= add(o, "command", str_or_null(p->command));
-    e |= add(o, "user", str_or_null(p->user));
-    e |= add(o, "local", json_object_new_boolean(p->local));
-    e |= add(o, "is_graphics", json_object_new_boolean(p->is_graphics));
-    e |= add(o, "batch_size", i64(p->batch_size));
-    e |= add(o, "grad_accum", i64(p->grad_accum));
-    e |= add(o, "growth_bytes_per_s",
-             p->trend.valid ? json_object_new_double(p->trend.slope_bytes_per_s) : NULL);
-    e |= add(o, "seconds_to_budget", eta_json(&p->trend));
+    e |= oomi_json_put(o, "pid", json_object_new_int64(p->pid));
+    e |= oomi_json_put(o, "used_bytes", oomi_json_bytes(p->used_bytes));
+    e |= oomi_json_put(o, "command", oomi_json_string_or_null(p->command));
+    e |= oomi_json_put(o, "user", oomi_json_string_or_null(p->user));
+    e |= oomi_json_put(o, "local", json_object_new_boolean(p->local));
+    e |= oomi_json_put(o, "is_graphics", json_object_new_boolean(p->is_graphics));
+    e |= oomi_json_put(o, "batch_size", i64(p->batch_size));
+    e |= oomi_json_put(o, "grad_accum", i64(p->grad_accum));
+    e |= oomi_json_put(o, "growth_bytes_per_s",
+                       p->trend.valid ? json_object_new_double(p->trend.slope_bytes_per_s) : NULL);
+    e |= oomi_json_put(o, "seconds_to_budget", eta_json(&p->trend));
     if (e) {
         json_object_put(o);
         return NULL;
@@ -561,16 +532,17 @@ static int gpu_budget_trend_json(json_object *o, const oom_watch_gpu *wg)
         json_object_put(t);
         return 1;
     }
-    e |= add(o, "budget", b);
-    e |= add(b, "target_bytes", json_object_new_int64((int64_t)wg->budget.target_bytes));
-    e |= add(b, "safety_margin_bytes",
-             json_object_new_int64((int64_t)wg->budget.safety_margin_bytes));
-    e |= add(b, "usable_bytes", json_object_new_int64((int64_t)wg->budget.usable_bytes));
-    e |= add(o, "trend", t);
-    e |= add(t, "slope_bytes_per_s",
-             wg->trend.valid ? json_object_new_double(wg->trend.slope_bytes_per_s) : NULL);
-    e |= add(t, "growing", json_object_new_boolean(wg->trend.growing));
-    e |= add(t, "seconds_to_budget", eta_json(&wg->trend));
+    e |= oomi_json_put(o, "budget", b);
+    e |= oomi_json_put(b, "target_bytes", json_object_new_int64((int64_t)wg->budget.target_bytes));
+    e |= oomi_json_put(b, "safety_margin_bytes",
+                       json_object_new_int64((int64_t)wg->budget.safety_margin_bytes));
+    e |= oomi_json_put(b, "usable_bytes", json_object_new_int64((int64_t)wg->budget.usable_bytes));
+    e |= oomi_json_put(o, "trend", t);
+    e |=
+        oomi_json_put(t, "slope_bytes_per_s",
+                      wg->trend.valid ? json_object_new_double(wg->trend.slope_bytes_per_s) : NULL);
+    e |= oomi_json_put(t, "growing", json_object_new_boolean(wg->trend.growing));
+    e |= oomi_json_put(t, "seconds_to_budget", eta_json(&wg->trend));
     return e;
 }
 
@@ -586,20 +558,22 @@ static json_object *gpu_json(const oom_watch_gpu *wg)
         json_object_put(arr);
         return NULL;
     }
-    e |= add(o, "index", json_object_new_int(g->index));
-    e |= add(o, "nvml_index", json_object_new_int(g->nvml_index));
-    e |= add(o, "name", json_object_new_string(g->name));
-    e |= add(o, "uuid", str_or_null(g->uuid));
-    e |= add(o, "used_bytes", g->lost ? NULL : u64(g->used_bytes));
-    e |= add(o, "total_bytes", g->lost ? NULL : u64(g->total_bytes));
-    e |= add(o, "utilization",
-             !g->lost && g->has_utilization ? json_object_new_int((int)g->utilization_gpu) : NULL);
-    e |= add(o, "temperature_c",
-             !g->lost && g->has_temperature ? json_object_new_int((int)g->temperature_c) : NULL);
-    e |= add(o, "lost", json_object_new_boolean(g->lost));
-    e |= add(o, "band", json_object_new_string(oom_band_name(wg->band)));
+    e |= oomi_json_put(o, "index", json_object_new_int(g->index));
+    e |= oomi_json_put(o, "nvml_index", json_object_new_int(g->nvml_index));
+    e |= oomi_json_put(o, "name", json_object_new_string(g->name));
+    e |= oomi_json_put(o, "uuid", oomi_json_string_or_null(g->uuid));
+    e |= oomi_json_put(o, "used_bytes", g->lost ? NULL : oomi_json_bytes(g->used_bytes));
+    e |= oomi_json_put(o, "total_bytes", g->lost ? NULL : oomi_json_bytes(g->total_bytes));
+    e |= oomi_json_put(o, "utilization",
+                       !g->lost && g->has_utilization ? json_object_new_int((int)g->utilization_gpu)
+                                                      : NULL);
+    e |= oomi_json_put(o, "temperature_c",
+                       !g->lost && g->has_temperature ? json_object_new_int((int)g->temperature_c)
+                                                      : NULL);
+    e |= oomi_json_put(o, "lost", json_object_new_boolean(g->lost));
+    e |= oomi_json_put(o, "band", json_object_new_string(oom_band_name(wg->band)));
     e |= gpu_budget_trend_json(o, wg);
-    e |= add(o, "processes", arr);
+    e |= oomi_json_put(o, "processes", arr);
     for (i = 0; !e && i < wg->process_count; i++) {
         json_object *p = process_json(&wg->processes[i]);
         if (!p || json_object_array_add(arr, p)) {
@@ -632,10 +606,10 @@ int oom_watch_to_json(char **out, const oom_watch_snapshot *s, int pretty)
         json_object_put(root);
         return oomi_nomem();
     }
-    e |= add(root, "time", json_object_new_double(s->time));
-    e |= add(root, "plan_peak_bytes", u64(s->plan_peak_bytes));
-    e |= add(root, "foreign_pids", json_object_new_int64((int64_t)s->foreign_pids));
-    e |= add(root, "gpus", arr);
+    e |= oomi_json_put(root, "time", json_object_new_double(s->time));
+    e |= oomi_json_put(root, "plan_peak_bytes", oomi_json_bytes(s->plan_peak_bytes));
+    e |= oomi_json_put(root, "foreign_pids", json_object_new_int64((int64_t)s->foreign_pids));
+    e |= oomi_json_put(root, "gpus", arr);
     for (i = 0; !e && i < s->gpu_count; i++) {
         json_object *g = gpu_json(&s->gpus[i]);
         if (!g || json_object_array_add(arr, g)) {
@@ -735,7 +709,6 @@ int oom_watch_to_csv(char **out, const oom_watch_snapshot *s)
     oomi_sb sb = OOMI_SB_INIT;
     char ts[32];
     size_t i, j;
-    int err;
 
     if (!out || !s)
         return oomi_fail(OOM_EINVAL, "watch csv: no snapshot");
@@ -746,10 +719,5 @@ int oom_watch_to_csv(char **out, const oom_watch_snapshot *s)
         for (j = 0; j < s->gpus[i].process_count; j++)
             csv_process(&sb, ts, &s->gpus[i], &s->gpus[i].processes[j]);
     }
-    if ((err = oomi_sb_ok(&sb))) {
-        oomi_sb_free(&sb);
-        return err;
-    }
-    *out = oomi_sb_steal(&sb);
-    return *out ? OOM_OK : oomi_nomem();
+    return oomi_sb_finish(&sb, out);
 }

@@ -93,38 +93,13 @@ void oom_trend_fit(oom_trend *out, const double *t, const uint64_t *used, size_t
 
 int oom_plan_file_peak(uint64_t *out, const char *path)
 {
-    json_object *root = NULL, *mem, *peak;
-    char *text = NULL;
-    size_t len;
+    oomi_plan_doc doc;
     int err;
 
     if (!out || !path)
         return oomi_fail(OOM_EINVAL, "plan peak: no file");
-    if ((err = oomi_read_file(&text, &len, path)))
-        return err;
-    root = json_tokener_parse(text);
-    if (!root || !json_object_is_type(root, json_type_object)) {
-        err = oomi_fail(OOM_EPARSE, "plan '%s' is not a JSON object", path);
-    } else if (!json_object_object_get_ex(root, "memory", &mem) ||
-               !json_object_object_get_ex(mem, "device_peak", &peak) || !peak) {
-        err = oomi_fail(OOM_ENOTFOUND, "plan '%s' has no .memory.device_peak", path);
-    } else if (json_object_is_type(peak, json_type_int) ||
-               json_object_is_type(peak, json_type_double)) {
-        double v = json_object_get_double(peak);
-        if (!(v >= 0) || v > 9.2e18)
-            err =
-                oomi_fail(OOM_EINVAL, "plan '%s': .memory.device_peak %g is out of range", path, v);
-        else
-            *out = (uint64_t)v;
-    } else if (json_object_is_type(peak, json_type_string)) {
-        if ((err = oom_parse_size(out, json_object_get_string(peak), OOM_UNIT_BYTES)))
-            err = oomi_fail_prefix(err, "plan '%s': .memory.device_peak: ", path);
-    } else {
-        err =
-            oomi_fail(OOM_EINVAL, "plan '%s': .memory.device_peak is not a number or a size", path);
-    }
-    json_object_put(root);
-    oomi_free(text);
+    if ((err = oomi_plan_doc_read(&doc, path, OOMI_PLAN_PEAK)) == OOM_OK)
+        *out = doc.device_peak;
     return err;
 }
 
@@ -141,26 +116,19 @@ const char *oom_run_event_kind_name(oom_run_event_kind kind)
 /* an optional integer field: -1 when absent, null or not a number */
 static int64_t int_field(json_object *o, const char *key)
 {
-    json_object *v;
-    if (!json_object_object_get_ex(o, key, &v) || !v)
-        return -1;
+    json_object *v = oomi_json_get(o, key);
     if (json_object_is_type(v, json_type_int))
         return json_object_get_int64(v);
-    if (json_object_is_type(v, json_type_double))
-        return (int64_t)json_object_get_double(v);
-    return -1;
+    return oomi_json_is_number(v) ? (int64_t)json_object_get_double(v) : -1;
 }
 
 static int fill_event(oom_run_event *ev, json_object *o)
 {
-    json_object *t, *name;
+    json_object *t = oomi_json_get(o, "time"), *name = oomi_json_get(o, "event");
     size_t i;
     int64_t peak;
 
-    if (!json_object_is_type(o, json_type_object) || !json_object_object_get_ex(o, "time", &t) ||
-        !(json_object_is_type(t, json_type_double) || json_object_is_type(t, json_type_int)) ||
-        !json_object_object_get_ex(o, "event", &name) ||
-        !json_object_is_type(name, json_type_string))
+    if (!oomi_json_is_number(t) || !json_object_is_type(name, json_type_string))
         return OOM_EPARSE;
     memset(ev, 0, sizeof(*ev));
     ev->time = json_object_get_double(t);

@@ -327,4 +327,18 @@ expect_rc 3 "user presets FIFO: refused, no hang"
 expect_contains "$ERR" "presets file '$TMP/xdg-fifo/oomless/apply-presets.yaml' is a FIFO, not a regular file" \
     "user presets FIFO: message"
 
+# ---- the plan: one reader with a cap (64 MiB); past it, or unreadable, a bad file (exit 2) -------
+fresh
+cp conf/config.yaml "$TMP/config.before.yaml"
+truncate -s 73505997 "$TMP/huge-plan.json" # 70.1 MiB
+oom apply --plan "$TMP/huge-plan.json" "${HYDRA[@]}" conf/config.yaml
+expect_rc 2 "plan past the cap"
+expect_contains "$ERR" "$TMP/huge-plan.json: 70.1 MiB is larger than the 64 MiB this reads" \
+    "plan past the cap: size and cap named"
+same conf/config.yaml "$TMP/config.before.yaml" "plan past the cap: nothing written"
+oom apply --plan "$TMP/no-such-plan.json" "${HYDRA[@]}" conf/config.yaml
+expect_rc 2 "missing plan"
+expect_contains "$ERR" "cannot open '$TMP/no-such-plan.json'" "missing plan: named"
+rm -f "$TMP/huge-plan.json" "$TMP/config.before.yaml"
+
 finish

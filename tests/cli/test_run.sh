@@ -96,6 +96,32 @@ printf '{"plan": {"grad_accum": 2}}' >"$TMP/bad.json"
 oom run --plan "$TMP/bad.json" -- "${JOB[@]}"
 expect_rc 2 "plan without batch_size"
 expect_contains "$ERR" "batch_size" "plan without batch_size: key named"
+# a plan of any size up to the cap (64 MiB): a real plan padded past 1 MiB (many alternatives, a
+# curve and several GPUs make plans this large); a file past the cap is refused by name
+oom plan --model gpt2 --seq 512 --gpu a100-80gb --target-effective-batch 32 --json
+printf '%s\n' "$OUT" >"$TMP/real-plan.json"
+PLAN_BATCH=$(jq -r .plan.batch_size "$TMP/real-plan.json")
+PLAN_ACCUM=$(jq -r .plan.grad_accum "$TMP/real-plan.json")
+{
+    printf '{"padding": ["%s"],\n' "$(head -c 1100000 /dev/zero | tr '\0' x)"
+    tail -c +2 "$TMP/real-plan.json"
+} >"$TMP/big-plan.json"
+expect_eq "$(jq -r .plan.batch_size "$TMP/big-plan.json")" "$PLAN_BATCH" "padded plan is still the plan"
+[ "$(wc -c <"$TMP/big-plan.json")" -gt 1048576 ] && ok || bad "padded plan is not above 1 MiB"
+oom run --plan "$TMP/big-plan.json" -- "${JOB[@]}" --fixed 1G --per-sample 1M
+expect_rc 0 "run --plan with a 1 MiB plan"
+expect_contains "$OUT" "step 1/3 batch $PLAN_BATCH accum $PLAN_ACCUM" "batch from a 1 MiB plan"
+run "$OOMLESS_BIN" run --plan - -- "${JOB[@]}" --fixed 1G --per-sample 1M <"$TMP/big-plan.json"
+expect_contains "$OUT" "step 1/3 batch $PLAN_BATCH accum $PLAN_ACCUM" "1 MiB plan from stdin"
+truncate -s 73505997 "$TMP/huge-plan.json" # 70.1 MiB
+oom run --plan "$TMP/huge-plan.json" -- "${JOB[@]}"
+expect_rc 2 "a plan past the cap"
+expect_contains "$ERR" "$TMP/huge-plan.json: 70.1 MiB is larger than the 64 MiB this reads" \
+    "a plan past the cap: size and cap named"
+oom run --plan - -- "${JOB[@]}" < <(head -c 68000000 /dev/zero)
+expect_rc 2 "a plan from stdin past the cap"
+expect_contains "$ERR" "standard input: more than the 64 MiB this reads" "stdin past the cap"
+rm -f "$TMP/real-plan.json" "$TMP/big-plan.json" "$TMP/huge-plan.json"
 oom run --calibration off -- "${JOB[@]}"
 expect_rc 2 "no batch anywhere"
 # a calibration record from probe: 1 GiB + 10 MiB/sample -> 614 under 7 GiB

@@ -453,7 +453,7 @@ static char *slurp(const char *path)
 {
     char *text;
     size_t len;
-    assert_int_equal(oomi_read_file(&text, &len, path), OOM_OK);
+    assert_int_equal(oomi_read_file(&text, &len, path, OOMI_READ_MAX), OOM_OK);
     return text;
 }
 

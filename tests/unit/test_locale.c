@@ -120,7 +120,7 @@ static void test_calibration_record(void **state)
     rec.max_batch = 9;
     rec.time = 1700000000.5;
     assert_int_equal(oom_calibration_save(path, &rec), OOM_OK);
-    assert_int_equal(oomi_read_file(&text, &len, path), OOM_OK);
+    assert_int_equal(oomi_read_file(&text, &len, path, OOMI_READ_MAX), OOM_OK);
     assert_non_null(strstr(text, "\"time\":1700000000.5,"));
     assert_non_null(strstr(text, "\"per_sample2_bytes\":0.25,"));
     assert_int_equal(oom_calibration_lookup(&got, path, rec.gpu, key, ""), OOM_OK);

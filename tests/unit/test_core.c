@@ -1,0 +1,169 @@
+/* test_core.c - the core helpers: the whole-file reader and its cap, the JSON member helpers,
+ * plan documents. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "core/core.h"
+#include "oomless.h"
+#include "tmpdir.h"
+
+#include <float.h>
+#include <json-c/json.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+/* a file of `text` in $TMPDIR; its name into path */
+static void make_file(char *path, size_t size, const char *text)
+{
+    FILE *f;
+    int fd;
+    test_tmp_path(path, size, "oomless-core.XXXXXX");
+    assert_true((fd = mkstemp(path)) >= 0);
+    assert_non_null(f = fdopen(fd, "w"));
+    assert_int_equal(fputs(text, f) >= 0, 1);
+    assert_int_equal(fclose(f), 0);
+}
+
+static void test_read_cap(void **state)
+{
+    char path[256], want[400], text[1501], *got = NULL;
+    size_t len = 0;
+    (void)state;
+    memset(text, 'a', 1500);
+    text[1500] = '\0';
+    make_file(path, sizeof(path), text);
+    assert_int_equal(oomi_read_file(&got, &len, path, 1500), OOM_OK);
+    assert_int_equal(len, 1500);
+    assert_string_equal(got, text);
+    oom_free(got);
+    assert_int_equal(oomi_read_file(&got, &len, path, 1499), OOM_EINVAL);
+    assert_null(got);
+    assert_int_equal(len, 0);
+    snprintf(want, sizeof(want), "%s: 1500 bytes is larger than the 1499 bytes this reads", path);
+    assert_string_equal(oom_last_message(), want);
+    unlink(path);
+    assert_int_equal(oomi_read_file(&got, &len, path, OOMI_READ_MAX), OOM_EIO);
+    assert_non_null(strstr(oom_last_message(), path));
+}
+
+/* a pipe has no size: refused once more than the cap came */
+static void test_read_pipe_cap(void **state)
+{
+    int fds[2];
+    char buf[3000], *got = NULL;
+    size_t len;
+    (void)state;
+    memset(buf, 'b', sizeof(buf));
+    assert_int_equal(pipe(fds), 0);
+    assert_int_equal(write(fds[1], buf, sizeof(buf)), (ssize_t)sizeof(buf));
+    close(fds[1]);
+    assert_int_equal(oomi_read_fd(&got, &len, fds[0], "the pipe", 2 * 1024 * 1024), OOM_OK);
+    assert_int_equal(len, sizeof(buf));
+    oom_free(got);
+    close(fds[0]);
+
+    assert_int_equal(pipe(fds), 0);
+    assert_int_equal(write(fds[1], buf, sizeof(buf)), (ssize_t)sizeof(buf));
+    close(fds[1]);
+    assert_int_equal(oomi_read_fd(&got, &len, fds[0], "the pipe", 2999), OOM_EINVAL);
+    assert_null(got);
+    assert_string_equal(oom_last_message(), "the pipe: more than the 2999 bytes this reads");
+    close(fds[0]);
+}
+
+static void test_json_members(void **state)
+{
+    json_object *o = json_tokener_parse("{\"n\": 8, \"big\": 3000000000, \"d\": 2.5, \"s\": \"x\","
+                                        " \"z\": null, \"q\": \"8\"}");
+    int64_t i = -1;
+    double d = -1;
+    bool found = true;
+    (void)state;
+    assert_non_null(o);
+    assert_int_equal(oomi_json_int(&i, NULL, o, "n", 1, INT_MAX, "doc: ."), OOM_OK);
+    assert_int_equal(i, 8);
+    assert_int_equal(oomi_json_int(&i, NULL, o, "big", 1, INT_MAX, "doc: ."), OOM_EINVAL);
+    assert_string_equal(oom_last_message(),
+                        "doc: .big 3000000000 is out of range (1 to 2147483647)");
+    assert_int_equal(oomi_json_int(&i, NULL, o, "q", 1, 9, "doc: ."), OOM_EINVAL);
+    assert_string_equal(oom_last_message(), "doc: .q must be a whole number, not \"8\"");
+    assert_int_equal(oomi_json_int(&i, NULL, o, "d", 1, 9, "doc: ."), OOM_EINVAL);
+    assert_int_equal(oomi_json_int(&i, NULL, o, "gone", 1, 9, "doc: ."), OOM_ENOTFOUND);
+    assert_string_equal(oom_last_message(), "doc: .gone is missing");
+    i = 5;
+    assert_int_equal(oomi_json_int(&i, &found, o, "z", 1, 9, "doc: ."), OOM_OK);
+    assert_false(found);
+    assert_int_equal(i, 5);
+    assert_int_equal(oomi_json_double(&d, &found, o, "d", 0, 3, "doc: ."), OOM_OK);
+    assert_true(found);
+    assert_true(d == 2.5);
+    assert_int_equal(oomi_json_double(&d, NULL, o, "d", 0, 2, "doc: ."), OOM_EINVAL);
+    assert_string_equal(oom_last_message(), "doc: .d 2.5 is out of range (0 to 2)");
+    assert_int_equal(oomi_json_double(&d, NULL, o, "d", 3, DBL_MAX, "doc: ."), OOM_EINVAL);
+    assert_string_equal(oom_last_message(), "doc: .d 2.5 is out of range (at least 3)");
+    assert_int_equal(oomi_json_int(&i, NULL, o, "n", INT64_MIN, 7, "doc: ."), OOM_EINVAL);
+    assert_string_equal(oom_last_message(), "doc: .n 8 is out of range (at most 7)");
+    assert_int_equal(oomi_json_double(&d, NULL, o, "s", 0, 2, "doc: ."), OOM_EINVAL);
+    assert_null(oomi_json_get(o, "z"));
+    assert_null(oomi_json_get(NULL, "n"));
+    json_object_put(o);
+}
+
+static void test_json_writers(void **state)
+{
+    json_object *o = json_object_new_object();
+    (void)state;
+    assert_int_equal(oomi_json_put(o, "unknown", oomi_json_bytes(OOM_UNKNOWN)), OOM_OK);
+    assert_int_equal(oomi_json_put(o, "bytes", oomi_json_bytes(1024)), OOM_OK);
+    assert_int_equal(oomi_json_put(o, "huge", oomi_json_size(UINT64_MAX - 1)), OOM_OK);
+    assert_int_equal(oomi_json_put(o, "empty", oomi_json_string_or_null("")), OOM_OK);
+    assert_int_equal(oomi_json_put(o, "n", oomi_json_number(0.050, 3)), OOM_OK);
+    assert_string_equal(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN),
+                        "{\"unknown\":null,\"bytes\":1024,\"huge\":9223372036854775807,"
+                        "\"empty\":null,\"n\":0.05}");
+    json_object_put(o);
+}
+
+static void test_plan_doc(void **state)
+{
+    char path[256];
+    oomi_plan_doc doc;
+    (void)state;
+    make_file(path, sizeof(path),
+              "{\"plan\": {\"batch_size\": 6, \"grad_accum\": null},"
+              " \"memory\": {\"device_peak\": \"1.5GiB\"}}");
+    assert_int_equal(oomi_plan_doc_read(&doc, path, OOMI_PLAN_BATCH | OOMI_PLAN_PEAK), OOM_OK);
+    assert_int_equal(doc.batch_size, 6);
+    assert_int_equal(doc.grad_accum, 0);
+    assert_int_equal(doc.device_peak, 1536ull * 1024 * 1024);
+    unlink(path);
+
+    make_file(path, sizeof(path), "{\"plan\": {\"batch_size\": 0}}");
+    assert_int_equal(oomi_plan_doc_read(&doc, path, OOMI_PLAN_BATCH), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), ".plan.batch_size 0 is out of range (1 to "));
+    assert_int_equal(oomi_plan_doc_read(&doc, path, OOMI_PLAN_PEAK), OOM_ENOTFOUND);
+    assert_non_null(strstr(oom_last_message(), "has no .memory.device_peak"));
+    unlink(path);
+
+    assert_int_equal(oomi_plan_doc_read(&doc, "-", OOMI_PLAN_PEAK), OOM_EIO); /* a name, no more */
+    assert_non_null(strstr(oom_last_message(), "'-'"));
+    make_file(path, sizeof(path), "[1, 2]");
+    assert_int_equal(oomi_plan_doc_read(&doc, path, OOMI_PLAN_BATCH), OOM_EPARSE);
+    assert_non_null(strstr(oom_last_message(), "is not a JSON object"));
+    unlink(path);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_read_cap),     cmocka_unit_test(test_read_pipe_cap),
+        cmocka_unit_test(test_json_members), cmocka_unit_test(test_json_writers),
+        cmocka_unit_test(test_plan_doc),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
