@@ -459,8 +459,8 @@ static int calibrated_line(oom_measured_line *line, long *cap, const oom_plan_op
                                o->calib_workload ? o->calib_workload : "",
                                o->calib_workload ? "')" : "")
                    : err;
-    if (rec->traced && (err = oomi_traced_to_device(&rec->fit, t->profile.cc_major,
-                                                    t->profile.cc_minor))) {
+    if (rec->traced &&
+        (err = oomi_traced_to_device(&rec->fit, t->profile.cc_major, t->profile.cc_minor))) {
         oom_calibration_free(rec);
         return err;
     }
@@ -491,6 +491,7 @@ int oomi_plan_options_run_gpu(oom_plan_result **out, const oom_plan_options *o, 
     oom_target_request tr;
     oom_plan_request r;
     oom_measured_line line;
+    struct oomi_plan_consts consts;
     bool have_target = false;
     int err;
 
@@ -522,7 +523,9 @@ int oomi_plan_options_run_gpu(oom_plan_result **out, const oom_plan_options *o, 
         line.sample_multiplier = 1 + o->n_pos + o->n_neg;
     if (r.line || calibrated)
         r.line = &line;
-    err = oom_plan_run(out, &r);
+    if ((err = oomi_catalog_plan_consts(&consts, cat, t.profile.id)))
+        goto done;
+    err = oomi_plan_run(out, &r, &consts);
     if (*out) {
         (*out)->target_fallback = t.fallback;
         oomi_snprintf((*out)->target_reason, sizeof((*out)->target_reason), "%s", t.reason);
