@@ -25,7 +25,9 @@ const struct oomi_pk_info oomi_pk_table[OOMI_PK_COUNT] = {
 static pthread_mutex_t defaults_lock = PTHREAD_MUTEX_INITIALIZER;
 static int defaults_loaded;
 static struct oomi_plan_consts defaults;
-static char *default_sources[OOMI_PK_COUNT];
+/* fixed buffers, not the library's allocator: they live as long as the process */
+static char default_sources[OOMI_PK_COUNT][1024];
+static const char *default_source_ptrs[OOMI_PK_COUNT];
 
 double oomi_pk_si(const struct oomi_plan_consts *c, enum oomi_pk k)
 {
@@ -150,9 +152,12 @@ static int read_defaults(json_object *root, const char *path, const char *text, 
         value = json_object_object_get_ex(entry, "value", &value) ? value : NULL;
         if ((err = oomi_pk_read(&over, pk, value, where)))
             return err;
-        oomi_free(default_sources[pk]);
-        if (!(default_sources[pk] = oomi_strdup(json_object_get_string(source))))
-            return oomi_nomem();
+        if (strlen(json_object_get_string(source)) >= sizeof(default_sources[pk]))
+            return oomi_fail(OOM_EPARSE, "%s%s: the source is longer than %zu characters", where,
+                             key, sizeof(default_sources[pk]) - 1);
+        oomi_snprintf(default_sources[pk], sizeof(default_sources[pk]), "%s",
+                      json_object_get_string(source));
+        default_source_ptrs[pk] = default_sources[pk];
     }
     for (k = 0; k < OOMI_PK_COUNT; k++)
         if (!(over.set & (1u << k)))
@@ -192,6 +197,6 @@ int oomi_plan_defaults(const struct oomi_plan_consts **out, const char *const **
         return err;
     *out = &defaults;
     if (sources)
-        *sources = (const char *const *)default_sources;
+        *sources = default_source_ptrs;
     return OOM_OK;
 }
