@@ -75,8 +75,8 @@ int oom_catalog_load(oom_catalog **out, const oom_config *config)
         err = oomi_nomem();
         goto done;
     }
-    if ((err = oomi_plan_defaults(&defaults, NULL)) ||
-        (err = oomi_read_file(&text, &len, path)) || (err = oomi_yaml_load(&root, text, len, path)))
+    if ((err = oomi_plan_defaults(&defaults, NULL)) || (err = oomi_read_file(&text, &len, path)) ||
+        (err = oomi_yaml_load(&root, text, len, path)))
         goto done;
     if (!root || !json_object_object_get_ex(root, "gpus", &list) ||
         !json_object_is_type(list, json_type_array)) {

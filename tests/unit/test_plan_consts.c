@@ -33,11 +33,8 @@ static const oom_gpu_profile GPU_H100 = {
 
 static char *write_tmp(const char *text)
 {
-    static char path[512];
-    int fd = mkstemp(test_tmp_path(path, sizeof(path), "oomless-test-XXXXXX"));
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-    close(fd);
+    char *path = test_write_tmp(text);
+    assert_non_null(path);
     return path;
 }
 
