@@ -1,4 +1,5 @@
-/* catalog.c - GPU profiles: the built-in catalog (data/gpus/catalog.yaml) plus the user's. */
+/* catalog.c - GPU profiles: the built-in catalog (data/gpus/catalog.yaml) plus the user's, and
+ * the planner constants that follow from them and the config's `cluster:`. */
 #include "gpu/gpu.h"
 
 #include <ctype.h>
@@ -10,6 +11,8 @@
 struct oom_catalog {
     struct oomi_gpu_entry *entries;
     size_t count, cap;
+    char *path, *config_path;    /* the built-in catalog file; the config file (or NULL) */
+    struct oomi_pk_over cluster; /* the config's `cluster:` */
 };
 
 static struct oomi_gpu_entry *find_entry(oom_catalog *c, const char *id)
@@ -21,7 +24,8 @@ static struct oomi_gpu_entry *find_entry(oom_catalog *c, const char *id)
     return NULL;
 }
 
-static int add_list(oom_catalog *c, json_object *list, const char *source, int user)
+static int add_list(oom_catalog *c, json_object *list, const char *source, int user,
+                    const char *text, size_t len)
 {
     size_t i, n = json_object_array_length(list);
     struct oomi_gpu_entry e, *old;
@@ -29,7 +33,8 @@ static int add_list(oom_catalog *c, json_object *list, const char *source, int u
 
     for (i = 0; i < n; i++) {
         memset(&e, 0, sizeof(e));
-        if ((err = oomi_gpu_entry_parse(&e, json_object_array_get_idx(list, i), source, i, user)))
+        if ((err = oomi_gpu_entry_parse(&e, json_object_array_get_idx(list, i), source, i, user,
+                                        text, len)))
             return err;
         if ((old = find_entry(c, e.p.id))) { /* a user entry replaces the built-in one */
             oomi_gpu_entry_clear(old);
@@ -55,7 +60,10 @@ int oom_catalog_load(oom_catalog **out, const oom_config *config)
 {
     oom_catalog *c;
     json_object *root = NULL, *list;
-    char *path = NULL;
+    const struct oomi_plan_consts *defaults;
+    const char *ctext;
+    char *path = NULL, *text = NULL;
+    size_t len = 0, clen;
     int err;
 
     if (!out)
@@ -67,18 +75,28 @@ int oom_catalog_load(oom_catalog **out, const oom_config *config)
         err = oomi_nomem();
         goto done;
     }
-    if ((err = oomi_yaml_load_file(&root, path)))
+    if ((err = oomi_plan_defaults(&defaults, NULL)) ||
+        (err = oomi_read_file(&text, &len, path, OOMI_READ_MAX)) ||
+        (err = oomi_yaml_load(&root, text, len, path)))
         goto done;
     if (!json_object_is_type(list = oomi_json_get(root, "gpus"), json_type_array)) {
         err = oomi_fail(OOM_EPARSE, "%s: no 'gpus' list", path);
         goto done;
     }
-    if ((err = add_list(c, list, path, 0)))
+    if ((err = add_list(c, list, path, 0, text, len)))
         goto done;
-    if (config && oomi_config_gpus(config))
-        err = add_list(c, oomi_config_gpus(config), oom_config_path(config), 1);
+    ctext = oomi_config_text(config, &clen);
+    if (config && oomi_config_gpus(config) &&
+        (err = add_list(c, oomi_config_gpus(config), oom_config_path(config), 1, ctext, clen)))
+        goto done;
+    c->cluster = *oomi_config_cluster(config);
+    c->path = path;
+    path = NULL;
+    if (oom_config_path(config) && !(c->config_path = oomi_strdup(oom_config_path(config))))
+        err = oomi_nomem();
 done:
     json_object_put(root);
+    oomi_free(text);
     oomi_free(path);
     if (err) {
         oom_catalog_free(c);
@@ -96,6 +114,8 @@ void oom_catalog_free(oom_catalog *c)
     for (i = 0; i < c->count; i++)
         oomi_gpu_entry_clear(&c->entries[i]);
     oomi_free(c->entries);
+    oomi_free(c->path);
+    oomi_free(c->config_path);
     oomi_free(c);
 }
 
@@ -184,4 +204,83 @@ const oom_gpu_profile *oom_catalog_match(const oom_catalog *c, const char *name,
         }
     }
     return best;
+}
+
+/* The constants for entry e (NULL: none) and, when `where` is given, where each came from. */
+#define WHERE_LEN 600
+static int effective(struct oomi_plan_consts *out, char (*where)[WHERE_LEN], const oom_catalog *c,
+                     const struct oomi_gpu_entry *e)
+{
+    const struct oomi_plan_consts *defaults;
+    const char *const *sources;
+    int k, err;
+
+    if ((err = oomi_plan_defaults(&defaults, &sources)))
+        return err;
+    *out = *defaults;
+    for (k = 0; where && k < OOMI_PK_COUNT; k++)
+        oomi_snprintf(where[k], WHERE_LEN, "%s", sources[k]);
+    if (!c)
+        return OOM_OK;
+    if (e && !e->p.user_defined)
+        oomi_pk_apply(out, &e->planner, OOMI_PK_FROM_CATALOG);
+    oomi_pk_apply(out, &c->cluster, OOMI_PK_FROM_CONFIG);
+    if (e && e->p.user_defined)
+        oomi_pk_apply(out, &e->planner, OOMI_PK_FROM_CONFIG);
+    for (k = 0; where && k < OOMI_PK_COUNT; k++) {
+        unsigned bit = 1u << k;
+        int from_entry =
+            e && (e->planner.set & bit) && (e->p.user_defined || !(c->cluster.set & bit));
+        if (from_entry)
+            oomi_snprintf(where[k], WHERE_LEN, "%s:%zu: gpu '%s'",
+                          e->p.user_defined ? c->config_path : c->path, e->planner.line[k],
+                          e->p.id);
+        else if (c->cluster.set & bit)
+            oomi_snprintf(where[k], WHERE_LEN, "%s:%zu: cluster", c->config_path,
+                          c->cluster.line[k]);
+    }
+    return OOM_OK;
+}
+
+int oomi_catalog_plan_consts(struct oomi_plan_consts *out, const oom_catalog *c, const char *id)
+{
+    return effective(out, NULL, c, c && id ? find_entry((oom_catalog *)c, id) : NULL);
+}
+
+int oomi_catalog_plan_json(json_object **out, const oom_catalog *c, const char *id,
+                           int only_differing)
+{
+    struct oomi_plan_consts all, mine;
+    char(*where)[WHERE_LEN] = oomi_calloc(OOMI_PK_COUNT, WHERE_LEN);
+    json_object *root = NULL, *o;
+    int k, err;
+
+    *out = NULL;
+    if (!where)
+        return oomi_nomem();
+    if ((err = effective(&all, NULL, c, NULL)) ||
+        (err = effective(&mine, where, c, id ? find_entry((oom_catalog *)c, id) : NULL)))
+        goto done;
+    for (k = 0; k < OOMI_PK_COUNT; k++) {
+        if (only_differing && mine.origin[k] == all.origin[k] && mine.v[k] == all.v[k])
+            continue;
+        if ((!root && !(root = json_object_new_object())) || !(o = json_object_new_object()) ||
+            json_object_object_add(root, oomi_pk_table[k].name, o) ||
+            json_object_object_add(o, "value", json_object_new_double(mine.v[k])) ||
+            json_object_object_add(o, "unit", json_object_new_string(oomi_pk_table[k].unit)) ||
+            json_object_object_add(o, "origin",
+                                   json_object_new_string(oomi_pk_origin_name(mine.origin[k]))) ||
+            json_object_object_add(o, "source", json_object_new_string(where[k]))) {
+            err = oomi_nomem();
+            break;
+        }
+    }
+done:
+    oomi_free(where);
+    if (err) {
+        json_object_put(root);
+        return err;
+    }
+    *out = root;
+    return OOM_OK;
 }

@@ -1,4 +1,5 @@
-/* config.c - the user's config file: default margin, default profile, extra GPUs. */
+/* config.c - the user's config file: default margin, default profile, extra GPUs, the cluster's
+ * planner constants. */
 #include "gpu/gpu.h"
 
 #include <json-c/json.h>
@@ -12,6 +13,9 @@ struct oom_config {
     char *margin;      /* "1GiB" unless set */
     char *profile;     /* OOM_DEFAULT_PROFILE unless set */
     json_object *gpus; /* the `gpus` array, or NULL */
+    char *text;        /* the file's YAML (NULL when no file was read) */
+    size_t len;
+    struct oomi_pk_over cluster; /* the `cluster:` section */
 };
 
 /* The default path in *out, or NULL when neither XDG_CONFIG_HOME nor HOME is set. */
@@ -47,9 +51,35 @@ static int take_string(char **dst, json_object *obj, const char *key, const char
     return (*dst = oomi_strdup(s)) ? OOM_OK : oomi_nomem();
 }
 
+/* `cluster:`: any planner constant, in its documented unit */
+static int parse_cluster(oom_config *c, json_object *cluster, const char *path)
+{
+    char where[600];
+    enum oomi_pk k;
+    int err;
+
+    if (!json_object_is_type(cluster, json_type_object))
+        return oomi_fail(OOM_EINVAL, "%s: 'cluster' must be a mapping", path);
+    oomi_pk_lines(&c->cluster, c->text, c->len, "cluster", -1);
+    json_object_object_foreach(cluster, key, val)
+    {
+        if ((k = oomi_pk_find(key)) == OOMI_PK_COUNT)
+            return oomi_fail(OOM_EINVAL,
+                             "%s: unknown key 'cluster.%s' (expected intra_node_gbs, "
+                             "inter_node_gbps, pcie_gbs, cpu_adam_params_per_s, mfu_max, "
+                             "ridge_flop_per_byte, default_tflops, fp32_divisor, nf4_speed, "
+                             "int8_speed)",
+                             path, key);
+        oomi_snprintf(where, sizeof(where), "%s:%zu: cluster.", path, c->cluster.line[k]);
+        if ((err = oomi_pk_read(&c->cluster, k, val, where)))
+            return err;
+    }
+    return OOM_OK;
+}
+
 static int parse_config(oom_config *c, json_object *root, const char *path)
 {
-    json_object *defaults, *gpus;
+    json_object *defaults, *gpus, *cluster;
     int err;
     uint64_t dummy;
 
@@ -60,9 +90,9 @@ static int parse_config(oom_config *c, json_object *root, const char *path)
     json_object_object_foreach(root, key, val)
     {
         (void)val;
-        if (strcmp(key, "defaults") && strcmp(key, "gpus"))
-            return oomi_fail(OOM_EINVAL, "%s: unknown key '%s' (expected defaults, gpus)", path,
-                             key);
+        if (strcmp(key, "defaults") && strcmp(key, "gpus") && strcmp(key, "cluster"))
+            return oomi_fail(OOM_EINVAL, "%s: unknown key '%s' (expected defaults, gpus, cluster)",
+                             path, key);
     }
     if ((defaults = oomi_json_get(root, "defaults"))) {
         if (!json_object_is_type(defaults, json_type_object))
@@ -86,16 +116,18 @@ static int parse_config(oom_config *c, json_object *root, const char *path)
             return oomi_fail(OOM_EINVAL, "%s: 'gpus' must be a list", path);
         c->gpus = json_object_get(gpus);
     }
+    if (json_object_object_get_ex(root, "cluster", &cluster) && cluster &&
+        (err = parse_cluster(c, cluster, path)))
+        return err;
     return OOM_OK;
 }
 
 int oom_config_load(oom_config **out, const char *path)
 {
     oom_config *c;
-    char *def = NULL, *text = NULL;
+    char *def = NULL;
     json_object *root = NULL;
     struct stat st;
-    size_t len;
     int err = OOM_OK;
 
     if (!out)
@@ -113,11 +145,13 @@ int oom_config_load(oom_config **out, const char *path)
         if (!def || stat(def, &st) != 0)
             goto done; /* no default file: defaults apply */
         /* a regular file only: a FIFO there would make every command wait */
-        if ((err = oomi_read_regular(&text, &len, def, "config file", OOMI_READ_MAX)) ||
-            (err = oomi_yaml_load(&root, text, len, def)))
+        if ((err = oomi_read_regular(&c->text, &c->len, def, "config file", OOMI_READ_MAX)) ||
+            (err = oomi_yaml_load(&root, c->text, c->len, def)))
             goto done;
         path = def;
-    } else if ((err = oomi_yaml_load_file(&root, path))) { /* named: <(...) works */
+    } else if ((err = oomi_read_file(&c->text, &c->len, path,
+                                     OOMI_READ_MAX)) || /* named: <(...) works */
+               (err = oomi_yaml_load(&root, c->text, c->len, path))) {
         goto done;
     }
     if (!(c->path = oomi_strdup(path))) {
@@ -126,10 +160,9 @@ int oom_config_load(oom_config **out, const char *path)
     }
     err = parse_config(c, root, path);
     if (!err && c->gpus)
-        err = oomi_catalog_validate_entries(c->gpus, path);
+        err = oomi_catalog_validate_entries(c->gpus, path, c->text, c->len);
 done:
     json_object_put(root);
-    oomi_free(text);
     oomi_free(def);
     if (err) {
         oom_config_free(c);
@@ -147,6 +180,7 @@ void oom_config_free(oom_config *c)
     oomi_free(c->margin);
     oomi_free(c->profile);
     json_object_put(c->gpus);
+    oomi_free(c->text);
     oomi_free(c);
 }
 
@@ -168,4 +202,16 @@ const char *oom_config_path(const oom_config *c)
 struct json_object *oomi_config_gpus(const oom_config *c)
 {
     return c ? c->gpus : NULL;
+}
+
+const char *oomi_config_text(const oom_config *c, size_t *len)
+{
+    *len = c ? c->len : 0;
+    return c ? c->text : NULL;
+}
+
+const struct oomi_pk_over *oomi_config_cluster(const oom_config *c)
+{
+    static const struct oomi_pk_over none;
+    return c ? &c->cluster : &none;
 }

@@ -14,6 +14,33 @@ static const char *const known_keys[] = {
     "id",          "name",        "vendor",      "match", "memory_mib", "memory", "bandwidth_gbs",
     "bf16_tflops", "fp16_tflops", "fp32_tflops", "cc",    "aliases"};
 
+/* the planner constants an entry may set (oomi_pk_table's per_gpu keys) */
+static int parse_planner(struct oomi_pk_over *o, json_object *obj, const char *source,
+                         const char *id, size_t index, const char *text, size_t len)
+{
+    char where[600];
+    json_object *v;
+    int k, err;
+
+    for (k = 0; k < OOMI_PK_COUNT; k++) /* lines (another parse) only for an entry that has some */
+        if (oomi_pk_table[k].per_gpu && json_object_object_get_ex(obj, oomi_pk_table[k].name, NULL))
+            break;
+    if (k == OOMI_PK_COUNT)
+        return OOM_OK;
+    oomi_pk_lines(o, text, len, "gpus", (long)index);
+    for (k = 0; k < OOMI_PK_COUNT; k++) {
+        if (!oomi_pk_table[k].per_gpu || !json_object_object_get_ex(obj, oomi_pk_table[k].name, &v))
+            continue;
+        if (o->line[k])
+            oomi_snprintf(where, sizeof(where), "%s:%zu: gpu '%s': ", source, o->line[k], id);
+        else
+            oomi_snprintf(where, sizeof(where), "%s: gpu '%s': ", source, id);
+        if ((err = oomi_pk_read(o, (enum oomi_pk)k, v, where)))
+            return err;
+    }
+    return OOM_OK;
+}
+
 void oomi_profile_clear(oom_gpu_profile *p)
 {
     oomi_free((char *)p->id);
@@ -77,7 +104,7 @@ static int parse_cc(oom_gpu_profile *p, const char *cc, const char *where)
 }
 
 int oomi_gpu_entry_parse(struct oomi_gpu_entry *e, json_object *obj, const char *source,
-                         size_t index, int user)
+                         size_t index, int user, const char *text, size_t len)
 {
     char where[512];
     struct oomi_gpu_entry tmp = {0};
@@ -93,9 +120,10 @@ int oomi_gpu_entry_parse(struct oomi_gpu_entry *e, json_object *obj, const char 
     json_object_object_foreach(obj, key, val)
     {
         (void)val;
+        enum oomi_pk pk = oomi_pk_find(key);
         for (k = 0; k < OOMI_ARRAY_LEN(known_keys) && strcmp(key, known_keys[k]); k++)
             ;
-        if (k == OOMI_ARRAY_LEN(known_keys))
+        if (k == OOMI_ARRAY_LEN(known_keys) && (pk == OOMI_PK_COUNT || !oomi_pk_table[pk].per_gpu))
             return oomi_fail(OOM_EINVAL, "%s: unknown key '%s'", where, key);
     }
     if (!(id = get_string(obj, "id")) || !*id)
@@ -139,6 +167,8 @@ int oomi_gpu_entry_parse(struct oomi_gpu_entry *e, json_object *obj, const char 
         if (t == json_type_null || t == json_type_array || t == json_type_object)
             return oomi_fail(OOM_EINVAL, "%s: aliases[%zu] must be a name", where, i);
     }
+    if ((err = parse_planner(&tmp.planner, obj, source, id, index, text, len)))
+        return err;
     if (!e)
         return OOM_OK;
 
@@ -149,6 +179,7 @@ int oomi_gpu_entry_parse(struct oomi_gpu_entry *e, json_object *obj, const char 
     tmp.p.match = (s = get_string(obj, "match")) ? s : "";
     if ((err = oomi_profile_copy(&e->p, &tmp.p)))
         return err;
+    e->planner = tmp.planner;
     if (aliases) {
         size_t n = json_object_array_length(aliases);
         if (!(e->aliases = oomi_calloc(n ? n : 1, sizeof(char *)))) {
@@ -167,12 +198,14 @@ int oomi_gpu_entry_parse(struct oomi_gpu_entry *e, json_object *obj, const char 
     return OOM_OK;
 }
 
-int oomi_catalog_validate_entries(json_object *list, const char *source)
+int oomi_catalog_validate_entries(json_object *list, const char *source, const char *text,
+                                  size_t len)
 {
     size_t i;
     int err;
     for (i = 0; i < json_object_array_length(list); i++)
-        if ((err = oomi_gpu_entry_parse(NULL, json_object_array_get_idx(list, i), source, i, 1)))
+        if ((err = oomi_gpu_entry_parse(NULL, json_object_array_get_idx(list, i), source, i, 1,
+                                        text, len)))
             return err;
     return OOM_OK;
 }

@@ -238,9 +238,9 @@ int oom_gpus_to_json(char **out, const oom_gpu_list *list, const oom_target *t)
 
 int oom_catalog_to_json(char **out, const oom_catalog *c)
 {
-    json_object *root = json_object_new_object(), *arr = json_object_new_array();
+    json_object *root = json_object_new_object(), *arr = json_object_new_array(), *planner;
     size_t i;
-    int err = 0;
+    int err = 0, perr;
 
     if (!out)
         return oomi_fail(OOM_EINVAL, "catalog json: no output");
@@ -250,6 +250,11 @@ int oom_catalog_to_json(char **out, const oom_catalog *c)
         return finish(out, root, OOM_ENOMEM);
     }
     err |= oomi_json_put(root, "gpus", arr);
+    if ((perr = oomi_catalog_plan_json(&planner, c, NULL, 0))) {
+        json_object_put(root);
+        return perr;
+    }
+    err |= oomi_json_put(root, "planner", planner);
     for (i = 0; i < oom_catalog_count(c); i++) {
         const oom_gpu_profile *p = oom_catalog_at(c, i);
         json_object *o = json_object_new_object();
@@ -274,6 +279,12 @@ int oom_catalog_to_json(char **out, const oom_catalog *c)
         err |=
             oomi_json_put(o, "compute_capability", p->cc_major ? json_object_new_string(cc) : NULL);
         err |= oomi_json_put(o, "user_defined", json_object_new_boolean(p->user_defined));
+        if ((perr = oomi_catalog_plan_json(&planner, c, p->id, 1))) {
+            json_object_put(root);
+            return perr;
+        }
+        if (planner) /* the constants this GPU changes */
+            err |= oomi_json_put(o, "planner", planner);
     }
     return finish(out, root, err ? OOM_ENOMEM : OOM_OK);
 }

@@ -22,7 +22,8 @@ typedef struct family {
 
 typedef struct search {
     const oom_plan_request *r;
-    oom_workload *w; /* scratch clone; NULL for a measured line */
+    const struct oomi_plan_consts *k; /* the throughput model's constants */
+    oom_workload *w;                  /* scratch clone; NULL for a measured line */
     oom_knobs base;
     long gpus, nodes, eff;
     uint64_t usable;
@@ -93,7 +94,7 @@ static int evaluate(search *s, const oom_knobs *k, oom_plan_choice *c, bool *val
     s->candidates++;
     c->effective_batch = k->batch * k->grad_accum * k->gpus;
     c->fits = c->estimate.device_peak <= s->usable;
-    oomi_plan_throughput(c, s->r, s->nodes);
+    oomi_plan_throughput(c, s->r, s->nodes, s->k);
     return OOM_OK;
 }
 
@@ -489,7 +490,7 @@ static void fill_result(search *s, oom_plan_result *res)
     pick_alternatives(s, res);
     for (i = 0; i < res->n_alternatives; i++)
         describe_loss(s, res, &res->alternatives[i]);
-    res->peak_tflops = oomi_plan_tflops(r->gpu, s->best.knobs.precision);
+    res->peak_tflops = oomi_plan_tflops(r->gpu, s->best.knobs.precision, s->k);
     res->max_workers = s->best.estimate.device_peak
                            ? (long)(res->gpu_budget.usable_bytes / s->best.estimate.device_peak)
                            : 0;
@@ -654,6 +655,12 @@ static int no_fit(search *s, oom_plan_result *res, unsigned relax)
 
 int oom_plan_run(oom_plan_result **out, const oom_plan_request *r)
 {
+    return oomi_plan_run(out, r, NULL);
+}
+
+int oomi_plan_run(oom_plan_result **out, const oom_plan_request *r,
+                  const struct oomi_plan_consts *k)
+{
     search s;
     oom_plan_result *res = NULL;
     unsigned relax = 0;
@@ -664,6 +671,9 @@ int oom_plan_run(oom_plan_result **out, const oom_plan_request *r)
     *out = NULL;
     memset(&s, 0, sizeof(s));
     s.r = r;
+    if (!k && (err = oomi_plan_defaults(&k, NULL)))
+        return err;
+    s.k = k;
     if (!(res = oomi_calloc(1, sizeof(*res))))
         return oomi_nomem();
     if ((err = setup(&s, res)))

@@ -5,14 +5,15 @@
 #include <stdio.h>
 #include <string.h>
 
-double oomi_plan_tflops(const oom_gpu_profile *gpu, oom_precision p)
+double oomi_plan_tflops(const oom_gpu_profile *gpu, oom_precision p,
+                        const struct oomi_plan_consts *k)
 {
-    double bf16, fp16, fp32;
+    double bf16, fp16, fp32, div = k->v[OOMI_PK_FP32_DIVISOR], def = k->v[OOMI_PK_TFLOPS];
     if (!gpu || !gpu->has_tflops)
-        return p == OOM_PRECISION_FP32 ? OOMI_PLAN_TFLOPS_DEFAULT / 8 : OOMI_PLAN_TFLOPS_DEFAULT;
+        return p == OOM_PRECISION_FP32 ? def / div : def;
     fp16 = gpu->fp16_tflops > 0 ? gpu->fp16_tflops : gpu->fp32_tflops;
     bf16 = gpu->bf16_tflops > 0 ? gpu->bf16_tflops : fp16;
-    fp32 = gpu->fp32_tflops > 0 ? gpu->fp32_tflops : fp16 / 8;
+    fp32 = gpu->fp32_tflops > 0 ? gpu->fp32_tflops : fp16 / div;
     switch (p) {
     case OOM_PRECISION_FP32:
         return fp32;
@@ -24,31 +25,36 @@ double oomi_plan_tflops(const oom_gpu_profile *gpu, oom_precision p)
     }
 }
 
-/* Compute slows down on quantised bases: bitsandbytes dequantises NF4 per matmul (QLoRA papers
- * report 20-40 % slower steps than 16-bit LoRA); LLM.int8() matmuls run at about half speed. */
-static double quant_factor(oom_precision p)
+/* Compute slows down on quantised bases: bitsandbytes dequantises NF4 per matmul, LLM.int8()
+ * splits each matmul (nf4_speed, int8_speed; sources in data/gpus/planner.yaml). */
+static double quant_factor(oom_precision p, const struct oomi_plan_consts *k)
 {
-    return p == OOM_PRECISION_4BIT ? 0.75 : p == OOM_PRECISION_INT8 ? 0.5 : 1.0;
+    return p == OOM_PRECISION_4BIT   ? k->v[OOMI_PK_NF4_SPEED]
+           : p == OOM_PRECISION_INT8 ? k->v[OOMI_PK_INT8_SPEED]
+                                     : 1.0;
 }
 
 /* Roofline-shaped utilisation: a micro-batch of t tokens multiplies each weight t times per byte
  * read, so the matmuls are memory-bound below the GPU's ridge point (peak FLOP/s / bandwidth) and
  * reach the large-batch MFU above it: u(t) = MFU_MAX * t / (t + ridge). */
-static double utilisation(const oom_plan_request *r, double tokens, double peak_flops)
+static double utilisation(const oom_plan_request *r, double tokens, double peak_flops,
+                          const struct oomi_plan_consts *k)
 {
-    double ridge = OOMI_PLAN_RIDGE_DEFAULT;
+    double ridge = k->v[OOMI_PK_RIDGE];
     if (r->gpu && r->gpu->has_bandwidth && r->gpu->bandwidth_gbs > 0 && peak_flops > 0)
         ridge = peak_flops / (r->gpu->bandwidth_gbs * 1e9);
     if (tokens < 1)
         tokens = 1;
-    return OOMI_PLAN_MFU_MAX * tokens / (tokens + ridge);
+    return k->v[OOMI_PK_MFU_MAX] * tokens / (tokens + ridge);
 }
 
 /* seconds per optimizer step spent outside the matmuls: gradient reduction, ZeRO-3 gathers,
  * CPU offload transfers and the CPU optimizer step (none overlapped: conservative) */
-static double extra_seconds(const oom_knobs *k, const oom_estimate *e, long nodes)
+static double extra_seconds(const oom_knobs *k, const oom_estimate *e, long nodes,
+                            const struct oomi_plan_consts *pk)
 {
-    double link = nodes > 1 ? OOMI_PLAN_LINK_INTER : OOMI_PLAN_LINK_INTRA;
+    double link = oomi_pk_si(pk, nodes > 1 ? OOMI_PK_INTER : OOMI_PK_INTRA);
+    double pcie = oomi_pk_si(pk, OOMI_PK_PCIE), adam = oomi_pk_si(pk, OOMI_PK_CPU_ADAM);
     double trainable = (double)e->params_trainable, total = (double)e->params_total, s = 0;
     if (k->method == OOM_METHOD_INFERENCE)
         return 0;
@@ -58,13 +64,14 @@ static double extra_seconds(const oom_knobs *k, const oom_estimate *e, long node
             s += (double)k->grad_accum * 2.0 * total * 2.0 / link;
     }
     if (k->offload != OOM_OFFLOAD_NONE) /* grads down, params up, Adam on the CPU */
-        s += trainable * 4.0 / OOMI_PLAN_PCIE + trainable / OOMI_PLAN_CPU_ADAM;
+        s += trainable * 4.0 / pcie + trainable / adam;
     if (k->offload == OOM_OFFLOAD_OPTIMIZER_PARAMS) /* params streamed in forward and backward */
-        s += (double)k->grad_accum * 2.0 * total * 2.0 / OOMI_PLAN_PCIE;
+        s += (double)k->grad_accum * 2.0 * total * 2.0 / pcie;
     return s;
 }
 
-void oomi_plan_throughput(oom_plan_choice *c, const oom_plan_request *r, long nodes)
+void oomi_plan_throughput(oom_plan_choice *c, const oom_plan_request *r, long nodes,
+                          const struct oomi_plan_consts *pk)
 {
     const oom_knobs *k = &c->knobs;
     double peak, tokens_micro, compute, step, samples;
@@ -78,11 +85,11 @@ void oomi_plan_throughput(oom_plan_choice *c, const oom_plan_request *r, long no
         c->tokens_per_s = c->samples_per_s = c->step_s = 0;
         return;
     }
-    peak = oomi_plan_tflops(r->gpu, k->precision) * 1e12 * quant_factor(k->precision);
+    peak = oomi_plan_tflops(r->gpu, k->precision, pk) * 1e12 * quant_factor(k->precision, pk);
     tokens_micro = (double)k->batch * (double)k->seq_len;
-    c->utilisation = utilisation(r, tokens_micro, peak);
+    c->utilisation = utilisation(r, tokens_micro, peak, pk);
     compute = c->estimate.flops_per_step / (peak * c->utilisation);
-    step = compute + extra_seconds(k, &c->estimate, nodes);
+    step = compute + extra_seconds(k, &c->estimate, nodes, pk);
     samples = (double)k->batch * (double)k->grad_accum * (double)k->gpus;
     c->step_s = step;
     c->samples_per_s = step > 0 ? samples / step : 0;

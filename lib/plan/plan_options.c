@@ -491,6 +491,7 @@ int oomi_plan_options_run_gpu(oom_plan_result **out, const oom_plan_options *o, 
     oom_target_request tr;
     oom_plan_request r;
     oom_measured_line line;
+    struct oomi_plan_consts consts;
     bool have_target = false;
     int err;
 
@@ -522,7 +523,9 @@ int oomi_plan_options_run_gpu(oom_plan_result **out, const oom_plan_options *o, 
         line.sample_multiplier = 1 + o->n_pos + o->n_neg;
     if (r.line || calibrated)
         r.line = &line;
-    err = oom_plan_run(out, &r);
+    if ((err = oomi_catalog_plan_consts(&consts, cat, t.profile.id)))
+        goto done;
+    err = oomi_plan_run(out, &r, &consts);
     if (*out) {
         (*out)->target_fallback = t.fallback;
         oomi_snprintf((*out)->target_reason, sizeof((*out)->target_reason), "%s", t.reason);

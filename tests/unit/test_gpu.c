@@ -129,11 +129,8 @@ static void test_catalog(void **state)
 
 static char *write_tmp(const char *text)
 {
-    static char path[512];
-    int fd = mkstemp(test_tmp_path(path, sizeof(path), "oomless-test-XXXXXX"));
-    assert_true(fd >= 0);
-    assert_int_equal(write(fd, text, strlen(text)), (ssize_t)strlen(text));
-    close(fd);
+    char *path = test_write_tmp(text);
+    assert_non_null(path);
     return path;
 }
 
