@@ -17,7 +17,7 @@ typedef struct args {
 static void usage(FILE *out)
 {
     size_t n, i;
-    const oom_option *o = oom_workload_options(&n);
+    const oom_option *const *o = oom_workload_options(&n);
     fprintf(out, "usage: oomless estimate --model NAME|PATH [OPTIONS]\n"
                  "       oomless estimate [--batch N] [--calibration FILE] [budget] -- CMD...\n"
                  "       oomless estimate --list-models\n\n"
@@ -27,11 +27,11 @@ static void usage(FILE *out)
                  "Workload:\n");
     for (i = 0; i < n; i++) {
         char left[128];
-        snprintf(left, sizeof(left), "--%s %s", o[i].name, o[i].metavar);
+        snprintf(left, sizeof(left), "--%s %s", o[i]->name, o[i]->metavar);
         if (strlen(left) > 28)
-            fprintf(out, "  %s\n  %-28s %s\n", left, "", o[i].help);
+            fprintf(out, "  %s\n  %-28s %s\n", left, "", o[i]->help);
         else
-            fprintf(out, "  %-28s %s\n", left, o[i].help);
+            fprintf(out, "  %-28s %s\n", left, o[i]->help);
     }
     fprintf(out,
             "\nBudget (optional; shows whether the estimate fits, exit 1 when not):\n"
@@ -94,7 +94,7 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name, bo
 static int parse(int argc, char **argv, args *a, oom_workload *w)
 {
     size_t n, j;
-    const oom_option *o = oom_workload_options(&n);
+    const oom_option *const *o = oom_workload_options(&n);
     int i, err;
 
     for (i = 1; i < argc; i++) {
@@ -153,13 +153,13 @@ static int parse(int argc, char **argv, args *a, oom_workload *w)
             continue;
         }
         for (j = 0; j < n; j++)
-            if ((v = opt_value(argc, argv, &i, o[j].name, &m)), m)
+            if ((v = opt_value(argc, argv, &i, o[j]->name, &m)), m)
                 break;
         if (j == n)
             return cli_usage_error(CMD, "unknown option '%s'", arg);
         if (!v)
             return cli_usage_error(CMD, "option '%s' needs a value", arg);
-        if ((err = oom_workload_set(w, o[j].name, v)))
+        if ((err = oom_workload_set(w, o[j]->name, v)))
             return cli_fail(CMD, err);
     }
     return EXIT_OK;
@@ -171,7 +171,7 @@ static int resolve_budget(const args *a, oom_workload *w, oom_budget *b, bool *h
                           size_t what_size)
 {
     oom_config *cfg = NULL;
-    oom_target_request req = {a->gpu, a->vram, a->margin, NULL};
+    oom_target_request req = {OOM_TARGET_REQUEST_VERSION, a->gpu, a->vram, a->margin, NULL};
     int err, got = 0;
 
     if ((a->gpu || a->vram) && (err = oom_config_load(&cfg, a->config)))
@@ -193,8 +193,8 @@ static void row(const char *label, uint64_t bytes, uint64_t total)
 static void print_human(const oom_workload *w, const oom_estimate *e, const oom_budget *b,
                         const char *gpu)
 {
-    oom_knobs k;
-    oom_model_info mi;
+    oom_knobs k = OOM_KNOBS_INIT;
+    oom_model_info mi = OOM_MODEL_INFO_INIT;
     char s1[32], s2[32];
     const char *line = "============================================================";
 
@@ -307,8 +307,8 @@ static void print_calibrated(const char *doc)
 static int calibrated(const args *a, const oom_workload *w)
 {
     oom_config *cfg = NULL;
-    oom_target_request req = {a->gpu, a->vram, a->margin, NULL};
-    oom_knobs k;
+    oom_target_request req = {OOM_TARGET_REQUEST_VERSION, a->gpu, a->vram, a->margin, NULL};
+    oom_knobs k = OOM_KNOBS_INIT;
     char *doc = NULL;
     int err, fits = 0, rc;
 
@@ -336,8 +336,8 @@ static int calibrated(const args *a, const oom_workload *w)
 int cmd_estimate(int argc, char **argv)
 {
     oom_workload *w = NULL;
-    oom_estimate e;
-    oom_budget b;
+    oom_estimate e = OOM_ESTIMATE_INIT;
+    oom_budget b = OOM_BUDGET_INIT;
     args a = {0};
     bool have_budget = false;
     char gpu[128] = "", *json = NULL;

@@ -13,23 +13,23 @@ typedef struct plan_args {
     const char *format, *svg;
 } plan_args;
 
-static void print_table(FILE *out, const oom_option *o, size_t n)
+static void print_table(FILE *out, const oom_option *const *o, size_t n)
 {
     size_t i;
     for (i = 0; i < n; i++) {
         char left[64];
-        snprintf(left, sizeof(left), "--%s %s", o[i].name, o[i].metavar);
+        snprintf(left, sizeof(left), "--%s %s", o[i]->name, o[i]->metavar);
         if (strlen(left) > 28)
-            fprintf(out, "  %s\n  %-28s %s\n", left, "", o[i].help);
+            fprintf(out, "  %s\n  %-28s %s\n", left, "", o[i]->help);
         else
-            fprintf(out, "  %-28s %s\n", left, o[i].help);
+            fprintf(out, "  %-28s %s\n", left, o[i]->help);
     }
 }
 
 static void usage(FILE *out)
 {
     size_t n;
-    const oom_option *o;
+    const oom_option *const *o;
     fprintf(out,
             "usage: oomless plan --model NAME|PATH [OPTIONS]\n"
             "       oomless plan --fixed-bytes SIZE --bytes-per-sample SIZE [OPTIONS]\n"
@@ -68,13 +68,13 @@ static bool take(int argc, char **argv, int *i, const char *name, const char **v
 static bool known(const char *name)
 {
     size_t n, j;
-    const oom_option *o = oom_workload_options(&n);
+    const oom_option *const *o = oom_workload_options(&n);
     for (j = 0; j < n; j++)
-        if (!strcmp(o[j].name, name))
+        if (!strcmp(o[j]->name, name))
             return true;
     o = oom_plan_option_table(&n);
     for (j = 0; j < n; j++)
-        if (!strcmp(o[j].name, name))
+        if (!strcmp(o[j]->name, name))
             return true;
     return false;
 }

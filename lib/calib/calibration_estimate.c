@@ -88,8 +88,8 @@ int oom_calibration_estimate_json(char **out, int *fits, const char *path, const
     oom_config *own = NULL;
     oom_catalog *cat = NULL;
     oom_calibration *rec = NULL;
-    oom_target t;
-    oom_target_request req = {0};
+    oom_target t = OOM_TARGET_INIT;
+    oom_target_request req = OOM_TARGET_REQUEST_INIT;
     uint64_t peak;
     double p;
     int err, have_target = 0;
@@ -99,6 +99,9 @@ int oom_calibration_estimate_json(char **out, int *fits, const char *path, const
     *out = NULL;
     if (batch < 1)
         return oomi_fail(OOM_EINVAL, "batch %ld must be at least 1", batch);
+    if (request && (err = oomi_check_version(request->version, OOM_TARGET_REQUEST_VERSION,
+                                             "oom_target_request")))
+        return err;
     if (request)
         req = *request;
     if (!req.config && (err = oom_config_load(&own, NULL)))
@@ -132,7 +135,7 @@ int oom_calibration_estimate_json(char **out, int *fits, const char *path, const
 done:
     oom_calibration_free(rec);
     if (have_target)
-        oom_target_free(&t);
+        oom_target_dispose(&t);
     oom_catalog_free(cat);
     oom_config_free(own);
     return err;

@@ -15,7 +15,7 @@ static int from_gpu(oom_budget *out, char *label, size_t label_size, oom_workloa
 {
     oom_config *own = NULL;
     oom_catalog *cat = NULL;
-    oom_target t;
+    oom_target t = OOM_TARGET_INIT;
     oom_target_request r = *req;
     int err, have_target = 0;
 
@@ -31,7 +31,7 @@ static int from_gpu(oom_budget *out, char *label, size_t label_size, oom_workloa
     err = oom_workload_set_gpu(w, &t.profile);
 done:
     if (have_target)
-        oom_target_free(&t);
+        oom_target_dispose(&t);
     oom_catalog_free(cat);
     oom_config_free(own);
     return err;
@@ -46,6 +46,10 @@ int oom_estimate_budget(oom_budget *out, int *have, char *label, size_t label_si
 
     if (!out || !have || !w)
         return oomi_fail(OOM_EINVAL, "estimate budget: missing argument");
+    if ((err = oomi_check_version(out->version, OOM_BUDGET_VERSION, "oom_budget")) ||
+        (req && (err = oomi_check_version(req->version, OOM_TARGET_REQUEST_VERSION,
+                                          "oom_target_request"))))
+        return err;
     *have = 0;
     if (label && label_size)
         label[0] = '\0';

@@ -17,7 +17,7 @@ static json_object *size(uint64_t v)
 static json_object *workload_json(const oom_workload *w)
 {
     json_object *o = json_object_new_object();
-    oom_knobs k;
+    oom_knobs k = OOM_KNOBS_INIT;
     bool lora = w->k.method == OOM_METHOD_LORA || w->k.method == OOM_METHOD_QLORA;
 
     if (!o)
@@ -58,7 +58,7 @@ static json_object *workload_json(const oom_workload *w)
 
 static json_object *model_json(const oom_workload *w)
 {
-    oom_model_info mi;
+    oom_model_info mi = OOM_MODEL_INFO_INIT;
     json_object *o;
     if (oom_workload_model(&mi, w) || !(o = json_object_new_object()))
         return NULL;
@@ -146,6 +146,11 @@ int oom_estimate_to_json_budget(char **out, const oom_workload *w, const oom_est
     int err = OOM_OK;
 
     *out = NULL;
+    if ((e && (err = oomi_check_version(e->version, OOM_ESTIMATE_VERSION, "oom_estimate"))) ||
+        (budget && (err = oomi_check_version(budget->version, OOM_BUDGET_VERSION, "oom_budget")))) {
+        json_object_put(root);
+        return err;
+    }
     if (!root)
         return oomi_nomem();
     put(root, "workload", workload_json(w));

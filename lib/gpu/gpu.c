@@ -154,6 +154,7 @@ int oom_gpu_sample(oom_gpu_list **out, oom_gpu_session *s, unsigned flags)
         err = oomi_nomem();
         goto done;
     }
+    list->version = OOM_GPU_LIST_VERSION;
     list->backend = s->backend->name;
     s->backend->versions(s->state, list);
     for (i = 0; i < count; i++) {
@@ -170,6 +171,7 @@ int oom_gpu_sample(oom_gpu_list **out, oom_gpu_session *s, unsigned flags)
     for (i = 0; i < nvis; i++) {
         oom_gpu_info *g = &list->gpus[i];
         list->count++;
+        g->version = OOM_GPU_INFO_VERSION;
         g->index = (int)i;
         if ((err = s->backend->device_read(s->state, (unsigned)visible[i], g, flags)))
             goto done;

@@ -298,6 +298,7 @@ static int read_procs(struct nvml *n, nvmlDevice_t dev, oom_gpu_info *info, bool
         unsigned long long used;
         memcpy(&p->pid, buf + i * stride, sizeof(unsigned));
         memcpy(&used, buf + i * stride + 8, sizeof(used));
+        p->version = OOM_GPU_PROCESS_VERSION;
         p->used_bytes = used == NVML_UNKNOWN_USED ? OOM_UNKNOWN : used;
         p->is_graphics = graphics;
     }

@@ -6,10 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-void oom_target_free(oom_target *t)
+void oom_target_dispose(oom_target *t)
 {
-    if (t)
-        oomi_profile_clear(&t->profile);
+    if (!t)
+        return;
+    oomi_profile_clear(&t->profile);
+    oomi_free(t->reason);
+    t->reason = NULL;
 }
 
 static bool is_index(const char *s)
@@ -96,7 +99,11 @@ int oom_target_resolve(oom_target *t, const oom_target_request *req, const oom_c
 
     if (!t || !c)
         return oomi_fail(OOM_EINVAL, "target: missing argument");
-    memset(t, 0, sizeof(*t));
+    if ((err = oomi_check_version(t->version, OOM_TARGET_VERSION, "oom_target")) ||
+        (req && (err = oomi_check_version(req->version, OOM_TARGET_REQUEST_VERSION,
+                                          "oom_target_request"))))
+        return err;
+    *t = (oom_target){.version = t->version, .budget = {OOM_BUDGET_VERSION}};
     if (!gpu || !*gpu)
         gpu = getenv("OOMLESS_GPU");
     if (!gpu || !*gpu)
@@ -108,11 +115,14 @@ int oom_target_resolve(oom_target *t, const oom_target_request *req, const oom_c
         err = resolve_detected(t, is_index(gpu) ? gpu : NULL, c);
         if (err == OOM_ENODEV && !is_index(gpu)) {
             const char *def = oom_config_default_profile(req ? req->config : NULL);
-            oomi_snprintf(t->reason, sizeof(t->reason), "%s", oom_last_message());
-            if ((err = oom_catalog_find(&prof, c, def)))
-                return oomi_fail_prefix(err, "default profile: ");
+            if (!(t->reason = oomi_strdup(oom_last_message())))
+                return oomi_nomem();
+            if ((err = oom_catalog_find(&prof, c, def))) {
+                oomi_fail_prefix(err, "default profile: ");
+                goto fail;
+            }
             if ((err = oomi_profile_copy(&t->profile, prof)))
-                return err;
+                goto fail;
             t->fallback = 1;
             t->gpu_count = 1;
         } else if (err)
@@ -137,7 +147,7 @@ int oom_target_resolve(oom_target *t, const oom_target_request *req, const oom_c
         goto fail;
     return OOM_OK;
 fail:
-    oom_target_free(t);
+    oom_target_dispose(t);
     return err;
 }
 
@@ -207,6 +217,11 @@ int oom_gpus_to_json(char **out, const oom_gpu_list *list, const oom_target *t)
     if (!out)
         return oomi_fail(OOM_EINVAL, "gpus json: no output");
     *out = NULL;
+    if (t && (err = oomi_check_version(t->version, OOM_TARGET_VERSION, "oom_target"))) {
+        json_object_put(root);
+        json_object_put(arr);
+        return err;
+    }
     if (!root || !arr) {
         json_object_put(arr);
         return finish(out, root, OOM_ENOMEM);
@@ -299,13 +314,16 @@ int oom_gpus_report(char **out, const oom_target_request *request, unsigned flag
     oom_gpu_list *list = NULL;
     oom_config *own_config = NULL;
     oom_catalog *catalog = NULL;
-    oom_target t;
-    oom_target_request req = {0};
+    oom_target t = OOM_TARGET_INIT;
+    oom_target_request req = OOM_TARGET_REQUEST_INIT;
     int err, have_target = 0;
 
     if (!out)
         return oomi_fail(OOM_EINVAL, "gpus report: no output");
     *out = NULL;
+    if (request && (err = oomi_check_version(request->version, OOM_TARGET_REQUEST_VERSION,
+                                             "oom_target_request")))
+        return err;
     if (request)
         req = *request;
     if ((err = oom_gpu_open(&s)) == OOM_OK)
@@ -323,7 +341,7 @@ int oom_gpus_report(char **out, const oom_target_request *request, unsigned flag
     err = oom_gpus_to_json(out, list, &t);
 done:
     if (have_target)
-        oom_target_free(&t);
+        oom_target_dispose(&t);
     oom_catalog_free(catalog);
     oom_config_free(own_config);
     oom_gpu_list_free(list);

@@ -174,6 +174,7 @@ static void send_event(const oomi_launch *l, oom_job_event_kind kind, int sig, i
     if (!l->on_event)
         return;
     memset(&ev, 0, sizeof(ev));
+    ev.version = OOM_JOB_EVENT_VERSION;
     ev.kind = kind;
     ev.time = oomi_now_unix();
     ev.pid = l->pid;

@@ -46,6 +46,7 @@ static int add_preset(oom_preset **list, size_t *n, const char *file)
         return oomi_nomem();
     }
     *list = grown;
+    grown[*n].version = OOM_PRESET_VERSION;
     grown[*n].name = name;
     grown[*n].family = oomi_strdup(m->family);
     grown[*n].params = m->params;

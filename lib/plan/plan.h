@@ -26,14 +26,13 @@ double oomi_plan_tflops(const oom_gpu_profile *gpu, oom_precision p);
 /* Fills res->suggestions for a plan where nothing fits (w: a scratch clone; NULL for lines). */
 int oomi_plan_suggest(oom_plan_result *res, const oom_plan_request *r, oom_workload *w,
                       const oom_knobs *smallest);
-/* printf into a fixed note array (truncating) */
-void oomi_plan_note(char (*notes)[240], size_t *n, const char *fmt, ...) OOMI_PRINTF(3, 4);
+/* Appends a notice to res->notices: OOM_OK or OOM_ENOMEM (recorded). */
+int oomi_plan_note(oom_plan_result *res, const char *fmt, ...) OOMI_PRINTF(2, 3);
 /* a size as text, in a caller's 16-byte buffer */
 #define OOMI_SZ(buf, b) oom_format_size((buf), sizeof(buf), (b))
 /* Resolves options for a given GPU id (NULL: the options' own) and plans (plan_options.c). */
 int oomi_plan_options_run_gpu(oom_plan_result **out, const oom_plan_options *o, const char *gpu);
 /* the human report of a plan (plan_text.c) */
 int oomi_plan_text(char **out, const oom_plan_result *r);
-
 
 #endif

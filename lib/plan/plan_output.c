@@ -82,7 +82,7 @@ static json_object *choice_json(const oom_plan_result *r, const oom_plan_choice 
     put(o, "device_peak", size(c->estimate.device_peak));
     put(o, "fits", json_object_new_boolean(c->fits));
     put(o, "throughput", throughput_json(r, c));
-    if (c->why[0])
+    if (c->why)
         put(o, "why", str(c->why));
     return o;
 }
@@ -97,7 +97,7 @@ static json_object *budget_json(const oom_plan_result *r)
     put(o, "safety_margin_bytes", size(b->safety_margin_bytes));
     put(o, "usable_bytes", size(b->usable_bytes));
     if (r->found) {
-        uint64_t p = r->best.estimate.device_peak;
+        uint64_t p = r->best->estimate.device_peak;
         put(o, "utilisation", num(b->usable_bytes ? (double)p / (double)b->usable_bytes : 0));
         put(o, "headroom_bytes", size(b->usable_bytes - p));
     }
@@ -107,7 +107,7 @@ static json_object *budget_json(const oom_plan_result *r)
     return o;
 }
 
-static json_object *strings(const char (*s)[240], size_t n)
+static json_object *strings(char *const *s, size_t n)
 {
     json_object *a = json_object_new_array();
     size_t i;
@@ -150,8 +150,8 @@ static json_object *inference_json(const oom_plan_result *r)
     json_object *o;
     if (!r->inference || !r->found || !(o = json_object_new_object()))
         return NULL;
-    put(o, "max_batch", json_object_new_int64(r->best.knobs.batch));
-    put(o, "seq_len", json_object_new_int64(r->best.knobs.seq_len));
+    put(o, "max_batch", json_object_new_int64(r->best->knobs.batch));
+    put(o, "seq_len", json_object_new_int64(r->best->knobs.seq_len));
     put(o, "kv_cache_budget_bytes", size(r->kv_budget_bytes));
     put(o, "kv_bytes_per_token", num(r->kv_bytes_per_token));
     put(o, "kv_tokens",
@@ -169,21 +169,21 @@ static json_object *result_json(const oom_plan_result *r)
         json_object_put(root), json_object_put(alts);
         return NULL;
     }
-    put(root, "plan", r->found ? plan_json(&r->best) : NULL);
+    put(root, "plan", r->found ? plan_json(r->best) : NULL);
     put(root, "found", json_object_new_boolean(r->found));
     put(root, "estimate_precision",
-        r->found ? str(oom_precision_name(r->best.knobs.precision)) : NULL);
+        r->found ? str(oom_precision_name(r->best->knobs.precision)) : NULL);
     put(root, "model", str(r->model));
-    put(root, "memory", r->found ? oomi_estimate_memory_json(&r->best.estimate) : NULL);
-    put(root, "peak_phase", r->found ? str(oom_phase_name(r->best.estimate.peak_phase)) : NULL);
+    put(root, "memory", r->found ? oomi_estimate_memory_json(&r->best->estimate) : NULL);
+    put(root, "peak_phase", r->found ? str(oom_phase_name(r->best->estimate.peak_phase)) : NULL);
     put(root, "budget", budget_json(r));
-    put(root, "throughput", r->found ? throughput_json(r, &r->best) : NULL);
+    put(root, "throughput", r->found ? throughput_json(r, r->best) : NULL);
     for (i = 0; i < r->n_alternatives; i++)
-        json_object_array_add(alts, choice_json(r, &r->alternatives[i]));
+        json_object_array_add(alts, choice_json(r, r->alternatives[i]));
     put(root, "alternatives", alts);
     put(root, "inference", inference_json(r));
     extras_json(r, root);
-    put(root, "smallest", r->found ? NULL : choice_json(r, &r->smallest));
+    put(root, "smallest", r->found ? NULL : choice_json(r, r->smallest));
     if ((o = json_object_new_object())) {
         put(o, "candidates", json_object_new_int64(r->candidates));
         put(o, "nodes", json_object_new_int64(r->nodes));
@@ -208,9 +208,12 @@ static int finish(char **out, json_object *root, int flags)
 
 int oom_plan_to_json(char **out, const oom_plan_result *r)
 {
+    int err;
     if (!out || !r)
         return oomi_fail(OOM_EINVAL, "plan: missing argument");
     *out = NULL;
+    if ((err = oomi_check_version(r->version, OOM_PLAN_RESULT_VERSION, "oom_plan_result")))
+        return err;
     return finish(out, result_json(r), JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED);
 }
 
@@ -301,7 +304,7 @@ static json_object *deepspeed_json(const oom_plan_choice *c)
 
 static void format_torchrun(oomi_sb *sb, const oom_plan_result *r)
 {
-    const oom_knobs *k = &r->best.knobs;
+    const oom_knobs *k = &r->best->knobs;
     if (r->nodes > 1)
         oomi_sb_printf(sb,
                        "torchrun --nnodes=%ld --nproc_per_node=%ld --node_rank=$NODE_RANK "
@@ -311,7 +314,7 @@ static void format_torchrun(oomi_sb *sb, const oom_plan_result *r)
         oomi_sb_printf(sb, "torchrun --standalone --nnodes=1 --nproc_per_node=%ld",
                        k->gpus / (r->nodes > 0 ? r->nodes : 1));
     oomi_sb_puts(sb, " train.py ");
-    format_args(sb, &r->best, r->inference);
+    format_args(sb, r->best, r->inference);
 }
 
 int oom_plan_format(char **out, const oom_plan_result *r, const char *format)
@@ -321,6 +324,8 @@ int oom_plan_format(char **out, const oom_plan_result *r, const char *format)
     if (!out || !r || !format)
         return oomi_fail(OOM_EINVAL, "plan: missing argument");
     *out = NULL;
+    if ((err = oomi_check_version(r->version, OOM_PLAN_RESULT_VERSION, "oom_plan_result")))
+        return err;
     if (!strcmp(format, "json"))
         return oom_plan_to_json(out, r);
     if (!strcmp(format, "text"))
@@ -333,12 +338,12 @@ int oom_plan_format(char **out, const oom_plan_result *r, const char *format)
     if (!r->found)
         return oomi_fail(OOM_ENOFIT, "nothing fits: no %s output", format);
     if (!strcmp(format, "deepspeed"))
-        return finish(out, deepspeed_json(&r->best),
+        return finish(out, deepspeed_json(r->best),
                       JSON_C_TO_STRING_PRETTY | JSON_C_TO_STRING_SPACED);
     if (!strcmp(format, "env"))
-        format_env(&sb, &r->best);
+        format_env(&sb, r->best);
     else if (!strcmp(format, "args"))
-        format_args(&sb, &r->best, r->inference);
+        format_args(&sb, r->best, r->inference);
     else
         format_torchrun(&sb, r);
     if (strcmp(format, "env"))

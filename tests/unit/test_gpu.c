@@ -190,41 +190,41 @@ static void test_config(void **state)
 static void test_target_profile(void **state)
 {
     oom_catalog *c = NULL;
-    oom_target t;
-    oom_target_request req = {"a100_80gb", NULL, NULL, NULL};
+    oom_target t = OOM_TARGET_INIT;
+    oom_target_request req = {OOM_TARGET_REQUEST_VERSION, "a100_80gb", NULL, NULL, NULL};
     (void)state;
     assert_int_equal(oom_catalog_load(&c, NULL), OOM_OK);
     assert_int_equal(oom_target_resolve(&t, &req, c), OOM_OK);
     assert_int_equal(t.budget.target_bytes, 81920 * OOM_MiB);
     assert_int_equal(t.budget.usable_bytes, 80896 * OOM_MiB);
     assert_false(t.detected);
-    oom_target_free(&t);
+    oom_target_dispose(&t);
 
-    req = (oom_target_request){"rtx-4090", "20.5", "512", NULL};
+    req = (oom_target_request){OOM_TARGET_REQUEST_VERSION, "rtx-4090", "20.5", "512", NULL};
     assert_int_equal(oom_target_resolve(&t, &req, c), OOM_OK);
     assert_int_equal(t.budget.usable_bytes, 20 * OOM_GiB);
-    oom_target_free(&t);
+    oom_target_dispose(&t);
 
-    req = (oom_target_request){"rtx-4090", "banana", NULL, NULL};
+    req = (oom_target_request){OOM_TARGET_REQUEST_VERSION, "rtx-4090", "banana", NULL, NULL};
     assert_int_equal(oom_target_resolve(&t, &req, c), OOM_EINVAL);
     assert_non_null(strstr(oom_last_message(), "banana"));
-    req = (oom_target_request){"rtx-4090", "1", "2GiB", NULL};
+    req = (oom_target_request){OOM_TARGET_REQUEST_VERSION, "rtx-4090", "1", "2GiB", NULL};
     assert_int_equal(oom_target_resolve(&t, &req, c), OOM_EINVAL);
 
     /* env: OOMLESS_GPU wins over GPU_PROFILE, the argument over both */
     setenv("GPU_PROFILE", "a100_40gb", 1);
-    req = (oom_target_request){NULL, NULL, NULL, NULL};
+    req = (oom_target_request){OOM_TARGET_REQUEST_VERSION, NULL, NULL, NULL, NULL};
     assert_int_equal(oom_target_resolve(&t, &req, c), OOM_OK);
     assert_string_equal(t.profile.id, "a100-40gb");
-    oom_target_free(&t);
+    oom_target_dispose(&t);
     setenv("OOMLESS_GPU", "l4", 1);
     assert_int_equal(oom_target_resolve(&t, &req, c), OOM_OK);
     assert_string_equal(t.profile.id, "l4");
-    oom_target_free(&t);
+    oom_target_dispose(&t);
     req.gpu = "t4";
     assert_int_equal(oom_target_resolve(&t, &req, c), OOM_OK);
     assert_string_equal(t.profile.id, "t4");
-    oom_target_free(&t);
+    oom_target_dispose(&t);
     unsetenv("GPU_PROFILE");
     unsetenv("OOMLESS_GPU");
     oom_catalog_free(c);
@@ -377,8 +377,8 @@ static void test_nvml_variants(void **state)
 static void test_target_detected(void **state)
 {
     oom_catalog *c = NULL;
-    oom_target t;
-    oom_target_request req = {NULL, NULL, NULL, NULL};
+    oom_target t = OOM_TARGET_INIT;
+    oom_target_request req = {OOM_TARGET_REQUEST_VERSION, NULL, NULL, NULL, NULL};
     (void)state;
     assert_int_equal(oom_catalog_load(&c, NULL), OOM_OK);
     use_fake(NULL, two_gpus);
@@ -388,12 +388,12 @@ static void test_target_detected(void **state)
     assert_string_equal(t.profile.id, "rtx-4090"); /* the smallest, matched in the catalog */
     assert_true(t.profile.bf16_tflops > 100);
     assert_int_equal(t.budget.target_bytes, 25757220864ULL);
-    oom_target_free(&t);
+    oom_target_dispose(&t);
     req.gpu = "1";
     assert_int_equal(oom_target_resolve(&t, &req, c), OOM_OK);
     assert_string_equal(t.profile.id, "a100-80gb");
     assert_int_equal(t.gpu_count, 1);
-    oom_target_free(&t);
+    oom_target_dispose(&t);
     req.gpu = "5";
     assert_int_equal(oom_target_resolve(&t, &req, c), OOM_EINVAL);
     /* no NVML: fallback to the default profile, with the reason */
@@ -403,7 +403,7 @@ static void test_target_detected(void **state)
     assert_true(t.fallback);
     assert_string_equal(t.profile.id, OOM_DEFAULT_PROFILE);
     assert_non_null(strstr(t.reason, "NVML"));
-    oom_target_free(&t);
+    oom_target_dispose(&t);
     oom_catalog_free(c);
 }
 

@@ -35,7 +35,7 @@ static void write_text(const char *path, const char *mode, const char *text)
 
 static void test_bands(void **state)
 {
-    oom_budget b;
+    oom_budget b = OOM_BUDGET_INIT;
     (void)state;
     assert_int_equal(oom_budget_make(&b, 10 * OOM_GiB, OOM_GiB), OOM_OK); /* usable 9 GiB */
     /* no plan: safe up to 90% of usable (8.1 GiB), warning up to usable, critical above */
@@ -73,7 +73,7 @@ static void test_trend_linear(void **state)
 {
     double t[10];
     uint64_t v[10];
-    oom_trend tr;
+    oom_trend tr = OOM_TREND_INIT;
     size_t i;
     (void)state;
     for (i = 0; i < 10; i++) { /* 10 MiB/s from 1 GiB, one sample per second */
@@ -105,7 +105,7 @@ static void test_trend_not_growing(void **state)
 {
     double t[10];
     uint64_t flat[10], down[10], noisy[10], tiny[10];
-    oom_trend tr;
+    oom_trend tr = OOM_TREND_INIT;
     size_t i;
     (void)state;
     for (i = 0; i < 10; i++) {
@@ -155,14 +155,13 @@ static void test_csv_rows(void **state)
     oom_gpu_info g[2];
     oom_watch_gpu wg[2];
     oom_watch_process p[2];
-    oom_watch_snapshot s;
+    oom_watch_snapshot s = OOM_WATCH_SNAPSHOT_INIT;
     char *rows = NULL;
     (void)state;
 
     memset(g, 0, sizeof(g));
     memset(wg, 0, sizeof(wg));
     memset(p, 0, sizeof(p));
-    memset(&s, 0, sizeof(s));
     snprintf(g[0].name, sizeof(g[0].name), "NVIDIA A100, \"80GB\"");
     g[0].used_bytes = 1000;
     g[0].total_bytes = 5000;
@@ -172,15 +171,28 @@ static void test_csv_rows(void **state)
     snprintf(g[1].name, sizeof(g[1].name), "Tesla T4");
     g[1].lost = 1;
     g[1].used_bytes = 77; /* stale: must not be printed */
-    p[0] = (oom_watch_process){
-        .pid = 42, .used_bytes = 600, .local = 1, .batch_size = 16, .grad_accum = 4};
-    snprintf(p[0].command, sizeof(p[0].command), "python train.py --x=1,2");
-    snprintf(p[0].user, sizeof(p[0].user), "alice");
-    p[1] = (oom_watch_process){
-        .pid = 7, .used_bytes = OOM_UNKNOWN, .batch_size = -1, .grad_accum = -1};
-    wg[0] = (oom_watch_gpu){
-        .info = &g[0], .band = OOM_BAND_WARNING, .process_count = 2, .processes = p};
-    wg[1] = (oom_watch_gpu){.info = &g[1], .band = OOM_BAND_UNKNOWN};
+    p[0] = (oom_watch_process){.version = OOM_WATCH_PROCESS_VERSION,
+                               .pid = 42,
+                               .used_bytes = 600,
+                               .local = 1,
+                               .command = (char *)"python train.py --x=1,2",
+                               .user = (char *)"alice",
+                               .batch_size = 16,
+                               .grad_accum = 4};
+    p[1] = (oom_watch_process){.version = OOM_WATCH_PROCESS_VERSION,
+                               .pid = 7,
+                               .used_bytes = OOM_UNKNOWN,
+                               .command = (char *)"",
+                               .user = (char *)"",
+                               .batch_size = -1,
+                               .grad_accum = -1};
+    wg[0] = (oom_watch_gpu){.version = OOM_WATCH_GPU_VERSION,
+                            .info = &g[0],
+                            .band = OOM_BAND_WARNING,
+                            .process_count = 2,
+                            .processes = p};
+    wg[1] =
+        (oom_watch_gpu){.version = OOM_WATCH_GPU_VERSION, .info = &g[1], .band = OOM_BAND_UNKNOWN};
     s.time = 1700000000.25;
     s.gpu_count = 2;
     s.gpus = wg;
@@ -201,7 +213,7 @@ static void test_csv_rows(void **state)
 }
 
 /* Anyone sharing the GPU chooses their command line: a field a spreadsheet would run as a
- * formula is written as text, and no field is read past its array. */
+ * formula is written as text, and a long one comes out whole. */
 static void test_csv_injection(void **state)
 {
     static const char *const commands[] = {
@@ -213,31 +225,40 @@ static void test_csv_injection(void **state)
                                          ",\"'\rcalc\",",
                                          ",'\tx,",
                                          ",a=b,"};
-    oom_gpu_info g;
-    oom_watch_gpu wg;
+    oom_gpu_info g = OOM_GPU_INFO_INIT;
+    oom_watch_gpu wg = OOM_WATCH_GPU_INIT;
     oom_watch_process p[8];
-    oom_watch_snapshot s;
-    char *rows = NULL, full[320];
+    oom_watch_snapshot s = OOM_WATCH_SNAPSHOT_INIT;
+    char *rows = NULL, full[1100], longer[1001];
     size_t i;
     (void)state;
 
-    memset(&g, 0, sizeof(g));
     memset(p, 0, sizeof(p));
-    memset(&s, 0, sizeof(s));
     snprintf(g.name, sizeof(g.name), "=GPU");
-    for (i = 0; i < 7; i++) {
-        p[i] = (oom_watch_process){.pid = (uint32_t)i + 1,
+    for (i = 0; i < 7; i++)
+        p[i] = (oom_watch_process){.version = OOM_WATCH_PROCESS_VERSION,
+                                   .pid = (uint32_t)i + 1,
                                    .used_bytes = 1,
                                    .local = 1,
+                                   .command = (char *)commands[i],
+                                   .user = (char *)"-bob",
                                    .batch_size = -1,
                                    .grad_accum = -1};
-        snprintf(p[i].command, sizeof(p[i].command), "%s", commands[i]);
-        snprintf(p[i].user, sizeof(p[i].user), "-bob");
-    }
-    /* a command that fills its array with no NUL: exactly 256 bytes come out */
-    p[7] = (oom_watch_process){.pid = 8, .used_bytes = 1, .batch_size = -1, .grad_accum = -1};
-    memset(p[7].command, 'x', sizeof(p[7].command));
-    wg = (oom_watch_gpu){.info = &g, .band = OOM_BAND_SAFE, .process_count = 8, .processes = p};
+    /* a command far longer than the 256 bytes the field once held: all of it comes out */
+    memset(longer, 'x', sizeof(longer) - 1);
+    longer[sizeof(longer) - 1] = '\0';
+    p[7] = (oom_watch_process){.version = OOM_WATCH_PROCESS_VERSION,
+                               .pid = 8,
+                               .used_bytes = 1,
+                               .command = longer,
+                               .user = (char *)"",
+                               .batch_size = -1,
+                               .grad_accum = -1};
+    wg = (oom_watch_gpu){.version = OOM_WATCH_GPU_VERSION,
+                         .info = &g,
+                         .band = OOM_BAND_SAFE,
+                         .process_count = 8,
+                         .processes = p};
     s.time = 1.0;
     s.gpu_count = 1;
     s.gpus = &wg;
@@ -250,8 +271,8 @@ static void test_csv_injection(void **state)
         if (!strstr(rows, row))
             fail_msg("row not found: %s\nin:\n%s", row, rows);
     }
-    /* the unterminated command: its 256 bytes, then the next column */
-    snprintf(full, sizeof(full), "1.000,process,0,'=GPU,8,%.256s,,1,,,,,,,\n", p[7].command);
+    /* the long command: its 1000 bytes, then the next column */
+    snprintf(full, sizeof(full), "1.000,process,0,'=GPU,8,%s,,1,,,,,,,\n", longer);
     assert_non_null(strstr(rows, full));
     oom_free(rows);
 }
@@ -260,7 +281,7 @@ static void test_csv_injection(void **state)
 
 static void test_event_parse(void **state)
 {
-    oom_run_event e;
+    oom_run_event e = OOM_RUN_EVENT_INIT;
     const char *line = "{\"time\": 1700000000.5, \"event\": \"oom\", \"pid\": 123, \"attempt\": 2, "
                        "\"batch\": 32, \"grad_accum\": 4, \"peak_bytes\": 85899345920, "
                        "\"exit_code\": null}\n";
@@ -304,6 +325,21 @@ static void test_event_parse(void **state)
     line = "{\"time\": 5, \"event\": \"oom\"} x";
     assert_int_equal(oom_run_event_parse(&e, line, strlen(line)), OOM_EPARSE);
     assert_non_null(strstr(oom_last_message(), "event line"));
+    /* an event name far longer than the 16 bytes the field once held comes back whole */
+    line = "{\"time\": 9, \"event\": \"checkpoint-written-to-shared-storage\"}";
+    assert_int_equal(oom_run_event_parse(&e, line, strlen(line)), OOM_OK);
+    assert_string_equal(e.name, "checkpoint-written-to-shared-storage");
+    oom_run_event_dispose(&e);
+    assert_null(e.name);
+    oom_run_event_dispose(&e); /* twice is fine */
+    oom_run_event_dispose(NULL);
+    /* an event of a version this library does not know */
+    e.version = 0;
+    assert_int_equal(oom_run_event_parse(&e, line, strlen(line)), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), "oom_run_event: version 0"));
+    e.version = 999;
+    assert_int_equal(oom_run_event_parse(&e, line, strlen(line)), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), "oom_run_event: version 999"));
 }
 
 static void test_event_log(void **state)
@@ -580,7 +616,7 @@ static void test_monitor(void **state)
     oom_gpu_session *session = NULL;
     oom_monitor *m = NULL;
     const oom_watch_snapshot *s;
-    oom_budget tight;
+    oom_budget tight = OOM_BUDGET_INIT;
     pid_t job;
     (void)state;
 
@@ -640,12 +676,12 @@ static void test_monitor(void **state)
     unlink(spec);
 }
 
-/* A command line longer than oom_watch_process.command: cut at a character boundary, marked,
- * and written to CSV as text even though it starts with '=' */
+/* A command line longer than the 256 bytes oom_watch_process.command once held comes back whole,
+ * and is written to CSV as text even though it starts with '=' */
 static void test_long_command(void **state)
 {
     const char *lib = getenv("FAKE_NVML_LIB");
-    char spec[1024], procdir[1024], file[1100], text[2048], argv0[512], expect[300], field[320];
+    char spec[1024], procdir[1024], file[1100], text[2048], argv0[512], expect[520], field[600];
     oom_gpu_session *session = NULL;
     oom_monitor *m = NULL;
     const oom_watch_snapshot *s;
@@ -675,8 +711,9 @@ static void test_long_command(void **state)
     assert_int_equal(oom_monitor_sample(m), OOM_OK);
     s = oom_monitor_snapshot(m);
     assert_int_equal(s->gpus[0].process_count, 1);
-    /* 5 + 123 whole characters (251 bytes), then the marker */
-    snprintf(expect, sizeof(expect), "%.251s...", argv0);
+    /* the whole line, 405 + 3 bytes: nothing cut, no marker */
+    snprintf(expect, sizeof(expect), "%s 60", argv0);
+    assert_int_equal(strlen(expect), 408);
     assert_string_equal(s->gpus[0].processes[0].command, expect);
     assert_int_equal(oom_watch_to_csv(&rows, s), OOM_OK);
     snprintf(field, sizeof(field), ",'%s,", expect);

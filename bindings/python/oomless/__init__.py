@@ -140,7 +140,7 @@ def workload_options():
     """The workload options as (name, metavar, help): the CLI's --NAME, or NAME with '_' here."""
     count = ctypes.c_size_t()
     table = _n.oom_workload_options(ctypes.byref(count))
-    return [(table[i].name.decode(), table[i].metavar.decode(), table[i].help.decode())
+    return [(table[i][0].name.decode(), table[i][0].metavar.decode(), table[i][0].help.decode())
             for i in range(count.value)]
 
 
@@ -226,7 +226,7 @@ def plan_options():
     """The plan-only options as (name, metavar, help), besides the workload options."""
     count = ctypes.c_size_t()
     table = _n.oom_plan_option_table(ctypes.byref(count))
-    return [(table[i].name.decode(), table[i].metavar.decode(), table[i].help.decode())
+    return [(table[i][0].name.decode(), table[i][0].metavar.decode(), table[i][0].help.decode())
             for i in range(count.value)]
 
 
