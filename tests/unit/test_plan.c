@@ -14,51 +14,19 @@
 
 #include "oomless.h"
 
-static const oom_gpu_profile GPU_ADA = {OOM_GPU_PROFILE_VERSION,
-                                        "test-ada",
-                                        "Test Ada 24GB",
-                                        "nvidia",
-                                        "",
-                                        24 * OOM_GiB,
-                                        1000,
-                                        165,
-                                        165,
-                                        82,
-                                        8,
-                                        9,
-                                        1,
-                                        1,
-                                        0};
-static const oom_gpu_profile GPU_A100 = {OOM_GPU_PROFILE_VERSION,
-                                         "test-a100",
-                                         "Test A100 80GB",
-                                         "nvidia",
-                                         "",
-                                         80 * OOM_GiB,
-                                         2039,
-                                         312,
-                                         312,
-                                         19.5,
-                                         8,
-                                         0,
-                                         1,
-                                         1,
-                                         0};
-static const oom_gpu_profile GPU_TURING = {OOM_GPU_PROFILE_VERSION,
-                                           "test-turing",
-                                           "Test Turing 16GB",
-                                           "nvidia",
-                                           "",
-                                           16 * OOM_GiB,
-                                           320,
-                                           0,
-                                           65,
-                                           8.1,
-                                           7,
-                                           5,
-                                           1,
-                                           1,
-                                           0};
+/* a profile of the catalog's shape: memory, bandwidth, TFLOP/s bf16 fp16 fp32, compute capability
+ */
+#define PROFILE(id, name, mem, bw, bf16, fp16, fp32, major, minor)                                 \
+    {                                                                                              \
+        OOM_GPU_PROFILE_VERSION, id, name, "nvidia", "", mem, bw, bf16, fp16, fp32, major, minor,  \
+            1, 1, 0                                                                                \
+    }
+static const oom_gpu_profile GPU_ADA =
+    PROFILE("test-ada", "Test Ada 24GB", 24 * OOM_GiB, 1000, 165, 165, 82, 8, 9);
+static const oom_gpu_profile GPU_A100 =
+    PROFILE("test-a100", "Test A100 80GB", 80 * OOM_GiB, 2039, 312, 312, 19.5, 8, 0);
+static const oom_gpu_profile GPU_TURING =
+    PROFILE("test-turing", "Test Turing 16GB", 16 * OOM_GiB, 320, 0, 65, 8.1, 7, 5);
 
 static oom_workload *make(const oom_gpu_profile *gpu, const char *const *kv)
 {
@@ -577,6 +545,106 @@ static void test_allocation_failures(void **state)
     assert_true(n > 10);
 }
 
+/* Notes longer than the fixed arrays the result once had (240 bytes a notice, 200 a suggestion
+ * or a why, 64 a GPU id) come back whole, as owned strings the result frees. */
+static void test_whole_strings(void **state)
+{
+    char id[301];
+    oom_gpu_profile gpu = GPU_TURING; /* no bf16: the plan says so, naming the GPU */
+    oom_workload *w;
+    oom_plan_request r;
+    oom_plan_result *res;
+    size_t i, found = 0;
+    (void)state;
+    memset(id, 'g', sizeof(id) - 1);
+    id[sizeof(id) - 1] = '\0';
+    gpu.id = id;
+    w = W(&gpu, "model", "llama-3.1-8b", "method", "lora", "seq", "512");
+    r = request(w, &gpu, 80);
+    res = plan_ok(&r);
+    assert_string_equal(res->gpu_id, id);
+    for (i = 0; i < res->n_notices; i++)
+        if (strstr(res->notices[i], id) && strstr(res->notices[i], "no bf16 tensor cores")) {
+            assert_true(strlen(res->notices[i]) > 240);
+            found++;
+        }
+    assert_int_equal(found, 1);
+    assert_true(res->n_alternatives > 0);
+    for (i = 0; i < res->n_alternatives; i++)
+        assert_non_null(res->alternatives[i]->why);
+    oom_plan_result_dispose(res);
+    assert_null(res->best);
+    assert_null(res->notices);
+    assert_int_equal(res->n_notices, 0);
+    oom_plan_result_dispose(res); /* twice is fine */
+    oom_plan_result_dispose(NULL);
+    oom_plan_choice_dispose(NULL);
+    oom_plan_free(res);
+    oom_workload_free(w);
+}
+
+/* A struct of version 0 (not initialised) or of a version newer than the library is refused
+ * with OOM_EINVAL and a message naming the struct and the version; _init sets the version. */
+static void test_struct_versions(void **state)
+{
+    oom_workload *w = W(&GPU_A100, "model", "llama-3.1-8b", "method", "lora");
+    oom_plan_request r = request(w, &GPU_A100, 80);
+    oom_plan_result *res = NULL;
+    oom_measured_line line = OOM_MEASURED_LINE_INIT;
+    oom_budget b;
+    char *json = NULL;
+    (void)state;
+
+    r.version = 0;
+    assert_int_equal(oom_plan_run(&res, &r), OOM_EINVAL);
+    assert_null(res);
+    assert_non_null(strstr(oom_last_message(), "oom_plan_request: version 0"));
+    r.version = 999;
+    assert_int_equal(oom_plan_run(&res, &r), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), "oom_plan_request: version 999"));
+    r.version = OOM_PLAN_REQUEST_VERSION;
+    r.workload = NULL;
+    r.line = &line;
+    line.fixed_bytes = OOM_GiB;
+    line.version = 999;
+    assert_int_equal(oom_plan_run(&res, &r), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), "oom_measured_line: version 999"));
+    r.line = NULL;
+    r.workload = w;
+    res = plan_ok(&r);
+    res->version = 999; /* as a result from a newer library would say */
+    assert_int_equal(oom_plan_to_json(&json, res), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), "oom_plan_result: version 999"));
+    res->version = OOM_PLAN_RESULT_VERSION;
+    assert_int_equal(oom_plan_to_json(&json, res), OOM_OK);
+    oom_free(json);
+    oom_plan_free(res);
+
+    /* _init: known versions only; zero-fills and sets the version */
+    assert_int_equal(oom_budget_init(&b, 0), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), "oom_budget: version 0"));
+    assert_int_equal(oom_budget_init(&b, 999), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), "oom_budget: version 999"));
+    b.usable_bytes = 5;
+    assert_int_equal(oom_budget_init(&b, OOM_BUDGET_VERSION), OOM_OK);
+    assert_int_equal(b.version, OOM_BUDGET_VERSION);
+    assert_int_equal(b.usable_bytes, 0);
+    b.version = 0;
+    assert_int_equal(oom_budget_make(&b, 2 * OOM_GiB, OOM_GiB), OOM_EINVAL);
+    assert_int_equal(oom_plan_request_init(&r, 999), OOM_EINVAL);
+    assert_int_equal(oom_plan_request_init(&r, OOM_PLAN_REQUEST_VERSION), OOM_OK);
+    assert_int_equal(r.allow, OOM_ALLOW_DEFAULT);
+    assert_int_equal(r.nodes, 1);
+    assert_int_equal(r.budget.version, OOM_BUDGET_VERSION);
+
+    /* the sizes bindings check their declarations against */
+    assert_int_equal(oom_struct_size("oom_plan_result"), sizeof(oom_plan_result));
+    assert_int_equal(oom_struct_size("oom_plan_request"), sizeof(oom_plan_request));
+    assert_int_equal(oom_struct_size("oom_no_such_struct"), 0);
+    assert_int_equal(oom_struct_size(NULL), 0);
+    oom_workload_free(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -594,6 +662,8 @@ int main(void)
         cmocka_unit_test(test_json_and_formats),
         cmocka_unit_test(test_options),
         cmocka_unit_test(test_allocation_failures),
+        cmocka_unit_test(test_whole_strings),
+        cmocka_unit_test(test_struct_versions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
