@@ -20,7 +20,36 @@
  *  - The library never prints and never exits. It is safe to use from several threads as long as
  *    each object is used by one thread at a time.
  *
- * Since: 0.1.0 unless marked otherwise.
+ * Versioned structs. Every public struct has `unsigned int version` as its first member, a
+ * `#define OOM_<NAME>_VERSION`, an initializer `OOM_<NAME>_INIT` and `oom_<name>_init(s, version)`
+ * (zero-fills, sets the version; OOM_EINVAL for a version this library does not know):
+ *
+ *     oom_target target = OOM_TARGET_INIT;            // or oom_target_init(&t, OOM_TARGET_VERSION)
+ *     oom_target_request request = OOM_TARGET_REQUEST_INIT;
+ *     request.gpu = "a100-80gb";
+ *     if (oom_target_resolve(&target, &request, catalog) == OOM_OK) { ... }
+ *     oom_target_dispose(&target);
+ *
+ * A function given a struct (in or out) checks its version: 0 (not initialised) or a version newer
+ * than the library's is OOM_EINVAL, with a message naming the struct and the version. A struct
+ * held inside another (a budget in a request) takes its layout from the outer one. The _INIT
+ * macros use designated initializers (C99, C++20); elsewhere use the _init functions.
+ *
+ * Owned results. Nothing the library returns is cut short: strings whose length has no documented
+ * external bound are `char *` and lists are a pointer and a count, owned by the result; a list of
+ * structs is a list of pointers, so that each struct can grow behind its own version. A result
+ * that owns memory has `oom_<name>_dispose()` (NULL is fine; frees what it owns and leaves it safe
+ * to dispose again); results allocated by the library have a _free that disposes and frees. The
+ * few fixed-size arrays left are bounded by NVML and cite its nvml.h constant.
+ *
+ * ABI. Within a major version (OOMLESS_VERSION_MAJOR; the shared library is liboomless.so.MAJOR)
+ * functions are never removed and never change their parameters or meaning; a struct only grows
+ * at its end, behind a new OOM_<NAME>_VERSION (a library knows every older version of its
+ * structs); enum values and error codes are never renumbered; and only oom_* symbols are exported.
+ * A program checks at start that oom_version_number() / 10000 equals the OOMLESS_VERSION_MAJOR it
+ * was compiled with (the oomless tool and the Python package do: they refuse another major).
+ *
+ * Since: 0.1.0 unless marked otherwise; 1.0.0 is the first version with this ABI promise.
  */
 #ifndef OOMLESS_H
 #define OOMLESS_H
@@ -39,12 +68,22 @@ extern "C" {
 #define OOM_EXPORT
 #endif
 
-#define OOMLESS_VERSION_MAJOR 0
-#define OOMLESS_VERSION_MINOR 1
+#define OOMLESS_VERSION_MAJOR 1
+#define OOMLESS_VERSION_MINOR 0
 #define OOMLESS_VERSION_PATCH 0
+/** The version of this header as one number: MAJOR * 10000 + MINOR * 100 + PATCH. */
+#define OOMLESS_VERSION_NUMBER                                                                     \
+    (OOMLESS_VERSION_MAJOR * 10000 + OOMLESS_VERSION_MINOR * 100 + OOMLESS_VERSION_PATCH)
 
 /** The library's version as "MAJOR.MINOR.PATCH". */
 OOM_EXPORT const char *oom_version(void);
+
+/**
+ * The library's version as one number, MAJOR * 10000 + MINOR * 100 + PATCH (10000 for 1.0.0).
+ * A program compares its major, oom_version_number() / 10000, with the OOMLESS_VERSION_MAJOR it
+ * was compiled with and refuses a library of another major (see "ABI" above). Since: 1.0.0.
+ */
+OOM_EXPORT unsigned oom_version_number(void);
 
 /**
  * The size in bytes of the public struct named `name` ("oom_plan_result") as this library was

@@ -15,12 +15,12 @@ def _candidates():
     if env:
         yield env
         return
-    for name in ("liboomless.so", "liboomless.so.0"):
+    for name in ("liboomless.so", "liboomless.so.1"):
         yield os.path.join(_HERE, name)
     root = os.path.dirname(os.path.dirname(os.path.dirname(_HERE)))
     yield os.path.join(root, "build", "liboomless.so")
     # an installed tree: <prefix>/lib/oomless/python/oomless -> <prefix>/lib/liboomless.so
-    yield os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(_HERE))), "liboomless.so.0")
+    yield os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(_HERE))), "liboomless.so.1")
     found = ctypes.util.find_library("oomless")
     if found:
         yield found
@@ -39,7 +39,34 @@ def _load():
     raise ImportError("oomless: cannot load liboomless (set OOMLESS_LIBRARY): " + "; ".join(errors))
 
 
-lib = _load()
+# The major version of liboomless these declarations were written for: another major may have
+# changed any struct or function (the ABI promise of oomless.h holds within one major version).
+MAJOR = 1
+
+
+def _check_version(library):
+    """ImportError unless `library` is of major version MAJOR (before anything else is declared:
+    a library of another major may lack the functions)."""
+    try:
+        number = library.oom_version_number
+    except AttributeError:
+        number = None
+    if number is None:
+        raise ImportError("oomless: the liboomless found is older than 1.0.0 (it has no "
+                          "oom_version_number); this package needs major version %d" % MAJOR)
+    number.restype = ctypes.c_uint
+    number.argtypes = []
+    found = number()
+    library.oom_version.restype = ctypes.c_char_p
+    if found // 10000 != MAJOR:
+        raise ImportError("oomless: the liboomless found is version %s (%d.%d.%d); this package "
+                          "was written for major version %d (set OOMLESS_LIBRARY to a liboomless "
+                          "%d.x)" % (library.oom_version().decode(), found // 10000,
+                                     found // 100 % 100, found % 100, MAJOR, MAJOR))
+    return library
+
+
+lib = _check_version(_load())
 
 c_char_p = ctypes.c_char_p
 c_int = ctypes.c_int
