@@ -55,7 +55,7 @@ static void usage(FILE *out)
 
 static int list_models(bool json)
 {
-    oom_preset *p = NULL;
+    oom_preset **p = NULL;
     size_t n = 0, i;
     char *text = NULL;
     int err, rc;
@@ -69,7 +69,8 @@ static int list_models(bool json)
     if ((err = oom_model_presets(&p, &n)))
         return cli_fail(CMD, err);
     for (i = 0; i < n; i++) {
-        printf("%-16s %-12s %8.2f B params\n", p[i].name, p[i].family, (double)p[i].params / 1e9);
+        printf("%-16s %-12s %8.2f B params\n", p[i]->name, p[i]->family,
+               (double)p[i]->params / 1e9);
     }
     oom_model_presets_free(p, n);
     return EXIT_OK;

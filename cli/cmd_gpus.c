@@ -57,7 +57,7 @@ static void print_list(const oom_gpu_list *list, const oom_target *t)
         printf("%s\n", list->driver_version[0] ? ")" : "");
     }
     for (i = 0; list && i < list->count; i++) {
-        const oom_gpu_info *g = &list->gpus[i];
+        const oom_gpu_info *g = list->gpus[i];
         if (g->lost) {
             printf("  GPU %d: (lost: the device stopped answering)\n", g->index);
             continue;

@@ -248,7 +248,7 @@ static int gpu_name(char *out, size_t size)
         list->count == 0)
         err = OOM_ENODEV;
     if (!err)
-        snprintf(out, size, "%s", list->gpus[0].name);
+        snprintf(out, size, "%s", list->gpus[0]->name);
     oom_gpu_list_free(list);
     oom_gpu_close(s);
     return err;

@@ -347,9 +347,9 @@ typedef struct oom_gpu_info {
     unsigned utilization_mem; /**< percent */
     int has_temperature;
     unsigned temperature_c;
-    int lost;             /**< 1 when the device stopped answering (fields are stale) */
-    size_t process_count; /**< entries in processes (only when asked for) */
-    oom_gpu_process *processes;
+    int lost;                    /**< 1 when the device stopped answering (fields are stale) */
+    size_t process_count;        /**< entries in processes (only when asked for) */
+    oom_gpu_process **processes; /**< owned by the list */
 } oom_gpu_info;
 
 #define OOM_GPU_INFO_VERSION 1
@@ -364,7 +364,7 @@ OOM_EXPORT int oom_gpu_info_init(oom_gpu_info *s, unsigned int version);
 typedef struct oom_gpu_list {
     unsigned int version; /**< OOM_GPU_LIST_VERSION */
     size_t count;
-    oom_gpu_info *gpus;
+    oom_gpu_info **gpus;     /**< owned by the list */
     char driver_version[80]; /**< "" when unknown; NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE (80) */
     char nvml_version[80];   /**< "" when unknown; NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE (80) */
     int cuda_driver_version; /**< e.g. 12040; 0 when unknown */
@@ -583,7 +583,7 @@ typedef struct oom_watch_gpu {
     oom_band band;
     oom_trend trend; /**< of the GPU's used memory; ETA against budget.usable_bytes */
     size_t process_count;
-    oom_watch_process *processes;
+    oom_watch_process **processes;
 } oom_watch_gpu;
 
 #define OOM_WATCH_GPU_VERSION 1
@@ -599,7 +599,7 @@ typedef struct oom_watch_snapshot {
     unsigned int version; /**< OOM_WATCH_SNAPSHOT_VERSION */
     double time;          /**< Unix seconds */
     size_t gpu_count;
-    oom_watch_gpu *gpus;
+    oom_watch_gpu **gpus;
     const oom_gpu_list *list;
     uint64_t plan_peak_bytes; /**< OOM_UNKNOWN when no plan was given */
     size_t foreign_pids;      /**< processes whose PID does not exist here (PID namespace) */
@@ -963,11 +963,12 @@ typedef struct oom_preset {
 OOM_EXPORT int oom_preset_init(oom_preset *s, unsigned int version);
 
 /**
- * Lists the presets, sorted by name, into an array to release with oom_model_presets_free().
- * OOM_EIO when the models folder cannot be read, OOM_EPARSE/OOM_EUNSUPPORTED for a bad preset.
+ * Lists the presets, sorted by name, as `*count` pointers to release with
+ * oom_model_presets_free(). OOM_EIO when the models folder cannot be read,
+ * OOM_EPARSE/OOM_EUNSUPPORTED for a bad preset.
  */
-OOM_EXPORT int oom_model_presets(oom_preset **out, size_t *count);
-OOM_EXPORT void oom_model_presets_free(oom_preset *presets, size_t count);
+OOM_EXPORT int oom_model_presets(oom_preset ***out, size_t *count);
+OOM_EXPORT void oom_model_presets_free(oom_preset **presets, size_t count);
 /** The presets as a JSON array of {"name", "family", "params"}; release with oom_free(). */
 OOM_EXPORT int oom_model_presets_json(char **out);
 

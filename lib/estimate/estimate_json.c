@@ -170,7 +170,7 @@ int oom_estimate_to_json_budget(char **out, const oom_workload *w, const oom_est
 
 int oom_model_presets_json(char **out)
 {
-    oom_preset *p = NULL;
+    oom_preset **p = NULL;
     size_t n = 0, i;
     json_object *arr;
     const char *text;
@@ -187,9 +187,9 @@ int oom_model_presets_json(char **out)
         json_object *o = json_object_new_object();
         if (!o)
             break;
-        put(o, "name", json_object_new_string(p[i].name));
-        put(o, "family", json_object_new_string(p[i].family));
-        put(o, "params", size(p[i].params));
+        put(o, "name", json_object_new_string(p[i]->name));
+        put(o, "family", json_object_new_string(p[i]->family));
+        put(o, "params", size(p[i]->params));
         json_object_array_add(arr, o);
     }
     text =

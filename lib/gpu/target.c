@@ -59,11 +59,11 @@ static int resolve_detected(oom_target *t, const char *want_index, const oom_cat
     if ((err = oom_gpu_open(&s)) || (err = oom_gpu_sample(&list, s, 0)))
         goto done;
     for (i = 0; i < list->count; i++) {
-        if (list->gpus[i].lost)
+        if (list->gpus[i]->lost)
             continue;
-        if (alive && list->gpus[i].total_bytes != list->gpus[pick].total_bytes)
+        if (alive && list->gpus[i]->total_bytes != list->gpus[pick]->total_bytes)
             t->mixed = 1;
-        if (!alive++ || list->gpus[i].total_bytes < list->gpus[pick].total_bytes)
+        if (!alive++ || list->gpus[i]->total_bytes < list->gpus[pick]->total_bytes)
             pick = i;
     }
     if (!alive) {
@@ -73,7 +73,7 @@ static int resolve_detected(oom_target *t, const char *want_index, const oom_cat
     }
     if (want_index) {
         long idx = strtol(want_index, NULL, 10);
-        if (idx >= (long)list->count || list->gpus[idx].lost) {
+        if (idx >= (long)list->count || list->gpus[idx]->lost) {
             err = oomi_fail(OOM_EINVAL, "GPU index '%s' is not visible (%zu GPU%s found)",
                             want_index, list->count, list->count == 1 ? "" : "s");
             goto done;
@@ -83,7 +83,7 @@ static int resolve_detected(oom_target *t, const char *want_index, const oom_cat
     }
     t->gpu_count = want_index ? 1 : (int)alive;
     t->detected = 1;
-    err = profile_for_device(&t->profile, &list->gpus[pick], c);
+    err = profile_for_device(&t->profile, list->gpus[pick], c);
 done:
     oom_gpu_list_free(list);
     oom_gpu_close(s);
@@ -228,16 +228,16 @@ int oom_gpus_to_json(char **out, const oom_gpu_list *list, const oom_target *t)
     }
     err |= add(root, "gpus", arr);
     for (i = 0; list && i < list->count; i++) {
-        json_object *g = gpu_json(&list->gpus[i]);
+        json_object *g = gpu_json(list->gpus[i]);
         if (!g || json_object_array_add(arr, g)) {
             json_object_put(g);
             return finish(out, root, OOM_ENOMEM);
         }
-        if (!list->gpus[i].lost) { /* a lost GPU's sizes are unknown: not compared */
-            total += list->gpus[i].total_bytes;
+        if (!list->gpus[i]->lost) { /* a lost GPU's sizes are unknown: not compared */
+            total += list->gpus[i]->total_bytes;
             if (!alive++)
-                first = list->gpus[i].total_bytes;
-            else if (list->gpus[i].total_bytes != first)
+                first = list->gpus[i]->total_bytes;
+            else if (list->gpus[i]->total_bytes != first)
                 mixed = 1;
         }
     }

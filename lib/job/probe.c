@@ -282,7 +282,7 @@ static int open_gpu(struct probe_ctx *c)
     }
     c->r->peaks_measured = 1;
     if (oom_gpu_sample(&list, c->gpu, 0) == OOM_OK && list->count > 0)
-        oomi_snprintf(c->r->gpu_name, sizeof(c->r->gpu_name), "%s", list->gpus[0].name);
+        oomi_snprintf(c->r->gpu_name, sizeof(c->r->gpu_name), "%s", list->gpus[0]->name);
     oom_gpu_list_free(list);
     return OOM_OK;
 }

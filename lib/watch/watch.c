@@ -324,9 +324,15 @@ int oom_monitor_create(oom_monitor **out, oom_gpu_session *session)
 
 static void snapshot_clear(oom_monitor *m)
 {
-    size_t i;
-    for (i = 0; i < m->snap.gpu_count; i++)
-        oomi_free(m->snap.gpus[i].processes);
+    size_t i, j;
+    for (i = 0; m->snap.gpus && i < m->snap.gpu_count; i++) {
+        oom_watch_gpu *wg = m->snap.gpus[i];
+        for (j = 0; wg && j < wg->process_count; j++)
+            oomi_free(wg->processes[j]);
+        if (wg)
+            oomi_free(wg->processes);
+        oomi_free(wg);
+    }
     oomi_free(m->snap.gpus);
     oom_gpu_list_free((oom_gpu_list *)m->snap.list);
     memset(&m->snap, 0, sizeof(m->snap));
@@ -441,7 +447,8 @@ static void gpu_budget(oom_monitor *m, struct gpu_state *st, const oom_gpu_info 
 
 static int by_memory(const void *a, const void *b)
 {
-    const oom_watch_process *x = a, *y = b;
+    const oom_watch_process *x = *(oom_watch_process *const *)a;
+    const oom_watch_process *y = *(oom_watch_process *const *)b;
     uint64_t ux = x->used_bytes == OOM_UNKNOWN ? 0 : x->used_bytes;
     uint64_t uy = y->used_bytes == OOM_UNKNOWN ? 0 : y->used_bytes;
     if (ux != uy)
@@ -461,7 +468,7 @@ static int fill_processes(oom_monitor *m, oom_watch_gpu *wg, oom_gpu_info *g, do
     if (!(wg->processes = oomi_calloc(g->process_count, sizeof(*wg->processes))))
         return oomi_nomem();
     for (i = 0; i < g->process_count; i++) {
-        const oom_gpu_process *gp = &g->processes[i];
+        const oom_gpu_process *gp = g->processes[i];
         struct proc_state *ps = proc_find(m, gp->pid, g->nvml_index);
         if (!ps)
             return oomi_nomem();
@@ -480,7 +487,9 @@ static int fill_processes(oom_monitor *m, oom_watch_gpu *wg, oom_gpu_info *g, do
         }
         /* a copy whose strings stay the process cache's: a snapshot lives until the next sample,
          * which clears it before the cache is refreshed or swept */
-        wg->processes[wg->process_count++] = ps->info;
+        if (!(wg->processes[wg->process_count] = oomi_malloc(sizeof(ps->info))))
+            return oomi_nomem();
+        *wg->processes[wg->process_count++] = ps->info;
         if (!ps->info.local)
             m->snap.foreign_pids++;
     }
@@ -540,8 +549,12 @@ int oom_monitor_sample(oom_monitor *m)
         goto done;
     }
     for (i = 0; i < list->count; i++) {
+        if (!(m->snap.gpus[i] = oomi_calloc(1, sizeof(*m->snap.gpus[i])))) {
+            err = oomi_nomem();
+            goto done;
+        }
         m->snap.gpu_count++;
-        if ((err = fill_gpu(m, &m->snap.gpus[i], &list->gpus[i], mono)))
+        if ((err = fill_gpu(m, m->snap.gpus[i], list->gpus[i], mono)))
             goto done;
     }
     proc_sweep(m);
@@ -653,7 +666,7 @@ static json_object *gpu_json(const oom_watch_gpu *wg)
     e |= gpu_budget_trend_json(o, wg);
     e |= add(o, "processes", arr);
     for (i = 0; !e && i < wg->process_count; i++) {
-        json_object *p = process_json(&wg->processes[i]);
+        json_object *p = process_json(wg->processes[i]);
         if (!p || json_object_array_add(arr, p)) {
             json_object_put(p);
             e = 1;
@@ -691,7 +704,7 @@ int oom_watch_to_json(char **out, const oom_watch_snapshot *s, int pretty)
     e |= add(root, "foreign_pids", json_object_new_int64((int64_t)s->foreign_pids));
     e |= add(root, "gpus", arr);
     for (i = 0; !e && i < s->gpu_count; i++) {
-        json_object *g = gpu_json(&s->gpus[i]);
+        json_object *g = gpu_json(s->gpus[i]);
         if (!g || json_object_array_add(arr, g)) {
             json_object_put(g);
             e = 1;
@@ -798,9 +811,9 @@ int oom_watch_to_csv(char **out, const oom_watch_snapshot *s)
     *out = NULL;
     oomi_snprintf(ts, sizeof(ts), "%.3f", s->time);
     for (i = 0; i < s->gpu_count; i++) {
-        csv_gpu(&sb, ts, &s->gpus[i]);
-        for (j = 0; j < s->gpus[i].process_count; j++)
-            csv_process(&sb, ts, &s->gpus[i], &s->gpus[i].processes[j]);
+        csv_gpu(&sb, ts, s->gpus[i]);
+        for (j = 0; j < s->gpus[i]->process_count; j++)
+            csv_process(&sb, ts, s->gpus[i], s->gpus[i]->processes[j]);
     }
     if ((err = oomi_sb_ok(&sb))) {
         oomi_sb_free(&sb);

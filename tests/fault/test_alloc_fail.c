@@ -324,8 +324,8 @@ static int path_sample(char **out)
     if ((err = oom_gpu_open(&s)) || (err = oom_gpu_sample(&list, s, OOM_SAMPLE_PROCESSES)))
         goto done;
     snprintf(buf, sizeof(buf), "%zu gpus, %zu+%zu processes, pid %u", list->count,
-             list->gpus[0].process_count, list->gpus[1].process_count,
-             list->gpus[1].processes[0].pid);
+             list->gpus[0]->process_count, list->gpus[1]->process_count,
+             list->gpus[1]->processes[0]->pid);
     *out = copy(buf);
 done:
     oom_gpu_list_free(list);
@@ -381,7 +381,7 @@ static int path_estimate_t5(char **out)
 
 static int path_presets(char **out)
 {
-    oom_preset *p = NULL;
+    oom_preset **p = NULL;
     size_t n = 0;
     char *json = NULL;
     int err;

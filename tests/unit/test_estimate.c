@@ -450,14 +450,14 @@ static void test_json(void **state)
 
 static void test_presets_and_options(void **state)
 {
-    oom_preset *p = NULL;
+    oom_preset **p = NULL;
     size_t n = 0, i, nopt;
     const oom_option *const *o = oom_workload_options(&nopt);
     (void)state;
     assert_int_equal(oom_model_presets(&p, &n), OOM_OK);
     assert_true(n >= 30);
     for (i = 1; i < n; i++)
-        assert_true(strcmp(p[i - 1].name, p[i].name) < 0);
+        assert_true(strcmp(p[i - 1]->name, p[i]->name) < 0);
     oom_model_presets_free(p, n);
     assert_true(nopt >= 18);
     for (i = 0; i < nopt; i++) {

@@ -286,25 +286,25 @@ static void test_nvml_fake(void **state)
     assert_int_equal(l->count, 2);
     assert_string_equal(l->driver_version, "550.54.15");
     assert_int_equal(l->cuda_driver_version, 12040);
-    assert_string_equal(l->gpus[0].name, "NVIDIA GeForce RTX 4090");
-    assert_int_equal(l->gpus[0].total_bytes, 25757220864ULL);
-    assert_int_equal(l->gpus[0].used_bytes, 1073741824ULL);
-    assert_int_equal(l->gpus[0].free_bytes, 25757220864ULL - 1073741824ULL);
-    assert_true(l->gpus[0].has_cc && l->gpus[0].cc_major == 8 && l->gpus[0].cc_minor == 9);
-    assert_true(l->gpus[0].has_utilization && l->gpus[0].utilization_gpu == 30);
-    assert_false(l->gpus[1].has_utilization);
-    assert_int_equal(l->gpus[1].used_bytes, 2147483648ULL); /* its process */
-    assert_int_equal(l->gpus[1].process_count, 1);
-    assert_int_equal(l->gpus[1].processes[0].pid, 4242);
-    assert_int_equal(l->gpus[1].processes[0].used_bytes, 2147483648ULL);
+    assert_string_equal(l->gpus[0]->name, "NVIDIA GeForce RTX 4090");
+    assert_int_equal(l->gpus[0]->total_bytes, 25757220864ULL);
+    assert_int_equal(l->gpus[0]->used_bytes, 1073741824ULL);
+    assert_int_equal(l->gpus[0]->free_bytes, 25757220864ULL - 1073741824ULL);
+    assert_true(l->gpus[0]->has_cc && l->gpus[0]->cc_major == 8 && l->gpus[0]->cc_minor == 9);
+    assert_true(l->gpus[0]->has_utilization && l->gpus[0]->utilization_gpu == 30);
+    assert_false(l->gpus[1]->has_utilization);
+    assert_int_equal(l->gpus[1]->used_bytes, 2147483648ULL); /* its process */
+    assert_int_equal(l->gpus[1]->process_count, 1);
+    assert_int_equal(l->gpus[1]->processes[0]->pid, 4242);
+    assert_int_equal(l->gpus[1]->processes[0]->used_bytes, 2147483648ULL);
     oom_gpu_list_free(l);
 
     setenv("CUDA_VISIBLE_DEVICES", "GPU-a100", 1);
     assert_int_equal(oom_gpu_sample(&l, s, 0), OOM_OK);
     assert_int_equal(l->count, 1);
-    assert_int_equal(l->gpus[0].index, 0);
-    assert_int_equal(l->gpus[0].nvml_index, 1);
-    assert_string_equal(l->gpus[0].name, "NVIDIA A100-SXM4-80GB");
+    assert_int_equal(l->gpus[0]->index, 0);
+    assert_int_equal(l->gpus[0]->nvml_index, 1);
+    assert_string_equal(l->gpus[0]->name, "NVIDIA A100-SXM4-80GB");
     oom_gpu_list_free(l);
     assert_int_equal(oom_gpu_sample(&l, s, OOM_SAMPLE_ALL_GPUS), OOM_OK);
     assert_int_equal(l->count, 2);
@@ -324,11 +324,11 @@ static void test_nvml_variants(void **state)
     assert_int_equal(oom_gpu_open(&s), OOM_OK);
     assert_int_equal(oom_gpu_sample(&l, s, OOM_SAMPLE_PROCESSES), OOM_OK);
     assert_int_equal(l->count, 2);
-    assert_int_equal(l->gpus[0].total_bytes, 25757220864ULL);
-    assert_false(l->gpus[0].has_cc);
-    assert_string_equal(l->gpus[0].uuid, "");
+    assert_int_equal(l->gpus[0]->total_bytes, 25757220864ULL);
+    assert_false(l->gpus[0]->has_cc);
+    assert_string_equal(l->gpus[0]->uuid, "");
     assert_string_equal(l->driver_version, "");
-    assert_int_equal(l->gpus[1].process_count, 0);
+    assert_int_equal(l->gpus[1]->process_count, 0);
     oom_gpu_list_free(l);
     oom_gpu_close(s);
 
@@ -343,9 +343,9 @@ static void test_nvml_variants(void **state)
                             "proc gpu=0 pid=303 used=3000\n");
     assert_int_equal(oom_gpu_open(&s), OOM_OK);
     assert_int_equal(oom_gpu_sample(&l, s, OOM_SAMPLE_PROCESSES), OOM_OK);
-    assert_int_equal(l->gpus[0].process_count, 3);
-    assert_int_equal(l->gpus[0].processes[1].pid, 202);
-    assert_int_equal(l->gpus[0].processes[2].used_bytes, 3000);
+    assert_int_equal(l->gpus[0]->process_count, 3);
+    assert_int_equal(l->gpus[0]->processes[1]->pid, 202);
+    assert_int_equal(l->gpus[0]->processes[2]->used_bytes, 3000);
     oom_gpu_list_free(l);
     oom_gpu_close(s);
 
@@ -365,11 +365,11 @@ static void test_nvml_variants(void **state)
         "gpu name=Y total=1000000000 used=0 lost_after=1\ngpu name=Z total=2000000000 used=0\n");
     assert_int_equal(oom_gpu_open(&s), OOM_OK);
     assert_int_equal(oom_gpu_sample(&l, s, 0), OOM_OK);
-    assert_false(l->gpus[0].lost);
+    assert_false(l->gpus[0]->lost);
     oom_gpu_list_free(l);
     assert_int_equal(oom_gpu_sample(&l, s, 0), OOM_OK);
-    assert_true(l->gpus[0].lost);
-    assert_false(l->gpus[1].lost);
+    assert_true(l->gpus[0]->lost);
+    assert_false(l->gpus[1]->lost);
     oom_gpu_list_free(l);
     oom_gpu_close(s);
 }

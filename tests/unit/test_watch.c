@@ -153,8 +153,8 @@ static void test_trend_not_growing(void **state)
 static void test_csv_rows(void **state)
 {
     oom_gpu_info g[2];
-    oom_watch_gpu wg[2];
-    oom_watch_process p[2];
+    oom_watch_gpu wg[2], *wgp[2] = {&wg[0], &wg[1]};
+    oom_watch_process p[2], *pp[2] = {&p[0], &p[1]};
     oom_watch_snapshot s = OOM_WATCH_SNAPSHOT_INIT;
     char *rows = NULL;
     (void)state;
@@ -190,12 +190,12 @@ static void test_csv_rows(void **state)
                             .info = &g[0],
                             .band = OOM_BAND_WARNING,
                             .process_count = 2,
-                            .processes = p};
+                            .processes = pp};
     wg[1] =
         (oom_watch_gpu){.version = OOM_WATCH_GPU_VERSION, .info = &g[1], .band = OOM_BAND_UNKNOWN};
     s.time = 1700000000.25;
     s.gpu_count = 2;
-    s.gpus = wg;
+    s.gpus = wgp;
 
     assert_string_equal(oom_watch_csv_header(),
                         "timestamp,kind,gpu_index,gpu_name,pid,command,user,used_bytes,"
@@ -226,8 +226,8 @@ static void test_csv_injection(void **state)
                                          ",'\tx,",
                                          ",a=b,"};
     oom_gpu_info g = OOM_GPU_INFO_INIT;
-    oom_watch_gpu wg = OOM_WATCH_GPU_INIT;
-    oom_watch_process p[8];
+    oom_watch_gpu wg = OOM_WATCH_GPU_INIT, *wgp = &wg;
+    oom_watch_process p[8], *pp[8];
     oom_watch_snapshot s = OOM_WATCH_SNAPSHOT_INIT;
     char *rows = NULL, full[1100], longer[1001];
     size_t i;
@@ -258,10 +258,12 @@ static void test_csv_injection(void **state)
                          .info = &g,
                          .band = OOM_BAND_SAFE,
                          .process_count = 8,
-                         .processes = p};
+                         .processes = pp};
     s.time = 1.0;
     s.gpu_count = 1;
-    s.gpus = &wg;
+    s.gpus = &wgp;
+    for (i = 0; i < 8; i++)
+        pp[i] = &p[i];
     assert_int_equal(oom_watch_to_csv(&rows, &s), OOM_OK);
     assert_memory_equal(rows, "1.000,gpu,0,'=GPU,,,,", 21);
     for (i = 0; i < 7; i++) {
@@ -586,7 +588,7 @@ static void check_json(const oom_watch_snapshot *s, pid_t job)
 
 static void check_first(const oom_watch_snapshot *s, pid_t job)
 {
-    const oom_watch_gpu *g0 = &s->gpus[0];
+    const oom_watch_gpu *g0 = s->gpus[0];
     assert_int_equal(s->gpu_count, 2);
     assert_int_equal(s->foreign_pids, 1);
     assert_int_equal(s->plan_peak_bytes, OOM_GiB);
@@ -596,17 +598,17 @@ static void check_first(const oom_watch_snapshot *s, pid_t job)
     assert_int_equal(g0->band, OOM_BAND_ELEVATED);
     assert_int_equal(g0->process_count, 2);
     /* sorted by memory: the job (2 GiB) first, then the foreign PID (1 GiB) */
-    assert_int_equal(g0->processes[0].pid, (uint32_t)job);
-    assert_true(g0->processes[0].local);
-    assert_string_equal(g0->processes[0].command, "sleep 60");
-    assert_true(g0->processes[0].user[0] != '\0');
-    assert_int_equal(g0->processes[0].batch_size, 24);
-    assert_int_equal(g0->processes[0].grad_accum, 3);
-    assert_int_equal(g0->processes[1].pid, 999999);
-    assert_false(g0->processes[1].local);
-    assert_string_equal(g0->processes[1].command, "");
-    assert_int_equal(g0->processes[1].batch_size, -1);
-    assert_false(s->gpus[1].info->lost);
+    assert_int_equal(g0->processes[0]->pid, (uint32_t)job);
+    assert_true(g0->processes[0]->local);
+    assert_string_equal(g0->processes[0]->command, "sleep 60");
+    assert_true(g0->processes[0]->user[0] != '\0');
+    assert_int_equal(g0->processes[0]->batch_size, 24);
+    assert_int_equal(g0->processes[0]->grad_accum, 3);
+    assert_int_equal(g0->processes[1]->pid, 999999);
+    assert_false(g0->processes[1]->local);
+    assert_string_equal(g0->processes[1]->command, "");
+    assert_int_equal(g0->processes[1]->batch_size, -1);
+    assert_false(s->gpus[1]->info->lost);
 }
 
 static void test_monitor(void **state)
@@ -652,9 +654,9 @@ static void test_monitor(void **state)
     s = oom_monitor_snapshot(m);
     check_json(s, job);
     /* the second GPU is lost now and keeps its name */
-    assert_true(s->gpus[1].info->lost);
-    assert_string_equal(s->gpus[1].info->name, "Fake T4");
-    assert_int_equal(s->gpus[1].band, OOM_BAND_UNKNOWN);
+    assert_true(s->gpus[1]->info->lost);
+    assert_string_equal(s->gpus[1]->info->name, "Fake T4");
+    assert_int_equal(s->gpus[1]->band, OOM_BAND_UNKNOWN);
     /* an explicit budget of 1.5 GiB usable: the 2 GiB left after the job is critical */
     assert_int_equal(oom_budget_make(&tight, 2 * OOM_GiB, 512 * OOM_MiB), OOM_OK);
     assert_int_equal(oom_monitor_set_budget(m, 0, &tight), OOM_OK);
@@ -664,11 +666,11 @@ static void test_monitor(void **state)
     waitpid(job, NULL, 0);
     assert_int_equal(oom_monitor_sample(m), OOM_OK);
     s = oom_monitor_snapshot(m);
-    assert_int_equal(s->gpus[0].band, OOM_BAND_CRITICAL);
-    assert_int_equal(s->gpus[0].budget.usable_bytes, 1536 * OOM_MiB);
-    assert_int_equal(s->gpus[0].info->used_bytes, 2 * OOM_GiB);
-    assert_int_equal(s->gpus[0].process_count, 1);
-    assert_int_equal(s->gpus[0].processes[0].pid, 999999);
+    assert_int_equal(s->gpus[0]->band, OOM_BAND_CRITICAL);
+    assert_int_equal(s->gpus[0]->budget.usable_bytes, 1536 * OOM_MiB);
+    assert_int_equal(s->gpus[0]->info->used_bytes, 2 * OOM_GiB);
+    assert_int_equal(s->gpus[0]->process_count, 1);
+    assert_int_equal(s->gpus[0]->processes[0]->pid, 999999);
     oom_monitor_free(m);
     oom_gpu_close(session);
     unlink(file);
@@ -710,11 +712,11 @@ static void test_long_command(void **state)
     assert_int_equal(oom_monitor_create(&m, session), OOM_OK);
     assert_int_equal(oom_monitor_sample(m), OOM_OK);
     s = oom_monitor_snapshot(m);
-    assert_int_equal(s->gpus[0].process_count, 1);
+    assert_int_equal(s->gpus[0]->process_count, 1);
     /* the whole line, 405 + 3 bytes: nothing cut, no marker */
     snprintf(expect, sizeof(expect), "%s 60", argv0);
     assert_int_equal(strlen(expect), 408);
-    assert_string_equal(s->gpus[0].processes[0].command, expect);
+    assert_string_equal(s->gpus[0]->processes[0]->command, expect);
     assert_int_equal(oom_watch_to_csv(&rows, s), OOM_OK);
     snprintf(field, sizeof(field), ",'%s,", expect);
     assert_non_null(strstr(rows, field));
