@@ -168,8 +168,7 @@ static int parse(int argc, char **argv, args *a, oom_workload *w)
 
 /* The budget: --gpu through the catalog and GPU discovery, or --vram alone; none when not asked.
  * The library resolves it (the Python binding makes the same call). */
-static int resolve_budget(const args *a, oom_workload *w, oom_budget *b, bool *have, char *what,
-                          size_t what_size)
+static int resolve_budget(const args *a, oom_workload *w, oom_budget *b, bool *have, char **what)
 {
     oom_config *cfg = NULL;
     oom_target_request req = {OOM_TARGET_REQUEST_VERSION, a->gpu, a->vram, a->margin, NULL};
@@ -178,7 +177,7 @@ static int resolve_budget(const args *a, oom_workload *w, oom_budget *b, bool *h
     if ((a->gpu || a->vram) && (err = oom_config_load(&cfg, a->config)))
         return cli_fail(CMD, err);
     req.config = cfg;
-    err = oom_estimate_budget(b, &got, what, what_size, w, &req);
+    err = oom_estimate_budget(b, &got, what, w, &req);
     oom_config_free(cfg);
     *have = got != 0;
     return err ? cli_fail(CMD, err) : EXIT_OK;
@@ -341,7 +340,7 @@ int cmd_estimate(int argc, char **argv)
     oom_budget b = OOM_BUDGET_INIT;
     args a = {0};
     bool have_budget = false;
-    char gpu[128] = "", *json = NULL;
+    char *gpu = NULL, *json = NULL;
     int err, rc;
 
     if ((err = oom_workload_create(&w)))
@@ -360,7 +359,7 @@ int cmd_estimate(int argc, char **argv)
         rc = calibrated(&a, w);
         goto done;
     }
-    if ((rc = resolve_budget(&a, w, &b, &have_budget, gpu, sizeof(gpu))) != EXIT_OK)
+    if ((rc = resolve_budget(&a, w, &b, &have_budget, &gpu)) != EXIT_OK)
         goto done;
     if ((err = oom_estimate_run(&e, w))) {
         rc = cli_fail(CMD, err);
@@ -374,11 +373,12 @@ int cmd_estimate(int argc, char **argv)
         else
             rc = cli_print_json(json);
     } else {
-        print_human(w, &e, have_budget ? &b : NULL, gpu);
+        print_human(w, &e, have_budget ? &b : NULL, gpu ? gpu : "");
     }
     if (rc == EXIT_OK && have_budget && e.device_peak > b.usable_bytes)
         rc = EXIT_NOFIT;
 done:
+    oom_free(gpu);
     oom_free(json);
     oom_free(a.command);
     oom_workload_free(w);

@@ -1045,10 +1045,11 @@ OOM_EXPORT int oom_estimate_to_json_budget(char **out, const oom_workload *w, co
  * through the catalog or GPU discovery (oom_target_resolve; the workload's GPU is set from the
  * profile), else with request->vram alone as a bare target (no discovery), else none
  * (*have = 0; a margin without --vram or --gpu is OOM_EINVAL). `label` (may be NULL) receives
- * what the budget came from ("NVIDIA A100 80GB", "--vram 24"). request may be NULL (no budget).
+ * what the budget came from ("NVIDIA A100 80GB", "--vram 24"), allocated (release with
+ * oom_free(); NULL when there is no budget or on failure). request may be NULL (no budget).
  */
-OOM_EXPORT int oom_estimate_budget(oom_budget *out, int *have, char *label, size_t label_size,
-                                   oom_workload *w, const oom_target_request *request);
+OOM_EXPORT int oom_estimate_budget(oom_budget *out, int *have, char **label, oom_workload *w,
+                                   const oom_target_request *request);
 
 /* ======================================================================== plan */
 /* (section: plan) */

@@ -4,14 +4,17 @@
 #include <stdio.h>
 #include <string.h>
 
-static void set_label(char *label, size_t size, const char *prefix, const char *value)
+/* *label (when asked for) = prefix + value, allocated */
+static int set_label(char **label, const char *prefix, const char *value)
 {
-    if (label && size)
-        oomi_snprintf(label, size, "%s%s", prefix, value);
+    if (!label)
+        return OOM_OK;
+    oomi_free(*label);
+    *label = oomi_asprintf("%s%s", prefix, value);
+    return *label ? OOM_OK : oomi_nomem();
 }
 
-static int from_gpu(oom_budget *out, char *label, size_t label_size, oom_workload *w,
-                    const oom_target_request *req)
+static int from_gpu(oom_budget *out, char **label, oom_workload *w, const oom_target_request *req)
 {
     oom_config *own = NULL;
     oom_catalog *cat = NULL;
@@ -27,8 +30,8 @@ static int from_gpu(oom_budget *out, char *label, size_t label_size, oom_workloa
         goto done;
     have_target = 1;
     *out = t.budget;
-    set_label(label, label_size, "", t.profile.name ? t.profile.name : req->gpu);
-    err = oom_workload_set_gpu(w, &t.profile);
+    if (!(err = set_label(label, "", t.profile.name ? t.profile.name : req->gpu)))
+        err = oom_workload_set_gpu(w, &t.profile);
 done:
     if (have_target)
         oom_target_dispose(&t);
@@ -37,7 +40,7 @@ done:
     return err;
 }
 
-int oom_estimate_budget(oom_budget *out, int *have, char *label, size_t label_size, oom_workload *w,
+int oom_estimate_budget(oom_budget *out, int *have, char **label, oom_workload *w,
                         const oom_target_request *req)
 {
     uint64_t target = 0, margin = OOM_DEFAULT_SAFETY_MARGIN;
@@ -51,13 +54,18 @@ int oom_estimate_budget(oom_budget *out, int *have, char *label, size_t label_si
                                           "oom_target_request"))))
         return err;
     *have = 0;
-    if (label && label_size)
-        label[0] = '\0';
+    if (label)
+        *label = NULL;
     if (!req)
         return OOM_OK;
     if (req->gpu) {
-        if ((err = from_gpu(out, label, label_size, w, req)))
+        if ((err = from_gpu(out, label, w, req))) {
+            if (label) {
+                oomi_free(*label);
+                *label = NULL;
+            }
             return err;
+        }
         *have = 1;
         return OOM_OK;
     }
@@ -75,6 +83,5 @@ int oom_estimate_budget(oom_budget *out, int *have, char *label, size_t label_si
         (err = oom_budget_make(out, target, margin)))
         return err;
     *have = 1;
-    set_label(label, label_size, "--vram ", req->vram);
-    return OOM_OK;
+    return set_label(label, "--vram ", req->vram);
 }

@@ -201,7 +201,7 @@ EMSCRIPTEN_KEEPALIVE int oomw_estimate(const char *options)
     oom_estimate e = OOM_ESTIMATE_INIT;
     oom_budget b = OOM_BUDGET_INIT;
     json_object *opts;
-    char label[128], *json = NULL;
+    char *json = NULL;
     size_t n;
     const oom_option *const *table = oom_workload_options(&n);
     int err, rc = EXIT_OK, have = 0;
@@ -234,7 +234,7 @@ EMSCRIPTEN_KEEPALIVE int oomw_estimate(const char *options)
         goto done;
     }
     req.config = cfg;
-    if ((err = oom_estimate_budget(&b, &have, label, sizeof(label), w, &req))) {
+    if ((err = oom_estimate_budget(&b, &have, NULL, w, &req))) {
         rc = fail(CMD, err);
         goto done;
     }

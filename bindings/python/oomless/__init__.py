@@ -205,7 +205,7 @@ def estimate(gpu=None, vram=None, vram_safety_margin=None, config=None, **worklo
     with Workload(**workload) as w, _Config(config if (gpu or vram) else None) as cfg:
         req = _n.TargetRequest(_b(gpu), _b(vram), _b(vram_safety_margin), cfg.ptr)
         budget, have = _n.Budget(), ctypes.c_int()
-        _check(_n.oom_estimate_budget(ctypes.byref(budget), ctypes.byref(have), None, 0,
+        _check(_n.oom_estimate_budget(ctypes.byref(budget), ctypes.byref(have), None,
                                       w.handle, ctypes.byref(req)))
         est = _n.Estimate()
         _check(_n.oom_estimate_run(ctypes.byref(est), w.handle))

@@ -163,7 +163,7 @@ oom_workload_set = _declare("oom_workload_set", c_int, c_void_p, c_char_p, c_cha
 oom_workload_options = _declare("oom_workload_options", POINTER(POINTER(Option)),
                                 POINTER(c_size_t))
 oom_estimate_budget = _declare("oom_estimate_budget", c_int, POINTER(Budget), POINTER(c_int),
-                               c_char_p, c_size_t, c_void_p, POINTER(TargetRequest))
+                               POINTER(c_void_p), c_void_p, POINTER(TargetRequest))
 oom_estimate_run = _declare("oom_estimate_run", c_int, POINTER(Estimate), c_void_p)
 oom_estimate_to_json_budget = _declare("oom_estimate_to_json_budget", c_int, POINTER(c_void_p),
                                        c_void_p, POINTER(Estimate), POINTER(Budget))
