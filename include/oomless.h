@@ -507,7 +507,8 @@ typedef enum oom_band {
 /** The warning band starts above this fraction of the usable budget. */
 #define OOM_BAND_WARNING_FRACTION 0.9
 
-/** Classifies `used_bytes`; `plan_peak_bytes` is OOM_UNKNOWN when there is no plan. */
+/** Classifies `used_bytes`; `plan_peak_bytes` is OOM_UNKNOWN when there is no plan. A budget of
+ *  a version this library does not know gives OOM_BAND_UNKNOWN (and oom_last_message says so). */
 OOM_EXPORT oom_band oom_band_classify(uint64_t used_bytes, const oom_budget *budget,
                                       uint64_t plan_peak_bytes);
 /** "safe", "elevated", "warning", "critical", "unknown". Never NULL. */

@@ -217,7 +217,8 @@ int oom_gpus_to_json(char **out, const oom_gpu_list *list, const oom_target *t)
     if (!out)
         return oomi_fail(OOM_EINVAL, "gpus json: no output");
     *out = NULL;
-    if (t && (err = oomi_check_version(t->version, OOM_TARGET_VERSION, "oom_target"))) {
+    if ((t && (err = oomi_check_version(t->version, OOM_TARGET_VERSION, "oom_target"))) ||
+        (list && (err = oomi_check_version(list->version, OOM_GPU_LIST_VERSION, "oom_gpu_list")))) {
         json_object_put(root);
         json_object_put(arr);
         return err;

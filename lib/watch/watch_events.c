@@ -20,7 +20,8 @@ oom_band oom_band_classify(uint64_t used, const oom_budget *budget, uint64_t pla
 {
     double warn;
 
-    if (used == OOM_UNKNOWN || !budget || budget->usable_bytes == 0)
+    if (used == OOM_UNKNOWN || !budget || budget->usable_bytes == 0 ||
+        oomi_check_version(budget->version, OOM_BUDGET_VERSION, "oom_budget"))
         return OOM_BAND_UNKNOWN;
     if (used > budget->usable_bytes)
         return OOM_BAND_CRITICAL;

@@ -54,6 +54,11 @@ static void test_bands(void **state)
                      OOM_BAND_WARNING);
     /* a plan peak above the budget does not hide the warning */
     assert_int_equal(oom_band_classify(9 * OOM_GiB + 1, &b, 20 * OOM_GiB), OOM_BAND_CRITICAL);
+    /* a budget of a version this library does not know: unknown, and said */
+    b.version = 999;
+    assert_int_equal(oom_band_classify(1, &b, OOM_UNKNOWN), OOM_BAND_UNKNOWN);
+    assert_non_null(strstr(oom_last_message(), "oom_budget: version 999"));
+    b.version = OOM_BUDGET_VERSION;
     /* unknown */
     assert_int_equal(oom_band_classify(OOM_UNKNOWN, &b, OOM_UNKNOWN), OOM_BAND_UNKNOWN);
     assert_int_equal(oom_band_classify(1, NULL, OOM_UNKNOWN), OOM_BAND_UNKNOWN);
