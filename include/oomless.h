@@ -33,7 +33,7 @@
  * A function given a struct (in or out) checks its version: 0 (not initialised) or a version newer
  * than the library's is OOM_EINVAL, with a message naming the struct and the version. A struct
  * held inside another (a budget in a request) takes its layout from the outer one. The _INIT
- * macros use designated initializers (C99, C++20); elsewhere use the _init functions.
+ * macros use designated initializers (C99); from C++ use the _init functions.
  *
  * Owned results. Nothing the library returns is cut short: strings whose length has no documented
  * external bound are `char *` and lists are a pointer and a count, owned by the result; a list of
@@ -1131,8 +1131,9 @@ typedef struct oom_plan_request {
 /** The defaults: allow OOM_ALLOW_DEFAULT, downscale OOM_DOWNSCALE_DEFAULT, 1 node x 1 GPU. */
 #define OOM_PLAN_REQUEST_INIT                                                                      \
     {                                                                                              \
-        .version = OOM_PLAN_REQUEST_VERSION, .budget = {OOM_BUDGET_VERSION}, .nodes = 1,           \
-        .gpus_per_node = 1, .allow = OOM_ALLOW_DEFAULT, .downscale = OOM_DOWNSCALE_DEFAULT         \
+        .version = OOM_PLAN_REQUEST_VERSION, .budget = {.version = OOM_BUDGET_VERSION},            \
+        .nodes = 1, .gpus_per_node = 1, .allow = OOM_ALLOW_DEFAULT,                                \
+        .downscale = OOM_DOWNSCALE_DEFAULT                                                         \
     }
 /** Sets `r` to the defaults of OOM_PLAN_REQUEST_INIT; OOM_EINVAL for an unknown version. */
 OOM_EXPORT int oom_plan_request_init(oom_plan_request *r, unsigned int version);
