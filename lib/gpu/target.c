@@ -103,7 +103,7 @@ int oom_target_resolve(oom_target *t, const oom_target_request *req, const oom_c
         (req && (err = oomi_check_version(req->version, OOM_TARGET_REQUEST_VERSION,
                                           "oom_target_request"))))
         return err;
-    *t = (oom_target){.version = t->version, .budget = {OOM_BUDGET_VERSION}};
+    *t = (oom_target){.version = t->version, .budget = {.version = OOM_BUDGET_VERSION}};
     if (!gpu || !*gpu)
         gpu = getenv("OOMLESS_GPU");
     if (!gpu || !*gpu)
