@@ -1488,6 +1488,8 @@ typedef struct oom_probe_fit {
 /** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
 OOM_EXPORT int oom_probe_fit_init(oom_probe_fit *s, unsigned int version);
 
+/* The next two return a value, not an error code, and take a fit that is often held inside another
+ * struct: they read only the fields every version of oom_probe_fit has, and check no version. */
 /** The fitted peak at `batch` (fit must be valid). */
 OOM_EXPORT double oom_probe_fit_peak(const oom_probe_fit *fit, int batch);
 /** The largest batch in [1, limit] whose fitted peak is <= usable_bytes, 0 when none. */

@@ -61,6 +61,7 @@ static void test_catalog(void **state)
     assert_int_equal(oom_catalog_load(&c, NULL), OOM_OK);
     assert_true(oom_catalog_count(c) >= 31);
     assert_int_equal(oom_catalog_find(&p, c, "a100_80gb"), OOM_OK);
+    assert_int_equal(p->version, OOM_GPU_PROFILE_VERSION);
     assert_string_equal(p->id, "a100-80gb");
     assert_int_equal(p->memory_bytes, 81920 * OOM_MiB);
     assert_int_equal(oom_catalog_find(&p, c, "RTX_4090"), OOM_OK);
@@ -297,6 +298,10 @@ static void test_nvml_fake(void **state)
     assert_int_equal(l->gpus[1]->process_count, 1);
     assert_int_equal(l->gpus[1]->processes[0]->pid, 4242);
     assert_int_equal(l->gpus[1]->processes[0]->used_bytes, 2147483648ULL);
+    /* what the library hands out carries the versions it filled in */
+    assert_int_equal(l->version, OOM_GPU_LIST_VERSION);
+    assert_int_equal(l->gpus[0]->version, OOM_GPU_INFO_VERSION);
+    assert_int_equal(l->gpus[1]->processes[0]->version, OOM_GPU_PROCESS_VERSION);
     oom_gpu_list_free(l);
 
     setenv("CUDA_VISIBLE_DEVICES", "GPU-a100", 1);
