@@ -52,6 +52,10 @@ int oomi_check_version(unsigned int version, unsigned int known, const char *nam
                      version, known);
 }
 
+/* Every struct is at version 1, so the caller's struct has today's size. When one grows to
+ * version 2, a caller built against version 1 still passes the smaller struct: its _init must
+ * then zero the size of the version asked for, and every function filling or reading it must
+ * stop at that version's fields (see docs/HACKING.md). */
 static int init_struct(void *s, size_t size, unsigned int version, unsigned int known,
                        const char *name)
 {
