@@ -30,12 +30,13 @@ int cli_budget_resolve(struct cli_target *t, const char *cmd, const struct cli_b
     char size[16];
 
     memset(t, 0, sizeof(*t));
+    t->target.version = OOM_TARGET_VERSION;
     if ((err = oom_config_load(&t->config, b->config)) ||
         (err = oom_catalog_load(&t->catalog, t->config))) {
         cli_budget_done(t);
         return cli_fail(cmd, err);
     }
-    req = (oom_target_request){b->gpu, b->vram, b->margin, t->config};
+    req = (oom_target_request){OOM_TARGET_REQUEST_VERSION, b->gpu, b->vram, b->margin, t->config};
     if ((err = oom_target_resolve(&t->target, &req, t->catalog))) {
         cli_budget_done(t);
         return cli_fail(cmd, err);
@@ -44,7 +45,7 @@ int cli_budget_resolve(struct cli_target *t, const char *cmd, const struct cli_b
     if (t->target.fallback)
         cli_notice("no GPU found (%s); planning for profile '%s' (%s). Use --gpu NAME to choose "
                    "another.",
-                   t->target.reason, t->target.profile.id,
+                   t->target.reason ? t->target.reason : "no reason given", t->target.profile.id,
                    oom_format_size(size, sizeof(size), t->target.profile.memory_bytes));
     return EXIT_OK;
 }
@@ -52,7 +53,7 @@ int cli_budget_resolve(struct cli_target *t, const char *cmd, const struct cli_b
 void cli_budget_done(struct cli_target *t)
 {
     if (t->resolved)
-        oom_target_free(&t->target);
+        oom_target_dispose(&t->target);
     oom_catalog_free(t->catalog);
     oom_config_free(t->config);
     memset(t, 0, sizeof(*t));

@@ -43,7 +43,7 @@ int cli_whole_number(long *out, const char *cmd, const char *text, long min, con
 int cli_seconds(double *out, const char *cmd, const char *text, const char *opt);
 /* The workload options as `plan --help` and `estimate --help` list them: "--NAME METAVAR" and
  * the help, aligned. */
-void cli_print_options(FILE *out, const oom_option *o, size_t n);
+void cli_print_options(FILE *out, const oom_option *const *o, size_t n);
 /* Writes a JSON document (a library-made string) to stdout with a final newline. */
 int cli_print_json(const char *json);
 

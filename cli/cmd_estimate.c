@@ -18,7 +18,7 @@ typedef struct args {
 static void usage(FILE *out)
 {
     size_t n;
-    const oom_option *o = oom_workload_options(&n);
+    const oom_option *const *o = oom_workload_options(&n);
     fprintf(out, "usage: oomless estimate --model NAME|PATH [OPTIONS]\n"
                  "       oomless estimate [--batch N] [--calibration FILE] [budget] -- CMD...\n"
                  "       oomless estimate --list-models\n\n"
@@ -49,7 +49,7 @@ static void usage(FILE *out)
 
 static int list_models(bool json)
 {
-    oom_preset *p = NULL;
+    oom_preset **p = NULL;
     size_t n = 0, i;
     char *text = NULL;
     int err, rc;
@@ -63,7 +63,8 @@ static int list_models(bool json)
     if ((err = oom_model_presets(&p, &n)))
         return cli_fail(CMD, err);
     for (i = 0; i < n; i++) {
-        printf("%-16s %-12s %8.2f B params\n", p[i].name, p[i].family, (double)p[i].params / 1e9);
+        printf("%-16s %-12s %8.2f B params\n", p[i]->name, p[i]->family,
+               (double)p[i]->params / 1e9);
     }
     oom_model_presets_free(p, n);
     return EXIT_OK;
@@ -88,7 +89,7 @@ static const char *opt_value(int argc, char **argv, int *i, const char *name, bo
 static int parse(int argc, char **argv, args *a, oom_workload *w)
 {
     size_t n, j;
-    const oom_option *o = oom_workload_options(&n);
+    const oom_option *const *o = oom_workload_options(&n);
     int i, err;
 
     for (i = 1; i < argc; i++) {
@@ -147,13 +148,13 @@ static int parse(int argc, char **argv, args *a, oom_workload *w)
             continue;
         }
         for (j = 0; j < n; j++)
-            if ((v = opt_value(argc, argv, &i, o[j].name, &m)), m)
+            if ((v = opt_value(argc, argv, &i, o[j]->name, &m)), m)
                 break;
         if (j == n)
             return cli_usage_error(CMD, "unknown option '%s'", arg);
         if (!v)
             return cli_usage_error(CMD, "option '%s' needs a value", arg);
-        if ((err = oom_workload_set(w, o[j].name, v)))
+        if ((err = oom_workload_set(w, o[j]->name, v)))
             return cli_fail(CMD, err);
     }
     return EXIT_OK;
@@ -161,17 +162,16 @@ static int parse(int argc, char **argv, args *a, oom_workload *w)
 
 /* The budget: --gpu through the catalog and GPU discovery, or --vram alone; none when not asked.
  * The library resolves it (the Python binding makes the same call). */
-static int resolve_budget(const args *a, oom_workload *w, oom_budget *b, bool *have, char *what,
-                          size_t what_size)
+static int resolve_budget(const args *a, oom_workload *w, oom_budget *b, bool *have, char **what)
 {
     oom_config *cfg = NULL;
-    oom_target_request req = {a->gpu, a->vram, a->margin, NULL};
+    oom_target_request req = {OOM_TARGET_REQUEST_VERSION, a->gpu, a->vram, a->margin, NULL};
     int err, got = 0;
 
     if ((a->gpu || a->vram) && (err = oom_config_load(&cfg, a->config)))
         return cli_fail(CMD, err);
     req.config = cfg;
-    err = oom_estimate_budget(b, &got, what, what_size, w, &req);
+    err = oom_estimate_budget(b, &got, what, w, &req);
     oom_config_free(cfg);
     *have = got != 0;
     return err ? cli_fail(CMD, err) : EXIT_OK;
@@ -187,8 +187,8 @@ static void row(const char *label, uint64_t bytes, uint64_t total)
 static void print_human(const oom_workload *w, const oom_estimate *e, const oom_budget *b,
                         const char *gpu)
 {
-    oom_knobs k;
-    oom_model_info mi;
+    oom_knobs k = OOM_KNOBS_INIT;
+    oom_model_info mi = OOM_MODEL_INFO_INIT;
     char s1[32], s2[32];
     const char *line = "============================================================";
 
@@ -297,8 +297,8 @@ static void print_calibrated(const char *doc)
 static int calibrated(const args *a, const oom_workload *w)
 {
     oom_config *cfg = NULL;
-    oom_target_request req = {a->gpu, a->vram, a->margin, NULL};
-    oom_knobs k;
+    oom_target_request req = {OOM_TARGET_REQUEST_VERSION, a->gpu, a->vram, a->margin, NULL};
+    oom_knobs k = OOM_KNOBS_INIT;
     char *doc = NULL;
     int err, fits = 0, rc;
 
@@ -326,11 +326,11 @@ static int calibrated(const args *a, const oom_workload *w)
 int cmd_estimate(int argc, char **argv)
 {
     oom_workload *w = NULL;
-    oom_estimate e;
-    oom_budget b;
+    oom_estimate e = OOM_ESTIMATE_INIT;
+    oom_budget b = OOM_BUDGET_INIT;
     args a = {0};
     bool have_budget = false;
-    char gpu[128] = "", *json = NULL;
+    char *gpu = NULL, *json = NULL;
     int err, rc;
 
     if ((err = oom_workload_create(&w)))
@@ -349,7 +349,7 @@ int cmd_estimate(int argc, char **argv)
         rc = calibrated(&a, w);
         goto done;
     }
-    if ((rc = resolve_budget(&a, w, &b, &have_budget, gpu, sizeof(gpu))) != EXIT_OK)
+    if ((rc = resolve_budget(&a, w, &b, &have_budget, &gpu)) != EXIT_OK)
         goto done;
     if ((err = oom_estimate_run(&e, w))) {
         rc = cli_fail(CMD, err);
@@ -363,11 +363,12 @@ int cmd_estimate(int argc, char **argv)
         else
             rc = cli_print_json(json);
     } else {
-        print_human(w, &e, have_budget ? &b : NULL, gpu);
+        print_human(w, &e, have_budget ? &b : NULL, gpu ? gpu : "");
     }
     if (rc == EXIT_OK && have_budget && e.device_peak > b.usable_bytes)
         rc = EXIT_NOFIT;
 done:
+    oom_free(gpu);
     oom_free(json);
     oom_free(a.command);
     oom_workload_free(w);

@@ -57,7 +57,7 @@ static void print_list(const oom_gpu_list *list, const oom_target *t)
         printf("%s\n", list->driver_version[0] ? ")" : "");
     }
     for (i = 0; list && i < list->count; i++) {
-        const oom_gpu_info *g = &list->gpus[i];
+        const oom_gpu_info *g = list->gpus[i];
         if (g->lost) {
             printf("  GPU %d: (lost: the device stopped answering)\n", g->index);
             continue;
@@ -149,7 +149,8 @@ int cmd_gpus(int argc, char **argv)
 
     if (json) { /* the library makes the document, so the Python package prints the same */
         oom_config *cfg = NULL;
-        oom_target_request req = {budget.gpu, budget.vram, budget.margin, NULL};
+        oom_target_request req = {OOM_TARGET_REQUEST_VERSION, budget.gpu, budget.vram,
+                                  budget.margin, NULL};
         if ((err = oom_config_load(&cfg, budget.config)))
             return cli_fail("gpus", err);
         req.config = cfg;

@@ -16,7 +16,7 @@ typedef struct plan_args {
 static void usage(FILE *out)
 {
     size_t n;
-    const oom_option *o;
+    const oom_option *const *o;
     fprintf(out,
             "usage: oomless plan --model NAME|PATH [OPTIONS]\n"
             "       oomless plan --fixed-bytes SIZE --bytes-per-sample SIZE [OPTIONS]\n"
@@ -55,13 +55,13 @@ static bool take(int argc, char **argv, int *i, const char *name, const char **v
 static bool known(const char *name)
 {
     size_t n, j;
-    const oom_option *o = oom_workload_options(&n);
+    const oom_option *const *o = oom_workload_options(&n);
     for (j = 0; j < n; j++)
-        if (!strcmp(o[j].name, name))
+        if (!strcmp(o[j]->name, name))
             return true;
     o = oom_plan_option_table(&n);
     for (j = 0; j < n; j++)
-        if (!strcmp(o[j].name, name))
+        if (!strcmp(o[j]->name, name))
             return true;
     return false;
 }

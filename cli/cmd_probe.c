@@ -206,17 +206,17 @@ static void print_text(const oom_probe_result *r, char **cmd)
     if (!r->peaks_measured)
         printf("Peaks:     N/A (%s): the batch limit comes from exit status alone and the "
                "safety margin cannot be checked\n",
-               r->nvml_error);
+               r->nvml_error ? r->nvml_error : "not sampled");
     for (i = 0, seen = 0, ran = 0; i < r->trial_count; i++) {
-        seen += r->trials[i].peak_bytes != OOM_UNKNOWN;
-        ran += r->trials[i].exit_code == 0;
+        seen += r->trials[i]->peak_bytes != OOM_UNKNOWN;
+        ran += r->trials[i]->exit_code == 0;
     }
     if (r->peaks_measured && ran && !seen)
         printf("Peaks:     N/A: NVML never listed the job's processes (a container with its own "
                "pid namespace?); the limit comes from exit status alone\n");
     printf("\n%5s %7s %12s %5s %4s %9s\n", "TRIAL", "BATCH", "PEAK", "EXIT", "OOM", "TIME");
     for (i = 0; i < r->trial_count; i++) {
-        const oom_probe_trial *t = &r->trials[i];
+        const oom_probe_trial *t = r->trials[i];
         strcpy(a, "N/A");
         if (t->peak_bytes != OOM_UNKNOWN)
             snprintf(a, sizeof(a), "%.0f MiB", mib(t->peak_bytes));
@@ -244,18 +244,16 @@ static void print_text(const oom_probe_result *r, char **cmd)
 static int save_calibration(const struct probe_args *a, const oom_probe_result *r,
                             const char *const *cmd)
 {
-    oom_calibration rec = {0};
-    char workload[64] = "", *path = NULL;
+    oom_calibration rec = OOM_CALIBRATION_INIT;
+    char workload[32] = "", *path = NULL;
     int err;
 
     if ((a->calibration && !strcmp(a->calibration, "off")) || !r->fit.valid || !r->gpu_name[0])
         return OOM_OK;
-    if (a->workload)
-        snprintf(workload, sizeof(workload), "%s", a->workload);
-    else if (a->o.seq)
+    if (!a->workload && a->o.seq)
         snprintf(workload, sizeof(workload), "seq=%d", a->o.seq);
     rec.gpu = (char *)r->gpu_name;
-    rec.workload = workload;
+    rec.workload = a->workload ? (char *)a->workload : workload;
     rec.fit = r->fit;
     rec.recommended_batch = r->recommended_batch;
     rec.max_batch = r->max_batch;
@@ -278,7 +276,7 @@ static int save_calibration(const struct probe_args *a, const oom_probe_result *
 
 static int exit_for(int err, const oom_probe_result *r)
 {
-    const oom_probe_trial *last = r && r->trial_count ? &r->trials[r->trial_count - 1] : NULL;
+    const oom_probe_trial *last = r && r->trial_count ? r->trials[r->trial_count - 1] : NULL;
     if (err == OOM_EINTERRUPTED && r && r->stop_signal)
         return 128 + r->stop_signal;
     if (err == OOM_EJOB && last && (last->exit_code == 127 || last->exit_code == 126))
@@ -289,8 +287,8 @@ static int exit_for(int err, const oom_probe_result *r)
 /* The estimator's device peak at `batch` (0 when it fails). */
 static double predicted_peak(oom_workload *w, int batch)
 {
-    oom_knobs k;
-    oom_estimate e;
+    oom_knobs k = OOM_KNOBS_INIT;
+    oom_estimate e = OOM_ESTIMATE_INIT;
     oom_workload_get_knobs(&k, w);
     k.batch = batch;
     if (oom_workload_set_knobs(w, &k) || oom_estimate_run(&e, w))
@@ -325,7 +323,8 @@ static int make_prediction(struct probe_args *a, const oom_gpu_profile *gpu)
     if (p1 <= 0 || p9 <= p1)
         return cli_usage_error("probe", "the estimate for --model '%s' failed: %s", a->model,
                                oom_last_message());
-    a->o.search.prediction = (oom_probe_fit){1, 0, p1 - (p9 - p1) / 8, (p9 - p1) / 8, 0};
+    a->o.search.prediction =
+        (oom_probe_fit){OOM_PROBE_FIT_VERSION, 1, 0, p1 - (p9 - p1) / 8, (p9 - p1) / 8, 0};
     return EXIT_OK;
 }
 
@@ -341,7 +340,7 @@ static void exact_prediction(struct probe_args *a, oom_probe_result *r)
 
 static int run_probe(struct probe_args *a, char **cmd, oom_patterns *patterns)
 {
-    oom_job job = {(const char *const *)cmd, NULL, a->json ? 2 : 1, 2};
+    oom_job job = {OOM_JOB_VERSION, (const char *const *)cmd, NULL, a->json ? 2 : 1, 2};
     oom_probe_result *r = NULL;
     char *doc = NULL;
     int err, rc;
@@ -384,6 +383,7 @@ int cmd_probe(int argc, char **argv)
     int rc, err;
 
     memset(&a, 0, sizeof(a));
+    oom_probe_options_init(&a.o, OOM_PROBE_OPTIONS_VERSION);
     if ((rc = parse_args(&a, argc, argv)) != EXIT_OK)
         return rc < 0 ? EXIT_OK : rc;
     if ((err = oom_patterns_load(&patterns, a.patterns)))

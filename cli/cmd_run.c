@@ -201,7 +201,7 @@ static int gpu_name(char *out, size_t size)
         list->count == 0)
         err = OOM_ENODEV;
     if (!err)
-        snprintf(out, size, "%s", list->gpus[0].name);
+        snprintf(out, size, "%s", list->gpus[0]->name);
     oom_gpu_list_free(list);
     oom_gpu_close(s);
     return err;
@@ -343,7 +343,7 @@ static int finish(const struct run_args *a, int err, const oom_run_result *r)
  * the next run or plan of it starts there (its max_batch caps what the record's line allows). */
 static void save_limit(struct run_args *a, char **cmd, const oom_run_result *r)
 {
-    oom_calibration rec = {0};
+    oom_calibration rec = OOM_CALIBRATION_INIT;
     char name[96];
     int err;
 
@@ -370,12 +370,13 @@ int cmd_run(int argc, char **argv)
 {
     struct run_args a;
     oom_patterns *patterns = NULL;
-    oom_run_result r;
+    oom_run_result r = OOM_RUN_RESULT_INIT;
     oom_job job;
     char **cmd;
     int rc, err;
 
     memset(&a, 0, sizeof(a));
+    oom_run_options_init(&a.o, OOM_RUN_OPTIONS_VERSION);
     if ((rc = parse_args(&a, argc, argv)) != EXIT_OK)
         return rc < 0 ? EXIT_OK : rc;
     cmd = argv + optind;
@@ -383,7 +384,7 @@ int cmd_run(int argc, char **argv)
         return rc;
     if ((err = oom_patterns_load(&patterns, a.patterns)))
         return cli_fail("run", err);
-    job = (oom_job){(const char *const *)cmd, NULL, a.json ? 2 : 1, 2};
+    job = (oom_job){OOM_JOB_VERSION, (const char *const *)cmd, NULL, a.json ? 2 : 1, 2};
     a.o.patterns = patterns;
     a.o.on_event = on_event;
     a.o.stop = &cli_stop_signal;

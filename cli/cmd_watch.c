@@ -241,8 +241,8 @@ static void print_trends(const oom_watch_gpu *wg)
     size_t i;
     print_trend(wg, &wg->trend, "GPU memory");
     for (i = 0; i < wg->process_count; i++) {
-        snprintf(who, sizeof(who), "pid %u", (unsigned)wg->processes[i].pid);
-        print_trend(wg, &wg->processes[i].trend, who);
+        snprintf(who, sizeof(who), "pid %u", (unsigned)wg->processes[i]->pid);
+        print_trend(wg, &wg->processes[i]->trend, who);
     }
 }
 
@@ -278,7 +278,7 @@ static void print_gpu(const oom_watch_gpu *wg)
     if (wg->process_count)
         printf("    %-8s %-10s %11s %7s  %s\n", "PID", "USER", "MEMORY", "BATCH", "COMMAND");
     for (i = 0; i < wg->process_count; i++)
-        print_process(&wg->processes[i]);
+        print_process(wg->processes[i]);
 }
 
 static void print_events(const struct watch_ctx *w, size_t n)
@@ -303,7 +303,7 @@ static int print_text(const struct watch_ctx *w, const oom_watch_snapshot *s, si
         strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
     printf("oomless watch  %s  %zu GPU%s\n", when, s->gpu_count, s->gpu_count == 1 ? "" : "s");
     for (i = 0; i < s->gpu_count; i++)
-        print_gpu(&s->gpus[i]);
+        print_gpu(s->gpus[i]);
     if (s->foreign_pids)
         printf("note: %zu process%s on the GPUs %s not exist in this PID namespace (a container "
                "without the host's PIDs?): commands and users unknown\n",

@@ -31,7 +31,8 @@ static void usage(FILE *out)
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\nRun 'oomless COMMAND --help' for a command's options.\n"
                  "Exit codes: 0 ok, 1 does not fit / job failed / edit refused, 2 usage error,\n"
-                 "            3 environment (no NVML, I/O); 'run' passes the job's status on.\n");
+                 "            3 environment (no NVML, I/O, library version); 'run' passes the\n"
+                 "            job's status on.\n");
 }
 
 /* Started with a standard descriptor closed (`2>&-`, `>&-`, `<&-`), the next file oomless opens
@@ -49,12 +50,29 @@ static int open_std_fds(void)
     return 0;
 }
 
+/* The library loaded must be of the major version this program was compiled for: another major
+ * may have changed any struct or function (the header's ABI promise holds within a major). */
+static int check_library_version(void)
+{
+    unsigned lib = oom_version_number();
+    if (lib / 10000 == OOMLESS_VERSION_MAJOR)
+        return 0;
+    fprintf(stderr,
+            "oomless: the oomless library loaded is version %u.%u.%u, but this program was built "
+            "for major version %d (%d.%d.%d): install a liboomless of major version %d\n",
+            lib / 10000, lib / 100 % 100, lib % 100, OOMLESS_VERSION_MAJOR, OOMLESS_VERSION_MAJOR,
+            OOMLESS_VERSION_MINOR, OOMLESS_VERSION_PATCH, OOMLESS_VERSION_MAJOR);
+    return -1;
+}
+
 int main(int argc, char **argv)
 {
     size_t i;
 
     if (open_std_fds() != 0)
         return EXIT_ENV; /* no /dev/null: nowhere to say so either */
+    if (check_library_version() != 0)
+        return EXIT_ENV;
     setlocale(LC_CTYPE, "");
     cli_init_notices();
     if (argc < 2) {

@@ -27,7 +27,7 @@
 #include <unistd.h>
 
 volatile sig_atomic_t cli_stop_signal;
-oom_job_relay cli_relay;
+oom_job_relay cli_relay = OOM_JOB_RELAY_INIT;
 static volatile sig_atomic_t final_phase; /* the job has ended: only oomless's output is left */
 
 #define SAY_MAX 65536

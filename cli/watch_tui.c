@@ -143,8 +143,8 @@ static int record(struct tui *t)
         t->nhist = s->gpu_count;
     }
     for (i = 0; i < s->gpu_count; i++) {
-        const oom_gpu_info *g = s->gpus[i].info;
-        struct column c = {s->time, g->used_bytes, g->total_bytes, s->gpus[i].band, g->lost, 0};
+        const oom_gpu_info *g = s->gpus[i]->info;
+        struct column c = {s->time, g->used_bytes, g->total_bytes, s->gpus[i]->band, g->lost, 0};
         hist_push(&t->hist[i], &c);
     }
     if (t->w->events && t->w->events_added)
@@ -262,10 +262,10 @@ static void draw_trend(const struct tui *t, int y, const oom_watch_gpu *wg)
     size_t i;
 
     for (i = 0; i < wg->process_count; i++) {
-        const oom_trend *p = &wg->processes[i].trend;
+        const oom_trend *p = &wg->processes[i]->trend;
         if (p->growing && (!best || p->slope_bytes_per_s > best->slope_bytes_per_s)) {
             best = p;
-            snprintf(who, sizeof(who), "pid %u", (unsigned)wg->processes[i].pid);
+            snprintf(who, sizeof(who), "pid %u", (unsigned)wg->processes[i]->pid);
         }
     }
     if (!best)
@@ -364,7 +364,7 @@ static int draw_processes(const struct tui *t, int y, int rows, const oom_watch_
     if (!wg->process_count)
         put(y + 1, 1, "(no processes)");
     for (i = 0; i < wg->process_count && shown < rows - 1; i++, shown++) {
-        const oom_watch_process *p = &wg->processes[i];
+        const oom_watch_process *p = wg->processes[i];
         struct watch_process_row row;
         watch_process_row(&row, p);
         put(y + 1 + shown, 0, " %-8u %-10.10s %11s %7s  %s", (unsigned)p->pid, row.user, row.mem,
@@ -418,8 +418,8 @@ static void draw(struct tui *t)
     if (t->selected >= panels)
         first = t->selected - panels + 1;
     for (i = first; i < first + panels; i++, y += 2)
-        draw_panel(t, y, &s->gpus[i], i == t->selected);
-    wg = &s->gpus[t->selected];
+        draw_panel(t, y, s->gpus[i], i == t->selected);
+    wg = s->gpus[t->selected];
     draw_trend(t, y++, wg);
     rest = LINES - y;
     ev_rows = t->w->events ? 5 : 0;

@@ -20,7 +20,36 @@
  *  - The library never prints and never exits. It is safe to use from several threads as long as
  *    each object is used by one thread at a time.
  *
- * Since: 0.1.0 unless marked otherwise.
+ * Versioned structs. Every public struct has `unsigned int version` as its first member, a
+ * `#define OOM_<NAME>_VERSION`, an initializer `OOM_<NAME>_INIT` and `oom_<name>_init(s, version)`
+ * (zero-fills, sets the version; OOM_EINVAL for a version this library does not know):
+ *
+ *     oom_target target = OOM_TARGET_INIT;            // or oom_target_init(&t, OOM_TARGET_VERSION)
+ *     oom_target_request request = OOM_TARGET_REQUEST_INIT;
+ *     request.gpu = "a100-80gb";
+ *     if (oom_target_resolve(&target, &request, catalog) == OOM_OK) { ... }
+ *     oom_target_dispose(&target);
+ *
+ * A function given a struct (in or out) checks its version: 0 (not initialised) or a version newer
+ * than the library's is OOM_EINVAL, with a message naming the struct and the version. A struct
+ * held inside another (a budget in a request) takes its layout from the outer one. The _INIT
+ * macros use designated initializers (C99); from C++ use the _init functions.
+ *
+ * Owned results. Nothing the library returns is cut short: strings whose length has no documented
+ * external bound are `char *` and lists are a pointer and a count, owned by the result; a list of
+ * structs is a list of pointers, so that each struct can grow behind its own version. A result
+ * that owns memory has `oom_<name>_dispose()` (NULL is fine; frees what it owns and leaves it safe
+ * to dispose again); results allocated by the library have a _free that disposes and frees. The
+ * few fixed-size arrays left are bounded by NVML and cite its nvml.h constant.
+ *
+ * ABI. Within a major version (OOMLESS_VERSION_MAJOR; the shared library is liboomless.so.MAJOR)
+ * functions are never removed and never change their parameters or meaning; a struct only grows
+ * at its end, behind a new OOM_<NAME>_VERSION (a library knows every older version of its
+ * structs); enum values and error codes are never renumbered; and only oom_* symbols are exported.
+ * A program checks at start that oom_version_number() / 10000 equals the OOMLESS_VERSION_MAJOR it
+ * was compiled with (the oomless tool and the Python package do: they refuse another major).
+ *
+ * Since: 0.1.0 unless marked otherwise; 1.0.0 is the first version with this ABI promise.
  */
 #ifndef OOMLESS_H
 #define OOMLESS_H
@@ -39,12 +68,28 @@ extern "C" {
 #define OOM_EXPORT
 #endif
 
-#define OOMLESS_VERSION_MAJOR 0
-#define OOMLESS_VERSION_MINOR 1
+#define OOMLESS_VERSION_MAJOR 1
+#define OOMLESS_VERSION_MINOR 0
 #define OOMLESS_VERSION_PATCH 0
+/** The version of this header as one number: MAJOR * 10000 + MINOR * 100 + PATCH. */
+#define OOMLESS_VERSION_NUMBER                                                                     \
+    (OOMLESS_VERSION_MAJOR * 10000 + OOMLESS_VERSION_MINOR * 100 + OOMLESS_VERSION_PATCH)
 
 /** The library's version as "MAJOR.MINOR.PATCH". */
 OOM_EXPORT const char *oom_version(void);
+
+/**
+ * The library's version as one number, MAJOR * 10000 + MINOR * 100 + PATCH (10000 for 1.0.0).
+ * A program compares its major, oom_version_number() / 10000, with the OOMLESS_VERSION_MAJOR it
+ * was compiled with and refuses a library of another major (see "ABI" above). Since: 1.0.0.
+ */
+OOM_EXPORT unsigned oom_version_number(void);
+
+/**
+ * The size in bytes of the public struct named `name` ("oom_plan_result") as this library was
+ * built, or 0 for a name it does not know. For bindings that declare the layouts themselves.
+ */
+OOM_EXPORT size_t oom_struct_size(const char *name);
 
 /* ======================================================================== errors */
 
@@ -95,13 +140,23 @@ OOM_EXPORT void oom_set_notice_handler(oom_notice_fn fn, void *user);
  * and leaves no partial file.
  */
 typedef struct oom_allocator {
+    unsigned int version; /**< OOM_ALLOCATOR_VERSION */
     void *(*malloc)(size_t size, void *user);
     void *(*realloc)(void *ptr, size_t size, void *user);
     void (*free)(void *ptr, void *user);
     void *user;
 } oom_allocator;
 
-OOM_EXPORT void oom_set_allocator(const oom_allocator *allocator);
+#define OOM_ALLOCATOR_VERSION 1
+#define OOM_ALLOCATOR_INIT                                                                         \
+    {                                                                                              \
+        .version = OOM_ALLOCATOR_VERSION                                                           \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_allocator_init(oom_allocator *s, unsigned int version);
+
+/** OOM_EINVAL (the allocator unchanged) for a version this library does not know. */
+OOM_EXPORT int oom_set_allocator(const oom_allocator *allocator);
 
 /** Releases memory the library handed out (strings from `char **` out-parameters). NULL is ok. */
 OOM_EXPORT void oom_free(void *ptr);
@@ -144,10 +199,19 @@ OOM_EXPORT char *oom_format_size(char *buf, size_t bufsize, uint64_t bytes);
 
 /** How much memory one GPU gives a job. All in bytes. */
 typedef struct oom_budget {
+    unsigned int version;         /**< OOM_BUDGET_VERSION */
     uint64_t target_bytes;        /**< the VRAM the job may target (default: the GPU's total) */
     uint64_t safety_margin_bytes; /**< kept free (default 1 GiB) */
     uint64_t usable_bytes;        /**< target - margin: what a job's device peak must stay under */
 } oom_budget;
+
+#define OOM_BUDGET_VERSION 1
+#define OOM_BUDGET_INIT                                                                            \
+    {                                                                                              \
+        .version = OOM_BUDGET_VERSION                                                              \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_budget_init(oom_budget *s, unsigned int version);
 
 #define OOM_DEFAULT_SAFETY_MARGIN OOM_GiB
 
@@ -166,6 +230,7 @@ OOM_EXPORT int oom_budget_make(oom_budget *out, uint64_t target_bytes, uint64_t 
  * Fields the catalog does not know are 0 and say so through `has_*`.
  */
 typedef struct oom_gpu_profile {
+    unsigned int version;   /**< OOM_GPU_PROFILE_VERSION */
     const char *id;         /**< canonical name: "a100-80gb", "rtx-4090" */
     const char *name;       /**< marketing name: "NVIDIA A100 80GB (SXM4)" */
     const char *vendor;     /**< "nvidia", "amd" */
@@ -180,6 +245,14 @@ typedef struct oom_gpu_profile {
     int has_tflops;
     int user_defined; /**< 1 when it came from the user's config file */
 } oom_gpu_profile;
+
+#define OOM_GPU_PROFILE_VERSION 1
+#define OOM_GPU_PROFILE_INIT                                                                       \
+    {                                                                                              \
+        .version = OOM_GPU_PROFILE_VERSION                                                         \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_gpu_profile_init(oom_gpu_profile *s, unsigned int version);
 
 /** The default profile planned for when no GPU is found (overridable in the config). */
 #define OOM_DEFAULT_PROFILE "rtx-4090"
@@ -242,18 +315,28 @@ OOM_EXPORT const oom_gpu_profile *oom_catalog_match(const oom_catalog *catalog,
 
 /** One process using a GPU, as NVML's running-process lists report it. */
 typedef struct oom_gpu_process {
+    unsigned int version; /**< OOM_GPU_PROCESS_VERSION */
     uint32_t pid;
     uint64_t used_bytes; /**< OOM_UNKNOWN when the driver does not say (e.g. some WDDM/MIG) */
     int is_graphics;     /**< 1 from the graphics list, 0 from the compute list */
 } oom_gpu_process;
 
+#define OOM_GPU_PROCESS_VERSION 1
+#define OOM_GPU_PROCESS_INIT                                                                       \
+    {                                                                                              \
+        .version = OOM_GPU_PROCESS_VERSION                                                         \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_gpu_process_init(oom_gpu_process *s, unsigned int version);
+
 /** One GPU as seen now. A field the driver did not give is flagged, never faked. */
 typedef struct oom_gpu_info {
-    int index;      /**< CUDA's index, after CUDA_VISIBLE_DEVICES renumbering */
-    int nvml_index; /**< NVML's index (= nvidia-smi's) */
-    char name[96];
-    char uuid[96];       /**< "GPU-xxxxxxxx-..." or "" when unknown */
-    char pci_bus_id[32]; /**< "" when unknown */
+    unsigned int version; /**< OOM_GPU_INFO_VERSION */
+    int index;            /**< CUDA's index, after CUDA_VISIBLE_DEVICES renumbering */
+    int nvml_index;       /**< NVML's index (= nvidia-smi's) */
+    char name[96];        /**< NVML_DEVICE_NAME_V2_BUFFER_SIZE (96) bounds nvmlDeviceGetName */
+    char uuid[96]; /**< "GPU-xxxxxxxx-..." or "" when unknown; NVML_DEVICE_UUID_V2_BUFFER_SIZE */
+    char pci_bus_id[32]; /**< "" when unknown; NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE (32) */
     uint64_t total_bytes;
     uint64_t used_bytes;
     uint64_t free_bytes;
@@ -264,20 +347,37 @@ typedef struct oom_gpu_info {
     unsigned utilization_mem; /**< percent */
     int has_temperature;
     unsigned temperature_c;
-    int lost;             /**< 1 when the device stopped answering (fields are stale) */
-    size_t process_count; /**< entries in processes (only when asked for) */
-    oom_gpu_process *processes;
+    int lost;                    /**< 1 when the device stopped answering (fields are stale) */
+    size_t process_count;        /**< entries in processes (only when asked for) */
+    oom_gpu_process **processes; /**< owned by the list */
 } oom_gpu_info;
+
+#define OOM_GPU_INFO_VERSION 1
+#define OOM_GPU_INFO_INIT                                                                          \
+    {                                                                                              \
+        .version = OOM_GPU_INFO_VERSION                                                            \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_gpu_info_init(oom_gpu_info *s, unsigned int version);
 
 /** A snapshot of the visible GPUs. */
 typedef struct oom_gpu_list {
+    unsigned int version; /**< OOM_GPU_LIST_VERSION */
     size_t count;
-    oom_gpu_info *gpus;
-    char driver_version[32]; /**< "" when unknown */
-    char nvml_version[32];   /**< "" when unknown */
+    oom_gpu_info **gpus;     /**< owned by the list */
+    char driver_version[80]; /**< "" when unknown; NVML_SYSTEM_DRIVER_VERSION_BUFFER_SIZE (80) */
+    char nvml_version[80];   /**< "" when unknown; NVML_SYSTEM_NVML_VERSION_BUFFER_SIZE (80) */
     int cuda_driver_version; /**< e.g. 12040; 0 when unknown */
     const char *backend;     /**< "nvml" */
 } oom_gpu_list;
+
+#define OOM_GPU_LIST_VERSION 1
+#define OOM_GPU_LIST_INIT                                                                          \
+    {                                                                                              \
+        .version = OOM_GPU_LIST_VERSION                                                            \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_gpu_list_init(oom_gpu_list *s, unsigned int version);
 
 /** A session with the GPU backend (NVML, loaded with dlopen at run time). */
 typedef struct oom_gpu_session oom_gpu_session;
@@ -317,31 +417,50 @@ OOM_EXPORT size_t oom_cuda_visible(int *visible, size_t max_visible, const char 
 
 /** Where a planning command's GPU and budget came from. */
 typedef struct oom_target {
+    unsigned int version;    /**< OOM_TARGET_VERSION */
     oom_gpu_profile profile; /**< the GPU planned for (a copy; strings owned by the target) */
     oom_budget budget;       /**< per GPU */
     int gpu_count;           /**< GPUs detected (or 1 for a profile) */
     int detected;            /**< 1 when the GPU was detected, 0 for a named profile */
     int mixed;               /**< 1 when the detected GPUs differ (the smallest is planned for) */
     int fallback;            /**< 1 when no GPU was found and the default profile was used */
-    char reason[256];        /**< why a fallback happened ("NVML not found: ...") */
+    char *reason;            /**< why a fallback happened ("NVML not found: ..."), or NULL; owned */
 } oom_target;
+
+#define OOM_TARGET_VERSION 1
+#define OOM_TARGET_INIT                                                                            \
+    {                                                                                              \
+        .version = OOM_TARGET_VERSION                                                              \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_target_init(oom_target *s, unsigned int version);
 
 /** What the user asked for; NULL/empty fields mean "default". */
 typedef struct oom_target_request {
-    const char *gpu;    /**< "auto", an index, or a profile id; else $OOMLESS_GPU, $GPU_PROFILE */
-    const char *vram;   /**< --vram SIZE (bare number = GiB) */
-    const char *margin; /**< --vram-safety-margin SIZE|PCT (bare number = MiB) */
+    unsigned int version; /**< OOM_TARGET_REQUEST_VERSION */
+    const char *gpu;      /**< "auto", an index, or a profile id; else $OOMLESS_GPU, $GPU_PROFILE */
+    const char *vram;     /**< --vram SIZE (bare number = GiB) */
+    const char *margin;   /**< --vram-safety-margin SIZE|PCT (bare number = MiB) */
     const oom_config *config; /**< may be NULL */
 } oom_target_request;
+
+#define OOM_TARGET_REQUEST_VERSION 1
+#define OOM_TARGET_REQUEST_INIT                                                                    \
+    {                                                                                              \
+        .version = OOM_TARGET_REQUEST_VERSION                                                      \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_target_request_init(oom_target_request *s, unsigned int version);
 
 /**
  * Resolves the GPU and the budget: a profile id, an index of a detected GPU, or auto (detected
  * GPUs; the smallest when mixed; the config's / default profile when none). --vram overrides
- * the target memory. Strings in `out` stay valid until oom_target_free().
+ * the target memory. Strings in `out` stay valid until oom_target_dispose().
  */
 OOM_EXPORT int oom_target_resolve(oom_target *out, const oom_target_request *request,
                                   const oom_catalog *catalog);
-OOM_EXPORT void oom_target_free(oom_target *target);
+/** Frees what `target` owns (its profile's strings, reason); NULL is fine; safe to repeat. */
+OOM_EXPORT void oom_target_dispose(oom_target *target);
 
 /**
  * The document `oomless gpus --json` prints:
@@ -388,7 +507,8 @@ typedef enum oom_band {
 /** The warning band starts above this fraction of the usable budget. */
 #define OOM_BAND_WARNING_FRACTION 0.9
 
-/** Classifies `used_bytes`; `plan_peak_bytes` is OOM_UNKNOWN when there is no plan. */
+/** Classifies `used_bytes`; `plan_peak_bytes` is OOM_UNKNOWN when there is no plan. A budget of
+ *  a version this library does not know gives OOM_BAND_UNKNOWN (and oom_last_message says so). */
 OOM_EXPORT oom_band oom_band_classify(uint64_t used_bytes, const oom_budget *budget,
                                       uint64_t plan_peak_bytes);
 /** "safe", "elevated", "warning", "critical", "unknown". Never NULL. */
@@ -401,6 +521,7 @@ OOM_EXPORT const char *oom_band_name(oom_band band);
  * noise), and a fitted rise of at least OOM_TREND_MIN_RISE bytes over the window.
  */
 typedef struct oom_trend {
+    unsigned int version;     /**< OOM_TREND_VERSION */
     int valid;                /**< enough samples to fit a line */
     double slope_bytes_per_s; /**< fitted growth (negative: shrinking) */
     double r2;                /**< goodness of the fit, 0..1 (1 when the data is flat) */
@@ -409,6 +530,14 @@ typedef struct oom_trend {
     double seconds_to_limit;  /**< when has_eta: seconds until the fitted line crosses the limit,
                                    from the last sample (0 when already above it) */
 } oom_trend;
+
+#define OOM_TREND_VERSION 1
+#define OOM_TREND_INIT                                                                             \
+    {                                                                                              \
+        .version = OOM_TREND_VERSION                                                               \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_trend_init(oom_trend *s, unsigned int version);
 
 #define OOM_TREND_MIN_SAMPLES 5
 #define OOM_TREND_MIN_SECONDS 2.0
@@ -421,42 +550,69 @@ typedef struct oom_trend {
  * process's); pass OOM_UNKNOWN to use the fitted value at the last sample. `limit_bytes`
  * OOM_UNKNOWN: no ETA. Never fails: too few samples give valid = 0.
  */
-OOM_EXPORT void oom_trend_fit(oom_trend *out, const double *times, const uint64_t *used, size_t n,
-                              uint64_t current_bytes, uint64_t limit_bytes);
+OOM_EXPORT int oom_trend_fit(oom_trend *out, const double *times, const uint64_t *used, size_t n,
+                             uint64_t current_bytes, uint64_t limit_bytes);
 
-/** One process on a GPU, with what /proc says about it. Unknown strings are "". */
+/** One process on a GPU, with what /proc says about it. Unknown strings are "". Its strings belong
+ *  to the monitor (valid as long as the snapshot). */
 typedef struct oom_watch_process {
+    unsigned int version; /**< OOM_WATCH_PROCESS_VERSION */
     uint32_t pid;
     uint64_t used_bytes; /**< OOM_UNKNOWN when the driver does not say */
     int is_graphics;
     int local;          /**< 1 when the PID exists here; 0: another PID namespace (container) */
-    char command[256];  /**< command line, arguments joined by spaces; a longer one is cut at a
-                             UTF-8 character boundary and ends in "..." */
-    char user[64];      /**< owner's user name (or uid as digits) */
+    char *command;      /**< the whole command line, arguments joined by spaces (never NULL) */
+    char *user;         /**< owner's user name, or uid as digits (never NULL) */
     int64_t batch_size; /**< OOMLESS_BATCH_SIZE from its environment (`oomless run`), or -1 */
     int64_t grad_accum; /**< OOMLESS_GRAD_ACCUM likewise, or -1 */
     oom_trend trend;    /**< of this process's memory; ETA against the GPU's usable budget */
 } oom_watch_process;
 
+#define OOM_WATCH_PROCESS_VERSION 1
+#define OOM_WATCH_PROCESS_INIT                                                                     \
+    {                                                                                              \
+        .version = OOM_WATCH_PROCESS_VERSION                                                       \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_watch_process_init(oom_watch_process *s, unsigned int version);
+
 /** One GPU in a snapshot. */
 typedef struct oom_watch_gpu {
+    unsigned int version;     /**< OOM_WATCH_GPU_VERSION */
     const oom_gpu_info *info; /**< the sample (a lost GPU keeps its last known name) */
     oom_budget budget;        /**< the budget applied to this GPU */
     oom_band band;
     oom_trend trend; /**< of the GPU's used memory; ETA against budget.usable_bytes */
     size_t process_count;
-    oom_watch_process *processes;
+    oom_watch_process **processes;
 } oom_watch_gpu;
+
+#define OOM_WATCH_GPU_VERSION 1
+#define OOM_WATCH_GPU_INIT                                                                         \
+    {                                                                                              \
+        .version = OOM_WATCH_GPU_VERSION                                                           \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_watch_gpu_init(oom_watch_gpu *s, unsigned int version);
 
 /** A monitor's latest sample. Owned by the monitor; valid until its next sample or free. */
 typedef struct oom_watch_snapshot {
-    double time; /**< Unix seconds */
+    unsigned int version; /**< OOM_WATCH_SNAPSHOT_VERSION */
+    double time;          /**< Unix seconds */
     size_t gpu_count;
-    oom_watch_gpu *gpus;
+    oom_watch_gpu **gpus;
     const oom_gpu_list *list;
     uint64_t plan_peak_bytes; /**< OOM_UNKNOWN when no plan was given */
     size_t foreign_pids;      /**< processes whose PID does not exist here (PID namespace) */
 } oom_watch_snapshot;
+
+#define OOM_WATCH_SNAPSHOT_VERSION 1
+#define OOM_WATCH_SNAPSHOT_INIT                                                                    \
+    {                                                                                              \
+        .version = OOM_WATCH_SNAPSHOT_VERSION                                                      \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_watch_snapshot_init(oom_watch_snapshot *s, unsigned int version);
 
 /**
  * A monitor: samples all GPUs with their processes (OOM_SAMPLE_ALL_GPUS), reads /proc for each
@@ -505,10 +661,9 @@ OOM_EXPORT const char *oom_watch_csv_header(void);
  *   timestamp,kind,gpu_index,gpu_name,pid,command,user,used_bytes,total_bytes,
  *   utilization_gpu,temperature_c,band,lost,batch_size,grad_accum
  * timestamp is Unix seconds with milliseconds; a column that does not apply or is unknown is
- * empty. The text columns (gpu_name, command, user) are read no further than their arrays, and
- * one that starts with =, +, -, @, a tab or a carriage return gets a leading single quote ('),
- * so that a spreadsheet shows it as text instead of running it as a formula (CSV injection:
- * anyone sharing the GPU chooses their command line).
+ * empty. A text column (gpu_name, command, user) that starts with =, +, -, @, a tab or a carriage
+ * return gets a leading single quote ('), so that a spreadsheet shows it as text instead of running
+ * it as a formula (CSV injection: anyone sharing the GPU chooses their command line).
  */
 OOM_EXPORT int oom_watch_to_csv(char **out, const oom_watch_snapshot *snapshot);
 
@@ -534,21 +689,34 @@ typedef enum oom_run_event_kind {
 
 /** One event; an absent field is -1 (peak_bytes: OOM_UNKNOWN). */
 typedef struct oom_run_event {
-    double time; /**< Unix seconds */
+    unsigned int version; /**< OOM_RUN_EVENT_VERSION */
+    double time;          /**< Unix seconds */
     oom_run_event_kind kind;
-    char name[16]; /**< the "event" string as written ("launch", "oom", ...) */
+    char *name; /**< the "event" string as written ("launch", "oom", ...); owned */
     int64_t pid, attempt, batch, grad_accum, exit_code;
     uint64_t peak_bytes;
     int batch_changed; /**< 1 when `batch` differs from the previous event's that had one */
 } oom_run_event;
 
+#define OOM_RUN_EVENT_VERSION 1
+#define OOM_RUN_EVENT_INIT                                                                         \
+    {                                                                                              \
+        .version = OOM_RUN_EVENT_VERSION                                                           \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_run_event_init(oom_run_event *s, unsigned int version);
+
 /** "launch", "oom", "restart", "exit", "signal", "kill" or "other". */
 OOM_EXPORT const char *oom_run_event_kind_name(oom_run_event_kind kind);
 /**
- * Parses one line (`len` bytes, no newline needed). OOM_EPARSE when it is not a JSON object
- * with a numeric "time" and a string "event".
+ * Parses one line (`len` bytes, no newline needed) into `out` (from OOM_RUN_EVENT_INIT or an
+ * earlier parse). OOM_EPARSE when it is not a JSON object with a numeric "time" and a string
+ * "event". Dispose of `out` with oom_run_event_dispose().
  */
 OOM_EXPORT int oom_run_event_parse(oom_run_event *out, const char *line, size_t len);
+/** Frees what `ev` owns (name); NULL is fine; safe to repeat. oom_run_event_parse() replaces the
+ *  name an event it is given already holds, so one event may be parsed into again and again. */
+OOM_EXPORT void oom_run_event_dispose(oom_run_event *ev);
 
 /**
  * Follows an events file that may not exist yet and that a writer appends to: each poll reads
@@ -646,10 +814,11 @@ typedef enum oom_offload {
 
 /** The knobs the planner turns, typed. Counts are per GPU (batch = micro-batch per GPU). */
 typedef struct oom_knobs {
-    long batch;      /**< micro-batch per GPU, >= 1 */
-    long grad_accum; /**< gradient accumulation steps, >= 1 */
-    long seq_len;    /**< tokens per sample (inference: prompt + generated) */
-    long gpus;       /**< data-parallel GPUs, >= 1 */
+    unsigned int version; /**< OOM_KNOBS_VERSION */
+    long batch;           /**< micro-batch per GPU, >= 1 */
+    long grad_accum;      /**< gradient accumulation steps, >= 1 */
+    long seq_len;         /**< tokens per sample (inference: prompt + generated) */
+    long gpus;            /**< data-parallel GPUs, >= 1 */
     oom_method method;
     oom_precision precision;
     oom_optimizer optimizer;
@@ -659,6 +828,14 @@ typedef struct oom_knobs {
     oom_sharding sharding;
     oom_offload offload;
 } oom_knobs;
+
+#define OOM_KNOBS_VERSION 1
+#define OOM_KNOBS_INIT                                                                             \
+    {                                                                                              \
+        .version = OOM_KNOBS_VERSION                                                               \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_knobs_init(oom_knobs *s, unsigned int version);
 
 /** The names the options use ("amp-bf16", "zero3", ...); "?" for a value out of range. */
 OOM_EXPORT const char *oom_method_name(oom_method v);
@@ -701,16 +878,25 @@ OOM_EXPORT int oom_workload_get(char **out, const oom_workload *w, const char *k
 
 /** One option of a workload: name (CLI spelling), metavar, one line of help with the default. */
 typedef struct oom_option {
-    const char *name;    /**< "lora-rank" */
-    const char *metavar; /**< "R" */
-    const char *help;    /**< "LoRA rank (default 16)" */
+    unsigned int version; /**< OOM_OPTION_VERSION */
+    const char *name;     /**< "lora-rank" */
+    const char *metavar;  /**< "R" */
+    const char *help;     /**< "LoRA rank (default 16)" */
 } oom_option;
 
-/** The option table (static, owned by the library); `*count` receives its length. */
-OOM_EXPORT const oom_option *oom_workload_options(size_t *count);
+#define OOM_OPTION_VERSION 1
+#define OOM_OPTION_INIT                                                                            \
+    {                                                                                              \
+        .version = OOM_OPTION_VERSION                                                              \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_option_init(oom_option *s, unsigned int version);
+
+/** The option table (static, owned by the library): `*count` pointers. */
+OOM_EXPORT const oom_option *const *oom_workload_options(size_t *count);
 
 /** The knobs as set (precision AUTO resolved to what the estimate will use). */
-OOM_EXPORT void oom_workload_get_knobs(oom_knobs *out, const oom_workload *w);
+OOM_EXPORT int oom_workload_get_knobs(oom_knobs *out, const oom_workload *w);
 /**
  * Sets all knobs at once. OOM_EINVAL naming the first out-of-range field (a count < 1, an enum
  * value out of range); the workload is unchanged on failure. Combinations are checked by
@@ -738,33 +924,52 @@ OOM_EXPORT int oom_workload_validate(const oom_workload *w);
 
 /** What the loaded model is. Strings belong to the workload. */
 typedef struct oom_model_info {
-    const char *name;    /**< preset name, or the config's path */
-    const char *family;  /**< "llama", "gpt2", "bert", "t5", "mixtral", ... */
-    const char *head;    /**< "causal-lm", "seq-cls", "masked-lm", "seq2seq-lm", "base" */
-    long layers;         /**< decoder (or only) layers */
-    long encoder_layers; /**< T5: encoder layers; else 0 */
+    unsigned int version; /**< OOM_MODEL_INFO_VERSION */
+    const char *name;     /**< preset name, or the config's path */
+    const char *family;   /**< "llama", "gpt2", "bert", "t5", "mixtral", ... */
+    const char *head;     /**< "causal-lm", "seq-cls", "masked-lm", "seq2seq-lm", "base" */
+    long layers;          /**< decoder (or only) layers */
+    long encoder_layers;  /**< T5: encoder layers; else 0 */
     long hidden, heads, kv_heads, head_dim, ffn, vocab;
     long max_positions;              /**< 0: no limit given (relative positions, ALiBi) */
     long experts, experts_per_token; /**< 0 for dense models */
     uint64_t params;                 /**< all parameters */
 } oom_model_info;
 
+#define OOM_MODEL_INFO_VERSION 1
+#define OOM_MODEL_INFO_INIT                                                                        \
+    {                                                                                              \
+        .version = OOM_MODEL_INFO_VERSION                                                          \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_model_info_init(oom_model_info *s, unsigned int version);
+
 /** Info on the workload's model. OOM_EINVAL when no model is set. */
 OOM_EXPORT int oom_workload_model(oom_model_info *out, const oom_workload *w);
 
 /** The built-in model presets (data/models/<name>.json). */
 typedef struct oom_preset {
-    char *name;      /**< "llama-3.1-8b" */
-    char *family;    /**< "llama" */
-    uint64_t params; /**< parameters counted from the config */
+    unsigned int version; /**< OOM_PRESET_VERSION */
+    char *name;           /**< "llama-3.1-8b" */
+    char *family;         /**< "llama" */
+    uint64_t params;      /**< parameters counted from the config */
 } oom_preset;
 
+#define OOM_PRESET_VERSION 1
+#define OOM_PRESET_INIT                                                                            \
+    {                                                                                              \
+        .version = OOM_PRESET_VERSION                                                              \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_preset_init(oom_preset *s, unsigned int version);
+
 /**
- * Lists the presets, sorted by name, into an array to release with oom_model_presets_free().
- * OOM_EIO when the models folder cannot be read, OOM_EPARSE/OOM_EUNSUPPORTED for a bad preset.
+ * Lists the presets, sorted by name, as `*count` pointers to release with
+ * oom_model_presets_free(). OOM_EIO when the models folder cannot be read,
+ * OOM_EPARSE/OOM_EUNSUPPORTED for a bad preset.
  */
-OOM_EXPORT int oom_model_presets(oom_preset **out, size_t *count);
-OOM_EXPORT void oom_model_presets_free(oom_preset *presets, size_t count);
+OOM_EXPORT int oom_model_presets(oom_preset ***out, size_t *count);
+OOM_EXPORT void oom_model_presets_free(oom_preset **presets, size_t count);
 /** The presets as a JSON array of {"name", "family", "params"}; release with oom_free(). */
 OOM_EXPORT int oom_model_presets_json(char **out);
 
@@ -783,6 +988,7 @@ OOM_EXPORT const char *oom_phase_name(oom_phase v);
  * allocated_peak. All sizes are bytes (a field saturates at 2^60 for absurd inputs).
  */
 typedef struct oom_estimate {
+    unsigned int version; /**< OOM_ESTIMATE_VERSION */
     uint64_t weights;     /**< parameters (and quantisation constants), this GPU's share */
     uint64_t gradients;   /**< parameter gradients live at the peak (incl. DDP buckets) */
     uint64_t optimizer;   /**< optimizer states (and fp32 master weights) on this GPU */
@@ -802,6 +1008,14 @@ typedef struct oom_estimate {
     double flops_per_step;    /**< per GPU per optimizer step (all micro-batches) */
     uint64_t tokens_per_step; /**< per GPU: batch × seq × grad_accum */
 } oom_estimate;
+
+#define OOM_ESTIMATE_VERSION 1
+#define OOM_ESTIMATE_INIT                                                                          \
+    {                                                                                              \
+        .version = OOM_ESTIMATE_VERSION                                                            \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_estimate_init(oom_estimate *s, unsigned int version);
 
 /**
  * Estimates the workload's peak memory per GPU. Validates first (see oom_workload_validate) and
@@ -832,10 +1046,11 @@ OOM_EXPORT int oom_estimate_to_json_budget(char **out, const oom_workload *w, co
  * through the catalog or GPU discovery (oom_target_resolve; the workload's GPU is set from the
  * profile), else with request->vram alone as a bare target (no discovery), else none
  * (*have = 0; a margin without --vram or --gpu is OOM_EINVAL). `label` (may be NULL) receives
- * what the budget came from ("NVIDIA A100 80GB", "--vram 24"). request may be NULL (no budget).
+ * what the budget came from ("NVIDIA A100 80GB", "--vram 24"), allocated (release with
+ * oom_free(); NULL when there is no budget or on failure). request may be NULL (no budget).
  */
-OOM_EXPORT int oom_estimate_budget(oom_budget *out, int *have, char *label, size_t label_size,
-                                   oom_workload *w, const oom_target_request *request);
+OOM_EXPORT int oom_estimate_budget(oom_budget *out, int *have, char **label, oom_workload *w,
+                                   const oom_target_request *request);
 
 /* ======================================================================== plan */
 /* (section: plan) */
@@ -874,6 +1089,7 @@ OOM_EXPORT int oom_estimate_budget(oom_budget *out, int *have, char *label, size
  * an anchor with its positives and negatives.
  */
 typedef struct oom_measured_line {
+    unsigned int version;      /**< OOM_MEASURED_LINE_VERSION */
     uint64_t fixed_bytes;      /**< weights, optimizer states, CUDA context: independent of batch */
     uint64_t bytes_per_sample; /**< per (multiplied) sample */
     uint64_t bytes_per_token;  /**< per (multiplied) sample per token of seq; 0: no seq term */
@@ -881,8 +1097,17 @@ typedef struct oom_measured_line {
     double flops_per_sample;   /**< training FLOPs per sample; 0: unknown (ranked by batch) */
 } oom_measured_line;
 
+#define OOM_MEASURED_LINE_VERSION 1
+#define OOM_MEASURED_LINE_INIT                                                                     \
+    {                                                                                              \
+        .version = OOM_MEASURED_LINE_VERSION                                                       \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_measured_line_init(oom_measured_line *s, unsigned int version);
+
 /** What to plan. Start from oom_plan_request_init(). Counts of 0 mean "not given". */
 typedef struct oom_plan_request {
+    unsigned int version;          /**< OOM_PLAN_REQUEST_VERSION */
     const oom_workload *workload;  /**< the model workload (its knobs are the starting point) */
     const oom_measured_line *line; /**< or a measured line (then workload is NULL) */
     oom_budget budget;             /**< per GPU */
@@ -902,11 +1127,20 @@ typedef struct oom_plan_request {
     long workers;                /**< 0/1: one job; N: N copies share each GPU; -1: auto */
 } oom_plan_request;
 
-/** Defaults: allow OOM_ALLOW_DEFAULT, downscale OOM_DOWNSCALE_DEFAULT, 1 node x 1 GPU. */
-OOM_EXPORT void oom_plan_request_init(oom_plan_request *r);
+#define OOM_PLAN_REQUEST_VERSION 1
+/** The defaults: allow OOM_ALLOW_DEFAULT, downscale OOM_DOWNSCALE_DEFAULT, 1 node x 1 GPU. */
+#define OOM_PLAN_REQUEST_INIT                                                                      \
+    {                                                                                              \
+        .version = OOM_PLAN_REQUEST_VERSION, .budget = {.version = OOM_BUDGET_VERSION},            \
+        .nodes = 1, .gpus_per_node = 1, .allow = OOM_ALLOW_DEFAULT,                                \
+        .downscale = OOM_DOWNSCALE_DEFAULT                                                         \
+    }
+/** Sets `r` to the defaults of OOM_PLAN_REQUEST_INIT; OOM_EINVAL for an unknown version. */
+OOM_EXPORT int oom_plan_request_init(oom_plan_request *r, unsigned int version);
 
 /** One configuration the planner estimated. */
 typedef struct oom_plan_choice {
+    unsigned int version;  /**< OOM_PLAN_CHOICE_VERSION */
     oom_knobs knobs;       /**< knobs.gpus: all data-parallel GPUs */
     long effective_batch;  /**< batch x grad_accum x gpus */
     oom_estimate estimate; /**< per GPU (measured lines: only the peaks are set) */
@@ -917,25 +1151,36 @@ typedef struct oom_plan_choice {
     double step_s;         /**< one optimizer step (inference: one batch) */
     double utilisation;    /**< model-FLOPs utilisation assumed for the micro-batch */
     double score;          /**< what was maximised */
-    char why[200];         /**< for alternatives and refusals: why it lost / how it fails */
+    char *why;             /**< for alternatives: why it lost / how it fails, or NULL; owned */
 } oom_plan_choice;
 
-#define OOM_PLAN_MAX_ALTERNATIVES 3
-#define OOM_PLAN_MAX_NOTES        8
-#define OOM_PLAN_MAX_CURVE        24
+#define OOM_PLAN_CHOICE_VERSION 1
+#define OOM_PLAN_CHOICE_INIT                                                                       \
+    {                                                                                              \
+        .version = OOM_PLAN_CHOICE_VERSION                                                         \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_plan_choice_init(oom_plan_choice *s, unsigned int version);
+/** Frees what `c` owns (why); NULL is fine; safe to repeat. */
+OOM_EXPORT void oom_plan_choice_dispose(oom_plan_choice *c);
 
-/** The answer. Strings are inline; free with oom_plan_free(). */
+/**
+ * The answer; free with oom_plan_free(). Its strings, lists and choices are owned by it: nothing is
+ * cut short. The choices are pointers (never NULL for best and smallest) so that oom_plan_choice
+ * can grow behind its own version.
+ */
 typedef struct oom_plan_result {
+    unsigned int version;    /**< OOM_PLAN_RESULT_VERSION */
     int found;               /**< 1: `best` fits; 0: nothing did (see smallest, suggestions) */
     int inference, measured; /**< what kind of workload was planned */
-    oom_plan_choice best;
+    oom_plan_choice *best;
     size_t n_alternatives;
-    oom_plan_choice alternatives[OOM_PLAN_MAX_ALTERNATIVES];
-    oom_plan_choice smallest; /**< the configuration with the smallest device peak tried */
-    size_t n_suggestions;     /**< when nothing fits: what would make it fit */
-    char suggestions[OOM_PLAN_MAX_NOTES][200];
+    oom_plan_choice **alternatives; /**< the runners-up (at most 3), each with its `why` */
+    oom_plan_choice *smallest;      /**< the configuration with the smallest device peak tried */
+    size_t n_suggestions;           /**< when nothing fits: what would make it fit */
+    char **suggestions;
     size_t n_notices; /**< downscaled values, precision changed for the GPU, ... */
-    char notices[OOM_PLAN_MAX_NOTES][240];
+    char **notices;
     unsigned downscaled; /**< OOM_DOWNSCALE_* bits of the fixed values that were lowered */
     long requested_batch, requested_seq; /**< the fixed values asked for (0: none) */
     long target_effective_batch;
@@ -946,18 +1191,26 @@ typedef struct oom_plan_result {
     uint64_t kv_budget_bytes; /**< inference: memory a serving engine may give its KV cache */
     double kv_bytes_per_token;
     long nodes, gpus_per_node;
-    long candidates; /**< configurations estimated */
-    char model[160]; /**< model name, or "measured line" */
-    char gpu_id[64], gpu_name[96];
-    double peak_tflops;  /**< for the chosen precision */
-    int target_fallback; /**< oom_plan_options_run: no GPU found, default profile used */
-    char target_reason[256];
+    long candidates;         /**< configurations estimated */
+    char *model;             /**< model name, or "measured line" */
+    char *gpu_id, *gpu_name; /**< the profile planned for ("" when none) */
+    double peak_tflops;      /**< for the chosen precision */
+    int target_fallback;     /**< oom_plan_options_run: no GPU found, default profile used */
+    char *target_reason;     /**< why the fallback happened, or NULL */
     /* device peak versus micro-batch for the chosen knobs, without and with full checkpointing
-     * (UINT64_MAX where the estimator refused), for pictures */
+     * (UINT64_MAX where the estimator refused), for pictures; each array has n_curve entries */
     size_t n_curve;
-    long curve_batch[OOM_PLAN_MAX_CURVE];
-    uint64_t curve_peak_none[OOM_PLAN_MAX_CURVE], curve_peak_full[OOM_PLAN_MAX_CURVE];
+    long *curve_batch;
+    uint64_t *curve_peak_none, *curve_peak_full;
 } oom_plan_result;
+
+#define OOM_PLAN_RESULT_VERSION 1
+#define OOM_PLAN_RESULT_INIT                                                                       \
+    {                                                                                              \
+        .version = OOM_PLAN_RESULT_VERSION                                                         \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_plan_result_init(oom_plan_result *s, unsigned int version);
 
 /**
  * Plans. OOM_OK with `*out` (found = 1). OOM_ENOFIT when nothing fits: `*out` is still set
@@ -966,7 +1219,10 @@ typedef struct oom_plan_result {
  * without allow_inexact, a fixed batch above max_batch, ...). Free with oom_plan_free().
  */
 OOM_EXPORT int oom_plan_run(oom_plan_result **out, const oom_plan_request *request);
+/** oom_plan_result_dispose(), then frees the result itself. NULL is fine. */
 OOM_EXPORT void oom_plan_free(oom_plan_result *result);
+/** Frees what `result` owns (choices, strings, lists, curve); NULL is fine; safe to repeat. */
+OOM_EXPORT void oom_plan_result_dispose(oom_plan_result *result);
 
 /**
  * The plan as one JSON document: {"plan": {"batch_size", "grad_accum", "effective_batch",
@@ -1000,7 +1256,7 @@ OOM_EXPORT int oom_plan_options_set(oom_plan_options *o, const char *key, const 
 /** Sets every option of a YAML mapping file (keys are option names). */
 OOM_EXPORT int oom_plan_options_load(oom_plan_options *o, const char *path);
 /** The plan-only options (static). */
-OOM_EXPORT const oom_option *oom_plan_option_table(size_t *count);
+OOM_EXPORT const oom_option *const *oom_plan_option_table(size_t *count);
 /** Resolves the budget and plans. Returns as oom_plan_run(). */
 OOM_EXPORT int oom_plan_options_run(oom_plan_result **out, const oom_plan_options *o);
 
@@ -1063,11 +1319,20 @@ OOM_EXPORT void oom_table_workloads_free(oom_plan_options **options, char **name
 
 /** A job: the command template and what to add to its environment. */
 typedef struct oom_job {
+    unsigned int version;    /**< OOM_JOB_VERSION */
     const char *const *argv; /**< NULL-terminated template; argv[0] is looked up in $PATH */
     const char *const *env;  /**< extra "KEY=VALUE" entries (NULL-terminated) or NULL */
     int stdout_fd;           /**< where the child's stdout is copied: 0 = 1, -1 = dropped */
     int stderr_fd;           /**< where the child's stderr is copied: 0 = 2, -1 = dropped */
 } oom_job;
+
+#define OOM_JOB_VERSION 1
+#define OOM_JOB_INIT                                                                               \
+    {                                                                                              \
+        .version = OOM_JOB_VERSION                                                                 \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_job_init(oom_job *s, unsigned int version);
 
 /** What happened to a supervised job, reported as it happens. */
 typedef enum oom_job_event_kind {
@@ -1089,6 +1354,7 @@ typedef enum oom_job_event_kind {
 } oom_job_event_kind;
 
 typedef struct oom_job_event {
+    unsigned int version; /**< OOM_JOB_EVENT_VERSION */
     oom_job_event_kind kind;
     double time;         /**< Unix time, seconds */
     long pid;            /**< the launch's pid (= its process group id) */
@@ -1109,6 +1375,14 @@ typedef struct oom_job_event {
     const char *reason;  /**< OOM: the line that reported the out-of-memory error, or NULL */
 } oom_job_event;
 
+#define OOM_JOB_EVENT_VERSION 1
+#define OOM_JOB_EVENT_INIT                                                                         \
+    {                                                                                              \
+        .version = OOM_JOB_EVENT_VERSION                                                           \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_job_event_init(oom_job_event *s, unsigned int version);
+
 typedef void (*oom_job_event_fn)(const oom_job_event *event, void *user);
 
 /**
@@ -1121,11 +1395,20 @@ typedef void (*oom_job_event_fn)(const oom_job_event *event, void *user);
  * (giving it the terminal when the caller holds it and `foreground` is set).
  */
 typedef struct oom_job_relay {
+    unsigned int version;       /**< OOM_JOB_RELAY_VERSION */
     volatile sig_atomic_t usr1; /**< SIGUSR1 (SLURM --signal=USR1@T, Lightning's requeue) */
     volatile sig_atomic_t usr2; /**< SIGUSR2 */
     volatile sig_atomic_t tstp; /**< SIGTSTP */
     volatile sig_atomic_t cont; /**< SIGCONT */
 } oom_job_relay;
+
+#define OOM_JOB_RELAY_VERSION 1
+#define OOM_JOB_RELAY_INIT                                                                         \
+    {                                                                                              \
+        .version = OOM_JOB_RELAY_VERSION                                                           \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_job_relay_init(oom_job_relay *s, unsigned int version);
 
 /** The name of an event kind as the events file writes it ("launch", "oom", ...). */
 OOM_EXPORT const char *oom_job_event_name(oom_job_event_kind kind);
@@ -1171,6 +1454,7 @@ OOM_EXPORT int oom_is_oom_exit(const oom_patterns *patterns, int exit_code, cons
 
 /** One trial: a launch at one batch size. */
 typedef struct oom_probe_trial {
+    unsigned int version; /**< OOM_PROBE_TRIAL_VERSION */
     int batch;
     uint64_t peak_bytes; /**< largest per-GPU sum over the job's processes; OOM_UNKNOWN if not
                               measured (no NVML, or the job ended before the first sample) */
@@ -1180,19 +1464,39 @@ typedef struct oom_probe_trial {
     double duration_s;
 } oom_probe_trial;
 
+#define OOM_PROBE_TRIAL_VERSION 1
+#define OOM_PROBE_TRIAL_INIT                                                                       \
+    {                                                                                              \
+        .version = OOM_PROBE_TRIAL_VERSION                                                         \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_probe_trial_init(oom_probe_trial *s, unsigned int version);
+
 /** peak(batch) = fixed + per_sample * batch + per_sample2 * batch^2 */
 typedef struct oom_probe_fit {
-    int valid;     /**< 0: fewer than two measured successful trials */
-    int quadratic; /**< 1 when per_sample2 was fitted (growth is not linear) */
+    unsigned int version; /**< OOM_PROBE_FIT_VERSION */
+    int valid;            /**< 0: fewer than two measured successful trials */
+    int quadratic;        /**< 1 when per_sample2 was fitted (growth is not linear) */
     double fixed_bytes, per_sample_bytes, per_sample2_bytes;
 } oom_probe_fit;
 
+#define OOM_PROBE_FIT_VERSION 1
+#define OOM_PROBE_FIT_INIT                                                                         \
+    {                                                                                              \
+        .version = OOM_PROBE_FIT_VERSION                                                           \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_probe_fit_init(oom_probe_fit *s, unsigned int version);
+
+/* The next two return a value, not an error code, and take a fit that is often held inside another
+ * struct: they read only the fields every version of oom_probe_fit has, and check no version. */
 /** The fitted peak at `batch` (fit must be valid). */
 OOM_EXPORT double oom_probe_fit_peak(const oom_probe_fit *fit, int batch);
 /** The largest batch in [1, limit] whose fitted peak is <= usable_bytes, 0 when none. */
 OOM_EXPORT int oom_probe_fit_max_batch(const oom_probe_fit *fit, uint64_t usable_bytes, int limit);
 
 typedef struct oom_probe_search {
+    unsigned int version;     /**< OOM_PROBE_SEARCH_VERSION */
     uint64_t usable_bytes;    /**< a batch fits when its peak is <= this (target - margin) */
     int start_batch;          /**< first trial; 0: from `prediction` when valid, else 1 */
     int max_trials;           /**< launches at most; 0: 8 */
@@ -1201,13 +1505,30 @@ typedef struct oom_probe_search {
     oom_probe_fit prediction; /**< the estimator's line, used for the first trial when valid */
 } oom_probe_search;
 
+#define OOM_PROBE_SEARCH_VERSION 1
+#define OOM_PROBE_SEARCH_INIT                                                                      \
+    {                                                                                              \
+        .version = OOM_PROBE_SEARCH_VERSION                                                        \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_probe_search_init(oom_probe_search *s, unsigned int version);
+
 typedef struct oom_probe_step {
+    unsigned int version;  /**< OOM_PROBE_STEP_VERSION */
     int done;              /**< 1: stop searching */
     int next_batch;        /**< the batch to try next when !done */
     int recommended_batch; /**< largest batch known to fit under the budget; 0 when none */
     int max_batch;         /**< largest batch that ran to completion; 0 when none */
     oom_probe_fit fit;     /**< the line (or curve) through the measured successful trials */
 } oom_probe_step;
+
+#define OOM_PROBE_STEP_VERSION 1
+#define OOM_PROBE_STEP_INIT                                                                        \
+    {                                                                                              \
+        .version = OOM_PROBE_STEP_VERSION                                                          \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_probe_step_init(oom_probe_step *s, unsigned int version);
 
 /**
  * The search: given the trials so far (in launch order), what to try next. Successful trials
@@ -1221,7 +1542,7 @@ typedef struct oom_probe_step {
  * A linear job takes 3 launches. OOM_EINVAL for a malformed trial list.
  */
 OOM_EXPORT int oom_probe_search_step(oom_probe_step *out, const oom_probe_search *search,
-                                     const oom_probe_trial *trials, size_t count);
+                                     const oom_probe_trial *const *trials, size_t count);
 
 /* ---- probe ---------------------------------------------------------------------------------- */
 
@@ -1229,6 +1550,7 @@ OOM_EXPORT int oom_probe_search_step(oom_probe_step *out, const oom_probe_search
 #define OOM_DEFAULT_KILL_GRACE      10.0 /**< seconds between SIGTERM and SIGKILL */
 
 typedef struct oom_probe_options {
+    unsigned int version; /**< OOM_PROBE_OPTIONS_VERSION */
     oom_probe_search search;
     int grad_accum;               /**< {accum} for every trial; 0: 1 */
     int seq;                      /**< {seq} for every trial (--seq-max); 0: not set */
@@ -1253,9 +1575,18 @@ typedef struct oom_probe_options {
     int foreground;
 } oom_probe_options;
 
+#define OOM_PROBE_OPTIONS_VERSION 1
+#define OOM_PROBE_OPTIONS_INIT                                                                     \
+    {                                                                                              \
+        .version = OOM_PROBE_OPTIONS_VERSION                                                       \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_probe_options_init(oom_probe_options *s, unsigned int version);
+
 typedef struct oom_probe_result {
+    unsigned int version; /**< OOM_PROBE_RESULT_VERSION */
     size_t trial_count;
-    oom_probe_trial *trials;
+    oom_probe_trial **trials; /**< in launch order; owned */
     oom_probe_fit fit;
     int recommended_batch; /**< 0 when nothing fits */
     int max_batch;         /**< largest batch that ran; 0 when none */
@@ -1263,15 +1594,24 @@ typedef struct oom_probe_result {
     int peaks_measured; /**< 0 when NVML was not available: peaks are unknown */
     double sample_interval_s;
     uint64_t usable_bytes;
-    int seq;                     /**< 0 when not set */
-    char gpu_name[96];           /**< the first visible GPU's name, "" without NVML */
-    char nvml_error[160];        /**< why peaks are unknown, "" when measured */
-    int stop_signal;             /**< the signal that stopped the probe, 0 */
-    int has_prediction;          /**< 1 when search.prediction was valid */
+    int seq;            /**< 0 when not set */
+    char gpu_name[96];  /**< the first visible GPU's name, "" without NVML (bounded by NVML's
+                             NVML_DEVICE_NAME_V2_BUFFER_SIZE, 96) */
+    char *nvml_error;   /**< why peaks are unknown, NULL when measured; owned */
+    int stop_signal;    /**< the signal that stopped the probe, 0 */
+    int has_prediction; /**< 1 when search.prediction was valid */
     double predicted_peak_bytes; /**< prediction at recommended_batch */
     double measured_peak_bytes;  /**< measured (or fitted) peak at recommended_batch */
     double prediction_error;     /**< (predicted - measured) / measured */
 } oom_probe_result;
+
+#define OOM_PROBE_RESULT_VERSION 1
+#define OOM_PROBE_RESULT_INIT                                                                      \
+    {                                                                                              \
+        .version = OOM_PROBE_RESULT_VERSION                                                        \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_probe_result_init(oom_probe_result *s, unsigned int version);
 
 /**
  * Runs the search, launching the job once per trial. Returns OOM_OK with a recommendation,
@@ -1296,6 +1636,7 @@ OOM_EXPORT int oom_probe_to_json(char **out, const oom_probe_result *result);
  */
 
 typedef struct oom_run_options {
+    unsigned int version;     /**< OOM_RUN_OPTIONS_VERSION */
     int batch;                /**< micro-batch of the first launch (required, >= 1) */
     int grad_accum;           /**< 0: target_effective / batch, or 1 */
     long target_effective;    /**< batch x accum kept on every relaunch; 0: batch x grad_accum */
@@ -1315,7 +1656,16 @@ typedef struct oom_run_options {
     int foreground;             /**< as in oom_probe_options */
 } oom_run_options;
 
+#define OOM_RUN_OPTIONS_VERSION 1
+#define OOM_RUN_OPTIONS_INIT                                                                       \
+    {                                                                                              \
+        .version = OOM_RUN_OPTIONS_VERSION                                                         \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_run_options_init(oom_run_options *s, unsigned int version);
+
 typedef struct oom_run_result {
+    unsigned int version;  /**< OOM_RUN_RESULT_VERSION */
     int exit_code;         /**< the last launch's status: 0..255, 128+N for signal N */
     int attempts;          /**< launches */
     int restarts;          /**< relaunches after OOM */
@@ -1325,6 +1675,14 @@ typedef struct oom_run_result {
     int oom;             /**< 1 when the last launch died of OOM */
     int stop_signal;     /**< the signal forwarded from `stop`, 0 */
 } oom_run_result;
+
+#define OOM_RUN_RESULT_VERSION 1
+#define OOM_RUN_RESULT_INIT                                                                        \
+    {                                                                                              \
+        .version = OOM_RUN_RESULT_VERSION                                                          \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_run_result_init(oom_run_result *s, unsigned int version);
 
 /**
  * Runs the job; when a launch dies of OOM, relaunches it with the next smaller micro-batch that
@@ -1350,9 +1708,10 @@ OOM_EXPORT int oom_run_to_json(char **out, const oom_run_result *result);
  * "seq=2048"); the last matching line wins.
  */
 typedef struct oom_calibration {
-    char *gpu;      /**< NVML device name */
-    char *command;  /**< the argv template as a JSON array */
-    char *workload; /**< "" when none */
+    unsigned int version; /**< OOM_CALIBRATION_VERSION */
+    char *gpu;            /**< NVML device name */
+    char *command;        /**< the argv template as a JSON array */
+    char *workload;       /**< "" when none */
     oom_probe_fit fit;
     int recommended_batch, max_batch;
     uint64_t usable_bytes;
@@ -1363,6 +1722,14 @@ typedef struct oom_calibration {
      *  on `gpu`, device bytes. A measured record for the GPU wins over a traced one. */
     int traced;
 } oom_calibration;
+
+#define OOM_CALIBRATION_VERSION 1
+#define OOM_CALIBRATION_INIT                                                                       \
+    {                                                                                              \
+        .version = OOM_CALIBRATION_VERSION                                                         \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_calibration_init(oom_calibration *s, unsigned int version);
 
 /**
  * The default file path (allocated; free with oom_free): $XDG_CACHE_HOME/oomless/calibration.jsonl

@@ -130,6 +130,8 @@ int oom_calibration_save(const char *path, const oom_calibration *c)
     size_t home_len = 0;
     int err, e, fd = -1;
 
+    if (c && (err = oomi_check_version(c->version, OOM_CALIBRATION_VERSION, "oom_calibration")))
+        return err;
     if (!c || !c->fit.valid)
         return oomi_fail(OOM_EINVAL, "calibration: no measured line to save");
     if (!path && (err = default_store(&def, &home_len)))
@@ -212,6 +214,10 @@ static int matches(json_object *o, const char *gpu, const char *command, const c
 static int to_record(oom_calibration **out, json_object *o, const char *command)
 {
     oom_calibration *c = oomi_calloc(1, sizeof(*c));
+    if (c) {
+        c->version = OOM_CALIBRATION_VERSION;
+        c->fit.version = OOM_PROBE_FIT_VERSION;
+    }
     if (!c || !(c->gpu = oomi_strdup(get_str(o, "gpu"))) || !(c->command = oomi_strdup(command)) ||
         !(c->workload = oomi_strdup(get_str(o, "workload") ? get_str(o, "workload") : ""))) {
         oom_calibration_free(c);

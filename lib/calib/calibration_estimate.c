@@ -85,7 +85,7 @@ int oom_calibration_estimate_json(char **out, int *fits, const char *path, const
                                   const oom_target_request *request)
 {
     oom_calibration *rec = NULL;
-    oom_target t;
+    oom_target t = OOM_TARGET_INIT;
     uint64_t peak;
     double p;
     int err;
@@ -120,6 +120,6 @@ int oom_calibration_estimate_json(char **out, int *fits, const char *path, const
     err = build(out, rec, batch, &t.budget, peak);
 done:
     oom_calibration_free(rec);
-    oom_target_free(&t);
+    oom_target_dispose(&t);
     return err;
 }

@@ -24,14 +24,20 @@ static void default_free(void *p, void *user)
     free(p);
 }
 
-static oom_allocator current = {default_malloc, default_realloc, default_free, NULL};
+static oom_allocator current = {OOM_ALLOCATOR_VERSION, default_malloc, default_realloc,
+                                default_free, NULL};
 
-void oom_set_allocator(const oom_allocator *a)
+int oom_set_allocator(const oom_allocator *a)
 {
+    int err;
+    if (a && (err = oomi_check_version(a->version, OOM_ALLOCATOR_VERSION, "oom_allocator")))
+        return err;
     if (a && a->malloc && a->realloc && a->free)
         current = *a;
     else
-        current = (oom_allocator){default_malloc, default_realloc, default_free, NULL};
+        current = (oom_allocator){OOM_ALLOCATOR_VERSION, default_malloc, default_realloc,
+                                  default_free, NULL};
+    return OOM_OK;
 }
 
 void oom_free(void *p)
@@ -88,22 +94,65 @@ char *oomi_strdup(const char *s)
     return oomi_strndup(s, strlen(s));
 }
 
-char *oomi_asprintf(const char *fmt, ...)
+char *oomi_vasprintf(const char *fmt, va_list ap)
 {
-    va_list ap;
+    va_list again;
     int n;
     char *s;
 
-    va_start(ap, fmt);
-    n = oomi_vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
+    va_copy(again, ap);
+    n = oomi_vsnprintf(NULL, 0, fmt, again);
+    va_end(again);
     if (n < 0)
         return NULL;
     s = oomi_malloc((size_t)n + 1);
-    if (!s)
-        return NULL;
+    if (s)
+        oomi_vsnprintf(s, (size_t)n + 1, fmt, ap);
+    return s;
+}
+
+char *oomi_asprintf(const char *fmt, ...)
+{
+    va_list ap;
+    char *s;
+
     va_start(ap, fmt);
-    oomi_vsnprintf(s, (size_t)n + 1, fmt, ap);
+    s = oomi_vasprintf(fmt, ap);
     va_end(ap);
     return s;
+}
+
+int oomi_strv_addv(char ***v, size_t *n, const char *fmt, va_list ap)
+{
+    char **grown, *s = oomi_vasprintf(fmt, ap);
+    if (!s)
+        return oomi_nomem();
+    if (!(grown = oomi_reallocarray(*v, *n + 1, sizeof(*grown)))) {
+        oomi_free(s);
+        return oomi_nomem();
+    }
+    grown[(*n)++] = s;
+    *v = grown;
+    return OOM_OK;
+}
+
+int oomi_strv_add(char ***v, size_t *n, const char *fmt, ...)
+{
+    va_list ap;
+    int err;
+
+    va_start(ap, fmt);
+    err = oomi_strv_addv(v, n, fmt, ap);
+    va_end(ap);
+    return err;
+}
+
+void oomi_strv_free(char ***v, size_t *n)
+{
+    size_t i;
+    for (i = 0; *v && i < *n; i++)
+        oomi_free((*v)[i]);
+    oomi_free(*v);
+    *v = NULL;
+    *n = 0;
 }

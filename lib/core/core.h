@@ -31,6 +31,9 @@ int oomi_fail(int code, const char *fmt, ...) OOMI_PRINTF(2, 3);
 int oomi_failv(int code, const char *fmt, va_list ap) OOMI_PRINTF(2, 0);
 int oomi_fail_prefix(int code, const char *fmt, ...) OOMI_PRINTF(2, 3);
 int oomi_nomem(void);
+/* OOM_OK when `version` of the public struct `name` is one this library knows (1 to `known`),
+ * else OOM_EINVAL with a message naming the struct and the version (version.c). */
+int oomi_check_version(unsigned int version, unsigned int known, const char *name);
 void oomi_clear_error(void);
 /* Hands a notice (not a failure: a damaged line skipped, a variable ignored) to the handler
  * set with oom_set_notice_handler(); dropped when there is none. Never touches the error. */
@@ -63,6 +66,12 @@ char *oomi_strdup(const char *s);
 char *oomi_strndup(const char *s, size_t n);
 void oomi_free(void *p);
 char *oomi_asprintf(const char *fmt, ...) OOMI_PRINTF(1, 2);
+char *oomi_vasprintf(const char *fmt, va_list ap) OOMI_PRINTF(1, 0);
+/* An owned list of owned strings (char **v of *n): appends one printf-formatted string (OOM_OK,
+ * or OOM_ENOMEM recorded, the list unchanged); frees all of it and resets v and n. */
+int oomi_strv_add(char ***v, size_t *n, const char *fmt, ...) OOMI_PRINTF(3, 4);
+int oomi_strv_addv(char ***v, size_t *n, const char *fmt, va_list ap) OOMI_PRINTF(3, 0);
+void oomi_strv_free(char ***v, size_t *n);
 
 /* ---- growable string (strbuf.c) -----------------------------------------------------------
  * A failed append latches `failed`; check once with oomi_sb_ok() at the end. */

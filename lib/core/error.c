@@ -108,3 +108,12 @@ const char *oom_version(void)
 {
     return OOMLESS_VERSION;
 }
+
+/* the header's version and the build's (CMake's project version) are one */
+_Static_assert(OOMLESS_VERSION_NUMBER == OOMLESS_PROJECT_VERSION_NUMBER,
+               "OOMLESS_VERSION_* in include/oomless.h differ from project() in CMakeLists.txt");
+
+unsigned oom_version_number(void)
+{
+    return OOMLESS_VERSION_NUMBER;
+}

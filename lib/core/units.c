@@ -149,8 +149,11 @@ char *oom_format_size(char *buf, size_t bufsize, uint64_t bytes)
 int oom_budget_make(oom_budget *out, uint64_t target, uint64_t margin)
 {
     char t[16], m[16];
+    int err;
     if (!out)
         return oomi_fail(OOM_EINVAL, "budget is missing");
+    if ((err = oomi_check_version(out->version, OOM_BUDGET_VERSION, "oom_budget")))
+        return err;
     if (margin >= target)
         return oomi_fail(OOM_EINVAL, "safety margin %s is not smaller than the target VRAM %s",
                          oom_format_size(m, sizeof(m), margin),

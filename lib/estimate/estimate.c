@@ -488,7 +488,11 @@ int oom_estimate_run(oom_estimate *out, const oom_workload *w)
     double alloc, res;
     int err;
 
-    memset(out, 0, sizeof(*out));
+    if (!out)
+        return oomi_fail(OOM_EINVAL, "estimate: missing argument");
+    if ((err = oomi_check_version(out->version, OOM_ESTIMATE_VERSION, "oom_estimate")))
+        return err;
+    *out = (oom_estimate){.version = out->version};
     if ((err = oom_workload_validate(w)) || (err = oomi_coef_get(&x.c)))
         return err;
     x.w = w;

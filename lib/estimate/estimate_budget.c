@@ -4,28 +4,31 @@
 #include <stdio.h>
 #include <string.h>
 
-static void set_label(char *label, size_t size, const char *prefix, const char *value)
+/* *label (when asked for) = prefix + value, allocated */
+static int set_label(char **label, const char *prefix, const char *value)
 {
-    if (label && size)
-        oomi_snprintf(label, size, "%s%s", prefix, value);
+    if (!label)
+        return OOM_OK;
+    oomi_free(*label);
+    *label = oomi_asprintf("%s%s", prefix, value);
+    return *label ? OOM_OK : oomi_nomem();
 }
 
-static int from_gpu(oom_budget *out, char *label, size_t label_size, oom_workload *w,
-                    const oom_target_request *req)
+static int from_gpu(oom_budget *out, char **label, oom_workload *w, const oom_target_request *req)
 {
-    oom_target t;
+    oom_target t = OOM_TARGET_INIT;
     int err;
 
     if ((err = oomi_target_resolve_request(&t, req)))
         return err;
     *out = t.budget;
-    set_label(label, label_size, "", t.profile.name ? t.profile.name : req->gpu);
-    err = oom_workload_set_gpu(w, &t.profile);
-    oom_target_free(&t);
+    if (!(err = set_label(label, "", t.profile.name ? t.profile.name : req->gpu)))
+        err = oom_workload_set_gpu(w, &t.profile);
+    oom_target_dispose(&t);
     return err;
 }
 
-int oom_estimate_budget(oom_budget *out, int *have, char *label, size_t label_size, oom_workload *w,
+int oom_estimate_budget(oom_budget *out, int *have, char **label, oom_workload *w,
                         const oom_target_request *req)
 {
     uint64_t target = 0, margin = OOM_DEFAULT_SAFETY_MARGIN;
@@ -34,14 +37,23 @@ int oom_estimate_budget(oom_budget *out, int *have, char *label, size_t label_si
 
     if (!out || !have || !w)
         return oomi_fail(OOM_EINVAL, "estimate budget: missing argument");
+    if ((err = oomi_check_version(out->version, OOM_BUDGET_VERSION, "oom_budget")) ||
+        (req && (err = oomi_check_version(req->version, OOM_TARGET_REQUEST_VERSION,
+                                          "oom_target_request"))))
+        return err;
     *have = 0;
-    if (label && label_size)
-        label[0] = '\0';
+    if (label)
+        *label = NULL;
     if (!req)
         return OOM_OK;
     if (req->gpu) {
-        if ((err = from_gpu(out, label, label_size, w, req)))
+        if ((err = from_gpu(out, label, w, req))) {
+            if (label) {
+                oomi_free(*label);
+                *label = NULL;
+            }
             return err;
+        }
         *have = 1;
         return OOM_OK;
     }
@@ -59,6 +71,5 @@ int oom_estimate_budget(oom_budget *out, int *have, char *label, size_t label_si
         (err = oom_budget_make(out, target, margin)))
         return err;
     *have = 1;
-    set_label(label, label_size, "--vram ", req->vram);
-    return OOM_OK;
+    return set_label(label, "--vram ", req->vram);
 }

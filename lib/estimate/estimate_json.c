@@ -7,7 +7,7 @@
 static json_object *workload_json(const oom_workload *w)
 {
     json_object *o = json_object_new_object();
-    oom_knobs k;
+    oom_knobs k = OOM_KNOBS_INIT;
     bool lora = w->k.method == OOM_METHOD_LORA || w->k.method == OOM_METHOD_QLORA;
 
     if (!o)
@@ -49,7 +49,7 @@ static json_object *workload_json(const oom_workload *w)
 
 static json_object *model_json(const oom_workload *w)
 {
-    oom_model_info mi;
+    oom_model_info mi = OOM_MODEL_INFO_INIT;
     json_object *o;
     if (oom_workload_model(&mi, w) || !(o = json_object_new_object()))
         return NULL;
@@ -134,8 +134,14 @@ int oom_estimate_to_json_budget(char **out, const oom_workload *w, const oom_est
                                 const oom_budget *budget)
 {
     json_object *root = json_object_new_object();
+    int err;
 
     *out = NULL;
+    if ((e && (err = oomi_check_version(e->version, OOM_ESTIMATE_VERSION, "oom_estimate"))) ||
+        (budget && (err = oomi_check_version(budget->version, OOM_BUDGET_VERSION, "oom_budget")))) {
+        json_object_put(root);
+        return err;
+    }
     if (!root)
         return oomi_nomem();
     oomi_json_put(root, "workload", workload_json(w));
@@ -150,7 +156,7 @@ int oom_estimate_to_json_budget(char **out, const oom_workload *w, const oom_est
 
 int oom_model_presets_json(char **out)
 {
-    oom_preset *p = NULL;
+    oom_preset **p = NULL;
     size_t n = 0, i;
     json_object *arr;
     const char *text;
@@ -167,9 +173,9 @@ int oom_model_presets_json(char **out)
         json_object *o = json_object_new_object();
         if (!o)
             break;
-        oomi_json_put(o, "name", json_object_new_string(p[i].name));
-        oomi_json_put(o, "family", json_object_new_string(p[i].family));
-        oomi_json_put(o, "params", oomi_json_size(p[i].params));
+        oomi_json_put(o, "name", json_object_new_string(p[i]->name));
+        oomi_json_put(o, "family", json_object_new_string(p[i]->family));
+        oomi_json_put(o, "params", oomi_json_size(p[i]->params));
         json_object_array_add(arr, o);
     }
     text =

@@ -41,11 +41,17 @@ void oom_gpu_close(oom_gpu_session *s)
 
 void oom_gpu_list_free(oom_gpu_list *list)
 {
-    size_t i;
+    size_t i, j;
     if (!list)
         return;
-    for (i = 0; i < list->count; i++)
-        oomi_free(list->gpus[i].processes);
+    for (i = 0; list->gpus && i < list->count; i++) {
+        oom_gpu_info *g = list->gpus[i];
+        for (j = 0; g && g->processes && j < g->process_count; j++)
+            oomi_free(g->processes[j]);
+        if (g)
+            oomi_free(g->processes);
+        oomi_free(g);
+    }
     oomi_free(list->gpus);
     oomi_free(list);
 }
@@ -154,6 +160,7 @@ int oom_gpu_sample(oom_gpu_list **out, oom_gpu_session *s, unsigned flags)
         err = oomi_nomem();
         goto done;
     }
+    list->version = OOM_GPU_LIST_VERSION;
     list->backend = s->backend->name;
     s->backend->versions(s->state, list);
     for (i = 0; i < count; i++) {
@@ -168,8 +175,13 @@ int oom_gpu_sample(oom_gpu_list **out, oom_gpu_session *s, unsigned flags)
         goto done;
     }
     for (i = 0; i < nvis; i++) {
-        oom_gpu_info *g = &list->gpus[i];
+        oom_gpu_info *g = list->gpus[i] = oomi_calloc(1, sizeof(*g));
+        if (!g) {
+            err = oomi_nomem();
+            goto done;
+        }
         list->count++;
+        g->version = OOM_GPU_INFO_VERSION;
         g->index = (int)i;
         if ((err = s->backend->device_read(s->state, (unsigned)visible[i], g, flags)))
             goto done;

@@ -88,9 +88,10 @@ void oomi_profile_clear(oom_gpu_profile *p);
 
 /* The config's `gpus` list (borrowed), or NULL (config.c). */
 struct json_object *oomi_config_gpus(const oom_config *config);
-/* oom_target_resolve() for a request alone (NULL: the defaults): loads the user config when the
+/* oom_target_resolve() for a request alone (NULL: the defaults) into *t (initialised with
+ * OOM_TARGET_INIT): loads the user config when the
  * request names none, and the catalog, and releases both (the target owns its strings). On
- * success free *t with oom_target_free(); on failure *t is not set. */
+ * success release *t with oom_target_dispose(); on failure *t is not set. */
 int oomi_target_resolve_request(oom_target *t, const oom_target_request *request);
 /* The config file's text (NULL when none was read), for lines in messages. */
 const char *oomi_config_text(const oom_config *config, size_t *len);

@@ -265,7 +265,7 @@ static int read_procs(struct nvml *n, nvmlDevice_t dev, oom_gpu_info *info, bool
     unsigned count = 0, i;
     unsigned char *buf = NULL;
     size_t stride = v == V1 ? 16 : v == V2 ? 24 : 32;
-    oom_gpu_process *procs;
+    oom_gpu_process **procs;
     nvmlReturn_t r;
     int tries;
 
@@ -294,10 +294,16 @@ static int read_procs(struct nvml *n, nvmlDevice_t dev, oom_gpu_info *info, bool
     }
     info->processes = procs;
     for (i = 0; i < count; i++) {
-        oom_gpu_process *p = &procs[info->process_count++];
+        oom_gpu_process *p = oomi_calloc(1, sizeof(*p));
         unsigned long long used;
+        if (!p) {
+            oomi_free(buf);
+            return oomi_nomem();
+        }
+        procs[info->process_count++] = p;
         memcpy(&p->pid, buf + i * stride, sizeof(unsigned));
         memcpy(&used, buf + i * stride + 8, sizeof(used));
+        p->version = OOM_GPU_PROCESS_VERSION;
         p->used_bytes = used == NVML_UNKNOWN_USED ? OOM_UNKNOWN : used;
         p->is_graphics = graphics;
     }

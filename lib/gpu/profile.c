@@ -53,6 +53,7 @@ void oomi_profile_clear(oom_gpu_profile *p)
 int oomi_profile_copy(oom_gpu_profile *dst, const oom_gpu_profile *src)
 {
     *dst = *src;
+    dst->version = OOM_GPU_PROFILE_VERSION;
     dst->id = oomi_strdup(src->id ? src->id : "");
     dst->name = oomi_strdup(src->name ? src->name : "");
     dst->vendor = oomi_strdup(src->vendor ? src->vendor : "");

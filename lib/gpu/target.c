@@ -6,10 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-void oom_target_free(oom_target *t)
+void oom_target_dispose(oom_target *t)
 {
-    if (t)
-        oomi_profile_clear(&t->profile);
+    if (!t)
+        return;
+    oomi_profile_clear(&t->profile);
+    oomi_free(t->reason);
+    t->reason = NULL;
 }
 
 static bool is_index(const char *s)
@@ -56,11 +59,11 @@ static int resolve_detected(oom_target *t, const char *want_index, const oom_cat
     if ((err = oom_gpu_open(&s)) || (err = oom_gpu_sample(&list, s, 0)))
         goto done;
     for (i = 0; i < list->count; i++) {
-        if (list->gpus[i].lost)
+        if (list->gpus[i]->lost)
             continue;
-        if (alive && list->gpus[i].total_bytes != list->gpus[pick].total_bytes)
+        if (alive && list->gpus[i]->total_bytes != list->gpus[pick]->total_bytes)
             t->mixed = 1;
-        if (!alive++ || list->gpus[i].total_bytes < list->gpus[pick].total_bytes)
+        if (!alive++ || list->gpus[i]->total_bytes < list->gpus[pick]->total_bytes)
             pick = i;
     }
     if (!alive) {
@@ -70,7 +73,7 @@ static int resolve_detected(oom_target *t, const char *want_index, const oom_cat
     }
     if (want_index) {
         long idx = strtol(want_index, NULL, 10);
-        if (idx >= (long)list->count || list->gpus[idx].lost) {
+        if (idx >= (long)list->count || list->gpus[idx]->lost) {
             err = oomi_fail(OOM_EINVAL, "GPU index '%s' is not visible (%zu GPU%s found)",
                             want_index, list->count, list->count == 1 ? "" : "s");
             goto done;
@@ -80,7 +83,7 @@ static int resolve_detected(oom_target *t, const char *want_index, const oom_cat
     }
     t->gpu_count = want_index ? 1 : (int)alive;
     t->detected = 1;
-    err = profile_for_device(&t->profile, &list->gpus[pick], c);
+    err = profile_for_device(&t->profile, list->gpus[pick], c);
 done:
     oom_gpu_list_free(list);
     oom_gpu_close(s);
@@ -96,7 +99,11 @@ int oom_target_resolve(oom_target *t, const oom_target_request *req, const oom_c
 
     if (!t || !c)
         return oomi_fail(OOM_EINVAL, "target: missing argument");
-    memset(t, 0, sizeof(*t));
+    if ((err = oomi_check_version(t->version, OOM_TARGET_VERSION, "oom_target")) ||
+        (req && (err = oomi_check_version(req->version, OOM_TARGET_REQUEST_VERSION,
+                                          "oom_target_request"))))
+        return err;
+    *t = (oom_target){.version = t->version, .budget = {.version = OOM_BUDGET_VERSION}};
     if (!gpu || !*gpu)
         gpu = getenv("OOMLESS_GPU");
     if (!gpu || !*gpu)
@@ -108,11 +115,14 @@ int oom_target_resolve(oom_target *t, const oom_target_request *req, const oom_c
         err = resolve_detected(t, is_index(gpu) ? gpu : NULL, c);
         if (err == OOM_ENODEV && !is_index(gpu)) {
             const char *def = oom_config_default_profile(req ? req->config : NULL);
-            oomi_snprintf(t->reason, sizeof(t->reason), "%s", oom_last_message());
-            if ((err = oom_catalog_find(&prof, c, def)))
-                return oomi_fail_prefix(err, "default profile: ");
+            if (!(t->reason = oomi_strdup(oom_last_message())))
+                return oomi_nomem();
+            if ((err = oom_catalog_find(&prof, c, def))) {
+                oomi_fail_prefix(err, "default profile: ");
+                goto fail;
+            }
             if ((err = oomi_profile_copy(&t->profile, prof)))
-                return err;
+                goto fail;
             t->fallback = 1;
             t->gpu_count = 1;
         } else if (err)
@@ -137,7 +147,7 @@ int oom_target_resolve(oom_target *t, const oom_target_request *req, const oom_c
         goto fail;
     return OOM_OK;
 fail:
-    oom_target_free(t);
+    oom_target_dispose(t);
     return err;
 }
 
@@ -186,22 +196,28 @@ int oom_gpus_to_json(char **out, const oom_gpu_list *list, const oom_target *t)
     if (!out)
         return oomi_fail(OOM_EINVAL, "gpus json: no output");
     *out = NULL;
+    if ((t && (err = oomi_check_version(t->version, OOM_TARGET_VERSION, "oom_target"))) ||
+        (list && (err = oomi_check_version(list->version, OOM_GPU_LIST_VERSION, "oom_gpu_list")))) {
+        json_object_put(root);
+        json_object_put(arr);
+        return err;
+    }
     if (!root || !arr) {
         json_object_put(arr);
         return finish(out, root, OOM_ENOMEM);
     }
     err |= oomi_json_put(root, "gpus", arr);
     for (i = 0; list && i < list->count; i++) {
-        json_object *g = gpu_json(&list->gpus[i]);
+        json_object *g = gpu_json(list->gpus[i]);
         if (!g || json_object_array_add(arr, g)) {
             json_object_put(g);
             return finish(out, root, OOM_ENOMEM);
         }
-        if (!list->gpus[i].lost) { /* a lost GPU's sizes are unknown: not compared */
-            total += list->gpus[i].total_bytes;
+        if (!list->gpus[i]->lost) { /* a lost GPU's sizes are unknown: not compared */
+            total += list->gpus[i]->total_bytes;
             if (!alive++)
-                first = list->gpus[i].total_bytes;
-            else if (list->gpus[i].total_bytes != first)
+                first = list->gpus[i]->total_bytes;
+            else if (list->gpus[i]->total_bytes != first)
                 mixed = 1;
         }
     }
@@ -293,9 +309,12 @@ int oomi_target_resolve_request(oom_target *t, const oom_target_request *request
 {
     oom_config *own = NULL;
     oom_catalog *catalog = NULL;
-    oom_target_request req = {0};
+    oom_target_request req = OOM_TARGET_REQUEST_INIT;
     int err;
 
+    if (request && (err = oomi_check_version(request->version, OOM_TARGET_REQUEST_VERSION,
+                                             "oom_target_request")))
+        return err;
     if (request)
         req = *request;
     if (!req.config && (err = oom_config_load(&own, NULL)))
@@ -313,7 +332,7 @@ int oom_gpus_report(char **out, const oom_target_request *request, unsigned flag
 {
     oom_gpu_session *s = NULL;
     oom_gpu_list *list = NULL;
-    oom_target t;
+    oom_target t = OOM_TARGET_INIT;
     int err, have_target = 0;
 
     if (!out)
@@ -329,7 +348,7 @@ int oom_gpus_report(char **out, const oom_target_request *request, unsigned flag
     err = oom_gpus_to_json(out, list, &t);
 done:
     if (have_target)
-        oom_target_free(&t);
+        oom_target_dispose(&t);
     oom_gpu_list_free(list);
     oom_gpu_close(s);
     return err;

@@ -171,6 +171,7 @@ static void send_event(const oomi_launch *l, oom_job_event_kind kind, int sig, i
     if (!l->on_event)
         return;
     memset(&ev, 0, sizeof(ev));
+    ev.version = OOM_JOB_EVENT_VERSION;
     ev.kind = kind;
     ev.time = oomi_now_unix();
     ev.pid = l->pid;
@@ -374,11 +375,11 @@ static void sample(struct watch *w)
     if (!w->l->gpu || oom_gpu_sample(&list, w->l->gpu, OOM_SAMPLE_PROCESSES) != OOM_OK)
         return;
     for (g = 0; g < list->count; g++) {
-        const oom_gpu_info *gi = &list->gpus[g];
+        const oom_gpu_info *gi = list->gpus[g];
         uint64_t sum = 0;
         for (k = 0; k < gi->process_count; k++) {
-            const oom_gpu_process *pr = &gi->processes[k];
-            for (d = 0; d < k && gi->processes[d].pid != pr->pid; d++)
+            const oom_gpu_process *pr = gi->processes[k];
+            for (d = 0; d < k && gi->processes[d]->pid != pr->pid; d++)
                 ; /* a pid in both the compute and the graphics list counts once */
             if (d == k && pr->used_bytes != OOM_UNKNOWN && job_process(w, &t, (pid_t)pr->pid)) {
                 sum += pr->used_bytes;

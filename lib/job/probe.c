@@ -23,7 +23,7 @@ struct pt {
 
 static oom_probe_fit line_through(struct pt p, struct pt q)
 {
-    oom_probe_fit f = {0};
+    oom_probe_fit f = {.version = OOM_PROBE_FIT_VERSION};
     f.per_sample_bytes = (q.peak - p.peak) / (q.b - p.b);
     f.fixed_bytes = p.peak - f.per_sample_bytes * p.b;
     f.valid = 1;
@@ -33,7 +33,7 @@ static oom_probe_fit line_through(struct pt p, struct pt q)
 /* the parabola through three points (Lagrange, expanded) */
 static oom_probe_fit parabola_through(struct pt p, struct pt q, struct pt r)
 {
-    oom_probe_fit f = {0};
+    oom_probe_fit f = {.version = OOM_PROBE_FIT_VERSION};
     double d1 = (q.peak - p.peak) / (q.b - p.b), d2 = (r.peak - q.peak) / (r.b - q.b);
     f.per_sample2_bytes = (d2 - d1) / (r.b - p.b);
     f.per_sample_bytes = d1 - f.per_sample2_bytes * (p.b + q.b);
@@ -48,16 +48,16 @@ static int close_enough(double predicted, double measured, double tol)
 }
 
 /* Points sorted by batch (the latest trial wins for a repeated batch). */
-static size_t collect_points(struct pt *pts, const oom_probe_trial *t, size_t n, size_t skip)
+static size_t collect_points(struct pt *pts, const oom_probe_trial *const *t, size_t n, size_t skip)
 {
     size_t i, j, k = 0;
     for (i = 0; i < n; i++) {
-        if (i == skip || t[i].exit_code || t[i].oom || t[i].timed_out ||
-            t[i].peak_bytes == OOM_UNKNOWN)
+        if (i == skip || t[i]->exit_code || t[i]->oom || t[i]->timed_out ||
+            t[i]->peak_bytes == OOM_UNKNOWN)
             continue;
-        for (j = 0; j < k && pts[j].b != t[i].batch; j++)
+        for (j = 0; j < k && pts[j].b != t[i]->batch; j++)
             ;
-        pts[j] = (struct pt){t[i].batch, (double)t[i].peak_bytes};
+        pts[j] = (struct pt){t[i]->batch, (double)t[i]->peak_bytes};
         k += j == k;
     }
     for (i = 1; i < k; i++) /* insertion sort: a handful of points */
@@ -74,7 +74,7 @@ static size_t collect_points(struct pt *pts, const oom_probe_trial *t, size_t n,
  * than tol x usable at the batch the line would jump to (curvature that only shows far out). */
 static oom_probe_fit fit_points(const struct pt *p, size_t k, double tol, uint64_t usable)
 {
-    oom_probe_fit line = {0}, curve;
+    oom_probe_fit line = {.version = OOM_PROBE_FIT_VERSION}, curve;
     size_t i;
     int jump;
     if (k < 2)
@@ -93,7 +93,7 @@ static oom_probe_fit fit_points(const struct pt *p, size_t k, double tol, uint64
     return line;
 }
 
-static oom_probe_fit fit_trials(const oom_probe_trial *t, size_t n, size_t skip, double tol,
+static oom_probe_fit fit_trials(const oom_probe_trial *const *t, size_t n, size_t skip, double tol,
                                 uint64_t usable)
 {
     struct pt pts[64];
@@ -127,29 +127,30 @@ struct bounds {
     int lo_measured; /* the trial at lo has a peak */
 };
 
-static struct bounds find_bounds(const oom_probe_search *s, const oom_probe_trial *t, size_t n)
+static struct bounds find_bounds(const oom_probe_search *s, const oom_probe_trial *const *t,
+                                 size_t n)
 {
     struct bounds b = {0, INT_MAX, 0, (int)n - 1, 0};
     size_t i;
     for (i = 0; i < n; i++) {
-        if (!trial_fits(&t[i], s->usable_bytes) && t[i].batch < b.hi)
-            b.hi = t[i].batch;
-        if (trial_ok(&t[i]) && t[i].batch > b.ran)
-            b.ran = t[i].batch;
+        if (!trial_fits(t[i], s->usable_bytes) && t[i]->batch < b.hi)
+            b.hi = t[i]->batch;
+        if (trial_ok(t[i]) && t[i]->batch > b.ran)
+            b.ran = t[i]->batch;
     }
     for (i = 0; i < n; i++) /* a success above a failure is noise: the failure wins */
-        if (trial_fits(&t[i], s->usable_bytes) && t[i].batch >= b.lo && t[i].batch < b.hi) {
-            b.lo = t[i].batch;
-            b.lo_measured = t[i].peak_bytes != OOM_UNKNOWN;
+        if (trial_fits(t[i], s->usable_bytes) && t[i]->batch >= b.lo && t[i]->batch < b.hi) {
+            b.lo = t[i]->batch;
+            b.lo_measured = t[i]->peak_bytes != OOM_UNKNOWN;
         }
     return b;
 }
 
 /* The last trial verified the fit: it ran at lo, and the fit made without it predicted its peak. */
-static int verified(const oom_probe_search *s, const oom_probe_trial *t, size_t n, struct bounds b,
-                    double tol)
+static int verified(const oom_probe_search *s, const oom_probe_trial *const *t, size_t n,
+                    struct bounds b, double tol)
 {
-    const oom_probe_trial *last = &t[b.last];
+    const oom_probe_trial *last = t[b.last];
     oom_probe_fit before;
     if (b.last < 0 || last->batch != b.lo || last->peak_bytes == OOM_UNKNOWN)
         return 0;
@@ -193,20 +194,31 @@ static int propose(const oom_probe_search *s, const oom_probe_fit *f, struct bou
     return bisect(b);
 }
 
-int oom_probe_search_step(oom_probe_step *out, const oom_probe_search *s, const oom_probe_trial *t,
-                          size_t n)
+int oom_probe_search_step(oom_probe_step *out, const oom_probe_search *s,
+                          const oom_probe_trial *const *t, size_t n)
 {
     int max_trials, cap, next, upper;
     double tol;
     struct bounds b;
     size_t i;
 
+    int err;
+
     if (!out || !s || (n && !t))
         return oomi_fail(OOM_EINVAL, "probe search: missing argument");
-    for (i = 0; i < n; i++)
-        if (t[i].batch < 1)
-            return oomi_fail(OOM_EINVAL, "probe search: trial %zu has batch %d", i + 1, t[i].batch);
-    memset(out, 0, sizeof(*out));
+    if ((err = oomi_check_version(out->version, OOM_PROBE_STEP_VERSION, "oom_probe_step")) ||
+        (err = oomi_check_version(s->version, OOM_PROBE_SEARCH_VERSION, "oom_probe_search")))
+        return err;
+    for (i = 0; i < n; i++) {
+        if (!t[i])
+            return oomi_fail(OOM_EINVAL, "probe search: trial %zu is missing", i + 1);
+        if ((err = oomi_check_version(t[i]->version, OOM_PROBE_TRIAL_VERSION, "oom_probe_trial")))
+            return err;
+        if (t[i]->batch < 1)
+            return oomi_fail(OOM_EINVAL, "probe search: trial %zu has batch %d", i + 1,
+                             t[i]->batch);
+    }
+    *out = (oom_probe_step){.version = out->version};
     max_trials = s->max_trials > 0 ? s->max_trials : DEFAULT_MAX_TRIALS;
     cap = s->max_batch > 0 ? s->max_batch : DEFAULT_MAX_BATCH;
     tol = s->tolerance > 0 ? s->tolerance : DEFAULT_TOLERANCE;
@@ -238,9 +250,13 @@ int oom_probe_search_step(oom_probe_step *out, const oom_probe_search *s, const 
 
 void oom_probe_result_free(oom_probe_result *r)
 {
+    size_t i;
     if (!r)
         return;
+    for (i = 0; r->trials && i < r->trial_count; i++)
+        oomi_free(r->trials[i]);
     oomi_free(r->trials);
+    oomi_free(r->nvml_error);
     oomi_free(r);
 }
 
@@ -252,28 +268,29 @@ struct probe_ctx {
     oom_probe_result *r;
 };
 
-static void open_gpu(struct probe_ctx *c)
+static int open_gpu(struct probe_ctx *c)
 {
     oom_gpu_list *list = NULL;
     if (c->o->no_gpu) {
-        oomi_snprintf(c->r->nvml_error, sizeof(c->r->nvml_error), "GPU sampling turned off");
-        return;
+        c->r->nvml_error = oomi_strdup("GPU sampling turned off");
+        return c->r->nvml_error ? OOM_OK : oomi_nomem();
     }
     if (oom_gpu_open(&c->gpu) != OOM_OK) {
-        oomi_snprintf(c->r->nvml_error, sizeof(c->r->nvml_error), "%s", oom_last_message());
+        c->r->nvml_error = oomi_strdup(oom_last_message());
         oomi_clear_error();
-        return;
+        return c->r->nvml_error ? OOM_OK : oomi_nomem();
     }
     c->r->peaks_measured = 1;
     if (oom_gpu_sample(&list, c->gpu, 0) == OOM_OK && list->count > 0)
-        oomi_snprintf(c->r->gpu_name, sizeof(c->r->gpu_name), "%s", list->gpus[0].name);
+        oomi_snprintf(c->r->gpu_name, sizeof(c->r->gpu_name), "%s", list->gpus[0]->name);
     oom_gpu_list_free(list);
+    return OOM_OK;
 }
 
 /* Launches one trial at `batch` and appends it. */
 static int run_trial(struct probe_ctx *c, int batch, oomi_launch *l)
 {
-    oom_probe_trial *t, *grown;
+    oom_probe_trial *t, **grown;
     int err;
 
     memset(l, 0, sizeof(*l));
@@ -296,11 +313,21 @@ static int run_trial(struct probe_ctx *c, int batch, oomi_launch *l)
     c->r->launches++;
     if (err && !l->exec_failed)
         return err;
-    if (!(grown = oomi_reallocarray(c->r->trials, c->r->trial_count + 1, sizeof(*grown))))
+    if (!(t = oomi_malloc(sizeof(*t))))
         return oomi_nomem();
+    if (!(grown = oomi_reallocarray(c->r->trials, c->r->trial_count + 1, sizeof(*grown)))) {
+        oomi_free(t);
+        return oomi_nomem();
+    }
     c->r->trials = grown;
-    t = &grown[c->r->trial_count++];
-    *t = (oom_probe_trial){batch, l->peak_bytes, l->exit_code, l->oom, l->timed_out, l->duration_s};
+    grown[c->r->trial_count++] = t;
+    *t = (oom_probe_trial){OOM_PROBE_TRIAL_VERSION,
+                           batch,
+                           l->peak_bytes,
+                           l->exit_code,
+                           l->oom,
+                           l->timed_out,
+                           l->duration_s};
     return err;
 }
 
@@ -334,8 +361,8 @@ static void fill_prediction(oom_probe_result *r, const oom_probe_options *o)
     r->predicted_peak_bytes = oom_probe_fit_peak(&o->search.prediction, r->recommended_batch);
     r->measured_peak_bytes = r->fit.valid ? oom_probe_fit_peak(&r->fit, r->recommended_batch) : 0;
     for (i = 0; i < r->trial_count; i++)
-        if (r->trials[i].batch == r->recommended_batch && r->trials[i].peak_bytes != OOM_UNKNOWN)
-            r->measured_peak_bytes = (double)r->trials[i].peak_bytes;
+        if (r->trials[i]->batch == r->recommended_batch && r->trials[i]->peak_bytes != OOM_UNKNOWN)
+            r->measured_peak_bytes = (double)r->trials[i]->peak_bytes;
     if (r->measured_peak_bytes > 0)
         r->prediction_error =
             (r->predicted_peak_bytes - r->measured_peak_bytes) / r->measured_peak_bytes;
@@ -345,12 +372,15 @@ static void fill_prediction(oom_probe_result *r, const oom_probe_options *o)
 
 static int search_loop(struct probe_ctx *c)
 {
-    oom_probe_step st;
+    oom_probe_step st = OOM_PROBE_STEP_INIT;
+    oom_probe_search search = c->o->search; /* its layout is the options' version's */
     oomi_launch l;
     int err;
 
+    search.version = OOM_PROBE_SEARCH_VERSION;
     for (;;) {
-        if ((err = oom_probe_search_step(&st, &c->o->search, c->r->trials, c->r->trial_count)))
+        if ((err = oom_probe_search_step(&st, &search, (const oom_probe_trial *const *)c->r->trials,
+                                         c->r->trial_count)))
             return err;
         c->r->fit = st.fit;
         c->r->recommended_batch = st.recommended_batch;
@@ -371,7 +401,7 @@ static int search_loop(struct probe_ctx *c)
         int smallest = INT_MAX;
         size_t i;
         for (i = 0; i < c->r->trial_count; i++)
-            smallest = c->r->trials[i].batch < smallest ? c->r->trials[i].batch : smallest;
+            smallest = c->r->trials[i]->batch < smallest ? c->r->trials[i]->batch : smallest;
         return oomi_fail(OOM_ENOFIT, "no batch size fits in %zu trial(s): batch %d %s",
                          c->r->trial_count, smallest,
                          c->r->max_batch ? "runs but its peak is over the budget"
@@ -389,6 +419,11 @@ int oom_probe(oom_probe_result **out, const oom_job *job, const oom_probe_option
     if (!out || !job || !o || !job->argv || !job->argv[0])
         return oomi_fail(OOM_EINVAL, "probe: no command given");
     *out = NULL;
+    if ((err = oomi_check_version(job->version, OOM_JOB_VERSION, "oom_job")) ||
+        (err = oomi_check_version(o->version, OOM_PROBE_OPTIONS_VERSION, "oom_probe_options")) ||
+        (o->relay &&
+         (err = oomi_check_version(o->relay->version, OOM_JOB_RELAY_VERSION, "oom_job_relay"))))
+        return err;
     if (o->sample_interval_s < 0 || o->trial_timeout_s < 0 || o->kill_grace_s < 0)
         return oomi_fail(OOM_EINVAL, "probe: negative interval, timeout or grace");
     if (!(c.patterns = o->patterns) && (err = oom_patterns_load(&own, NULL)))
@@ -398,12 +433,14 @@ int oom_probe(oom_probe_result **out, const oom_job *job, const oom_probe_option
         oom_patterns_free(own);
         return oomi_nomem();
     }
+    c.r->version = OOM_PROBE_RESULT_VERSION;
+    c.r->fit.version = OOM_PROBE_FIT_VERSION;
     c.r->sample_interval_s =
         o->sample_interval_s > 0 ? o->sample_interval_s : OOM_DEFAULT_SAMPLE_INTERVAL;
     c.r->usable_bytes = o->search.usable_bytes;
     c.r->seq = o->seq;
-    open_gpu(&c);
-    err = search_loop(&c);
+    if (!(err = open_gpu(&c)))
+        err = search_loop(&c);
     fill_prediction(c.r, o);
     oom_gpu_close(c.gpu);
     oom_patterns_free(own);
@@ -462,9 +499,13 @@ int oom_probe_to_json(char **out, const oom_probe_result *r)
     json_object *root, *trials;
     size_t i;
 
+    int err;
+
     if (!out || !r)
         return oomi_fail(OOM_EINVAL, "probe json: missing argument");
     *out = NULL;
+    if ((err = oomi_check_version(r->version, OOM_PROBE_RESULT_VERSION, "oom_probe_result")))
+        return err;
     if (!(root = json_object_new_object()) || !(trials = json_object_new_array())) {
         json_object_put(root);
         return oomi_nomem();
@@ -479,7 +520,7 @@ int oom_probe_to_json(char **out, const oom_probe_result *r)
     oomi_json_put(root, "gpu", r->gpu_name[0] ? json_object_new_string(r->gpu_name) : NULL);
     oomi_json_put(root, "seq", r->seq ? json_object_new_int(r->seq) : NULL);
     for (i = 0; i < r->trial_count; i++)
-        json_object_array_add(trials, trial_json(&r->trials[i]));
+        json_object_array_add(trials, trial_json(r->trials[i]));
     oomi_json_put(root, "trials", trials);
     oomi_json_put(root, "fit", fit_json(&r->fit));
     oomi_json_put(root, "prediction", prediction_json(r));

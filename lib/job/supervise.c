@@ -168,7 +168,7 @@ static int plan_restart(oomi_launch *l, oom_run_result *r, const oom_run_options
                          "batch >= %d divides the effective batch %ld",
                          l->batch, floor, r->effective);
     if (l->on_event) {
-        oom_job_event ev = {0};
+        oom_job_event ev = OOM_JOB_EVENT_INIT;
         ev.kind = OOM_EVENT_RESTART;
         ev.time = oomi_now_unix();
         ev.pid = l->pid;
@@ -237,7 +237,13 @@ int oom_run(oom_run_result *r, const oom_job *job, const oom_run_options *o)
 
     if (!r || !job || !o || !job->argv || !job->argv[0])
         return oomi_fail(OOM_EINVAL, "run: no command given");
-    memset(r, 0, sizeof(*r));
+    if ((err = oomi_check_version(r->version, OOM_RUN_RESULT_VERSION, "oom_run_result")) ||
+        (err = oomi_check_version(job->version, OOM_JOB_VERSION, "oom_job")) ||
+        (err = oomi_check_version(o->version, OOM_RUN_OPTIONS_VERSION, "oom_run_options")) ||
+        (o->relay &&
+         (err = oomi_check_version(o->relay->version, OOM_JOB_RELAY_VERSION, "oom_job_relay"))))
+        return err;
+    *r = (oom_run_result){.version = r->version};
     r->peak_bytes = OOM_UNKNOWN;
     r->exit_code = -1;
     if ((err = check_options(o, &accum, &effective)))
@@ -274,9 +280,12 @@ done:
 int oom_run_to_json(char **out, const oom_run_result *r)
 {
     json_object *o;
+    int err;
     if (!out || !r)
         return oomi_fail(OOM_EINVAL, "run json: missing argument");
     *out = NULL;
+    if ((err = oomi_check_version(r->version, OOM_RUN_RESULT_VERSION, "oom_run_result")))
+        return err;
     if (!(o = json_object_new_object()))
         return oomi_nomem();
     oomi_json_put(o, "exit_code", r->exit_code >= 0 ? json_object_new_int(r->exit_code) : NULL);

@@ -9,26 +9,29 @@
 
 static int preset_cmp(const void *a, const void *b)
 {
-    return strcmp(((const oom_preset *)a)->name, ((const oom_preset *)b)->name);
+    return strcmp((*(oom_preset *const *)a)->name, (*(oom_preset *const *)b)->name);
 }
 
-void oom_model_presets_free(oom_preset *p, size_t n)
+void oom_model_presets_free(oom_preset **p, size_t n)
 {
     size_t i;
     if (!p)
         return;
     for (i = 0; i < n; i++) {
-        oomi_free(p[i].name);
-        oomi_free(p[i].family);
+        if (!p[i])
+            continue;
+        oomi_free(p[i]->name);
+        oomi_free(p[i]->family);
+        oomi_free(p[i]);
     }
     oomi_free(p);
 }
 
-static int add_preset(oom_preset **list, size_t *n, const char *file)
+static int add_preset(oom_preset ***list, size_t *n, const char *file)
 {
     size_t len = strlen(file);
     oomi_model *m = NULL;
-    oom_preset *grown;
+    oom_preset **grown, *p;
     char *name;
     int err;
 
@@ -40,24 +43,28 @@ static int add_preset(oom_preset **list, size_t *n, const char *file)
         oomi_free(name);
         return err;
     }
-    if (!(grown = oomi_reallocarray(*list, *n + 1, sizeof(**list)))) {
+    if (!(grown = oomi_reallocarray(*list, *n + 1, sizeof(**list))) ||
+        !(p = oomi_calloc(1, sizeof(*p)))) {
+        if (grown)
+            *list = grown;
         oomi_free(name);
         oomi_model_free(m);
         return oomi_nomem();
     }
     *list = grown;
-    grown[*n].name = name;
-    grown[*n].family = oomi_strdup(m->family);
-    grown[*n].params = m->params;
-    (*n)++;
+    grown[(*n)++] = p;
+    p->version = OOM_PRESET_VERSION;
+    p->name = name;
+    p->family = oomi_strdup(m->family);
+    p->params = m->params;
     oomi_model_free(m);
-    return grown[*n - 1].family ? OOM_OK : oomi_nomem();
+    return p->family ? OOM_OK : oomi_nomem();
 }
 
-int oom_model_presets(oom_preset **out, size_t *count)
+int oom_model_presets(oom_preset ***out, size_t *count)
 {
     char *dir = oomi_data_path("models");
-    oom_preset *list = NULL;
+    oom_preset **list = NULL;
     size_t n = 0;
     struct dirent *de;
     DIR *d;
@@ -106,7 +113,7 @@ static bool is_file(const char *p)
 static int find_preset(oomi_model **out, const char *arg)
 {
     const char *name = strrchr(arg, '/') ? strrchr(arg, '/') + 1 : arg;
-    oom_preset *p = NULL;
+    oom_preset **p = NULL;
     size_t n = 0, i, best = 0, bestd = (size_t)-1;
     char *path;
     int err = oom_model_presets(&p, &n);
@@ -116,19 +123,19 @@ static int find_preset(oomi_model **out, const char *arg)
     if (err || n == 0)
         return oomi_fail(OOM_ENOTFOUND, "model '%s' is neither a preset nor a file", arg);
     for (i = 0; i < n; i++) {
-        size_t d = oomi_name_distance(name, p[i].name);
+        size_t d = oomi_name_distance(name, p[i]->name);
         if (d < bestd)
             bestd = d, best = i;
     }
-    if (oomi_name_cmp(name, p[best].name) == 0) {
-        path = oomi_asprintf("%s/models/%s.json", oomi_data_dir(), p[best].name);
+    if (oomi_name_cmp(name, p[best]->name) == 0) {
+        path = oomi_asprintf("%s/models/%s.json", oomi_data_dir(), p[best]->name);
         err = path ? oomi_model_load_file(out, path, arg) : oomi_nomem();
         oomi_free(path);
     } else {
         err = oomi_fail(OOM_ENOTFOUND,
                         "model '%s' is neither a preset nor a file (closest preset: %s; see "
                         "--list-models, or give the path of its config.json)",
-                        arg, p[best].name);
+                        arg, p[best]->name);
     }
     oom_model_presets_free(p, n);
     return err;

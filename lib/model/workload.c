@@ -60,36 +60,50 @@ const char *oom_phase_name(oom_phase v)
 
 /* ---- the option table ------------------------------------------------------------------------ */
 
-static const oom_option options[] = {
-    {"model", "NAME|PATH", "a preset (--list-models) or a Hugging Face config.json or its folder"},
-    {"method", "full|lora|qlora|inference", "what is run (default full)"},
-    {"precision", "auto|fp32|fp16|bf16|amp-fp16|amp-bf16|int8|4bit",
-     "dtype (default auto: amp-bf16 full, bf16 lora/inference, 4bit qlora)"},
-    {"optimizer", "adamw|adamw-fused|adamw-8bit|adafactor|sgd|sgd-momentum|lion|none",
-     "(default adamw: torch foreach)"},
-    {"batch", "N", "micro-batch per GPU (default 1)"},
-    {"seq", "N", "tokens per sample; inference: prompt + generated (default 512)"},
-    {"grad-accum", "N", "gradient accumulation steps (default 1)"},
-    {"checkpointing", "none|selective|full", "activation checkpointing (default none)"},
-    {"attention", "eager|sdpa|flash", "attention implementation (default sdpa)"},
-    {"loss", "standard|chunked",
-     "full fp32 logits, or chunked/fused cross-entropy (default standard)"},
-    {"gpus", "N", "data-parallel GPUs (default 1)"},
-    {"sharding", "none|zero1|zero2|zero3", "ZeRO stage / FSDP full shard = zero3 (default none)"},
-    {"offload", "none|optimizer|optimizer+params", "CPU offload (default none)"},
-    {"lora-rank", "R", "LoRA rank (default 16)"},
-    {"lora-targets", "default|all-linear|M1,M2",
-     "adapted modules, HF names (default: PEFT's per family)"},
-    {"lora-dropout", "P", "LoRA dropout probability (default 0.05)"},
-    {"decoder-seq", "N", "encoder-decoder models: target tokens (default = seq)"},
-    {"max-positions", "N",
-     "raise the model's max positions (RoPE scaling) to allow a longer --seq"},
-    {"keep-grads", "no|yes",
-     "keep gradients between steps (zero_grad of PyTorch < 2.0) (default no)"},
-    {"overhead", "SIZE", "CUDA context + workspaces outside PyTorch (default: per GPU generation)"},
+/* pointers, so that oom_option can grow behind its version */
+static const oom_option *const options[] = {
+    &(const oom_option){OOM_OPTION_VERSION, "model", "NAME|PATH",
+                        "a preset (--list-models) or a Hugging Face config.json or its folder"},
+    &(const oom_option){OOM_OPTION_VERSION, "method", "full|lora|qlora|inference",
+                        "what is run (default full)"},
+    &(const oom_option){OOM_OPTION_VERSION, "precision",
+                        "auto|fp32|fp16|bf16|amp-fp16|amp-bf16|int8|4bit",
+                        "dtype (default auto: amp-bf16 full, bf16 lora/inference, 4bit qlora)"},
+    &(const oom_option){OOM_OPTION_VERSION, "optimizer",
+                        "adamw|adamw-fused|adamw-8bit|adafactor|sgd|sgd-momentum|lion|none",
+                        "(default adamw: torch foreach)"},
+    &(const oom_option){OOM_OPTION_VERSION, "batch", "N", "micro-batch per GPU (default 1)"},
+    &(const oom_option){OOM_OPTION_VERSION, "seq", "N",
+                        "tokens per sample; inference: prompt + generated (default 512)"},
+    &(const oom_option){OOM_OPTION_VERSION, "grad-accum", "N",
+                        "gradient accumulation steps (default 1)"},
+    &(const oom_option){OOM_OPTION_VERSION, "checkpointing", "none|selective|full",
+                        "activation checkpointing (default none)"},
+    &(const oom_option){OOM_OPTION_VERSION, "attention", "eager|sdpa|flash",
+                        "attention implementation (default sdpa)"},
+    &(const oom_option){OOM_OPTION_VERSION, "loss", "standard|chunked",
+                        "full fp32 logits, or chunked/fused cross-entropy (default standard)"},
+    &(const oom_option){OOM_OPTION_VERSION, "gpus", "N", "data-parallel GPUs (default 1)"},
+    &(const oom_option){OOM_OPTION_VERSION, "sharding", "none|zero1|zero2|zero3",
+                        "ZeRO stage / FSDP full shard = zero3 (default none)"},
+    &(const oom_option){OOM_OPTION_VERSION, "offload", "none|optimizer|optimizer+params",
+                        "CPU offload (default none)"},
+    &(const oom_option){OOM_OPTION_VERSION, "lora-rank", "R", "LoRA rank (default 16)"},
+    &(const oom_option){OOM_OPTION_VERSION, "lora-targets", "default|all-linear|M1,M2",
+                        "adapted modules, HF names (default: PEFT's per family)"},
+    &(const oom_option){OOM_OPTION_VERSION, "lora-dropout", "P",
+                        "LoRA dropout probability (default 0.05)"},
+    &(const oom_option){OOM_OPTION_VERSION, "decoder-seq", "N",
+                        "encoder-decoder models: target tokens (default = seq)"},
+    &(const oom_option){OOM_OPTION_VERSION, "max-positions", "N",
+                        "raise the model's max positions (RoPE scaling) to allow a longer --seq"},
+    &(const oom_option){OOM_OPTION_VERSION, "keep-grads", "no|yes",
+                        "keep gradients between steps (zero_grad of PyTorch < 2.0) (default no)"},
+    &(const oom_option){OOM_OPTION_VERSION, "overhead", "SIZE",
+                        "CUDA context + workspaces outside PyTorch (default: per GPU generation)"},
 };
 
-const oom_option *oom_workload_options(size_t *count)
+const oom_option *const *oom_workload_options(size_t *count)
 {
     *count = OOMI_ARRAY_LEN(options);
     return options;
@@ -100,6 +114,7 @@ const oom_option *oom_workload_options(size_t *count)
 static void defaults(oom_workload *w)
 {
     memset(w, 0, sizeof(*w));
+    w->k.version = OOM_KNOBS_VERSION;
     w->k.batch = 1;
     w->k.grad_accum = 1;
     w->k.seq_len = 512;
@@ -152,6 +167,9 @@ int oom_workload_clone(oom_workload **out, const oom_workload *w)
 
 int oom_workload_set_gpu(oom_workload *w, const oom_gpu_profile *gpu)
 {
+    int err;
+    if (gpu && (err = oomi_check_version(gpu->version, OOM_GPU_PROFILE_VERSION, "oom_gpu_profile")))
+        return err;
     w->has_gpu = gpu != NULL;
     w->cc_major = gpu ? gpu->cc_major : 0;
     w->cc_minor = gpu ? gpu->cc_minor : 0;
@@ -173,10 +191,14 @@ oom_precision oomi_resolved_precision(const oom_workload *w)
     }
 }
 
-void oom_workload_get_knobs(oom_knobs *out, const oom_workload *w)
+int oom_workload_get_knobs(oom_knobs *out, const oom_workload *w)
 {
+    int err;
+    if ((err = oomi_check_version(out->version, OOM_KNOBS_VERSION, "oom_knobs")))
+        return err;
     *out = w->k;
     out->precision = oomi_resolved_precision(w);
+    return OOM_OK;
 }
 
 int oom_workload_set_knobs(oom_workload *w, const oom_knobs *k)
@@ -199,7 +221,10 @@ int oom_workload_set_knobs(oom_workload *w, const oom_knobs *k)
     const long counts[] = {k->batch, k->grad_accum, k->seq_len, k->gpus};
     static const char *const count_names[] = {"batch", "grad-accum", "seq", "gpus"};
     size_t i;
+    int err;
 
+    if ((err = oomi_check_version(k->version, OOM_KNOBS_VERSION, "oom_knobs")))
+        return err;
     for (i = 0; i < OOMI_ARRAY_LEN(counts); i++)
         if (counts[i] < 1 || counts[i] > (1L << 30))
             return oomi_fail(OOM_EINVAL, "%s '%ld' must be between 1 and 2^30", count_names[i],
@@ -214,13 +239,26 @@ int oom_workload_set_knobs(oom_workload *w, const oom_knobs *k)
 int oom_workload_model(oom_model_info *out, const oom_workload *w)
 {
     const oomi_model *m = w->model;
+    int err;
+    if ((err = oomi_check_version(out->version, OOM_MODEL_INFO_VERSION, "oom_model_info")))
+        return err;
     if (!m)
         return oomi_fail(OOM_EINVAL, "no model is set (use --model NAME|PATH)");
-    *out = (oom_model_info){
-        m->name,    m->family,     oomi_head_name(m->head),
-        m->layers,  m->enc_layers, m->hidden,
-        m->heads,   m->kv_heads,   m->head_dim,
-        m->ffn,     m->vocab,      w->max_pos_override ? w->max_pos_override : m->max_pos,
-        m->experts, m->topk,       m->params};
+    *out = (oom_model_info){OOM_MODEL_INFO_VERSION,
+                            m->name,
+                            m->family,
+                            oomi_head_name(m->head),
+                            m->layers,
+                            m->enc_layers,
+                            m->hidden,
+                            m->heads,
+                            m->kv_heads,
+                            m->head_dim,
+                            m->ffn,
+                            m->vocab,
+                            w->max_pos_override ? w->max_pos_override : m->max_pos,
+                            m->experts,
+                            m->topk,
+                            m->params};
     return OOM_OK;
 }

@@ -172,7 +172,7 @@ int oom_workload_set(oom_workload *w, const char *key, const char *value)
 int oom_workload_get(char **out, const oom_workload *w, const char *key)
 {
     char k[32], *s = NULL;
-    oom_knobs kn;
+    oom_knobs kn = OOM_KNOBS_INIT;
 
     *out = NULL;
     if (!key || !norm_key(k, sizeof(k), key))

@@ -10,6 +10,7 @@
 #define MAX_SEQS            24
 #define INFERENCE_MAX_BATCH 4096
 #define MAX_MICRO_BATCH     65536 /* no micro-batch above this is considered */
+#define ALTERNATIVES        3     /* runners-up reported */
 
 /* the knobs other than micro-batch, accumulation and seq: one "family" of configurations */
 typedef struct family {
@@ -40,19 +41,61 @@ typedef struct search {
     long candidates;
 } search;
 
-void oom_plan_request_init(oom_plan_request *r)
+void oom_plan_choice_dispose(oom_plan_choice *c)
 {
+    if (!c)
+        return;
+    oomi_free(c->why);
+    c->why = NULL;
+}
+
+static void choice_free(oom_plan_choice *c)
+{
+    oom_plan_choice_dispose(c);
+    oomi_free(c);
+}
+
+void oom_plan_result_dispose(oom_plan_result *r)
+{
+    size_t i;
     if (!r)
         return;
-    memset(r, 0, sizeof(*r));
-    r->nodes = r->gpus_per_node = 1;
-    r->allow = OOM_ALLOW_DEFAULT;
-    r->downscale = OOM_DOWNSCALE_DEFAULT;
+    choice_free(r->best);
+    choice_free(r->smallest);
+    r->best = r->smallest = NULL;
+    for (i = 0; r->alternatives && i < r->n_alternatives; i++)
+        choice_free(r->alternatives[i]);
+    oomi_free(r->alternatives);
+    r->alternatives = NULL;
+    r->n_alternatives = 0;
+    oomi_strv_free(&r->suggestions, &r->n_suggestions);
+    oomi_strv_free(&r->notices, &r->n_notices);
+    oomi_free(r->model);
+    oomi_free(r->gpu_id);
+    oomi_free(r->gpu_name);
+    oomi_free(r->target_reason);
+    r->model = r->gpu_id = r->gpu_name = r->target_reason = NULL;
+    oomi_free(r->curve_batch);
+    oomi_free(r->curve_peak_none);
+    oomi_free(r->curve_peak_full);
+    r->curve_batch = NULL;
+    r->curve_peak_none = r->curve_peak_full = NULL;
+    r->n_curve = 0;
 }
 
 void oom_plan_free(oom_plan_result *result)
 {
+    oom_plan_result_dispose(result);
     oomi_free(result);
+}
+
+/* a heap copy of an internal choice (whose why is NULL) */
+static oom_plan_choice *choice_dup(const oom_plan_choice *c)
+{
+    oom_plan_choice *p = oomi_malloc(sizeof(*p));
+    if (p)
+        *p = *c;
+    return p;
 }
 
 static void line_estimate(const oom_measured_line *l, const oom_knobs *k, oom_estimate *e)
@@ -60,7 +103,7 @@ static void line_estimate(const oom_measured_line *l, const oom_knobs *k, oom_es
     double m = l->sample_multiplier > 0 ? l->sample_multiplier : 1.0;
     double var = m * (double)k->batch *
                  ((double)l->bytes_per_sample + (double)l->bytes_per_token * (double)k->seq_len);
-    memset(e, 0, sizeof(*e));
+    *e = (oom_estimate){.version = OOM_ESTIMATE_VERSION};
     e->weights = l->fixed_bytes;
     e->activations = var >= 9.2e18 ? UINT64_MAX / 2 : (uint64_t)var;
     e->allocated_peak = e->reserved_peak = e->device_peak = e->weights + e->activations;
@@ -74,7 +117,8 @@ static void line_estimate(const oom_measured_line *l, const oom_knobs *k, oom_es
 static int evaluate(search *s, const oom_knobs *k, oom_plan_choice *c, bool *valid)
 {
     int err;
-    memset(c, 0, sizeof(*c));
+    *c = (oom_plan_choice){.version = OOM_PLAN_CHOICE_VERSION,
+                           .estimate = {.version = OOM_ESTIMATE_VERSION}};
     c->knobs = *k;
     *valid = false;
     if (s->w) {
@@ -380,7 +424,7 @@ static bool duplicate(const oom_plan_result *res, const oom_plan_choice *c)
 {
     size_t i;
     for (i = 0; i <= res->n_alternatives; i++) {
-        const oom_plan_choice *x = i ? &res->alternatives[i - 1] : &res->best;
+        const oom_plan_choice *x = i ? res->alternatives[i - 1] : res->best;
         if (x->estimate.device_peak == c->estimate.device_peak &&
             x->knobs.batch == c->knobs.batch && x->knobs.sharding == c->knobs.sharding &&
             x->knobs.offload == c->knobs.offload && x->knobs.precision == c->knobs.precision &&
@@ -391,18 +435,20 @@ static bool duplicate(const oom_plan_result *res, const oom_plan_choice *c)
 }
 
 /* the 3 alternatives: the best others by score; at most 2 faster ones that do not fit */
-static void pick_alternatives(search *s, oom_plan_result *res)
+static int pick_alternatives(search *s, oom_plan_result *res)
 {
     bool used[MAX_FAMILIES * 2 * MAX_SEQS] = {false};
-    size_t n = 0, unfit = 0;
+    size_t unfit = 0;
 
-    while (res->n_alternatives < OOM_PLAN_MAX_ALTERNATIVES) {
+    if (!(res->alternatives = oomi_calloc(ALTERNATIVES, sizeof(*res->alternatives))))
+        return oomi_nomem();
+    while (res->n_alternatives < ALTERNATIVES) {
         size_t i, pick = SIZE_MAX;
         for (i = 0; i < s->nall && i < OOMI_ARRAY_LEN(used); i++) {
             const oom_plan_choice *c = &s->all[i];
             if (used[i] || duplicate(res, c))
                 continue;
-            if (!c->fits && (unfit >= 2 || c->score <= res->best.score))
+            if (!c->fits && (unfit >= 2 || c->score <= res->best->score))
                 continue;
             if (pick == SIZE_MAX || better(s, c, &s->all[pick]))
                 pick = i;
@@ -411,56 +457,66 @@ static void pick_alternatives(search *s, oom_plan_result *res)
             break;
         used[pick] = true;
         unfit += !s->all[pick].fits;
-        res->alternatives[res->n_alternatives++] = s->all[pick];
-        n++;
+        if (!(res->alternatives[res->n_alternatives] = choice_dup(&s->all[pick])))
+            return oomi_nomem();
+        res->n_alternatives++;
     }
+    return OOM_OK;
 }
 
-static void describe_loss(const search *s, const oom_plan_result *res, oom_plan_choice *c)
+static int describe_loss(const search *s, const oom_plan_result *res, oom_plan_choice *c)
 {
-    const oom_knobs *a = &c->knobs, *b = &res->best.knobs;
-    char x[16], y[16], what[160] = "";
-    size_t n = 0;
-    double slower = res->best.score > 0 ? 100.0 * (1.0 - c->score / res->best.score) : 0;
+    const oom_knobs *a = &c->knobs, *b = &res->best->knobs;
+    char x[16], y[16];
+    oomi_sb what = OOMI_SB_INIT;
+    double slower = res->best->score > 0 ? 100.0 * (1.0 - c->score / res->best->score) : 0;
+    int err;
 
     if (!c->fits) {
-        oomi_snprintf(c->why, sizeof(c->why), "does not fit: device peak %s > usable %s",
-                      OOMI_SZ(x, c->estimate.device_peak), OOMI_SZ(y, s->usable));
-        return;
+        c->why = oomi_asprintf("does not fit: device peak %s > usable %s",
+                               OOMI_SZ(x, c->estimate.device_peak), OOMI_SZ(y, s->usable));
+        return c->why ? OOM_OK : oomi_nomem();
     }
     if (a->batch < b->batch)
-        n += (size_t)oomi_snprintf(what + n, sizeof(what) - n, "%ssmaller micro-batch",
-                                   n ? ", " : "");
+        oomi_sb_printf(&what, "%ssmaller micro-batch", what.len ? ", " : "");
     if (a->checkpointing > b->checkpointing)
-        n += (size_t)oomi_snprintf(what + n, sizeof(what) - n, "%smore recomputation",
-                                   n ? ", " : "");
+        oomi_sb_printf(&what, "%smore recomputation", what.len ? ", " : "");
     if (a->sharding > b->sharding || a->offload > b->offload)
-        n += (size_t)oomi_snprintf(what + n, sizeof(what) - n, "%smore communication",
-                                   n ? ", " : "");
-    if (a->precision != b->precision && n < sizeof(what))
-        oomi_snprintf(what + n, sizeof(what) - n, "%s%s compute", n ? ", " : "",
-                      oom_precision_name(a->precision));
-    if (!res->best.has_throughput)
-        oomi_snprintf(c->why, sizeof(c->why), "smaller micro-batch (%ld < %ld)", a->batch,
-                      b->batch);
+        oomi_sb_printf(&what, "%smore communication", what.len ? ", " : "");
+    if (a->precision != b->precision)
+        oomi_sb_printf(&what, "%s%s compute", what.len ? ", " : "",
+                       oom_precision_name(a->precision));
+    if ((err = oomi_sb_ok(&what))) {
+        oomi_sb_free(&what);
+        return err;
+    }
+    if (!res->best->has_throughput)
+        c->why = oomi_asprintf("smaller micro-batch (%ld < %ld)", a->batch, b->batch);
     else if (slower > 0.1)
-        oomi_snprintf(c->why, sizeof(c->why), "%.1f%% slower%s%s%s", slower, *what ? " (" : "",
-                      what, *what ? ")" : "");
+        c->why = oomi_asprintf("%.1f%% slower%s%s%s", slower, what.len ? " (" : "",
+                               what.len ? what.buf : "", what.len ? ")" : "");
     else
-        oomi_snprintf(c->why, sizeof(c->why), "as fast, but further from your configuration");
+        c->why = oomi_asprintf("as fast, but further from your configuration");
+    oomi_sb_free(&what);
+    return c->why ? OOM_OK : oomi_nomem();
 }
 
-static void fill_curve(search *s, oom_plan_result *res)
+static int fill_curve(search *s, oom_plan_result *res)
 {
     static const long pts[] = {1,  2,   3,   4,   6,   8,   12,  16,   24,   32,   48,   64,
                                96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096};
-    long top = res->best.knobs.batch * 2;
+    long top = res->best->knobs.batch * 2;
     size_t i;
     if (top < 16)
         top = 16;
+    res->curve_batch = oomi_calloc(OOMI_ARRAY_LEN(pts), sizeof(*res->curve_batch));
+    res->curve_peak_none = oomi_calloc(OOMI_ARRAY_LEN(pts), sizeof(*res->curve_peak_none));
+    res->curve_peak_full = oomi_calloc(OOMI_ARRAY_LEN(pts), sizeof(*res->curve_peak_full));
+    if (!res->curve_batch || !res->curve_peak_none || !res->curve_peak_full)
+        return oomi_nomem();
     for (i = 0; i < OOMI_ARRAY_LEN(pts) && pts[i] <= top; i++) {
         oom_plan_choice c;
-        oom_knobs k = res->best.knobs;
+        oom_knobs k = res->best->knobs;
         bool valid;
         int pass;
         res->curve_batch[res->n_curve] = k.batch = pts[i];
@@ -477,19 +533,23 @@ static void fill_curve(search *s, oom_plan_result *res)
         res->n_curve++;
     }
     oomi_clear_error();
+    return OOM_OK;
 }
 
-static void fill_result(search *s, oom_plan_result *res)
+static int fill_result(search *s, oom_plan_result *res)
 {
     const oom_plan_request *r = s->r;
     size_t i;
     char a[16], b[16];
+    int err = OOM_OK;
 
     res->found = 1;
-    res->best = s->best;
-    pick_alternatives(s, res);
+    *res->best = s->best;
+    if ((err = pick_alternatives(s, res)))
+        return err;
     for (i = 0; i < res->n_alternatives; i++)
-        describe_loss(s, res, &res->alternatives[i]);
+        if ((err = describe_loss(s, res, res->alternatives[i])))
+            return err;
     res->peak_tflops = oomi_plan_tflops(r->gpu, s->best.knobs.precision, s->k);
     res->max_workers = s->best.estimate.device_peak
                            ? (long)(res->gpu_budget.usable_bytes / s->best.estimate.device_peak)
@@ -501,39 +561,45 @@ static void fill_result(search *s, oom_plan_result *res)
         res->kv_budget_bytes = s->usable - (e->device_peak - e->kv_cache);
     }
     if (r->seq_max > 0)
-        oomi_plan_note(res->notices, &res->n_notices,
-                       "sequence length %ld chosen from %ld:%ld (the longest that fits)",
-                       s->best.knobs.seq_len, r->seq_min, r->seq_max);
+        err = err ? err
+                  : oomi_plan_note(
+                        res, "sequence length %ld chosen from %ld:%ld (the longest that fits)",
+                        s->best.knobs.seq_len, r->seq_min, r->seq_max);
     if (r->fixed_batch && s->best.knobs.batch < r->fixed_batch && res->inference) {
         res->downscaled |= OOM_DOWNSCALE_BATCH;
-        oomi_plan_note(res->notices, &res->n_notices,
-                       "DOWNSCALED: batch size %ld does not fit (device peak %s > usable %s); "
-                       "lowered to %ld",
-                       r->fixed_batch, OOMI_SZ(a, s->fixed_smallest.estimate.device_peak),
-                       OOMI_SZ(b, s->usable), s->best.knobs.batch);
+        err = err ? err
+                  : oomi_plan_note(
+                        res,
+                        "DOWNSCALED: batch size %ld does not fit (device peak %s > usable %s); "
+                        "lowered to %ld",
+                        r->fixed_batch, OOMI_SZ(a, s->fixed_smallest.estimate.device_peak),
+                        OOMI_SZ(b, s->usable), s->best.knobs.batch);
     } else if (r->fixed_batch && s->best.knobs.batch < r->fixed_batch) {
         res->downscaled |= OOM_DOWNSCALE_BATCH;
-        oomi_plan_note(res->notices, &res->n_notices,
-                       "DOWNSCALED: batch size %ld does not fit (smallest device peak %s > usable "
-                       "%s); lowered to %ld x grad-accum %ld (effective batch %ld)",
-                       r->fixed_batch, OOMI_SZ(a, s->fixed_smallest.estimate.device_peak),
-                       OOMI_SZ(b, s->usable), s->best.knobs.batch, s->best.knobs.grad_accum,
-                       s->best.effective_batch);
+        err = err ? err
+                  : oomi_plan_note(
+                        res,
+                        "DOWNSCALED: batch size %ld does not fit (smallest device peak %s > usable "
+                        "%s); lowered to %ld x grad-accum %ld (effective batch %ld)",
+                        r->fixed_batch, OOMI_SZ(a, s->fixed_smallest.estimate.device_peak),
+                        OOMI_SZ(b, s->usable), s->best.knobs.batch, s->best.knobs.grad_accum,
+                        s->best.effective_batch);
     }
     if (r->fixed_seq && s->best.knobs.seq_len < r->fixed_seq) {
         res->downscaled |= OOM_DOWNSCALE_SEQ;
-        oomi_plan_note(res->notices, &res->n_notices,
-                       "DOWNSCALED: sequence length %ld does not fit; lowered to %ld", r->fixed_seq,
-                       s->best.knobs.seq_len);
+        err = err ? err
+                  : oomi_plan_note(res,
+                                   "DOWNSCALED: sequence length %ld does not fit; lowered to %ld",
+                                   r->fixed_seq, s->best.knobs.seq_len);
     }
     if (r->fixed_checkpointing && s->best.knobs.checkpointing > s->base.checkpointing) {
         res->downscaled |= OOM_DOWNSCALE_CHECKPOINTING;
-        oomi_plan_note(res->notices, &res->n_notices,
-                       "DOWNSCALED: checkpointing %s does not fit; raised to %s",
-                       oom_checkpointing_name(s->base.checkpointing),
-                       oom_checkpointing_name(s->best.knobs.checkpointing));
+        err = err ? err
+                  : oomi_plan_note(res, "DOWNSCALED: checkpointing %s does not fit; raised to %s",
+                                   oom_checkpointing_name(s->base.checkpointing),
+                                   oom_checkpointing_name(s->best.knobs.checkpointing));
     }
-    fill_curve(s, res);
+    return err ? err : fill_curve(s, res);
 }
 
 static int setup(search *s, oom_plan_result *res)
@@ -550,13 +616,14 @@ static int setup(search *s, oom_plan_result *res)
     s->nodes = r->nodes > 0 ? r->nodes : 1;
     s->gpus = s->nodes * (r->gpus_per_node > 0 ? r->gpus_per_node : 1);
     if (r->workload) {
-        if ((err = oom_workload_clone(&s->w, r->workload)))
+        s->base.version = OOM_KNOBS_VERSION;
+        if ((err = oom_workload_clone(&s->w, r->workload)) ||
+            (err = oom_workload_get_knobs(&s->base, r->workload)))
             return err;
-        oom_workload_get_knobs(&s->base, r->workload);
         if (s->gpus == 1 && s->base.gpus > 1)
             s->gpus = s->base.gpus;
     } else {
-        memset(&s->base, 0, sizeof(s->base));
+        s->base = (oom_knobs){.version = OOM_KNOBS_VERSION};
         s->base.batch = s->base.grad_accum = s->base.gpus = 1;
         s->base.seq_len = r->fixed_seq > 0 ? r->fixed_seq : 1;
         s->base.precision = OOM_PRECISION_AUTO; /* not the planner's to say */
@@ -567,9 +634,9 @@ static int setup(search *s, oom_plan_result *res)
         (s->base.precision == OOM_PRECISION_BF16 || s->base.precision == OOM_PRECISION_AMP_BF16)) {
         s->base.precision =
             s->base.precision == OOM_PRECISION_BF16 ? OOM_PRECISION_FP16 : OOM_PRECISION_AMP_FP16;
-        oomi_plan_note(res->notices, &res->n_notices,
-                       "%s has no bf16 tensor cores: planning with %s", r->gpu->id,
-                       oom_precision_name(s->base.precision));
+        if ((err = oomi_plan_note(res, "%s has no bf16 tensor cores: planning with %s", r->gpu->id,
+                                  oom_precision_name(s->base.precision))))
+            return err;
     }
     if (s->w &&
         ((err = oom_workload_set_knobs(s->w, &s->base)) || (err = oom_workload_validate(s->w))))
@@ -605,17 +672,15 @@ static int setup(search *s, oom_plan_result *res)
     return OOM_OK;
 }
 
-static void fill_identity(const search *s, oom_plan_result *res)
+static int fill_identity(const search *s, oom_plan_result *res)
 {
     const oom_plan_request *r = s->r;
-    oom_model_info mi;
-    if (s->w && !oom_workload_model(&mi, s->w))
-        oomi_snprintf(res->model, sizeof(res->model), "%s", mi.name);
-    else
-        oomi_snprintf(res->model, sizeof(res->model), "measured line");
-    oomi_snprintf(res->gpu_id, sizeof(res->gpu_id), "%s", r->gpu && r->gpu->id ? r->gpu->id : "");
-    oomi_snprintf(res->gpu_name, sizeof(res->gpu_name), "%s",
-                  r->gpu && r->gpu->name ? r->gpu->name : "");
+    oom_model_info mi = OOM_MODEL_INFO_INIT;
+    res->model = oomi_strdup(s->w && !oom_workload_model(&mi, s->w) ? mi.name : "measured line");
+    res->gpu_id = oomi_strdup(r->gpu && r->gpu->id ? r->gpu->id : "");
+    res->gpu_name = oomi_strdup(r->gpu && r->gpu->name ? r->gpu->name : "");
+    oomi_clear_error();
+    return res->model && res->gpu_id && res->gpu_name ? OOM_OK : oomi_nomem();
 }
 
 /* nothing fits under the request: what would (more downscaling, more GPUs, QLoRA, ...) */
@@ -626,31 +691,32 @@ static int no_fit(search *s, oom_plan_result *res, unsigned relax)
     int err;
 
     res->found = 0;
-    res->smallest = s->smallest;
+    *res->smallest = s->smallest;
     if (relax != OOM_DOWNSCALE_ALL && (r->fixed_batch || r->fixed_seq || r->fixed_checkpointing)) {
         if ((err = search_all(s, OOM_DOWNSCALE_ALL)))
             return err;
-        if (s->have_best)
-            oomi_snprintf(res->suggestions[res->n_suggestions++], 200,
-                          "--allow-downscale: batch size %ld, seq %ld, checkpointing %s would fit "
-                          "(device peak %s)",
-                          s->best.knobs.batch, s->best.knobs.seq_len,
-                          oom_checkpointing_name(s->best.knobs.checkpointing),
-                          OOMI_SZ(a, s->best.estimate.device_peak));
+        if (s->have_best &&
+            (err = oomi_strv_add(&res->suggestions, &res->n_suggestions,
+                                 "--allow-downscale: batch size %ld, seq %ld, checkpointing %s "
+                                 "would fit (device peak %s)",
+                                 s->best.knobs.batch, s->best.knobs.seq_len,
+                                 oom_checkpointing_name(s->best.knobs.checkpointing),
+                                 OOMI_SZ(a, s->best.estimate.device_peak))))
+            return err;
     }
-    if ((err = oomi_plan_suggest(res, r, s->w, &res->smallest.knobs)))
+    if ((err = oomi_plan_suggest(res, r, s->w, &res->smallest->knobs)))
         return err;
     if (!s->have_smallest)
         return oomi_fail(OOM_ENOFIT, "no configuration of %s could be estimated", res->model);
     return oomi_fail(OOM_ENOFIT,
                      "nothing fits: the smallest configuration tried (batch %ld, seq %ld%s%s) "
                      "needs %s, more than the usable %s",
-                     res->smallest.knobs.batch, res->smallest.knobs.seq_len,
+                     res->smallest->knobs.batch, res->smallest->knobs.seq_len,
                      res->inference || res->measured ? "" : ", checkpointing ",
                      res->inference || res->measured
                          ? ""
-                         : oom_checkpointing_name(res->smallest.knobs.checkpointing),
-                     OOMI_SZ(a, res->smallest.estimate.device_peak), OOMI_SZ(b, s->usable));
+                         : oom_checkpointing_name(res->smallest->knobs.checkpointing),
+                     OOMI_SZ(a, res->smallest->estimate.device_peak), OOMI_SZ(b, s->usable));
 }
 
 int oom_plan_run(oom_plan_result **out, const oom_plan_request *r)
@@ -669,6 +735,10 @@ int oomi_plan_run(oom_plan_result **out, const oom_plan_request *r,
     if (!out || !r)
         return oomi_fail(OOM_EINVAL, "plan: missing argument");
     *out = NULL;
+    if ((err = oomi_check_version(r->version, OOM_PLAN_REQUEST_VERSION, "oom_plan_request")) ||
+        (r->line && (err = oomi_check_version(r->line->version, OOM_MEASURED_LINE_VERSION,
+                                              "oom_measured_line"))))
+        return err;
     memset(&s, 0, sizeof(s));
     s.r = r;
     if (!k && (err = oomi_plan_defaults(&k, NULL)))
@@ -676,9 +746,16 @@ int oomi_plan_run(oom_plan_result **out, const oom_plan_request *r,
     s.k = k;
     if (!(res = oomi_calloc(1, sizeof(*res))))
         return oomi_nomem();
-    if ((err = setup(&s, res)))
+    res->version = OOM_PLAN_RESULT_VERSION;
+    res->best = oomi_calloc(1, sizeof(*res->best));
+    res->smallest = oomi_calloc(1, sizeof(*res->smallest));
+    if (!res->best || !res->smallest) {
+        err = oomi_nomem();
         goto done;
-    fill_identity(&s, res);
+    }
+    res->best->version = res->smallest->version = OOM_PLAN_CHOICE_VERSION;
+    if ((err = setup(&s, res)) || (err = fill_identity(&s, res)))
+        goto done;
     /* the request as given, then each fixed value the request lets the planner lower */
     if ((err = search_all(&s, 0)))
         goto done;
@@ -691,7 +768,7 @@ int oomi_plan_run(oom_plan_result **out, const oom_plan_request *r,
             goto done;
     res->candidates = s.candidates;
     if (s.have_best)
-        fill_result(&s, res);
+        err = fill_result(&s, res);
     else
         err = no_fit(&s, res, relax);
     res->candidates = s.candidates;
@@ -699,7 +776,7 @@ done:
     oomi_free(s.all);
     oom_workload_free(s.w);
     if (err && err != OOM_ENOFIT) {
-        oomi_free(res);
+        oom_plan_free(res);
         return err;
     }
     *out = res;

@@ -25,8 +25,8 @@ int oomi_plan_run(oom_plan_result **out, const oom_plan_request *r,
 /* Fills res->suggestions for a plan where nothing fits (w: a scratch clone; NULL for lines). */
 int oomi_plan_suggest(oom_plan_result *res, const oom_plan_request *r, oom_workload *w,
                       const oom_knobs *smallest);
-/* printf into a fixed note array (truncating) */
-void oomi_plan_note(char (*notes)[240], size_t *n, const char *fmt, ...) OOMI_PRINTF(3, 4);
+/* Appends a notice to res->notices: OOM_OK or OOM_ENOMEM (recorded). */
+int oomi_plan_note(oom_plan_result *res, const char *fmt, ...) OOMI_PRINTF(2, 3);
 /* a size as text, in a caller's 16-byte buffer */
 #define OOMI_SZ(buf, b) oom_format_size((buf), sizeof(buf), (b))
 /* Resolves options for a given GPU id (NULL: the options' own) and plans (plan_options.c). */

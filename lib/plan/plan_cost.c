@@ -97,13 +97,12 @@ void oomi_plan_throughput(oom_plan_choice *c, const oom_plan_request *r, long no
     c->score = c->tokens_per_s;
 }
 
-void oomi_plan_note(char (*notes)[240], size_t *n, const char *fmt, ...)
+int oomi_plan_note(oom_plan_result *res, const char *fmt, ...)
 {
     va_list ap;
-    if (*n >= OOM_PLAN_MAX_NOTES)
-        return;
+    int err;
     va_start(ap, fmt);
-    oomi_vsnprintf(notes[*n], 240, fmt, ap);
+    err = oomi_strv_addv(&res->notices, &res->n_notices, fmt, ap);
     va_end(ap);
-    (*n)++;
+    return err;
 }

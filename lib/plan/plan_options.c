@@ -20,46 +20,67 @@ struct oom_plan_options {
     bool mult_set;
 };
 
-static const oom_option plan_options[] = {
-    {"target-effective-batch", "N",
-     "samples per optimizer step over all GPUs (default: batch x "
-     "grad-accum x GPUs when the batch is given, else 32)"},
-    {"batch-size", "N", "fix the micro-batch per GPU (never raised; same as --batch)"},
-    {"seq-range", "MIN:MAX", "the planner picks the longest sequence in the range that fits"},
-    {"max-batch-size", "N", "cap on any micro-batch"},
-    {"max-auto-batch-size", "N", "cap on a micro-batch the planner chooses"},
-    {"allow", "LIST",
-     "knobs the planner may change: checkpointing,precision,optimizer,offload,"
-     "sharding | all | none (default checkpointing,sharding)"},
-    {"allow-inexact", "yes|no", "gradient accumulation may round up (default no)"},
-    {"allow-downscale", "yes|no|LIST",
-     "fixed values that may be lowered when they do not fit: batch,seq,checkpointing "
-     "(default batch)"},
-    {"nodes", "M", "nodes (data parallel; with --gpus-per-node)"},
-    {"gpus-per-node", "K", "GPUs per node"},
-    {"workers", "auto|N",
-     "N copies share each GPU (each with its own CUDA context); auto: "
-     "report how many fit"},
-    {"gpu", "auto|INDEX|NAME", "GPU to plan for (default: detected, else the default profile)"},
-    {"vram", "SIZE", "target VRAM per GPU (bare number = GiB)"},
-    {"vram-safety-margin", "SIZE|PCT", "memory kept free (default 1 GiB; bare number = MiB)"},
-    {"config", "FILE", "user config file"},
-    {"fixed-bytes", "SIZE", "measured line: bytes independent of the batch (bare number = MiB)"},
-    {"bytes-per-sample", "SIZE", "measured line: bytes per sample (bare number = MiB)"},
-    {"bytes-per-token", "SIZE", "measured line: bytes per sample per token of --seq"},
-    {"sample-multiplier", "X", "measured line: tensors per sample (default 1)"},
-    {"n-positives", "N", "measured line: positives per anchor (multiplier 1 + pos + neg)"},
-    {"n-negatives", "N", "measured line: negatives per anchor"},
-    {"flops-per-sample", "X", "measured line: training FLOPs per sample (for throughput)"},
-    {"workload", "FILE", "a YAML mapping of these options (and the workload's)"},
-    {"calibration", "FILE|off",
-     "calibration records of 'oomless probe' (default $XDG_CACHE_HOME/oomless/calibration.jsonl)"},
-    {"calibration-command", "JSON",
-     "plan on the line probe measured for this command (the CLI fills it from '-- CMD...')"},
-    {"calibration-workload", "TEXT", "the record's workload key, as probe's --workload"},
+/* pointers, so that oom_option can grow behind its version */
+static const oom_option *const plan_options[] = {
+    &(const oom_option){OOM_OPTION_VERSION, "target-effective-batch", "N",
+                        "samples per optimizer step over all GPUs (default: batch x "
+                        "grad-accum x GPUs when the batch is given, else 32)"},
+    &(const oom_option){OOM_OPTION_VERSION, "batch-size", "N",
+                        "fix the micro-batch per GPU (never raised; same as --batch)"},
+    &(const oom_option){OOM_OPTION_VERSION, "seq-range", "MIN:MAX",
+                        "the planner picks the longest sequence in the range that fits"},
+    &(const oom_option){OOM_OPTION_VERSION, "max-batch-size", "N", "cap on any micro-batch"},
+    &(const oom_option){OOM_OPTION_VERSION, "max-auto-batch-size", "N",
+                        "cap on a micro-batch the planner chooses"},
+    &(const oom_option){OOM_OPTION_VERSION, "allow", "LIST",
+                        "knobs the planner may change: checkpointing,precision,optimizer,offload,"
+                        "sharding | all | none (default checkpointing,sharding)"},
+    &(const oom_option){OOM_OPTION_VERSION, "allow-inexact", "yes|no",
+                        "gradient accumulation may round up (default no)"},
+    &(const oom_option){
+        OOM_OPTION_VERSION, "allow-downscale", "yes|no|LIST",
+        "fixed values that may be lowered when they do not fit: batch,seq,checkpointing "
+        "(default batch)"},
+    &(const oom_option){OOM_OPTION_VERSION, "nodes", "M",
+                        "nodes (data parallel; with --gpus-per-node)"},
+    &(const oom_option){OOM_OPTION_VERSION, "gpus-per-node", "K", "GPUs per node"},
+    &(const oom_option){OOM_OPTION_VERSION, "workers", "auto|N",
+                        "N copies share each GPU (each with its own CUDA context); auto: "
+                        "report how many fit"},
+    &(const oom_option){OOM_OPTION_VERSION, "gpu", "auto|INDEX|NAME",
+                        "GPU to plan for (default: detected, else the default profile)"},
+    &(const oom_option){OOM_OPTION_VERSION, "vram", "SIZE",
+                        "target VRAM per GPU (bare number = GiB)"},
+    &(const oom_option){OOM_OPTION_VERSION, "vram-safety-margin", "SIZE|PCT",
+                        "memory kept free (default 1 GiB; bare number = MiB)"},
+    &(const oom_option){OOM_OPTION_VERSION, "config", "FILE", "user config file"},
+    &(const oom_option){OOM_OPTION_VERSION, "fixed-bytes", "SIZE",
+                        "measured line: bytes independent of the batch (bare number = MiB)"},
+    &(const oom_option){OOM_OPTION_VERSION, "bytes-per-sample", "SIZE",
+                        "measured line: bytes per sample (bare number = MiB)"},
+    &(const oom_option){OOM_OPTION_VERSION, "bytes-per-token", "SIZE",
+                        "measured line: bytes per sample per token of --seq"},
+    &(const oom_option){OOM_OPTION_VERSION, "sample-multiplier", "X",
+                        "measured line: tensors per sample (default 1)"},
+    &(const oom_option){OOM_OPTION_VERSION, "n-positives", "N",
+                        "measured line: positives per anchor (multiplier 1 + pos + neg)"},
+    &(const oom_option){OOM_OPTION_VERSION, "n-negatives", "N",
+                        "measured line: negatives per anchor"},
+    &(const oom_option){OOM_OPTION_VERSION, "flops-per-sample", "X",
+                        "measured line: training FLOPs per sample (for throughput)"},
+    &(const oom_option){OOM_OPTION_VERSION, "workload", "FILE",
+                        "a YAML mapping of these options (and the workload's)"},
+    &(const oom_option){OOM_OPTION_VERSION, "calibration", "FILE|off",
+                        "calibration records of 'oomless probe' (default "
+                        "$XDG_CACHE_HOME/oomless/calibration.jsonl)"},
+    &(const oom_option){
+        OOM_OPTION_VERSION, "calibration-command", "JSON",
+        "plan on the line probe measured for this command (the CLI fills it from '-- CMD...')"},
+    &(const oom_option){OOM_OPTION_VERSION, "calibration-workload", "TEXT",
+                        "the record's workload key, as probe's --workload"},
 };
 
-const oom_option *oom_plan_option_table(size_t *count)
+const oom_option *const *oom_plan_option_table(size_t *count)
 {
     if (count)
         *count = OOMI_ARRAY_LEN(plan_options);
@@ -79,6 +100,7 @@ int oom_plan_options_create(oom_plan_options **out)
     }
     o->allow = OOM_ALLOW_DEFAULT;
     o->downscale = OOM_DOWNSCALE_DEFAULT;
+    o->line.version = OOM_MEASURED_LINE_VERSION;
     *out = o;
     return OOM_OK;
 }
@@ -279,7 +301,7 @@ int oom_plan_options_set(oom_plan_options *o, const char *key, const char *value
 {
     char k[40];
     size_t i, n;
-    const oom_option *t = oom_plan_option_table(&n);
+    const oom_option *const *t = oom_plan_option_table(&n);
 
     if (!o || !key || strlen(key) >= sizeof(k))
         return oomi_fail(OOM_ENOTFOUND, "unknown plan option '%s'", key ? key : "(null)");
@@ -292,7 +314,7 @@ int oom_plan_options_set(oom_plan_options *o, const char *key, const char *value
         !strcmp(k, "seq") || !strcmp(k, "checkpointing") || !strcmp(k, "gpus"))
         return set_fixed(o, k, value);
     for (i = 0; i < n; i++)
-        if (!strcmp(k, t[i].name))
+        if (!strcmp(k, t[i]->name))
             return set_plan(o, k, value);
     if (!strcmp(k, "model")) {
         int err = oom_workload_set(o->w, k, value);
@@ -405,7 +427,7 @@ static int build_request(oom_plan_request *r, const oom_plan_options *o, oom_wor
     bool has_line = o->has_line || calibrated;
     int err;
 
-    oom_plan_request_init(r);
+    oom_plan_request_init(r, OOM_PLAN_REQUEST_VERSION);
     r->workload = o->has_model ? w : NULL;
     r->line = has_line ? &o->line : NULL;
     if (o->has_model && has_line)
@@ -464,7 +486,7 @@ static int calibrated_line(oom_measured_line *line, long *cap, const oom_plan_op
         oom_calibration_free(rec);
         return err;
     }
-    memset(line, 0, sizeof(*line));
+    oom_measured_line_init(line, OOM_MEASURED_LINE_VERSION);
     line->fixed_bytes = rec->fit.fixed_bytes > 0 ? (uint64_t)rec->fit.fixed_bytes : 0;
     line->bytes_per_sample =
         rec->fit.per_sample_bytes > 0 ? (uint64_t)rec->fit.per_sample_bytes : 0;
@@ -487,7 +509,7 @@ int oomi_plan_options_run_gpu(oom_plan_result **out, const oom_plan_options *o, 
     oom_config *cfg = NULL;
     oom_catalog *cat = NULL;
     oom_workload *w = NULL;
-    oom_target t;
+    oom_target t = OOM_TARGET_INIT;
     oom_target_request tr;
     oom_plan_request r;
     oom_measured_line line;
@@ -496,10 +518,10 @@ int oomi_plan_options_run_gpu(oom_plan_result **out, const oom_plan_options *o, 
     int err;
 
     *out = NULL;
-    memset(&t, 0, sizeof(t));
     if ((err = oom_config_load(&cfg, o->config)) || (err = oom_catalog_load(&cat, cfg)))
         goto done;
-    tr = (oom_target_request){gpu ? gpu : o->gpu, o->vram, o->margin, cfg};
+    tr = (oom_target_request){OOM_TARGET_REQUEST_VERSION, gpu ? gpu : o->gpu, o->vram, o->margin,
+                              cfg};
     if ((err = oom_target_resolve(&t, &tr, cat)))
         goto done;
     have_target = true;
@@ -528,11 +550,15 @@ int oomi_plan_options_run_gpu(oom_plan_result **out, const oom_plan_options *o, 
     err = oomi_plan_run(out, &r, &consts);
     if (*out) {
         (*out)->target_fallback = t.fallback;
-        oomi_snprintf((*out)->target_reason, sizeof((*out)->target_reason), "%s", t.reason);
+        if (t.reason && !((*out)->target_reason = oomi_strdup(t.reason))) {
+            oom_plan_free(*out);
+            *out = NULL;
+            err = oomi_nomem();
+        }
     }
 done:
     if (have_target)
-        oom_target_free(&t);
+        oom_target_dispose(&t);
     oom_workload_free(w);
     oom_catalog_free(cat);
     oom_config_free(cfg);

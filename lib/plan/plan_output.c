@@ -68,7 +68,7 @@ static json_object *choice_json(const oom_plan_result *r, const oom_plan_choice 
     oomi_json_put(o, "device_peak", oomi_json_size(c->estimate.device_peak));
     oomi_json_put(o, "fits", json_object_new_boolean(c->fits));
     oomi_json_put(o, "throughput", throughput_json(r, c));
-    if (c->why[0])
+    if (c->why)
         oomi_json_put(o, "why", json_object_new_string(c->why));
     return o;
 }
@@ -83,7 +83,7 @@ static json_object *budget_json(const oom_plan_result *r)
     oomi_json_put(o, "safety_margin_bytes", oomi_json_size(b->safety_margin_bytes));
     oomi_json_put(o, "usable_bytes", oomi_json_size(b->usable_bytes));
     if (r->found) {
-        uint64_t p = r->best.estimate.device_peak;
+        uint64_t p = r->best->estimate.device_peak;
         oomi_json_put(o, "utilisation",
                       num(b->usable_bytes ? (double)p / (double)b->usable_bytes : 0));
         oomi_json_put(o, "headroom_bytes", oomi_json_size(b->usable_bytes - p));
@@ -94,7 +94,7 @@ static json_object *budget_json(const oom_plan_result *r)
     return o;
 }
 
-static json_object *strings(const char (*s)[240], size_t n)
+static json_object *strings(char *const *s, size_t n)
 {
     json_object *a = json_object_new_array();
     size_t i;
@@ -140,8 +140,8 @@ static json_object *inference_json(const oom_plan_result *r)
     json_object *o;
     if (!r->inference || !r->found || !(o = json_object_new_object()))
         return NULL;
-    oomi_json_put(o, "max_batch", json_object_new_int64(r->best.knobs.batch));
-    oomi_json_put(o, "seq_len", json_object_new_int64(r->best.knobs.seq_len));
+    oomi_json_put(o, "max_batch", json_object_new_int64(r->best->knobs.batch));
+    oomi_json_put(o, "seq_len", json_object_new_int64(r->best->knobs.seq_len));
     oomi_json_put(o, "kv_cache_budget_bytes", oomi_json_size(r->kv_budget_bytes));
     oomi_json_put(o, "kv_bytes_per_token", num(r->kv_bytes_per_token));
     oomi_json_put(
@@ -160,24 +160,24 @@ static json_object *result_json(const oom_plan_result *r)
         json_object_put(root), json_object_put(alts);
         return NULL;
     }
-    oomi_json_put(root, "plan", r->found ? plan_json(&r->best) : NULL);
+    oomi_json_put(root, "plan", r->found ? plan_json(r->best) : NULL);
     oomi_json_put(root, "found", json_object_new_boolean(r->found));
     oomi_json_put(root, "estimate_precision",
-                  r->found ? json_object_new_string(oom_precision_name(r->best.knobs.precision))
+                  r->found ? json_object_new_string(oom_precision_name(r->best->knobs.precision))
                            : NULL);
     oomi_json_put(root, "model", json_object_new_string(r->model));
-    oomi_json_put(root, "memory", r->found ? oomi_estimate_memory_json(&r->best.estimate) : NULL);
+    oomi_json_put(root, "memory", r->found ? oomi_estimate_memory_json(&r->best->estimate) : NULL);
     oomi_json_put(root, "peak_phase",
-                  r->found ? json_object_new_string(oom_phase_name(r->best.estimate.peak_phase))
+                  r->found ? json_object_new_string(oom_phase_name(r->best->estimate.peak_phase))
                            : NULL);
     oomi_json_put(root, "budget", budget_json(r));
-    oomi_json_put(root, "throughput", r->found ? throughput_json(r, &r->best) : NULL);
+    oomi_json_put(root, "throughput", r->found ? throughput_json(r, r->best) : NULL);
     for (i = 0; i < r->n_alternatives; i++)
-        json_object_array_add(alts, choice_json(r, &r->alternatives[i]));
+        json_object_array_add(alts, choice_json(r, r->alternatives[i]));
     oomi_json_put(root, "alternatives", alts);
     oomi_json_put(root, "inference", inference_json(r));
     extras_json(r, root);
-    oomi_json_put(root, "smallest", r->found ? NULL : choice_json(r, &r->smallest));
+    oomi_json_put(root, "smallest", r->found ? NULL : choice_json(r, r->smallest));
     if ((o = json_object_new_object())) {
         oomi_json_put(o, "candidates", json_object_new_int64(r->candidates));
         oomi_json_put(o, "nodes", json_object_new_int64(r->nodes));
@@ -189,9 +189,12 @@ static json_object *result_json(const oom_plan_result *r)
 
 int oom_plan_to_json(char **out, const oom_plan_result *r)
 {
+    int err;
     if (!out || !r)
         return oomi_fail(OOM_EINVAL, "plan: missing argument");
     *out = NULL;
+    if ((err = oomi_check_version(r->version, OOM_PLAN_RESULT_VERSION, "oom_plan_result")))
+        return err;
     return oomi_json_finish(out, result_json(r));
 }
 
@@ -283,7 +286,7 @@ static json_object *deepspeed_json(const oom_plan_choice *c)
 
 static void format_torchrun(oomi_sb *sb, const oom_plan_result *r)
 {
-    const oom_knobs *k = &r->best.knobs;
+    const oom_knobs *k = &r->best->knobs;
     if (r->nodes > 1)
         oomi_sb_printf(sb,
                        "torchrun --nnodes=%ld --nproc_per_node=%ld --node_rank=$NODE_RANK "
@@ -293,15 +296,18 @@ static void format_torchrun(oomi_sb *sb, const oom_plan_result *r)
         oomi_sb_printf(sb, "torchrun --standalone --nnodes=1 --nproc_per_node=%ld",
                        k->gpus / (r->nodes > 0 ? r->nodes : 1));
     oomi_sb_puts(sb, " train.py ");
-    format_args(sb, &r->best, r->inference);
+    format_args(sb, r->best, r->inference);
 }
 
 int oom_plan_format(char **out, const oom_plan_result *r, const char *format)
 {
     oomi_sb sb = OOMI_SB_INIT;
+    int err;
     if (!out || !r || !format)
         return oomi_fail(OOM_EINVAL, "plan: missing argument");
     *out = NULL;
+    if ((err = oomi_check_version(r->version, OOM_PLAN_RESULT_VERSION, "oom_plan_result")))
+        return err;
     if (!strcmp(format, "json"))
         return oom_plan_to_json(out, r);
     if (!strcmp(format, "text"))
@@ -314,11 +320,11 @@ int oom_plan_format(char **out, const oom_plan_result *r, const char *format)
     if (!r->found)
         return oomi_fail(OOM_ENOFIT, "nothing fits: no %s output", format);
     if (!strcmp(format, "deepspeed"))
-        return oomi_json_finish(out, deepspeed_json(&r->best));
+        return oomi_json_finish(out, deepspeed_json(r->best));
     if (!strcmp(format, "env"))
-        format_env(&sb, &r->best);
+        format_env(&sb, r->best);
     else if (!strcmp(format, "args"))
-        format_args(&sb, &r->best, r->inference);
+        format_args(&sb, r->best, r->inference);
     else
         format_torchrun(&sb, r);
     if (strcmp(format, "env"))

@@ -8,7 +8,7 @@
 /* 1 when w with knobs k fits in usable (peak set), 0 when not or when refused */
 static int fits_with(oom_workload *w, const oom_knobs *k, uint64_t usable, uint64_t *peak)
 {
-    oom_estimate e;
+    oom_estimate e = OOM_ESTIMATE_INIT;
     *peak = UINT64_MAX;
     if (oom_workload_set_knobs(w, k) || oom_estimate_run(&e, w)) {
         oomi_clear_error();
@@ -18,14 +18,15 @@ static int fits_with(oom_workload *w, const oom_knobs *k, uint64_t usable, uint6
     return e.device_peak <= usable;
 }
 
-static void add(oom_plan_result *res, const char *fmt, ...) OOMI_PRINTF(2, 3);
-static void add(oom_plan_result *res, const char *fmt, ...)
+/* appends a suggestion; the first failure stays in *err (and later ones add nothing) */
+static void add(oom_plan_result *res, int *err, const char *fmt, ...) OOMI_PRINTF(3, 4);
+static void add(oom_plan_result *res, int *err, const char *fmt, ...)
 {
     va_list ap;
-    if (res->n_suggestions >= OOM_PLAN_MAX_NOTES)
+    if (*err)
         return;
     va_start(ap, fmt);
-    oomi_vsnprintf(res->suggestions[res->n_suggestions++], sizeof(res->suggestions[0]), fmt, ap);
+    *err = oomi_strv_addv(&res->suggestions, &res->n_suggestions, fmt, ap);
     va_end(ap);
 }
 
@@ -45,9 +46,9 @@ static long longest_seq(oom_workload *w, oom_knobs k, uint64_t usable)
 }
 
 static void suggest_training(oom_plan_result *res, const oom_plan_request *r, oom_workload *w,
-                             oom_knobs k0, uint64_t usable)
+                             oom_knobs k0, uint64_t usable, int *err)
 {
-    oom_knobs k;
+    oom_knobs k = OOM_KNOBS_INIT;
     uint64_t peak;
     char a[16];
     long g, s;
@@ -60,15 +61,16 @@ static void suggest_training(oom_plan_result *res, const oom_plan_request *r, oo
     for (g = k0.gpus > 1 ? k0.gpus * 2 : 2; g <= 512; g *= 2) {
         k = k0, k.gpus = g, k.sharding = OOM_SHARDING_ZERO3, k.offload = OOM_OFFLOAD_NONE;
         if (fits_with(w, &k, usable, &peak)) {
-            add(res, "more GPUs with ZeRO-3: --gpus %ld --allow sharding (device peak %s per GPU)",
-                g, OOMI_SZ(a, peak));
+            add(res, err,
+                "more GPUs with ZeRO-3: --gpus %ld --allow sharding (device peak %s per GPU)", g,
+                OOMI_SZ(a, peak));
             break;
         }
         /* DeepSpeed/FSDP mixed precision keeps 16-bit parameters: no autocast copies */
         k.precision =
             k0.precision == OOM_PRECISION_AMP_FP16 ? OOM_PRECISION_FP16 : OOM_PRECISION_BF16;
         if (k0.method == OOM_METHOD_FULL && fits_with(w, &k, usable, &peak)) {
-            add(res,
+            add(res, err,
                 "more GPUs with ZeRO-3 and 16-bit parameters: --gpus %ld --allow "
                 "sharding,precision (device peak %s per GPU)",
                 g, OOMI_SZ(a, peak));
@@ -79,24 +81,26 @@ static void suggest_training(oom_plan_result *res, const oom_plan_request *r, oo
         k = k0, k.method = OOM_METHOD_QLORA, k.precision = OOM_PRECISION_4BIT;
         k.sharding = OOM_SHARDING_NONE, k.offload = OOM_OFFLOAD_NONE, k.gpus = 1;
         if (fits_with(w, &k, usable, &peak))
-            add(res, "QLoRA: --method qlora (4-bit base, LoRA adapters; device peak %s at batch 1)",
+            add(res, err,
+                "QLoRA: --method qlora (4-bit base, LoRA adapters; device peak %s at batch 1)",
                 OOMI_SZ(a, peak));
     }
     k = k0, k.sharding = OOM_SHARDING_ZERO3, k.offload = OOM_OFFLOAD_OPTIMIZER_PARAMS;
     if (fits_with(w, &k, usable, &peak))
-        add(res,
+        add(res, err,
             "CPU offload: --allow offload (ZeRO-3 with optimizer and parameters on the CPU; "
             "device peak %s, much slower steps)",
             OOMI_SZ(a, peak));
     if ((s = longest_seq(w, k0, usable)) > 0)
-        add(res, "a shorter sequence: --seq %ld (batch %ld, checkpointing %s)", s, k0.batch,
+        add(res, err, "a shorter sequence: --seq %ld (batch %ld, checkpointing %s)", s, k0.batch,
             oom_checkpointing_name(k0.checkpointing));
 }
 
-static void suggest_inference(oom_plan_result *res, oom_workload *w, oom_knobs k0, uint64_t usable)
+static void suggest_inference(oom_plan_result *res, oom_workload *w, oom_knobs k0, uint64_t usable,
+                              int *err)
 {
     static const oom_precision q[] = {OOM_PRECISION_INT8, OOM_PRECISION_4BIT};
-    oom_knobs k;
+    oom_knobs k = OOM_KNOBS_INIT;
     uint64_t peak;
     char a[16];
     size_t i;
@@ -106,34 +110,38 @@ static void suggest_inference(oom_plan_result *res, oom_workload *w, oom_knobs k
     for (i = 0; i < 2; i++) {
         k = k0, k.precision = q[i];
         if (k0.precision != q[i] && fits_with(w, &k, usable, &peak)) {
-            add(res, "quantised weights: --precision %s (device peak %s at batch 1)",
+            add(res, err, "quantised weights: --precision %s (device peak %s at batch 1)",
                 oom_precision_name(q[i]), OOMI_SZ(a, peak));
             break;
         }
     }
     if ((s = longest_seq(w, k0, usable)) > 0)
-        add(res, "a shorter context: --seq %ld (batch 1)", s);
-    add(res, "tensor parallelism over several GPUs (not modelled by oomless)");
+        add(res, err, "a shorter context: --seq %ld (batch 1)", s);
+    add(res, err, "tensor parallelism over several GPUs (not modelled by oomless)");
 }
 
 int oomi_plan_suggest(oom_plan_result *res, const oom_plan_request *r, oom_workload *w,
                       const oom_knobs *smallest)
 {
-    uint64_t usable = res->budget.usable_bytes, need = res->smallest.estimate.device_peak;
+    uint64_t usable = res->budget.usable_bytes, need = res->smallest->estimate.device_peak;
     char a[16], b[16];
+    int err = OOM_OK;
 
     if (w && smallest->method == OOM_METHOD_INFERENCE)
-        suggest_inference(res, w, *smallest, usable);
+        suggest_inference(res, w, *smallest, usable, &err);
     else if (w)
-        suggest_training(res, r, w, *smallest, usable);
+        suggest_training(res, r, w, *smallest, usable, &err);
     else if (r->line && r->line->fixed_bytes > usable)
-        add(res, "the fixed part alone (%s) is over the usable %s: reduce the model",
+        add(res, &err, "the fixed part alone (%s) is over the usable %s: reduce the model",
             OOMI_SZ(a, r->line->fixed_bytes), OOMI_SZ(b, usable));
     if (need != 0 && need != UINT64_MAX && res->workers > 1)
-        add(res, "fewer workers: one copy needs %s", OOMI_SZ(a, need));
+        add(res, &err, "fewer workers: one copy needs %s", OOMI_SZ(a, need));
     if (need != 0 && need != UINT64_MAX)
-        add(res, "a GPU with at least %s usable (the smallest configuration tried needs that)",
+        add(res, &err,
+            "a GPU with at least %s usable (the smallest configuration tried needs that)",
             OOMI_SZ(a, need));
+    if (err)
+        return err;
     oomi_clear_error();
     return OOM_OK;
 }

@@ -19,7 +19,7 @@ static void kvl(oomi_sb *sb, const char *k, long v)
 
 static void config_block(oomi_sb *sb, const oom_plan_result *r)
 {
-    const oom_knobs *k = &r->best.knobs;
+    const oom_knobs *k = &r->best->knobs;
     char a[16], b[16], desc[160];
     oomi_sb_printf(sb, LINE "Optimized Configuration (%s%s%s on %s)\n" LINE, r->model,
                    r->measured ? "" : ", ", r->measured ? "" : oom_method_name(k->method),
@@ -31,7 +31,7 @@ static void config_block(oomi_sb *sb, const oom_plan_result *r)
         kvl(sb, "batch_size", k->batch);
         kvl(sb, "gradient_accumulation_steps", k->grad_accum);
         kvl(sb, "max_seq_len", k->seq_len);
-        kvl(sb, "effective_batch_size", r->best.effective_batch);
+        kvl(sb, "effective_batch_size", r->best->effective_batch);
     }
     if (!r->measured) {
         kv(sb, "precision", oom_precision_name(k->precision));
@@ -60,7 +60,7 @@ static void row(oomi_sb *sb, const char *label, uint64_t bytes, uint64_t total)
 
 static void memory_block(oomi_sb *sb, const oom_plan_result *r)
 {
-    const oom_estimate *e = &r->best.estimate;
+    const oom_estimate *e = &r->best->estimate;
     char a[16], b[16], c[16];
     uint64_t u = r->budget.usable_bytes;
     oomi_sb_puts(sb, "Memory per GPU at the peak (");
@@ -116,7 +116,7 @@ static void describe(char *buf, size_t n, const oom_plan_choice *c, bool measure
 
 static void throughput_block(oomi_sb *sb, const oom_plan_result *r)
 {
-    const oom_plan_choice *c = &r->best;
+    const oom_plan_choice *c = r->best;
     char d[200], a[16];
     size_t i;
     oomi_sb_puts(sb, LINE "Estimated throughput\n");
@@ -132,9 +132,10 @@ static void throughput_block(oomi_sb *sb, const oom_plan_result *r)
     if (r->n_alternatives)
         oomi_sb_puts(sb, LINE "Next best alternatives\n");
     for (i = 0; i < r->n_alternatives; i++) {
-        describe(d, sizeof(d), &r->alternatives[i], r->measured);
+        describe(d, sizeof(d), r->alternatives[i], r->measured);
         oomi_sb_printf(sb, "  %zu. %s (peak %s)\n     %s\n", i + 1, d,
-                       OOMI_SZ(a, r->alternatives[i].estimate.device_peak), r->alternatives[i].why);
+                       OOMI_SZ(a, r->alternatives[i]->estimate.device_peak),
+                       r->alternatives[i]->why);
     }
 }
 
@@ -145,10 +146,10 @@ static void nofit_block(oomi_sb *sb, const oom_plan_result *r)
     oomi_sb_printf(sb, LINE "Nothing fits: %s on %s (usable %s)\n" LINE, r->model,
                    r->gpu_name[0] ? r->gpu_name : "the given budget",
                    OOMI_SZ(a, r->budget.usable_bytes));
-    describe(d, sizeof(d), &r->smallest, r->measured);
+    describe(d, sizeof(d), r->smallest, r->measured);
     oomi_sb_printf(sb, "  smallest configuration tried: %s\n  its device peak: %s (%s over)\n", d,
-                   OOMI_SZ(a, r->smallest.estimate.device_peak),
-                   OOMI_SZ(b, r->smallest.estimate.device_peak - r->budget.usable_bytes));
+                   OOMI_SZ(a, r->smallest->estimate.device_peak),
+                   OOMI_SZ(b, r->smallest->estimate.device_peak - r->budget.usable_bytes));
     if (r->n_suggestions)
         oomi_sb_puts(sb, "What would make it fit:\n");
     for (i = 0; i < r->n_suggestions; i++)

@@ -117,18 +117,25 @@ static int finish(char **out, oomi_sb *sb)
 int oom_estimate_svg(char **out, const oom_workload *w, const oom_estimate *e, const oom_budget *b)
 {
     oomi_sb sb = OOMI_SB_INIT;
-    oom_model_info mi;
-    char title[200];
-    double top = gib(e->device_peak);
+    oom_model_info mi = OOM_MODEL_INFO_INIT;
+    char *title;
+    double top;
+    int err;
     if (!out || !w || !e)
         return oomi_fail(OOM_EINVAL, "estimate svg: missing argument");
+    if ((err = oomi_check_version(e->version, OOM_ESTIMATE_VERSION, "oom_estimate")) ||
+        (b && (err = oomi_check_version(b->version, OOM_BUDGET_VERSION, "oom_budget"))))
+        return err;
+    top = gib(e->device_peak);
     if (b && gib(b->target_bytes) > top)
         top = gib(b->target_bytes);
     top = scale_max(top);
-    oomi_snprintf(title, sizeof(title), "Memory estimate: %s",
-                  oom_workload_model(&mi, w) ? "?" : mi.name);
+    title = oomi_asprintf("Memory estimate: %s", oom_workload_model(&mi, w) ? "?" : mi.name);
     oomi_clear_error();
+    if (!title)
+        return oomi_nomem();
     header(&sb, title);
+    oomi_free(title);
     axis(&sb, 90, 230, top);
     bar(&sb, e, 130, 330, top);
     if (b) {
@@ -187,16 +194,16 @@ static void curve(oomi_sb *sb, const oom_plan_result *r, double x0, double x1, d
                        XP(r->curve_batch[i]), BOTTOM + 16, r->curve_batch[i]);
     oomi_sb_printf(sb, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">micro-batch</text>\n",
                    (x0 + x1) / 2, BOTTOM + 34);
-    x = XP(r->best.knobs.batch);
+    x = XP(r->best->knobs.batch);
     oomi_sb_printf(
         sb,
         "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"6\" fill=\"#e15759\"/>"
         "<text x=\"%.1f\" y=\"%.1f\" font-weight=\"bold\" stroke=\"white\" "
         "stroke-width=\"4\" paint-order=\"stroke\">chosen: %ld%s%s%s</text>\n",
-        x, ypos(gib(r->best.estimate.device_peak), vmax), x + 8,
-        ypos(gib(r->best.estimate.device_peak), vmax) + 20, r->best.knobs.batch,
+        x, ypos(gib(r->best->estimate.device_peak), vmax), x + 8,
+        ypos(gib(r->best->estimate.device_peak), vmax) + 20, r->best->knobs.batch,
         r->inference || r->measured ? "" : " (",
-        r->inference || r->measured ? "" : oom_checkpointing_name(r->best.knobs.checkpointing),
+        r->inference || r->measured ? "" : oom_checkpointing_name(r->best->knobs.checkpointing),
         r->inference || r->measured ? "" : ")");
     oomi_sb_printf(sb, "<text x=\"%.1f\" y=\"%d\" fill=\"#4e79a7\">%s</text>\n", x0, TOP - 8,
                    r->inference || r->measured ? "device peak" : "no checkpointing");
@@ -209,26 +216,32 @@ static void curve(oomi_sb *sb, const oom_plan_result *r, double x0, double x1, d
 int oom_plan_svg(char **out, const oom_plan_result *r)
 {
     oomi_sb sb = OOMI_SB_INIT;
-    char title[400];
+    char *title;
     double top;
+    int err;
     if (!out || !r)
         return oomi_fail(OOM_EINVAL, "plan svg: missing argument");
+    if ((err = oomi_check_version(r->version, OOM_PLAN_RESULT_VERSION, "oom_plan_result")))
+        return err;
     if (!r->found || !r->n_curve)
         return oomi_fail(OOM_ENOFIT, "plan svg: nothing fits, nothing to draw");
-    top = scale_max(gib(r->budget.target_bytes > r->best.estimate.device_peak
+    top = scale_max(gib(r->budget.target_bytes > r->best->estimate.device_peak
                             ? r->budget.target_bytes
-                            : r->best.estimate.device_peak));
+                            : r->best->estimate.device_peak));
     if (r->inference)
-        oomi_snprintf(title, sizeof(title), "Plan: %s on %s - batch %ld, seq %ld", r->model,
-                      r->gpu_name[0] ? r->gpu_name : "budget", r->best.knobs.batch,
-                      r->best.knobs.seq_len);
+        title = oomi_asprintf("Plan: %s on %s - batch %ld, seq %ld", r->model,
+                              r->gpu_name[0] ? r->gpu_name : "budget", r->best->knobs.batch,
+                              r->best->knobs.seq_len);
     else
-        oomi_snprintf(title, sizeof(title), "Plan: %s on %s - batch %ld x %ld, seq %ld", r->model,
-                      r->gpu_name[0] ? r->gpu_name : "budget", r->best.knobs.batch,
-                      r->best.knobs.grad_accum, r->best.knobs.seq_len);
+        title = oomi_asprintf("Plan: %s on %s - batch %ld x %ld, seq %ld", r->model,
+                              r->gpu_name[0] ? r->gpu_name : "budget", r->best->knobs.batch,
+                              r->best->knobs.grad_accum, r->best->knobs.seq_len);
+    if (!title)
+        return oomi_nomem();
     header(&sb, title);
+    oomi_free(title);
     axis(&sb, 70, 190, top);
-    bar(&sb, &r->best.estimate, 100, 250, top);
+    bar(&sb, &r->best->estimate, 100, 250, top);
     hline(&sb, 70, 190, ypos(gib(r->budget.usable_bytes), top), "#c00", "usable", 12);
     top = curve_max(r, top);
     axis(&sb, 500, 700, top);

@@ -11,11 +11,11 @@ typedef enum { FMT_TEXT, FMT_MARKDOWN, FMT_CSV, FMT_JSON } fmt;
 static void cell_plan(char *batch, char *accum, char *seq, char *ck, char *peak, char *util,
                       char *tput, const oom_plan_result *r)
 {
-    const oom_plan_choice *c = &r->best;
+    const oom_plan_choice *c = r->best;
     char sz[16];
     if (!r->found) {
         strcpy(batch, "-"), strcpy(accum, "-"), strcpy(seq, "-"), strcpy(ck, "-");
-        oomi_snprintf(peak, 24, ">%s", OOMI_SZ(sz, r->smallest.estimate.device_peak));
+        oomi_snprintf(peak, 24, ">%s", OOMI_SZ(sz, r->smallest->estimate.device_peak));
         strcpy(util, "no fit"), strcpy(tput, "-");
         return;
     }
@@ -50,10 +50,10 @@ static void row_text(oomi_sb *sb, fmt f, const char *name, const char *gpu,
             (unsigned long long)r->budget.usable_bytes, r->found, r->found ? batch : "",
             r->found && !r->inference ? accum : "", r->found ? seq : "",
             r->found && !r->measured ? ck : "",
-            (unsigned long long)(r->found ? r->best.estimate.device_peak
-                                          : r->smallest.estimate.device_peak),
-            r->found ? (double)r->best.estimate.device_peak / (double)r->budget.usable_bytes : 0.0,
-            r->found && r->best.has_throughput ? tput : "");
+            (unsigned long long)(r->found ? r->best->estimate.device_peak
+                                          : r->smallest->estimate.device_peak),
+            r->found ? (double)r->best->estimate.device_peak / (double)r->budget.usable_bytes : 0.0,
+            r->found && r->best->has_throughput ? tput : "");
 }
 
 static void heading(oomi_sb *sb, fmt f, const char *name, const oom_plan_result *r)

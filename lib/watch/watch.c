@@ -25,7 +25,6 @@
 #define HIST_CAP       1024 /* samples kept per series (the window is also bounded in time) */
 #define MAX_BUDGETS    64
 #define ENVIRON_MAX    (1u << 20)
-#define COMMAND_CUT    "..." /* ends a command line cut to fit oom_watch_process.command */
 
 /* a ring of (monotonic time, bytes) */
 struct series {
@@ -100,54 +99,75 @@ static void series_fit(oom_monitor *m, oom_trend *out, const struct series *s, u
 
 /* ---- /proc --------------------------------------------------------------------------------- */
 
-/* Cuts `buf` (n bytes) to fit `size` bytes with its NUL, ending in COMMAND_CUT when it does
- * not fit: at a UTF-8 character boundary, so that a cut never leaves half a character. */
-static void copy_command(char *out, size_t size, const char *buf, size_t n)
+/* Reads a whole /proc file into *out (NUL-terminated; *out NULL when it cannot be read). The
+ * kernel bounds these files (a command line by the argument space of exec, ARG_MAX), so
+ * nothing is cut. OOM_ENOMEM only. */
+static int read_whole(char **out, ssize_t *len, const char *path)
 {
-    size_t keep = n;
-    if (n >= size) {
-        keep = size - 1 - (sizeof(COMMAND_CUT) - 1);
-        while (keep > 0 && ((unsigned char)buf[keep] & 0xC0) == 0x80)
-            keep--; /* buf[keep] continues a character: cut before that character */
+    size_t cap = 4096;
+    char *buf = NULL;
+    *out = NULL;
+    *len = -1;
+    for (;;) {
+        char *nb = oomi_realloc(buf, cap);
+        if (!nb) {
+            oomi_free(buf);
+            return oomi_nomem();
+        }
+        buf = nb;
+        if ((*len = oomi_read_prefix(path, buf, cap)) < 0 || (size_t)*len + 1 < cap)
+            break;
+        cap *= 2;
     }
-    memcpy(out, buf, keep);
-    out[keep] = '\0';
-    if (keep < n)
-        strcat(out, COMMAND_CUT);
+    if (*len < 0) {
+        oomi_free(buf);
+        return OOM_OK;
+    }
+    *out = buf;
+    return OOM_OK;
 }
 
-static void read_command(oom_watch_process *p, const char *dir)
+/* The command line, arguments joined by spaces; a zombie or kernel thread: "[its name]"; ""
+ * when neither can be read. */
+static int read_command(oom_watch_process *p, const char *dir)
 {
-    char path[64], buf[2 * sizeof(p->command)]; /* more than fits: a cut is seen as one */
+    char path[64], *buf;
     ssize_t n, i;
+    int err;
 
     oomi_snprintf(path, sizeof(path), "%s/cmdline", dir);
-    n = oomi_read_prefix(path, buf, sizeof(buf));
+    if ((err = read_whole(&buf, &n, path)))
+        return err;
     while (n > 0 && buf[n - 1] == '\0')
         n--;
     if (n > 0) {
         for (i = 0; i < n; i++)
             if (buf[i] == '\0' || buf[i] == '\n' || buf[i] == '\t')
                 buf[i] = ' ';
-        copy_command(p->command, sizeof(p->command), buf, (size_t)n);
-        return;
+        buf[n] = '\0';
+        p->command = buf;
+        return OOM_OK;
     }
-    oomi_snprintf(path, sizeof(path), "%s/comm", dir); /* a zombie or kernel thread: its name */
-    n = oomi_read_prefix(path, buf, sizeof(p->command) - 2);
+    oomi_free(buf);
+    oomi_snprintf(path, sizeof(path), "%s/comm", dir);
+    if ((err = read_whole(&buf, &n, path)))
+        return err;
     while (n > 0 && buf[n - 1] == '\n')
         buf[--n] = '\0';
-    if (n > 0)
-        oomi_snprintf(p->command, sizeof(p->command), "[%.*s]", (int)n, buf);
+    p->command = n > 0 ? oomi_asprintf("[%s]", buf) : oomi_strdup("");
+    oomi_free(buf);
+    return p->command ? OOM_OK : oomi_nomem();
 }
 
-static void read_user(oom_watch_process *p, uid_t uid)
+static int read_user(oom_watch_process *p, uid_t uid)
 {
     struct passwd pw, *res = NULL;
     char buf[1024];
     if (getpwuid_r(uid, &pw, buf, sizeof(buf), &res) == 0 && res && res->pw_name)
-        oomi_snprintf(p->user, sizeof(p->user), "%s", res->pw_name);
+        p->user = oomi_strdup(res->pw_name);
     else
-        oomi_snprintf(p->user, sizeof(p->user), "%u", (unsigned)uid);
+        p->user = oomi_asprintf("%u", (unsigned)uid);
+    return p->user ? OOM_OK : oomi_nomem();
 }
 
 static int64_t env_int(const char *entry, const char *name)
@@ -193,20 +213,39 @@ static void read_environ(oom_watch_process *p, const char *dir)
     oomi_free(buf);
 }
 
-static void read_proc(oom_watch_process *p)
+static void proc_strings_free(oom_watch_process *p)
+{
+    oomi_free(p->command);
+    oomi_free(p->user);
+    p->command = p->user = NULL;
+}
+
+/* Fills p from /proc; its strings are never NULL afterwards. OOM_ENOMEM only. */
+static int read_proc(oom_watch_process *p)
 {
     char dir[32];
     struct stat st;
+    int err;
 
-    p->command[0] = p->user[0] = '\0';
+    proc_strings_free(p);
     p->batch_size = p->grad_accum = -1;
     oomi_snprintf(dir, sizeof(dir), "/proc/%u", (unsigned)p->pid);
     p->local = p->pid > 0 && stat(dir, &st) == 0;
-    if (!p->local)
-        return; /* another PID namespace: say nothing rather than something wrong */
-    read_command(p, dir);
-    read_user(p, st.st_uid);
+    if (!p->local) { /* another PID namespace: say nothing rather than something wrong */
+        p->command = oomi_strdup("");
+        p->user = oomi_strdup("");
+        return p->command && p->user ? OOM_OK : oomi_nomem();
+    }
+    if ((err = read_command(p, dir)) || (err = read_user(p, st.st_uid)))
+        return err;
     read_environ(p, dir);
+    return OOM_OK;
+}
+
+static void proc_state_free(struct proc_state *ps)
+{
+    proc_strings_free(&ps->info);
+    oomi_free(ps);
 }
 
 /* ---- per-process state --------------------------------------------------------------------- */
@@ -230,6 +269,8 @@ static struct proc_state *proc_find(oom_monitor *m, uint32_t pid, int gpu)
         return NULL;
     ps->pid = pid;
     ps->gpu = gpu;
+    ps->info.version = OOM_WATCH_PROCESS_VERSION;
+    ps->info.trend.version = OOM_TREND_VERSION;
     ps->read_at = -1e300;
     m->procs[m->proc_count++] = ps;
     return ps;
@@ -244,7 +285,7 @@ static void proc_sweep(oom_monitor *m)
             i++;
             continue;
         }
-        oomi_free(m->procs[i]);
+        proc_state_free(m->procs[i]);
         m->procs[i] = m->procs[--m->proc_count];
     }
 }
@@ -269,9 +310,15 @@ int oom_monitor_create(oom_monitor **out, oom_gpu_session *session)
 
 static void snapshot_clear(oom_monitor *m)
 {
-    size_t i;
-    for (i = 0; i < m->snap.gpu_count; i++)
-        oomi_free(m->snap.gpus[i].processes);
+    size_t i, j;
+    for (i = 0; m->snap.gpus && i < m->snap.gpu_count; i++) {
+        oom_watch_gpu *wg = m->snap.gpus[i];
+        for (j = 0; wg && j < wg->process_count; j++)
+            oomi_free(wg->processes[j]);
+        if (wg)
+            oomi_free(wg->processes);
+        oomi_free(wg);
+    }
     oomi_free(m->snap.gpus);
     oom_gpu_list_free((oom_gpu_list *)m->snap.list);
     memset(&m->snap, 0, sizeof(m->snap));
@@ -285,7 +332,7 @@ void oom_monitor_free(oom_monitor *m)
         return;
     snapshot_clear(m);
     for (i = 0; i < m->proc_count; i++)
-        oomi_free(m->procs[i]);
+        proc_state_free(m->procs[i]);
     oomi_free(m->procs);
     oomi_free(m->gpus);
     oomi_free(m->margin);
@@ -294,8 +341,11 @@ void oom_monitor_free(oom_monitor *m)
 
 int oom_monitor_set_budget(oom_monitor *m, int index, const oom_budget *b)
 {
+    int err;
     if (!m || !b)
         return oomi_fail(OOM_EINVAL, "monitor budget: no monitor or budget");
+    if ((err = oomi_check_version(b->version, OOM_BUDGET_VERSION, "oom_budget")))
+        return err;
     if (index < -1 || index >= MAX_BUDGETS)
         return oomi_fail(OOM_EINVAL, "monitor budget: GPU index %d out of range [-1, %d]", index,
                          MAX_BUDGETS - 1);
@@ -376,13 +426,15 @@ static void gpu_budget(oom_monitor *m, struct gpu_state *st, const oom_gpu_info 
     }
     if (m->margin && oom_parse_margin(&margin, m->margin, g->total_bytes) != OOM_OK)
         margin = OOM_DEFAULT_SAFETY_MARGIN;
+    st->budget = (oom_budget){.version = OOM_BUDGET_VERSION};
     if (oom_budget_make(&st->budget, g->total_bytes, margin) != OOM_OK)
-        memset(&st->budget, 0, sizeof(st->budget)); /* smaller than the margin: no budget */
+        st->budget = (oom_budget){.version = OOM_BUDGET_VERSION}; /* smaller than the margin */
 }
 
 static int by_memory(const void *a, const void *b)
 {
-    const oom_watch_process *x = a, *y = b;
+    const oom_watch_process *x = *(oom_watch_process *const *)a;
+    const oom_watch_process *y = *(oom_watch_process *const *)b;
     uint64_t ux = x->used_bytes == OOM_UNKNOWN ? 0 : x->used_bytes;
     uint64_t uy = y->used_bytes == OOM_UNKNOWN ? 0 : y->used_bytes;
     if (ux != uy)
@@ -393,6 +445,7 @@ static int by_memory(const void *a, const void *b)
 static int fill_processes(oom_monitor *m, oom_watch_gpu *wg, oom_gpu_info *g, double mono)
 {
     size_t i;
+    int err;
     uint64_t current = g->lost ? OOM_UNKNOWN : g->used_bytes;
     uint64_t limit = wg->budget.usable_bytes ? wg->budget.usable_bytes : OOM_UNKNOWN;
 
@@ -401,14 +454,15 @@ static int fill_processes(oom_monitor *m, oom_watch_gpu *wg, oom_gpu_info *g, do
     if (!(wg->processes = oomi_calloc(g->process_count, sizeof(*wg->processes))))
         return oomi_nomem();
     for (i = 0; i < g->process_count; i++) {
-        const oom_gpu_process *gp = &g->processes[i];
+        const oom_gpu_process *gp = g->processes[i];
         struct proc_state *ps = proc_find(m, gp->pid, g->nvml_index);
         if (!ps)
             return oomi_nomem();
         ps->generation = m->generation;
-        if (mono - ps->read_at >= PROC_REFRESH_S) {
+        if (mono - ps->read_at >= PROC_REFRESH_S || !ps->info.command) {
             ps->info.pid = gp->pid;
-            read_proc(&ps->info);
+            if ((err = read_proc(&ps->info)))
+                return err;
             ps->read_at = mono;
         }
         ps->info.used_bytes = gp->used_bytes;
@@ -417,7 +471,11 @@ static int fill_processes(oom_monitor *m, oom_watch_gpu *wg, oom_gpu_info *g, do
             series_add(&ps->hist, mono, gp->used_bytes, m->window_s);
             series_fit(m, &ps->info.trend, &ps->hist, current, limit);
         }
-        wg->processes[wg->process_count++] = ps->info;
+        /* a copy whose strings stay the process cache's: a snapshot lives until the next sample,
+         * which clears it before the cache is refreshed or swept */
+        if (!(wg->processes[wg->process_count] = oomi_malloc(sizeof(ps->info))))
+            return oomi_nomem();
+        *wg->processes[wg->process_count++] = ps->info;
         if (!ps->info.local)
             m->snap.foreign_pids++;
     }
@@ -431,6 +489,8 @@ static int fill_gpu(oom_monitor *m, oom_watch_gpu *wg, oom_gpu_info *g, double m
 
     if (!st)
         return oomi_nomem();
+    wg->version = OOM_WATCH_GPU_VERSION;
+    wg->trend.version = OOM_TREND_VERSION;
     wg->info = g;
     if (g->lost) {
         if (!g->name[0] || st->name[0]) /* the device may answer with garbage once lost */
@@ -466,6 +526,7 @@ int oom_monitor_sample(oom_monitor *m)
     snapshot_clear(m);
     mono = now_s(CLOCK_MONOTONIC);
     m->generation++;
+    m->snap.version = OOM_WATCH_SNAPSHOT_VERSION;
     m->snap.list = list;
     m->snap.time = now_s(CLOCK_REALTIME);
     m->snap.plan_peak_bytes = m->plan_peak;
@@ -474,8 +535,12 @@ int oom_monitor_sample(oom_monitor *m)
         goto done;
     }
     for (i = 0; i < list->count; i++) {
+        if (!(m->snap.gpus[i] = oomi_calloc(1, sizeof(*m->snap.gpus[i])))) {
+            err = oomi_nomem();
+            goto done;
+        }
         m->snap.gpu_count++;
-        if ((err = fill_gpu(m, &m->snap.gpus[i], &list->gpus[i], mono)))
+        if ((err = fill_gpu(m, m->snap.gpus[i], list->gpus[i], mono)))
             goto done;
     }
     proc_sweep(m);
@@ -575,7 +640,7 @@ static json_object *gpu_json(const oom_watch_gpu *wg)
     e |= gpu_budget_trend_json(o, wg);
     e |= oomi_json_put(o, "processes", arr);
     for (i = 0; !e && i < wg->process_count; i++) {
-        json_object *p = process_json(&wg->processes[i]);
+        json_object *p = process_json(wg->processes[i]);
         if (!p || json_object_array_add(arr, p)) {
             json_object_put(p);
             e = 1;
@@ -597,6 +662,8 @@ int oom_watch_to_json(char **out, const oom_watch_snapshot *s, int pretty)
 
     if (!out || !s)
         return oomi_fail(OOM_EINVAL, "watch json: no snapshot");
+    if ((e = oomi_check_version(s->version, OOM_WATCH_SNAPSHOT_VERSION, "oom_watch_snapshot")))
+        return e;
     *out = NULL;
     root = json_object_new_object();
     arr = json_object_new_array();
@@ -611,7 +678,7 @@ int oom_watch_to_json(char **out, const oom_watch_snapshot *s, int pretty)
     e |= oomi_json_put(root, "foreign_pids", json_object_new_int64((int64_t)s->foreign_pids));
     e |= oomi_json_put(root, "gpus", arr);
     for (i = 0; !e && i < s->gpu_count; i++) {
-        json_object *g = gpu_json(&s->gpus[i]);
+        json_object *g = gpu_json(s->gpus[i]);
         if (!g || json_object_array_add(arr, g)) {
             json_object_put(g);
             e = 1;
@@ -642,7 +709,7 @@ const char *oom_watch_csv_header(void)
  * holding a comma, a quote or a line break is quoted, with its quotes doubled (RFC 4180). */
 static void csv_str(oomi_sb *sb, const char *s, size_t max)
 {
-    size_t n = strnlen(s, max), i;
+    size_t n = s ? strnlen(s, max) : 0, i;
     int formula = n > 0 && strchr("=+-@\t\r", s[0]) != NULL;
     int quote = memchr(s, ',', n) || memchr(s, '"', n) || memchr(s, '\r', n) || memchr(s, '\n', n);
 
@@ -695,8 +762,8 @@ static void csv_process(oomi_sb *sb, const char *ts, const oom_watch_gpu *wg,
     oomi_sb_printf(sb, "%s,process,%d", ts, wg->info->index);
     csv_str(sb, wg->info->name, sizeof(wg->info->name));
     oomi_sb_printf(sb, ",%u", (unsigned)p->pid);
-    csv_str(sb, p->command, sizeof(p->command));
-    csv_str(sb, p->user, sizeof(p->user));
+    csv_str(sb, p->command, p->command ? strlen(p->command) : 0);
+    csv_str(sb, p->user, p->user ? strlen(p->user) : 0);
     csv_u64(sb, p->used_bytes, 1);
     oomi_sb_puts(sb, ",,,,,"); /* total, utilization, temperature, band, lost */
     csv_i64(sb, p->batch_size);
@@ -709,15 +776,18 @@ int oom_watch_to_csv(char **out, const oom_watch_snapshot *s)
     oomi_sb sb = OOMI_SB_INIT;
     char ts[32];
     size_t i, j;
+    int err;
 
     if (!out || !s)
         return oomi_fail(OOM_EINVAL, "watch csv: no snapshot");
+    if ((err = oomi_check_version(s->version, OOM_WATCH_SNAPSHOT_VERSION, "oom_watch_snapshot")))
+        return err;
     *out = NULL;
     oomi_snprintf(ts, sizeof(ts), "%.3f", s->time);
     for (i = 0; i < s->gpu_count; i++) {
-        csv_gpu(&sb, ts, &s->gpus[i]);
-        for (j = 0; j < s->gpus[i].process_count; j++)
-            csv_process(&sb, ts, &s->gpus[i], &s->gpus[i].processes[j]);
+        csv_gpu(&sb, ts, s->gpus[i]);
+        for (j = 0; j < s->gpus[i]->process_count; j++)
+            csv_process(&sb, ts, s->gpus[i], s->gpus[i]->processes[j]);
     }
     return oomi_sb_finish(&sb, out);
 }

@@ -20,7 +20,8 @@ oom_band oom_band_classify(uint64_t used, const oom_budget *budget, uint64_t pla
 {
     double warn;
 
-    if (used == OOM_UNKNOWN || !budget || budget->usable_bytes == 0)
+    if (used == OOM_UNKNOWN || !budget || budget->usable_bytes == 0 ||
+        oomi_check_version(budget->version, OOM_BUDGET_VERSION, "oom_budget"))
         return OOM_BAND_UNKNOWN;
     if (used > budget->usable_bytes)
         return OOM_BAND_CRITICAL;
@@ -50,15 +51,20 @@ const char *oom_band_name(oom_band band)
 
 /* ---- trend --------------------------------------------------------------------------------- */
 
-void oom_trend_fit(oom_trend *out, const double *t, const uint64_t *used, size_t n,
-                   uint64_t current, uint64_t limit)
+int oom_trend_fit(oom_trend *out, const double *t, const uint64_t *used, size_t n, uint64_t current,
+                  uint64_t limit)
 {
     double tm = 0, ym = 0, sxx = 0, sxy = 0, syy = 0, span, fitted_last, cur;
     size_t i;
+    int err;
 
-    memset(out, 0, sizeof(*out));
+    if (!out)
+        return oomi_fail(OOM_EINVAL, "trend: missing argument");
+    if ((err = oomi_check_version(out->version, OOM_TREND_VERSION, "oom_trend")))
+        return err;
+    *out = (oom_trend){.version = out->version};
     if (!t || !used || n < 2)
-        return;
+        return OOM_OK;
     for (i = 0; i < n; i++) {
         tm += t[i];
         ym += (double)used[i];
@@ -72,7 +78,7 @@ void oom_trend_fit(oom_trend *out, const double *t, const uint64_t *used, size_t
         syy += dy * dy;
     }
     if (!(sxx > 0))
-        return;
+        return OOM_OK;
     out->valid = 1;
     out->slope_bytes_per_s = sxy / sxx;
     out->r2 = syy > 0 ? (sxy * sxy) / (sxx * syy) : 1.0;
@@ -81,12 +87,13 @@ void oom_trend_fit(oom_trend *out, const double *t, const uint64_t *used, size_t
                    out->slope_bytes_per_s > 0 && out->r2 >= OOM_TREND_MIN_R2 &&
                    out->slope_bytes_per_s * span >= (double)OOM_TREND_MIN_RISE;
     if (!out->growing || limit == OOM_UNKNOWN)
-        return;
+        return OOM_OK;
     fitted_last = ym + out->slope_bytes_per_s * (t[n - 1] - tm);
     cur = current == OOM_UNKNOWN ? fitted_last : (double)current;
     out->has_eta = 1;
     out->seconds_to_limit =
         cur >= (double)limit ? 0 : ((double)limit - cur) / out->slope_bytes_per_s;
+    return OOM_OK;
 }
 
 /* ---- plan file ----------------------------------------------------------------------------- */
@@ -127,12 +134,15 @@ static int fill_event(oom_run_event *ev, json_object *o)
     json_object *t = oomi_json_get(o, "time"), *name = oomi_json_get(o, "event");
     size_t i;
     int64_t peak;
+    char *copy;
 
     if (!oomi_json_is_number(t) || !json_object_is_type(name, json_type_string))
         return OOM_EPARSE;
-    memset(ev, 0, sizeof(*ev));
+    if (!(copy = oomi_strdup(json_object_get_string(name))))
+        return OOM_ENOMEM;
+    oomi_free(ev->name);
+    *ev = (oom_run_event){.version = ev->version, .name = copy};
     ev->time = json_object_get_double(t);
-    oomi_snprintf(ev->name, sizeof(ev->name), "%s", json_object_get_string(name));
     for (i = 1; i < OOMI_ARRAY_LEN(event_names); i++)
         if (!strcmp(ev->name, event_names[i]))
             ev->kind = (oom_run_event_kind)i;
@@ -154,6 +164,8 @@ int oom_run_event_parse(oom_run_event *out, const char *line, size_t len)
 
     if (!out || !line)
         return oomi_fail(OOM_EINVAL, "event: no line");
+    if ((err = oomi_check_version(out->version, OOM_RUN_EVENT_VERSION, "oom_run_event")))
+        return err;
     while (len && (line[len - 1] == '\n' || line[len - 1] == '\r'))
         len--;
     if (len > INT32_MAX || !(tok = json_tokener_new()))
@@ -166,6 +178,8 @@ int oom_run_event_parse(oom_run_event *out, const char *line, size_t len)
         err = fill_event(out, o);
     json_object_put(o);
     json_tokener_free(tok);
+    if (err == OOM_ENOMEM)
+        return oomi_nomem();
     if (err)
         return oomi_fail(err, "event line '%.*s' is not a JSON object with \"time\" and \"event\"",
                          (int)(len < 60 ? len : 60), line);
@@ -198,10 +212,27 @@ int oom_event_log_open(oom_event_log **out, const char *path)
     return OOM_OK;
 }
 
+void oom_run_event_dispose(oom_run_event *ev)
+{
+    if (!ev)
+        return;
+    oomi_free(ev->name);
+    ev->name = NULL;
+}
+
+static void forget_events(oom_event_log *log)
+{
+    size_t i;
+    for (i = 0; i < log->count; i++)
+        oom_run_event_dispose(&log->events[i]);
+    log->count = 0;
+}
+
 void oom_event_log_free(oom_event_log *log)
 {
     if (!log)
         return;
+    forget_events(log);
     oomi_free(log->path);
     oomi_free(log);
 }
@@ -213,10 +244,12 @@ static void keep_event(oom_event_log *log, oom_run_event *ev)
         log->last_batch = ev->batch;
     }
     if (log->count == OOM_EVENTS_KEPT) {
+        oom_run_event_dispose(&log->events[0]);
         memmove(log->events, log->events + 1, (OOM_EVENTS_KEPT - 1) * sizeof(*ev));
         log->count--;
     }
     log->events[log->count++] = *ev;
+    ev->name = NULL; /* the log owns it now */
 }
 
 /* Parses the complete lines of buf[0..len); returns the bytes consumed. A run of NUL bytes (what
@@ -225,7 +258,7 @@ static void keep_event(oom_event_log *log, oom_run_event *ev)
 static size_t take_lines(oom_event_log *log, const char *buf, size_t len, size_t *added)
 {
     size_t start = 0, end = len, i;
-    oom_run_event ev;
+    oom_run_event ev = OOM_RUN_EVENT_INIT;
 
     while (end && buf[end - 1] != '\n') /* the last line may still be being written */
         end--;
@@ -244,6 +277,7 @@ static size_t take_lines(oom_event_log *log, const char *buf, size_t len, size_t
         }
         start = i + 1;
     }
+    oom_run_event_dispose(&ev);
     return end;
 }
 
@@ -271,7 +305,7 @@ int oom_event_log_poll(oom_event_log *log, size_t *added)
         log->dev = st.st_dev;
         log->ino = st.st_ino;
         log->offset = 0;
-        log->count = 0;
+        forget_events(log);
         log->last_batch = -1;
     }
     if (st.st_size == log->offset)

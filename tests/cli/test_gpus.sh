@@ -172,7 +172,7 @@ oom gpus --help
 expect_rc 0 "help"
 expect_contains "$OUT" "--vram-safety-margin" "help lists options"
 oom --version
-expect_contains "$OUT" "oomless 0.1.0" "version"
+expect_contains "$OUT" "oomless 1.0.0 (library 1.0.0)" "version"
 oom frobnicate
 expect_rc 2 "unknown command"
 finish

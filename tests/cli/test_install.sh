@@ -15,6 +15,10 @@ for f in liboomless.so liboomless.a pkgconfig/oomless.pc; do
     if ls "$LIBDIR"/$f >/dev/null 2>&1 || ls "$LIBDIR"/*/$f >/dev/null 2>&1; then ok; else bad "installed $f missing"; fi
 done
 PC_DIR=$(dirname "$(find "$PREFIX" -name oomless.pc | head -1)")
+SO=$(find "$PREFIX" -name 'liboomless.so.1' | head -1)
+if [ -n "$SO" ]; then ok; else bad "installed liboomless.so.1 (the soname of major version 1) missing"; fi
+run env PKG_CONFIG_PATH="$PC_DIR" pkg-config --modversion oomless
+expect_eq "$OUT" "1.0.0" "pkg-config version"
 # the .pc file was generated for the configured prefix; point pkg-config at the test prefix
 sed -i "s|^prefix=.*|prefix=$PREFIX|; s|^libdir=.*|libdir=$(dirname "$PC_DIR")|; s|^includedir=.*|includedir=$PREFIX/include|" "$PC_DIR/oomless.pc"
 run env PKG_CONFIG_PATH="$PC_DIR" pkg-config --cflags --libs oomless

@@ -93,7 +93,7 @@ static void t_free(void *p, void *user)
     free(h);
 }
 
-static const oom_allocator counting = {t_malloc, t_realloc, t_free, NULL};
+static const oom_allocator counting = {OOM_ALLOCATOR_VERSION, t_malloc, t_realloc, t_free, NULL};
 
 /* ---- the driver -------------------------------------------------------------------------- */
 
@@ -262,8 +262,8 @@ static int target_json(char **out, const char *gpu, const char *vram, const char
     oom_catalog *cat = NULL;
     oom_gpu_session *s = NULL;
     oom_gpu_list *list = NULL;
-    oom_target t;
-    oom_target_request req = {gpu, vram, margin, NULL};
+    oom_target t = OOM_TARGET_INIT;
+    oom_target_request req = {OOM_TARGET_REQUEST_VERSION, gpu, vram, margin, NULL};
     char *json = NULL;
     int err, have_target = 0;
 
@@ -281,7 +281,7 @@ static int target_json(char **out, const char *gpu, const char *vram, const char
     *out = copy(json);
 done:
     if (have_target)
-        oom_target_free(&t);
+        oom_target_dispose(&t);
     oom_free(json);
     oom_gpu_list_free(list);
     oom_gpu_close(s);
@@ -324,8 +324,8 @@ static int path_sample(char **out)
     if ((err = oom_gpu_open(&s)) || (err = oom_gpu_sample(&list, s, OOM_SAMPLE_PROCESSES)))
         goto done;
     snprintf(buf, sizeof(buf), "%zu gpus, %zu+%zu processes, pid %u", list->count,
-             list->gpus[0].process_count, list->gpus[1].process_count,
-             list->gpus[1].processes[0].pid);
+             list->gpus[0]->process_count, list->gpus[1]->process_count,
+             list->gpus[1]->processes[0]->pid);
     *out = copy(buf);
 done:
     oom_gpu_list_free(list);
@@ -336,8 +336,8 @@ done:
 static int estimate_json(char **out, const char *model, const char *const *opts)
 {
     oom_workload *w = NULL, *c = NULL;
-    oom_estimate e;
-    oom_budget b = {24 * OOM_GiB, OOM_GiB, 23 * OOM_GiB};
+    oom_estimate e = OOM_ESTIMATE_INIT;
+    oom_budget b = {OOM_BUDGET_VERSION, 24 * OOM_GiB, OOM_GiB, 23 * OOM_GiB};
     char *json = NULL, *v = NULL;
     int err;
 
@@ -381,7 +381,7 @@ static int path_estimate_t5(char **out)
 
 static int path_presets(char **out)
 {
-    oom_preset *p = NULL;
+    oom_preset **p = NULL;
     size_t n = 0;
     char *json = NULL;
     int err;
@@ -559,7 +559,7 @@ static const char calib_half[] = "{\"time\":1,\"gpu\":\"NVIDIA A100-SXM4-80GB\",
 static int path_calibration(char **out)
 {
     const char *argv[] = {"python", "train.py", "--bs", "{batch}", NULL};
-    oom_calibration rec = {0}, *got = NULL;
+    oom_calibration rec = OOM_CALIBRATION_INIT, *got = NULL;
     char path[512], text[64], *key = NULL, *now;
     size_t half = sizeof(calib_half) - 1;
     int err, saved = 0;
@@ -571,7 +571,7 @@ static int path_calibration(char **out)
     rec.gpu = "NVIDIA A100-SXM4-80GB";
     rec.command = key;
     rec.workload = "seq=512";
-    rec.fit = (oom_probe_fit){1, 0, 1e9, 2e7, 0};
+    rec.fit = (oom_probe_fit){OOM_PROBE_FIT_VERSION, 1, 0, 1e9, 2e7, 0};
     rec.recommended_batch = 12;
     rec.max_batch = 13;
     if ((err = oom_calibration_save(path, &rec)))

@@ -22,8 +22,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 
 static void check_target(const oom_catalog *cat, const oom_config *cfg, const char *gpu)
 {
-    oom_target t;
-    oom_target_request req = {gpu, NULL, NULL, cfg};
+    oom_target t = OOM_TARGET_INIT;
+    oom_target_request req = {OOM_TARGET_REQUEST_VERSION, gpu, NULL, NULL, cfg};
     int err = oom_target_resolve(&t, &req, cat);
 
     /* an id of digits is taken as a GPU index: with no NVML there is none */
@@ -33,7 +33,7 @@ static void check_target(const oom_catalog *cat, const oom_config *cfg, const ch
         return;
     fuzz_check(t.budget.usable_bytes + t.budget.safety_margin_bytes == t.budget.target_bytes);
     fuzz_check(t.profile.id && t.profile.name);
-    oom_target_free(&t);
+    oom_target_dispose(&t);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

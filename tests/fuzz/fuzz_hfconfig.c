@@ -22,7 +22,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 /* trained: 'f' full (every parameter), 'l' LoRA (the adapters), 'i' inference (none) */
 static void check_estimate(oom_workload *w, char trained)
 {
-    oom_estimate e;
+    oom_estimate e = OOM_ESTIMATE_INIT;
     char *json = NULL;
     uint64_t sum;
     int err = oom_estimate_run(&e, w);
@@ -54,7 +54,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                                              {"sharding", "zero3", "f"}};
     const char *path = fuzz_memfile(data, size);
     oom_workload *w = NULL;
-    oom_model_info info;
+    oom_model_info info = OOM_MODEL_INFO_INIT;
     size_t i;
     int err;
 

@@ -26,7 +26,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char *text = fuzz_cstring(data, size);
     uint64_t v[3], margin, target;
     int err[3], i;
-    oom_budget b;
+    oom_budget b = OOM_BUDGET_INIT;
 
     for (i = 0; i < 3; i++) {
         v[i] = 0x5a5a5a5a;

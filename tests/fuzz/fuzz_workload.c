@@ -32,9 +32,9 @@ static char *snapshot(const oom_workload *w)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     oom_workload *w = NULL, *c = NULL;
-    oom_estimate e1, e2;
-    oom_budget b = {24 * OOM_GiB, OOM_GiB, 23 * OOM_GiB};
-    const oom_option *opts;
+    oom_estimate e1 = OOM_ESTIMATE_INIT, e2 = OOM_ESTIMATE_INIT;
+    oom_budget b = {OOM_BUDGET_VERSION, 24 * OOM_GiB, OOM_GiB, 23 * OOM_GiB};
+    const oom_option *const *opts;
     char *text, *line, *next, *eq, *before, *after, *json = NULL, *v = NULL;
     size_t n, i, lines = 0;
     int err;
@@ -67,7 +67,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     opts = oom_workload_options(&n);
     for (i = 0; i < n; i++) {
-        fuzz_check(oom_workload_get(&v, w, opts[i].name) == OOM_OK && v);
+        fuzz_check(oom_workload_get(&v, w, opts[i]->name) == OOM_OK && v);
         oom_free(v);
     }
     err = oom_estimate_run(&e1, w);

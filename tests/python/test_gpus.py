@@ -81,7 +81,7 @@ class GpusTest(unittest.TestCase):
         self.assertEqual(oomless.parse_size("512", bare_unit="MiB"), 512 * 2**20)
         with self.assertRaises(oomless.InvalidValueError):
             oomless.parse_size("16 XB")
-        self.assertEqual(oomless.version(), "0.1.0")
+        self.assertEqual(oomless.version(), "1.0.0")
 
 
 if __name__ == "__main__":

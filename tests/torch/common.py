@@ -1,9 +1,11 @@
 """What the torch tests share: the interpreter, bounded subprocesses, free ports, the CLI."""
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SRC = os.environ.get("OOMLESS_SRC") or os.path.dirname(os.path.dirname(HERE))
@@ -73,6 +75,10 @@ class Proc:
 
     def __init__(self, cmd, timeout, **env_extra):
         self.cmd, self.timeout = cmd, timeout
+        # its own TMPDIR, removed when it ends: a torchrun agent that `oomless run` stops
+        # (SIGTERM/SIGKILL on a relaunch) leaves its torchelastic_* folder behind
+        self.tmp = tempfile.mkdtemp(prefix="proc-")
+        env_extra.setdefault("TMPDIR", self.tmp)
         self.p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                   env=env(**env_extra), start_new_session=True, text=True)
 
@@ -85,6 +91,8 @@ class Proc:
             out, _ = self.p.communicate()
             raise AssertionError("timed out after %d s (killed): %s\n%s"
                                  % (self.timeout, " ".join(self.cmd), out[-4000:]))
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)
         return self.p.returncode, out
 
 

@@ -45,7 +45,7 @@ static void t_free(void *p, void *user)
     free(p);
 }
 
-static const oom_allocator failing = {t_malloc, t_realloc, t_free, NULL};
+static const oom_allocator failing = {OOM_ALLOCATOR_VERSION, t_malloc, t_realloc, t_free, NULL};
 
 static const char plan[] = "{\"plan\": {\"batch_size\": 8, \"grad_accum\": 4, \"precision\": "
                            "\"bf16\", \"sharding\": \"zero3\", \"gpus\": 2}}";

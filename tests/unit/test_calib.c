@@ -112,11 +112,11 @@ static char *read_bytes(const char *path, size_t *len)
 
 static oom_calibration record(const struct fixture *f, int batch)
 {
-    oom_calibration rec = {0};
+    oom_calibration rec = OOM_CALIBRATION_INIT;
     rec.gpu = (char *)GPU;
     rec.command = f->key;
     rec.workload = "seq=2048";
-    rec.fit = (oom_probe_fit){1, 0, 1e9, 2e7, 0};
+    rec.fit = (oom_probe_fit){OOM_PROBE_FIT_VERSION, 1, 0, 1e9, 2e7, 0};
     rec.recommended_batch = batch;
     rec.max_batch = batch + 1;
     rec.usable_bytes = 3000000000ULL;

@@ -34,7 +34,7 @@ static oom_workload *make(const char *const *kv)
 
 static oom_estimate run(oom_workload *w)
 {
-    oom_estimate e;
+    oom_estimate e = OOM_ESTIMATE_INIT;
     if (oom_estimate_run(&e, w))
         fail_msg("estimate failed: %s", oom_last_message());
     return e;
@@ -43,7 +43,7 @@ static oom_estimate run(oom_workload *w)
 static void params_near(const char *model, double published)
 {
     oom_workload *w = W(model);
-    oom_model_info mi;
+    oom_model_info mi = OOM_MODEL_INFO_INIT;
     double rel;
     assert_int_equal(oom_workload_model(&mi, w), OOM_OK);
     rel = fabs((double)mi.params - published) / published;
@@ -74,7 +74,7 @@ static void test_param_counts(void **state)
 static void test_exact_counts(void **state)
 {
     oom_workload *w = W("model=llama-2-7b");
-    oom_model_info mi;
+    oom_model_info mi = OOM_MODEL_INFO_INIT;
     (void)state;
     assert_int_equal(oom_workload_model(&mi, w), OOM_OK);
     assert_int_equal(mi.params, 6738415616ULL); /* LlamaForCausalLM, Llama-2-7b */
@@ -146,7 +146,7 @@ static void zero_case(const char *sharding, double w_div, double g_div, double o
 static void test_zero(void **state)
 {
     oom_workload *w;
-    oom_estimate e;
+    oom_estimate e = OOM_ESTIMATE_INIT;
     (void)state;
     zero_case("sharding=zero1", 1, 1, 8);
     zero_case("sharding=zero2", 1, 8, 8);
@@ -195,7 +195,7 @@ static void lora_trainable(const char *model, const char *targets, const char *r
 static void test_lora(void **state)
 {
     oom_workload *w;
-    oom_estimate e;
+    oom_estimate e = OOM_ESTIMATE_INIT;
     (void)state;
     /* PEFT's print_trainable_parameters for these */
     lora_trainable("model=llama-2-7b", "lora-targets=q_proj,v_proj", "lora-rank=8", 4194304);
@@ -271,7 +271,7 @@ static void test_eager_and_chunked(void **state)
 
 static void refused(oom_workload *w, const char *needle)
 {
-    oom_estimate e;
+    oom_estimate e = OOM_ESTIMATE_INIT;
     assert_int_equal(oom_workload_validate(w), OOM_EINVAL);
     assert_int_equal(oom_estimate_run(&e, w), OOM_EINVAL);
     if (!strstr(oom_last_message(), needle))
@@ -282,7 +282,7 @@ static void refused(oom_workload *w, const char *needle)
 static void test_impossible(void **state)
 {
     oom_workload *w = W("model=gpt2");
-    oom_estimate e;
+    oom_estimate e = OOM_ESTIMATE_INIT;
     (void)state;
     assert_int_equal(oom_workload_set(w, "gpus", "0"), OOM_EINVAL);
     assert_non_null(strstr(oom_last_message(), "gpus"));
@@ -330,8 +330,8 @@ static void test_set_errors(void **state)
 static void test_knobs_and_clone(void **state)
 {
     oom_workload *w = W("model=llama-3.2-1b"), *c = NULL;
-    oom_knobs k;
-    oom_estimate a, b;
+    oom_knobs k = OOM_KNOBS_INIT;
+    oom_estimate a = OOM_ESTIMATE_INIT, b = OOM_ESTIMATE_INIT;
     (void)state;
     oom_workload_get_knobs(&k, w);
     assert_int_equal(k.batch, 1);
@@ -359,10 +359,12 @@ static void test_knobs_and_clone(void **state)
 
 static void test_gpu_overhead(void **state)
 {
-    oom_gpu_profile h100 = {.id = "h100-sxm", .cc_major = 9, .cc_minor = 0};
-    oom_gpu_profile v100 = {.id = "v100", .cc_major = 7, .cc_minor = 0};
+    oom_gpu_profile h100 = {
+        .version = OOM_GPU_PROFILE_VERSION, .id = "h100-sxm", .cc_major = 9, .cc_minor = 0};
+    oom_gpu_profile v100 = {
+        .version = OOM_GPU_PROFILE_VERSION, .id = "v100", .cc_major = 7, .cc_minor = 0};
     oom_workload *w = W("model=gpt2", "precision=fp32");
-    oom_estimate a, b, c;
+    oom_estimate a = OOM_ESTIMATE_INIT, b = OOM_ESTIMATE_INIT, c = OOM_ESTIMATE_INIT;
     (void)state;
     a = run(w);
     assert_int_equal(oom_workload_set_gpu(w, &h100), OOM_OK);
@@ -402,7 +404,7 @@ static void test_seq_cls_head(void **state)
 {
     char path[1024];
     oom_workload *w = NULL;
-    oom_estimate e;
+    oom_estimate e = OOM_ESTIMATE_INIT;
     (void)state;
     snprintf(path, sizeof(path), "%s/tests/data/estimate_tiny_llama.json", getenv("OOMLESS_SRC"));
     assert_int_equal(oom_workload_create(&w), OOM_OK);
@@ -448,14 +450,14 @@ static void test_json(void **state)
 
 static void test_presets_and_options(void **state)
 {
-    oom_preset *p = NULL;
+    oom_preset **p = NULL;
     size_t n = 0, i, nopt;
-    const oom_option *o = oom_workload_options(&nopt);
+    const oom_option *const *o = oom_workload_options(&nopt);
     (void)state;
     assert_int_equal(oom_model_presets(&p, &n), OOM_OK);
     assert_true(n >= 30);
     for (i = 1; i < n; i++)
-        assert_true(strcmp(p[i - 1].name, p[i].name) < 0);
+        assert_true(strcmp(p[i - 1]->name, p[i]->name) < 0);
     oom_model_presets_free(p, n);
     assert_true(nopt >= 18);
     for (i = 0; i < nopt; i++) {
@@ -463,10 +465,10 @@ static void test_presets_and_options(void **state)
         char *v = NULL;
         assert_int_equal(oom_workload_create(&w), OOM_OK);
         /* every option in the table can be read back */
-        assert_int_equal(oom_workload_get(&v, w, o[i].name), OOM_OK);
+        assert_int_equal(oom_workload_get(&v, w, o[i]->name), OOM_OK);
         oom_free(v);
         oom_workload_free(w);
-        assert_non_null(o[i].help);
+        assert_non_null(o[i]->help);
     }
 }
 
@@ -491,7 +493,7 @@ static void plain_free(void *p, void *u)
 static int workflow(void)
 {
     oom_workload *w = NULL, *c = NULL;
-    oom_estimate e;
+    oom_estimate e = OOM_ESTIMATE_INIT;
     char *json = NULL, *v = NULL;
     int err;
     if ((err = oom_workload_create(&w)) || (err = oom_workload_set(w, "model", "llama-3.1-8b")) ||
@@ -512,7 +514,7 @@ done:
 
 static void test_allocation_failures(void **state)
 {
-    oom_allocator a = {fail_malloc, fail_realloc, plain_free, NULL};
+    oom_allocator a = {OOM_ALLOCATOR_VERSION, fail_malloc, fail_realloc, plain_free, NULL};
     long n;
     int err = OOM_ENOMEM;
     (void)state;

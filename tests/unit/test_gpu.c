@@ -61,6 +61,7 @@ static void test_catalog(void **state)
     assert_int_equal(oom_catalog_load(&c, NULL), OOM_OK);
     assert_true(oom_catalog_count(c) >= 31);
     assert_int_equal(oom_catalog_find(&p, c, "a100_80gb"), OOM_OK);
+    assert_int_equal(p->version, OOM_GPU_PROFILE_VERSION);
     assert_string_equal(p->id, "a100-80gb");
     assert_int_equal(p->memory_bytes, 81920 * OOM_MiB);
     assert_int_equal(oom_catalog_find(&p, c, "RTX_4090"), OOM_OK);
@@ -187,41 +188,41 @@ static void test_config(void **state)
 static void test_target_profile(void **state)
 {
     oom_catalog *c = NULL;
-    oom_target t;
-    oom_target_request req = {"a100_80gb", NULL, NULL, NULL};
+    oom_target t = OOM_TARGET_INIT;
+    oom_target_request req = {OOM_TARGET_REQUEST_VERSION, "a100_80gb", NULL, NULL, NULL};
     (void)state;
     assert_int_equal(oom_catalog_load(&c, NULL), OOM_OK);
     assert_int_equal(oom_target_resolve(&t, &req, c), OOM_OK);
     assert_int_equal(t.budget.target_bytes, 81920 * OOM_MiB);
     assert_int_equal(t.budget.usable_bytes, 80896 * OOM_MiB);
     assert_false(t.detected);
-    oom_target_free(&t);
+    oom_target_dispose(&t);
 
-    req = (oom_target_request){"rtx-4090", "20.5", "512", NULL};
+    req = (oom_target_request){OOM_TARGET_REQUEST_VERSION, "rtx-4090", "20.5", "512", NULL};
     assert_int_equal(oom_target_resolve(&t, &req, c), OOM_OK);
     assert_int_equal(t.budget.usable_bytes, 20 * OOM_GiB);
-    oom_target_free(&t);
+    oom_target_dispose(&t);
 
-    req = (oom_target_request){"rtx-4090", "banana", NULL, NULL};
+    req = (oom_target_request){OOM_TARGET_REQUEST_VERSION, "rtx-4090", "banana", NULL, NULL};
     assert_int_equal(oom_target_resolve(&t, &req, c), OOM_EINVAL);
     assert_non_null(strstr(oom_last_message(), "banana"));
-    req = (oom_target_request){"rtx-4090", "1", "2GiB", NULL};
+    req = (oom_target_request){OOM_TARGET_REQUEST_VERSION, "rtx-4090", "1", "2GiB", NULL};
     assert_int_equal(oom_target_resolve(&t, &req, c), OOM_EINVAL);
 
     /* env: OOMLESS_GPU wins over GPU_PROFILE, the argument over both */
     setenv("GPU_PROFILE", "a100_40gb", 1);
-    req = (oom_target_request){NULL, NULL, NULL, NULL};
+    req = (oom_target_request){OOM_TARGET_REQUEST_VERSION, NULL, NULL, NULL, NULL};
     assert_int_equal(oom_target_resolve(&t, &req, c), OOM_OK);
     assert_string_equal(t.profile.id, "a100-40gb");
-    oom_target_free(&t);
+    oom_target_dispose(&t);
     setenv("OOMLESS_GPU", "l4", 1);
     assert_int_equal(oom_target_resolve(&t, &req, c), OOM_OK);
     assert_string_equal(t.profile.id, "l4");
-    oom_target_free(&t);
+    oom_target_dispose(&t);
     req.gpu = "t4";
     assert_int_equal(oom_target_resolve(&t, &req, c), OOM_OK);
     assert_string_equal(t.profile.id, "t4");
-    oom_target_free(&t);
+    oom_target_dispose(&t);
     unsetenv("GPU_PROFILE");
     unsetenv("OOMLESS_GPU");
     oom_catalog_free(c);
@@ -283,25 +284,29 @@ static void test_nvml_fake(void **state)
     assert_int_equal(l->count, 2);
     assert_string_equal(l->driver_version, "550.54.15");
     assert_int_equal(l->cuda_driver_version, 12040);
-    assert_string_equal(l->gpus[0].name, "NVIDIA GeForce RTX 4090");
-    assert_int_equal(l->gpus[0].total_bytes, 25757220864ULL);
-    assert_int_equal(l->gpus[0].used_bytes, 1073741824ULL);
-    assert_int_equal(l->gpus[0].free_bytes, 25757220864ULL - 1073741824ULL);
-    assert_true(l->gpus[0].has_cc && l->gpus[0].cc_major == 8 && l->gpus[0].cc_minor == 9);
-    assert_true(l->gpus[0].has_utilization && l->gpus[0].utilization_gpu == 30);
-    assert_false(l->gpus[1].has_utilization);
-    assert_int_equal(l->gpus[1].used_bytes, 2147483648ULL); /* its process */
-    assert_int_equal(l->gpus[1].process_count, 1);
-    assert_int_equal(l->gpus[1].processes[0].pid, 4242);
-    assert_int_equal(l->gpus[1].processes[0].used_bytes, 2147483648ULL);
+    assert_string_equal(l->gpus[0]->name, "NVIDIA GeForce RTX 4090");
+    assert_int_equal(l->gpus[0]->total_bytes, 25757220864ULL);
+    assert_int_equal(l->gpus[0]->used_bytes, 1073741824ULL);
+    assert_int_equal(l->gpus[0]->free_bytes, 25757220864ULL - 1073741824ULL);
+    assert_true(l->gpus[0]->has_cc && l->gpus[0]->cc_major == 8 && l->gpus[0]->cc_minor == 9);
+    assert_true(l->gpus[0]->has_utilization && l->gpus[0]->utilization_gpu == 30);
+    assert_false(l->gpus[1]->has_utilization);
+    assert_int_equal(l->gpus[1]->used_bytes, 2147483648ULL); /* its process */
+    assert_int_equal(l->gpus[1]->process_count, 1);
+    assert_int_equal(l->gpus[1]->processes[0]->pid, 4242);
+    assert_int_equal(l->gpus[1]->processes[0]->used_bytes, 2147483648ULL);
+    /* what the library hands out carries the versions it filled in */
+    assert_int_equal(l->version, OOM_GPU_LIST_VERSION);
+    assert_int_equal(l->gpus[0]->version, OOM_GPU_INFO_VERSION);
+    assert_int_equal(l->gpus[1]->processes[0]->version, OOM_GPU_PROCESS_VERSION);
     oom_gpu_list_free(l);
 
     setenv("CUDA_VISIBLE_DEVICES", "GPU-a100", 1);
     assert_int_equal(oom_gpu_sample(&l, s, 0), OOM_OK);
     assert_int_equal(l->count, 1);
-    assert_int_equal(l->gpus[0].index, 0);
-    assert_int_equal(l->gpus[0].nvml_index, 1);
-    assert_string_equal(l->gpus[0].name, "NVIDIA A100-SXM4-80GB");
+    assert_int_equal(l->gpus[0]->index, 0);
+    assert_int_equal(l->gpus[0]->nvml_index, 1);
+    assert_string_equal(l->gpus[0]->name, "NVIDIA A100-SXM4-80GB");
     oom_gpu_list_free(l);
     assert_int_equal(oom_gpu_sample(&l, s, OOM_SAMPLE_ALL_GPUS), OOM_OK);
     assert_int_equal(l->count, 2);
@@ -321,11 +326,11 @@ static void test_nvml_variants(void **state)
     assert_int_equal(oom_gpu_open(&s), OOM_OK);
     assert_int_equal(oom_gpu_sample(&l, s, OOM_SAMPLE_PROCESSES), OOM_OK);
     assert_int_equal(l->count, 2);
-    assert_int_equal(l->gpus[0].total_bytes, 25757220864ULL);
-    assert_false(l->gpus[0].has_cc);
-    assert_string_equal(l->gpus[0].uuid, "");
+    assert_int_equal(l->gpus[0]->total_bytes, 25757220864ULL);
+    assert_false(l->gpus[0]->has_cc);
+    assert_string_equal(l->gpus[0]->uuid, "");
     assert_string_equal(l->driver_version, "");
-    assert_int_equal(l->gpus[1].process_count, 0);
+    assert_int_equal(l->gpus[1]->process_count, 0);
     oom_gpu_list_free(l);
     oom_gpu_close(s);
 
@@ -340,9 +345,9 @@ static void test_nvml_variants(void **state)
                             "proc gpu=0 pid=303 used=3000\n");
     assert_int_equal(oom_gpu_open(&s), OOM_OK);
     assert_int_equal(oom_gpu_sample(&l, s, OOM_SAMPLE_PROCESSES), OOM_OK);
-    assert_int_equal(l->gpus[0].process_count, 3);
-    assert_int_equal(l->gpus[0].processes[1].pid, 202);
-    assert_int_equal(l->gpus[0].processes[2].used_bytes, 3000);
+    assert_int_equal(l->gpus[0]->process_count, 3);
+    assert_int_equal(l->gpus[0]->processes[1]->pid, 202);
+    assert_int_equal(l->gpus[0]->processes[2]->used_bytes, 3000);
     oom_gpu_list_free(l);
     oom_gpu_close(s);
 
@@ -362,11 +367,11 @@ static void test_nvml_variants(void **state)
         "gpu name=Y total=1000000000 used=0 lost_after=1\ngpu name=Z total=2000000000 used=0\n");
     assert_int_equal(oom_gpu_open(&s), OOM_OK);
     assert_int_equal(oom_gpu_sample(&l, s, 0), OOM_OK);
-    assert_false(l->gpus[0].lost);
+    assert_false(l->gpus[0]->lost);
     oom_gpu_list_free(l);
     assert_int_equal(oom_gpu_sample(&l, s, 0), OOM_OK);
-    assert_true(l->gpus[0].lost);
-    assert_false(l->gpus[1].lost);
+    assert_true(l->gpus[0]->lost);
+    assert_false(l->gpus[1]->lost);
     oom_gpu_list_free(l);
     oom_gpu_close(s);
 }
@@ -374,8 +379,8 @@ static void test_nvml_variants(void **state)
 static void test_target_detected(void **state)
 {
     oom_catalog *c = NULL;
-    oom_target t;
-    oom_target_request req = {NULL, NULL, NULL, NULL};
+    oom_target t = OOM_TARGET_INIT;
+    oom_target_request req = {OOM_TARGET_REQUEST_VERSION, NULL, NULL, NULL, NULL};
     (void)state;
     assert_int_equal(oom_catalog_load(&c, NULL), OOM_OK);
     use_fake(NULL, two_gpus);
@@ -385,12 +390,12 @@ static void test_target_detected(void **state)
     assert_string_equal(t.profile.id, "rtx-4090"); /* the smallest, matched in the catalog */
     assert_true(t.profile.bf16_tflops > 100);
     assert_int_equal(t.budget.target_bytes, 25757220864ULL);
-    oom_target_free(&t);
+    oom_target_dispose(&t);
     req.gpu = "1";
     assert_int_equal(oom_target_resolve(&t, &req, c), OOM_OK);
     assert_string_equal(t.profile.id, "a100-80gb");
     assert_int_equal(t.gpu_count, 1);
-    oom_target_free(&t);
+    oom_target_dispose(&t);
     req.gpu = "5";
     assert_int_equal(oom_target_resolve(&t, &req, c), OOM_EINVAL);
     /* no NVML: fallback to the default profile, with the reason */
@@ -400,7 +405,7 @@ static void test_target_detected(void **state)
     assert_true(t.fallback);
     assert_string_equal(t.profile.id, OOM_DEFAULT_PROFILE);
     assert_non_null(strstr(t.reason, "NVML"));
-    oom_target_free(&t);
+    oom_target_dispose(&t);
     oom_catalog_free(c);
 }
 

@@ -75,7 +75,7 @@ static void test_sizes_parse(void **state)
 static void test_sizes_format(void **state)
 {
     char buf[16];
-    oom_budget b;
+    oom_budget b = OOM_BUDGET_INIT;
     (void)state;
     assert_string_equal(oom_format_size(buf, sizeof(buf), 23 * OOM_GiB), "23.00 GiB");
     assert_string_equal(oom_format_size(buf, sizeof(buf), 512 * OOM_MiB + OOM_MiB / 2),
@@ -106,7 +106,7 @@ static void test_calibration_record(void **state)
 {
     char dir[] = "/tmp/oomless-locale.XXXXXX", path[128], *key = NULL, *text = NULL;
     const char *argv[] = {"python", "train.py", "{batch}", NULL};
-    oom_calibration rec = {0}, *got = NULL;
+    oom_calibration rec = OOM_CALIBRATION_INIT, *got = NULL;
     size_t len;
     (void)state;
     assert_non_null(mkdtemp(dir));
@@ -115,7 +115,7 @@ static void test_calibration_record(void **state)
     rec.gpu = "NVIDIA A100-SXM4-80GB";
     rec.command = key;
     rec.workload = "";
-    rec.fit = (oom_probe_fit){1, 1, 1e9, 2e7, 0.25};
+    rec.fit = (oom_probe_fit){OOM_PROBE_FIT_VERSION, 1, 1, 1e9, 2e7, 0.25};
     rec.recommended_batch = 8;
     rec.max_batch = 9;
     rec.time = 1700000000.5;
@@ -144,10 +144,10 @@ static void make_docs(struct docs *d)
         "model", "method", "seq", "gpu", "target-effective-batch", "vram-safety-margin"};
     const char *values[] = {"llama-3.1-8b", "lora", "2048", "rtx-4090", "32", "1.5GiB"};
     oom_workload *w = NULL;
-    oom_estimate e;
+    oom_estimate e = OOM_ESTIMATE_INIT;
     oom_plan_options *o = NULL;
     oom_plan_result *r = NULL;
-    oom_budget b;
+    oom_budget b = OOM_BUDGET_INIT;
     json_object *n;
     size_t i;
 

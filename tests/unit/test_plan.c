@@ -14,12 +14,19 @@
 
 #include "oomless.h"
 
-static const oom_gpu_profile GPU_ADA = {
-    "test-ada", "Test Ada 24GB", "nvidia", "", 24 * OOM_GiB, 1000, 165, 165, 82, 8, 9, 1, 1, 0};
-static const oom_gpu_profile GPU_A100 = {
-    "test-a100", "Test A100 80GB", "nvidia", "", 80 * OOM_GiB, 2039, 312, 312, 19.5, 8, 0, 1, 1, 0};
-static const oom_gpu_profile GPU_TURING = {
-    "test-turing", "Test Turing 16GB", "nvidia", "", 16 * OOM_GiB, 320, 0, 65, 8.1, 7, 5, 1, 1, 0};
+/* a profile of the catalog's shape: memory, bandwidth, TFLOP/s bf16 fp16 fp32, compute capability
+ */
+#define PROFILE(id, name, mem, bw, bf16, fp16, fp32, major, minor)                                 \
+    {                                                                                              \
+        OOM_GPU_PROFILE_VERSION, id, name, "nvidia", "", mem, bw, bf16, fp16, fp32, major, minor,  \
+            1, 1, 0                                                                                \
+    }
+static const oom_gpu_profile GPU_ADA =
+    PROFILE("test-ada", "Test Ada 24GB", 24 * OOM_GiB, 1000, 165, 165, 82, 8, 9);
+static const oom_gpu_profile GPU_A100 =
+    PROFILE("test-a100", "Test A100 80GB", 80 * OOM_GiB, 2039, 312, 312, 19.5, 8, 0);
+static const oom_gpu_profile GPU_TURING =
+    PROFILE("test-turing", "Test Turing 16GB", 16 * OOM_GiB, 320, 0, 65, 8.1, 7, 5);
 
 static oom_workload *make(const oom_gpu_profile *gpu, const char *const *kv)
 {
@@ -37,7 +44,7 @@ static oom_workload *make(const oom_gpu_profile *gpu, const char *const *kv)
 static oom_plan_request request(const oom_workload *w, const oom_gpu_profile *gpu, double gib)
 {
     oom_plan_request r;
-    oom_plan_request_init(&r);
+    oom_plan_request_init(&r, OOM_PLAN_REQUEST_VERSION);
     r.workload = w;
     r.gpu = gpu;
     assert_int_equal(oom_budget_make(&r.budget, (uint64_t)(gib * (double)OOM_GiB), OOM_GiB),
@@ -52,15 +59,15 @@ static oom_plan_result *plan_ok(const oom_plan_request *r)
         fail_msg("plan failed: %s", oom_last_message());
     assert_non_null(res);
     assert_true(res->found);
-    assert_true(res->best.fits);
-    assert_true(res->best.estimate.device_peak <=
+    assert_true(res->best->fits);
+    assert_true(res->best->estimate.device_peak <=
                 r->budget.usable_bytes / (uint64_t)(r->workers > 1 ? r->workers : 1));
     return res;
 }
 
 static uint64_t peak_at(oom_workload *w, oom_knobs k)
 {
-    oom_estimate e;
+    oom_estimate e = OOM_ESTIMATE_INIT;
     assert_int_equal(oom_workload_set_knobs(w, &k), OOM_OK);
     assert_int_equal(oom_estimate_run(&e, w), OOM_OK);
     return e.device_peak;
@@ -79,13 +86,13 @@ static void test_maximal_micro_batch(void **state)
         long next;
         r.allow = 0; /* nothing but micro-batch and accumulation */
         res = plan_ok(&r);
-        assert_int_equal(res->best.knobs.checkpointing, OOM_CHECKPOINTING_NONE);
-        assert_int_equal(res->best.effective_batch, 32);
-        assert_int_equal(res->best.knobs.batch * res->best.knobs.grad_accum, 32);
-        for (next = res->best.knobs.batch + 1; next <= 32 && 32 % next; next++)
+        assert_int_equal(res->best->knobs.checkpointing, OOM_CHECKPOINTING_NONE);
+        assert_int_equal(res->best->effective_batch, 32);
+        assert_int_equal(res->best->knobs.batch * res->best->knobs.grad_accum, 32);
+        for (next = res->best->knobs.batch + 1; next <= 32 && 32 % next; next++)
             ;
         if (next <= 32) {
-            oom_knobs k = res->best.knobs;
+            oom_knobs k = res->best->knobs;
             k.batch = next, k.grad_accum = 32 / next;
             assert_true(peak_at(w, k) > r.budget.usable_bytes);
         }
@@ -105,9 +112,9 @@ static void test_exact_effective_batch(void **state)
         oom_plan_result *res;
         r.target_effective_batch = targets[i];
         res = plan_ok(&r);
-        assert_int_equal(res->best.effective_batch, targets[i]);
-        assert_int_equal(targets[i] % res->best.knobs.batch, 0);
-        assert_int_equal(res->best.knobs.grad_accum, targets[i] / res->best.knobs.batch);
+        assert_int_equal(res->best->effective_batch, targets[i]);
+        assert_int_equal(targets[i] % res->best->knobs.batch, 0);
+        assert_int_equal(res->best->knobs.grad_accum, targets[i] / res->best->knobs.batch);
         oom_plan_free(res);
         oom_workload_free(w);
     }
@@ -126,8 +133,8 @@ static void test_inexact(void **state)
     assert_non_null(strstr(oom_last_message(), "--allow-inexact"));
     r.allow_inexact = 1, r.max_batch = 4;
     res = plan_ok(&r);
-    assert_true(res->best.effective_batch >= 30);
-    assert_true(res->best.knobs.batch <= 4);
+    assert_true(res->best->effective_batch >= 30);
+    assert_true(res->best->knobs.batch <= 4);
     oom_plan_free(res);
     oom_workload_free(w);
 }
@@ -141,9 +148,9 @@ static void test_overrides_never_raised(void **state)
     (void)state;
     r.fixed_batch = 2, r.fixed_seq = 256, r.seq_max = 0;
     res = plan_ok(&r);
-    assert_int_equal(res->best.knobs.batch, 2);
-    assert_int_equal(res->best.knobs.seq_len, 256);
-    assert_int_equal(res->best.effective_batch, 2); /* default target: batch x accum x GPUs */
+    assert_int_equal(res->best->knobs.batch, 2);
+    assert_int_equal(res->best->knobs.seq_len, 256);
+    assert_int_equal(res->best->effective_batch, 2); /* default target: batch x accum x GPUs */
     assert_int_equal(res->downscaled, 0);
     oom_plan_free(res);
 
@@ -151,8 +158,8 @@ static void test_overrides_never_raised(void **state)
     r.fixed_batch = 0;
     r.target_effective_batch = 32;
     res = plan_ok(&r);
-    assert_int_equal(res->best.knobs.grad_accum, 4);
-    assert_int_equal(res->best.knobs.batch, 8);
+    assert_int_equal(res->best->knobs.grad_accum, 4);
+    assert_int_equal(res->best->knobs.batch, 8);
     oom_plan_free(res);
     oom_workload_free(w);
 }
@@ -169,8 +176,8 @@ static void test_downscale(void **state)
     (void)state;
     r.fixed_batch = 8;
     res = plan_ok(&r);
-    assert_true(res->best.knobs.batch < 8);
-    assert_int_equal(res->best.effective_batch, 8);
+    assert_true(res->best->knobs.batch < 8);
+    assert_int_equal(res->best->effective_batch, 8);
     assert_true(res->downscaled & OOM_DOWNSCALE_BATCH);
     assert_int_equal(res->requested_batch, 8);
     for (i = 0; i < res->n_notices; i++)
@@ -183,7 +190,7 @@ static void test_downscale(void **state)
     assert_int_equal(oom_plan_run(&res, &r), OOM_ENOFIT);
     assert_non_null(res);
     assert_false(res->found);
-    assert_int_equal(res->smallest.knobs.batch, 8);
+    assert_int_equal(res->smallest->knobs.batch, 8);
     assert_true(res->n_suggestions >= 1);
     assert_non_null(strstr(res->suggestions[0], "--allow-downscale"));
     oom_plan_free(res);
@@ -200,17 +207,17 @@ static void test_multi_gpu_sharding(void **state)
     (void)state;
     r.gpus_per_node = 8, r.target_effective_batch = 64;
     res = plan_ok(&r);
-    assert_int_equal(res->best.knobs.gpus, 8);
-    assert_true(res->best.knobs.sharding >= OOM_SHARDING_ZERO1);
-    assert_int_equal(res->best.effective_batch, 64);
-    assert_int_equal(res->best.knobs.batch * res->best.knobs.grad_accum * 8, 64);
+    assert_int_equal(res->best->knobs.gpus, 8);
+    assert_true(res->best->knobs.sharding >= OOM_SHARDING_ZERO1);
+    assert_int_equal(res->best->effective_batch, 64);
+    assert_int_equal(res->best->knobs.batch * res->best->knobs.grad_accum * 8, 64);
     oom_plan_free(res);
 
     r.allow = OOM_ALLOW_CHECKPOINTING;
     res = NULL;
     assert_int_equal(oom_plan_run(&res, &r), OOM_ENOFIT);
     assert_non_null(res);
-    assert_int_equal(res->smallest.knobs.sharding, OOM_SHARDING_NONE);
+    assert_int_equal(res->smallest->knobs.sharding, OOM_SHARDING_NONE);
     oom_plan_free(res);
 
     r.allow = OOM_ALLOW_DEFAULT, r.gpus_per_node = 1, r.nodes = 1;
@@ -218,7 +225,7 @@ static void test_multi_gpu_sharding(void **state)
         oom_workload *small = W(&GPU_A100, "model", "llama-3.2-1b", "seq", "1024");
         r.workload = small;
         res = plan_ok(&r);
-        assert_int_equal(res->best.knobs.sharding, OOM_SHARDING_NONE);
+        assert_int_equal(res->best->knobs.sharding, OOM_SHARDING_NONE);
         oom_plan_free(res);
         oom_workload_free(small);
     }
@@ -231,18 +238,19 @@ static void test_inference(void **state)
     oom_workload *w = W(&GPU_ADA, "model", "llama-3.1-8b", "method", "inference", "seq", "2048");
     oom_plan_request r = request(w, &GPU_ADA, 24);
     oom_plan_result *res;
-    oom_knobs k;
+    oom_knobs k = OOM_KNOBS_INIT;
     (void)state;
     res = plan_ok(&r);
     assert_true(res->inference);
-    assert_true(res->best.knobs.batch >= 1);
-    k = res->best.knobs;
+    assert_true(res->best->knobs.batch >= 1);
+    k = res->best->knobs;
     k.batch++;
     assert_true(peak_at(w, k) > r.budget.usable_bytes);
     assert_int_equal(res->kv_bytes_per_token,
                      128 * 1024); /* 32 layers x 8 kv heads x 128 x 2 x 2 */
-    assert_int_equal(res->kv_budget_bytes, r.budget.usable_bytes - (res->best.estimate.device_peak -
-                                                                    res->best.estimate.kv_cache));
+    assert_int_equal(res->kv_budget_bytes,
+                     r.budget.usable_bytes -
+                         (res->best->estimate.device_peak - res->best->estimate.kv_cache));
     oom_plan_free(res);
 
     /* a sequence range: the longest that fits is taken */
@@ -250,8 +258,8 @@ static void test_inference(void **state)
     r.fixed_batch = 1;
     assert_int_equal(oom_workload_set(w, "max-positions", "1048576"), OOM_OK);
     res = plan_ok(&r);
-    assert_true(res->best.knobs.seq_len >= 1024 && res->best.knobs.seq_len < (1 << 20));
-    k = res->best.knobs;
+    assert_true(res->best->knobs.seq_len >= 1024 && res->best->knobs.seq_len < (1 << 20));
+    k = res->best->knobs;
     k.seq_len *= 2;
     assert_true(peak_at(w, k) > r.budget.usable_bytes);
     oom_plan_free(res);
@@ -262,40 +270,40 @@ static void test_inference(void **state)
  * negatives) in 23 GiB usable: batch 16 (2 + 16 x 1.25 = 22 GiB) fits, 32 (42 GiB) does not */
 static void test_measured_line(void **state)
 {
-    oom_measured_line line = {2 * OOM_GiB, 40 * OOM_MiB, 0, 32, 0};
+    oom_measured_line line = {OOM_MEASURED_LINE_VERSION, 2 * OOM_GiB, 40 * OOM_MiB, 0, 32, 0};
     oom_plan_request r;
     oom_plan_result *res;
     (void)state;
-    oom_plan_request_init(&r);
+    oom_plan_request_init(&r, OOM_PLAN_REQUEST_VERSION);
     r.line = &line;
     assert_int_equal(oom_budget_make(&r.budget, 24 * OOM_GiB, OOM_GiB), OOM_OK);
     r.target_effective_batch = 64;
     res = plan_ok(&r);
     assert_true(res->measured);
-    assert_int_equal(res->best.knobs.batch, 16);
-    assert_int_equal(res->best.knobs.grad_accum, 4);
-    assert_int_equal(res->best.estimate.device_peak, 22 * OOM_GiB);
-    assert_false(res->best.has_throughput);
+    assert_int_equal(res->best->knobs.batch, 16);
+    assert_int_equal(res->best->knobs.grad_accum, 4);
+    assert_int_equal(res->best->estimate.device_peak, 22 * OOM_GiB);
+    assert_false(res->best->has_throughput);
     oom_plan_free(res);
 
     /* with a per-token term the sequence counts: 2 GiB + b x 32 x (1 MiB + 4 KiB x 256) */
     line.bytes_per_sample = OOM_MiB, line.bytes_per_token = 4 * OOM_KiB;
     r.fixed_seq = 256;
     res = plan_ok(&r);
-    assert_int_equal(res->best.estimate.device_peak,
-                     2 * OOM_GiB + (uint64_t)res->best.knobs.batch * 32 * 2 * OOM_MiB);
-    assert_int_equal(res->best.knobs.batch, 64); /* 2 GiB + 64 x 64 MiB = 6 GiB */
+    assert_int_equal(res->best->estimate.device_peak,
+                     2 * OOM_GiB + (uint64_t)res->best->knobs.batch * 32 * 2 * OOM_MiB);
+    assert_int_equal(res->best->knobs.batch, 64); /* 2 GiB + 64 x 64 MiB = 6 GiB */
     oom_plan_free(res);
 }
 
 /* workers: copies of a fixed job per GPU, each with its own context */
 static void test_workers(void **state)
 {
-    oom_measured_line line = {3 * OOM_GiB, 200 * OOM_MiB, 0, 1, 0};
+    oom_measured_line line = {OOM_MEASURED_LINE_VERSION, 3 * OOM_GiB, 200 * OOM_MiB, 0, 1, 0};
     oom_plan_request r;
     oom_plan_result *res = NULL;
     (void)state;
-    oom_plan_request_init(&r);
+    oom_plan_request_init(&r, OOM_PLAN_REQUEST_VERSION);
     r.line = &line;
     assert_int_equal(oom_budget_make(&r.budget, 16 * OOM_GiB, OOM_GiB), OOM_OK);
     r.fixed_batch = 4; /* 3 GiB + 800 MiB = 3.78 GiB per copy, 15 GiB usable */
@@ -314,7 +322,7 @@ static void test_workers(void **state)
     assert_non_null(res);
     assert_false(res->found);
     assert_int_equal(res->budget.usable_bytes, 15 * OOM_GiB / 4);
-    assert_true(res->smallest.estimate.device_peak > res->budget.usable_bytes);
+    assert_true(res->smallest->estimate.device_peak > res->budget.usable_bytes);
     oom_plan_free(res);
 }
 
@@ -331,8 +339,8 @@ static void test_impossible(void **state)
     assert_non_null(strstr(oom_last_message(), "nothing fits"));
     assert_non_null(res);
     assert_false(res->found);
-    assert_true(res->smallest.estimate.device_peak > r.budget.usable_bytes);
-    assert_int_equal(res->smallest.knobs.batch, 1);
+    assert_true(res->smallest->estimate.device_peak > r.budget.usable_bytes);
+    assert_int_equal(res->smallest->knobs.batch, 1);
     assert_true(res->n_suggestions >= 2);
     for (i = 0; i < res->n_suggestions; i++) {
         zero3 |= strstr(res->suggestions[i], "ZeRO-3") != NULL;
@@ -355,11 +363,11 @@ static void test_no_bf16(void **state)
     assert_int_equal(oom_workload_set(w, "precision", "auto"), OOM_OK);
     r.allow = OOM_ALLOW_ALL;
     res = plan_ok(&r);
-    assert_int_not_equal(res->best.knobs.precision, OOM_PRECISION_BF16);
-    assert_int_not_equal(res->best.knobs.precision, OOM_PRECISION_AMP_BF16);
+    assert_int_not_equal(res->best->knobs.precision, OOM_PRECISION_BF16);
+    assert_int_not_equal(res->best->knobs.precision, OOM_PRECISION_AMP_BF16);
     for (i = 0; i < res->n_alternatives; i++) {
-        assert_int_not_equal(res->alternatives[i].knobs.precision, OOM_PRECISION_BF16);
-        assert_int_not_equal(res->alternatives[i].knobs.precision, OOM_PRECISION_AMP_BF16);
+        assert_int_not_equal(res->alternatives[i]->knobs.precision, OOM_PRECISION_BF16);
+        assert_int_not_equal(res->alternatives[i]->knobs.precision, OOM_PRECISION_AMP_BF16);
     }
     assert_true(res->n_notices >= 1);
     assert_non_null(strstr(res->notices[0], "no bf16"));
@@ -407,7 +415,7 @@ static void test_json_and_formats(void **state)
         assert_non_null(jstr(o, "plan", keys[i]));
     assert_string_equal(jstr(o, "plan", "gpus"), "8");
     assert_string_equal(jstr(o, "plan", "effective_batch"), "64");
-    assert_string_equal(jstr(o, "plan", "sharding"), oom_sharding_name(res->best.knobs.sharding));
+    assert_string_equal(jstr(o, "plan", "sharding"), oom_sharding_name(res->best->knobs.sharding));
     assert_non_null(jstr(o, "memory", "device_peak"));
     assert_non_null(jstr(o, "budget", "usable_bytes"));
     assert_non_null(jstr(o, "throughput", "tokens_per_s"));
@@ -416,11 +424,11 @@ static void test_json_and_formats(void **state)
 
     assert_int_equal(oom_plan_format(&text, res, "deepspeed"), OOM_OK);
     o = parse_json(text);
-    assert_int_equal(atol(jstr(o, "train_micro_batch_size_per_gpu", NULL)), res->best.knobs.batch);
+    assert_int_equal(atol(jstr(o, "train_micro_batch_size_per_gpu", NULL)), res->best->knobs.batch);
     assert_int_equal(atol(jstr(o, "gradient_accumulation_steps", NULL)),
-                     res->best.knobs.grad_accum);
+                     res->best->knobs.grad_accum);
     assert_string_equal(jstr(o, "train_batch_size", NULL), "64");
-    assert_int_equal(atol(jstr(o, "zero_optimization", "stage")), (long)res->best.knobs.sharding);
+    assert_int_equal(atol(jstr(o, "zero_optimization", "stage")), (long)res->best->knobs.sharding);
     json_object_put(o);
     oom_free(text);
 
@@ -522,7 +530,7 @@ done:
 /* every allocation failure gives OOM_ENOMEM and leaks nothing; enough allocations succeed */
 static void test_allocation_failures(void **state)
 {
-    oom_allocator a = {fail_malloc, fail_realloc, counting_free, NULL};
+    oom_allocator a = {OOM_ALLOCATOR_VERSION, fail_malloc, fail_realloc, counting_free, NULL};
     long n;
     int err = OOM_ENOMEM;
     (void)state;
@@ -538,6 +546,106 @@ static void test_allocation_failures(void **state)
     }
     assert_int_equal(err, OOM_OK);
     assert_true(n > 10);
+}
+
+/* Notes longer than the fixed arrays the result once had (240 bytes a notice, 200 a suggestion
+ * or a why, 64 a GPU id) come back whole, as owned strings the result frees. */
+static void test_whole_strings(void **state)
+{
+    char id[301];
+    oom_gpu_profile gpu = GPU_TURING; /* no bf16: the plan says so, naming the GPU */
+    oom_workload *w;
+    oom_plan_request r;
+    oom_plan_result *res;
+    size_t i, found = 0;
+    (void)state;
+    memset(id, 'g', sizeof(id) - 1);
+    id[sizeof(id) - 1] = '\0';
+    gpu.id = id;
+    w = W(&gpu, "model", "llama-3.1-8b", "method", "lora", "seq", "512");
+    r = request(w, &gpu, 80);
+    res = plan_ok(&r);
+    assert_string_equal(res->gpu_id, id);
+    for (i = 0; i < res->n_notices; i++)
+        if (strstr(res->notices[i], id) && strstr(res->notices[i], "no bf16 tensor cores")) {
+            assert_true(strlen(res->notices[i]) > 240);
+            found++;
+        }
+    assert_int_equal(found, 1);
+    assert_true(res->n_alternatives > 0);
+    for (i = 0; i < res->n_alternatives; i++)
+        assert_non_null(res->alternatives[i]->why);
+    oom_plan_result_dispose(res);
+    assert_null(res->best);
+    assert_null(res->notices);
+    assert_int_equal(res->n_notices, 0);
+    oom_plan_result_dispose(res); /* twice is fine */
+    oom_plan_result_dispose(NULL);
+    oom_plan_choice_dispose(NULL);
+    oom_plan_free(res);
+    oom_workload_free(w);
+}
+
+/* A struct of version 0 (not initialised) or of a version newer than the library is refused
+ * with OOM_EINVAL and a message naming the struct and the version; _init sets the version. */
+static void test_struct_versions(void **state)
+{
+    oom_workload *w = W(&GPU_A100, "model", "llama-3.1-8b", "method", "lora");
+    oom_plan_request r = request(w, &GPU_A100, 80);
+    oom_plan_result *res = NULL;
+    oom_measured_line line = OOM_MEASURED_LINE_INIT;
+    oom_budget b;
+    char *json = NULL;
+    (void)state;
+
+    r.version = 0;
+    assert_int_equal(oom_plan_run(&res, &r), OOM_EINVAL);
+    assert_null(res);
+    assert_non_null(strstr(oom_last_message(), "oom_plan_request: version 0"));
+    r.version = 999;
+    assert_int_equal(oom_plan_run(&res, &r), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), "oom_plan_request: version 999"));
+    r.version = OOM_PLAN_REQUEST_VERSION;
+    r.workload = NULL;
+    r.line = &line;
+    line.fixed_bytes = OOM_GiB;
+    line.version = 999;
+    assert_int_equal(oom_plan_run(&res, &r), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), "oom_measured_line: version 999"));
+    r.line = NULL;
+    r.workload = w;
+    res = plan_ok(&r);
+    res->version = 999; /* as a result from a newer library would say */
+    assert_int_equal(oom_plan_to_json(&json, res), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), "oom_plan_result: version 999"));
+    res->version = OOM_PLAN_RESULT_VERSION;
+    assert_int_equal(oom_plan_to_json(&json, res), OOM_OK);
+    oom_free(json);
+    oom_plan_free(res);
+
+    /* _init: known versions only; zero-fills and sets the version */
+    assert_int_equal(oom_budget_init(&b, 0), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), "oom_budget: version 0"));
+    assert_int_equal(oom_budget_init(&b, 999), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), "oom_budget: version 999"));
+    b.usable_bytes = 5;
+    assert_int_equal(oom_budget_init(&b, OOM_BUDGET_VERSION), OOM_OK);
+    assert_int_equal(b.version, OOM_BUDGET_VERSION);
+    assert_int_equal(b.usable_bytes, 0);
+    b.version = 0;
+    assert_int_equal(oom_budget_make(&b, 2 * OOM_GiB, OOM_GiB), OOM_EINVAL);
+    assert_int_equal(oom_plan_request_init(&r, 999), OOM_EINVAL);
+    assert_int_equal(oom_plan_request_init(&r, OOM_PLAN_REQUEST_VERSION), OOM_OK);
+    assert_int_equal(r.allow, OOM_ALLOW_DEFAULT);
+    assert_int_equal(r.nodes, 1);
+    assert_int_equal(r.budget.version, OOM_BUDGET_VERSION);
+
+    /* the sizes bindings check their declarations against */
+    assert_int_equal(oom_struct_size("oom_plan_result"), sizeof(oom_plan_result));
+    assert_int_equal(oom_struct_size("oom_plan_request"), sizeof(oom_plan_request));
+    assert_int_equal(oom_struct_size("oom_no_such_struct"), 0);
+    assert_int_equal(oom_struct_size(NULL), 0);
+    oom_workload_free(w);
 }
 
 int main(void)
@@ -557,6 +665,8 @@ int main(void)
         cmocka_unit_test(test_json_and_formats),
         cmocka_unit_test(test_options),
         cmocka_unit_test(test_allocation_failures),
+        cmocka_unit_test(test_whole_strings),
+        cmocka_unit_test(test_struct_versions),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

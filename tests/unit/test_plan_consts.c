@@ -20,8 +20,21 @@
 #include "plan/plan.h"
 #include "unit/tmpdir.h"
 
-static const oom_gpu_profile GPU_H100 = {
-    "test-h100", "Test H100 80GB", "nvidia", "", 80 * OOM_GiB, 3350, 989, 989, 67, 9, 0, 1, 1, 0};
+static const oom_gpu_profile GPU_H100 = {OOM_GPU_PROFILE_VERSION,
+                                         "test-h100",
+                                         "Test H100 80GB",
+                                         "nvidia",
+                                         "",
+                                         80 * OOM_GiB,
+                                         3350,
+                                         989,
+                                         989,
+                                         67,
+                                         9,
+                                         0,
+                                         1,
+                                         1,
+                                         0};
 
 /* |a - b| <= eps, in double (cmocka's assert_float_equal rounds to float) */
 #define assert_near(a, b, eps)                                                                     \
@@ -108,7 +121,7 @@ static void choice_step(const struct oomi_plan_consts *k, long nodes, double *st
 {
     oom_plan_request r;
     oom_plan_choice c;
-    oom_plan_request_init(&r);
+    oom_plan_request_init(&r, OOM_PLAN_REQUEST_VERSION);
     r.gpu = &GPU_H100;
     memset(&c, 0, sizeof(c));
     c.knobs.batch = 4, c.knobs.grad_accum = 1, c.knobs.seq_len = 2048, c.knobs.gpus = 16;
@@ -210,7 +223,7 @@ static oom_plan_result *plan_multi_node(const char *config)
     if (oom_plan_options_run(&res, o))
         fail_msg("plan failed: %s", oom_last_message());
     oom_plan_options_free(o);
-    assert_true(res->found && res->best.has_throughput);
+    assert_true(res->found && res->best->has_throughput);
     return res;
 }
 
@@ -224,16 +237,16 @@ static void test_plan_on_ethernet(void **state)
     path = write_tmp("cluster:\n  inter_node_gbps: 100  # 100 Gb/s Ethernet\n");
     eth = plan_multi_node(path);
     unlink(path);
-    assert_memory_equal(&ib->best.knobs, &eth->best.knobs, sizeof(oom_knobs));
-    c_ib = ib->best.estimate.flops_per_step / (ib->peak_tflops * 1e12 * ib->best.utilisation);
-    c_eth = eth->best.estimate.flops_per_step / (eth->peak_tflops * 1e12 * eth->best.utilisation);
+    assert_memory_equal(&ib->best->knobs, &eth->best->knobs, sizeof(oom_knobs));
+    c_ib = ib->best->estimate.flops_per_step / (ib->peak_tflops * 1e12 * ib->best->utilisation);
+    c_eth = eth->best->estimate.flops_per_step / (eth->peak_tflops * 1e12 * eth->best->utilisation);
     assert_near(c_ib, c_eth, 1e-12);
-    assert_true(ib->best.step_s - c_ib > c_ib); /* communication-bound */
-    assert_true(eth->best.step_s > ib->best.step_s);
-    assert_true(eth->best.tokens_per_s < ib->best.tokens_per_s);
-    assert_near((eth->best.step_s - c_eth) / (ib->best.step_s - c_ib), 2.0, 1e-9);
-    assert_near(ib->best.tokens_per_s / eth->best.tokens_per_s, eth->best.step_s / ib->best.step_s,
-                1e-9);
+    assert_true(ib->best->step_s - c_ib > c_ib); /* communication-bound */
+    assert_true(eth->best->step_s > ib->best->step_s);
+    assert_true(eth->best->tokens_per_s < ib->best->tokens_per_s);
+    assert_near((eth->best->step_s - c_eth) / (ib->best->step_s - c_ib), 2.0, 1e-9);
+    assert_near(ib->best->tokens_per_s / eth->best->tokens_per_s,
+                eth->best->step_s / ib->best->step_s, 1e-9);
     oom_plan_free(ib);
     oom_plan_free(eth);
 }

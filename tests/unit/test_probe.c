@@ -25,7 +25,7 @@ static double sim_peak(const struct sim *s, int b)
 
 static oom_probe_trial sim_run(const struct sim *s, int b)
 {
-    oom_probe_trial t = {0};
+    oom_probe_trial t = OOM_PROBE_TRIAL_INIT;
     double p = sim_peak(s, b);
     t.batch = b;
     t.oom = p > s->capacity;
@@ -38,14 +38,16 @@ static oom_probe_trial sim_run(const struct sim *s, int b)
 static int search(const struct sim *s, const oom_probe_search *q, int *rec)
 {
     oom_probe_trial trials[64];
-    oom_probe_step st;
+    const oom_probe_trial *ptrs[64];
+    oom_probe_step st = OOM_PROBE_STEP_INIT;
     size_t n = 0;
     for (;;) {
-        assert_int_equal(oom_probe_search_step(&st, q, trials, n), OOM_OK);
+        assert_int_equal(oom_probe_search_step(&st, q, ptrs, n), OOM_OK);
         if (st.done)
             break;
         assert_true(n < 64);
         trials[n] = sim_run(s, st.next_batch);
+        ptrs[n] = &trials[n];
         n++;
     }
     *rec = st.recommended_batch;
@@ -88,7 +90,7 @@ static void test_linear_three_launches(void **state)
     (void)state;
     for (i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
         struct sim s = linear_job(limits[i], usable);
-        oom_probe_search q = {(uint64_t)usable, 0, 0, 0, 0, {0}};
+        oom_probe_search q = {OOM_PROBE_SEARCH_VERSION, (uint64_t)usable, 0, 0, 0, 0, {0}};
         int rec, launches = search(&s, &q, &rec), truth = true_limit(&s, usable);
         assert_int_equal(truth, limits[i]);
         assert_true(rec <= truth && rec >= truth - 1);
@@ -104,7 +106,7 @@ static void test_quadratic_within_one(void **state)
     (void)state;
     for (i = 0; i < sizeof(limits) / sizeof(limits[0]); i++) {
         struct sim s = quadratic_job(limits[i], usable);
-        oom_probe_search q = {(uint64_t)usable, 0, 0, 0, 0, {0}};
+        oom_probe_search q = {OOM_PROBE_SEARCH_VERSION, (uint64_t)usable, 0, 0, 0, 0, {0}};
         int rec, launches = search(&s, &q, &rec), truth = true_limit(&s, usable);
         assert_int_equal(truth, limits[i]);
         if (rec > truth || rec < truth - 1 || launches > 6)
@@ -116,7 +118,7 @@ static void test_never_more_than_max_trials(void **state)
 {
     double usable = 20 * GiB;
     struct sim s = quadratic_job(1500, usable);
-    oom_probe_search q = {(uint64_t)usable, 0, 3, 0, 0, {0}};
+    oom_probe_search q = {OOM_PROBE_SEARCH_VERSION, (uint64_t)usable, 0, 3, 0, 0, {0}};
     int rec, launches;
     (void)state;
     launches = search(&s, &q, &rec);
@@ -132,7 +134,7 @@ static void test_exit_status_only(void **state)
     (void)state;
     for (limit = 3; limit <= 70; limit++) {
         struct sim s = linear_job(limit, usable);
-        oom_probe_search q = {(uint64_t)usable, 0, 20, 0, 0, {0}};
+        oom_probe_search q = {OOM_PROBE_SEARCH_VERSION, (uint64_t)usable, 0, 20, 0, 0, {0}};
         int rec, launches, oom_limit;
         s.measure = 0;
         s.capacity = usable; /* without peaks only an OOM tells */
@@ -148,7 +150,7 @@ static void test_batch_one_does_not_fit(void **state)
     double usable = 4 * GiB;
     struct sim s = {5 * GiB, GiB / 10, 0, 6 * GiB, 1}; /* runs at 1, over the budget */
     struct sim t = {7 * GiB, GiB / 10, 0, 6 * GiB, 1}; /* OOM at 1 */
-    oom_probe_search q = {(uint64_t)usable, 0, 0, 0, 0, {0}};
+    oom_probe_search q = {OOM_PROBE_SEARCH_VERSION, (uint64_t)usable, 0, 0, 0, 0, {0}};
     int rec;
     (void)state;
     assert_int_equal(search(&s, &q, &rec), 1);
@@ -161,7 +163,7 @@ static void test_start_too_large_bisects_down(void **state)
 {
     double usable = 20 * GiB;
     struct sim s = linear_job(37, usable);
-    oom_probe_search q = {(uint64_t)usable, 5000, 0, 0, 0, {0}};
+    oom_probe_search q = {OOM_PROBE_SEARCH_VERSION, (uint64_t)usable, 5000, 0, 0, 0, {0}};
     int rec, launches = search(&s, &q, &rec);
     (void)state;
     assert_true(rec == 37 || rec == 36);
@@ -172,11 +174,12 @@ static void test_prediction_chooses_first_trial(void **state)
 {
     double usable = 20 * GiB;
     struct sim s = linear_job(800, usable);
-    oom_probe_search q = {(uint64_t)usable, 0, 0, 0, 0, {0}};
-    oom_probe_step st;
+    oom_probe_search q = {OOM_PROBE_SEARCH_VERSION, (uint64_t)usable, 0, 0, 0, 0, {0}};
+    oom_probe_step st = OOM_PROBE_STEP_INIT;
     int rec;
     (void)state;
-    q.prediction = (oom_probe_fit){1, 0, s.fixed, s.per * 1.1, 0}; /* 10% pessimistic */
+    q.prediction =
+        (oom_probe_fit){OOM_PROBE_FIT_VERSION, 1, 0, s.fixed, s.per * 1.1, 0}; /* 10% pessimistic */
     assert_int_equal(oom_probe_search_step(&st, &q, NULL, 0), OOM_OK);
     assert_int_equal(st.done, 0);
     assert_int_equal(st.next_batch,
@@ -189,7 +192,7 @@ static void test_max_batch_cap(void **state)
 {
     double usable = 20 * GiB;
     struct sim s = linear_job(2000, usable);
-    oom_probe_search q = {(uint64_t)usable, 0, 0, 300, 0, {0}};
+    oom_probe_search q = {OOM_PROBE_SEARCH_VERSION, (uint64_t)usable, 0, 0, 300, 0, {0}};
     int rec, launches = search(&s, &q, &rec);
     (void)state;
     assert_int_equal(rec, 300);
@@ -198,27 +201,44 @@ static void test_max_batch_cap(void **state)
 
 static void test_fit_and_bad_input(void **state)
 {
-    oom_probe_fit f = {1, 1, 100, 10, 1};
-    oom_probe_trial bad = {0, 0, 0, 0, 0, 0};
-    oom_probe_search q = {1000, 0, 0, 0, 0, {0}};
-    oom_probe_step st;
+    oom_probe_fit f = {OOM_PROBE_FIT_VERSION, 1, 1, 100, 10, 1};
+    oom_probe_trial bad = {OOM_PROBE_TRIAL_VERSION, 0, 0, 0, 0, 0, 0};
+    oom_probe_trial good = {OOM_PROBE_TRIAL_VERSION, 1, 100, 0, 0, 0, 0};
+    const oom_probe_trial *one = &bad;
+    oom_probe_search q = {OOM_PROBE_SEARCH_VERSION, 1000, 0, 0, 0, 0, {0}};
+    oom_probe_step st = OOM_PROBE_STEP_INIT;
     (void)state;
     assert_true(fabs(oom_probe_fit_peak(&f, 10) - 300.0) < 1e-9);
     assert_int_equal(oom_probe_fit_max_batch(&f, 300, 1000), 10);
     assert_int_equal(oom_probe_fit_max_batch(&f, 299, 1000), 9);
     assert_int_equal(oom_probe_fit_max_batch(&f, 50, 1000), 0);
-    assert_int_equal(oom_probe_search_step(&st, &q, &bad, 1), OOM_EINVAL);
+    assert_int_equal(oom_probe_search_step(&st, &q, &one, 1), OOM_EINVAL);
     assert_int_equal(oom_probe_search_step(NULL, &q, NULL, 0), OOM_EINVAL);
+    /* structs of a version this library does not know: the trial, the search, the step */
+    one = &good;
+    assert_int_equal(oom_probe_search_step(&st, &q, &one, 1), OOM_OK);
+    good.version = 999;
+    assert_int_equal(oom_probe_search_step(&st, &q, &one, 1), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), "oom_probe_trial: version 999"));
+    good.version = OOM_PROBE_TRIAL_VERSION;
+    q.version = 0;
+    assert_int_equal(oom_probe_search_step(&st, &q, &one, 1), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), "oom_probe_search: version 0"));
+    q.version = OOM_PROBE_SEARCH_VERSION;
+    st.version = 999;
+    assert_int_equal(oom_probe_search_step(&st, &q, &one, 1), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), "oom_probe_step: version 999"));
 }
 
 static void test_json(void **state)
 {
-    oom_probe_trial t[2] = {{1, 1000, 0, 0, 0, 0.5}, {2, OOM_UNKNOWN, 1, 1, 0, 0.25}};
-    oom_probe_result r;
+    oom_probe_trial t[2] = {{OOM_PROBE_TRIAL_VERSION, 1, 1000, 0, 0, 0, 0.5},
+                            {OOM_PROBE_TRIAL_VERSION, 2, OOM_UNKNOWN, 1, 1, 0, 0.25}};
+    oom_probe_trial *ptrs[2] = {&t[0], &t[1]};
+    oom_probe_result r = OOM_PROBE_RESULT_INIT;
     char *doc = NULL;
     (void)state;
-    memset(&r, 0, sizeof(r));
-    r.trials = t;
+    r.trials = ptrs;
     r.trial_count = 2;
     r.recommended_batch = 1;
     r.max_batch = 1;
@@ -226,7 +246,7 @@ static void test_json(void **state)
     r.sample_interval_s = 0.05;
     r.usable_bytes = 5000;
     r.peaks_measured = 1;
-    r.fit = (oom_probe_fit){1, 0, 900, 100, 0};
+    r.fit = (oom_probe_fit){OOM_PROBE_FIT_VERSION, 1, 0, 900, 100, 0};
     assert_int_equal(oom_probe_to_json(&doc, &r), OOM_OK);
     assert_non_null(strstr(doc, "\"recommended_batch\": 1"));
     assert_non_null(strstr(doc, "\"peak_bytes\": null"));

@@ -73,7 +73,7 @@ static const char *capture(const char *const *argv, const char *const *env, int 
     static char buf[65536];
     char path[512];
     int fd = mkstemp(test_tmp_path(path, sizeof(path), "oomless-test-proc.XXXXXX"));
-    oom_job job = {argv, env, 0, -1};
+    oom_job job = {OOM_JOB_VERSION, argv, env, 0, -1};
     oomi_launch l;
     ssize_t n;
 
@@ -133,7 +133,7 @@ static void test_exit_and_step(void **state)
 {
     const char *argv[] = {fakejob, "--batch-size", "{batch}", "--steps", "4", "--step-time-ms",
                           "1",     "--exit",       "3",       NULL};
-    oom_job job = {argv, NULL, -1, -1};
+    oom_job job = {OOM_JOB_VERSION, argv, NULL, -1, -1};
     oomi_launch l;
     (void)state;
     prepare(&l, &job, 2);
@@ -149,7 +149,7 @@ static void test_oom(void **state)
 {
     const char *argv[] = {fakejob,        "--batch-size", "{batch}",    "--fixed", "1G",
                           "--per-sample", "1G",           "--capacity", "4G",      NULL};
-    oom_job job = {argv, NULL, -1, -1};
+    oom_job job = {OOM_JOB_VERSION, argv, NULL, -1, -1};
     oomi_launch l;
     (void)state;
     prepare(&l, &job, 3);
@@ -167,7 +167,7 @@ static void test_exec_failure(void **state)
     const char *missing[] = {"/nonexistent/train", NULL};
     const char *nopath[] = {"oomless-no-such-command-xyz", NULL};
     const char *noexec[] = {"/etc/hostname", NULL};
-    oom_job job = {missing, NULL, -1, -1};
+    oom_job job = {OOM_JOB_VERSION, missing, NULL, -1, -1};
     oomi_launch l;
     (void)state;
     prepare(&l, &job, 1);
@@ -189,7 +189,7 @@ static void test_exec_failure(void **state)
 static void test_timeout_escalates(void **state)
 {
     const char *argv[] = {fakejob, "--steps", "100000", "--ignore-sigterm", NULL};
-    oom_job job = {argv, NULL, -1, -1};
+    oom_job job = {OOM_JOB_VERSION, argv, NULL, -1, -1};
     oomi_launch l;
     (void)state;
     prepare(&l, &job, 1);
@@ -206,7 +206,7 @@ static void test_stop_forwarded(void **state)
 {
     static volatile sig_atomic_t stop = SIGINT;
     const char *argv[] = {fakejob, "--steps", "100000", NULL};
-    oom_job job = {argv, NULL, -1, -1};
+    oom_job job = {OOM_JOB_VERSION, argv, NULL, -1, -1};
     oomi_launch l;
     (void)state;
     prepare(&l, &job, 1);
@@ -328,7 +328,7 @@ static void test_sampling_reads_no_process_table(void **state)
     const char *argv[] = {
         fakejob,   "--batch-size", "{batch}",      "--steps", "20",        "--step-time-ms", "50",
         "--fixed", "1G",           "--per-sample", "1M",      "--procdir", procdir,          NULL};
-    oom_job job = {argv, NULL, -1, -1};
+    oom_job job = {OOM_JOB_VERSION, argv, NULL, -1, -1};
     oom_gpu_session *gpu = NULL;
     oomi_launch l;
     FILE *f;
@@ -392,7 +392,7 @@ static void test_closed_std_fds(void **state)
     assert_true(ofd > 2 && efd > 2);
     pid = fork();
     if (pid == 0) {
-        oom_job job = {argv, NULL, ofd, efd};
+        oom_job job = {OOM_JOB_VERSION, argv, NULL, ofd, efd};
         oomi_launch l;
         close(0);
         close(1);

@@ -38,9 +38,8 @@ static const char *job_argv[] = {NULL,      "--batch-size",
 
 static int run(oom_run_result *r, int batch, int accum, long target, int floor, int restarts)
 {
-    oom_job job = {job_argv, NULL, -1, -1};
-    oom_run_options o;
-    memset(&o, 0, sizeof(o));
+    oom_job job = {OOM_JOB_VERSION, job_argv, NULL, -1, -1};
+    oom_run_options o = OOM_RUN_OPTIONS_INIT;
     job_argv[0] = getenv("FAKE_JOB");
     o.batch = batch;
     o.grad_accum = accum;
@@ -55,7 +54,7 @@ static int run(oom_run_result *r, int batch, int accum, long target, int floor, 
 
 static void test_restarts_keep_effective_batch(void **state)
 {
-    oom_run_result r;
+    oom_run_result r = OOM_RUN_RESULT_INIT;
     (void)state;
     /* 12 x 1: 12 -> 6 (OOM) -> 4 (OOM) -> 3 fits, accumulation 4 */
     assert_int_equal(run(&r, 12, 1, 0, 0, 0), OOM_OK);
@@ -76,7 +75,7 @@ static void test_restarts_keep_effective_batch(void **state)
 
 static void test_floor_and_restart_bounds(void **state)
 {
-    oom_run_result r;
+    oom_run_result r = OOM_RUN_RESULT_INIT;
     (void)state;
     assert_int_equal(run(&r, 8, 2, 0, 4, 0), OOM_ENOFIT); /* 8 -> 4 (OOM), floor 4 */
     assert_int_equal(r.attempts, 2);
@@ -104,14 +103,13 @@ static void stop_on_end(const oom_job_event *ev, void *user)
 
 static void test_signal_between_launches(void **state)
 {
-    oom_job job = {job_argv, NULL, -1, -1};
-    oom_run_options o;
-    oom_probe_options po;
+    oom_job job = {OOM_JOB_VERSION, job_argv, NULL, -1, -1};
+    oom_run_options o = OOM_RUN_OPTIONS_INIT;
+    oom_probe_options po = OOM_PROBE_OPTIONS_INIT;
     oom_probe_result *pr = NULL;
-    oom_run_result r;
+    oom_run_result r = OOM_RUN_RESULT_INIT;
     (void)state;
     job_argv[0] = getenv("FAKE_JOB");
-    memset(&o, 0, sizeof(o));
     o.batch = 12;
     o.no_gpu = 1;
     o.on_event = stop_on_end;
@@ -120,7 +118,6 @@ static void test_signal_between_launches(void **state)
     assert_int_equal(oom_run(&r, &job, &o), OOM_EINTERRUPTED);
     assert_int_equal(r.attempts, 1); /* no relaunch after the signal */
     assert_int_equal(r.stop_signal, SIGTERM);
-    memset(&po, 0, sizeof(po));
     po.no_gpu = 1;
     po.on_event = stop_on_end;
     po.stop = &stop_flag;
@@ -134,7 +131,7 @@ static void test_signal_between_launches(void **state)
 
 static void test_bad_options(void **state)
 {
-    oom_run_result r;
+    oom_run_result r = OOM_RUN_RESULT_INIT;
     (void)state;
     assert_int_equal(run(&r, 0, 1, 0, 0, 0), OOM_EINVAL);
     assert_int_equal(run(&r, 4, 3, 8, 0, 0), OOM_EINVAL); /* 4 x 3 != 8 */
@@ -147,7 +144,7 @@ static void test_calibration_roundtrip(void **state)
     char dir[512], path[600], *key = NULL, *other = NULL;
     const char *argv[] = {"python", "train.py", "--bs", "{batch}", NULL};
     const char *argv2[] = {"python", "train.py", "--bs={batch}", NULL};
-    oom_calibration rec = {0}, *got = NULL;
+    oom_calibration rec = OOM_CALIBRATION_INIT, *got = NULL;
     (void)state;
     assert_non_null(mkdtemp(test_tmp_path(dir, sizeof(dir), "oomless-calib.XXXXXX")));
     snprintf(path, sizeof(path), "%s/sub/calibration.jsonl", dir);
@@ -157,7 +154,7 @@ static void test_calibration_roundtrip(void **state)
     rec.gpu = "NVIDIA H100 80GB HBM3";
     rec.command = key;
     rec.workload = "seq=2048";
-    rec.fit = (oom_probe_fit){1, 0, 1e9, 2e7, 0};
+    rec.fit = (oom_probe_fit){OOM_PROBE_FIT_VERSION, 1, 0, 1e9, 2e7, 0};
     rec.recommended_batch = 100;
     rec.max_batch = 101;
     rec.usable_bytes = 3000000000ULL;
@@ -200,10 +197,9 @@ static void test_events_above_std_fds(void **state)
     close(fd);
     pid = fork();
     if (pid == 0) {
-        oom_job job = {argv, NULL, 0, 0};
-        oom_run_options o;
-        oom_run_result r;
-        memset(&o, 0, sizeof(o));
+        oom_job job = {OOM_JOB_VERSION, argv, NULL, 0, 0};
+        oom_run_options o = OOM_RUN_OPTIONS_INIT;
+        oom_run_result r = OOM_RUN_RESULT_INIT;
         o.batch = 1;
         o.no_gpu = 1;
         o.events_path = path;

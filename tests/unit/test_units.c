@@ -85,7 +85,7 @@ static void test_margins(void **state)
 
 static void test_budget(void **state)
 {
-    oom_budget b;
+    oom_budget b = OOM_BUDGET_INIT;
     (void)state;
     assert_int_equal(oom_budget_make(&b, 20 * OOM_GiB + 512 * OOM_MiB, 512 * OOM_MiB), OOM_OK);
     assert_int_equal(b.usable_bytes, 20 * OOM_GiB);

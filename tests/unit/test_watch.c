@@ -35,7 +35,7 @@ static void write_text(const char *path, const char *mode, const char *text)
 
 static void test_bands(void **state)
 {
-    oom_budget b;
+    oom_budget b = OOM_BUDGET_INIT;
     (void)state;
     assert_int_equal(oom_budget_make(&b, 10 * OOM_GiB, OOM_GiB), OOM_OK); /* usable 9 GiB */
     /* no plan: safe up to 90% of usable (8.1 GiB), warning up to usable, critical above */
@@ -54,6 +54,11 @@ static void test_bands(void **state)
                      OOM_BAND_WARNING);
     /* a plan peak above the budget does not hide the warning */
     assert_int_equal(oom_band_classify(9 * OOM_GiB + 1, &b, 20 * OOM_GiB), OOM_BAND_CRITICAL);
+    /* a budget of a version this library does not know: unknown, and said */
+    b.version = 999;
+    assert_int_equal(oom_band_classify(1, &b, OOM_UNKNOWN), OOM_BAND_UNKNOWN);
+    assert_non_null(strstr(oom_last_message(), "oom_budget: version 999"));
+    b.version = OOM_BUDGET_VERSION;
     /* unknown */
     assert_int_equal(oom_band_classify(OOM_UNKNOWN, &b, OOM_UNKNOWN), OOM_BAND_UNKNOWN);
     assert_int_equal(oom_band_classify(1, NULL, OOM_UNKNOWN), OOM_BAND_UNKNOWN);
@@ -73,7 +78,7 @@ static void test_trend_linear(void **state)
 {
     double t[10];
     uint64_t v[10];
-    oom_trend tr;
+    oom_trend tr = OOM_TREND_INIT;
     size_t i;
     (void)state;
     for (i = 0; i < 10; i++) { /* 10 MiB/s from 1 GiB, one sample per second */
@@ -105,7 +110,7 @@ static void test_trend_not_growing(void **state)
 {
     double t[10];
     uint64_t flat[10], down[10], noisy[10], tiny[10];
-    oom_trend tr;
+    oom_trend tr = OOM_TREND_INIT;
     size_t i;
     (void)state;
     for (i = 0; i < 10; i++) {
@@ -153,16 +158,15 @@ static void test_trend_not_growing(void **state)
 static void test_csv_rows(void **state)
 {
     oom_gpu_info g[2];
-    oom_watch_gpu wg[2];
-    oom_watch_process p[2];
-    oom_watch_snapshot s;
+    oom_watch_gpu wg[2], *wgp[2] = {&wg[0], &wg[1]};
+    oom_watch_process p[2], *pp[2] = {&p[0], &p[1]};
+    oom_watch_snapshot s = OOM_WATCH_SNAPSHOT_INIT;
     char *rows = NULL;
     (void)state;
 
     memset(g, 0, sizeof(g));
     memset(wg, 0, sizeof(wg));
     memset(p, 0, sizeof(p));
-    memset(&s, 0, sizeof(s));
     snprintf(g[0].name, sizeof(g[0].name), "NVIDIA A100, \"80GB\"");
     g[0].used_bytes = 1000;
     g[0].total_bytes = 5000;
@@ -172,18 +176,31 @@ static void test_csv_rows(void **state)
     snprintf(g[1].name, sizeof(g[1].name), "Tesla T4");
     g[1].lost = 1;
     g[1].used_bytes = 77; /* stale: must not be printed */
-    p[0] = (oom_watch_process){
-        .pid = 42, .used_bytes = 600, .local = 1, .batch_size = 16, .grad_accum = 4};
-    snprintf(p[0].command, sizeof(p[0].command), "python train.py --x=1,2");
-    snprintf(p[0].user, sizeof(p[0].user), "alice");
-    p[1] = (oom_watch_process){
-        .pid = 7, .used_bytes = OOM_UNKNOWN, .batch_size = -1, .grad_accum = -1};
-    wg[0] = (oom_watch_gpu){
-        .info = &g[0], .band = OOM_BAND_WARNING, .process_count = 2, .processes = p};
-    wg[1] = (oom_watch_gpu){.info = &g[1], .band = OOM_BAND_UNKNOWN};
+    p[0] = (oom_watch_process){.version = OOM_WATCH_PROCESS_VERSION,
+                               .pid = 42,
+                               .used_bytes = 600,
+                               .local = 1,
+                               .command = (char *)"python train.py --x=1,2",
+                               .user = (char *)"alice",
+                               .batch_size = 16,
+                               .grad_accum = 4};
+    p[1] = (oom_watch_process){.version = OOM_WATCH_PROCESS_VERSION,
+                               .pid = 7,
+                               .used_bytes = OOM_UNKNOWN,
+                               .command = (char *)"",
+                               .user = (char *)"",
+                               .batch_size = -1,
+                               .grad_accum = -1};
+    wg[0] = (oom_watch_gpu){.version = OOM_WATCH_GPU_VERSION,
+                            .info = &g[0],
+                            .band = OOM_BAND_WARNING,
+                            .process_count = 2,
+                            .processes = pp};
+    wg[1] =
+        (oom_watch_gpu){.version = OOM_WATCH_GPU_VERSION, .info = &g[1], .band = OOM_BAND_UNKNOWN};
     s.time = 1700000000.25;
     s.gpu_count = 2;
-    s.gpus = wg;
+    s.gpus = wgp;
 
     assert_string_equal(oom_watch_csv_header(),
                         "timestamp,kind,gpu_index,gpu_name,pid,command,user,used_bytes,"
@@ -201,7 +218,7 @@ static void test_csv_rows(void **state)
 }
 
 /* Anyone sharing the GPU chooses their command line: a field a spreadsheet would run as a
- * formula is written as text, and no field is read past its array. */
+ * formula is written as text, and a long one comes out whole. */
 static void test_csv_injection(void **state)
 {
     static const char *const commands[] = {
@@ -213,34 +230,45 @@ static void test_csv_injection(void **state)
                                          ",\"'\rcalc\",",
                                          ",'\tx,",
                                          ",a=b,"};
-    oom_gpu_info g;
-    oom_watch_gpu wg;
-    oom_watch_process p[8];
-    oom_watch_snapshot s;
-    char *rows = NULL, full[320];
+    oom_gpu_info g = OOM_GPU_INFO_INIT;
+    oom_watch_gpu wg = OOM_WATCH_GPU_INIT, *wgp = &wg;
+    oom_watch_process p[8], *pp[8];
+    oom_watch_snapshot s = OOM_WATCH_SNAPSHOT_INIT;
+    char *rows = NULL, full[1100], longer[1001];
     size_t i;
     (void)state;
 
-    memset(&g, 0, sizeof(g));
     memset(p, 0, sizeof(p));
-    memset(&s, 0, sizeof(s));
     snprintf(g.name, sizeof(g.name), "=GPU");
-    for (i = 0; i < 7; i++) {
-        p[i] = (oom_watch_process){.pid = (uint32_t)i + 1,
+    for (i = 0; i < 7; i++)
+        p[i] = (oom_watch_process){.version = OOM_WATCH_PROCESS_VERSION,
+                                   .pid = (uint32_t)i + 1,
                                    .used_bytes = 1,
                                    .local = 1,
+                                   .command = (char *)commands[i],
+                                   .user = (char *)"-bob",
                                    .batch_size = -1,
                                    .grad_accum = -1};
-        snprintf(p[i].command, sizeof(p[i].command), "%s", commands[i]);
-        snprintf(p[i].user, sizeof(p[i].user), "-bob");
-    }
-    /* a command that fills its array with no NUL: exactly 256 bytes come out */
-    p[7] = (oom_watch_process){.pid = 8, .used_bytes = 1, .batch_size = -1, .grad_accum = -1};
-    memset(p[7].command, 'x', sizeof(p[7].command));
-    wg = (oom_watch_gpu){.info = &g, .band = OOM_BAND_SAFE, .process_count = 8, .processes = p};
+    /* a command far longer than the 256 bytes the field once held: all of it comes out */
+    memset(longer, 'x', sizeof(longer) - 1);
+    longer[sizeof(longer) - 1] = '\0';
+    p[7] = (oom_watch_process){.version = OOM_WATCH_PROCESS_VERSION,
+                               .pid = 8,
+                               .used_bytes = 1,
+                               .command = longer,
+                               .user = (char *)"",
+                               .batch_size = -1,
+                               .grad_accum = -1};
+    wg = (oom_watch_gpu){.version = OOM_WATCH_GPU_VERSION,
+                         .info = &g,
+                         .band = OOM_BAND_SAFE,
+                         .process_count = 8,
+                         .processes = pp};
     s.time = 1.0;
     s.gpu_count = 1;
-    s.gpus = &wg;
+    s.gpus = &wgp;
+    for (i = 0; i < 8; i++)
+        pp[i] = &p[i];
     assert_int_equal(oom_watch_to_csv(&rows, &s), OOM_OK);
     assert_memory_equal(rows, "1.000,gpu,0,'=GPU,,,,", 21);
     for (i = 0; i < 7; i++) {
@@ -250,8 +278,8 @@ static void test_csv_injection(void **state)
         if (!strstr(rows, row))
             fail_msg("row not found: %s\nin:\n%s", row, rows);
     }
-    /* the unterminated command: its 256 bytes, then the next column */
-    snprintf(full, sizeof(full), "1.000,process,0,'=GPU,8,%.256s,,1,,,,,,,\n", p[7].command);
+    /* the long command: its 1000 bytes, then the next column */
+    snprintf(full, sizeof(full), "1.000,process,0,'=GPU,8,%s,,1,,,,,,,\n", longer);
     assert_non_null(strstr(rows, full));
     oom_free(rows);
 }
@@ -260,7 +288,7 @@ static void test_csv_injection(void **state)
 
 static void test_event_parse(void **state)
 {
-    oom_run_event e;
+    oom_run_event e = OOM_RUN_EVENT_INIT;
     const char *line = "{\"time\": 1700000000.5, \"event\": \"oom\", \"pid\": 123, \"attempt\": 2, "
                        "\"batch\": 32, \"grad_accum\": 4, \"peak_bytes\": 85899345920, "
                        "\"exit_code\": null}\n";
@@ -304,6 +332,21 @@ static void test_event_parse(void **state)
     line = "{\"time\": 5, \"event\": \"oom\"} x";
     assert_int_equal(oom_run_event_parse(&e, line, strlen(line)), OOM_EPARSE);
     assert_non_null(strstr(oom_last_message(), "event line"));
+    /* an event name far longer than the 16 bytes the field once held comes back whole */
+    line = "{\"time\": 9, \"event\": \"checkpoint-written-to-shared-storage\"}";
+    assert_int_equal(oom_run_event_parse(&e, line, strlen(line)), OOM_OK);
+    assert_string_equal(e.name, "checkpoint-written-to-shared-storage");
+    oom_run_event_dispose(&e);
+    assert_null(e.name);
+    oom_run_event_dispose(&e); /* twice is fine */
+    oom_run_event_dispose(NULL);
+    /* an event of a version this library does not know */
+    e.version = 0;
+    assert_int_equal(oom_run_event_parse(&e, line, strlen(line)), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), "oom_run_event: version 0"));
+    e.version = 999;
+    assert_int_equal(oom_run_event_parse(&e, line, strlen(line)), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), "oom_run_event: version 999"));
 }
 
 static void test_event_log(void **state)
@@ -550,7 +593,7 @@ static void check_json(const oom_watch_snapshot *s, pid_t job)
 
 static void check_first(const oom_watch_snapshot *s, pid_t job)
 {
-    const oom_watch_gpu *g0 = &s->gpus[0];
+    const oom_watch_gpu *g0 = s->gpus[0];
     assert_int_equal(s->gpu_count, 2);
     assert_int_equal(s->foreign_pids, 1);
     assert_int_equal(s->plan_peak_bytes, OOM_GiB);
@@ -560,17 +603,17 @@ static void check_first(const oom_watch_snapshot *s, pid_t job)
     assert_int_equal(g0->band, OOM_BAND_ELEVATED);
     assert_int_equal(g0->process_count, 2);
     /* sorted by memory: the job (2 GiB) first, then the foreign PID (1 GiB) */
-    assert_int_equal(g0->processes[0].pid, (uint32_t)job);
-    assert_true(g0->processes[0].local);
-    assert_string_equal(g0->processes[0].command, "sleep 60");
-    assert_true(g0->processes[0].user[0] != '\0');
-    assert_int_equal(g0->processes[0].batch_size, 24);
-    assert_int_equal(g0->processes[0].grad_accum, 3);
-    assert_int_equal(g0->processes[1].pid, 999999);
-    assert_false(g0->processes[1].local);
-    assert_string_equal(g0->processes[1].command, "");
-    assert_int_equal(g0->processes[1].batch_size, -1);
-    assert_false(s->gpus[1].info->lost);
+    assert_int_equal(g0->processes[0]->pid, (uint32_t)job);
+    assert_true(g0->processes[0]->local);
+    assert_string_equal(g0->processes[0]->command, "sleep 60");
+    assert_true(g0->processes[0]->user[0] != '\0');
+    assert_int_equal(g0->processes[0]->batch_size, 24);
+    assert_int_equal(g0->processes[0]->grad_accum, 3);
+    assert_int_equal(g0->processes[1]->pid, 999999);
+    assert_false(g0->processes[1]->local);
+    assert_string_equal(g0->processes[1]->command, "");
+    assert_int_equal(g0->processes[1]->batch_size, -1);
+    assert_false(s->gpus[1]->info->lost);
 }
 
 static void test_monitor(void **state)
@@ -580,7 +623,7 @@ static void test_monitor(void **state)
     oom_gpu_session *session = NULL;
     oom_monitor *m = NULL;
     const oom_watch_snapshot *s;
-    oom_budget tight;
+    oom_budget tight = OOM_BUDGET_INIT;
     pid_t job;
     (void)state;
 
@@ -616,9 +659,9 @@ static void test_monitor(void **state)
     s = oom_monitor_snapshot(m);
     check_json(s, job);
     /* the second GPU is lost now and keeps its name */
-    assert_true(s->gpus[1].info->lost);
-    assert_string_equal(s->gpus[1].info->name, "Fake T4");
-    assert_int_equal(s->gpus[1].band, OOM_BAND_UNKNOWN);
+    assert_true(s->gpus[1]->info->lost);
+    assert_string_equal(s->gpus[1]->info->name, "Fake T4");
+    assert_int_equal(s->gpus[1]->band, OOM_BAND_UNKNOWN);
     /* an explicit budget of 1.5 GiB usable: the 2 GiB left after the job is critical */
     assert_int_equal(oom_budget_make(&tight, 2 * OOM_GiB, 512 * OOM_MiB), OOM_OK);
     assert_int_equal(oom_monitor_set_budget(m, 0, &tight), OOM_OK);
@@ -628,11 +671,11 @@ static void test_monitor(void **state)
     waitpid(job, NULL, 0);
     assert_int_equal(oom_monitor_sample(m), OOM_OK);
     s = oom_monitor_snapshot(m);
-    assert_int_equal(s->gpus[0].band, OOM_BAND_CRITICAL);
-    assert_int_equal(s->gpus[0].budget.usable_bytes, 1536 * OOM_MiB);
-    assert_int_equal(s->gpus[0].info->used_bytes, 2 * OOM_GiB);
-    assert_int_equal(s->gpus[0].process_count, 1);
-    assert_int_equal(s->gpus[0].processes[0].pid, 999999);
+    assert_int_equal(s->gpus[0]->band, OOM_BAND_CRITICAL);
+    assert_int_equal(s->gpus[0]->budget.usable_bytes, 1536 * OOM_MiB);
+    assert_int_equal(s->gpus[0]->info->used_bytes, 2 * OOM_GiB);
+    assert_int_equal(s->gpus[0]->process_count, 1);
+    assert_int_equal(s->gpus[0]->processes[0]->pid, 999999);
     oom_monitor_free(m);
     oom_gpu_close(session);
     unlink(file);
@@ -640,12 +683,12 @@ static void test_monitor(void **state)
     unlink(spec);
 }
 
-/* A command line longer than oom_watch_process.command: cut at a character boundary, marked,
- * and written to CSV as text even though it starts with '=' */
+/* A command line longer than the 256 bytes oom_watch_process.command once held comes back whole,
+ * and is written to CSV as text even though it starts with '=' */
 static void test_long_command(void **state)
 {
     const char *lib = getenv("FAKE_NVML_LIB");
-    char spec[1024], procdir[1024], file[1100], text[2048], argv0[512], expect[300], field[320];
+    char spec[1024], procdir[1024], file[1100], text[2048], argv0[512], expect[520], field[600];
     oom_gpu_session *session = NULL;
     oom_monitor *m = NULL;
     const oom_watch_snapshot *s;
@@ -674,10 +717,11 @@ static void test_long_command(void **state)
     assert_int_equal(oom_monitor_create(&m, session), OOM_OK);
     assert_int_equal(oom_monitor_sample(m), OOM_OK);
     s = oom_monitor_snapshot(m);
-    assert_int_equal(s->gpus[0].process_count, 1);
-    /* 5 + 123 whole characters (251 bytes), then the marker */
-    snprintf(expect, sizeof(expect), "%.251s...", argv0);
-    assert_string_equal(s->gpus[0].processes[0].command, expect);
+    assert_int_equal(s->gpus[0]->process_count, 1);
+    /* the whole line, 405 + 3 bytes: nothing cut, no marker */
+    snprintf(expect, sizeof(expect), "%s 60", argv0);
+    assert_int_equal(strlen(expect), 408);
+    assert_string_equal(s->gpus[0]->processes[0]->command, expect);
     assert_int_equal(oom_watch_to_csv(&rows, s), OOM_OK);
     snprintf(field, sizeof(field), ",'%s,", expect);
     assert_non_null(strstr(rows, field));

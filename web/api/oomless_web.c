@@ -105,11 +105,11 @@ static json_object *parse_options(const char *cmd, const char *text)
     return o;
 }
 
-static bool in_table(const oom_option *t, size_t n, const char *name)
+static bool in_table(const oom_option *const *t, size_t n, const char *name)
 {
     size_t i;
     for (i = 0; i < n; i++)
-        if (!strcmp(t[i].name, name))
+        if (!strcmp(t[i]->name, name))
             return true;
     return false;
 }
@@ -146,14 +146,14 @@ EMSCRIPTEN_KEEPALIVE const char *oomw_format_size(double bytes)
 EMSCRIPTEN_KEEPALIVE int oomw_options(void)
 {
     size_t n, i;
-    const oom_option *t = oom_workload_options(&n);
+    const oom_option *const *t = oom_workload_options(&n);
     json_object *a = json_object_new_array();
     reset();
     for (i = 0; i < n; i++) {
         json_object *o = json_object_new_object();
-        json_object_object_add(o, "name", json_object_new_string(t[i].name));
-        json_object_object_add(o, "metavar", json_object_new_string(t[i].metavar));
-        json_object_object_add(o, "help", json_object_new_string(t[i].help));
+        json_object_object_add(o, "name", json_object_new_string(t[i]->name));
+        json_object_object_add(o, "metavar", json_object_new_string(t[i]->metavar));
+        json_object_object_add(o, "help", json_object_new_string(t[i]->help));
         json_object_array_add(a, o);
     }
     set_output(json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN), 1);
@@ -197,13 +197,13 @@ EMSCRIPTEN_KEEPALIVE int oomw_estimate(const char *options)
     static const char *const CMD = "estimate";
     oom_workload *w = NULL;
     oom_config *cfg = NULL;
-    oom_target_request req = {NULL, NULL, NULL, NULL};
-    oom_estimate e;
-    oom_budget b;
+    oom_target_request req = {OOM_TARGET_REQUEST_VERSION, NULL, NULL, NULL, NULL};
+    oom_estimate e = OOM_ESTIMATE_INIT;
+    oom_budget b = OOM_BUDGET_INIT;
     json_object *opts;
-    char label[128], *json = NULL;
+    char *json = NULL;
     size_t n;
-    const oom_option *table = oom_workload_options(&n);
+    const oom_option *const *table = oom_workload_options(&n);
     int err, rc = EXIT_OK, have = 0;
 
     reset();
@@ -234,7 +234,7 @@ EMSCRIPTEN_KEEPALIVE int oomw_estimate(const char *options)
         goto done;
     }
     req.config = cfg;
-    if ((err = oom_estimate_budget(&b, &have, label, sizeof(label), w, &req))) {
+    if ((err = oom_estimate_budget(&b, &have, NULL, w, &req))) {
         rc = fail(CMD, err);
         goto done;
     }
@@ -289,7 +289,8 @@ EMSCRIPTEN_KEEPALIVE int oomw_plan(const char *options)
     json_object *opts;
     char *text = NULL;
     size_t nw, np;
-    const oom_option *wt = oom_workload_options(&nw), *pt = oom_plan_option_table(&np);
+    const oom_option *const *wt = oom_workload_options(&nw), *const *pt =
+                                                                 oom_plan_option_table(&np);
     int err, rc = EXIT_OK;
 
     reset();

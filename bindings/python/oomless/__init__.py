@@ -140,7 +140,7 @@ def workload_options():
     """The workload options as (name, metavar, help): the CLI's --NAME, or NAME with '_' here."""
     count = ctypes.c_size_t()
     table = _n.oom_workload_options(ctypes.byref(count))
-    return [(table[i].name.decode(), table[i].metavar.decode(), table[i].help.decode())
+    return [(table[i][0].name.decode(), table[i][0].metavar.decode(), table[i][0].help.decode())
             for i in range(count.value)]
 
 
@@ -205,7 +205,7 @@ def estimate(gpu=None, vram=None, vram_safety_margin=None, config=None, **worklo
     with Workload(**workload) as w, _Config(config if (gpu or vram) else None) as cfg:
         req = _n.TargetRequest(_b(gpu), _b(vram), _b(vram_safety_margin), cfg.ptr)
         budget, have = _n.Budget(), ctypes.c_int()
-        _check(_n.oom_estimate_budget(ctypes.byref(budget), ctypes.byref(have), None, 0,
+        _check(_n.oom_estimate_budget(ctypes.byref(budget), ctypes.byref(have), None,
                                       w.handle, ctypes.byref(req)))
         est = _n.Estimate()
         _check(_n.oom_estimate_run(ctypes.byref(est), w.handle))
@@ -226,7 +226,7 @@ def plan_options():
     """The plan-only options as (name, metavar, help), besides the workload options."""
     count = ctypes.c_size_t()
     table = _n.oom_plan_option_table(ctypes.byref(count))
-    return [(table[i].name.decode(), table[i].metavar.decode(), table[i].help.decode())
+    return [(table[i][0].name.decode(), table[i][0].metavar.decode(), table[i][0].help.decode())
             for i in range(count.value)]
 
 

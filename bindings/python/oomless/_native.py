@@ -15,12 +15,12 @@ def _candidates():
     if env:
         yield env
         return
-    for name in ("liboomless.so", "liboomless.so.0"):
+    for name in ("liboomless.so", "liboomless.so.1"):
         yield os.path.join(_HERE, name)
     root = os.path.dirname(os.path.dirname(os.path.dirname(_HERE)))
     yield os.path.join(root, "build", "liboomless.so")
     # an installed tree: <prefix>/lib/oomless/python/oomless -> <prefix>/lib/liboomless.so
-    yield os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(_HERE))), "liboomless.so.0")
+    yield os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(_HERE))), "liboomless.so.1")
     found = ctypes.util.find_library("oomless")
     if found:
         yield found
@@ -39,7 +39,34 @@ def _load():
     raise ImportError("oomless: cannot load liboomless (set OOMLESS_LIBRARY): " + "; ".join(errors))
 
 
-lib = _load()
+# The major version of liboomless these declarations were written for: another major may have
+# changed any struct or function (the ABI promise of oomless.h holds within one major version).
+MAJOR = 1
+
+
+def _check_version(library):
+    """ImportError unless `library` is of major version MAJOR (before anything else is declared:
+    a library of another major may lack the functions)."""
+    try:
+        number = library.oom_version_number
+    except AttributeError:
+        number = None
+    if number is None:
+        raise ImportError("oomless: the liboomless found is older than 1.0.0 (it has no "
+                          "oom_version_number); this package needs major version %d" % MAJOR)
+    number.restype = ctypes.c_uint
+    number.argtypes = []
+    found = number()
+    library.oom_version.restype = ctypes.c_char_p
+    if found // 10000 != MAJOR:
+        raise ImportError("oomless: the liboomless found is version %s (%d.%d.%d); this package "
+                          "was written for major version %d (set OOMLESS_LIBRARY to a liboomless "
+                          "%d.x)" % (library.oom_version().decode(), found // 10000,
+                                     found // 100 % 100, found % 100, MAJOR, MAJOR))
+    return library
+
+
+lib = _check_version(_load())
 
 c_char_p = ctypes.c_char_p
 c_int = ctypes.c_int
@@ -50,10 +77,24 @@ c_uint64 = ctypes.c_uint64
 POINTER = ctypes.POINTER
 
 
-class TargetRequest(ctypes.Structure):
+class Versioned(ctypes.Structure):
+    """A public struct of oomless.h whose first member is `version`: a new one is made at the
+    version these declarations were written for (what OOM_<NAME>_INIT does in C); the other
+    arguments fill the fields after it, in order. `c_name` is the struct's name in oomless.h."""
+
+    c_name = None
+    c_version = 1
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(self.c_version, *args, **kwargs)
+
+
+class TargetRequest(Versioned):
     """oom_target_request: what the user asked for (NULL fields = default)."""
 
-    _fields_ = [("gpu", c_char_p), ("vram", c_char_p), ("margin", c_char_p), ("config", c_void_p)]
+    c_name = "oom_target_request"
+    _fields_ = [("version", c_uint), ("gpu", c_char_p), ("vram", c_char_p), ("margin", c_char_p),
+                ("config", c_void_p)]
 
 
 def _declare(name, restype, *argtypes):
@@ -66,6 +107,7 @@ def _declare(name, restype, *argtypes):
 NOTICE_FN = ctypes.CFUNCTYPE(None, c_char_p, c_void_p)
 oom_set_notice_handler = _declare("oom_set_notice_handler", None, NOTICE_FN, c_void_p)
 oom_version = _declare("oom_version", c_char_p)
+oom_struct_size = _declare("oom_struct_size", c_size_t, c_char_p)
 oom_strerror = _declare("oom_strerror", c_char_p, c_int)
 oom_last_message = _declare("oom_last_message", c_char_p)
 oom_last_error = _declare("oom_last_error", c_int)
@@ -83,17 +125,19 @@ OOM_UNIT_BYTES, OOM_UNIT_MIB, OOM_UNIT_GIB = 0, 1, 2
 OOM_SAMPLE_PROCESSES, OOM_SAMPLE_ALL_GPUS = 1, 2
 
 
-class Budget(ctypes.Structure):
+class Budget(Versioned):
     """oom_budget."""
 
-    _fields_ = [("target_bytes", c_uint64), ("safety_margin_bytes", c_uint64),
+    c_name = "oom_budget"
+    _fields_ = [("version", c_uint), ("target_bytes", c_uint64), ("safety_margin_bytes", c_uint64),
                 ("usable_bytes", c_uint64)]
 
 
-class Estimate(ctypes.Structure):
+class Estimate(Versioned):
     """oom_estimate (field order and types as in oomless.h)."""
 
-    _fields_ = [(name, c_uint64) for name in (
+    c_name = "oom_estimate"
+    _fields_ = [("version", c_uint)] + [(name, c_uint64) for name in (
         "weights", "gradients", "optimizer", "activations", "logits", "kv_cache", "temporaries",
         "overhead", "allocated_peak", "reserved_peak", "device_peak")] + [
         ("peak_phase", c_int), ("params_total", c_uint64), ("params_trainable", c_uint64),
@@ -101,18 +145,25 @@ class Estimate(ctypes.Structure):
         ("tokens_per_step", c_uint64)]
 
 
-class Option(ctypes.Structure):
-    """oom_option: one workload option (name, metavar, help)."""
+class Option(Versioned):
+    """oom_option: one workload option (name, metavar, help); the library's tables are arrays of
+    pointers to them."""
 
-    _fields_ = [("name", c_char_p), ("metavar", c_char_p), ("help", c_char_p)]
+    c_name = "oom_option"
+    _fields_ = [("version", c_uint), ("name", c_char_p), ("metavar", c_char_p), ("help", c_char_p)]
+
+
+# every ctypes declaration of a public struct, for the size check against the library
+STRUCTS = (TargetRequest, Budget, Estimate, Option)
 
 
 oom_workload_create = _declare("oom_workload_create", c_int, POINTER(c_void_p))
 oom_workload_free = _declare("oom_workload_free", None, c_void_p)
 oom_workload_set = _declare("oom_workload_set", c_int, c_void_p, c_char_p, c_char_p)
-oom_workload_options = _declare("oom_workload_options", POINTER(Option), POINTER(c_size_t))
+oom_workload_options = _declare("oom_workload_options", POINTER(POINTER(Option)),
+                                POINTER(c_size_t))
 oom_estimate_budget = _declare("oom_estimate_budget", c_int, POINTER(Budget), POINTER(c_int),
-                               c_char_p, c_size_t, c_void_p, POINTER(TargetRequest))
+                               POINTER(c_void_p), c_void_p, POINTER(TargetRequest))
 oom_estimate_run = _declare("oom_estimate_run", c_int, POINTER(Estimate), c_void_p)
 oom_estimate_to_json_budget = _declare("oom_estimate_to_json_budget", c_int, POINTER(c_void_p),
                                        c_void_p, POINTER(Estimate), POINTER(Budget))
@@ -120,4 +171,5 @@ oom_model_presets_json = _declare("oom_model_presets_json", c_int, POINTER(c_voi
 
 oom_plan_json = _declare("oom_plan_json", c_int, POINTER(c_void_p), POINTER(c_char_p),
                          POINTER(c_char_p), c_size_t)
-oom_plan_option_table = _declare("oom_plan_option_table", POINTER(Option), POINTER(c_size_t))
+oom_plan_option_table = _declare("oom_plan_option_table", POINTER(POINTER(Option)),
+                                 POINTER(c_size_t))

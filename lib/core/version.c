@@ -1,0 +1,106 @@
+/* version.c - the versions of the public structs: their _init functions, the check every function
+ * taking one makes, and their sizes (for bindings that declare the layouts themselves). */
+#include "core/core.h"
+
+#include <string.h>
+
+/* Every versioned public struct: its name, the newest version this library knows, its size. */
+#define OOMI_VERSIONED_STRUCTS(X)                                                                  \
+    X(oom_allocator, OOM_ALLOCATOR_VERSION)                                                        \
+    X(oom_budget, OOM_BUDGET_VERSION)                                                              \
+    X(oom_gpu_profile, OOM_GPU_PROFILE_VERSION)                                                    \
+    X(oom_gpu_process, OOM_GPU_PROCESS_VERSION)                                                    \
+    X(oom_gpu_info, OOM_GPU_INFO_VERSION)                                                          \
+    X(oom_gpu_list, OOM_GPU_LIST_VERSION)                                                          \
+    X(oom_target, OOM_TARGET_VERSION)                                                              \
+    X(oom_target_request, OOM_TARGET_REQUEST_VERSION)                                              \
+    X(oom_trend, OOM_TREND_VERSION)                                                                \
+    X(oom_watch_process, OOM_WATCH_PROCESS_VERSION)                                                \
+    X(oom_watch_gpu, OOM_WATCH_GPU_VERSION)                                                        \
+    X(oom_watch_snapshot, OOM_WATCH_SNAPSHOT_VERSION)                                              \
+    X(oom_run_event, OOM_RUN_EVENT_VERSION)                                                        \
+    X(oom_knobs, OOM_KNOBS_VERSION)                                                                \
+    X(oom_option, OOM_OPTION_VERSION)                                                              \
+    X(oom_model_info, OOM_MODEL_INFO_VERSION)                                                      \
+    X(oom_preset, OOM_PRESET_VERSION)                                                              \
+    X(oom_estimate, OOM_ESTIMATE_VERSION)                                                          \
+    X(oom_measured_line, OOM_MEASURED_LINE_VERSION)                                                \
+    X(oom_plan_choice, OOM_PLAN_CHOICE_VERSION)                                                    \
+    X(oom_plan_result, OOM_PLAN_RESULT_VERSION)                                                    \
+    X(oom_job, OOM_JOB_VERSION)                                                                    \
+    X(oom_job_event, OOM_JOB_EVENT_VERSION)                                                        \
+    X(oom_job_relay, OOM_JOB_RELAY_VERSION)                                                        \
+    X(oom_probe_trial, OOM_PROBE_TRIAL_VERSION)                                                    \
+    X(oom_probe_fit, OOM_PROBE_FIT_VERSION)                                                        \
+    X(oom_probe_search, OOM_PROBE_SEARCH_VERSION)                                                  \
+    X(oom_probe_step, OOM_PROBE_STEP_VERSION)                                                      \
+    X(oom_probe_options, OOM_PROBE_OPTIONS_VERSION)                                                \
+    X(oom_probe_result, OOM_PROBE_RESULT_VERSION)                                                  \
+    X(oom_run_options, OOM_RUN_OPTIONS_VERSION)                                                    \
+    X(oom_run_result, OOM_RUN_RESULT_VERSION)                                                      \
+    X(oom_calibration, OOM_CALIBRATION_VERSION)
+
+int oomi_check_version(unsigned int version, unsigned int known, const char *name)
+{
+    if (version >= 1 && version <= known)
+        return OOM_OK;
+    if (version == 0)
+        return oomi_fail(OOM_EINVAL,
+                         "%s: version 0 (not initialised: start from its _INIT macro or %s_init())",
+                         name, name);
+    return oomi_fail(OOM_EINVAL, "%s: version %u is newer than this library knows (%u)", name,
+                     version, known);
+}
+
+/* Every struct is at version 1, so the caller's struct has today's size. When one grows to
+ * version 2, a caller built against version 1 still passes the smaller struct: its _init must
+ * then zero the size of the version asked for, and every function filling or reading it must
+ * stop at that version's fields (see docs/HACKING.md). */
+static int init_struct(void *s, size_t size, unsigned int version, unsigned int known,
+                       const char *name)
+{
+    int rc;
+    if (!s)
+        return oomi_fail(OOM_EINVAL, "%s_init: the struct is NULL", name);
+    rc = oomi_check_version(version, known, name);
+    if (rc)
+        return rc;
+    memset(s, 0, size);
+    *(unsigned int *)s = version; /* the first member of every versioned struct */
+    return OOM_OK;
+}
+
+#define OOMI_DEFINE_INIT(name, known)                                                              \
+    int name##_init(name *s, unsigned int version)                                                 \
+    {                                                                                              \
+        return init_struct(s, sizeof(*s), version, known, #name);                                  \
+    }
+OOMI_VERSIONED_STRUCTS(OOMI_DEFINE_INIT)
+
+int oom_plan_request_init(oom_plan_request *r, unsigned int version)
+{
+    static const oom_plan_request defaults = OOM_PLAN_REQUEST_INIT;
+    int rc = init_struct(r, sizeof(*r), version, OOM_PLAN_REQUEST_VERSION, "oom_plan_request");
+    if (rc)
+        return rc;
+    *r = defaults;
+    r->version = version;
+    return OOM_OK;
+}
+
+size_t oom_struct_size(const char *name)
+{
+    static const struct {
+        const char *name;
+        size_t size;
+    } table[] = {
+#define OOMI_SIZE_ROW(n, known) {#n, sizeof(n)},
+        OOMI_VERSIONED_STRUCTS(OOMI_SIZE_ROW) OOMI_SIZE_ROW(oom_plan_request, 0)
+#undef OOMI_SIZE_ROW
+    };
+    size_t i;
+    for (i = 0; name && i < OOMI_ARRAY_LEN(table); i++)
+        if (strcmp(table[i].name, name) == 0)
+            return table[i].size;
+    return 0;
+}
