@@ -89,6 +89,22 @@ static void read_set(rd *r, json_object *blk, oomi_act_coef *set)
     }
 }
 
+/* Names the next of OOMI_COEF_FAMILIES per-model_type sets (`out`, `size` bytes; NULL when n
+ * sets are already there) after `key`; false with r->err set when there are too many or the
+ * name is too long. */
+static bool name_set(rd *r, const char *what, const char *key, size_t n, char *out, size_t size)
+{
+    if (!out || n >= OOMI_COEF_FAMILIES || strlen(key) >= size) {
+        r->err = oomi_fail(OOM_EPARSE,
+                           "coefficients '%s': %s set '%s': too many sets or too long a name (at "
+                           "most %d of %zu characters)",
+                           r->path, what, key, OOMI_COEF_FAMILIES, size - 1);
+        return false;
+    }
+    memcpy(out, key, strlen(key) + 1);
+    return true;
+}
+
 static bool is_block(const char *key, const char *const *blocks, size_t n)
 {
     size_t i;
@@ -116,16 +132,11 @@ static void read_act(rd *r, json_object *acts)
             !json_object_is_type(val, json_type_object) ||
             !json_object_object_get_ex(val, "16bit", &probe))
             continue;
-        if (coef.nfamilies == OOMI_COEF_FAMILIES ||
-            strlen(key) >= sizeof(coef.family[0].model_type)) {
-            r->err =
-                oomi_fail(OOM_EPARSE,
-                          "coefficients '%s': activation set '%s': too many sets or "
-                          "too long a name (at most %d of %zu characters)",
-                          r->path, key, OOMI_COEF_FAMILIES, sizeof(coef.family[0].model_type) - 1);
+        if (!name_set(r, "activation", key, coef.nfamilies,
+                      coef.nfamilies < OOMI_COEF_FAMILIES ? coef.family[coef.nfamilies].model_type
+                                                          : NULL,
+                      sizeof(coef.family[0].model_type)))
             return;
-        }
-        memcpy(coef.family[coef.nfamilies].model_type, key, strlen(key) + 1);
         read_set(r, val, coef.family[coef.nfamilies].act);
         coef.nfamilies++;
     }
@@ -173,15 +184,10 @@ static void read_infer(rd *r, json_object *inf)
         json_object *sd, *eg;
         if (r->err || !json_object_is_type(val, json_type_object))
             continue;
-        if (coef.ninfer == OOMI_COEF_FAMILIES || strlen(key) >= sizeof(coef.infer[0].model_type)) {
-            r->err =
-                oomi_fail(OOM_EPARSE,
-                          "coefficients '%s': inference set '%s': too many sets or too long "
-                          "a name (at most %d of %zu characters)",
-                          r->path, key, OOMI_COEF_FAMILIES, sizeof(coef.infer[0].model_type) - 1);
+        if (!name_set(r, "inference", key, coef.ninfer,
+                      coef.ninfer < OOMI_COEF_FAMILIES ? coef.infer[coef.ninfer].model_type : NULL,
+                      sizeof(coef.infer[0].model_type)))
             return;
-        }
-        memcpy(coef.infer[coef.ninfer].model_type, key, strlen(key) + 1);
         sd = sub(r, val, "sdpa"), eg = sub(r, val, "eager");
         coef.infer[coef.ninfer].h = num(r, val, "h"), coef.infer[coef.ninfer].f = num(r, val, "f");
         coef.infer[coef.ninfer].sdpa_a = num(r, sd, "a");

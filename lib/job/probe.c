@@ -498,7 +498,6 @@ int oom_probe_to_json(char **out, const oom_probe_result *r)
 {
     json_object *root, *trials;
     size_t i;
-
     int err;
 
     if (!out || !r)
