@@ -31,7 +31,8 @@ COMPONENTS = ("weights", "gradients", "optimizer", "activations", "logits", "kv_
 # architectures as transformers implements them (presets in data/models/)
 ARCHS = ["llama-3.2-1b", "llama-3.1-8b", "mistral-7b", "qwen2.5-0.5b", "qwen2.5-7b", "qwen3-0.6b",
          "qwen3-8b", "gemma-2-2b", "gemma-3-1b",
-         "phi-3-mini", "mixtral-8x7b", "gpt2", "gpt2-medium", "falcon-7b", "bert-base"]
+         "phi-3-mini", "mixtral-8x7b", "qwen3-30b-a3b", "gpt2", "gpt2-medium", "falcon-7b",
+         "bert-base"]
 SUBSET_ARCHS = ["llama-3.2-1b", "qwen2.5-0.5b", "qwen3-0.6b", "gpt2"]
 
 

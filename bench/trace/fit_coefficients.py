@@ -2,6 +2,7 @@
 """Pins the estimator's activation coefficients on the tracer.
 
     build/venv/bin/python bench/trace/fit_coefficients.py [--family llama|gemma2|gemma3_text|gpt2|falcon|bert]
+    build/venv/bin/python bench/trace/fit_coefficients.py --moe
 
 For one block family, small configs are traced that vary one dimension at a time (hidden size,
 MLP width, query heads, key/value heads, head size) at 1 and 2 layers. The bytes the forward
@@ -288,10 +289,62 @@ def fit(fam):
     return out
 
 
+def _moe_pair(h, f, k, layers, sparse):
+    """A Qwen3-MoE config of `k` experts per token of width f, or (sparse False) the dense Qwen3
+    of MLP width k x f that the estimator's other terms stand for."""
+    cfg = {"hidden_size": h, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 64,
+           "vocab_size": 512, "max_position_embeddings": 512, "tie_word_embeddings": False,
+           "attention_dropout": 0.0, "num_hidden_layers": layers}
+    if not sparse:
+        return dict(cfg, model_type="qwen3", architectures=["Qwen3ForCausalLM"],
+                    intermediate_size=f * k)
+    return dict(cfg, model_type="qwen3_moe", architectures=["Qwen3MoeForCausalLM"],
+                intermediate_size=f * k, moe_intermediate_size=f, num_experts=8,
+                num_experts_per_tok=k, decoder_sparse_step=1, mlp_only_layers=[],
+                norm_topk_prob=True)
+
+
+def fit_moe():
+    """What a mixture-of-experts layer keeps beyond a dense layer of MLP width top-k x f: the
+    routed copies of the hidden states (per top-k x hidden element, `kh`; `frozen_kh` of it not
+    kept under LoRA) and the routing weights and indices (per expert slot, `k`). Transformers'
+    grouped experts want bf16, so fp32 cannot be traced: its set repeats the 16-bit one with
+    elements of 4 bytes (an assumption)."""
+    shapes = [(256, 128, 2), (512, 128, 2), (256, 256, 2), (256, 128, 4), (512, 128, 4),
+              (256, 128, 8)]
+    A = np.array([[k * h, k, 1.0] for h, _f, k in shapes])
+    r2 = lambda v: round(float(v), 2)  # noqa: E731
+    out = {}
+    for regime, precision in REGIMES[:2]:
+        deltas = {}
+        for method in ("full", "lora"):
+            d = []
+            for h, f, k in shapes:
+                per = []
+                for sparse in (True, False):
+                    fam = Fam("llama")
+                    fam.spec = dict(fam.spec, make=lambda H, F, He, KV, D, L, s=sparse, k=k:
+                                    _moe_pair(H, F, k, L, s))
+                    per.append(fam.quad((h, f, 4, 2, 64), method, precision, "sdpa")[0])
+                d.append(per[0] - per[1])
+            deltas[method] = lstsq(A, np.array(d))
+        (full, fres), (lora, lres) = deltas["full"], deltas["lora"]
+        out[regime] = {"kh": r2(full[0]), "k": r2(full[1]), "frozen_kh": r2(full[0] - lora[0]),
+                       "max_residual_bytes_per_token": max(r2(fres), r2(lres))}
+    out["fp32"] = {"kh": r2(out["16bit"]["kh"] * 2), "k": out["16bit"]["k"],
+                   "frozen_kh": r2(out["16bit"]["frozen_kh"] * 2)}
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--family", default="llama", choices=sorted(FAMILIES))
+    ap.add_argument("--moe", action="store_true",
+                    help="fit what a mixture-of-experts layer keeps beyond a dense one instead")
     args = ap.parse_args()
+    if args.moe:
+        print(json.dumps({"moe": fit_moe(), "versions": run.versions()}, indent=1))
+        return
     print(json.dumps({args.family: fit(args.family), "versions": run.versions()}, indent=1))
 
 

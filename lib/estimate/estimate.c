@@ -150,7 +150,7 @@ static double layer_per_token(const ctx *x)
 {
     const oomi_model *m = x->m;
     const oomi_act_coef *a = act_coef(x);
-    double f = (double)m->ffn * (m->experts > 0 ? (double)m->topk : 1.0);
+    double f = m->ffn_tok_mean;
     double qd = (double)(m->heads * m->head_dim), kvd = (double)(m->kv_heads * m->head_dim);
     double h = (double)m->hidden;
     double b = a->h * h + a->q * qd + a->kv * kvd + a->f * f;
@@ -162,6 +162,10 @@ static double layer_per_token(const ctx *x)
         b += (a->qk_norm - (x->frozen ? a->frozen_qk_norm : 0)) * (qd + kvd);
     if (x->frozen)
         b -= a->frozen_h * h + a->frozen_q * qd + a->frozen_f * f;
+    if (m->sparse_layers > 0) { /* averaged over the layers, as f is */
+        double share = (double)m->sparse_layers / (double)m->layers, k = (double)m->topk;
+        b += share * ((a->moe_kh - (x->frozen ? a->moe_frozen_kh : 0)) * k * h + a->moe_k * k);
+    }
     if (x->w->k.batch == 1)
         b += x->w->k.attention == OOM_ATTENTION_EAGER ? a->b1_eager_q * qd + a->b1_eager_kv * kvd
                                                       : a->b1_q * qd + a->b1_kv * kvd;
@@ -379,12 +383,10 @@ static oom_phase inference(const ctx *x, mem *peak)
     const oomi_model *m = x->m;
     double b = (double)x->w->k.batch, s = (double)x->w->k.seq_len;
     double ds = x->w->decoder_seq ? (double)x->w->decoder_seq : s;
-    double kvd = (double)(m->kv_heads * m->head_dim), f = (double)m->ffn;
+    double kvd = (double)(m->kv_heads * m->head_dim), f = m->ffn_tok_max;
     double kv = 0, act, t = 0, sc = 0, lg = 0;
     size_t i;
 
-    if (m->experts > 0)
-        f *= (double)m->topk;
     if (m->block == OOMI_BLOCK_T5)
         kv = (double)m->layers * 2 * kvd * b * (ds + s) * x->e; /* self + cross caches */
     else if (m->block != OOMI_BLOCK_BERT)

@@ -23,6 +23,9 @@ typedef struct oomi_act_coef {
     /* at micro-batch 1, per element of q and k/v widths (SDPA path, eager path): a key/value head
      * that matmul broadcasts to the query heads is a view there and a copy at batch >= 2 */
     double b1_q, b1_kv, b1_eager_q, b1_eager_kv;
+    /* a layer with experts, per token: per top-k x hidden element (the routed hidden states),
+     * the part of it a frozen base does not keep, per expert slot (routing weights, indices) */
+    double moe_kh, moe_frozen_kh, moe_k;
 } oomi_act_coef;
 
 enum { OOMI_REGIME_16BIT, OOMI_REGIME_AMP, OOMI_REGIME_FP32, OOMI_REGIMES };

@@ -67,7 +67,7 @@ static void read_set(rd *r, json_object *blk, oomi_act_coef *set)
     static const char *const regimes[] = {"16bit", "amp", "fp32"};
     size_t g;
     for (g = 0; g < OOMI_REGIMES; g++) {
-        json_object *o = sub(r, blk, regimes[g]), *fr, *eg, *b1 = NULL;
+        json_object *o = sub(r, blk, regimes[g]), *fr, *eg, *b1 = NULL, *mo = NULL;
         oomi_act_coef *c = &set[g];
         c->h = num(r, o, "h"), c->q = num(r, o, "q"), c->kv = num(r, o, "kv");
         c->f = num(r, o, "f"), c->lse = num(r, o, "lse"), c->score = num(r, o, "score");
@@ -80,6 +80,11 @@ static void read_set(rd *r, json_object *blk, oomi_act_coef *set)
         eg = sub(r, o, "eager");
         c->eager_h = snum(r, eg, "h"), c->eager_q = snum(r, eg, "q");
         c->eager_kv = snum(r, eg, "kv"), c->eager_f = snum(r, eg, "f");
+        /* optional: sets for blocks that have mixture-of-experts models */
+        if (o && json_object_object_get_ex(o, "moe", &mo)) {
+            c->moe_kh = num(r, mo, "kh"), c->moe_k = num(r, mo, "k");
+            c->moe_frozen_kh = num(r, mo, "frozen_kh");
+        }
         /* optional: only families whose batch-1 trace differs from the fit's batch 2 */
         if (o && json_object_object_get_ex(o, "batch1", &b1)) {
             c->b1_q = snum(r, b1, "q"), c->b1_kv = snum(r, b1, "kv");

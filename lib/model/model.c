@@ -70,6 +70,52 @@ static const char *get_str(const cfg_ctx *c, const char *key)
     return json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
 }
 
+/* Which layers have the experts (Qwen-MoE: every decoder_sparse_step-th layer not listed in
+ * mlp_only_layers), one expert's width (moe_intermediate_size where given: intermediate_size is
+ * then the dense layers'), the shared expert's width; and the MLP width per token. */
+static int read_experts(oomi_model *m, const cfg_ctx *c)
+{
+    json_object *only = oomi_json_get(c->cfg, "mlp_only_layers");
+    long step = 1, moe_ffn = 0, i;
+    int err;
+
+    m->sparse_layers = m->experts > 0 ? m->layers : 0;
+    m->ffn_dense = m->ffn;
+    if (m->experts > 0) {
+        if ((err = get_num(c, KEYS("decoder_sparse_step"), &step, false, 1)) ||
+            (err = get_num(c, KEYS("moe_intermediate_size"), &moe_ffn, false, 0)) ||
+            (err = get_num(c, KEYS("shared_expert_intermediate_size"), &m->shared_ffn, false, 0)))
+            return err;
+        if (moe_ffn > 0)
+            m->ffn = moe_ffn;
+        if (only && !json_object_is_type(only, json_type_array))
+            return oomi_fail(OOM_EPARSE, "model config '%s': 'mlp_only_layers' is not a list",
+                             c->path);
+        for (i = 0, m->sparse_layers = 0; i < m->layers; i++) {
+            bool dense = (i + 1) % step != 0;
+            size_t j;
+            for (j = 0; only && j < json_object_array_length(only); j++)
+                if (json_object_get_int64(json_object_array_get_idx(only, j)) == i)
+                    dense = true;
+            m->sparse_layers += !dense;
+        }
+    }
+    if (m->experts > 0 && m->topk > m->experts)
+        return oomi_fail(OOM_EPARSE, "model config '%s': %ld experts per token of %ld experts",
+                         c->path, m->topk, m->experts);
+    if (m->sparse_layers > 0) {
+        double sparse = (double)m->topk * (double)m->ffn + (double)m->shared_ffn;
+        long dense = m->layers - m->sparse_layers;
+        m->ffn_tok_mean =
+            ((double)m->sparse_layers * sparse + (double)dense * (double)m->ffn_dense) /
+            (double)m->layers;
+        m->ffn_tok_max = dense > 0 && (double)m->ffn_dense > sparse ? (double)m->ffn_dense : sparse;
+    } else {
+        m->ffn_tok_mean = m->ffn_tok_max = (double)m->ffn;
+    }
+    return OOM_OK;
+}
+
 /* ---- counting -------------------------------------------------------------------------------- */
 
 static void add_linear(oomi_model *m, const char *name, long din, long dout, long count)
@@ -135,11 +181,12 @@ static void finish_decoder(oomi_model *m, uint64_t per_layer, uint64_t per_layer
 static int count_llama(oomi_model *m, const cfg_ctx *c)
 {
     long h = m->hidden, L = m->layers, qd = m->heads * m->head_dim, kvd = m->kv_heads * m->head_dim;
-    bool qkv_bias = !strcmp(m->family, "qwen2") || get_bool(c, "attention_bias", false);
+    bool qkv_bias = !strcmp(m->family, "qwen2") || !strcmp(m->family, "qwen2_moe") ||
+                    get_bool(c, "attention_bias", false);
     bool phi3 = !strcmp(m->family, "phi3");
     /* Gemma 2 and 3: a norm before and after attention and MLP */
     long norms = !strcmp(m->family, "gemma2") || !strcmp(m->family, "gemma3_text") ? 4 : 2;
-    uint64_t attn, mlp = 0, router = 0, n;
+    uint64_t attn, mlp = 0, router = 0, shared = 0, dense = 0, n;
 
     if (phi3) {
         attn = mat(m, "qkv_proj", h, qd + 2 * kvd, L, false) + mat(m, "o_proj", qd, h, L, false);
@@ -148,10 +195,19 @@ static int count_llama(oomi_model *m, const cfg_ctx *c)
                mat(m, "v_proj", h, kvd, L, qkv_bias) + mat(m, "o_proj", qd, h, L, false);
     }
     if (m->experts > 0) {
-        long e = m->experts;
-        router = mat(m, "gate", h, e, L, false);
-        mlp = mat(m, "w1", h, m->ffn, L * e, false) + mat(m, "w3", h, m->ffn, L * e, false) +
-              mat(m, "w2", m->ffn, h, L * e, false);
+        long e = m->experts, Ls = m->sparse_layers, Ld = L - Ls, sf = m->shared_ffn;
+        router = mat(m, "gate", h, e, Ls, false);
+        mlp = mat(m, "w1", h, m->ffn, Ls * e, false) + mat(m, "w3", h, m->ffn, Ls * e, false) +
+              mat(m, "w2", m->ffn, h, Ls * e, false);
+        if (sf > 0) /* Qwen2-MoE: a gated shared expert beside the routed ones */
+            shared = mat(m, "shared_expert.gate_proj", h, sf, Ls, false) +
+                     mat(m, "shared_expert.up_proj", h, sf, Ls, false) +
+                     mat(m, "shared_expert.down_proj", sf, h, Ls, false) +
+                     mat(m, "shared_expert_gate", h, 1, Ls, false);
+        if (Ld > 0)
+            dense = mat(m, "gate_proj", h, m->ffn_dense, Ld, false) +
+                    mat(m, "up_proj", h, m->ffn_dense, Ld, false) +
+                    mat(m, "down_proj", m->ffn_dense, h, Ld, false);
     } else if (phi3) {
         mlp = mat(m, "gate_up_proj", h, 2 * m->ffn, L, false) +
               mat(m, "down_proj", m->ffn, h, L, false);
@@ -160,7 +216,8 @@ static int count_llama(oomi_model *m, const cfg_ctx *c)
               mat(m, "down_proj", m->ffn, h, L, false);
     }
     n = (uint64_t)norms * vec(m, h, L * norms);
-    if (!strcmp(m->family, "qwen3") || !strcmp(m->family, "gemma3_text")) {
+    if (!strcmp(m->family, "qwen3") || !strcmp(m->family, "qwen3_moe") ||
+        !strcmp(m->family, "gemma3_text")) {
         /* q_norm and k_norm: one weight of head_dim each */
         m->qk_norm = true;
         n += 2 * vec(m, m->head_dim, L * 2);
@@ -168,9 +225,15 @@ static int count_llama(oomi_model *m, const cfg_ctx *c)
     m->logit_softcap = softcap(c, !strcmp(m->family, "gemma2"));
     m->default_targets = phi3 ? "qkv_proj" : "q_proj,v_proj";
     if (m->experts > 0) {
-        finish_decoder(m, attn + router + mlp * (uint64_t)m->experts + n,
-                       attn + router + mlp * (uint64_t)m->topk + n, emb(m, m->vocab, h),
-                       vec(m, h, 1));
+        /* per layer with the experts; the dense layers swap them for their own MLP */
+        uint64_t all = router + mlp * (uint64_t)m->experts + shared,
+                 act = router + mlp * (uint64_t)m->topk + shared,
+                 Ld = (uint64_t)(L - m->sparse_layers);
+        finish_decoder(m, attn + all + n, attn + act + n, emb(m, m->vocab, h), vec(m, h, 1));
+        m->params = m->params - Ld * all + Ld * dense;
+        m->params_active = m->params_active - Ld * act + Ld * dense;
+        if (m->sparse_layers == 0 || dense > all)
+            m->params_layer_max = attn + dense + n;
     } else {
         finish_decoder(m, attn + mlp + n, attn + mlp + n, emb(m, m->vocab, h), vec(m, h, 1));
     }
@@ -290,25 +353,13 @@ static const struct family {
     const char *type;
     oomi_block block;
 } families[] = {
-    {"llama", OOMI_BLOCK_LLAMA},
-    {"mistral", OOMI_BLOCK_LLAMA},
-    {"qwen2", OOMI_BLOCK_LLAMA},
-    {"gemma", OOMI_BLOCK_LLAMA},
-    {"gemma2", OOMI_BLOCK_LLAMA},
-    {"phi3", OOMI_BLOCK_LLAMA},
-    {"gemma3_text", OOMI_BLOCK_LLAMA},
-    {"mixtral", OOMI_BLOCK_LLAMA},
-    {"qwen3", OOMI_BLOCK_LLAMA},
-    {"gpt2", OOMI_BLOCK_GPT},
-    {"gpt_neox", OOMI_BLOCK_GPT},
-    {"gpt_bigcode", OOMI_BLOCK_GPT},
-    {"bloom", OOMI_BLOCK_GPT},
-    {"opt", OOMI_BLOCK_GPT},
-    {"falcon", OOMI_BLOCK_GPT},
-    {"bert", OOMI_BLOCK_BERT},
-    {"roberta", OOMI_BLOCK_BERT},
-    {"t5", OOMI_BLOCK_T5},
-    {"mt5", OOMI_BLOCK_T5},
+    {"llama", OOMI_BLOCK_LLAMA},       {"mistral", OOMI_BLOCK_LLAMA},   {"qwen2", OOMI_BLOCK_LLAMA},
+    {"gemma", OOMI_BLOCK_LLAMA},       {"gemma2", OOMI_BLOCK_LLAMA},    {"phi3", OOMI_BLOCK_LLAMA},
+    {"gemma3_text", OOMI_BLOCK_LLAMA}, {"mixtral", OOMI_BLOCK_LLAMA},   {"qwen3", OOMI_BLOCK_LLAMA},
+    {"qwen2_moe", OOMI_BLOCK_LLAMA},   {"qwen3_moe", OOMI_BLOCK_LLAMA}, {"gpt2", OOMI_BLOCK_GPT},
+    {"gpt_neox", OOMI_BLOCK_GPT},      {"gpt_bigcode", OOMI_BLOCK_GPT}, {"bloom", OOMI_BLOCK_GPT},
+    {"opt", OOMI_BLOCK_GPT},           {"falcon", OOMI_BLOCK_GPT},      {"bert", OOMI_BLOCK_BERT},
+    {"roberta", OOMI_BLOCK_BERT},      {"t5", OOMI_BLOCK_T5},           {"mt5", OOMI_BLOCK_T5},
 };
 
 const char *oomi_head_name(oomi_head h)
@@ -387,9 +438,9 @@ static int read_shape(oomi_model *m, const cfg_ctx *c)
         (err =
              get_num(c, KEYS("max_position_embeddings", "n_positions", "n_ctx", "seq_length"),
                      &m->max_pos, m->block == OOMI_BLOCK_BERT || !strcmp(m->family, "gpt2"), 0)) ||
-        (err = get_num(c, KEYS("num_local_experts"), &m->experts, false, 0)) ||
+        (err = get_num(c, KEYS("num_local_experts", "num_experts"), &m->experts, false, 0)) ||
         (err = get_num(c, KEYS("num_experts_per_tok"), &m->topk, m->experts > 0, 0)) ||
-        (err = get_num(c, KEYS("num_labels"), &m->labels, false, 2)))
+        (err = get_num(c, KEYS("num_labels"), &m->labels, false, 2)) || (err = read_experts(m, c)))
         return err;
     if (m->kv_heads <= 0 || m->head_dim <= 0 || m->ffn <= 0 || m->heads % m->kv_heads)
         return oomi_fail(OOM_EPARSE,
@@ -432,7 +483,8 @@ int oomi_model_parse(oomi_model **out, json_object *cfg, const char *name, const
     if (i == OOMI_ARRAY_LEN(families))
         return oomi_fail(OOM_EUNSUPPORTED,
                          "model config '%s': model_type '%s' is not supported (supported: llama, "
-                         "mistral, qwen2, gemma, gemma2, gemma3_text, phi3, mixtral, gpt2, "
+                         "mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, gemma, gemma2, "
+                         "gemma3_text, phi3, mixtral, gpt2, "
                          "gpt_neox, gpt_bigcode, "
                          "bloom, opt, falcon, bert, roberta, t5, mt5)",
                          path, type);

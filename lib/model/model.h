@@ -40,6 +40,12 @@ typedef struct oomi_model {
     oomi_head head;
     long layers, enc_layers; /* decoder (or only) layers; T5 encoder layers */
     long hidden, heads, kv_heads, head_dim, ffn, vocab, max_pos, experts, topk, labels;
+    /* mixtures of experts: ffn is one expert's width; layers with the experts (the others are
+     * dense, of width ffn_dense); a shared expert's width beside the routed ones (0: none) */
+    long sparse_layers, ffn_dense, shared_ffn;
+    /* MLP width a token goes through, averaged over the layers and at the widest layer (dense:
+     * ffn; experts: top-k x ffn + the shared expert) */
+    double ffn_tok_mean, ffn_tok_max;
     bool gated; /* SwiGLU / gated-GELU: three MLP matrices */
     bool qk_norm; /* per-head RMSNorm of queries and keys (Qwen3) */
     bool logit_softcap; /* final_logit_softcapping: tanh-capped logits (Gemma 2) */

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "oomless.h"
+#include "unit/tmpdir.h"
 
 /* a workload from "key=value" pairs; fails the test when one is refused */
 static oom_workload *make(const char *const *kv)
@@ -105,6 +106,70 @@ static void test_exact_counts(void **state)
     assert_int_equal(mi.params, 999885952ULL);
     assert_string_equal(mi.family, "gemma3_text");
     oom_workload_free(w);
+    /* Qwen3-30B-A3B (qwen3_moe: 128 experts of width 768, 8 per token, q/k norms, untied):
+     * 30.5 B in the model card; the exact total is transformers' Qwen3MoeForCausalLM count */
+    w = W("model=qwen3-30b-a3b");
+    assert_int_equal(oom_workload_model(&mi, w), OOM_OK);
+    assert_int_equal(mi.params, 30532122624ULL);
+    assert_string_equal(mi.family, "qwen3_moe");
+    oom_workload_free(w);
+}
+
+/* A mixture of experts with a dense first layer (mlp_only_layers): counted by hand, layer 0 with
+ * its own MLP of intermediate_size, layer 1 with the router and four experts of
+ * moe_intermediate_size; transformers' Qwen3MoeForCausalLM counts the same 87,168 */
+static void test_moe_dense_layers(void **state)
+{
+    static const char cfg[] =
+        "{\"architectures\": [\"Qwen3MoeForCausalLM\"], \"model_type\": \"qwen3_moe\", "
+        "\"hidden_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, "
+        "\"num_key_value_heads\": 2, \"head_dim\": 16, \"intermediate_size\": 128, "
+        "\"moe_intermediate_size\": 32, \"num_experts\": 4, \"num_experts_per_tok\": 2, "
+        "\"decoder_sparse_step\": 1, \"mlp_only_layers\": [0], \"vocab_size\": 100, "
+        "\"max_position_embeddings\": 256, \"tie_word_embeddings\": false}";
+    const uint64_t embed = 2 * 100 * 64, attn = 4096 + 2048 + 2048 + 4096 + 2 * 64 + 2 * 16;
+    const uint64_t dense = 3 * 64 * 128, moe = 64 * 4 + 4 * 3 * 64 * 32;
+    char *path = test_write_tmp(cfg), model[600];
+    oom_model_info mi = OOM_MODEL_INFO_INIT;
+    oom_workload *w;
+    (void)state;
+    assert_non_null(path);
+    snprintf(model, sizeof(model), "model=%s", path);
+    w = W(model, "seq=128");
+    assert_non_null(w);
+    assert_int_equal(oom_workload_model(&mi, w), OOM_OK);
+    assert_int_equal(mi.params, embed + 2 * attn + dense + moe + 64);
+    assert_int_equal(mi.params, 87168);
+    oom_workload_free(w);
+    unlink(path);
+}
+
+/* Qwen2-MoE: q/k/v biases, a gated shared expert of its own width beside the routed ones in
+ * the layers with experts (0 and 2; layer 1 dense): transformers' Qwen2MoeForCausalLM counts
+ * the same 143,296 */
+static void test_moe_shared_expert(void **state)
+{
+    static const char cfg[] =
+        "{\"architectures\": [\"Qwen2MoeForCausalLM\"], \"model_type\": \"qwen2_moe\", "
+        "\"hidden_size\": 64, \"num_hidden_layers\": 3, \"num_attention_heads\": 4, "
+        "\"num_key_value_heads\": 2, \"intermediate_size\": 128, \"moe_intermediate_size\": 32, "
+        "\"shared_expert_intermediate_size\": 48, \"num_experts\": 4, "
+        "\"num_experts_per_tok\": 2, \"mlp_only_layers\": [1], \"vocab_size\": 100, "
+        "\"max_position_embeddings\": 256, \"tie_word_embeddings\": false}";
+    const uint64_t embed = 2 * 100 * 64, attn = 4096 + 64 + 2 * (2048 + 32) + 4096 + 2 * 64;
+    const uint64_t routed = 64 * 4 + 4 * 3 * 64 * 32, shared = 3 * 64 * 48 + 64;
+    char *path = test_write_tmp(cfg), model[600];
+    oom_model_info mi = OOM_MODEL_INFO_INIT;
+    oom_workload *w;
+    (void)state;
+    assert_non_null(path);
+    snprintf(model, sizeof(model), "model=%s", path);
+    w = W(model, "seq=128");
+    assert_int_equal(oom_workload_model(&mi, w), OOM_OK);
+    assert_int_equal(mi.params, embed + 3 * attn + 2 * (routed + shared) + 3 * 64 * 128 + 64);
+    assert_int_equal(mi.params, 143296);
+    oom_workload_free(w);
+    unlink(path);
 }
 
 /* KV cache bytes per token in 16-bit: 2 * layers * kv_heads * head_dim * 2 */
@@ -535,6 +600,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_param_counts),
         cmocka_unit_test(test_exact_counts),
+        cmocka_unit_test(test_moe_dense_layers),
+        cmocka_unit_test(test_moe_shared_expert),
         cmocka_unit_test(test_kv_cache),
         cmocka_unit_test(test_zero),
         cmocka_unit_test(test_full_fp32_states),
