@@ -1909,7 +1909,7 @@ OOM_EXPORT void oom_apply_set_step_hook(oom_apply *apply, oom_apply_step_fn fn, 
  * without OOM_APPLY_DRY_RUN; "" when nothing changes. It is computed only when asked for. Time
  * and memory grow linearly with the files' sizes.
  * The effective batch is guarded: when the assignments set plan fields that make it up
- * (batch_size, grad_accum, global_batch) and the files have some of their keys but lack one it
+ * (batch_size, grad_accum, global_batch) and a file has some of their keys but lacks one it
  * needs (a preset's accumulation key, say), writing the others would change it silently: the run
  * is refused (OOM_EREFUSED, naming the missing key and the change) unless OOM_APPLY_CREATE adds
  * the key or OOM_APPLY_PARTIAL writes the rest anyway (the report's "notes" say how the
