@@ -12,7 +12,7 @@
 static const char usage_text[] =
     "usage: oomless apply [--plan PLAN.json|-] [--set KEY=VALUE]... [--preset NAME]...\n"
     "                     [--create | --partial] [--dry-run] [--diff]\n"
-    "                     [--backup-suffix S | --no-backup]"
+    "                     [--backup-suffix S | --no-backup]\n"
     "                     [--document N] [--lock-timeout SEC] [--follow-symlinks]\n"
     "                     [--force-type] [--json] FILE...\n"
     "\n"
@@ -25,7 +25,7 @@ static const char usage_text[] =
     "                       literal:VALUE (8, 0.5, true, null, bf16; quote it for a string)\n"
     "  --preset NAME        hydra-lightning, deepspeed, hf-trainer, or one of yours\n"
     "                       ($XDG_CONFIG_HOME/oomless/apply-presets.yaml); keys a file lacks\n"
-    "                       are skipped\n"
+    "                       are skipped, except a micro-batch or accumulation key (below)\n"
     "  --create             add missing keys (explicit --set keys and preset keys)\n"
     "  --partial            when the file has the micro-batch key but not the\n"
     "                       accumulation one (or the other way round), write what it has\n"

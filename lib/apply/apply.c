@@ -881,15 +881,25 @@ static int add(struct json_object *obj, const char *key, struct json_object *val
     return oomi_json_put(obj, key, val);
 }
 
-static int report_edit(struct json_object *arr, const struct edit *e)
+/* a new object appended to arr; NULL when out of memory */
+static struct json_object *array_entry(struct json_object *arr)
 {
     struct json_object *o = json_object_new_object();
+
+    if (o && json_object_array_add(arr, o)) {
+        json_object_put(o);
+        return NULL;
+    }
+    return o;
+}
+
+static int report_edit(struct json_object *arr, const struct edit *e)
+{
+    struct json_object *o = array_entry(arr);
     int err;
 
-    if (!o || json_object_array_add(arr, o)) {
-        json_object_put(o);
+    if (!o)
         return OOM_ENOMEM;
-    }
     err = add(o, "key", json_object_new_string(e->key), false);
     err = err ? err : add(o, "action", json_object_new_string(e->res.action), false);
     if (!err && e->res.has_old)
@@ -903,27 +913,23 @@ static int report_edit(struct json_object *arr, const struct edit *e)
 
 static int report_note(struct json_object *arr, const struct note *n)
 {
-    struct json_object *o = json_object_new_object();
+    struct json_object *o = array_entry(arr);
     int err;
 
-    if (!o || json_object_array_add(arr, o)) {
-        json_object_put(o);
+    if (!o)
         return OOM_ENOMEM;
-    }
     err = n->line ? add(o, "line", json_object_new_int64((int64_t)n->line), false) : OOM_OK;
     return err ? err : add(o, "message", json_object_new_string(n->msg), false);
 }
 
 static int report_file(struct json_object *arr, const struct file *f)
 {
-    struct json_object *o = json_object_new_object(), *edits, *notes;
+    struct json_object *o = array_entry(arr), *edits, *notes;
     size_t i;
     int err;
 
-    if (!o || json_object_array_add(arr, o)) {
-        json_object_put(o);
+    if (!o)
         return OOM_ENOMEM;
-    }
     err = add(o, "file", json_object_new_string(f->name), false);
     err = err ? err : add(o, "format", json_object_new_string(f->json ? "json" : "yaml"), false);
     err = err ? err : add(o, "changed", json_object_new_boolean(changed(f)), false);

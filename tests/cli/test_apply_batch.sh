@@ -12,14 +12,20 @@ cd "$W" || exit 1
 same() { # same FILE EXPECTED description
     if cmp -s "$1" "$2"; then ok; else bad "$3: $1 differs from $2:"; diff -u "$2" "$1" >&2; fi
 }
+without() { # without WORD SOURCE NAME: NAME (and a copy NAME.orig) is SOURCE less WORD's lines
+    grep -v "$1" "$2" >"$3"
+    cp "$3" "$3.orig"
+}
+refused() { # refused NAME PRESET description: apply refuses (exit 1) and NAME stays as it was
+    oom apply --plan "$PLAN" --preset "$2" "$1"
+    expect_rc 1 "$3: refused"
+    same "$1" "$1.orig" "$3: file unchanged"
+}
 
 # ---- YAML without the accumulation key: refused, file intact ---------------------------------
-grep -v accumulate_grad_batches "$D/config.yaml" >noacc.yaml
-cp noacc.yaml noacc.orig
-oom apply --plan "$PLAN" --preset hydra-lightning noacc.yaml
-expect_rc 1 "yaml: missing accumulation refused"
-same noacc.yaml noacc.orig "yaml refusal: file unchanged"
-expect_eq "$(ls noacc.yaml* | tr '\n' ' ')" "noacc.yaml " "yaml refusal: no backup"
+without accumulate_grad_batches "$D/config.yaml" noacc.yaml
+refused noacc.yaml hydra-lightning "yaml: missing accumulation"
+expect_eq "$(ls noacc.yaml.bak 2>/dev/null)" "" "yaml refusal: no backup"
 expect_contains "$ERR" "'noacc.yaml' has 'data_loader.batch_size' but not \
 'training.trainer.accumulate_grad_batches' (grad_accum 4 in the plan)" "yaml refusal names the key"
 expect_contains "$ERR" "would silently change the effective batch from 45 to 8" \
@@ -30,7 +36,7 @@ expect_rc 1 "yaml: refused in a dry run too"
 expect_eq "$OUT" "" "yaml dry-run refusal: no diff"
 oom apply --plan "$PLAN" --preset hydra-lightning --json noacc.yaml
 expect_rc 1 "yaml: refused with --json"
-same noacc.yaml noacc.orig "json-output refusal: file unchanged"
+same noacc.yaml noacc.yaml.orig "json-output refusal: file unchanged"
 
 # the refusal holds for every file of the call: none is written
 cp "$D/config.yaml" full.yaml
@@ -44,21 +50,21 @@ oom apply --plan "$PLAN" --preset hydra-lightning --create --no-backup noacc.yam
 expect_rc 0 "yaml --create"
 expect_contains "$ERR" "noacc.yaml: create training.trainer.accumulate_grad_batches - -> 4" \
     "yaml --create summary"
-expect_eq "$(diff noacc.orig noacc.yaml | grep -c '^[<>]')" 3 "yaml --create: 3 diff lines"
+expect_eq "$(diff noacc.yaml.orig noacc.yaml | grep -c '^[<>]')" 3 "yaml --create: 3 diff lines"
 expect_eq "$(grep -n 'accumulate_grad_batches' noacc.yaml)" \
     "27:    accumulate_grad_batches: 4" "yaml --create: in training.trainer, its indentation"
 expect_eq "$(grep -c '^  batch_size: 8        # größe pro GPU' noacc.yaml)" 1 \
     "yaml --create: the batch and its comment"
 
 # ---- --partial writes what there is and says how the effective batch changes ---------------
-cp noacc.orig noacc.yaml
+cp noacc.yaml.orig noacc.yaml
 oom apply --plan "$PLAN" --preset hydra-lightning --partial --no-backup noacc.yaml
 expect_rc 0 "yaml --partial"
 expect_contains "$ERR" "noacc.yaml: no 'training.trainer.accumulate_grad_batches' (--partial): \
 the effective batch changes from 45 to 8 (an accumulation the file does not set is 1; the \
 plan's effective batch is 32)" "yaml --partial message"
-expect_eq "$(diff noacc.orig noacc.yaml | grep -c '^>')" 1 "yaml --partial: one line changed"
-cp noacc.orig noacc.yaml
+expect_eq "$(diff noacc.yaml.orig noacc.yaml | grep -c '^>')" 1 "yaml --partial: one line changed"
+cp noacc.yaml.orig noacc.yaml
 oom apply --plan "$PLAN" --preset hydra-lightning --partial --json --dry-run noacc.yaml
 expect_rc 0 "yaml --partial --json"
 expect_one_json "partial --json"
@@ -66,14 +72,11 @@ expect_json '.files[0].notes[0].message | test("from 45 to 8")' "true" "partial 
 expect_json '.files[0].notes[0].line' "null" "partial note: no line"
 oom apply --plan "$PLAN" --preset hydra-lightning --partial --create noacc.yaml
 expect_rc 2 "--partial with --create"
-same noacc.yaml noacc.orig "usage error: unchanged"
+same noacc.yaml noacc.yaml.orig "usage error: unchanged"
 
 # ---- JSON: HF TrainingArguments without gradient_accumulation_steps ---------------------------
-grep -v gradient_accumulation_steps "$D/hf_args.json" >hf.json
-cp hf.json hf.orig
-oom apply --plan "$PLAN" --preset hf-trainer hf.json
-expect_rc 1 "json: missing accumulation refused"
-same hf.json hf.orig "json refusal: file unchanged"
+without gradient_accumulation_steps "$D/hf_args.json" hf.json
+refused hf.json hf-trainer "json: missing accumulation"
 expect_contains "$ERR" "but not 'gradient_accumulation_steps'" "json refusal names the key"
 expect_contains "$ERR" "from 4 to 8" "json refusal: 4 x 1 becomes 8 x 1"
 oom apply --plan "$PLAN" --preset hf-trainer --create --no-backup hf.json
@@ -83,18 +86,15 @@ expect_eq "$(tail -n 3 hf.json)" '    "report_to": ["tensorboard"],
 }' "json --create: last member, the object's indentation"
 expect_eq "$(jq -c '[.per_device_train_batch_size, .gradient_accumulation_steps]' hf.json)" \
     "[8,4]" "json --create: values"
-cp hf.orig hf.json
+cp hf.json.orig hf.json
 oom apply --plan "$PLAN" --preset hf-trainer --partial --no-backup hf.json
 expect_rc 0 "json --partial"
 expect_contains "$ERR" "hf.json: no 'gradient_accumulation_steps' (--partial): the effective \
 batch changes from 4 to 8" "json --partial message"
 
 # the other way round: the accumulation without the micro-batch
-grep -v per_device_train_batch_size "$D/hf_args.json" >hf2.json
-cp hf2.json hf2.orig
-oom apply --plan "$PLAN" --preset hf-trainer hf2.json
-expect_rc 1 "json: missing micro-batch refused"
-same hf2.json hf2.orig "missing micro-batch: unchanged"
+without per_device_train_batch_size "$D/hf_args.json" hf2.json
+refused hf2.json hf-trainer "json: missing micro-batch"
 expect_contains "$ERR" "'hf2.json' has 'gradient_accumulation_steps' but not \
 'per_device_train_batch_size' (batch_size 8 in the plan): writing only the accumulation would \
 silently change the effective batch from B x 8 to B x 4 (B: the micro-batch the job uses" \
@@ -108,7 +108,7 @@ expect_eq "$(jq -c '[.train_batch_size, .train_micro_batch_size_per_gpu]' ds.jso
     "deepspeed values"
 
 # only the micro-batch assigned: the user leaves the accumulation alone
-cp noacc.orig noacc.yaml
+cp noacc.yaml.orig noacc.yaml
 oom apply --plan "$PLAN" --set data_loader.batch_size=batch_size --no-backup noacc.yaml
 expect_rc 0 "only the micro-batch assigned"
 
