@@ -373,16 +373,16 @@ static void note_factor(struct factor *fc, const char *key, const struct edit *e
     fc->nw = e->val.i;
 }
 
-static long long plan_int(struct json_object *plan, const char *field, long long dflt)
+/* *n: the plan's int field (or `dflt`) */
+static int plan_int(struct json_object *plan, const char *field, long long dflt, long long *n)
 {
     oomi_aval v = {0};
     bool missing = true;
-    long long n = dflt;
+    int err = plan ? oomi_spec_resolve(&v, &missing, plan, field) : OOM_OK;
 
-    if (plan && !oomi_spec_resolve(&v, &missing, plan, field) && !missing && v.type == OOMI_AV_INT)
-        n = v.i;
+    *n = !err && !missing && v.type == OOMI_AV_INT ? v.i : dflt;
     oomi_aval_clear(&v);
-    return n;
+    return err == OOM_ENOMEM ? err : OOM_OK; /* a field of another type: the default */
 }
 
 /* a factor of the effective batch, when it is a sensible one (a product cannot overflow) */
@@ -418,19 +418,21 @@ static bool effective(const struct batch *b, bool old, long long *out)
 }
 
 /* what one file says of the effective batch */
-static void gather_batch(const oom_apply *a, const struct file *f, struct batch *b)
+static int gather_batch(const oom_apply *a, const struct file *f, struct batch *b)
 {
     size_t i;
-    int r;
+    int r, err;
 
     memset(b, 0, sizeof(*b));
     for (i = 0; i < a->nas && i < f->nedits; i++)
         if ((r = role_of(a->as[i].spec)) >= 0 && f->edits[i].has_val && f->edits[i].res.action)
             note_factor(&b->f[r], a->as[i].key, &f->edits[i]);
-    b->gpus = plan_int(a->plan, "gpus", 1);
-    b->plan_eff = plan_int(a->plan, "global_batch", 0);
+    if ((err = plan_int(a->plan, "gpus", 1, &b->gpus)) ||
+        (err = plan_int(a->plan, "global_batch", 0, &b->plan_eff)))
+        return err;
     b->has_old = effective(b, true, &b->old);
     b->has_new = effective(b, false, &b->nw);
+    return OOM_OK;
 }
 
 static int add_note(struct file *f, size_t line, char *msg)
@@ -562,8 +564,8 @@ static int check_edits(oom_apply *a, unsigned flags)
 
     if (!b)
         return oomi_nomem();
-    for (i = 0; i < a->nfiles; i++)
-        gather_batch(a, &a->files[i], &b[i]);
+    for (i = 0; !err && i < a->nfiles; i++)
+        err = gather_batch(a, &a->files[i], &b[i]);
     for (i = 0; !err && i < a->nfiles; i++)
         err = check_batch(&a->files[i], &b[i], flags);
     for (i = 0; !err && i < a->nfiles; i++)
