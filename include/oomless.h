@@ -1833,7 +1833,8 @@ OOM_EXPORT void oom_apply_free(oom_apply *apply);
  */
 OOM_EXPORT int oom_apply_load_plan(oom_apply *apply, const char *json_text, const char *name);
 
-/** Flag for oom_apply_set(): skip files that lack the key instead of refusing them. */
+/** Flag for oom_apply_set(): skip files that lack the key instead of refusing them (but see
+ * oom_apply_run() for the effective batch's keys). */
 #define OOM_APPLY_OPTIONAL 1u
 
 /**

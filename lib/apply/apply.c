@@ -479,7 +479,9 @@ static void eff_text(char *buf, size_t size, const struct batch *b, bool known, 
 static int check_batch(struct file *f, const struct batch *b, unsigned flags)
 {
     const struct factor *m = &b->f[R_MICRO], *ac = &b->f[R_ACCUM], *gap, *have;
-    char from[48], to[48], want[48] = "", why[160] = "";
+    char from[48], to[48], want[48] = "", why[160] = "", change[128];
+    bool same = b->has_old && b->has_new && b->old == b->nw,
+         partial = (flags & OOM_APPLY_PARTIAL) != 0;
 
     if (!(m->present || ac->present) || b->f[R_GLOBAL].present || (m->present && ac->present))
         return OOM_OK;
@@ -497,18 +499,22 @@ static int check_batch(struct file *f, const struct batch *b, unsigned flags)
     if (b->plan_eff > 0)
         oomi_snprintf(why + strlen(why), sizeof(why) - strlen(why),
                       "; the plan's effective batch is %lld", b->plan_eff);
-    if (!(flags & OOM_APPLY_PARTIAL))
+    /* same: the plan's micro-batch is the file's, but the effective batch is not the plan's */
+    if (same)
+        oomi_snprintf(change, sizeof(change), "%s %s",
+                      partial ? "the effective batch stays" : "leave the effective batch at", from);
+    else
+        oomi_snprintf(change, sizeof(change), "%s from %s to %s",
+                      partial ? "the effective batch changes" : "change the effective batch", from,
+                      to);
+    if (!partial)
         return oomi_fail(OOM_EREFUSED,
                          "'%s' has '%s' but not '%s' (%s%s in the plan): writing only the %s "
-                         "would silently change the effective batch from %s to %s (%s); "
-                         "--create adds '%s', --partial writes the rest anyway; no file is "
-                         "changed",
+                         "would silently %s (%s); --create adds '%s', --partial writes the rest "
+                         "anyway; no file is changed",
                          f->name, have->key, gap->key, gap == m ? "batch_size" : "grad_accum", want,
-                         have == m ? "micro-batch" : "accumulation", from, to, why, gap->key);
-    return add_note(f, 0,
-                    oomi_asprintf("no '%s' (--partial): the effective batch changes from %s to "
-                                  "%s (%s)",
-                                  gap->key, from, to, why));
+                         have == m ? "micro-batch" : "accumulation", change, why, gap->key);
+    return add_note(f, 0, oomi_asprintf("no '%s' (--partial): %s (%s)", gap->key, change, why));
 }
 
 /* what a comment beside one changed value is checked against */

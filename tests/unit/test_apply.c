@@ -590,6 +590,16 @@ static void test_batch_guard(void **state)
     assert_string_equal(out, "{\n  \"bs\": 8,\n  \"acc\": 4\n}\n");
     oom_free(out);
     oom_free(rep);
+    /* the micro-batch is already the plan's: the effective batch is still not the plan's */
+    out = batch_edit("c.yaml", "bs: 8\n", "bs", "acc", 0, &err, &rep);
+    assert_int_equal(err, OOM_EREFUSED);
+    has(oom_last_message(), "writing only the micro-batch would silently leave the effective "
+                            "batch at 16 (an accumulation");
+    out = batch_edit("c.yaml", "bs: 8\n", "bs", "acc", OOM_APPLY_PARTIAL, &err, &rep);
+    assert_int_equal(err, OOM_OK);
+    has(rep, "no 'acc' (--partial): the effective batch stays 16 (an accumulation");
+    oom_free(out);
+    oom_free(rep);
     /* the accumulation without the micro-batch */
     out = batch_edit("d.json", "{\"acc\": 5}", "bs", "acc", 0, &err, &rep);
     assert_int_equal(err, OOM_EREFUSED);
