@@ -550,78 +550,76 @@ static char *notes(const char *report)
     return s;
 }
 
+/* batch_edit that must succeed with the text `want` (NULL: not checked) and, when `note` is
+ * given, a note holding it */
+static void batch_ok(const char *name, const char *in, const char *micro, const char *accum,
+                     unsigned flags, const char *want, const char *note)
+{
+    char *out, *rep;
+    int err;
+
+    out = batch_edit(name, in, micro, accum, flags, &err, &rep);
+    if (err)
+        fail_msg("refused: %s", oom_last_message());
+    if (want)
+        assert_string_equal(out, want);
+    if (note)
+        has(rep, note);
+    oom_free(out);
+    oom_free(rep);
+}
+
+/* batch_edit without flags that must be refused with a message holding `msg` */
+static void batch_refused(const char *name, const char *in, const char *micro, const char *accum,
+                          const char *msg)
+{
+    char *rep;
+    int err;
+
+    assert_null(batch_edit(name, in, micro, accum, 0, &err, &rep));
+    assert_int_equal(err, OOM_EREFUSED);
+    assert_null(rep);
+    has(oom_last_message(), msg);
+}
+
 /* a file with one of the effective batch's keys but not the other: refused unless --create or
  * --partial (the plan: 8 x 4 on 2 GPUs, effective batch 64) */
 static void test_batch_guard(void **state)
 {
     const char *yaml = "t:\n  bs: 45  # per GPU\n  workers: 2\n";
-    char *out, *rep;
-    int err;
 
     (void)state;
-    out = batch_edit("c.yaml", yaml, "t.bs", "t.acc", 0, &err, &rep);
-    assert_int_equal(err, OOM_EREFUSED);
-    assert_null(out);
-    has(oom_last_message(), "'c.yaml' has 't.bs' but not 't.acc' (grad_accum 4 in the plan): "
-                            "writing only the micro-batch would silently change the effective "
-                            "batch from 90 to 16 (an accumulation the file does not set is 1; "
-                            "the plan's effective batch is 64); --create adds 't.acc'");
+    batch_refused("c.yaml", yaml, "t.bs", "t.acc",
+                  "'c.yaml' has 't.bs' but not 't.acc' (grad_accum 4 in the plan): "
+                  "writing only the micro-batch would silently change the effective "
+                  "batch from 90 to 16 (an accumulation the file does not set is 1; "
+                  "the plan's effective batch is 64); --create adds 't.acc'");
     /* --partial: the batch alone, and a note */
-    out = batch_edit("c.yaml", yaml, "t.bs", "t.acc", OOM_APPLY_PARTIAL, &err, &rep);
-    assert_int_equal(err, OOM_OK);
-    assert_string_equal(out, "t:\n  bs: 8  # per GPU\n  workers: 2\n");
-    has(rep, "no 't.acc' (--partial): the effective batch changes from 90 to 16");
-    oom_free(out);
-    oom_free(rep);
+    batch_ok("c.yaml", yaml, "t.bs", "t.acc", OOM_APPLY_PARTIAL,
+             "t:\n  bs: 8  # per GPU\n  workers: 2\n",
+             "no 't.acc' (--partial): the effective batch changes from 90 to 16");
     /* --create: in a block map, a flow map, a JSON object */
-    out = batch_edit("c.yaml", yaml, "t.bs", "t.acc", OOM_APPLY_CREATE, &err, &rep);
-    assert_int_equal(err, OOM_OK);
-    assert_string_equal(out, "t:\n  bs: 8  # per GPU\n  workers: 2\n  acc: 4\n");
-    oom_free(out);
-    oom_free(rep);
-    out = batch_edit("c.yaml", "t: {bs: 45, workers: 2}\n", "t.bs", "t.acc", OOM_APPLY_CREATE, &err,
-                     &rep);
-    assert_int_equal(err, OOM_OK);
-    assert_string_equal(out, "t: {bs: 8, workers: 2, acc: 4}\n");
-    oom_free(out);
-    oom_free(rep);
-    out = batch_edit("d.json", "{\n  \"bs\": 45\n}\n", "bs", "acc", OOM_APPLY_CREATE, &err, &rep);
-    assert_int_equal(err, OOM_OK);
-    assert_string_equal(out, "{\n  \"bs\": 8,\n  \"acc\": 4\n}\n");
-    oom_free(out);
-    oom_free(rep);
+    batch_ok("c.yaml", yaml, "t.bs", "t.acc", OOM_APPLY_CREATE,
+             "t:\n  bs: 8  # per GPU\n  workers: 2\n  acc: 4\n", NULL);
+    batch_ok("c.yaml", "t: {bs: 45, workers: 2}\n", "t.bs", "t.acc", OOM_APPLY_CREATE,
+             "t: {bs: 8, workers: 2, acc: 4}\n", NULL);
+    batch_ok("d.json", "{\n  \"bs\": 45\n}\n", "bs", "acc", OOM_APPLY_CREATE,
+             "{\n  \"bs\": 8,\n  \"acc\": 4\n}\n", NULL);
     /* the micro-batch is already the plan's: the effective batch is still not the plan's */
-    out = batch_edit("c.yaml", "bs: 8\n", "bs", "acc", 0, &err, &rep);
-    assert_int_equal(err, OOM_EREFUSED);
-    has(oom_last_message(), "writing only the micro-batch would silently leave the effective "
-                            "batch at 16 (an accumulation");
-    out = batch_edit("c.yaml", "bs: 8\n", "bs", "acc", OOM_APPLY_PARTIAL, &err, &rep);
-    assert_int_equal(err, OOM_OK);
-    has(rep, "no 'acc' (--partial): the effective batch stays 16 (an accumulation");
-    oom_free(out);
-    oom_free(rep);
+    batch_refused("c.yaml", "bs: 8\n", "bs", "acc",
+                  "writing only the micro-batch would silently leave the effective "
+                  "batch at 16 (an accumulation");
+    batch_ok("c.yaml", "bs: 8\n", "bs", "acc", OOM_APPLY_PARTIAL, "bs: 8\n",
+             "no 'acc' (--partial): the effective batch stays 16 (an accumulation");
     /* the accumulation without the micro-batch */
-    out = batch_edit("d.json", "{\"acc\": 5}", "bs", "acc", 0, &err, &rep);
-    assert_int_equal(err, OOM_EREFUSED);
-    has(oom_last_message(), "'d.json' has 'acc' but not 'bs' (batch_size 8 in the plan): writing "
-                            "only the accumulation would silently change the effective batch "
-                            "from B x 10 to B x 8 (B: the micro-batch the job uses");
+    batch_refused("d.json", "{\"acc\": 5}", "bs", "acc",
+                  "'d.json' has 'acc' but not 'bs' (batch_size 8 in the plan): writing "
+                  "only the accumulation would silently change the effective batch "
+                  "from B x 10 to B x 8 (B: the micro-batch the job uses");
     /* neither key, both keys, only the micro-batch assigned: nothing to refuse */
-    out = batch_edit("d.json", "{\"x\": 1}", "bs", "acc", 0, &err, &rep);
-    assert_int_equal(err, OOM_OK);
-    assert_string_equal(out, "{\"x\": 1}");
-    oom_free(out);
-    oom_free(rep);
-    out = batch_edit("d.json", "{\"bs\": 1, \"acc\": 1}", "bs", "acc", 0, &err, &rep);
-    assert_int_equal(err, OOM_OK);
-    assert_string_equal(out, "{\"bs\": 8, \"acc\": 4}");
-    oom_free(out);
-    oom_free(rep);
-    out = batch_edit("d.json", "{\"bs\": 1}", "bs", NULL, 0, &err, &rep);
-    assert_int_equal(err, OOM_OK);
-    assert_string_equal(out, "{\"bs\": 8}");
-    oom_free(out);
-    oom_free(rep);
+    batch_ok("d.json", "{\"x\": 1}", "bs", "acc", 0, "{\"x\": 1}", NULL);
+    batch_ok("d.json", "{\"bs\": 1, \"acc\": 1}", "bs", "acc", 0, "{\"bs\": 8, \"acc\": 4}", NULL);
+    batch_ok("d.json", "{\"bs\": 1}", "bs", NULL, 0, "{\"bs\": 8}", NULL);
 }
 
 /* the global batch fixes the effective batch by itself (DeepSpeed's train_batch_size) */
