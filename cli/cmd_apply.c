@@ -11,7 +11,8 @@
 
 static const char usage_text[] =
     "usage: oomless apply [--plan PLAN.json|-] [--set KEY=VALUE]... [--preset NAME]...\n"
-    "                     [--create] [--dry-run] [--diff] [--backup-suffix S | --no-backup]\n"
+    "                     [--create | --partial] [--dry-run] [--diff]\n"
+    "                     [--backup-suffix S | --no-backup]\n"
     "                     [--document N] [--lock-timeout SEC] [--follow-symlinks]\n"
     "                     [--force-type] [--json] FILE...\n"
     "\n"
@@ -24,8 +25,11 @@ static const char usage_text[] =
     "                       literal:VALUE (8, 0.5, true, null, bf16; quote it for a string)\n"
     "  --preset NAME        hydra-lightning, deepspeed, hf-trainer, or one of yours\n"
     "                       ($XDG_CONFIG_HOME/oomless/apply-presets.yaml); keys a file lacks\n"
-    "                       are skipped\n"
+    "                       are skipped, except a micro-batch or accumulation key (below)\n"
     "  --create             add missing keys (explicit --set keys and preset keys)\n"
+    "  --partial            when the file has the micro-batch key but not the\n"
+    "                       accumulation one (or the other way round), write what it has\n"
+    "                       and say how the effective batch changes (refused otherwise)\n"
     "  --dry-run            print the unified diff; write nothing\n"
     "  --diff               print the unified diff of what is written\n"
     "  --backup-suffix S    backup name FILE+S (default .bak; not empty); --no-backup writes\n"
@@ -45,6 +49,7 @@ enum {
     OPT_SET,
     OPT_PRESET,
     OPT_CREATE,
+    OPT_PARTIAL,
     OPT_DRY,
     OPT_DIFF,
     OPT_SUFFIX,
@@ -62,6 +67,7 @@ static const struct option options[] = {
     {"set", required_argument, NULL, OPT_SET},
     {"preset", required_argument, NULL, OPT_PRESET},
     {"create", no_argument, NULL, OPT_CREATE},
+    {"partial", no_argument, NULL, OPT_PARTIAL},
     {"dry-run", no_argument, NULL, OPT_DRY},
     {"diff", no_argument, NULL, OPT_DIFF},
     {"backup-suffix", required_argument, NULL, OPT_SUFFIX},
@@ -169,6 +175,9 @@ static int parse_args(struct args *o, int argc, char **argv)
         case OPT_CREATE:
             o->flags |= OOM_APPLY_CREATE;
             break;
+        case OPT_PARTIAL:
+            o->flags |= OOM_APPLY_PARTIAL;
+            break;
         case OPT_DRY:
             o->flags |= OOM_APPLY_DRY_RUN;
             break;
@@ -206,6 +215,9 @@ static int parse_args(struct args *o, int argc, char **argv)
             return cli_usage_error("apply", "unknown option");
         }
     }
+    if ((o->flags & OOM_APPLY_CREATE) && (o->flags & OOM_APPLY_PARTIAL))
+        return cli_usage_error("apply", "--create and --partial contradict each other (one "
+                                        "adds the missing key, the other writes without it)");
     if (o->suffix && o->no_backup)
         return cli_usage_error("apply", "--backup-suffix and --no-backup contradict each other");
     if (o->diff && o->json)
@@ -255,7 +267,23 @@ static void print_value(struct json_object *e, const char *key)
         fputs(json_object_to_json_string_ext(v, JSON_C_TO_STRING_NOSLASHESCAPE), stderr);
 }
 
-/* one line per edit on stderr: "conf/config.yaml: data_loader.batch_size 45 -> 8" */
+/* the notes of a file: "conf/config.yaml:10: comment mentions effective batch 225; ..." */
+static void print_notes(struct json_object *f)
+{
+    struct json_object *notes = oomi_json_get(f, "notes"), *n, *line;
+    size_t i;
+
+    for (i = 0; notes && i < json_object_array_length(notes); i++) {
+        n = json_object_array_get_idx(notes, i);
+        fputs(json_object_get_string(oomi_json_get(f, "file")), stderr);
+        if ((line = oomi_json_get(n, "line")))
+            fprintf(stderr, ":%lld", (long long)json_object_get_int64(line));
+        fprintf(stderr, ": %s\n", json_object_get_string(oomi_json_get(n, "message")));
+    }
+}
+
+/* one line per edit on stderr: "conf/config.yaml: data_loader.batch_size 45 -> 8", then the
+ * file's notes */
 static void summary(const char *report)
 {
     struct json_object *doc = json_tokener_parse(report), *files, *f, *edits, *e;
@@ -279,6 +307,7 @@ static void summary(const char *report)
                 print_value(e, "new");
             fputc('\n', stderr);
         }
+        print_notes(f);
         if (json_object_get_boolean(oomi_json_get(doc, "written")) && oomi_json_get(f, "backup"))
             fprintf(stderr, "%s: backup in %s\n", json_object_get_string(oomi_json_get(f, "file")),
                     json_object_get_string(oomi_json_get(f, "backup")));

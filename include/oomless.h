@@ -1833,7 +1833,8 @@ OOM_EXPORT void oom_apply_free(oom_apply *apply);
  */
 OOM_EXPORT int oom_apply_load_plan(oom_apply *apply, const char *json_text, const char *name);
 
-/** Flag for oom_apply_set(): skip files that lack the key instead of refusing them. */
+/** Flag for oom_apply_set(): skip files that lack the key instead of refusing them (but see
+ * oom_apply_run() for the effective batch's keys). */
 #define OOM_APPLY_OPTIONAL 1u
 
 /**
@@ -1885,10 +1886,11 @@ typedef void (*oom_apply_step_fn)(const char *step, const char *file, void *user
 OOM_EXPORT void oom_apply_set_step_hook(oom_apply *apply, oom_apply_step_fn fn, void *user);
 
 /** Flags for oom_apply_run(). */
-#define OOM_APPLY_DRY_RUN         1u /**< write nothing; return the unified diff */
-#define OOM_APPLY_CREATE          2u /**< add missing keys (block or flow maps, JSON objects) */
-#define OOM_APPLY_FOLLOW_SYMLINKS 4u /**< edit files reached through links leading outside "." */
-#define OOM_APPLY_FORCE_TYPE      8u /**< allow a value of another type (8 over "auto") */
+#define OOM_APPLY_DRY_RUN         1u  /**< write nothing; return the unified diff */
+#define OOM_APPLY_CREATE          2u  /**< add missing keys (block or flow maps, JSON objects) */
+#define OOM_APPLY_FOLLOW_SYMLINKS 4u  /**< edit files reached through links leading outside "." */
+#define OOM_APPLY_FORCE_TYPE      8u  /**< allow a value of another type (8 over "auto") */
+#define OOM_APPLY_PARTIAL         16u /**< write the batch keys a file has when it lacks others */
 
 /**
  * Makes the assignments in each of `files` (YAML, or JSON when the name ends in .json or the
@@ -1907,6 +1909,13 @@ OOM_EXPORT void oom_apply_set_step_hook(oom_apply *apply, oom_apply_step_fn fn, 
  * `diff` (may be NULL) receives the unified diff of all changes (free with oom_free()), with or
  * without OOM_APPLY_DRY_RUN; "" when nothing changes. It is computed only when asked for. Time
  * and memory grow linearly with the files' sizes.
+ * The effective batch is guarded: when the assignments set plan fields that make it up
+ * (batch_size, grad_accum, global_batch) and a file has some of their keys but lacks one it
+ * needs (a preset's accumulation key, say), writing the others would change it silently: the run
+ * is refused (OOM_EREFUSED, naming the missing key and the change) unless OOM_APPLY_CREATE adds
+ * the key or OOM_APPLY_PARTIAL writes the rest anyway (the report's "notes" say how the
+ * effective batch changes). Comments beside a changed value that still name its old value or the
+ * old effective batch are reported in "notes" and left as they are (docs/apply.md).
  * Errors: OOM_EREFUSED, OOM_EPARSE, OOM_EIO (the files and their old backups are unchanged: a
  * write failure removes every temporary file before any rename), OOM_ENOTFOUND for an explicit
  * field the plan lacks, OOM_EINVAL when a spec needs a plan and none is loaded.
@@ -1924,7 +1933,9 @@ OOM_EXPORT int oom_apply_buffer(oom_apply *apply, const char *name, const char *
 /**
  * What the last run did, as one JSON document: {"dry_run": bool, "written": bool, "files":
  * [{"file", "format", "changed", "backup" (path or null), "edits": [{"key", "action" ("set",
- * "create", "unchanged", "skipped"), "old", "new", "reason" (skipped only)}]}]}.
+ * "create", "unchanged", "skipped"), "old", "new", "reason" (skipped only)}], "notes": [{"line"
+ * (1-based; absent when the note is about the whole file), "message"}]}]}: the notes are stale
+ * comments and, with OOM_APPLY_PARTIAL, the effective batch a partial write leaves.
  * Free with oom_free(). OOM_EINVAL before any run.
  */
 OOM_EXPORT int oom_apply_report(const oom_apply *apply, char **json);

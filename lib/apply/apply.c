@@ -31,6 +31,11 @@ struct edit {
     bool has_val;
 };
 
+struct note {
+    size_t line; /* 1-based; 0: the whole file */
+    char *msg;
+};
+
 struct file {
     char *name, *real;
     char *old, *text;    /* text: the edited text, NULL while it is the old one */
@@ -42,6 +47,8 @@ struct file {
     bool json;
     struct edit *edits;
     size_t nedits;
+    struct note *notes; /* said in the report: stale comments, a partial write */
+    size_t nnotes;
 };
 
 struct oom_apply {
@@ -95,6 +102,9 @@ static void free_files(oom_apply *a)
             unlink(f->btmp);
         if (f->fd >= 0)
             close(f->fd);
+        for (j = 0; j < f->nnotes; j++)
+            oomi_free(f->notes[j].msg);
+        oomi_free(f->notes);
         oomi_free(f->edits);
         oomi_free(f->name);
         oomi_free(f->real);
@@ -301,6 +311,272 @@ static int edit_file(oom_apply *a, struct file *f, unsigned flags)
                 (oomi_edit){f->edits[i].key, &f->edits[i].val, a->as[i].optional, &f->edits[i].res};
     err = oomi_edit_all(f->old, f->oldlen, &f->text, &f->len, &doc, wanted, n, flags);
     oomi_free(wanted);
+    return err;
+}
+
+/* ---- the effective batch --------------------------------------------------------------------- */
+
+/* The plan fields that make up the effective batch: micro-batch x accumulation x GPUs, or the
+ * global batch (DeepSpeed's train_batch_size), which fixes it by itself. */
+enum role { R_MICRO, R_ACCUM, R_GLOBAL, NROLES };
+
+static int role_of(const char *spec)
+{
+    if (!strncmp(spec, "plan.", 5))
+        spec += 5;
+    if (!strcmp(spec, "batch_size"))
+        return R_MICRO;
+    if (!strcmp(spec, "grad_accum"))
+        return R_ACCUM;
+    if (!strcmp(spec, "global_batch") || !strcmp(spec, "effective_batch"))
+        return R_GLOBAL;
+    return -1;
+}
+
+/* what a file says of one role */
+struct factor {
+    const char *key;       /* the first of its keys the file has, else the first assigned one */
+    bool assigned;         /* an assignment of the role has a value from the plan */
+    bool present;          /* the file has one of its keys (set, unchanged, created, "auto") */
+    bool created;          /* ... only because it was created */
+    bool has_old, has_new; /* int values: the old one in that file, the one it has now */
+    long long old, nw;
+    bool has_plan; /* the plan's value (int) */
+    long long plan;
+};
+
+struct batch {
+    struct factor f[NROLES];
+    long long gpus, plan_eff; /* the plan's (plan_eff 0: unknown) */
+    bool has_old, has_new;    /* the effective batch the file gave and gives */
+    long long old, nw;
+};
+
+static void note_factor(struct factor *fc, const char *key, const struct edit *e)
+{
+    bool skipped = !strcmp(e->res.action, "skipped");
+
+    if (!fc->assigned) {
+        fc->key = key;
+        fc->has_plan = e->val.type == OOMI_AV_INT;
+        fc->plan = e->val.i;
+    }
+    fc->assigned = true;
+    if ((skipped && !e->res.has_old) || fc->present) /* the file lacks it, or known already */
+        return;
+    fc->present = true;
+    fc->key = key;
+    fc->created = !strcmp(e->res.action, "create");
+    fc->has_old = e->res.has_old && e->res.old.type == OOMI_AV_INT;
+    fc->old = e->res.old.i;
+    fc->has_new = !skipped && e->val.type == OOMI_AV_INT;
+    fc->nw = e->val.i;
+}
+
+/* *n: the plan's int field (or `dflt`) */
+static int plan_int(struct json_object *plan, const char *field, long long dflt, long long *n)
+{
+    oomi_aval v = {0};
+    bool missing = true;
+    int err = plan ? oomi_spec_resolve(&v, &missing, plan, field) : OOM_OK;
+
+    *n = !err && !missing && v.type == OOMI_AV_INT ? v.i : dflt;
+    oomi_aval_clear(&v);
+    return err == OOM_ENOMEM ? err : OOM_OK; /* a field of another type: the default */
+}
+
+/* a factor of the effective batch, when it is a sensible one (a product cannot overflow) */
+static bool factor_ok(long long n)
+{
+    return n > 0 && n <= 1000000;
+}
+
+/* the effective batch from the factors: old (the file before) or new (after) */
+static bool effective(const struct batch *b, bool old, long long *out)
+{
+    const struct factor *m = &b->f[R_MICRO], *g = &b->f[R_GLOBAL], *ac = &b->f[R_ACCUM];
+    long long micro = old ? m->old : m->nw;
+    long long accum = 1; /* an accumulation a config does not set is 1: the default of
+                          * Lightning's accumulate_grad_batches and of HF's and DeepSpeed's
+                          * gradient_accumulation_steps (their documentation) */
+
+    if (g->present) {
+        *out = old ? g->old : g->nw;
+        return old ? g->has_old : g->has_new;
+    }
+    if (!m->present || !(old ? m->has_old : m->has_new) || !factor_ok(micro))
+        return false;
+    if (ac->present && !(old && ac->created)) {
+        accum = old ? ac->old : ac->nw;
+        if (!(old ? ac->has_old : ac->has_new) || !factor_ok(accum))
+            return false;
+    }
+    if (!factor_ok(b->gpus))
+        return false;
+    *out = micro * accum * b->gpus;
+    return true;
+}
+
+/* what one file says of the effective batch */
+static int gather_batch(const oom_apply *a, const struct file *f, struct batch *b)
+{
+    size_t i;
+    int r, err;
+
+    memset(b, 0, sizeof(*b));
+    for (i = 0; i < a->nas && i < f->nedits; i++)
+        if ((r = role_of(a->as[i].spec)) >= 0 && f->edits[i].has_val && f->edits[i].res.action)
+            note_factor(&b->f[r], a->as[i].key, &f->edits[i]);
+    if ((err = plan_int(a->plan, "gpus", 1, &b->gpus)) ||
+        (err = plan_int(a->plan, "global_batch", 0, &b->plan_eff)))
+        return err;
+    b->has_old = effective(b, true, &b->old);
+    b->has_new = effective(b, false, &b->nw);
+    return OOM_OK;
+}
+
+static int add_note(struct file *f, size_t line, char *msg)
+{
+    struct note *grown;
+    size_t i;
+
+    if (!msg)
+        return oomi_nomem();
+    for (i = 0; i < f->nnotes; i++)
+        if (f->notes[i].line == line && !strcmp(f->notes[i].msg, msg)) {
+            oomi_free(msg);
+            return OOM_OK;
+        }
+    if (!(grown = oomi_reallocarray(f->notes, f->nnotes + 1, sizeof(*grown)))) {
+        oomi_free(msg);
+        return oomi_nomem();
+    }
+    f->notes = grown;
+    f->notes[f->nnotes++] = (struct note){line, msg};
+    return OOM_OK;
+}
+
+/* "45", or "B x 5" when the micro-batch is not known (the factor the file does not set) */
+static void eff_text(char *buf, size_t size, const struct batch *b, bool known, long long n,
+                     bool old)
+{
+    const struct factor *ac = &b->f[R_ACCUM];
+    long long accum = old ? ac->old : ac->nw;
+
+    if (known)
+        oomi_snprintf(buf, size, "%lld", n);
+    else if (!b->f[R_MICRO].present && (old ? ac->has_old : ac->has_new) && factor_ok(accum) &&
+             factor_ok(b->gpus))
+        oomi_snprintf(buf, size, "B x %lld", accum * b->gpus);
+    else
+        oomi_snprintf(buf, size, "an unknown number");
+}
+
+/* Assignments that set some of the effective batch's factors where the files lack another one
+ * it needs: writing the others changes the effective batch, which is refused unless
+ * OOM_APPLY_PARTIAL (then a note says how it changes). OOM_APPLY_CREATE creates keys, so a key
+ * is only missing with it where it cannot be created. */
+static int check_batch(struct file *f, const struct batch *b, unsigned flags)
+{
+    const struct factor *m = &b->f[R_MICRO], *ac = &b->f[R_ACCUM], *gap, *have;
+    char from[48], to[48], want[48] = "", why[160] = "", change[128];
+    bool same = b->has_old && b->has_new && b->old == b->nw,
+         partial = (flags & OOM_APPLY_PARTIAL) != 0;
+
+    if (!(m->present || ac->present) || b->f[R_GLOBAL].present || (m->present && ac->present))
+        return OOM_OK;
+    gap = m->present ? ac : m;
+    have = m->present ? m : ac;
+    if (!gap->assigned) /* the assignments leave that factor alone: the user's choice */
+        return OOM_OK;
+    eff_text(from, sizeof(from), b, b->has_old, b->old, true);
+    eff_text(to, sizeof(to), b, b->has_new, b->nw, false);
+    if (gap->has_plan)
+        oomi_snprintf(want, sizeof(want), " %lld", gap->plan);
+    oomi_snprintf(why, sizeof(why), "%s",
+                  gap == m ? "B: the micro-batch the job uses"
+                           : "an accumulation the file does not set is 1");
+    if (b->plan_eff > 0)
+        oomi_snprintf(why + strlen(why), sizeof(why) - strlen(why),
+                      "; the plan's effective batch is %lld", b->plan_eff);
+    /* same: the plan's micro-batch is the file's, but the effective batch is not the plan's */
+    if (same)
+        oomi_snprintf(change, sizeof(change), "%s %s",
+                      partial ? "the effective batch stays" : "leave the effective batch at", from);
+    else
+        oomi_snprintf(change, sizeof(change), "%s from %s to %s",
+                      partial ? "the effective batch changes" : "change the effective batch", from,
+                      to);
+    if (!partial)
+        return oomi_fail(OOM_EREFUSED,
+                         "'%s' has '%s' but not '%s' (%s%s in the plan): writing only the %s "
+                         "would silently %s (%s); --create adds '%s', --partial writes the rest "
+                         "anyway; no file is changed",
+                         f->name, have->key, gap->key, gap == m ? "batch_size" : "grad_accum", want,
+                         have == m ? "micro-batch" : "accumulation", change, why, gap->key);
+    return add_note(f, 0, oomi_asprintf("no '%s' (--partial): %s (%s)", gap->key, change, why));
+}
+
+/* what a comment beside one changed value is checked against */
+struct stale {
+    struct file *f;
+    const struct batch *b;
+    const struct edit *e;
+};
+
+static int stale_number(size_t line, long long n, void *user)
+{
+    const struct stale *s = user;
+    const struct batch *b = s->b;
+    const oomi_aval *old = &s->e->res.old;
+
+    if (b->has_old && b->has_new && b->old != b->nw && n == b->old)
+        return add_note(s->f, line,
+                        oomi_asprintf("comment mentions effective batch %lld; the new effective "
+                                      "batch is %lld",
+                                      n, b->nw));
+    if (old->type == OOMI_AV_INT && n == old->i && s->e->val.type == OOMI_AV_INT)
+        return add_note(s->f, line,
+                        oomi_asprintf("comment mentions %lld, the old value of '%s'; the new "
+                                      "value is %lld",
+                                      n, s->e->key, s->e->val.i));
+    return OOM_OK;
+}
+
+/* comments beside each changed YAML value that name its old value or the old effective batch */
+static int find_stale(struct file *f, const struct batch *b)
+{
+    size_t j;
+    int err;
+
+    for (j = 0; !f->json && j < f->nedits; j++) {
+        struct stale s = {f, b, &f->edits[j]};
+        if (!f->edits[j].res.action || strcmp(f->edits[j].res.action, "set") ||
+            !f->edits[j].res.has_span)
+            continue;
+        if ((err = oomi_comment_numbers(f->old, f->oldlen, f->edits[j].res.start,
+                                        f->edits[j].res.end, stale_number, &s)))
+            return err;
+    }
+    return OOM_OK;
+}
+
+/* every file's effective batch checked (a refusal leaves every file alone), then the notes */
+static int check_edits(oom_apply *a, unsigned flags)
+{
+    struct batch *b = oomi_calloc(a->nfiles ? a->nfiles : 1, sizeof(*b));
+    size_t i;
+    int err = OOM_OK;
+
+    if (!b)
+        return oomi_nomem();
+    for (i = 0; !err && i < a->nfiles; i++)
+        err = gather_batch(a, &a->files[i], &b[i]);
+    for (i = 0; !err && i < a->nfiles; i++)
+        err = check_batch(&a->files[i], &b[i], flags);
+    for (i = 0; !err && i < a->nfiles; i++)
+        err = find_stale(&a->files[i], &b[i]);
+    oomi_free(b);
     return err;
 }
 
@@ -546,6 +822,8 @@ int oom_apply_run(oom_apply *a, const char *const *files, size_t count, unsigned
     err = read_files(a, files, count, flags);
     for (i = 0; !err && i < count; i++)
         err = edit_file(a, &a->files[i], flags);
+    if (!err)
+        err = check_edits(a, flags);
     if (!err && diff)
         err = make_diff(a, diff);
     a->dry = (flags & OOM_APPLY_DRY_RUN) != 0;
@@ -577,7 +855,7 @@ int oom_apply_buffer(oom_apply *a, const char *name, const char *text, size_t le
     if (!(f->name = oomi_strdup(name)) || !(f->old = oomi_strndup(text, len)))
         return oomi_nomem();
     f->oldlen = len;
-    if ((err = edit_file(a, f, flags)))
+    if ((err = edit_file(a, f, flags)) || (err = check_edits(a, flags)))
         return err;
     if (!(*out = oomi_strndup(text_of(f), f->len)))
         return oomi_nomem();
@@ -611,15 +889,25 @@ static int add(struct json_object *obj, const char *key, struct json_object *val
     return oomi_json_put(obj, key, val);
 }
 
-static int report_edit(struct json_object *arr, const struct edit *e)
+/* a new object appended to arr; NULL when out of memory */
+static struct json_object *array_entry(struct json_object *arr)
 {
     struct json_object *o = json_object_new_object();
+
+    if (o && json_object_array_add(arr, o)) {
+        json_object_put(o);
+        return NULL;
+    }
+    return o;
+}
+
+static int report_edit(struct json_object *arr, const struct edit *e)
+{
+    struct json_object *o = array_entry(arr);
     int err;
 
-    if (!o || json_object_array_add(arr, o)) {
-        json_object_put(o);
+    if (!o)
         return OOM_ENOMEM;
-    }
     err = add(o, "key", json_object_new_string(e->key), false);
     err = err ? err : add(o, "action", json_object_new_string(e->res.action), false);
     if (!err && e->res.has_old)
@@ -631,16 +919,25 @@ static int report_edit(struct json_object *arr, const struct edit *e)
     return err;
 }
 
+static int report_note(struct json_object *arr, const struct note *n)
+{
+    struct json_object *o = array_entry(arr);
+    int err;
+
+    if (!o)
+        return OOM_ENOMEM;
+    err = n->line ? add(o, "line", json_object_new_int64((int64_t)n->line), false) : OOM_OK;
+    return err ? err : add(o, "message", json_object_new_string(n->msg), false);
+}
+
 static int report_file(struct json_object *arr, const struct file *f)
 {
-    struct json_object *o = json_object_new_object(), *edits;
+    struct json_object *o = array_entry(arr), *edits, *notes;
     size_t i;
     int err;
 
-    if (!o || json_object_array_add(arr, o)) {
-        json_object_put(o);
+    if (!o)
         return OOM_ENOMEM;
-    }
     err = add(o, "file", json_object_new_string(f->name), false);
     err = err ? err : add(o, "format", json_object_new_string(f->json ? "json" : "yaml"), false);
     err = err ? err : add(o, "changed", json_object_new_boolean(changed(f)), false);
@@ -649,6 +946,9 @@ static int report_file(struct json_object *arr, const struct file *f)
     err = err ? err : add(o, "edits", edits = json_object_new_array(), false);
     for (i = 0; !err && i < f->nedits; i++)
         err = report_edit(edits, &f->edits[i]);
+    err = err ? err : add(o, "notes", notes = json_object_new_array(), false);
+    for (i = 0; !err && i < f->nnotes; i++)
+        err = report_note(notes, &f->notes[i]);
     return err;
 }
 

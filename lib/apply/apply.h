@@ -135,6 +135,14 @@ typedef int (*oomi_preset_fn)(const char *key, const char *spec, void *user);
 /* calls fn for each assignment of the named preset (user file first, then the data file) */
 int oomi_preset_each(const char *name, oomi_preset_fn fn, void *user);
 
+/* Comments beside a value (apply_comment.c): calls fn with the line (1-based) and the value of
+ * each whole number (digits not joined to a letter, digit, '_' or a decimal point: not the 16 of
+ * bf16, the 2 or 5 of 2.5) in the YAML comment after the value at text[start..end) on its line,
+ * then in a comment line just above that line. Stops at the first error fn returns. */
+typedef int (*oomi_number_fn)(size_t line, long long number, void *user);
+int oomi_comment_numbers(const char *text, size_t len, size_t start, size_t end, oomi_number_fn fn,
+                         void *user);
+
 /* The assignments of one text (apply_edit.c). */
 typedef struct oomi_edit_result {
     const char *action; /* "set", "create", "unchanged", "skipped" */
@@ -142,6 +150,8 @@ typedef struct oomi_edit_result {
     bool has_old;
     char *reason;  /* skipped: why (allocated) */
     bool inserted; /* the text was inserted (create, or a value after "key:") */
+    bool has_span; /* found: start..end is the old value's byte span in the text edited */
+    size_t start, end;
 } oomi_edit_result;
 
 typedef struct oomi_edit {

@@ -180,6 +180,9 @@ static int make_replace(const struct target *t, const struct walk *w, const oomi
     if ((err = oomi_aval_copy(&res->old, &node->val)))
         return err;
     res->has_old = true;
+    res->has_span = true;
+    res->start = start;
+    res->end = end;
     if (e->optional && node->val.type == OOMI_AV_STRING && !strcmp(node->val.s, "auto"))
         return set_reason(res, "the value is 'auto' (left to the framework)");
     if (!type_ok(node->val.type, e->v->type) && !(flags & OOM_APPLY_FORCE_TYPE)) {

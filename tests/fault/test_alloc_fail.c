@@ -492,7 +492,9 @@ static int apply_files(char **out)
         (err = oom_apply_set(a, "train.accum", "grad_accum", OOM_APPLY_OPTIONAL)) ||
         (err = oom_apply_set(a, "train_micro_batch_size_per_gpu", "batch_size",
                              OOM_APPLY_OPTIONAL)) ||
-        (err = oom_apply_run(a, files, 2, 0, &diff)))
+        /* d.json has the micro-batch key but not the accumulation one: --partial (and its
+         * note, allocated too) */
+        (err = oom_apply_run(a, files, 2, OOM_APPLY_PARTIAL, &diff)))
         goto done;
     *out = copy(diff);
 done:

@@ -12,6 +12,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <json-c/json.h>
+
 #include "core/core.h"
 #include "oomless.h"
 #include "unit/tmpdir.h"
@@ -503,6 +505,213 @@ static void test_all_or_nothing(void **state)
     assert_int_equal(rmdir(dir), 0); /* nothing else was left in it */
 }
 
+/* the preset assignments micro=batch_size and accum=grad_accum (NULL: not assigned) over `in`;
+ * *report gets the run's report (NULL when refused) */
+static char *batch_edit(const char *name, const char *in, const char *micro, const char *accum,
+                        unsigned flags, int *err, char **report)
+{
+    oom_apply *a;
+    char *out = NULL;
+    size_t len = 0;
+
+    *report = NULL;
+    assert_int_equal(oom_apply_create(&a), OOM_OK);
+    assert_int_equal(oom_apply_load_plan(a, plan_json, "plan"), OOM_OK);
+    if (micro)
+        assert_int_equal(oom_apply_set(a, micro, "batch_size", OOM_APPLY_OPTIONAL), OOM_OK);
+    if (accum)
+        assert_int_equal(oom_apply_set(a, accum, "grad_accum", OOM_APPLY_OPTIONAL), OOM_OK);
+    *err = oom_apply_buffer(a, name, in, strlen(in), flags, &out, &len);
+    if (!*err)
+        assert_int_equal(oom_apply_report(a, report), OOM_OK);
+    oom_apply_free(a);
+    return out;
+}
+
+static void has(const char *text, const char *part)
+{
+    if (!text || !strstr(text, part))
+        fail_msg("'%s' lacks '%s'", text ? text : "(null)", part);
+}
+
+/* the first file's notes of a report, as compact JSON: [{"line":1,"message":"..."}] (freed
+ * with free) */
+static char *notes(const char *report)
+{
+    struct json_object *doc = json_tokener_parse(report);
+    struct json_object *f = json_object_array_get_idx(oomi_json_get(doc, "files"), 0);
+    char *s;
+
+    assert_non_null(f);
+    s = strdup(json_object_to_json_string_ext(
+        oomi_json_get(f, "notes"), JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+    json_object_put(doc);
+    assert_non_null(s);
+    return s;
+}
+
+/* batch_edit that must succeed with the text `want` (NULL: not checked) and, when `note` is
+ * given, a note holding it */
+static void batch_ok(const char *name, const char *in, const char *micro, const char *accum,
+                     unsigned flags, const char *want, const char *note)
+{
+    char *out, *rep;
+    int err;
+
+    out = batch_edit(name, in, micro, accum, flags, &err, &rep);
+    if (err)
+        fail_msg("refused: %s", oom_last_message());
+    if (want)
+        assert_string_equal(out, want);
+    if (note)
+        has(rep, note);
+    oom_free(out);
+    oom_free(rep);
+}
+
+/* batch_edit without flags that must be refused with a message holding `msg` */
+static void batch_refused(const char *name, const char *in, const char *micro, const char *accum,
+                          const char *msg)
+{
+    char *rep;
+    int err;
+
+    assert_null(batch_edit(name, in, micro, accum, 0, &err, &rep));
+    assert_int_equal(err, OOM_EREFUSED);
+    assert_null(rep);
+    has(oom_last_message(), msg);
+}
+
+/* a file with one of the effective batch's keys but not the other: refused unless --create or
+ * --partial (the plan: 8 x 4 on 2 GPUs, effective batch 64) */
+static void test_batch_guard(void **state)
+{
+    const char *yaml = "t:\n  bs: 45  # per GPU\n  workers: 2\n";
+
+    (void)state;
+    batch_refused("c.yaml", yaml, "t.bs", "t.acc",
+                  "'c.yaml' has 't.bs' but not 't.acc' (grad_accum 4 in the plan): "
+                  "writing only the micro-batch would silently change the effective "
+                  "batch from 90 to 16 (an accumulation the file does not set is 1; "
+                  "the plan's effective batch is 64); --create adds 't.acc'");
+    /* --partial: the batch alone, and a note */
+    batch_ok("c.yaml", yaml, "t.bs", "t.acc", OOM_APPLY_PARTIAL,
+             "t:\n  bs: 8  # per GPU\n  workers: 2\n",
+             "no 't.acc' (--partial): the effective batch changes from 90 to 16");
+    /* --create: in a block map, a flow map, a JSON object */
+    batch_ok("c.yaml", yaml, "t.bs", "t.acc", OOM_APPLY_CREATE,
+             "t:\n  bs: 8  # per GPU\n  workers: 2\n  acc: 4\n", NULL);
+    batch_ok("c.yaml", "t: {bs: 45, workers: 2}\n", "t.bs", "t.acc", OOM_APPLY_CREATE,
+             "t: {bs: 8, workers: 2, acc: 4}\n", NULL);
+    batch_ok("d.json", "{\n  \"bs\": 45\n}\n", "bs", "acc", OOM_APPLY_CREATE,
+             "{\n  \"bs\": 8,\n  \"acc\": 4\n}\n", NULL);
+    /* the micro-batch is already the plan's: the effective batch is still not the plan's */
+    batch_refused("c.yaml", "bs: 8\n", "bs", "acc",
+                  "writing only the micro-batch would silently leave the effective "
+                  "batch at 16 (an accumulation");
+    batch_ok("c.yaml", "bs: 8\n", "bs", "acc", OOM_APPLY_PARTIAL, "bs: 8\n",
+             "no 'acc' (--partial): the effective batch stays 16 (an accumulation");
+    /* the accumulation without the micro-batch */
+    batch_refused("d.json", "{\"acc\": 5}", "bs", "acc",
+                  "'d.json' has 'acc' but not 'bs' (batch_size 8 in the plan): writing "
+                  "only the accumulation would silently change the effective batch "
+                  "from B x 10 to B x 8 (B: the micro-batch the job uses");
+    /* neither key, both keys, only the micro-batch assigned: nothing to refuse */
+    batch_ok("d.json", "{\"x\": 1}", "bs", "acc", 0, "{\"x\": 1}", NULL);
+    batch_ok("d.json", "{\"bs\": 1, \"acc\": 1}", "bs", "acc", 0, "{\"bs\": 8, \"acc\": 4}", NULL);
+    batch_ok("d.json", "{\"bs\": 1}", "bs", NULL, 0, "{\"bs\": 8}", NULL);
+}
+
+/* the global batch fixes the effective batch by itself (DeepSpeed's train_batch_size) */
+static void test_batch_global(void **state)
+{
+    oom_apply *a;
+    char *out = NULL;
+    size_t len;
+    const char *in = "{\"g\": 10, \"bs\": 5}";
+
+    (void)state;
+    assert_int_equal(oom_apply_create(&a), OOM_OK);
+    assert_int_equal(oom_apply_load_plan(a, plan_json, "plan"), OOM_OK);
+    assert_int_equal(oom_apply_preset(a, "deepspeed"), OOM_OK);
+    assert_int_equal(oom_apply_set(a, "bs", "batch_size", OOM_APPLY_OPTIONAL), OOM_OK);
+    assert_int_equal(oom_apply_set(a, "acc", "grad_accum", OOM_APPLY_OPTIONAL), OOM_OK);
+    assert_int_equal(oom_apply_set(a, "g", "global_batch", OOM_APPLY_OPTIONAL), OOM_OK);
+    assert_int_equal(oom_apply_buffer(a, "d.json", in, strlen(in), 0, &out, &len), OOM_OK);
+    assert_string_equal(out, "{\"g\": 64, \"bs\": 8}");
+    oom_free(out);
+    oom_apply_free(a);
+}
+
+/* the notes of one assignment key=spec over `in` (freed with free) */
+static char *notes_of(const char *name, const char *in, const char *key, const char *spec)
+{
+    oom_apply *a;
+    char *out = NULL, *rep = NULL;
+    size_t len;
+
+    assert_int_equal(oom_apply_create(&a), OOM_OK);
+    assert_int_equal(oom_apply_load_plan(a, plan_json, "plan"), OOM_OK);
+    assert_int_equal(oom_apply_set(a, key, spec, 0), OOM_OK);
+    assert_int_equal(oom_apply_buffer(a, name, in, strlen(in), 0, &out, &len), OOM_OK);
+    assert_int_equal(oom_apply_report(a, &rep), OOM_OK);
+    oom_free(out);
+    oom_apply_free(a);
+    out = notes(rep);
+    oom_free(rep);
+    return out;
+}
+
+static void no_notes(const char *name, const char *in, const char *key, const char *spec)
+{
+    char *n = notes_of(name, in, key, spec);
+    assert_string_equal(n, "[]");
+    free(n);
+}
+
+/* which comments are stale: whole numbers equal to the old value (or the old effective batch)
+ * on the changed value's line or in a comment line just above it */
+static void test_stale_comments(void **state)
+{
+    oom_apply *a;
+    char *n, *out, *rep;
+    size_t len;
+    const char *in = "b: 45  # 450 in all\nacc: 5\n";
+
+    (void)state;
+    n = notes_of("c.yaml", "a: 45  # was 45.\n", "a", "batch_size");
+    assert_string_equal(n, "[{\"line\":1,\"message\":\"comment mentions 45, the old value of "
+                           "'a'; the new value is 8\"}]");
+    free(n);
+    n = notes_of("c.yaml", "x: 1\n  # keep 45 here\na: 45\n", "a", "batch_size");
+    assert_string_equal(n, "[{\"line\":2,\"message\":\"comment mentions 45, the old value of "
+                           "'a'; the new value is 8\"}]");
+    free(n);
+    /* with both factors: 45 x 5 on the plan's 2 GPUs was 450; now 8 x 4 x 2 */
+    assert_int_equal(oom_apply_create(&a), OOM_OK);
+    assert_int_equal(oom_apply_load_plan(a, plan_json, "plan"), OOM_OK);
+    assert_int_equal(oom_apply_set(a, "b", "batch_size", 0), OOM_OK);
+    assert_int_equal(oom_apply_set(a, "acc", "grad_accum", 0), OOM_OK);
+    assert_int_equal(oom_apply_buffer(a, "c.yaml", in, strlen(in), 0, &out, &len), OOM_OK);
+    assert_string_equal(out, "b: 8  # 450 in all\nacc: 4\n");
+    assert_int_equal(oom_apply_report(a, &rep), OOM_OK);
+    n = notes(rep);
+    assert_string_equal(n, "[{\"line\":1,\"message\":\"comment mentions effective batch 450; the "
+                           "new effective batch is 64\"}]");
+    free(n);
+    oom_free(out);
+    oom_free(rep);
+    oom_apply_free(a);
+    /* not stale: part of a word or a decimal, another number, a quoted '#', two lines up, an
+     * unchanged value, JSON */
+    no_notes("c.yaml", "a: 45  # bf45 A45 45x 0.45 45.5 v4.45 1e45 45_0\n", "a", "batch_size");
+    no_notes("c.yaml", "a: 45  # 46 450 4 5\n", "a", "batch_size");
+    no_notes("c.yaml", "m: {a: 45, s: \" # 45\"}\n", "m.a", "batch_size");
+    no_notes("c.yaml", "# 45\nx: 1\na: 45\n", "a", "batch_size");
+    no_notes("c.yaml", "a: 8  # 8\n", "a", "batch_size");
+    no_notes("c.json", "{\"a\": 45, \"s\": \"# 45\"}", "a", "batch_size");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -514,7 +723,8 @@ int main(void)
         cmocka_unit_test(test_bad_keys),        cmocka_unit_test(test_diff),
         cmocka_unit_test(test_diff_long),       cmocka_unit_test(test_diff_minimal),
         cmocka_unit_test(test_documents),       cmocka_unit_test(test_options),
-        cmocka_unit_test(test_all_or_nothing),
+        cmocka_unit_test(test_all_or_nothing),  cmocka_unit_test(test_batch_guard),
+        cmocka_unit_test(test_batch_global),    cmocka_unit_test(test_stale_comments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
