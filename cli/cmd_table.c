@@ -38,80 +38,41 @@ static size_t split(char *list, const char **out)
     return n;
 }
 
-typedef struct targs {
-    const char *gpus, *file, *format;
-    bool help;
-} targs;
-
-static int parse(int argc, char **argv, targs *a, oom_plan_options *o)
-{
-    int i, err;
-    for (i = 1; i < argc; i++) {
-        const char *arg = argv[i], *eq, *v;
-        char name[64];
-        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
-            a->help = true;
-            continue;
-        }
-        if (!strcmp(arg, "--json")) {
-            a->format = "json";
-            continue;
-        }
-        if (!strcmp(arg, "--allow-inexact") || !strcmp(arg, "--allow-downscale")) {
-            if ((err = oom_plan_options_set(o, arg + 2, "yes")))
-                return cli_fail(CMD, err);
-            continue;
-        }
-        if (strncmp(arg, "--", 2))
-            return cli_usage_error(CMD, "unexpected argument '%s'", arg);
-        eq = strchr(arg, '=');
-        snprintf(name, sizeof(name), "%.*s", (int)(eq ? eq - arg - 2 : (long)strlen(arg + 2)),
-                 arg + 2);
-        v = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
-        if (!v)
-            return cli_usage_error(CMD, "option '%s' needs a value", arg);
-        if (!strcmp(name, "gpus") || !strcmp(name, "gpu-list"))
-            a->gpus = v;
-        else if (!strcmp(name, "workloads"))
-            a->file = v;
-        else if (!strcmp(name, "format"))
-            a->format = v;
-        else if (!strcmp(name, "gpu"))
-            return cli_usage_error(CMD, "use --gpus LIST in table (one row per GPU)");
-        else if ((err = oom_plan_options_set(o, name, v)))
-            return cli_fail(CMD, err);
-    }
-    return EXIT_OK;
-}
-
 int cmd_table(int argc, char **argv)
 {
     oom_plan_options *o = NULL, **opts = NULL;
     char **names = NULL, *list = NULL, *text = NULL;
     const char *gpus[MAX_GPUS], *one_name = "workload";
     size_t n = 0, ng;
-    targs a = {DEFAULT_GPUS, NULL, "text", false};
+    struct cli_plan_args a = {false, "text"};
+    const char *gpu_list = DEFAULT_GPUS, *file = NULL;
+    const struct cli_plan_extra extra[] = {
+        {"gpus", &gpu_list, NULL},
+        {"gpu-list", &gpu_list, NULL},
+        {"workloads", &file, NULL},
+        {"format", &a.format, NULL},
+        {"gpu", NULL, "use --gpus LIST in table (one row per GPU)"}};
     int err, rc;
 
     if ((err = oom_plan_options_create(&o)))
         return cli_fail(CMD, err);
-    if ((rc = parse(argc, argv, &a, o)) != EXIT_OK || a.help) {
+    if ((rc = cli_parse_plan_options(CMD, argc, argv, o, &a, extra, 5)) != EXIT_OK || a.help) {
         if (a.help)
             usage(stdout);
         goto done;
     }
-    if (!(list = strdup(a.gpus)) || !(ng = split(list, gpus))) {
-        rc = cli_usage_error(CMD, "--gpus '%s' names no GPU", a.gpus);
+    if (!(list = strdup(gpu_list)) || !(ng = split(list, gpus))) {
+        rc = cli_usage_error(CMD, "--gpus '%s' names no GPU", gpu_list);
         goto done;
     }
-    if (a.file && (err = oom_table_workloads_load(&opts, &names, &n, a.file))) {
+    if (file && (err = oom_table_workloads_load(&opts, &names, &n, file))) {
         rc = cli_fail(CMD, err);
         goto done;
     }
-    err = a.file ? oom_table(&text, (const oom_plan_options *const *)opts,
-                             (const char *const *)names, n, gpus, ng, a.format)
-                 : oom_table(&text, (const oom_plan_options *const *)&o, &one_name, 1, gpus, ng,
-                             a.format);
+    err = file ? oom_table(&text, (const oom_plan_options *const *)opts, (const char *const *)names,
+                           n, gpus, ng, a.format)
+               : oom_table(&text, (const oom_plan_options *const *)&o, &one_name, 1, gpus, ng,
+                           a.format);
     if (err) {
         rc = cli_fail(CMD, err);
         goto done;
