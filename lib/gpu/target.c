@@ -158,11 +158,20 @@ static int resolve_gpu(oom_target *t, struct detected *d, const char *gpu, const
     if (!oomi_name_cmp(gpu, "auto") || number) {
         err = resolve_detected(t, d, number ? gpu : NULL, c);
         if (err == OOM_ENODEV && number) { /* no GPU: the number is read as a profile id */
-            if ((err = oom_catalog_find(&prof, c, gpu)))
-                return oomi_fail_prefix(err,
-                                        "'%s' read as a profile (no GPU detected, so not a "
-                                        "GPU index): ",
-                                        gpu);
+            char *why = oomi_strdup(oom_last_message());
+            if (!why)
+                return oomi_nomem();
+            if (oom_catalog_find(&prof, c, gpu)) { /* neither: the GPU's absence is the error */
+                char none[256];
+                oomi_snprintf(none, sizeof(none), "%s", oom_last_message());
+                err = oomi_fail(OOM_ENODEV,
+                                "%s '%s' read as a profile, as no GPU is detected (%s), and no "
+                                "profile has that id (%s)",
+                                var, gpu, why, none);
+                oomi_free(why);
+                return err;
+            }
+            oomi_free(why);
             oomi_notice("%s '%s' read as a profile (no GPU is detected, so it is not a GPU index)",
                         var, gpu);
             t->gpu_count = 1;

@@ -84,8 +84,9 @@ expect_contains "$ERR" "read as a GPU index (a GPU is detected), but index 3 is 
 # ... and a profile id when none is
 no_nvml
 oom plan --model gpt2 --gpu 0
-expect_rc 2 "--gpu 0 without a GPU"
-expect_contains "$ERR" "'0' read as a profile (no GPU detected, so not a GPU index)" "profile reading said"
+expect_rc 3 "--gpu 0 without a GPU: no such profile either, an environment error"
+expect_contains "$ERR" "--gpu '0' read as a profile, as no GPU is detected (NVML" "profile reading said, with why"
+expect_contains "$ERR" "no profile has that id (unknown GPU profile '0'" "and that no profile has it"
 mkdir -p "$TMP/config/oomless"
 printf 'gpus:\n  - id: "42"\n    name: Lab card\n    memory: 24GiB\n' >"$TMP/config/oomless/config.yaml"
 GPU_PROFILE=42 oom plan --model gpt2 --json

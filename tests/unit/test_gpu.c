@@ -441,8 +441,8 @@ static void test_target_detected(void **state)
     /* no GPU: a bare number is a profile id, and says so when none has it */
     setenv("OOMLESS_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1);
     req.gpu = "1";
-    assert_int_equal(oom_target_resolve(&t, &req, c), OOM_ENOTFOUND);
-    assert_non_null(strstr(oom_last_message(), "'1' read as a profile"));
+    assert_int_equal(oom_target_resolve(&t, &req, c), OOM_ENODEV);
+    assert_non_null(strstr(oom_last_message(), "'1' read as a profile, as no GPU is detected"));
     use_fake(NULL, two_gpus);
     /* no NVML: fallback to the default profile, with the reason */
     setenv("OOMLESS_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1);
