@@ -361,7 +361,10 @@ static int setup_budget(struct watch_ctx *w, const struct watch_opts *o, struct 
 
     if (o->budget.gpu || o->budget.vram) { /* one budget, applied to each GPU */
         oom_budget whole;
-        if ((rc = cli_budget_resolve(t, "watch", &o->budget)) != EXIT_OK)
+        oom_set_notice_handler(NULL, NULL); /* the planning budget's notices are not watch's */
+        rc = cli_budget_resolve(t, "watch", &o->budget);
+        cli_init_notices();
+        if (rc != EXIT_OK)
             return rc;
         /* watch compares all the memory in use with the budget: what others hold counts there,
          * so it is not also taken off the budget as planning commands do */

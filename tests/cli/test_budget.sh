@@ -31,6 +31,12 @@ oom table --model gpt2 --gpus 0 --json
 expect_rc 0 "table on the detected GPU"
 expect_json '.tables[0].rows[0].budget.usable_bytes' $((A100 - 12 * GiB)) "table: usable leaves others out"
 
+# watch compares all the memory in use with the budget: others are not also taken off it
+oom watch --once --json --vram 80
+expect_rc 0 "watch --vram 80 beside others"
+expect_json '.gpus[0].budget.usable_bytes' $((A100 - GiB)) "watch: usable = target - margin"
+expect_not_contains "$ERR" "other processes hold" "watch: no planning notice"
+
 # --vram smaller than what is left: others do not lower it
 oom plan --model gpt2 --vram 24 --json
 expect_json .budget.usable_bytes $((23 * GiB)) "--vram 24: 24 - 1"
