@@ -34,9 +34,9 @@ static void usage(FILE *out)
             "option or "
             "value,\n3 environment.\n",
             "--gpu NAME|INDEX|auto", "plan for this GPU (catalog id or detected index)",
-            "--vram auto|free|SIZE", "memory to target (bare number = GiB)", "--vram-safety-margin SIZE|PCT",
-            "kept free (bare number = MiB; default 1 GiB)", "--config FILE",
-            "user config (extra GPU profiles, default margin)", "--json",
+            "--vram auto|free|SIZE", "memory to target (bare number = GiB)",
+            "--vram-safety-margin SIZE|PCT", "kept free (bare number = MiB; default 1 GiB)",
+            "--config FILE", "user config (extra GPU profiles, default margin)", "--json",
             "one JSON document on stdout (--svg FILE: a picture of the breakdown)", "--list-models",
             "the built-in presets", "--help", "this text");
     fprintf(out,
