@@ -13,6 +13,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: oomless table --model NAME|PATH [WORKLOAD/PLAN OPTIONS] [--gpus LIST]\n"
+            "       oomless table [PLAN OPTIONS] [--gpus LIST] -- CMD...\n"
             "       oomless table --workloads FILE [--gpus LIST]\n\n"
             "Plans the workload on each GPU profile and prints one row per GPU: usable memory,\n"
             "batch size, accumulation, sequence length, checkpointing, device peak, share of the\n"
@@ -23,7 +24,9 @@ static void usage(FILE *out)
             "                                GPUs per row use --nodes/--gpus-per-node.\n"
             "  --workloads FILE              YAML: workloads: {NAME: {option: value, ...}}\n"
             "  --format text|markdown|csv|json   (default text); --json = --format json\n"
-            "  every option of `oomless plan` (see oomless plan --help) except --gpu\n\n"
+            "  every option of `oomless plan` (see oomless plan --help) except --gpu,\n"
+            "  read by the same parser ('_' may stand for '-'); -- CMD... tabulates the line\n"
+            "  'oomless probe -- CMD...' measured\n\n"
             "Exit codes: 0 table printed (rows may say 'no fit'); 2 bad option; 3 environment.\n",
             DEFAULT_GPUS);
 }

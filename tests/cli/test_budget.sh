@@ -184,4 +184,13 @@ expect_contains "$ERR" "other processes took 1.00 GiB more GPU memory during the
 expect_json .usable_bytes $((6 * GiB)) "arrival: usable lowered by 1 GiB"
 expect_json .recommended_batch 512 "arrival: batch under the lowered budget"
 
+# table -- CMD: the line probe measured for the command, one row per GPU (here the detected one)
+fake_job_gpu
+oom probe --calibration "$TMP/cal.jsonl" -- "${JOB[@]}" --fixed 1G --per-sample 10M
+expect_rc 0 "probe for table"
+oom table --gpus 0 --calibration "$TMP/cal.jsonl" --json -- "${JOB[@]}" --fixed 1G --per-sample 10M
+expect_rc 0 "table -- CMD"
+expect_json '.tables[0].rows[0].budget.usable_bytes' $((7 * GiB)) "table -- CMD: the GPU's budget"
+expect_json '.tables[0].rows[0].model' "measured line" "table -- CMD: planned on the measured line"
+
 finish
