@@ -12,6 +12,9 @@ int cli_budget_option(struct cli_budget *b, int opt, const char *arg)
     case OPT_VRAM:
         b->vram = arg;
         return 1;
+    case OPT_VRAM_AUTO:
+        b->vram = "auto";
+        return 1;
     case OPT_MARGIN:
         b->margin = arg;
         return 1;

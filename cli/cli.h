@@ -73,19 +73,23 @@ int cmd_trace(int argc, char **argv);
 struct cli_budget {
     const char *gpu, *vram, *margin, *config;
 };
-enum { OPT_GPU = 0x1000, OPT_VRAM, OPT_MARGIN, OPT_CONFIG, OPT_FIRST_FREE = 0x1100 };
+enum { OPT_GPU = 0x1000, OPT_VRAM, OPT_MARGIN, OPT_CONFIG, OPT_VRAM_AUTO, OPT_FIRST_FREE = 0x1100 };
+/* with the underscore spellings argparse-based training scripts use (--vram_safety_margin) */
 #define CLI_BUDGET_LONGOPTS                                                                        \
     {"gpu", required_argument, NULL, OPT_GPU}, {"vram", required_argument, NULL, OPT_VRAM},        \
         {"vram-safety-margin", required_argument, NULL, OPT_MARGIN},                               \
+        {"vram_safety_margin", required_argument, NULL, OPT_MARGIN},                               \
+        {"vram-auto", no_argument, NULL, OPT_VRAM_AUTO},                                           \
+        {"vram_auto", no_argument, NULL, OPT_VRAM_AUTO},                                           \
     {                                                                                              \
         "config", required_argument, NULL, OPT_CONFIG                                              \
     }
 #define CLI_BUDGET_HELP                                                                            \
-    "  --gpu auto|INDEX|NAME         GPU to plan for: detected (default), a visible index, or a\n" \
-    "                                catalog profile (a100-80gb, rtx_4090...); env OOMLESS_GPU,\n" \
-    "                                GPU_PROFILE\n"                                                \
-    "  --vram SIZE                   target VRAM per GPU (24, 20.5, 16GiB, 16376MiB; bare = "      \
-    "GiB)\n"                                                                                       \
+    "  --gpu auto|INDEX|NAME         GPU to plan for: detected (default), a visible index (only\n" \
+    "                                when a GPU is detected), or a catalog profile (a100-80gb,\n"  \
+    "                                rtx_4090...); env OOMLESS_GPU, GPU_PROFILE\n"                 \
+    "  --vram auto|free|SIZE         target VRAM per GPU: the GPU's (auto, = --vram-auto), what\n" \
+    "                                is free now (free), or a size (24, 16GiB; bare = GiB)\n"      \
     "  --vram-safety-margin SIZE|PCT memory kept free (default 1 GiB; bare number = MiB; 10%)\n"   \
     "  --config FILE                 user config (default $XDG_CONFIG_HOME/oomless/config.yaml)\n"
 /* Returns 1 when `opt` was a budget option (stored), 0 otherwise. */
@@ -106,6 +110,29 @@ void cli_budget_done(struct cli_target *t);
 int cli_parse_job_options(const char *cmd, int argc, char **argv, const struct option *longopts,
                           const char *usage, struct cli_budget *budget,
                           int (*take)(void *ctx, int opt, const char *arg), void *ctx);
+
+/* ---- options of the commands that plan (cli/options.c) -----------------------------------------
+ * cli_option_name(): the name of "NAME" or "NAME=VALUE" (arg without its "--") into `name`, '_'
+ * read as '-' (--vram_safety_margin, as argparse-based training scripts spell options); returns
+ * the text after '=' or NULL.
+ * cli_parse_plan_options(): plan's and table's parser. Every workload and plan option goes to
+ * oom_plan_options_set; flags: --help/-h, --json (a->format = "json"), --allow-inexact,
+ * --[no-]allow-downscale, --vram-auto (= --vram auto); `--` ends the options with the probed
+ * command (its calibration record); `extra` adds the command's own value options (stored in
+ * *value), or refuses one with its message. Returns an exit code. */
+const char *cli_option_name(char *name, size_t size, const char *arg);
+struct cli_plan_args {
+    bool help;
+    const char *format;
+};
+struct cli_plan_extra {
+    const char *name;
+    const char **value;
+    const char *refuse; /* not NULL: the option is refused with this message */
+};
+int cli_parse_plan_options(const char *cmd, int argc, char **argv, oom_plan_options *o,
+                           struct cli_plan_args *a, const struct cli_plan_extra *extra,
+                           size_t n_extra);
 
 /* ---- while a job runs under run or probe (cli/supervise.c) -------------------------------------
  * cli_supervise_signals(): SIGINT, SIGTERM, SIGHUP and SIGQUIT set cli_stop_signal (the library

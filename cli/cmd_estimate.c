@@ -34,9 +34,9 @@ static void usage(FILE *out)
             "option or "
             "value,\n3 environment.\n",
             "--gpu NAME|INDEX|auto", "plan for this GPU (catalog id or detected index)",
-            "--vram SIZE", "memory to target (bare number = GiB)", "--vram-safety-margin SIZE|PCT",
-            "kept free (bare number = MiB; default 1 GiB)", "--config FILE",
-            "user config (extra GPU profiles, default margin)", "--json",
+            "--vram auto|free|SIZE", "memory to target (bare number = GiB)",
+            "--vram-safety-margin SIZE|PCT", "kept free (bare number = MiB; default 1 GiB)",
+            "--config FILE", "user config (extra GPU profiles, default margin)", "--json",
             "one JSON document on stdout (--svg FILE: a picture of the breakdown)", "--list-models",
             "the built-in presets", "--help", "this text");
     fprintf(out,
@@ -70,35 +70,27 @@ static int list_models(bool json)
     return EXIT_OK;
 }
 
-/* --name VALUE or --name=VALUE; returns the value or NULL (i is advanced past it) */
-static const char *opt_value(int argc, char **argv, int *i, const char *name, bool *matched)
-{
-    const char *a = argv[*i] + 2;
-    size_t n = strlen(name);
-    *matched = false;
-    if (strncmp(a, name, n) || (a[n] && a[n] != '='))
-        return NULL;
-    *matched = true;
-    if (a[n] == '=')
-        return a + n + 1;
-    if (*i + 1 >= argc)
-        return NULL;
-    return argv[++*i];
-}
-
 static int parse(int argc, char **argv, args *a, oom_workload *w)
 {
     size_t n, j;
     const oom_option *const *o = oom_workload_options(&n);
+    const struct {
+        const char *name;
+        const char **value;
+    } own[] = {{"calibration-workload", &a->calib_workload},
+               {"calibration", &a->calibration},
+               {"gpu", &a->gpu},
+               {"config", &a->config},
+               {"svg", &a->svg},
+               {"vram-safety-margin", &a->margin},
+               {"vram", &a->vram}};
     int i, err;
 
     for (i = 1; i < argc; i++) {
         const char *arg = argv[i], *v = NULL;
-        bool m = false;
-        if (!strcmp(arg, "--json") || !strcmp(arg, "--list-models") || !strcmp(arg, "--help") ||
-            !strcmp(arg, "-h")) {
-            a->json |= arg[2] == 'j', a->list |= arg[2] == 'l',
-                a->help |= arg[2] == 'h' || arg[1] == 'h';
+        char name[64];
+        if (!strcmp(arg, "-h")) {
+            a->help = true;
             continue;
         }
         if (!strcmp(arg, "--")) { /* a probed command: estimate from its calibration record */
@@ -110,51 +102,30 @@ static int parse(int argc, char **argv, args *a, oom_workload *w)
                 return cli_fail(CMD, kerr);
             break;
         }
-        if (strncmp(arg, "--", 2))
+        if (strncmp(arg, "--", 2) || !arg[2])
             return cli_usage_error(CMD, "unexpected argument '%s'", arg);
-        if ((v = opt_value(argc, argv, &i, "calibration-workload", &m)), m) {
-            if (!(a->calib_workload = v))
-                return cli_usage_error(CMD, "option '%s' needs a value", arg);
+        v = cli_option_name(name, sizeof(name), arg + 2);
+        if (!v && (!strcmp(name, "json") || !strcmp(name, "list-models") || !strcmp(name, "help") ||
+                   !strcmp(name, "vram-auto"))) {
+            a->json |= name[0] == 'j', a->list |= name[0] == 'l', a->help |= name[0] == 'h';
+            if (name[0] == 'v')
+                a->vram = "auto";
             continue;
         }
-        if ((v = opt_value(argc, argv, &i, "calibration", &m)), m) {
-            if (!(a->calibration = v))
-                return cli_usage_error(CMD, "option '%s' needs a value", arg);
-            continue;
+        for (j = 0; j < sizeof(own) / sizeof(own[0]) && strcmp(own[j].name, name); j++)
+            ;
+        if (j == sizeof(own) / sizeof(own[0])) {
+            for (j = 0; j < n && strcmp(o[j]->name, name); j++)
+                ;
+            if (j == n)
+                return cli_usage_error(CMD, "unknown option '%s'", arg);
+            j += sizeof(own) / sizeof(own[0]);
         }
-        if ((v = opt_value(argc, argv, &i, "gpu", &m)), m) {
-            if (!(a->gpu = v))
-                return cli_usage_error(CMD, "option '%s' needs a value", arg);
-            continue;
-        }
-        if ((v = opt_value(argc, argv, &i, "config", &m)), m) {
-            if (!(a->config = v))
-                return cli_usage_error(CMD, "option '%s' needs a value", arg);
-            continue;
-        }
-        if ((v = opt_value(argc, argv, &i, "svg", &m)), m) {
-            if (!(a->svg = v))
-                return cli_usage_error(CMD, "option '%s' needs a value", arg);
-            continue;
-        }
-        if ((v = opt_value(argc, argv, &i, "vram-safety-margin", &m)), m) {
-            if (!(a->margin = v))
-                return cli_usage_error(CMD, "option '%s' needs a value", arg);
-            continue;
-        }
-        if ((v = opt_value(argc, argv, &i, "vram", &m)), m) {
-            if (!(a->vram = v))
-                return cli_usage_error(CMD, "option '%s' needs a value", arg);
-            continue;
-        }
-        for (j = 0; j < n; j++)
-            if ((v = opt_value(argc, argv, &i, o[j]->name, &m)), m)
-                break;
-        if (j == n)
-            return cli_usage_error(CMD, "unknown option '%s'", arg);
-        if (!v)
+        if (!v && (i + 1 >= argc || !(v = argv[++i])))
             return cli_usage_error(CMD, "option '%s' needs a value", arg);
-        if ((err = oom_workload_set(w, o[j]->name, v)))
+        if (j < sizeof(own) / sizeof(own[0]))
+            *own[j].value = v;
+        else if ((err = oom_workload_set(w, name, v)))
             return cli_fail(CMD, err);
     }
     return EXIT_OK;

@@ -82,6 +82,13 @@ static void print_list(const oom_gpu_list *list, const oom_target *t)
     printf("Safety margin: %s (%.0f MiB)\n",
            oom_format_size(b, sizeof(b), t->budget.safety_margin_bytes),
            mib(t->budget.safety_margin_bytes));
+    if (t->others_bytes)
+        printf("In use now:    %s (%.0f MiB) by other processes%s%s%s\n",
+               oom_format_size(a, sizeof(a), t->others_bytes), mib(t->others_bytes),
+               t->others ? ": " : "", t->others ? t->others : "",
+               t->budget.usable_bytes + t->budget.safety_margin_bytes < t->budget.target_bytes
+                   ? " (the budget leaves it out)"
+                   : "");
     printf("Usable VRAM:   %s (%.0f MiB)\n", oom_format_size(c, sizeof(c), t->budget.usable_bytes),
            mib(t->budget.usable_bytes));
 }

@@ -9,8 +9,8 @@
 static const char *const CMD = "plan";
 
 typedef struct plan_args {
-    bool help;
-    const char *format, *svg;
+    struct cli_plan_args common; /* help, format */
+    const char *svg;
 } plan_args;
 
 static void usage(FILE *out)
@@ -42,92 +42,6 @@ static void usage(FILE *out)
 }
 
 /* --name VALUE or --name=VALUE; *v NULL when missing */
-static bool take(int argc, char **argv, int *i, const char *name, const char **v)
-{
-    const char *a = argv[*i] + 2;
-    size_t n = strlen(name);
-    if (strncmp(a, name, n) || (a[n] && a[n] != '='))
-        return false;
-    *v = a[n] == '=' ? a + n + 1 : *i + 1 < argc ? argv[++*i] : NULL;
-    return true;
-}
-
-static bool known(const char *name)
-{
-    size_t n, j;
-    const oom_option *const *o = oom_workload_options(&n);
-    for (j = 0; j < n; j++)
-        if (!strcmp(o[j]->name, name))
-            return true;
-    o = oom_plan_option_table(&n);
-    for (j = 0; j < n; j++)
-        if (!strcmp(o[j]->name, name))
-            return true;
-    return false;
-}
-
-static int parse(int argc, char **argv, plan_args *a, oom_plan_options *o)
-{
-    static const char *const flags[] = {"allow-inexact", "allow-downscale"};
-    int i, err;
-    size_t f;
-    for (i = 1; i < argc; i++) {
-        char name[64];
-        const char *arg = argv[i], *v = NULL, *eq;
-        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
-            a->help = true;
-            continue;
-        }
-        if (!strcmp(arg, "--json")) {
-            a->format = "json";
-            continue;
-        }
-        if (!strcmp(arg, "--")) { /* a probed command: plan on its calibration record */
-            char *key = NULL;
-            if (i + 1 >= argc)
-                return cli_usage_error(CMD, "'--' must be followed by the probed command");
-            if ((err = oom_calibration_command_key(&key, (const char *const *)argv + i + 1)) ||
-                (err = oom_plan_options_set(o, "calibration-command", key))) {
-                oom_free(key);
-                return cli_fail(CMD, err);
-            }
-            oom_free(key);
-            break;
-        }
-        if (!strcmp(arg, "--no-allow-downscale")) {
-            if ((err = oom_plan_options_set(o, "allow-downscale", "no")))
-                return cli_fail(CMD, err);
-            continue;
-        }
-        for (f = 0; f < 2 && strcmp(arg + 2 * (arg[0] == '-' && arg[1] == '-'), flags[f]); f++)
-            ;
-        if (f < 2 && !strncmp(arg, "--", 2)) {
-            if ((err = oom_plan_options_set(o, flags[f], "yes")))
-                return cli_fail(CMD, err);
-            continue;
-        }
-        if (strncmp(arg, "--", 2))
-            return cli_usage_error(CMD, "unexpected argument '%s'", arg);
-        if (take(argc, argv, &i, "format", &v) || take(argc, argv, &i, "svg", &v)) {
-            if (!v)
-                return cli_usage_error(CMD, "option '%s' needs a value", arg);
-            *(arg[2] == 'f' ? &a->format : &a->svg) = v;
-            continue;
-        }
-        eq = strchr(arg, '=');
-        snprintf(name, sizeof(name), "%.*s", (int)(eq ? eq - arg - 2 : (long)strlen(arg + 2)),
-                 arg + 2);
-        if (!known(name) && strcmp(name, "batch"))
-            return cli_usage_error(CMD, "unknown option '%s' (see oomless plan --help)", arg);
-        take(argc, argv, &i, name, &v);
-        if (!v)
-            return cli_usage_error(CMD, "option '%s' needs a value", arg);
-        if ((err = oom_plan_options_set(o, name, v)))
-            return cli_fail(CMD, err);
-    }
-    return EXIT_OK;
-}
-
 static int write_svg(const char *path, const oom_plan_result *r)
 {
     char *svg = NULL;
@@ -151,14 +65,14 @@ static int report(const plan_args *a, const oom_plan_result *r)
     char *text = NULL;
     size_t i;
     int err;
-    bool machine = strcmp(a->format, "text") && strcmp(a->format, "json");
+    bool machine = strcmp(a->common.format, "text") && strcmp(a->common.format, "json");
 
     if (r->target_fallback)
         cli_notice("no GPU found (%s); planning for profile '%s'. Use --gpu NAME to choose "
                    "another.",
                    r->target_reason, r->gpu_id);
     for (i = 0; i < r->n_notices; i++)
-        if (strcmp(a->format, "text") || !strncmp(r->notices[i], "DOWNSCALED", 10))
+        if (strcmp(a->common.format, "text") || !strncmp(r->notices[i], "DOWNSCALED", 10))
             cli_notice("%s", r->notices[i]);
     if (!r->found && machine) {
         if ((err = oom_plan_format(&text, r, "text")))
@@ -167,9 +81,9 @@ static int report(const plan_args *a, const oom_plan_result *r)
         oom_free(text);
         return EXIT_NOFIT;
     }
-    if ((err = oom_plan_format(&text, r, a->format)))
+    if ((err = oom_plan_format(&text, r, a->common.format)))
         return cli_fail(CMD, err);
-    if (!strcmp(a->format, "json") || !strcmp(a->format, "deepspeed"))
+    if (!strcmp(a->common.format, "json") || !strcmp(a->common.format, "deepspeed"))
         cli_print_json(text);
     else
         fputs(text, stdout);
@@ -181,22 +95,26 @@ int cmd_plan(int argc, char **argv)
 {
     oom_plan_options *o = NULL;
     oom_plan_result *r = NULL;
-    plan_args a = {false, "text", NULL};
+    plan_args a = {{false, "text"}, NULL};
+    const struct cli_plan_extra extra[] = {{"format", &a.common.format, NULL},
+                                           {"svg", &a.svg, NULL}};
     int err, rc;
 
     if ((err = oom_plan_options_create(&o)))
         return cli_fail(CMD, err);
-    if ((rc = parse(argc, argv, &a, o)) != EXIT_OK || a.help) {
-        if (a.help)
+    if ((rc = cli_parse_plan_options(CMD, argc, argv, o, &a.common, extra, 2)) != EXIT_OK ||
+        a.common.help) {
+        if (a.common.help)
             usage(stdout);
         goto done;
     }
-    if (strcmp(a.format, "text") && strcmp(a.format, "json") && strcmp(a.format, "env") &&
-        strcmp(a.format, "args") && strcmp(a.format, "deepspeed") && strcmp(a.format, "torchrun")) {
+    if (strcmp(a.common.format, "text") && strcmp(a.common.format, "json") &&
+        strcmp(a.common.format, "env") && strcmp(a.common.format, "args") &&
+        strcmp(a.common.format, "deepspeed") && strcmp(a.common.format, "torchrun")) {
         rc = cli_usage_error(CMD,
                              "unknown --format '%s' (text, json, env, args, deepspeed, "
                              "torchrun)",
-                             a.format);
+                             a.common.format);
         goto done;
     }
     err = oom_plan_options_run(&r, o);

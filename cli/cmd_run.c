@@ -143,6 +143,7 @@ static int parse_args(struct run_args *a, int argc, char **argv)
         {"batch-size", required_argument, NULL, OPT_BATCH},
         {"grad-accum", required_argument, NULL, OPT_ACCUM},
         {"target-effective-batch", required_argument, NULL, OPT_TARGET},
+        {"target_effective_batch", required_argument, NULL, OPT_TARGET},
         {"plan", required_argument, NULL, OPT_PLAN},
         {"seq", required_argument, NULL, OPT_SEQ},
         {"max-restarts", required_argument, NULL, OPT_RESTARTS},

@@ -13,6 +13,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: oomless table --model NAME|PATH [WORKLOAD/PLAN OPTIONS] [--gpus LIST]\n"
+            "       oomless table [PLAN OPTIONS] [--gpus LIST] -- CMD...\n"
             "       oomless table --workloads FILE [--gpus LIST]\n\n"
             "Plans the workload on each GPU profile and prints one row per GPU: usable memory,\n"
             "batch size, accumulation, sequence length, checkpointing, device peak, share of the\n"
@@ -23,7 +24,9 @@ static void usage(FILE *out)
             "                                GPUs per row use --nodes/--gpus-per-node.\n"
             "  --workloads FILE              YAML: workloads: {NAME: {option: value, ...}}\n"
             "  --format text|markdown|csv|json   (default text); --json = --format json\n"
-            "  every option of `oomless plan` (see oomless plan --help) except --gpu\n\n"
+            "  every option of `oomless plan` (see oomless plan --help) except --gpu,\n"
+            "  read by the same parser ('_' may stand for '-'); -- CMD... tabulates the line\n"
+            "  'oomless probe -- CMD...' measured\n\n"
             "Exit codes: 0 table printed (rows may say 'no fit'); 2 bad option; 3 environment.\n",
             DEFAULT_GPUS);
 }
@@ -38,80 +41,41 @@ static size_t split(char *list, const char **out)
     return n;
 }
 
-typedef struct targs {
-    const char *gpus, *file, *format;
-    bool help;
-} targs;
-
-static int parse(int argc, char **argv, targs *a, oom_plan_options *o)
-{
-    int i, err;
-    for (i = 1; i < argc; i++) {
-        const char *arg = argv[i], *eq, *v;
-        char name[64];
-        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
-            a->help = true;
-            continue;
-        }
-        if (!strcmp(arg, "--json")) {
-            a->format = "json";
-            continue;
-        }
-        if (!strcmp(arg, "--allow-inexact") || !strcmp(arg, "--allow-downscale")) {
-            if ((err = oom_plan_options_set(o, arg + 2, "yes")))
-                return cli_fail(CMD, err);
-            continue;
-        }
-        if (strncmp(arg, "--", 2))
-            return cli_usage_error(CMD, "unexpected argument '%s'", arg);
-        eq = strchr(arg, '=');
-        snprintf(name, sizeof(name), "%.*s", (int)(eq ? eq - arg - 2 : (long)strlen(arg + 2)),
-                 arg + 2);
-        v = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
-        if (!v)
-            return cli_usage_error(CMD, "option '%s' needs a value", arg);
-        if (!strcmp(name, "gpus") || !strcmp(name, "gpu-list"))
-            a->gpus = v;
-        else if (!strcmp(name, "workloads"))
-            a->file = v;
-        else if (!strcmp(name, "format"))
-            a->format = v;
-        else if (!strcmp(name, "gpu"))
-            return cli_usage_error(CMD, "use --gpus LIST in table (one row per GPU)");
-        else if ((err = oom_plan_options_set(o, name, v)))
-            return cli_fail(CMD, err);
-    }
-    return EXIT_OK;
-}
-
 int cmd_table(int argc, char **argv)
 {
     oom_plan_options *o = NULL, **opts = NULL;
     char **names = NULL, *list = NULL, *text = NULL;
     const char *gpus[MAX_GPUS], *one_name = "workload";
     size_t n = 0, ng;
-    targs a = {DEFAULT_GPUS, NULL, "text", false};
+    struct cli_plan_args a = {false, "text"};
+    const char *gpu_list = DEFAULT_GPUS, *file = NULL;
+    const struct cli_plan_extra extra[] = {
+        {"gpus", &gpu_list, NULL},
+        {"gpu-list", &gpu_list, NULL},
+        {"workloads", &file, NULL},
+        {"format", &a.format, NULL},
+        {"gpu", NULL, "use --gpus LIST in table (one row per GPU)"}};
     int err, rc;
 
     if ((err = oom_plan_options_create(&o)))
         return cli_fail(CMD, err);
-    if ((rc = parse(argc, argv, &a, o)) != EXIT_OK || a.help) {
+    if ((rc = cli_parse_plan_options(CMD, argc, argv, o, &a, extra, 5)) != EXIT_OK || a.help) {
         if (a.help)
             usage(stdout);
         goto done;
     }
-    if (!(list = strdup(a.gpus)) || !(ng = split(list, gpus))) {
-        rc = cli_usage_error(CMD, "--gpus '%s' names no GPU", a.gpus);
+    if (!(list = strdup(gpu_list)) || !(ng = split(list, gpus))) {
+        rc = cli_usage_error(CMD, "--gpus '%s' names no GPU", gpu_list);
         goto done;
     }
-    if (a.file && (err = oom_table_workloads_load(&opts, &names, &n, a.file))) {
+    if (file && (err = oom_table_workloads_load(&opts, &names, &n, file))) {
         rc = cli_fail(CMD, err);
         goto done;
     }
-    err = a.file ? oom_table(&text, (const oom_plan_options *const *)opts,
-                             (const char *const *)names, n, gpus, ng, a.format)
-                 : oom_table(&text, (const oom_plan_options *const *)&o, &one_name, 1, gpus, ng,
-                             a.format);
+    err = file ? oom_table(&text, (const oom_plan_options *const *)opts, (const char *const *)names,
+                           n, gpus, ng, a.format)
+               : oom_table(&text, (const oom_plan_options *const *)&o, &one_name, 1, gpus, ng,
+                           a.format);
     if (err) {
         rc = cli_fail(CMD, err);
         goto done;

@@ -360,9 +360,17 @@ static int setup_budget(struct watch_ctx *w, const struct watch_opts *o, struct 
     int rc, err;
 
     if (o->budget.gpu || o->budget.vram) { /* one budget, applied to each GPU */
-        if ((rc = cli_budget_resolve(t, "watch", &o->budget)) != EXIT_OK)
+        oom_budget whole;
+        oom_set_notice_handler(NULL, NULL); /* the planning budget's notices are not watch's */
+        rc = cli_budget_resolve(t, "watch", &o->budget);
+        cli_init_notices();
+        if (rc != EXIT_OK)
             return rc;
-        err = oom_monitor_set_budget(w->monitor, -1, &t->target.budget);
+        /* watch compares all the memory in use with the budget: what others hold counts there,
+         * so it is not also taken off the budget as planning commands do */
+        whole = t->target.budget;
+        whole.usable_bytes = whole.target_bytes - whole.safety_margin_bytes;
+        err = oom_monitor_set_budget(w->monitor, -1, &whole);
     } else if ((err = oom_config_load(&t->config, o->budget.config)) == OOM_OK) {
         /* each GPU's own total minus the margin: no planning target to resolve */
         err = oom_monitor_set_margin(

@@ -221,6 +221,14 @@ OOM_EXPORT int oom_budget_init(oom_budget *s, unsigned int version);
  */
 OOM_EXPORT int oom_budget_make(oom_budget *out, uint64_t target_bytes, uint64_t margin_bytes);
 
+/**
+ * Lowers a made budget for memory others hold on a GPU of `total_bytes`: usable becomes the
+ * smaller of target - margin and total - others - margin (target and margin are kept).
+ * OOM_ENOFIT when others leave no more than the margin free (the message gives the sizes).
+ */
+OOM_EXPORT int oom_budget_less_others(oom_budget *budget, uint64_t total_bytes,
+                                      uint64_t others_bytes);
+
 /* ======================================================================== GPU catalog */
 /* (section: catalog) */
 
@@ -425,9 +433,14 @@ typedef struct oom_target {
     int mixed;               /**< 1 when the detected GPUs differ (the smallest is planned for) */
     int fallback;            /**< 1 when no GPU was found and the default profile was used */
     char *reason;            /**< why a fallback happened ("NVML not found: ..."), or NULL; owned */
+    /* version 2 */
+    uint64_t others_bytes; /**< memory in use on the detected GPU when resolved (other processes,
+                              and memory NVML gives to none); 0 for a profile */
+    char *others;          /**< the processes holding it: "pid 4242 (2.00 GiB), pid 77 (512 MiB)",
+                              or NULL when NVML names none; owned */
 } oom_target;
 
-#define OOM_TARGET_VERSION 1
+#define OOM_TARGET_VERSION 2
 #define OOM_TARGET_INIT                                                                            \
     {                                                                                              \
         .version = OOM_TARGET_VERSION                                                              \
@@ -454,8 +467,14 @@ OOM_EXPORT int oom_target_request_init(oom_target_request *s, unsigned int versi
 
 /**
  * Resolves the GPU and the budget: a profile id, an index of a detected GPU, or auto (detected
- * GPUs; the smallest when mixed; the config's / default profile when none). --vram overrides
- * the target memory. Strings in `out` stay valid until oom_target_dispose().
+ * GPUs; the smallest when mixed; the config's / default profile when none). A bare number is a
+ * GPU index only when a GPU is detected, else a profile id (a notice says which reading was
+ * used). --vram overrides the target memory: "auto" (the GPU's memory), "free" (the detected
+ * GPU's free memory now) or a size, refused (OOM_EINVAL) when larger than the detected GPU.
+ * On a detected GPU the usable budget is the smaller of target - margin and
+ * total - others_bytes - margin (oom_budget_less_others), with a notice naming what others hold;
+ * a profile named by $OOMLESS_GPU/$GPU_PROFILE that is not the detected GPU gets a notice naming
+ * both. Strings in `out` stay valid until oom_target_dispose().
  */
 OOM_EXPORT int oom_target_resolve(oom_target *out, const oom_target_request *request,
                                   const oom_catalog *catalog);
@@ -467,7 +486,7 @@ OOM_EXPORT void oom_target_dispose(oom_target *target);
  *   {"gpus": [{"index", "nvml_index", "name", "uuid", "total_bytes", "used_bytes", "free_bytes",
  *              "compute_capability", "pci_bus_id", "lost"}...],
  *    "total_bytes", "mixed", "driver_version", "cuda_driver_version", "backend",
- *    "budget": {"target_bytes", "safety_margin_bytes", "usable_bytes"},
+ *    "budget": {"target_bytes", "safety_margin_bytes", "usable_bytes", "others_bytes", "others"},
  *    "target": {"profile", "name", "detected", "fallback", "reason", "gpu_count"}}
  * Unknown fields are null. `list` may be NULL (no GPU backend); `target` may be NULL.
  */
@@ -1044,10 +1063,12 @@ OOM_EXPORT int oom_estimate_to_json_budget(char **out, const oom_workload *w, co
 /**
  * The optional budget of an estimate, resolved as `oomless estimate` does: with request->gpu
  * through the catalog or GPU discovery (oom_target_resolve; the workload's GPU is set from the
- * profile), else with request->vram alone as a bare target (no discovery), else none
- * (*have = 0; a margin without --vram or --gpu is OOM_EINVAL). `label` (may be NULL) receives
- * what the budget came from ("NVIDIA A100 80GB", "--vram 24"), allocated (release with
- * oom_free(); NULL when there is no budget or on failure). request may be NULL (no budget).
+ * profile; on a GPU without bf16 a bf16 precision becomes fp16 / amp-bf16 amp-fp16, with a
+ * notice), also when request->vram is "auto" or "free"; else with request->vram alone as a bare
+ * target (no discovery), else none (*have = 0; a margin without --vram or --gpu is OOM_EINVAL).
+ * `label` (may be NULL) receives what the budget came from ("NVIDIA A100 80GB", "--vram 24"),
+ * allocated (release with oom_free(); NULL when there is no budget or on failure). request may be
+ * NULL (no budget).
  */
 OOM_EXPORT int oom_estimate_budget(oom_budget *out, int *have, char **label, oom_workload *w,
                                    const oom_target_request *request);
@@ -1202,9 +1223,12 @@ typedef struct oom_plan_result {
     size_t n_curve;
     long *curve_batch;
     uint64_t *curve_peak_none, *curve_peak_full;
+    /* version 2 */
+    uint64_t others_bytes; /**< memory in use on the detected GPU (oom_target.others_bytes) */
+    char *others;          /**< the processes holding it, or NULL; owned */
 } oom_plan_result;
 
-#define OOM_PLAN_RESULT_VERSION 1
+#define OOM_PLAN_RESULT_VERSION 2
 #define OOM_PLAN_RESULT_INIT                                                                       \
     {                                                                                              \
         .version = OOM_PLAN_RESULT_VERSION                                                         \
@@ -1228,8 +1252,8 @@ OOM_EXPORT void oom_plan_result_dispose(oom_plan_result *result);
  * The plan as one JSON document: {"plan": {"batch_size", "grad_accum", "effective_batch",
  * "seq_len", "checkpointing", "precision", "optimizer", "sharding", "offload", "gpus"}, "found",
  * "memory": {the estimate's keys}, "budget": {"target_bytes", "safety_margin_bytes",
- * "usable_bytes", "utilisation"}, "throughput": {...}, "alternatives": [...], "downscaled",
- * "notices", "workers", "inference", "suggestions", "smallest", "search"}.
+ * "usable_bytes", "utilisation", "others_bytes", "others"}, "throughput": {...}, "alternatives":
+ * [...], "downscaled", "notices", "workers", "inference", "suggestions", "smallest", "search"}.
  */
 OOM_EXPORT int oom_plan_to_json(char **out, const oom_plan_result *result);
 

@@ -163,3 +163,23 @@ int oom_budget_make(oom_budget *out, uint64_t target, uint64_t margin)
     out->usable_bytes = target - margin;
     return OOM_OK;
 }
+
+int oom_budget_less_others(oom_budget *b, uint64_t total, uint64_t others)
+{
+    char t[16], o[16], m[16];
+    int err;
+    if (!b)
+        return oomi_fail(OOM_EINVAL, "budget is missing");
+    if ((err = oomi_check_version(b->version, OOM_BUDGET_VERSION, "oom_budget")))
+        return err;
+    if (others >= total || total - others <= b->safety_margin_bytes)
+        return oomi_fail(OOM_ENOFIT,
+                         "other processes hold %s of the GPU's %s: no more than the safety "
+                         "margin %s is left",
+                         oom_format_size(o, sizeof(o), others),
+                         oom_format_size(t, sizeof(t), total),
+                         oom_format_size(m, sizeof(m), b->safety_margin_bytes));
+    if (total - others - b->safety_margin_bytes < b->usable_bytes)
+        b->usable_bytes = total - others - b->safety_margin_bytes;
+    return OOM_OK;
+}

@@ -14,6 +14,20 @@ static int set_label(char **label, const char *prefix, const char *value)
     return *label ? OOM_OK : oomi_nomem();
 }
 
+/* On a GPU without bf16, a bf16 precision becomes its fp16 twin, with a notice (as plan does). */
+static int without_bf16(oom_workload *w, const oom_gpu_profile *gpu)
+{
+    oom_precision p = oomi_resolved_precision(w), q = oomi_precision_without_bf16(p);
+    int err;
+
+    if (!oomi_gpu_lacks_bf16(gpu) || q == p)
+        return OOM_OK;
+    if ((err = oom_workload_set(w, "precision", oom_precision_name(q))))
+        return err;
+    oomi_notice("%s has no bf16 tensor cores: estimating with %s", gpu->id, oom_precision_name(q));
+    return OOM_OK;
+}
+
 static int from_gpu(oom_budget *out, char **label, oom_workload *w, const oom_target_request *req)
 {
     oom_target t = OOM_TARGET_INIT;
@@ -22,8 +36,9 @@ static int from_gpu(oom_budget *out, char **label, oom_workload *w, const oom_ta
     if ((err = oomi_target_resolve_request(&t, req)))
         return err;
     *out = t.budget;
-    if (!(err = set_label(label, "", t.profile.name ? t.profile.name : req->gpu)))
-        err = oom_workload_set_gpu(w, &t.profile);
+    if (!(err = set_label(label, "", t.profile.name ? t.profile.name : req->gpu)) &&
+        !(err = oom_workload_set_gpu(w, &t.profile)))
+        err = without_bf16(w, &t.profile);
     oom_target_dispose(&t);
     return err;
 }
@@ -46,7 +61,9 @@ int oom_estimate_budget(oom_budget *out, int *have, char **label, oom_workload *
         *label = NULL;
     if (!req)
         return OOM_OK;
-    if (req->gpu) {
+    /* --vram auto|free name the detected GPU's memory: resolved as --gpu auto would be */
+    if (req->gpu ||
+        (req->vram && (!oomi_name_cmp(req->vram, "auto") || !oomi_name_cmp(req->vram, "free")))) {
         if ((err = from_gpu(out, label, w, req))) {
             if (label) {
                 oomi_free(*label);

@@ -6,6 +6,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* What a detected GPU adds to a target: memory in use now, who holds it, what is free. */
+struct detected {
+    uint64_t used, free;
+    char *pids; /* "pid 4242 (2.00 GiB), ..." or NULL */
+    char name[96];
+};
+
 void oom_target_dispose(oom_target *t)
 {
     if (!t)
@@ -13,6 +20,10 @@ void oom_target_dispose(oom_target *t)
     oomi_profile_clear(&t->profile);
     oomi_free(t->reason);
     t->reason = NULL;
+    if (t->version >= 2) {
+        oomi_free(t->others);
+        t->others = NULL;
+    }
 }
 
 static bool is_index(const char *s)
@@ -48,15 +59,37 @@ static int profile_for_device(oom_gpu_profile *out, const oom_gpu_info *g, const
     return oomi_profile_copy(out, &p);
 }
 
-/* Detected GPUs: the one asked for by index, else the smallest. */
-static int resolve_detected(oom_target *t, const char *want_index, const oom_catalog *c)
+/* "pid 4242 (2.00 GiB), pid 77 (512 MiB)" for the processes NVML lists on `g`, or NULL. */
+static int describe_processes(char **out, const oom_gpu_info *g)
+{
+    oomi_sb sb = OOMI_SB_INIT;
+    size_t i;
+    char size[16];
+
+    *out = NULL;
+    if (!g->process_count)
+        return OOM_OK;
+    for (i = 0; i < g->process_count; i++) {
+        const oom_gpu_process *p = g->processes[i];
+        if (p->used_bytes == OOM_UNKNOWN)
+            oomi_sb_printf(&sb, "%spid %u", i ? ", " : "", (unsigned)p->pid);
+        else
+            oomi_sb_printf(&sb, "%spid %u (%s)", i ? ", " : "", (unsigned)p->pid,
+                           oom_format_size(size, sizeof(size), p->used_bytes));
+    }
+    return oomi_sb_finish(&sb, out);
+}
+
+/* Detected GPUs: the one asked for by index, else the smallest. `d` receives its memory. */
+static int resolve_detected(oom_target *t, struct detected *d, const char *want_index,
+                            const oom_catalog *c)
 {
     oom_gpu_session *s = NULL;
     oom_gpu_list *list = NULL;
     size_t i, pick = 0, alive = 0;
     int err;
 
-    if ((err = oom_gpu_open(&s)) || (err = oom_gpu_sample(&list, s, 0)))
+    if ((err = oom_gpu_open(&s)) || (err = oom_gpu_sample(&list, s, OOM_SAMPLE_PROCESSES)))
         goto done;
     for (i = 0; i < list->count; i++) {
         if (list->gpus[i]->lost)
@@ -74,8 +107,10 @@ static int resolve_detected(oom_target *t, const char *want_index, const oom_cat
     if (want_index) {
         long idx = strtol(want_index, NULL, 10);
         if (idx >= (long)list->count || list->gpus[idx]->lost) {
-            err = oomi_fail(OOM_EINVAL, "GPU index '%s' is not visible (%zu GPU%s found)",
-                            want_index, list->count, list->count == 1 ? "" : "s");
+            err = oomi_fail(OOM_EINVAL,
+                            "GPU '%s' read as a GPU index (a GPU is detected), but index %ld is "
+                            "not visible (%zu GPU%s found)",
+                            want_index, idx, list->count, list->count == 1 ? "" : "s");
             goto done;
         }
         pick = (size_t)idx;
@@ -83,18 +118,153 @@ static int resolve_detected(oom_target *t, const char *want_index, const oom_cat
     }
     t->gpu_count = want_index ? 1 : (int)alive;
     t->detected = 1;
-    err = profile_for_device(&t->profile, list->gpus[pick], c);
+    d->used = list->gpus[pick]->used_bytes;
+    d->free = list->gpus[pick]->free_bytes;
+    oomi_snprintf(d->name, sizeof(d->name), "%s", list->gpus[pick]->name);
+    if (!(err = profile_for_device(&t->profile, list->gpus[pick], c)))
+        err = describe_processes(&d->pids, list->gpus[pick]);
 done:
     oom_gpu_list_free(list);
     oom_gpu_close(s);
     return err;
 }
 
+/* A profile named by $OOMLESS_GPU/$GPU_PROFILE while another GPU is in the machine: a notice
+ * naming both. Detection failing here is not an error (the profile is what was asked for). */
+static void say_env_mismatch(const char *var, const oom_gpu_profile *named, const oom_catalog *c)
+{
+    oom_target probe = OOM_TARGET_INIT;
+    struct detected d = {0};
+    char a[16], b[16];
+
+    if (resolve_detected(&probe, &d, NULL, c) == OOM_OK &&
+        oomi_name_cmp(probe.profile.id, named->id))
+        oomi_notice("%s names '%s' (%s, %s) but the GPU detected is %s (%s); planning for '%s'",
+                    var, named->id, named->name, oom_format_size(a, sizeof(a), named->memory_bytes),
+                    probe.profile.name, oom_format_size(b, sizeof(b), probe.profile.memory_bytes),
+                    named->id);
+    oomi_free(d.pids);
+    oom_target_dispose(&probe);
+}
+
+/* The GPU: detected (auto, or a bare number while a GPU is detected: its index), else the
+ * config's default profile, else a named profile. `var` names where `gpu` came from. */
+static int resolve_gpu(oom_target *t, struct detected *d, const char *gpu, const char *var,
+                       const oom_target_request *req, const oom_catalog *c)
+{
+    const oom_gpu_profile *prof;
+    int err, number = is_index(gpu);
+
+    if (!oomi_name_cmp(gpu, "auto") || number) {
+        err = resolve_detected(t, d, number ? gpu : NULL, c);
+        if (err == OOM_ENODEV && number) { /* no GPU: the number is read as a profile id */
+            char *why = oomi_strdup(oom_last_message());
+            if (!why)
+                return oomi_nomem();
+            if (oom_catalog_find(&prof, c, gpu)) { /* neither: the GPU's absence is the error */
+                char none[256];
+                oomi_snprintf(none, sizeof(none), "%s", oom_last_message());
+                err = oomi_fail(OOM_ENODEV,
+                                "%s '%s' read as a profile, as no GPU is detected (%s), and no "
+                                "profile has that id (%s)",
+                                var, gpu, why, none);
+                oomi_free(why);
+                return err;
+            }
+            oomi_free(why);
+            oomi_notice("%s '%s' read as a profile (no GPU is detected, so it is not a GPU index)",
+                        var, gpu);
+            t->gpu_count = 1;
+            return oomi_profile_copy(&t->profile, prof);
+        }
+        if (!err && number)
+            oomi_notice("%s '%s' read as a GPU index (a GPU is detected): %s", var, gpu,
+                        t->profile.name);
+        if (err != OOM_ENODEV)
+            return err;
+        if (!(t->reason = oomi_strdup(oom_last_message())))
+            return oomi_nomem();
+        if ((err =
+                 oom_catalog_find(&prof, c, oom_config_default_profile(req ? req->config : NULL))))
+            return oomi_fail_prefix(err, "default profile: ");
+        t->fallback = 1;
+        t->gpu_count = 1;
+        return oomi_profile_copy(&t->profile, prof);
+    }
+    if ((err = oom_catalog_find(&prof, c, gpu)) || (err = oomi_profile_copy(&t->profile, prof)))
+        return err;
+    t->gpu_count = 1;
+    if (strcmp(var, "--gpu"))
+        say_env_mismatch(var, prof, c);
+    return OOM_OK;
+}
+
+/* The target memory: --vram auto (or none: the GPU's), free (the detected GPU's free memory) or
+ * a size, which a detected GPU must have. */
+static int target_memory(uint64_t *out, const oom_target *t, const struct detected *d,
+                         const char *vram)
+{
+    char a[16], b[16];
+    int err;
+
+    *out = t->profile.memory_bytes;
+    if (!vram || !oomi_name_cmp(vram, "auto"))
+        return OOM_OK;
+    if (!oomi_name_cmp(vram, "free")) {
+        if (!t->detected || d->free == OOM_UNKNOWN)
+            return oomi_fail(OOM_EINVAL,
+                             "--vram free needs a detected GPU (planning for profile '%s'%s%s)",
+                             t->profile.id, t->reason ? ": " : "", t->reason ? t->reason : "");
+        *out = d->free;
+        return OOM_OK;
+    }
+    if ((err = oom_parse_size(out, vram, OOM_UNIT_GIB)))
+        return err;
+    if (*out == 0)
+        return oomi_fail(OOM_EINVAL, "--vram '%s' must be more than 0", vram);
+    if (t->detected && *out > t->profile.memory_bytes)
+        return oomi_fail(OOM_EINVAL,
+                         "--vram '%s' (%s) is more than the detected GPU has: %s has %s (to plan "
+                         "for a larger card, name it with --gpu PROFILE)",
+                         vram, oom_format_size(a, sizeof(a), *out), t->profile.name,
+                         oom_format_size(b, sizeof(b), t->profile.memory_bytes));
+    return OOM_OK;
+}
+
+/* On a detected GPU, the memory in use now lowers the budget; a notice says by how much. */
+static int count_others(oom_target *t, const struct detected *d, const char *vram)
+{
+    char a[16], b[16];
+    uint64_t before = t->budget.usable_bytes;
+    int err;
+
+    if (!t->detected || d->used == OOM_UNKNOWN || d->used == 0)
+        return OOM_OK;
+    if (t->version >= 2) {
+        t->others_bytes = d->used;
+        t->others = d->pids ? oomi_strdup(d->pids) : NULL;
+        if (d->pids && !t->others)
+            return oomi_nomem();
+    }
+    if (vram && !oomi_name_cmp(vram, "free")) /* already left out */
+        return OOM_OK;
+    if ((err = oom_budget_less_others(&t->budget, t->profile.memory_bytes, d->used)))
+        return err;
+    oomi_notice("other processes hold %s of %s (%s): the usable budget is %s%s",
+                oom_format_size(a, sizeof(a), d->used), d->name,
+                d->pids ? d->pids : "no process named",
+                oom_format_size(b, sizeof(b), t->budget.usable_bytes),
+                t->budget.usable_bytes < before ? " (lowered for them)" : "");
+    return OOM_OK;
+}
+
 int oom_target_resolve(oom_target *t, const oom_target_request *req, const oom_catalog *c)
 {
-    const char *gpu = req ? req->gpu : NULL, *margin_text;
-    const oom_gpu_profile *prof;
+    const char *gpu = req ? req->gpu : NULL, *margin_text, *var = "--gpu";
+    const char *vram = req ? req->vram : NULL;
+    struct detected d = {0};
     uint64_t target, margin;
+    unsigned version;
     int err;
 
     if (!t || !c)
@@ -103,50 +273,28 @@ int oom_target_resolve(oom_target *t, const oom_target_request *req, const oom_c
         (req && (err = oomi_check_version(req->version, OOM_TARGET_REQUEST_VERSION,
                                           "oom_target_request"))))
         return err;
-    *t = (oom_target){.version = t->version, .budget = {.version = OOM_BUDGET_VERSION}};
-    if (!gpu || !*gpu)
-        gpu = getenv("OOMLESS_GPU");
-    if (!gpu || !*gpu)
-        gpu = getenv("GPU_PROFILE");
+    version = t->version;
+    if ((err = oom_target_init(t, version)))
+        return err;
+    t->budget.version = OOM_BUDGET_VERSION;
+    if ((!gpu || !*gpu) && (gpu = getenv("OOMLESS_GPU")) && *gpu)
+        var = "OOMLESS_GPU";
+    else if ((!gpu || !*gpu) && (gpu = getenv("GPU_PROFILE")) && *gpu)
+        var = "GPU_PROFILE";
     if (!gpu || !*gpu)
         gpu = "auto";
 
-    if (!oomi_name_cmp(gpu, "auto") || is_index(gpu)) {
-        err = resolve_detected(t, is_index(gpu) ? gpu : NULL, c);
-        if (err == OOM_ENODEV && !is_index(gpu)) {
-            const char *def = oom_config_default_profile(req ? req->config : NULL);
-            if (!(t->reason = oomi_strdup(oom_last_message())))
-                return oomi_nomem();
-            if ((err = oom_catalog_find(&prof, c, def))) {
-                oomi_fail_prefix(err, "default profile: ");
-                goto fail;
-            }
-            if ((err = oomi_profile_copy(&t->profile, prof)))
-                goto fail;
-            t->fallback = 1;
-            t->gpu_count = 1;
-        } else if (err)
-            return err;
-    } else {
-        if ((err = oom_catalog_find(&prof, c, gpu)) || (err = oomi_profile_copy(&t->profile, prof)))
-            return err;
-        t->gpu_count = 1;
-    }
-
-    target = t->profile.memory_bytes;
-    if (req && req->vram && (err = oom_parse_size(&target, req->vram, OOM_UNIT_GIB)))
+    if ((err = resolve_gpu(t, &d, gpu, var, req, c)) || (err = target_memory(&target, t, &d, vram)))
         goto fail;
-    if (req && req->vram && target == 0) {
-        err = oomi_fail(OOM_EINVAL, "--vram '%s' must be more than 0", req->vram);
-        goto fail;
-    }
     margin_text =
         req && req->margin ? req->margin : oom_config_default_margin(req ? req->config : NULL);
     if ((err = oom_parse_margin(&margin, margin_text, target)) ||
-        (err = oom_budget_make(&t->budget, target, margin)))
+        (err = oom_budget_make(&t->budget, target, margin)) || (err = count_others(t, &d, vram)))
         goto fail;
+    oomi_free(d.pids);
     return OOM_OK;
 fail:
+    oomi_free(d.pids);
     oom_target_dispose(t);
     return err;
 }
@@ -239,6 +387,10 @@ int oom_gpus_to_json(char **out, const oom_gpu_list *list, const oom_target *t)
                              json_object_new_int64((int64_t)t->budget.safety_margin_bytes));
         err |= oomi_json_put(b, "usable_bytes",
                              json_object_new_int64((int64_t)t->budget.usable_bytes));
+        err |= oomi_json_put(b, "others_bytes",
+                             json_object_new_int64(t->version >= 2 ? (int64_t)t->others_bytes : 0));
+        err |= oomi_json_put(b, "others",
+                             oomi_json_string_or_null(t->version >= 2 ? t->others : NULL));
         if (!(tj = json_object_new_object()))
             return finish(out, root, OOM_ENOMEM);
         err |= oomi_json_put(root, "target", tj);

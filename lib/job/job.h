@@ -129,6 +129,8 @@ typedef struct oomi_launch {
     int tty_wait; /* the stop signal (SIGTTIN/SIGTTOU) of a job ended because it waited for
                      terminal input it could not get; 0 */
     uint64_t peak_bytes;
+    uint64_t others_peak_bytes; /* the most other processes held on the job's GPU (0: none seen) */
+    size_t others_gpu;          /* that GPU's position in the sample */
     double duration_s;
     long step;
     int recovery_batch;   /* the micro-batch an OOMLESS_RECOVERY line agreed on, 0 when none */

@@ -388,6 +388,12 @@ static void sample(struct watch *w)
         }
         if (sum > best)
             best = sum;
+        /* what is not the job's on the GPU it uses: other processes and unattributed memory */
+        if (sum && gi->used_bytes != OOM_UNKNOWN && gi->used_bytes > sum &&
+            gi->used_bytes - sum > w->l->others_peak_bytes) {
+            w->l->others_peak_bytes = gi->used_bytes - sum;
+            w->l->others_gpu = g;
+        }
     }
     oom_gpu_list_free(list);
     if (found && (w->l->peak_bytes == OOM_UNKNOWN || best > w->l->peak_bytes))

@@ -266,6 +266,9 @@ struct probe_ctx {
     const oom_patterns *patterns;
     oom_gpu_session *gpu;
     oom_probe_result *r;
+    uint64_t start_used[16]; /* each GPU's used memory before the first trial (others') */
+    size_t n_start;
+    uint64_t others_growth; /* the most others added during a trial, taken off the budget */
 };
 
 static int open_gpu(struct probe_ctx *c)
@@ -281,8 +284,13 @@ static int open_gpu(struct probe_ctx *c)
         return c->r->nvml_error ? OOM_OK : oomi_nomem();
     }
     c->r->peaks_measured = 1;
-    if (oom_gpu_sample(&list, c->gpu, 0) == OOM_OK && list->count > 0)
+    if (oom_gpu_sample(&list, c->gpu, 0) == OOM_OK && list->count > 0) {
         oomi_snprintf(c->r->gpu_name, sizeof(c->r->gpu_name), "%s", list->gpus[0]->name);
+        for (c->n_start = 0; c->n_start < list->count && c->n_start < OOMI_ARRAY_LEN(c->start_used);
+             c->n_start++)
+            c->start_used[c->n_start] =
+                list->gpus[c->n_start]->lost ? OOM_UNKNOWN : list->gpus[c->n_start]->used_bytes;
+    }
     oom_gpu_list_free(list);
     return OOM_OK;
 }
@@ -370,6 +378,28 @@ static void fill_prediction(oom_probe_result *r, const oom_probe_options *o)
         r->has_prediction = 0;
 }
 
+/* The budget came with what others held before the first trial left out; memory they took
+ * while a trial ran (beside the job and its children) comes off it too. */
+static void others_grew(struct probe_ctx *c, const oomi_launch *l, oom_probe_search *search)
+{
+    uint64_t before, growth, given = c->o->search.usable_bytes;
+    char a[16], b[16];
+
+    if (!l->others_peak_bytes || l->others_gpu >= c->n_start ||
+        (before = c->start_used[l->others_gpu]) == OOM_UNKNOWN || l->others_peak_bytes <= before)
+        return;
+    growth = l->others_peak_bytes - before;
+    if (growth <= c->others_growth)
+        return;
+    c->others_growth = growth;
+    search->usable_bytes = growth < given ? given - growth : 0;
+    c->r->usable_bytes = search->usable_bytes;
+    oomi_notice("other processes took %s more GPU memory during the trial at batch %d: the "
+                "usable budget is now %s",
+                oom_format_size(a, sizeof(a), growth), l->batch,
+                oom_format_size(b, sizeof(b), search->usable_bytes));
+}
+
 static int search_loop(struct probe_ctx *c)
 {
     oom_probe_step st = OOM_PROBE_STEP_INIT;
@@ -396,6 +426,7 @@ static int search_loop(struct probe_ctx *c)
             c->r->stop_signal = l.stop_signal;
             return err;
         }
+        others_grew(c, &l, &search);
     }
     if (c->r->recommended_batch < 1) {
         int smallest = INT_MAX;
@@ -412,7 +443,7 @@ static int search_loop(struct probe_ctx *c)
 
 int oom_probe(oom_probe_result **out, const oom_job *job, const oom_probe_options *o)
 {
-    struct probe_ctx c = {job, o, NULL, NULL, NULL};
+    struct probe_ctx c = {.job = job, .o = o};
     oom_patterns *own = NULL;
     int err;
 

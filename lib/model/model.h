@@ -46,8 +46,8 @@ typedef struct oomi_model {
     /* MLP width a token goes through, averaged over the layers and at the widest layer (dense:
      * ffn; experts: top-k x ffn + the shared expert) */
     double ffn_tok_mean, ffn_tok_max;
-    bool gated; /* SwiGLU / gated-GELU: three MLP matrices */
-    bool qk_norm; /* per-head RMSNorm of queries and keys (Qwen3) */
+    bool gated;         /* SwiGLU / gated-GELU: three MLP matrices */
+    bool qk_norm;       /* per-head RMSNorm of queries and keys (Qwen3) */
     bool logit_softcap; /* final_logit_softcapping: tanh-capped logits (Gemma 2) */
     bool tied;
     uint64_t params;           /* all parameters */
@@ -99,11 +99,15 @@ struct oom_workload {
     char gpu_id[64];
 };
 oom_precision oomi_resolved_precision(const oom_workload *w);
+/* Whether a GPU lacks bf16 tensor cores (profile bf16_tflops 0, or compute capability below 8.0:
+ * bf16 arrived with Ampere, CUDA C Programming Guide, "Compute Capabilities"), and the 16-bit
+ * precision used there instead of `p` (bf16 -> fp16, amp-bf16 -> amp-fp16; others unchanged). */
+bool oomi_gpu_lacks_bf16(const oom_gpu_profile *gpu);
+oom_precision oomi_precision_without_bf16(oom_precision p);
 /* option values, indexed by the public enums (workload.c) */
 extern const char *const oomi_method_names[4], *const oomi_precision_names[8];
 extern const char *const oomi_optimizer_names[8], *const oomi_checkpointing_names[3];
 extern const char *const oomi_attention_names[3], *const oomi_loss_names[2];
 extern const char *const oomi_sharding_names[4], *const oomi_offload_names[3];
-
 
 #endif

@@ -191,6 +191,19 @@ oom_precision oomi_resolved_precision(const oom_workload *w)
     }
 }
 
+bool oomi_gpu_lacks_bf16(const oom_gpu_profile *gpu)
+{
+    return gpu &&
+           ((gpu->has_tflops && gpu->bf16_tflops <= 0) || (gpu->cc_major > 0 && gpu->cc_major < 8));
+}
+
+oom_precision oomi_precision_without_bf16(oom_precision p)
+{
+    return p == OOM_PRECISION_BF16       ? OOM_PRECISION_FP16
+           : p == OOM_PRECISION_AMP_BF16 ? OOM_PRECISION_AMP_FP16
+                                         : p;
+}
+
 int oom_workload_get_knobs(oom_knobs *out, const oom_workload *w)
 {
     int err;

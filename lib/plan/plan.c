@@ -75,6 +75,10 @@ void oom_plan_result_dispose(oom_plan_result *r)
     oomi_free(r->gpu_name);
     oomi_free(r->target_reason);
     r->model = r->gpu_id = r->gpu_name = r->target_reason = NULL;
+    if (r->version >= 2) {
+        oomi_free(r->others);
+        r->others = NULL;
+    }
     oomi_free(r->curve_batch);
     oomi_free(r->curve_peak_none);
     oomi_free(r->curve_peak_full);
@@ -191,7 +195,7 @@ static int keep(search *s, const oom_plan_choice *c)
 
 static bool no_bf16(const oom_plan_request *r)
 {
-    return r->gpu && r->gpu->has_tflops && r->gpu->bf16_tflops <= 0;
+    return oomi_gpu_lacks_bf16(r->gpu);
 }
 
 static size_t precisions(const search *s, oom_precision *out)
@@ -632,8 +636,7 @@ static int setup(search *s, oom_plan_result *res)
         s->base.seq_len = r->fixed_seq;
     if (no_bf16(r) &&
         (s->base.precision == OOM_PRECISION_BF16 || s->base.precision == OOM_PRECISION_AMP_BF16)) {
-        s->base.precision =
-            s->base.precision == OOM_PRECISION_BF16 ? OOM_PRECISION_FP16 : OOM_PRECISION_AMP_FP16;
+        s->base.precision = oomi_precision_without_bf16(s->base.precision);
         if ((err = oomi_plan_note(res, "%s has no bf16 tensor cores: planning with %s", r->gpu->id,
                                   oom_precision_name(s->base.precision))))
             return err;

@@ -49,8 +49,9 @@ static const oom_option *const plan_options[] = {
                         "report how many fit"},
     &(const oom_option){OOM_OPTION_VERSION, "gpu", "auto|INDEX|NAME",
                         "GPU to plan for (default: detected, else the default profile)"},
-    &(const oom_option){OOM_OPTION_VERSION, "vram", "SIZE",
-                        "target VRAM per GPU (bare number = GiB)"},
+    &(const oom_option){OOM_OPTION_VERSION, "vram", "auto|free|SIZE",
+                        "target VRAM per GPU: the GPU's, what is free on it now, or a size "
+                        "(bare number = GiB; at most the detected GPU's)"},
     &(const oom_option){OOM_OPTION_VERSION, "vram-safety-margin", "SIZE|PCT",
                         "memory kept free (default 1 GiB; bare number = MiB)"},
     &(const oom_option){OOM_OPTION_VERSION, "config", "FILE", "user config file"},
@@ -550,7 +551,9 @@ int oomi_plan_options_run_gpu(oom_plan_result **out, const oom_plan_options *o, 
     err = oomi_plan_run(out, &r, &consts);
     if (*out) {
         (*out)->target_fallback = t.fallback;
-        if (t.reason && !((*out)->target_reason = oomi_strdup(t.reason))) {
+        (*out)->others_bytes = t.others_bytes;
+        if ((t.reason && !((*out)->target_reason = oomi_strdup(t.reason))) ||
+            (t.others && !((*out)->others = oomi_strdup(t.others)))) {
             oom_plan_free(*out);
             *out = NULL;
             err = oomi_nomem();

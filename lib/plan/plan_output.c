@@ -91,6 +91,8 @@ static json_object *budget_json(const oom_plan_result *r)
     oomi_json_put(o, "gpu", json_object_new_string(r->gpu_id));
     oomi_json_put(o, "gpu_name", json_object_new_string(r->gpu_name));
     oomi_json_put(o, "fallback", json_object_new_boolean(r->target_fallback));
+    oomi_json_put(o, "others_bytes", oomi_json_size(r->version >= 2 ? r->others_bytes : 0));
+    oomi_json_put(o, "others", oomi_json_string_or_null(r->version >= 2 ? r->others : NULL));
     return o;
 }
 

@@ -30,10 +30,13 @@ expect_json '.mixed' true "mixed"
 expect_json '.driver_version' "550.54.15" "driver"
 expect_json '.budget.target_bytes' 25757220864 "budget: the smallest GPU"
 expect_json '.budget.safety_margin_bytes' 1073741824 "default margin 1 GiB"
-expect_json '.budget.usable_bytes' 24683479040 "usable"
+# the 4090 has 1 GiB in use: usable = 23.99 GiB - 1 GiB in use - 1 GiB margin
+expect_json '.budget.usable_bytes' $((25757220864 - 2 * 1073741824)) "usable leaves out what is in use"
+expect_json '.budget.others_bytes' 1073741824 "others_bytes: the 1 GiB in use"
+expect_json '.budget.others' null "others: NVML names no process"
 expect_json '.target.profile' "rtx-4090" "matched profile"
 expect_json '.target.detected' true "detected"
-expect_eq "$ERR" "" "nothing on stderr"
+expect_eq "$ERR" "oomless: other processes hold 1.00 GiB of NVIDIA GeForce RTX 4090 (no process named): the usable budget is 21.99 GiB (lowered for them)" "the notice names what others hold"
 
 CUDA_VISIBLE_DEVICES=1 oom gpus --json
 expect_json '.gpus | length' 1 "CVD=1: one GPU"
@@ -61,8 +64,8 @@ oom gpus --vram 20.5 --vram-safety-margin 512 --json
 expect_rc 0 "vram + margin"
 expect_json '.budget.usable_bytes' $((20 * 1024 * 1024 * 1024 + 512 * 1024 * 1024 - 512 * 1024 * 1024)) "usable = 20.5 GiB - 512 MiB"
 expect_json '.budget.target_bytes' 22011707392 "target = 20.5 GiB"
-oom gpus --vram 24 --vram-safety-margin 10% --json
-expect_json '.budget.safety_margin_bytes' 2576980378 "10% margin"
+oom gpus --vram 20 --vram-safety-margin 10% --json
+expect_json '.budget.safety_margin_bytes' 2147483648 "10% margin"
 
 oom gpus --vram banana
 expect_rc 2 "--vram banana"

@@ -390,14 +390,60 @@ static void test_target_detected(void **state)
     assert_string_equal(t.profile.id, "rtx-4090"); /* the smallest, matched in the catalog */
     assert_true(t.profile.bf16_tflops > 100);
     assert_int_equal(t.budget.target_bytes, 25757220864ULL);
+    /* the 4090 has 1 GiB in use (no process named): usable = total - 1 GiB - 1 GiB margin */
+    assert_int_equal(t.others_bytes, OOM_GiB);
+    assert_null(t.others);
+    assert_int_equal(t.budget.usable_bytes, 25757220864ULL - 2 * OOM_GiB);
     oom_target_dispose(&t);
     req.gpu = "1";
     assert_int_equal(oom_target_resolve(&t, &req, c), OOM_OK);
     assert_string_equal(t.profile.id, "a100-80gb");
     assert_int_equal(t.gpu_count, 1);
+    /* pid 4242 holds 2 GiB of the A100 */
+    assert_int_equal(t.others_bytes, 2 * OOM_GiB);
+    assert_string_equal(t.others, "pid 4242 (2.00 GiB)");
+    assert_int_equal(t.budget.usable_bytes, 85899345920ULL - 3 * OOM_GiB);
     oom_target_dispose(&t);
+    /* --vram free: what is free now is the target */
+    req.vram = "free";
+    assert_int_equal(oom_target_resolve(&t, &req, c), OOM_OK);
+    assert_int_equal(t.budget.target_bytes, 85899345920ULL - 2 * OOM_GiB);
+    assert_int_equal(t.budget.usable_bytes, 85899345920ULL - 3 * OOM_GiB);
+    oom_target_dispose(&t);
+    /* --vram over the detected card: refused with the card's size */
+    req.vram = "96";
+    assert_int_equal(oom_target_resolve(&t, &req, c), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), "80.00 GiB"));
+    /* ... unless a profile that large is named */
+    req.gpu = "h200";
+    assert_int_equal(oom_target_resolve(&t, &req, c), OOM_OK);
+    assert_int_equal(t.budget.target_bytes, 96 * OOM_GiB);
+    assert_false(t.detected);
+    assert_int_equal(t.others_bytes, 0);
+    oom_target_dispose(&t);
+    req.vram = NULL;
+    req.gpu = "1";
+    /* a version 1 target: the library writes nothing past its fields */
+    {
+        unsigned char raw[sizeof(oom_target) + 8];
+        oom_target *old = (oom_target *)raw;
+        memset(raw, 0xAB, sizeof(raw));
+        assert_int_equal(oom_target_init(old, 1), OOM_OK);
+        assert_int_equal(oom_target_resolve(old, &req, c), OOM_OK);
+        assert_int_equal(old->budget.usable_bytes, 85899345920ULL - 3 * OOM_GiB);
+        assert_int_equal(raw[offsetof(oom_target, others_bytes)], 0xAB);
+        assert_int_equal(raw[sizeof(oom_target) - 1], 0xAB);
+        oom_target_dispose(old);
+    }
     req.gpu = "5";
     assert_int_equal(oom_target_resolve(&t, &req, c), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), "read as a GPU index"));
+    /* no GPU: a bare number is a profile id, and says so when none has it */
+    setenv("OOMLESS_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1);
+    req.gpu = "1";
+    assert_int_equal(oom_target_resolve(&t, &req, c), OOM_ENODEV);
+    assert_non_null(strstr(oom_last_message(), "'1' read as a profile, as no GPU is detected"));
+    use_fake(NULL, two_gpus);
     /* no NVML: fallback to the default profile, with the reason */
     setenv("OOMLESS_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1);
     req.gpu = NULL;

@@ -92,6 +92,36 @@ static void test_budget(void **state)
     assert_int_equal(oom_budget_make(&b, OOM_GiB, OOM_GiB), OOM_EINVAL);
 }
 
+/* usable = min(target - margin, total - others - margin) */
+static void test_budget_less_others(void **state)
+{
+    oom_budget b = OOM_BUDGET_INIT;
+    (void)state;
+    /* the whole 80 GiB card, 10 GiB held by others: 80 - 10 - 1 */
+    assert_int_equal(oom_budget_make(&b, 80 * OOM_GiB, OOM_GiB), OOM_OK);
+    assert_int_equal(oom_budget_less_others(&b, 80 * OOM_GiB, 10 * OOM_GiB), OOM_OK);
+    assert_int_equal(b.usable_bytes, 69 * OOM_GiB);
+    assert_int_equal(b.target_bytes, 80 * OOM_GiB); /* target and margin kept */
+    assert_int_equal(b.safety_margin_bytes, OOM_GiB);
+    /* --vram 24 on the same card: 24 - 1 is smaller than 80 - 10 - 1, kept */
+    assert_int_equal(oom_budget_make(&b, 24 * OOM_GiB, OOM_GiB), OOM_OK);
+    assert_int_equal(oom_budget_less_others(&b, 80 * OOM_GiB, 10 * OOM_GiB), OOM_OK);
+    assert_int_equal(b.usable_bytes, 23 * OOM_GiB);
+    /* --vram 75: others leave 80 - 10 - 1 = 69 */
+    assert_int_equal(oom_budget_make(&b, 75 * OOM_GiB, OOM_GiB), OOM_OK);
+    assert_int_equal(oom_budget_less_others(&b, 80 * OOM_GiB, 10 * OOM_GiB), OOM_OK);
+    assert_int_equal(b.usable_bytes, 69 * OOM_GiB);
+    /* nothing held: unchanged */
+    assert_int_equal(oom_budget_less_others(&b, 80 * OOM_GiB, 0), OOM_OK);
+    assert_int_equal(b.usable_bytes, 69 * OOM_GiB);
+    /* others leave only the margin: nothing fits, the message gives the sizes */
+    assert_int_equal(oom_budget_make(&b, 8 * OOM_GiB, OOM_GiB), OOM_OK);
+    assert_int_equal(oom_budget_less_others(&b, 8 * OOM_GiB, 7 * OOM_GiB), OOM_ENOFIT);
+    assert_non_null(strstr(oom_last_message(), "7.00 GiB"));
+    assert_int_equal(oom_budget_less_others(&b, 8 * OOM_GiB, 9 * OOM_GiB), OOM_ENOFIT);
+    assert_int_equal(oom_budget_less_others(NULL, 8 * OOM_GiB, 0), OOM_EINVAL);
+}
+
 static void test_format(void **state)
 {
     char buf[16];
@@ -105,8 +135,11 @@ static void test_format(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sizes),   cmocka_unit_test(test_bad_sizes),
-        cmocka_unit_test(test_margins), cmocka_unit_test(test_budget),
+        cmocka_unit_test(test_sizes),
+        cmocka_unit_test(test_bad_sizes),
+        cmocka_unit_test(test_margins),
+        cmocka_unit_test(test_budget),
+        cmocka_unit_test(test_budget_less_others),
         cmocka_unit_test(test_format),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
