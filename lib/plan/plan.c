@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_FAMILIES        128
+#define MAX_FAMILIES        1024
 #define MAX_MICRO           4096
 #define MAX_SEQS            24
 #define INFERENCE_MAX_BATCH 4096
@@ -19,6 +19,8 @@ typedef struct family {
     oom_checkpointing ck;
     oom_sharding shard;
     oom_offload off;
+    oom_loss loss;
+    oom_attention attn;
 } family;
 
 typedef struct search {
@@ -147,7 +149,8 @@ static long complexity(const search *s, const oom_plan_choice *c)
 {
     const oom_knobs *k = &c->knobs;
     return (long)k->checkpointing * 10000 + (long)k->offload * 1000 + (long)k->sharding * 100 +
-           (k->optimizer != s->base.optimizer) * 10 + (k->precision != s->base.precision);
+           (k->loss != s->base.loss) * 30 + (k->optimizer != s->base.optimizer) * 10 +
+           (k->attention != s->base.attention) * 3 + (k->precision != s->base.precision);
 }
 
 /* a better than b: higher score (beyond 0.1 %), then simpler, then less accumulation */
@@ -240,6 +243,31 @@ static size_t layouts(const search *s, oom_sharding *sh, oom_offload *off)
     return n;
 }
 
+/* the loss functions to try: the workload's, and a chunked one where allowed (training) */
+static size_t losses(const search *s, oom_loss *out)
+{
+    size_t n = 0;
+    out[n++] = s->base.loss;
+    if (s->w && (s->r->allow & OOM_ALLOW_LOSS) && s->base.method != OOM_METHOD_INFERENCE &&
+        s->base.loss != OOM_LOSS_CHUNKED)
+        out[n++] = OOM_LOSS_CHUNKED;
+    return n;
+}
+
+/* the attention kernels to try: the workload's, and those that keep less where allowed (eager
+ * materialises the scores; SDPA may fall back to its math path; FlashAttention-2 never keeps
+ * them) */
+static size_t attentions(const search *s, oom_attention *out)
+{
+    size_t n = 0;
+    int a;
+    out[n++] = s->base.attention;
+    if (s->w && (s->r->allow & OOM_ALLOW_ATTENTION))
+        for (a = (int)s->base.attention + 1; a <= OOM_ATTENTION_FLASH; a++)
+            out[n++] = (oom_attention)a;
+    return n;
+}
+
 static void build_families(search *s, bool relax_ck)
 {
     oom_precision prec[4];
@@ -247,7 +275,10 @@ static void build_families(search *s, bool relax_ck)
     oom_checkpointing ck[3];
     oom_sharding sh[8];
     oom_offload off[8];
-    size_t np = precisions(s, prec), no = 0, nc = 0, nl = layouts(s, sh, off), a, b, c, d;
+    oom_loss loss[2];
+    oom_attention attn[3];
+    size_t np = precisions(s, prec), no = 0, nc = 0, nl = layouts(s, sh, off), a, b, c, d, e, f;
+    size_t nlo = losses(s, loss), nat = attentions(s, attn);
     const oom_knobs *k = &s->base;
 
     opt[no++] = k->optimizer;
@@ -267,8 +298,11 @@ static void build_families(search *s, bool relax_ck)
     for (a = 0; a < nc; a++)
         for (b = 0; b < nl; b++)
             for (c = 0; c < no; c++)
-                for (d = 0; d < np && s->nfam < MAX_FAMILIES; d++)
-                    s->fams[s->nfam++] = (family){prec[d], opt[c], ck[a], sh[b], off[b]};
+                for (d = 0; d < np; d++)
+                    for (e = 0; e < nlo; e++)
+                        for (f = 0; f < nat && s->nfam < MAX_FAMILIES; f++)
+                            s->fams[s->nfam++] =
+                                (family){prec[d], opt[c], ck[a], sh[b], off[b], loss[e], attn[f]};
 }
 
 static void add_micro(search *s, long m, long acc)
@@ -368,6 +402,7 @@ static int run_family(search *s, const family *f, long seq, bool *any)
         oom_knobs k = s->base;
         k.precision = f->prec, k.optimizer = f->opt, k.checkpointing = f->ck;
         k.sharding = f->shard, k.offload = f->off, k.gpus = s->gpus;
+        k.loss = f->loss, k.attention = f->attn;
         k.batch = s->micro[i], k.grad_accum = s->accum[i], k.seq_len = seq;
         if ((err = evaluate(s, &k, &c, &valid)))
             return err;
@@ -428,7 +463,8 @@ static bool duplicate(const oom_plan_result *res, const oom_plan_choice *c)
         if (x->estimate.device_peak == c->estimate.device_peak &&
             x->knobs.batch == c->knobs.batch && x->knobs.sharding == c->knobs.sharding &&
             x->knobs.offload == c->knobs.offload && x->knobs.precision == c->knobs.precision &&
-            x->knobs.optimizer == c->knobs.optimizer)
+            x->knobs.optimizer == c->knobs.optimizer && x->knobs.loss == c->knobs.loss &&
+            x->knobs.attention == c->knobs.attention)
             return true;
     }
     return false;
@@ -486,6 +522,11 @@ static int describe_loss(const search *s, const oom_plan_result *res, oom_plan_c
     if (a->precision != b->precision)
         oomi_sb_printf(&what, "%s%s compute", what.len ? ", " : "",
                        oom_precision_name(a->precision));
+    if (a->loss != b->loss)
+        oomi_sb_printf(&what, "%s%s loss", what.len ? ", " : "", oom_loss_name(a->loss));
+    if (a->attention != b->attention)
+        oomi_sb_printf(&what, "%s%s attention", what.len ? ", " : "",
+                       oom_attention_name(a->attention));
     if ((err = oomi_sb_ok(&what))) {
         oomi_sb_free(&what);
         return err;
@@ -536,6 +577,65 @@ static int fill_curve(search *s, oom_plan_result *res)
     return OOM_OK;
 }
 
+/* The single changes the request does not allow that would make the fixed batch fit as given
+ * (the workload's other knobs, its seq, full checkpointing where allowed): "batch size 8 fits with
+ * --allow loss (chunked loss) or
+ * --checkpointing full". *out is NULL when none does (or there is no fixed batch). */
+static int fixed_batch_hint(search *s, char **out)
+{
+    const oom_plan_request *r = s->r;
+    oomi_sb sb = OOMI_SB_INIT;
+    oom_knobs k0 = s->base, k;
+    oom_plan_choice c;
+    long per = (s->eff + s->gpus - 1) / s->gpus;
+    bool valid;
+    int i, err = OOM_OK;
+
+    *out = NULL;
+    if (!r->fixed_batch || !s->w || k0.method == OOM_METHOD_INFERENCE)
+        return OOM_OK;
+    k0.batch = r->fixed_batch, k0.gpus = s->gpus;
+    k0.grad_accum = r->fixed_grad_accum ? r->fixed_grad_accum
+                                        : (per >= r->fixed_batch ? per / r->fixed_batch : 1);
+    for (i = 0; i < 4 && !err; i++) {
+        const char *flag;
+        k = k0;
+        if (i == 0 && k0.loss != OOM_LOSS_CHUNKED && !(r->allow & OOM_ALLOW_LOSS))
+            k.loss = OOM_LOSS_CHUNKED, flag = "--allow loss (chunked loss)";
+        else if (i == 1 && k0.attention != OOM_ATTENTION_FLASH && !(r->allow & OOM_ALLOW_ATTENTION))
+            k.attention = OOM_ATTENTION_FLASH, flag = "--allow attention (flash attention)";
+        else if (i == 2 && k0.checkpointing != OOM_CHECKPOINTING_FULL &&
+                 (r->fixed_checkpointing || !(r->allow & OOM_ALLOW_CHECKPOINTING)))
+            k.checkpointing = OOM_CHECKPOINTING_FULL,
+            flag = r->fixed_checkpointing ? "--checkpointing full"
+                                          : "--allow checkpointing (full checkpointing)";
+        else if (i == 3 && !(r->allow & OOM_ALLOW_OPTIMIZER) &&
+                 (k0.optimizer == OOM_OPTIMIZER_ADAMW || k0.optimizer == OOM_OPTIMIZER_ADAMW_FUSED))
+            k.optimizer = OOM_OPTIMIZER_ADAMW_8BIT, flag = "--allow optimizer (8-bit AdamW)";
+        else
+            continue;
+        if ((err = evaluate(s, &k, &c, &valid)))
+            continue;
+        if ((!valid || !c.fits) && (r->allow & OOM_ALLOW_CHECKPOINTING) &&
+            !r->fixed_checkpointing && k.checkpointing != OOM_CHECKPOINTING_FULL) {
+            k.checkpointing = OOM_CHECKPOINTING_FULL; /* with what is allowed already */
+            if ((err = evaluate(s, &k, &c, &valid)))
+                continue;
+        }
+        if (!valid || !c.fits)
+            continue;
+        oomi_sb_printf(&sb, "%s%s", sb.len ? " or " : "", flag);
+    }
+    oomi_clear_error();
+    if (!err && sb.len)
+        *out = oomi_asprintf("batch size %ld fits with %s", r->fixed_batch, sb.buf);
+    if (!err && sb.len && !*out)
+        err = oomi_nomem();
+    err = err ? err : oomi_sb_ok(&sb);
+    oomi_sb_free(&sb);
+    return err;
+}
+
 static int fill_result(search *s, oom_plan_result *res)
 {
     const oom_plan_request *r = s->r;
@@ -575,7 +675,12 @@ static int fill_result(search *s, oom_plan_result *res)
                         r->fixed_batch, OOMI_SZ(a, s->fixed_smallest.estimate.device_peak),
                         OOMI_SZ(b, s->usable), s->best.knobs.batch);
     } else if (r->fixed_batch && s->best.knobs.batch < r->fixed_batch) {
+        char *hint = NULL;
         res->downscaled |= OOM_DOWNSCALE_BATCH;
+        err = err ? err : fixed_batch_hint(s, &hint);
+        if (!err && hint)
+            err = oomi_plan_note(res, "%s, without lowering it", hint);
+        oomi_free(hint);
         err = err ? err
                   : oomi_plan_note(
                         res,
@@ -692,6 +797,16 @@ static int no_fit(search *s, oom_plan_result *res, unsigned relax)
 
     res->found = 0;
     *res->smallest = s->smallest;
+    if (r->fixed_batch) {
+        char *hint = NULL;
+        if ((err = fixed_batch_hint(s, &hint)))
+            return err;
+        if (hint)
+            err = oomi_strv_add(&res->suggestions, &res->n_suggestions, "%s", hint);
+        oomi_free(hint);
+        if (err)
+            return err;
+    }
     if (relax != OOM_DOWNSCALE_ALL && (r->fixed_batch || r->fixed_seq || r->fixed_checkpointing)) {
         if ((err = search_all(s, OOM_DOWNSCALE_ALL)))
             return err;

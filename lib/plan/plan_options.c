@@ -34,9 +34,10 @@ static const oom_option *const plan_options[] = {
                         "cap on a micro-batch the planner chooses"},
     &(const oom_option){OOM_OPTION_VERSION, "allow", "LIST",
                         "knobs the planner may change: checkpointing,precision,optimizer,offload,"
-                        "sharding | all | none (default checkpointing,sharding)"},
+                        "sharding,loss,attention | all | none (default checkpointing,sharding)"},
     &(const oom_option){OOM_OPTION_VERSION, "allow-inexact", "yes|no",
-                        "gradient accumulation may round up (default no)"},
+                        "the effective batch may round up or down to the nearest one with a good "
+                        "micro-batch (default no)"},
     &(const oom_option){
         OOM_OPTION_VERSION, "allow-downscale", "yes|no|LIST",
         "fixed values that may be lowered when they do not fit: batch,seq,checkpointing "
@@ -222,10 +223,10 @@ static int set_line(oom_plan_options *o, const char *k, const char *v)
 static int set_plan(oom_plan_options *o, const char *k, const char *v)
 {
     static const char *const allow_names[] = {"checkpointing", "precision", "optimizer", "offload",
-                                              "sharding"};
-    static const unsigned allow_vals[] = {OOM_ALLOW_CHECKPOINTING, OOM_ALLOW_PRECISION,
-                                          OOM_ALLOW_OPTIMIZER, OOM_ALLOW_OFFLOAD,
-                                          OOM_ALLOW_SHARDING};
+                                              "sharding",      "loss",      "attention"};
+    static const unsigned allow_vals[] = {
+        OOM_ALLOW_CHECKPOINTING, OOM_ALLOW_PRECISION, OOM_ALLOW_OPTIMIZER, OOM_ALLOW_OFFLOAD,
+        OOM_ALLOW_SHARDING,      OOM_ALLOW_LOSS,      OOM_ALLOW_ATTENTION};
     static const char *const down_names[] = {"batch",         "batch-size", "seq",
                                              "checkpointing", "yes",        "no"};
     static const unsigned down_vals[] = {OOM_DOWNSCALE_BATCH, OOM_DOWNSCALE_BATCH,
@@ -240,7 +241,7 @@ static int set_plan(oom_plan_options *o, const char *k, const char *v)
     if (!strcmp(k, "max-auto-batch-size"))
         return count(&o->max_auto, v, k);
     if (!strcmp(k, "allow"))
-        return bits(&o->allow, v, k, allow_names, allow_vals, 5, OOM_ALLOW_ALL, OOM_ALLOW_DEFAULT);
+        return bits(&o->allow, v, k, allow_names, allow_vals, 7, OOM_ALLOW_ALL, OOM_ALLOW_DEFAULT);
     if (!strcmp(k, "allow-inexact"))
         return yes_no(&o->inexact, v, k);
     if (!strcmp(k, "allow-downscale"))

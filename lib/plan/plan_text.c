@@ -40,7 +40,9 @@ static void config_block(oomi_sb *sb, const oom_plan_result *r)
             kv(sb, "optimizer", oom_optimizer_name(k->optimizer));
             kv(sb, "sharding", oom_sharding_name(k->sharding));
             kv(sb, "cpu_offload", oom_offload_name(k->offload));
+            kv(sb, "loss", oom_loss_name(k->loss));
         }
+        kv(sb, "attention", oom_attention_name(k->attention));
     }
     if (k->gpus > 1)
         oomi_sb_printf(sb, "  %-30s: %ld (%ld node%s x %ld)\n", "gpus", k->gpus, r->nodes,
@@ -100,18 +102,25 @@ static void memory_block(oomi_sb *sb, const oom_plan_result *r)
 static void describe(char *buf, size_t n, const oom_plan_choice *c, bool measured)
 {
     const oom_knobs *k = &c->knobs;
+    char kernels[64];
+    oomi_snprintf(
+        kernels, sizeof(kernels), "%s%s%s%s",
+        k->loss == OOM_LOSS_CHUNKED && k->method != OOM_METHOD_INFERENCE ? ", chunked loss" : "",
+        k->attention != OOM_ATTENTION_SDPA ? ", " : "",
+        k->attention != OOM_ATTENTION_SDPA ? oom_attention_name(k->attention) : "",
+        k->attention != OOM_ATTENTION_SDPA ? " attention" : "");
     if (measured)
         oomi_snprintf(buf, n, "batch %ld x %ld", k->batch, k->grad_accum);
     else if (k->method == OOM_METHOD_INFERENCE)
-        oomi_snprintf(buf, n, "batch %ld, seq %ld, %s", k->batch, k->seq_len,
-                      oom_precision_name(k->precision));
+        oomi_snprintf(buf, n, "batch %ld, seq %ld, %s%s", k->batch, k->seq_len,
+                      oom_precision_name(k->precision), kernels);
     else
-        oomi_snprintf(buf, n, "batch %ld x %ld, seq %ld, ckpt %s, %s, %s%s%s%s%s", k->batch,
+        oomi_snprintf(buf, n, "batch %ld x %ld, seq %ld, ckpt %s, %s, %s%s%s%s%s%s", k->batch,
                       k->grad_accum, k->seq_len, oom_checkpointing_name(k->checkpointing),
                       oom_precision_name(k->precision), oom_optimizer_name(k->optimizer),
                       k->sharding ? ", " : "", k->sharding ? oom_sharding_name(k->sharding) : "",
                       k->offload ? ", offload " : "",
-                      k->offload ? oom_offload_name(k->offload) : "");
+                      k->offload ? oom_offload_name(k->offload) : "", kernels);
 }
 
 static void throughput_block(oomi_sb *sb, const oom_plan_result *r)

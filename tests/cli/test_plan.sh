@@ -32,7 +32,7 @@ oom plan --model llama-3.1-8b --method lora --seq 2048 --gpu rtx-4090 --json
 expect_rc 0 "json plan"
 expect_one_json "plan --json"
 expect_json '.plan | keys | sort | join(",")' \
-    "batch_size,checkpointing,effective_batch,gpus,grad_accum,offload,optimizer,precision,seq_len,sharding" \
+    "attention,batch_size,checkpointing,effective_batch,gpus,grad_accum,loss,offload,optimizer,precision,seq_len,sharding" \
     "plan keys"
 expect_json '.memory | keys | sort | join(",")' \
     "activations,allocated_peak,device_peak,gradients,kv_cache,logits,optimizer,overhead,reserved_peak,temporaries,weights" \
@@ -160,6 +160,22 @@ python3 -c "import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])" "$TMP/
 # usage errors
 oom plan --model gpt2 --format yaml
 expect_rc 2 "unknown format"
+# --allow loss,attention: a chunked loss beats checkpointing where both fit; the outputs say so
+oom plan --model qwen2.5-0.5b --seq 4096 --gpu rtx-4090 --target-effective-batch 32 --json
+expect_json '.plan.checkpointing + " " + .plan.loss' "full standard" "default: checkpointing"
+oom plan --model qwen2.5-0.5b --seq 4096 --gpu rtx-4090 --target-effective-batch 32 \
+    --allow checkpointing,loss,attention --json
+expect_json '.plan.checkpointing + " " + .plan.loss' "none chunked" "allowed: chunked loss"
+oom plan --model qwen2.5-0.5b --seq 4096 --gpu rtx-4090 --target-effective-batch 32 \
+    --allow checkpointing,loss --format args
+expect_contains "$OUT" "--use_liger_kernel" "args: the Liger kernels"
+oom plan --model qwen2.5-0.5b --seq 4096 --gpu rtx-4090 --target-effective-batch 32 \
+    --attention eager --allow checkpointing,attention --format torchrun
+expect_rc 0 "torchrun"
+expect_contains "$OUT" "OOMLESS_ATTENTION=sdpa OOMLESS_LOSS=standard torchrun" \
+    "torchrun: the attention in an env var"
+oom plan --model qwen2.5-0.5b --seq 4096 --gpu rtx-4090 --batch-size 2 --grad-accum 16
+expect_contains "$OUT" "batch size 2 fits with --allow loss (chunked loss)" "fixed batch: names the change"
 oom plan --model gpt2 --allow bogus
 expect_rc 2 "unknown --allow value"
 expect_contains "$ERR" "bogus" "names the value"
