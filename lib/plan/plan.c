@@ -340,20 +340,30 @@ static int build_micro(search *s, bool below)
         if (fb && (below ? m >= fb : m != fb))
             continue;
         if (fa) {
-            bool exact = m * fa == per, rounded = m * fa > per && (m - 1) * fa < per;
-            if (!exact && !(r->allow_inexact && rounded) && !(below && m * fa < per))
+            /* inexact: the micro-batches either side of per / fa */
+            bool exact = m * fa == per, up = m * fa > per && (m - 1) * fa < per,
+                 down = m * fa < per && (m + 1) * fa > per;
+            if (!exact && !(r->allow_inexact && (up || down)) && !(below && m * fa < per))
                 continue;
             acc = fa;
         } else if (per % m == 0) {
             acc = per / m;
         } else if (r->allow_inexact) {
-            acc = (per + m - 1) / m;
+            /* the accumulation whose effective batch is nearest per, rounding down or up (a tie
+             * goes up: at least the samples asked for) */
+            long lo = per / m, hi = lo + 1;
+            acc = lo >= 1 && per - lo * m < hi * m - per ? lo : hi;
         } else {
             continue;
         }
         add_micro(s, m, acc);
     }
 check:
+    if (!fb && fa && !below && !s->nmicro)
+        return oomi_fail(OOM_EINVAL,
+                         "target effective batch %ld is no micro-batch x grad-accum %ld x %ld "
+                         "GPUs; change --target-effective-batch or use --allow-inexact",
+                         s->eff, fa, s->gpus);
     if (fb && !below && !s->nmicro) {
         if (r->max_batch > 0 && fb > r->max_batch)
             return oomi_fail(OOM_EINVAL, "batch size %ld is above --max-batch-size %ld", fb,
@@ -636,6 +646,101 @@ static int fixed_batch_hint(search *s, char **out)
     return err;
 }
 
+/* family f's knobs on c's (seq, GPUs) */
+static oom_knobs family_knobs(const family *f, const oom_plan_choice *c)
+{
+    oom_knobs k = c->knobs;
+    k.precision = f->prec, k.optimizer = f->opt, k.checkpointing = f->ck;
+    k.sharding = f->shard, k.offload = f->off, k.loss = f->loss, k.attention = f->attn;
+    return k;
+}
+
+/* the largest micro-batch up to `cap` that fits with knobs k (0: none) */
+static long largest_fit(search *s, oom_knobs k, long cap)
+{
+    oom_plan_choice x;
+    long m;
+    bool valid;
+    for (m = 1; m <= cap && m <= MAX_MICRO_BATCH; m++) {
+        k.batch = m;
+        if (evaluate(s, &k, &x, &valid) || !valid || !x.fits)
+            break;
+    }
+    oomi_clear_error();
+    return m - 1;
+}
+
+/* the largest divisor of n that is at most cap */
+static long divisor_under(long n, long cap)
+{
+    long d;
+    for (d = cap < n ? cap : n; d > 1 && n % d; d--)
+        ;
+    return d;
+}
+
+/* the fastest choice for `per` samples per GPU whose micro-batch divides it, above `above`, in
+ * any family (fits: each family's largest micro-batch that fits); 0 when none beats `score` */
+static long faster_divisor(search *s, const oom_plan_choice *b, const long *fits, long per,
+                           double score, long above)
+{
+    long pick = 0;
+    size_t i;
+    for (i = 0; i < s->nfam; i++) {
+        oom_knobs k = family_knobs(&s->fams[i], b);
+        oom_plan_choice x;
+        bool valid;
+        if (fits[i] <= above)
+            continue;
+        k.batch = divisor_under(per, fits[i]), k.grad_accum = per / k.batch;
+        if (k.batch <= above || evaluate(s, &k, &x, &valid) || !valid || !x.fits)
+            continue;
+        if (x.score > score * 1.001)
+            score = x.score, pick = k.batch;
+    }
+    oomi_clear_error();
+    return pick;
+}
+
+/* An awkward target (a prime such as 97) leaves only small micro-batches that divide it: the
+ * nearest effective batches (multiples of the GPUs, within a quarter) whose divisors allow a
+ * faster plan with a larger micro-batch, as "96 = 12 x 8". Nothing when no such plan is faster,
+ * or the effective batch is not the target's (inexact). */
+static int awkward_hint(search *s, oom_plan_result *res)
+{
+    const oom_plan_request *r = s->r;
+    const oom_plan_choice *b = &s->best;
+    long per = s->eff / s->gpus, d, e, near[3], micro[3], fits[MAX_FAMILIES];
+    size_t n = 0, i;
+    oomi_sb sb = OOMI_SB_INIT;
+    int err;
+
+    if (res->inference || r->fixed_batch || r->fixed_grad_accum || b->effective_batch != s->eff ||
+        s->eff % s->gpus || b->knobs.batch >= per || !b->has_throughput)
+        return OOM_OK;
+    for (i = 0; i < s->nfam; i++)
+        fits[i] = largest_fit(s, family_knobs(&s->fams[i], b), per + per / 4 + 1);
+    for (d = 1; n < 3 && d <= per / 4 + 1; d++)
+        for (e = per - d; n < 3 && e <= per + d; e += 2 * d) {
+            long m = e >= 1 ? faster_divisor(s, b, fits, e, b->score, b->knobs.batch) : 0;
+            if (m)
+                near[n] = e * s->gpus, micro[n++] = m;
+        }
+    if (!n)
+        return OOM_OK;
+    for (i = 0; i < n; i++)
+        oomi_sb_printf(&sb, "%s%ld = %ld x %ld%s", i ? ", " : "", near[i], micro[i],
+                       near[i] / s->gpus / micro[i], s->gpus > 1 ? " x GPUs" : "");
+    if (!(err = oomi_sb_ok(&sb)))
+        err = oomi_plan_note(res,
+                             "effective batch %ld allows only micro-batches that divide it (here "
+                             "%ld); nearest with larger, faster micro-batches: %s "
+                             "(--target-effective-batch N, or --allow-inexact)",
+                             s->eff, b->knobs.batch, sb.buf);
+    oomi_sb_free(&sb);
+    return err;
+}
+
 static int fill_result(search *s, oom_plan_result *res)
 {
     const oom_plan_request *r = s->r;
@@ -660,6 +765,11 @@ static int fill_result(search *s, oom_plan_result *res)
             (double)e->kv_cache / ((double)s->best.knobs.batch * (double)s->best.knobs.seq_len);
         res->kv_budget_bytes = s->usable - (e->device_peak - e->kv_cache);
     }
+    if (!res->inference && s->best.effective_batch != s->eff)
+        err = oomi_plan_note(res, "effective batch %ld instead of %ld (%+.1f%%, --allow-inexact)",
+                             s->best.effective_batch, s->eff,
+                             100.0 * (double)(s->best.effective_batch - s->eff) / (double)s->eff);
+    err = err ? err : awkward_hint(s, res);
     if (r->seq_max > 0)
         err = err ? err
                   : oomi_plan_note(

@@ -176,6 +176,16 @@ expect_contains "$OUT" "OOMLESS_ATTENTION=sdpa OOMLESS_LOSS=standard torchrun" \
     "torchrun: the attention in an env var"
 oom plan --model qwen2.5-0.5b --seq 4096 --gpu rtx-4090 --batch-size 2 --grad-accum 16
 expect_contains "$OUT" "batch size 2 fits with --allow loss (chunked loss)" "fixed batch: names the change"
+# an awkward (prime) effective batch: the nearest better ones; --allow-inexact rounds down too
+oom plan --model qwen2.5-0.5b --seq 2048 --gpu rtx-4090 --target-effective-batch 97 --allow checkpointing,loss
+expect_contains "$OUT" "nearest with larger, faster micro-batches: 96 = 3 x 32" "awkward target: hint"
+oom plan --model qwen2.5-0.5b --seq 2048 --gpu rtx-4090 --target-effective-batch 97 --allow checkpointing,loss \
+    --allow-inexact --json
+expect_json '.plan.effective_batch' 96 "inexact: rounded down"
+expect_json '.notices[0]' "effective batch 96 instead of 97 (-1.0%, --allow-inexact)" "inexact: says by how much"
+oom plan --model gpt2 --seq 512 --gpu a100-80gb --grad-accum 10 --target-effective-batch 97
+expect_rc 2 "fixed accumulation that cannot make the target"
+expect_contains "$ERR" "--allow-inexact" "names the way out"
 oom plan --model gpt2 --allow bogus
 expect_rc 2 "unknown --allow value"
 expect_contains "$ERR" "bogus" "names the value"

@@ -433,6 +433,38 @@ static void test_loss_and_attention(void **state)
     oom_workload_free(eager), oom_workload_free(small), oom_workload_free(w);
 }
 
+/* a prime target: a hint with the nearest effective batches that have larger micro-batches;
+ * --allow-inexact rounds to the nearest, down as well as up, and says by how much */
+static void test_awkward_effective_batch(void **state)
+{
+    oom_workload *w = W(&GPU_ADA, "model", "qwen2.5-0.5b", "seq", "2048");
+    oom_plan_request r = request(w, &GPU_ADA, 24);
+    oom_plan_result *res;
+    (void)state;
+    r.target_effective_batch = 97, r.allow |= OOM_ALLOW_LOSS;
+    res = plan_ok(&r);
+    assert_int_equal(res->best->effective_batch, 97);
+    assert_int_equal(res->best->knobs.batch, 1);
+    assert_true(has_string(res->notices, res->n_notices,
+                           "nearest with larger, faster micro-batches: 96 = 3 x 32"));
+    assert_true(has_string(res->notices, res->n_notices, "98 = 2 x 49"));
+    oom_plan_free(res);
+    r.allow_inexact = 1;
+    res = plan_ok(&r);
+    assert_true(res->best->knobs.batch > 1);
+    assert_true(res->best->effective_batch < 97); /* rounded down: 96 = 3 x 32 */
+    assert_true(
+        has_string(res->notices, res->n_notices, "effective batch 96 instead of 97 (-1.0%"));
+    assert_false(has_string(res->notices, res->n_notices, "nearest with larger"));
+    assert_int_equal(res->best->knobs.batch * res->best->knobs.grad_accum, 96);
+    oom_plan_free(res);
+    r.target_effective_batch = 96, r.allow_inexact = 0; /* not awkward: no hint */
+    res = plan_ok(&r);
+    assert_int_equal(res->n_notices, 0);
+    oom_plan_free(res);
+    oom_workload_free(w);
+}
+
 /* never bf16 on a GPU without bf16, even when every knob may change */
 static void test_no_bf16(void **state)
 {
@@ -744,6 +776,7 @@ int main(void)
         cmocka_unit_test(test_impossible),
         cmocka_unit_test(test_no_bf16),
         cmocka_unit_test(test_loss_and_attention),
+        cmocka_unit_test(test_awkward_effective_batch),
         cmocka_unit_test(test_json_and_formats),
         cmocka_unit_test(test_options),
         cmocka_unit_test(test_allocation_failures),
