@@ -1205,9 +1205,11 @@ typedef struct oom_plan_result {
     size_t n_curve;
     long *curve_batch;
     uint64_t *curve_peak_none, *curve_peak_full;
+    /* version 2 */
+    int workers_requested; /**< 1: the request named workers (N, 1 or auto): reports show them */
 } oom_plan_result;
 
-#define OOM_PLAN_RESULT_VERSION 1
+#define OOM_PLAN_RESULT_VERSION 2
 #define OOM_PLAN_RESULT_INIT                                                                       \
     {                                                                                              \
         .version = OOM_PLAN_RESULT_VERSION                                                         \

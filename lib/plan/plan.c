@@ -840,7 +840,10 @@ static int setup(search *s, oom_plan_result *res)
     } else {
         s->base = (oom_knobs){.version = OOM_KNOBS_VERSION};
         s->base.batch = s->base.grad_accum = s->base.gpus = 1;
-        s->base.seq_len = r->fixed_seq > 0 ? r->fixed_seq : 1;
+        s->base.seq_len = r->fixed_seq > 0 ? r->fixed_seq : 1; /* 1: not known (plan.h) */
+        if (!r->fixed_seq && !r->seq_max && r->line->bytes_per_token)
+            return oomi_fail(OOM_EINVAL, "measured line: bytes per token need the sequence "
+                                         "length; give --seq");
         s->base.precision = OOM_PRECISION_AUTO; /* not the planner's to say */
     }
     if (r->fixed_seq > 0)
@@ -874,6 +877,7 @@ static int setup(search *s, oom_plan_result *res)
     res->target_effective_batch = res->inference ? 0 : s->eff;
     res->gpu_budget = r->budget;
     res->workers = r->workers > 1 ? r->workers : 1;
+    res->workers_requested = r->workers != 0;
     res->budget = r->budget;
     if (res->workers > 1) {
         res->budget.target_bytes /= (uint64_t)res->workers;

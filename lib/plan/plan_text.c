@@ -17,6 +17,14 @@ static void kvl(oomi_sb *sb, const char *k, long v)
     oomi_sb_printf(sb, "  %-30s: %ld\n", k, v);
 }
 
+static void seq_line(oomi_sb *sb, const oom_plan_result *r)
+{
+    if (OOMI_PLAN_SEQ_KNOWN(r, r->best))
+        kvl(sb, "max_seq_len", r->best->knobs.seq_len);
+    else
+        kv(sb, "max_seq_len", "not known (give --seq)");
+}
+
 static void config_block(oomi_sb *sb, const oom_plan_result *r)
 {
     const oom_knobs *k = &r->best->knobs;
@@ -26,11 +34,11 @@ static void config_block(oomi_sb *sb, const oom_plan_result *r)
                    r->gpu_name[0] ? r->gpu_name : "the given budget");
     if (r->inference) {
         kvl(sb, "batch_size (max samples)", k->batch);
-        kvl(sb, "max_seq_len", k->seq_len);
+        seq_line(sb, r);
     } else {
         kvl(sb, "batch_size", k->batch);
         kvl(sb, "gradient_accumulation_steps", k->grad_accum);
-        kvl(sb, "max_seq_len", k->seq_len);
+        seq_line(sb, r);
         kvl(sb, "effective_batch_size", r->best->effective_batch);
     }
     if (!r->measured) {
@@ -89,9 +97,10 @@ static void memory_block(oomi_sb *sb, const oom_plan_result *r)
     oomi_sb_printf(sb, "  %-30s: %.1f%% of usable, %s to spare\n", "device peak",
                    u ? 100.0 * (double)e->device_peak / (double)u : 0.0,
                    OOMI_SZ(a, u - e->device_peak));
-    if (r->workers > 1 || r->max_workers > 1)
-        oomi_sb_printf(sb, "  %-30s: %ld planned per GPU, %ld copies of this job fit one GPU\n",
-                       "workers", r->workers, r->max_workers);
+    if (r->workers > 1 || r->max_workers > 1 || (r->version >= 2 && r->workers_requested))
+        oomi_sb_printf(sb, "  %-30s: %ld planned per GPU, %ld cop%s of this job fit%s one GPU\n",
+                       "workers", r->workers, r->max_workers, r->max_workers == 1 ? "y" : "ies",
+                       r->max_workers == 1 ? "s" : "");
     if (r->inference && r->kv_bytes_per_token > 0)
         oomi_sb_printf(sb, "  %-30s: %s (%.0f tokens at %.0f KiB/token)\n",
                        "KV cache budget (serving)", OOMI_SZ(a, r->kv_budget_bytes),
@@ -129,7 +138,10 @@ static void throughput_block(oomi_sb *sb, const oom_plan_result *r)
     char d[200], a[16];
     size_t i;
     oomi_sb_puts(sb, LINE "Estimated throughput\n");
-    if (c->has_throughput)
+    if (c->has_throughput && !OOMI_PLAN_SEQ_KNOWN(r, c))
+        oomi_sb_printf(sb, "  %.2f samples/s (all GPUs); %.2f s per optimizer step\n",
+                       c->samples_per_s, c->step_s);
+    else if (c->has_throughput)
         oomi_sb_printf(sb,
                        "  %.0f tokens/s, %.2f samples/s (all GPUs); %.2f s per %s; MFU %.0f%% of "
                        "%.0f TFLOP/s %s\n",

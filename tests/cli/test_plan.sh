@@ -186,6 +186,22 @@ expect_json '.notices[0]' "effective batch 96 instead of 97 (-1.0%, --allow-inex
 oom plan --model gpt2 --seq 512 --gpu a100-80gb --grad-accum 10 --target-effective-batch 97
 expect_rc 2 "fixed accumulation that cannot make the target"
 expect_contains "$ERR" "--allow-inexact" "names the way out"
+# honest output: a measured line without --seq has no sequence length; --workers always shows
+oom plan --fixed-bytes 12GiB --bytes-per-sample 1GiB --vram 24 --workers 1 --flops-per-sample 1e12
+expect_rc 0 "measured line"
+expect_contains "$OUT" "max_seq_len                   : not known (give --seq)" "seq not known"
+expect_not_contains "$OUT" "tokens/s" "no tokens without a seq"
+expect_contains "$OUT" "workers                       : 1 planned per GPU, 1 copy of this job fits" \
+    "workers line for --workers 1"
+oom plan --fixed-bytes 12GiB --bytes-per-sample 1GiB --vram 24 --json
+expect_json '.plan.seq_len' null "json: seq not known"
+oom plan --fixed-bytes 12GiB --bytes-per-sample 1GiB --vram 24 --format env
+expect_not_contains "$OUT" "OOMLESS_SEQ_LEN" "env: no seq line"
+oom plan --fixed-bytes 12GiB --bytes-per-sample 1GiB --vram 24 --seq 1024 --json
+expect_json '.plan.seq_len' 1024 "json: the seq given"
+oom plan --fixed-bytes 1GiB --bytes-per-token 1KiB --vram 24
+expect_rc 2 "bytes per token without a seq"
+expect_contains "$ERR" "give --seq" "says what is missing"
 oom plan --model gpt2 --allow bogus
 expect_rc 2 "unknown --allow value"
 expect_contains "$ERR" "bogus" "names the value"
