@@ -1377,7 +1377,9 @@ typedef struct oom_job_event {
     double duration_s;   /**< EXIT/OOM: how long the launch ran */
     const char *rank;    /**< OOM: the failed rank(s) as the job reported them ("1", "0,3" from
                               torchrun's "[rankN]:" prefix or an OOMLESS_RECOVERY line), or NULL */
-    const char *reason;  /**< OOM: the line that reported the out-of-memory error, or NULL */
+    const char *reason;  /**< OOM: the line that reported the out-of-memory error; RESTART: how
+                              the new batch was chosen ("inexact accumulation: ..." when the
+                              effective batch changes); or NULL */
 } oom_job_event;
 
 #define OOM_JOB_EVENT_VERSION 1

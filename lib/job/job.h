@@ -129,6 +129,7 @@ typedef struct oomi_launch {
     int tty_wait; /* the stop signal (SIGTTIN/SIGTTOU) of a job ended because it waited for
                      terminal input it could not get; 0 */
     uint64_t peak_bytes;
+    uint64_t capacity_bytes; /* total memory of the GPU where the peak was seen; 0: not known */
     double duration_s;
     long step;
     int recovery_batch;   /* the micro-batch an OOMLESS_RECOVERY line agreed on, 0 when none */

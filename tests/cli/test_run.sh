@@ -132,12 +132,38 @@ expect_rc 0 "run from calibration"
 expect_contains "$ERR" "batch 614 from the calibration record" "batch from calibration"
 expect_contains "$OUT" "step 1/3 batch 614 accum 1" "calibration batch used"
 
+# ---- the ladder follows the measured peaks: a prime effective batch is not cut to a divisor ----
+# 1 GiB + 30 MiB/sample in 8 GiB: 307 needs 9.99 GiB; the peak and the failed allocation give the
+# next batch (95 % of the capacity), and 307 has no divisor near it: inexact accumulation
+marker
+oom run --batch-size 307 --events "$TMP/prime.jsonl" -- "${JOB[@]}" --steps 2 --fixed 1G \
+    --per-sample 30M --marker "$MARK"
+expect_rc 0 "prime: recovered"
+expect_eq "$(jq -r 'select(.event == "launch") | .batch' "$TMP/prime.jsonl" | tr '\n' ' ')" "307 233 " \
+    "prime: 307 -> 233, not 307 -> 1"
+expect_contains "$(jq -r 'select(.event == "restart") | .reason' "$TMP/prime.jsonl")" \
+    "inexact accumulation: effective batch 233 instead of 307 (-24.1%)" "prime: the event says inexact"
+expect_contains "$ERR" "restarting with batch 307 -> 233, accumulation 1 -> 1 (effective 233); batch 307 needed" \
+    "prime: the restart line says why"
+# 4 GiB + 20 MiB/sample: the proportional guess from one attempt (233) is short of the fixed
+# part; the line through both attempts then finds 184 (4 GiB + 184 x 20 MiB = 7.6 GiB)
+oom run --batch-size 307 --events "$TMP/fit.jsonl" -- "${JOB[@]}" --steps 2 --fixed 4G \
+    --per-sample 20M --marker "$MARK"
+expect_rc 0 "fit: recovered"
+expect_eq "$(jq -r 'select(.event == "launch") | .batch' "$TMP/fit.jsonl" | tr '\n' ' ')" "307 233 184 " \
+    "fit: 307 -> 233 -> 184"
+expect_contains "$(jq -r 'select(.event == "restart") | .reason' "$TMP/fit.jsonl" | tail -1)" \
+    "fit of 2 measured attempts" "fit: the basis"
+expect_eq "$(left)" 0 "ladder: nothing left"
+
 # ---- a job that never fits stops, bounded ------------------------------------------------------
 oom run --batch-size 8 --events "$TMP/nofit.jsonl" -- "${JOB[@]}" --fixed 9G --per-sample 1M
 expect_rc 1 "never fits"
 expect_contains "$ERR" "does not fit" "never fits: message"
-expect_eq "$(jq -r 'select(.event == "launch") | .batch' "$TMP/nofit.jsonl" | tr '\n' ' ')" "8 4 2 1 " \
-    "never fits: 8 -> 4 -> 2 -> 1"
+# (8 -> 4 from the one measured peak; the line through two attempts says no batch fits: 1 is the
+# last try)
+expect_eq "$(jq -r 'select(.event == "launch") | .batch' "$TMP/nofit.jsonl" | tr '\n' ' ')" "8 4 1 " \
+    "never fits: 8 -> 4 -> 1"
 oom run --batch-size 64 --max-restarts 2 -- "${JOB[@]}" --fixed 9G --per-sample 1M
 expect_rc 1 "max restarts"
 expect_contains "$ERR" "after 2 restart(s)" "max restarts: message"
