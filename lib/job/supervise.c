@@ -7,7 +7,6 @@
  */
 #include "job/job.h"
 
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <json-c/json.h>
@@ -139,12 +138,12 @@ static double message_size(const char *reason, const char *key)
     if (!p)
         return 0;
     p += strlen(key);
-    x = strtod(p, &end);
+    x = oomi_strtod(p, &end);
     if (end == p || !(x >= 0))
         return 0;
     while (*end == ' ')
         end++;
-    while (n < 8 && isalpha((unsigned char)end[n]))
+    while (n < 8 && oomi_isalpha((unsigned char)end[n]))
         n++;
     oomi_snprintf(buf, sizeof(buf), "%.6f%.*s", x, n, end);
     if (oom_parse_size(&v, buf, OOM_UNIT_BYTES)) {

@@ -40,8 +40,10 @@ static json_object *plan_json(const oom_plan_result *r, const oom_plan_choice *c
     oomi_json_put(o, "optimizer", json_object_new_string(oom_optimizer_name(k->optimizer)));
     oomi_json_put(o, "sharding", json_object_new_string(oom_sharding_name(k->sharding)));
     oomi_json_put(o, "offload", json_object_new_string(oom_offload_name(k->offload)));
-    oomi_json_put(o, "loss", json_object_new_string(oom_loss_name(k->loss)));
-    oomi_json_put(o, "attention", json_object_new_string(oom_attention_name(k->attention)));
+    /* a measured line's kernels are whatever ran when it was measured: not known */
+    oomi_json_put(o, "loss", r->measured ? NULL : json_object_new_string(oom_loss_name(k->loss)));
+    oomi_json_put(o, "attention",
+                  r->measured ? NULL : json_object_new_string(oom_attention_name(k->attention)));
     oomi_json_put(o, "gpus", json_object_new_int64(k->gpus));
     return o;
 }
@@ -221,12 +223,13 @@ static void format_env(oomi_sb *sb, const oom_plan_result *r, const oom_plan_cho
     oomi_sb_printf(sb,
                    "export OOMLESS_CHECKPOINTING=%s\nexport OOMLESS_PRECISION=%s\n"
                    "export OOMLESS_OPTIMIZER=%s\nexport OOMLESS_SHARDING=%s\n"
-                   "export OOMLESS_OFFLOAD=%s\nexport OOMLESS_GPUS=%ld\n"
-                   "export OOMLESS_LOSS=%s\nexport OOMLESS_ATTENTION=%s\n",
+                   "export OOMLESS_OFFLOAD=%s\nexport OOMLESS_GPUS=%ld\n",
                    oom_checkpointing_name(k->checkpointing), framework_precision(k->precision),
                    oom_optimizer_name(k->optimizer), oom_sharding_name(k->sharding),
-                   oom_offload_name(k->offload), k->gpus, oom_loss_name(k->loss),
-                   oom_attention_name(k->attention));
+                   oom_offload_name(k->offload), k->gpus);
+    if (!r->measured)
+        oomi_sb_printf(sb, "export OOMLESS_LOSS=%s\nexport OOMLESS_ATTENTION=%s\n",
+                       oom_loss_name(k->loss), oom_attention_name(k->attention));
 }
 
 /* Hugging Face TrainingArguments */
@@ -300,8 +303,9 @@ static void format_torchrun(oomi_sb *sb, const oom_plan_result *r)
     const oom_knobs *k = &r->best->knobs;
     /* the attention kernel has no Trainer argument: the script reads it (from_pretrained's
      * attn_implementation), and the loss beside it, as from the env format */
-    oomi_sb_printf(sb, "OOMLESS_ATTENTION=%s OOMLESS_LOSS=%s ", oom_attention_name(k->attention),
-                   oom_loss_name(k->loss));
+    if (!r->measured)
+        oomi_sb_printf(sb, "OOMLESS_ATTENTION=%s OOMLESS_LOSS=%s ",
+                       oom_attention_name(k->attention), oom_loss_name(k->loss));
     if (r->nodes > 1)
         oomi_sb_printf(sb,
                        "torchrun --nnodes=%ld --nproc_per_node=%ld --node_rank=$NODE_RANK "

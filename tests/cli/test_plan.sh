@@ -195,6 +195,8 @@ expect_contains "$OUT" "workers                       : 1 planned per GPU, 1 cop
     "workers line for --workers 1"
 oom plan --fixed-bytes 12GiB --bytes-per-sample 1GiB --vram 24 --json
 expect_json '.plan.seq_len' null "json: seq not known"
+expect_json '.plan.loss, .plan.attention' "null
+null" "json: a measured line's kernels not known"
 oom plan --fixed-bytes 12GiB --bytes-per-sample 1GiB --vram 24 --format env
 expect_not_contains "$OUT" "OOMLESS_SEQ_LEN" "env: no seq line"
 oom plan --fixed-bytes 12GiB --bytes-per-sample 1GiB --vram 24 --seq 1024 --json
