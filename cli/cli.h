@@ -46,6 +46,9 @@ int cli_seconds(double *out, const char *cmd, const char *text, const char *opt)
 void cli_print_options(FILE *out, const oom_option *const *o, size_t n);
 /* Writes a JSON document (a library-made string) to stdout with a final newline. */
 int cli_print_json(const char *json);
+/* A count (parameters, FLOPs) as "68.98 B", "124.44 M", "12.30 K" or "512", never in scientific
+ * notation; returns buf. */
+const char *cli_format_count(char *buf, size_t n, double v);
 
 /* The one place the tool sets signal handlers: `handler` (a function, SIG_IGN or SIG_DFL) for
  * each of sigs[0..n), without SA_RESTART (a sleep, a wait, a read or a write returns early with

@@ -160,7 +160,7 @@ static void print_human(const oom_workload *w, const oom_estimate *e, const oom_
 {
     oom_knobs k = OOM_KNOBS_INIT;
     oom_model_info mi = OOM_MODEL_INFO_INIT;
-    char s1[32], s2[32];
+    char s1[32], s2[32], n1[32], n2[32];
     const char *line = "============================================================";
 
     oom_workload_get_knobs(&k, w);
@@ -177,8 +177,9 @@ static void print_human(const oom_workload *w, const oom_estimate *e, const oom_
            oom_loss_name(k.loss));
     printf("  %-30s: %ld (sharding %s, offload %s)\n", "GPUs", k.gpus,
            oom_sharding_name(k.sharding), oom_offload_name(k.offload));
-    printf("  %-30s: %.4g M of %.4g M\n%s\n", "trainable parameters",
-           (double)e->params_trainable / 1e6, (double)e->params_total / 1e6, line);
+    printf("  %-30s: %s of %s\n%s\n", "trainable parameters",
+           cli_format_count(n1, sizeof(n1), (double)e->params_trainable),
+           cli_format_count(n2, sizeof(n2), (double)e->params_total), line);
     row("weights", e->weights, e->device_peak);
     row("gradients", e->gradients, e->device_peak);
     row("optimizer states", e->optimizer, e->device_peak);

@@ -22,8 +22,9 @@ static void usage(FILE *out)
             "       oomless plan --fixed-bytes SIZE --bytes-per-sample SIZE [OPTIONS]\n"
             "       oomless plan [OPTIONS] -- CMD...   (the line 'oomless probe -- CMD...' "
             "measured)\n\n"
-            "Searches micro-batch, accumulation, checkpointing, precision, optimizer, offload\n"
-            "and ZeRO stage for the fastest configuration whose device peak fits the budget.\n"
+            "Searches micro-batch, accumulation, checkpointing, precision, optimizer, offload,\n"
+            "ZeRO stage, loss and attention for the fastest configuration whose device peak\n"
+            "fits the budget.\n"
             "Values you give (--batch-size, --grad-accum, --seq, --checkpointing,\n"
             "$OOMLESS_BATCH_SIZE) are never raised. See docs/plan.md.\n\nWorkload:\n");
     o = oom_workload_options(&n);

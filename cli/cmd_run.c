@@ -287,9 +287,10 @@ static void on_event(const oom_job_event *ev, void *user)
         break;
     case OOM_EVENT_RESTART:
         cli_say("oomless run: %s out of memory%s (peak %s): restarting with batch %d -> %d, "
-                "accumulation %d -> %d (effective %ld)\n",
+                "accumulation %d -> %d (effective %ld)%s%s\n",
                 when, step, peak, ev->previous_batch, ev->batch, ev->previous_accum, ev->grad_accum,
-                (long)ev->batch * ev->grad_accum);
+                (long)ev->batch * ev->grad_accum, ev->reason ? "; " : "",
+                ev->reason ? ev->reason : "");
         break;
     case OOM_EVENT_SIGNAL:
         cli_say("oomless run: %s passing %s to the job\n", when, cli_signal_name(ev->signal));

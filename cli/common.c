@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -133,4 +134,20 @@ int cli_print_json(const char *json)
     if (fwrite(json, 1, n, stdout) != n || (n && json[n - 1] != '\n' && putchar('\n') == EOF))
         return EXIT_ENV;
     return fflush(stdout) ? EXIT_ENV : EXIT_OK;
+}
+
+const char *cli_format_count(char *buf, size_t n, double v)
+{
+    static const struct {
+        double scale;
+        const char *unit;
+    } units[] = {{1e12, "T"}, {1e9, "B"}, {1e6, "M"}, {1e3, "K"}};
+    size_t i;
+    for (i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+        if (v >= units[i].scale) {
+            snprintf(buf, n, "%.2f %s", v / units[i].scale, units[i].unit);
+            return buf;
+        }
+    snprintf(buf, n, "%.0f", v);
+    return buf;
 }

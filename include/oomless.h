@@ -1079,7 +1079,8 @@ OOM_EXPORT int oom_estimate_budget(oom_budget *out, int *have, char **label, oom
 /*
  * The planner searches the estimator for the fastest configuration that fits: micro-batch and
  * gradient accumulation (micro x accum x data-parallel GPUs = the target effective batch),
- * checkpointing, precision, 8-bit optimizer, CPU offload and ZeRO stage, each only where the
+ * checkpointing, precision, 8-bit optimizer, CPU offload, ZeRO stage, chunked loss and attention
+ * kernel, each only where the
  * request allows it. The objective is the estimated throughput (see docs/plan.md: FLOPs per token
  * from the estimate, the GPU's TFLOP/s for the precision, a utilisation curve that falls for
  * small micro-batches, communication and offload time); the constraint is device_peak <= usable
@@ -1092,7 +1093,9 @@ OOM_EXPORT int oom_estimate_budget(oom_budget *out, int *have, char **label, oom
 #define OOM_ALLOW_OPTIMIZER     0x04u /**< 8-bit AdamW in place of AdamW */
 #define OOM_ALLOW_OFFLOAD       0x08u /**< ZeRO CPU offload of the optimizer (and parameters) */
 #define OOM_ALLOW_SHARDING      0x10u /**< ZeRO-1/2/3 when there is more than one GPU */
-#define OOM_ALLOW_ALL           0x1fu
+#define OOM_ALLOW_LOSS          0x20u /**< a chunked (fused linear + cross-entropy) loss */
+#define OOM_ALLOW_ATTENTION     0x40u /**< a more memory-efficient attention (sdpa, flash) */
+#define OOM_ALLOW_ALL           0x7fu
 /** The default: checkpointing and (on several GPUs) sharding; they do not change the maths. */
 #define OOM_ALLOW_DEFAULT (OOM_ALLOW_CHECKPOINTING | OOM_ALLOW_SHARDING)
 
@@ -1144,8 +1147,8 @@ typedef struct oom_plan_request {
     long max_auto_batch;         /**< cap on a micro-batch the planner chooses (0: none) */
     unsigned allow;              /**< OOM_ALLOW_* */
     unsigned downscale;          /**< OOM_DOWNSCALE_* */
-    int allow_inexact;           /**< accumulation may round up (effective batch >= target) */
-    long workers;                /**< 0/1: one job; N: N copies share each GPU; -1: auto */
+    int allow_inexact; /**< the effective batch may miss the target (nearest above/below) */
+    long workers;      /**< 0/1: one job; N: N copies share each GPU; -1: auto */
 } oom_plan_request;
 
 #define OOM_PLAN_REQUEST_VERSION 1
@@ -1226,6 +1229,7 @@ typedef struct oom_plan_result {
     /* version 2 */
     uint64_t others_bytes; /**< memory in use on the detected GPU (oom_target.others_bytes) */
     char *others;          /**< the processes holding it, or NULL; owned */
+    int workers_requested; /**< 1: the request named workers (N, 1 or auto): reports show them */
 } oom_plan_result;
 
 #define OOM_PLAN_RESULT_VERSION 2
@@ -1396,7 +1400,9 @@ typedef struct oom_job_event {
     double duration_s;   /**< EXIT/OOM: how long the launch ran */
     const char *rank;    /**< OOM: the failed rank(s) as the job reported them ("1", "0,3" from
                               torchrun's "[rankN]:" prefix or an OOMLESS_RECOVERY line), or NULL */
-    const char *reason;  /**< OOM: the line that reported the out-of-memory error, or NULL */
+    const char *reason;  /**< OOM: the line that reported the out-of-memory error; RESTART: how
+                              the new batch was chosen ("inexact accumulation: ..." when the
+                              effective batch changes); or NULL */
 } oom_job_event;
 
 #define OOM_JOB_EVENT_VERSION 1

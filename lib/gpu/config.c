@@ -68,7 +68,7 @@ static int parse_cluster(oom_config *c, json_object *cluster, const char *path)
                              "%s: unknown key 'cluster.%s' (expected intra_node_gbs, "
                              "inter_node_gbps, pcie_gbs, cpu_adam_params_per_s, mfu_max, "
                              "ridge_flop_per_byte, default_tflops, fp32_divisor, nf4_speed, "
-                             "int8_speed)",
+                             "int8_speed, chunked_loss_cost, eager_attention_cost)",
                              path, key);
         oomi_snprintf(where, sizeof(where), "%s:%zu: cluster.", path, c->cluster.line[k]);
         if ((err = oomi_pk_read(&c->cluster, k, val, where)))

@@ -20,6 +20,8 @@ const struct oomi_pk_info oomi_pk_table[OOMI_PK_COUNT] = {
     [OOMI_PK_CPU_ADAM] = {"cpu_adam_params_per_s", "parameters/s", 1.0, 1e15, 0},
     [OOMI_PK_NF4_SPEED] = {"nf4_speed", "fraction", 1.0, 1.0, 0},
     [OOMI_PK_INT8_SPEED] = {"int8_speed", "fraction", 1.0, 1.0, 0},
+    [OOMI_PK_CHUNKED_LOSS] = {"chunked_loss_cost", "fraction", 1.0, 1.0, 0},
+    [OOMI_PK_EAGER_ATTN] = {"eager_attention_cost", "fraction", 1.0, 1.0, 0},
 };
 
 static pthread_mutex_t defaults_lock = PTHREAD_MUTEX_INITIALIZER;

@@ -23,6 +23,8 @@ enum oomi_pk {
     OOMI_PK_CPU_ADAM,     /* parameters/s of a CPU Adam step */
     OOMI_PK_NF4_SPEED,    /* compute speed of a 4-bit base relative to 16-bit */
     OOMI_PK_INT8_SPEED,   /* compute speed of an int8 base relative to 16-bit */
+    OOMI_PK_CHUNKED_LOSS, /* step time a chunked loss adds, as a fraction of the compute time */
+    OOMI_PK_EAGER_ATTN,   /* step time eager attention adds over fused kernels, a fraction */
     OOMI_PK_COUNT
 };
 enum oomi_pk_origin { OOMI_PK_FROM_DEFAULT, OOMI_PK_FROM_CATALOG, OOMI_PK_FROM_CONFIG };

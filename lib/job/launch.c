@@ -369,7 +369,7 @@ static void sample(struct watch *w)
     oom_gpu_list *list = NULL;
     oomi_tree t = tree_of(w);
     size_t g, k, d;
-    uint64_t best = 0;
+    uint64_t best = 0, capacity = 0;
     int found = 0;
 
     if (!w->l->gpu || oom_gpu_sample(&list, w->l->gpu, OOM_SAMPLE_PROCESSES) != OOM_OK)
@@ -387,7 +387,7 @@ static void sample(struct watch *w)
             }
         }
         if (sum > best)
-            best = sum;
+            best = sum, capacity = gi->total_bytes != OOM_UNKNOWN ? gi->total_bytes : 0;
         /* what is not the job's on the GPU it uses: other processes and unattributed memory */
         if (sum && gi->used_bytes != OOM_UNKNOWN && gi->used_bytes > sum &&
             gi->used_bytes - sum > w->l->others_peak_bytes) {
@@ -397,7 +397,7 @@ static void sample(struct watch *w)
     }
     oom_gpu_list_free(list);
     if (found && (w->l->peak_bytes == OOM_UNKNOWN || best > w->l->peak_bytes))
-        w->l->peak_bytes = best;
+        w->l->peak_bytes = best, w->l->capacity_bytes = capacity;
 }
 
 /* SIGTERM to the job's group (continued, so that a stopped job acts on it); the kill grace
@@ -639,6 +639,7 @@ int oomi_launch_run(oomi_launch *l)
     l->exit_code = -1;
     l->oom = l->timed_out = l->exec_failed = l->stop_signal = l->tty_wait = 0;
     l->peak_bytes = OOM_UNKNOWN;
+    l->capacity_bytes = 0;
     l->duration_s = 0;
     l->step = -1;
     l->recovery_batch = 0;

@@ -1,17 +1,34 @@
 /*
- * supervise.c - `run`: launch the job; when it dies of out-of-memory, relaunch it with the next
- * smaller micro-batch that divides the effective batch and the matching larger accumulation.
- * Every launch, OOM, restart and exit is reported to the caller and appended to the events file.
+ * supervise.c - `run`: launch the job; when it dies of out-of-memory, relaunch it with the
+ * micro-batch the measured attempts predict to fit (a line through what each needed) and the
+ * matching accumulation: exact where a divisor of the effective batch is at least half of it,
+ * else the nearest accumulation (inexact, said in the restart event). Every launch, OOM, restart
+ * and exit is reported to the caller and appended to the events file.
  */
 #include "job/job.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <json-c/json.h>
+#include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#define LADDER_POINTS   32   /* OOM attempts remembered (the latest) */
+#define LADDER_HEADROOM 0.95 /* the next batch is planned to use at most this much of the GPU */
+
+/* What the attempts that ran out of memory measured: each micro-batch and the memory it needed
+ * (what the process held plus the allocation that failed, where the job's error said). */
+struct ladder {
+    int batch[LADDER_POINTS];
+    double need[LADDER_POINTS];
+    size_t n;
+    double capacity; /* the GPU's memory as the job's error or NVML gave it; 0: not known */
+    double max_peak; /* the largest peak sampled */
+};
 
 struct run_ctx {
     const oom_run_options *o;
@@ -44,6 +61,7 @@ static void write_event(struct run_ctx *c, const oom_job_event *ev)
     if (ev->kind == OOM_EVENT_RESTART) {
         oomi_json_put(o, "previous_batch", json_object_new_int(ev->previous_batch));
         oomi_json_put(o, "previous_grad_accum", json_object_new_int(ev->previous_accum));
+        oomi_json_put(o, "reason", ev->reason ? json_object_new_string(ev->reason) : NULL);
     }
     if (ev->kind == OOM_EVENT_RESTART || ended)
         oomi_json_put(o, "step", ev->step >= 0 ? json_object_new_int64(ev->step) : NULL);
@@ -98,14 +116,105 @@ static void on_event(const oom_job_event *ev, void *user)
         c->o->on_event(ev, c->o->user);
 }
 
-/* The next smaller micro-batch >= floor that divides the effective batch; 0 when none. */
-static int next_smaller(int batch, long effective, int floor)
+/* The largest micro-batch in [floor, cap] that divides the effective batch; 0 when none. */
+static int divisor_at_most(int cap, long effective, int floor)
 {
     int b;
-    for (b = batch - 1; b >= floor && b >= 1; b--)
+    for (b = cap; b >= floor && b >= 1; b--)
         if (effective % b == 0)
             return b;
     return 0;
+}
+
+/* The size after `key` in a PyTorch out-of-memory message ("Tried to allocate 2.00 GiB", "total
+ * capacity of 79.15 GiB", "this process has 77.90 GiB memory in use"); 0 when absent. */
+static double message_size(const char *reason, const char *key)
+{
+    const char *p = reason ? strstr(reason, key) : NULL;
+    char buf[48], *end;
+    uint64_t v = 0;
+    double x;
+    int n = 0;
+    if (!p)
+        return 0;
+    p += strlen(key);
+    x = oomi_strtod(p, &end);
+    if (end == p || !(x >= 0))
+        return 0;
+    while (*end == ' ')
+        end++;
+    while (n < 8 && oomi_isalpha((unsigned char)end[n]))
+        n++;
+    oomi_snprintf(buf, sizeof(buf), "%.6f%.*s", x, n, end);
+    if (oom_parse_size(&v, buf, OOM_UNIT_BYTES)) {
+        oomi_clear_error();
+        return 0;
+    }
+    return (double)v;
+}
+
+/* Remembers what an attempt that ran out of memory measured. */
+static void ladder_add(struct ladder *d, const oomi_launch *l)
+{
+    double held = message_size(l->oom_reason, "this process has ");
+    double tried = message_size(l->oom_reason, "Tried to allocate ");
+    double cap = message_size(l->oom_reason, "total capacity of ");
+    double peak = l->peak_bytes != OOM_UNKNOWN ? (double)l->peak_bytes : 0;
+    if (cap > 0)
+        d->capacity = cap;
+    else if (l->capacity_bytes && !d->capacity)
+        d->capacity = (double)l->capacity_bytes;
+    if (peak > d->max_peak)
+        d->max_peak = peak;
+    if (!held && !peak)
+        return; /* nothing measured */
+    if (d->n == LADDER_POINTS) {
+        memmove(d->batch, d->batch + 1, (LADDER_POINTS - 1) * sizeof(*d->batch));
+        memmove(d->need, d->need + 1, (LADDER_POINTS - 1) * sizeof(*d->need));
+        d->n--;
+    }
+    d->batch[d->n] = l->batch;
+    d->need[d->n++] = (held > 0 ? held : peak) + tried;
+}
+
+/* The largest micro-batch below `batch` the measurements predict to fit, with the basis in
+ * `why`; 0 when nothing was measured. Memory is taken as a line in the micro-batch: through the
+ * attempts by least squares when they ran at two or more batches (and the slope is positive),
+ * else proportional to the batch through the one point (an optimistic guess when part of the
+ * memory does not scale with the batch: the next attempt adds a point). */
+static int ladder_fit(const struct ladder *d, int batch, char *why, size_t n_why)
+{
+    double cap = d->capacity > 0 ? d->capacity : d->max_peak, target = LADDER_HEADROOM * cap;
+    double sb = 0, sn = 0, sbb = 0, sbn = 0, slope = 0, icpt = 0, fit;
+    size_t i, lo = 0, distinct = 0;
+    char a[16], b[16];
+    if (!d->n || cap <= 0)
+        return 0;
+    for (i = 0; i < d->n; i++) {
+        sb += d->batch[i], sn += d->need[i];
+        sbb += (double)d->batch[i] * d->batch[i], sbn += (double)d->batch[i] * d->need[i];
+        distinct += d->batch[i] != d->batch[0];
+        if (d->batch[i] < d->batch[lo])
+            lo = i;
+    }
+    if (distinct && d->n * sbb - sb * sb > 0) {
+        slope = (d->n * sbn - sb * sn) / (d->n * sbb - sb * sb);
+        icpt = (sn - slope * sb) / (double)d->n;
+    }
+    if (slope > 0) {
+        fit = (target - icpt) / slope;
+        oomi_snprintf(why, n_why, "fit of %zu measured attempts: %s + %s per sample", d->n,
+                      oom_format_size(a, sizeof(a), icpt > 0 ? (uint64_t)icpt : 0),
+                      oom_format_size(b, sizeof(b), (uint64_t)slope));
+    } else {
+        fit = (double)d->batch[lo] * target / d->need[lo];
+        oomi_snprintf(why, n_why, "batch %d needed %s of %s", d->batch[lo],
+                      oom_format_size(a, sizeof(a), (uint64_t)d->need[lo]),
+                      oom_format_size(b, sizeof(b), (uint64_t)cap));
+    }
+    if (!(fit >= 1))
+        return 1;
+    return fit >= batch ? batch - 1 : (int)floor(fit);
 }
 
 static int check_options(const oom_run_options *o, int *accum, long *effective)
@@ -150,23 +259,48 @@ static void init_launch(oomi_launch *l, const oom_job *job, const oom_run_option
 }
 
 /* Announces the relaunch; returns OOM_OK with the new batch, or OOM_ENOFIT. */
-static int plan_restart(oomi_launch *l, oom_run_result *r, const oom_run_options *o, int floor,
+static int plan_restart(oomi_launch *l, oom_run_result *r, struct ladder *d, int floor,
                         int max_restarts)
 {
-    int next;
+    int next = 0, fit, accum;
+    char why[200] = "", basis[120] = "";
     if (r->restarts >= max_restarts)
         return oomi_fail(OOM_ENOFIT,
                          "the job ran out of memory at batch %d after %d restart(s) "
                          "(--max-restarts %d)",
                          l->batch, r->restarts, max_restarts);
-    next = l->recovery_batch; /* the ranks' agreed micro-batch (oomless.torch), when it fits */
-    if (next < floor || next >= l->batch || r->effective % next != 0)
-        next = next_smaller(l->batch, r->effective, floor);
+    ladder_add(d, l);
+    fit = l->batch > floor ? ladder_fit(d, l->batch, basis, sizeof(basis)) : 0;
+    if (l->recovery_batch >= floor && l->recovery_batch < l->batch &&
+        r->effective % l->recovery_batch == 0) { /* the ranks' agreed micro-batch (oomless.torch) */
+        next = l->recovery_batch;
+        oomi_snprintf(why, sizeof(why), "the batch the ranks agreed on");
+    } else if (fit) {
+        fit = fit < floor ? floor : fit;
+        next = divisor_at_most(fit, r->effective, floor);
+        if (!next || 2 * next < fit) /* a divisor that wastes half the batch: inexact instead */
+            next = fit;
+        oomi_snprintf(why, sizeof(why), "%s: batch %d predicted to fit", basis, fit);
+    } else if (l->batch > floor) { /* nothing measured: the next divisor, or half */
+        next = divisor_at_most(l->batch - 1, r->effective, floor);
+        if (!next || 2 * next < l->batch)
+            next = l->batch / 2 > floor ? l->batch / 2 : floor;
+        oomi_snprintf(why, sizeof(why), "no peak measured");
+    }
     if (!next)
         return oomi_fail(OOM_ENOFIT,
                          "the job does not fit: it ran out of memory at batch %d and no smaller "
-                         "batch >= %d divides the effective batch %ld",
-                         l->batch, floor, r->effective);
+                         "batch >= %d is left",
+                         l->batch, floor);
+    accum = (int)((r->effective + next / 2) / next); /* the nearest effective batch */
+    accum = accum < 1 ? 1 : accum;
+    if ((long)next * accum != r->effective) {
+        size_t len = strlen(why);
+        oomi_snprintf(why + len, sizeof(why) - len,
+                      "; inexact accumulation: effective batch %ld instead of %ld (%+.1f%%)",
+                      (long)next * accum, r->effective,
+                      100.0 * ((double)next * accum - (double)r->effective) / (double)r->effective);
+    }
     if (l->on_event) {
         oom_job_event ev = OOM_JOB_EVENT_INIT;
         ev.kind = OOM_EVENT_RESTART;
@@ -174,7 +308,8 @@ static int plan_restart(oomi_launch *l, oom_run_result *r, const oom_run_options
         ev.pid = l->pid;
         ev.attempt = l->attempt + 1;
         ev.batch = next;
-        ev.grad_accum = (int)(r->effective / next);
+        ev.grad_accum = accum;
+        ev.reason = why;
         ev.previous_batch = l->batch;
         ev.previous_accum = l->accum;
         ev.peak_bytes = l->peak_bytes;
@@ -184,7 +319,7 @@ static int plan_restart(oomi_launch *l, oom_run_result *r, const oom_run_options
     }
     r->restarts++;
     l->batch = next;
-    l->accum = (int)(r->effective / next);
+    l->accum = accum;
     return OOM_OK;
 }
 
@@ -192,7 +327,9 @@ static int run_loop(oom_run_result *r, oomi_launch *l, const oom_run_options *o)
 {
     int floor = o->min_batch > 0 ? o->min_batch : 1, err;
     int max_restarts = o->max_restarts == -1 ? 0 : o->max_restarts ? o->max_restarts : 5;
+    struct ladder ladder;
 
+    memset(&ladder, 0, sizeof(ladder));
     for (;;) {
         l->attempt = r->attempts + 1;
         err = oomi_launch_run(l);
@@ -216,7 +353,7 @@ static int run_loop(oom_run_result *r, oomi_launch *l, const oom_run_options *o)
                              l->stop_signal, l->exit_code);
         if (!l->oom)
             return OOM_OK;
-        if ((err = plan_restart(l, r, o, floor, max_restarts)))
+        if ((err = plan_restart(l, r, &ladder, floor, max_restarts)))
             return err;
         if (o->stop && *o->stop) { /* a signal while relaunching: launch nothing more */
             r->stop_signal = (int)*o->stop;

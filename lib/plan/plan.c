@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_FAMILIES        128
+#define MAX_FAMILIES        1024
 #define MAX_MICRO           4096
 #define MAX_SEQS            24
 #define INFERENCE_MAX_BATCH 4096
@@ -19,6 +19,8 @@ typedef struct family {
     oom_checkpointing ck;
     oom_sharding shard;
     oom_offload off;
+    oom_loss loss;
+    oom_attention attn;
 } family;
 
 typedef struct search {
@@ -151,7 +153,8 @@ static long complexity(const search *s, const oom_plan_choice *c)
 {
     const oom_knobs *k = &c->knobs;
     return (long)k->checkpointing * 10000 + (long)k->offload * 1000 + (long)k->sharding * 100 +
-           (k->optimizer != s->base.optimizer) * 10 + (k->precision != s->base.precision);
+           (k->loss != s->base.loss) * 30 + (k->optimizer != s->base.optimizer) * 10 +
+           (k->attention != s->base.attention) * 3 + (k->precision != s->base.precision);
 }
 
 /* a better than b: higher score (beyond 0.1 %), then simpler, then less accumulation */
@@ -244,6 +247,31 @@ static size_t layouts(const search *s, oom_sharding *sh, oom_offload *off)
     return n;
 }
 
+/* the loss functions to try: the workload's, and a chunked one where allowed (training) */
+static size_t losses(const search *s, oom_loss *out)
+{
+    size_t n = 0;
+    out[n++] = s->base.loss;
+    if (s->w && (s->r->allow & OOM_ALLOW_LOSS) && s->base.method != OOM_METHOD_INFERENCE &&
+        s->base.loss != OOM_LOSS_CHUNKED)
+        out[n++] = OOM_LOSS_CHUNKED;
+    return n;
+}
+
+/* the attention kernels to try: the workload's, and those that keep less where allowed (eager
+ * materialises the scores; SDPA may fall back to its math path; FlashAttention-2 never keeps
+ * them) */
+static size_t attentions(const search *s, oom_attention *out)
+{
+    size_t n = 0;
+    int a;
+    out[n++] = s->base.attention;
+    if (s->w && (s->r->allow & OOM_ALLOW_ATTENTION))
+        for (a = (int)s->base.attention + 1; a <= OOM_ATTENTION_FLASH; a++)
+            out[n++] = (oom_attention)a;
+    return n;
+}
+
 static void build_families(search *s, bool relax_ck)
 {
     oom_precision prec[4];
@@ -251,7 +279,10 @@ static void build_families(search *s, bool relax_ck)
     oom_checkpointing ck[3];
     oom_sharding sh[8];
     oom_offload off[8];
-    size_t np = precisions(s, prec), no = 0, nc = 0, nl = layouts(s, sh, off), a, b, c, d;
+    oom_loss loss[2];
+    oom_attention attn[3];
+    size_t np = precisions(s, prec), no = 0, nc = 0, nl = layouts(s, sh, off), a, b, c, d, e, f;
+    size_t nlo = losses(s, loss), nat = attentions(s, attn);
     const oom_knobs *k = &s->base;
 
     opt[no++] = k->optimizer;
@@ -271,8 +302,11 @@ static void build_families(search *s, bool relax_ck)
     for (a = 0; a < nc; a++)
         for (b = 0; b < nl; b++)
             for (c = 0; c < no; c++)
-                for (d = 0; d < np && s->nfam < MAX_FAMILIES; d++)
-                    s->fams[s->nfam++] = (family){prec[d], opt[c], ck[a], sh[b], off[b]};
+                for (d = 0; d < np; d++)
+                    for (e = 0; e < nlo; e++)
+                        for (f = 0; f < nat && s->nfam < MAX_FAMILIES; f++)
+                            s->fams[s->nfam++] =
+                                (family){prec[d], opt[c], ck[a], sh[b], off[b], loss[e], attn[f]};
 }
 
 static void add_micro(search *s, long m, long acc)
@@ -310,20 +344,30 @@ static int build_micro(search *s, bool below)
         if (fb && (below ? m >= fb : m != fb))
             continue;
         if (fa) {
-            bool exact = m * fa == per, rounded = m * fa > per && (m - 1) * fa < per;
-            if (!exact && !(r->allow_inexact && rounded) && !(below && m * fa < per))
+            /* inexact: the micro-batches either side of per / fa */
+            bool exact = m * fa == per, up = m * fa > per && (m - 1) * fa < per,
+                 down = m * fa < per && (m + 1) * fa > per;
+            if (!exact && !(r->allow_inexact && (up || down)) && !(below && m * fa < per))
                 continue;
             acc = fa;
         } else if (per % m == 0) {
             acc = per / m;
         } else if (r->allow_inexact) {
-            acc = (per + m - 1) / m;
+            /* the accumulation whose effective batch is nearest per, rounding down or up (a tie
+             * goes up: at least the samples asked for) */
+            long lo = per / m, hi = lo + 1;
+            acc = lo >= 1 && per - lo * m < hi * m - per ? lo : hi;
         } else {
             continue;
         }
         add_micro(s, m, acc);
     }
 check:
+    if (!fb && fa && !below && !s->nmicro)
+        return oomi_fail(OOM_EINVAL,
+                         "target effective batch %ld is no micro-batch x grad-accum %ld x %ld "
+                         "GPUs; change --target-effective-batch or use --allow-inexact",
+                         s->eff, fa, s->gpus);
     if (fb && !below && !s->nmicro) {
         if (r->max_batch > 0 && fb > r->max_batch)
             return oomi_fail(OOM_EINVAL, "batch size %ld is above --max-batch-size %ld", fb,
@@ -372,6 +416,7 @@ static int run_family(search *s, const family *f, long seq, bool *any)
         oom_knobs k = s->base;
         k.precision = f->prec, k.optimizer = f->opt, k.checkpointing = f->ck;
         k.sharding = f->shard, k.offload = f->off, k.gpus = s->gpus;
+        k.loss = f->loss, k.attention = f->attn;
         k.batch = s->micro[i], k.grad_accum = s->accum[i], k.seq_len = seq;
         if ((err = evaluate(s, &k, &c, &valid)))
             return err;
@@ -432,7 +477,8 @@ static bool duplicate(const oom_plan_result *res, const oom_plan_choice *c)
         if (x->estimate.device_peak == c->estimate.device_peak &&
             x->knobs.batch == c->knobs.batch && x->knobs.sharding == c->knobs.sharding &&
             x->knobs.offload == c->knobs.offload && x->knobs.precision == c->knobs.precision &&
-            x->knobs.optimizer == c->knobs.optimizer)
+            x->knobs.optimizer == c->knobs.optimizer && x->knobs.loss == c->knobs.loss &&
+            x->knobs.attention == c->knobs.attention)
             return true;
     }
     return false;
@@ -490,6 +536,11 @@ static int describe_loss(const search *s, const oom_plan_result *res, oom_plan_c
     if (a->precision != b->precision)
         oomi_sb_printf(&what, "%s%s compute", what.len ? ", " : "",
                        oom_precision_name(a->precision));
+    if (a->loss != b->loss)
+        oomi_sb_printf(&what, "%s%s loss", what.len ? ", " : "", oom_loss_name(a->loss));
+    if (a->attention != b->attention)
+        oomi_sb_printf(&what, "%s%s attention", what.len ? ", " : "",
+                       oom_attention_name(a->attention));
     if ((err = oomi_sb_ok(&what))) {
         oomi_sb_free(&what);
         return err;
@@ -540,6 +591,160 @@ static int fill_curve(search *s, oom_plan_result *res)
     return OOM_OK;
 }
 
+/* The single changes the request does not allow that would make the fixed batch fit as given
+ * (the workload's other knobs, its seq, full checkpointing where allowed): "batch size 8 fits with
+ * --allow loss (chunked loss) or
+ * --checkpointing full". *out is NULL when none does (or there is no fixed batch). */
+static int fixed_batch_hint(search *s, char **out)
+{
+    const oom_plan_request *r = s->r;
+    oomi_sb sb = OOMI_SB_INIT;
+    oom_knobs k0 = s->base, k;
+    oom_plan_choice c;
+    long per = (s->eff + s->gpus - 1) / s->gpus;
+    bool valid;
+    int i, err = OOM_OK;
+
+    *out = NULL;
+    if (!r->fixed_batch || !s->w || k0.method == OOM_METHOD_INFERENCE)
+        return OOM_OK;
+    k0.batch = r->fixed_batch, k0.gpus = s->gpus;
+    k0.grad_accum = r->fixed_grad_accum ? r->fixed_grad_accum
+                                        : (per >= r->fixed_batch ? per / r->fixed_batch : 1);
+    for (i = 0; i < 4 && !err; i++) {
+        const char *flag;
+        k = k0;
+        if (i == 0 && k0.loss != OOM_LOSS_CHUNKED && !(r->allow & OOM_ALLOW_LOSS))
+            k.loss = OOM_LOSS_CHUNKED, flag = "--allow loss (chunked loss)";
+        else if (i == 1 && k0.attention != OOM_ATTENTION_FLASH && !(r->allow & OOM_ALLOW_ATTENTION))
+            k.attention = OOM_ATTENTION_FLASH, flag = "--allow attention (flash attention)";
+        else if (i == 2 && k0.checkpointing != OOM_CHECKPOINTING_FULL &&
+                 (r->fixed_checkpointing || !(r->allow & OOM_ALLOW_CHECKPOINTING)))
+            k.checkpointing = OOM_CHECKPOINTING_FULL,
+            flag = r->fixed_checkpointing ? "--checkpointing full"
+                                          : "--allow checkpointing (full checkpointing)";
+        else if (i == 3 && !(r->allow & OOM_ALLOW_OPTIMIZER) &&
+                 (k0.optimizer == OOM_OPTIMIZER_ADAMW || k0.optimizer == OOM_OPTIMIZER_ADAMW_FUSED))
+            k.optimizer = OOM_OPTIMIZER_ADAMW_8BIT, flag = "--allow optimizer (8-bit AdamW)";
+        else
+            continue;
+        if ((err = evaluate(s, &k, &c, &valid)))
+            continue;
+        if ((!valid || !c.fits) && (r->allow & OOM_ALLOW_CHECKPOINTING) &&
+            !r->fixed_checkpointing && k.checkpointing != OOM_CHECKPOINTING_FULL) {
+            k.checkpointing = OOM_CHECKPOINTING_FULL; /* with what is allowed already */
+            if ((err = evaluate(s, &k, &c, &valid)))
+                continue;
+        }
+        if (!valid || !c.fits)
+            continue;
+        oomi_sb_printf(&sb, "%s%s", sb.len ? " or " : "", flag);
+    }
+    oomi_clear_error();
+    if (!err && sb.len)
+        *out = oomi_asprintf("batch size %ld fits with %s", r->fixed_batch, sb.buf);
+    if (!err && sb.len && !*out)
+        err = oomi_nomem();
+    err = err ? err : oomi_sb_ok(&sb);
+    oomi_sb_free(&sb);
+    return err;
+}
+
+/* family f's knobs on c's (seq, GPUs) */
+static oom_knobs family_knobs(const family *f, const oom_plan_choice *c)
+{
+    oom_knobs k = c->knobs;
+    k.precision = f->prec, k.optimizer = f->opt, k.checkpointing = f->ck;
+    k.sharding = f->shard, k.offload = f->off, k.loss = f->loss, k.attention = f->attn;
+    return k;
+}
+
+/* the largest micro-batch up to `cap` that fits with knobs k (0: none) */
+static long largest_fit(search *s, oom_knobs k, long cap)
+{
+    oom_plan_choice x;
+    long m;
+    bool valid;
+    for (m = 1; m <= cap && m <= MAX_MICRO_BATCH; m++) {
+        k.batch = m;
+        if (evaluate(s, &k, &x, &valid) || !valid || !x.fits)
+            break;
+    }
+    oomi_clear_error();
+    return m - 1;
+}
+
+/* the largest divisor of n that is at most cap */
+static long divisor_under(long n, long cap)
+{
+    long d;
+    for (d = cap < n ? cap : n; d > 1 && n % d; d--)
+        ;
+    return d;
+}
+
+/* the fastest choice for `per` samples per GPU whose micro-batch divides it, above `above`, in
+ * any family (fits: each family's largest micro-batch that fits); 0 when none beats `score` */
+static long faster_divisor(search *s, const oom_plan_choice *b, const long *fits, long per,
+                           double score, long above)
+{
+    long pick = 0;
+    size_t i;
+    for (i = 0; i < s->nfam; i++) {
+        oom_knobs k = family_knobs(&s->fams[i], b);
+        oom_plan_choice x;
+        bool valid;
+        if (fits[i] <= above)
+            continue;
+        k.batch = divisor_under(per, fits[i]), k.grad_accum = per / k.batch;
+        if (k.batch <= above || evaluate(s, &k, &x, &valid) || !valid || !x.fits)
+            continue;
+        if (x.score > score * 1.001)
+            score = x.score, pick = k.batch;
+    }
+    oomi_clear_error();
+    return pick;
+}
+
+/* An awkward target (a prime such as 97) leaves only small micro-batches that divide it: the
+ * nearest effective batches (multiples of the GPUs, within a quarter) whose divisors allow a
+ * faster plan with a larger micro-batch, as "96 = 12 x 8". Nothing when no such plan is faster,
+ * or the effective batch is not the target's (inexact). */
+static int awkward_hint(search *s, oom_plan_result *res)
+{
+    const oom_plan_request *r = s->r;
+    const oom_plan_choice *b = &s->best;
+    long per = s->eff / s->gpus, d, e, near[3], micro[3], fits[MAX_FAMILIES];
+    size_t n = 0, i;
+    oomi_sb sb = OOMI_SB_INIT;
+    int err;
+
+    if (res->inference || r->fixed_batch || r->fixed_grad_accum || b->effective_batch != s->eff ||
+        s->eff % s->gpus || b->knobs.batch >= per || !b->has_throughput)
+        return OOM_OK;
+    for (i = 0; i < s->nfam; i++)
+        fits[i] = largest_fit(s, family_knobs(&s->fams[i], b), per + per / 4 + 1);
+    for (d = 1; n < 3 && d <= per / 4 + 1; d++)
+        for (e = per - d; n < 3 && e <= per + d; e += 2 * d) {
+            long m = e >= 1 ? faster_divisor(s, b, fits, e, b->score, b->knobs.batch) : 0;
+            if (m)
+                near[n] = e * s->gpus, micro[n++] = m;
+        }
+    if (!n)
+        return OOM_OK;
+    for (i = 0; i < n; i++)
+        oomi_sb_printf(&sb, "%s%ld = %ld x %ld%s", i ? ", " : "", near[i], micro[i],
+                       near[i] / s->gpus / micro[i], s->gpus > 1 ? " x GPUs" : "");
+    if (!(err = oomi_sb_ok(&sb)))
+        err = oomi_plan_note(res,
+                             "effective batch %ld allows only micro-batches that divide it (here "
+                             "%ld); nearest with larger, faster micro-batches: %s "
+                             "(--target-effective-batch N, or --allow-inexact)",
+                             s->eff, b->knobs.batch, sb.buf);
+    oomi_sb_free(&sb);
+    return err;
+}
+
 static int fill_result(search *s, oom_plan_result *res)
 {
     const oom_plan_request *r = s->r;
@@ -564,6 +769,11 @@ static int fill_result(search *s, oom_plan_result *res)
             (double)e->kv_cache / ((double)s->best.knobs.batch * (double)s->best.knobs.seq_len);
         res->kv_budget_bytes = s->usable - (e->device_peak - e->kv_cache);
     }
+    if (!res->inference && s->best.effective_batch != s->eff)
+        err = oomi_plan_note(res, "effective batch %ld instead of %ld (%+.1f%%, --allow-inexact)",
+                             s->best.effective_batch, s->eff,
+                             100.0 * (double)(s->best.effective_batch - s->eff) / (double)s->eff);
+    err = err ? err : awkward_hint(s, res);
     if (r->seq_max > 0)
         err = err ? err
                   : oomi_plan_note(
@@ -579,7 +789,12 @@ static int fill_result(search *s, oom_plan_result *res)
                         r->fixed_batch, OOMI_SZ(a, s->fixed_smallest.estimate.device_peak),
                         OOMI_SZ(b, s->usable), s->best.knobs.batch);
     } else if (r->fixed_batch && s->best.knobs.batch < r->fixed_batch) {
+        char *hint = NULL;
         res->downscaled |= OOM_DOWNSCALE_BATCH;
+        err = err ? err : fixed_batch_hint(s, &hint);
+        if (!err && hint)
+            err = oomi_plan_note(res, "%s, without lowering it", hint);
+        oomi_free(hint);
         err = err ? err
                   : oomi_plan_note(
                         res,
@@ -629,7 +844,10 @@ static int setup(search *s, oom_plan_result *res)
     } else {
         s->base = (oom_knobs){.version = OOM_KNOBS_VERSION};
         s->base.batch = s->base.grad_accum = s->base.gpus = 1;
-        s->base.seq_len = r->fixed_seq > 0 ? r->fixed_seq : 1;
+        s->base.seq_len = r->fixed_seq > 0 ? r->fixed_seq : 1; /* 1: not known (plan.h) */
+        if (!r->fixed_seq && !r->seq_max && r->line->bytes_per_token)
+            return oomi_fail(OOM_EINVAL, "measured line: bytes per token need the sequence "
+                                         "length; give --seq");
         s->base.precision = OOM_PRECISION_AUTO; /* not the planner's to say */
     }
     if (r->fixed_seq > 0)
@@ -662,6 +880,7 @@ static int setup(search *s, oom_plan_result *res)
     res->target_effective_batch = res->inference ? 0 : s->eff;
     res->gpu_budget = r->budget;
     res->workers = r->workers > 1 ? r->workers : 1;
+    res->workers_requested = r->workers != 0;
     res->budget = r->budget;
     if (res->workers > 1) {
         res->budget.target_bytes /= (uint64_t)res->workers;
@@ -695,6 +914,16 @@ static int no_fit(search *s, oom_plan_result *res, unsigned relax)
 
     res->found = 0;
     *res->smallest = s->smallest;
+    if (r->fixed_batch) {
+        char *hint = NULL;
+        if ((err = fixed_batch_hint(s, &hint)))
+            return err;
+        if (hint)
+            err = oomi_strv_add(&res->suggestions, &res->n_suggestions, "%s", hint);
+        oomi_free(hint);
+        if (err)
+            return err;
+    }
     if (relax != OOM_DOWNSCALE_ALL && (r->fixed_batch || r->fixed_seq || r->fixed_checkpointing)) {
         if ((err = search_all(s, OOM_DOWNSCALE_ALL)))
             return err;

@@ -27,6 +27,10 @@ int oomi_plan_suggest(oom_plan_result *res, const oom_plan_request *r, oom_workl
                       const oom_knobs *smallest);
 /* Appends a notice to res->notices: OOM_OK or OOM_ENOMEM (recorded). */
 int oomi_plan_note(oom_plan_result *res, const char *fmt, ...) OOMI_PRINTF(2, 3);
+/* A measured line planned without a sequence length (no --seq, none in its record): its seq_len
+ * is 1 inside the search and "not known" in the outputs. */
+#define OOMI_PLAN_SEQ_KNOWN(res, c)                                                                \
+    (!(res)->measured || (res)->requested_seq > 0 || (c)->knobs.seq_len > 1)
 /* a size as text, in a caller's 16-byte buffer */
 #define OOMI_SZ(buf, b) oom_format_size((buf), sizeof(buf), (b))
 /* Resolves options for a given GPU id (NULL: the options' own) and plans (plan_options.c). */

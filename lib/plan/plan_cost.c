@@ -48,6 +48,23 @@ static double utilisation(const oom_plan_request *r, double tokens, double peak_
     return k->v[OOMI_PK_MFU_MAX] * tokens / (tokens + ridge);
 }
 
+/* Kernel choices that cost compute time: a chunked loss adds a little (its chunks and launches:
+ * chunked_loss_cost), eager attention is slower than the fused kernels SDPA and FlashAttention
+ * use (eager_attention_cost); sources in data/gpus/planner.yaml. Checkpointing's recomputed
+ * forward is in the estimate's FLOPs already. */
+static double kernel_factor(const oom_knobs *k, const oom_plan_request *r,
+                            const struct oomi_plan_consts *pk)
+{
+    double f = 1.0;
+    if (!r->workload)
+        return f; /* a measured line: what was measured is what runs */
+    if (k->loss == OOM_LOSS_CHUNKED && k->method != OOM_METHOD_INFERENCE)
+        f += pk->v[OOMI_PK_CHUNKED_LOSS];
+    if (k->attention == OOM_ATTENTION_EAGER)
+        f += pk->v[OOMI_PK_EAGER_ATTN];
+    return f;
+}
+
 /* seconds per optimizer step spent outside the matmuls: gradient reduction, ZeRO-3 gathers,
  * CPU offload transfers and the CPU optimizer step (none overlapped: conservative) */
 static double extra_seconds(const oom_knobs *k, const oom_estimate *e, long nodes,
@@ -88,7 +105,7 @@ void oomi_plan_throughput(oom_plan_choice *c, const oom_plan_request *r, long no
     peak = oomi_plan_tflops(r->gpu, k->precision, pk) * 1e12 * quant_factor(k->precision, pk);
     tokens_micro = (double)k->batch * (double)k->seq_len;
     c->utilisation = utilisation(r, tokens_micro, peak, pk);
-    compute = c->estimate.flops_per_step / (peak * c->utilisation);
+    compute = c->estimate.flops_per_step / (peak * c->utilisation) * kernel_factor(k, r, pk);
     step = compute + extra_seconds(k, &c->estimate, nodes, pk);
     samples = (double)k->batch * (double)k->grad_accum * (double)k->gpus;
     c->step_s = step;

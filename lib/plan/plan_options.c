@@ -34,9 +34,10 @@ static const oom_option *const plan_options[] = {
                         "cap on a micro-batch the planner chooses"},
     &(const oom_option){OOM_OPTION_VERSION, "allow", "LIST",
                         "knobs the planner may change: checkpointing,precision,optimizer,offload,"
-                        "sharding | all | none (default checkpointing,sharding)"},
+                        "sharding,loss,attention | all | none (default checkpointing,sharding)"},
     &(const oom_option){OOM_OPTION_VERSION, "allow-inexact", "yes|no",
-                        "gradient accumulation may round up (default no)"},
+                        "the effective batch may round up or down to the nearest one with a good "
+                        "micro-batch (default no)"},
     &(const oom_option){
         OOM_OPTION_VERSION, "allow-downscale", "yes|no|LIST",
         "fixed values that may be lowered when they do not fit: batch,seq,checkpointing "
@@ -223,10 +224,10 @@ static int set_line(oom_plan_options *o, const char *k, const char *v)
 static int set_plan(oom_plan_options *o, const char *k, const char *v)
 {
     static const char *const allow_names[] = {"checkpointing", "precision", "optimizer", "offload",
-                                              "sharding"};
-    static const unsigned allow_vals[] = {OOM_ALLOW_CHECKPOINTING, OOM_ALLOW_PRECISION,
-                                          OOM_ALLOW_OPTIMIZER, OOM_ALLOW_OFFLOAD,
-                                          OOM_ALLOW_SHARDING};
+                                              "sharding",      "loss",      "attention"};
+    static const unsigned allow_vals[] = {
+        OOM_ALLOW_CHECKPOINTING, OOM_ALLOW_PRECISION, OOM_ALLOW_OPTIMIZER, OOM_ALLOW_OFFLOAD,
+        OOM_ALLOW_SHARDING,      OOM_ALLOW_LOSS,      OOM_ALLOW_ATTENTION};
     static const char *const down_names[] = {"batch",         "batch-size", "seq",
                                              "checkpointing", "yes",        "no"};
     static const unsigned down_vals[] = {OOM_DOWNSCALE_BATCH, OOM_DOWNSCALE_BATCH,
@@ -241,7 +242,7 @@ static int set_plan(oom_plan_options *o, const char *k, const char *v)
     if (!strcmp(k, "max-auto-batch-size"))
         return count(&o->max_auto, v, k);
     if (!strcmp(k, "allow"))
-        return bits(&o->allow, v, k, allow_names, allow_vals, 5, OOM_ALLOW_ALL, OOM_ALLOW_DEFAULT);
+        return bits(&o->allow, v, k, allow_names, allow_vals, 7, OOM_ALLOW_ALL, OOM_ALLOW_DEFAULT);
     if (!strcmp(k, "allow-inexact"))
         return yes_no(&o->inexact, v, k);
     if (!strcmp(k, "allow-downscale"))
@@ -462,10 +463,49 @@ static int build_request(oom_plan_request *r, const oom_plan_options *o, oom_wor
     return OOM_OK;
 }
 
+/* a positive count at the start of v (up to a ',' or space), or 0 */
+static long leading_count(const char *v)
+{
+    char *end;
+    long n = strtol(v, &end, 10);
+    return end != v && (*end == '\0' || *end == ',' || *end == ' ') && n > 0 ? n : 0;
+}
+
+/* The sequence length a calibration record was measured at, where it says: its workload's
+ * "seq=N", else the command's --seq / --max-seq-len / --max_seq_length N (or =N); 0 if neither */
+static long record_seq(const oom_calibration *rec)
+{
+    static const char *const flags[] = {"--seq", "--seq-len", "--max-seq-len", "--max_seq_length",
+                                        "--max_seq_len"};
+    const char *p = rec->workload ? strstr(rec->workload, "seq=") : NULL;
+    json_object *argv;
+    long n = 0;
+    size_t i, j, len;
+    if (p && (p == rec->workload || p[-1] == ',' || p[-1] == ' '))
+        return leading_count(p + 4);
+    if (!rec->command || !(argv = json_tokener_parse(rec->command)))
+        return 0;
+    len = json_object_is_type(argv, json_type_array) ? json_object_array_length(argv) : 0;
+    for (i = 0; i < len && !n; i++) {
+        const char *a = json_object_get_string(json_object_array_get_idx(argv, i));
+        for (j = 0; a && j < OOMI_ARRAY_LEN(flags) && !n; j++) {
+            size_t fl = strlen(flags[j]);
+            if (strncmp(a, flags[j], fl))
+                continue;
+            if (a[fl] == '=')
+                n = leading_count(a + fl + 1);
+            else if (!a[fl] && i + 1 < len)
+                n = leading_count(json_object_get_string(json_object_array_get_idx(argv, i + 1)));
+        }
+    }
+    json_object_put(argv);
+    return n;
+}
+
 /* The line `oomless probe` measured for this command on this GPU. A quadratic record becomes
  * the chord through the largest batch it ran: above the line in between, exact there; the plan
  * is capped at that batch, where nothing was measured beyond. */
-static int calibrated_line(oom_measured_line *line, long *cap, const oom_plan_options *o,
+static int calibrated_line(oom_measured_line *line, long *cap, long *seq, const oom_plan_options *o,
                            const oom_target *t)
 {
     oom_calibration *rec = NULL;
@@ -493,6 +533,7 @@ static int calibrated_line(oom_measured_line *line, long *cap, const oom_plan_op
         rec->fit.per_sample_bytes > 0 ? (uint64_t)rec->fit.per_sample_bytes : 0;
     line->sample_multiplier = 1;
     *cap = 0;
+    *seq = record_seq(rec);
     if (rec->fit.quadratic) {
         top = rec->max_batch > 0 ? rec->max_batch : 1;
         line->bytes_per_sample =
@@ -505,7 +546,7 @@ static int calibrated_line(oom_measured_line *line, long *cap, const oom_plan_op
 
 int oomi_plan_options_run_gpu(oom_plan_result **out, const oom_plan_options *o, const char *gpu)
 {
-    long cap = 0;
+    long cap = 0, seq = 0;
     bool calibrated;
     oom_config *cfg = NULL;
     oom_catalog *cat = NULL;
@@ -537,8 +578,10 @@ int oomi_plan_options_run_gpu(oom_plan_result **out, const oom_plan_options *o, 
                 oomi_fail(OOM_EINVAL, "give either a measured line or a probed command, not both");
             goto done;
         }
-        if ((err = calibrated_line(&line, &cap, o, &t)))
+        if ((err = calibrated_line(&line, &cap, &seq, o, &t)))
             goto done;
+        if (!r.fixed_seq && !r.seq_max) /* the seq it was measured at */
+            r.fixed_seq = seq;
         if (cap && (!r.max_batch || cap < r.max_batch))
             r.max_batch = cap;
     }

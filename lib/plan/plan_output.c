@@ -23,7 +23,7 @@ static const char *framework_precision(oom_precision p)
 }
 
 /* the plan object `oomless apply` reads: exactly these keys */
-static json_object *plan_json(const oom_plan_choice *c)
+static json_object *plan_json(const oom_plan_result *r, const oom_plan_choice *c)
 {
     json_object *o = json_object_new_object();
     const oom_knobs *k = &c->knobs;
@@ -32,13 +32,18 @@ static json_object *plan_json(const oom_plan_choice *c)
     oomi_json_put(o, "batch_size", json_object_new_int64(k->batch));
     oomi_json_put(o, "grad_accum", json_object_new_int64(k->grad_accum));
     oomi_json_put(o, "effective_batch", json_object_new_int64(c->effective_batch));
-    oomi_json_put(o, "seq_len", json_object_new_int64(k->seq_len));
+    oomi_json_put(o, "seq_len",
+                  OOMI_PLAN_SEQ_KNOWN(r, c) ? json_object_new_int64(k->seq_len) : NULL);
     oomi_json_put(o, "checkpointing",
                   json_object_new_string(oom_checkpointing_name(k->checkpointing)));
     oomi_json_put(o, "precision", json_object_new_string(framework_precision(k->precision)));
     oomi_json_put(o, "optimizer", json_object_new_string(oom_optimizer_name(k->optimizer)));
     oomi_json_put(o, "sharding", json_object_new_string(oom_sharding_name(k->sharding)));
     oomi_json_put(o, "offload", json_object_new_string(oom_offload_name(k->offload)));
+    /* a measured line's kernels are whatever ran when it was measured: not known */
+    oomi_json_put(o, "loss", r->measured ? NULL : json_object_new_string(oom_loss_name(k->loss)));
+    oomi_json_put(o, "attention",
+                  r->measured ? NULL : json_object_new_string(oom_attention_name(k->attention)));
     oomi_json_put(o, "gpus", json_object_new_int64(k->gpus));
     return o;
 }
@@ -50,7 +55,7 @@ static json_object *throughput_json(const oom_plan_result *r, const oom_plan_cho
         return NULL;
     if (!(o = json_object_new_object()))
         return NULL;
-    oomi_json_put(o, "tokens_per_s", num(c->tokens_per_s));
+    oomi_json_put(o, "tokens_per_s", OOMI_PLAN_SEQ_KNOWN(r, c) ? num(c->tokens_per_s) : NULL);
     oomi_json_put(o, "samples_per_s", num(c->samples_per_s));
     oomi_json_put(o, "step_seconds", num(c->step_s));
     oomi_json_put(o, "mfu", num(c->utilisation));
@@ -64,7 +69,7 @@ static json_object *choice_json(const oom_plan_result *r, const oom_plan_choice 
     json_object *o = json_object_new_object();
     if (!o)
         return NULL;
-    oomi_json_put(o, "plan", plan_json(c));
+    oomi_json_put(o, "plan", plan_json(r, c));
     oomi_json_put(o, "device_peak", oomi_json_size(c->estimate.device_peak));
     oomi_json_put(o, "fits", json_object_new_boolean(c->fits));
     oomi_json_put(o, "throughput", throughput_json(r, c));
@@ -143,7 +148,7 @@ static json_object *inference_json(const oom_plan_result *r)
     if (!r->inference || !r->found || !(o = json_object_new_object()))
         return NULL;
     oomi_json_put(o, "max_batch", json_object_new_int64(r->best->knobs.batch));
-    oomi_json_put(o, "seq_len", json_object_new_int64(r->best->knobs.seq_len));
+    oomi_json_put(o, "seq_len", json_object_new_int64(r->best->knobs.seq_len)); /* a model's */
     oomi_json_put(o, "kv_cache_budget_bytes", oomi_json_size(r->kv_budget_bytes));
     oomi_json_put(o, "kv_bytes_per_token", num(r->kv_bytes_per_token));
     oomi_json_put(
@@ -162,7 +167,7 @@ static json_object *result_json(const oom_plan_result *r)
         json_object_put(root), json_object_put(alts);
         return NULL;
     }
-    oomi_json_put(root, "plan", r->found ? plan_json(r->best) : NULL);
+    oomi_json_put(root, "plan", r->found ? plan_json(r, r->best) : NULL);
     oomi_json_put(root, "found", json_object_new_boolean(r->found));
     oomi_json_put(root, "estimate_precision",
                   r->found ? json_object_new_string(oom_precision_name(r->best->knobs.precision))
@@ -207,19 +212,26 @@ static bool is16(oom_precision p, bool bf)
               : (p == OOM_PRECISION_FP16 || p == OOM_PRECISION_AMP_FP16);
 }
 
-static void format_env(oomi_sb *sb, const oom_plan_choice *c)
+/* (no OOMLESS_SEQ_LEN line where the sequence length is not known) */
+static void format_env(oomi_sb *sb, const oom_plan_result *r, const oom_plan_choice *c)
 {
     const oom_knobs *k = &c->knobs;
     oomi_sb_printf(sb,
                    "export OOMLESS_BATCH_SIZE=%ld\nexport OOMLESS_GRAD_ACCUM=%ld\n"
-                   "export OOMLESS_EFFECTIVE_BATCH=%ld\nexport OOMLESS_SEQ_LEN=%ld\n"
+                   "export OOMLESS_EFFECTIVE_BATCH=%ld\n",
+                   k->batch, k->grad_accum, c->effective_batch);
+    if (OOMI_PLAN_SEQ_KNOWN(r, c))
+        oomi_sb_printf(sb, "export OOMLESS_SEQ_LEN=%ld\n", k->seq_len);
+    oomi_sb_printf(sb,
                    "export OOMLESS_CHECKPOINTING=%s\nexport OOMLESS_PRECISION=%s\n"
                    "export OOMLESS_OPTIMIZER=%s\nexport OOMLESS_SHARDING=%s\n"
                    "export OOMLESS_OFFLOAD=%s\nexport OOMLESS_GPUS=%ld\n",
-                   k->batch, k->grad_accum, c->effective_batch, k->seq_len,
                    oom_checkpointing_name(k->checkpointing), framework_precision(k->precision),
                    oom_optimizer_name(k->optimizer), oom_sharding_name(k->sharding),
                    oom_offload_name(k->offload), k->gpus);
+    if (!r->measured)
+        oomi_sb_printf(sb, "export OOMLESS_LOSS=%s\nexport OOMLESS_ATTENTION=%s\n",
+                       oom_loss_name(k->loss), oom_attention_name(k->attention));
 }
 
 /* Hugging Face TrainingArguments */
@@ -238,6 +250,8 @@ static void format_args(oomi_sb *sb, const oom_plan_choice *c, bool inference)
         oomi_sb_puts(sb, " --optim adamw_bnb_8bit");
     if (k->sharding != OOM_SHARDING_NONE || k->offload != OOM_OFFLOAD_NONE)
         oomi_sb_puts(sb, " --deepspeed ds_config.json");
+    if (k->loss == OOM_LOSS_CHUNKED) /* Liger-Kernel's fused linear + cross-entropy */
+        oomi_sb_puts(sb, " --use_liger_kernel");
 precision:
     if (is16(k->precision, true))
         oomi_sb_puts(sb, " --bf16");
@@ -289,6 +303,11 @@ static json_object *deepspeed_json(const oom_plan_choice *c)
 static void format_torchrun(oomi_sb *sb, const oom_plan_result *r)
 {
     const oom_knobs *k = &r->best->knobs;
+    /* the attention kernel has no Trainer argument: the script reads it (from_pretrained's
+     * attn_implementation), and the loss beside it, as from the env format */
+    if (!r->measured)
+        oomi_sb_printf(sb, "OOMLESS_ATTENTION=%s OOMLESS_LOSS=%s ",
+                       oom_attention_name(k->attention), oom_loss_name(k->loss));
     if (r->nodes > 1)
         oomi_sb_printf(sb,
                        "torchrun --nnodes=%ld --nproc_per_node=%ld --node_rank=$NODE_RANK "
@@ -324,7 +343,7 @@ int oom_plan_format(char **out, const oom_plan_result *r, const char *format)
     if (!strcmp(format, "deepspeed"))
         return oomi_json_finish(out, deepspeed_json(r->best));
     if (!strcmp(format, "env"))
-        format_env(&sb, r->best);
+        format_env(&sb, r, r->best);
     else if (!strcmp(format, "args"))
         format_args(&sb, r->best, r->inference);
     else

@@ -17,6 +17,14 @@ static void kvl(oomi_sb *sb, const char *k, long v)
     oomi_sb_printf(sb, "  %-30s: %ld\n", k, v);
 }
 
+static void seq_line(oomi_sb *sb, const oom_plan_result *r)
+{
+    if (OOMI_PLAN_SEQ_KNOWN(r, r->best))
+        kvl(sb, "max_seq_len", r->best->knobs.seq_len);
+    else
+        kv(sb, "max_seq_len", "not known (give --seq)");
+}
+
 static void config_block(oomi_sb *sb, const oom_plan_result *r)
 {
     const oom_knobs *k = &r->best->knobs;
@@ -26,11 +34,11 @@ static void config_block(oomi_sb *sb, const oom_plan_result *r)
                    r->gpu_name[0] ? r->gpu_name : "the given budget");
     if (r->inference) {
         kvl(sb, "batch_size (max samples)", k->batch);
-        kvl(sb, "max_seq_len", k->seq_len);
+        seq_line(sb, r);
     } else {
         kvl(sb, "batch_size", k->batch);
         kvl(sb, "gradient_accumulation_steps", k->grad_accum);
-        kvl(sb, "max_seq_len", k->seq_len);
+        seq_line(sb, r);
         kvl(sb, "effective_batch_size", r->best->effective_batch);
     }
     if (!r->measured) {
@@ -40,7 +48,9 @@ static void config_block(oomi_sb *sb, const oom_plan_result *r)
             kv(sb, "optimizer", oom_optimizer_name(k->optimizer));
             kv(sb, "sharding", oom_sharding_name(k->sharding));
             kv(sb, "cpu_offload", oom_offload_name(k->offload));
+            kv(sb, "loss", oom_loss_name(k->loss));
         }
+        kv(sb, "attention", oom_attention_name(k->attention));
     }
     if (k->gpus > 1)
         oomi_sb_printf(sb, "  %-30s: %ld (%ld node%s x %ld)\n", "gpus", k->gpus, r->nodes,
@@ -87,9 +97,10 @@ static void memory_block(oomi_sb *sb, const oom_plan_result *r)
     oomi_sb_printf(sb, "  %-30s: %.1f%% of usable, %s to spare\n", "device peak",
                    u ? 100.0 * (double)e->device_peak / (double)u : 0.0,
                    OOMI_SZ(a, u - e->device_peak));
-    if (r->workers > 1 || r->max_workers > 1)
-        oomi_sb_printf(sb, "  %-30s: %ld planned per GPU, %ld copies of this job fit one GPU\n",
-                       "workers", r->workers, r->max_workers);
+    if (r->workers > 1 || r->max_workers > 1 || (r->version >= 2 && r->workers_requested))
+        oomi_sb_printf(sb, "  %-30s: %ld planned per GPU, %ld cop%s of this job fit%s one GPU\n",
+                       "workers", r->workers, r->max_workers, r->max_workers == 1 ? "y" : "ies",
+                       r->max_workers == 1 ? "s" : "");
     if (r->inference && r->kv_bytes_per_token > 0)
         oomi_sb_printf(sb, "  %-30s: %s (%.0f tokens at %.0f KiB/token)\n",
                        "KV cache budget (serving)", OOMI_SZ(a, r->kv_budget_bytes),
@@ -100,18 +111,25 @@ static void memory_block(oomi_sb *sb, const oom_plan_result *r)
 static void describe(char *buf, size_t n, const oom_plan_choice *c, bool measured)
 {
     const oom_knobs *k = &c->knobs;
+    char kernels[64];
+    oomi_snprintf(
+        kernels, sizeof(kernels), "%s%s%s%s",
+        k->loss == OOM_LOSS_CHUNKED && k->method != OOM_METHOD_INFERENCE ? ", chunked loss" : "",
+        k->attention != OOM_ATTENTION_SDPA ? ", " : "",
+        k->attention != OOM_ATTENTION_SDPA ? oom_attention_name(k->attention) : "",
+        k->attention != OOM_ATTENTION_SDPA ? " attention" : "");
     if (measured)
         oomi_snprintf(buf, n, "batch %ld x %ld", k->batch, k->grad_accum);
     else if (k->method == OOM_METHOD_INFERENCE)
-        oomi_snprintf(buf, n, "batch %ld, seq %ld, %s", k->batch, k->seq_len,
-                      oom_precision_name(k->precision));
+        oomi_snprintf(buf, n, "batch %ld, seq %ld, %s%s", k->batch, k->seq_len,
+                      oom_precision_name(k->precision), kernels);
     else
-        oomi_snprintf(buf, n, "batch %ld x %ld, seq %ld, ckpt %s, %s, %s%s%s%s%s", k->batch,
+        oomi_snprintf(buf, n, "batch %ld x %ld, seq %ld, ckpt %s, %s, %s%s%s%s%s%s", k->batch,
                       k->grad_accum, k->seq_len, oom_checkpointing_name(k->checkpointing),
                       oom_precision_name(k->precision), oom_optimizer_name(k->optimizer),
                       k->sharding ? ", " : "", k->sharding ? oom_sharding_name(k->sharding) : "",
                       k->offload ? ", offload " : "",
-                      k->offload ? oom_offload_name(k->offload) : "");
+                      k->offload ? oom_offload_name(k->offload) : "", kernels);
 }
 
 static void throughput_block(oomi_sb *sb, const oom_plan_result *r)
@@ -120,7 +138,10 @@ static void throughput_block(oomi_sb *sb, const oom_plan_result *r)
     char d[200], a[16];
     size_t i;
     oomi_sb_puts(sb, LINE "Estimated throughput\n");
-    if (c->has_throughput)
+    if (c->has_throughput && !OOMI_PLAN_SEQ_KNOWN(r, c))
+        oomi_sb_printf(sb, "  %.2f samples/s (all GPUs); %.2f s per optimizer step\n",
+                       c->samples_per_s, c->step_s);
+    else if (c->has_throughput)
         oomi_sb_printf(sb,
                        "  %.0f tokens/s, %.2f samples/s (all GPUs); %.2f s per %s; MFU %.0f%% of "
                        "%.0f TFLOP/s %s\n",

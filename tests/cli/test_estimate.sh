@@ -11,7 +11,10 @@ for want in "weights" "gradients" "optimizer states" "activations" "logits / los
     "device peak (nvidia-smi)" "peak phase"; do
     expect_contains "$OUT" "$want" "human output has '$want'"
 done
-expect_contains "$OUT" "6.816 M of 8030 M" "trainable LoRA parameters"
+expect_contains "$OUT" "6.82 M of 8.03 B" "trainable LoRA parameters"
+oom estimate --model llama-2-70b --seq 512
+expect_contains "$OUT" "trainable parameters          : 68.98 B of 68.98 B" "billions, not 6.898e+04 M"
+expect_not_contains "$OUT" "e+0" "no scientific notation"
 
 # --json: one document with the keys, integers in bytes
 oom estimate --model llama-3.1-8b --method lora --batch 2 --seq 1024 --json

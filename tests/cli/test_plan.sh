@@ -32,7 +32,7 @@ oom plan --model llama-3.1-8b --method lora --seq 2048 --gpu rtx-4090 --json
 expect_rc 0 "json plan"
 expect_one_json "plan --json"
 expect_json '.plan | keys | sort | join(",")' \
-    "batch_size,checkpointing,effective_batch,gpus,grad_accum,offload,optimizer,precision,seq_len,sharding" \
+    "attention,batch_size,checkpointing,effective_batch,gpus,grad_accum,loss,offload,optimizer,precision,seq_len,sharding" \
     "plan keys"
 expect_json '.memory | keys | sort | join(",")' \
     "activations,allocated_peak,device_peak,gradients,kv_cache,logits,optimizer,overhead,reserved_peak,temporaries,weights" \
@@ -160,6 +160,50 @@ python3 -c "import sys, xml.etree.ElementTree as E; E.parse(sys.argv[1])" "$TMP/
 # usage errors
 oom plan --model gpt2 --format yaml
 expect_rc 2 "unknown format"
+# --allow loss,attention: a chunked loss beats checkpointing where both fit; the outputs say so
+oom plan --model qwen2.5-0.5b --seq 4096 --gpu rtx-4090 --target-effective-batch 32 --json
+expect_json '.plan.checkpointing + " " + .plan.loss' "full standard" "default: checkpointing"
+oom plan --model qwen2.5-0.5b --seq 4096 --gpu rtx-4090 --target-effective-batch 32 \
+    --allow checkpointing,loss,attention --json
+expect_json '.plan.checkpointing + " " + .plan.loss' "none chunked" "allowed: chunked loss"
+oom plan --model qwen2.5-0.5b --seq 4096 --gpu rtx-4090 --target-effective-batch 32 \
+    --allow checkpointing,loss --format args
+expect_contains "$OUT" "--use_liger_kernel" "args: the Liger kernels"
+oom plan --model qwen2.5-0.5b --seq 4096 --gpu rtx-4090 --target-effective-batch 32 \
+    --attention eager --allow checkpointing,attention --format torchrun
+expect_rc 0 "torchrun"
+expect_contains "$OUT" "OOMLESS_ATTENTION=sdpa OOMLESS_LOSS=standard torchrun" \
+    "torchrun: the attention in an env var"
+oom plan --model qwen2.5-0.5b --seq 4096 --gpu rtx-4090 --batch-size 2 --grad-accum 16
+expect_contains "$OUT" "batch size 2 fits with --allow loss (chunked loss)" "fixed batch: names the change"
+# an awkward (prime) effective batch: the nearest better ones; --allow-inexact rounds down too
+oom plan --model qwen2.5-0.5b --seq 2048 --gpu rtx-4090 --target-effective-batch 97 --allow checkpointing,loss
+expect_contains "$OUT" "nearest with larger, faster micro-batches: 96 = 3 x 32" "awkward target: hint"
+oom plan --model qwen2.5-0.5b --seq 2048 --gpu rtx-4090 --target-effective-batch 97 --allow checkpointing,loss \
+    --allow-inexact --json
+expect_json '.plan.effective_batch' 96 "inexact: rounded down"
+expect_json '.notices[0]' "effective batch 96 instead of 97 (-1.0%, --allow-inexact)" "inexact: says by how much"
+oom plan --model gpt2 --seq 512 --gpu a100-80gb --grad-accum 10 --target-effective-batch 97
+expect_rc 2 "fixed accumulation that cannot make the target"
+expect_contains "$ERR" "--allow-inexact" "names the way out"
+# honest output: a measured line without --seq has no sequence length; --workers always shows
+oom plan --fixed-bytes 12GiB --bytes-per-sample 1GiB --vram 24 --workers 1 --flops-per-sample 1e12
+expect_rc 0 "measured line"
+expect_contains "$OUT" "max_seq_len                   : not known (give --seq)" "seq not known"
+expect_not_contains "$OUT" "tokens/s" "no tokens without a seq"
+expect_contains "$OUT" "workers                       : 1 planned per GPU, 1 copy of this job fits" \
+    "workers line for --workers 1"
+oom plan --fixed-bytes 12GiB --bytes-per-sample 1GiB --vram 24 --json
+expect_json '.plan.seq_len' null "json: seq not known"
+expect_json '.plan.loss, .plan.attention' "null
+null" "json: a measured line's kernels not known"
+oom plan --fixed-bytes 12GiB --bytes-per-sample 1GiB --vram 24 --format env
+expect_not_contains "$OUT" "OOMLESS_SEQ_LEN" "env: no seq line"
+oom plan --fixed-bytes 12GiB --bytes-per-sample 1GiB --vram 24 --seq 1024 --json
+expect_json '.plan.seq_len' 1024 "json: the seq given"
+oom plan --fixed-bytes 1GiB --bytes-per-token 1KiB --vram 24
+expect_rc 2 "bytes per token without a seq"
+expect_contains "$ERR" "give --seq" "says what is missing"
 oom plan --model gpt2 --allow bogus
 expect_rc 2 "unknown --allow value"
 expect_contains "$ERR" "bogus" "names the value"

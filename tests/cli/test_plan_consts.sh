@@ -10,14 +10,14 @@ no_nvml
 oom gpus --catalog --json
 expect_rc 0 "catalog json"
 expect_one_json "catalog json"
-expect_json '.planner | keys | length' 10 "ten constants"
+expect_json '.planner | keys | length' 12 "twelve constants"
 expect_json '.planner.inter_node_gbps.value' 200 "inter-node default: 200 Gb/s"
 expect_json '.planner.inter_node_gbps.unit' "Gb/s" "inter-node unit"
 expect_json '.planner.inter_node_gbps.origin' default "inter-node origin"
 expect_json '.planner.intra_node_gbs.value' 100 "intra-node default"
 expect_json '.planner.pcie_gbs.unit' "GB/s" "pcie unit"
 expect_json '.planner.mfu_max.value' 0.5 "mfu default"
-expect_json '[.planner[] | select(.origin == "default" and (.source | length) > 40)] | length' 10 \
+expect_json '[.planner[] | select(.origin == "default" and (.source | length) > 40)] | length' 12 \
     "every default has a source"
 expect_contains "$(printf '%s' "$OUT" | jq -r .planner.mfu_max.source)" "arXiv:2204.02311" \
     "the MFU cites PaLM"

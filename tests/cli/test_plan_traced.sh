@@ -32,6 +32,18 @@ expect_rc 0 "measured record"
 expect_json .plan.batch_size 64 "(79 - 2) GiB / 1 GiB per sample = 77 -> divisor 64"
 expect_json .memory.device_peak $((2147483648 + 64 * 1073741824)) "the measured line, unchanged"
 
+# the sequence length the record was traced at: from the command's --seq, or its workload
+SKEY='["oomless","trace","--model","m","--seq","2048"]'
+printf '%s\n' '{"time":4,"gpu":"","command":'"$SKEY"',"workload":"","fixed_bytes":1073741824,"per_sample_bytes":104857600,"per_sample2_bytes":0,"recommended_batch":0,"max_batch":4,"usable_bytes":0,"traced":true}' >> "$CAL"
+oom plan --json --gpu a100-80gb --calibration "$CAL" --target-effective-batch 8 -- oomless trace --model m --seq 2048
+expect_json .plan.seq_len 2048 "seq from the traced command"
+oom plan --gpu a100-80gb --calibration "$CAL" --target-effective-batch 8 -- oomless trace --model m --method lora
+expect_not_contains "$OUT" "max_seq_len                   : 1" "no seq of 1"
+WKEY='["python","train.py"]'
+printf '%s\n' '{"time":5,"gpu":"","command":'"$WKEY"',"workload":"seq=4096","fixed_bytes":1073741824,"per_sample_bytes":104857600,"per_sample2_bytes":0,"recommended_batch":0,"max_batch":4,"usable_bytes":0,"traced":true}' >> "$CAL"
+oom plan --json --gpu a100-80gb --calibration "$CAL" --calibration-workload seq=4096 --target-effective-batch 8 -- python train.py
+expect_json .plan.seq_len 4096 "seq from the record's workload"
+
 # estimate -- CMD refuses a traced record and says what to use
 oom estimate --gpu rtx-4090 --calibration "$CAL" --batch 2 -- oomless trace --model m --method lora
 expect_rc 2 "estimate on a traced record"

@@ -11,6 +11,8 @@ left() { pgrep -f "$MARK" | wc -l; } # processes still carrying this test's mark
 # wait_for FILE TEXT: polls (up to 60 s) until FILE contains TEXT
 wait_for() { poll 60 grep -q "$2" "$1" 2>/dev/null; }
 none_left() { [ "$(left)" -eq 0 ]; }
+# launches FILE: the batches of the launch events, space-separated
+launches() { jq -r 'select(.event == "launch") | .batch' "$1" | tr '\n' ' '; }
 # wait_gone: polls (up to 30 s) until no process carries the marker
 wait_gone() { poll 30 none_left; }
 
@@ -132,12 +134,40 @@ expect_rc 0 "run from calibration"
 expect_contains "$ERR" "batch 614 from the calibration record" "batch from calibration"
 expect_contains "$OUT" "step 1/3 batch 614 accum 1" "calibration batch used"
 
+# ---- the ladder follows the measured peaks: a prime effective batch is not cut to a divisor ----
+# 1 GiB + 30 MiB/sample in 8 GiB: 307 needs 9.99 GiB; the peak and the failed allocation give the
+# next batch (95 % of the capacity), and 307 has no divisor near it: inexact accumulation
+# ladder NAME FIXED PER_SAMPLE: runs the job at batch 307 with events in $TMP/NAME.jsonl
+ladder() {
+    oom run --batch-size 307 --events "$TMP/$1.jsonl" -- "${JOB[@]}" --steps 2 --fixed "$2" \
+        --per-sample "$3" --marker "$MARK"
+    expect_rc 0 "$1: recovered"
+}
+marker
+ladder prime 1G 30M
+expect_eq "$(launches "$TMP/prime.jsonl")" "307 233 " \
+    "prime: 307 -> 233, not 307 -> 1"
+expect_contains "$(jq -r 'select(.event == "restart") | .reason' "$TMP/prime.jsonl")" \
+    "inexact accumulation: effective batch 233 instead of 307 (-24.1%)" "prime: the event says inexact"
+expect_contains "$ERR" "restarting with batch 307 -> 233, accumulation 1 -> 1 (effective 233); batch 307 needed" \
+    "prime: the restart line says why"
+# 4 GiB + 20 MiB/sample: the proportional guess from one attempt (233) is short of the fixed
+# part; the line through both attempts then finds 184 (4 GiB + 184 x 20 MiB = 7.6 GiB)
+ladder fit 4G 20M
+expect_eq "$(launches "$TMP/fit.jsonl")" "307 233 184 " \
+    "fit: 307 -> 233 -> 184"
+expect_contains "$(jq -r 'select(.event == "restart") | .reason' "$TMP/fit.jsonl" | tail -1)" \
+    "fit of 2 measured attempts" "fit: the basis"
+expect_eq "$(left)" 0 "ladder: nothing left"
+
 # ---- a job that never fits stops, bounded ------------------------------------------------------
 oom run --batch-size 8 --events "$TMP/nofit.jsonl" -- "${JOB[@]}" --fixed 9G --per-sample 1M
 expect_rc 1 "never fits"
 expect_contains "$ERR" "does not fit" "never fits: message"
-expect_eq "$(jq -r 'select(.event == "launch") | .batch' "$TMP/nofit.jsonl" | tr '\n' ' ')" "8 4 2 1 " \
-    "never fits: 8 -> 4 -> 2 -> 1"
+# (8 -> 4 from the one measured peak; the line through two attempts says no batch fits: 1 is the
+# last try)
+expect_eq "$(launches "$TMP/nofit.jsonl")" "8 4 1 " \
+    "never fits: 8 -> 4 -> 1"
 oom run --batch-size 64 --max-restarts 2 -- "${JOB[@]}" --fixed 9G --per-sample 1M
 expect_rc 1 "max restarts"
 expect_contains "$ERR" "after 2 restart(s)" "max restarts: message"

@@ -18,6 +18,9 @@ class HelpersTest(unittest.TestCase):
         args = oomless.hf.training_arguments(plain)
         self.assertFalse(args["bf16"] or args["fp16"] or args["gradient_checkpointing"])
         self.assertEqual(args["optim"], "sgd")
+        self.assertNotIn("use_liger_kernel", args)
+        chunked = dict(PLAN["plan"], loss="chunked", attention="flash")
+        self.assertTrue(oomless.hf.training_arguments(chunked)["use_liger_kernel"])
         with self.assertRaises(KeyError):
             oomless.hf.training_arguments({"memory": {}})
 

@@ -73,6 +73,16 @@ static uint64_t peak_at(oom_workload *w, oom_knobs k)
     return e.device_peak;
 }
 
+/* asserts that the plan in `format` contains `needle` */
+static void format_has(const oom_plan_result *res, const char *format, const char *needle)
+{
+    char *text = NULL;
+    assert_int_equal(oom_plan_format(&text, res, format), OOM_OK);
+    if (!strstr(text, needle))
+        fail_msg("%s output lacks '%s': %s", format, needle, text);
+    oom_free(text);
+}
+
 /* checkpointing off: the chosen micro-batch is the largest divisor of 32 that fits */
 static void test_maximal_micro_batch(void **state)
 {
@@ -352,6 +362,113 @@ static void test_impossible(void **state)
     oom_workload_free(w);
 }
 
+static bool has_string(char *const *v, size_t n, const char *needle)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        if (strstr(v[i], needle))
+            return true;
+    return false;
+}
+
+/* --allow loss: a chunked loss instead of checkpointing where it is faster; never where it only
+ * costs; a fixed batch that does not fit names it; the formats say so */
+static void test_loss_and_attention(void **state)
+{
+    oom_workload *w = W(&GPU_ADA, "model", "qwen2.5-0.5b", "seq", "4096");
+    oom_plan_request r = request(w, &GPU_ADA, 24);
+    oom_plan_result *res, *chunked;
+    oom_workload *eager, *small;
+    char *text = NULL;
+    (void)state;
+    r.target_effective_batch = 32;
+    res = plan_ok(&r); /* the default allows checkpointing only */
+    assert_int_equal(res->best->knobs.loss, OOM_LOSS_STANDARD);
+    assert_int_equal(res->best->knobs.checkpointing, OOM_CHECKPOINTING_FULL);
+    r.allow |= OOM_ALLOW_LOSS;
+    chunked = plan_ok(&r);
+    assert_int_equal(chunked->best->knobs.loss, OOM_LOSS_CHUNKED);
+    assert_int_equal(chunked->best->knobs.checkpointing, OOM_CHECKPOINTING_NONE);
+    assert_true(chunked->best->tokens_per_s > res->best->tokens_per_s);
+    format_has(chunked, "args", "--use_liger_kernel");
+    format_has(chunked, "env", "OOMLESS_LOSS=chunked");
+    format_has(chunked, "text", "chunked");
+    oom_plan_free(res), oom_plan_free(chunked);
+
+    /* a fixed batch that fits only with a change not allowed: the plan names the change */
+    r.allow = OOM_ALLOW_DEFAULT, r.fixed_batch = 2, r.fixed_grad_accum = 16;
+    res = plan_ok(&r);
+    assert_int_equal(res->best->knobs.batch, 1);
+    assert_true(has_string(res->notices, res->n_notices, "--allow loss (chunked loss)"));
+    oom_plan_free(res);
+    r.allow |= OOM_ALLOW_LOSS;
+    res = plan_ok(&r);
+    assert_int_equal(res->best->knobs.batch, 2);
+    assert_false(has_string(res->notices, res->n_notices, "--allow loss"));
+    oom_plan_free(res);
+    r.allow = OOM_ALLOW_DEFAULT, r.downscale = 0;
+    assert_int_equal(oom_plan_run(&res, &r), OOM_ENOFIT);
+    assert_true(has_string(res->suggestions, res->n_suggestions, "--allow loss (chunked loss)"));
+    oom_plan_free(res);
+
+    /* the chunked loss costs time: not chosen where the standard loss fits at the same batch */
+    small = W(&GPU_A100, "model", "qwen2.5-0.5b", "seq", "512");
+    r = request(small, &GPU_A100, 80);
+    r.allow = OOM_ALLOW_ALL, r.target_effective_batch = 8;
+    res = plan_ok(&r);
+    assert_int_equal(res->best->knobs.batch, 8);
+    assert_int_equal(res->best->knobs.loss, OOM_LOSS_STANDARD);
+    oom_plan_free(res);
+
+    /* --allow attention: away from eager attention, which costs memory and time */
+    eager = W(&GPU_ADA, "model", "qwen2.5-0.5b", "seq", "2048", "attention", "eager");
+    r = request(eager, &GPU_ADA, 24);
+    r.target_effective_batch = 16;
+    res = plan_ok(&r);
+    assert_int_equal(res->best->knobs.attention, OOM_ATTENTION_EAGER);
+    r.allow |= OOM_ALLOW_ATTENTION;
+    chunked = plan_ok(&r);
+    assert_int_not_equal(chunked->best->knobs.attention, OOM_ATTENTION_EAGER);
+    assert_true(chunked->best->tokens_per_s > res->best->tokens_per_s);
+    assert_int_equal(oom_plan_to_json(&text, chunked), OOM_OK);
+    assert_non_null(strstr(text, "\"attention\":"));
+    oom_free(text);
+    oom_plan_free(res), oom_plan_free(chunked);
+    oom_workload_free(eager), oom_workload_free(small), oom_workload_free(w);
+}
+
+/* a prime target: a hint with the nearest effective batches that have larger micro-batches;
+ * --allow-inexact rounds to the nearest, down as well as up, and says by how much */
+static void test_awkward_effective_batch(void **state)
+{
+    oom_workload *w = W(&GPU_ADA, "model", "qwen2.5-0.5b", "seq", "2048");
+    oom_plan_request r = request(w, &GPU_ADA, 24);
+    oom_plan_result *res;
+    (void)state;
+    r.target_effective_batch = 97, r.allow |= OOM_ALLOW_LOSS;
+    res = plan_ok(&r);
+    assert_int_equal(res->best->effective_batch, 97);
+    assert_int_equal(res->best->knobs.batch, 1);
+    assert_true(has_string(res->notices, res->n_notices,
+                           "nearest with larger, faster micro-batches: 96 = 3 x 32"));
+    assert_true(has_string(res->notices, res->n_notices, "98 = 2 x 49"));
+    oom_plan_free(res);
+    r.allow_inexact = 1;
+    res = plan_ok(&r);
+    assert_true(res->best->knobs.batch > 1);
+    assert_true(res->best->effective_batch < 97); /* rounded down: 96 = 3 x 32 */
+    assert_true(
+        has_string(res->notices, res->n_notices, "effective batch 96 instead of 97 (-1.0%"));
+    assert_false(has_string(res->notices, res->n_notices, "nearest with larger"));
+    assert_int_equal(res->best->knobs.batch * res->best->knobs.grad_accum, 96);
+    oom_plan_free(res);
+    r.target_effective_batch = 96, r.allow_inexact = 0; /* not awkward: no hint */
+    res = plan_ok(&r);
+    assert_int_equal(res->n_notices, 0);
+    oom_plan_free(res);
+    oom_workload_free(w);
+}
+
 /* never bf16 on a GPU without bf16, even when every knob may change */
 static void test_no_bf16(void **state)
 {
@@ -394,9 +511,9 @@ static const char *jstr(json_object *o, const char *a, const char *b)
 /* JSON keys `oomless apply` reads, and the machine formats */
 static void test_json_and_formats(void **state)
 {
-    static const char *const keys[] = {"batch_size",    "grad_accum", "effective_batch", "seq_len",
-                                       "checkpointing", "precision",  "optimizer",       "sharding",
-                                       "offload",       "gpus"};
+    static const char *const keys[] = {
+        "batch_size", "grad_accum", "effective_batch", "seq_len", "checkpointing", "precision",
+        "optimizer",  "sharding",   "offload",         "gpus",    "loss",          "attention"};
     oom_workload *w = W(&GPU_A100, "model", "llama-2-7b", "seq", "2048");
     oom_plan_request r = request(w, &GPU_A100, 80);
     oom_plan_result *res;
@@ -410,8 +527,8 @@ static void test_json_and_formats(void **state)
     assert_int_equal(oom_plan_to_json(&text, res), OOM_OK);
     o = parse_json(text);
     assert_true(json_object_object_get_ex(o, "plan", &plan));
-    assert_int_equal(json_object_object_length(plan), 10);
-    for (i = 0; i < 10; i++)
+    assert_int_equal(json_object_object_length(plan), 12);
+    for (i = 0; i < 12; i++)
         assert_non_null(jstr(o, "plan", keys[i]));
     assert_string_equal(jstr(o, "plan", "gpus"), "8");
     assert_string_equal(jstr(o, "plan", "effective_batch"), "64");
@@ -432,12 +549,8 @@ static void test_json_and_formats(void **state)
     json_object_put(o);
     oom_free(text);
 
-    assert_int_equal(oom_plan_format(&text, res, "torchrun"), OOM_OK);
-    assert_non_null(strstr(text, "--nnodes=2 --nproc_per_node=4"));
-    oom_free(text);
-    assert_int_equal(oom_plan_format(&text, res, "env"), OOM_OK);
-    assert_non_null(strstr(text, "export OOMLESS_GRAD_ACCUM="));
-    oom_free(text);
+    format_has(res, "torchrun", "--nnodes=2 --nproc_per_node=4");
+    format_has(res, "env", "export OOMLESS_GRAD_ACCUM=");
     assert_int_equal(oom_plan_format(&text, res, "yaml"), OOM_EINVAL);
     oom_plan_free(res);
     oom_workload_free(w);
@@ -662,6 +775,8 @@ int main(void)
         cmocka_unit_test(test_workers),
         cmocka_unit_test(test_impossible),
         cmocka_unit_test(test_no_bf16),
+        cmocka_unit_test(test_loss_and_attention),
+        cmocka_unit_test(test_awkward_effective_batch),
         cmocka_unit_test(test_json_and_formats),
         cmocka_unit_test(test_options),
         cmocka_unit_test(test_allocation_failures),

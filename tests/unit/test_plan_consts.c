@@ -104,6 +104,8 @@ static void test_defaults(void **state)
     assert_true(oomi_pk_si(k, OOMI_PK_CPU_ADAM) == 1e9);
     assert_true(k->v[OOMI_PK_NF4_SPEED] == 0.75);
     assert_true(k->v[OOMI_PK_INT8_SPEED] == 0.5);
+    assert_true(k->v[OOMI_PK_CHUNKED_LOSS] == 0.02);
+    assert_true(k->v[OOMI_PK_EAGER_ATTN] == 0.15);
     for (i = 0; i < OOMI_PK_COUNT; i++) {
         assert_int_equal(k->origin[i], OOMI_PK_FROM_DEFAULT);
         assert_non_null(sources[i]);

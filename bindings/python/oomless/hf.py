@@ -29,7 +29,10 @@ def training_arguments(doc):
     """Keyword arguments for ``transformers.TrainingArguments`` from a plan.
 
     Sets the per-device batch size, gradient accumulation, mixed precision (bf16/fp16),
-    gradient checkpointing and the optimizer. `max_seq_length` is not a TrainingArguments
+    gradient checkpointing, the optimizer and, for a chunked loss, ``use_liger_kernel`` (the
+    Trainer's switch for Liger-Kernel's fused linear + cross-entropy; the attention kernel is a
+    ``from_pretrained(attn_implementation=...)`` argument, ``plan["plan"]["attention"]``).
+    `max_seq_length` is not a TrainingArguments
     field: pass ``plan["plan"]["seq_len"]`` to your tokenizer or SFT config.
     """
     plan = _plan(doc)
@@ -44,6 +47,8 @@ def training_arguments(doc):
     optim = _OPTIM.get(plan.get("optimizer", ""))
     if optim:
         kwargs["optim"] = optim
+    if plan.get("loss") == "chunked":
+        kwargs["use_liger_kernel"] = True
     return kwargs
 
 
