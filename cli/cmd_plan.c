@@ -31,14 +31,17 @@ static void usage(FILE *out)
     fprintf(out, "\nPlan and budget:\n");
     o = oom_plan_option_table(&n);
     cli_print_options(out, o, n);
-    fprintf(out,
-            "\nOutput:\n"
-            "  --format text|json|env|args|deepspeed|torchrun   (default text)\n"
-            "  --json                       the same as --format json\n"
-            "  --svg FILE                   a picture: memory against the budget, peak vs batch\n"
-            "  --allow-inexact, --allow-downscale, --no-allow-downscale   flags\n"
-            "  --help                       this text\n\n"
-            "Exit codes: 0 a plan fits; 1 nothing fits; 2 bad option or value; 3 environment.\n");
+    fprintf(
+        out,
+        "\nOutput:\n"
+        "  --format FORMAT              text (default), json, env, args, deepspeed, torchrun;\n"
+        "                               vllm (inference: vLLM settings and KV-cache capacity);\n"
+        "                               accelerate (FSDP2 config YAML), torchtitan (TOML)\n"
+        "  --json                       the same as --format json\n"
+        "  --svg FILE                   a picture: memory against the budget, peak vs batch\n"
+        "  --allow-inexact, --allow-downscale, --no-allow-downscale   flags\n"
+        "  --help                       this text\n\n"
+        "Exit codes: 0 a plan fits; 1 nothing fits; 2 bad option or value; 3 environment.\n");
 }
 
 /* --name VALUE or --name=VALUE; *v NULL when missing */
@@ -177,6 +180,19 @@ static int report(const plan_args *a, const oom_plan_result *r)
     return r->found ? EXIT_OK : EXIT_NOFIT;
 }
 
+#define FORMATS "text, json, env, args, deepspeed, torchrun, vllm, accelerate, torchtitan"
+
+static bool known_format(const char *f)
+{
+    static const char *const names[] = {"text",     "json", "env",        "args",      "deepspeed",
+                                        "torchrun", "vllm", "accelerate", "torchtitan"};
+    size_t i;
+    for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (!strcmp(f, names[i]))
+            return true;
+    return false;
+}
+
 int cmd_plan(int argc, char **argv)
 {
     oom_plan_options *o = NULL;
@@ -191,12 +207,8 @@ int cmd_plan(int argc, char **argv)
             usage(stdout);
         goto done;
     }
-    if (strcmp(a.format, "text") && strcmp(a.format, "json") && strcmp(a.format, "env") &&
-        strcmp(a.format, "args") && strcmp(a.format, "deepspeed") && strcmp(a.format, "torchrun")) {
-        rc = cli_usage_error(CMD,
-                             "unknown --format '%s' (text, json, env, args, deepspeed, "
-                             "torchrun)",
-                             a.format);
+    if (!known_format(a.format)) {
+        rc = cli_usage_error(CMD, "unknown --format '%s' (%s)", a.format, FORMATS);
         goto done;
     }
     err = oom_plan_options_run(&r, o);

@@ -1202,9 +1202,16 @@ typedef struct oom_plan_result {
     size_t n_curve;
     long *curve_batch;
     uint64_t *curve_peak_none, *curve_peak_full;
+    /* version 2 */
+    long tensor_parallel; /**< inference: GPUs one model copy is split over (1: none) */
+    /** inference: the activation peak of a serving engine's start-up profile run (vLLM's
+     * profile_run: serve_batched_tokens tokens in one forward, then the sampler over max_num_seqs
+     * = best->knobs.batch rows), per GPU; 0 for training plans */
+    uint64_t serve_profile_bytes;
+    long serve_batched_tokens;
 } oom_plan_result;
 
-#define OOM_PLAN_RESULT_VERSION 1
+#define OOM_PLAN_RESULT_VERSION 2
 #define OOM_PLAN_RESULT_INIT                                                                       \
     {                                                                                              \
         .version = OOM_PLAN_RESULT_VERSION                                                         \

@@ -2,6 +2,7 @@
  * taking one makes, and their sizes (for bindings that declare the layouts themselves). */
 #include "core/core.h"
 
+#include <stddef.h>
 #include <string.h>
 
 /* Every versioned public struct: its name, the newest version this library knows, its size. */
@@ -52,10 +53,9 @@ int oomi_check_version(unsigned int version, unsigned int known, const char *nam
                      version, known);
 }
 
-/* Every struct is at version 1, so the caller's struct has today's size. When one grows to
- * version 2, a caller built against version 1 still passes the smaller struct: its _init must
- * then zero the size of the version asked for, and every function filling or reading it must
- * stop at that version's fields (see docs/HACKING.md). */
+/* A caller built against an older version of a struct passes the smaller struct: its _init zeroes
+ * the size of the version asked for (size_at), and every function filling or reading it stops at
+ * that version's fields (see docs/HACKING.md). oom_plan_result is at version 2. */
 static int init_struct(void *s, size_t size, unsigned int version, unsigned int known,
                        const char *name)
 {
@@ -70,10 +70,18 @@ static int init_struct(void *s, size_t size, unsigned int version, unsigned int 
     return OOM_OK;
 }
 
+/* the size a struct had at an older version: what a program built against it passes */
+static size_t size_at(const char *name, unsigned int version, size_t size)
+{
+    if (!strcmp(name, "oom_plan_result") && version == 1)
+        return offsetof(oom_plan_result, tensor_parallel);
+    return size;
+}
+
 #define OOMI_DEFINE_INIT(name, known)                                                              \
     int name##_init(name *s, unsigned int version)                                                 \
     {                                                                                              \
-        return init_struct(s, sizeof(*s), version, known, #name);                                  \
+        return init_struct(s, size_at(#name, version, sizeof(*s)), version, known, #name);         \
     }
 OOMI_VERSIONED_STRUCTS(OOMI_DEFINE_INIT)
 
