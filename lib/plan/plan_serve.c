@@ -151,7 +151,8 @@ static void format_accelerate(oomi_sb *sb, const oom_plan_result *r)
                        yes(reshards(k)), yes(k->offload != OOM_OFFLOAD_NONE),
                        yes(k->checkpointing != OOM_CHECKPOINTING_NONE));
     } else {
-        oomi_sb_printf(sb, "distributed_type: %s\n", k->gpus > 1 ? "MULTI_GPU" : "NO");
+        /* quoted: YAML 1.1 (accelerate reads it with PyYAML) takes a bare NO for false */
+        oomi_sb_printf(sb, "distributed_type: %s\n", k->gpus > 1 ? "MULTI_GPU" : "'NO'");
     }
     oomi_sb_printf(sb,
                    "machine_rank: 0\nmain_training_function: main\nmixed_precision: %s\n"
