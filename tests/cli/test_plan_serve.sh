@@ -23,6 +23,12 @@ expect_rc 2 "tp 3 does not divide 64 heads"
 expect_contains "$ERR" "does not divide the 64 attention heads" "tp 3 refused with the reason"
 oom estimate --model llama-3.1-8b --seq 512 --tensor-parallel 2
 expect_rc 2 "tensor parallelism is for inference"
+# nothing fits one 16 GB card: the smallest tensor-parallel size that does is suggested
+oom plan --model llama-3.1-8b --method inference --seq 4096 --gpu rtx-4080
+expect_rc 1 "8B bf16 inference does not fit a 16 GB card"
+expect_contains "$OUT$ERR" "tensor parallelism: --tensor-parallel 2 (device peak" "tp suggested"
+oom plan --model llama-3.1-8b --method inference --seq 4096 --gpu rtx-4080 --tensor-parallel 2 --json
+expect_rc 0 "and it fits at tensor-parallel 2"
 oom estimate --model llama-3.1-70b --method inference --seq 8192 --tensor-parallel 4 --gpu h100
 expect_contains "$OUT" "4 GPUs per model copy" "estimate report names the tensor parallelism"
 
