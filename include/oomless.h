@@ -1243,8 +1243,11 @@ OOM_EXPORT int oom_plan_to_json(char **out, const oom_plan_result *result);
 /**
  * The plan for the next step, as text: "text" (the human report), "json", "env"
  * (OOMLESS_BATCH_SIZE=... lines for eval), "args" (Hugging Face Trainer arguments), "deepspeed"
- * (a ds_config.json fragment), "torchrun" (the launch line). OOM_EINVAL for another name, or for
- * a machine format when nothing fits.
+ * (a ds_config.json fragment), "torchrun" (the launch line), "vllm" (vLLM's settings and the
+ * KV-cache capacity vLLM will find; inference plans of a version-2 result), "accelerate" (an
+ * FSDP2 accelerate config) and "torchtitan" (a TOML fragment; both for training plans).
+ * OOM_EINVAL for another name; OOM_ENOFIT for a machine format when nothing fits;
+ * OOM_EUNSUPPORTED for a format the plan's kind does not have.
  */
 OOM_EXPORT int oom_plan_format(char **out, const oom_plan_result *result, const char *format);
 

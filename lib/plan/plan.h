@@ -46,7 +46,7 @@ json_object *oomi_plan_vllm_json(const oom_plan_result *r);
 bool oomi_plan_format_known(const char *format);
 /* "vllm", "accelerate", "torchtitan" into sb */
 int oomi_plan_format_serve(oomi_sb *sb, const oom_plan_result *r, const char *format);
-/* the precision is 16-bit brain float (bf, also for quantised bases) or half (plan_output.c) */
+/* the precision is 16-bit brain float (bf, also for quantised bases) or half (plan_serve.c) */
 bool oomi_is16(oom_precision p, bool bf);
 
 #endif

@@ -203,13 +203,6 @@ int oom_plan_to_json(char **out, const oom_plan_result *r)
     return oomi_json_finish(out, result_json(r));
 }
 
-bool oomi_is16(oom_precision p, bool bf)
-{
-    return bf ? (p == OOM_PRECISION_BF16 || p == OOM_PRECISION_AMP_BF16 ||
-                 p == OOM_PRECISION_4BIT || p == OOM_PRECISION_INT8)
-              : (p == OOM_PRECISION_FP16 || p == OOM_PRECISION_AMP_FP16);
-}
-
 static void format_env(oomi_sb *sb, const oom_plan_choice *c)
 {
     const oom_knobs *k = &c->knobs;

@@ -7,6 +7,15 @@
 #include <math.h>
 #include <string.h>
 
+/* the precision is 16-bit brain float (also for quantised bases, which compute in it) or half;
+ * plan_output.c's formats use it too */
+bool oomi_is16(oom_precision p, bool bf)
+{
+    return bf ? (p == OOM_PRECISION_BF16 || p == OOM_PRECISION_AMP_BF16 ||
+                 p == OOM_PRECISION_4BIT || p == OOM_PRECISION_INT8)
+              : (p == OOM_PRECISION_FP16 || p == OOM_PRECISION_AMP_FP16);
+}
+
 /* vLLM's default KV-cache block size on CUDA: CacheConfig.block_size = 16 (vllm/config/cache.py) */
 #define VLLM_BLOCK_TOKENS 16
 /* The memory vLLM's profile run sees grow outside PyTorch's allocator (cuBLAS workspaces,
