@@ -66,15 +66,24 @@ json_object *oomi_plan_vllm_json(const oom_plan_result *r)
 {
     oomi_plan_vllm_kv v;
     json_object *o;
+    size_t i;
     if (oomi_plan_vllm(&v, r) || !(o = json_object_new_object()))
         return NULL;
-    oomi_json_put(o, "gpu_memory_utilization", json_object_new_double(v.utilisation));
-    oomi_json_put(o, "max_num_batched_tokens", json_object_new_int64(v.batched_tokens));
-    oomi_json_put(o, "requested_bytes", oomi_json_size(v.requested));
-    oomi_json_put(o, "weights_bytes", oomi_json_size(v.weights));
-    oomi_json_put(o, "peak_activation_bytes", oomi_json_size(v.activation));
-    oomi_json_put(o, "non_torch_bytes", oomi_json_size(v.non_torch));
-    oomi_json_put(o, "kv_cache_bytes", oomi_json_size(v.available));
+    {
+        /* the terms of vLLM's subtraction, in its order */
+        const struct {
+            const char *key;
+            uint64_t bytes;
+        } terms[] = {{"requested_bytes", v.requested},
+                     {"weights_bytes", v.weights},
+                     {"peak_activation_bytes", v.activation},
+                     {"non_torch_bytes", v.non_torch},
+                     {"kv_cache_bytes", v.available}};
+        oomi_json_put(o, "gpu_memory_utilization", json_object_new_double(v.utilisation));
+        oomi_json_put(o, "max_num_batched_tokens", json_object_new_int64(v.batched_tokens));
+        for (i = 0; i < OOMI_ARRAY_LEN(terms); i++)
+            oomi_json_put(o, terms[i].key, oomi_json_size(terms[i].bytes));
+    }
     oomi_json_put(o, "block_size", json_object_new_int(VLLM_BLOCK_TOKENS));
     oomi_json_put(o, "num_gpu_blocks", json_object_new_int64(v.blocks));
     oomi_json_put(o, "kv_tokens", json_object_new_int64(v.tokens));
