@@ -68,6 +68,9 @@ oom plan --model llama-3.1-8b --method lora --seq 2048 --gpu h100 --format vllm
 expect_rc 2 "vllm format of a training plan is refused"
 expect_contains "$ERR" "inference plan" "vllm refusal names what it needs"
 
+oom plan --model llama-3.1-70b --method inference --seq 8192 --gpu h100 --tensor-parallel 4
+expect_contains "$OUT" "tensor_parallel (GPUs)        : 4" "the report names the tensor parallelism"
+
 # ---- accelerate (FSDP2) and torchtitan ------------------------------------------------------
 train() { oom plan --model llama-3.1-8b --seq 2048 --gpu a100-80gb "$@"; }
 train --gpus 8 --target-effective-batch 64 --format accelerate
