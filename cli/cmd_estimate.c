@@ -160,6 +160,7 @@ static void print_human(const oom_workload *w, const oom_estimate *e, const oom_
 {
     oom_knobs k = OOM_KNOBS_INIT;
     oom_model_info mi = OOM_MODEL_INFO_INIT;
+    char *tp = NULL;
     char s1[32], s2[32], n1[32], n2[32];
     const char *line = "============================================================";
 
@@ -177,6 +178,9 @@ static void print_human(const oom_workload *w, const oom_estimate *e, const oom_
            oom_loss_name(k.loss));
     printf("  %-30s: %ld (sharding %s, offload %s)\n", "GPUs", k.gpus,
            oom_sharding_name(k.sharding), oom_offload_name(k.offload));
+    if (!oom_workload_get(&tp, w, "tensor-parallel") && strcmp(tp, "1"))
+        printf("  %-30s: %s GPUs per model copy (figures per GPU)\n", "tensor parallel", tp);
+    oom_free(tp);
     printf("  %-30s: %s of %s\n%s\n", "trainable parameters",
            cli_format_count(n1, sizeof(n1), (double)e->params_trainable),
            cli_format_count(n2, sizeof(n2), (double)e->params_total), line);

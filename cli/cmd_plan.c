@@ -32,14 +32,17 @@ static void usage(FILE *out)
     fprintf(out, "\nPlan and budget:\n");
     o = oom_plan_option_table(&n);
     cli_print_options(out, o, n);
-    fprintf(out,
-            "\nOutput:\n"
-            "  --format text|json|env|args|deepspeed|torchrun   (default text)\n"
-            "  --json                       the same as --format json\n"
-            "  --svg FILE                   a picture: memory against the budget, peak vs batch\n"
-            "  --allow-inexact, --allow-downscale, --no-allow-downscale   flags\n"
-            "  --help                       this text\n\n"
-            "Exit codes: 0 a plan fits; 1 nothing fits; 2 bad option or value; 3 environment.\n");
+    fprintf(
+        out,
+        "\nOutput:\n"
+        "  --format FORMAT              text (default), json, env, args, deepspeed, torchrun;\n"
+        "                               vllm (inference: vLLM settings and KV-cache capacity);\n"
+        "                               accelerate (FSDP2 config YAML), torchtitan (TOML)\n"
+        "  --json                       the same as --format json\n"
+        "  --svg FILE                   a picture: memory against the budget, peak vs batch\n"
+        "  --allow-inexact, --allow-downscale, --no-allow-downscale   flags\n"
+        "  --help                       this text\n\n"
+        "Exit codes: 0 a plan fits; 1 nothing fits; 2 bad option or value; 3 environment.\n");
 }
 
 /* --name VALUE or --name=VALUE; *v NULL when missing */
@@ -92,6 +95,19 @@ static int report(const plan_args *a, const oom_plan_result *r)
     return r->found ? EXIT_OK : EXIT_NOFIT;
 }
 
+#define FORMATS "text, json, env, args, deepspeed, torchrun, vllm, accelerate, torchtitan"
+
+static bool known_format(const char *f)
+{
+    static const char *const names[] = {"text",     "json", "env",        "args",      "deepspeed",
+                                        "torchrun", "vllm", "accelerate", "torchtitan"};
+    size_t i;
+    for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (!strcmp(f, names[i]))
+            return true;
+    return false;
+}
+
 int cmd_plan(int argc, char **argv)
 {
     oom_plan_options *o = NULL;
@@ -109,13 +125,8 @@ int cmd_plan(int argc, char **argv)
             usage(stdout);
         goto done;
     }
-    if (strcmp(a.common.format, "text") && strcmp(a.common.format, "json") &&
-        strcmp(a.common.format, "env") && strcmp(a.common.format, "args") &&
-        strcmp(a.common.format, "deepspeed") && strcmp(a.common.format, "torchrun")) {
-        rc = cli_usage_error(CMD,
-                             "unknown --format '%s' (text, json, env, args, deepspeed, "
-                             "torchrun)",
-                             a.common.format);
+    if (!known_format(a.common.format)) {
+        rc = cli_usage_error(CMD, "unknown --format '%s' (%s)", a.common.format, FORMATS);
         goto done;
     }
     err = oom_plan_options_run(&r, o);

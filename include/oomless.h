@@ -1230,6 +1230,12 @@ typedef struct oom_plan_result {
     uint64_t others_bytes; /**< memory in use on the detected GPU (oom_target.others_bytes) */
     char *others;          /**< the processes holding it, or NULL; owned */
     int workers_requested; /**< 1: the request named workers (N, 1 or auto): reports show them */
+    long tensor_parallel; /**< inference: GPUs one model copy is split over (1: none) */
+    /** inference: the activation peak of a serving engine's start-up profile run (vLLM's
+     * profile_run: serve_batched_tokens tokens in one forward, then the sampler over max_num_seqs
+     * = best->knobs.batch rows), per GPU; 0 for training plans */
+    uint64_t serve_profile_bytes;
+    long serve_batched_tokens;
 } oom_plan_result;
 
 #define OOM_PLAN_RESULT_VERSION 2
@@ -1264,8 +1270,11 @@ OOM_EXPORT int oom_plan_to_json(char **out, const oom_plan_result *result);
 /**
  * The plan for the next step, as text: "text" (the human report), "json", "env"
  * (OOMLESS_BATCH_SIZE=... lines for eval), "args" (Hugging Face Trainer arguments), "deepspeed"
- * (a ds_config.json fragment), "torchrun" (the launch line). OOM_EINVAL for another name, or for
- * a machine format when nothing fits.
+ * (a ds_config.json fragment), "torchrun" (the launch line), "vllm" (vLLM's settings and the
+ * KV-cache capacity vLLM will find; inference plans of a version-2 result), "accelerate" (an
+ * FSDP2 accelerate config) and "torchtitan" (a TOML fragment; both for training plans).
+ * OOM_EINVAL for another name; OOM_ENOFIT for a machine format when nothing fits;
+ * OOM_EUNSUPPORTED for a format the plan's kind does not have.
  */
 OOM_EXPORT int oom_plan_format(char **out, const oom_plan_result *result, const char *format);
 

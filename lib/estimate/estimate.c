@@ -378,12 +378,36 @@ static oom_phase training(const ctx *x, mem *peak)
     return (oom_phase)best;
 }
 
+/* Tensor parallelism (Megatron-LM's split, as vLLM does it): the linears, the embedding and the
+ * LM head are split over the tp GPUs (ColumnParallelLinear / RowParallelLinear,
+ * VocabParallelEmbedding, vllm/model_executor/layers/); the norms are replicated. Query heads
+ * are divided by tp; KV heads too, but never below one per GPU: where there are fewer KV heads
+ * than GPUs each is replicated (num_kv_heads = max(1, total_num_kv_heads // tp_size),
+ * vllm/model_executor/models/llama.py, LlamaAttention). */
+static double tp_weights(const ctx *x)
+{
+    const oomi_model *m = x->m;
+    double all = weights(x), tp = (double)x->w->tp;
+    double kept = (double)(m->params - m->params_linear - m->params_embed - m->params_lm_head);
+    if (tp <= 1 || kept < 0)
+        return all;
+    kept *= x->quant ? 2 : param_bytes(x); /* norms stay 16-bit under quantisation */
+    return (all - kept) / tp + kept;
+}
+
+static double tp_kv_heads(const ctx *x)
+{
+    long kv = x->m->kv_heads > 0 ? x->m->kv_heads : x->m->heads;
+    return kv >= x->w->tp ? (double)(kv / x->w->tp) : 1;
+}
+
 static oom_phase inference(const ctx *x, mem *peak)
 {
     const oomi_model *m = x->m;
-    double b = (double)x->w->k.batch, s = (double)x->w->k.seq_len;
+    double b = (double)x->w->k.batch, s = (double)x->w->k.seq_len, tp = (double)x->w->tp;
     double ds = x->w->decoder_seq ? (double)x->w->decoder_seq : s;
-    double kvd = (double)(m->kv_heads * m->head_dim), f = m->ffn_tok_max;
+    double kvd = tp_kv_heads(x) * (double)m->head_dim, f = m->ffn_tok_max / tp;
+    double heads = (double)m->heads / tp;
     double kv = 0, act, t = 0, sc = 0, lg = 0;
     size_t i;
 
@@ -403,14 +427,14 @@ static oom_phase inference(const ctx *x, mem *peak)
             a = x->c->infer[i].eager_a, per = x->c->infer[i].eager_score;
         else if (x->w->k.attention == OOM_ATTENTION_SDPA)
             a = x->c->infer[i].sdpa_a, per = x->c->infer[i].sdpa_score;
-        att = b * s * a * (double)m->hidden * x->e + per * b * (double)m->heads * s * s;
+        att = b * s * a * (double)m->hidden * x->e + per * b * heads * s * s;
         if (per > 0 && att > act)
             act = att;
     } else {
         act = b * s * (x->c->infer_h * (double)m->hidden + x->c->infer_f * f) * x->e;
         if (x->w->k.attention == OOM_ATTENTION_EAGER ||
             (x->w->k.attention == OOM_ATTENTION_SDPA && act_coef(x)->sdpa_score > 0))
-            sc = b * (double)m->heads * s * s * (x->e + 4); /* scores + fp32 softmax */
+            sc = b * heads * s * s * (x->e + 4); /* scores + fp32 softmax */
     }
     if (m->head == OOMI_HEAD_MASKED_LM) /* every position's logits, in the compute dtype */
         lg = b * s * (double)m->vocab * x->e;
@@ -424,9 +448,9 @@ static oom_phase inference(const ctx *x, mem *peak)
         else
             lg = 0;
     }
-    if (amp(x) || x->quant) /* one 16-bit weight copy at a time */
-        t = 2.0 * max_linear(m);
-    *peak = (mem){weights(x), 0, 0, act + sc, lg, kv, t};
+    if (amp(x) || x->quant) /* one 16-bit weight copy at a time (its tp-th part) */
+        t = 2.0 * max_linear(m) / tp;
+    *peak = (mem){tp_weights(x), 0, 0, act + sc, lg, kv, t};
     return OOM_PHASE_PREFILL;
 }
 
@@ -446,7 +470,7 @@ static double context_bytes(const ctx *x)
         else if (!exact && c->ctx[i].major == x->w->cc_major)
             b = c->ctx[i].bytes;
     }
-    return b + (x->n > 1 ? c->nccl : 0);
+    return b + (x->n > 1 || x->w->tp > 1 ? c->nccl : 0);
 }
 
 static uint64_t to_bytes(double v)

@@ -35,6 +35,8 @@ static json_object *workload_json(const oom_workload *w)
                                                              : "default"));
         oomi_json_put(o, "lora_dropout", json_object_new_double(w->lora_dropout));
     }
+    if (w->tp > 1)
+        oomi_json_put(o, "tensor_parallel", json_object_new_int64(w->tp));
     if (w->keep_grads)
         oomi_json_put(o, "keep_grads", json_object_new_boolean(1));
     if (w->overhead != OOM_UNKNOWN)

@@ -94,6 +94,7 @@ struct oom_workload {
     long decoder_seq;      /* enc-dec target length; 0: = seq */
     bool keep_grads;       /* zero_grad(set_to_none=False): gradients live in every phase */
     uint64_t overhead;     /* OOM_UNKNOWN: from the GPU generation */
+    long tp;               /* inference: tensor-parallel GPUs per model copy (1: none) */
     bool has_gpu;
     int cc_major, cc_minor;
     char gpu_id[64];

@@ -101,6 +101,9 @@ static const oom_option *const options[] = {
                         "keep gradients between steps (zero_grad of PyTorch < 2.0) (default no)"},
     &(const oom_option){OOM_OPTION_VERSION, "overhead", "SIZE",
                         "CUDA context + workspaces outside PyTorch (default: per GPU generation)"},
+    &(const oom_option){OOM_OPTION_VERSION, "tensor-parallel", "N",
+                        "inference: GPUs one model copy is split over, as vLLM's "
+                        "--tensor-parallel-size (default 1)"},
 };
 
 const oom_option *const *oom_workload_options(size_t *count)
@@ -123,6 +126,7 @@ static void defaults(oom_workload *w)
     w->lora_rank = 16;
     w->lora_dropout = 0.05;
     w->overhead = OOM_UNKNOWN;
+    w->tp = 1;
 }
 
 int oom_workload_create(oom_workload **out)

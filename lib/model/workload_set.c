@@ -116,6 +116,8 @@ static int set_one(oom_workload *w, const char *key, const char *value)
         return parse_count(&w->k.gpus, key, value, 1);
     if (!strcmp(key, "decoder-seq"))
         return parse_count(&w->decoder_seq, key, value, 1);
+    if (!strcmp(key, "tensor-parallel"))
+        return parse_count(&w->tp, key, value, 1);
     if (!strcmp(key, "max-positions"))
         return parse_count(&w->max_pos_override, key, value, 1);
     if (!strcmp(key, "lora-rank")) {
@@ -205,6 +207,8 @@ int oom_workload_get(char **out, const oom_workload *w, const char *key)
         s = oomi_asprintf("%ld", kn.grad_accum);
     else if (IS("gpus"))
         s = oomi_asprintf("%ld", kn.gpus);
+    else if (IS("tensor-parallel"))
+        s = oomi_asprintf("%ld", w->tp);
     else if (IS("keep-grads"))
         s = oomi_strdup(w->keep_grads ? "yes" : "no");
     else if (IS("lora-rank"))
@@ -255,6 +259,30 @@ static int validate_precision(const oom_workload *w)
     return OOM_OK;
 }
 
+/* tensor parallelism splits the attention heads over the GPUs: vLLM asserts that the query heads
+ * divide evenly and that the KV heads either divide evenly or are replicated (tp a multiple of
+ * them): vllm/model_executor/models/llama.py, LlamaAttention.__init__ */
+static int validate_tp(const oom_workload *w)
+{
+    const oomi_model *m = w->model;
+    long kv = m->kv_heads > 0 ? m->kv_heads : m->heads;
+    if (w->tp == 1)
+        return OOM_OK;
+    if (w->k.method != OOM_METHOD_INFERENCE)
+        return oomi_fail(OOM_EINVAL, "tensor-parallel '%ld' is for method 'inference' (got '%s')",
+                         w->tp, oom_method_name(w->k.method));
+    if (m->heads % w->tp)
+        return oomi_fail(OOM_EINVAL,
+                         "tensor-parallel '%ld' does not divide the %ld attention heads of '%s'",
+                         w->tp, m->heads, m->name);
+    if (kv >= w->tp ? kv % w->tp : w->tp % kv)
+        return oomi_fail(OOM_EINVAL,
+                         "tensor-parallel '%ld' neither divides nor is a multiple of the %ld KV "
+                         "heads of '%s'",
+                         w->tp, kv, m->name);
+    return OOM_OK;
+}
+
 static int validate_parallel(const oom_workload *w)
 {
     if (w->k.offload == OOM_OFFLOAD_OPTIMIZER_PARAMS && w->k.sharding != OOM_SHARDING_ZERO3)
@@ -268,7 +296,7 @@ static int validate_parallel(const oom_workload *w)
         (w->k.sharding != OOM_SHARDING_NONE || w->k.grad_accum > 1))
         return oomi_fail(OOM_EINVAL, "method 'inference' takes no %s",
                          w->k.grad_accum > 1 ? "grad-accum" : "sharding");
-    return OOM_OK;
+    return validate_tp(w);
 }
 
 int oom_workload_validate(const oom_workload *w)

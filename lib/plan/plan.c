@@ -745,6 +745,41 @@ static int awkward_hint(search *s, oom_plan_result *res)
     return err;
 }
 
+/* The sampler's working set in vLLM's profile run, per logit: the fp32 logits, the
+ * temperature-scaled copy and, for top-k/top-p, the sorted values (fp32) and their int64 indices
+ * (vllm/v1/sample/sampler.py, Sampler.forward; vllm/v1/sample/ops/topk_topp_sampler.py,
+ * apply_top_k_top_p: logits.sort()). */
+#define SERVE_SAMPLER_BYTES (4.0 + 4.0 + 4.0 + 8.0)
+
+/* The activation peak of a serving engine's start-up profile run (vLLM's gpu_model_runner.py,
+ * GPUModelRunner.profile_run): one forward over `tokens` tokens with FlashAttention (no score
+ * matrix), then the sampler over min(max_num_seqs, tokens) rows. The forward is the estimator's
+ * prefill at batch 1 (its one-row logits are left out: the sampler counts its own). */
+static int serve_profile(const search *s, oom_plan_result *res)
+{
+    oom_workload *w = NULL;
+    oom_estimate e = OOM_ESTIMATE_INIT;
+    oom_knobs k = s->best.knobs;
+    long tokens = k.seq_len > k.batch ? k.seq_len : k.batch;
+    double rows = (double)(k.batch < tokens ? k.batch : tokens);
+    int err;
+
+    if ((err = oom_workload_clone(&w, s->w)))
+        return err;
+    k.batch = 1;
+    k.seq_len = tokens;
+    k.attention = OOM_ATTENTION_FLASH;
+    if (w->model->max_pos > 0 && tokens > w->model->max_pos)
+        w->max_pos_override = tokens;
+    if (!(err = oom_workload_set_knobs(w, &k)) && !(err = oom_estimate_run(&e, w))) {
+        res->serve_batched_tokens = tokens;
+        res->serve_profile_bytes = e.activations + e.temporaries +
+                                   (uint64_t)(rows * (double)w->model->vocab * SERVE_SAMPLER_BYTES);
+    }
+    oom_workload_free(w);
+    return err;
+}
+
 static int fill_result(search *s, oom_plan_result *res)
 {
     const oom_plan_request *r = s->r;
@@ -768,6 +803,8 @@ static int fill_result(search *s, oom_plan_result *res)
         res->kv_bytes_per_token =
             (double)e->kv_cache / ((double)s->best.knobs.batch * (double)s->best.knobs.seq_len);
         res->kv_budget_bytes = s->usable - (e->device_peak - e->kv_cache);
+        if (s->w && (err = serve_profile(s, res)))
+            return err;
     }
     if (!res->inference && s->best.effective_batch != s->eff)
         err = oomi_plan_note(res, "effective batch %ld instead of %ld (%+.1f%%, --allow-inexact)",
@@ -795,14 +832,15 @@ static int fill_result(search *s, oom_plan_result *res)
         if (!err && hint)
             err = oomi_plan_note(res, "%s, without lowering it", hint);
         oomi_free(hint);
-        err = err ? err
-                  : oomi_plan_note(
-                        res,
-                        "DOWNSCALED: batch size %ld does not fit (smallest device peak %s > usable "
-                        "%s); lowered to %ld x grad-accum %ld (effective batch %ld)",
-                        r->fixed_batch, OOMI_SZ(a, s->fixed_smallest.estimate.device_peak),
-                        OOMI_SZ(b, s->usable), s->best.knobs.batch, s->best.knobs.grad_accum,
-                        s->best.effective_batch);
+        err =
+            err ? err
+                : oomi_plan_note(res,
+                                 "DOWNSCALED: batch size %ld does not fit (smallest device "
+                                 "peak %s > usable "
+                                 "%s); lowered to %ld x grad-accum %ld (effective batch %ld)",
+                                 r->fixed_batch, OOMI_SZ(a, s->fixed_smallest.estimate.device_peak),
+                                 OOMI_SZ(b, s->usable), s->best.knobs.batch,
+                                 s->best.knobs.grad_accum, s->best.effective_batch);
     }
     if (r->fixed_seq && s->best.knobs.seq_len < r->fixed_seq) {
         res->downscaled |= OOM_DOWNSCALE_SEQ;
@@ -979,6 +1017,7 @@ int oomi_plan_run(oom_plan_result **out, const oom_plan_request *r,
     if (!(res = oomi_calloc(1, sizeof(*res))))
         return oomi_nomem();
     res->version = OOM_PLAN_RESULT_VERSION;
+    res->tensor_parallel = r->workload ? r->workload->tp : 1;
     res->best = oomi_calloc(1, sizeof(*res->best));
     res->smallest = oomi_calloc(1, sizeof(*res->smallest));
     if (!res->best || !res->smallest) {

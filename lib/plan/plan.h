@@ -38,4 +38,19 @@ int oomi_plan_options_run_gpu(oom_plan_result **out, const oom_plan_options *o, 
 /* the human report of a plan (plan_text.c) */
 int oomi_plan_text(char **out, const oom_plan_result *r);
 
+/* vLLM's KV-cache arithmetic for an inference plan (plan_serve.c) */
+typedef struct oomi_plan_vllm_kv {
+    long tp, batched_tokens, blocks, tokens;
+    double utilisation;
+    uint64_t requested, weights, activation, non_torch, available, block_bytes;
+} oomi_plan_vllm_kv;
+int oomi_plan_vllm(oomi_plan_vllm_kv *out, const oom_plan_result *r);
+json_object *oomi_plan_vllm_json(const oom_plan_result *r);
+#define OOMI_PLAN_FORMATS "text, json, env, args, deepspeed, torchrun, vllm, accelerate, torchtitan"
+bool oomi_plan_format_known(const char *format);
+/* "vllm", "accelerate", "torchtitan" into sb */
+int oomi_plan_format_serve(oomi_sb *sb, const oom_plan_result *r, const char *format);
+/* the precision is 16-bit brain float (bf, also for quantised bases) or half (plan_serve.c) */
+bool oomi_is16(oom_precision p, bool bf);
+
 #endif

@@ -1,5 +1,6 @@
 /* plan_output.c - a plan as JSON and in the formats of the next step (env, args, DeepSpeed,
- * torchrun). The human report is in plan_text.c. */
+ * torchrun; vLLM, accelerate and torchtitan in plan_serve.c). The human report is in
+ * plan_text.c. */
 #include "plan/plan.h"
 
 #include <json-c/json.h>
@@ -156,6 +157,10 @@ static json_object *inference_json(const oom_plan_result *r)
         json_object_new_int64(r->kv_bytes_per_token > 0
                                   ? (int64_t)((double)r->kv_budget_bytes / r->kv_bytes_per_token)
                                   : 0));
+    oomi_json_put(
+        o, "tensor_parallel",
+        json_object_new_int64(r->version >= 2 && r->tensor_parallel > 0 ? r->tensor_parallel : 1));
+    oomi_json_put(o, "vllm", oomi_plan_vllm_json(r));
     return o;
 }
 
@@ -205,13 +210,6 @@ int oom_plan_to_json(char **out, const oom_plan_result *r)
     return oomi_json_finish(out, result_json(r));
 }
 
-static bool is16(oom_precision p, bool bf)
-{
-    return bf ? (p == OOM_PRECISION_BF16 || p == OOM_PRECISION_AMP_BF16 ||
-                 p == OOM_PRECISION_4BIT || p == OOM_PRECISION_INT8)
-              : (p == OOM_PRECISION_FP16 || p == OOM_PRECISION_AMP_FP16);
-}
-
 /* (no OOMLESS_SEQ_LEN line where the sequence length is not known) */
 static void format_env(oomi_sb *sb, const oom_plan_result *r, const oom_plan_choice *c)
 {
@@ -253,9 +251,9 @@ static void format_args(oomi_sb *sb, const oom_plan_choice *c, bool inference)
     if (k->loss == OOM_LOSS_CHUNKED) /* Liger-Kernel's fused linear + cross-entropy */
         oomi_sb_puts(sb, " --use_liger_kernel");
 precision:
-    if (is16(k->precision, true))
+    if (oomi_is16(k->precision, true))
         oomi_sb_puts(sb, " --bf16");
-    else if (is16(k->precision, false))
+    else if (oomi_is16(k->precision, false))
         oomi_sb_puts(sb, " --fp16");
 }
 
@@ -288,11 +286,11 @@ static json_object *deepspeed_json(const oom_plan_choice *c)
         oomi_json_put(z, "offload_param", offload_obj());
     oomi_json_put(root, "zero_optimization", z);
     if ((b = json_object_new_object()))
-        oomi_json_put(b, "enabled", json_object_new_boolean(is16(k->precision, true)));
+        oomi_json_put(b, "enabled", json_object_new_boolean(oomi_is16(k->precision, true)));
     oomi_json_put(root, "bf16", b);
     if ((f = json_object_new_object())) {
-        oomi_json_put(f, "enabled", json_object_new_boolean(is16(k->precision, false)));
-        if (is16(k->precision, false))
+        oomi_json_put(f, "enabled", json_object_new_boolean(oomi_is16(k->precision, false)));
+        if (oomi_is16(k->precision, false))
             oomi_json_put(f, "loss_scale", json_object_new_int(0));
     }
     oomi_json_put(root, "fp16", f);
@@ -320,6 +318,17 @@ static void format_torchrun(oomi_sb *sb, const oom_plan_result *r)
     format_args(sb, r->best, r->inference);
 }
 
+bool oomi_plan_format_known(const char *format)
+{
+    static const char *const names[] = {"text",     "json", "env",        "args",      "deepspeed",
+                                        "torchrun", "vllm", "accelerate", "torchtitan"};
+    size_t i;
+    for (i = 0; i < OOMI_ARRAY_LEN(names); i++)
+        if (!strcmp(format, names[i]))
+            return true;
+    return false;
+}
+
 int oom_plan_format(char **out, const oom_plan_result *r, const char *format)
 {
     oomi_sb sb = OOMI_SB_INIT;
@@ -333,15 +342,19 @@ int oom_plan_format(char **out, const oom_plan_result *r, const char *format)
         return oom_plan_to_json(out, r);
     if (!strcmp(format, "text"))
         return oomi_plan_text(out, r);
-    if (strcmp(format, "env") && strcmp(format, "args") && strcmp(format, "deepspeed") &&
-        strcmp(format, "torchrun"))
-        return oomi_fail(OOM_EINVAL,
-                         "unknown plan format '%s' (text, json, env, args, deepspeed, torchrun)",
-                         format);
+    if (!oomi_plan_format_known(format))
+        return oomi_fail(OOM_EINVAL, "unknown plan format '%s' (%s)", format, OOMI_PLAN_FORMATS);
     if (!r->found)
         return oomi_fail(OOM_ENOFIT, "nothing fits: no %s output", format);
     if (!strcmp(format, "deepspeed"))
         return oomi_json_finish(out, deepspeed_json(r->best));
+    if (!strcmp(format, "vllm") || !strcmp(format, "accelerate") || !strcmp(format, "torchtitan")) {
+        if ((err = oomi_plan_format_serve(&sb, r, format))) {
+            oomi_sb_free(&sb);
+            return err;
+        }
+        return oomi_sb_finish(&sb, out);
+    }
     if (!strcmp(format, "env"))
         format_env(&sb, r, r->best);
     else if (!strcmp(format, "args"))

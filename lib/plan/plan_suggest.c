@@ -104,7 +104,7 @@ static void suggest_inference(oom_plan_result *res, oom_workload *w, oom_knobs k
     uint64_t peak;
     char a[16];
     size_t i;
-    long s;
+    long s, tp;
 
     k0.batch = 1;
     for (i = 0; i < 2; i++) {
@@ -117,7 +117,20 @@ static void suggest_inference(oom_plan_result *res, oom_workload *w, oom_knobs k
     }
     if ((s = longest_seq(w, k0, usable)) > 0)
         add(res, err, "a shorter context: --seq %ld (batch 1)", s);
-    add(res, err, "tensor parallelism over several GPUs (not modelled by oomless)");
+    /* the smallest tensor-parallel size that fits (the estimator refuses one that does not
+     * divide the heads) */
+    for (tp = w->tp * 2; tp <= 64; tp *= 2) {
+        long was = w->tp;
+        bool fits;
+        w->tp = tp;
+        fits = fits_with(w, &k0, usable, &peak);
+        w->tp = was;
+        if (fits) {
+            add(res, err, "tensor parallelism: --tensor-parallel %ld (device peak %s per GPU)", tp,
+                OOMI_SZ(a, peak));
+            break;
+        }
+    }
 }
 
 int oomi_plan_suggest(oom_plan_result *res, const oom_plan_request *r, oom_workload *w,

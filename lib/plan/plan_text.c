@@ -35,6 +35,8 @@ static void config_block(oomi_sb *sb, const oom_plan_result *r)
     if (r->inference) {
         kvl(sb, "batch_size (max samples)", k->batch);
         seq_line(sb, r);
+        if (r->version >= 2 && r->tensor_parallel > 1) /* memory below is per GPU */
+            kvl(sb, "tensor_parallel (GPUs)", r->tensor_parallel);
     } else {
         kvl(sb, "batch_size", k->batch);
         kvl(sb, "gradient_accumulation_steps", k->grad_accum);

@@ -7,6 +7,7 @@
 #include <cmocka.h>
 
 #include <json-c/json.h>
+#include <math.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -272,6 +273,48 @@ static void test_inference(void **state)
     k = res->best->knobs;
     k.seq_len *= 2;
     assert_true(peak_at(w, k) > r.budget.usable_bytes);
+    oom_plan_free(res);
+    oom_workload_free(w);
+}
+
+/* tensor parallelism: the plan's best choice is per GPU; the vLLM figures follow vLLM's
+ * arithmetic from the parts; a version-1 result (no tensor_parallel) refuses the vllm format */
+static void test_tensor_parallel(void **state)
+{
+    oom_workload *w = W(&GPU_A100, "model", "llama-3.1-70b", "method", "inference", "seq", "8192",
+                        "tensor-parallel", "4");
+    oom_plan_request r = request(w, &GPU_A100, 80);
+    oom_plan_result *res;
+    char *out = NULL;
+    uint64_t avail;
+    (void)state;
+    res = plan_ok(&r);
+    assert_int_equal(res->tensor_parallel, 4);
+    /* 80 layers x 2 of the 8 KV heads x 128 x 2 (K, V) x 2 bytes */
+    assert_int_equal(res->kv_bytes_per_token, 80 * 2 * 128 * 2 * 2);
+    assert_int_equal(res->serve_batched_tokens, 8192);
+    assert_true(res->serve_profile_bytes > 0);
+    assert_int_equal(oom_plan_format(&out, res, "vllm"), OOM_OK);
+    assert_non_null(strstr(out, "--tensor-parallel-size 4 "));
+    oom_free(out);
+    avail = (uint64_t)((double)r.budget.target_bytes * 0.98) - res->best->estimate.weights -
+            res->serve_profile_bytes - (uint64_t)llround(0.55 * (double)OOM_GiB);
+    assert_int_equal(oom_plan_format(&out, res, "json"), OOM_OK);
+    {
+        json_object *doc = json_tokener_parse(out), *inf, *v, *x;
+        assert_true(json_object_object_get_ex(doc, "inference", &inf));
+        assert_true(json_object_object_get_ex(inf, "vllm", &v));
+        assert_true(json_object_object_get_ex(v, "kv_cache_bytes", &x));
+        assert_int_equal(json_object_get_int64(x), avail);
+        assert_true(json_object_object_get_ex(v, "num_gpu_blocks", &x));
+        assert_int_equal(json_object_get_int64(x), avail / (16 * 80 * 2 * 128 * 2 * 2));
+        json_object_put(doc);
+    }
+    oom_free(out);
+    res->version = 1; /* a result as a version-1 program knows it: no tensor_parallel */
+    assert_int_equal(oom_plan_format(&out, res, "vllm"), OOM_EUNSUPPORTED);
+    assert_null(out);
+    res->version = OOM_PLAN_RESULT_VERSION;
     oom_plan_free(res);
     oom_workload_free(w);
 }
@@ -753,6 +796,19 @@ static void test_struct_versions(void **state)
     assert_int_equal(r.nodes, 1);
     assert_int_equal(r.budget.version, OOM_BUDGET_VERSION);
 
+    /* a version-1 caller's result is smaller: _init writes only its bytes */
+    {
+        unsigned char buf[sizeof(oom_plan_result) + 1];
+        size_t v1 = offsetof(oom_plan_result, others_bytes); /* the first field of version 2 */
+        memset(buf, 0xAB, sizeof(buf));
+        assert_int_equal(oom_plan_result_init((oom_plan_result *)(void *)buf, 1), OOM_OK);
+        assert_int_equal(buf[v1 - 1], 0);
+        assert_int_equal(buf[v1], 0xAB);
+        assert_int_equal(oom_plan_result_init((oom_plan_result *)(void *)buf, 2), OOM_OK);
+        assert_int_equal(buf[sizeof(oom_plan_result) - 1], 0);
+        assert_int_equal(buf[sizeof(oom_plan_result)], 0xAB);
+    }
+
     /* the sizes bindings check their declarations against */
     assert_int_equal(oom_struct_size("oom_plan_result"), sizeof(oom_plan_result));
     assert_int_equal(oom_struct_size("oom_plan_request"), sizeof(oom_plan_request));
@@ -771,6 +827,7 @@ int main(void)
         cmocka_unit_test(test_downscale),
         cmocka_unit_test(test_multi_gpu_sharding),
         cmocka_unit_test(test_inference),
+        cmocka_unit_test(test_tensor_parallel),
         cmocka_unit_test(test_measured_line),
         cmocka_unit_test(test_workers),
         cmocka_unit_test(test_impossible),

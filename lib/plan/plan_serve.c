@@ -1,0 +1,217 @@
+/* plan_serve.c - a plan in the formats of serving engines and FSDP launchers: vLLM's command-line
+ * settings with the KV-cache capacity vLLM will find, an accelerate config (FSDP2) and a
+ * torchtitan TOML fragment. docs/plan.md has a worked case of the vLLM arithmetic. */
+#include "plan/plan.h"
+
+#include <json-c/json.h>
+#include <math.h>
+#include <string.h>
+
+/* the precision is 16-bit brain float (also for quantised bases, which compute in it) or half;
+ * plan_output.c's formats use it too */
+bool oomi_is16(oom_precision p, bool bf)
+{
+    return bf ? (p == OOM_PRECISION_BF16 || p == OOM_PRECISION_AMP_BF16 ||
+                 p == OOM_PRECISION_4BIT || p == OOM_PRECISION_INT8)
+              : (p == OOM_PRECISION_FP16 || p == OOM_PRECISION_AMP_FP16);
+}
+
+/* vLLM's default KV-cache block size on CUDA: CacheConfig.block_size = 16 (vllm/config/cache.py) */
+#define VLLM_BLOCK_TOKENS 16
+/* The memory vLLM's profile run sees grow outside PyTorch's allocator (cuBLAS workspaces,
+ * custom all-reduce and NCCL buffers under tensor parallelism): vLLM's start-up log line "... GiB
+ * for non-torch memory" on H100, 0.13 GiB alone and 0.55 GiB at --tensor-parallel-size 2
+ * (vLLM logs collected in github.com/llm-d/llm-d-benchmark, config_explorer/
+ * empirical-vllm-memory-results.md) */
+#define VLLM_NON_TORCH_1  (0.13 * 1073741824.0)
+#define VLLM_NON_TORCH_TP (0.55 * 1073741824.0)
+
+int oomi_plan_vllm(oomi_plan_vllm_kv *out, const oom_plan_result *r)
+{
+    const oom_estimate *e = &r->best->estimate;
+    double total = (double)r->gpu_budget.target_bytes, nt;
+    long tp = r->version >= 2 && r->tensor_parallel > 0 ? r->tensor_parallel : 1;
+
+    memset(out, 0, sizeof(*out));
+    if (!r->found || !r->inference || r->kv_bytes_per_token <= 0 || r->version < 2 ||
+        !r->serve_batched_tokens || total <= 0)
+        return oomi_fail(OOM_EUNSUPPORTED, "plan: the vllm format needs an inference plan of a "
+                                           "model with a KV cache");
+    out->tp = tp;
+    /* the share of the GPU the plan allows (the usable budget), in vLLM's two decimals */
+    out->utilisation = floor(100.0 * (double)r->gpu_budget.usable_bytes / total + 1e-9) / 100.0;
+    out->batched_tokens = r->serve_batched_tokens;
+    /* Worker.determine_available_memory (vllm/v1/worker/gpu_worker.py): requested memory =
+     * total x gpu_memory_utilization; available KV memory = requested - non_kv_cache_memory, the
+     * weights (model_memory_usage) + the profile run's torch peak increase + its non-torch
+     * increase */
+    out->requested = (uint64_t)(total * out->utilisation);
+    out->weights = e->weights;
+    out->activation = r->serve_profile_bytes;
+    nt = tp > 1 ? VLLM_NON_TORCH_TP : VLLM_NON_TORCH_1;
+    out->non_torch = (uint64_t)llround(nt);
+    if (out->requested > out->weights + out->activation + out->non_torch)
+        out->available = out->requested - (out->weights + out->activation + out->non_torch);
+    /* get_num_blocks (vllm/v1/core/kv_cache_utils.py): available // page_size // num_layers, the
+     * page of one layer being 2 (K, V) x block_size x num_kv_heads x head_size x dtype bytes
+     * (AttentionSpec.page_size_bytes, vllm/v1/kv_cache_interface.py): one block of all layers is
+     * block_size x the KV bytes per token */
+    out->block_bytes = (uint64_t)llround(VLLM_BLOCK_TOKENS * r->kv_bytes_per_token);
+    out->blocks = out->block_bytes ? (long)(out->available / out->block_bytes) : 0;
+    out->tokens = out->blocks * VLLM_BLOCK_TOKENS;
+    return OOM_OK;
+}
+
+json_object *oomi_plan_vllm_json(const oom_plan_result *r)
+{
+    oomi_plan_vllm_kv v;
+    json_object *o;
+    size_t i;
+    if (oomi_plan_vllm(&v, r) || !(o = json_object_new_object()))
+        return NULL;
+    {
+        /* the terms of vLLM's subtraction, in its order */
+        const struct {
+            const char *key;
+            uint64_t bytes;
+        } terms[] = {{"requested_bytes", v.requested},
+                     {"weights_bytes", v.weights},
+                     {"peak_activation_bytes", v.activation},
+                     {"non_torch_bytes", v.non_torch},
+                     {"kv_cache_bytes", v.available}};
+        oomi_json_put(o, "gpu_memory_utilization", json_object_new_double(v.utilisation));
+        oomi_json_put(o, "max_num_batched_tokens", json_object_new_int64(v.batched_tokens));
+        for (i = 0; i < OOMI_ARRAY_LEN(terms); i++)
+            oomi_json_put(o, terms[i].key, oomi_json_size(terms[i].bytes));
+    }
+    oomi_json_put(o, "block_size", json_object_new_int(VLLM_BLOCK_TOKENS));
+    oomi_json_put(o, "num_gpu_blocks", json_object_new_int64(v.blocks));
+    oomi_json_put(o, "kv_tokens", json_object_new_int64(v.tokens));
+    return o;
+}
+
+/* vLLM's --dtype for the plan's precision (quantised bases keep their own config) */
+static const char *vllm_dtype(oom_precision p)
+{
+    return p == OOM_PRECISION_BF16 || p == OOM_PRECISION_AMP_BF16   ? "bfloat16"
+           : p == OOM_PRECISION_FP16 || p == OOM_PRECISION_AMP_FP16 ? "float16"
+           : p == OOM_PRECISION_FP32                                ? "float32"
+                                                                    : NULL;
+}
+
+static int format_vllm(oomi_sb *sb, const oom_plan_result *r)
+{
+    oomi_plan_vllm_kv v;
+    const oom_knobs *k = &r->best->knobs;
+    const char *dtype = vllm_dtype(k->precision);
+    char a[16], b[16], c[16], d[16], f[16];
+    int err;
+    if ((err = oomi_plan_vllm(&v, r)))
+        return err;
+    /* KV-cache dtype "auto": the model's dtype, as the estimate counts it */
+    oomi_sb_printf(sb,
+                   "--tensor-parallel-size %ld --gpu-memory-utilization %.2f --max-model-len %ld "
+                   "--max-num-seqs %ld --max-num-batched-tokens %ld --kv-cache-dtype auto",
+                   v.tp, v.utilisation, k->seq_len, k->batch, v.batched_tokens);
+    if (dtype)
+        oomi_sb_printf(sb, " --dtype %s", dtype);
+    oomi_sb_printf(sb,
+                   "\n# KV cache per GPU: %s requested - (%s weights + %s peak activation + %s "
+                   "non-torch) = %s\n# GPU blocks: %ld x %d tokens = %ld tokens (%ld sequences of "
+                   "%ld)\n",
+                   OOMI_SZ(a, v.requested), OOMI_SZ(b, v.weights), OOMI_SZ(c, v.activation),
+                   OOMI_SZ(d, v.non_torch), OOMI_SZ(f, v.available), v.blocks, VLLM_BLOCK_TOKENS,
+                   v.tokens, k->seq_len ? v.tokens / k->seq_len : 0, k->seq_len);
+    return OOM_OK;
+}
+
+/* FSDP has no stage that shards only the optimizer: ZeRO-1 and ZeRO-2 plans both keep the
+ * gathered parameters after the forward (FSDP2's reshard_after_forward=False, ZeRO-2's
+ * behaviour); ZeRO-3 reshards them */
+static bool reshards(const oom_knobs *k)
+{
+    return k->sharding == OOM_SHARDING_ZERO3;
+}
+
+static const char *yes(bool b)
+{
+    return b ? "true" : "false";
+}
+
+/* An accelerate config file (`accelerate launch --config_file`), keys as accelerate 1.15.0's
+ * `accelerate config` writes them (accelerate/commands/config/cluster.py, get_cluster_input;
+ * FSDP2 state dict types in accelerate/utils/constants.py). FSDP2's offload (CPUOffloadPolicy)
+ * moves parameters, gradients and optimizer states together: it stands for either offload. */
+static void format_accelerate(oomi_sb *sb, const oom_plan_result *r)
+{
+    const oom_knobs *k = &r->best->knobs;
+    long nodes = r->nodes > 1 ? r->nodes : 1;
+    const char *mp = oomi_is16(k->precision, true)    ? "bf16"
+                     : oomi_is16(k->precision, false) ? "fp16"
+                                                      : "no";
+
+    oomi_sb_printf(sb,
+                   "# accelerate launch --config_file accelerate.yaml train.py (micro-batch %ld, "
+                   "gradient accumulation %ld, effective batch %ld)\n",
+                   k->batch, k->grad_accum, r->best->effective_batch);
+    if (k->checkpointing == OOM_CHECKPOINTING_SELECTIVE)
+        oomi_sb_puts(sb, "# selective checkpointing was planned; FSDP checkpoints whole layers "
+                         "(less memory)\n");
+    oomi_sb_puts(sb, "compute_environment: LOCAL_MACHINE\n");
+    if (k->sharding != OOM_SHARDING_NONE) {
+        oomi_sb_printf(sb,
+                       "distributed_type: FSDP\nfsdp_config:\n  fsdp_version: 2\n"
+                       "  fsdp_auto_wrap_policy: TRANSFORMER_BASED_WRAP\n"
+                       "  fsdp_reshard_after_forward: %s\n  fsdp_offload_params: %s\n"
+                       "  fsdp_activation_checkpointing: %s\n"
+                       "  fsdp_cpu_ram_efficient_loading: true\n"
+                       "  fsdp_state_dict_type: SHARDED_STATE_DICT\n",
+                       yes(reshards(k)), yes(k->offload != OOM_OFFLOAD_NONE),
+                       yes(k->checkpointing != OOM_CHECKPOINTING_NONE));
+    } else {
+        /* quoted: YAML 1.1 (accelerate reads it with PyYAML) takes a bare NO for false */
+        oomi_sb_printf(sb, "distributed_type: %s\n", k->gpus > 1 ? "MULTI_GPU" : "'NO'");
+    }
+    oomi_sb_printf(sb,
+                   "machine_rank: 0\nmain_training_function: main\nmixed_precision: %s\n"
+                   "num_machines: %ld\nnum_processes: %ld\nrdzv_backend: %s\n"
+                   "same_network: true\nuse_cpu: false\n",
+                   mp, nodes, k->gpus, nodes > 1 ? "c10d" : "static");
+}
+
+/* A torchtitan job config fragment (TOML), sections and keys of torchtitan's JobConfig
+ * (torchtitan/config/job_config.py: Training, Parallelism, ActivationCheckpoint). torchtitan
+ * derives gradient accumulation from global_batch_size / (local_batch_size x data-parallel
+ * degree); its mixed precision is bfloat16 or float32 parameters. */
+static void format_torchtitan(oomi_sb *sb, const oom_plan_result *r)
+{
+    const oom_knobs *k = &r->best->knobs;
+    bool shard = k->sharding != OOM_SHARDING_NONE;
+
+    oomi_sb_printf(sb,
+                   "[training]\nlocal_batch_size = %ld\nglobal_batch_size = %ld\nseq_len = %ld\n"
+                   "mixed_precision_param = \"%s\"\nenable_cpu_offload = %s\n\n",
+                   k->batch, r->best->effective_batch, k->seq_len,
+                   oomi_is16(k->precision, true) ? "bfloat16" : "float32",
+                   yes(k->offload != OOM_OFFLOAD_NONE));
+    oomi_sb_printf(sb,
+                   "[parallelism]\ndata_parallel_replicate_degree = %ld\n"
+                   "data_parallel_shard_degree = %ld\nfsdp_reshard_after_forward = \"%s\"\n\n",
+                   shard ? 1 : k->gpus, shard ? k->gpus : 1, reshards(k) ? "always" : "never");
+    oomi_sb_printf(sb, "[activation_checkpoint]\nmode = \"%s\"\n",
+                   oom_checkpointing_name(k->checkpointing));
+}
+
+int oomi_plan_format_serve(oomi_sb *sb, const oom_plan_result *r, const char *format)
+{
+    if (!strcmp(format, "vllm"))
+        return format_vllm(sb, r);
+    if (r->inference || r->measured)
+        return oomi_fail(OOM_EUNSUPPORTED, "plan: the %s format is for training plans of a model",
+                         format);
+    if (!strcmp(format, "accelerate"))
+        format_accelerate(sb, r);
+    else
+        format_torchtitan(sb, r);
+    return OOM_OK;
+}

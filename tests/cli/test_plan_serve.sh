@@ -1,0 +1,102 @@
+#!/bin/bash
+# test_plan_serve.sh - tensor parallelism for inference, `plan --format vllm` (vLLM's KV-cache
+# arithmetic on the worked case of docs/plan.md), `--format accelerate` and `--format torchtitan`.
+. "$(dirname "$0")/lib.sh"
+no_nvml
+
+# ---- tensor parallelism: weights and KV cache split, KV heads replicated below one per GPU ----
+est() { oom estimate --model llama-3.1-70b --method inference --seq 8192 --gpu h100 --json "$@"; }
+est
+expect_rc 1 "70B does not fit one H100 without tensor parallelism"
+W1=$(jq .memory.weights <<<"$OUT") KV1=$(jq .memory.kv_cache <<<"$OUT")
+est --tensor-parallel 4
+expect_rc 0 "70B estimate, tensor-parallel 4"
+expect_json .workload.tensor_parallel 4 "estimate JSON names the tensor-parallel size"
+expect_json .memory.kv_cache "$((KV1 / 4))" "tp 4: 2 of the 8 KV heads per GPU"
+# the norms (2 x 8192 per layer + the final one) stay whole on every GPU
+NORMS=$(((80 * 2 + 1) * 8192 * 2))
+expect_json .memory.weights "$(((W1 - NORMS) / 4 + NORMS))" "tp 4: weights split but the norms"
+est --tensor-parallel 16
+expect_json .memory.kv_cache "$((KV1 / 8))" "tp 16: one KV head per GPU (replicated), not half"
+est --tensor-parallel 3
+expect_rc 2 "tp 3 does not divide 64 heads"
+expect_contains "$ERR" "does not divide the 64 attention heads" "tp 3 refused with the reason"
+oom estimate --model llama-3.1-8b --seq 512 --tensor-parallel 2
+expect_rc 2 "tensor parallelism is for inference"
+# nothing fits one 16 GB card: the smallest tensor-parallel size that does is suggested
+oom plan --model llama-3.1-8b --method inference --seq 4096 --gpu rtx-4080
+expect_rc 1 "8B bf16 inference does not fit a 16 GB card"
+expect_contains "$OUT$ERR" "tensor parallelism: --tensor-parallel 2 (device peak" "tp suggested"
+oom plan --model llama-3.1-8b --method inference --seq 4096 --gpu rtx-4080 --tensor-parallel 2 --json
+expect_rc 0 "and it fits at tensor-parallel 2"
+oom estimate --model llama-3.1-70b --method inference --seq 8192 --tensor-parallel 4 --gpu h100
+expect_contains "$OUT" "4 GPUs per model copy" "estimate report names the tensor parallelism"
+
+# ---- vLLM: the worked case of docs/plan.md (Llama-3.1-8B bf16, H100 80GB, 0.9, 8192) ----------
+serve() { oom plan --model llama-3.1-8b --method inference --seq 8192 --gpu h100 \
+    --vram-safety-margin 10% "$@"; }
+serve --json
+expect_rc 0 "worked case plans"
+V=$(jq -c .inference.vllm <<<"$OUT")
+g() { jq -r ".$1" <<<"$V"; }
+TOTAL=$(jq .budget.target_bytes <<<"$OUT")
+expect_eq "$TOTAL" 85520809984 "H100 80GB: 81559 MiB"
+expect_eq "$(g gpu_memory_utilization)" 0.9 "gpu_memory_utilization"
+# requested = int(total x 0.9); weights = 8 030 261 248 parameters x 2 bytes
+expect_eq "$(g requested_bytes)" 76968728985 "requested memory"
+expect_eq "$(g weights_bytes)" 16060522496 "weights"
+expect_eq "$(g non_torch_bytes)" 139586437 "non-torch memory (0.13 GiB)"
+expect_eq "$(g peak_activation_bytes)" 1036654674 "profile-run peak activation"
+# vLLM's arithmetic redone here from the parts: available = requested - the three; a block of
+# 16 tokens over 32 layers of 8 KV heads x 128 x 2 (K, V) x 2 bytes = 2 MiB
+AVAIL=$(($(g requested_bytes) - $(g weights_bytes) - $(g peak_activation_bytes) - $(g non_torch_bytes)))
+expect_eq "$(g kv_cache_bytes)" "$AVAIL" "available KV memory = requested - non-KV memory"
+expect_eq "$AVAIL" 59731965378 "available KV memory, by hand"
+expect_eq "$(g num_gpu_blocks)" "$((AVAIL / (16 * 32 * 2 * 8 * 128 * 2)))" "GPU blocks"
+expect_eq "$(g num_gpu_blocks)" 28482 "GPU blocks, by hand"
+expect_eq "$(g kv_tokens)" 455712 "KV capacity in tokens = blocks x 16"
+expect_json .inference.tensor_parallel 1 "no tensor parallelism"
+serve --format vllm
+expect_rc 0 "vllm format"
+expect_golden plan-vllm-8b.txt "vllm settings of the worked case"
+# tensor parallelism in the vLLM settings: per-GPU weights and KV heads
+oom plan --model llama-3.1-70b --method inference --seq 8192 --gpu h100 --tensor-parallel 4 \
+    --vram-safety-margin 10% --format vllm
+expect_rc 0 "vllm format, 70B over 4 GPUs"
+expect_golden plan-vllm-70b-tp4.txt "vllm settings of 70B at tensor-parallel 4"
+oom plan --model llama-3.1-8b --method lora --seq 2048 --gpu h100 --format vllm
+expect_rc 2 "vllm format of a training plan is refused"
+expect_contains "$ERR" "inference plan" "vllm refusal names what it needs"
+
+oom plan --model llama-3.1-70b --method inference --seq 8192 --gpu h100 --tensor-parallel 4
+expect_contains "$OUT" "tensor_parallel (GPUs)        : 4" "the report names the tensor parallelism"
+
+# ---- accelerate (FSDP2) and torchtitan ------------------------------------------------------
+train() { oom plan --model llama-3.1-8b --seq 2048 --gpu a100-80gb "$@"; }
+train --gpus 8 --target-effective-batch 64 --format accelerate
+expect_rc 0 "accelerate, 8 GPUs"
+expect_golden plan-accelerate-fsdp.txt "accelerate FSDP2 config"
+train --gpus 8 --target-effective-batch 64 --format torchtitan
+expect_rc 0 "torchtitan, 8 GPUs"
+expect_golden plan-torchtitan-fsdp.txt "torchtitan TOML"
+# a 7B full fine-tune on one 24 GB GPU needs ZeRO-3 with offload: offload and reshard on
+oom plan --model llama-2-7b --seq 1024 --gpu rtx-4090 --gpus 2 --allow checkpointing,offload,sharding \
+    --target-effective-batch 8 --format accelerate
+expect_rc 0 "accelerate with offload"
+expect_contains "$OUT" "fsdp_offload_params: true" "offload planned -> fsdp_offload_params"
+expect_contains "$OUT" "fsdp_reshard_after_forward: true" "ZeRO-3 -> reshard after forward"
+oom plan --model llama-2-7b --seq 1024 --gpu rtx-4090 --gpus 2 --allow checkpointing,offload,sharding \
+    --target-effective-batch 8 --format torchtitan
+expect_contains "$OUT" "enable_cpu_offload = true" "offload planned -> enable_cpu_offload"
+expect_contains "$OUT" 'fsdp_reshard_after_forward = "always"' "ZeRO-3 -> always reshard"
+# one GPU, no sharding: no FSDP section, and DDP-free torchtitan degrees
+oom plan --model qwen2.5-0.5b --seq 512 --gpu a100-80gb --target-effective-batch 8 --format accelerate
+expect_rc 0 "accelerate, one GPU"
+expect_golden plan-accelerate-single.txt "accelerate without FSDP"
+oom plan --model llama-3.1-8b --method inference --seq 8192 --gpu h100 --format accelerate
+expect_rc 2 "accelerate format of an inference plan is refused"
+oom plan --model llama-3.1-8b --seq 2048 --format yaml
+expect_rc 2 "unknown format"
+expect_contains "$ERR" "vllm, accelerate, torchtitan" "the formats are listed"
+
+finish
