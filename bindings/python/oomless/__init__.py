@@ -17,13 +17,14 @@ import sys
 import warnings
 
 from . import _native as _n
+from ._memory_log import MemoryLog, MemoryWarning
 from .errors import (BY_CODE, DoesNotFitError, FileError, InternalError, InterruptedJobError,
                      InvalidValueError, JobError, NoDeviceError, NoMemoryError, NotFoundError,
                      OomlessError, ParseError, RefusedError, UnsupportedError)
 
 __all__ = [
     "Notice", "gpus", "catalog", "estimate", "plan", "plan_options", "list_models", "workload_options", "Workload", "parse_size",
-    "version", "OomlessError", "InvalidValueError",
+    "version", "MemoryLog", "MemoryWarning", "OomlessError", "InvalidValueError",
     "NoMemoryError", "FileError", "ParseError", "NotFoundError", "NoDeviceError",
     "DoesNotFitError", "JobError", "RefusedError", "UnsupportedError", "InterruptedJobError",
     "InternalError",
