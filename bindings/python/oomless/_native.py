@@ -173,3 +173,16 @@ oom_plan_json = _declare("oom_plan_json", c_int, POINTER(c_void_p), POINTER(c_ch
                          POINTER(c_char_p), c_size_t)
 oom_plan_option_table = _declare("oom_plan_option_table", POINTER(POINTER(Option)),
                                  POINTER(c_size_t))
+
+oom_gpu_open = _declare("oom_gpu_open", c_int, POINTER(c_void_p))
+oom_gpu_close = _declare("oom_gpu_close", None, c_void_p)
+oom_monitor_create = _declare("oom_monitor_create", c_int, POINTER(c_void_p), c_void_p)
+oom_monitor_free = _declare("oom_monitor_free", None, c_void_p)
+oom_monitor_set_margin = _declare("oom_monitor_set_margin", c_int, c_void_p, c_char_p)
+oom_monitor_set_plan_peak = _declare("oom_monitor_set_plan_peak", None, c_void_p, c_uint64)
+oom_monitor_sample = _declare("oom_monitor_sample", c_int, c_void_p)
+oom_monitor_snapshot = _declare("oom_monitor_snapshot", c_void_p, c_void_p)
+oom_watch_to_json = _declare("oom_watch_to_json", c_int, POINTER(c_void_p), c_void_p, c_int)
+
+# OOM_UNKNOWN of oomless.h: a quantity not known
+OOM_UNKNOWN = 0xFFFFFFFFFFFFFFFF
