@@ -1,7 +1,8 @@
 """ctypes declarations of liboomless: every function used gets explicit argtypes and restype.
 
-The library is found, in order: $OOMLESS_LIBRARY; liboomless.so next to this package; the
-project's build directory (for a source checkout); the system's library path.
+The library is found, in order: $OOMLESS_LIBRARY; liboomless.so next to this package or bundled
+in it by the wheel (oomless/lib/liboomless.so.1); the project's build directory (for a source
+checkout); an installed tree (<prefix>/lib); the system's library path.
 """
 import ctypes
 import ctypes.util
@@ -15,7 +16,7 @@ def _candidates():
     if env:
         yield env
         return
-    for name in ("liboomless.so", "liboomless.so.1"):
+    for name in ("liboomless.so", "liboomless.so.1", os.path.join("lib", "liboomless.so.1")):
         yield os.path.join(_HERE, name)
     root = os.path.dirname(os.path.dirname(os.path.dirname(_HERE)))
     yield os.path.join(root, "build", "liboomless.so")
