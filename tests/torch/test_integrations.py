@@ -58,12 +58,16 @@ def quiet_trainer(**kwargs):
                              enable_progress_bar=False, enable_model_summary=False, **kwargs)
 
 
-@unittest.skipIf(REASON, REASON or "")
-class PlansTest(unittest.TestCase):
+class WithPlans(unittest.TestCase):
+    """A test class with the plans of plans() made once."""
+
     @classmethod
     def setUpClass(cls):
         cls.plans = plans()
 
+
+@unittest.skipIf(REASON, REASON or "")
+class LightningTest(WithPlans):
     def test_the_plans_cover_the_cases(self):
         exact = {k: d["plan"]["exact_precision"] for k, d in self.plans.items()}
         self.assertEqual(exact["amp-bf16"], "amp-bf16")
@@ -74,13 +78,6 @@ class PlansTest(unittest.TestCase):
         self.assertEqual(self.plans["zero3-offload"]["plan"]["offload"], "optimizer+params")
         self.assertEqual(self.plans["zero2-8gpu"]["plan"]["sharding"], "zero2")
         self.assertEqual(self.plans["zero2-8gpu"]["plan"]["gpus"], 8)
-
-
-@unittest.skipIf(REASON, REASON or "")
-class LightningTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.plans = plans()
 
     def test_precision_reaches_a_real_trainer(self):
         expected = {"amp-bf16": ("bf16-mixed", MixedPrecision),
@@ -164,10 +161,10 @@ class LightningTest(unittest.TestCase):
 
 
 @unittest.skipIf(REASON, REASON or "")
-class HfTest(unittest.TestCase):
+class HfTest(WithPlans):
     @classmethod
     def setUpClass(cls):
-        cls.plans = plans()
+        super().setUpClass()
         cls.tmp = tempfile.TemporaryDirectory()
 
     @classmethod
