@@ -76,6 +76,8 @@ def _check(code: int) -> None:
 
 def _take_json(ptr: ctypes.c_void_p) -> Any:
     """Decodes and frees a library-allocated JSON string."""
+    if not ptr.value:
+        raise InternalError("the library returned no document", InternalError.code)
     try:
         return json.loads(ctypes.string_at(ptr.value).decode("utf-8"))
     finally:
@@ -360,10 +362,10 @@ def _cli_json(verb: str, command: Sequence[str], options: Mapping[str, Any]) -> 
     if text.startswith("{"):
         return json.loads(text)
     error = _CLI_ERRORS.get(proc.returncode, OomlessError)
-    exc = error("oomless %s exited with status %d and no result (its message is on stderr)"
-                % (verb, proc.returncode))
-    exc.exit_status = proc.returncode
-    raise exc
+    failure = error("oomless %s exited with status %d and no result (its message is on stderr)"
+                    % (verb, proc.returncode))
+    failure.exit_status = proc.returncode
+    raise failure
 
 
 def probe(command: Sequence[str], **options: Any) -> Dict[str, Any]:

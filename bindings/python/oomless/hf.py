@@ -100,7 +100,7 @@ def __getattr__(name: str) -> Any:
 
 # ---- out-of-memory recovery -------------------------------------------------------------------
 
-def recover_oom(trainer, memory=None, headroom=0.1, save=True):
+def recover_oom(trainer: Any, memory: Any = None, headroom: float = 0.1, save: bool = True) -> Any:
     """Makes a ``transformers.Trainer`` stop every rank cleanly on an OOM, for a relaunch.
 
     Approach: **a clean stop and a relaunch**, not an in-place re-run. The Trainer owns the loop
@@ -141,7 +141,7 @@ def recover_oom(trainer, memory=None, headroom=0.1, save=True):
     return callback
 
 
-def train(trainer, exit=True, resume="auto", **train_kwargs):
+def train(trainer: Any, exit: bool = True, resume: str = "auto", **train_kwargs: Any) -> Any:
     """Runs ``trainer.train(**train_kwargs)`` for a job under ``oomless run``.
 
     Resumes from the newest ``checkpoint-N`` in ``args.output_dir`` when there is one (unless

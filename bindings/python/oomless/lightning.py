@@ -116,7 +116,8 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(name)
 
 
-def fit(trainer, model, exit=True, ckpt_path="auto", **fit_kwargs):
+def fit(trainer: Any, model: Any, exit: bool = True, ckpt_path: Optional[str] = "auto",
+        **fit_kwargs: Any) -> Any:
     """Runs ``trainer.fit(model, **fit_kwargs)`` for a job under ``oomless run``.
 
     With an :class:`OomRecovery` callback in the trainer: resumes from its checkpoint when one
