@@ -14,14 +14,17 @@ static json_object *num(double v)
 }
 
 /* precision as training frameworks name it (HF --bf16 and DeepSpeed bf16.enabled are autocast
- * / mixed precision): amp-bf16 -> "bf16", amp-fp16 -> "fp16"; the exact value is in
- * "estimate_precision" */
+ * / mixed precision): amp-bf16 -> "bf16", amp-fp16 -> "fp16"; the exact value (autocast or pure
+ * 16-bit weights, which Lightning tells apart as "bf16-mixed" / "bf16-true") is in
+ * "exact_precision" */
 static const char *framework_precision(oom_precision p)
 {
     return p == OOM_PRECISION_AMP_BF16   ? "bf16"
            : p == OOM_PRECISION_AMP_FP16 ? "fp16"
                                          : oom_precision_name(p);
 }
+
+static json_object *deepspeed_json(const oom_plan_choice *c);
 
 /* the plan object `oomless apply` reads: exactly these keys */
 static json_object *plan_json(const oom_plan_result *r, const oom_plan_choice *c)
@@ -38,6 +41,7 @@ static json_object *plan_json(const oom_plan_result *r, const oom_plan_choice *c
     oomi_json_put(o, "checkpointing",
                   json_object_new_string(oom_checkpointing_name(k->checkpointing)));
     oomi_json_put(o, "precision", json_object_new_string(framework_precision(k->precision)));
+    oomi_json_put(o, "exact_precision", json_object_new_string(oom_precision_name(k->precision)));
     oomi_json_put(o, "optimizer", json_object_new_string(oom_optimizer_name(k->optimizer)));
     oomi_json_put(o, "sharding", json_object_new_string(oom_sharding_name(k->sharding)));
     oomi_json_put(o, "offload", json_object_new_string(oom_offload_name(k->offload)));
@@ -188,6 +192,14 @@ static json_object *result_json(const oom_plan_result *r)
         json_object_array_add(alts, choice_json(r, r->alternatives[i]));
     oomi_json_put(root, "alternatives", alts);
     oomi_json_put(root, "inference", inference_json(r));
+    /* the DeepSpeed config (--format deepspeed) when the plan shards or offloads, for helpers
+     * that hand it to a framework (oomless.hf, oomless.lightning) */
+    oomi_json_put(root, "deepspeed",
+                  r->found && !r->inference &&
+                          (r->best->knobs.sharding != OOM_SHARDING_NONE ||
+                           r->best->knobs.offload != OOM_OFFLOAD_NONE)
+                      ? deepspeed_json(r->best)
+                      : NULL);
     extras_json(r, root);
     oomi_json_put(root, "smallest", r->found ? NULL : choice_json(r, r->smallest));
     if ((o = json_object_new_object())) {

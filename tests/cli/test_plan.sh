@@ -32,7 +32,7 @@ oom plan --model llama-3.1-8b --method lora --seq 2048 --gpu rtx-4090 --json
 expect_rc 0 "json plan"
 expect_one_json "plan --json"
 expect_json '.plan | keys | sort | join(",")' \
-    "attention,batch_size,checkpointing,effective_batch,gpus,grad_accum,loss,offload,optimizer,precision,seq_len,sharding" \
+    "attention,batch_size,checkpointing,effective_batch,exact_precision,gpus,grad_accum,loss,offload,optimizer,precision,seq_len,sharding" \
     "plan keys"
 expect_json '.memory | keys | sort | join(",")' \
     "activations,allocated_peak,device_peak,gradients,kv_cache,logits,optimizer,overhead,reserved_peak,temporaries,weights" \
@@ -78,6 +78,11 @@ expect_json '.fp16.enabled' "false" "fp16 disabled"
 
 oom plan --model llama-2-7b --seq 2048 --gpus 8 --gpu a100-80gb --target-effective-batch 64 --json
 expect_json '.plan.precision + " " + .estimate_precision' "bf16 amp-bf16" "framework precision name, exact one beside"
+expect_json '.plan.exact_precision' "amp-bf16" "exact precision in the plan object"
+expect_json '[.alternatives[].plan.exact_precision | length > 0] | all' "true" "exact precision in each alternative"
+expect_json '.deepspeed.zero_optimization.stage == (.plan.sharding | ltrimstr("zero") | tonumber)' "true" "sharded plan carries its DeepSpeed config"
+oom plan --model llama-2-7b --method lora --seq 2048 --gpu a100-80gb --json
+expect_json '.plan.precision + " " + .plan.exact_precision + " " + (.deepspeed | tostring)' "bf16 bf16 null" "pure bf16 LoRA: exact precision bf16, no DeepSpeed config"
 
 # offload appears in the DeepSpeed config when the planner needs it
 oom plan --model llama-2-7b --seq 2048 --gpu rtx-4090 --allow checkpointing,offload,precision --format deepspeed

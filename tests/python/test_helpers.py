@@ -24,15 +24,49 @@ class HelpersTest(unittest.TestCase):
         with self.assertRaises(KeyError):
             oomless.hf.training_arguments({"memory": {}})
 
+    def test_exact_precision(self):
+        # the framework name "bf16" of plan.precision is both amp-bf16 and bf16: the exact one
+        # decides; a measured line ("auto") leaves the job's precision alone
+        expected = {"amp-bf16": ("bf16-mixed", True, False), "bf16": ("bf16-true", True, False),
+                    "amp-fp16": ("16-mixed", False, True), "fp16": ("16-true", False, True),
+                    "fp32": ("32-true", False, False), "4bit": ("bf16-mixed", True, False),
+                    "int8": ("bf16-mixed", True, False)}
+        for exact, (lightning, bf16, fp16) in expected.items():
+            with self.subTest(exact=exact):
+                doc = {"plan": dict(PLAN["plan"], precision="bf16", exact_precision=exact)}
+                self.assertEqual(oomless.lightning.precision(doc), lightning)
+                args = oomless.hf.training_arguments(doc)
+                self.assertEqual((args["bf16"], args["fp16"]), (bf16, fp16))
+        # a document of an older library: estimate_precision
+        old = {"plan": dict(PLAN["plan"], precision="bf16"), "estimate_precision": "bf16"}
+        self.assertEqual(oomless.lightning.precision(old), "bf16-true")
+        auto = {"plan": dict(PLAN["plan"], precision="auto", exact_precision="auto")}
+        self.assertIsNone(oomless.lightning.precision(auto))
+        self.assertNotIn("bf16", oomless.hf.training_arguments(auto))
+        with self.assertRaises(ValueError):
+            oomless.lightning.precision({"plan": dict(PLAN["plan"], exact_precision="fp8")})
+
     def test_lightning(self):
         self.assertEqual(oomless.lightning.trainer_kwargs(PLAN),
                          {"accumulate_grad_batches": 8, "precision": "bf16-mixed"})
         self.assertEqual(oomless.lightning.dataloader_kwargs(PLAN), {"batch_size": 4})
-        multi = dict(PLAN["plan"], gpus=8, sharding="zero3", offload="optimizer",
-                     precision="amp-fp16")
-        self.assertEqual(oomless.lightning.trainer_kwargs(multi),
-                         {"accumulate_grad_batches": 8, "precision": "16-mixed", "devices": 8,
-                          "strategy": "deepspeed_stage_3_offload"})
+        multi = {"plan": dict(PLAN["plan"], gpus=8, sharding="zero3", offload="optimizer",
+                              precision="fp16", exact_precision="amp-fp16"),
+                 "deepspeed": {"zero_optimization": {"stage": 3, "offload_optimizer": {}}}}
+        self.assertEqual(oomless.lightning.strategy_settings(multi),
+                         ("DeepSpeedStrategy", {"stage": 3, "offload_optimizer": True,
+                                                "offload_parameters": False,
+                                                "logging_batch_size_per_gpu": 4}))
+        self.assertEqual(oomless.lightning.strategy_settings(multi, backend="fsdp"),
+                         ("FSDPStrategy", {"sharding_strategy": "FULL_SHARD",
+                                           "cpu_offload": True}))
+        # the DeepSpeed config is in the whole document only
+        with self.assertRaises(KeyError):
+            oomless.lightning.strategy_settings(multi["plan"])
+        self.assertEqual(oomless.hf.training_arguments(multi)["deepspeed"], multi["deepspeed"])
+        self.assertEqual(oomless.hf.training_arguments(multi, backend="fsdp")["fsdp_config"],
+                         {"version": 2, "reshard_after_forward": True, "cpu_offload": True,
+                          "activation_checkpointing": True})
         ddp = dict(PLAN["plan"], gpus=2)
         self.assertEqual(oomless.lightning.trainer_kwargs(ddp)["strategy"], "ddp")
 

@@ -555,8 +555,9 @@ static const char *jstr(json_object *o, const char *a, const char *b)
 static void test_json_and_formats(void **state)
 {
     static const char *const keys[] = {
-        "batch_size", "grad_accum", "effective_batch", "seq_len", "checkpointing", "precision",
-        "optimizer",  "sharding",   "offload",         "gpus",    "loss",          "attention"};
+        "batch_size", "grad_accum", "effective_batch", "seq_len",  "checkpointing",
+        "precision",  "optimizer",  "exact_precision", "sharding", "offload",
+        "gpus",       "loss",       "attention"};
     oom_workload *w = W(&GPU_A100, "model", "llama-2-7b", "seq", "2048");
     oom_plan_request r = request(w, &GPU_A100, 80);
     oom_plan_result *res;
@@ -570,8 +571,8 @@ static void test_json_and_formats(void **state)
     assert_int_equal(oom_plan_to_json(&text, res), OOM_OK);
     o = parse_json(text);
     assert_true(json_object_object_get_ex(o, "plan", &plan));
-    assert_int_equal(json_object_object_length(plan), 12);
-    for (i = 0; i < 12; i++)
+    assert_int_equal(json_object_object_length(plan), 13);
+    for (i = 0; i < 13; i++)
         assert_non_null(jstr(o, "plan", keys[i]));
     assert_string_equal(jstr(o, "plan", "gpus"), "8");
     assert_string_equal(jstr(o, "plan", "effective_batch"), "64");
@@ -579,6 +580,14 @@ static void test_json_and_formats(void **state)
     assert_non_null(jstr(o, "memory", "device_peak"));
     assert_non_null(jstr(o, "budget", "usable_bytes"));
     assert_non_null(jstr(o, "throughput", "tokens_per_s"));
+    assert_string_equal(jstr(o, "plan", "exact_precision"),
+                        oom_precision_name(res->best->knobs.precision));
+    /* a sharded plan carries its DeepSpeed config (the same as --format deepspeed) */
+    assert_int_not_equal(res->best->knobs.sharding, OOM_SHARDING_NONE);
+    assert_true(json_object_object_get_ex(o, "deepspeed", &plan));
+    assert_true(json_object_object_get_ex(plan, "zero_optimization", &plan));
+    assert_true(json_object_object_get_ex(plan, "stage", &plan));
+    assert_int_equal(json_object_get_int(plan), (int)res->best->knobs.sharding);
     json_object_put(o);
     oom_free(text);
 

@@ -7,23 +7,35 @@ A thin ctypes binding of liboomless. Every function returns the same dict the co
     oomless.gpus()["budget"]["usable_bytes"]
 
 Errors raise a subclass of :class:`oomless.OomlessError`, one per library error code, with
-the library's message. The library's notices (a damaged line skipped in the calibration file, an
+the library's message.
+
+Through the library (ctypes): :func:`gpus`, :func:`catalog`, :func:`estimate`, :func:`plan`,
+:func:`watch` (one snapshot), :func:`parse_size` and the option tables. Through the ``oomless``
+program with ``--json`` (:func:`probe`, :func:`run`): they launch and supervise your command
+(process group, signals, the terminal, relaunches), which belongs to a program, not to a call
+in your interpreter. :func:`trace` is :mod:`oomless.trace` (PyTorch's meta device, in process). The library's notices (a damaged line skipped in the calibration file, an
 ignored relative ``$XDG_CACHE_HOME``) are warnings of the class :class:`oomless.Notice`.
 """
 import ctypes
 import json
 import os
+import shutil
+import subprocess
 import sys
 import warnings
+from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _native as _n
+from ._memory_log import MemoryLog, MemoryWarning
+# oomless.trace is the tracing package and, called, its trace(): oomless.trace(model=...)
+from . import trace  # noqa: F401  (light: torch is imported on first use)
 from .errors import (BY_CODE, DoesNotFitError, FileError, InternalError, InterruptedJobError,
                      InvalidValueError, JobError, NoDeviceError, NoMemoryError, NotFoundError,
                      OomlessError, ParseError, RefusedError, UnsupportedError)
 
 __all__ = [
     "Notice", "gpus", "catalog", "estimate", "plan", "plan_options", "list_models", "workload_options", "Workload", "parse_size",
-    "version", "OomlessError", "InvalidValueError",
+    "version", "watch", "probe", "run", "trace", "cli_path", "MemoryLog", "MemoryWarning", "OomlessError", "InvalidValueError",
     "NoMemoryError", "FileError", "ParseError", "NotFoundError", "NoDeviceError",
     "DoesNotFitError", "JobError", "RefusedError", "UnsupportedError", "InterruptedJobError",
     "InternalError",
@@ -50,32 +62,34 @@ _NOTICE_HANDLER = _n.NOTICE_FN(_on_notice)  # kept alive for as long as the libr
 _n.oom_set_notice_handler(_NOTICE_HANDLER, None)
 
 
-def _b(value):
+def _b(value: Any) -> Optional[bytes]:
     if value is None:
         return None
     return str(value).encode("utf-8")
 
 
-def _check(code):
+def _check(code: int) -> None:
     if code != 0:
         message = _n.oom_last_message().decode("utf-8", "replace")
         raise BY_CODE.get(code, OomlessError)(message, code)
 
 
-def _take_json(ptr):
+def _take_json(ptr: ctypes.c_void_p) -> Any:
     """Decodes and frees a library-allocated JSON string."""
+    if not ptr.value:
+        raise InternalError("the library returned no document", InternalError.code)
     try:
         return json.loads(ctypes.string_at(ptr.value).decode("utf-8"))
     finally:
         _n.oom_free(ptr)
 
 
-def version():
+def version() -> str:
     """The library's version string."""
     return _n.oom_version().decode()
 
 
-def parse_size(text, bare_unit="GiB"):
+def parse_size(text: Union[str, int, float], bare_unit: str = "GiB") -> int:
     """Bytes for a size such as "20.5", "16GiB" or "512MiB"; bare numbers in `bare_unit`."""
     units = {"B": _n.OOM_UNIT_BYTES, "MiB": _n.OOM_UNIT_MIB, "GiB": _n.OOM_UNIT_GIB}
     if bare_unit not in units:
@@ -105,7 +119,9 @@ class _Config:
         return False
 
 
-def gpus(gpu=None, vram=None, vram_safety_margin=None, config=None, all=False):
+def gpus(gpu: Optional[Union[str, int]] = None, vram: Optional[Union[str, int, float]] = None,
+         vram_safety_margin: Optional[Union[str, int]] = None, config: Optional[str] = None,
+         all: bool = False) -> Dict[str, Any]:
     """The GPUs and the budget, as ``oomless gpus --json`` prints them.
 
     `gpu` is "auto", an index or a profile ("a100-80gb"); `vram` and `vram_safety_margin`
@@ -120,7 +136,7 @@ def gpus(gpu=None, vram=None, vram_safety_margin=None, config=None, all=False):
         return _take_json(out)
 
 
-def catalog(config=None):
+def catalog(config: Optional[str] = None) -> Dict[str, Any]:
     """The GPU profiles, as ``oomless gpus --catalog --json`` prints them."""
     with _Config(config) as cfg:
         cat = ctypes.c_void_p()
@@ -136,7 +152,7 @@ def catalog(config=None):
 _BUDGET_KEYS = ("gpu", "vram", "vram_safety_margin", "config")
 
 
-def workload_options():
+def workload_options() -> List[Tuple[str, str, str]]:
     """The workload options as (name, metavar, help): the CLI's --NAME, or NAME with '_' here."""
     count = ctypes.c_size_t()
     table = _n.oom_workload_options(ctypes.byref(count))
@@ -150,7 +166,7 @@ class Workload:
     Usually built for you by :func:`estimate` and :func:`plan`; usable as a context manager.
     """
 
-    def __init__(self, **options):
+    def __init__(self, **options: Any) -> None:
         self._ptr = ctypes.c_void_p()
         _check(_n.oom_workload_create(ctypes.byref(self._ptr)))
         try:
@@ -160,19 +176,19 @@ class Workload:
             self.close()
             raise
 
-    def set(self, key, value):
+    def set(self, key: str, value: Any) -> None:
         """Sets one option; values are given as the CLI takes them (numbers may be ints)."""
         if isinstance(value, bool):
             value = "yes" if value else "no"
         _check(_n.oom_workload_set(self._ptr, _b(key), _b(value)))
 
     @property
-    def handle(self):
+    def handle(self) -> ctypes.c_void_p:
         if not self._ptr:
             raise InvalidValueError("the workload is closed", 1)
         return self._ptr
 
-    def close(self):
+    def close(self) -> None:
         """Frees the workload; calling it again does nothing."""
         if self._ptr:
             _n.oom_workload_free(self._ptr)
@@ -194,7 +210,9 @@ def _split(kwargs, keys):
     return picked, kwargs
 
 
-def estimate(gpu=None, vram=None, vram_safety_margin=None, config=None, **workload):
+def estimate(gpu: Optional[Union[str, int]] = None, vram: Optional[Union[str, int, float]] = None,
+             vram_safety_margin: Optional[Union[str, int]] = None, config: Optional[str] = None,
+             **workload: Any) -> Dict[str, Any]:
     """Peak GPU memory of a workload, as ``oomless estimate --json`` prints it.
 
     Workload keywords are the CLI's options with '_' for '-': ``model``, ``method``,
@@ -215,14 +233,14 @@ def estimate(gpu=None, vram=None, vram_safety_margin=None, config=None, **worklo
         return _take_json(out)
 
 
-def list_models():
+def list_models() -> Any:
     """The built-in model presets, as ``oomless estimate --list-models --json`` prints them."""
     out = ctypes.c_void_p()
     _check(_n.oom_model_presets_json(ctypes.byref(out)))
     return _take_json(out)
 
 
-def plan_options():
+def plan_options() -> List[Tuple[str, str, str]]:
     """The plan-only options as (name, metavar, help), besides the workload options."""
     count = ctypes.c_size_t()
     table = _n.oom_plan_option_table(ctypes.byref(count))
@@ -230,7 +248,7 @@ def plan_options():
             for i in range(count.value)]
 
 
-def plan(**options):
+def plan(**options: Any) -> Dict[str, Any]:
     """The fastest configuration that fits, as ``oomless plan --json`` prints it.
 
     Keywords are the CLI's options with '_' for '-': the workload options (``model``,
@@ -254,3 +272,126 @@ def plan(**options):
         _n.oom_free(out)
     _check(code)
     return _take_json(out)
+
+
+def watch(vram_safety_margin: Optional[Union[str, int]] = None,
+          plan: Optional[Union[Mapping[str, Any], int]] = None) -> Dict[str, Any]:
+    """One snapshot of every GPU and the processes on it, as ``oomless watch --once --json``
+    prints it (``time``, ``plan_peak_bytes``, ``gpus``: used/total bytes, band, budget, the
+    processes with their batch sizes...).
+
+    Through the library (oom_monitor). `vram_safety_margin` ("1GiB", "10%") makes each GPU's
+    budget (its total minus the margin); `plan` is a plan document (its
+    ``memory.device_peak``) or a number of bytes, the peak that bounds the "safe" band. Needs the
+    NVIDIA driver's NVML: :class:`NoDeviceError` without it. One sample has no trend yet (its
+    ``trend`` values are null); call again for another snapshot.
+    """
+    session, monitor = ctypes.c_void_p(), ctypes.c_void_p()
+    _check(_n.oom_gpu_open(ctypes.byref(session)))
+    try:
+        _check(_n.oom_monitor_create(ctypes.byref(monitor), session))
+        if vram_safety_margin is not None:
+            _check(_n.oom_monitor_set_margin(monitor, _b(vram_safety_margin)))
+        if plan is not None:
+            peak = plan if isinstance(plan, int) else (plan.get("memory") or {})["device_peak"]
+            _n.oom_monitor_set_plan_peak(monitor, int(peak))
+        _check(_n.oom_monitor_sample(monitor))
+        out = ctypes.c_void_p()
+        _check(_n.oom_watch_to_json(ctypes.byref(out), _n.oom_monitor_snapshot(monitor), 0))
+        return _take_json(out)
+    finally:
+        if monitor:
+            _n.oom_monitor_free(monitor)
+        _n.oom_gpu_close(session)
+
+
+def cli_path() -> str:
+    """The ``oomless`` program :func:`probe` and :func:`run` use: $OOMLESS_CLI; the one beside
+    the loaded liboomless (a build directory); ``<prefix>/bin/oomless`` for a library in
+    ``<prefix>/lib``; else the first ``oomless`` on $PATH. :class:`FileError` when none is
+    found."""
+    env = os.environ.get("OOMLESS_CLI")
+    if env:
+        return env
+    lib_dir = os.path.dirname(os.path.abspath(_n.lib._name)) if os.sep in _n.lib._name else None
+    if lib_dir:
+        for path in (os.path.join(lib_dir, "oomless"),
+                     os.path.join(os.path.dirname(lib_dir), "bin", "oomless")):
+            if os.path.isfile(path) and os.access(path, os.X_OK):
+                return path
+    found = shutil.which("oomless")
+    if found:
+        return found
+    raise FileError("the oomless program is not found (set OOMLESS_CLI to its path, or put it "
+                    "on PATH)")
+
+
+def _cli_options(options: Mapping[str, Any]) -> List[str]:
+    """Keywords as the CLI's options: key_name=V -> --key-name V; True -> the flag alone;
+    False/None -> left out; a list or tuple -> the option once per item (``set=[...]``)."""
+    argv: List[str] = []
+    for key, value in options.items():
+        flag = "--" + key.replace("_", "-")
+        if value is None or value is False:
+            continue
+        if value is True:
+            argv.append(flag)
+        elif isinstance(value, (list, tuple)):
+            for item in value:
+                argv += [flag, str(item)]
+        else:
+            argv += [flag, str(value)]
+    return argv
+
+
+# the CLI's exit codes of README.md ("Exit codes") for a failure that printed no document
+_CLI_ERRORS = {2: InvalidValueError, 3: NoDeviceError, 126: JobError, 127: JobError}
+
+
+def _cli_json(verb: str, command: Sequence[str], options: Mapping[str, Any]) -> Dict[str, Any]:
+    if isinstance(command, (str, bytes)) or not command:
+        raise InvalidValueError("command is a non-empty list of arguments (the program and its "
+                                "arguments, run without a shell)")
+    argv = [cli_path(), verb, "--json"] + _cli_options(options) + ["--"] + [str(a) for a in command]
+    # the job's output and oomless's messages go to this process's stderr as they come
+    try:
+        proc = subprocess.run(argv, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    except OSError as exc:
+        raise FileError("cannot run %s: %s" % (argv[0], exc)) from exc
+    text = proc.stdout.decode("utf-8", "replace").strip()
+    if text.startswith("{"):
+        return json.loads(text)
+    error = _CLI_ERRORS.get(proc.returncode, OomlessError)
+    failure = error("oomless %s exited with status %d and no result (its message is on stderr)"
+                    % (verb, proc.returncode))
+    failure.exit_status = proc.returncode
+    raise failure
+
+
+def probe(command: Sequence[str], **options: Any) -> Dict[str, Any]:
+    """Runs `command` at a few batch sizes and finds the largest that fits, as ``oomless probe
+    --json -- COMMAND`` prints it (``recommended_batch``, ``max_batch``, ``trials``...).
+
+    Through the ``oomless`` program (:func:`cli_path`): the trials are processes it launches,
+    measures (NVML) and stops. `command` is the program and its arguments (no shell), with the
+    placeholders ``{batch}``, ``{accum}``, ``{seq}``; options are ``oomless probe``'s with '_'
+    for '-' (``max_trials=4``, ``calibration="off"``, ``set=["method=lora"]``). The jobs' output
+    goes to stderr. A document is returned whatever the search found; :class:`OomlessError` (or
+    a subclass by exit status: 2 usage, 3 environment, 126/127 the command cannot be run) when
+    the program printed none.
+    """
+    return _cli_json("probe", command, options)
+
+
+def run(command: Sequence[str], **options: Any) -> Dict[str, Any]:
+    """Runs `command` under ``oomless run`` (relaunched at a smaller micro-batch after an OOM)
+    and returns its summary, as ``oomless run --json -- COMMAND`` prints it (``exit_code``,
+    ``attempts``, ``restarts``, ``batch``, ``grad_accum``, ``peak_bytes``, ``oom``...).
+
+    Through the ``oomless`` program, which owns the job's process group, forwards signals and
+    hands it the terminal. Options are ``oomless run``'s with '_' for '-' (``batch_size=8``,
+    ``target_effective_batch=32``, ``max_restarts=3``); the job's exit status is in the
+    document (``exit_code``), not raised. Errors as for :func:`probe`.
+    """
+    return _cli_json("run", command, options)
+

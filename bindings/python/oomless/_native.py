@@ -1,7 +1,8 @@
 """ctypes declarations of liboomless: every function used gets explicit argtypes and restype.
 
-The library is found, in order: $OOMLESS_LIBRARY; liboomless.so next to this package; the
-project's build directory (for a source checkout); the system's library path.
+The library is found, in order: $OOMLESS_LIBRARY; liboomless.so next to this package or bundled
+in it by the wheel (oomless/lib/liboomless.so.1); the project's build directory (for a source
+checkout); an installed tree (<prefix>/lib); the system's library path.
 """
 import ctypes
 import ctypes.util
@@ -15,7 +16,7 @@ def _candidates():
     if env:
         yield env
         return
-    for name in ("liboomless.so", "liboomless.so.1"):
+    for name in ("liboomless.so", "liboomless.so.1", os.path.join("lib", "liboomless.so.1")):
         yield os.path.join(_HERE, name)
     root = os.path.dirname(os.path.dirname(os.path.dirname(_HERE)))
     yield os.path.join(root, "build", "liboomless.so")
@@ -173,3 +174,16 @@ oom_plan_json = _declare("oom_plan_json", c_int, POINTER(c_void_p), POINTER(c_ch
                          POINTER(c_char_p), c_size_t)
 oom_plan_option_table = _declare("oom_plan_option_table", POINTER(POINTER(Option)),
                                  POINTER(c_size_t))
+
+oom_gpu_open = _declare("oom_gpu_open", c_int, POINTER(c_void_p))
+oom_gpu_close = _declare("oom_gpu_close", None, c_void_p)
+oom_monitor_create = _declare("oom_monitor_create", c_int, POINTER(c_void_p), c_void_p)
+oom_monitor_free = _declare("oom_monitor_free", None, c_void_p)
+oom_monitor_set_margin = _declare("oom_monitor_set_margin", c_int, c_void_p, c_char_p)
+oom_monitor_set_plan_peak = _declare("oom_monitor_set_plan_peak", None, c_void_p, c_uint64)
+oom_monitor_sample = _declare("oom_monitor_sample", c_int, c_void_p)
+oom_monitor_snapshot = _declare("oom_monitor_snapshot", c_void_p, c_void_p)
+oom_watch_to_json = _declare("oom_watch_to_json", c_int, POINTER(c_void_p), c_void_p, c_int)
+
+# OOM_UNKNOWN of oomless.h: a quantity not known
+OOM_UNKNOWN = 0xFFFFFFFFFFFFFFFF

@@ -1,12 +1,16 @@
 """One exception class per oomless error code, each carrying the library's message."""
+from typing import Any, Dict, Optional
 
 
 class OomlessError(Exception):
-    """Base class: `code` is the oom_error number, str() the library's message."""
+    """Base class: `code` is the oom_error number, str() the library's message; `exit_status`
+    the oomless program's exit status for an error of :func:`oomless.probe`/:func:`oomless.run`
+    (else None)."""
 
-    code = None
+    code: Optional[int] = None
+    exit_status: Optional[int] = None
 
-    def __init__(self, message, code=None):
+    def __init__(self, message: str, code: Optional[int] = None) -> None:
         super().__init__(message)
         if code is not None:
             self.code = code
@@ -49,9 +53,10 @@ class NoDeviceError(OomlessError):
 
 
 class DoesNotFitError(OomlessError):
-    """OOM_ENOFIT: nothing fits in the memory budget."""
+    """OOM_ENOFIT: nothing fits in the memory budget; `document` is the plan's report."""
 
     code = 7
+    document: Optional[Dict[str, Any]] = None
 
 
 class JobError(OomlessError):

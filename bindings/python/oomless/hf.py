@@ -4,6 +4,10 @@
     args = transformers.TrainingArguments(output_dir="out", **oomless.hf.training_arguments(plan))
 """
 
+from typing import Any, Dict, Mapping
+
+from ._plans import check_backend, deepspeed_config, exact_precision, is_sharded, plan_of
+
 # oomless optimizer names -> TrainingArguments.optim values (transformers' OptimizerNames).
 _OPTIM = {
     "adamw": "adamw_torch",
@@ -15,46 +19,92 @@ _OPTIM = {
     "lion": "lion_32bit",
 }
 
+# TrainingArguments has one switch per 16-bit type, autocast ("mixed precision"): `bf16=True` /
+# `fp16=True`. A plan in pure bf16/fp16 (16-bit weights, LoRA) sets the same switch, the model
+# being loaded with `torch_dtype` bfloat16/float16; int8/4bit (bitsandbytes base weights) compute
+# in bf16, as QLoRA does (Dettmers et al. 2023, arXiv:2305.14314, section 3).
+_BF16 = ("amp-bf16", "bf16", "int8", "4bit")
+_FP16 = ("amp-fp16", "fp16")
+
 
 def _plan(doc):
-    """Accepts the whole plan document or its "plan" object."""
-    plan = doc.get("plan", doc)
-    for key in ("batch_size", "grad_accum"):
-        if key not in plan:
-            raise KeyError("plan has no %r: pass the document oomless.plan() returns" % key)
-    return plan
+    """Accepts the whole plan document or its "plan" object (kept for older callers)."""
+    return plan_of(doc)
 
 
-def training_arguments(doc):
+def fsdp_config(doc: Mapping[str, Any]) -> Dict[str, Any]:
+    """``TrainingArguments.fsdp_config`` for a ZeRO/offload plan run with FSDP2 instead.
+
+    ZeRO-3 is FSDP's full sharding (parameters resharded after the forward,
+    ``reshard_after_forward=True``); ZeRO-1/2 become ``reshard_after_forward=False`` (FSDP's
+    SHARD_GRAD_OP, which shards gradients and optimizer states as ZeRO-2 does; FSDP has no
+    optimizer-only sharding, and sharding more never needs more memory); any offload is FSDP's
+    ``cpu_offload`` (parameters, gradients and the optimizer step on the CPU, which covers an
+    optimizer-only offload). Activation checkpointing is FSDP's own ``activation_checkpointing``,
+    which transformers prefers over ``gradient_checkpointing`` under FSDP (TrainingArguments
+    documentation, "fsdp_config").
+    """
+    plan = plan_of(doc)
+    return {
+        "version": 2,
+        "reshard_after_forward": plan.get("sharding", "none") == "zero3",
+        "cpu_offload": plan.get("offload", "none") != "none",
+        "activation_checkpointing": plan.get("checkpointing", "none") != "none",
+    }
+
+
+def training_arguments(doc: Mapping[str, Any], backend: str = "deepspeed") -> Dict[str, Any]:
     """Keyword arguments for ``transformers.TrainingArguments`` from a plan.
 
-    Sets the per-device batch size, gradient accumulation, mixed precision (bf16/fp16),
-    gradient checkpointing, the optimizer and, for a chunked loss, ``use_liger_kernel`` (the
-    Trainer's switch for Liger-Kernel's fused linear + cross-entropy; the attention kernel is a
-    ``from_pretrained(attn_implementation=...)`` argument, ``plan["plan"]["attention"]``).
-    `max_seq_length` is not a TrainingArguments
-    field: pass ``plan["plan"]["seq_len"]`` to your tokenizer or SFT config.
+    Sets ``per_device_train_batch_size``, ``gradient_accumulation_steps``, ``bf16``/``fp16``
+    (from the plan's exact precision: see the table in the package's README), the optimizer,
+    ``gradient_checkpointing`` and, for a chunked loss, ``use_liger_kernel`` (the Trainer's switch
+    for Liger-Kernel's fused linear + cross-entropy; the attention kernel is a
+    ``from_pretrained(attn_implementation=...)`` argument, ``plan["plan"]["attention"]``). A plan that shards (ZeRO) or offloads also gets ``deepspeed``, the
+    config dict of ``oomless plan --format deepspeed`` (pass the whole document: the config is its
+    ``deepspeed`` key), or, with ``backend="fsdp"``, ``fsdp=True`` and :func:`fsdp_config`. An
+    inference plan sets ``per_device_eval_batch_size`` too. `max_seq_length` is not a
+    TrainingArguments field: pass ``plan["plan"]["seq_len"]`` to your tokenizer or SFT config.
     """
-    plan = _plan(doc)
-    precision = plan.get("precision", "fp32")
-    kwargs = {
+    check_backend(backend)
+    plan = plan_of(doc)
+    precision = exact_precision(doc)
+    kwargs: Dict[str, Any] = {
         "per_device_train_batch_size": int(plan["batch_size"]),
         "gradient_accumulation_steps": int(plan["grad_accum"]),
-        "bf16": precision in ("bf16", "amp-bf16"),
-        "fp16": precision in ("fp16", "amp-fp16"),
         "gradient_checkpointing": plan.get("checkpointing", "none") != "none",
     }
+    if precision != "auto":  # a measured line: the precision is the job's own
+        kwargs["bf16"] = precision in _BF16
+        kwargs["fp16"] = precision in _FP16
+    if doc.get("inference"):
+        kwargs["per_device_eval_batch_size"] = int(plan["batch_size"])
     optim = _OPTIM.get(plan.get("optimizer", ""))
     if optim:
         kwargs["optim"] = optim
     if plan.get("loss") == "chunked":
         kwargs["use_liger_kernel"] = True
+    if is_sharded(doc):
+        if backend == "fsdp":
+            kwargs["fsdp"] = True
+            kwargs["fsdp_config"] = fsdp_config(doc)
+            kwargs["gradient_checkpointing"] = False  # FSDP's activation_checkpointing does it
+        else:
+            kwargs["deepspeed"] = deepspeed_config(doc)
     return kwargs
+
+
+def __getattr__(name: str) -> Any:
+    # transformers is imported on first use: the plan helpers above need none of it
+    if name == "MemoryLogCallback":
+        from ._hf_memory import MemoryLogCallback
+        return MemoryLogCallback
+    raise AttributeError(name)
 
 
 # ---- out-of-memory recovery -------------------------------------------------------------------
 
-def recover_oom(trainer, memory=None, headroom=0.1, save=True):
+def recover_oom(trainer: Any, memory: Any = None, headroom: float = 0.1, save: bool = True) -> Any:
     """Makes a ``transformers.Trainer`` stop every rank cleanly on an OOM, for a relaunch.
 
     Approach: **a clean stop and a relaunch**, not an in-place re-run. The Trainer owns the loop
@@ -95,7 +145,7 @@ def recover_oom(trainer, memory=None, headroom=0.1, save=True):
     return callback
 
 
-def train(trainer, exit=True, resume="auto", **train_kwargs):
+def train(trainer: Any, exit: bool = True, resume: str = "auto", **train_kwargs: Any) -> Any:
     """Runs ``trainer.train(**train_kwargs)`` for a job under ``oomless run``.
 
     Resumes from the newest ``checkpoint-N`` in ``args.output_dir`` when there is one (unless

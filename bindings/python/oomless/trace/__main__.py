@@ -305,31 +305,26 @@ def main(argv=None):
                 except ValueError:
                     raise ValueError("--input-shape '%s' is not a list of whole numbers such as "
                                      "8,3,224,224" % args.input_shape) from None
-            res = run.trace_module(build, step, shape, steps=args.steps, optimizer=args.optimizer)
-            res["workload"] = {"model": args.module, "optimizer": args.optimizer}
+            res = run.document(module=build, step=step, input_shape=shape, label=args.module,
+                               steps=args.steps, optimizer=args.optimizer)
         else:
             if not args.model:
                 raise ValueError("--model or --module is needed")
             _need("transformers", "tracing a Hugging Face model")
             if args.method == "lora":
                 _need("peft", "--method lora")
-            w = run.Workload(args.model, args.method, args.precision, args.optimizer, args.batch,
-                             args.seq, args.grad_accum, args.checkpointing, args.attention,
-                             args.loss, args.lora_rank, args.lora_targets, args.lora_dropout,
-                             args.steps)
-            res = run.trace_hf(w)
-            res["workload"] = {"model": args.model, "method": w.method, "precision": w.precision,
-                               "optimizer": w.optimizer, "batch": w.batch, "seq": w.seq,
-                               "grad_accum": w.grad_accum, "checkpointing": w.checkpointing,
-                               "attention": w.attention, "loss": w.loss}
+            res = run.document(args.model, method=args.method, precision=args.precision,
+                               optimizer=args.optimizer, batch=args.batch, seq=args.seq,
+                               grad_accum=args.grad_accum, checkpointing=args.checkpointing,
+                               attention=args.attention, loss=args.loss,
+                               lora_rank=args.lora_rank, lora_targets=args.lora_targets,
+                               lora_dropout=args.lora_dropout, steps=args.steps)
     except StoreError as exc:
         sys.stderr.write("oomless trace: %s\n" % exc)
         return 3
     except (ValueError, OSError, run.TraceError) as exc:
         sys.stderr.write("oomless trace: %s\n" % exc)
         return 2
-    res["versions"] = run.versions()
-    res["outside_trace"] = ["cuda_context", "allocator_reserve", "kernel_workspaces"]
     if args.json:
         sys.stdout.write(json.dumps(res, indent=2, sort_keys=False) + "\n")
     else:

@@ -488,3 +488,36 @@ def trace_module(build, step=None, input_shape=None, steps=2, optimizer="adamw")
 
 __all__ = ["CATEGORIES", "TraceError", "Workload", "trace_hf", "trace_module", "versions",
            "find_config", "contextlib"]
+
+
+# what a trace leaves out (the estimator adds them): listed in every document
+OUTSIDE_TRACE = ["cuda_context", "allocator_reserve", "kernel_workspaces"]
+
+
+def document(model=None, module=None, step=None, input_shape=None, label=None, **options):
+    """The document ``python -m oomless.trace --json`` prints: a Hugging Face `model` traced with
+    the workload `options` (:class:`Workload`'s keywords), or any `module` (a function building
+    the nn.Module; `step`, `input_shape`, ``steps`` and ``optimizer`` as for
+    :func:`trace_module`; `label` names it in ``workload.model``)."""
+    if module is not None:
+        optimizer = options.pop("optimizer", "adamw")
+        steps = options.pop("steps", 2)
+        if options:
+            raise TraceError("with a module only steps and optimizer apply, not %s"
+                             % ", ".join(sorted(options)))
+        res = trace_module(module, step, input_shape, steps=steps, optimizer=optimizer)
+        res["workload"] = {"model": label or getattr(module, "__qualname__", repr(module)),
+                           "optimizer": optimizer}
+    else:
+        if not model:
+            raise TraceError("a model (a preset, a config.json or its folder) or a module is "
+                             "needed")
+        w = Workload(model, **options)
+        res = trace_hf(w)
+        res["workload"] = {"model": model, "method": w.method, "precision": w.precision,
+                           "optimizer": w.optimizer, "batch": w.batch, "seq": w.seq,
+                           "grad_accum": w.grad_accum, "checkpointing": w.checkpointing,
+                           "attention": w.attention, "loss": w.loss}
+    res["versions"] = versions()
+    res["outside_trace"] = list(OUTSIDE_TRACE)
+    return res
