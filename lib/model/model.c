@@ -410,6 +410,9 @@ static int read_shape(oomi_model *m, const cfg_ctx *c)
 {
     int err;
     bool t5 = m->block == OOMI_BLOCK_T5;
+    /* Gemma 3's published text configs leave out what Gemma3TextConfig defaults (transformers'
+     * configuration_gemma3.py: head_dim 256, vocab_size 262208, max_position_embeddings 131072) */
+    bool gemma3 = !strcmp(m->family, "gemma3_text");
     long dflt_ffn;
 
     if ((err = get_num(c, KEYS("hidden_size", "n_embd", "d_model", "n_embed"), &m->hidden, true,
@@ -418,7 +421,7 @@ static int read_shape(oomi_model *m, const cfg_ctx *c)
              get_num(c, KEYS("num_hidden_layers", "n_layer", "num_layers"), &m->layers, true, 0)) ||
         (err =
              get_num(c, KEYS("num_attention_heads", "n_head", "num_heads"), &m->heads, true, 0)) ||
-        (err = get_num(c, KEYS("vocab_size"), &m->vocab, true, 0)))
+        (err = get_num(c, KEYS("vocab_size"), &m->vocab, !gemma3, 262208)))
         return err;
     if (m->hidden <= 0 || m->layers <= 0 || m->heads <= 0 || m->vocab <= 0)
         return oomi_fail(OOM_EPARSE,
@@ -427,7 +430,8 @@ static int read_shape(oomi_model *m, const cfg_ctx *c)
                          c->path);
     if ((err = get_num(c, KEYS("num_key_value_heads", "num_kv_heads"), &m->kv_heads, false,
                        m->heads)) ||
-        (err = get_num(c, KEYS("head_dim", "d_kv"), &m->head_dim, false, m->hidden / m->heads)))
+        (err = get_num(c, KEYS("head_dim", "d_kv"), &m->head_dim, false,
+                       gemma3 ? 256 : m->hidden / m->heads)))
         return err;
     if (get_bool(c, "multi_query", false) && !get_bool(c, "new_decoder_architecture", false))
         m->kv_heads = 1;
@@ -435,9 +439,9 @@ static int read_shape(oomi_model *m, const cfg_ctx *c)
     if ((err =
              get_num(c, KEYS("intermediate_size", "n_inner", "d_ff", "ffn_dim", "ffn_hidden_size"),
                      &m->ffn, m->block == OOMI_BLOCK_LLAMA || t5, dflt_ffn)) ||
-        (err =
-             get_num(c, KEYS("max_position_embeddings", "n_positions", "n_ctx", "seq_length"),
-                     &m->max_pos, m->block == OOMI_BLOCK_BERT || !strcmp(m->family, "gpt2"), 0)) ||
+        (err = get_num(c, KEYS("max_position_embeddings", "n_positions", "n_ctx", "seq_length"),
+                       &m->max_pos, m->block == OOMI_BLOCK_BERT || !strcmp(m->family, "gpt2"),
+                       gemma3 ? 131072 : 0)) ||
         (err = get_num(c, KEYS("num_local_experts", "num_experts"), &m->experts, false, 0)) ||
         (err = get_num(c, KEYS("num_experts_per_tok"), &m->topk, m->experts > 0, 0)) ||
         (err = get_num(c, KEYS("num_labels"), &m->labels, false, 2)) || (err = read_experts(m, c)))
@@ -465,10 +469,50 @@ static int read_shape(oomi_model *m, const cfg_ctx *c)
     return OOM_OK;
 }
 
+/* A multimodal checkpoint (a `text_config` beside a `vision_config`): the language model is
+ * planned, the vision tower and its projector counted as extra weights. Gemma 3 only: a SigLIP
+ * encoder (transformers' modeling_siglip.py: patch embedding, learned positions, pre-norm layers
+ * of q/k/v/out projections and a 2-matrix MLP with biases, a final LayerNorm) and Gemma 3's
+ * projector (a vision x text matrix after an RMSNorm of the vision width). */
+static int count_vision(uint64_t *out, const cfg_ctx *c, json_object *text)
+{
+    cfg_ctx v = {oomi_json_get(c->cfg, "vision_config"), c->path};
+    const char *type = get_str(c, "model_type"), *vtype = get_str(&v, "model_type");
+    long h, f, layers, image, patch, channels, th;
+    uint64_t per, n;
+    int err;
+
+    if (!type || strcmp(type, "gemma3") || !vtype || strcmp(vtype, "siglip_vision_model"))
+        return oomi_fail(OOM_EUNSUPPORTED,
+                         "model config '%s': a multimodal checkpoint of model_type '%s' (vision "
+                         "'%s'): only Gemma 3's (gemma3 with a siglip_vision_model tower) is read",
+                         c->path, type ? type : "?", vtype ? vtype : "?");
+    if ((err = get_num(&v, KEYS("hidden_size"), &h, true, 0)) ||
+        (err = get_num(&v, KEYS("intermediate_size"), &f, true, 0)) ||
+        (err = get_num(&v, KEYS("num_hidden_layers"), &layers, true, 0)) ||
+        (err = get_num(&v, KEYS("image_size"), &image, true, 0)) ||
+        (err = get_num(&v, KEYS("patch_size"), &patch, true, 0)) ||
+        (err = get_num(&v, KEYS("num_channels"), &channels, false, 3)) ||
+        (err = get_num(&(cfg_ctx){text, c->path}, KEYS("hidden_size"), &th, true, 0)))
+        return err;
+    if (h <= 0 || f <= 0 || layers <= 0 || patch <= 0 || image < patch || channels <= 0)
+        return oomi_fail(OOM_EPARSE, "model config '%s': vision_config sizes out of range",
+                         c->path);
+    per = 4 * ((uint64_t)h * (uint64_t)h + (uint64_t)h) + 2 * (uint64_t)h * (uint64_t)f +
+          (uint64_t)f + (uint64_t)h + 4 * (uint64_t)h;
+    n = (uint64_t)channels * (uint64_t)patch * (uint64_t)patch * (uint64_t)h + (uint64_t)h +
+        (uint64_t)(image / patch) * (uint64_t)(image / patch) * (uint64_t)h +
+        (uint64_t)layers * per + 2 * (uint64_t)h;
+    *out = n + (uint64_t)h * (uint64_t)th + (uint64_t)h;
+    return OOM_OK;
+}
+
 int oomi_model_parse(oomi_model **out, json_object *cfg, const char *name, const char *path)
 {
     cfg_ctx c = {cfg, path};
     oomi_model *m = NULL;
+    json_object *text;
+    uint64_t vision = 0;
     const char *type;
     size_t i;
     int err;
@@ -476,6 +520,12 @@ int oomi_model_parse(oomi_model **out, json_object *cfg, const char *name, const
     *out = NULL;
     if (!json_object_is_type(cfg, json_type_object))
         return oomi_fail(OOM_EPARSE, "model config '%s' is not a JSON object", path);
+    if ((text = oomi_json_get(cfg, "text_config")) && json_object_is_type(text, json_type_object) &&
+        json_object_is_type(oomi_json_get(cfg, "vision_config"), json_type_object)) {
+        if ((err = count_vision(&vision, &c, text)))
+            return err;
+        c.cfg = text; /* the language model, planned as a causal LM */
+    }
     if (!(type = family_of(&c)))
         return oomi_fail(OOM_EPARSE, "model config '%s': missing key 'model_type'", path);
     for (i = 0; i < OOMI_ARRAY_LEN(families) && strcmp(families[i].type, type); i++)
@@ -515,6 +565,7 @@ int oomi_model_parse(oomi_model **out, json_object *cfg, const char *name, const
         oomi_model_free(m);
         return err;
     }
+    m->params += vision, m->params_active += vision, m->params_vision = vision;
     *out = m;
     return OOM_OK;
 }

@@ -54,6 +54,7 @@ typedef struct oomi_model {
     uint64_t params_active;    /* used per token (MoE: topk experts) */
     uint64_t params_embed;     /* input embeddings (incl. positions), not quantised */
     uint64_t params_lm_head;   /* untied output head (0 when tied) */
+    uint64_t params_vision;    /* a multimodal checkpoint's vision tower and projector */
     uint64_t params_linear;    /* weights of the linears inside the blocks (quantisable) */
     uint64_t params_layer_max; /* the largest block's parameters (ZeRO-3 gather) */
     uint64_t factored;         /* Adafactor state elements: rows+cols per matrix, size per vector */

@@ -113,6 +113,20 @@ static void test_exact_counts(void **state)
     assert_int_equal(mi.params, 30532122624ULL);
     assert_string_equal(mi.family, "qwen3_moe");
     oom_workload_free(w);
+    /* Gemma 3 12B as published (gemma3: a gemma3_text language model with Gemma3TextConfig's
+     * defaults for what its text_config leaves out, a SigLIP tower and projector of 421,290,864):
+     * transformers' Gemma3ForConditionalGeneration counts 12,187,325,040; text-only training
+     * trains the 11,766,034,176 of the language model (the tower gets no gradient) */
+    w = W("model=gemma-3-12b", "method=full", "precision=bf16");
+    assert_int_equal(oom_workload_model(&mi, w), OOM_OK);
+    assert_int_equal(mi.params, 12187325040ULL);
+    assert_string_equal(mi.family, "gemma3_text");
+    {
+        oom_estimate e = run(w);
+        assert_int_equal(e.params_total, 12187325040ULL);
+        assert_int_equal(e.params_trainable, 11766034176ULL);
+    }
+    oom_workload_free(w);
 }
 
 /* A mixture of experts with a dense first layer (mlp_only_layers): counted by hand, layer 0 with
