@@ -430,7 +430,10 @@ int oom_run_to_json(char **out, const oom_run_result *r)
     oomi_json_put(o, "restarts", json_object_new_int(r->restarts));
     oomi_json_put(o, "batch", json_object_new_int(r->batch));
     oomi_json_put(o, "grad_accum", json_object_new_int(r->grad_accum));
-    oomi_json_put(o, "effective_batch", json_object_new_int64(r->effective));
+    /* what the last launch ran (an inexact restart differs from the target it kept) */
+    oomi_json_put(o, "effective_batch",
+                  json_object_new_int64((int64_t)r->batch * (int64_t)r->grad_accum));
+    oomi_json_put(o, "target_effective_batch", json_object_new_int64(r->effective));
     oomi_json_put(o, "peak_bytes", oomi_json_bytes(r->peak_bytes));
     oomi_json_put(o, "oom", json_object_new_boolean(r->oom));
     oomi_json_put(o, "signal", r->stop_signal ? json_object_new_int(r->stop_signal) : NULL);

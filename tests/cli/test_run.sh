@@ -139,12 +139,15 @@ expect_contains "$OUT" "step 1/3 batch 614 accum 1" "calibration batch used"
 # next batch (95 % of the capacity), and 307 has no divisor near it: inexact accumulation
 # ladder NAME FIXED PER_SAMPLE: runs the job at batch 307 with events in $TMP/NAME.jsonl
 ladder() {
-    oom run --batch-size 307 --events "$TMP/$1.jsonl" -- "${JOB[@]}" --steps 2 --fixed "$2" \
-        --per-sample "$3" --marker "$MARK"
+    oom run --batch-size 307 --events "$TMP/$1.jsonl" "${@:4}" -- "${JOB[@]}" --steps 2 \
+        --fixed "$2" --per-sample "$3" --marker "$MARK"
     expect_rc 0 "$1: recovered"
 }
 marker
-ladder prime 1G 30M
+ladder prime 1G 30M --json
+# the document says what the last launch ran, and the target it kept apart
+expect_eq "$(jq -c '[.batch, .grad_accum, .effective_batch, .target_effective_batch]' <<<"$OUT")" \
+    "[233,1,233,307]" "prime: --json effective batch as run, target apart"
 expect_eq "$(launches "$TMP/prime.jsonl")" "307 233 " \
     "prime: 307 -> 233, not 307 -> 1"
 expect_contains "$(jq -r 'select(.event == "restart") | .reason' "$TMP/prime.jsonl")" \
