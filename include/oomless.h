@@ -1230,7 +1230,7 @@ typedef struct oom_plan_result {
     uint64_t others_bytes; /**< memory in use on the detected GPU (oom_target.others_bytes) */
     char *others;          /**< the processes holding it, or NULL; owned */
     int workers_requested; /**< 1: the request named workers (N, 1 or auto): reports show them */
-    long tensor_parallel; /**< inference: GPUs one model copy is split over (1: none) */
+    long tensor_parallel;  /**< inference: GPUs one model copy is split over (1: none) */
     /** inference: the activation peak of a serving engine's start-up profile run (vLLM's
      * profile_run: serve_batched_tokens tokens in one forward, then the sampler over max_num_seqs
      * = best->knobs.batch rows), per GPU; 0 for training plans */

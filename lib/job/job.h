@@ -131,7 +131,7 @@ typedef struct oomi_launch {
     uint64_t peak_bytes;
     uint64_t others_peak_bytes; /* the most other processes held on the job's GPU (0: none seen) */
     size_t others_gpu;          /* that GPU's position in the sample */
-    uint64_t capacity_bytes; /* total memory of the GPU where the peak was seen; 0: not known */
+    uint64_t capacity_bytes;    /* total memory of the GPU where the peak was seen; 0: not known */
     double duration_s;
     long step;
     int recovery_batch;   /* the micro-batch an OOMLESS_RECOVERY line agreed on, 0 when none */
