@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "oomless.h"
+#include "unit/tmpdir.h"
 
 #include <errno.h>
 #include <ftw.h>
@@ -43,8 +44,8 @@ static void on_notice(const char *message, void *user)
  */
 
 struct fixture {
-    char dir[64];
-    char path[256]; /* dir/calibration.jsonl */
+    char dir[256];
+    char path[320]; /* dir/calibration.jsonl */
     char *key;
 };
 
@@ -53,7 +54,7 @@ static int setup(void **state)
     struct fixture *f = calloc(1, sizeof(*f));
     if (!f)
         return -1;
-    snprintf(f->dir, sizeof(f->dir), "/tmp/oomless-calib.XXXXXX");
+    test_tmp_path(f->dir, sizeof(f->dir), "oomless-calib.XXXXXX");
     if (!mkdtemp(f->dir) || oom_calibration_command_key(&f->key, argv_a) != OOM_OK) {
         free(f);
         return -1;
@@ -127,7 +128,7 @@ static oom_calibration record(const struct fixture *f, int batch)
 /* the line save() writes for a record with this batch (malloc'ed), through a scratch file */
 static char *record_line(const struct fixture *f, int batch, size_t *len)
 {
-    char scratch[300];
+    char scratch[320];
     oom_calibration rec = record(f, batch);
     char *line;
     snprintf(scratch, sizeof(scratch), "%s/scratch.jsonl", f->dir);
@@ -290,7 +291,7 @@ static void test_symlink_store_is_refused(void **state)
 {
     struct fixture *f = *state;
     oom_calibration rec = record(f, 20);
-    char target[300], link[300], dangling[300], missing[300];
+    char target[320], link[320], dangling[320], missing[320];
     size_t len;
     char *text;
 

@@ -129,6 +129,21 @@ static void test_exact_counts(void **state)
     oom_workload_free(w);
 }
 
+/* The parameters the estimator counts for a config.json given as text (written to a temp file) */
+static uint64_t config_params(const char *cfg)
+{
+    char *path = test_write_tmp(cfg), model[600];
+    oom_model_info mi = OOM_MODEL_INFO_INIT;
+    oom_workload *w;
+    assert_non_null(path);
+    snprintf(model, sizeof(model), "model=%s", path);
+    w = W(model, "seq=128");
+    assert_int_equal(oom_workload_model(&mi, w), OOM_OK);
+    oom_workload_free(w);
+    unlink(path);
+    return mi.params;
+}
+
 /* A mixture of experts with a dense first layer (mlp_only_layers): counted by hand, layer 0 with
  * its own MLP of intermediate_size, layer 1 with the router and four experts of
  * moe_intermediate_size; transformers' Qwen3MoeForCausalLM counts the same 87,168 */
@@ -143,19 +158,10 @@ static void test_moe_dense_layers(void **state)
         "\"max_position_embeddings\": 256, \"tie_word_embeddings\": false}";
     const uint64_t embed = 2 * 100 * 64, attn = 4096 + 2048 + 2048 + 4096 + 2 * 64 + 2 * 16;
     const uint64_t dense = 3 * 64 * 128, moe = 64 * 4 + 4 * 3 * 64 * 32;
-    char *path = test_write_tmp(cfg), model[600];
-    oom_model_info mi = OOM_MODEL_INFO_INIT;
-    oom_workload *w;
+    uint64_t params = config_params(cfg);
     (void)state;
-    assert_non_null(path);
-    snprintf(model, sizeof(model), "model=%s", path);
-    w = W(model, "seq=128");
-    assert_non_null(w);
-    assert_int_equal(oom_workload_model(&mi, w), OOM_OK);
-    assert_int_equal(mi.params, embed + 2 * attn + dense + moe + 64);
-    assert_int_equal(mi.params, 87168);
-    oom_workload_free(w);
-    unlink(path);
+    assert_int_equal(params, embed + 2 * attn + dense + moe + 64);
+    assert_int_equal(params, 87168);
 }
 
 /* Qwen2-MoE: q/k/v biases, a gated shared expert of its own width beside the routed ones in
@@ -172,18 +178,10 @@ static void test_moe_shared_expert(void **state)
         "\"max_position_embeddings\": 256, \"tie_word_embeddings\": false}";
     const uint64_t embed = 2 * 100 * 64, attn = 4096 + 64 + 2 * (2048 + 32) + 4096 + 2 * 64;
     const uint64_t routed = 64 * 4 + 4 * 3 * 64 * 32, shared = 3 * 64 * 48 + 64;
-    char *path = test_write_tmp(cfg), model[600];
-    oom_model_info mi = OOM_MODEL_INFO_INIT;
-    oom_workload *w;
+    uint64_t params = config_params(cfg);
     (void)state;
-    assert_non_null(path);
-    snprintf(model, sizeof(model), "model=%s", path);
-    w = W(model, "seq=128");
-    assert_int_equal(oom_workload_model(&mi, w), OOM_OK);
-    assert_int_equal(mi.params, embed + 3 * attn + 2 * (routed + shared) + 3 * 64 * 128 + 64);
-    assert_int_equal(mi.params, 143296);
-    oom_workload_free(w);
-    unlink(path);
+    assert_int_equal(params, embed + 3 * attn + 2 * (routed + shared) + 3 * 64 * 128 + 64);
+    assert_int_equal(params, 143296);
 }
 
 /* KV cache bytes per token in 16-bit: 2 * layers * kv_heads * head_dim * 2 */

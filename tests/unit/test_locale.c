@@ -14,6 +14,7 @@
 
 #include "core/core.h"
 #include "oomless.h"
+#include "unit/tmpdir.h"
 
 #include <ctype.h>
 #include <json-c/json.h>
@@ -104,12 +105,12 @@ static void test_yaml_and_catalog(void **state)
 /* A record saved in the comma locale is written with '.', and found again. */
 static void test_calibration_record(void **state)
 {
-    char dir[] = "/tmp/oomless-locale.XXXXXX", path[128], *key = NULL, *text = NULL;
+    char dir[256], path[300], *key = NULL, *text = NULL;
     const char *argv[] = {"python", "train.py", "{batch}", NULL};
     oom_calibration rec = OOM_CALIBRATION_INIT, *got = NULL;
     size_t len;
     (void)state;
-    assert_non_null(mkdtemp(dir));
+    assert_non_null(mkdtemp(test_tmp_path(dir, sizeof(dir), "oomless-locale.XXXXXX")));
     snprintf(path, sizeof(path), "%s/calibration.jsonl", dir);
     assert_int_equal(oom_calibration_command_key(&key, argv), OOM_OK);
     rec.gpu = "NVIDIA A100-SXM4-80GB";

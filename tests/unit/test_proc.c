@@ -381,10 +381,10 @@ static void test_sampling_reads_no_process_table(void **state)
 static void test_closed_std_fds(void **state)
 {
     const char *argv[] = {"sh", "-c", "cat >/dev/null && echo out && echo err >&2", NULL};
-    char opath[] = "/tmp/oomless-test-proc-out.XXXXXX",
-         epath[] = "/tmp/oomless-test-proc-err.XXXXXX";
-    char buf[64];
-    int ofd = mkstemp(opath), efd = mkstemp(epath), status = 0;
+    char opath[256], epath[256], buf[64];
+    int ofd = mkstemp(test_tmp_path(opath, sizeof(opath), "oomless-test-proc-out.XXXXXX"));
+    int efd = mkstemp(test_tmp_path(epath, sizeof(epath), "oomless-test-proc-err.XXXXXX"));
+    int status = 0;
     pid_t pid;
     ssize_t n;
 

@@ -187,8 +187,9 @@ static void test_calibration_roundtrip(void **state)
 static void test_events_above_std_fds(void **state)
 {
     const char *argv[] = {"sh", "-c", "echo job-stderr-text >&2", NULL};
-    char path[] = "/tmp/oomless-test-run-events.XXXXXX", buf[4096];
-    int fd = mkstemp(path), status = 0;
+    char path[256], buf[4096];
+    int fd = mkstemp(test_tmp_path(path, sizeof(path), "oomless-test-run-events.XXXXXX"));
+    int status = 0;
     pid_t pid;
     ssize_t n;
 
