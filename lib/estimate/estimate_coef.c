@@ -97,9 +97,9 @@ static void read_set(rd *r, json_object *blk, oomi_act_coef *set)
 /* Names the next of OOMI_COEF_FAMILIES per-model_type sets (`out`, `size` bytes; NULL when n
  * sets are already there) after `key`; false with r->err set when there are too many or the
  * name is too long. */
-static bool name_set(rd *r, const char *what, const char *key, size_t n, char *out, size_t size)
+static bool name_set(rd *r, const char *what, const char *key, char *out, size_t size)
 {
-    if (!out || n >= OOMI_COEF_FAMILIES || strlen(key) >= size) {
+    if (!out || strlen(key) >= size) {
         r->err = oomi_fail(OOM_EPARSE,
                            "coefficients '%s': %s set '%s': too many sets or too long a name (at "
                            "most %d of %zu characters)",
@@ -137,7 +137,7 @@ static void read_act(rd *r, json_object *acts)
             !json_object_is_type(val, json_type_object) ||
             !json_object_object_get_ex(val, "16bit", &probe))
             continue;
-        if (!name_set(r, "activation", key, coef.nfamilies,
+        if (!name_set(r, "activation", key,
                       coef.nfamilies < OOMI_COEF_FAMILIES ? coef.family[coef.nfamilies].model_type
                                                           : NULL,
                       sizeof(coef.family[0].model_type)))
@@ -189,7 +189,7 @@ static void read_infer(rd *r, json_object *inf)
         json_object *sd, *eg;
         if (r->err || !json_object_is_type(val, json_type_object))
             continue;
-        if (!name_set(r, "inference", key, coef.ninfer,
+        if (!name_set(r, "inference", key,
                       coef.ninfer < OOMI_COEF_FAMILIES ? coef.infer[coef.ninfer].model_type : NULL,
                       sizeof(coef.infer[0].model_type)))
             return;
