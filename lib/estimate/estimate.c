@@ -401,6 +401,48 @@ static double tp_kv_heads(const ctx *x)
     return kv >= x->w->tp ? (double)(kv / x->w->tp) : 1;
 }
 
+/* What a serving engine allocates per layer type (vLLM's KV-cache specs, vllm/v1/
+ * kv_cache_interface.py): FullAttentionSpec, a page of block_size tokens x num_kv_heads x (head
+ * size of K + of V) x dtype bytes per layer; SlidingWindowSpec, the same page but only the
+ * blocks of the last sliding_window tokens of a sequence (the scheduler frees the ones before,
+ * vllm/v1/core/single_type_kv_cache_manager.py, SlidingWindowManager); MLAAttentionSpec, one
+ * head (num_kv_heads 1) of kv_lora_rank + qk_rope_head_dim, no separate V. MLA's latent is not
+ * split over tensor-parallel GPUs: each holds all of it (vLLM's ModelConfig.get_num_kv_heads is
+ * 1 for MLA). transformers' DynamicCache keeps every token of every layer during a prefill and
+ * stores MLA's keys (qk_nope + qk_rope per head) and values (v_head_dim per head) expanded
+ * (modeling_deepseek_v3.py, DeepseekV3Attention.forward). */
+void oomi_kv_layout_of(oomi_kv_layout *out, const oom_workload *w)
+{
+    const oomi_model *m = w->model;
+    long tp = w->tp > 1 ? w->tp : 1;
+    double heads = (double)m->heads / (double)tp;
+    long kv = m->kv_heads > 0 ? m->kv_heads : m->heads;
+
+    memset(out, 0, sizeof(*out));
+    if (w->k.method != OOM_METHOD_INFERENCE || m->block == OOMI_BLOCK_BERT)
+        return;
+    out->vllm = !w->kv_transformers;
+    out->latent = m->kv_lora > 0 && out->vllm;
+    out->full = m->layers;
+    if (out->vllm && m->window > 0 && m->window_layers > 0) {
+        out->sliding = m->window_layers;
+        out->full = m->layers - m->window_layers;
+        out->window = m->window;
+    }
+    if (out->latent)
+        out->elems = (double)(m->kv_lora + m->qk_rope);
+    else if (m->kv_lora > 0)
+        out->elems = heads * (double)(m->qk_nope + m->qk_rope + m->v_head);
+    else /* KV heads divided by tp but never below one per GPU (see tp_kv_heads) */
+        out->elems = 2.0 * (kv >= tp ? (double)(kv / tp) : 1) * (double)m->head_dim;
+}
+
+double oomi_kv_bytes(const oomi_kv_layout *kv, double batch, double seq, double e)
+{
+    double win = kv->window > 0 && (double)kv->window < seq ? (double)kv->window : seq;
+    return ((double)kv->full * seq + (double)kv->sliding * win) * kv->elems * batch * e;
+}
+
 static oom_phase inference(const ctx *x, mem *peak)
 {
     const oomi_model *m = x->m;
@@ -409,12 +451,15 @@ static oom_phase inference(const ctx *x, mem *peak)
     double kvd = tp_kv_heads(x) * (double)m->head_dim, f = m->ffn_tok_max / tp;
     double heads = (double)m->heads / tp;
     double kv = 0, act, t = 0, sc = 0, lg = 0;
+    oomi_kv_layout lay;
     size_t i;
 
-    if (m->block == OOMI_BLOCK_T5)
+    if (m->block == OOMI_BLOCK_T5) {
         kv = (double)m->layers * 2 * kvd * b * (ds + s) * x->e; /* self + cross caches */
-    else if (m->block != OOMI_BLOCK_BERT)
-        kv = (double)m->layers * 2 * kvd * b * s * x->e;
+    } else {
+        oomi_kv_layout_of(&lay, x->w);
+        kv = oomi_kv_bytes(&lay, b, s, x->e);
+    }
     for (i = 0; i < x->c->ninfer; i++)
         if (!strcmp(x->c->infer[i].model_type, m->family))
             break;

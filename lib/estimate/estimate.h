@@ -75,6 +75,21 @@ int oomi_coef_get(const oomi_coef **out);
  * (0.0: unknown): the batch-dependent part grows by the allocator's fragmentation, the CUDA
  * context is added, as the estimator does for its own components (estimate.c). */
 int oomi_traced_to_device(oom_probe_fit *fit, int cc_major, int cc_minor);
+/* The KV cache of an inference workload per layer type (estimate.c): the layers that keep every
+ * token, those that keep the last `window` tokens of each sequence, and the elements one token
+ * takes in one layer on one GPU: 2 x KV heads x head_dim, or MLA's one latent of kv_lora_rank +
+ * qk_rope_head_dim (the same on every tensor-parallel GPU). `vllm` false: transformers' cache
+ * (every layer every token, MLA's keys and values expanded per head). No cache: all zero. */
+typedef struct oomi_kv_layout {
+    long full, sliding, window;
+    bool latent, vllm;
+    double elems;
+} oomi_kv_layout;
+void oomi_kv_layout_of(oomi_kv_layout *out, const oom_workload *w);
+/* Bytes of that cache for `batch` sequences of `seq` tokens, `e` bytes per element */
+double oomi_kv_bytes(const oomi_kv_layout *kv, double batch, double seq, double e);
+/* {"stack", "full", "sliding", "window", "latent", "elements_per_token"}; NULL without a cache */
+json_object *oomi_kv_layout_json(const oom_workload *w);
 /* the "memory" object of the estimate JSON, shared by plan (estimate_json.c); NULL on ENOMEM */
 json_object *oomi_estimate_memory_json(const oom_estimate *e);
 
