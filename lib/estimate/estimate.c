@@ -408,21 +408,22 @@ static double tp_kv_heads(const ctx *x)
  * vllm/v1/core/single_type_kv_cache_manager.py, SlidingWindowManager); MLAAttentionSpec, one
  * head (num_kv_heads 1) of kv_lora_rank + qk_rope_head_dim, no separate V. MLA's latent is not
  * split over tensor-parallel GPUs: each holds all of it (vLLM's ModelConfig.get_num_kv_heads is
- * 1 for MLA). transformers' DynamicCache keeps every token of every layer during a prefill and
- * stores MLA's keys (qk_nope + qk_rope per head) and values (v_head_dim per head) expanded
- * (modeling_deepseek_v3.py, DeepseekV3Attention.forward). */
+ * 1 for MLA). transformers' DynamicCache keeps every token of every layer during a prefill; for
+ * MLA it too stores the latent and the RoPE key, before their expansion to the heads
+ * (modeling_deepseek_v3.py, DeepseekV3Attention.forward: "Cache read / write is performed while
+ * latent KV is still compressed"; the tracer's KV cache of a 3-layer DeepSeek-V3 at 2 x 1024
+ * tokens is 3 x 2048 x 576 x 2 bytes). */
 void oomi_kv_layout_of(oomi_kv_layout *out, const oom_workload *w)
 {
     const oomi_model *m = w->model;
     long tp = w->tp > 1 ? w->tp : 1;
-    double heads = (double)m->heads / (double)tp;
     long kv = m->kv_heads > 0 ? m->kv_heads : m->heads;
 
     memset(out, 0, sizeof(*out));
     if (w->k.method != OOM_METHOD_INFERENCE || m->block == OOMI_BLOCK_BERT)
         return;
     out->vllm = !w->kv_transformers;
-    out->latent = m->kv_lora > 0 && out->vllm;
+    out->latent = m->kv_lora > 0;
     out->full = m->layers;
     if (out->vllm && m->window > 0 && m->window_layers > 0) {
         out->sliding = m->window_layers;
@@ -431,8 +432,6 @@ void oomi_kv_layout_of(oomi_kv_layout *out, const oom_workload *w)
     }
     if (out->latent)
         out->elems = (double)(m->kv_lora + m->qk_rope);
-    else if (m->kv_lora > 0)
-        out->elems = heads * (double)(m->qk_nope + m->qk_rope + m->v_head);
     else /* KV heads divided by tp but never below one per GPU (see tp_kv_heads) */
         out->elems = 2.0 * (kv >= tp ? (double)(kv / tp) : 1) * (double)m->head_dim;
 }
@@ -441,6 +440,35 @@ double oomi_kv_bytes(const oomi_kv_layout *kv, double batch, double seq, double 
 {
     double win = kv->window > 0 && (double)kv->window < seq ? (double)kv->window : seq;
     return ((double)kv->full * seq + (double)kv->sliding * win) * kv->elems * batch * e;
+}
+
+/* The prefill's working set fitted on the trace (bench/trace/fit_inference.py): the largest of
+ * the MLP moment (with experts: a dense layer's MLP, and a layer with experts, which keeps
+ * moe_kh elements per top-k x hidden element), and the attention moment where attention weights
+ * are kept (eager, SDPA's math path) or where multi-head latent attention's expanded heads (per
+ * element of heads x (2 x query/key width + value width)) outgrow the MLP's */
+static double fitted_prefill(const ctx *x, const oomi_infer_coef *c, double b, double s)
+{
+    const oomi_model *m = x->m;
+    double tp = (double)x->w->tp, heads = (double)m->heads / tp, h = (double)m->hidden;
+    double f = m->ffn_tok_max / tp, a = 0, per = 0, hc = 0, act, att, hd = 0;
+
+    if (c->moe_kh > 0 && m->sparse_layers > 0) {
+        double sparse = c->h * h + c->moe_kh * (double)m->topk * h;
+        f = m->sparse_layers < m->layers ? (double)m->ffn_dense / tp : 0;
+        act = b * s * (c->h * h + c->f * f > sparse ? c->h * h + c->f * f : sparse) * x->e;
+    } else {
+        act = b * s * (c->h * h + c->f * f) * x->e;
+    }
+    if (x->w->k.attention == OOM_ATTENTION_EAGER)
+        a = c->eager_a, per = c->eager_score, hc = c->eager_heads;
+    else /* SDPA, and flash attention for the expanded heads (no weights kept) */
+        a = x->w->k.attention == OOM_ATTENTION_SDPA ? c->sdpa_a : 0,
+        per = x->w->k.attention == OOM_ATTENTION_SDPA ? c->sdpa_score : 0, hc = c->sdpa_heads;
+    if (m->kv_lora > 0)
+        hd = heads * (2.0 * (double)(m->qk_nope + m->qk_rope) + (double)m->v_head);
+    att = b * s * (a * h + hc * hd) * x->e + per * b * heads * s * s;
+    return (per > 0 || hc * hd > 0) && att > act ? att : act;
 }
 
 static oom_phase inference(const ctx *x, mem *peak)
@@ -464,17 +492,7 @@ static oom_phase inference(const ctx *x, mem *peak)
         if (!strcmp(x->c->infer[i].model_type, m->family))
             break;
     if (i < x->c->ninfer) {
-        /* fitted on the trace (bench/trace/fit_inference.py): the larger of the MLP moment and,
-         * where attention weights are kept, the attention moment */
-        double a = 0, per = 0, att;
-        act = b * s * (x->c->infer[i].h * (double)m->hidden + x->c->infer[i].f * f) * x->e;
-        if (x->w->k.attention == OOM_ATTENTION_EAGER)
-            a = x->c->infer[i].eager_a, per = x->c->infer[i].eager_score;
-        else if (x->w->k.attention == OOM_ATTENTION_SDPA)
-            a = x->c->infer[i].sdpa_a, per = x->c->infer[i].sdpa_score;
-        att = b * s * a * (double)m->hidden * x->e + per * b * heads * s * s;
-        if (per > 0 && att > act)
-            act = att;
+        act = fitted_prefill(x, &x->c->infer[i], b, s);
     } else {
         act = b * s * (x->c->infer_h * (double)m->hidden + x->c->infer_f * f) * x->e;
         if (x->w->k.attention == OOM_ATTENTION_EAGER ||

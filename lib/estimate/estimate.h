@@ -32,6 +32,16 @@ enum { OOMI_REGIME_16BIT, OOMI_REGIME_AMP, OOMI_REGIME_FP32, OOMI_REGIMES };
 enum { OOMI_COEF_BLOCKS = 5 };    /* llama, gpt, bert, t5, t5 gated */
 enum { OOMI_COEF_FAMILIES = 16 }; /* sets fitted for one model_type, overriding its block's */
 
+/* a prefill working set fitted for one model_type (inference.by_model_type): the MLP moment
+ * (elements per token per hidden and MLP element), the attention moment for SDPA and for eager
+ * attention (per hidden element, bytes per attention score, per element of multi-head latent
+ * attention's expanded heads: heads x (2 x query/key width + value width)), and a layer with
+ * experts (per top-k x hidden element; 0: the MLP term covers it) */
+typedef struct oomi_infer_coef {
+    char model_type[32];
+    double h, f, sdpa_a, sdpa_score, sdpa_heads, eager_a, eager_score, eager_heads, moe_kh;
+} oomi_infer_coef;
+
 typedef struct oomi_coef {
     oomi_act_coef act[OOMI_COEF_BLOCKS][OOMI_REGIMES];
     struct {
@@ -50,10 +60,7 @@ typedef struct oomi_coef {
     /* fitted prefill working sets by model_type: the MLP moment (elements per token per hidden
      * and MLP element) and, where attention weights are kept, the attention moment (elements
      * per token per hidden element + bytes per score), for SDPA and for eager attention */
-    struct {
-        char model_type[32];
-        double h, f, sdpa_a, sdpa_score, eager_a, eager_score;
-    } infer[OOMI_COEF_FAMILIES];
+    oomi_infer_coef infer[OOMI_COEF_FAMILIES];
     size_t ninfer;
     double nf4_bytes, int8_bytes, adam8_bytes;
     double opt_temp[8]; /* optimizer-step temporaries, x one state copy, by oom_optimizer */
@@ -79,7 +86,7 @@ int oomi_traced_to_device(oom_probe_fit *fit, int cc_major, int cc_minor);
  * token, those that keep the last `window` tokens of each sequence, and the elements one token
  * takes in one layer on one GPU: 2 x KV heads x head_dim, or MLA's one latent of kv_lora_rank +
  * qk_rope_head_dim (the same on every tensor-parallel GPU). `vllm` false: transformers' cache
- * (every layer every token, MLA's keys and values expanded per head). No cache: all zero. */
+ * during a prefill (every layer every token). No cache: all zero. */
 typedef struct oomi_kv_layout {
     long full, sliding, window;
     bool latent, vllm;

@@ -186,7 +186,7 @@ static void read_infer(rd *r, json_object *inf)
         return;
     json_object_object_foreach(by, key, val)
     {
-        json_object *sd, *eg;
+        json_object *sd, *eg, *mo = NULL;
         if (r->err || !json_object_is_type(val, json_type_object))
             continue;
         if (!name_set(r, "inference", key,
@@ -199,6 +199,11 @@ static void read_infer(rd *r, json_object *inf)
         coef.infer[coef.ninfer].sdpa_score = num(r, sd, "score");
         coef.infer[coef.ninfer].eager_a = num(r, eg, "a");
         coef.infer[coef.ninfer].eager_score = num(r, eg, "score");
+        /* optional: multi-head latent attention's expanded heads, layers with experts */
+        coef.infer[coef.ninfer].sdpa_heads = oomi_json_get(sd, "heads") ? num(r, sd, "heads") : 0;
+        coef.infer[coef.ninfer].eager_heads = oomi_json_get(eg, "heads") ? num(r, eg, "heads") : 0;
+        coef.infer[coef.ninfer].moe_kh =
+            json_object_object_get_ex(val, "moe", &mo) ? num(r, mo, "kh") : 0;
         coef.ninfer++;
     }
 }

@@ -107,8 +107,8 @@ static const oom_option *const options[] = {
                         "--tensor-parallel-size (default 1)"},
     &(const oom_option){OOM_OPTION_VERSION, "kv-cache", "vllm|transformers",
                         "inference: the KV cache of a serving engine (sliding-window layers "
-                        "keep the window, MLA one latent) or of transformers' prefill (every "
-                        "layer every token, MLA expanded per head) (default vllm)"},
+                        "keep the window) or of transformers' prefill (every layer every "
+                        "token) (default vllm)"},
 };
 
 const oom_option *const *oom_workload_options(size_t *count)
