@@ -145,6 +145,22 @@ static const oomi_act_coef *act_coef(const ctx *x)
     return &x->c->act[b][regime(x)];
 }
 
+/* What a layer of multi-head latent attention saves per token beyond its MLP (`mla` set,
+ * bench/trace/README.md): the hidden states, every head's keys without and with RoPE and values
+ * (the expanded latent), the query and key/value latents; a frozen base keeps less of the
+ * hidden states and of the latents */
+static double mla_per_token(const ctx *x, const oomi_act_coef *a)
+{
+    const oomi_model *m = x->m;
+    double H = (double)m->heads, lat = (double)(m->q_lora + m->kv_lora);
+    double b = a->mla_h * (double)m->hidden + a->mla_nope * H * (double)m->qk_nope +
+               a->mla_rope * H * (double)m->qk_rope + a->mla_v * H * (double)m->v_head +
+               a->mla_q_lora * (double)m->q_lora + a->mla_kv_lora * (double)m->kv_lora;
+    if (x->frozen)
+        b -= a->mla_frozen_h * (double)m->hidden + a->mla_frozen_lora * lat;
+    return b;
+}
+
 /* bytes saved per token by one (encoder or only) layer, without the eager score term */
 static double layer_per_token(const ctx *x)
 {
@@ -162,6 +178,9 @@ static double layer_per_token(const ctx *x)
         b += (a->qk_norm - (x->frozen ? a->frozen_qk_norm : 0)) * (qd + kvd);
     if (x->frozen)
         b -= a->frozen_h * h + a->frozen_q * qd + a->frozen_f * f;
+    if (m->kv_lora > 0 && a->mla) /* multi-head latent attention instead of h, q and kv */
+        b += mla_per_token(x, a) - (a->h - (x->frozen ? a->frozen_h : 0)) * h -
+             (a->q - (x->frozen ? a->frozen_q : 0)) * qd - a->kv * kvd;
     if (m->sparse_layers > 0) { /* averaged over the layers, as f is */
         double share = (double)m->sparse_layers / (double)m->layers, k = (double)m->topk;
         b += share * ((a->moe_kh - (x->frozen ? a->moe_frozen_kh : 0)) * k * h + a->moe_k * k);

@@ -26,6 +26,12 @@ typedef struct oomi_act_coef {
     /* a layer with experts, per token: per top-k x hidden element (the routed hidden states),
      * the part of it a frozen base does not keep, per expert slot (routing weights, indices) */
     double moe_kh, moe_frozen_kh, moe_k;
+    /* multi-head latent attention (DeepSeek), in place of h, q and kv: per hidden element, per
+     * element of the heads' key widths without and with RoPE and of their value width, per
+     * element of the query and key/value latents; frozen: per hidden and per latent element */
+    bool mla;
+    double mla_h, mla_nope, mla_rope, mla_v, mla_q_lora, mla_kv_lora, mla_frozen_h;
+    double mla_frozen_lora;
 } oomi_act_coef;
 
 enum { OOMI_REGIME_16BIT, OOMI_REGIME_AMP, OOMI_REGIME_FP32, OOMI_REGIMES };

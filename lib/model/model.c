@@ -207,8 +207,8 @@ static int read_experts(oomi_model *m, const cfg_ctx *c)
             ((double)m->sparse_layers * sparse + (double)dense * (double)m->ffn_dense) /
             (double)m->layers;
         m->ffn_tok_max = dense > 0 && (double)m->ffn_dense > sparse ? (double)m->ffn_dense : sparse;
-    } else {
-        m->ffn_tok_mean = m->ffn_tok_max = (double)m->ffn;
+    } else { /* dense, or experts that no layer has: every layer's MLP is the dense width */
+        m->ffn_tok_mean = m->ffn_tok_max = (double)m->ffn_dense;
     }
     return OOM_OK;
 }
