@@ -1236,9 +1236,17 @@ typedef struct oom_plan_result {
      * = best->knobs.batch rows), per GPU; 0 for training plans */
     uint64_t serve_profile_bytes;
     long serve_batched_tokens;
+    /* version 3 */
+    /** inference: the KV cache per layer type, as the estimate JSON's "kv_cache_layers": layers
+     * that keep every token, layers that keep the last kv_window tokens (0: none), the elements
+     * one token takes in one layer on one GPU; kv_latent 1 for multi-head latent attention (one
+     * latent per token and layer, the same on every GPU); kv_vllm 1 for a serving engine's cache
+     * (kv-cache vllm), 0 for transformers' */
+    long kv_full_layers, kv_sliding_layers, kv_window, kv_elements;
+    int kv_latent, kv_vllm;
 } oom_plan_result;
 
-#define OOM_PLAN_RESULT_VERSION 2
+#define OOM_PLAN_RESULT_VERSION 3
 #define OOM_PLAN_RESULT_INIT                                                                       \
     {                                                                                              \
         .version = OOM_PLAN_RESULT_VERSION                                                         \

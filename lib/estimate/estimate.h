@@ -101,8 +101,9 @@ typedef struct oomi_kv_layout {
 void oomi_kv_layout_of(oomi_kv_layout *out, const oom_workload *w);
 /* Bytes of that cache for `batch` sequences of `seq` tokens, `e` bytes per element */
 double oomi_kv_bytes(const oomi_kv_layout *kv, double batch, double seq, double e);
-/* {"stack", "full", "sliding", "window", "latent", "elements_per_token"}; NULL without a cache */
-json_object *oomi_kv_layout_json(const oom_workload *w);
+/* {"stack", "full", "sliding", "window", "latent", "elements_per_token"}; NULL without a cache
+ * (estimate_json.c; the plan's JSON too) */
+json_object *oomi_kv_layout_json(const oomi_kv_layout *kv);
 /* the "memory" object of the estimate JSON, shared by plan (estimate_json.c); NULL on ENOMEM */
 json_object *oomi_estimate_memory_json(const oom_estimate *e);
 

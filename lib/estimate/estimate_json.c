@@ -98,21 +98,17 @@ json_object *oomi_estimate_memory_json(const oom_estimate *e)
     return o;
 }
 
-json_object *oomi_kv_layout_json(const oom_workload *w)
+json_object *oomi_kv_layout_json(const oomi_kv_layout *kv)
 {
-    oomi_kv_layout kv;
     json_object *o;
-    if (!w->model)
+    if (kv->elems <= 0 || !(o = json_object_new_object()))
         return NULL;
-    oomi_kv_layout_of(&kv, w);
-    if (kv.elems <= 0 || w->model->block == OOMI_BLOCK_T5 || !(o = json_object_new_object()))
-        return NULL;
-    oomi_json_put(o, "stack", json_object_new_string(oomi_kv_cache_names[!kv.vllm]));
-    oomi_json_put(o, "full", json_object_new_int64(kv.full));
-    oomi_json_put(o, "sliding", json_object_new_int64(kv.sliding));
-    oomi_json_put(o, "window", kv.window ? json_object_new_int64(kv.window) : NULL);
-    oomi_json_put(o, "latent", json_object_new_boolean(kv.latent));
-    oomi_json_put(o, "elements_per_token", json_object_new_int64((int64_t)kv.elems));
+    oomi_json_put(o, "stack", json_object_new_string(oomi_kv_cache_names[!kv->vllm]));
+    oomi_json_put(o, "full", json_object_new_int64(kv->full));
+    oomi_json_put(o, "sliding", json_object_new_int64(kv->sliding));
+    oomi_json_put(o, "window", kv->window ? json_object_new_int64(kv->window) : NULL);
+    oomi_json_put(o, "latent", json_object_new_boolean(kv->latent));
+    oomi_json_put(o, "elements_per_token", json_object_new_int64((int64_t)kv->elems));
     return o;
 }
 
@@ -172,8 +168,11 @@ int oom_estimate_to_json_budget(char **out, const oom_workload *w, const oom_est
         oomi_json_put(root, "model", model_json(w));
     if (e)
         estimate_json(root, e);
-    if (e && e->kv_cache)
-        oomi_json_put(root, "kv_cache_layers", oomi_kv_layout_json(w));
+    if (e && e->kv_cache && w->model && w->model->block != OOMI_BLOCK_T5) {
+        oomi_kv_layout kv;
+        oomi_kv_layout_of(&kv, w);
+        oomi_json_put(root, "kv_cache_layers", oomi_kv_layout_json(&kv));
+    }
     if (e && budget)
         oomi_json_put(root, "budget", budget_json(e, budget));
     return oomi_json_finish(out, root);
