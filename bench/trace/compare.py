@@ -83,7 +83,10 @@ def model_path(model):
 
 
 def estimate(binary, cell):
-    r = subprocess.run([binary, "estimate", "--json"] +
+    # the tracer runs transformers' prefill, whose cache keeps every token of every layer (the
+    # estimator's default is a serving engine's: sliding-window layers keep their window)
+    stack = ["--kv-cache", "transformers"] if cell.get("method") == "inference" else []
+    r = subprocess.run([binary, "estimate", "--json"] + stack +
                        flags(dict(cell, model=model_path(cell["model"]))), capture_output=True,
                        text=True)
     if r.returncode not in (0, 1):

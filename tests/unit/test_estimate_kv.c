@@ -14,35 +14,9 @@
 
 #include "oomless.h"
 #include "unit/tmpdir.h"
+#include "unit/workload.h"
 
-/* a workload from "key=value" pairs; fails the test when one is refused */
-static oom_workload *make(const char *const *kv)
-{
-    oom_workload *w = NULL;
-    size_t i;
-    assert_int_equal(oom_workload_create(&w), OOM_OK);
-    for (i = 0; kv[i]; i++) {
-        char key[64];
-        const char *eq = strchr(kv[i], '=');
-        assert_non_null(eq);
-        snprintf(key, sizeof(key), "%.*s", (int)(eq - kv[i]), kv[i]);
-        if (oom_workload_set(w, key, eq + 1))
-            fail_msg("%s refused: %s", kv[i], oom_last_message());
-    }
-    return w;
-}
-
-#define W(...) make((const char *const[]){__VA_ARGS__, NULL})
-
-static oom_estimate run(oom_workload *w)
-{
-    oom_estimate e = OOM_ESTIMATE_INIT;
-    if (oom_estimate_run(&e, w))
-        fail_msg("estimate failed: %s", oom_last_message());
-    return e;
-}
-
-/* A small DeepSeek config: `extra` is spliced into the JSON object (keys and values) */
+/* the keys the small DeepSeek configs below share (each adds its layers, latents, experts) */
 #define DS_BASE                                                                                    \
     "\"hidden_size\": 256, \"intermediate_size\": 512, \"moe_intermediate_size\": 128, "           \
     "\"num_attention_heads\": 4, \"num_key_value_heads\": 4, \"n_routed_experts\": 8, "            \
