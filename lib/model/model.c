@@ -114,14 +114,18 @@ static int read_window(oomi_model *m, const cfg_ctx *c)
     json_object *types = oomi_json_get(c->cfg, "layer_types"), *v = NULL;
     const char *f = m->family;
     bool qwen = !strncmp(f, "qwen", 4), gemma3 = !strcmp(f, "gemma3_text");
+    bool mistral = !strcmp(f, "mistral") || !strcmp(f, "mixtral");
     long dflt = !strcmp(f, "gemma2") || gemma3 || !strcmp(f, "mistral") ? 4096 : 0, i, every;
     int err;
 
     m->window = m->window_layers = 0;
-    if (json_object_object_get_ex(c->cfg, "sliding_window", &v) && !v)
+    /* the families above only: another family's window (Phi-3's configs name 2047) is not
+     * modelled, its layers are planned as full ones */
+    if ((json_object_object_get_ex(c->cfg, "sliding_window", &v) && !v) ||
+        !(qwen || mistral || gemma3 || !strcmp(f, "gemma2")))
         return OOM_OK;
     if ((err = get_num(c, KEYS("sliding_window"), &m->window, false, dflt)) || m->window <= 0 ||
-        (qwen && !get_bool(c, "use_sliding_window", false)) || m->block != OOMI_BLOCK_LLAMA) {
+        (qwen && !get_bool(c, "use_sliding_window", false))) {
         m->window = 0;
         return err;
     }

@@ -158,6 +158,41 @@ static void test_kv_layer_types(void **state)
                      70272ULL * 1000);
 }
 
+/* the KV cache of a config given as text, at 1000 tokens in bf16 */
+static uint64_t kv_of_config(const char *cfg)
+{
+    char *path = test_write_tmp(cfg), model[600];
+    uint64_t kv;
+    assert_non_null(path);
+    snprintf(model, sizeof(model), "model=%s", path);
+    kv = kv_bytes(model, "seq=1000", "kv-cache=vllm");
+    unlink(path);
+    return kv;
+}
+
+#define SMALL(type, extra)                                                                         \
+    "{\"model_type\": \"" type "\", \"hidden_size\": 64, \"num_hidden_layers\": 2, "               \
+    "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"intermediate_size\": 128, "         \
+    "\"vocab_size\": 100, \"max_position_embeddings\": 2048, \"sliding_window\": 128" extra "}"
+
+/* which layers slide: layer_types where listed, Qwen's use_sliding_window from
+ * max_window_layers on, and no window for a family whose window is not modelled (Phi-3) */
+static void test_window_rules(void **state)
+{
+    const uint64_t tok = 2 * 2 * 16 * 2; /* 2 KV heads of 16, K and V, 2 bytes */
+    (void)state;
+    assert_int_equal(kv_of_config(SMALL("mistral", "")), 2 * 128 * tok);
+    assert_int_equal(
+        kv_of_config(
+            SMALL("mistral", ", \"layer_types\": [\"full_attention\", \"sliding_attention\"]")),
+        (1000 + 128) * tok);
+    assert_int_equal(kv_of_config(SMALL("qwen2", "")), 2 * 1000 * tok);
+    assert_int_equal(
+        kv_of_config(SMALL("qwen2", ", \"use_sliding_window\": true, \"max_window_layers\": 1")),
+        (1000 + 128) * tok);
+    assert_int_equal(kv_of_config(SMALL("phi3", "")), 2 * 1000 * tok);
+}
+
 static json_object *kv_layers_json(const char *model, const char *stack)
 {
     oom_workload *w = W(model, "method=inference", "seq=4096", stack);
@@ -234,6 +269,7 @@ int main(void)
         cmocka_unit_test(test_kv_layer_types),
         cmocka_unit_test(test_kv_json),
         cmocka_unit_test(test_kv_option),
+        cmocka_unit_test(test_window_rules),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
