@@ -97,8 +97,9 @@ def find_config(model):
         raise TraceError("model config '%s': %s" % (path, exc)) from exc
 
 
-def build_hf(cfg_dict, dtype, attention):
-    """The transformers model the config names, with no weights (meta device)."""
+def build_hf(cfg_dict, dtype, attention, device="meta"):
+    """The transformers model the config names, with no weights (meta device), or with random
+    ones on `device` (bench/accuracy/measure.py builds the same model on a GPU)."""
     import transformers
     cfg_dict = dict(cfg_dict)
     if "model_type" not in cfg_dict:
@@ -112,7 +113,7 @@ def build_hf(cfg_dict, dtype, attention):
         if cls is not None:
             break
     impl = {"eager": "eager", "sdpa": "sdpa", "flash": "sdpa"}[attention]
-    with torch.device("meta"):
+    with torch.device(device):
         if cls is not None:
             model = cls._from_config(cfg, dtype=dtype, attn_implementation=impl)
         else:
