@@ -117,6 +117,11 @@ vocab meta-llama/Meta-Llama-3.1-70B-Instruct
 expect_json '.model.hidden' "8192" "Meta-Llama-3.1-70B-Instruct: llama-3.1-70b"
 vocab google/gemma-2-9b-it
 expect_json '.model.hidden' "3584" "-it: gemma-2-9b"
+vocab google/gemma-3-4b-it
+expect_json '[.model.hidden, .model.heads, .model.kv_heads] | @csv' "2560,8,4" "-it: gemma-3-4b, Gemma3TextConfig's heads"
+vocab deepseek-ai/DeepSeek-R1-Distill-Llama-8B
+expect_json '.model.vocab' "128256" "a Hub id that is a preset's name exactly"
+expect_not_contains "$ERR" "variants share" "an exact name needs no word on variants"
 vocab Qwen2.5-7B-Instruct
 expect_rc 0 "a variant without the organisation"
 expect_contains "$ERR" "using the preset qwen2.5-7b" "with a notice"
