@@ -880,12 +880,12 @@ OOM_EXPORT int oom_workload_clone(oom_workload **out, const oom_workload *w);
 /**
  * Sets one option from text. `key` is the CLI option name without dashes; '_' may stand for '-'
  * ("lora_rank"). Keys and values are listed by oom_workload_options(). "model" loads the config
- * at once: a preset name (see oom_model_presets) or a path to a config.json (or a directory
- * holding one; a preset also matches case-insensitively or by the last part of a Hub id).
- * Errors: OOM_ENOTFOUND for an unknown key, preset or missing file (the message names it and the
- * closest preset), OOM_EINVAL for a bad value (the message names key and value), OOM_EIO /
- * OOM_EPARSE / OOM_EUNSUPPORTED for a config that cannot be read, parsed or modelled (the message
- * names the file and the missing or bad key). On failure the workload is unchanged.
+ * at once: a preset name (see oom_model_presets), a path to a config.json (or a directory
+ * holding one) or a Hub id in the local Hugging Face cache, found as oom_model_resolve() says.
+ * Errors: OOM_ENOTFOUND for an unknown key, preset or missing file (the message names it, and
+ * for a name the closest presets), OOM_EINVAL for a bad value (the message names key and value),
+ * OOM_EIO / OOM_EPARSE / OOM_EUNSUPPORTED for a config that cannot be read, parsed or modelled (the
+ * message names the file and the missing or bad key). On failure the workload is unchanged.
  */
 OOM_EXPORT int oom_workload_set(oom_workload *w, const char *key, const char *value);
 
@@ -991,6 +991,21 @@ OOM_EXPORT int oom_model_presets(oom_preset ***out, size_t *count);
 OOM_EXPORT void oom_model_presets_free(oom_preset **presets, size_t count);
 /** The presets as a JSON array of {"name", "family", "params"}; release with oom_free(). */
 OOM_EXPORT int oom_model_presets_json(char **out);
+
+/**
+ * The config.json a model argument names, as oom_workload_set(w, "model", ...) reads it, into a
+ * string to release with oom_free(). In order: an existing file is that config.json; a folder
+ * holds one; an argument meant as a file (ending in ".json", or with a '/' and starting with '/',
+ * './', '../' or '~') that does not exist is OOM_ENOTFOUND naming it; a preset name
+ * (case-insensitive, '_' for '-'); a Hugging Face Hub id "ORG/NAME" in the local Hub cache
+ * ($HF_HUB_CACHE, else $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub, else
+ * ~/.cache/huggingface/hub; the repository folder "models--ORG--NAME" matched case-insensitively,
+ * the snapshot refs/main names, else the newest one holding a config.json); a preset named like
+ * the Hub id's NAME, also once an "-Instruct", "-chat", "-base", "-it", "-pt" or "-hf" ending is
+ * dropped (the variants share the architecture), with a notice naming the preset. Else
+ * OOM_ENOTFOUND naming the closest presets: of the same family first, then of the nearest size.
+ */
+OOM_EXPORT int oom_model_resolve(char **out, const char *model);
 
 /** The phase of a step at which memory peaks. */
 typedef enum oom_phase {

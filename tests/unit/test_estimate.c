@@ -129,6 +129,51 @@ static void test_exact_counts(void **state)
     oom_workload_free(w);
 }
 
+/* The presets of Llama 3.3, Qwen3 dense, Gemma 2 27B and Gemma 3 (multimodal, as published),
+ * Phi-3.5/Phi-4, Mistral Nemo and Small 3, SmolLM2 and the DeepSeek-R1 distills: each the count
+ * transformers gives for the same config.json (AutoModelForCausalLM, or
+ * AutoModelForImageTextToText for Gemma 3, built on the meta device), and within 0.5% of what the
+ * model card states where it states it closer than the size in the name */
+static void test_preset_counts(void **state)
+{
+    static const struct {
+        const char *model;
+        uint64_t transformers;
+        double card; /* 0: the model card gives only the size in the name */
+    } presets[] = {
+        {"model=llama-3.3-70b", 70553706496ULL, 70.6e9},
+        {"model=qwen3-1.7b", 1720574976ULL, 0},
+        {"model=qwen3-4b", 4022468096ULL, 0},
+        {"model=qwen3-14b", 14768307200ULL, 14.8e9},
+        {"model=qwen3-32b", 32762123264ULL, 32.8e9},
+        {"model=gemma-2-27b", 27227128320ULL, 0},
+        {"model=gemma-3-4b", 4300079472ULL, 4.30e9},
+        {"model=gemma-3-27b", 27432406640ULL, 0},
+        {"model=phi-3.5-mini", 3821079552ULL, 0},
+        {"model=phi-4", 14659507200ULL, 14.7e9},
+        {"model=mistral-nemo", 12247782400ULL, 0},
+        {"model=mistral-small-3", 23572403200ULL, 0},
+        {"model=smollm2-135m", 134515008ULL, 0},
+        {"model=smollm2-360m", 361821120ULL, 0},
+        {"model=smollm2-1.7b", 1711376384ULL, 0},
+        {"model=deepseek-r1-distill-llama-8b", 8030261248ULL, 8.03e9},
+        {"model=deepseek-r1-distill-qwen-7b", 7615616512ULL, 7.62e9},
+    };
+    size_t i;
+    (void)state;
+    for (i = 0; i < sizeof(presets) / sizeof(*presets); i++) {
+        oom_workload *w = W(presets[i].model);
+        oom_model_info mi = OOM_MODEL_INFO_INIT;
+        assert_int_equal(oom_workload_model(&mi, w), OOM_OK);
+        if (mi.params != presets[i].transformers)
+            fail_msg("%s: %llu parameters, transformers counts %llu", presets[i].model,
+                     (unsigned long long)mi.params, (unsigned long long)presets[i].transformers);
+        oom_workload_free(w);
+        if (presets[i].card > 0)
+            params_near(presets[i].model, presets[i].card);
+    }
+}
+
 /* The parameters the estimator counts for a config.json given as text (written to a temp file) */
 static uint64_t config_params(const char *cfg)
 {
@@ -612,6 +657,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_param_counts),
         cmocka_unit_test(test_exact_counts),
+        cmocka_unit_test(test_preset_counts),
         cmocka_unit_test(test_moe_dense_layers),
         cmocka_unit_test(test_moe_shared_expert),
         cmocka_unit_test(test_kv_cache),
