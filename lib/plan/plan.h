@@ -19,9 +19,10 @@ void oomi_plan_throughput(oom_plan_choice *c, const oom_plan_request *r, long no
  * profile without figures gets k's default). */
 double oomi_plan_tflops(const oom_gpu_profile *gpu, oom_precision p,
                         const struct oomi_plan_consts *k);
-/* oom_plan_run with the planner constants k (NULL: the defaults). */
+/* oom_plan_run with the planner constants k (NULL: the defaults); confidence > 0: plan to the
+ * device peak's bound at that confidence within the target instead of the margin. */
 int oomi_plan_run(oom_plan_result **out, const oom_plan_request *r,
-                  const struct oomi_plan_consts *k);
+                  const struct oomi_plan_consts *k, double confidence);
 /* Fills res->suggestions for a plan where nothing fits (w: a scratch clone; NULL for lines). */
 int oomi_plan_suggest(oom_plan_result *res, const oom_plan_request *r, oom_workload *w,
                       const oom_knobs *smallest);

@@ -1,0 +1,104 @@
+#!/bin/bash
+# How sure the estimate is: the 95 % bounds of estimate --json, plan --fit-confidence, and the
+# coverage check of bench/accuracy/fit_confidence.py (data/confidence.json).
+. "$(dirname "$0")/lib.sh"
+DATA="$OOMLESS_SRC/data/confidence.json"
+Q95='(.levels | index(0.95))'
+
+# the bound is the estimate x (1 + the class's 95 % under-prediction), + the context uncertainty
+oom estimate --model llama-3.2-1b --method lora --json
+expect_rc 0 "estimate"
+expect_json '.confidence.class' "lora/sdpa/none/none/none" "the workload's class"
+expect_json '.confidence.basis' "measured" "a class with its own cases"
+expect_json '.confidence.errors_of' "lora/sdpa/none/none/none" "its own errors"
+U=$(jq -r "$Q95 as \$i | .classes[\"lora/sdpa/none/none/none\"].under[\$i]" "$DATA")
+C=$(jq -r '.context_uncertainty_bytes' "$DATA")
+expect_json ".confidence.context_uncertainty_bytes" "$C" "context uncertainty from the data"
+expect_json "(.memory.device_peak * (1 + $U) + $C | ceil) - .memory.device_peak_upper95 | fabs <= 1" \
+    "true" "device bound = peak x (1 + q95) + context"
+expect_json "(.memory.allocated_peak * (1 + $U) | ceil) - .memory.allocated_peak_upper95 | fabs <= 1" \
+    "true" "allocated bound = peak x (1 + q95)"
+expect_json ".memory.reserved_peak_upper95 > .memory.reserved_peak" "true" "reserved bound above"
+E=$OUT
+
+# a context size given by the user has no context uncertainty
+oom estimate --model llama-3.2-1b --method lora --overhead 1GiB --json
+expect_json '.confidence.context_uncertainty_bytes' "0" "--overhead: no context term"
+expect_json "(.memory.device_peak * (1 + $U) | ceil) - .memory.device_peak_upper95 | fabs <= 1" \
+    "true" "--overhead: device bound without the context term"
+
+# too few cases: the quantiles of a broader class; no case at all: the widest class
+oom estimate --model llama-3.2-1b --method lora --sharding zero3 --offload optimizer+params --json
+expect_json '.confidence.basis' "fallback" "ZeRO-3 offload has 3 cases"
+expect_json '.confidence.class' "lora/sdpa/none/none/zero3+offload" "its class"
+expect_json '.confidence.errors_of' "lora/*/none/none/zero3+offload" "the first class of its chain"
+W=$(jq -r '.widest' "$DATA")
+oom estimate --model llama-3.2-1b --method lora --sharding zero2 --gpus 2 --json
+expect_json '.confidence.basis' "none" "ZeRO-2 was never measured"
+expect_json '.confidence.errors_of' "$W" "the widest class"
+expect_json '.confidence.cases' "0" "no cases"
+
+# the bounds are data: another file gives other bounds; a broken one is refused by name
+mkdir -p "$TMP/data"
+for f in "$OOMLESS_SRC"/data/*; do
+    [ "$(basename "$f")" = confidence.json ] || ln -s "$f" "$TMP/data/"
+done
+jq '.classes |= map_values(if .under then .under |= map(0.5) else . end)' "$DATA" >"$TMP/data/confidence.json"
+OOMLESS_DATA_DIR="$TMP/data" oom estimate --model llama-3.2-1b --method lora --json
+expect_json "(.memory.allocated_peak * 1.5 | ceil) - .memory.allocated_peak_upper95 | fabs <= 1" \
+    "true" "edited quantiles change the bound"
+jq 'del(.levels)' "$DATA" >"$TMP/data/confidence.json"
+OOMLESS_DATA_DIR="$TMP/data" oom estimate --model llama-3.2-1b --method lora --json
+expect_rc 2 "broken confidence data"
+expect_contains "$ERR" "confidence.json" "names the file"
+expect_contains "$ERR" "levels" "names the key"
+
+# the coverage check fails when the bounds are too narrow (all quantiles 0): it can fail
+jq '.classes |= map_values(if .under then .under |= map(0) else . end)' "$DATA" >"$TMP/data/confidence.json"
+run env OOMLESS_DATA_DIR="$TMP/data" python3 "$OOMLESS_SRC/bench/accuracy/fit_confidence.py" \
+    --bin "$OOMLESS_BIN" --check
+expect_rc 1 "coverage check with zero-width bounds"
+expect_contains "$OUT" "coverage" "reports the coverage"
+
+# plan --fit-confidence: a target between the 95 % bound and peak + the 1 GiB margin fits to the
+# bound and not to the margin (the estimate's own numbers, so this holds as the estimator changes)
+P=$(printf '%s' "$E" | jq '.memory.device_peak')
+B=$(printf '%s' "$E" | jq '.memory.device_peak_upper95')
+expect_eq "$(( B < P + 1073741824 ))" "1" "this class needs less than the 1 GiB margin"
+V="$(( (B + P + 1073741824) / 2 / 1048576 ))MiB"
+PLAN=(plan --model llama-3.2-1b --method lora --batch 1 --allow none --allow-downscale=no --vram "$V" --gpu a100-80gb)
+oom "${PLAN[@]}" --json
+expect_rc 1 "with the margin it does not fit"
+oom "${PLAN[@]}" --fit-confidence 0.95 --json
+expect_rc 0 "to the 95 % bound it fits"
+expect_json '.confidence.level' "0.95" "the level asked"
+expect_json '.confidence.device_peak_bound' "$B" "the same bound as estimate"
+expect_json '.fit_probability >= 0.95' "true" "fit probability at least the level"
+expect_json '.confidence.margin_excess_bytes == (.confidence.margin_bytes - .confidence.needed_margin_bytes)' \
+    "true" "margin larger than needed, by how much"
+oom "${PLAN[@]}" --fit-confidence 95%
+expect_rc 0 "text"
+expect_contains "$OUT" "fits with" "text says the confidence"
+expect_contains "$OUT" "more than the 95% bound needs" "text says the margin is larger than needed"
+
+# as a default of the user config
+printf 'defaults:\n  fit_confidence: 0.95\n' >"$TMP/config.yaml"
+oom "${PLAN[@]}" --config "$TMP/config.yaml" --json
+expect_rc 0 "config default"
+expect_json '.confidence.level' "0.95" "level from the config"
+printf 'defaults:\n  fit_confidence: 2\n' >"$TMP/bad.yaml"
+oom "${PLAN[@]}" --config "$TMP/bad.yaml"
+expect_rc 2 "a confidence above 1 in the config"
+expect_contains "$ERR" "fit_confidence" "names the key"
+
+# refused: outside the measured levels, and a measured line (no error data)
+oom "${PLAN[@]}" --fit-confidence 0.3
+expect_rc 2 "below the lowest level"
+expect_contains "$ERR" "outside" "says the range"
+oom "${PLAN[@]}" --fit-confidence 1.5
+expect_rc 2 "above 1"
+oom plan --fixed-bytes 2GiB --bytes-per-sample 1GiB --vram 24 --fit-confidence 0.95
+expect_rc 2 "a measured line"
+expect_contains "$ERR" "model workload" "says why"
+
+finish
