@@ -1,6 +1,7 @@
 /* plan.c - the planner's search over the estimator (docs/plan.md). */
 #include "plan/plan.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -806,15 +807,35 @@ static int serve_profile(const search *s, oom_plan_result *res)
     return err;
 }
 
+/* With fit-confidence, the budget of the class of knobs k: a device peak fits when its bound,
+ * peak x (1 + under) + context, is within the target, so usable = (target - context) / (1 +
+ * under) and the margin is the rest of the target. */
+static int conf_budget(search *s, oom_plan_result *res, const oom_knobs *k)
+{
+    oomi_conf cf;
+    double u;
+    int err;
+    if (!(s->conf > 0) || !s->w)
+        return OOM_OK;
+    if ((err = conf_class(s, k, s->conf, &cf)))
+        return err;
+    u = floor(((double)s->target - cf.ctx) / (1 + cf.under));
+    s->usable = u > 0 ? (uint64_t)u : 0;
+    res->budget.usable_bytes = s->usable;
+    res->budget.safety_margin_bytes = s->target - s->usable;
+    return OOM_OK;
+}
+
 /* How sure the chosen plan is (plan.h: oom_plan_result version 3) */
-static int fill_confidence(const search *s, oom_plan_result *res)
+static int fill_confidence(search *s, oom_plan_result *res)
 {
     const oom_estimate *e = &s->best.estimate;
     oomi_conf cf;
     int err;
     if (!s->w)
         return OOM_OK;
-    if ((err = conf_class(s, &s->best.knobs, s->conf > 0 ? s->conf : 0.95, &cf)))
+    if ((err = conf_budget(s, res, &s->best.knobs)) ||
+        (err = conf_class(s, &s->best.knobs, s->conf > 0 ? s->conf : 0.95, &cf)))
         return err;
     res->device_peak_bound = oomi_confidence_bound(&cf, e->device_peak, true);
     res->fit_probability = oomi_confidence_probability(
@@ -1015,6 +1036,8 @@ static int no_fit(search *s, oom_plan_result *res, unsigned relax)
 
     res->found = 0;
     *res->smallest = s->smallest;
+    if ((err = conf_budget(s, res, &s->smallest.knobs)))
+        return err;
     if (r->fixed_batch) {
         char *hint = NULL;
         if ((err = fixed_batch_hint(s, &hint)))

@@ -36,6 +36,9 @@ int oomi_plan_note(oom_plan_result *res, const char *fmt, ...) OOMI_PRINTF(2, 3)
 #define OOMI_SZ(buf, b) oom_format_size((buf), sizeof(buf), (b))
 /* Resolves options for a given GPU id (NULL: the options' own) and plans (plan_options.c). */
 int oomi_plan_options_run_gpu(oom_plan_result **out, const oom_plan_options *o, const char *gpu);
+/* The safety margin the user asked for, per job (with fit-confidence, budget holds the one the
+ * bound needs instead) (plan_text.c) */
+uint64_t oomi_plan_user_margin(const oom_plan_result *r);
 /* the human report of a plan (plan_text.c) */
 int oomi_plan_text(char **out, const oom_plan_result *r);
 

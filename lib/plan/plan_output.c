@@ -187,11 +187,10 @@ static void confidence_json(const oom_plan_result *r, json_object *root)
         oomi_json_put(o, "bound_level", num(r->fit_confidence > 0 ? r->fit_confidence : 0.95));
         oomi_json_put(o, "device_peak_bound", oomi_json_size(r->device_peak_bound));
         oomi_json_put(o, "needed_margin_bytes", oomi_json_size(need));
-        oomi_json_put(o, "margin_bytes", oomi_json_size(r->budget.safety_margin_bytes));
-        oomi_json_put(o, "margin_excess_bytes",
-                      oomi_json_size(r->budget.safety_margin_bytes > need
-                                         ? r->budget.safety_margin_bytes - need
-                                         : 0));
+        oomi_json_put(o, "margin_bytes", oomi_json_size(oomi_plan_user_margin(r)));
+        oomi_json_put(
+            o, "margin_excess_bytes",
+            oomi_json_size(oomi_plan_user_margin(r) > need ? oomi_plan_user_margin(r) - need : 0));
     }
     oomi_json_put(root, "confidence", o);
 }

@@ -70,11 +70,18 @@ static void row(oomi_sb *sb, const char *label, uint64_t bytes, uint64_t total)
                    total ? 100.0 * (double)bytes / (double)total : 0.0);
 }
 
+uint64_t oomi_plan_user_margin(const oom_plan_result *r)
+{
+    return r->version >= 3 && r->fit_confidence > 0
+               ? r->gpu_budget.safety_margin_bytes / (uint64_t)(r->workers > 1 ? r->workers : 1)
+               : r->budget.safety_margin_bytes;
+}
+
 /* "fits with ~97% confidence", the bound, and the margin beside what the bound needs */
 static void text_confidence(oomi_sb *sb, const oom_plan_result *r)
 {
     char a[16], b[16], c[16];
-    uint64_t peak = r->best->estimate.device_peak, m = r->budget.safety_margin_bytes;
+    uint64_t peak = r->best->estimate.device_peak, m = oomi_plan_user_margin(r);
     uint64_t need = r->device_peak_bound > peak ? r->device_peak_bound - peak : 0;
     double level = r->fit_confidence > 0 ? r->fit_confidence : 0.95;
 
@@ -84,7 +91,9 @@ static void text_confidence(oomi_sb *sb, const oom_plan_result *r)
                                                  : "~",
                    100 * r->fit_probability, 100 * level, OOMI_SZ(a, r->device_peak_bound));
     if (r->fit_confidence > 0)
-        oomi_sb_printf(sb, "  %-30s: the %.0f%% bound within the target, not the margin\n",
+        oomi_sb_printf(sb,
+                       "  %-30s: the %.0f%% bound within the target (usable above), not the "
+                       "margin\n",
                        "planned to", 100 * level);
     if (m > need)
         oomi_sb_printf(sb, "  %-30s: %s is %s more than the %.0f%% bound needs (%s)\n", "margin",

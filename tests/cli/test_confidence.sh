@@ -60,6 +60,20 @@ run env OOMLESS_DATA_DIR="$TMP/data" python3 "$OOMLESS_SRC/bench/accuracy/fit_co
 expect_rc 1 "coverage check with zero-width bounds"
 expect_contains "$OUT" "coverage" "reports the coverage"
 
+# GPU measurements as CSV: one column per estimate flag and measured counters, or the generic
+# predicted,measured,kind form (a kind that leaves a dimension out joins only the broader classes)
+printf 'id,model,method,batch,seq,max_memory_allocated_gib,max_memory_reserved_gib,nvml_peak_gib\nr1,llama-3.2-1b,lora,2,1024,5.1,5.6,6.2\n' >"$TMP/h100.csv"
+printf 'predicted,measured,kind\n1000,1100,method=lora sharding=none\n' >"$TMP/generic.csv"
+run python3 "$OOMLESS_SRC/bench/accuracy/fit_confidence.py" --bin "$OOMLESS_BIN" --only csv \
+    --csv "$TMP/h100.csv" --csv "$TMP/generic.csv" --min-gpu-cases 1 --out "$TMP/fit.json"
+expect_rc 0 "fit on CSV inputs"
+OUT=$(cat "$TMP/fit.json")
+expect_json '.classes["lora/sdpa/none/none/none"].cases' "3" "three counters of the flag row"
+expect_json '.classes["lora/sdpa/none/none/none"].tiers.gpu.sources["h100.csv"]' "3" "named by file"
+expect_json '.classes["lora/*/*/*/none"].cases' "4" "the generic row joins the broader class"
+expect_json '.classes["lora/*/*/*/none"].under[-1]' "0.1" "its error 1100/1000 - 1"
+expect_json '.sources["generic.csv"]' "1" "the generic file as a source"
+
 # plan --fit-confidence: a target between the 95 % bound and peak + the 1 GiB margin fits to the
 # bound and not to the margin (the estimate's own numbers, so this holds as the estimator changes)
 P=$(printf '%s' "$E" | jq '.memory.device_peak')
@@ -74,6 +88,12 @@ expect_rc 0 "to the 95 % bound it fits"
 expect_json '.confidence.level' "0.95" "the level asked"
 expect_json '.confidence.device_peak_bound' "$B" "the same bound as estimate"
 expect_json '.fit_probability >= 0.95' "true" "fit probability at least the level"
+expect_json '.confidence.margin_bytes' "1073741824" "the margin asked for"
+expect_json "(((.budget.target_bytes - $C) / (1 + $U)) | floor) - .budget.usable_bytes | fabs <= 1" \
+    "true" "usable: the largest peak whose bound is within the target"
+expect_json '.budget.usable_bytes + .budget.safety_margin_bytes == .budget.target_bytes' "true" \
+    "the margin the bound needs"
+expect_json '.memory.device_peak <= .budget.usable_bytes' "true" "the chosen peak within it"
 expect_json '.confidence.margin_excess_bytes == (.confidence.margin_bytes - .confidence.needed_margin_bytes)' \
     "true" "margin larger than needed, by how much"
 oom "${PLAN[@]}" --fit-confidence 95%
