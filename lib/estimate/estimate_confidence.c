@@ -60,6 +60,7 @@ static int numbers(double *out, size_t *count, json_object *arr, size_t n, const
 static int read_class(conf_class *c, const char *key, json_object *o, const char *path)
 {
     const char *basis = json_object_get_string(oomi_json_get(o, "basis"));
+    char where[PATH_MAX + OOMI_CONF_KEY_MAX + 32];
     int64_t cases = 0;
     size_t n;
     int err;
@@ -67,7 +68,8 @@ static int read_class(conf_class *c, const char *key, json_object *o, const char
     if (strlen(key) >= sizeof(c->key))
         return oomi_fail(OOM_EPARSE, "confidence data '%s': class '%s' is too long", path, key);
     memcpy(c->key, key, strlen(key) + 1);
-    if ((err = oomi_json_int(&cases, NULL, o, "cases", 0, LONG_MAX, "confidence data: ")))
+    oomi_snprintf(where, sizeof(where), "confidence data '%s': %s.", path, key);
+    if ((err = oomi_json_int(&cases, NULL, o, "cases", 0, LONG_MAX, where)))
         return err;
     c->cases = (long)cases;
     c->basis = !basis                       ? OOMI_CONF_NONE
@@ -83,13 +85,15 @@ static int parse(json_object *root, const char *path)
 {
     json_object *classes = oomi_json_get(root, "classes");
     const char *widest = json_object_get_string(oomi_json_get(root, "widest"));
+    char where[PATH_MAX + 32];
     size_t i;
     int err;
 
+    oomi_snprintf(where, sizeof(where), "confidence data '%s': ", path);
     if ((err = numbers(conf.levels, &conf.nlevels, oomi_json_get(root, "levels"), 0, path,
                        "levels")) ||
-        (err = oomi_json_double(&conf.ctx, NULL, root, "context_uncertainty_bytes", 0, 1e12,
-                                "confidence data: ")))
+        (err =
+             oomi_json_double(&conf.ctx, NULL, root, "context_uncertainty_bytes", 0, 1e12, where)))
         return err;
     for (i = 1; i < conf.nlevels; i++)
         if (!(conf.levels[i] > conf.levels[i - 1]) || conf.levels[0] <= 0 || conf.levels[i] >= 1)
