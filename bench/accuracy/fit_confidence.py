@@ -91,10 +91,14 @@ def class_key(dims, level):
     return "/".join("*" if i in FALLBACK[level] else d for i, d in enumerate(dims))
 
 
-def run_estimate(binary, argv):
+class Skip(Exception):
+    """a CSV row that cannot be used (said on stderr; the others still count)"""
+
+
+def run_estimate(binary, argv, error=SystemExit):
     p = subprocess.run([binary, "estimate", "--json"] + argv, capture_output=True, text=True)
     if p.returncode not in (0, 1):
-        raise SystemExit("oomless estimate %s: %s" % (" ".join(argv), p.stderr.strip()))
+        raise error("oomless estimate %s: %s" % (" ".join(argv), p.stderr.strip()))
     return json.loads(p.stdout)
 
 
@@ -146,30 +150,42 @@ def csv_cases(binary, path, flag_names):
     out = []
     with open(path, encoding="utf-8", newline="") as f:
         for n, row in enumerate(csv.DictReader(f), 2):
-            row = {norm(k): (v or "").strip() for k, v in row.items() if k}
-            cid = row.get("id") or "%s:%d" % (name, n)
-            if "predicted" in row and "measured" in row and "kind" in row:
-                kv = dict(w.split("=", 1) for w in row["kind"].split() if "=" in w)
-                dims = tuple(kv.get(d, "*") for d in DIMS)
-                out.append(case(name, cid, row.get("counter") or "device", float(row["measured"]),
-                                predicted=float(row["predicted"]), dims=dims))
-                continue
-            if row.get("args"):
-                argv = row["args"].split()
-            else:
-                argv = []
-                for k, v in row.items():
-                    if k in flag_names and k not in ("json", "help", "list_models") and v:
-                        argv += ["--" + k.replace("_", "-"), v]
-            measured = [(k, c) for k in row for m, c in MEASURED_COLUMNS.items()
-                        if re.fullmatch(m + r"(_bytes|_gib|_mib)?", k) and row[k]]
-            if not argv or not measured:
-                raise SystemExit("%s:%d: neither predicted,measured,kind nor estimate flags with "
-                                 "a measured column" % (path, n))
-            est = run_estimate(binary, argv)
-            for k, counter in measured:
-                out.append(case(name, "%s %s" % (cid, counter), counter, size_value(k, row[k]),
-                                est, argv=argv))
+            try:
+                out += csv_row(binary, name, n, row, flag_names)
+            except (Skip, ValueError) as exc:
+                sys.stderr.write("%s:%d: skipped: %s\n" % (path, n, exc))
+    return out
+
+
+def csv_row(binary, name, n, row, flag_names):
+    """the cases of one CSV row (module docstring: the two forms)"""
+    out = []
+    row = {norm(k): (v or "").strip() for k, v in row.items() if k}
+    cid = row.get("id") or "%s:%d" % (name, n)
+    if "predicted" in row and "measured" in row and "kind" in row:
+        kv = dict(w.split("=", 1) for w in row["kind"].split() if "=" in w)
+        dims = tuple(kv.get(d, "*") for d in DIMS)
+        counter = row.get("counter") or "device"
+        if counter not in COUNTER_KEY:
+            raise Skip("counter '%s' is not allocated, reserved or device" % counter)
+        return [case(name, cid, counter, float(row["measured"]),
+                     predicted=float(row["predicted"]), dims=dims)]
+    if row.get("args"):
+        argv = row["args"].split()
+    else:
+        argv = []
+        for k, v in row.items():
+            if k in flag_names and k not in ("json", "help", "list_models") and v:
+                argv += ["--" + k.replace("_", "-"), v]
+    measured = [(k, c) for k in row for m, c in MEASURED_COLUMNS.items()
+                if re.fullmatch(m + r"(_bytes|_gib|_mib)?", k) and row[k]]
+    if not argv or not measured:
+        raise Skip("neither predicted,measured,kind nor estimate flags with a measured "
+                   "column")
+    est = run_estimate(binary, argv, Skip)
+    for k, counter in measured:
+        out.append(case(name, "%s %s" % (cid, counter), counter, size_value(k, row[k]),
+                        est, argv=argv))
     return out
 
 
