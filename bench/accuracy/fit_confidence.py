@@ -19,8 +19,12 @@ positive when the estimate was low. Inputs (all of them unless --only):
              - workload: an `args` column with estimate flags ("--model llama-3.1-8b --batch 4"),
                or one column per estimate flag (model, method, batch, seq, ...), and one or more
                measured columns: max_memory_allocated, max_memory_reserved, nvml_peak (also
-               nvml_process_peak, device_peak), in bytes, or in GiB/MiB with a _gib/_mib suffix.
-               The estimate of each row is run again, so its error follows the estimator.
+               nvml_process_peak, device_peak; allocated_peak and reserved_peak as
+               measure.py writes them), in bytes, or in GiB/MiB with a _gib/_mib suffix.
+               The estimate of each row is run again, so its error follows the estimator;
+               a `gpu` column the catalog knows is passed as --gpu (the CUDA context).
+             Both forms: a `status` other than ok skips the row; `split` = held keeps the row
+             out of the fit, and its coverage under the bound fitted without it is reported.
 
 A workload's class is method/attention/checkpointing/quantization/sharding (sharding: ZeRO
 stage, "ddp" for plain data parallel on several GPUs, "+offload" with CPU offload). A class with
@@ -56,7 +60,8 @@ DIMS = ("method", "attention", "checkpointing", "quantization", "sharding")
 # the dimensions left out (by index) at each broader level; the last level is "all"
 FALLBACK = [(), (1,), (1, 2), (1, 2, 3), (0, 1, 2, 3), (0, 1, 2, 3, 4)]
 COUNTER_KEY = {"allocated": "allocated_peak", "reserved": "reserved_peak", "device": "device_peak"}
-MEASURED_COLUMNS = {"max_memory_allocated": "allocated", "max_memory_reserved": "reserved",
+MEASURED_COLUMNS = {"max_memory_allocated": "allocated", "allocated_peak": "allocated",
+                    "max_memory_reserved": "reserved", "reserved_peak": "reserved",
                     "nvml_peak": "device", "nvml_process_peak": "device", "device_peak": "device"}
 GiB = 2 ** 30
 
@@ -102,11 +107,13 @@ def run_estimate(binary, argv, error=SystemExit):
     return json.loads(p.stdout)
 
 
-def case(source, cid, counter, measured, est=None, predicted=None, dims=None, argv=None):
+def case(source, cid, counter, measured, est=None, predicted=None, dims=None, argv=None,
+         held=False):
     if est is not None:
         predicted, dims = est["memory"][COUNTER_KEY[counter]], classify(est["workload"])
     return {"source": source, "id": cid, "counter": counter, "measured": float(measured),
-            "predicted": float(predicted), "dims": dims, "argv": argv, "estimate": est}
+            "predicted": float(predicted), "dims": dims, "argv": argv, "estimate": est,
+            "held": held}
 
 
 def published_cases(binary, path):
@@ -162,6 +169,9 @@ def csv_row(binary, name, n, row, flag_names):
     out = []
     row = {norm(k): (v or "").strip() for k, v in row.items() if k}
     cid = row.get("id") or "%s:%d" % (name, n)
+    held = row.get("split") == "held"
+    if row.get("status", "ok") not in ("ok", ""):
+        raise Skip("status '%s' (%s)" % (row["status"], row.get("note", "")))
     if "predicted" in row and "measured" in row and "kind" in row:
         kv = dict(w.split("=", 1) for w in row["kind"].split() if "=" in w)
         dims = tuple(kv.get(d, "*") for d in DIMS)
@@ -169,23 +179,31 @@ def csv_row(binary, name, n, row, flag_names):
         if counter not in COUNTER_KEY:
             raise Skip("counter '%s' is not allocated, reserved or device" % counter)
         return [case(name, cid, counter, float(row["measured"]),
-                     predicted=float(row["predicted"]), dims=dims)]
+                     predicted=float(row["predicted"]), dims=dims, held=held)]
     if row.get("args"):
         argv = row["args"].split()
     else:
         argv = []
         for k, v in row.items():
-            if k in flag_names and k not in ("json", "help", "list_models") and v:
+            if k in flag_names and k not in ("json", "help", "list_models", "gpu") and v:
                 argv += ["--" + k.replace("_", "-"), v]
     measured = [(k, c) for k in row for m, c in MEASURED_COLUMNS.items()
                 if re.fullmatch(m + r"(_bytes|_gib|_mib)?", k) and row[k]]
     if not argv or not measured:
         raise Skip("neither predicted,measured,kind nor estimate flags with a measured "
                    "column")
-    est = run_estimate(binary, argv, Skip)
+    est = None
+    if row.get("gpu") and "--gpu" not in argv:
+        try:  # the GPU it ran on sets the CUDA context of the device peak, when the catalog knows it
+            est = run_estimate(binary, argv + ["--gpu", row["gpu"]], Skip)
+            argv = argv + ["--gpu", row["gpu"]]
+        except Skip:
+            sys.stderr.write("%s:%d: GPU '%s' is not in the catalog: estimated without it\n" %
+                             (name, n, row["gpu"]))
+    est = est or run_estimate(binary, argv, Skip)
     for k, counter in measured:
         out.append(case(name, "%s %s" % (cid, counter), counter, size_value(k, row[k]),
-                        est, argv=argv))
+                        est, argv=argv, held=held))
     return out
 
 
@@ -298,6 +316,18 @@ def coverage(cases, classes, widest, ctx):
     return sum(inside), len(inside), statistics.median(widths) if widths else 0.0
 
 
+def held_split(cases, min_cases, ctx):
+    """the rows a CSV marks split=held, under the bound fitted without them; per source"""
+    classes, widest = fit([c for c in cases if not c["held"]], min_cases)
+    per = {}
+    for c in cases:
+        if c["held"]:
+            s = per.setdefault(c["source"], [0, 0])
+            s[0] += c["measured"] <= bound(c, classes, widest, ctx)
+            s[1] += 1
+    return per
+
+
 def holdout(cases, min_cases, ctx):
     """two halves by a hash of the case id: fit on one, count the other's coverage; per source"""
     halves = [[c for c in cases if zlib.crc32(c["id"].encode()) % 2 == h] for h in (0, 1)]
@@ -384,14 +414,19 @@ def main():
         return check(a)
     cases = collect(a)
     ctx, ctx02, smallest = context_uncertainty()
-    classes, widest = fit(cases, a.min_cases)
+    classes, widest = fit([c for c in cases if not c["held"]], a.min_cases)
     inside, total, width = coverage(cases, classes, widest, ctx)
-    print("fitted on %d cases: %d classes; in-sample coverage of the 95%% bound %d/%d, median "
-          "band width %+.1f%%" % (len(cases), len(classes), inside, total, 100 * width))
+    print("fitted on %d cases (%d held out): %d classes; coverage of the 95%% bound %d/%d, "
+          "median band width %+.1f%%" % (sum(not c["held"] for c in cases),
+                                         sum(c["held"] for c in cases), len(classes), inside,
+                                         total, 100 * width))
     for s in sorted({c["source"] for c in cases}):
         sub = [c for c in cases if c["source"] == s]
         i, n, w = coverage(sub, classes, widest, ctx)
         print("  %-24s %d/%d (%.1f%%), median width %+.1f%%" % (s, i, n, 100.0 * i / n, 100 * w))
+    for s, (i, n) in sorted(held_split(cases, a.min_cases, ctx).items()):
+        print("split=held rows of %s: %d/%d under the 95%% bound fitted without them (%.1f%%)"
+              % (s, i, n, 100.0 * i / n))
     if a.holdout:
         for s, (i, n) in sorted(holdout(cases, a.min_cases, ctx).items()):
             print("held out %-20s %d/%d under the 95%% bound (%.1f%%)" % (s, i, n, 100.0 * i / n))
@@ -411,8 +446,10 @@ def main():
                 "with every module loaded, PyTorch PR #86509) minus the smallest default context "
                 "of data/coefficients.json (%d bytes): the most a context can exceed the default "
                 "on CUDA >= 11.7" % (ctx02, smallest),
-            "sources": {s: sum(1 for c in cases if c["source"] == s)
+            "sources": {s: sum(1 for c in cases if c["source"] == s and not c["held"])
                         for s in sorted({c["source"] for c in cases})},
+            "held_out": {s: sum(1 for c in cases if c["source"] == s and c["held"])
+                         for s in sorted({c["source"] for c in cases if c["held"]})},
             "widest": widest,
             "classes": classes,
         }

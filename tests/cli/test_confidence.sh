@@ -73,6 +73,18 @@ expect_json '.classes["lora/sdpa/none/none/none"].tiers.gpu.sources["h100.csv"]'
 expect_json '.classes["lora/*/*/*/none"].cases' "4" "the generic row joins the broader class"
 expect_json '.classes["lora/*/*/*/none"].under[-1]' "0.1" "its error 1100/1000 - 1"
 expect_json '.sources["generic.csv"]' "1" "the generic file as a source"
+# the columns bench/accuracy/measure.py writes: args, status, split, allocated/reserved/nvml peaks
+printf 'id,split,args,status,allocated_peak,reserved_peak,nvml_peak,gpu,note\ng01,fit,--model gpt2 --batch 8 --seq 1024,ok,9000000000,9500000000,10000000000,h100-sxm,\ng04,held,--model gpt2 --batch 4 --seq 1024,ok,5000000000,5500000000,6000000000,h100-sxm,\ng05,fit,--model gpt2 --batch 64 --seq 1024,oom,,,,h100-sxm,out of memory\n' >"$TMP/measured.csv"
+run python3 "$OOMLESS_SRC/bench/accuracy/fit_confidence.py" --bin "$OOMLESS_BIN" --only csv \
+    --csv "$TMP/measured.csv" --min-gpu-cases 1 --out "$TMP/fit.json"
+expect_rc 0 "fit on measure.py's columns"
+expect_contains "$ERR" "skipped: status 'oom'" "a row that ran out of memory is skipped, said"
+expect_contains "$OUT" "split=held rows of measured.csv: 3/3" "held rows checked, not fitted"
+expect_contains "$OUT" "fitted on 3 cases (3 held out)" "held rows not fitted"
+OUT=$(cat "$TMP/fit.json")
+expect_json '.sources["measured.csv"]' "3" "three counters of the one fitted row"
+expect_json '.held_out["measured.csv"]' "3" "three counters held out"
+expect_json '.classes["full/sdpa/none/none/none"].cases' "3" "only the fitted row in the classes"
 
 # plan --fit-confidence: a target between the 95 % bound and peak + the 1 GiB margin fits to the
 # bound and not to the margin (the estimate's own numbers, so this holds as the estimator changes)
