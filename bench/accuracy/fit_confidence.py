@@ -274,6 +274,9 @@ def fit(cases, min_cases):
             own_enough = [t for t, te in entry["tiers"].items() if te.get("from") == key]
             entry["basis"] = "measured" if own_enough else "fallback"
             entry["under"] = [max(col) for col in zip(*unders)]
+            entry["errors_of"] = "; ".join("%s: %s" % (t, te["from"])
+                                           for t, te in sorted(entry["tiers"].items())
+                                           if "from" in te)
         classes[key] = entry
     q95 = LEVELS.index(0.95)
     measured = [k for k, e in classes.items() if e["basis"] == "measured"]

@@ -83,13 +83,15 @@ typedef enum oomi_conf_basis {
     OOMI_CONF_FALLBACK
 } oomi_conf_basis;
 typedef struct oomi_conf {
-    char key[OOMI_CONF_KEY_MAX];  /* the workload's class: method/attention/checkpointing/... */
-    char used[OOMI_CONF_KEY_MAX]; /* the class whose errors were used (the widest when none) */
-    oomi_conf_basis basis;        /* of the class found on the workload's chain (none: not any) */
-    long cases;                   /* measured cases in that class */
-    double level, under;          /* the confidence; the relative under-prediction at it (>= 0) */
-    double ctx;                   /* bytes added to a device peak (context uncertainty) */
-    const void *cls;              /* the data's class (for oomi_confidence_probability) */
+    char key[OOMI_CONF_KEY_MAX];      /* the workload's class: method/attention/checkpointing/... */
+    char used[2 * OOMI_CONF_KEY_MAX]; /* the classes whose errors were used, per kind of
+                                         measurement ("gpu: CLASS; trace: CLASS") */
+    oomi_conf_basis basis;            /* measured (its own class), fallback, none (nothing on its
+                                         chain: the widest class) */
+    long cases;                       /* measured cases in the workload's own class */
+    double level, under; /* the confidence; the relative under-prediction at it (>= 0) */
+    double ctx;          /* bytes added to a device peak (context uncertainty) */
+    const void *cls;     /* the data's class (for oomi_confidence_probability) */
 } oomi_conf;
 /* the lowest and highest confidence the data has quantiles for */
 int oomi_confidence_range(double *lo, double *hi);

@@ -16,6 +16,7 @@ enum { MAX_LEVELS = 8, MAX_CLASSES = 512 };
 
 typedef struct conf_class {
     char key[OOMI_CONF_KEY_MAX];
+    char errors_of[2 * OOMI_CONF_KEY_MAX]; /* the classes whose errors it takes, per kind */
     oomi_conf_basis basis;
     double under[MAX_LEVELS];
     long cases;
@@ -78,6 +79,10 @@ static int read_class(conf_class *c, const char *key, json_object *o, const char
                                             : OOMI_CONF_NONE;
     if (c->basis == OOMI_CONF_NONE)
         return OOM_OK;
+    oomi_snprintf(c->errors_of, sizeof(c->errors_of), "%s",
+                  json_object_get_string(oomi_json_get(o, "errors_of"))
+                      ? json_object_get_string(oomi_json_get(o, "errors_of"))
+                      : key);
     return numbers(c->under, &n, oomi_json_get(o, "under"), conf.nlevels, path, key);
 }
 
@@ -211,6 +216,7 @@ int oomi_confidence_class(oomi_conf *out, const oom_knobs *k, long tp, bool over
                           double level)
 {
     const conf_class *c;
+    size_t i;
     int err;
 
     if ((err = get()))
@@ -219,11 +225,16 @@ int oomi_confidence_class(oomi_conf *out, const oom_knobs *k, long tp, bool over
         return oomi_fail(OOM_EINVAL, "confidence %g is outside %g to %g (the levels measured)",
                          level, conf.levels[0], conf.levels[conf.nlevels - 1]);
     c = find(out->key, sizeof(out->key), k, tp);
-    out->basis = c ? c->basis : OOMI_CONF_NONE;
-    out->cases = c ? c->cases : 0;
+    /* measured: its own class has enough cases; fallback: a broader class's (or its own entry
+     * already points to one); none: nothing on its chain */
+    out->basis = !c ? OOMI_CONF_NONE : strcmp(c->key, out->key) ? OOMI_CONF_FALLBACK : c->basis;
+    out->cases = c && !strcmp(c->key, out->key) ? c->cases : 0;
+    for (i = 0; !out->cases && i < conf.ncls; i++) /* a class with too few cases to be used */
+        if (!strcmp(conf.cls[i].key, out->key))
+            out->cases = conf.cls[i].cases;
     if (!c)
         c = &conf.cls[conf.widest];
-    oomi_snprintf(out->used, sizeof(out->used), "%s", c->key);
+    oomi_snprintf(out->used, sizeof(out->used), "%s", c->errors_of);
     out->level = level;
     out->under = under_at(c, level);
     out->ctx = overhead_given ? 0 : conf.ctx;
