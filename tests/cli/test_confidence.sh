@@ -10,7 +10,9 @@ oom estimate --model llama-3.2-1b --method lora --json
 expect_rc 0 "estimate"
 expect_json '.confidence.class' "lora/sdpa/none/none/none" "the workload's class"
 expect_json '.confidence.basis' "measured" "a class with its own cases"
-expect_json '.confidence.errors_of' "lora/sdpa/none/none/none" "its own errors"
+expect_json '.confidence.errors_of' "$(jq -r '.classes["lora/sdpa/none/none/none"].errors_of' "$DATA")" \
+    "the classes whose errors it takes"
+expect_contains "$OUT" "trace: lora/sdpa/none/none/none" "its own trace cases"
 U=$(jq -r "$Q95 as \$i | .classes[\"lora/sdpa/none/none/none\"].under[\$i]" "$DATA")
 C=$(jq -r '.context_uncertainty_bytes' "$DATA")
 expect_json ".confidence.context_uncertainty_bytes" "$C" "context uncertainty from the data"
@@ -20,6 +22,12 @@ expect_json "(.memory.allocated_peak * (1 + $U) | ceil) - .memory.allocated_peak
     "true" "allocated bound = peak x (1 + q95)"
 expect_json ".memory.reserved_peak_upper95 > .memory.reserved_peak" "true" "reserved bound above"
 E=$OUT
+
+# the text report has the device peak's bound and its class
+oom estimate --model llama-3.2-1b --method lora
+N=$(jq -r '.classes["lora/sdpa/none/none/none"].cases' "$DATA")
+expect_contains "$OUT" "device peak, 95% bound" "text: the bound"
+expect_contains "$OUT" "class lora/sdpa/none/none/none, measured, $N cases)" "text: its class"
 
 # a context size given by the user has no context uncertainty
 oom estimate --model llama-3.2-1b --method lora --overhead 1GiB --json
@@ -31,11 +39,13 @@ expect_json "(.memory.device_peak * (1 + $U) | ceil) - .memory.device_peak_upper
 oom estimate --model llama-3.2-1b --method lora --sharding zero3 --offload optimizer+params --json
 expect_json '.confidence.basis' "fallback" "ZeRO-3 offload has 3 cases"
 expect_json '.confidence.class' "lora/sdpa/none/none/zero3+offload" "its class"
-expect_json '.confidence.errors_of' "lora/*/none/none/zero3+offload" "the first class of its chain"
+expect_json '.confidence.errors_of' "$(jq -r '.classes["lora/*/none/none/zero3+offload"].errors_of' "$DATA")" \
+    "the errors of the first class of its chain in the data"
+expect_json '.confidence.cases' "0" "none of its own"
 W=$(jq -r '.widest' "$DATA")
 oom estimate --model llama-3.2-1b --method lora --sharding zero2 --gpus 2 --json
 expect_json '.confidence.basis' "none" "ZeRO-2 was never measured"
-expect_json '.confidence.errors_of' "$W" "the widest class"
+expect_json '.confidence.errors_of' "$(jq -r ".classes[\"$W\"].errors_of" "$DATA")" "the widest class"
 expect_json '.confidence.cases' "0" "no cases"
 
 # the bounds are data: another file gives other bounds; a broken one is refused by name
