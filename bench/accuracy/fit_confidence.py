@@ -67,6 +67,9 @@ GiB = 2 ** 30
 
 
 
+sys.dont_write_bytecode = True  # the scripts loaded below leave no __pycache__ in the tree
+
+
 def load(name, path):
     """a script of the benches as a module (bench/accuracy/compare has no .py)"""
     loader = importlib.machinery.SourceFileLoader(name, path)
