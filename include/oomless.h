@@ -1251,9 +1251,20 @@ typedef struct oom_plan_result {
      * = best->knobs.batch rows), per GPU; 0 for training plans */
     uint64_t serve_profile_bytes;
     long serve_batched_tokens;
+    /* version 3: how sure the plan is, from the estimator's measured error per kind
+     * of workload (data/confidence.json; model workloads that fit only) */
+    double fit_confidence;      /**< the confidence planned to (plan option fit-confidence): the
+                                   device peak's bound at it within budget.target_bytes instead of
+                                   the device peak within usable_bytes; 0: the margin */
+    double fit_probability;     /**< confidence that best's device peak stays within
+                                   budget.target_bytes (see fit_probability_side) */
+    uint64_t device_peak_bound; /**< best's device peak bound at fit_confidence (0.95 when 0) */
+    int has_fit_probability;    /**< 1: fit_probability and device_peak_bound are known */
+    int fit_probability_side;   /**< -1: below the lowest level measured (fit_probability is that
+                                   level), 1: at or above the highest, 0: between */
 } oom_plan_result;
 
-#define OOM_PLAN_RESULT_VERSION 2
+#define OOM_PLAN_RESULT_VERSION 3
 #define OOM_PLAN_RESULT_INIT                                                                       \
     {                                                                                              \
         .version = OOM_PLAN_RESULT_VERSION                                                         \
@@ -1278,7 +1289,9 @@ OOM_EXPORT void oom_plan_result_dispose(oom_plan_result *result);
  * "seq_len", "checkpointing", "precision", "optimizer", "sharding", "offload", "gpus"}, "found",
  * "memory": {the estimate's keys}, "budget": {"target_bytes", "safety_margin_bytes",
  * "usable_bytes", "utilisation", "others_bytes", "others"}, "throughput": {...}, "alternatives":
- * [...], "downscaled", "notices", "workers", "inference", "suggestions", "smallest", "search"}.
+ * [...], "downscaled", "notices", "workers", "inference", "suggestions", "smallest", "search",
+ * "fit_probability", "confidence": {"level", "bound_level", "device_peak_bound",
+ * "needed_margin_bytes", "margin_bytes", "margin_excess_bytes"}} (the last two: version 3).
  */
 OOM_EXPORT int oom_plan_to_json(char **out, const oom_plan_result *result);
 

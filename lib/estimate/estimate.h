@@ -75,6 +75,37 @@ int oomi_coef_get(const oomi_coef **out);
  * (0.0: unknown): the batch-dependent part grows by the allocator's fragmentation, the CUDA
  * context is added, as the estimator does for its own components (estimate.c). */
 int oomi_traced_to_device(oom_probe_fit *fit, int cc_major, int cc_minor);
+/* How sure an estimate is (estimate_confidence.c, data/confidence.json) */
+enum { OOMI_CONF_KEY_MAX = 96 };
+typedef enum oomi_conf_basis {
+    OOMI_CONF_NONE,
+    OOMI_CONF_MEASURED,
+    OOMI_CONF_FALLBACK
+} oomi_conf_basis;
+typedef struct oomi_conf {
+    char key[OOMI_CONF_KEY_MAX];      /* the workload's class: method/attention/checkpointing/... */
+    char used[2 * OOMI_CONF_KEY_MAX]; /* the classes whose errors were used, per kind of
+                                         measurement ("gpu: CLASS; trace: CLASS") */
+    oomi_conf_basis basis;            /* measured (its own class), fallback, none (nothing on its
+                                         chain: the widest class) */
+    long cases;                       /* measured cases in the workload's own class */
+    double level, under; /* the confidence; the relative under-prediction at it (>= 0) */
+    double ctx;          /* bytes added to a device peak (context uncertainty) */
+    const void *cls;     /* the data's class (for oomi_confidence_probability) */
+} oomi_conf;
+/* the lowest and highest confidence the data has quantiles for */
+int oomi_confidence_range(double *lo, double *hi);
+/* The class of a workload of knobs k (tp: tensor-parallel GPUs; overhead_given: --overhead set,
+ * no context uncertainty) at `level`; OOM_EINVAL for a level outside oomi_confidence_range. */
+int oomi_confidence_class(oomi_conf *out, const oom_knobs *k, long tp, bool overhead_given,
+                          double level);
+/* peak x (1 + under), plus the context uncertainty for a device peak, rounded up */
+uint64_t oomi_confidence_bound(const oomi_conf *c, uint64_t peak, bool device);
+/* The confidence that a job of this device peak stays within `target` bytes, interpolated
+ * between the stored levels; *side: -1 below the lowest level, 1 at or above the highest. */
+double oomi_confidence_probability(const oomi_conf *c, uint64_t device_peak, uint64_t target,
+                                   int *side);
+const char *oomi_conf_basis_name(oomi_conf_basis b);
 /* the "memory" object of the estimate JSON, shared by plan (estimate_json.c); NULL on ENOMEM */
 json_object *oomi_estimate_memory_json(const oom_estimate *e);
 

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "estimate/estimate.h"
 #include "oomless.h"
 #include "unit/tmpdir.h"
 
@@ -652,6 +653,64 @@ static void test_allocation_failures(void **state)
     assert_true(n > 5);
 }
 
+/* the confidence bounds' arithmetic on data/confidence.json (estimate_confidence.c) */
+static void test_confidence(void **state)
+{
+    oom_knobs k = OOM_KNOBS_INIT;
+    oomi_conf a, b, m, c, o;
+    double lo, hi, p, x;
+    uint64_t peak = 10 * OOM_GiB, bound;
+    int side;
+    (void)state;
+    k.method = OOM_METHOD_LORA, k.attention = OOM_ATTENTION_SDPA;
+    k.checkpointing = OOM_CHECKPOINTING_NONE, k.precision = OOM_PRECISION_BF16, k.gpus = 1;
+    assert_int_equal(oomi_confidence_range(&lo, &hi), OOM_OK);
+    assert_true(lo == 0.5 && hi == 0.99);
+    assert_int_equal(oomi_confidence_class(&a, &k, 1, false, 0.8), OOM_OK);
+    assert_int_equal(oomi_confidence_class(&b, &k, 1, false, 0.9), OOM_OK);
+    assert_int_equal(oomi_confidence_class(&m, &k, 1, false, 0.85), OOM_OK);
+    assert_string_equal(a.key, "lora/sdpa/none/none/none");
+    assert_true(fabs(m.under - (a.under + b.under) / 2) < 1e-12); /* interpolated */
+    assert_true(a.under >= 0 && b.under >= a.under);
+    /* the bound, and back: its own target fits with the level's confidence */
+    assert_int_equal(oomi_confidence_class(&c, &k, 1, false, 0.95), OOM_OK);
+    assert_true(c.ctx > 0);
+    bound = oomi_confidence_bound(&c, peak, true);
+    assert_true(bound == (uint64_t)ceil((double)peak * (1 + c.under) + c.ctx));
+    assert_true(oomi_confidence_bound(&c, peak, false) ==
+                (uint64_t)ceil((double)peak * (1 + c.under)));
+    p = oomi_confidence_probability(&c, peak, bound, &side);
+    assert_true(p >= 0.95 - 1e-9 && side >= 0);
+    x = oomi_confidence_probability(&m, peak, oomi_confidence_bound(&m, peak, true), &side);
+    assert_true(x >= 0.85 - 1e-9 && x <= p);
+    p = oomi_confidence_probability(&c, peak, peak, &side); /* no room for the context */
+    assert_int_equal(side, -1);
+    assert_true(p == lo);
+    p = oomi_confidence_probability(&c, peak, 2 * peak, &side);
+    assert_int_equal(side, 1);
+    assert_true(p == hi);
+    /* --overhead given: no context term */
+    assert_int_equal(oomi_confidence_class(&o, &k, 1, true, 0.95), OOM_OK);
+    assert_true(o.ctx == 0 && o.under == c.under);
+    assert_int_equal(oomi_confidence_class(&o, &k, 1, false, 0.3), OOM_EINVAL);
+    assert_int_equal(oomi_confidence_class(&o, &k, 1, false, 0.995), OOM_EINVAL);
+    /* never measured: the widest class, basis none */
+    k.sharding = OOM_SHARDING_ZERO2, k.gpus = 2;
+    assert_int_equal(oomi_confidence_class(&o, &k, 1, false, 0.95), OOM_OK);
+    assert_int_equal(o.basis, OOMI_CONF_NONE);
+    assert_string_equal(o.key, "lora/sdpa/none/none/zero2");
+    assert_int_equal(o.cases, 0);
+    /* the levels as text */
+    assert_int_equal(oomi_parse_confidence(&x, "95%", "c"), OOM_OK);
+    assert_true(fabs(x - 0.95) < 1e-12);
+    assert_int_equal(oomi_parse_confidence(&x, "0.8", "c"), OOM_OK);
+    assert_true(x == 0.8);
+    assert_int_equal(oomi_parse_confidence(&x, "1", "c"), OOM_EINVAL);
+    assert_int_equal(oomi_parse_confidence(&x, "0", "c"), OOM_EINVAL);
+    assert_int_equal(oomi_parse_confidence(&x, "%", "c"), OOM_EINVAL);
+    assert_int_equal(oomi_parse_confidence(&x, "high", "c"), OOM_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -675,6 +734,7 @@ int main(void)
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_presets_and_options),
         cmocka_unit_test(test_allocation_failures),
+        cmocka_unit_test(test_confidence),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -814,6 +814,9 @@ static void test_struct_versions(void **state)
         assert_int_equal(buf[v1 - 1], 0);
         assert_int_equal(buf[v1], 0xAB);
         assert_int_equal(oom_plan_result_init((oom_plan_result *)(void *)buf, 2), OOM_OK);
+        assert_int_equal(buf[offsetof(oom_plan_result, fit_confidence) - 1], 0);
+        assert_int_equal(buf[offsetof(oom_plan_result, fit_confidence)], 0xAB);
+        assert_int_equal(oom_plan_result_init((oom_plan_result *)(void *)buf, 3), OOM_OK);
         assert_int_equal(buf[sizeof(oom_plan_result) - 1], 0);
         assert_int_equal(buf[sizeof(oom_plan_result)], 0xAB);
     }
