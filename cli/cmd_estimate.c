@@ -155,6 +155,30 @@ static void row(const char *label, uint64_t bytes, uint64_t total)
            total ? 100.0 * (double)bytes / (double)total : 0.0);
 }
 
+/* the device peak's 95 % bound and its class, as estimate --json gives them */
+static void print_bound(const oom_workload *w, const oom_estimate *e)
+{
+    char *json = NULL, s1[32];
+    json_object *root = NULL, *c;
+    int64_t bound = 0, cases = 0;
+
+    if (oom_estimate_to_json(&json, w, e) || !(root = json_tokener_parse(json)) ||
+        oomi_json_int(&bound, NULL, oomi_json_get(root, "memory"), "device_peak_upper95", 0,
+                      INT64_MAX, "estimate: ") ||
+        oomi_json_int(&cases, NULL, c = oomi_json_get(root, "confidence"), "cases", 0, INT64_MAX,
+                      "estimate: ")) {
+        fprintf(stderr, "oomless estimate: no 95%% bound: %s\n", oom_last_message());
+    } else {
+        printf("  %-30s: %s (+%.1f%%; class %s, %s, %lld cases)\n", "device peak, 95% bound",
+               oom_format_size(s1, sizeof(s1), (uint64_t)bound),
+               e->device_peak ? 100.0 * ((double)bound / (double)e->device_peak - 1) : 0.0,
+               json_object_get_string(oomi_json_get(c, "class")),
+               json_object_get_string(oomi_json_get(c, "basis")), (long long)cases);
+    }
+    json_object_put(root);
+    oom_free(json);
+}
+
 static void print_human(const oom_workload *w, const oom_estimate *e, const oom_budget *b,
                         const char *gpu)
 {
@@ -201,6 +225,7 @@ static void print_human(const oom_workload *w, const oom_estimate *e, const oom_
            oom_format_size(s1, sizeof(s1), e->reserved_peak));
     printf("  %-30s: %s\n", "device peak (nvidia-smi)",
            oom_format_size(s1, sizeof(s1), e->device_peak));
+    print_bound(w, e);
     printf("  %-30s: %s\n", "peak phase", oom_phase_name(e->peak_phase));
     if (b) {
         bool fits = e->device_peak <= b->usable_bytes;

@@ -880,12 +880,12 @@ OOM_EXPORT int oom_workload_clone(oom_workload **out, const oom_workload *w);
 /**
  * Sets one option from text. `key` is the CLI option name without dashes; '_' may stand for '-'
  * ("lora_rank"). Keys and values are listed by oom_workload_options(). "model" loads the config
- * at once: a preset name (see oom_model_presets) or a path to a config.json (or a directory
- * holding one; a preset also matches case-insensitively or by the last part of a Hub id).
- * Errors: OOM_ENOTFOUND for an unknown key, preset or missing file (the message names it and the
- * closest preset), OOM_EINVAL for a bad value (the message names key and value), OOM_EIO /
- * OOM_EPARSE / OOM_EUNSUPPORTED for a config that cannot be read, parsed or modelled (the message
- * names the file and the missing or bad key). On failure the workload is unchanged.
+ * at once: a preset name (see oom_model_presets), a path to a config.json (or a directory
+ * holding one) or a Hub id in the local Hugging Face cache, found as oom_model_resolve() says.
+ * Errors: OOM_ENOTFOUND for an unknown key, preset or missing file (the message names it, and
+ * for a name the closest presets), OOM_EINVAL for a bad value (the message names key and value),
+ * OOM_EIO / OOM_EPARSE / OOM_EUNSUPPORTED for a config that cannot be read, parsed or modelled (the
+ * message names the file and the missing or bad key). On failure the workload is unchanged.
  */
 OOM_EXPORT int oom_workload_set(oom_workload *w, const char *key, const char *value);
 
@@ -991,6 +991,21 @@ OOM_EXPORT int oom_model_presets(oom_preset ***out, size_t *count);
 OOM_EXPORT void oom_model_presets_free(oom_preset **presets, size_t count);
 /** The presets as a JSON array of {"name", "family", "params"}; release with oom_free(). */
 OOM_EXPORT int oom_model_presets_json(char **out);
+
+/**
+ * The config.json a model argument names, as oom_workload_set(w, "model", ...) reads it, into a
+ * string to release with oom_free(). In order: an existing file is that config.json; a folder
+ * holds one; an argument meant as a file (ending in ".json", or with a '/' and starting with '/',
+ * './', '../' or '~') that does not exist is OOM_ENOTFOUND naming it; a preset name
+ * (case-insensitive, '_' for '-'); a Hugging Face Hub id "ORG/NAME" in the local Hub cache
+ * ($HF_HUB_CACHE, else $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub, else
+ * ~/.cache/huggingface/hub; the repository folder "models--ORG--NAME" matched case-insensitively,
+ * the snapshot refs/main names, else the newest one holding a config.json); a preset named like
+ * the Hub id's NAME, also once an "-Instruct", "-chat", "-base", "-it", "-pt" or "-hf" ending is
+ * dropped (the variants share the architecture), with a notice naming the preset. Else
+ * OOM_ENOTFOUND naming the closest presets: of the same family first, then of the nearest size.
+ */
+OOM_EXPORT int oom_model_resolve(char **out, const char *model);
 
 /** The phase of a step at which memory peaks. */
 typedef enum oom_phase {
@@ -1236,7 +1251,18 @@ typedef struct oom_plan_result {
      * = best->knobs.batch rows), per GPU; 0 for training plans */
     uint64_t serve_profile_bytes;
     long serve_batched_tokens;
-    /* version 3 */
+    /* version 3: how sure the plan is, from the estimator's measured error per kind
+     * of workload (data/confidence.json; model workloads that fit only) */
+    double fit_confidence;      /**< the confidence planned to (plan option fit-confidence): the
+                                   device peak's bound at it within budget.target_bytes instead of
+                                   the device peak within usable_bytes; 0: the margin */
+    double fit_probability;     /**< confidence that best's device peak stays within
+                                   budget.target_bytes (see fit_probability_side) */
+    uint64_t device_peak_bound; /**< best's device peak bound at fit_confidence (0.95 when 0) */
+    int has_fit_probability;    /**< 1: fit_probability and device_peak_bound are known */
+    int fit_probability_side;   /**< -1: below the lowest level measured (fit_probability is that
+                                   level), 1: at or above the highest, 0: between */
+    /* version 4 */
     /** inference: the KV cache per layer type, as the estimate JSON's "kv_cache_layers": layers
      * that keep every token, layers that keep the last kv_window tokens (0: none), the elements
      * one token takes in one layer on one GPU; kv_latent 1 for multi-head latent attention (one
@@ -1246,7 +1272,7 @@ typedef struct oom_plan_result {
     int kv_latent, kv_vllm;
 } oom_plan_result;
 
-#define OOM_PLAN_RESULT_VERSION 3
+#define OOM_PLAN_RESULT_VERSION 4
 #define OOM_PLAN_RESULT_INIT                                                                       \
     {                                                                                              \
         .version = OOM_PLAN_RESULT_VERSION                                                         \
@@ -1271,7 +1297,9 @@ OOM_EXPORT void oom_plan_result_dispose(oom_plan_result *result);
  * "seq_len", "checkpointing", "precision", "optimizer", "sharding", "offload", "gpus"}, "found",
  * "memory": {the estimate's keys}, "budget": {"target_bytes", "safety_margin_bytes",
  * "usable_bytes", "utilisation", "others_bytes", "others"}, "throughput": {...}, "alternatives":
- * [...], "downscaled", "notices", "workers", "inference", "suggestions", "smallest", "search"}.
+ * [...], "downscaled", "notices", "workers", "inference", "suggestions", "smallest", "search",
+ * "fit_probability", "confidence": {"level", "bound_level", "device_peak_bound",
+ * "needed_margin_bytes", "margin_bytes", "margin_excess_bytes"}} (the last two: version 3).
  */
 OOM_EXPORT int oom_plan_to_json(char **out, const oom_plan_result *result);
 

@@ -82,12 +82,16 @@ def model_path(model):
     return os.path.join(ROOT, model) if model.endswith(".json") else model
 
 
-def estimate(binary, cell):
-    # the tracer runs transformers' prefill, whose cache keeps every token of every layer (the
-    # estimator's default is a serving engine's: sliding-window layers keep their window)
+def estimate_flags(cell):
+    """The estimator's flags for a cell: its config file's path made absolute, and for a prefill
+    transformers' KV cache, which keeps every token of every layer as the tracer sees it (the
+    estimator's default is a serving engine's: sliding-window layers keep their window)"""
     stack = ["--kv-cache", "transformers"] if cell.get("method") == "inference" else []
-    r = subprocess.run([binary, "estimate", "--json"] + stack +
-                       flags(dict(cell, model=model_path(cell["model"]))), capture_output=True,
+    return flags(dict(cell, model=model_path(cell["model"]))) + stack
+
+
+def estimate(binary, cell):
+    r = subprocess.run([binary, "estimate", "--json"] + estimate_flags(cell), capture_output=True,
                        text=True)
     if r.returncode not in (0, 1):
         return None, r.stderr.strip()

@@ -171,6 +171,8 @@ int oomi_parse_long(long long *out, const char *text, long long min, long long m
                     const char *what);
 /* Strict floating parse of a whole string (finite); OOM_EINVAL naming `what`. */
 int oomi_parse_double(double *out, const char *text, const char *what);
+/* A confidence strictly between 0 and 1, as a fraction ("0.95") or a percentage ("95%"). */
+int oomi_parse_confidence(double *out, const char *text, const char *what);
 
 /* ---- YAML into json-c (yamlload.c) --------------------------------------------------------
  * Plain scalars follow the YAML 1.2 core schema (null, bool, int, float, string); quoted ones are

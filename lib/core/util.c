@@ -84,3 +84,23 @@ int oomi_parse_double(double *out, const char *text, const char *what)
     *out = v;
     return OOM_OK;
 }
+
+int oomi_parse_confidence(double *out, const char *text, const char *what)
+{
+    char num[32];
+    size_t len = text ? strlen(text) : 0;
+    double v;
+    int err, pct = len > 1 && len < sizeof(num) && text[len - 1] == '%';
+
+    if (pct)
+        oomi_snprintf(num, sizeof(num), "%.*s", (int)(len - 1), text);
+    if ((err = oomi_parse_double(&v, pct ? num : text, what)))
+        return err;
+    if (pct)
+        v /= 100;
+    if (!(v > 0 && v < 1))
+        return oomi_fail(OOM_EINVAL, "%s '%s' is not a confidence between 0 and 1 (0.95 or 95%%)",
+                         what, text);
+    *out = v;
+    return OOM_OK;
+}

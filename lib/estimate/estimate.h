@@ -71,7 +71,12 @@ typedef struct oomi_coef {
     double nf4_bytes, int8_bytes, adam8_bytes;
     double opt_temp[8]; /* optimizer-step temporaries, x one state copy, by oom_optimizer */
     double ddp_buckets, zero3_live_layers;
-    double frag, tensor_waste, round;
+    double frag, round;
+    /* the caching allocator's blocks it cannot reuse, by what the peak is made of (measured on an
+     * H100, bench/accuracy/h100-2026-11-25.csv): x one fp32 logits tensor at a forward/backward
+     * peak of training, x the optimizer step's temporaries at an optimizer peak, x the transient
+     * part (activations, logits, KV cache, temporaries) where there are no logits to train */
+    double blocks_floor, blocks_logits, blocks_optimizer, blocks_transient;
     double lora_in_fp32; /* LoRA: bytes per adapted input element saved (cast to fp32 adapter) */
     double lora_dropout_in[2]; /* with dropout: bytes per adapted input element, [0] 16-bit, [1]
                                   fp32 */
@@ -79,7 +84,7 @@ typedef struct oomi_coef {
     size_t nctx;
     struct {
         int major, minor;
-        double bytes;
+        double bytes, inference_bytes; /* training loads more kernels than a prefill */
     } ctx[16];
 } oomi_coef;
 /* the coefficients, loaded once; OOM_EIO/OOM_EPARSE naming the file and key */
@@ -104,6 +109,37 @@ double oomi_kv_bytes(const oomi_kv_layout *kv, double batch, double seq, double 
 /* {"stack", "full", "sliding", "window", "latent", "elements_per_token"}; NULL without a cache
  * (estimate_json.c; the plan's JSON too) */
 json_object *oomi_kv_layout_json(const oomi_kv_layout *kv);
+/* How sure an estimate is (estimate_confidence.c, data/confidence.json) */
+enum { OOMI_CONF_KEY_MAX = 96 };
+typedef enum oomi_conf_basis {
+    OOMI_CONF_NONE,
+    OOMI_CONF_MEASURED,
+    OOMI_CONF_FALLBACK
+} oomi_conf_basis;
+typedef struct oomi_conf {
+    char key[OOMI_CONF_KEY_MAX];      /* the workload's class: method/attention/checkpointing/... */
+    char used[2 * OOMI_CONF_KEY_MAX]; /* the classes whose errors were used, per kind of
+                                         measurement ("gpu: CLASS; trace: CLASS") */
+    oomi_conf_basis basis;            /* measured (its own class), fallback, none (nothing on its
+                                         chain: the widest class) */
+    long cases;                       /* measured cases in the workload's own class */
+    double level, under; /* the confidence; the relative under-prediction at it (>= 0) */
+    double ctx;          /* bytes added to a device peak (context uncertainty) */
+    const void *cls;     /* the data's class (for oomi_confidence_probability) */
+} oomi_conf;
+/* the lowest and highest confidence the data has quantiles for */
+int oomi_confidence_range(double *lo, double *hi);
+/* The class of a workload of knobs k (tp: tensor-parallel GPUs; overhead_given: --overhead set,
+ * no context uncertainty) at `level`; OOM_EINVAL for a level outside oomi_confidence_range. */
+int oomi_confidence_class(oomi_conf *out, const oom_knobs *k, long tp, bool overhead_given,
+                          double level);
+/* peak x (1 + under), plus the context uncertainty for a device peak, rounded up */
+uint64_t oomi_confidence_bound(const oomi_conf *c, uint64_t peak, bool device);
+/* The confidence that a job of this device peak stays within `target` bytes, interpolated
+ * between the stored levels; *side: -1 below the lowest level, 1 at or above the highest. */
+double oomi_confidence_probability(const oomi_conf *c, uint64_t device_peak, uint64_t target,
+                                   int *side);
+const char *oomi_conf_basis_name(oomi_conf_basis b);
 /* the "memory" object of the estimate JSON, shared by plan (estimate_json.c); NULL on ENOMEM */
 json_object *oomi_estimate_memory_json(const oom_estimate *e);
 

@@ -130,6 +130,35 @@ static void estimate_json(json_object *root, const oom_estimate *e)
     oomi_json_put(root, "compute", comp);
 }
 
+/* The 95 % bounds in "memory" and how they were found in "confidence" (estimate_confidence.c) */
+static int confidence_json(json_object *root, const oom_workload *w, const oom_estimate *e)
+{
+    json_object *mem = oomi_json_get(root, "memory"), *o;
+    oom_knobs k = OOM_KNOBS_INIT;
+    oomi_conf c;
+    int err;
+
+    if ((err = oom_workload_get_knobs(&k, w)) ||
+        (err = oomi_confidence_class(&c, &k, w->tp, w->overhead != OOM_UNKNOWN, 0.95)))
+        return err;
+    oomi_json_put(mem, "allocated_peak_upper95",
+                  oomi_json_size(oomi_confidence_bound(&c, e->allocated_peak, false)));
+    oomi_json_put(mem, "reserved_peak_upper95",
+                  oomi_json_size(oomi_confidence_bound(&c, e->reserved_peak, false)));
+    oomi_json_put(mem, "device_peak_upper95",
+                  oomi_json_size(oomi_confidence_bound(&c, e->device_peak, true)));
+    if (!(o = json_object_new_object()))
+        return oomi_nomem();
+    oomi_json_put(o, "level", json_object_new_double(c.level));
+    oomi_json_put(o, "class", json_object_new_string(c.key));
+    oomi_json_put(o, "basis", json_object_new_string(oomi_conf_basis_name(c.basis)));
+    oomi_json_put(o, "errors_of", json_object_new_string(c.used));
+    oomi_json_put(o, "cases", json_object_new_int64(c.cases));
+    oomi_json_put(o, "under_prediction", oomi_json_number(c.under, 4));
+    oomi_json_put(o, "context_uncertainty_bytes", oomi_json_size((uint64_t)c.ctx));
+    return oomi_json_put(root, "confidence", o);
+}
+
 static json_object *budget_json(const oom_estimate *e, const oom_budget *b)
 {
     json_object *o = json_object_new_object();
@@ -172,6 +201,10 @@ int oom_estimate_to_json_budget(char **out, const oom_workload *w, const oom_est
         oomi_kv_layout kv;
         oomi_kv_layout_of(&kv, w);
         oomi_json_put(root, "kv_cache_layers", oomi_kv_layout_json(&kv));
+    }
+    if (e && w->model && (err = confidence_json(root, w, e))) {
+        json_object_put(root);
+        return err;
     }
     if (e && budget)
         oomi_json_put(root, "budget", budget_json(e, budget));

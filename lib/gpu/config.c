@@ -12,6 +12,7 @@ struct oom_config {
     char *path;        /* NULL when no file was read */
     char *margin;      /* "1GiB" unless set */
     char *profile;     /* OOM_DEFAULT_PROFILE unless set */
+    char *fit_conf;    /* defaults.fit_confidence, NULL unless set */
     json_object *gpus; /* the `gpus` array, or NULL */
     char *text;        /* the file's YAML (NULL when no file was read) */
     size_t len;
@@ -82,6 +83,7 @@ static int parse_config(oom_config *c, json_object *root, const char *path)
     json_object *defaults, *gpus, *cluster;
     int err;
     uint64_t dummy;
+    double fit;
 
     if (!root)
         return OOM_OK;
@@ -100,14 +102,19 @@ static int parse_config(oom_config *c, json_object *root, const char *path)
         json_object_object_foreach(defaults, dkey, dval)
         {
             (void)dval;
-            if (strcmp(dkey, "safety_margin") && strcmp(dkey, "profile"))
+            if (strcmp(dkey, "safety_margin") && strcmp(dkey, "profile") &&
+                strcmp(dkey, "fit_confidence"))
                 return oomi_fail(OOM_EINVAL,
-                                 "%s: unknown key 'defaults.%s' (expected safety_margin, profile)",
+                                 "%s: unknown key 'defaults.%s' (expected safety_margin, profile, "
+                                 "fit_confidence)",
                                  path, dkey);
         }
         if ((err = take_string(&c->margin, defaults, "safety_margin", path)) ||
-            (err = take_string(&c->profile, defaults, "profile", path)))
+            (err = take_string(&c->profile, defaults, "profile", path)) ||
+            (err = take_string(&c->fit_conf, defaults, "fit_confidence", path)))
             return err;
+        if (c->fit_conf && (err = oomi_parse_confidence(&fit, c->fit_conf, "fit_confidence")))
+            return oomi_fail_prefix(err, "%s: defaults.", path);
         if ((err = oom_parse_margin(&dummy, c->margin, 24 * OOM_GiB)))
             return oomi_fail_prefix(err, "%s: defaults.safety_margin: ", path);
     }
@@ -179,6 +186,7 @@ void oom_config_free(oom_config *c)
     oomi_free(c->path);
     oomi_free(c->margin);
     oomi_free(c->profile);
+    oomi_free(c->fit_conf);
     json_object_put(c->gpus);
     oomi_free(c->text);
     oomi_free(c);
@@ -192,6 +200,11 @@ const char *oom_config_default_margin(const oom_config *c)
 const char *oom_config_default_profile(const oom_config *c)
 {
     return c ? c->profile : OOM_DEFAULT_PROFILE;
+}
+
+const char *oomi_config_fit_confidence(const oom_config *c)
+{
+    return c ? c->fit_conf : NULL;
 }
 
 const char *oom_config_path(const oom_config *c)

@@ -95,6 +95,8 @@ struct json_object *oomi_config_gpus(const oom_config *config);
  * request names none, and the catalog, and releases both (the target owns its strings). On
  * success release *t with oom_target_dispose(); on failure *t is not set. */
 int oomi_target_resolve_request(oom_target *t, const oom_target_request *request);
+/* defaults.fit_confidence of the config as written (checked by oomi_parse_confidence), or NULL */
+const char *oomi_config_fit_confidence(const oom_config *config);
 /* The config file's text (NULL when none was read), for lines in messages. */
 const char *oomi_config_text(const oom_config *config, size_t *len);
 /* The config's `cluster:` overrides (none set for a NULL config). */

@@ -560,7 +560,8 @@ static int read_shape(oomi_model *m, const cfg_ctx *c)
     int err;
     bool t5 = m->block == OOMI_BLOCK_T5;
     /* Gemma 3's published text configs leave out what Gemma3TextConfig defaults (transformers'
-     * configuration_gemma3.py: head_dim 256, vocab_size 262208, max_position_embeddings 131072) */
+     * configuration_gemma3.py: head_dim 256, vocab_size 262208, max_position_embeddings 131072,
+     * 8 attention heads and 4 key/value heads, which gemma-3-4b-it's config relies on) */
     bool gemma3 = !strcmp(m->family, "gemma3_text");
     long dflt_ffn;
 
@@ -568,8 +569,8 @@ static int read_shape(oomi_model *m, const cfg_ctx *c)
                        0)) ||
         (err =
              get_num(c, KEYS("num_hidden_layers", "n_layer", "num_layers"), &m->layers, true, 0)) ||
-        (err =
-             get_num(c, KEYS("num_attention_heads", "n_head", "num_heads"), &m->heads, true, 0)) ||
+        (err = get_num(c, KEYS("num_attention_heads", "n_head", "num_heads"), &m->heads, !gemma3,
+                       8)) ||
         (err = get_num(c, KEYS("vocab_size"), &m->vocab, !gemma3, 262208)))
         return err;
     if (m->hidden <= 0 || m->layers <= 0 || m->heads <= 0 || m->vocab <= 0)
@@ -578,7 +579,7 @@ static int read_shape(oomi_model *m, const cfg_ctx *c)
                          "must be positive",
                          c->path);
     if ((err = get_num(c, KEYS("num_key_value_heads", "num_kv_heads"), &m->kv_heads, false,
-                       m->heads)) ||
+                       gemma3 ? 4 : m->heads)) ||
         (err = get_num(c, KEYS("head_dim", "d_kv"), &m->head_dim, false,
                        gemma3 ? 256 : m->hidden / m->heads)))
         return err;

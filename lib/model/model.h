@@ -1,6 +1,6 @@
 /*
- * model/model.h - model configs (config.json readers), presets, LoRA targets and the workload
- * (model.c, preset.c, lora.c, workload.c, workload_set.c). Uses core.
+ * model/model.h - model configs (config.json readers), presets and lookup, LoRA targets and the
+ * workload (model.c, preset.c, lookup.c, lora.c, workload.c, workload_set.c). Uses core.
  */
 #ifndef OOMLESS_MODEL_MODEL_H
 #define OOMLESS_MODEL_MODEL_H
@@ -70,7 +70,8 @@ typedef struct oomi_model {
     const char *default_targets; /* PEFT's default target modules for the family */
 } oomi_model;
 
-/* Loads a preset name or a config path (a file or a folder with config.json) (preset.c). */
+/* Loads what a model argument names: a config path (a file or a folder with config.json), a
+ * preset, a Hub id in the local Hugging Face cache (lookup.c, the rules of oom_model_resolve). */
 int oomi_model_load(oomi_model **out, const char *name_or_path);
 /* Reads and parses one config.json; `name` is what the model is called (model.c). */
 int oomi_model_load_file(oomi_model **out, const char *path, const char *name);

@@ -1,11 +1,9 @@
-/* preset.c - the preset list (data/models/NAME.json) and the lookup of a model argument: a
- * preset, a Hub id, a config.json or a folder holding one. */
+/* preset.c - the preset list (data/models/NAME.json); lookup.c resolves a model argument. */
 #include "model/model.h"
 
 #include <dirent.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 static int preset_cmp(const void *a, const void *b)
 {
@@ -27,19 +25,23 @@ void oom_model_presets_free(oom_preset **p, size_t n)
     oomi_free(p);
 }
 
-static int add_preset(oom_preset ***list, size_t *n, const char *file)
+static int add_preset(oom_preset ***list, size_t *n, const char *dir, const char *file)
 {
     size_t len = strlen(file);
     oomi_model *m = NULL;
     oom_preset **grown, *p;
-    char *name;
+    char *name, *path;
     int err;
 
     if (len <= 5 || strcmp(file + len - 5, ".json"))
         return OOM_OK;
-    if (!(name = oomi_strndup(file, len - 5)))
+    if (!(name = oomi_strndup(file, len - 5)) || !(path = oomi_asprintf("%s/%s", dir, file))) {
+        oomi_free(name);
         return oomi_nomem();
-    if ((err = oomi_model_load(&m, name))) {
+    }
+    err = oomi_model_load_file(&m, path, name);
+    oomi_free(path);
+    if (err) {
         oomi_free(name);
         return err;
     }
@@ -80,7 +82,7 @@ int oom_model_presets(oom_preset ***out, size_t *count)
         return err;
     }
     while (!err && (de = readdir(d)))
-        err = add_preset(&list, &n, de->d_name);
+        err = add_preset(&list, &n, dir, de->d_name);
     closedir(d);
     oomi_free(dir);
     if (err) {
@@ -92,78 +94,4 @@ int oom_model_presets(oom_preset ***out, size_t *count)
     *out = list;
     *count = n;
     return OOM_OK;
-}
-
-/* ---- lookup: a preset name, a Hub id's last part, a config.json or a folder ------------ */
-
-static bool is_dir(const char *p)
-{
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-static bool is_file(const char *p)
-{
-    struct stat st;
-    return stat(p, &st) == 0 && S_ISREG(st.st_mode);
-}
-
-/* A preset matched case-insensitively ("Llama-3.1-8B"), or by the last part of a Hub id
- * ("meta-llama/Llama-3.1-8B"). OOM_ENOTFOUND naming the closest preset otherwise. */
-static int find_preset(oomi_model **out, const char *arg)
-{
-    const char *name = strrchr(arg, '/') ? strrchr(arg, '/') + 1 : arg;
-    oom_preset **p = NULL;
-    size_t n = 0, i, best = 0, bestd = (size_t)-1;
-    char *path;
-    int err = oom_model_presets(&p, &n);
-
-    if (err == OOM_ENOMEM)
-        return err;
-    if (err || n == 0)
-        return oomi_fail(OOM_ENOTFOUND, "model '%s' is neither a preset nor a file", arg);
-    for (i = 0; i < n; i++) {
-        size_t d = oomi_name_distance(name, p[i]->name);
-        if (d < bestd)
-            bestd = d, best = i;
-    }
-    if (oomi_name_cmp(name, p[best]->name) == 0) {
-        path = oomi_asprintf("%s/models/%s.json", oomi_data_dir(), p[best]->name);
-        err = path ? oomi_model_load_file(out, path, arg) : oomi_nomem();
-        oomi_free(path);
-    } else {
-        err = oomi_fail(OOM_ENOTFOUND,
-                        "model '%s' is neither a preset nor a file (closest preset: %s; see "
-                        "--list-models, or give the path of its config.json)",
-                        arg, p[best]->name);
-    }
-    oom_model_presets_free(p, n);
-    return err;
-}
-
-int oomi_model_load(oomi_model **out, const char *arg)
-{
-    char *path = NULL;
-    int err;
-
-    *out = NULL;
-    if (!arg || !*arg)
-        return oomi_fail(OOM_EINVAL, "model '' is empty");
-    if (is_dir(arg))
-        path = oomi_asprintf("%s/config.json", arg);
-    else if (is_file(arg))
-        path = oomi_strdup(arg);
-    else if (!strchr(arg, '/'))
-        path = oomi_asprintf("%s/models/%s.json", oomi_data_dir(), arg);
-    else
-        return find_preset(out, arg);
-    if (!path)
-        return oomi_nomem();
-    if (!is_file(path)) {
-        oomi_free(path);
-        return find_preset(out, arg);
-    }
-    err = oomi_model_load_file(out, path, arg);
-    oomi_free(path);
-    return err;
 }

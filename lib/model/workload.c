@@ -64,7 +64,8 @@ const char *oom_phase_name(oom_phase v)
 /* pointers, so that oom_option can grow behind its version */
 static const oom_option *const options[] = {
     &(const oom_option){OOM_OPTION_VERSION, "model", "NAME|PATH",
-                        "a preset (--list-models) or a Hugging Face config.json or its folder"},
+                        "a preset (--list-models), a config.json or its folder, or a Hugging Face "
+                        "Hub id ORG/NAME in the local Hub cache"},
     &(const oom_option){OOM_OPTION_VERSION, "method", "full|lora|qlora|inference",
                         "what is run (default full)"},
     &(const oom_option){OOM_OPTION_VERSION, "precision",

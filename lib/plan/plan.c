@@ -1,6 +1,7 @@
 /* plan.c - the planner's search over the estimator (docs/plan.md). */
 #include "plan/plan.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,8 @@ typedef struct search {
     oom_knobs base;
     long gpus, nodes, eff;
     uint64_t usable;
+    double conf;     /* fit-confidence: a candidate fits when its bound at conf is within target */
+    uint64_t target; /* per job */
     family fams[MAX_FAMILIES];
     size_t nfam;
     long micro[MAX_MICRO], accum[MAX_MICRO];
@@ -119,6 +122,29 @@ static void line_estimate(const oom_measured_line *l, const oom_knobs *k, oom_es
     e->flops_per_token = k->seq_len > 0 ? l->flops_per_sample * m / (double)k->seq_len : 0;
 }
 
+/* The confidence class of a workload candidate at `level` (the workload's tensor parallelism and
+ * whether its context size was given). */
+static int conf_class(const search *s, const oom_knobs *k, double level, oomi_conf *out)
+{
+    return oomi_confidence_class(out, k, s->w->tp, s->w->overhead != OOM_UNKNOWN, level);
+}
+
+/* Whether a candidate fits: its device peak within the usable memory (target - margin), or with
+ * fit-confidence its device peak's bound at that confidence within the target. */
+static int fits(const search *s, oom_plan_choice *c)
+{
+    oomi_conf cf;
+    int err;
+    if (!(s->conf > 0) || !s->w) {
+        c->fits = c->estimate.device_peak <= s->usable;
+        return OOM_OK;
+    }
+    if ((err = conf_class(s, &c->knobs, s->conf, &cf)))
+        return err;
+    c->fits = oomi_confidence_bound(&cf, c->estimate.device_peak, true) <= s->target;
+    return OOM_OK;
+}
+
 /* Estimates one configuration. *valid = false when the estimator refuses the combination. */
 static int evaluate(search *s, const oom_knobs *k, oom_plan_choice *c, bool *valid)
 {
@@ -143,7 +169,8 @@ static int evaluate(search *s, const oom_knobs *k, oom_plan_choice *c, bool *val
     *valid = true;
     s->candidates++;
     c->effective_batch = k->batch * k->grad_accum * k->gpus;
-    c->fits = c->estimate.device_peak <= s->usable;
+    if ((err = fits(s, c)))
+        return err;
     oomi_plan_throughput(c, s->r, s->nodes, s->k);
     return OOM_OK;
 }
@@ -780,6 +807,48 @@ static int serve_profile(const search *s, oom_plan_result *res)
     return err;
 }
 
+/* With fit-confidence, the budget of the class of knobs k: a device peak fits when its bound,
+ * peak x (1 + under) + context, is within the target, so usable = (target - context) / (1 +
+ * under) and the margin is the rest of the target. */
+static int conf_budget(search *s, oom_plan_result *res, const oom_knobs *k)
+{
+    oomi_conf cf;
+    double u;
+    int err;
+    if (!(s->conf > 0) || !s->w)
+        return OOM_OK;
+    if ((err = conf_class(s, k, s->conf, &cf)))
+        return err;
+    u = floor(((double)s->target - cf.ctx) / (1 + cf.under));
+    s->usable = u > 0 ? (uint64_t)u : 0;
+    res->budget.usable_bytes = s->usable;
+    res->budget.safety_margin_bytes = s->target - s->usable;
+    return OOM_OK;
+}
+
+/* How sure the chosen plan is (plan.h: oom_plan_result version 3) */
+static int fill_confidence(search *s, oom_plan_result *res)
+{
+    const oom_estimate *e = &s->best.estimate;
+    oomi_conf cf;
+    int err;
+    if (!s->w)
+        return OOM_OK;
+    if ((err = conf_budget(s, res, &s->best.knobs)) ||
+        (err = conf_class(s, &s->best.knobs, s->conf > 0 ? s->conf : 0.95, &cf)))
+        return err;
+    res->device_peak_bound = oomi_confidence_bound(&cf, e->device_peak, true);
+    res->fit_probability = oomi_confidence_probability(
+        &cf, e->device_peak, res->budget.target_bytes, &res->fit_probability_side);
+    res->has_fit_probability = 1;
+    if (cf.basis == OOMI_CONF_NONE)
+        return oomi_plan_note(res,
+                              "no measurement of this kind of workload (%s): its bound takes the "
+                              "error of the widest class measured (%s)",
+                              cf.key, cf.used);
+    return OOM_OK;
+}
+
 static int fill_result(search *s, oom_plan_result *res)
 {
     const oom_plan_request *r = s->r;
@@ -789,7 +858,7 @@ static int fill_result(search *s, oom_plan_result *res)
 
     res->found = 1;
     *res->best = s->best;
-    if ((err = pick_alternatives(s, res)))
+    if ((err = fill_confidence(s, res)) || (err = pick_alternatives(s, res)))
         return err;
     for (i = 0; i < res->n_alternatives; i++)
         if ((err = describe_loss(s, res, res->alternatives[i])))
@@ -933,6 +1002,21 @@ static int setup(search *s, oom_plan_result *res)
         res->budget.usable_bytes /= (uint64_t)res->workers;
     }
     s->usable = res->budget.usable_bytes;
+    s->target = res->budget.target_bytes;
+    res->fit_confidence = s->conf;
+    if (s->conf > 0 && !s->w)
+        return oomi_fail(OOM_EINVAL, "fit-confidence needs a model workload: a measured line has "
+                                     "no measured error to take a bound from");
+    if (s->conf > 0) {
+        double lo, hi;
+        if ((err = oomi_confidence_range(&lo, &hi)))
+            return err;
+        if (!(s->conf >= lo && s->conf <= hi))
+            return oomi_fail(OOM_EINVAL,
+                             "fit-confidence %g is outside %g to %g (the levels the "
+                             "estimator's error was measured at)",
+                             s->conf, lo, hi);
+    }
     res->nodes = s->nodes;
     res->gpus_per_node = s->gpus / s->nodes;
     res->requested_batch = r->fixed_batch, res->requested_seq = r->fixed_seq;
@@ -959,6 +1043,8 @@ static int no_fit(search *s, oom_plan_result *res, unsigned relax)
 
     res->found = 0;
     *res->smallest = s->smallest;
+    if ((err = conf_budget(s, res, &s->smallest.knobs)))
+        return err;
     if (r->fixed_batch) {
         char *hint = NULL;
         if ((err = fixed_batch_hint(s, &hint)))
@@ -998,11 +1084,11 @@ static int no_fit(search *s, oom_plan_result *res, unsigned relax)
 
 int oom_plan_run(oom_plan_result **out, const oom_plan_request *r)
 {
-    return oomi_plan_run(out, r, NULL);
+    return oomi_plan_run(out, r, NULL, 0);
 }
 
 int oomi_plan_run(oom_plan_result **out, const oom_plan_request *r,
-                  const struct oomi_plan_consts *k)
+                  const struct oomi_plan_consts *k, double confidence)
 {
     search s;
     oom_plan_result *res = NULL;
@@ -1018,6 +1104,7 @@ int oomi_plan_run(oom_plan_result **out, const oom_plan_request *r,
         return err;
     memset(&s, 0, sizeof(s));
     s.r = r;
+    s.conf = confidence;
     if (!k && (err = oomi_plan_defaults(&k, NULL)))
         return err;
     s.k = k;

@@ -19,9 +19,10 @@ void oomi_plan_throughput(oom_plan_choice *c, const oom_plan_request *r, long no
  * profile without figures gets k's default). */
 double oomi_plan_tflops(const oom_gpu_profile *gpu, oom_precision p,
                         const struct oomi_plan_consts *k);
-/* oom_plan_run with the planner constants k (NULL: the defaults). */
+/* oom_plan_run with the planner constants k (NULL: the defaults); confidence > 0: plan to the
+ * device peak's bound at that confidence within the target instead of the margin. */
 int oomi_plan_run(oom_plan_result **out, const oom_plan_request *r,
-                  const struct oomi_plan_consts *k);
+                  const struct oomi_plan_consts *k, double confidence);
 /* Fills res->suggestions for a plan where nothing fits (w: a scratch clone; NULL for lines). */
 int oomi_plan_suggest(oom_plan_result *res, const oom_plan_request *r, oom_workload *w,
                       const oom_knobs *smallest);
@@ -35,6 +36,9 @@ int oomi_plan_note(oom_plan_result *res, const char *fmt, ...) OOMI_PRINTF(2, 3)
 #define OOMI_SZ(buf, b) oom_format_size((buf), sizeof(buf), (b))
 /* Resolves options for a given GPU id (NULL: the options' own) and plans (plan_options.c). */
 int oomi_plan_options_run_gpu(oom_plan_result **out, const oom_plan_options *o, const char *gpu);
+/* The safety margin the user asked for, per job (with fit-confidence, budget holds the one the
+ * bound needs instead) (plan_text.c) */
+uint64_t oomi_plan_user_margin(const oom_plan_result *r);
 /* the human report of a plan (plan_text.c) */
 int oomi_plan_text(char **out, const oom_plan_result *r);
 

@@ -14,6 +14,7 @@ struct oom_plan_options {
     unsigned allow, downscale;
     int inexact;
     char *gpu, *vram, *margin, *config;
+    double fit_conf; /* 0: not set (the config's default, else the margin) */
     char *calib_path, *calib_command, *calib_workload; /* a probe's calibration record */
     oom_measured_line line;
     double n_pos, n_neg;
@@ -55,6 +56,9 @@ static const oom_option *const plan_options[] = {
                         "(bare number = GiB; at most the detected GPU's)"},
     &(const oom_option){OOM_OPTION_VERSION, "vram-safety-margin", "SIZE|PCT",
                         "memory kept free (default 1 GiB; bare number = MiB)"},
+    &(const oom_option){OOM_OPTION_VERSION, "fit-confidence", "P",
+                        "plan so that the job fits with confidence P (0.5 to 0.99), from the "
+                        "estimator's measured error, instead of the safety margin"},
     &(const oom_option){OOM_OPTION_VERSION, "config", "FILE", "user config file"},
     &(const oom_option){OOM_OPTION_VERSION, "fixed-bytes", "SIZE",
                         "measured line: bytes independent of the batch (bare number = MiB)"},
@@ -263,6 +267,8 @@ static int set_plan(oom_plan_options *o, const char *k, const char *v)
         return set_str(&o->vram, v);
     if (!strcmp(k, "vram-safety-margin"))
         return set_str(&o->margin, v);
+    if (!strcmp(k, "fit-confidence"))
+        return oomi_parse_confidence(&o->fit_conf, v, k);
     if (!strcmp(k, "config"))
         return set_str(&o->config, v);
     if (!strcmp(k, "workload"))
@@ -535,7 +541,14 @@ static int calibrated_line(oom_measured_line *line, long *cap, long *seq, const 
     *cap = 0;
     *seq = record_seq(rec);
     if (rec->fit.quadratic) {
+        /* linearised at the largest batch it vouches for: a probe's the largest that ran; a
+         * trace ran no GPU, its curve holds for any batch, so the largest the curve puts under
+         * this budget (exact there, above the curve below it) */
         top = rec->max_batch > 0 ? rec->max_batch : 1;
+        if (rec->traced) {
+            int fit_top = oom_probe_fit_max_batch(&rec->fit, t->budget.usable_bytes, 1 << 20);
+            top = fit_top > 0 ? fit_top : 1;
+        }
         line->bytes_per_sample =
             (uint64_t)((oom_probe_fit_peak(&rec->fit, top) - (double)line->fixed_bytes) / top);
         *cap = top;
@@ -547,6 +560,7 @@ static int calibrated_line(oom_measured_line *line, long *cap, long *seq, const 
 int oomi_plan_options_run_gpu(oom_plan_result **out, const oom_plan_options *o, const char *gpu)
 {
     long cap = 0, seq = 0;
+    double conf = 0;
     bool calibrated;
     oom_config *cfg = NULL;
     oom_catalog *cat = NULL;
@@ -591,7 +605,10 @@ int oomi_plan_options_run_gpu(oom_plan_result **out, const oom_plan_options *o, 
         r.line = &line;
     if ((err = oomi_catalog_plan_consts(&consts, cat, t.profile.id)))
         goto done;
-    err = oomi_plan_run(out, &r, &consts);
+    if (!o->fit_conf && oomi_config_fit_confidence(cfg) &&
+        (err = oomi_parse_confidence(&conf, oomi_config_fit_confidence(cfg), "fit_confidence")))
+        goto done;
+    err = oomi_plan_run(out, &r, &consts, o->fit_conf ? o->fit_conf : conf);
     if (*out) {
         (*out)->target_fallback = t.fallback;
         (*out)->others_bytes = t.others_bytes;

@@ -164,13 +164,40 @@ static json_object *inference_json(const oom_plan_result *r)
     oomi_json_put(
         o, "tensor_parallel",
         json_object_new_int64(r->version >= 2 && r->tensor_parallel > 0 ? r->tensor_parallel : 1));
-    if (r->version >= 3 && r->kv_elements > 0) {
+    if (r->version >= 4 && r->kv_elements > 0) {
         oomi_kv_layout kv = {r->kv_full_layers, r->kv_sliding_layers, r->kv_window,
                              r->kv_latent != 0, r->kv_vllm != 0,      (double)r->kv_elements};
         oomi_json_put(o, "kv_cache_layers", oomi_kv_layout_json(&kv));
     }
     oomi_json_put(o, "vllm", oomi_plan_vllm_json(r));
     return o;
+}
+
+/* How sure the plan is (version 3): the probability it fits the target, the device peak's bound
+ * and what margin that bound needs beside the user's */
+static void confidence_json(const oom_plan_result *r, json_object *root)
+{
+    bool known = r->version >= 3 && r->found && r->has_fit_probability;
+    json_object *o = known ? json_object_new_object() : NULL;
+    uint64_t peak = r->found ? r->best->estimate.device_peak : 0, need;
+
+    oomi_json_put(root, "fit_probability", known ? num(r->fit_probability) : NULL);
+    if (o) {
+        need = r->device_peak_bound > peak ? r->device_peak_bound - peak : 0;
+        oomi_json_put(o, "level", r->fit_confidence > 0 ? num(r->fit_confidence) : NULL);
+        oomi_json_put(o, "fit_probability_side",
+                      json_object_new_string(r->fit_probability_side < 0   ? "below"
+                                             : r->fit_probability_side > 0 ? "at_least"
+                                                                           : "about"));
+        oomi_json_put(o, "bound_level", num(r->fit_confidence > 0 ? r->fit_confidence : 0.95));
+        oomi_json_put(o, "device_peak_bound", oomi_json_size(r->device_peak_bound));
+        oomi_json_put(o, "needed_margin_bytes", oomi_json_size(need));
+        oomi_json_put(o, "margin_bytes", oomi_json_size(oomi_plan_user_margin(r)));
+        oomi_json_put(
+            o, "margin_excess_bytes",
+            oomi_json_size(oomi_plan_user_margin(r) > need ? oomi_plan_user_margin(r) - need : 0));
+    }
+    oomi_json_put(root, "confidence", o);
 }
 
 static json_object *result_json(const oom_plan_result *r)
@@ -206,6 +233,7 @@ static json_object *result_json(const oom_plan_result *r)
                       ? deepspeed_json(r->best)
                       : NULL);
     extras_json(r, root);
+    confidence_json(r, root);
     oomi_json_put(root, "smallest", r->found ? NULL : choice_json(r, r->smallest));
     if ((o = json_object_new_object())) {
         oomi_json_put(o, "candidates", json_object_new_int64(r->candidates));

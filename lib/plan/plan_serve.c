@@ -122,7 +122,7 @@ static int format_vllm(oomi_sb *sb, const oom_plan_result *r)
                    OOMI_SZ(a, v.requested), OOMI_SZ(b, v.weights), OOMI_SZ(c, v.activation),
                    OOMI_SZ(d, v.non_torch), OOMI_SZ(f, v.available), v.blocks, VLLM_BLOCK_TOKENS,
                    v.tokens, k->seq_len ? v.tokens / k->seq_len : 0, k->seq_len);
-    if (r->version >= 3 && r->kv_elements > 0) {
+    if (r->version >= 4 && r->kv_elements > 0) {
         oomi_sb_printf(sb, "# KV cache layers: %ld full", r->kv_full_layers);
         if (r->kv_sliding_layers > 0)
             oomi_sb_printf(sb, ", %ld sliding (the last %ld tokens)", r->kv_sliding_layers,

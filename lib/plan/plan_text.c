@@ -70,6 +70,39 @@ static void row(oomi_sb *sb, const char *label, uint64_t bytes, uint64_t total)
                    total ? 100.0 * (double)bytes / (double)total : 0.0);
 }
 
+uint64_t oomi_plan_user_margin(const oom_plan_result *r)
+{
+    return r->version >= 3 && r->fit_confidence > 0
+               ? r->gpu_budget.safety_margin_bytes / (uint64_t)(r->workers > 1 ? r->workers : 1)
+               : r->budget.safety_margin_bytes;
+}
+
+/* "fits with ~97% confidence", the bound, and the margin beside what the bound needs */
+static void text_confidence(oomi_sb *sb, const oom_plan_result *r)
+{
+    char a[16], b[16], c[16];
+    uint64_t peak = r->best->estimate.device_peak, m = oomi_plan_user_margin(r);
+    uint64_t need = r->device_peak_bound > peak ? r->device_peak_bound - peak : 0;
+    double level = r->fit_confidence > 0 ? r->fit_confidence : 0.95;
+
+    oomi_sb_printf(sb, "  %-30s: fits with %s%.0f%% confidence (%.0f%% bound %s)\n", "confidence",
+                   r->fit_probability_side < 0   ? "below "
+                   : r->fit_probability_side > 0 ? "at least "
+                                                 : "~",
+                   100 * r->fit_probability, 100 * level, OOMI_SZ(a, r->device_peak_bound));
+    if (r->fit_confidence > 0)
+        oomi_sb_printf(sb,
+                       "  %-30s: the %.0f%% bound within the target (usable above), not the "
+                       "margin\n",
+                       "planned to", 100 * level);
+    if (m > need)
+        oomi_sb_printf(sb, "  %-30s: %s is %s more than the %.0f%% bound needs (%s)\n", "margin",
+                       OOMI_SZ(a, m), OOMI_SZ(b, m - need), 100 * level, OOMI_SZ(c, need));
+    else
+        oomi_sb_printf(sb, "  %-30s: %s is %s less than the %.0f%% bound needs (%s)\n", "margin",
+                       OOMI_SZ(a, m), OOMI_SZ(b, need - m), 100 * level, OOMI_SZ(c, need));
+}
+
 static void memory_block(oomi_sb *sb, const oom_plan_result *r)
 {
     const oom_estimate *e = &r->best->estimate;
@@ -99,6 +132,8 @@ static void memory_block(oomi_sb *sb, const oom_plan_result *r)
     oomi_sb_printf(sb, "  %-30s: %.1f%% of usable, %s to spare\n", "device peak",
                    u ? 100.0 * (double)e->device_peak / (double)u : 0.0,
                    OOMI_SZ(a, u - e->device_peak));
+    if (r->version >= 3 && r->has_fit_probability)
+        text_confidence(sb, r);
     if (r->workers > 1 || r->max_workers > 1 || (r->version >= 2 && r->workers_requested))
         oomi_sb_printf(sb, "  %-30s: %ld planned per GPU, %ld cop%s of this job fit%s one GPU\n",
                        "workers", r->workers, r->max_workers, r->max_workers == 1 ? "y" : "ies",

@@ -21,7 +21,7 @@ oom estimate --model llama-3.1-8b --method lora --batch 2 --seq 1024 --json
 expect_rc 0 "json estimate"
 expect_one_json "estimate --json"
 expect_json '.memory | keys | sort | join(",")' \
-    "activations,allocated_peak,device_peak,gradients,kv_cache,logits,optimizer,overhead,reserved_peak,temporaries,weights" \
+    "activations,allocated_peak,allocated_peak_upper95,device_peak,device_peak_upper95,gradients,kv_cache,logits,optimizer,overhead,reserved_peak,reserved_peak_upper95,temporaries,weights" \
     "memory keys"
 expect_json '.memory | [.[] | type] | unique | join(",")' "number" "sizes are numbers"
 expect_json '.memory.device_peak == .memory.reserved_peak + .memory.overhead' "true" "device = reserved + overhead"
@@ -135,6 +135,7 @@ expect_eq "$OUT" "$A" "deterministic"
 # the coefficients are data: a changed value changes the estimate, a broken file is refused
 mkdir -p "$TMP/data/models"
 cp "$OOMLESS_SRC/data/models/gpt2.json" "$TMP/data/models/"
+cp "$OOMLESS_SRC/data/confidence.json" "$TMP/data/"
 jq '.context.generic = 1073741824' "$OOMLESS_SRC/data/coefficients.json" >"$TMP/data/coefficients.json"
 OOMLESS_DATA_DIR="$TMP/data" oom estimate --model gpt2 --json
 expect_rc 0 "estimate with edited coefficients"
@@ -144,5 +145,14 @@ OOMLESS_DATA_DIR="$TMP/data" oom estimate --model gpt2
 expect_rc 2 "broken coefficients"
 expect_contains "$ERR" "backward_16bit" "names the missing coefficient"
 expect_contains "$ERR" "coefficients.json" "names the file"
+
+# --gpu takes a device name as nvidia-smi prints it: the profile detection would pick
+oom estimate --model gpt2 --gpu "NVIDIA H100 80GB HBM3"
+expect_rc 0 "--gpu with an nvidia-smi name"
+expect_contains "$OUT" "target VRAM                   : 79.65 GiB (NVIDIA H100 SXM5 80GB)" "the H100 profile"
+expect_contains "$OUT" "755.0 MiB" "and its measured context"
+oom estimate --model gpt2 --gpu "NVIDIA Nonesuch 7"
+expect_rc 2 "a device name no profile matches"
+expect_contains "$ERR" "unknown GPU profile 'NVIDIA Nonesuch 7'" "is refused naming it"
 
 finish

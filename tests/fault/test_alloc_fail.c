@@ -151,7 +151,7 @@ static char *copy(const char *s)
 /* ---- fixtures ------------------------------------------------------------------------------ */
 
 static char config_path[256], bad_config_path[256], spec_path[256], hf_config_path[256],
-    plan_options_path[256], workloads_path[256];
+    plan_options_path[256], workloads_path[256], hub_dir[256];
 
 static void write_file(char *path, size_t size, const char *text)
 {
@@ -395,6 +395,33 @@ done:
     return err;
 }
 
+/* what a model argument names: a Hub id in the cache (refs/main), a variant's preset (with a
+ * notice), nothing (the closest presets) */
+static int resolve_json(char **out, const char *model)
+{
+    char *path = NULL;
+    int err = oom_model_resolve(&path, model);
+    if (!err)
+        *out = copy(path);
+    oom_free(path);
+    return err;
+}
+
+static int path_resolve_hub(char **out)
+{
+    return resolve_json(out, "tinyorg/tiny-lm");
+}
+
+static int path_resolve_variant(char **out)
+{
+    return resolve_json(out, "Qwen/Qwen2.5-7B-Instruct");
+}
+
+static int path_resolve_none(char **out)
+{
+    return resolve_json(out, "meta-llama/Llama-3-8B");
+}
+
 static int path_plan(char **out)
 {
     static const char *const keys[] = {"model", "method", "gpu", "target-effective-batch",
@@ -629,6 +656,9 @@ static void test_estimate(void **state)
     fail_each_allocation("estimate: config.json, qlora", path_estimate_hf, OOM_OK);
     fail_each_allocation("estimate: t5", path_estimate_t5, OOM_OK);
     fail_each_allocation("model presets", path_presets, OOM_OK);
+    fail_each_allocation("model lookup: Hub cache", path_resolve_hub, OOM_OK);
+    fail_each_allocation("model lookup: variant preset", path_resolve_variant, OOM_OK);
+    fail_each_allocation("model lookup: closest presets", path_resolve_none, OOM_ENOTFOUND);
 }
 
 static void test_plan(void **state)
@@ -696,6 +726,19 @@ static int setup(void **state)
                "\"num_attention_heads\": 16, \"num_key_value_heads\": 4, "
                "\"intermediate_size\": 3584, \"vocab_size\": 32000, "
                "\"max_position_embeddings\": 4096, \"tie_word_embeddings\": false}");
+    snprintf(hub_dir, sizeof(hub_dir), "%s/oomless-fault-hub.XXXXXX",
+             getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+    assert_non_null(mkdtemp(hub_dir));
+    {
+        char cmd[2048];
+        snprintf(cmd, sizeof(cmd),
+                 "r='%s/models--TinyOrg--Tiny-LM' && mkdir -p \"$r/refs\" \"$r/snapshots/a\" "
+                 "\"$r/snapshots/b\" && cp '%s' \"$r/snapshots/a/config.json\" && cp '%s' "
+                 "\"$r/snapshots/b/config.json\" && echo a > \"$r/refs/main\"",
+                 hub_dir, hf_config_path, hf_config_path);
+        assert_int_equal(system(cmd), 0);
+    }
+    setenv("HF_HUB_CACHE", hub_dir, 1);
     setenv("XDG_CONFIG_HOME", "/nonexistent", 1);
     unsetenv("CUDA_VISIBLE_DEVICES");
     unsetenv("OOMLESS_GPU");
@@ -713,8 +756,8 @@ static int teardown(void **state)
     unlink(plan_options_path);
     unlink(workloads_path);
     {
-        char cmd[400];
-        snprintf(cmd, sizeof(cmd), "rm -rf '%s'", apply_dir);
+        char cmd[800];
+        snprintf(cmd, sizeof(cmd), "rm -rf '%s' '%s'", apply_dir, hub_dir);
         if (system(cmd) != 0)
             return -1;
     }

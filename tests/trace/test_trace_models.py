@@ -165,6 +165,34 @@ class Cli(unittest.TestCase):
             doc = json.loads(plan.stdout)
             self.assertEqual(doc["plan"]["batch_size"] * doc["plan"]["grad_accum"], 8)
 
+    def test_hub_id_found_as_the_estimator_finds_it(self):
+        # a Hub id in a local Hugging Face cache: the snapshot refs/main names, not the newest
+        with tempfile.TemporaryDirectory() as d:
+            repo = os.path.join(d, "models--TinyOrg--Tiny-LM")
+            for rev, vocab, mtime in (("aaa", 1000, 1_600_000_000), ("bbb", 2000, 1_700_000_000)):
+                os.makedirs(os.path.join(repo, "snapshots", rev))
+                with open(os.path.join(repo, "snapshots", rev, "config.json"), "w") as f:
+                    json.dump(dict(TINY, vocab_size=vocab), f)
+                os.utime(os.path.join(repo, "snapshots", rev), (mtime, mtime))
+            os.makedirs(os.path.join(repo, "refs"))
+            with open(os.path.join(repo, "refs", "main"), "w") as f:
+                f.write("aaa\n")
+            saved = os.environ.get("HF_HUB_CACHE")
+            os.environ["HF_HUB_CACHE"] = d
+            try:
+                r = self.run_cli("--model", "tinyorg/tiny-lm", "--method", "full", "--precision",
+                                 "fp32", "--batch", "1", "--seq", "16", "--json")
+                missing = self.run_cli("--model", "tinyorg/no-such-model")
+            finally:
+                if saved is None:
+                    os.environ.pop("HF_HUB_CACHE")
+                else:
+                    os.environ["HF_HUB_CACHE"] = saved
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["params"]["total"], sum(tiny_params()))
+        self.assertEqual(missing.returncode, 2)
+        self.assertIn("is not in the Hugging Face cache (%s)" % d, missing.stderr)
+
     def test_preset_and_module_and_errors(self):
         r = self.run_cli("--model", "gpt2", "--batch", "1", "--seq", "32")
         self.assertEqual(r.returncode, 0, r.stderr)

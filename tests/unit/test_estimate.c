@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "estimate/estimate.h"
 #include "oomless.h"
 #include "unit/tmpdir.h"
 #include "unit/workload.h"
@@ -101,6 +102,51 @@ static void test_exact_counts(void **state)
         assert_int_equal(e.params_trainable, 11766034176ULL);
     }
     oom_workload_free(w);
+}
+
+/* The presets of Llama 3.3, Qwen3 dense, Gemma 2 27B and Gemma 3 (multimodal, as published),
+ * Phi-3.5/Phi-4, Mistral Nemo and Small 3, SmolLM2 and the DeepSeek-R1 distills: each the count
+ * transformers gives for the same config.json (AutoModelForCausalLM, or
+ * AutoModelForImageTextToText for Gemma 3, built on the meta device), and within 0.5% of what the
+ * model card states where it states it closer than the size in the name */
+static void test_preset_counts(void **state)
+{
+    static const struct {
+        const char *model;
+        uint64_t transformers;
+        double card; /* 0: the model card gives only the size in the name */
+    } presets[] = {
+        {"model=llama-3.3-70b", 70553706496ULL, 70.6e9},
+        {"model=qwen3-1.7b", 1720574976ULL, 0},
+        {"model=qwen3-4b", 4022468096ULL, 0},
+        {"model=qwen3-14b", 14768307200ULL, 14.8e9},
+        {"model=qwen3-32b", 32762123264ULL, 32.8e9},
+        {"model=gemma-2-27b", 27227128320ULL, 0},
+        {"model=gemma-3-4b", 4300079472ULL, 4.30e9},
+        {"model=gemma-3-27b", 27432406640ULL, 0},
+        {"model=phi-3.5-mini", 3821079552ULL, 0},
+        {"model=phi-4", 14659507200ULL, 14.7e9},
+        {"model=mistral-nemo", 12247782400ULL, 0},
+        {"model=mistral-small-3", 23572403200ULL, 0},
+        {"model=smollm2-135m", 134515008ULL, 0},
+        {"model=smollm2-360m", 361821120ULL, 0},
+        {"model=smollm2-1.7b", 1711376384ULL, 0},
+        {"model=deepseek-r1-distill-llama-8b", 8030261248ULL, 8.03e9},
+        {"model=deepseek-r1-distill-qwen-7b", 7615616512ULL, 7.62e9},
+    };
+    size_t i;
+    (void)state;
+    for (i = 0; i < sizeof(presets) / sizeof(*presets); i++) {
+        oom_workload *w = W(presets[i].model);
+        oom_model_info mi = OOM_MODEL_INFO_INIT;
+        assert_int_equal(oom_workload_model(&mi, w), OOM_OK);
+        if (mi.params != presets[i].transformers)
+            fail_msg("%s: %llu parameters, transformers counts %llu", presets[i].model,
+                     (unsigned long long)mi.params, (unsigned long long)presets[i].transformers);
+        oom_workload_free(w);
+        if (presets[i].card > 0)
+            params_near(presets[i].model, presets[i].card);
+    }
 }
 
 /* The parameters the estimator counts for a config.json given as text (written to a temp file) */
@@ -581,11 +627,70 @@ static void test_allocation_failures(void **state)
     assert_true(n > 5);
 }
 
+/* the confidence bounds' arithmetic on data/confidence.json (estimate_confidence.c) */
+static void test_confidence(void **state)
+{
+    oom_knobs k = OOM_KNOBS_INIT;
+    oomi_conf a, b, m, c, o;
+    double lo, hi, p, x;
+    uint64_t peak = 10 * OOM_GiB, bound;
+    int side;
+    (void)state;
+    k.method = OOM_METHOD_LORA, k.attention = OOM_ATTENTION_SDPA;
+    k.checkpointing = OOM_CHECKPOINTING_NONE, k.precision = OOM_PRECISION_BF16, k.gpus = 1;
+    assert_int_equal(oomi_confidence_range(&lo, &hi), OOM_OK);
+    assert_true(lo == 0.5 && hi == 0.99);
+    assert_int_equal(oomi_confidence_class(&a, &k, 1, false, 0.8), OOM_OK);
+    assert_int_equal(oomi_confidence_class(&b, &k, 1, false, 0.9), OOM_OK);
+    assert_int_equal(oomi_confidence_class(&m, &k, 1, false, 0.85), OOM_OK);
+    assert_string_equal(a.key, "lora/sdpa/none/none/none");
+    assert_true(fabs(m.under - (a.under + b.under) / 2) < 1e-12); /* interpolated */
+    assert_true(a.under >= 0 && b.under >= a.under);
+    /* the bound, and back: its own target fits with the level's confidence */
+    assert_int_equal(oomi_confidence_class(&c, &k, 1, false, 0.95), OOM_OK);
+    assert_true(c.ctx > 0);
+    bound = oomi_confidence_bound(&c, peak, true);
+    assert_true(bound == (uint64_t)ceil((double)peak * (1 + c.under) + c.ctx));
+    assert_true(oomi_confidence_bound(&c, peak, false) ==
+                (uint64_t)ceil((double)peak * (1 + c.under)));
+    p = oomi_confidence_probability(&c, peak, bound, &side);
+    assert_true(p >= 0.95 - 1e-9 && side >= 0);
+    x = oomi_confidence_probability(&m, peak, oomi_confidence_bound(&m, peak, true), &side);
+    assert_true(x >= 0.85 - 1e-9 && x <= p);
+    p = oomi_confidence_probability(&c, peak, peak, &side); /* no room for the context */
+    assert_int_equal(side, -1);
+    assert_true(p == lo);
+    p = oomi_confidence_probability(&c, peak, 2 * peak, &side);
+    assert_int_equal(side, 1);
+    assert_true(p == hi);
+    /* --overhead given: no context term */
+    assert_int_equal(oomi_confidence_class(&o, &k, 1, true, 0.95), OOM_OK);
+    assert_true(o.ctx == 0 && o.under == c.under);
+    assert_int_equal(oomi_confidence_class(&o, &k, 1, false, 0.3), OOM_EINVAL);
+    assert_int_equal(oomi_confidence_class(&o, &k, 1, false, 0.995), OOM_EINVAL);
+    /* never measured: the widest class, basis none */
+    k.sharding = OOM_SHARDING_ZERO2, k.gpus = 2;
+    assert_int_equal(oomi_confidence_class(&o, &k, 1, false, 0.95), OOM_OK);
+    assert_int_equal(o.basis, OOMI_CONF_NONE);
+    assert_string_equal(o.key, "lora/sdpa/none/none/zero2");
+    assert_int_equal(o.cases, 0);
+    /* the levels as text */
+    assert_int_equal(oomi_parse_confidence(&x, "95%", "c"), OOM_OK);
+    assert_true(fabs(x - 0.95) < 1e-12);
+    assert_int_equal(oomi_parse_confidence(&x, "0.8", "c"), OOM_OK);
+    assert_true(x == 0.8);
+    assert_int_equal(oomi_parse_confidence(&x, "1", "c"), OOM_EINVAL);
+    assert_int_equal(oomi_parse_confidence(&x, "0", "c"), OOM_EINVAL);
+    assert_int_equal(oomi_parse_confidence(&x, "%", "c"), OOM_EINVAL);
+    assert_int_equal(oomi_parse_confidence(&x, "high", "c"), OOM_EINVAL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_param_counts),
         cmocka_unit_test(test_exact_counts),
+        cmocka_unit_test(test_preset_counts),
         cmocka_unit_test(test_moe_dense_layers),
         cmocka_unit_test(test_moe_shared_expert),
         cmocka_unit_test(test_kv_cache),
@@ -603,6 +708,7 @@ int main(void)
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_presets_and_options),
         cmocka_unit_test(test_allocation_failures),
+        cmocka_unit_test(test_confidence),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

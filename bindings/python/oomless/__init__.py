@@ -240,6 +240,18 @@ def list_models() -> Any:
     return _take_json(out)
 
 
+def _model_config_path(model: str) -> str:
+    """The config.json a model argument names (a file, a folder, a preset, a hub id in the local
+    Hugging Face cache), by the rules the estimator uses; NotFoundError naming the closest
+    presets otherwise."""
+    out = ctypes.c_void_p()
+    _check(_n.oom_model_resolve(ctypes.byref(out), _b(model)))
+    try:
+        return os.fsdecode(ctypes.string_at(out.value))
+    finally:
+        _n.oom_free(out)
+
+
 def plan_options() -> List[Tuple[str, str, str]]:
     """The plan-only options as (name, metavar, help), besides the workload options."""
     count = ctypes.c_size_t()

@@ -169,6 +169,7 @@ oom_estimate_run = _declare("oom_estimate_run", c_int, POINTER(Estimate), c_void
 oom_estimate_to_json_budget = _declare("oom_estimate_to_json_budget", c_int, POINTER(c_void_p),
                                        c_void_p, POINTER(Estimate), POINTER(Budget))
 oom_model_presets_json = _declare("oom_model_presets_json", c_int, POINTER(c_void_p))
+oom_model_resolve = _declare("oom_model_resolve", c_int, POINTER(c_void_p), c_char_p)
 
 oom_plan_json = _declare("oom_plan_json", c_int, POINTER(c_void_p), POINTER(c_char_p),
                          POINTER(c_char_p), c_size_t)

@@ -1,9 +1,7 @@
 """Building a model on the meta device as users build it, and tracing its training steps."""
 import contextlib
-import glob
 import importlib
 import json
-import os
 import platform
 
 import torch
@@ -36,60 +34,15 @@ def versions():
 
 
 # ---- finding a model's config ------------------------------------------------------------------
-def data_dir():
-    env = os.environ.get("OOMLESS_DATA_DIR")
-    if env:
-        return env
-    here = os.path.dirname(os.path.abspath(__file__))
-    for up in (3, 4):  # source tree: bindings/python/oomless/trace -> data
-        root = here
-        for _ in range(up):
-            root = os.path.dirname(root)
-        if os.path.isdir(os.path.join(root, "data", "models")):
-            return os.path.join(root, "data")
-    # installed: <prefix>/lib/oomless/python/oomless/trace -> <prefix>/share/oomless
-    prefix = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(here)))))
-    return os.path.join(prefix, "share", "oomless")
-
-
-def hf_cache_dirs():
-    dirs = []
-    if os.environ.get("HF_HUB_CACHE"):
-        dirs.append(os.environ["HF_HUB_CACHE"])
-    if os.environ.get("HF_HOME"):
-        dirs.append(os.path.join(os.environ["HF_HOME"], "hub"))
-    dirs.append(os.path.join(os.path.expanduser("~"), ".cache", "huggingface", "hub"))
-    return dirs
-
-
 def find_config(model):
-    """The config.json dict for a preset name, a file, a folder or a hub id in the HF cache."""
-    if os.path.isdir(model):
-        path = os.path.join(model, "config.json")
-    elif os.path.isfile(model):
-        path = model
-    else:
-        path = os.path.join(data_dir(), "models", model.lower() + ".json")
-        if not os.path.isfile(path) and "/" in model:
-            org, _, name = model.partition("/")
-            hits = []
-            for d in hf_cache_dirs():
-                pattern = os.path.join(d, "models--%s--%s" % (org, name), "snapshots", "*",
-                                       "config.json")
-                hits += glob.glob(pattern)
-                if not hits:  # the cache keeps the hub's spelling; compare case-insensitively
-                    want = ("models--%s--%s" % (org, name)).lower()
-                    for entry in glob.glob(os.path.join(d, "models--*")):
-                        if os.path.basename(entry).lower() == want:
-                            hits += glob.glob(os.path.join(entry, "snapshots", "*", "config.json"))
-            if hits:
-                path = sorted(hits, key=os.path.getmtime)[-1]
-        if not os.path.isfile(path):
-            if os.sep in model and "/" not in model.strip("/"):
-                raise TraceError("model file '%s' does not exist" % model)
-            raise TraceError("model '%s' is neither a preset (%s), a config.json, a folder holding "
-                             "one, nor a hub id in the local Hugging Face cache"
-                             % (model, os.path.join(data_dir(), "models")))
+    """The config.json dict and path a model argument names: a file, a folder holding one, a
+    preset, or a hub id in the local Hugging Face cache, by the library's rules
+    (oom_model_resolve, as ``oomless estimate --model`` finds it)."""
+    from .. import OomlessError, _model_config_path
+    try:
+        path = _model_config_path(model)
+    except OomlessError as exc:
+        raise TraceError(str(exc)) from exc
     try:
         with open(path, encoding="utf-8") as f:
             return json.load(f), path
@@ -97,8 +50,9 @@ def find_config(model):
         raise TraceError("model config '%s': %s" % (path, exc)) from exc
 
 
-def build_hf(cfg_dict, dtype, attention):
-    """The transformers model the config names, with no weights (meta device)."""
+def build_hf(cfg_dict, dtype, attention, device="meta"):
+    """The transformers model the config names, with no weights (meta device), or with random
+    ones on `device` (bench/accuracy/measure.py builds the same model on a GPU)."""
     import transformers
     cfg_dict = dict(cfg_dict)
     if "model_type" not in cfg_dict:
@@ -112,7 +66,7 @@ def build_hf(cfg_dict, dtype, attention):
         if cls is not None:
             break
     impl = {"eager": "eager", "sdpa": "sdpa", "flash": "sdpa"}[attention]
-    with torch.device("meta"):
+    with torch.device(device):
         if cls is not None:
             model = cls._from_config(cfg, dtype=dtype, attn_implementation=impl)
         else:

@@ -1,0 +1,469 @@
+#!/usr/bin/env python3
+"""fit_confidence.py - how far the estimator is from measured peaks, per kind of workload.
+
+    bench/accuracy/fit_confidence.py --bin build/oomless --out data/confidence.json   # fit
+    bench/accuracy/fit_confidence.py --bin build/oomless --holdout   # fit on half, test the other
+    bench/accuracy/fit_confidence.py --bin build/oomless --check     # the bounds oomless states
+
+Every case pairs a measured peak with the estimate for the same workload, on the counter the
+measurement read (allocated, reserved or device). Its error is u = measured / predicted - 1:
+positive when the estimate was low. Inputs (all of them unless --only):
+
+  published  public/cases.tsv: the published measurements (published-measurements.csv)
+  trace      ../trace/results.json: the tracer's allocated peak of each matrix cell
+  csv        every other bench/accuracy/*.csv (and --csv FILE): one measurement per row, in one
+             of two forms (columns are matched without case; '_' and '-' are the same):
+             - generic: predicted, measured (bytes), kind ("method=lora attention=sdpa
+               checkpointing=none quantization=none sharding=none"; a key left out is unknown),
+               optional id, counter (allocated|reserved|device, default device);
+             - workload: an `args` column with estimate flags ("--model llama-3.1-8b --batch 4"),
+               or one column per estimate flag (model, method, batch, seq, ...), and one or more
+               measured columns: max_memory_allocated, max_memory_reserved, nvml_peak (also
+               nvml_process_peak, device_peak; allocated_peak and reserved_peak as
+               measure.py writes them), in bytes, or in GiB/MiB with a _gib/_mib suffix.
+               The estimate of each row is run again, so its error follows the estimator;
+               a `gpu` column the catalog knows is passed as --gpu (the CUDA context).
+             Both forms: a `status` other than ok skips the row; `split` = held keeps the row
+             out of the fit, and its coverage under the bound fitted without it is reported.
+
+A workload's class is method/attention/checkpointing/quantization/sharding (sharding: ZeRO
+stage, "ddp" for plain data parallel on several GPUs, "+offload" with CPU offload). A class with
+fewer than --min-cases cases takes the quantiles of the first broader class that has enough
+(attention, then checkpointing, then quantization, then the method are left out, then all).
+
+The bound at level p is the k-th smallest error, k = ceil(p (n + 1)) (at most n): for a new case
+drawn like the n, it is above the case's error with probability at least k / (n + 1) (a
+distribution-free order-statistic bound; Wilks 1941, as used by split conformal prediction).
+
+--check runs `oomless estimate --json` on every case it can rerun, reads memory.*_upper95 and
+fails (exit 1) when fewer than --min-coverage of the measured peaks are under their bound.
+Python 3 standard library only.
+"""
+import argparse
+import csv
+import glob
+import importlib.machinery
+import importlib.util
+import json
+import math
+import os
+import re
+import statistics
+import subprocess
+import sys
+import zlib
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+LEVELS = [0.5, 0.8, 0.9, 0.95, 0.99]
+DIMS = ("method", "attention", "checkpointing", "quantization", "sharding")
+# the dimensions left out (by index) at each broader level; the last level is "all"
+FALLBACK = [(), (1,), (1, 2), (1, 2, 3), (0, 1, 2, 3), (0, 1, 2, 3, 4)]
+COUNTER_KEY = {"allocated": "allocated_peak", "reserved": "reserved_peak", "device": "device_peak"}
+MEASURED_COLUMNS = {"max_memory_allocated": "allocated", "allocated_peak": "allocated",
+                    "max_memory_reserved": "reserved", "reserved_peak": "reserved",
+                    "nvml_peak": "device", "nvml_process_peak": "device", "device_peak": "device"}
+GiB = 2 ** 30
+
+
+
+sys.dont_write_bytecode = True  # the scripts loaded below leave no __pycache__ in the tree
+
+
+def load(name, path):
+    """a script of the benches as a module (bench/accuracy/compare has no .py)"""
+    loader = importlib.machinery.SourceFileLoader(name, path)
+    spec = importlib.util.spec_from_loader(name, loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    return mod
+
+
+compare = load("accuracy_compare", os.path.join(HERE, "compare"))  # read_cases()
+trace_compare = load("trace_compare", os.path.join(ROOT, "bench", "trace", "compare.py"))  # estimate_flags()
+
+
+def classify(workload):
+    """the class dimensions of an estimate's "workload" object"""
+    p = workload.get("precision")
+    quant = "4bit" if p == "4bit" else "int8" if p == "int8" else "none"
+    shard = workload.get("sharding", "none")
+    if shard == "none" and (workload.get("gpus", 1) > 1 or workload.get("tensor_parallel", 1) > 1):
+        shard = "ddp" if workload.get("gpus", 1) > 1 else "tp"
+    if workload.get("offload", "none") != "none":
+        shard += "+offload"
+    return (workload["method"], workload["attention"], workload["checkpointing"], quant, shard)
+
+
+def class_key(dims, level):
+    return "/".join("*" if i in FALLBACK[level] else d for i, d in enumerate(dims))
+
+
+class Skip(Exception):
+    """a CSV row that cannot be used (said on stderr; the others still count)"""
+
+
+def run_estimate(binary, argv, error=SystemExit):
+    p = subprocess.run([binary, "estimate", "--json"] + argv, capture_output=True, text=True)
+    if p.returncode not in (0, 1):
+        raise error("oomless estimate %s: %s" % (" ".join(argv), p.stderr.strip()))
+    return json.loads(p.stdout)
+
+
+def case(source, cid, counter, measured, est=None, predicted=None, dims=None, argv=None,
+         held=False):
+    if est is not None:
+        predicted, dims = est["memory"][COUNTER_KEY[counter]], classify(est["workload"])
+    return {"source": source, "id": cid, "counter": counter, "measured": float(measured),
+            "predicted": float(predicted), "dims": dims, "argv": argv, "estimate": est,
+            "held": held}
+
+
+def published_cases(binary, path):
+    out = []
+    for cid, counter, measured, argv, _ in compare.read_cases(path):
+        if counter != "excluded":
+            out.append(case("published", cid, counter, measured * GiB, run_estimate(binary, argv),
+                            argv=argv))
+    return out
+
+
+def trace_cases(binary, path):
+    with open(path, encoding="utf-8") as f:
+        rows = json.load(f)["rows"]
+    out = []
+    for r in rows:
+        if r.get("error") is None and r.get("trace"):
+            argv = trace_compare.estimate_flags(r["cell"])
+            out.append(case("trace", " ".join(argv), "allocated", r["trace"]["allocated_peak"],
+                            run_estimate(binary, argv), argv=argv))
+    return out
+
+
+def norm(name):
+    return name.strip().lower().replace("-", "_")
+
+
+def size_value(column, text):
+    v = float(text)
+    return v * GiB if column.endswith("_gib") else v * 2 ** 20 if column.endswith("_mib") else v
+
+
+def estimate_flags(binary):
+    """the workload and GPU flags `oomless estimate --help` lists"""
+    p = subprocess.run([binary, "estimate", "--help"], capture_output=True, text=True)
+    return {norm(m) for m in re.findall(r"^  --([a-z0-9-]+)", p.stdout + p.stderr, re.M)}
+
+
+def csv_cases(binary, path, flag_names):
+    name = os.path.basename(path)
+    out = []
+    with open(path, encoding="utf-8", newline="") as f:
+        for n, row in enumerate(csv.DictReader(f), 2):
+            try:
+                out += csv_row(binary, name, n, row, flag_names)
+            except (Skip, ValueError) as exc:
+                sys.stderr.write("%s:%d: skipped: %s\n" % (path, n, exc))
+    return out
+
+
+def csv_row(binary, name, n, row, flag_names):
+    """the cases of one CSV row (module docstring: the two forms)"""
+    out = []
+    row = {norm(k): (v or "").strip() for k, v in row.items() if k}
+    cid = row.get("id") or "%s:%d" % (name, n)
+    held = row.get("split") == "held"
+    if row.get("status", "ok") not in ("ok", ""):
+        raise Skip("status '%s' (%s)" % (row["status"], row.get("note", "")))
+    if "predicted" in row and "measured" in row and "kind" in row:
+        kv = dict(w.split("=", 1) for w in row["kind"].split() if "=" in w)
+        dims = tuple(kv.get(d, "*") for d in DIMS)
+        counter = row.get("counter") or "device"
+        if counter not in COUNTER_KEY:
+            raise Skip("counter '%s' is not allocated, reserved or device" % counter)
+        return [case(name, cid, counter, float(row["measured"]),
+                     predicted=float(row["predicted"]), dims=dims, held=held)]
+    if row.get("args"):
+        argv = row["args"].split()
+    else:
+        argv = []
+        for k, v in row.items():
+            if k in flag_names and k not in ("json", "help", "list_models", "gpu") and v:
+                argv += ["--" + k.replace("_", "-"), v]
+    measured = [(k, c) for k in row for m, c in MEASURED_COLUMNS.items()
+                if re.fullmatch(m + r"(_bytes|_gib|_mib)?", k) and row[k]]
+    if not argv or not measured:
+        raise Skip("neither predicted,measured,kind nor estimate flags with a measured "
+                   "column")
+    est = None
+    if row.get("gpu") and "--gpu" not in argv:
+        try:  # the GPU it ran on sets the CUDA context of the device peak, when the catalog knows it
+            est = run_estimate(binary, argv + ["--gpu", row["gpu"]], Skip)
+            argv = argv + ["--gpu", row["gpu"]]
+        except Skip:
+            sys.stderr.write("%s:%d: GPU '%s' is not in the catalog: estimated without it\n" %
+                             (name, n, row["gpu"]))
+    est = est or run_estimate(binary, argv, Skip)
+    for k, counter in measured:
+        out.append(case(name, "%s %s" % (cid, counter), counter, size_value(k, row[k]),
+                        est, argv=argv, held=held))
+    return out
+
+
+def error(c):
+    return c["measured"] / c["predicted"] - 1.0
+
+
+def up4(x):
+    """x rounded up to 4 decimals (a bound stored rounded must stay a bound)"""
+    return math.ceil(round(x * 1e4, 6)) / 1e4
+
+
+def quantile(sorted_u, p):
+    """the k-th smallest, k = ceil(p (n + 1)) at most n (module docstring)"""
+    k = min(len(sorted_u), math.ceil(p * (len(sorted_u) + 1) - 1e-9))
+    return sorted_u[max(k, 1) - 1]
+
+
+def resolve(own, dims, min_cases):
+    """the first key of dims' chain (from its own level up) whose class has min_cases, or None"""
+    start = max(i for i, f in enumerate(FALLBACK)
+                if all(dims[j] == "*" for j in f) and
+                all(dims[j] != "*" for j in range(len(DIMS)) if j not in f))
+    return next((class_key(dims, lv) for lv in range(start, len(FALLBACK))
+                 if own.get(class_key(dims, lv), {}).get("cases", 0) >= min_cases), None)
+
+
+def fit_tier(cases):
+    """the error statistics of every class key the cases reach"""
+    groups = {}
+    for c in cases:
+        for level in range(len(FALLBACK)):
+            if all(c["dims"][i] != "*" for i in range(len(DIMS)) if i not in FALLBACK[level]):
+                groups.setdefault(class_key(c["dims"], level), []).append(c)
+    own = {}
+    for key, members in groups.items():
+        u = sorted(error(c) for c in members)
+        own[key] = {"cases": len(u),
+                    "sources": {s: sum(1 for c in members if c["source"] == s)
+                                for s in sorted({c["source"] for c in members})},
+                    "max_under": round(u[-1], 4), "max_over": round(-u[0], 4),
+                    "under": [up4(quantile(u, p)) for p in LEVELS]}
+    return own
+
+
+def fit(cases, min_cases):
+    """classes: per key, each tier's own statistics and the class it takes its quantiles from;
+    `under` is the larger of the tiers' (a bound must hold for GPU measurements and the tracer)"""
+    tiers = {t: fit_tier([c for c in cases if tier(c) == t]) for t in min_cases}
+    classes = {}
+    for key in sorted(set().union(*tiers.values())):
+        dims = key.split("/")
+        entry, unders = {"tiers": {}}, []
+        for t, own in tiers.items():
+            used = resolve(own, dims, min_cases[t])
+            if not any(class_key(dims, lv) in own for lv in range(len(FALLBACK) - 1)):
+                continue  # this tier has nothing on this kind of workload
+            te = dict(own.get(key, {"cases": 0}))
+            te.pop("under", None)
+            if used is not None:
+                te["from"] = used
+                unders.append(own[used]["under"])
+            entry["tiers"][t] = te
+        entry["cases"] = sum(te["cases"] for te in entry["tiers"].values())
+        if not unders:
+            entry["basis"] = "none"
+        else:
+            own_enough = [t for t, te in entry["tiers"].items() if te.get("from") == key]
+            entry["basis"] = "measured" if own_enough else "fallback"
+            entry["under"] = [max(col) for col in zip(*unders)]
+            entry["errors_of"] = "; ".join("%s: %s" % (t, te["from"])
+                                           for t, te in sorted(entry["tiers"].items())
+                                           if "from" in te)
+        classes[key] = entry
+    q95 = LEVELS.index(0.95)
+    measured = [k for k, e in classes.items() if e["basis"] == "measured"]
+    widest = max(measured, key=lambda k: classes[k]["under"][q95]) if measured else None
+    return classes, widest
+
+
+def tier(c):
+    return "trace" if c["source"] == "trace" else "gpu"
+
+
+def bound(c, classes, widest, ctx, p=0.95):
+    """the Python twin of the library's bound (lib/estimate/estimate_confidence.c)"""
+    entry = None
+    for level in range(len(FALLBACK) - 1):
+        entry = classes.get(class_key(c["dims"], level))
+        if entry and "under" in entry:
+            break
+        entry = None
+    under = (entry or classes[widest])["under"]
+    i = LEVELS.index(p)
+    extra = ctx if c["counter"] == "device" and c["estimate"] and \
+        "overhead" not in c["estimate"]["workload"] else 0
+    return c["predicted"] * (1 + max(under[i], 0.0)) + extra
+
+
+def context_uncertainty():
+    """CTX-02 (the context with every CUDA module loaded) above the smallest default context"""
+    with open(os.path.join(HERE, "published-measurements.csv"), encoding="utf-8") as f:
+        ctx02 = next(float(r["measured_GiB"]) for r in csv.DictReader(f) if r["id"] == "CTX-02")
+    with open(os.path.join(ROOT, "data", "coefficients.json"), encoding="utf-8") as f:
+        c = json.load(f)["context"]
+    smallest = min([c["generic"]] + [e["bytes"] for e in c["by_compute_capability"]])
+    return max(0, round(ctx02 * GiB - smallest)), ctx02, smallest
+
+
+def coverage(cases, classes, widest, ctx):
+    inside = [c["measured"] <= bound(c, classes, widest, ctx) for c in cases]
+    widths = [bound(c, classes, widest, ctx) / c["predicted"] - 1 for c in cases]
+    return sum(inside), len(inside), statistics.median(widths) if widths else 0.0
+
+
+def held_split(cases, min_cases, ctx):
+    """the rows a CSV marks split=held, under the bound fitted without them; per source"""
+    classes, widest = fit([c for c in cases if not c["held"]], min_cases)
+    per = {}
+    for c in cases:
+        if c["held"]:
+            s = per.setdefault(c["source"], [0, 0])
+            s[0] += c["measured"] <= bound(c, classes, widest, ctx)
+            s[1] += 1
+    return per
+
+
+def holdout(cases, min_cases, ctx):
+    """two halves by a hash of the case id: fit on one, count the other's coverage; per source"""
+    halves = [[c for c in cases if zlib.crc32(c["id"].encode()) % 2 == h] for h in (0, 1)]
+    per = {}
+    for h in (0, 1):
+        classes, widest = fit(halves[h], min_cases)
+        for c in halves[1 - h]:
+            ok = c["measured"] <= bound(c, classes, widest, ctx)
+            s = per.setdefault(c["source"], [0, 0])
+            s[0] += ok
+            s[1] += 1
+    return per
+
+
+def collect(a):
+    cases = []
+    if "published" in a.only:
+        cases += published_cases(a.bin, a.cases)
+    if "trace" in a.only:
+        cases += trace_cases(a.bin, a.trace)
+    if "csv" in a.only:
+        flag_names = estimate_flags(a.bin)
+        for path in sorted(set(a.csv)):
+            cases += csv_cases(a.bin, path, flag_names)
+    return cases
+
+
+def check(a):
+    """coverage of the bounds `oomless estimate` states (memory.*_upper95)"""
+    inside, total, widths, per, missed = 0, 0, [], {}, []
+    for c in collect(a):
+        if c["estimate"] is None:
+            continue  # a generic row: nothing to rerun
+        m = c["estimate"]["memory"]
+        up = m.get(COUNTER_KEY[c["counter"]] + "_upper95")
+        if up is None:
+            raise SystemExit("estimate %s: no memory.%s_upper95" %
+                             (" ".join(c["argv"]), COUNTER_KEY[c["counter"]]))
+        ok = c["measured"] <= up
+        inside, total = inside + ok, total + 1
+        s = per.setdefault(c["source"], [0, 0])
+        s[0], s[1] = s[0] + ok, s[1] + 1
+        widths.append(up / c["predicted"] - 1)
+        if not ok:
+            missed.append("%s (%s): measured %.3f GiB > bound %.3f GiB" %
+                          (c["id"], c["counter"], c["measured"] / GiB, up / GiB))
+    for m in missed:
+        print("outside:", m)
+    for s, (i, n) in sorted(per.items()):
+        print("%-28s %d/%d under the 95%% bound (%.1f%%)" % (s, i, n, 100.0 * i / n))
+    if not total:
+        print("no cases")
+        return 1
+    cov = inside / total
+    print("coverage %.1f%% (%d/%d cases), median band width %+.1f%% of the estimate; limit %.0f%%" %
+          (100 * cov, inside, total, 100 * statistics.median(widths), 100 * a.min_coverage))
+    return 0 if cov >= a.min_coverage else 1
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--bin", default=os.environ.get("OOMLESS_BIN", "oomless"))
+    ap.add_argument("--cases", default=os.path.join(HERE, "public", "cases.tsv"))
+    ap.add_argument("--trace", default=os.path.join(ROOT, "bench", "trace", "results.json"))
+    ap.add_argument("--csv", action="append", default=None,
+                    help="a CSV of measurements (default: every bench/accuracy/*.csv but the "
+                         "published one)")
+    ap.add_argument("--only", default="published,trace,csv")
+    ap.add_argument("--min-gpu-cases", type=int, default=5,
+                    help="cases a class needs in GPU measurements (published, CSV; default 5)")
+    ap.add_argument("--min-trace-cases", type=int, default=20,
+                    help="cases a class needs in the trace matrix (default 20)")
+    ap.add_argument("--min-coverage", type=float, default=0.95)
+    ap.add_argument("--out", help="write the fit here (data/confidence.json)")
+    ap.add_argument("--check", action="store_true")
+    ap.add_argument("--holdout", action="store_true")
+    a = ap.parse_args()
+    a.only = a.only.split(",")
+    a.min_cases = {"gpu": a.min_gpu_cases, "trace": a.min_trace_cases}
+    if a.csv is None:
+        a.csv = [p for p in glob.glob(os.path.join(HERE, "*.csv"))
+                 if os.path.basename(p) != "published-measurements.csv"]
+    if a.check:
+        return check(a)
+    cases = collect(a)
+    ctx, ctx02, smallest = context_uncertainty()
+    classes, widest = fit([c for c in cases if not c["held"]], a.min_cases)
+    inside, total, width = coverage(cases, classes, widest, ctx)
+    print("fitted on %d cases (%d held out): %d classes; coverage of the 95%% bound %d/%d, "
+          "median band width %+.1f%%" % (sum(not c["held"] for c in cases),
+                                         sum(c["held"] for c in cases), len(classes), inside,
+                                         total, 100 * width))
+    for s in sorted({c["source"] for c in cases}):
+        sub = [c for c in cases if c["source"] == s]
+        i, n, w = coverage(sub, classes, widest, ctx)
+        print("  %-24s %d/%d (%.1f%%), median width %+.1f%%" % (s, i, n, 100.0 * i / n, 100 * w))
+    for s, (i, n) in sorted(held_split(cases, a.min_cases, ctx).items()):
+        print("split=held rows of %s: %d/%d under the 95%% bound fitted without them (%.1f%%)"
+              % (s, i, n, 100.0 * i / n))
+    if a.holdout:
+        for s, (i, n) in sorted(holdout(cases, a.min_cases, ctx).items()):
+            print("held out %-20s %d/%d under the 95%% bound (%.1f%%)" % (s, i, n, 100.0 * i / n))
+    if a.out:
+        doc = {
+            "about": "The estimator's relative error against measured peaks per workload class, "
+                     "made by bench/accuracy/fit_confidence.py (its docstring has the method). "
+                     "under[i]: the error u = measured / predicted - 1 not exceeded with "
+                     "confidence levels[i]; a bound is estimate x (1 + max(under, 0)), plus "
+                     "context_uncertainty_bytes on the device peak when --overhead is not given.",
+            "class": "/".join(DIMS),
+            "levels": LEVELS,
+            "min_cases": a.min_cases,
+            "context_uncertainty_bytes": ctx,
+            "context_uncertainty_source":
+                "CTX-02 of bench/accuracy/published-measurements.csv (%.3f GiB: the CUDA context "
+                "with every module loaded, PyTorch PR #86509) minus the smallest default context "
+                "of data/coefficients.json (%d bytes): the most a context can exceed the default "
+                "on CUDA >= 11.7" % (ctx02, smallest),
+            "sources": {s: sum(1 for c in cases if c["source"] == s and not c["held"])
+                        for s in sorted({c["source"] for c in cases})},
+            "held_out": {s: sum(1 for c in cases if c["source"] == s and c["held"])
+                         for s in sorted({c["source"] for c in cases if c["held"]})},
+            "widest": widest,
+            "classes": classes,
+        }
+        with open(a.out, "w", encoding="utf-8") as f:
+            json.dump(doc, f, indent=1)
+            f.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
