@@ -281,8 +281,12 @@ static void fused_head(const ctx *x, double *fwd, double *bwd)
 {
     double t = loss_tokens(x);
     *fwd = 8.0 * t;
-    *bwd = *fwd + 4.0 * t * (double)x->m->hidden + fused_tile(x) +
-           (x->frozen ? 0 : 4.0 * (double)x->m->vocab * (double)x->m->hidden);
+    *bwd = *fwd + 4.0 * t * (double)x->m->hidden + fused_tile(x);
+    /* a trained head: its fp32 gradient accumulator, and its cast to the weight's dtype returned
+     * beside it (grad_weight.to(weight.dtype); no copy where the weight is fp32) */
+    if (!x->frozen)
+        *bwd += (4.0 + (param_bytes(x) < 4 ? param_bytes(x) : 0)) * (double)x->m->vocab *
+                (double)x->m->hidden;
 }
 
 /* logits and the loss path: bytes live at the end of the forward and at the loss backward */
@@ -380,11 +384,15 @@ static oom_phase training(const ctx *x, mem *peak)
      */
     ph[0] = (mem){W, live_g, O, A, Lf, 0, Tcast + Tz3};
     /* the reference's no-grad forward comes after the policy's, whose saved activations wait for
-     * the backward (DPOTrainer._compute_loss, KTOTrainer._compute_loss): one layer's working set,
-     * the final hidden states and a tile of the fused head on top of the forward end */
-    if (x->ref_fwd)
-        ph[0].t += A1 + (double)k->batch * (double)k->seq_len * (double)x->m->hidden * x->e +
-                   fused_tile(x);
+     * the backward (DPOTrainer._compute_loss, KTOTrainer._compute_loss): on top of the forward end,
+     * the larger of one layer's working set (bounded by what a layer saves with gradients) and the
+     * final hidden states with a tile of the fused head (oomless trace, SmolLM2-135M DPO LoRA
+     * 2 x 256: the tile, 67 MB, is the whole of it) */
+    if (x->ref_fwd) {
+        double end =
+            (double)k->batch * (double)k->seq_len * (double)x->m->hidden * x->e + fused_tile(x);
+        ph[0].t += A1 > end ? A1 : end;
+    }
     /* backward: the largest of three moments. The loss gradient, with every activation still
      * saved; under full checkpointing, the first recomputed layer (the loss path is freed by
      * then: oomless trace shows the two never overlap); the end, all gradients with one layer's
