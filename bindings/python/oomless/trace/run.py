@@ -408,6 +408,21 @@ def _preference_loss(w, vocab, model, ref_call):
     return (1 - torch.sigmoid(0.1 * ratio)).mean()
 
 
+def _for_training(model, w, emu):
+    """The model in training mode, with the model's own gradient checkpointing under
+    --checkpointing full; its trained parameters and their optimizer."""
+    if w.checkpointing == "full":
+        # the recomputation in the backward re-enters the forward's emulation, as checkpoint
+        # re-enters the forward's autocast state on a GPU
+        def contexts():
+            return contextlib.nullcontext(), emu.recompute_context()
+        model.gradient_checkpointing_enable(
+            gradient_checkpointing_kwargs={"use_reentrant": False, "context_fn": contexts})
+    model.train()
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    return trainable, make_optimizer(w.optimizer, trainable)
+
+
 def _trace_preference(w, cfg_dict):
     wdtype, amp = PRECISIONS[w.precision]
     tracker = Tracker()
@@ -416,14 +431,7 @@ def _trace_preference(w, cfg_dict):
     emu = CudaEmulation(DTYPES[amp] if amp else None, fused_sdpa=w.attention != "eager",
                         tracker=tracker)
     tracker.register(list(model.parameters()) + list(model.buffers()), "weights")
-    if w.checkpointing == "full":
-        def contexts():
-            return contextlib.nullcontext(), emu.recompute_context()
-        model.gradient_checkpointing_enable(
-            gradient_checkpointing_kwargs={"use_reentrant": False, "context_fn": contexts})
-    model.train()
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    opt = make_optimizer(w.optimizer, trainable)
+    trainable, opt = _for_training(model, w, emu)
     with _unpacked_batches(), _meta_autocast(emu), _fused_head_as_on_cuda(tracker), tracker, emu:
         def forward():
             emu.autocast = amp is not None
@@ -466,16 +474,7 @@ def _trace_hf(w, cfg_dict=None):
     tracker.register(list(model.parameters()) + list(model.buffers()), "weights")
     if w.method == "inference":
         return _finish(tracker, _inference(model, w, vocab, tracker, emu), model, w)
-    if w.checkpointing == "full":
-        # the recomputation in the backward re-enters the forward's emulation, as checkpoint
-        # re-enters the forward's autocast state on a GPU
-        def contexts():
-            return contextlib.nullcontext(), emu.recompute_context()
-        model.gradient_checkpointing_enable(
-            gradient_checkpointing_kwargs={"use_reentrant": False, "context_fn": contexts})
-    model.train()
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    opt = make_optimizer(w.optimizer, trainable)
+    trainable, opt = _for_training(model, w, emu)
     region = LossRegion(tracker, output_head(model))
     try:
         with _unpacked_batches(), tracker, emu:
