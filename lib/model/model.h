@@ -107,6 +107,7 @@ struct oom_workload {
     bool precompute_ref;         /* reference log-probs computed before training */
     long num_generations;        /* GRPO: completions per prompt */
     long completion_len;         /* GRPO: generated tokens of --seq; 0: half of it */
+    bool grpo_set;               /* num-generations or completion-len given */
 };
 
 typedef enum oomi_objective {

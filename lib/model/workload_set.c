@@ -159,10 +159,12 @@ static int set_one(oom_workload *w, const char *key, const char *value)
     if (!strcmp(key, "objective") || !strcmp(key, "reference") ||
         !strcmp(key, "reference-precision") || !strcmp(key, "precompute-ref"))
         return set_preference(w, key, value);
-    if (!strcmp(key, "num-generations"))
-        return parse_count(&w->num_generations, key, value, 1);
-    if (!strcmp(key, "completion-len"))
-        return parse_count(&w->completion_len, key, value, 1);
+    if (!strcmp(key, "num-generations") || !strcmp(key, "completion-len")) {
+        if (!(err = parse_count(key[0] == 'n' ? &w->num_generations : &w->completion_len, key,
+                                value, 1)))
+            w->grpo_set = true;
+        return err;
+    }
     if (!strcmp(key, "lora-targets"))
         return set_targets(w, value);
     if (!strcmp(key, "lora-dropout"))
@@ -367,6 +369,10 @@ static int validate_objective(const oom_workload *w)
 {
     const char *obj = oomi_objective_names[w->objective];
     bool lora = w->k.method == OOM_METHOD_LORA || w->k.method == OOM_METHOD_QLORA;
+    if (w->grpo_set && w->objective != OOMI_OBJECTIVE_GRPO)
+        return oomi_fail(OOM_EINVAL,
+                         "num-generations and completion-len are for objective 'grpo' (got '%s')",
+                         obj);
     if (w->objective == OOMI_OBJECTIVE_SFT) {
         if (w->reference != OOMI_REFERENCE_AUTO || w->precompute_ref ||
             w->ref_precision != OOM_PRECISION_AUTO)

@@ -74,6 +74,9 @@ oom estimate --model gpt2 --method lora --objective grpo --batch 4
 expect_rc 2 "grpo: 4 completions are no multiple of 8 generations"
 oom estimate --model gpt2 --method lora --objective grpo --batch 8 --seq 256 --completion-len 256
 expect_rc 2 "grpo: completion as long as seq"
+oom estimate --model gpt2 --method lora --objective dpo --batch 2 --num-generations 4
+expect_rc 2 "num-generations without grpo"
+expect_contains "$ERR" "for objective 'grpo'" "num-generations: said"
 oom estimate --model gpt2 --method inference --objective dpo
 expect_rc 2 "dpo: inference"
 oom estimate --model gpt2 --objective nope
