@@ -179,6 +179,32 @@ static void print_bound(const oom_workload *w, const oom_estimate *e)
     oom_free(json);
 }
 
+/* the objective's line, from the estimate's JSON (workload.objective); none for sft */
+static void print_objective(const oom_workload *w, const oom_estimate *e)
+{
+    char *json = NULL;
+    json_object *root = NULL, *o;
+    if (!oom_estimate_to_json(&json, w, e) && (root = json_tokener_parse(json)) &&
+        (o = oomi_json_get(oomi_json_get(root, "workload"), "objective"))) {
+        printf("  %-30s: %s (batch counts %s: %lld sequences per forward; reference %s%s)\n",
+               "objective", json_object_get_string(oomi_json_get(o, "name")),
+               json_object_get_string(oomi_json_get(o, "batch_counts")),
+               (long long)json_object_get_int64(oomi_json_get(o, "sequences_per_forward")),
+               json_object_get_string(oomi_json_get(o, "reference")),
+               json_object_get_boolean(oomi_json_get(o, "precompute_ref")) ? ", precomputed" : "");
+        if (oomi_json_get(o, "generation_batch"))
+            printf("  %-30s: %lld completions (%lld per prompt), prompt %lld + completion %lld "
+                   "tokens\n",
+                   "generation batch",
+                   (long long)json_object_get_int64(oomi_json_get(o, "generation_batch")),
+                   (long long)json_object_get_int64(oomi_json_get(o, "num_generations")),
+                   (long long)json_object_get_int64(oomi_json_get(o, "prompt_len")),
+                   (long long)json_object_get_int64(oomi_json_get(o, "completion_len")));
+    }
+    json_object_put(root);
+    oom_free(json);
+}
+
 static void print_human(const oom_workload *w, const oom_estimate *e, const oom_budget *b,
                         const char *gpu)
 {
@@ -202,6 +228,7 @@ static void print_human(const oom_workload *w, const oom_estimate *e, const oom_
            oom_loss_name(k.loss));
     printf("  %-30s: %ld (sharding %s, offload %s)\n", "GPUs", k.gpus,
            oom_sharding_name(k.sharding), oom_offload_name(k.offload));
+    print_objective(w, e);
     if (!oom_workload_get(&tp, w, "tensor-parallel") && strcmp(tp, "1"))
         printf("  %-30s: %s GPUs per model copy (figures per GPU)\n", "tensor parallel", tp);
     oom_free(tp);

@@ -24,6 +24,9 @@ typedef struct ctx {
     double e;         /* bytes of the compute dtype (activations, KV cache) */
     double trainable; /* trained parameters */
     double n;         /* data-parallel GPUs */
+    bool fused;       /* TRL's fused LM head: log-probs in tiles, no logits tensor */
+    double wref;      /* a reference copy's weights (per GPU) */
+    bool ref_fwd;     /* a no-grad reference forward in every step */
 } ctx;
 
 static int regime(const ctx *x)
@@ -271,6 +274,40 @@ static void activations(const ctx *x, double *all, double *one)
     }
 }
 
+/* tokens the loss scores: GRPO's completions only (logits_to_keep), every position otherwise
+ * (the prompt/completion split of a DPO or KTO sample is the data's: all of --seq is counted) */
+static double loss_tokens(const ctx *x)
+{
+    double s = (double)x->w->k.seq_len;
+    if (x->w->objective == OOMI_OBJECTIVE_GRPO)
+        s = x->w->completion_len ? (double)x->w->completion_len : floor(s / 2);
+    return (double)x->w->k.batch * s;
+}
+
+/* one tile of TRL's fused LM head: 4096 tokens x 32768 vocabulary entries in the compute dtype
+ * (TOKEN_CHUNK_SIZE and _CHUNKED_LOGPROB_CHUNK_SIZE, trl/kernels/chunked_logprob.py and
+ * trl/trainer/utils.py add_fused_lm_head, trl 1.16.0) */
+static double fused_tile(const ctx *x)
+{
+    double t = loss_tokens(x), v = (double)x->m->vocab;
+    return (t < 4096 ? t : 4096) * (v < 32768 ? v : 32768) * (amp(x) ? 2 : x->e);
+}
+
+/* TRL's fused LM head (DPO, IPO, KTO, GRPO): the forward keeps the fp32 log-normaliser and the
+ * log-probs per token; its backward makes the fp32 gradient of the hidden states (and of the
+ * head's weight where the head is trained) beside one tile (ChunkedLogProbFunction.backward) */
+static void fused_head(const ctx *x, double *fwd, double *bwd)
+{
+    double t = loss_tokens(x);
+    *fwd = 8.0 * t;
+    *bwd = *fwd + 4.0 * t * (double)x->m->hidden + fused_tile(x);
+    /* a trained head: its fp32 gradient accumulator, and its cast to the weight's dtype returned
+     * beside it (grad_weight.to(weight.dtype); no copy where the weight is fp32) */
+    if (!x->frozen)
+        *bwd += (4.0 + (param_bytes(x) < 4 ? param_bytes(x) : 0)) * (double)x->m->vocab *
+                (double)x->m->hidden;
+}
+
 /* logits and the loss path: bytes live at the end of the forward and at the loss backward */
 static void logits(const ctx *x, double *fwd, double *bwd)
 {
@@ -279,8 +316,13 @@ static void logits(const ctx *x, double *fwd, double *bwd)
     int r = x->prec == OOM_PRECISION_FP32 ? 1 : 0;
     double n;
     *fwd = *bwd = 0;
-    if (x->m->head == OOMI_HEAD_SEQ_CLS || x->m->head == OOMI_HEAD_BASE)
+    if (x->m->head == OOMI_HEAD_SEQ_CLS || x->m->head == OOMI_HEAD_BASE ||
+        x->w->objective == OOMI_OBJECTIVE_REWARD)
         return;
+    if (x->fused) {
+        fused_head(x, fwd, bwd);
+        return;
+    }
     if (x->w->k.loss == OOM_LOSS_CHUNKED && tokens > x->c->chunk_tokens)
         tokens = x->c->chunk_tokens;
     n = tokens * (double)x->m->vocab;
@@ -317,7 +359,7 @@ static oom_phase training(const ctx *x, mem *peak)
     int i, best = 0;
 
     train_bytes(x, &grad, &state, &master);
-    W = weights(x);
+    W = weights(x) + x->wref;
     G = x->trainable * grad;
     O = optimizer_states(x, state, master);
     Topt = x->trainable * state * x->c->opt_temp[k->optimizer];
@@ -360,6 +402,16 @@ static oom_phase training(const ctx *x, mem *peak)
      * each step) or when kept (set_to_none=False); optimizer states exist from the first step
      */
     ph[0] = (mem){W, live_g, O, A, Lf, 0, Tcast + Tz3};
+    /* the reference's no-grad forward comes after the policy's, whose saved activations wait for
+     * the backward (DPOTrainer._compute_loss, KTOTrainer._compute_loss): on top of the forward end,
+     * the larger of one layer's working set (bounded by what a layer saves with gradients) and the
+     * final hidden states with a tile of the fused head (oomless trace, SmolLM2-135M DPO LoRA
+     * 2 x 256: the tile, 67 MB, is the whole of it) */
+    if (x->ref_fwd) {
+        double end =
+            (double)k->batch * (double)k->seq_len * (double)x->m->hidden * x->e + fused_tile(x);
+        ph[0].t += A1 > end ? A1 : end;
+    }
     /* backward: the largest of three moments. The loss gradient, with every activation still
      * saved; under full checkpointing, the first recomputed layer (the loss path is freed by
      * then: oomless trace shows the two never overlap); the end, all gradients with one layer's
@@ -569,6 +621,10 @@ static uint64_t to_bytes(double v)
  * a training step allocates and frees, whose segments the allocator keeps */
 static double logits_tensor(const ctx *x)
 {
+    if (x->fused) /* the fused head's largest blocks: the hidden gradient and a tile */
+        return (4.0 * loss_tokens(x) * (double)x->m->hidden + fused_tile(x)) / 4.0;
+    if (x->w->objective == OOMI_OBJECTIVE_REWARD)
+        return 0;
     double tokens =
         (double)x->w->k.batch * (double)(x->w->decoder_seq ? x->w->decoder_seq : x->w->k.seq_len);
     if (x->m->head == OOMI_HEAD_SEQ_CLS || x->m->head == OOMI_HEAD_BASE)
@@ -584,8 +640,9 @@ static double logits_tensor(const ctx *x)
  * bench/accuracy/fit_allocator.py): at a forward/backward peak of training, about 1.4 fp32
  * logits tensors (the loss path's large blocks: upcast, log-softmax, gradient); at an
  * optimizer peak, the step's temporaries come in new segments beside the cached ones (1.4 x
- * them); both over a floor (0 on the H100); in a prefill, 40 % of the transient part. Per-tensor waste is not modelled: a 30B MoE
- * with 18,000 weight tensors left 0.02 GiB between reserved and allocated. */
+ * them); both over a floor (0 on the H100); in a prefill, 40 % of the transient part. Per-tensor
+ * waste is not modelled: a 30B MoE with 18,000 weight tensors left 0.02 GiB between reserved and
+ * allocated. */
 static double reserved(const ctx *x, const mem *p, double allocated, oom_phase phase)
 {
     const oomi_coef *c = x->c;
@@ -610,16 +667,64 @@ static void flops(oom_estimate *out, const ctx *x)
     if (!x->train)
         mult = 1;
     else
-        mult = (x->lora_on ? 2 : 3) + (k->checkpointing == OOM_CHECKPOINTING_FULL ? 1 : 0);
+        mult = (x->lora_on ? 2 : 3) + (k->checkpointing == OOM_CHECKPOINTING_FULL ? 1 : 0) +
+               (x->ref_fwd ? 1 : 0);
     out->flops_per_token = fwd * mult;
     out->tokens_per_step = (uint64_t)k->batch * (uint64_t)k->seq_len * (uint64_t)k->grad_accum;
     out->flops_per_step = out->flops_per_token * (double)out->tokens_per_step;
+}
+
+/* a reference copy's weights: the model at --reference-precision (as the policy's by default),
+ * without adapters; ZeRO-3 shards it as the policy (prepare_deepspeed, trl/models/utils.py) */
+static double reference_weights(const ctx *x)
+{
+    ctx r = *x;
+    oom_precision p = x->w->ref_precision;
+    if (oomi_reference_of(x->w) != OOMI_REFERENCE_COPY || x->w->precompute_ref)
+        return 0;
+    r.lora_on = false;
+    if (p != OOM_PRECISION_AUTO) {
+        r.prec = p;
+        r.quant = p == OOM_PRECISION_INT8 || p == OOM_PRECISION_4BIT;
+    }
+    return weights(&r) / (x->w->k.sharding == OOM_SHARDING_ZERO3 ? x->n : 1);
+}
+
+/* GRPO's generation (transformers' generate, no vLLM): one call for the whole generation batch,
+ * per_device_train_batch_size x steps_per_generation completions (steps_per_generation defaults
+ * to gradient_accumulation_steps: GRPOConfig.__post_init__, GRPOTrainer._generate_single_turn),
+ * each with its KV cache to the full --seq, the prompt's prefill transient; the optimizer states
+ * are kept, the gradients freed by the previous step (zero_grad(set_to_none=True)) */
+static void generation(const ctx *x, mem *out)
+{
+    oom_workload g = *x->w;
+    ctx y = *x;
+    mem p;
+    double s = (double)x->w->k.seq_len,
+           comp = x->w->completion_len ? (double)x->w->completion_len : floor(s / 2), grad, state,
+           master, kvd = tp_kv_heads(x) * (double)x->m->head_dim;
+    g.k.batch = x->w->k.batch * x->w->k.grad_accum;
+    g.k.seq_len = (long)(s - comp);
+    g.tp = 1;
+    y.w = &g;
+    inference(&y, &p);
+    train_bytes(x, &grad, &state, &master);
+    p.w = weights(x) + x->wref;
+    p.o = optimizer_states(x, state, master);
+    if (x->w->k.sharding >= OOM_SHARDING_ZERO1)
+        p.o /= x->n;
+    if (x->w->k.offload != OOM_OFFLOAD_NONE)
+        p.o = 0;
+    p.g = x->w->keep_grads ? x->trainable * grad : 0;
+    p.kv = (double)x->m->layers * 2 * kvd * (double)g.k.batch * s * x->e;
+    *out = p;
 }
 
 int oom_estimate_run(oom_estimate *out, const oom_workload *w)
 {
     ctx x;
     mem p;
+    oom_workload wb;
     double alloc, res;
     int err;
 
@@ -628,9 +733,14 @@ int oom_estimate_run(oom_estimate *out, const oom_workload *w)
     if ((err = oomi_check_version(out->version, OOM_ESTIMATE_VERSION, "oom_estimate")))
         return err;
     *out = (oom_estimate){.version = out->version};
-    if ((err = oom_workload_validate(w)) || (err = oomi_coef_get(&x.c)))
+    if ((err = oom_workload_validate(w)) || (err = oomi_objective_check_batch(w)) ||
+        (err = oomi_coef_get(&x.c)))
         return err;
-    x.w = w;
+    /* the policy's forward carries chosen and rejected concatenated: 2 x --batch sequences
+     * (concatenated_inputs in DPOTrainer, CPOTrainer, ORPOTrainer; RewardTrainer) */
+    wb = *w;
+    wb.k.batch = w->k.batch * oomi_objective_sequences(w->objective);
+    x.w = &wb;
     x.m = w->model;
     x.prec = oomi_resolved_precision(w);
     x.train = w->k.method != OOM_METHOD_INFERENCE;
@@ -640,6 +750,10 @@ int oom_estimate_run(oom_estimate *out, const oom_workload *w)
     x.frozen = x.lora_on;
     x.e = x.prec == OOM_PRECISION_FP32 ? 4 : 2;
     x.n = (double)w->k.gpus;
+    x.fused = w->objective == OOMI_OBJECTIVE_DPO || w->objective == OOMI_OBJECTIVE_IPO ||
+              w->objective == OOMI_OBJECTIVE_KTO || w->objective == OOMI_OBJECTIVE_GRPO;
+    x.ref_fwd = oomi_reference_of(w) != OOMI_REFERENCE_NONE && !w->precompute_ref &&
+                w->objective != OOMI_OBJECTIVE_GRPO;
     memset(&x.lora, 0, sizeof(x.lora));
     if (x.lora_on && (err = oomi_lora_resolve(&x.lora, x.m, w->lora_targets, w->lora_rank)))
         return err;
@@ -649,7 +763,14 @@ int oom_estimate_run(oom_estimate *out, const oom_workload *w)
                   : x.lora_on ? (double)x.lora.params
                               : (double)(x.m->params - x.m->params_vision);
 
+    x.wref = reference_weights(&x);
     out->peak_phase = x.train ? training(&x, &p) : inference(&x, &p);
+    if (w->objective == OOMI_OBJECTIVE_GRPO) {
+        mem g;
+        generation(&x, &g);
+        if (sum(&g) > sum(&p))
+            p = g, out->peak_phase = OOM_PHASE_PREFILL;
+    }
     out->weights = to_bytes(p.w), out->gradients = to_bytes(p.g), out->optimizer = to_bytes(p.o);
     out->activations = to_bytes(p.a), out->logits = to_bytes(p.l), out->kv_cache = to_bytes(p.kv);
     out->temporaries = to_bytes(p.t);

@@ -4,6 +4,35 @@
 #include <json-c/json.h>
 #include <string.h>
 
+/* what the objective changes, as TRL counts it (docs/estimate.md, "Objectives") */
+static json_object *objective_json(const oom_workload *w)
+{
+    json_object *o = json_object_new_object();
+    oomi_reference r = oomi_reference_of(w);
+    if (!o)
+        return NULL;
+    oomi_json_put(o, "name", json_object_new_string(oomi_objective_names[w->objective]));
+    oomi_json_put(o, "batch_counts", json_object_new_string(oomi_objective_unit(w->objective)));
+    oomi_json_put(o, "sequences_per_forward",
+                  json_object_new_int64(w->k.batch * oomi_objective_sequences(w->objective)));
+    oomi_json_put(o, "reference", json_object_new_string(oomi_reference_names[r]));
+    if (r == OOMI_REFERENCE_COPY)
+        oomi_json_put(o, "reference_precision",
+                      json_object_new_string(oom_precision_name(
+                          w->ref_precision != OOM_PRECISION_AUTO ? w->ref_precision
+                                                                 : oomi_resolved_precision(w))));
+    if (r != OOMI_REFERENCE_NONE)
+        oomi_json_put(o, "precompute_ref", json_object_new_boolean(w->precompute_ref));
+    if (w->objective == OOMI_OBJECTIVE_GRPO) {
+        long comp = w->completion_len ? w->completion_len : w->k.seq_len / 2;
+        oomi_json_put(o, "num_generations", json_object_new_int64(w->num_generations));
+        oomi_json_put(o, "prompt_len", json_object_new_int64(w->k.seq_len - comp));
+        oomi_json_put(o, "completion_len", json_object_new_int64(comp));
+        oomi_json_put(o, "generation_batch", json_object_new_int64(w->k.batch * w->k.grad_accum));
+    }
+    return o;
+}
+
 static json_object *workload_json(const oom_workload *w)
 {
     json_object *o = json_object_new_object();
@@ -35,6 +64,8 @@ static json_object *workload_json(const oom_workload *w)
                                                              : "default"));
         oomi_json_put(o, "lora_dropout", json_object_new_double(w->lora_dropout));
     }
+    if (w->objective != OOMI_OBJECTIVE_SFT)
+        oomi_json_put(o, "objective", objective_json(w));
     if (w->tp > 1)
         oomi_json_put(o, "tensor_parallel", json_object_new_int64(w->tp));
     if (k.method == OOM_METHOD_INFERENCE)

@@ -107,7 +107,47 @@ struct oom_workload {
     bool has_gpu;
     int cc_major, cc_minor;
     char gpu_id[64];
+    /* preference fine-tuning as TRL runs it (docs/estimate.md, "Objectives") */
+    unsigned objective;          /* oomi_objective */
+    unsigned reference;          /* oomi_reference: as set (AUTO resolved by oomi_reference_of) */
+    oom_precision ref_precision; /* a reference copy's weights; AUTO: as the policy's */
+    bool precompute_ref;         /* reference log-probs computed before training */
+    long num_generations;        /* GRPO: completions per prompt */
+    long completion_len;         /* GRPO: generated tokens of --seq; 0: half of it */
+    bool grpo_set;               /* num-generations or completion-len given */
 };
+
+typedef enum oomi_objective {
+    OOMI_OBJECTIVE_SFT,
+    OOMI_OBJECTIVE_DPO,
+    OOMI_OBJECTIVE_IPO,
+    OOMI_OBJECTIVE_SIMPO,
+    OOMI_OBJECTIVE_ORPO,
+    OOMI_OBJECTIVE_KTO,
+    OOMI_OBJECTIVE_REWARD,
+    OOMI_OBJECTIVE_GRPO
+} oomi_objective;
+
+typedef enum oomi_reference {
+    OOMI_REFERENCE_AUTO,
+    OOMI_REFERENCE_COPY,
+    OOMI_REFERENCE_ADAPTER,
+    OOMI_REFERENCE_NONE
+} oomi_reference;
+
+/* The reference model the objective keeps (AUTO resolved as TRL does: the policy with its adapter
+ * disabled under PEFT, else a frozen copy; none for objectives without one). */
+oomi_reference oomi_reference_of(const oom_workload *w);
+/* Whether the objective has a reference model at all (DPO, IPO, KTO, GRPO) */
+bool oomi_objective_has_reference(unsigned objective);
+/* Sequences through the policy with gradients per sample of the micro-batch: 2 where TRL
+ * concatenates chosen and rejected (DPO, IPO, SimPO, ORPO, reward), else 1 */
+long oomi_objective_sequences(unsigned objective);
+/* OOM_EINVAL where TRL refuses the micro-batch (KTO below 2; a GRPO generation batch that is no
+ * multiple of num-generations) */
+int oomi_objective_check_batch(const oom_workload *w);
+/* What one unit of --batch counts ("samples", "pairs", "examples", "completions") */
+const char *oomi_objective_unit(unsigned objective);
 oom_precision oomi_resolved_precision(const oom_workload *w);
 /* Whether a GPU lacks bf16 tensor cores (profile bf16_tflops 0, or compute capability below 8.0:
  * bf16 arrived with Ampere, CUDA C Programming Guide, "Compute Capabilities"), and the 16-bit
@@ -120,5 +160,6 @@ extern const char *const oomi_optimizer_names[8], *const oomi_checkpointing_name
 extern const char *const oomi_attention_names[3], *const oomi_loss_names[2];
 extern const char *const oomi_sharding_names[4], *const oomi_offload_names[3];
 extern const char *const oomi_kv_cache_names[2]; /* "vllm", "transformers" */
+extern const char *const oomi_objective_names[8], *const oomi_reference_names[4];
 
 #endif

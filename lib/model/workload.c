@@ -18,6 +18,9 @@ const char *const oomi_loss_names[2] = {"standard", "chunked"};
 const char *const oomi_sharding_names[4] = {"none", "zero1", "zero2", "zero3"};
 const char *const oomi_offload_names[3] = {"none", "optimizer", "optimizer+params"};
 const char *const oomi_kv_cache_names[2] = {"vllm", "transformers"};
+const char *const oomi_objective_names[8] = {"sft",  "dpo", "ipo",    "simpo",
+                                             "orpo", "kto", "reward", "grpo"};
+const char *const oomi_reference_names[4] = {"auto", "copy", "adapter", "none"};
 static const char *const phase_names[] = {"forward", "backward", "optimizer", "prefill"};
 
 #define NAME_OF(table, v) ((unsigned)(v) < OOMI_ARRAY_LEN(table) ? table[v] : "?")
@@ -110,6 +113,22 @@ static const oom_option *const options[] = {
                         "inference: the KV cache of a serving engine (sliding-window layers "
                         "keep the window) or of transformers' prefill (every layer every "
                         "token) (default vllm)"},
+    &(const oom_option){OOM_OPTION_VERSION, "objective", "sft|dpo|ipo|simpo|orpo|kto|reward|grpo",
+                        "training objective as TRL runs it; --batch counts pairs (dpo, ipo, "
+                        "simpo, orpo, reward), examples (kto) or completions (grpo) (default sft)"},
+    &(const oom_option){OOM_OPTION_VERSION, "reference", "auto|copy|adapter|none",
+                        "dpo/ipo/kto/grpo reference model: a frozen copy, the policy with its "
+                        "LoRA adapter disabled, or none (default auto: adapter under lora/qlora, "
+                        "else copy; none for grpo, whose beta defaults to 0)"},
+    &(const oom_option){OOM_OPTION_VERSION, "reference-precision", "auto|fp32|fp16|bf16|int8|4bit",
+                        "weights of a reference copy (default auto: as the policy's)"},
+    &(const oom_option){OOM_OPTION_VERSION, "precompute-ref", "no|yes",
+                        "reference log-probs computed before training "
+                        "(precompute_ref_log_probs): no reference in memory (default no)"},
+    &(const oom_option){OOM_OPTION_VERSION, "num-generations", "G",
+                        "grpo: completions per prompt (default 8)"},
+    &(const oom_option){OOM_OPTION_VERSION, "completion-len", "N",
+                        "grpo: generated tokens of the --seq total (default half of it)"},
 };
 
 const oom_option *const *oom_workload_options(size_t *count)
@@ -133,6 +152,7 @@ static void defaults(oom_workload *w)
     w->lora_dropout = 0.05;
     w->overhead = OOM_UNKNOWN;
     w->tp = 1;
+    w->num_generations = 8; /* GRPOConfig.num_generations */
 }
 
 int oom_workload_create(oom_workload **out)
@@ -212,6 +232,50 @@ oom_precision oomi_precision_without_bf16(oom_precision p)
     return p == OOM_PRECISION_BF16       ? OOM_PRECISION_FP16
            : p == OOM_PRECISION_AMP_BF16 ? OOM_PRECISION_AMP_FP16
                                          : p;
+}
+
+/* trl/trainer/dpo_trainer.py (1.16.0), DPOTrainer.__init__: with no ref_model, a PEFT policy is
+ * its own reference (adapter disabled by use_adapter), otherwise a copy is loaded from the same
+ * checkpoint; the same in kto_trainer.py and grpo_trainer.py */
+oomi_reference oomi_reference_of(const oom_workload *w)
+{
+    bool lora = w->k.method == OOM_METHOD_LORA || w->k.method == OOM_METHOD_QLORA;
+    if (!oomi_objective_has_reference(w->objective))
+        return OOMI_REFERENCE_NONE;
+    if (w->reference != OOMI_REFERENCE_AUTO)
+        return (oomi_reference)w->reference;
+    /* GRPOConfig.beta defaults to 0.0: "the reference model is not loaded" (grpo_config.py) */
+    if (w->objective == OOMI_OBJECTIVE_GRPO)
+        return OOMI_REFERENCE_NONE;
+    return lora ? OOMI_REFERENCE_ADAPTER : OOMI_REFERENCE_COPY;
+}
+
+bool oomi_objective_has_reference(unsigned objective)
+{
+    return objective == OOMI_OBJECTIVE_DPO || objective == OOMI_OBJECTIVE_IPO ||
+           objective == OOMI_OBJECTIVE_KTO || objective == OOMI_OBJECTIVE_GRPO;
+}
+
+long oomi_objective_sequences(unsigned objective)
+{
+    return objective == OOMI_OBJECTIVE_SFT || objective == OOMI_OBJECTIVE_KTO ||
+                   objective == OOMI_OBJECTIVE_GRPO
+               ? 1
+               : 2;
+}
+
+const char *oomi_objective_unit(unsigned objective)
+{
+    switch (objective) {
+    case OOMI_OBJECTIVE_SFT:
+        return "samples";
+    case OOMI_OBJECTIVE_KTO:
+        return "examples";
+    case OOMI_OBJECTIVE_GRPO:
+        return "completions";
+    default:
+        return "pairs";
+    }
 }
 
 int oom_workload_get_knobs(oom_knobs *out, const oom_workload *w)

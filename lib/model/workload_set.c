@@ -76,6 +76,29 @@ static int set_dropout(oom_workload *w, const char *value)
     return OOM_OK;
 }
 
+static int set_preference(oom_workload *w, const char *key, const char *value)
+{
+    static const char *const yn[] = {"no", "yes"};
+    unsigned v;
+    int err;
+    if (!strcmp(key, "objective")) {
+        if (!(err = parse_enum(&v, key, value, oomi_objective_names,
+                               OOMI_ARRAY_LEN(oomi_objective_names))))
+            w->objective = v;
+    } else if (!strcmp(key, "reference")) {
+        if (!(err = parse_enum(&v, key, value, oomi_reference_names,
+                               OOMI_ARRAY_LEN(oomi_reference_names))))
+            w->reference = v;
+    } else if (!strcmp(key, "reference-precision")) {
+        if (!(err = parse_enum(&v, key, value, oomi_precision_names,
+                               OOMI_ARRAY_LEN(oomi_precision_names))))
+            w->ref_precision = (oom_precision)v;
+    } else if (!(err = parse_enum(&v, key, value, yn, 2))) {
+        w->precompute_ref = v == 1;
+    }
+    return err;
+}
+
 #define ENUM(field, names)                                                                         \
     do {                                                                                           \
         unsigned v_;                                                                               \
@@ -139,6 +162,15 @@ static int set_one(oom_workload *w, const char *key, const char *value)
             return err;
         w->kv_transformers = v == 1;
         return OOM_OK;
+    }
+    if (!strcmp(key, "objective") || !strcmp(key, "reference") ||
+        !strcmp(key, "reference-precision") || !strcmp(key, "precompute-ref"))
+        return set_preference(w, key, value);
+    if (!strcmp(key, "num-generations") || !strcmp(key, "completion-len")) {
+        if (!(err = parse_count(key[0] == 'n' ? &w->num_generations : &w->completion_len, key,
+                                value, 1)))
+            w->grpo_set = true;
+        return err;
     }
     if (!strcmp(key, "lora-targets"))
         return set_targets(w, value);
@@ -220,6 +252,18 @@ int oom_workload_get(char **out, const oom_workload *w, const char *key)
         s = oomi_strdup(w->keep_grads ? "yes" : "no");
     else if (IS("kv-cache"))
         s = oomi_strdup(oomi_kv_cache_names[w->kv_transformers]);
+    else if (IS("objective"))
+        s = oomi_strdup(oomi_objective_names[w->objective]);
+    else if (IS("reference"))
+        s = oomi_strdup(oomi_reference_names[oomi_reference_of(w)]);
+    else if (IS("reference-precision"))
+        s = oomi_strdup(oom_precision_name(w->ref_precision));
+    else if (IS("precompute-ref"))
+        s = oomi_strdup(w->precompute_ref ? "yes" : "no");
+    else if (IS("num-generations"))
+        s = oomi_asprintf("%ld", w->num_generations);
+    else if (IS("completion-len"))
+        s = w->completion_len ? oomi_asprintf("%ld", w->completion_len) : oomi_strdup("");
     else if (IS("lora-rank"))
         s = oomi_asprintf("%ld", w->lora_rank);
     else if (IS("lora-targets"))
@@ -308,6 +352,80 @@ static int validate_parallel(const oom_workload *w)
     return validate_tp(w);
 }
 
+/* what TRL refuses at a given batch: checked by the estimate, not by oom_workload_validate, so
+ * that a plan searching the batch skips these candidates instead of failing */
+int oomi_objective_check_batch(const oom_workload *w)
+{
+    /* KTOTrainer.__init__: "Actual (not effective) batch size must be > 1" for its KL term, whose
+     * mismatched pairs are the batch's completions shifted by one */
+    if (w->objective == OOMI_OBJECTIVE_KTO && w->k.batch < 2)
+        return oomi_fail(OOM_EINVAL,
+                         "objective 'kto' needs a micro-batch of at least 2: its KL term pairs "
+                         "each prompt with another example's completion (batch is %ld)",
+                         w->k.batch);
+    /* GRPOConfig.__post_init__: generation_batch_size % num_generations == 0 */
+    if (w->objective == OOMI_OBJECTIVE_GRPO &&
+        (w->k.batch * w->k.grad_accum * w->k.gpus) % w->num_generations)
+        return oomi_fail(OOM_EINVAL,
+                         "objective 'grpo': the generation batch (batch x grad-accum x gpus = "
+                         "%ld completions) must be a multiple of num-generations %ld",
+                         w->k.batch * w->k.grad_accum * w->k.gpus, w->num_generations);
+    return OOM_OK;
+}
+
+/* what TRL refuses or ignores, refused here rather than estimated wrongly */
+static int validate_objective(const oom_workload *w)
+{
+    const char *obj = oomi_objective_names[w->objective];
+    bool lora = w->k.method == OOM_METHOD_LORA || w->k.method == OOM_METHOD_QLORA;
+    if (w->grpo_set && w->objective != OOMI_OBJECTIVE_GRPO)
+        return oomi_fail(OOM_EINVAL,
+                         "num-generations and completion-len are for objective 'grpo' (got '%s')",
+                         obj);
+    if (w->objective == OOMI_OBJECTIVE_SFT) {
+        if (w->reference != OOMI_REFERENCE_AUTO || w->precompute_ref ||
+            w->ref_precision != OOM_PRECISION_AUTO)
+            return oomi_fail(OOM_EINVAL, "a reference model is for objectives dpo, ipo, kto and "
+                                         "grpo (objective is 'sft')");
+        return OOM_OK;
+    }
+    if (w->k.method == OOM_METHOD_INFERENCE)
+        return oomi_fail(OOM_EINVAL, "objective '%s' trains: method 'inference' takes none", obj);
+    /* SimPO and ORPO are reference-free by construction (CPOTrainer with loss_type "simpo",
+     * ORPOTrainer: trl/experimental/cpo, trl/experimental/orpo); a reward model has none */
+    if (!oomi_objective_has_reference(w->objective) &&
+        ((w->reference != OOMI_REFERENCE_AUTO && w->reference != OOMI_REFERENCE_NONE) ||
+         w->precompute_ref))
+        return oomi_fail(OOM_EINVAL, "objective '%s' has no reference model: reference is 'none'",
+                         obj);
+    if (oomi_reference_of(w) == OOMI_REFERENCE_ADAPTER && !lora)
+        return oomi_fail(OOM_EINVAL,
+                         "reference 'adapter' is the policy with its LoRA adapter disabled: "
+                         "it needs method lora or qlora (got '%s')",
+                         oom_method_name(w->k.method));
+    if (w->ref_precision != OOM_PRECISION_AUTO && oomi_reference_of(w) != OOMI_REFERENCE_COPY)
+        return oomi_fail(OOM_EINVAL,
+                         "reference-precision is for a reference copy "
+                         "(reference is '%s')",
+                         oomi_reference_names[oomi_reference_of(w)]);
+    if (w->objective == OOMI_OBJECTIVE_REWARD && w->model->head != OOMI_HEAD_CAUSAL_LM &&
+        w->model->head != OOMI_HEAD_SEQ_CLS)
+        return oomi_fail(OOM_EINVAL, "objective 'reward' needs a decoder model (got '%s')",
+                         w->model->family);
+    if (w->objective != OOMI_OBJECTIVE_REWARD && w->model->head != OOMI_HEAD_CAUSAL_LM)
+        return oomi_fail(OOM_EINVAL, "objective '%s' needs a causal language model (got '%s')", obj,
+                         w->model->family);
+    if (w->objective == OOMI_OBJECTIVE_GRPO && w->precompute_ref)
+        return oomi_fail(OOM_EINVAL, "objective 'grpo' scores its own completions: its reference "
+                                     "log-probs cannot be precomputed");
+    if (w->objective == OOMI_OBJECTIVE_GRPO && w->completion_len >= w->k.seq_len)
+        return oomi_fail(OOM_EINVAL,
+                         "completion-len '%ld' must be shorter than seq '%ld' (the prompt and "
+                         "the completion together)",
+                         w->completion_len, w->k.seq_len);
+    return OOM_OK;
+}
+
 int oom_workload_validate(const oom_workload *w)
 {
     const oomi_model *m = w->model;
@@ -328,7 +446,8 @@ int oom_workload_validate(const oom_workload *w)
                          : w->lora_targets_set ? "targets"
                                                : "dropout",
                          oom_method_name(w->k.method));
-    if ((err = validate_precision(w)) || (err = validate_parallel(w)))
+    if ((err = validate_precision(w)) || (err = validate_parallel(w)) ||
+        (err = validate_objective(w)))
         return err;
     if (lora) {
         oomi_lora l;

@@ -849,6 +849,37 @@ static int fill_confidence(search *s, oom_plan_result *res)
     return OOM_OK;
 }
 
+/* What the batch counts under a TRL objective: per_device_train_batch_size is pairs for DPO,
+ * IPO, SimPO, ORPO and reward modelling (each concatenated as chosen + rejected), examples for
+ * KTO, completions for GRPO (generated per_device_train_batch_size x steps_per_generation at once,
+ * num_generations per prompt: GRPOConfig) */
+static int objective_note(search *s, oom_plan_result *res)
+{
+    const oom_workload *w = s->w;
+    const oom_plan_choice *c = &s->best;
+    const char *name;
+    if (!w || w->objective == OOMI_OBJECTIVE_SFT)
+        return OOM_OK;
+    name = oomi_objective_names[w->objective];
+    if (w->objective == OOMI_OBJECTIVE_GRPO)
+        return oomi_plan_note(res,
+                              "objective grpo: the effective batch %ld counts completions, %ld "
+                              "prompts of %ld; each GPU generates batch x grad-accum = %ld "
+                              "completions at once",
+                              c->effective_batch, c->effective_batch / w->num_generations,
+                              w->num_generations, c->knobs.batch * c->knobs.grad_accum);
+    if (oomi_objective_sequences(w->objective) > 1)
+        return oomi_plan_note(res,
+                              "objective %s: the effective batch %ld counts %s, as TRL's "
+                              "per_device_train_batch_size does (micro-batch %ld %s = %ld "
+                              "sequences per forward)",
+                              name, c->effective_batch, oomi_objective_unit(w->objective),
+                              c->knobs.batch, oomi_objective_unit(w->objective),
+                              c->knobs.batch * oomi_objective_sequences(w->objective));
+    return oomi_plan_note(res, "objective %s: the effective batch %ld counts %s", name,
+                          c->effective_batch, oomi_objective_unit(w->objective));
+}
+
 static int fill_result(search *s, oom_plan_result *res)
 {
     const oom_plan_request *r = s->r;
@@ -887,6 +918,7 @@ static int fill_result(search *s, oom_plan_result *res)
                              s->best.effective_batch, s->eff,
                              100.0 * (double)(s->best.effective_batch - s->eff) / (double)s->eff);
     err = err ? err : awkward_hint(s, res);
+    err = err ? err : objective_note(s, res);
     if (r->seq_max > 0)
         err = err ? err
                   : oomi_plan_note(

@@ -44,6 +44,12 @@ def _parser():
     p.add_argument("--lora-targets", default="default")
     p.add_argument("--lora-dropout", type=float, default=0.05)
     p.add_argument("--steps", type=int, default=2, help="training steps traced (default 2)")
+    p.add_argument("--objective", default="sft",
+                   help="sft|dpo|kto: a preference step as TRL's DPOTrainer / KTOTrainer runs it "
+                        "(default sft)")
+    p.add_argument("--reference", default="auto",
+                   help="copy|adapter: dpo/kto reference model (default auto: adapter under "
+                        "lora, else copy)")
     p.add_argument("--module", help="pkg.mod:build_fn returning any torch.nn.Module")
     p.add_argument("--step", help="pkg.mod:step_fn(model, input_shape) -> loss (with --module)")
     p.add_argument("--input-shape", help="with --module: the input's shape, e.g. 8,3,224,224")
@@ -204,7 +210,8 @@ def calibrate(args, argv, run):
     for b in batches:
         w = run.Workload(args.model, args.method, args.precision, args.optimizer, b, args.seq,
                          args.grad_accum, args.checkpointing, args.attention, args.loss,
-                         args.lora_rank, args.lora_targets, args.lora_dropout, args.steps)
+                         args.lora_rank, args.lora_targets, args.lora_dropout, args.steps,
+                         objective=args.objective, reference=args.reference)
         last = run.trace_hf(w)
         points.append((b, last["memory"]["allocated_peak"]))
     fixed, per, per2 = fit_line(points)
@@ -253,7 +260,7 @@ def _text(res):
     total = mem["allocated_peak"] or 1
     lines = ["=" * 60, "Traced on the meta device: %s" % res["workload"]["model"], "=" * 60]
     for k in ("method", "precision", "optimizer", "batch", "seq", "grad_accum", "checkpointing",
-              "attention", "loss"):
+              "attention", "loss", "objective", "reference"):
         if k in res["workload"]:
             lines.append("  %-30s: %s" % (k.replace("_", " "), res["workload"][k]))
     lines.append("  %-30s: %s of %s" % ("trainable parameters", res["params"]["trainable"],
@@ -318,7 +325,8 @@ def main(argv=None):
                                grad_accum=args.grad_accum, checkpointing=args.checkpointing,
                                attention=args.attention, loss=args.loss,
                                lora_rank=args.lora_rank, lora_targets=args.lora_targets,
-                               lora_dropout=args.lora_dropout, steps=args.steps)
+                               lora_dropout=args.lora_dropout, steps=args.steps,
+                               objective=args.objective, reference=args.reference)
     except StoreError as exc:
         sys.stderr.write("oomless trace: %s\n" % exc)
         return 3

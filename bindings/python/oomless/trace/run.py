@@ -219,12 +219,15 @@ class Workload:
     def __init__(self, model, method="full", precision="auto", optimizer="adamw", batch=1,
                  seq=512, grad_accum=1, checkpointing="none", attention="sdpa", loss="standard",
                  lora_rank=16, lora_targets="default", lora_dropout=0.05, steps=2,
-                 chunk_tokens=1024):
+                 chunk_tokens=1024, objective="sft", reference="auto"):
         self.model, self.method, self.precision = model, method, precision
         self.optimizer, self.batch, self.seq, self.grad_accum = optimizer, batch, seq, grad_accum
         self.checkpointing, self.attention, self.loss = checkpointing, attention, loss
         self.lora_rank, self.lora_targets, self.lora_dropout = lora_rank, lora_targets, lora_dropout
         self.steps, self.chunk_tokens = steps, chunk_tokens
+        self.objective, self.reference = objective, reference
+        if self.reference == "auto":  # as `oomless estimate` resolves it (TRL's default)
+            self.reference = "adapter" if method in ("lora", "qlora") else "copy"
         if self.precision == "auto":
             self.precision = {"full": "amp-bf16", "lora": "bf16", "inference": "bf16",
                               "qlora": "4bit"}.get(method, "amp-bf16")
@@ -245,6 +248,17 @@ class Workload:
             raise TraceError("attention '%s' is not one of: eager, sdpa, flash" % self.attention)
         if self.loss not in ("standard", "chunked"):
             raise TraceError("loss '%s' is not one of: standard, chunked" % self.loss)
+        if self.objective not in ("sft", "dpo", "kto"):
+            raise TraceError("objective '%s' cannot be traced (sft, dpo, kto)" % self.objective)
+        if self.objective != "sft":
+            if self.method not in ("full", "lora"):
+                raise TraceError("objective '%s' is traced for method full or lora" % self.objective)
+            if self.reference not in ("copy", "adapter"):
+                raise TraceError("reference '%s' cannot be traced (copy, adapter)" % self.reference)
+            if self.reference == "adapter" and self.method != "lora":
+                raise TraceError("reference 'adapter' needs method lora")
+            if self.objective == "kto" and self.batch < 2:
+                raise TraceError("objective 'kto' needs a batch of at least 2 (its KL term)")
         for name in ("batch", "seq", "grad_accum", "steps", "lora_rank"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:
@@ -277,6 +291,160 @@ def _sample(vocab, batch, seq):
     return torch.randint(0, vocab, (batch, seq), device="meta")
 
 
+# ---- preference objectives (DPO, KTO) as TRL 1.16 runs them ------------------------------------
+@contextlib.contextmanager
+def _meta_autocast(emu):
+    """TRL's fused LM head asks torch whether autocast is on for the hidden states' device; the
+    meta device has no autocast, so the emulation's state is the answer there."""
+    enabled, dtype = torch.is_autocast_enabled, torch.get_autocast_dtype
+
+    def is_enabled(*args):
+        if args and str(args[0]) == "meta":
+            return bool(emu.autocast and emu.amp_dtype is not None)
+        return enabled(*args)
+
+    def get_dtype(device_type):
+        if str(device_type) == "meta":
+            return emu.amp_dtype or torch.float32
+        return dtype(device_type)
+
+    torch.is_autocast_enabled, torch.get_autocast_dtype = is_enabled, get_dtype
+    try:
+        yield
+    finally:
+        torch.is_autocast_enabled, torch.get_autocast_dtype = enabled, dtype
+
+
+@contextlib.contextmanager
+def _fused_head_as_on_cuda(tracker):
+    """TRL's fused log-prob function (trl/kernels/chunked_logprob.py) as it runs on a GPU, tagged
+    as the loss region (what LossRegion does for an output head: its forward, and its backward up
+    to the gradient of the hidden states it was given). On CUDA its Triton kernels fold each tile
+    into the per-token statistics, and turn it into the logits' gradient, in place, and
+    _addmm_fp32 accumulates into its fp32 output with cuBLAS (addmm out_dtype): none of them
+    allocates. Off CUDA their torch fallbacks make fp32 copies of every tile, which a GPU never
+    holds, so here they allocate nothing; the tiles, the fp32 accumulators, the casts of the
+    hidden states and of the head's weight are TRL's own torch code and are traced as they are."""
+    import trl.kernels.chunked_logprob as ck
+    import trl.trainer.utils as tu
+    fn = tu._ChunkedLogProbFunction
+    saved = (ck._forward_tile, ck._backward_tile, ck._addmm_fp32)
+
+    def in_place(*_args, **_kw):
+        return None
+
+    def end_tag(grad):
+        tracker.tag = None
+        return grad
+
+    class Tagged:
+        @staticmethod
+        def apply(hidden, *args):
+            tracker.tag = "logits"
+            if hidden.requires_grad:
+                hidden.register_hook(end_tag)
+            try:
+                return fn.apply(hidden, *args)
+            finally:
+                tracker.tag = None
+
+    tu._ChunkedLogProbFunction = Tagged
+    ck._forward_tile = ck._backward_tile = ck._addmm_fp32 = in_place
+    try:
+        yield
+    finally:
+        tu._ChunkedLogProbFunction = fn
+        ck._forward_tile, ck._backward_tile, ck._addmm_fp32 = saved
+
+
+def _preference_models(w, cfg_dict, wdtype, tracker):
+    """The policy and the reference as TRL's trainers hold them: the fused LM head added before
+    PEFT wraps the model (add_fused_lm_head), the reference a frozen copy built from the same config
+    at the policy's dtype (DPOTrainer.__init__: ref_model_init_kwargs dtype = model.dtype) or the
+    policy itself with its adapter disabled."""
+    from trl.trainer.utils import add_fused_lm_head
+    model, cfg = build_hf(cfg_dict, DTYPES[wdtype], w.attention)
+    add_fused_lm_head(model)
+    if w.method == "lora":
+        model = apply_lora(model, w.lora_rank, w.lora_targets, w.lora_dropout)
+    if w.reference == "copy":
+        ref, _ = build_hf(cfg_dict, DTYPES[wdtype], w.attention)
+        add_fused_lm_head(ref)
+        ref.eval()
+        ref.requires_grad_(False)
+        tracker.register(list(ref.parameters()) + list(ref.buffers()), "weights")
+
+        def ref_call(**kw):
+            return ref(**kw)
+    else:
+        def ref_call(**kw):
+            with model.disable_adapter():
+                return model(**kw)
+    return model, cfg, ref_call
+
+
+def _preference_loss(w, vocab, model, ref_call):
+    """One micro-batch's loss as DPOTrainer._compute_loss / KTOTrainer._compute_loss make it:
+    DPO: chosen and rejected concatenated (2 x batch sequences) through the policy, then the same
+    through the reference under no_grad; KTO: the KL batch (the completions shifted by one)
+    through the policy under no_grad, the batch through the policy, then both through the
+    reference under no_grad."""
+    n = 2 * w.batch if w.objective == "dpo" else w.batch
+    ids = _sample(vocab, n, w.seq)
+    kl = _sample(vocab, w.batch, w.seq) if w.objective == "kto" else None
+    if kl is not None:
+        with torch.no_grad():
+            model(input_ids=kl, labels=kl, fused_lm_head=True, use_cache=False)
+    logps = model(input_ids=ids, labels=ids, fused_lm_head=True, use_cache=False).log_probs.sum(-1)
+    with torch.no_grad():
+        if kl is not None:
+            ref_call(input_ids=kl, labels=kl, fused_lm_head=True, use_cache=False)
+        ref_logps = ref_call(input_ids=ids, labels=ids, fused_lm_head=True,
+                             use_cache=False).log_probs.sum(-1)
+    ratio = logps - ref_logps
+    if w.objective == "dpo":
+        chosen, rejected = ratio.chunk(2, dim=0)
+        return -F.logsigmoid(0.1 * (chosen - rejected)).mean()
+    return (1 - torch.sigmoid(0.1 * ratio)).mean()
+
+
+def _for_training(model, w, emu):
+    """The model in training mode, with the model's own gradient checkpointing under
+    --checkpointing full; its trained parameters and their optimizer."""
+    if w.checkpointing == "full":
+        # the recomputation in the backward re-enters the forward's emulation, as checkpoint
+        # re-enters the forward's autocast state on a GPU
+        def contexts():
+            return contextlib.nullcontext(), emu.recompute_context()
+        model.gradient_checkpointing_enable(
+            gradient_checkpointing_kwargs={"use_reentrant": False, "context_fn": contexts})
+    model.train()
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    return trainable, make_optimizer(w.optimizer, trainable)
+
+
+def _trace_preference(w, cfg_dict):
+    wdtype, amp = PRECISIONS[w.precision]
+    tracker = Tracker()
+    model, cfg, ref_call = _preference_models(w, cfg_dict, wdtype, tracker)
+    vocab = getattr(cfg, "vocab_size", None) or cfg.get_text_config().vocab_size
+    emu = CudaEmulation(DTYPES[amp] if amp else None, fused_sdpa=w.attention != "eager",
+                        tracker=tracker)
+    tracker.register(list(model.parameters()) + list(model.buffers()), "weights")
+    trainable, opt = _for_training(model, w, emu)
+    with _unpacked_batches(), _meta_autocast(emu), _fused_head_as_on_cuda(tracker), tracker, emu:
+        def forward():
+            emu.autocast = amp is not None
+            loss = _preference_loss(w, vocab, model, ref_call)
+            emu.autocast = False
+            emu.end_region()
+            return loss / w.grad_accum
+
+        step_start = _train(tracker, forward, trainable, opt, w.steps, w.grad_accum,
+                            loss_tag="logits")
+    return _finish(tracker, None, model, w, steady_from=step_start[-1] if w.steps > 1 else 0)
+
+
 def trace_hf(w, cfg_dict=None):
     """Traces workload `w`; returns the result dict (memory breakdown in bytes, phase, ...)."""
     try:
@@ -293,6 +461,8 @@ def _trace_hf(w, cfg_dict=None):
     w.check()
     if cfg_dict is None:
         cfg_dict, _path = find_config(w.model)
+    if w.objective != "sft":
+        return _trace_preference(w, cfg_dict)
     wdtype, amp = PRECISIONS[w.precision]
     model, cfg = build_hf(cfg_dict, DTYPES[wdtype], w.attention)
     vocab = getattr(cfg, "vocab_size", None) or cfg.get_text_config().vocab_size
@@ -304,16 +474,7 @@ def _trace_hf(w, cfg_dict=None):
     tracker.register(list(model.parameters()) + list(model.buffers()), "weights")
     if w.method == "inference":
         return _finish(tracker, _inference(model, w, vocab, tracker, emu), model, w)
-    if w.checkpointing == "full":
-        # the recomputation in the backward re-enters the forward's emulation, as checkpoint
-        # re-enters the forward's autocast state on a GPU
-        def contexts():
-            return contextlib.nullcontext(), emu.recompute_context()
-        model.gradient_checkpointing_enable(
-            gradient_checkpointing_kwargs={"use_reentrant": False, "context_fn": contexts})
-    model.train()
-    trainable = [p for p in model.parameters() if p.requires_grad]
-    opt = make_optimizer(w.optimizer, trainable)
+    trainable, opt = _for_training(model, w, emu)
     region = LossRegion(tracker, output_head(model))
     try:
         with _unpacked_batches(), tracker, emu:
@@ -472,6 +633,8 @@ def document(model=None, module=None, step=None, input_shape=None, label=None, *
                            "optimizer": w.optimizer, "batch": w.batch, "seq": w.seq,
                            "grad_accum": w.grad_accum, "checkpointing": w.checkpointing,
                            "attention": w.attention, "loss": w.loss}
+        if w.objective != "sft":
+            res["workload"].update(objective=w.objective, reference=w.reference)
     res["versions"] = versions()
     res["outside_trace"] = list(OUTSIDE_TRACE)
     return res

@@ -1,0 +1,85 @@
+"""DPO and KTO steps traced as TRL's trainers run them, and the C estimator held to the trace per
+component (SmolLM2-135M, small batches: a few seconds each)."""
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+SRC = os.environ.get("OOMLESS_SRC", ".")
+sys.path.insert(0, os.path.join(SRC, "bindings", "python"))
+
+try:
+    import torch  # noqa: F401
+    import transformers  # noqa: F401
+    import peft  # noqa: F401
+    import trl  # noqa: F401
+    from oomless.trace import Workload, trace_hf
+    HAVE = True
+except ImportError as exc:  # pragma: no cover
+    HAVE, REASON = False, "torch/transformers/peft/trl missing for %s (%s): `make venv`" % (
+        sys.executable, exc)
+
+MODEL = "smollm2-135m"
+COMPONENTS = ("weights", "gradients", "optimizer", "activations", "logits", "temporaries",
+              "allocated_peak")
+# a component agrees when within 3 % of the trace, or within 2 MiB where it is small
+REL, ABS = 0.03, 2 << 20
+
+
+def estimate(**kw):
+    args = [os.environ["OOMLESS_BIN"], "estimate", "--json", "--model", MODEL]
+    for k, v in kw.items():
+        args += ["--" + k.replace("_", "-"), str(v)]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(r.stdout)
+
+
+@unittest.skipUnless(HAVE, "" if HAVE else REASON)
+class ObjectiveTrace(unittest.TestCase):
+    def trace(self, **kw):
+        return trace_hf(Workload(MODEL, **kw))
+
+    def compare(self, **kw):
+        t = self.trace(**kw)
+        e = estimate(**kw)
+        for c in COMPONENTS:
+            got, want = e["memory"][c], t["memory"][c]
+            self.assertLessEqual(abs(got - want), max(REL * want, ABS),
+                                 "%s %s: estimate %d, trace %d" % (kw, c, got, want))
+        self.assertEqual(e["peak_phase"], t["peak_phase"], kw)
+        return t
+
+    def test_dpo_lora(self):
+        self.compare(method="lora", objective="dpo", batch=2, seq=128)
+
+    def test_dpo_full(self):
+        self.compare(method="full", precision="bf16", objective="dpo", batch=2, seq=128)
+
+    def test_kto_lora(self):
+        self.compare(method="lora", objective="kto", batch=2, seq=128)
+
+    def test_kto_full(self):
+        self.compare(method="full", precision="bf16", objective="kto", batch=2, seq=128)
+
+    def test_dpo_lora_checkpointed(self):
+        self.compare(method="lora", objective="dpo", batch=2, seq=128, checkpointing="full")
+
+    def test_reference_copy_is_a_second_model(self):
+        sft = self.trace(method="full", precision="bf16", batch=4, seq=64)
+        dpo = self.trace(method="full", precision="bf16", objective="dpo", batch=2, seq=64)
+        self.assertEqual(dpo["memory"]["weights"], 2 * sft["memory"]["weights"])
+        lora = self.trace(method="lora", objective="dpo", batch=2, seq=64)
+        plain = self.trace(method="lora", batch=4, seq=64)
+        self.assertEqual(lora["memory"]["weights"], plain["memory"]["weights"])
+
+    def test_dpo_concatenates_chosen_and_rejected(self):
+        # the policy's saved activations of 2 pairs are those of 4 sequences
+        dpo = self.trace(method="lora", objective="dpo", batch=2, seq=64)
+        sft = self.trace(method="lora", batch=4, seq=64)
+        self.assertAlmostEqual(dpo["memory"]["activations"] / sft["memory"]["activations"], 1,
+                               delta=0.02)
+
+
+if __name__ == "__main__":
+    unittest.main()
