@@ -106,12 +106,12 @@ static const oom_option *const options[] = {
                         "inference: GPUs one model copy is split over, as vLLM's "
                         "--tensor-parallel-size (default 1)"},
     &(const oom_option){OOM_OPTION_VERSION, "max-num-batched-tokens", "N",
-                        "inference: the tokens of vLLM's start-up profile run, as its "
-                        "--max-num-batched-tokens (default: the plan's sequence, or its batch "
+                        "plan --format vllm: the tokens of vLLM's start-up profile run, as "
+                        "its --max-num-batched-tokens (default: the plan's sequence, or its batch "
                         "if larger)"},
     &(const oom_option){OOM_OPTION_VERSION, "max-num-seqs", "N",
-                        "inference: the sequences vLLM's sampler is profiled over, as its "
-                        "--max-num-seqs (default: the plan's batch)"},
+                        "plan --format vllm: the sequences vLLM's sampler is profiled over, as "
+                        "its --max-num-seqs (default: the plan's batch)"},
 };
 
 const oom_option *const *oom_workload_options(size_t *count)
