@@ -1263,6 +1263,14 @@ typedef struct oom_plan_result {
     int fit_probability_side;   /**< -1: below the lowest level measured (fit_probability is that
                                    level), 1: at or above the highest, 0: between */
     /* version 4 */
+    /** inference: the KV cache per layer type, as the estimate JSON's "kv_cache_layers": layers
+     * that keep every token, layers that keep the last kv_window tokens (0: none), the elements
+     * one token takes in one layer on one GPU; kv_latent 1 for multi-head latent attention (one
+     * latent per token and layer, the same on every GPU); kv_vllm 1 for a serving engine's cache
+     * (kv-cache vllm), 0 for transformers' */
+    long kv_full_layers, kv_sliding_layers, kv_window, kv_elements;
+    int kv_latent, kv_vllm;
+    /* version 5 */
     long serve_max_num_seqs;   /**< inference: the sequences the profile run's sampler is sized
                                   for, vLLM's max_num_seqs: the workload option max-num-seqs, else
                                   best->knobs.batch; 0 for training plans */
@@ -1271,7 +1279,7 @@ typedef struct oom_plan_result {
                                   the model's dtype), per GPU; 0 without rotary embeddings */
 } oom_plan_result;
 
-#define OOM_PLAN_RESULT_VERSION 4
+#define OOM_PLAN_RESULT_VERSION 5
 #define OOM_PLAN_RESULT_INIT                                                                       \
     {                                                                                              \
         .version = OOM_PLAN_RESULT_VERSION                                                         \

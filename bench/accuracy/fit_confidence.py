@@ -80,7 +80,7 @@ def load(name, path):
 
 
 compare = load("accuracy_compare", os.path.join(HERE, "compare"))  # read_cases()
-trace_compare = load("trace_compare", os.path.join(ROOT, "bench", "trace", "compare.py"))  # flags()
+trace_compare = load("trace_compare", os.path.join(ROOT, "bench", "trace", "compare.py"))  # estimate_flags()
 
 
 def classify(workload):
@@ -134,7 +134,7 @@ def trace_cases(binary, path):
     out = []
     for r in rows:
         if r.get("error") is None and r.get("trace"):
-            argv = trace_compare.flags(r["cell"])
+            argv = trace_compare.estimate_flags(r["cell"])
             out.append(case("trace", " ".join(argv), "allocated", r["trace"]["allocated_peak"],
                             run_estimate(binary, argv), argv=argv))
     return out

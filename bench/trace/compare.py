@@ -28,12 +28,16 @@ sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
 COMPONENTS = ("weights", "gradients", "optimizer", "activations", "logits", "kv_cache",
               "temporaries")
 
+# DeepSeek-V3's widths (multi-head latent attention, 1 dense layer then experts) cut to three
+# layers and 16 experts, 4 per token: a config file beside this script, named from the root
+DEEPSEEK = "bench/trace/deepseek-v3-small.json"
+
 # architectures as transformers implements them (presets in data/models/)
 ARCHS = ["llama-3.2-1b", "llama-3.1-8b", "mistral-7b", "qwen2.5-0.5b", "qwen2.5-7b", "qwen3-0.6b",
          "qwen3-8b", "gemma-2-2b", "gemma-3-1b",
          "phi-3-mini", "mixtral-8x7b", "qwen3-30b-a3b", "gpt2", "gpt2-medium", "falcon-7b",
-         "bert-base"]
-SUBSET_ARCHS = ["llama-3.2-1b", "qwen2.5-0.5b", "qwen3-0.6b", "gpt2"]
+         "bert-base", DEEPSEEK]
+SUBSET_ARCHS = ["llama-3.2-1b", "qwen2.5-0.5b", "qwen3-0.6b", "gpt2", DEEPSEEK]
 
 
 def cells(subset):
@@ -50,7 +54,9 @@ def cells(subset):
             if gemma2:
                 base["attention"] = "eager"
             out.append(dict(base, method="inference", precision="bf16"))
-            for precision in ("fp32", "amp-bf16", "bf16"):
+            # transformers' grouped-matmul experts want bf16: DeepSeek has no fp32 cells
+            for precision in ("amp-bf16", "bf16") if arch == DEEPSEEK else ("fp32", "amp-bf16",
+                                                                             "bf16"):
                 for ckpt in ("none", "full"):
                     out.append(dict(base, method="full", precision=precision, checkpointing=ckpt))
             for attention in (() if gemma2 else ("eager", "sdpa")):
@@ -71,8 +77,21 @@ def flags(cell):
     return out
 
 
+def model_path(model):
+    """A preset name as it is; a config file named from the repository root, made absolute"""
+    return os.path.join(ROOT, model) if model.endswith(".json") else model
+
+
+def estimate_flags(cell):
+    """The estimator's flags for a cell: its config file's path made absolute, and for a prefill
+    transformers' KV cache, which keeps every token of every layer as the tracer sees it (the
+    estimator's default is a serving engine's: sliding-window layers keep their window)"""
+    stack = ["--kv-cache", "transformers"] if cell.get("method") == "inference" else []
+    return flags(dict(cell, model=model_path(cell["model"]))) + stack
+
+
 def estimate(binary, cell):
-    r = subprocess.run([binary, "estimate", "--json"] + flags(cell), capture_output=True,
+    r = subprocess.run([binary, "estimate", "--json"] + estimate_flags(cell), capture_output=True,
                        text=True)
     if r.returncode not in (0, 1):
         return None, r.stderr.strip()
@@ -82,7 +101,7 @@ def estimate(binary, cell):
 def trace(cell, lora_targets=None):
     from oomless.trace import TraceError, Workload, trace_hf
     kw = dict(cell)
-    model = kw.pop("model")
+    model = model_path(kw.pop("model"))
     if lora_targets and kw.get("method") == "lora":
         kw["lora_targets"] = lora_targets  # the modules the estimator adapted (PEFT's defaults)
     try:

@@ -3,6 +3,7 @@
 
     build/venv/bin/python bench/trace/fit_coefficients.py [--family llama|gemma2|gemma3_text|gpt2|falcon|bert]
     build/venv/bin/python bench/trace/fit_coefficients.py --moe
+    build/venv/bin/python bench/trace/fit_coefficients.py --mla
 
 For one block family, small configs are traced that vary one dimension at a time (hidden size,
 MLP width, query heads, key/value heads, head size) at 1 and 2 layers. The bytes the forward
@@ -336,12 +337,68 @@ def fit_moe():
     return out
 
 
+def _mla(shape, layers):
+    """A DeepSeek-V3 config of dense layers: (hidden, MLP, heads, key width without RoPE, RoPE
+    width, value width, query latent, key/value latent)."""
+    h, f, heads, nope, rope, v, ql, kl = shape
+    return {"model_type": "deepseek_v3", "architectures": ["DeepseekV3ForCausalLM"],
+            "hidden_size": h, "intermediate_size": f, "num_attention_heads": heads,
+            "num_key_value_heads": heads, "qk_nope_head_dim": nope, "qk_rope_head_dim": rope,
+            "v_head_dim": v, "q_lora_rank": ql, "kv_lora_rank": kl, "vocab_size": 512,
+            "max_position_embeddings": 512, "tie_word_embeddings": False,
+            "attention_dropout": 0.0, "num_hidden_layers": layers, "first_k_dense_replace": 8,
+            "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 64,
+            "n_group": 1, "topk_group": 1}
+
+
+def fit_mla():
+    """What a layer of multi-head latent attention (DeepSeek V2/V3) saves per token, SDPA, full and
+    under LoRA on q_b_proj,kv_b_proj with dropout 0: per hidden element (h), per element of the
+    heads' key widths without (nope) and with RoPE (rope) and of their value width (v), per
+    element of the query and key/value latents; the MLP (f) and the log-sum-exp (per head) are
+    the block's. frozen: what LoRA does not keep of the hidden states and of the latents after
+    its own input copies. One dimension of a small config doubled at a time."""
+    base = (256, 512, 4, 32, 16, 32, 64, 64)
+    shapes = [base] + [tuple(d * 2 if j == i else d for j, d in enumerate(base))
+                       for i in range(len(base))]
+    fam = Fam("llama")
+    fam.spec = dict(fam.spec, make=lambda *a: _mla(a[:-1], a[-1]), targets="q_b_proj,kv_b_proj")
+    names = ["h", "f", "nope", "rope", "v", "q_lora", "kv_lora", "lse"]
+    A = np.array([[h, f, H * n, H * r, H * v, ql, kl, H] for h, f, H, n, r, v, ql, kl in shapes],
+                 dtype=float)
+    r2 = lambda v: round(float(v), 2)  # noqa: E731
+    out = {}
+    for regime, precision in REGIMES:
+        full = np.array([fam.quad(s, "full", precision, "sdpa")[0] for s in shapes])
+        lora = np.array([fam.quad(s, "lora", precision, "sdpa")[0] for s in shapes])
+        coef, resid = lstsq(A, full)
+        c = dict(zip(names, coef))
+        # LoRA's own: the fp32 copy of each adapted input (16-bit compute) and A's output
+        own = np.array([(4 if precision != "fp32" else 0) * (s[6] + s[7]) + 8 * RANK * 2
+                        for s in shapes])
+        # frozen columns: hidden, MLP (the block's frozen f), both latents together
+        F = np.column_stack([A[:, 0], A[:, 1], A[:, 5] + A[:, 6]])
+        fz, fres = lstsq(F, full - (lora - own))
+        out[regime] = {"h": r2(c["h"]), "nope": r2(c["nope"]), "rope": r2(c["rope"]),
+                       "v": r2(c["v"]), "q_lora": r2(c["q_lora"]), "kv_lora": r2(c["kv_lora"]),
+                       "frozen": {"h": r2(fz[0]), "lora": r2(fz[2])},
+                       "max_residual_bytes_per_token": max(r2(resid), r2(fres)),
+                       "block_terms": {"f": r2(c["f"]), "lse": r2(c["lse"]),
+                                       "frozen_f": r2(fz[1])}}
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--family", default="llama", choices=sorted(FAMILIES))
     ap.add_argument("--moe", action="store_true",
                     help="fit what a mixture-of-experts layer keeps beyond a dense one instead")
+    ap.add_argument("--mla", action="store_true",
+                    help="fit what a layer of multi-head latent attention keeps instead")
     args = ap.parse_args()
+    if args.mla:
+        print(json.dumps({"mla": fit_mla(), "versions": run.versions()}, indent=1))
+        return
     if args.moe:
         print(json.dumps({"moe": fit_moe(), "versions": run.versions()}, indent=1))
         return

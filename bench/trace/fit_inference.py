@@ -84,15 +84,21 @@ def fit(cfg):
     h = hidden(cfg)
     _key, f = ffn(cfg)
     topk = cfg.get("num_experts_per_tok") if cfg.get("num_local_experts") else None
+    if cfg.get("first_k_dense_replace", 0) < 2:  # DeepSeek: both layers kept must be dense
+        cfg = dict(cfg, first_k_dense_replace=2)
     fk = f * (topk or 1)
     e = 2.0  # bf16
     per_tok = {}
-    for scale in (2, 3):  # MLP widths where the MLP moment is the peak
+    # MLP widths where the MLP moment is the peak; multi-head latent attention (DeepSeek) expands
+    # every head's queries, keys and values, a moment above 3 x the MLP width, so wider there
+    scales = (6, 8) if cfg.get("kv_lora_rank") else (2, 3)
+    for scale in scales:
         c = two_layers(cfg, scale)
         a32, a64 = acts(c, 32, "sdpa"), acts(c, 64, "sdpa")
         per_tok[scale] = (a64 - a32) / (BATCH * 32) / e  # elements per token
-    fcoef = (per_tok[3] - per_tok[2]) / fk
-    hcoef = (per_tok[2] - fcoef * 2 * fk) / h
+    lo, hi = scales
+    fcoef = (per_tok[hi] - per_tok[lo]) / ((hi - lo) * fk)
+    hcoef = (per_tok[lo] - fcoef * lo * fk) / h
     out = {"h": round(hcoef, 2), "f": round(fcoef, 2)}
     c = two_layers(cfg)
     heads = cfg.get("num_attention_heads") or cfg.get("n_head")
@@ -105,6 +111,10 @@ def fit(cfg):
         mlp = BATCH * s2 * (hcoef * h + fcoef * fk) * e
         if score > 0.01 and A2 > 1.05 * mlp:
             out[attention] = {"a": round(a, 2), "score": round(score, 2)}
+        elif A2 > 1.05 * mlp:
+            # a fused kernel (no attention weights) whose moment still tops the MLP's: the
+            # expanded per-head tensors of multi-head latent attention, linear in the tokens
+            out[attention] = {"a": round(A2 / (BATCH * s2) / (h * e), 2), "score": 0}
         else:
             out[attention] = {"a": 0, "score": 0}
     return out

@@ -145,6 +145,22 @@ static const oomi_act_coef *act_coef(const ctx *x)
     return &x->c->act[b][regime(x)];
 }
 
+/* What a layer of multi-head latent attention saves per token beyond its MLP (`mla` set,
+ * bench/trace/README.md): the hidden states, every head's keys without and with RoPE and values
+ * (the expanded latent), the query and key/value latents; a frozen base keeps less of the
+ * hidden states and of the latents */
+static double mla_per_token(const ctx *x, const oomi_act_coef *a)
+{
+    const oomi_model *m = x->m;
+    double H = (double)m->heads, lat = (double)(m->q_lora + m->kv_lora);
+    double b = a->mla_h * (double)m->hidden + a->mla_nope * H * (double)m->qk_nope +
+               a->mla_rope * H * (double)m->qk_rope + a->mla_v * H * (double)m->v_head +
+               a->mla_q_lora * (double)m->q_lora + a->mla_kv_lora * (double)m->kv_lora;
+    if (x->frozen)
+        b -= a->mla_frozen_h * (double)m->hidden + a->mla_frozen_lora * lat;
+    return b;
+}
+
 /* bytes saved per token by one (encoder or only) layer, without the eager score term */
 static double layer_per_token(const ctx *x)
 {
@@ -162,6 +178,9 @@ static double layer_per_token(const ctx *x)
         b += (a->qk_norm - (x->frozen ? a->frozen_qk_norm : 0)) * (qd + kvd);
     if (x->frozen)
         b -= a->frozen_h * h + a->frozen_q * qd + a->frozen_f * f;
+    if (m->kv_lora > 0 && a->mla) /* multi-head latent attention instead of h, q and kv */
+        b += mla_per_token(x, a) - (a->h - (x->frozen ? a->frozen_h : 0)) * h -
+             (a->q - (x->frozen ? a->frozen_q : 0)) * qd - a->kv * kvd;
     if (m->sparse_layers > 0) { /* averaged over the layers, as f is */
         double share = (double)m->sparse_layers / (double)m->layers, k = (double)m->topk;
         b += share * ((a->moe_kh - (x->frozen ? a->moe_frozen_kh : 0)) * k * h + a->moe_k * k);
@@ -401,6 +420,76 @@ static double tp_kv_heads(const ctx *x)
     return kv >= x->w->tp ? (double)(kv / x->w->tp) : 1;
 }
 
+/* What a serving engine allocates per layer type (vLLM's KV-cache specs, vllm/v1/
+ * kv_cache_interface.py): FullAttentionSpec, a page of block_size tokens x num_kv_heads x (head
+ * size of K + of V) x dtype bytes per layer; SlidingWindowSpec, the same page but only the
+ * blocks of the last sliding_window tokens of a sequence (the scheduler frees the ones before,
+ * vllm/v1/core/single_type_kv_cache_manager.py, SlidingWindowManager); MLAAttentionSpec, one
+ * head (num_kv_heads 1) of kv_lora_rank + qk_rope_head_dim, no separate V. MLA's latent is not
+ * split over tensor-parallel GPUs: each holds all of it (vLLM's ModelConfig.get_num_kv_heads is
+ * 1 for MLA). transformers' DynamicCache keeps every token of every layer during a prefill; for
+ * MLA it too stores the latent and the RoPE key, before their expansion to the heads
+ * (modeling_deepseek_v3.py, DeepseekV3Attention.forward: "Cache read / write is performed while
+ * latent KV is still compressed"; the tracer's KV cache of a 3-layer DeepSeek-V3 at 2 x 1024
+ * tokens is 3 x 2048 x 576 x 2 bytes). */
+void oomi_kv_layout_of(oomi_kv_layout *out, const oom_workload *w)
+{
+    const oomi_model *m = w->model;
+    long tp = w->tp > 1 ? w->tp : 1;
+    long kv = m->kv_heads > 0 ? m->kv_heads : m->heads;
+
+    memset(out, 0, sizeof(*out));
+    if (w->k.method != OOM_METHOD_INFERENCE || m->block == OOMI_BLOCK_BERT)
+        return;
+    out->vllm = !w->kv_transformers;
+    out->latent = m->kv_lora > 0;
+    out->full = m->layers;
+    if (out->vllm && m->window > 0 && m->window_layers > 0) {
+        out->sliding = m->window_layers;
+        out->full = m->layers - m->window_layers;
+        out->window = m->window;
+    }
+    if (out->latent)
+        out->elems = (double)(m->kv_lora + m->qk_rope);
+    else /* KV heads divided by tp but never below one per GPU (see tp_kv_heads) */
+        out->elems = 2.0 * (kv >= tp ? (double)(kv / tp) : 1) * (double)m->head_dim;
+}
+
+double oomi_kv_bytes(const oomi_kv_layout *kv, double batch, double seq, double e)
+{
+    double win = kv->window > 0 && (double)kv->window < seq ? (double)kv->window : seq;
+    return ((double)kv->full * seq + (double)kv->sliding * win) * kv->elems * batch * e;
+}
+
+/* The prefill's working set fitted on the trace (bench/trace/fit_inference.py): the largest of
+ * the MLP moment (with experts: a dense layer's MLP, and a layer with experts, which keeps
+ * moe_kh elements per top-k x hidden element), and the attention moment where attention weights
+ * are kept (eager, SDPA's math path) or where multi-head latent attention's expanded heads (per
+ * element of heads x (2 x query/key width + value width)) outgrow the MLP's */
+static double fitted_prefill(const ctx *x, const oomi_infer_coef *c, double b, double s)
+{
+    const oomi_model *m = x->m;
+    double tp = (double)x->w->tp, heads = (double)m->heads / tp, h = (double)m->hidden;
+    double f = m->ffn_tok_max / tp, a = 0, per = 0, hc = 0, act, att, hd = 0;
+
+    if (c->moe_kh > 0 && m->sparse_layers > 0) {
+        double sparse = c->h * h + c->moe_kh * (double)m->topk * h;
+        f = m->sparse_layers < m->layers ? (double)m->ffn_dense / tp : 0;
+        act = b * s * (c->h * h + c->f * f > sparse ? c->h * h + c->f * f : sparse) * x->e;
+    } else {
+        act = b * s * (c->h * h + c->f * f) * x->e;
+    }
+    if (x->w->k.attention == OOM_ATTENTION_EAGER)
+        a = c->eager_a, per = c->eager_score, hc = c->eager_heads;
+    else /* SDPA, and flash attention for the expanded heads (no weights kept) */
+        a = x->w->k.attention == OOM_ATTENTION_SDPA ? c->sdpa_a : 0,
+        per = x->w->k.attention == OOM_ATTENTION_SDPA ? c->sdpa_score : 0, hc = c->sdpa_heads;
+    if (m->kv_lora > 0)
+        hd = heads * (2.0 * (double)(m->qk_nope + m->qk_rope) + (double)m->v_head);
+    att = b * s * (a * h + hc * hd) * x->e + per * b * heads * s * s;
+    return (per > 0 || hc * hd > 0) && att > act ? att : act;
+}
+
 static oom_phase inference(const ctx *x, mem *peak)
 {
     const oomi_model *m = x->m;
@@ -409,27 +498,20 @@ static oom_phase inference(const ctx *x, mem *peak)
     double kvd = tp_kv_heads(x) * (double)m->head_dim, f = m->ffn_tok_max / tp;
     double heads = (double)m->heads / tp;
     double kv = 0, act, t = 0, sc = 0, lg = 0;
+    oomi_kv_layout lay;
     size_t i;
 
-    if (m->block == OOMI_BLOCK_T5)
+    if (m->block == OOMI_BLOCK_T5) {
         kv = (double)m->layers * 2 * kvd * b * (ds + s) * x->e; /* self + cross caches */
-    else if (m->block != OOMI_BLOCK_BERT)
-        kv = (double)m->layers * 2 * kvd * b * s * x->e;
+    } else {
+        oomi_kv_layout_of(&lay, x->w);
+        kv = oomi_kv_bytes(&lay, b, s, x->e);
+    }
     for (i = 0; i < x->c->ninfer; i++)
         if (!strcmp(x->c->infer[i].model_type, m->family))
             break;
     if (i < x->c->ninfer) {
-        /* fitted on the trace (bench/trace/fit_inference.py): the larger of the MLP moment and,
-         * where attention weights are kept, the attention moment */
-        double a = 0, per = 0, att;
-        act = b * s * (x->c->infer[i].h * (double)m->hidden + x->c->infer[i].f * f) * x->e;
-        if (x->w->k.attention == OOM_ATTENTION_EAGER)
-            a = x->c->infer[i].eager_a, per = x->c->infer[i].eager_score;
-        else if (x->w->k.attention == OOM_ATTENTION_SDPA)
-            a = x->c->infer[i].sdpa_a, per = x->c->infer[i].sdpa_score;
-        att = b * s * a * (double)m->hidden * x->e + per * b * heads * s * s;
-        if (per > 0 && att > act)
-            act = att;
+        act = fitted_prefill(x, &x->c->infer[i], b, s);
     } else {
         act = b * s * (x->c->infer_h * (double)m->hidden + x->c->infer_f * f) * x->e;
         if (x->w->k.attention == OOM_ATTENTION_EAGER ||

@@ -26,11 +26,27 @@ typedef struct oomi_act_coef {
     /* a layer with experts, per token: per top-k x hidden element (the routed hidden states),
      * the part of it a frozen base does not keep, per expert slot (routing weights, indices) */
     double moe_kh, moe_frozen_kh, moe_k;
+    /* multi-head latent attention (DeepSeek), in place of h, q and kv: per hidden element, per
+     * element of the heads' key widths without and with RoPE and of their value width, per
+     * element of the query and key/value latents; frozen: per hidden and per latent element */
+    bool mla;
+    double mla_h, mla_nope, mla_rope, mla_v, mla_q_lora, mla_kv_lora, mla_frozen_h;
+    double mla_frozen_lora;
 } oomi_act_coef;
 
 enum { OOMI_REGIME_16BIT, OOMI_REGIME_AMP, OOMI_REGIME_FP32, OOMI_REGIMES };
 enum { OOMI_COEF_BLOCKS = 5 };    /* llama, gpt, bert, t5, t5 gated */
 enum { OOMI_COEF_FAMILIES = 16 }; /* sets fitted for one model_type, overriding its block's */
+
+/* a prefill working set fitted for one model_type (inference.by_model_type): the MLP moment
+ * (elements per token per hidden and MLP element), the attention moment for SDPA and for eager
+ * attention (per hidden element, bytes per attention score, per element of multi-head latent
+ * attention's expanded heads: heads x (2 x query/key width + value width)), and a layer with
+ * experts (per top-k x hidden element; 0: the MLP term covers it) */
+typedef struct oomi_infer_coef {
+    char model_type[32];
+    double h, f, sdpa_a, sdpa_score, sdpa_heads, eager_a, eager_score, eager_heads, moe_kh;
+} oomi_infer_coef;
 
 typedef struct oomi_coef {
     oomi_act_coef act[OOMI_COEF_BLOCKS][OOMI_REGIMES];
@@ -50,10 +66,7 @@ typedef struct oomi_coef {
     /* fitted prefill working sets by model_type: the MLP moment (elements per token per hidden
      * and MLP element) and, where attention weights are kept, the attention moment (elements
      * per token per hidden element + bytes per score), for SDPA and for eager attention */
-    struct {
-        char model_type[32];
-        double h, f, sdpa_a, sdpa_score, eager_a, eager_score;
-    } infer[OOMI_COEF_FAMILIES];
+    oomi_infer_coef infer[OOMI_COEF_FAMILIES];
     size_t ninfer;
     double nf4_bytes, int8_bytes, adam8_bytes;
     double opt_temp[8]; /* optimizer-step temporaries, x one state copy, by oom_optimizer */
@@ -80,6 +93,22 @@ int oomi_coef_get(const oomi_coef **out);
  * (0.0: unknown): the batch-dependent part grows by the allocator's fragmentation, the CUDA
  * context is added, as the estimator does for its own components (estimate.c). */
 int oomi_traced_to_device(oom_probe_fit *fit, int cc_major, int cc_minor);
+/* The KV cache of an inference workload per layer type (estimate.c): the layers that keep every
+ * token, those that keep the last `window` tokens of each sequence, and the elements one token
+ * takes in one layer on one GPU: 2 x KV heads x head_dim, or MLA's one latent of kv_lora_rank +
+ * qk_rope_head_dim (the same on every tensor-parallel GPU). `vllm` false: transformers' cache
+ * during a prefill (every layer every token). No cache: all zero. */
+typedef struct oomi_kv_layout {
+    long full, sliding, window;
+    bool latent, vllm;
+    double elems;
+} oomi_kv_layout;
+void oomi_kv_layout_of(oomi_kv_layout *out, const oom_workload *w);
+/* Bytes of that cache for `batch` sequences of `seq` tokens, `e` bytes per element */
+double oomi_kv_bytes(const oomi_kv_layout *kv, double batch, double seq, double e);
+/* {"stack", "full", "sliding", "window", "latent", "elements_per_token"}; NULL without a cache
+ * (estimate_json.c; the plan's JSON too) */
+json_object *oomi_kv_layout_json(const oomi_kv_layout *kv);
 /* How sure an estimate is (estimate_confidence.c, data/confidence.json) */
 enum { OOMI_CONF_KEY_MAX = 96 };
 typedef enum oomi_conf_basis {

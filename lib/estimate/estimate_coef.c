@@ -67,7 +67,7 @@ static void read_set(rd *r, json_object *blk, oomi_act_coef *set)
     static const char *const regimes[] = {"16bit", "amp", "fp32"};
     size_t g;
     for (g = 0; g < OOMI_REGIMES; g++) {
-        json_object *o = sub(r, blk, regimes[g]), *fr, *eg, *b1 = NULL, *mo = NULL;
+        json_object *o = sub(r, blk, regimes[g]), *fr, *eg, *b1 = NULL, *mo = NULL, *ml = NULL;
         oomi_act_coef *c = &set[g];
         c->h = num(r, o, "h"), c->q = num(r, o, "q"), c->kv = num(r, o, "kv");
         c->f = num(r, o, "f"), c->lse = num(r, o, "lse"), c->score = num(r, o, "score");
@@ -84,6 +84,14 @@ static void read_set(rd *r, json_object *blk, oomi_act_coef *set)
         if (o && json_object_object_get_ex(o, "moe", &mo)) {
             c->moe_kh = num(r, mo, "kh"), c->moe_k = num(r, mo, "k");
             c->moe_frozen_kh = num(r, mo, "frozen_kh");
+        }
+        /* optional: blocks that have models with multi-head latent attention */
+        if (o && json_object_object_get_ex(o, "mla", &ml)) {
+            c->mla = true, c->mla_h = num(r, ml, "h"), c->mla_nope = num(r, ml, "nope");
+            c->mla_rope = num(r, ml, "rope"), c->mla_v = num(r, ml, "v");
+            c->mla_q_lora = num(r, ml, "q_lora"), c->mla_kv_lora = num(r, ml, "kv_lora");
+            fr = sub(r, ml, "frozen");
+            c->mla_frozen_h = num(r, fr, "h"), c->mla_frozen_lora = num(r, fr, "lora");
         }
         /* optional: only families whose batch-1 trace differs from the fit's batch 2 */
         if (o && json_object_object_get_ex(o, "batch1", &b1)) {
@@ -189,7 +197,7 @@ static void read_infer(rd *r, json_object *inf)
         return;
     json_object_object_foreach(by, key, val)
     {
-        json_object *sd, *eg;
+        json_object *sd, *eg, *mo = NULL;
         if (r->err || !json_object_is_type(val, json_type_object))
             continue;
         if (!name_set(r, "inference", key,
@@ -202,6 +210,11 @@ static void read_infer(rd *r, json_object *inf)
         coef.infer[coef.ninfer].sdpa_score = num(r, sd, "score");
         coef.infer[coef.ninfer].eager_a = num(r, eg, "a");
         coef.infer[coef.ninfer].eager_score = num(r, eg, "score");
+        /* optional: multi-head latent attention's expanded heads, layers with experts */
+        coef.infer[coef.ninfer].sdpa_heads = oomi_json_get(sd, "heads") ? num(r, sd, "heads") : 0;
+        coef.infer[coef.ninfer].eager_heads = oomi_json_get(eg, "heads") ? num(r, eg, "heads") : 0;
+        coef.infer[coef.ninfer].moe_kh =
+            json_object_object_get_ex(val, "moe", &mo) ? num(r, mo, "kh") : 0;
         coef.ninfer++;
     }
 }

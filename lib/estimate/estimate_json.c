@@ -37,6 +37,9 @@ static json_object *workload_json(const oom_workload *w)
     }
     if (w->tp > 1)
         oomi_json_put(o, "tensor_parallel", json_object_new_int64(w->tp));
+    if (k.method == OOM_METHOD_INFERENCE)
+        oomi_json_put(o, "kv_cache",
+                      json_object_new_string(oomi_kv_cache_names[w->kv_transformers]));
     if (w->keep_grads)
         oomi_json_put(o, "keep_grads", json_object_new_boolean(1));
     if (w->overhead != OOM_UNKNOWN)
@@ -92,6 +95,20 @@ json_object *oomi_estimate_memory_json(const oom_estimate *e)
     oomi_json_put(o, "allocated_peak", oomi_json_size(e->allocated_peak));
     oomi_json_put(o, "reserved_peak", oomi_json_size(e->reserved_peak));
     oomi_json_put(o, "device_peak", oomi_json_size(e->device_peak));
+    return o;
+}
+
+json_object *oomi_kv_layout_json(const oomi_kv_layout *kv)
+{
+    json_object *o;
+    if (kv->elems <= 0 || !(o = json_object_new_object()))
+        return NULL;
+    oomi_json_put(o, "stack", json_object_new_string(oomi_kv_cache_names[!kv->vllm]));
+    oomi_json_put(o, "full", json_object_new_int64(kv->full));
+    oomi_json_put(o, "sliding", json_object_new_int64(kv->sliding));
+    oomi_json_put(o, "window", kv->window ? json_object_new_int64(kv->window) : NULL);
+    oomi_json_put(o, "latent", json_object_new_boolean(kv->latent));
+    oomi_json_put(o, "elements_per_token", json_object_new_int64((int64_t)kv->elems));
     return o;
 }
 
@@ -180,6 +197,11 @@ int oom_estimate_to_json_budget(char **out, const oom_workload *w, const oom_est
         oomi_json_put(root, "model", model_json(w));
     if (e)
         estimate_json(root, e);
+    if (e && e->kv_cache && w->model && w->model->block != OOMI_BLOCK_T5) {
+        oomi_kv_layout kv;
+        oomi_kv_layout_of(&kv, w);
+        oomi_json_put(root, "kv_cache_layers", oomi_kv_layout_json(&kv));
+    }
     if (e && w->model && (err = confidence_json(root, w, e))) {
         json_object_put(root);
         return err;

@@ -70,29 +70,130 @@ static const char *get_str(const cfg_ctx *c, const char *key)
     return json_object_is_type(v, json_type_string) ? json_object_get_string(v) : NULL;
 }
 
+/* DeepSeek V2/V3's multi-head latent attention. Its widths are required (a config without
+ * them would plan another model); q_lora_rank too, null where the queries have no low-rank
+ * projection (DeepSeek-V2-Lite). The attention then works as multi-head attention of
+ * qk_nope + qk_rope wide queries and keys, one key/value head per query head. */
+static int read_mla(oomi_model *m, const cfg_ctx *c)
+{
+    json_object *q = NULL;
+    int err;
+
+    if (strncmp(m->family, "deepseek_v", 10))
+        return OOM_OK;
+    if (!json_object_object_get_ex(c->cfg, "q_lora_rank", &q))
+        return oomi_fail(OOM_EPARSE,
+                         "model config '%s': missing key 'q_lora_rank' (null where the queries "
+                         "have no low-rank projection)",
+                         c->path);
+    if ((q && (err = get_num(c, KEYS("q_lora_rank"), &m->q_lora, true, 0))) ||
+        (err = get_num(c, KEYS("kv_lora_rank"), &m->kv_lora, true, 0)) ||
+        (err = get_num(c, KEYS("qk_nope_head_dim"), &m->qk_nope, true, 0)) ||
+        (err = get_num(c, KEYS("qk_rope_head_dim"), &m->qk_rope, true, 0)) ||
+        (err = get_num(c, KEYS("v_head_dim"), &m->v_head, true, 0)))
+        return err;
+    if (m->q_lora < 0 || m->kv_lora <= 0 || m->qk_nope < 0 || m->qk_rope <= 0 || m->v_head <= 0)
+        return oomi_fail(OOM_EPARSE,
+                         "model config '%s': kv_lora_rank, qk_rope_head_dim and v_head_dim must "
+                         "be positive",
+                         c->path);
+    m->head_dim = m->qk_nope + m->qk_rope;
+    m->kv_heads = m->heads;
+    return OOM_OK;
+}
+
+/* Sliding-window attention: which layers attend to the last `sliding_window` tokens only. The
+ * config's layer_types where it lists them, else the family's rule as transformers' configs
+ * make it: Gemma 2 every other layer from the first (configuration_gemma2.py), Gemma 3 all but
+ * every sliding_window_pattern-th (default 6, configuration_gemma3.py), Qwen2/3 the layers from
+ * max_window_layers on (default 28) when use_sliding_window is set (configuration_qwen2.py),
+ * Mistral and Mixtral every layer. Defaults of the window: 4096 for Gemma 2, Gemma 3 and
+ * Mistral, none for the others; null is none. */
+static int read_window(oomi_model *m, const cfg_ctx *c)
+{
+    json_object *types = oomi_json_get(c->cfg, "layer_types"), *v = NULL;
+    const char *f = m->family;
+    bool qwen = !strncmp(f, "qwen", 4), gemma3 = !strcmp(f, "gemma3_text");
+    bool mistral = !strcmp(f, "mistral") || !strcmp(f, "mixtral");
+    long dflt = !strcmp(f, "gemma2") || gemma3 || !strcmp(f, "mistral") ? 4096 : 0, i, every;
+    int err;
+
+    m->window = m->window_layers = 0;
+    /* the families above only: another family's window (Phi-3's configs name 2047) is not
+     * modelled, its layers are planned as full ones */
+    if ((json_object_object_get_ex(c->cfg, "sliding_window", &v) && !v) ||
+        !(qwen || mistral || gemma3 || !strcmp(f, "gemma2")))
+        return OOM_OK;
+    if ((err = get_num(c, KEYS("sliding_window"), &m->window, false, dflt)) || m->window <= 0 ||
+        (qwen && !get_bool(c, "use_sliding_window", false))) {
+        m->window = 0;
+        return err;
+    }
+    if (json_object_is_type(types, json_type_array) &&
+        (long)json_object_array_length(types) == m->layers) {
+        for (i = 0; i < m->layers; i++) {
+            const char *t = json_object_get_string(json_object_array_get_idx(types, i));
+            m->window_layers += t && !strcmp(t, "sliding_attention");
+        }
+        return OOM_OK;
+    }
+    if ((err =
+             get_num(c, KEYS(qwen ? "max_window_layers" : "sliding_window_pattern"), &every, false,
+                     qwen     ? 28
+                     : gemma3 ? 6
+                              : 2)))
+        return err;
+    for (i = 0; i < m->layers; i++) {
+        if (qwen)
+            m->window_layers += i >= every;
+        else if (gemma3 || !strcmp(f, "gemma2"))
+            m->window_layers += every <= 0 || (i + 1) % every != 0;
+        else
+            m->window_layers++;
+    }
+    return OOM_OK;
+}
+
 /* Which layers have the experts (Qwen-MoE: every decoder_sparse_step-th layer not listed in
  * mlp_only_layers), one expert's width (moe_intermediate_size where given: intermediate_size is
  * then the dense layers'), the shared expert's width; and the MLP width per token. */
 static int read_experts(oomi_model *m, const cfg_ctx *c)
 {
     json_object *only = oomi_json_get(c->cfg, "mlp_only_layers");
-    long step = 1, moe_ffn = 0, i;
+    long step = 1, moe_ffn = 0, i, first_dense = 0, freq = 1, shared = 0;
+    bool ds = m->kv_lora > 0, v3 = !strcmp(m->family, "deepseek_v3");
     int err;
 
     m->sparse_layers = m->experts > 0 ? m->layers : 0;
     m->ffn_dense = m->ffn;
     if (m->experts > 0) {
+        /* DeepSeek's defaults are DeepseekV2Config's and DeepseekV3Config's (transformers'
+         * configuration_deepseek_v2.py / _v3.py): moe_intermediate_size 1407 / 2048,
+         * n_shared_experts 2 / 1, first_k_dense_replace 0 / 3 */
         if ((err = get_num(c, KEYS("decoder_sparse_step"), &step, false, 1)) ||
-            (err = get_num(c, KEYS("moe_intermediate_size"), &moe_ffn, false, 0)) ||
-            (err = get_num(c, KEYS("shared_expert_intermediate_size"), &m->shared_ffn, false, 0)))
+            (err = get_num(c, KEYS("moe_intermediate_size"), &moe_ffn, false,
+                           ds ? (v3 ? 2048 : 1407) : 0)) ||
+            (err = get_num(c, KEYS("shared_expert_intermediate_size"), &m->shared_ffn, false, 0)) ||
+            (err = get_num(c, KEYS("n_shared_experts"), &shared, false, ds ? (v3 ? 1 : 2) : 0)) ||
+            (err = get_num(c, KEYS("first_k_dense_replace"), &first_dense, false, v3 ? 3 : 0)) ||
+            (err = get_num(c, KEYS("moe_layer_freq"), &freq, false, 1)))
             return err;
         if (moe_ffn > 0)
             m->ffn = moe_ffn;
+        if (ds) /* DeepSeek: n_shared_experts ungated experts of the routed width, side by side */
+            m->shared_ffn = shared * m->ffn;
+        if (step <= 0 || freq <= 0)
+            return oomi_fail(OOM_EPARSE, "model config '%s': a layer step of %ld is not positive",
+                             c->path, step <= 0 ? step : freq);
         if (only && !json_object_is_type(only, json_type_array))
             return oomi_fail(OOM_EPARSE, "model config '%s': 'mlp_only_layers' is not a list",
                              c->path);
         for (i = 0, m->sparse_layers = 0; i < m->layers; i++) {
-            bool dense = (i + 1) % step != 0;
+            /* Qwen-MoE: every decoder_sparse_step-th layer; DeepSeek: the layers from
+             * first_k_dense_replace on, every moe_layer_freq-th (DeepSeek's modeling_deepseek.py
+             * and vLLM's deepseek_v2.py; transformers' port ignores moe_layer_freq, 1 in every
+             * published config) */
+            bool dense = ds ? i < first_dense || i % freq != 0 : (i + 1) % step != 0;
             size_t j;
             for (j = 0; only && j < json_object_array_length(only); j++)
                 if (json_object_get_int64(json_object_array_get_idx(only, j)) == i)
@@ -110,8 +211,8 @@ static int read_experts(oomi_model *m, const cfg_ctx *c)
             ((double)m->sparse_layers * sparse + (double)dense * (double)m->ffn_dense) /
             (double)m->layers;
         m->ffn_tok_max = dense > 0 && (double)m->ffn_dense > sparse ? (double)m->ffn_dense : sparse;
-    } else {
-        m->ffn_tok_mean = m->ffn_tok_max = (double)m->ffn;
+    } else { /* dense, or experts that no layer has: every layer's MLP is the dense width */
+        m->ffn_tok_mean = m->ffn_tok_max = (double)m->ffn_dense;
     }
     return OOM_OK;
 }
@@ -178,6 +279,27 @@ static void finish_decoder(oomi_model *m, uint64_t per_layer, uint64_t per_layer
         embed + (uint64_t)m->layers * per_layer_active + final_norm + m->params_lm_head;
 }
 
+/* Multi-head latent attention (transformers' DeepseekV2Attention / DeepseekV3Attention): the
+ * queries through q_proj, or through q_a_proj, its RMSNorm and q_b_proj; one shared projection to
+ * the key/value latent and the RoPE key (kv_a_proj_with_mqa), the latent's RMSNorm, its
+ * up-projection to every head's key (no RoPE part) and value (kv_b_proj), o_proj */
+static uint64_t count_mla(oomi_model *m, const cfg_ctx *c)
+{
+    long h = m->hidden, L = m->layers, H = m->heads, qk = m->qk_nope + m->qk_rope;
+    bool bias = get_bool(c, "attention_bias", false);
+    uint64_t n;
+
+    if (m->q_lora > 0)
+        n = mat(m, "q_a_proj", h, m->q_lora, L, bias) + vec(m, m->q_lora, L) +
+            mat(m, "q_b_proj", m->q_lora, H * qk, L, false);
+    else
+        n = mat(m, "q_proj", h, H * qk, L, false);
+    return n + mat(m, "kv_a_proj_with_mqa", h, m->kv_lora + m->qk_rope, L, bias) +
+           vec(m, m->kv_lora, L) +
+           mat(m, "kv_b_proj", m->kv_lora, H * (m->qk_nope + m->v_head), L, false) +
+           mat(m, "o_proj", H * m->v_head, h, L, bias);
+}
+
 static int count_llama(oomi_model *m, const cfg_ctx *c)
 {
     long h = m->hidden, L = m->layers, qd = m->heads * m->head_dim, kvd = m->kv_heads * m->head_dim;
@@ -188,7 +310,9 @@ static int count_llama(oomi_model *m, const cfg_ctx *c)
     long norms = !strcmp(m->family, "gemma2") || !strcmp(m->family, "gemma3_text") ? 4 : 2;
     uint64_t attn, mlp = 0, router = 0, shared = 0, dense = 0, n;
 
-    if (phi3) {
+    if (m->kv_lora > 0) {
+        attn = count_mla(m, c);
+    } else if (phi3) {
         attn = mat(m, "qkv_proj", h, qd + 2 * kvd, L, false) + mat(m, "o_proj", qd, h, L, false);
     } else {
         attn = mat(m, "q_proj", h, qd, L, qkv_bias) + mat(m, "k_proj", h, kvd, L, qkv_bias) +
@@ -199,7 +323,11 @@ static int count_llama(oomi_model *m, const cfg_ctx *c)
         router = mat(m, "gate", h, e, Ls, false);
         mlp = mat(m, "w1", h, m->ffn, Ls * e, false) + mat(m, "w3", h, m->ffn, Ls * e, false) +
               mat(m, "w2", m->ffn, h, Ls * e, false);
-        if (sf > 0) /* Qwen2-MoE: a gated shared expert beside the routed ones */
+        if (sf > 0 && m->kv_lora > 0) /* DeepSeek: the shared experts as one ungated MLP */
+            shared = mat(m, "shared_experts.gate_proj", h, sf, Ls, false) +
+                     mat(m, "shared_experts.up_proj", h, sf, Ls, false) +
+                     mat(m, "shared_experts.down_proj", sf, h, Ls, false);
+        else if (sf > 0) /* Qwen2-MoE: a gated shared expert beside the routed ones */
             shared = mat(m, "shared_expert.gate_proj", h, sf, Ls, false) +
                      mat(m, "shared_expert.up_proj", h, sf, Ls, false) +
                      mat(m, "shared_expert.down_proj", sf, h, Ls, false) +
@@ -223,7 +351,12 @@ static int count_llama(oomi_model *m, const cfg_ctx *c)
         n += 2 * vec(m, m->head_dim, L * 2);
     }
     m->logit_softcap = softcap(c, !strcmp(m->family, "gemma2"));
-    m->default_targets = phi3 ? "qkv_proj" : "q_proj,v_proj";
+    /* PEFT has no default for DeepSeek: its attention's projections, the queries' and the
+     * latent's up-projections (which make the per-head queries, keys and values) */
+    m->default_targets = phi3              ? "qkv_proj"
+                         : m->kv_lora <= 0 ? "q_proj,v_proj"
+                         : m->q_lora > 0   ? "q_b_proj,kv_b_proj"
+                                           : "q_proj,kv_b_proj";
     if (m->experts > 0) {
         /* per layer with the experts; the dense layers swap them for their own MLP */
         uint64_t all = router + mlp * (uint64_t)m->experts + shared,
@@ -353,13 +486,29 @@ static const struct family {
     const char *type;
     oomi_block block;
 } families[] = {
-    {"llama", OOMI_BLOCK_LLAMA},       {"mistral", OOMI_BLOCK_LLAMA},   {"qwen2", OOMI_BLOCK_LLAMA},
-    {"gemma", OOMI_BLOCK_LLAMA},       {"gemma2", OOMI_BLOCK_LLAMA},    {"phi3", OOMI_BLOCK_LLAMA},
-    {"gemma3_text", OOMI_BLOCK_LLAMA}, {"mixtral", OOMI_BLOCK_LLAMA},   {"qwen3", OOMI_BLOCK_LLAMA},
-    {"qwen2_moe", OOMI_BLOCK_LLAMA},   {"qwen3_moe", OOMI_BLOCK_LLAMA}, {"gpt2", OOMI_BLOCK_GPT},
-    {"gpt_neox", OOMI_BLOCK_GPT},      {"gpt_bigcode", OOMI_BLOCK_GPT}, {"bloom", OOMI_BLOCK_GPT},
-    {"opt", OOMI_BLOCK_GPT},           {"falcon", OOMI_BLOCK_GPT},      {"bert", OOMI_BLOCK_BERT},
-    {"roberta", OOMI_BLOCK_BERT},      {"t5", OOMI_BLOCK_T5},           {"mt5", OOMI_BLOCK_T5},
+    {"llama", OOMI_BLOCK_LLAMA},
+    {"mistral", OOMI_BLOCK_LLAMA},
+    {"qwen2", OOMI_BLOCK_LLAMA},
+    {"gemma", OOMI_BLOCK_LLAMA},
+    {"gemma2", OOMI_BLOCK_LLAMA},
+    {"phi3", OOMI_BLOCK_LLAMA},
+    {"gemma3_text", OOMI_BLOCK_LLAMA},
+    {"mixtral", OOMI_BLOCK_LLAMA},
+    {"qwen3", OOMI_BLOCK_LLAMA},
+    {"qwen2_moe", OOMI_BLOCK_LLAMA},
+    {"qwen3_moe", OOMI_BLOCK_LLAMA},
+    {"gpt2", OOMI_BLOCK_GPT},
+    {"gpt_neox", OOMI_BLOCK_GPT},
+    {"gpt_bigcode", OOMI_BLOCK_GPT},
+    {"bloom", OOMI_BLOCK_GPT},
+    {"opt", OOMI_BLOCK_GPT},
+    {"falcon", OOMI_BLOCK_GPT},
+    {"bert", OOMI_BLOCK_BERT},
+    {"roberta", OOMI_BLOCK_BERT},
+    {"t5", OOMI_BLOCK_T5},
+    {"mt5", OOMI_BLOCK_T5},
+    {"deepseek_v2", OOMI_BLOCK_LLAMA},
+    {"deepseek_v3", OOMI_BLOCK_LLAMA},
 };
 
 const char *oomi_head_name(oomi_head h)
@@ -443,9 +592,11 @@ static int read_shape(oomi_model *m, const cfg_ctx *c)
         (err = get_num(c, KEYS("max_position_embeddings", "n_positions", "n_ctx", "seq_length"),
                        &m->max_pos, m->block == OOMI_BLOCK_BERT || !strcmp(m->family, "gpt2"),
                        gemma3 ? 131072 : 0)) ||
-        (err = get_num(c, KEYS("num_local_experts", "num_experts"), &m->experts, false, 0)) ||
+        (err = get_num(c, KEYS("num_local_experts", "num_experts", "n_routed_experts"), &m->experts,
+                       false, 0)) ||
         (err = get_num(c, KEYS("num_experts_per_tok"), &m->topk, m->experts > 0, 0)) ||
-        (err = get_num(c, KEYS("num_labels"), &m->labels, false, 2)) || (err = read_experts(m, c)))
+        (err = get_num(c, KEYS("num_labels"), &m->labels, false, 2)) || (err = read_mla(m, c)) ||
+        (err = read_experts(m, c)) || (err = read_window(m, c)))
         return err;
     if (m->kv_heads <= 0 || m->head_dim <= 0 || m->ffn <= 0 || m->heads % m->kv_heads)
         return oomi_fail(OOM_EPARSE,
@@ -535,7 +686,7 @@ int oomi_model_parse(oomi_model **out, json_object *cfg, const char *name, const
         return oomi_fail(OOM_EUNSUPPORTED,
                          "model config '%s': model_type '%s' is not supported (supported: llama, "
                          "mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, gemma, gemma2, "
-                         "gemma3_text, phi3, mixtral, gpt2, "
+                         "gemma3_text, phi3, mixtral, deepseek_v2, deepseek_v3, gpt2, "
                          "gpt_neox, gpt_bigcode, "
                          "bloom, opt, falcon, bert, roberta, t5, mt5)",
                          path, type);

@@ -46,6 +46,12 @@ typedef struct oomi_model {
     /* MLP width a token goes through, averaged over the layers and at the widest layer (dense:
      * ffn; experts: top-k x ffn + the shared expert) */
     double ffn_tok_mean, ffn_tok_max;
+    /* multi-head latent attention (DeepSeek V2/V3; kv_lora 0: none): the queries' low-rank width
+     * (0: one q_proj), the key/value latent, a head's key width without and with RoPE, a head's
+     * value width. head_dim is then qk_nope + qk_rope and kv_heads = heads (the expanded keys) */
+    long q_lora, kv_lora, qk_nope, qk_rope, v_head;
+    /* sliding-window attention: the window in tokens (0: none) and the layers that use it */
+    long window, window_layers;
     bool gated;         /* SwiGLU / gated-GELU: three MLP matrices */
     bool qk_norm;       /* per-head RMSNorm of queries and keys (Qwen3) */
     bool logit_softcap; /* final_logit_softcapping: tanh-capped logits (Gemma 2) */
@@ -95,6 +101,7 @@ struct oom_workload {
     long max_pos_override; /* 0: none */
     long decoder_seq;      /* enc-dec target length; 0: = seq */
     bool keep_grads;       /* zero_grad(set_to_none=False): gradients live in every phase */
+    bool kv_transformers;  /* inference: transformers' KV cache, not a serving engine's */
     uint64_t overhead;     /* OOM_UNKNOWN: from the GPU generation */
     long tp;               /* inference: tensor-parallel GPUs per model copy (1: none) */
     long serve_tokens;     /* inference: a serving engine's max_num_batched_tokens (0: planned) */
@@ -114,5 +121,6 @@ extern const char *const oomi_method_names[4], *const oomi_precision_names[8];
 extern const char *const oomi_optimizer_names[8], *const oomi_checkpointing_names[3];
 extern const char *const oomi_attention_names[3], *const oomi_loss_names[2];
 extern const char *const oomi_sharding_names[4], *const oomi_offload_names[3];
+extern const char *const oomi_kv_cache_names[2]; /* "vllm", "transformers" */
 
 #endif

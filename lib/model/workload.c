@@ -17,6 +17,7 @@ const char *const oomi_attention_names[3] = {"eager", "sdpa", "flash"};
 const char *const oomi_loss_names[2] = {"standard", "chunked"};
 const char *const oomi_sharding_names[4] = {"none", "zero1", "zero2", "zero3"};
 const char *const oomi_offload_names[3] = {"none", "optimizer", "optimizer+params"};
+const char *const oomi_kv_cache_names[2] = {"vllm", "transformers"};
 static const char *const phase_names[] = {"forward", "backward", "optimizer", "prefill"};
 
 #define NAME_OF(table, v) ((unsigned)(v) < OOMI_ARRAY_LEN(table) ? table[v] : "?")
@@ -105,6 +106,10 @@ static const oom_option *const options[] = {
     &(const oom_option){OOM_OPTION_VERSION, "tensor-parallel", "N",
                         "inference: GPUs one model copy is split over, as vLLM's "
                         "--tensor-parallel-size (default 1)"},
+    &(const oom_option){OOM_OPTION_VERSION, "kv-cache", "vllm|transformers",
+                        "inference: the KV cache of a serving engine (sliding-window layers "
+                        "keep the window) or of transformers' prefill (every layer every "
+                        "token) (default vllm)"},
     &(const oom_option){OOM_OPTION_VERSION, "max-num-batched-tokens", "N",
                         "plan --format vllm: the tokens of vLLM's start-up profile run, as "
                         "its --max-num-batched-tokens (default: the plan's sequence, or its batch "

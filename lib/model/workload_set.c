@@ -137,6 +137,13 @@ static int set_one(oom_workload *w, const char *key, const char *value)
         w->keep_grads = v == 1;
         return OOM_OK;
     }
+    if (!strcmp(key, "kv-cache")) {
+        unsigned v;
+        if ((err = parse_enum(&v, key, value, oomi_kv_cache_names, 2)))
+            return err;
+        w->kv_transformers = v == 1;
+        return OOM_OK;
+    }
     if (!strcmp(key, "lora-targets"))
         return set_targets(w, value);
     if (!strcmp(key, "lora-dropout"))
@@ -219,6 +226,8 @@ int oom_workload_get(char **out, const oom_workload *w, const char *key)
         s = w->serve_seqs ? oomi_asprintf("%ld", w->serve_seqs) : oomi_strdup("");
     else if (IS("keep-grads"))
         s = oomi_strdup(w->keep_grads ? "yes" : "no");
+    else if (IS("kv-cache"))
+        s = oomi_strdup(oomi_kv_cache_names[w->kv_transformers]);
     else if (IS("lora-rank"))
         s = oomi_asprintf("%ld", w->lora_rank);
     else if (IS("lora-targets"))

@@ -906,6 +906,13 @@ static int fill_result(search *s, oom_plan_result *res)
         res->kv_bytes_per_token =
             (double)e->kv_cache / ((double)s->best.knobs.batch * (double)s->best.knobs.seq_len);
         res->kv_budget_bytes = s->usable - (e->device_peak - e->kv_cache);
+        if (s->w) {
+            oomi_kv_layout kv;
+            oomi_kv_layout_of(&kv, s->w);
+            res->kv_full_layers = kv.full, res->kv_sliding_layers = kv.sliding;
+            res->kv_window = kv.window, res->kv_elements = (long)kv.elems;
+            res->kv_latent = kv.latent, res->kv_vllm = kv.vllm;
+        }
         if (s->w && (err = serve_profile(s, res)))
             return err;
     }

@@ -164,6 +164,11 @@ static json_object *inference_json(const oom_plan_result *r)
     oomi_json_put(
         o, "tensor_parallel",
         json_object_new_int64(r->version >= 2 && r->tensor_parallel > 0 ? r->tensor_parallel : 1));
+    if (r->version >= 4 && r->kv_elements > 0) {
+        oomi_kv_layout kv = {r->kv_full_layers, r->kv_sliding_layers, r->kv_window,
+                             r->kv_latent != 0, r->kv_vllm != 0,      (double)r->kv_elements};
+        oomi_json_put(o, "kv_cache_layers", oomi_kv_layout_json(&kv));
+    }
     oomi_json_put(o, "vllm", oomi_plan_vllm_json(r));
     return o;
 }

@@ -42,13 +42,13 @@ int oomi_plan_vllm(oomi_plan_vllm_kv *out, const oom_plan_result *r)
     out->utilisation = floor(100.0 * (double)r->gpu_budget.usable_bytes / total + 1e-9) / 100.0;
     out->batched_tokens = r->serve_batched_tokens;
     out->seqs =
-        r->version >= 4 && r->serve_max_num_seqs > 0 ? r->serve_max_num_seqs : r->best->knobs.batch;
+        r->version >= 5 && r->serve_max_num_seqs > 0 ? r->serve_max_num_seqs : r->best->knobs.batch;
     /* Worker.determine_available_memory (vllm/v1/worker/gpu_worker.py): requested memory =
      * total x gpu_memory_utilization; available KV memory = requested - non_kv_cache_memory, the
      * weights (model_memory_usage) + the profile run's torch peak increase + its non-torch
      * increase */
     out->requested = (uint64_t)(total * out->utilisation);
-    out->weights = e->weights + (r->version >= 4 ? r->serve_rope_bytes : 0);
+    out->weights = e->weights + (r->version >= 5 ? r->serve_rope_bytes : 0);
     out->activation = r->serve_profile_bytes;
     nt = tp > 1 ? VLLM_NON_TORCH_TP : VLLM_NON_TORCH_1;
     out->non_torch = (uint64_t)llround(nt);
@@ -125,6 +125,14 @@ static int format_vllm(oomi_sb *sb, const oom_plan_result *r)
                    OOMI_SZ(a, v.requested), OOMI_SZ(b, v.weights), OOMI_SZ(c, v.activation),
                    OOMI_SZ(d, v.non_torch), OOMI_SZ(f, v.available), v.blocks, VLLM_BLOCK_TOKENS,
                    v.tokens, k->seq_len ? v.tokens / k->seq_len : 0, k->seq_len);
+    if (r->version >= 4 && r->kv_elements > 0) {
+        oomi_sb_printf(sb, "# KV cache layers: %ld full", r->kv_full_layers);
+        if (r->kv_sliding_layers > 0)
+            oomi_sb_printf(sb, ", %ld sliding (the last %ld tokens)", r->kv_sliding_layers,
+                           r->kv_window);
+        oomi_sb_printf(sb, "%s, %ld elements per token and layer\n",
+                       r->kv_latent ? ", one latent each (MLA)" : "", r->kv_elements);
+    }
     return OOM_OK;
 }
 

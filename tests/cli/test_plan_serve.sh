@@ -82,6 +82,27 @@ expect_contains "$ERR" "inference plan" "vllm refusal names what it needs"
 oom plan --model llama-3.1-70b --method inference --seq 8192 --gpu h100 --tensor-parallel 4
 expect_contains "$OUT" "tensor_parallel (GPUs)        : 4" "the report names the tensor parallelism"
 
+# ---- the KV cache per layer type: sliding-window layers keep the window, MLA one latent -------
+# Gemma 3 12B at 32k: 8 full layers x 32768 tokens + 40 sliding x 1024, 8 KiB per token each
+oom estimate --model gemma-3-12b --method inference --seq 32768 --gpu h100 --json
+expect_json .memory.kv_cache "$(((8 * 32768 + 40 * 1024) * 8192))" "Gemma 3 12B at 32k: 2.31 GiB"
+expect_json .kv_cache_layers.sliding 40 "estimate JSON: 40 sliding layers"
+expect_json .kv_cache_layers.window 1024 "estimate JSON: their window"
+expect_json .workload.kv_cache vllm "estimate JSON names the KV stack"
+oom estimate --model gemma-3-12b --method inference --seq 32768 --gpu h100 --kv-cache transformers --json
+expect_json .memory.kv_cache "$((48 * 32768 * 8192))" "transformers' prefill: every layer, 12 GiB"
+expect_json .kv_cache_layers.stack transformers "and says so"
+oom plan --model gemma-3-12b --method inference --seq 32768 --gpu h100 --json
+expect_json .inference.kv_cache_layers.full 8 "plan JSON: 8 full layers"
+expect_json .inference.kv_cache_layers.sliding 40 "plan JSON: 40 sliding layers"
+oom plan --model gemma-3-12b --method inference --seq 32768 --gpu h100 --format vllm
+expect_contains "$OUT" "# KV cache layers: 8 full, 40 sliding (the last 1024 tokens)" "vllm: split"
+# DeepSeek-V3: 61 layers x (512 + 64) x 2 bytes per token, on every tensor-parallel GPU
+oom plan --model deepseek-v3 --method inference --seq 8192 --gpu h200 --tensor-parallel 8 \
+    --precision int8 --json
+expect_json .inference.kv_bytes_per_token 70272 "DeepSeek-V3: 70,272 bytes per token per GPU"
+expect_json .inference.kv_cache_layers.latent true "plan JSON: MLA's latent"
+
 # ---- accelerate (FSDP2) and torchtitan ------------------------------------------------------
 train() { oom plan --model llama-3.1-8b --seq 2048 --gpu a100-80gb "$@"; }
 train --gpus 8 --target-effective-batch 64 --format accelerate

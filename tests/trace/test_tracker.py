@@ -148,6 +148,24 @@ class Kernels(unittest.TestCase):
         self.assertGreaterEqual(self._forward_bytes(1, False),
                                 inputs + 128 * KIB + 2 * 8 * 64 * 64 * 2)
 
+    def test_narrower_values_take_the_memory_efficient_kernel(self):
+        # multi-head latent attention: 96-wide queries and keys, 64-wide values. Flash attention
+        # wants one head size, so CUDA runs the memory-efficient kernel: the inputs (q and k
+        # 2*8*64*96 bf16 = 192 KiB each, v 128 KiB), out of the values' width (128 KiB),
+        # the fp32 log-sum-exp (4 KiB) and its rng seed and offset (512 B each); no attention
+        # weights (the math path would add 2*8*64*64 scores)
+        t = Tracker()
+        bf = torch.bfloat16
+        q, k = (torch.empty(2, 8, 64, 96, device="meta", dtype=bf, requires_grad=True)
+                for _ in range(2))
+        v = torch.empty(2, 8, 64, 64, device="meta", dtype=bf, requires_grad=True)
+        t.register([q, k, v])
+        with t, CudaEmulation():
+            out = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+            live = t.live_bytes()
+        self.assertEqual(tuple(out.shape), (2, 8, 64, 64))
+        self.assertEqual(live, 2 * 192 * KIB + 128 * KIB + 128 * KIB + 4 * KIB + 2 * 512)
+
     def test_casts_of_parameter_views_are_weight_copies(self):
         t = Tracker()
         w = torch.nn.Parameter(torch.empty(64, 32, device="meta"))

@@ -817,13 +817,18 @@ static void test_struct_versions(void **state)
         assert_int_equal(oom_plan_result_init((oom_plan_result *)(void *)buf, 1), OOM_OK);
         assert_int_equal(buf[v1 - 1], 0);
         assert_int_equal(buf[v1], 0xAB);
+        memset(buf, 0xAB, sizeof(buf));
         assert_int_equal(oom_plan_result_init((oom_plan_result *)(void *)buf, 2), OOM_OK);
         assert_int_equal(buf[offsetof(oom_plan_result, fit_confidence) - 1], 0);
         assert_int_equal(buf[offsetof(oom_plan_result, fit_confidence)], 0xAB);
+        memset(buf, 0xAB, sizeof(buf));
         assert_int_equal(oom_plan_result_init((oom_plan_result *)(void *)buf, 3), OOM_OK);
+        assert_int_equal(buf[offsetof(oom_plan_result, kv_full_layers) - 1], 0);
+        assert_int_equal(buf[offsetof(oom_plan_result, kv_full_layers)], 0xAB);
+        assert_int_equal(oom_plan_result_init((oom_plan_result *)(void *)buf, 4), OOM_OK);
         assert_int_equal(buf[offsetof(oom_plan_result, serve_max_num_seqs) - 1], 0);
         assert_int_equal(buf[offsetof(oom_plan_result, serve_max_num_seqs)], 0xAB);
-        assert_int_equal(oom_plan_result_init((oom_plan_result *)(void *)buf, 4), OOM_OK);
+        assert_int_equal(oom_plan_result_init((oom_plan_result *)(void *)buf, 5), OOM_OK);
         assert_int_equal(buf[sizeof(oom_plan_result) - 1], 0);
         assert_int_equal(buf[sizeof(oom_plan_result)], 0xAB);
     }

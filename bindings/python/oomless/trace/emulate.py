@@ -102,8 +102,11 @@ class CudaEmulation(TorchFunctionMode):
     def _sdpa(self, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
               enable_gqa=False):
         grouped = k.shape[-3] != q.shape[-3]
+        # flash attention wants one head size for q, k and v (PyTorch's sdp_utils.cpp,
+        # check_head_dim_size_flash); the memory-efficient kernel lets v's differ, as multi-head
+        # latent attention's does (DeepSeek: 192-wide q/k heads, 128-wide v heads)
         if (q.dtype in LOW_DTYPES and attn_mask is None and q.shape[-1] <= 256 and
-                (enable_gqa or not grouped)):
+                v.shape[-1] == q.shape[-1] and (enable_gqa or not grouped)):
             # flash attention takes fewer key/value heads as they are (no repeated copies)
             return torch.ops.aten._scaled_dot_product_flash_attention(
                 q, k, v, dropout_p, is_causal, False, scale=scale)[0]
