@@ -1247,8 +1247,8 @@ typedef struct oom_plan_result {
     int workers_requested; /**< 1: the request named workers (N, 1 or auto): reports show them */
     long tensor_parallel;  /**< inference: GPUs one model copy is split over (1: none) */
     /** inference: the activation peak of a serving engine's start-up profile run (vLLM's
-     * profile_run: serve_batched_tokens tokens in one forward, then the sampler over max_num_seqs
-     * = best->knobs.batch rows), per GPU; 0 for training plans */
+     * profile_run: serve_batched_tokens tokens in one forward, then the sampler over
+     * min(serve_max_num_seqs, serve_batched_tokens) rows), per GPU; 0 for training plans */
     uint64_t serve_profile_bytes;
     long serve_batched_tokens;
     /* version 3: how sure the plan is, from the estimator's measured error per kind
@@ -1270,9 +1270,16 @@ typedef struct oom_plan_result {
      * (kv-cache vllm), 0 for transformers' */
     long kv_full_layers, kv_sliding_layers, kv_window, kv_elements;
     int kv_latent, kv_vllm;
+    /* version 5 */
+    long serve_max_num_seqs;   /**< inference: the sequences the profile run's sampler is sized
+                                  for, vLLM's max_num_seqs: the workload option max-num-seqs, else
+                                  best->knobs.batch; 0 for training plans */
+    uint64_t serve_rope_bytes; /**< inference: the rotary embedding's cos/sin cache a serving
+                                  engine allocates with the weights (max positions x head size in
+                                  the model's dtype), per GPU; 0 without rotary embeddings */
 } oom_plan_result;
 
-#define OOM_PLAN_RESULT_VERSION 4
+#define OOM_PLAN_RESULT_VERSION 5
 #define OOM_PLAN_RESULT_INIT                                                                       \
     {                                                                                              \
         .version = OOM_PLAN_RESULT_VERSION                                                         \

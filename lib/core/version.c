@@ -81,6 +81,8 @@ static size_t size_of_version(const char *name, unsigned int version, size_t new
         return offsetof(oom_plan_result, fit_confidence);
     if (!strcmp(name, "oom_plan_result") && version == 3)
         return offsetof(oom_plan_result, kv_full_layers);
+    if (!strcmp(name, "oom_plan_result") && version == 4)
+        return offsetof(oom_plan_result, serve_max_num_seqs);
     return newest;
 }
 

@@ -104,6 +104,8 @@ struct oom_workload {
     bool kv_transformers;  /* inference: transformers' KV cache, not a serving engine's */
     uint64_t overhead;     /* OOM_UNKNOWN: from the GPU generation */
     long tp;               /* inference: tensor-parallel GPUs per model copy (1: none) */
+    long serve_tokens;     /* inference: a serving engine's max_num_batched_tokens (0: planned) */
+    long serve_seqs;       /* inference: a serving engine's max_num_seqs (0: the plan's batch) */
     bool has_gpu;
     int cc_major, cc_minor;
     char gpu_id[64];

@@ -129,6 +129,13 @@ static const oom_option *const options[] = {
                         "grpo: completions per prompt (default 8)"},
     &(const oom_option){OOM_OPTION_VERSION, "completion-len", "N",
                         "grpo: generated tokens of the --seq total (default half of it)"},
+    &(const oom_option){OOM_OPTION_VERSION, "max-num-batched-tokens", "N",
+                        "plan --format vllm: the tokens of vLLM's start-up profile run, as "
+                        "its --max-num-batched-tokens (default: the plan's sequence, or its batch "
+                        "if larger)"},
+    &(const oom_option){OOM_OPTION_VERSION, "max-num-seqs", "N",
+                        "plan --format vllm: the sequences vLLM's sampler is profiled over, as "
+                        "its --max-num-seqs (default: the plan's batch)"},
 };
 
 const oom_option *const *oom_workload_options(size_t *count)

@@ -141,6 +141,10 @@ static int set_one(oom_workload *w, const char *key, const char *value)
         return parse_count(&w->decoder_seq, key, value, 1);
     if (!strcmp(key, "tensor-parallel"))
         return parse_count(&w->tp, key, value, 1);
+    if (!strcmp(key, "max-num-batched-tokens"))
+        return parse_count(&w->serve_tokens, key, value, 1);
+    if (!strcmp(key, "max-num-seqs"))
+        return parse_count(&w->serve_seqs, key, value, 1);
     if (!strcmp(key, "max-positions"))
         return parse_count(&w->max_pos_override, key, value, 1);
     if (!strcmp(key, "lora-rank")) {
@@ -248,6 +252,10 @@ int oom_workload_get(char **out, const oom_workload *w, const char *key)
         s = oomi_asprintf("%ld", kn.gpus);
     else if (IS("tensor-parallel"))
         s = oomi_asprintf("%ld", w->tp);
+    else if (IS("max-num-batched-tokens"))
+        s = w->serve_tokens ? oomi_asprintf("%ld", w->serve_tokens) : oomi_strdup("");
+    else if (IS("max-num-seqs"))
+        s = w->serve_seqs ? oomi_asprintf("%ld", w->serve_seqs) : oomi_strdup("");
     else if (IS("keep-grads"))
         s = oomi_strdup(w->keep_grads ? "yes" : "no");
     else if (IS("kv-cache"))
@@ -349,6 +357,10 @@ static int validate_parallel(const oom_workload *w)
         (w->k.sharding != OOM_SHARDING_NONE || w->k.grad_accum > 1))
         return oomi_fail(OOM_EINVAL, "method 'inference' takes no %s",
                          w->k.grad_accum > 1 ? "grad-accum" : "sharding");
+    if ((w->serve_tokens || w->serve_seqs) && w->k.method != OOM_METHOD_INFERENCE)
+        return oomi_fail(OOM_EINVAL, "%s is for method 'inference' (got '%s')",
+                         w->serve_tokens ? "max-num-batched-tokens" : "max-num-seqs",
+                         oom_method_name(w->k.method));
     return validate_tp(w);
 }
 

@@ -44,7 +44,7 @@ int oomi_plan_text(char **out, const oom_plan_result *r);
 
 /* vLLM's KV-cache arithmetic for an inference plan (plan_serve.c) */
 typedef struct oomi_plan_vllm_kv {
-    long tp, batched_tokens, blocks, tokens;
+    long tp, batched_tokens, seqs, blocks, tokens;
     double utilisation;
     uint64_t requested, weights, activation, non_torch, available, block_bytes;
 } oomi_plan_vllm_kv;

@@ -41,12 +41,14 @@ int oomi_plan_vllm(oomi_plan_vllm_kv *out, const oom_plan_result *r)
     /* the share of the GPU the plan allows (the usable budget), in vLLM's two decimals */
     out->utilisation = floor(100.0 * (double)r->gpu_budget.usable_bytes / total + 1e-9) / 100.0;
     out->batched_tokens = r->serve_batched_tokens;
+    out->seqs =
+        r->version >= 5 && r->serve_max_num_seqs > 0 ? r->serve_max_num_seqs : r->best->knobs.batch;
     /* Worker.determine_available_memory (vllm/v1/worker/gpu_worker.py): requested memory =
      * total x gpu_memory_utilization; available KV memory = requested - non_kv_cache_memory, the
      * weights (model_memory_usage) + the profile run's torch peak increase + its non-torch
      * increase */
     out->requested = (uint64_t)(total * out->utilisation);
-    out->weights = e->weights;
+    out->weights = e->weights + (r->version >= 5 ? r->serve_rope_bytes : 0);
     out->activation = r->serve_profile_bytes;
     nt = tp > 1 ? VLLM_NON_TORCH_TP : VLLM_NON_TORCH_1;
     out->non_torch = (uint64_t)llround(nt);
@@ -81,6 +83,7 @@ json_object *oomi_plan_vllm_json(const oom_plan_result *r)
                      {"kv_cache_bytes", v.available}};
         oomi_json_put(o, "gpu_memory_utilization", json_object_new_double(v.utilisation));
         oomi_json_put(o, "max_num_batched_tokens", json_object_new_int64(v.batched_tokens));
+        oomi_json_put(o, "max_num_seqs", json_object_new_int64(v.seqs));
         for (i = 0; i < OOMI_ARRAY_LEN(terms); i++)
             oomi_json_put(o, terms[i].key, oomi_json_size(terms[i].bytes));
     }
@@ -112,7 +115,7 @@ static int format_vllm(oomi_sb *sb, const oom_plan_result *r)
     oomi_sb_printf(sb,
                    "--tensor-parallel-size %ld --gpu-memory-utilization %.2f --max-model-len %ld "
                    "--max-num-seqs %ld --max-num-batched-tokens %ld --kv-cache-dtype auto",
-                   v.tp, v.utilisation, k->seq_len, k->batch, v.batched_tokens);
+                   v.tp, v.utilisation, k->seq_len, v.seqs, v.batched_tokens);
     if (dtype)
         oomi_sb_printf(sb, " --dtype %s", dtype);
     oomi_sb_printf(sb,

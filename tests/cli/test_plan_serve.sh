@@ -42,19 +42,30 @@ g() { jq -r ".$1" <<<"$V"; }
 TOTAL=$(jq .budget.target_bytes <<<"$OUT")
 expect_eq "$TOTAL" 85520809984 "H100 80GB: 81559 MiB"
 expect_eq "$(g gpu_memory_utilization)" 0.9 "gpu_memory_utilization"
-# requested = int(total x 0.9); weights = 8 030 261 248 parameters x 2 bytes
+# requested = int(total x 0.9); weights = 8 030 261 248 parameters x 2 bytes + the rotary
+# embedding's cos/sin cache of 131 072 positions x 128 x 2 bytes
 expect_eq "$(g requested_bytes)" 76968728985 "requested memory"
-expect_eq "$(g weights_bytes)" 16060522496 "weights"
+expect_eq "$(g weights_bytes)" "$((8030261248 * 2 + 131072 * 128 * 2))" "weights + rotary cache"
 expect_eq "$(g non_torch_bytes)" 139586437 "non-torch memory (0.13 GiB)"
-expect_eq "$(g peak_activation_bytes)" 1026394194 "profile-run peak activation"
+# the profile run's peak: the larger of the forward's working set and its output (8192 x 4096 x 2)
+# + the sampler's 38.3 bytes per logit over max_num_seqs x 128 256; here the forward's
+expect_eq "$(g max_num_seqs)" 20 "max_num_seqs: the plan's batch"
+SAMPLER=$(awk 'BEGIN { printf "%d", 8192 * 4096 * 2 + 20 * 128256 * 38.3 + 0.5 }')
+expect_eq "$(( $(g peak_activation_bytes) > SAMPLER ))" 1 "the forward's peak is above the sampler's"
+expect_eq "$(g peak_activation_bytes)" 975091794 "profile-run peak activation"
+# a sampler-bound profile: Qwen3-0.6B, 1024 sequences of 151 936 logits after 8192 tokens of
+# 1024 hidden: 8192 x 1024 x 2 + 1024 x 151 936 x 38.3, rounded
+oom plan --model qwen3-0.6b --method inference --seq 16000 --gpu h100 --max-num-seqs 1024 \
+    --max-num-batched-tokens 8192 --json
+expect_eq "$(jq .inference.vllm.peak_activation_bytes <<<"$OUT")" 5975585587 "sampler-bound peak"
 # vLLM's arithmetic redone here from the parts: available = requested - the three; a block of
 # 16 tokens over 32 layers of 8 KV heads x 128 x 2 (K, V) x 2 bytes = 2 MiB
 AVAIL=$(($(g requested_bytes) - $(g weights_bytes) - $(g peak_activation_bytes) - $(g non_torch_bytes)))
 expect_eq "$(g kv_cache_bytes)" "$AVAIL" "available KV memory = requested - non-KV memory"
-expect_eq "$AVAIL" 59742225858 "available KV memory, by hand"
+expect_eq "$AVAIL" 59759973826 "available KV memory, by hand"
 expect_eq "$(g num_gpu_blocks)" "$((AVAIL / (16 * 32 * 2 * 8 * 128 * 2)))" "GPU blocks"
-expect_eq "$(g num_gpu_blocks)" 28487 "GPU blocks, by hand"
-expect_eq "$(g kv_tokens)" 455792 "KV capacity in tokens = blocks x 16"
+expect_eq "$(g num_gpu_blocks)" 28495 "GPU blocks, by hand"
+expect_eq "$(g kv_tokens)" 455920 "KV capacity in tokens = blocks x 16"
 expect_json .inference.tensor_parallel 1 "no tensor parallelism"
 serve --format vllm
 expect_rc 0 "vllm format"

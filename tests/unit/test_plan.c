@@ -297,8 +297,12 @@ static void test_tensor_parallel(void **state)
     assert_int_equal(oom_plan_format(&out, res, "vllm"), OOM_OK);
     assert_non_null(strstr(out, "--tensor-parallel-size 4 "));
     oom_free(out);
+    /* the rotary cache (131 072 positions x 128 x 2 bytes) is whole on every GPU */
+    assert_int_equal(res->serve_rope_bytes, 131072 * 128 * 2);
+    assert_int_equal(res->serve_max_num_seqs, res->best->knobs.batch);
     avail = (uint64_t)((double)r.budget.target_bytes * 0.98) - res->best->estimate.weights -
-            res->serve_profile_bytes - (uint64_t)llround(0.55 * (double)OOM_GiB);
+            res->serve_rope_bytes - res->serve_profile_bytes -
+            (uint64_t)llround(0.55 * (double)OOM_GiB);
     assert_int_equal(oom_plan_format(&out, res, "json"), OOM_OK);
     {
         json_object *doc = json_tokener_parse(out), *inf, *v, *x;
@@ -822,6 +826,9 @@ static void test_struct_versions(void **state)
         assert_int_equal(buf[offsetof(oom_plan_result, kv_full_layers) - 1], 0);
         assert_int_equal(buf[offsetof(oom_plan_result, kv_full_layers)], 0xAB);
         assert_int_equal(oom_plan_result_init((oom_plan_result *)(void *)buf, 4), OOM_OK);
+        assert_int_equal(buf[offsetof(oom_plan_result, serve_max_num_seqs) - 1], 0);
+        assert_int_equal(buf[offsetof(oom_plan_result, serve_max_num_seqs)], 0xAB);
+        assert_int_equal(oom_plan_result_init((oom_plan_result *)(void *)buf, 5), OOM_OK);
         assert_int_equal(buf[sizeof(oom_plan_result) - 1], 0);
         assert_int_equal(buf[sizeof(oom_plan_result)], 0xAB);
     }
