@@ -412,6 +412,15 @@ OOM_EXPORT int oom_gpu_sample(oom_gpu_list **out, oom_gpu_session *session, unsi
 OOM_EXPORT void oom_gpu_list_free(oom_gpu_list *list);
 
 /**
+ * The memory the driver keeps for itself on `g` and that no process can allocate: total - used -
+ * free (NVML defines total = reserved + used + free: nvmlMemory_v2_t's `reserved`, which
+ * nvmlDeviceGetMemoryInfo_v1 leaves out of both used and free). 0 for a lost GPU or when used +
+ * free covers the total. A budget starts from total - reserved, the capacity CUDA reports
+ * (torch.cuda.get_device_properties().total_memory). Since: 1.1.0.
+ */
+OOM_EXPORT uint64_t oom_gpu_reserved_bytes(const oom_gpu_info *g);
+
+/**
  * Applies a CUDA_VISIBLE_DEVICES value to `count` devices with the given UUIDs, as CUDA does:
  * entries are indices or "GPU-<uuid>" (full or a unique prefix; "MIG-..." matched likewise);
  * the first invalid, unknown or repeated entry ends the list; an empty value selects none.
