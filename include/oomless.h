@@ -1730,9 +1730,14 @@ typedef struct oom_run_options {
         *stop;                  /**< as in oom_probe_options: forwarded, then the job's status */
     const oom_job_relay *relay; /**< as in oom_probe_options */
     int foreground;             /**< as in oom_probe_options */
+    /* version 2 */
+    uint64_t usable_bytes; /**< the run's usable budget (oom_target's budget.usable_bytes: target
+                              VRAM - margin, less what others held); a restart plans for at most
+                              this much (and at most what PyTorch's "N allowed" and "total
+                              capacity" say); 0: not known. Since: 1.1.0 */
 } oom_run_options;
 
-#define OOM_RUN_OPTIONS_VERSION 1
+#define OOM_RUN_OPTIONS_VERSION 2
 #define OOM_RUN_OPTIONS_INIT                                                                       \
     {                                                                                              \
         .version = OOM_RUN_OPTIONS_VERSION                                                         \

@@ -4,13 +4,16 @@
  * PyTorch when a step would need more than the capacity.
  *
  *   fakejob --batch-size N [--grad-accum N] [--steps N] --fixed BYTES --per-sample BYTES
- *           [--per-sample2 BYTES] [--capacity BYTES] [--procdir DIR] [--gpu N]
+ *           [--per-sample2 BYTES] [--capacity BYTES] [--allowed BYTES] [--procdir DIR] [--gpu N]
  *           [--spike-step S --spike-factor F] [--checkpoint FILE] [--step-time-ms N]
  *           [--ignore-sigterm] [--fork-child] [--fork-child-setsid] [--exit N] [--marker TEXT]
  *           [--after-oom BYTES]
  *
  * used(step) = fixed + per_sample * batch + per_sample2 * batch^2, times spike_factor at the
- * spike step. BYTES take an optional K/M/G (binary) suffix. The checkpoint file holds the last
+ * spike step. BYTES take an optional K/M/G (binary) suffix. --allowed caps the process below the
+ * capacity as torch.cuda.set_per_process_memory_fraction does, and the OOM message then has
+ * PyTorch's long form ("... this process has X memory in use. N allowed; Of the allocated
+ * memory ...", c10/cuda/CUDACachingAllocator.cpp). The checkpoint file holds the last
  * completed step; a relaunch resumes after it. It prints "step N/M batch B accum A" per step.
  * --after-oom prints that many bytes of teardown log lines after the OOM traceback (a job whose
  * OOM is not at the end of its output). --marker is ignored: tests use it to find their
@@ -27,7 +30,7 @@
 
 struct opts {
     long batch, accum, steps, gpu, spike_step, step_ms, exit_code, after_oom;
-    double fixed, per, per2, capacity, spike;
+    double fixed, per, per2, capacity, allowed, spike;
     const char *procdir, *checkpoint;
     int ignore_term, fork_child, fork_setsid;
 };
@@ -134,6 +137,8 @@ static int parse(struct opts *o, int argc, char **argv)
             o->per2 = bytes(v);
         else if (!strcmp(a, "--capacity"))
             o->capacity = bytes(v);
+        else if (!strcmp(a, "--allowed"))
+            o->allowed = bytes(v);
         else if (!strcmp(a, "--procdir"))
             o->procdir = v;
         else if (!strcmp(a, "--gpu"))
@@ -192,6 +197,19 @@ int main(int argc, char **argv)
         used = o.fixed + o.per * b + o.per2 * b * b;
         if (step == o.spike_step)
             used *= o.spike;
+        if (o.allowed > 0 && used > o.allowed && o.allowed < o.capacity) {
+            fprintf(stderr,
+                    "Traceback (most recent call last):\n  File \"train.py\", line 42, in "
+                    "<module>\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+                    "%.2f MiB. GPU %ld has a total capacity of %.2f MiB of which %.2f MiB is free. "
+                    "Including non-PyTorch memory, this process has %.2f MiB memory in use. %.2f "
+                    "MiB allowed; Of the allocated memory %.2f MiB is allocated by PyTorch, and "
+                    "0 bytes is reserved by PyTorch but unallocated.\n",
+                    (used - o.fixed) / 1048576.0, o.gpu, o.capacity / 1048576.0,
+                    (o.capacity - o.fixed) / 1048576.0, o.fixed / 1048576.0, o.allowed / 1048576.0,
+                    o.fixed / 1048576.0);
+            return 1;
+        }
         if (used > o.capacity) {
             fprintf(
                 stderr,
