@@ -360,6 +360,11 @@ static int run_probe(struct probe_args *a, char **cmd, oom_patterns *patterns)
     else
         err = save_calibration(a, r, (const char *const *)cmd); /* not saved: not a success */
     exact_prediction(a, r);
+    if (!r->seq && a->w) { /* no {seq}: the sequence length the estimator used (--set seq=N) */
+        oom_knobs k = OOM_KNOBS_INIT;
+        if (oom_workload_get_knobs(&k, a->w) == OOM_OK && k.seq_len > 0 && k.seq_len <= INT_MAX)
+            r->seq = (int)k.seq_len;
+    }
     if (a->json) {
         if ((rc = oom_probe_to_json(&doc, r)))
             err = rc;

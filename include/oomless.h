@@ -1670,12 +1670,13 @@ typedef struct oom_probe_result {
     int peaks_measured; /**< 0 when NVML was not available: peaks are unknown */
     double sample_interval_s;
     uint64_t usable_bytes;
-    int seq;            /**< 0 when not set */
-    char gpu_name[96];  /**< the first visible GPU's name, "" without NVML (bounded by NVML's
-                             NVML_DEVICE_NAME_V2_BUFFER_SIZE, 96) */
-    char *nvml_error;   /**< why peaks are unknown, NULL when measured; owned */
-    int stop_signal;    /**< the signal that stopped the probe, 0 */
-    int has_prediction; /**< 1 when search.prediction was valid */
+    int seq;           /**< {seq} (oom_probe_options.seq); 0 when not set (the tool then reports the
+                            sequence length its estimator used) */
+    char gpu_name[96]; /**< the first visible GPU's name, "" without NVML (bounded by NVML's
+                            NVML_DEVICE_NAME_V2_BUFFER_SIZE, 96) */
+    char *nvml_error;  /**< why peaks are unknown, NULL when measured; owned */
+    int stop_signal;   /**< the signal that stopped the probe, 0 */
+    int has_prediction;          /**< 1 when search.prediction was valid */
     double predicted_peak_bytes; /**< prediction at recommended_batch */
     double measured_peak_bytes;  /**< measured (or fitted) peak at recommended_batch */
     double prediction_error;     /**< (predicted - measured) / measured */

@@ -111,6 +111,11 @@ expect_json '.trials[0].batch > 2' true "--model: the first trial comes from the
 expect_json '.prediction.batch' 95 "--model: prediction at the recommended batch"
 expect_json '.prediction.measured_peak_bytes' $(((2662 * 1048576 + 419430) + 95 * 820 * 1048576)) "--model: measured"
 expect_json '(.prediction.error | fabs) < 0.2' true "--model: error reported"
+# without --seq-max, "seq" is the sequence length the estimator used (--set seq=N, else its 512)
+oom probe --json --calibration off --model gpt2 --set seq=256 -- "$FAKE_JOB" --batch-size '{batch}' \
+    --procdir "$TMP/procs80" --capacity 80G --step-time-ms 20 --fixed 2.6G --per-sample 820M
+expect_rc 0 "--model --set seq=256"
+expect_json .seq 256 "--set seq=256: reported as the estimator's seq"
 oom probe --calibration off --model no-such-model -- "$FAKE_JOB"
 expect_rc 2 "--model unknown"
 expect_contains "$ERR" "no-such-model" "--model unknown: named"
