@@ -1615,7 +1615,14 @@ OOM_EXPORT int oom_probe_step_init(oom_probe_step *s, unsigned int version);
  * a failure it bisects. It stops when those two are at most 2 apart (the answer is within one
  * of the true limit), when a launch verified the fit's prediction and the next batch would not
  * fit, when 1 does not fit, or after max_trials. Without measured peaks it doubles, then bisects.
- * A linear job takes 3 launches. OOM_EINVAL for a malformed trial list.
+ * Irregular peaks (a larger batch measured lower than a smaller one, as the caching allocator's
+ * rounding makes them, or a fit with negative fixed memory or negative curvature) are not
+ * followed: it bisects between the largest batch under the budget and the smallest over it until
+ * they are adjacent or max_trials is reached, and `fit` is then the line through zero and the
+ * most memory per sample measured. The recommended batch is always the largest whose peak and
+ * every smaller tried batch's stayed under the budget: a batch over it is never recommended, nor
+ * one above it that happened to measure less. A linear job takes 3 launches. OOM_EINVAL for a
+ * malformed trial list.
  */
 OOM_EXPORT int oom_probe_search_step(oom_probe_step *out, const oom_probe_search *search,
                                      const oom_probe_trial *const *trials, size_t count);
@@ -1705,9 +1712,20 @@ OOM_EXPORT void oom_probe_result_free(oom_probe_result *result);
  * {"recommended_batch", "max_batch", "launches", "sample_interval_s", "usable_bytes",
  *  "peaks_measured", "gpu", "seq", "trials": [{"batch", "peak_bytes", "exit", "oom",
  *  "timed_out", "duration_s"}...], "fit": {"fixed_bytes", "per_sample_bytes"
- *  [, "per_sample2_bytes"]} or null, "prediction": {...} or null}. Unknown values are null.
+ *  [, "per_sample2_bytes"]} or null, "peaks_monotone" (null with fewer than two peaks),
+ *  "non_monotone": [{"batch", "peak_bytes", "larger_batch", "larger_peak_bytes"}...],
+ *  "bisected", "prediction": {...} or null}. Unknown values are null.
  */
 OOM_EXPORT int oom_probe_to_json(char **out, const oom_probe_result *result);
+
+/**
+ * Irregular peaks: `*out` (owned, free with oom_free()) says which measured trials peaked above a
+ * larger batch ("not monotone in the batch: batch 28 (24.94 GiB) above batch 29 (23.05 GiB)"), or
+ * that no sensible curve (fixed >= 0, curvature >= 0) fits them, and that the search bisected;
+ * NULL when the peaks were regular. The JSON carries the same as "peaks_monotone",
+ * "non_monotone" and "bisected". Since: 1.1.0.
+ */
+OOM_EXPORT int oom_probe_describe_peaks(char **out, const oom_probe_result *result);
 
 /* ---- run --------------------------------------------------------------------------------------
  */

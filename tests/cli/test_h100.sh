@@ -70,4 +70,40 @@ expect_eq "$(reasons "$TMP/ev3.jsonl")" \
     "attempt 1 alone (out of memory before any step): batch 48 needed 27.71 GiB of 23.00 GiB (usable budget; 24.00 GiB allowed by PyTorch; 79.18 GiB total capacity): batch 37 predicted to fit" \
     "PyTorch's allowed and the budget read from the real message"
 
+# ---- probe: peaks that are not monotone in the batch (the caching allocator's rounding) ---------
+# The H100's trials (batch, peak): (12, 11.61 GiB), (24, 19.24), (29, 23.05), (28, 24.94),
+# (26, 23.25) under 22.99 GiB usable: a curve through 12, 24 and 29 plus the bumps the allocator
+# gave 28 and 26. Before, the quadratic through them (fixed -707 GB) stopped the search at 24 with
+# 25 untried; now it bisects to 25, which fits.
+rm -f "$TMP"/procs/*
+PROBE=("$FAKE_JOB" --batch-size '{batch}' --procdir "$TMP/procs" --capacity 81079M
+    --step-time-ms 20 --fixed 6586833691 --per-sample 393168711.3 --per-sample2 8045250.76
+    --bump 28:2871305381 --bump 26:2720882013 --marker "$MARK")
+oom probe --json --calibration off --vram 24 --vram-safety-margin 1082982400B --start-batch 12 \
+    -- "${PROBE[@]}"
+expect_rc 0 "probe: non-monotone peaks"
+expect_json '.usable_bytes' 24686821376 "probe: 22.99 GiB usable"
+expect_json '[.trials[] | [.batch, .peak_bytes]] | map(.[0]) | join(" ")' "12 24 29 28 26 25" \
+    "probe: the real trials, then 25"
+expect_json '[.trials[] | .peak_bytes][0:5] | join(" ")' \
+    "12463374336 20656947200 24754782208 26774339584 24968691712" "probe: the real peaks"
+expect_json '.recommended_batch' 25 "probe: 25 recommended (not 24, nor 29 which ran under)"
+expect_json '.peaks_monotone' false "probe: peaks_monotone false"
+expect_json '[.non_monotone[] | "\(.batch)>\(.larger_batch)"] | join(" ")' "26>29 28>29" \
+    "probe: the trials that peaked above a larger batch"
+expect_json '.bisected' true "probe: bisected"
+expect_json '.fit.fixed_bytes' 0 "probe: the fit is the bound through zero"
+expect_json '.fit.per_sample2_bytes' null "probe: no curvature"
+oom probe --calibration off --vram 24 --vram-safety-margin 1082982400B --start-batch 12 \
+    -- "${PROBE[@]}"
+expect_contains "$OUT" "Peaks:     not monotone in the batch: batch 26 (23.25 GiB) above batch 29 (23.05 GiB), batch 28 (24.94 GiB) above batch 29 (23.05 GiB); the search bisected between the largest batch under the budget and the smallest over it" \
+    "probe text: the trials named"
+expect_contains "$OUT" "Recommended batch: 25 (largest that ran: 29) after 6 launches" "probe text: 25"
+# a regular job says nothing of the kind
+oom probe --json --calibration off --vram 24 -- "$FAKE_JOB" --batch-size '{batch}' \
+    --procdir "$TMP/procs" --step-time-ms 20 --fixed 2G --per-sample 100M --marker "$MARK"
+expect_json '.peaks_monotone' true "regular probe: monotone"
+expect_json '.bisected' false "regular probe: not bisected"
+expect_json '.non_monotone | length' 0 "regular probe: no pairs"
+
 finish

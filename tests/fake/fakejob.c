@@ -7,10 +7,12 @@
  *           [--per-sample2 BYTES] [--capacity BYTES] [--allowed BYTES] [--procdir DIR] [--gpu N]
  *           [--spike-step S --spike-factor F] [--checkpoint FILE] [--step-time-ms N]
  *           [--ignore-sigterm] [--fork-child] [--fork-child-setsid] [--exit N] [--marker TEXT]
- *           [--after-oom BYTES]
+ *           [--after-oom BYTES] [--round BYTES] [--bump BATCH:BYTES]...
  *
- * used(step) = fixed + per_sample * batch + per_sample2 * batch^2, times spike_factor at the
- * spike step. BYTES take an optional K/M/G (binary) suffix. --allowed caps the process below the
+ * used(step) = fixed + per_sample * batch + per_sample2 * batch^2, plus the --bump of this batch
+ * (up to 16, each BATCH:BYTES), rounded up to a multiple of --round, times spike_factor at the
+ * spike step: peaks that are not monotone in the batch, as the caching allocator's block rounding
+ * makes them. BYTES take an optional K/M/G (binary) suffix. --allowed caps the process below the
  * capacity as torch.cuda.set_per_process_memory_fraction does, and the OOM message then has
  * PyTorch's long form ("... this process has X memory in use. N allowed; Of the allocated
  * memory ...", c10/cuda/CUDACachingAllocator.cpp). The checkpoint file holds the last
@@ -21,6 +23,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +34,8 @@
 struct opts {
     long batch, accum, steps, gpu, spike_step, step_ms, exit_code, after_oom;
     double fixed, per, per2, capacity, allowed, spike;
+    double round, bump[16];
+    long bump_batch[16], nbump;
     const char *procdir, *checkpoint;
     int ignore_term, fork_child, fork_setsid;
 };
@@ -153,7 +158,12 @@ static int parse(struct opts *o, int argc, char **argv)
             o->step_ms = atol(v);
         else if (!strcmp(a, "--exit"))
             o->exit_code = atol(v);
-        else if (!strcmp(a, "--after-oom"))
+        else if (!strcmp(a, "--round"))
+            o->round = bytes(v);
+        else if (!strcmp(a, "--bump") && o->nbump < 16 && strchr(v, ':')) {
+            o->bump_batch[o->nbump] = atol(v);
+            o->bump[o->nbump++] = bytes(strchr(v, ':') + 1);
+        } else if (!strcmp(a, "--after-oom"))
             o->after_oom = (long)bytes(v);
         else if (strcmp(a, "--marker"))
             return fprintf(stderr, "fakejob: unknown option %s\n", a), 2;
@@ -179,7 +189,7 @@ int main(int argc, char **argv)
 {
     struct opts o;
     double b, used;
-    long step, first;
+    long step, first, i;
     int rc;
 
     if ((rc = parse(&o, argc, argv)))
@@ -195,6 +205,10 @@ int main(int argc, char **argv)
         printf("resuming from step %ld\n", first - 1);
     for (step = first; step <= o.steps; step++) {
         used = o.fixed + o.per * b + o.per2 * b * b;
+        for (i = 0; i < o.nbump; i++)
+            used += o.bump_batch[i] == o.batch ? o.bump[i] : 0;
+        if (o.round > 0)
+            used = ceil(used / o.round) * o.round;
         if (step == o.spike_step)
             used *= o.spike;
         if (o.allowed > 0 && used > o.allowed && o.allowed < o.capacity) {
