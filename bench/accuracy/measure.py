@@ -19,12 +19,13 @@ weights (memory does not depend on the values), and runs three optimizer steps o
 - weights (allocated after the model is built), states (allocated at rest after the first step:
   weights + optimizer states), and the allocated peak of each phase of the last step;
 - once, before the cases, the CUDA context alone (a process that only initialises CUDA) and
-  after loading the cuBLAS, attention and loss kernels.
+  after loading the cuBLAS, attention and loss kernels, with lazy module loading (the default)
+  and with CUDA_MODULE_LOADING=EAGER (the .jsonl only).
 
 Cases run several at a time when their estimated device peaks (`oomless estimate`, when --bin is
 given) fit under --mem-cap together: every counter is per process, so they do not mix. Results:
 DIR/<gpu>-<date>.csv (one row per case; the columns are described in README.md here) and
-DIR/measure.jsonl (every worker's full document). Nothing here needs the network.
+DIR/<gpu>-<date>.jsonl (every worker's full document). Nothing here needs the network.
 """
 import argparse
 import csv
@@ -326,17 +327,23 @@ def main():
     os.makedirs(a.out, exist_ok=True)
     slug = "h100" if "H100" in gpu else "h200" if "H200" in gpu else gpu.split()[-1].lower()
     csv_path = os.path.join(a.out, "%s-%s.csv" % (slug, date))
-    jsonl = open(os.path.join(a.out, "measure.jsonl"), "a", encoding="utf-8")
+    jsonl = open(csv_path[:-4] + ".jsonl", "a", encoding="utf-8")
     env = dict(os.environ, PYTHONUNBUFFERED="1")
 
     t_start = time.time()
     p = subprocess.run([sys.executable, __file__, "--context"], capture_output=True, text=True,
                        env=env, timeout=120)
     ctx = result_of(p.stdout) or {}
-    jsonl.write(json.dumps({"context": ctx, **common,
+    # the same with every module loaded at once (CUDA_MODULE_LOADING=EAGER, what CUDA did before
+    # 11.7 and PyTorch before 1.13): how much of an old stack's context the lazy loading saves
+    p = subprocess.run([sys.executable, __file__, "--context"], capture_output=True, text=True,
+                       env=dict(env, CUDA_MODULE_LOADING="EAGER"), timeout=120)
+    ctx_eager = result_of(p.stdout) or {}
+    jsonl.write(json.dumps({"context": ctx, "context_eager": ctx_eager, **common,
                             "idle_used": pynvml.nvmlDeviceGetMemoryInfo(handle).used}) + "\n")
     jsonl.flush()
-    print("context: %s" % json.dumps(ctx), flush=True)
+    print("context: %s; eager module loading: %s" % (json.dumps(ctx), json.dumps(ctx_eager)),
+          flush=True)
 
     cases = read_cases(a.cases, set(a.only.split(",")) - {""})
     for c in cases:

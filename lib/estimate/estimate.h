@@ -58,7 +58,12 @@ typedef struct oomi_coef {
     double nf4_bytes, int8_bytes, adam8_bytes;
     double opt_temp[8]; /* optimizer-step temporaries, x one state copy, by oom_optimizer */
     double ddp_buckets, zero3_live_layers;
-    double frag, tensor_waste, round;
+    double frag, round;
+    /* the caching allocator's blocks it cannot reuse, by what the peak is made of (measured on an
+     * H100, bench/accuracy/h100-2026-11-25.csv): x one fp32 logits tensor at a forward/backward
+     * peak of training, x the optimizer step's temporaries at an optimizer peak, x the transient
+     * part (activations, logits, KV cache, temporaries) where there are no logits to train */
+    double blocks_floor, blocks_logits, blocks_optimizer, blocks_transient;
     double lora_in_fp32; /* LoRA: bytes per adapted input element saved (cast to fp32 adapter) */
     double lora_dropout_in[2]; /* with dropout: bytes per adapted input element, [0] 16-bit, [1]
                                   fp32 */
@@ -66,7 +71,7 @@ typedef struct oomi_coef {
     size_t nctx;
     struct {
         int major, minor;
-        double bytes;
+        double bytes, inference_bytes; /* training loads more kernels than a prefill */
     } ctx[16];
 } oomi_coef;
 /* the coefficients, loaded once; OOM_EIO/OOM_EPARSE naming the file and key */

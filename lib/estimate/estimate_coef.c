@@ -173,6 +173,9 @@ static void read_ctx(rd *r, json_object *ctx)
             return;
         }
         coef.ctx[i].bytes = num(r, e, "bytes");
+        coef.ctx[i].inference_bytes = json_object_object_get_ex(e, "inference_bytes", NULL)
+                                          ? num(r, e, "inference_bytes")
+                                          : coef.ctx[i].bytes;
         coef.nctx = i + 1;
     }
 }
@@ -233,7 +236,10 @@ static void read_rest(rd *r, json_object *root)
     coef.zero3_live_layers = num(r, p, "zero3_live_layers");
     coef.nccl = num(r, p, "nccl_bytes");
     coef.frag = num(r, al, "fragmentation");
-    coef.tensor_waste = num(r, al, "tensor_waste_bytes");
+    coef.blocks_floor = num(r, al, "training_floor_bytes");
+    coef.blocks_logits = num(r, al, "logits_blocks");
+    coef.blocks_optimizer = num(r, al, "optimizer_blocks");
+    coef.blocks_transient = num(r, al, "transient_blocks");
     coef.round = num(r, al, "round_bytes");
     coef.lora_in_fp32 = num(r, sub(r, root, "lora"), "input_fp32_bytes");
     coef.lora_dropout_in[0] = num(r, sub(r, sub(r, root, "lora"), "dropout_input_bytes"), "16bit");

@@ -158,6 +158,10 @@ int oom_catalog_find(const oom_gpu_profile **out, const oom_catalog *c, const ch
             }
         }
     }
+    /* a device name as NVML and nvidia-smi print it ("NVIDIA H100 80GB HBM3"): the profile
+     * detection would pick for it */
+    if (strchr(id, ' ') && (*out = oom_catalog_match(c, id, 0)))
+        return OOM_OK;
     for (j = 0; j < 3 && best[j] != SIZE_MAX; j++) {
         strncat(list, j ? ", " : "", sizeof(list) - strlen(list) - 1);
         strncat(list, c->entries[best[j]].p.id, sizeof(list) - strlen(list) - 1);

@@ -541,7 +541,14 @@ static int calibrated_line(oom_measured_line *line, long *cap, long *seq, const 
     *cap = 0;
     *seq = record_seq(rec);
     if (rec->fit.quadratic) {
+        /* linearised at the largest batch it vouches for: a probe's the largest that ran; a
+         * trace ran no GPU, its curve holds for any batch, so the largest the curve puts under
+         * this budget (exact there, above the curve below it) */
         top = rec->max_batch > 0 ? rec->max_batch : 1;
+        if (rec->traced) {
+            int fit_top = oom_probe_fit_max_batch(&rec->fit, t->budget.usable_bytes, 1 << 20);
+            top = fit_top > 0 ? fit_top : 1;
+        }
         line->bytes_per_sample =
             (uint64_t)((oom_probe_fit_peak(&rec->fit, top) - (double)line->fixed_bytes) / top);
         *cap = top;

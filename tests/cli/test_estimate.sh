@@ -146,4 +146,13 @@ expect_rc 2 "broken coefficients"
 expect_contains "$ERR" "backward_16bit" "names the missing coefficient"
 expect_contains "$ERR" "coefficients.json" "names the file"
 
+# --gpu takes a device name as nvidia-smi prints it: the profile detection would pick
+oom estimate --model gpt2 --gpu "NVIDIA H100 80GB HBM3"
+expect_rc 0 "--gpu with an nvidia-smi name"
+expect_contains "$OUT" "target VRAM                   : 79.65 GiB (NVIDIA H100 SXM5 80GB)" "the H100 profile"
+expect_contains "$OUT" "755.0 MiB" "and its measured context"
+oom estimate --model gpt2 --gpu "NVIDIA Nonesuch 7"
+expect_rc 2 "a device name no profile matches"
+expect_contains "$ERR" "unknown GPU profile 'NVIDIA Nonesuch 7'" "is refused naming it"
+
 finish

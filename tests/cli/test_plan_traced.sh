@@ -44,6 +44,17 @@ printf '%s\n' '{"time":5,"gpu":"","command":'"$WKEY"',"workload":"seq=4096","fix
 oom plan --json --gpu a100-80gb --calibration "$CAL" --calibration-workload seq=4096 --target-effective-batch 8 -- python train.py
 expect_json .plan.seq_len 4096 "seq from the record's workload"
 
+# a curved traced record (per sample^2) holds beyond the batches traced (1, 2, 4): the plan
+# linearises it at the largest batch the curve puts under the budget, not at 4
+QKEY='["oomless","trace","--model","q"]'
+printf '%s\n' '{"time":6,"gpu":"","command":'"$QKEY"',"workload":"","fixed_bytes":1073741824,"per_sample_bytes":104857600,"per_sample2_bytes":1048576,"recommended_batch":0,"max_batch":4,"usable_bytes":0,"traced":true}' >> "$CAL"
+oom plan --json --gpu a100-80gb --calibration "$CAL" --target-effective-batch 64 -- oomless trace --model q
+expect_rc 0 "plan on a curved traced record"
+expect_json .plan.batch_size 64 "1.5 GiB + 1.22 x (6.25 + 4) GiB fits 79 GiB at 64, beyond the traced 4"
+USABLE=$(jq .budget.usable_bytes <<<"$OUT")
+PEAK=$(jq .memory.device_peak <<<"$OUT")
+expect_eq "$((PEAK <= USABLE))" 1 "and its peak is under the budget"
+
 # estimate -- CMD refuses a traced record and says what to use
 oom estimate --gpu rtx-4090 --calibration "$CAL" --batch 2 -- oomless trace --model m --method lora
 expect_rc 2 "estimate on a traced record"

@@ -14,7 +14,8 @@
 # (each command and its output), the JSON/CSV each step made, and checks.txt, one PASS/FAIL line
 # per check; the exit status is the number of failed checks (77: no GPU, skipped).
 #
-# Environment: OOMLESS_BIN (default build/oomless), PYTHON (python3), GPU_VRAM_GIB (24: the card
+# Environment: OOMLESS_BIN (default build/oomless), OOMLESS_LIBRARY (default build/liboomless.so.1,
+# for the Python package), PYTHON (python3), GPU_VRAM_GIB (24: the card
 # size probe and run plan for; PyTorch is capped to it with set_per_process_memory_fraction so
 # the OOMs are real ones), GPU_BUDGET_S (seconds for the whole script, default 560: steps that
 # would start past it are skipped and said so).
@@ -26,6 +27,10 @@ PY=${PYTHON:-python3}
 VR=${GPU_VRAM_GIB:-24}
 BUDGET=${GPU_BUDGET_S:-560}
 export OOMLESS_DATA_DIR=${OOMLESS_DATA_DIR:-$PWD/data} PYTHONUNBUFFERED=1
+# the Python package (measure.py builds models through oomless.trace) loads liboomless
+if [ -z "${OOMLESS_LIBRARY:-}" ] && [ -e "$PWD/build/liboomless.so.1" ]; then
+    export OOMLESS_LIBRARY=$PWD/build/liboomless.so.1
+fi
 export XDG_CACHE_HOME=$OUT/cache XDG_CONFIG_HOME=$OUT/config
 
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
