@@ -234,9 +234,10 @@ static int propose(const oom_probe_search *s, const oom_probe_fit *f, struct bou
             return bisect(b);
         return c <= b.lo ? b.lo + 1 : c;
     }
-    if (b.hi == INT_MAX || b.lo_measured) /* nothing to extrapolate from yet: double */
+    if (b.hi == INT_MAX) /* nothing to extrapolate from yet: double */
         return b.lo ? (b.lo > cap / 2 ? cap : 2 * b.lo) : 1;
-    return bisect(b);
+    return bisect(b); /* a failure above one point: a second point between (doubling would crawl
+                         down from the failure one batch per launch) */
 }
 
 int oom_probe_search_step(oom_probe_step *out, const oom_probe_search *s,

@@ -308,6 +308,20 @@ static void test_non_monotone_h100(void **state)
     assert_int_equal(st.recommended_batch, 24);
 }
 
+/* One measured point and a failure above it: a second point between them, not a crawl down from
+ * the failure one batch per launch (50, 100 dies, 99, 98, 97 die, 96 over, 95). */
+static void test_failure_above_one_point(void **state)
+{
+    struct sim s = {2.6 * GiB, 800.0 * 1048576, 0, 80 * GiB, 1};
+    oom_probe_search q = OOM_PROBE_SEARCH_INIT;
+    int rec;
+    (void)state;
+    q.usable_bytes = (uint64_t)(79 * GiB);
+    q.start_batch = 50;
+    assert_int_equal(search(&s, &q, &rec), 4); /* 50, 100 (OOM), 75, 97 */
+    assert_int_equal(rec, 97);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -322,6 +336,7 @@ int main(void)
         cmocka_unit_test(test_fit_and_bad_input),
         cmocka_unit_test(test_json),
         cmocka_unit_test(test_non_monotone_h100),
+        cmocka_unit_test(test_failure_above_one_point),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
