@@ -43,6 +43,7 @@ static void print_list(const oom_gpu_list *list, const oom_target *t)
 {
     size_t i;
     uint64_t total = 0;
+    int reserved = 0;
     char a[16], b[16], c[16];
 
     if (!list) {
@@ -63,8 +64,11 @@ static void print_list(const oom_gpu_list *list, const oom_target *t)
             continue;
         }
         total += g->total_bytes;
+        reserved |= oom_gpu_reserved_bytes(g) != 0;
         printf("  GPU %d: %-28s %8.0f MiB total %8.0f MiB used %8.0f MiB free", g->index, g->name,
                mib(g->total_bytes), mib(g->used_bytes), mib(g->free_bytes));
+        if (oom_gpu_reserved_bytes(g))
+            printf(" %6.0f MiB reserved", mib(oom_gpu_reserved_bytes(g)));
         if (g->has_cc)
             printf("  cc %d.%d", g->cc_major, g->cc_minor);
         if (g->uuid[0])
@@ -76,9 +80,12 @@ static void print_list(const oom_gpu_list *list, const oom_target *t)
                list->count, t && t->mixed ? " (mixed: plans use the smallest)" : "");
     if (!t)
         return;
-    printf("\nTarget VRAM:   %s (%.0f MiB) per GPU, %s%s\n",
+    printf("\nTarget VRAM:   %s (%.0f MiB) per GPU, %s%s%s\n",
            oom_format_size(a, sizeof(a), t->budget.target_bytes), mib(t->budget.target_bytes),
-           t->detected ? "detected " : "profile ", t->detected ? t->profile.name : t->profile.id);
+           t->detected ? "detected " : "profile ", t->detected ? t->profile.name : t->profile.id,
+           reserved && t->detected && t->budget.target_bytes == t->profile.memory_bytes
+               ? " (its total less what the driver reserves)"
+               : "");
     printf("Safety margin: %s (%.0f MiB)\n",
            oom_format_size(b, sizeof(b), t->budget.safety_margin_bytes),
            mib(t->budget.safety_margin_bytes));

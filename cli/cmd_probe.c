@@ -195,7 +195,7 @@ static void print_command(FILE *f, char **cmd)
 
 static void print_text(const oom_probe_result *r, char **cmd)
 {
-    char a[16], b[16];
+    char a[16], b[16], *irregular = NULL;
     size_t i, seen, ran;
 
     printf("Command:   ");
@@ -223,13 +223,16 @@ static void print_text(const oom_probe_result *r, char **cmd)
         printf("%5zu %7d %12s %5d %4s %7.1f s%s\n", i + 1, t->batch, a, t->exit_code,
                t->oom ? "yes" : "-", t->duration_s, t->timed_out ? " (timed out)" : "");
     }
+    if (oom_probe_describe_peaks(&irregular, r) == OOM_OK && irregular)
+        printf("\nPeaks:     %s\n", irregular);
     if (r->fit.valid && r->fit.quadratic)
         printf("\nFit:       peak = %.1f MiB + %.3f MiB x batch + %.5f MiB x batch^2\n",
                r->fit.fixed_bytes / OOM_MiB, r->fit.per_sample_bytes / OOM_MiB,
                r->fit.per_sample2_bytes / OOM_MiB);
     else if (r->fit.valid)
-        printf("\nFit:       peak = %.1f MiB + %.3f MiB x batch\n", r->fit.fixed_bytes / OOM_MiB,
-               r->fit.per_sample_bytes / OOM_MiB);
+        printf("\nFit:       peak = %.1f MiB + %.3f MiB x batch%s\n", r->fit.fixed_bytes / OOM_MiB,
+               r->fit.per_sample_bytes / OOM_MiB,
+               irregular ? " (a bound: no trial measured more per sample)" : "");
     printf("%sRecommended batch: %d (largest that ran: %d) after %d launch%s\n",
            r->fit.valid ? "" : "\n", r->recommended_batch, r->max_batch, r->launches,
            r->launches == 1 ? "" : "es");
@@ -238,6 +241,7 @@ static void print_text(const oom_probe_result *r, char **cmd)
                oom_format_size(a, sizeof(a), (uint64_t)r->predicted_peak_bytes),
                oom_format_size(b, sizeof(b), (uint64_t)r->measured_peak_bytes),
                r->recommended_batch, r->prediction_error * 100.0);
+    oom_free(irregular);
 }
 
 /* Saves the measured line; OOM_OK, or the error (printed) when the record was not saved. */
@@ -360,6 +364,11 @@ static int run_probe(struct probe_args *a, char **cmd, oom_patterns *patterns)
     else
         err = save_calibration(a, r, (const char *const *)cmd); /* not saved: not a success */
     exact_prediction(a, r);
+    if (!r->seq && a->w) { /* no {seq}: the sequence length the estimator used (--set seq=N) */
+        oom_knobs k = OOM_KNOBS_INIT;
+        if (oom_workload_get_knobs(&k, a->w) == OOM_OK && k.seq_len > 0 && k.seq_len <= INT_MAX)
+            r->seq = (int)k.seq_len;
+    }
     if (a->json) {
         if ((rc = oom_probe_to_json(&doc, r)))
             err = rc;

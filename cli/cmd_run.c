@@ -227,14 +227,17 @@ static int batch_from_calibration(struct run_args *a, char **cmd)
         return EXIT_USAGE;
     }
     oom_free(key);
-    if ((rc = cli_budget_resolve(&t, "run", &a->budget)) != EXIT_OK) {
+    if (a->o.usable_bytes) /* the budget run_budget() resolved */
+        b = oom_probe_fit_max_batch(&rec->fit, a->o.usable_bytes, INT_MAX / 2);
+    else if ((rc = cli_budget_resolve(&t, "run", &a->budget)) != EXIT_OK) {
         oom_calibration_free(rec);
         return rc;
+    } else {
+        b = oom_probe_fit_max_batch(&rec->fit, t.target.budget.usable_bytes, INT_MAX / 2);
+        cli_budget_done(&t);
     }
-    b = oom_probe_fit_max_batch(&rec->fit, t.target.budget.usable_bytes, INT_MAX / 2);
     if (rec->max_batch > 0 && b > rec->max_batch)
         b = rec->max_batch; /* never beyond what was seen to run */
-    cli_budget_done(&t);
     oom_calibration_free(rec);
     if (b < 1) {
         fprintf(stderr, "oomless run: the calibration record says no batch fits the budget\n");
@@ -242,6 +245,24 @@ static int batch_from_calibration(struct run_args *a, char **cmd)
     }
     cli_notice("batch %d from the calibration record for %s", b, name);
     a->o.batch = b;
+    return EXIT_OK;
+}
+
+/* The run's usable budget, which restarts plan under (with what the job's error says): resolved
+ * on a detected GPU, or when --vram/--gpu name one; none for the default profile a machine
+ * without a GPU falls back to (it says nothing about the job's card). */
+static int run_budget(struct run_args *a)
+{
+    struct cli_target t;
+    char name[96];
+    int rc;
+    if (!a->budget.vram && !a->budget.gpu && gpu_name(name, sizeof(name)) != OOM_OK)
+        return EXIT_OK;
+    if ((rc = cli_budget_resolve(&t, "run", &a->budget)) != EXIT_OK)
+        return rc;
+    if (!t.target.fallback)
+        a->o.usable_bytes = t.target.budget.usable_bytes;
+    cli_budget_done(&t);
     return EXIT_OK;
 }
 
@@ -382,7 +403,7 @@ int cmd_run(int argc, char **argv)
     if ((rc = parse_args(&a, argc, argv)) != EXIT_OK)
         return rc < 0 ? EXIT_OK : rc;
     cmd = argv + optind;
-    if ((rc = choose_batch(&a, cmd)) != EXIT_OK)
+    if ((rc = run_budget(&a)) != EXIT_OK || (rc = choose_batch(&a, cmd)) != EXIT_OK)
         return rc;
     if ((err = oom_patterns_load(&patterns, a.patterns)))
         return cli_fail("run", err);

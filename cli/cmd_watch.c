@@ -272,8 +272,12 @@ static void print_gpu(const oom_watch_gpu *wg)
         printf("  util %u%%", g->utilization_gpu);
     if (g->has_temperature)
         printf("  %u C", g->temperature_c);
-    printf("\n        budget %s usable\n",
+    printf("\n        budget %s usable",
            oom_format_size(usable, sizeof(usable), wg->budget.usable_bytes));
+    if (oom_gpu_reserved_bytes(g))
+        printf(" (%s reserved by the driver left out)",
+               oom_format_size(total, sizeof(total), oom_gpu_reserved_bytes(g)));
+    printf("\n");
     print_trends(wg);
     if (wg->process_count)
         printf("    %-8s %-10s %11s %7s  %s\n", "PID", "USER", "MEMORY", "BATCH", "COMMAND");

@@ -412,6 +412,15 @@ OOM_EXPORT int oom_gpu_sample(oom_gpu_list **out, oom_gpu_session *session, unsi
 OOM_EXPORT void oom_gpu_list_free(oom_gpu_list *list);
 
 /**
+ * The memory the driver keeps for itself on `g` and that no process can allocate: total - used -
+ * free (NVML defines total = reserved + used + free: nvmlMemory_v2_t's `reserved`, which
+ * nvmlDeviceGetMemoryInfo_v1 leaves out of both used and free). 0 for a lost GPU or when used +
+ * free covers the total. A budget starts from total - reserved, the capacity CUDA reports
+ * (torch.cuda.get_device_properties().total_memory). Since: 1.1.0.
+ */
+OOM_EXPORT uint64_t oom_gpu_reserved_bytes(const oom_gpu_info *g);
+
+/**
  * Applies a CUDA_VISIBLE_DEVICES value to `count` devices with the given UUIDs, as CUDA does:
  * entries are indices or "GPU-<uuid>" (full or a unique prefix; "MIG-..." matched likewise);
  * the first invalid, unknown or repeated entry ends the list; an empty value selects none.
@@ -1621,7 +1630,14 @@ OOM_EXPORT int oom_probe_step_init(oom_probe_step *s, unsigned int version);
  * a failure it bisects. It stops when those two are at most 2 apart (the answer is within one
  * of the true limit), when a launch verified the fit's prediction and the next batch would not
  * fit, when 1 does not fit, or after max_trials. Without measured peaks it doubles, then bisects.
- * A linear job takes 3 launches. OOM_EINVAL for a malformed trial list.
+ * Irregular peaks (a larger batch measured lower than a smaller one, as the caching allocator's
+ * rounding makes them, or a fit with negative fixed memory or negative curvature) are not
+ * followed: it bisects between the largest batch under the budget and the smallest over it until
+ * they are adjacent or max_trials is reached, and `fit` is then the line through zero and the
+ * most memory per sample measured. The recommended batch is always the largest whose peak and
+ * every smaller tried batch's stayed under the budget: a batch over it is never recommended, nor
+ * one above it that happened to measure less. A linear job takes 3 launches. OOM_EINVAL for a
+ * malformed trial list.
  */
 OOM_EXPORT int oom_probe_search_step(oom_probe_step *out, const oom_probe_search *search,
                                      const oom_probe_trial *const *trials, size_t count);
@@ -1676,12 +1692,13 @@ typedef struct oom_probe_result {
     int peaks_measured; /**< 0 when NVML was not available: peaks are unknown */
     double sample_interval_s;
     uint64_t usable_bytes;
-    int seq;            /**< 0 when not set */
-    char gpu_name[96];  /**< the first visible GPU's name, "" without NVML (bounded by NVML's
-                             NVML_DEVICE_NAME_V2_BUFFER_SIZE, 96) */
-    char *nvml_error;   /**< why peaks are unknown, NULL when measured; owned */
-    int stop_signal;    /**< the signal that stopped the probe, 0 */
-    int has_prediction; /**< 1 when search.prediction was valid */
+    int seq;           /**< {seq} (oom_probe_options.seq); 0 when not set (the tool then reports the
+                            sequence length its estimator used) */
+    char gpu_name[96]; /**< the first visible GPU's name, "" without NVML (bounded by NVML's
+                            NVML_DEVICE_NAME_V2_BUFFER_SIZE, 96) */
+    char *nvml_error;  /**< why peaks are unknown, NULL when measured; owned */
+    int stop_signal;   /**< the signal that stopped the probe, 0 */
+    int has_prediction;          /**< 1 when search.prediction was valid */
     double predicted_peak_bytes; /**< prediction at recommended_batch */
     double measured_peak_bytes;  /**< measured (or fitted) peak at recommended_batch */
     double prediction_error;     /**< (predicted - measured) / measured */
@@ -1710,9 +1727,20 @@ OOM_EXPORT void oom_probe_result_free(oom_probe_result *result);
  * {"recommended_batch", "max_batch", "launches", "sample_interval_s", "usable_bytes",
  *  "peaks_measured", "gpu", "seq", "trials": [{"batch", "peak_bytes", "exit", "oom",
  *  "timed_out", "duration_s"}...], "fit": {"fixed_bytes", "per_sample_bytes"
- *  [, "per_sample2_bytes"]} or null, "prediction": {...} or null}. Unknown values are null.
+ *  [, "per_sample2_bytes"]} or null, "peaks_monotone" (null with fewer than two peaks),
+ *  "non_monotone": [{"batch", "peak_bytes", "larger_batch", "larger_peak_bytes"}...],
+ *  "bisected", "prediction": {...} or null}. Unknown values are null.
  */
 OOM_EXPORT int oom_probe_to_json(char **out, const oom_probe_result *result);
+
+/**
+ * Irregular peaks: `*out` (owned, free with oom_free()) says which measured trials peaked above a
+ * larger batch ("not monotone in the batch: batch 28 (24.94 GiB) above batch 29 (23.05 GiB)"), or
+ * that no sensible curve (fixed >= 0, curvature >= 0) fits them, and that the search bisected;
+ * NULL when the peaks were regular. The JSON carries the same as "peaks_monotone",
+ * "non_monotone" and "bisected". Since: 1.1.0.
+ */
+OOM_EXPORT int oom_probe_describe_peaks(char **out, const oom_probe_result *result);
 
 /* ---- run --------------------------------------------------------------------------------------
  */
@@ -1736,9 +1764,14 @@ typedef struct oom_run_options {
         *stop;                  /**< as in oom_probe_options: forwarded, then the job's status */
     const oom_job_relay *relay; /**< as in oom_probe_options */
     int foreground;             /**< as in oom_probe_options */
+    /* version 2 */
+    uint64_t usable_bytes; /**< the run's usable budget (oom_target's budget.usable_bytes: target
+                              VRAM - margin, less what others held); a restart plans for at most
+                              this much (and at most what PyTorch's "N allowed" and "total
+                              capacity" say); 0: not known. Since: 1.1.0 */
 } oom_run_options;
 
-#define OOM_RUN_OPTIONS_VERSION 1
+#define OOM_RUN_OPTIONS_VERSION 2
 #define OOM_RUN_OPTIONS_INIT                                                                       \
     {                                                                                              \
         .version = OOM_RUN_OPTIONS_VERSION                                                         \

@@ -46,17 +46,18 @@ static struct job make_job(int limit, int quadratic)
 static int oomless(const struct job *j, int measure, long *found)
 {
     oom_probe_trial t[64];
-    oom_probe_search s;
-    oom_probe_step st;
+    const oom_probe_trial *tp[64];
+    oom_probe_search s = OOM_PROBE_SEARCH_INIT;
+    oom_probe_step st = OOM_PROBE_STEP_INIT;
     size_t n = 0;
-    memset(&s, 0, sizeof(s));
     s.usable_bytes = (uint64_t)j->capacity;
     if (!measure)
         s.max_trials = 25; /* the same trial budget Lightning has */
     for (;;) {
-        if (oom_probe_search_step(&st, &s, t, n) != OOM_OK || st.done)
+        if (oom_probe_search_step(&st, &s, tp, n) != OOM_OK || st.done || n == 64)
             break;
-        memset(&t[n], 0, sizeof(t[n]));
+        t[n] = (oom_probe_trial)OOM_PROBE_TRIAL_INIT;
+        tp[n] = &t[n];
         t[n].batch = st.next_batch;
         t[n].oom = !fits(j, st.next_batch);
         t[n].exit_code = t[n].oom;

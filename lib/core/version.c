@@ -73,6 +73,8 @@ static int init_struct(void *s, size_t size, unsigned int version, unsigned int 
 /* The size of an older version of a struct that has grown (the size of its newest otherwise). */
 static size_t size_of_version(const char *name, unsigned int version, size_t newest)
 {
+    if (!strcmp(name, "oom_run_options") && version == 1)
+        return offsetof(oom_run_options, usable_bytes);
     if (!strcmp(name, "oom_target") && version == 1)
         return offsetof(oom_target, others_bytes);
     if (!strcmp(name, "oom_plan_result") && version == 1)

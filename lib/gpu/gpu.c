@@ -56,6 +56,15 @@ void oom_gpu_list_free(oom_gpu_list *list)
     oomi_free(list);
 }
 
+uint64_t oom_gpu_reserved_bytes(const oom_gpu_info *g)
+{
+    uint64_t used;
+    if (!g || g->lost || g->used_bytes == OOM_UNKNOWN || g->free_bytes == OOM_UNKNOWN)
+        return 0;
+    used = g->used_bytes + g->free_bytes;
+    return used < g->total_bytes ? g->total_bytes - used : 0;
+}
+
 /* ---- CUDA_VISIBLE_DEVICES ---------------------------------------------------------------- */
 
 static bool all_digits(const char *s, size_t n)

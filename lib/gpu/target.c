@@ -36,7 +36,8 @@ static bool is_index(const char *s)
     return true;
 }
 
-/* A profile for a detected device: the catalog's numbers when the board is known. */
+/* A profile for a detected device: the catalog's numbers when the board is known, its memory
+ * the capacity left after the driver's reserve (oom_gpu_reserved_bytes). */
 static int profile_for_device(oom_gpu_profile *out, const oom_gpu_info *g, const oom_catalog *c)
 {
     const oom_gpu_profile *known = oom_catalog_match(c, g->name, g->total_bytes);
@@ -50,7 +51,7 @@ static int profile_for_device(oom_gpu_profile *out, const oom_gpu_info *g, const
         p.match = "";
     }
     p.name = g->name;
-    p.memory_bytes = g->total_bytes;
+    p.memory_bytes = g->total_bytes - oom_gpu_reserved_bytes(g); /* what processes can get */
     if (g->has_cc) {
         p.cc_major = g->cc_major;
         p.cc_minor = g->cc_minor;
@@ -324,6 +325,8 @@ static json_object *gpu_json(const oom_gpu_info *g)
     e |= oomi_json_put(o, "total_bytes", g->lost ? NULL : oomi_json_bytes(g->total_bytes));
     e |= oomi_json_put(o, "used_bytes", g->lost ? NULL : oomi_json_bytes(g->used_bytes));
     e |= oomi_json_put(o, "free_bytes", g->lost ? NULL : oomi_json_bytes(g->free_bytes));
+    e |= oomi_json_put(o, "reserved_bytes",
+                       g->lost ? NULL : oomi_json_bytes(oom_gpu_reserved_bytes(g)));
     e |= oomi_json_put(o, "compute_capability", g->has_cc ? json_object_new_string(cc) : NULL);
     e |= oomi_json_put(o, "pci_bus_id", oomi_json_string_or_null(g->pci_bus_id));
     e |= oomi_json_put(o, "lost", json_object_new_boolean(g->lost));

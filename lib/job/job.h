@@ -79,9 +79,9 @@ struct oomi_scanline {
 typedef struct oomi_oomscan {
     const oom_patterns *patterns;
     struct oomi_scanline s[2];
-    int last;           /* the last error seen: none, OOM, another */
-    char oom_rank[32];  /* the rank of the last OOM line ("1" from "[rank1]:"), or "" */
-    char oom_line[200]; /* the last OOM line, without its tag */
+    int last;            /* the last error seen: none, OOM, another */
+    char oom_rank[32];   /* the rank of the last OOM line ("1" from "[rank1]:"), or "" */
+    char oom_line[1024]; /* the last OOM line, without its tag (PyTorch's is ~600 bytes) */
 } oomi_oomscan;
 void oomi_oomscan_init(oomi_oomscan *sc, const oom_patterns *patterns);
 void oomi_oomscan_feed(oomi_oomscan *sc, int stream, const char *b, size_t n);
@@ -134,10 +134,10 @@ typedef struct oomi_launch {
     uint64_t capacity_bytes;    /* total memory of the GPU where the peak was seen; 0: not known */
     double duration_s;
     long step;
-    int recovery_batch;   /* the micro-batch an OOMLESS_RECOVERY line agreed on, 0 when none */
-    char oom_rank[64];    /* OOM: the failed rank(s), "" when not known */
-    char oom_reason[200]; /* OOM: the line that said so */
-    char message[256];    /* exec failure text */
+    int recovery_batch;    /* the micro-batch an OOMLESS_RECOVERY line agreed on, 0 when none */
+    char oom_rank[64];     /* OOM: the failed rank(s), "" when not known */
+    char oom_reason[1024]; /* OOM: the line that said so */
+    char message[256];     /* exec failure text */
 } oomi_launch;
 
 /* Runs one launch. OOM_OK when it ran (whatever its status), OOM_EJOB when it could not be

@@ -387,7 +387,9 @@ static void sample(struct watch *w)
             }
         }
         if (sum > best)
-            best = sum, capacity = gi->total_bytes != OOM_UNKNOWN ? gi->total_bytes : 0;
+            best = sum, capacity = gi->total_bytes != OOM_UNKNOWN
+                                       ? gi->total_bytes - oom_gpu_reserved_bytes(gi)
+                                       : 0;
         /* what is not the job's on the GPU it uses: other processes and unattributed memory */
         if (sum && gi->used_bytes != OOM_UNKNOWN && gi->used_bytes > sum &&
             gi->used_bytes - sum > w->l->others_peak_bytes) {

@@ -106,6 +106,51 @@ static int usable_fit(const oom_probe_fit *f)
     return f->valid && (f->per_sample_bytes > 0 || f->per_sample2_bytes > 0);
 }
 
+/* A fit that can describe memory: nothing is negative at batch 0 (the CUDA context alone) and the
+ * need does not bend down (no allocator frees memory because the batch grew). */
+static int sensible_fit(const oom_probe_fit *f)
+{
+    return usable_fit(f) && f->fixed_bytes >= 0 && f->per_sample2_bytes >= 0;
+}
+
+/* Whether a larger batch measured a lower peak than a smaller one (sorted points). The caching
+ * allocator rounds its blocks (PyTorch's CUDACachingAllocator: 2 MiB segments for small blocks,
+ * 20 MiB and larger for big ones), so real peaks step rather than climb smoothly. */
+static int monotone(const struct pt *p, size_t k)
+{
+    size_t i;
+    for (i = 1; i < k; i++)
+        if (p[i].peak < p[i - 1].peak)
+            return 0;
+    return 1;
+}
+
+/* The fit a probe reports when its peaks are irregular: a line through zero and the trial with
+ * the most memory per sample, never below any measured peak. */
+static oom_probe_fit envelope_fit(const struct pt *p, size_t k)
+{
+    oom_probe_fit f = {.version = OOM_PROBE_FIT_VERSION};
+    size_t i;
+    for (i = 0; i < k; i++)
+        if (p[i].peak / p[i].b > f.per_sample_bytes)
+            f.per_sample_bytes = p[i].peak / p[i].b;
+    f.valid = k > 0 && f.per_sample_bytes > 0;
+    return f;
+}
+
+/* Peaks that do not fit a curve: not monotone in the batch, or a fit with negative fixed memory or
+ * negative curvature. The search then bisects and the probe reports envelope_fit(). */
+static int irregular(const oom_probe_trial *const *t, size_t n, const oom_probe_fit *f,
+                     oom_probe_fit *envelope)
+{
+    struct pt pts[64];
+    size_t k = collect_points(pts, t, n > 64 ? 64 : n, SIZE_MAX);
+    if (k < 2 || (monotone(pts, k) && sensible_fit(f)))
+        return 0;
+    *envelope = envelope_fit(pts, k);
+    return 1;
+}
+
 /* ---- the search step --------------------------------------------------------------------------
  */
 
@@ -189,17 +234,19 @@ static int propose(const oom_probe_search *s, const oom_probe_fit *f, struct bou
             return bisect(b);
         return c <= b.lo ? b.lo + 1 : c;
     }
-    if (b.hi == INT_MAX || b.lo_measured) /* nothing to extrapolate from yet: double */
+    if (b.hi == INT_MAX) /* nothing to extrapolate from yet: double */
         return b.lo ? (b.lo > cap / 2 ? cap : 2 * b.lo) : 1;
-    return bisect(b);
+    return bisect(b); /* a failure above one point: a second point between (doubling would crawl
+                         down from the failure one batch per launch) */
 }
 
 int oom_probe_search_step(oom_probe_step *out, const oom_probe_search *s,
                           const oom_probe_trial *const *t, size_t n)
 {
-    int max_trials, cap, next, upper;
+    int max_trials, cap, next, upper, odd;
     double tol;
     struct bounds b;
+    oom_probe_fit envelope;
     size_t i;
 
     int err;
@@ -233,12 +280,17 @@ int oom_probe_search_step(oom_probe_step *out, const oom_probe_search *s,
         return OOM_OK;
     }
     upper = b.hi == INT_MAX ? cap : (b.hi - 1 < cap ? b.hi - 1 : cap);
-    if ((int)n >= max_trials || b.lo >= upper || (b.lo >= 1 && b.hi - b.lo <= 2))
+    if ((odd = irregular(t, n, &out->fit, &envelope)))
+        out->fit = envelope; /* bisect: stop only when no batch between lo and hi is untried */
+    if ((int)n >= max_trials || b.lo >= upper || (b.lo >= 1 && b.hi - b.lo <= (odd ? 1 : 2)))
         return OOM_OK;
-    if (usable_fit(&out->fit) && verified(s, t, n, b, tol) &&
+    if (!odd && usable_fit(&out->fit) && verified(s, t, n, b, tol) &&
         oom_probe_fit_peak(&out->fit, b.lo + 1) > (double)s->usable_bytes)
         return OOM_OK;
-    next = propose(s, &out->fit, b, cap);
+    if (odd && b.lo >= 1) /* between the largest under the budget and the smallest over it */
+        next = b.hi == INT_MAX ? (b.lo > cap / 2 ? cap : 2 * b.lo) : b.lo + (b.hi - b.lo) / 2;
+    else
+        next = propose(s, &out->fit, b, cap);
     next = next < b.lo + 1 ? b.lo + 1 : next > upper ? upper : next;
     out->done = 0;
     out->next_batch = next;
@@ -525,6 +577,91 @@ static json_object *prediction_json(const oom_probe_result *r)
     return o;
 }
 
+#define MAX_INVERSIONS 64
+
+/* The pairs of measured trials where the smaller batch peaked above the larger one (indices into
+ * the sorted points); returns how many (at most MAX_INVERSIONS). */
+static size_t inversions(const struct pt *p, size_t k, size_t pairs[][2])
+{
+    size_t i, j, n = 0;
+    for (i = 0; i < k; i++)
+        for (j = i + 1; j < k && n < MAX_INVERSIONS; j++)
+            if (p[i].peak > p[j].peak) {
+                pairs[n][0] = i;
+                pairs[n++][1] = j;
+            }
+    return n;
+}
+
+/* "peaks_monotone" (null with fewer than two measured peaks), "non_monotone" (the pairs),
+ * "bisected" (the search bisected instead of following a fit). */
+static void irregular_json(json_object *root, const oom_probe_result *r)
+{
+    const oom_probe_trial *const *t = (const oom_probe_trial *const *)r->trials;
+    struct pt pts[64];
+    size_t pairs[MAX_INVERSIONS][2], k, n, i;
+    oom_probe_fit fit, envelope;
+    json_object *arr = json_object_new_array();
+
+    k = collect_points(pts, t, r->trial_count > 64 ? 64 : r->trial_count, SIZE_MAX);
+    n = inversions(pts, k, pairs);
+    for (i = 0; arr && i < n; i++) {
+        json_object *o = json_object_new_object();
+        oomi_json_put(o, "batch", json_object_new_int((int)pts[pairs[i][0]].b));
+        oomi_json_put(o, "peak_bytes", json_object_new_int64(llround(pts[pairs[i][0]].peak)));
+        oomi_json_put(o, "larger_batch", json_object_new_int((int)pts[pairs[i][1]].b));
+        oomi_json_put(o, "larger_peak_bytes",
+                      json_object_new_int64(llround(pts[pairs[i][1]].peak)));
+        json_object_array_add(arr, o);
+    }
+    oomi_json_put(root, "peaks_monotone", k < 2 ? NULL : json_object_new_boolean(n == 0));
+    oomi_json_put(root, "non_monotone", arr);
+    /* the search's own fit at the end, made again from the trials (at the default tolerance: the
+     * result keeps the envelope it reported instead) */
+    fit = fit_trials(t, r->trial_count, SIZE_MAX, DEFAULT_TOLERANCE, r->usable_bytes);
+    oomi_json_put(root, "bisected",
+                  json_object_new_boolean(irregular(t, r->trial_count, &fit, &envelope)));
+}
+
+int oom_probe_describe_peaks(char **out, const oom_probe_result *r)
+{
+    const oom_probe_trial *const *t;
+    struct pt pts[64];
+    size_t pairs[MAX_INVERSIONS][2], k, n, i;
+    oom_probe_fit fit, envelope;
+    oomi_sb sb = OOMI_SB_INIT;
+    char a[16], b[16], c[16];
+
+    if (!out || !r)
+        return oomi_fail(OOM_EINVAL, "probe peaks: missing argument");
+    *out = NULL;
+    t = (const oom_probe_trial *const *)r->trials;
+    k = collect_points(pts, t, r->trial_count > 64 ? 64 : r->trial_count, SIZE_MAX);
+    n = inversions(pts, k, pairs);
+    fit = fit_trials(t, r->trial_count, SIZE_MAX, DEFAULT_TOLERANCE, r->usable_bytes);
+    if (!irregular(t, r->trial_count, &fit, &envelope))
+        return OOM_OK;
+    if (n)
+        oomi_sb_printf(&sb, "not monotone in the batch:");
+    for (i = 0; i < n; i++)
+        oomi_sb_printf(
+            &sb, "%s batch %d (%s) above batch %d (%s)", i ? "," : "", (int)pts[pairs[i][0]].b,
+            oom_format_size(a, sizeof(a), (uint64_t)pts[pairs[i][0]].peak), (int)pts[pairs[i][1]].b,
+            oom_format_size(b, sizeof(b), (uint64_t)pts[pairs[i][1]].peak));
+    if (!n)
+        oomi_sb_printf(&sb,
+                       "no sensible curve fits them (peak = %s%s %s %s x batch %s %s x batch^2)",
+                       fit.fixed_bytes < 0 ? "-" : "",
+                       oom_format_size(a, sizeof(a), (uint64_t)fabs(fit.fixed_bytes)),
+                       fit.per_sample_bytes < 0 ? "-" : "+",
+                       oom_format_size(b, sizeof(b), (uint64_t)fabs(fit.per_sample_bytes)),
+                       fit.per_sample2_bytes < 0 ? "-" : "+",
+                       oom_format_size(c, sizeof(c), (uint64_t)fabs(fit.per_sample2_bytes)));
+    oomi_sb_printf(&sb, "; the search bisected between the largest batch under the budget and the "
+                        "smallest over it");
+    return oomi_sb_finish(&sb, out);
+}
+
 int oom_probe_to_json(char **out, const oom_probe_result *r)
 {
     json_object *root, *trials;
@@ -553,6 +690,7 @@ int oom_probe_to_json(char **out, const oom_probe_result *r)
         json_object_array_add(trials, trial_json(r->trials[i]));
     oomi_json_put(root, "trials", trials);
     oomi_json_put(root, "fit", fit_json(&r->fit));
+    irregular_json(root, r);
     oomi_json_put(root, "prediction", prediction_json(r));
     return oomi_json_finish(out, root);
 }

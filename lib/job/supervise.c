@@ -20,13 +20,18 @@
 #define LADDER_POINTS   32   /* OOM attempts remembered (the latest) */
 #define LADDER_HEADROOM 0.95 /* the next batch is planned to use at most this much of the GPU */
 
-/* What the attempts that ran out of memory measured: each micro-batch and the memory it needed
- * (what the process held plus the allocation that failed, where the job's error said). */
+/* What the attempts that ran out of memory measured: each micro-batch, the memory it needed
+ * (what the process held plus the allocation that failed, where the job's error said), its
+ * attempt and the last step it printed (the data it died on); and the limits a restart plans
+ * under. */
 struct ladder {
-    int batch[LADDER_POINTS];
+    int batch[LADDER_POINTS], attempt[LADDER_POINTS];
+    long step[LADDER_POINTS];
     double need[LADDER_POINTS];
     size_t n;
     double capacity; /* the GPU's memory as the job's error or NVML gave it; 0: not known */
+    double allowed;  /* PyTorch's "N allowed" (set_per_process_memory_fraction); 0: none */
+    double usable;   /* the run's own usable budget; 0: not known */
     double max_peak; /* the largest peak sampled */
 };
 
@@ -126,18 +131,13 @@ static int divisor_at_most(int cap, long effective, int floor)
     return 0;
 }
 
-/* The size after `key` in a PyTorch out-of-memory message ("Tried to allocate 2.00 GiB", "total
- * capacity of 79.15 GiB", "this process has 77.90 GiB memory in use"); 0 when absent. */
-static double message_size(const char *reason, const char *key)
+/* The size at `p` ("2.00 GiB", "512 MiB"); 0 when none. */
+static double size_at(const char *p)
 {
-    const char *p = reason ? strstr(reason, key) : NULL;
     char buf[48], *end;
     uint64_t v = 0;
     double x;
     int n = 0;
-    if (!p)
-        return 0;
-    p += strlen(key);
     x = oomi_strtod(p, &end);
     if (end == p || !(x >= 0))
         return 0;
@@ -153,6 +153,33 @@ static double message_size(const char *reason, const char *key)
     return (double)v;
 }
 
+/* The size after `key` in a PyTorch out-of-memory message ("Tried to allocate 2.00 GiB", "total
+ * capacity of 79.15 GiB", "this process has 77.90 GiB memory in use"); 0 when absent. */
+static double message_size(const char *reason, const char *key)
+{
+    const char *p = reason ? strstr(reason, key) : NULL;
+    return p ? size_at(p + strlen(key)) : 0;
+}
+
+/* The size before " allowed" in PyTorch's message when the process is capped with
+ * torch.cuda.set_per_process_memory_fraction ("... memory in use. 24.00 GiB allowed; Of the
+ * allocated memory ...": c10/cuda/CUDACachingAllocator.cpp, the allowed_info of its
+ * out-of-memory message); 0 when absent. */
+static double allowed_size(const char *reason)
+{
+    const char *key = reason ? strstr(reason, " allowed") : NULL, *p;
+    if (!key)
+        return 0;
+    p = key;
+    while (p > reason && oomi_isalpha((unsigned char)p[-1])) /* the unit */
+        p--;
+    while (p > reason && p[-1] == ' ')
+        p--;
+    while (p > reason && ((p[-1] >= '0' && p[-1] <= '9') || p[-1] == '.'))
+        p--;
+    return p < key ? size_at(p) : 0;
+}
+
 /* Remembers what an attempt that ran out of memory measured. */
 static void ladder_add(struct ladder *d, const oomi_launch *l)
 {
@@ -164,54 +191,106 @@ static void ladder_add(struct ladder *d, const oomi_launch *l)
         d->capacity = cap;
     else if (l->capacity_bytes && !d->capacity)
         d->capacity = (double)l->capacity_bytes;
+    d->allowed = allowed_size(l->oom_reason);
     if (peak > d->max_peak)
         d->max_peak = peak;
     if (!held && !peak)
         return; /* nothing measured */
     if (d->n == LADDER_POINTS) {
         memmove(d->batch, d->batch + 1, (LADDER_POINTS - 1) * sizeof(*d->batch));
+        memmove(d->attempt, d->attempt + 1, (LADDER_POINTS - 1) * sizeof(*d->attempt));
+        memmove(d->step, d->step + 1, (LADDER_POINTS - 1) * sizeof(*d->step));
         memmove(d->need, d->need + 1, (LADDER_POINTS - 1) * sizeof(*d->need));
         d->n--;
     }
     d->batch[d->n] = l->batch;
+    d->attempt[d->n] = l->attempt;
+    d->step[d->n] = l->step;
     d->need[d->n++] = (held > 0 ? held : peak) + tried;
 }
 
+/* The memory a restart plans under: the smallest of PyTorch's "allowed", the GPU's capacity and
+ * the run's usable budget, described with each in `text`; else the largest peak seen. */
+static double ladder_limit(const struct ladder *d, char *text, size_t n_text)
+{
+    const double v[3] = {d->allowed, d->capacity, d->usable};
+    static const char *const what[3] = {"allowed by PyTorch", "total capacity", "usable budget"};
+    char a[16];
+    double lim = 0;
+    size_t i, k = 0, len;
+    for (i = 0; i < 3; i++)
+        if (v[i] > 0 && (lim <= 0 || v[i] < lim))
+            lim = v[i], k = i;
+    if (lim <= 0) {
+        oomi_snprintf(text, n_text, "%s (the largest peak seen)",
+                      oom_format_size(a, sizeof(a), (uint64_t)d->max_peak));
+        return d->max_peak;
+    }
+    oomi_snprintf(text, n_text, "%s (%s", oom_format_size(a, sizeof(a), (uint64_t)lim), what[k]);
+    for (i = 0; i < 3; i++)
+        if (i != k && v[i] > 0) {
+            len = strlen(text);
+            oomi_snprintf(text + len, n_text - len, "; %s %s",
+                          oom_format_size(a, sizeof(a), (uint64_t)v[i]), what[i]);
+        }
+    len = strlen(text);
+    oomi_snprintf(text + len, n_text - len, ")");
+    return lim;
+}
+
+/* "at step 3" or "before any step" for the step an attempt died after. */
+static void step_text(char *out, size_t n, long step)
+{
+    if (step >= 0)
+        oomi_snprintf(out, n, "at step %ld", step);
+    else
+        oomi_snprintf(out, n, "before any step");
+}
+
 /* The largest micro-batch below `batch` the measurements predict to fit, with the basis in
- * `why`; 0 when nothing was measured. Memory is taken as a line in the micro-batch: through the
- * attempts by least squares when they ran at two or more batches (and the slope is positive),
- * else proportional to the batch through the one point (an optimistic guess when part of the
- * memory does not scale with the batch: the next attempt adds a point). */
+ * `why`; 0 when nothing was measured. Memory is taken as a line in the micro-batch, fitted only
+ * to the attempts that ran out of memory at the same step as the latest (the same data: a job
+ * whose later steps take longer sequences needs more per sample there). Through those attempts
+ * by least squares when they ran at two or more batches (and the slope is positive), else
+ * proportional to the batch through the latest one (an optimistic guess when part of the memory
+ * does not scale with the batch: the next attempt adds a point). */
 static int ladder_fit(const struct ladder *d, int batch, char *why, size_t n_why)
 {
-    double cap = d->capacity > 0 ? d->capacity : d->max_peak, target = LADDER_HEADROOM * cap;
-    double sb = 0, sn = 0, sbb = 0, sbn = 0, slope = 0, icpt = 0, fit;
-    size_t i, lo = 0, distinct = 0;
-    char a[16], b[16];
+    char lim_text[160], at[32], a[16], b[16], *list = NULL;
+    double cap = ladder_limit(d, lim_text, sizeof(lim_text)), target = LADDER_HEADROOM * cap;
+    double sb = 0, sn = 0, sbb = 0, sbn = 0, slope = 0, icpt = 0, fit, m = 0;
+    size_t i, last = d->n - 1, distinct = 0;
+    oomi_sb used = OOMI_SB_INIT;
     if (!d->n || cap <= 0)
-        return 0;
+        return 0; /* nothing measured (last unused) */
     for (i = 0; i < d->n; i++) {
+        if (d->step[i] != d->step[last])
+            continue;
+        m++;
         sb += d->batch[i], sn += d->need[i];
         sbb += (double)d->batch[i] * d->batch[i], sbn += (double)d->batch[i] * d->need[i];
-        distinct += d->batch[i] != d->batch[0];
-        if (d->batch[i] < d->batch[lo])
-            lo = i;
+        distinct += d->batch[i] != d->batch[last];
+        oomi_sb_printf(&used, "%s%d", m > 1 ? ", " : "", d->attempt[i]);
     }
-    if (distinct && d->n * sbb - sb * sb > 0) {
-        slope = (d->n * sbn - sb * sn) / (d->n * sbb - sb * sb);
-        icpt = (sn - slope * sb) / (double)d->n;
+    step_text(at, sizeof(at), d->step[last]);
+    if (distinct && m * sbb - sb * sb > 0) {
+        slope = (m * sbn - sb * sn) / (m * sbb - sb * sb);
+        icpt = (sn - slope * sb) / m;
     }
-    if (slope > 0) {
+    if (slope > 0 && oomi_sb_finish(&used, &list) == OOM_OK) {
         fit = (target - icpt) / slope;
-        oomi_snprintf(why, n_why, "fit of %zu measured attempts: %s + %s per sample", d->n,
+        oomi_snprintf(why, n_why,
+                      "fit of attempts %s (out of memory %s): %s + %s per sample, of %s", list, at,
                       oom_format_size(a, sizeof(a), icpt > 0 ? (uint64_t)icpt : 0),
-                      oom_format_size(b, sizeof(b), (uint64_t)slope));
+                      oom_format_size(b, sizeof(b), (uint64_t)slope), lim_text);
     } else {
-        fit = (double)d->batch[lo] * target / d->need[lo];
-        oomi_snprintf(why, n_why, "batch %d needed %s of %s", d->batch[lo],
-                      oom_format_size(a, sizeof(a), (uint64_t)d->need[lo]),
-                      oom_format_size(b, sizeof(b), (uint64_t)cap));
+        oomi_sb_free(&used);
+        fit = (double)d->batch[last] * target / d->need[last];
+        oomi_snprintf(why, n_why, "attempt %d alone (out of memory %s): batch %d needed %s of %s",
+                      d->attempt[last], at, d->batch[last],
+                      oom_format_size(a, sizeof(a), (uint64_t)d->need[last]), lim_text);
     }
+    oomi_free(list);
     if (!(fit >= 1))
         return 1;
     return fit >= batch ? batch - 1 : (int)floor(fit);
@@ -263,7 +342,7 @@ static int plan_restart(oomi_launch *l, oom_run_result *r, struct ladder *d, int
                         int max_restarts)
 {
     int next = 0, fit, accum;
-    char why[200] = "", basis[120] = "";
+    char why[600] = "", basis[480] = "";
     if (r->restarts >= max_restarts)
         return oomi_fail(OOM_ENOFIT,
                          "the job ran out of memory at batch %d after %d restart(s) "
@@ -330,6 +409,7 @@ static int run_loop(oom_run_result *r, oomi_launch *l, const oom_run_options *o)
     struct ladder ladder;
 
     memset(&ladder, 0, sizeof(ladder));
+    ladder.usable = o->version >= 2 ? (double)o->usable_bytes : 0;
     for (;;) {
         l->attempt = r->attempts + 1;
         err = oomi_launch_run(l);

@@ -412,10 +412,12 @@ static struct gpu_state *gpu_state(oom_monitor *m, int nvml_index)
     return &m->gpus[nvml_index];
 }
 
-/* the budget of a GPU that answered: an explicit one, else its total minus the margin */
+/* the budget of a GPU that answered: an explicit one, else its capacity (total less what the
+ * driver reserves) minus the margin */
 static void gpu_budget(oom_monitor *m, struct gpu_state *st, const oom_gpu_info *g)
 {
     uint64_t margin = OOM_DEFAULT_SAFETY_MARGIN;
+    uint64_t capacity = g->total_bytes - oom_gpu_reserved_bytes(g);
     if (g->index >= 0 && g->index < MAX_BUDGETS && m->has_budget[g->index]) {
         st->budget = m->budgets[g->index];
         return;
@@ -424,10 +426,10 @@ static void gpu_budget(oom_monitor *m, struct gpu_state *st, const oom_gpu_info 
         st->budget = m->all_budget;
         return;
     }
-    if (m->margin && oom_parse_margin(&margin, m->margin, g->total_bytes) != OOM_OK)
+    if (m->margin && oom_parse_margin(&margin, m->margin, capacity) != OOM_OK)
         margin = OOM_DEFAULT_SAFETY_MARGIN;
     st->budget = (oom_budget){.version = OOM_BUDGET_VERSION};
-    if (oom_budget_make(&st->budget, g->total_bytes, margin) != OOM_OK)
+    if (oom_budget_make(&st->budget, capacity, margin) != OOM_OK)
         st->budget = (oom_budget){.version = OOM_BUDGET_VERSION}; /* smaller than the margin */
 }
 
@@ -629,6 +631,8 @@ static json_object *gpu_json(const oom_watch_gpu *wg)
     e |= oomi_json_put(o, "uuid", oomi_json_string_or_null(g->uuid));
     e |= oomi_json_put(o, "used_bytes", g->lost ? NULL : oomi_json_bytes(g->used_bytes));
     e |= oomi_json_put(o, "total_bytes", g->lost ? NULL : oomi_json_bytes(g->total_bytes));
+    e |= oomi_json_put(o, "reserved_bytes",
+                       g->lost ? NULL : oomi_json_bytes(oom_gpu_reserved_bytes(g)));
     e |= oomi_json_put(o, "utilization",
                        !g->lost && g->has_utilization ? json_object_new_int((int)g->utilization_gpu)
                                                       : NULL);

@@ -178,4 +178,29 @@ oom --version
 expect_contains "$OUT" "oomless 1.0.0 (library 1.0.0)" "version"
 oom frobnicate
 expect_rc 2 "unknown command"
+# the driver's reserve (the idle H100 of 2026-11-25: 81559 MiB total, 0 used, 81079 MiB free): in
+# neither used nor free, left out of the budget; read from nvmlDeviceGetMemoryInfo_v2 and, with
+# the fake that lacks it, inferred from v1 as total - used - free
+H100='gpu name="NVIDIA H100 80GB HBM3" uuid=GPU-6144c1d5-a225-3598-49b2-cf706f5a74ec total=85520809984 used=0 reserved=503316480 cc=9.0'
+for lib in "$FAKE_NVML_LIB" "$(dirname "$FAKE_NVML_LIB")/mem_v1/libnvidia-ml.so.1"; do
+    fake_nvml "$H100"
+    export OOMLESS_NVML_LIBRARY="$lib"
+    oom gpus --json
+    expect_rc 0 "gpus --json, H100 ($lib)"
+    expect_json '.gpus[0].reserved_bytes' 503316480 "reserved_bytes: 480 MiB ($lib)"
+    expect_json '.gpus[0].free_bytes' 85017493504 "free: 81079 MiB ($lib)"
+    expect_json '.budget.target_bytes' 85017493504 "the target is the capacity, total - reserved ($lib)"
+    expect_json '.budget.usable_bytes' $((85017493504 - 1073741824)) "usable: capacity - margin ($lib)"
+    expect_json '.budget.others_bytes' 0 "the reserve is nobody's memory ($lib)"
+    oom gpus
+    expect_contains "$OUT" "81559 MiB total        0 MiB used    81079 MiB free    480 MiB reserved" "gpus shows the reserve ($lib)"
+    expect_contains "$OUT" "Target VRAM:   79.18 GiB (81079 MiB) per GPU, detected NVIDIA H100 80GB HBM3 (its total less what the driver reserves)" "the target line ($lib)"
+    expect_contains "$OUT" "Usable VRAM:   78.18 GiB (80055 MiB)" "usable ($lib)"
+    oom watch --once --json
+    expect_json '.gpus[0].reserved_bytes' 503316480 "watch: reserved_bytes ($lib)"
+    expect_json '.gpus[0].budget.target_bytes' 85017493504 "watch: the budget starts from the capacity ($lib)"
+    oom watch --once
+    expect_contains "$OUT" "budget 78.18 GiB usable (480.0 MiB reserved by the driver left out)" "watch text names the reserve ($lib)"
+done
+
 finish

@@ -106,11 +106,18 @@ oom probe --json --calibration off --model gpt2 --seq-max 512 -- "$FAKE_JOB" --b
     --procdir "$TMP/procs80" --capacity 80G --step-time-ms 20 --fixed 2.6G --per-sample 820M
 expect_rc 0 "--model probe"
 expect_json .recommended_batch 95 "--model: recommended ((79 GiB - 2.6 GiB) / 820 MiB = 95.4)"
-expect_json .launches 3 "--model: 3 launches"
+# (the estimator puts 100 under the budget: half of it, then 100, which dies; a second point
+# between them, 75, and the line through 50 and 75 gives 95)
+expect_json '[.trials[].batch] | join(" ")' "50 100 75 95" "--model: 50, 100 (OOM), 75, 95"
 expect_json '.trials[0].batch > 2' true "--model: the first trial comes from the prediction"
 expect_json '.prediction.batch' 95 "--model: prediction at the recommended batch"
 expect_json '.prediction.measured_peak_bytes' $(((2662 * 1048576 + 419430) + 95 * 820 * 1048576)) "--model: measured"
 expect_json '(.prediction.error | fabs) < 0.2' true "--model: error reported"
+# without --seq-max, "seq" is the sequence length the estimator used (--set seq=N, else its 512)
+oom probe --json --calibration off --model gpt2 --set seq=256 -- "$FAKE_JOB" --batch-size '{batch}' \
+    --procdir "$TMP/procs80" --capacity 80G --step-time-ms 20 --fixed 2.6G --per-sample 820M
+expect_rc 0 "--model --set seq=256"
+expect_json .seq 256 "--set seq=256: reported as the estimator's seq"
 oom probe --calibration off --model no-such-model -- "$FAKE_JOB"
 expect_rc 2 "--model unknown"
 expect_contains "$ERR" "no-such-model" "--model unknown: named"

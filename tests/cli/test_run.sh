@@ -136,10 +136,12 @@ expect_contains "$OUT" "step 1/3 batch 614 accum 1" "calibration batch used"
 
 # ---- the ladder follows the measured peaks: a prime effective batch is not cut to a divisor ----
 # 1 GiB + 30 MiB/sample in 8 GiB: 307 needs 9.99 GiB; the peak and the failed allocation give the
-# next batch (95 % of the capacity), and 307 has no divisor near it: inexact accumulation
+# next batch (95 % of the capacity: no margin, so that the budget is the whole 8 GiB), and 307
+# has no divisor near it: inexact accumulation
 # ladder NAME FIXED PER_SAMPLE: runs the job at batch 307 with events in $TMP/NAME.jsonl
 ladder() {
-    oom run --batch-size 307 --events "$TMP/$1.jsonl" "${@:4}" -- "${JOB[@]}" --steps 2 \
+    oom run --batch-size 307 --vram-safety-margin 0 --events "$TMP/$1.jsonl" "${@:4}" -- \
+        "${JOB[@]}" --steps 2 \
         --fixed "$2" --per-sample "$3" --marker "$MARK"
     expect_rc 0 "$1: recovered"
 }
@@ -152,7 +154,7 @@ expect_eq "$(launches "$TMP/prime.jsonl")" "307 233 " \
     "prime: 307 -> 233, not 307 -> 1"
 expect_contains "$(jq -r 'select(.event == "restart") | .reason' "$TMP/prime.jsonl")" \
     "inexact accumulation: effective batch 233 instead of 307 (-24.1%)" "prime: the event says inexact"
-expect_contains "$ERR" "restarting with batch 307 -> 233, accumulation 1 -> 1 (effective 233); batch 307 needed" \
+expect_contains "$ERR" "restarting with batch 307 -> 233, accumulation 1 -> 1 (effective 233); attempt 1 alone (out of memory before any step): batch 307 needed 9.99 GiB of 8.00 GiB (total capacity; 8.00 GiB usable budget)" \
     "prime: the restart line says why"
 # 4 GiB + 20 MiB/sample: the proportional guess from one attempt (233) is short of the fixed
 # part; the line through both attempts then finds 184 (4 GiB + 184 x 20 MiB = 7.6 GiB)
@@ -160,7 +162,7 @@ ladder fit 4G 20M
 expect_eq "$(launches "$TMP/fit.jsonl")" "307 233 184 " \
     "fit: 307 -> 233 -> 184"
 expect_contains "$(jq -r 'select(.event == "restart") | .reason' "$TMP/fit.jsonl" | tail -1)" \
-    "fit of 2 measured attempts" "fit: the basis"
+    "fit of attempts 1, 2 (out of memory before any step): " "fit: the basis"
 expect_eq "$(left)" 0 "ladder: nothing left"
 
 # ---- a job that never fits stops, bounded ------------------------------------------------------

@@ -5,18 +5,22 @@
  *   driver 550.54.15                 driver version string
  *   cuda 12040                       CUDA driver version
  *   init_error 9                     nvmlInit fails with this NVML code
- *   gpu name="NVIDIA A100-SXM4-80GB" uuid=GPU-... total=BYTES used=BYTES [cc=8.0] [util=N]
- *       [temp=N] [lost_after=N]      one line per GPU; lost_after: memory queries that succeed
+ *   gpu name="NVIDIA A100-SXM4-80GB" uuid=GPU-... total=BYTES used=BYTES [reserved=BYTES]
+ *       [cc=8.0] [util=N] [temp=N] [lost_after=N]
+ *                                    one line per GPU; reserved: what the driver keeps, in
+ *                                    neither used nor free (used + free + reserved = total, as
+ *                                    nvmlMemory_v2_t); lost_after: memory queries that succeed
  *                                    before the device reports NVML_ERROR_GPU_IS_LOST
  *   proc gpu=0 pid=N used=BYTES      a static process on a GPU
  *   procdir /path                    live processes: each file /path/<pid> holds "GPU BYTES";
  *                                    counted while the pid is alive (kill(pid, 0) succeeds)
- * A GPU's used memory is its `used` plus its processes'.
+ * A GPU's used memory is its `used` plus its processes', at most total - reserved.
  * nvmlInit/nvmlShutdown are reference counted like NVML's; the spec is read by the first init.
  *
  * Variants built from this file: -DFAKE_MINIMAL (only the required v1 symbols),
  * -DFAKE_NO_NAME (nvmlDeviceGetName missing), -DFAKE_PROCS_V3_32 (only a _v3 process call with
- * 32-byte entries, as newer drivers fill it).
+ * 32-byte entries, as newer drivers fill it), -DFAKE_MEM_V1 (everything but
+ * nvmlDeviceGetMemoryInfo_v2: the reserve shows only as total - used - free).
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -41,7 +45,7 @@ enum {
 
 struct gpu {
     char name[96], uuid[96];
-    unsigned long long total, used;
+    unsigned long long total, used, reserved;
     int cc_major, cc_minor, util, temp;
     long lost_after; /* -1: never */
     long mem_calls;
@@ -126,6 +130,10 @@ static void load_spec(void)
                 g->total = strtoull(buf, NULL, 10);
             if (value_of(l + 3, "used", buf, sizeof(buf)))
                 g->used = strtoull(buf, NULL, 10);
+            if (value_of(l + 3, "reserved", buf, sizeof(buf)))
+                g->reserved = strtoull(buf, NULL, 10);
+            if (g->reserved > g->total)
+                g->reserved = g->total;
             if (value_of(l + 3, "cc", buf, sizeof(buf)))
                 sscanf(buf, "%d.%d", &g->cc_major, &g->cc_minor);
             if (value_of(l + 3, "util", buf, sizeof(buf)))
@@ -187,7 +195,7 @@ static unsigned long long gpu_used(int gpu)
     n = collect(gpu, pids, used, 128);
     for (i = 0; i < n; i++)
         sum += used[i];
-    return sum > gpus[gpu].total ? gpus[gpu].total : sum;
+    return sum > gpus[gpu].total - gpus[gpu].reserved ? gpus[gpu].total - gpus[gpu].reserved : sum;
 }
 
 /* ---- the NVML entry points ------------------------------------------------------------ */
@@ -242,7 +250,8 @@ struct mem_v2 {
     unsigned long long total, reserved, free, used;
 };
 
-static int memory(nvmlDevice_t d, unsigned long long *total, unsigned long long *used)
+static int memory(nvmlDevice_t d, unsigned long long *total, unsigned long long *used,
+                  unsigned long long *reserved)
 {
     int i = dev_index(d);
     if (i < 0)
@@ -251,14 +260,16 @@ static int memory(nvmlDevice_t d, unsigned long long *total, unsigned long long 
         return ERR_LOST;
     *total = gpus[i].total;
     *used = gpu_used(i);
+    *reserved = gpus[i].reserved;
     return OK;
 }
 
 EXPORT int nvmlDeviceGetMemoryInfo(nvmlDevice_t d, struct mem_v1 *m);
 EXPORT int nvmlDeviceGetMemoryInfo(nvmlDevice_t d, struct mem_v1 *m)
 {
-    int r = memory(d, &m->total, &m->used);
-    m->free = r ? 0 : m->total - m->used;
+    unsigned long long reserved = 0;
+    int r = memory(d, &m->total, &m->used, &reserved);
+    m->free = r ? 0 : m->total - reserved - m->used;
     return r;
 }
 
@@ -295,17 +306,18 @@ EXPORT int nvmlDeviceGetHandleByIndex_v2(unsigned i, nvmlDevice_t *d)
     return nvmlDeviceGetHandleByIndex(i, d);
 }
 
+#ifndef FAKE_MEM_V1
 EXPORT int nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, struct mem_v2 *m);
 EXPORT int nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t d, struct mem_v2 *m)
 {
     int r;
     if (m->version != ((unsigned)sizeof(struct mem_v2) | (2u << 24)))
         return ERR_VERSION;
-    r = memory(d, &m->total, &m->used);
-    m->reserved = 0;
-    m->free = r ? 0 : m->total - m->used;
+    r = memory(d, &m->total, &m->used, &m->reserved);
+    m->free = r ? 0 : m->total - m->reserved - m->used;
     return r;
 }
+#endif
 
 EXPORT const char *nvmlErrorString(int r);
 EXPORT const char *nvmlErrorString(int r)

@@ -4,13 +4,18 @@
  * PyTorch when a step would need more than the capacity.
  *
  *   fakejob --batch-size N [--grad-accum N] [--steps N] --fixed BYTES --per-sample BYTES
- *           [--per-sample2 BYTES] [--capacity BYTES] [--procdir DIR] [--gpu N]
+ *           [--per-sample2 BYTES] [--capacity BYTES] [--allowed BYTES] [--procdir DIR] [--gpu N]
  *           [--spike-step S --spike-factor F] [--checkpoint FILE] [--step-time-ms N]
  *           [--ignore-sigterm] [--fork-child] [--fork-child-setsid] [--exit N] [--marker TEXT]
- *           [--after-oom BYTES]
+ *           [--after-oom BYTES] [--round BYTES] [--bump BATCH:BYTES]...
  *
- * used(step) = fixed + per_sample * batch + per_sample2 * batch^2, times spike_factor at the
- * spike step. BYTES take an optional K/M/G (binary) suffix. The checkpoint file holds the last
+ * used(step) = fixed + per_sample * batch + per_sample2 * batch^2, plus the --bump of this batch
+ * (up to 16, each BATCH:BYTES), rounded up to a multiple of --round, times spike_factor at the
+ * spike step: peaks that are not monotone in the batch, as the caching allocator's block rounding
+ * makes them. BYTES take an optional K/M/G (binary) suffix. --allowed caps the process below the
+ * capacity as torch.cuda.set_per_process_memory_fraction does, and the OOM message then has
+ * PyTorch's long form ("... this process has X memory in use. N allowed; Of the allocated
+ * memory ...", c10/cuda/CUDACachingAllocator.cpp). The checkpoint file holds the last
  * completed step; a relaunch resumes after it. It prints "step N/M batch B accum A" per step.
  * --after-oom prints that many bytes of teardown log lines after the OOM traceback (a job whose
  * OOM is not at the end of its output). --marker is ignored: tests use it to find their
@@ -18,6 +23,7 @@
  */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +33,9 @@
 
 struct opts {
     long batch, accum, steps, gpu, spike_step, step_ms, exit_code, after_oom;
-    double fixed, per, per2, capacity, spike;
+    double fixed, per, per2, capacity, allowed, spike;
+    double round, bump[16];
+    long bump_batch[16], nbump;
     const char *procdir, *checkpoint;
     int ignore_term, fork_child, fork_setsid;
 };
@@ -134,6 +142,8 @@ static int parse(struct opts *o, int argc, char **argv)
             o->per2 = bytes(v);
         else if (!strcmp(a, "--capacity"))
             o->capacity = bytes(v);
+        else if (!strcmp(a, "--allowed"))
+            o->allowed = bytes(v);
         else if (!strcmp(a, "--procdir"))
             o->procdir = v;
         else if (!strcmp(a, "--gpu"))
@@ -148,7 +158,12 @@ static int parse(struct opts *o, int argc, char **argv)
             o->step_ms = atol(v);
         else if (!strcmp(a, "--exit"))
             o->exit_code = atol(v);
-        else if (!strcmp(a, "--after-oom"))
+        else if (!strcmp(a, "--round"))
+            o->round = bytes(v);
+        else if (!strcmp(a, "--bump") && o->nbump < 16 && strchr(v, ':')) {
+            o->bump_batch[o->nbump] = atol(v);
+            o->bump[o->nbump++] = bytes(strchr(v, ':') + 1);
+        } else if (!strcmp(a, "--after-oom"))
             o->after_oom = (long)bytes(v);
         else if (strcmp(a, "--marker"))
             return fprintf(stderr, "fakejob: unknown option %s\n", a), 2;
@@ -174,7 +189,7 @@ int main(int argc, char **argv)
 {
     struct opts o;
     double b, used;
-    long step, first;
+    long step, first, i;
     int rc;
 
     if ((rc = parse(&o, argc, argv)))
@@ -190,8 +205,25 @@ int main(int argc, char **argv)
         printf("resuming from step %ld\n", first - 1);
     for (step = first; step <= o.steps; step++) {
         used = o.fixed + o.per * b + o.per2 * b * b;
+        for (i = 0; i < o.nbump; i++)
+            used += o.bump_batch[i] == o.batch ? o.bump[i] : 0;
+        if (o.round > 0)
+            used = ceil(used / o.round) * o.round;
         if (step == o.spike_step)
             used *= o.spike;
+        if (o.allowed > 0 && used > o.allowed && o.allowed < o.capacity) {
+            fprintf(stderr,
+                    "Traceback (most recent call last):\n  File \"train.py\", line 42, in "
+                    "<module>\ntorch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+                    "%.2f MiB. GPU %ld has a total capacity of %.2f MiB of which %.2f MiB is free. "
+                    "Including non-PyTorch memory, this process has %.2f MiB memory in use. %.2f "
+                    "MiB allowed; Of the allocated memory %.2f MiB is allocated by PyTorch, and "
+                    "0 bytes is reserved by PyTorch but unallocated.\n",
+                    (used - o.fixed) / 1048576.0, o.gpu, o.capacity / 1048576.0,
+                    (o.capacity - o.fixed) / 1048576.0, o.fixed / 1048576.0, o.allowed / 1048576.0,
+                    o.fixed / 1048576.0);
+            return 1;
+        }
         if (used > o.capacity) {
             fprintf(
                 stderr,

@@ -316,5 +316,32 @@ class Calibration(unittest.TestCase):
                          (4, 3, "/ck/checkpoint-2"))
 
 
+@unittest.skipIf(TORCH_REASON, TORCH_REASON or "")
+class CudaCapacity(unittest.TestCase):
+    """CudaMemory.capacity() with the device calls replaced: the H100 of 2026-11-25, 79.18 GiB to
+    CUDA, 56.06 GiB free and 23.11 GiB reserved when a process capped at 0.3031 of it ran out."""
+
+    GIB = 1 << 30
+
+    def capacity(self, fraction):
+        from unittest import mock
+        props = mock.Mock(total_memory=int(79.18 * self.GIB))
+        with mock.patch.object(torch.cuda, "mem_get_info",
+                               return_value=(int(56.06 * self.GIB), props.total_memory)), \
+                mock.patch.object(torch.cuda, "memory_reserved",
+                                  return_value=int(23.11 * self.GIB)), \
+                mock.patch.object(torch.cuda, "get_per_process_memory_fraction",
+                                  return_value=fraction, create=True), \
+                mock.patch.object(torch.cuda, "get_device_properties", return_value=props):
+            return ot.CudaMemory(device="cuda:0").capacity()
+
+    def test_the_fraction_caps_the_capacity(self):
+        # 0.3031 of 79.18 GiB = 24.00 GiB allowed, not the 79.17 GiB free + reserved
+        self.assertEqual(self.capacity(0.3031), int(0.3031 * int(79.18 * self.GIB)))
+
+    def test_no_fraction(self):
+        self.assertEqual(self.capacity(1.0), int(56.06 * self.GIB) + int(23.11 * self.GIB))
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -376,6 +376,43 @@ static void test_nvml_variants(void **state)
     oom_gpu_close(s);
 }
 
+/* The idle H100 of 2026-11-25 (driver 580.159.04): total 81559 MiB, used 0, free 81079 MiB; the
+ * 480 MiB in neither are the driver's. Read from _v2's reserved field and inferred with v1. */
+static void test_nvml_reserved(void **state)
+{
+    static const char h100[] = "gpu name=\"NVIDIA H100 80GB HBM3\" uuid=GPU-6144c1d5-0000 "
+                               "total=85520809984 used=0 reserved=503316480 cc=9.0\n";
+    const char *variants[] = {NULL, "mem_v1"};
+    oom_catalog *c = NULL;
+    size_t i;
+    (void)state;
+    assert_int_equal(oom_catalog_load(&c, NULL), OOM_OK);
+    for (i = 0; i < 2; i++) {
+        oom_gpu_session *s = NULL;
+        oom_gpu_list *l = NULL;
+        oom_target t = OOM_TARGET_INIT;
+        oom_target_request req = {OOM_TARGET_REQUEST_VERSION, NULL, NULL, NULL, NULL};
+        use_fake(variants[i], h100);
+        assert_int_equal(oom_gpu_open(&s), OOM_OK);
+        assert_int_equal(oom_gpu_sample(&l, s, 0), OOM_OK);
+        assert_int_equal(l->gpus[0]->total_bytes, 81559 * OOM_MiB);
+        assert_int_equal(l->gpus[0]->used_bytes, 0);
+        assert_int_equal(l->gpus[0]->free_bytes, 81079 * OOM_MiB);
+        assert_int_equal(oom_gpu_reserved_bytes(l->gpus[0]), 480 * OOM_MiB);
+        oom_gpu_list_free(l);
+        oom_gpu_close(s);
+        /* the budget starts from 81079 MiB (torch's total_memory), not 81559 */
+        assert_int_equal(oom_target_resolve(&t, &req, c), OOM_OK);
+        assert_string_equal(t.profile.id, "h100-sxm");
+        assert_int_equal(t.budget.target_bytes, 81079 * OOM_MiB);
+        assert_int_equal(t.budget.usable_bytes, 80055 * OOM_MiB);
+        assert_int_equal(t.others_bytes, 0);
+        oom_target_dispose(&t);
+    }
+    assert_int_equal(oom_gpu_reserved_bytes(NULL), 0);
+    oom_catalog_free(c);
+}
+
 static void test_target_detected(void **state)
 {
     oom_catalog *c = NULL;
@@ -461,7 +498,7 @@ int main(void)
         cmocka_unit_test(test_cuda_visible),    cmocka_unit_test(test_catalog),
         cmocka_unit_test(test_config),          cmocka_unit_test(test_target_profile),
         cmocka_unit_test(test_nvml_fake),       cmocka_unit_test(test_nvml_variants),
-        cmocka_unit_test(test_target_detected),
+        cmocka_unit_test(test_target_detected), cmocka_unit_test(test_nvml_reserved),
     };
     unsetenv("OOMLESS_GPU");
     unsetenv("GPU_PROFILE");

@@ -256,6 +256,72 @@ static void test_json(void **state)
     oom_free(doc);
 }
 
+/* The H100 of 2026-11-25 (bench/e2e/h100-2026-11-25/probe.json): GPT-2, bf16, seq 512, usable
+ * 22.99 GiB; the caching allocator made the peaks step: 28 peaked above 29. The quadratic through
+ * them had fixed -707 GB and negative curvature, and the search stopped at 24 with 25 untried. */
+static void test_non_monotone_h100(void **state)
+{
+    static const struct {
+        int batch;
+        uint64_t peak;
+    } real[] = {{12, 12463374336ULL}, {24, 20656947200ULL}, {29, 24754782208ULL},
+                {28, 26774339584ULL}, {26, 24968691712ULL}, {25, 21444333199ULL}};
+    oom_probe_search q = OOM_PROBE_SEARCH_INIT;
+    oom_probe_trial trials[6];
+    const oom_probe_trial *ptrs[6];
+    oom_probe_step st = OOM_PROBE_STEP_INIT;
+    size_t i;
+    (void)state;
+    q.usable_bytes = 24686821376ULL;
+    for (i = 0; i < 6; i++) {
+        trials[i] = (oom_probe_trial)OOM_PROBE_TRIAL_INIT;
+        trials[i].batch = real[i].batch;
+        trials[i].peak_bytes = real[i].peak;
+        ptrs[i] = &trials[i];
+    }
+    /* after 12, 24, 29: monotone, a sensible curve proposes 28 (as the real probe did) */
+    assert_int_equal(oom_probe_search_step(&st, &q, ptrs, 3), OOM_OK);
+    assert_false(st.done);
+    assert_int_equal(st.next_batch, 28);
+    /* 28 peaked above 29: bisect between 24 (under the budget) and 28 (over) */
+    assert_int_equal(oom_probe_search_step(&st, &q, ptrs, 4), OOM_OK);
+    assert_false(st.done);
+    assert_int_equal(st.next_batch, 26);
+    /* 26 over: 25 is still untried between 24 and 26, and trials remain: try it */
+    assert_int_equal(oom_probe_search_step(&st, &q, ptrs, 5), OOM_OK);
+    assert_false(st.done);
+    assert_int_equal(st.next_batch, 25);
+    assert_int_equal(st.recommended_batch, 24);
+    /* the fit reported is the envelope: through zero and the most memory per sample (batch 12) */
+    assert_true(st.fit.valid);
+    assert_true(st.fit.fixed_bytes == 0 && st.fit.per_sample2_bytes == 0);
+    assert_true(fabs(st.fit.per_sample_bytes - 12463374336.0 / 12) < 1);
+    /* 25 fits: adjacent to 26, done; 29 ran under the budget but 26 and 28 did not: 25 */
+    assert_int_equal(oom_probe_search_step(&st, &q, ptrs, 6), OOM_OK);
+    assert_true(st.done);
+    assert_int_equal(st.recommended_batch, 25);
+    assert_int_equal(st.max_batch, 29);
+    /* with no trial left after 26, the answer stays the safe 24 */
+    q.max_trials = 5;
+    assert_int_equal(oom_probe_search_step(&st, &q, ptrs, 5), OOM_OK);
+    assert_true(st.done);
+    assert_int_equal(st.recommended_batch, 24);
+}
+
+/* One measured point and a failure above it: a second point between them, not a crawl down from
+ * the failure one batch per launch (50, 100 dies, 99, 98, 97 die, 96 over, 95). */
+static void test_failure_above_one_point(void **state)
+{
+    struct sim s = {2.6 * GiB, 800.0 * 1048576, 0, 80 * GiB, 1};
+    oom_probe_search q = OOM_PROBE_SEARCH_INIT;
+    int rec;
+    (void)state;
+    q.usable_bytes = (uint64_t)(79 * GiB);
+    q.start_batch = 50;
+    assert_int_equal(search(&s, &q, &rec), 4); /* 50, 100 (OOM), 75, 97 */
+    assert_int_equal(rec, 97);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -269,6 +335,8 @@ int main(void)
         cmocka_unit_test(test_max_batch_cap),
         cmocka_unit_test(test_fit_and_bad_input),
         cmocka_unit_test(test_json),
+        cmocka_unit_test(test_non_monotone_h100),
+        cmocka_unit_test(test_failure_above_one_point),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

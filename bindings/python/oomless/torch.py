@@ -256,7 +256,9 @@ class CudaMemory:
     each micro-batch; ``peak()`` the bytes at the peak since then; ``current()`` the bytes held now;
     ``capacity()`` the most the process could hold (called right after an OOM). Here: the caching
     allocator's allocated bytes (``torch.cuda.max_memory_allocated``), and as capacity what it has
-    reserved plus what the device still has free.
+    reserved plus what the device still has free, at most what
+    ``torch.cuda.set_per_process_memory_fraction`` allows it (the fraction of the device's
+    ``total_memory``, as PyTorch's out-of-memory message says: "24.00 GiB allowed").
     """
 
     def __init__(self, device=None):
@@ -274,7 +276,14 @@ class CudaMemory:
 
     def capacity(self):
         free, _total = torch.cuda.mem_get_info(self.device)
-        return free + torch.cuda.memory_reserved(self.device)
+        held = free + torch.cuda.memory_reserved(self.device)
+        fraction = getattr(torch.cuda, "get_per_process_memory_fraction", None)
+        if fraction is not None:  # torch.cuda.get_per_process_memory_fraction: torch >= 2.8
+            share = fraction(self.device)
+            if 0 < share < 1:
+                total = torch.cuda.get_device_properties(self.device).total_memory
+                held = min(held, int(share * total))
+        return held
 
 
 def _sharded(model):
