@@ -63,7 +63,9 @@ static double weights(const ctx *x)
     double linear = (double)m->params_linear, other = (double)(m->params - m->params_linear);
     double base;
     if (x->quant) {
-        double qb = x->prec == OOM_PRECISION_INT8 ? x->c->int8_bytes : x->c->nf4_bytes;
+        double qb = m->quant_bytes > 0              ? m->quant_bytes /* as its config says */
+                    : x->prec == OOM_PRECISION_INT8 ? x->c->int8_bytes
+                                                    : x->c->nf4_bytes;
         base = linear * qb + other * 2; /* embeddings, head and norms stay 16-bit */
     } else {
         base = (double)m->params * param_bytes(x);
@@ -746,7 +748,7 @@ int oom_estimate_run(oom_estimate *out, const oom_workload *w)
     x.train = w->k.method != OOM_METHOD_INFERENCE;
     x.lora_on = w->k.method == OOM_METHOD_LORA || w->k.method == OOM_METHOD_QLORA;
     x.quant = w->k.method == OOM_METHOD_QLORA || x.prec == OOM_PRECISION_INT8 ||
-              x.prec == OOM_PRECISION_4BIT;
+              x.prec == OOM_PRECISION_4BIT || x.m->quant_bytes > 0;
     x.frozen = x.lora_on;
     x.e = x.prec == OOM_PRECISION_FP32 ? 4 : 2;
     x.n = (double)w->k.gpus;

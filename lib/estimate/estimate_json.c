@@ -103,6 +103,11 @@ static json_object *model_json(const oom_workload *w)
     oomi_json_put(o, "vocab", json_object_new_int64(mi.vocab));
     oomi_json_put(o, "max_positions",
                   mi.max_positions ? json_object_new_int64(mi.max_positions) : NULL);
+    if (w->model && w->model->quant_bytes > 0) {
+        oomi_json_put(o, "quantization", json_object_new_string(w->model->quant_desc));
+        oomi_json_put(o, "quantized_bytes_per_weight",
+                      json_object_new_double(w->model->quant_bytes));
+    }
     if (mi.experts) {
         oomi_json_put(o, "experts", json_object_new_int64(mi.experts));
         oomi_json_put(o, "experts_per_token", json_object_new_int64(mi.experts_per_token));

@@ -659,6 +659,82 @@ static int count_vision(uint64_t *out, const cfg_ctx *c, json_object *text)
     return OOM_OK;
 }
 
+/* A pre-quantized checkpoint: its config's quantization_config says how the linears inside the
+ * blocks are stored (embeddings, the head and the norms stay 16-bit). Per weight, as the loaders
+ * keep it:
+ * - gptq, awq: `bits`/8, plus per group of `group_size` inputs one fp16 scale and one packed
+ *   zero point (AutoGPTQ / AutoAWQ QuantLinear buffers qweight, qzeros, scales; g_idx's int32 per
+ *   input row is left out: 4 / out_features B); group_size -1 is one group per input row, taken
+ *   as the hidden size;
+ * - bitsandbytes: load_in_4bit 4 bits + an fp32 absmax per block of 64 (as --precision 4bit), with
+ *   bnb_4bit_use_double_quant an 8-bit absmax per 64 + an fp32 constant per 256 blocks (QLoRA,
+ *   Dettmers et al. 2023); load_in_8bit 1 byte (+ an fp32 scale per row, left out);
+ * - fp8 (transformers' FineGrainedFP8, DeepSeek-V3's checkpoint): 1 byte + one fp32 scale per
+ *   weight_block_size block (per tensor without one). */
+static int read_quant(oomi_model *m, json_object *cfg, const char *path)
+{
+    json_object *q = oomi_json_get(cfg, "quantization_config"), *v;
+    const char *method;
+    cfg_ctx c = {q, path};
+    long bits, group;
+    int err;
+
+    if (!q || json_object_is_type(q, json_type_null))
+        return OOM_OK;
+    if (!json_object_is_type(q, json_type_object) || !(method = get_str(&c, "quant_method")))
+        return oomi_fail(OOM_EPARSE,
+                         "model config '%s': quantization_config needs a 'quant_method'", path);
+    if (!strcmp(method, "gptq") || !strcmp(method, "awq")) {
+        if ((err = get_num(&c, KEYS("bits", "w_bit"), &bits, true, 0)))
+            return err;
+        if (bits < 2 || bits > 8)
+            return oomi_fail(OOM_EPARSE, "model config '%s': %s bits '%ld' is not 2 to 8", path,
+                             method, bits);
+        v = oomi_json_get(q, "group_size");
+        if (v && oomi_json_is_number(v) && json_object_get_double(v) < 0)
+            group = m->hidden; /* -1: one group per input row */
+        else if ((err = get_num(&c, KEYS("group_size", "q_group_size"), &group, false, 128)))
+            return err;
+        if (group < 1)
+            group = 128;
+        m->quant_bytes = bits / 8.0 + (2 + bits / 8.0) / (double)group;
+        oomi_snprintf(m->quant_desc, sizeof(m->quant_desc), "%s %ld-bit, groups of %ld", method,
+                      bits, group);
+    } else if (!strcmp(method, "bitsandbytes")) {
+        if (get_bool(&c, "load_in_4bit", false)) {
+            bool dq = get_bool(&c, "bnb_4bit_use_double_quant", false);
+            m->quant_bytes = dq ? 0.5 + 1.0 / 64 + 4.0 / (64 * 256) : 0.5 + 4.0 / 64;
+            oomi_snprintf(m->quant_desc, sizeof(m->quant_desc), "bitsandbytes 4-bit%s",
+                          dq ? ", double quantization" : "");
+        } else if (get_bool(&c, "load_in_8bit", false)) {
+            m->quant_bytes = 1;
+            oomi_snprintf(m->quant_desc, sizeof(m->quant_desc), "bitsandbytes 8-bit");
+        } else {
+            return oomi_fail(OOM_EPARSE,
+                             "model config '%s': bitsandbytes quantization_config sets neither "
+                             "load_in_4bit nor load_in_8bit",
+                             path);
+        }
+    } else if (!strcmp(method, "fp8")) {
+        json_object *bs = oomi_json_get(q, "weight_block_size");
+        double block = 0;
+        if (bs && json_object_is_type(bs, json_type_array) && json_object_array_length(bs) == 2)
+            block = json_object_get_double(json_object_array_get_idx(bs, 0)) *
+                    json_object_get_double(json_object_array_get_idx(bs, 1));
+        m->quant_bytes = 1 + (block >= 1 ? 4 / block : 0);
+        if (block >= 1)
+            oomi_snprintf(m->quant_desc, sizeof(m->quant_desc), "fp8, blocks of %.0f", block);
+        else
+            oomi_snprintf(m->quant_desc, sizeof(m->quant_desc), "fp8");
+    } else {
+        return oomi_fail(OOM_EUNSUPPORTED,
+                         "model config '%s': quantization_config quant_method '%s' is not "
+                         "modelled (modelled: gptq, awq, bitsandbytes, fp8)",
+                         path, method);
+    }
+    return OOM_OK;
+}
+
 int oomi_model_parse(oomi_model **out, json_object *cfg, const char *name, const char *path)
 {
     cfg_ctx c = {cfg, path};
@@ -718,6 +794,10 @@ int oomi_model_parse(oomi_model **out, json_object *cfg, const char *name, const
         return err;
     }
     m->params += vision, m->params_active += vision, m->params_vision = vision;
+    if ((err = read_quant(m, cfg, path))) {
+        oomi_model_free(m);
+        return err;
+    }
     *out = m;
     return OOM_OK;
 }

@@ -56,6 +56,11 @@ typedef struct oomi_model {
     bool qk_norm;       /* per-head RMSNorm of queries and keys (Qwen3) */
     bool logit_softcap; /* final_logit_softcapping: tanh-capped logits (Gemma 2) */
     bool tied;
+    /* a pre-quantized checkpoint (quantization_config): bytes per weight of the linears inside
+     * the blocks, scales and zero points included (0: not quantized), and what it is ("gptq 4-bit,
+     * groups of 128") */
+    double quant_bytes;
+    char quant_desc[64];
     uint64_t params;           /* all parameters */
     uint64_t params_active;    /* used per token (MoE: topk experts) */
     uint64_t params_embed;     /* input embeddings (incl. positions), not quantised */

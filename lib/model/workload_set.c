@@ -458,6 +458,11 @@ int oom_workload_validate(const oom_workload *w)
                          : w->lora_targets_set ? "targets"
                                                : "dropout",
                          oom_method_name(w->k.method));
+    if (m->quant_bytes > 0 && w->k.method == OOM_METHOD_FULL)
+        return oomi_fail(OOM_EINVAL,
+                         "model '%s' is pre-quantized (%s): its weights are not trained; use "
+                         "--method lora (adapters on the frozen quantized base) or inference",
+                         m->name, m->quant_desc);
     if ((err = validate_precision(w)) || (err = validate_parallel(w)) ||
         (err = validate_objective(w)))
         return err;

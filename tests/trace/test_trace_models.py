@@ -103,6 +103,13 @@ class Models(unittest.TestCase):
                 self.trace(**kw)
             self.assertIn(word, str(cm.exception))
 
+    def test_prequantized_config_is_refused(self):
+        from oomless.trace import TraceError
+        cfg = dict(TINY, quantization_config={"quant_method": "gptq", "bits": 4})
+        with self.assertRaises(TraceError) as cm:
+            trace_hf(Workload("tiny", method="lora"), cfg_dict=cfg)
+        self.assertIn("pre-quantized (quant_method gptq)", str(cm.exception))
+
     def test_custom_module(self):
         sys.path.insert(0, SRC)
         import tests.trace.toy_module as toy

@@ -461,6 +461,12 @@ def _trace_hf(w, cfg_dict=None):
     w.check()
     if cfg_dict is None:
         cfg_dict, _path = find_config(w.model)
+    quant = cfg_dict.get("quantization_config")
+    if isinstance(quant, dict):
+        raise TraceError("model '%s' is pre-quantized (quant_method %s): its quantized layers run "
+                         "only on a GPU, not on the meta device; `oomless estimate` plans it, or "
+                         "trace the unquantized model (its config without quantization_config)"
+                         % (w.model, quant.get("quant_method")))
     if w.objective != "sft":
         return _trace_preference(w, cfg_dict)
     wdtype, amp = PRECISIONS[w.precision]
