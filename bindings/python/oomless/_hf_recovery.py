@@ -67,7 +67,7 @@ class OomRecoveryCallback(TrainerCallback):
         except Exception as exc:  # noqa: BLE001 - only out-of-memory is handled
             if not is_oom(exc):
                 raise
-            _release(exc)
+            _release(exc, self.trainer.state.global_step + 1, agree.agreement.rank)
             phase = "training_step"
         record = agree.decide(phase, micro, per_step, self.trainer.state.global_step + 1)
         if record is not None:

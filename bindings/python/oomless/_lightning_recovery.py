@@ -144,7 +144,7 @@ class OomRecovery(Callback):
             except Exception as exc:  # noqa: BLE001 - only out-of-memory is handled
                 if not is_oom(exc):
                     raise
-                _release(exc)
+                _release(exc, trainer.global_step + 1, self.stop_agreement.agreement.rank)
                 out = None
                 self._failed_phase = "forward"
             if out is None:
@@ -162,7 +162,7 @@ class OomRecovery(Callback):
             except Exception as exc:  # noqa: BLE001 - only out-of-memory is handled
                 if not is_oom(exc):
                     raise
-                _release(exc)
+                _release(exc, trainer.global_step + 1, self.stop_agreement.agreement.rank)
                 phase = "backward"
             self._decide(trainer, phase)
         return backward

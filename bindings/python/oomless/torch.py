@@ -104,7 +104,8 @@ import torch.distributed as dist
 __all__ = ["TrainStep", "StepResult", "OomStop", "InexactAccumulationWarning", "CudaMemory",
            "RELAUNCH_EXIT_CODE", "is_oom", "micro_batch_sizes", "next_limit", "calibration_line",
            "append_calibration", "split_batch", "batch_size_of", "relaunch_message",
-           "exit_for_relaunch", "rng_state", "set_rng_state"]
+           "exit_for_relaunch", "rng_state", "set_rng_state", "record_oom", "summarize_snapshot",
+           "set_snapshot_source"]
 
 #: The exit status of a job stopped for a relaunch at a smaller micro-batch (sysexits'
 #: EX_TEMPFAIL: "a temporary failure; retrying later may succeed").
@@ -324,8 +325,11 @@ class _Snapshot:
                 live.copy_(saved)
 
 
-def _release(exc):
-    """Drops the tensors an exception's traceback keeps alive (the forward's locals)."""
+def _release(exc, step=None, rank=None):
+    """Drops the tensors an exception's traceback keeps alive (the forward's locals), after
+    recording what filled the memory while they are still there (:func:`record_oom`: an
+    ``oom_snapshot`` event when ``oomless run --events`` started the job)."""
+    record_oom(exc, step=step, rank=rank)
     traceback.clear_frames(exc.__traceback__)
     exc.__traceback__ = None
 
@@ -538,7 +542,7 @@ class TrainStep:
         except Exception as exc:  # noqa: BLE001 - only out-of-memory is handled
             if not is_oom(exc):
                 raise
-            _release(exc)
+            _release(exc, self.steps, self.agreement.rank)
             return phase
         if self.memory is not None:
             peak = self.memory.peak()
@@ -824,3 +828,11 @@ def set_rng_state(state):
     if state["numpy"] is not None:
         import numpy
         numpy.random.set_state(state["numpy"])
+
+
+# ---- what filled the memory (the oom_snapshot event) -------------------------------------------
+
+from ._oom_snapshot import (install_from_env, record_oom, set_snapshot_source,  # noqa: E402
+                            summarize_snapshot)
+
+install_from_env(is_oom)
