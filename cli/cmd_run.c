@@ -318,7 +318,9 @@ struct snap_state {
 
 static struct snap_state snap;
 
-static void snap_mark_launch(void)
+/* Where the next launch's lines start: the end of the file before it starts (a job may write
+ * before its launch event is written). */
+static void snap_mark(void)
 {
     struct stat st;
     if (snap.path && stat(snap.path, &st) == 0 && S_ISREG(st.st_mode))
@@ -374,9 +376,7 @@ static void on_event(const oom_job_event *ev, void *user)
 {
     char peak[16] = "N/A", when[16], step[32] = "";
     (void)user;
-    if (ev->kind == OOM_EVENT_LAUNCH)
-        snap_mark_launch();
-    else if (ev->kind == OOM_EVENT_OOM)
+    if (ev->kind == OOM_EVENT_OOM)
         snap_read();
     if (ev->peak_bytes != OOM_UNKNOWN)
         oom_format_size(peak, sizeof(peak), ev->peak_bytes);
@@ -395,6 +395,7 @@ static void on_event(const oom_job_event *ev, void *user)
                 (long)ev->batch * ev->grad_accum, ev->reason ? "; " : "",
                 ev->reason ? ev->reason : "");
         snap_show();
+        snap_mark(); /* written before the next launch: what follows is that launch's */
         break;
     case OOM_EVENT_SIGNAL:
         cli_say("oomless run: %s passing %s to the job\n", when, cli_signal_name(ev->signal));
@@ -516,6 +517,7 @@ int cmd_run(int argc, char **argv)
     a.o.relay = &cli_relay;
     a.o.foreground = 1;
     snap.path = a.o.events_path;
+    snap_mark();
     if (a.history) { /* read by oomless.torch in the job (its import turns the stacks on) */
         char n[24];
         snprintf(n, sizeof(n), "%ld", a.history);

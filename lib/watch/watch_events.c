@@ -141,9 +141,9 @@ static int size_field(char *buf, size_t size, json_object *o, const char *key)
 }
 
 /* The line of an "oom_snapshot" event (the job's summary of the allocator's snapshot when it ran
- * out of memory, bindings/python/oomless/_oom_snapshot.py): "rank 1 step 3: largest: 3.10 GiB
- * model.py:88 forward `logits = self.lm_head(h)`, ...; allocated A of R reserved, S inactive
- * split; tried T". The origins (live bytes by allocating line) when stacks were recorded, else
+ * out of memory, bindings/python/oomless/_oom_snapshot.py): "largest: 3.10 GiB model.py:88
+ * forward `logits = self.lm_head(h)`, ...; allocated A of R reserved, S inactive split; tried T;
+ * rank 1; step 3". The origins (live bytes by allocating line) when stacks were recorded, else
  * the largest blocks. */
 static char *snapshot_text(json_object *o)
 {
@@ -157,10 +157,6 @@ static char *snapshot_text(json_object *o)
     size_t i, n = json_object_is_type(list, json_type_array) ? json_object_array_length(list) : 0;
     char *out = NULL;
 
-    if (int_field(o, "rank") >= 0)
-        oomi_sb_printf(&sb, "rank %lld ", (long long)int_field(o, "rank"));
-    if (int_field(o, "step") >= 0)
-        oomi_sb_printf(&sb, "step %lld ", (long long)int_field(o, "step"));
     oomi_sb_puts(&sb, list == origins ? "largest: " : "largest blocks: ");
     for (i = 0; i < n && i < 3; i++) {
         json_object *e = json_object_array_get_idx(list, i);
@@ -186,6 +182,10 @@ static char *snapshot_text(json_object *o)
         oomi_sb_printf(&sb, "; tried %s", a);
     if (list != origins)
         oomi_sb_puts(&sb, " (no allocation stacks: run --memory-history N records them)");
+    if (int_field(o, "rank") >= 0)
+        oomi_sb_printf(&sb, "; rank %lld", (long long)int_field(o, "rank"));
+    if (int_field(o, "step") >= 0)
+        oomi_sb_printf(&sb, "; step %lld", (long long)int_field(o, "step"));
     if (oomi_sb_finish(&sb, &out) != OOM_OK)
         return NULL;
     return out;
