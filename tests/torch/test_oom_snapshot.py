@@ -142,6 +142,33 @@ class Append(unittest.TestCase):
         self.assertEqual(doc["reason"], "CUDA out of memory. Tried to allocate 4.00 GiB.")
         self.assertEqual(doc["origins"][0]["where"], "model.py:88 forward")
 
+    def test_giving_up_is_not_recorded_again(self):
+        # every micro-batch fails: each caught OOM is recorded, the error raised when nothing
+        # smaller is left is not (the exception hook would record it after the step was freed)
+        import torch
+        import oomless.torch as ot
+
+        def loss_fn(m, mb):
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 4.00 GiB.")
+
+        model = torch.nn.Linear(4, 1)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "ev.jsonl")
+            previous = ot.set_snapshot_source(lambda: SNAPSHOT)
+            try:
+                step = ot.TrainStep(model, torch.optim.SGD(model.parameters(), lr=0.1),
+                                    micro_batch=2)
+                os.environ["OOMLESS_RECOVERY_EVENTS"] = path
+                with self.assertRaises(torch.OutOfMemoryError) as caught:
+                    step.step(torch.ones(2, 4), loss_fn)
+                self.assertIsNone(ot.record_oom(caught.exception))
+            finally:
+                os.environ.pop("OOMLESS_RECOVERY_EVENTS", None)
+                ot.set_snapshot_source(previous)
+            with open(path) as f:
+                self.assertEqual([json.loads(line)["event"] for line in f],
+                                 ["oom_snapshot", "oom_snapshot"])  # micro-batches 2 and 1
+
 
 JOB = """
 import os, sys

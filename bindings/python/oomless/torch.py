@@ -334,6 +334,15 @@ def _release(exc, step=None, rank=None):
     exc.__traceback__ = None
 
 
+def _gave_up(message):
+    """The out-of-memory error raised when no smaller micro-batch is left: the OOMs that led
+    here were recorded when caught, so the exception hook does not record this one (taken after
+    the step's tensors were freed, its snapshot would say little)."""
+    exc = _OOM_TYPE(message)
+    exc._oomless_recorded = True
+    return exc
+
+
 def _empty_cache():
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.empty_cache()
@@ -619,7 +628,7 @@ class TrainStep:
             self.model.zero_grad(set_to_none=True)
             _empty_cache()
             if limit < 1 or retries >= self.max_retries:
-                raise _OOM_TYPE(
+                raise _gave_up(
                     "oomless: out of memory at micro-batch %d on rank(s) %s, step %d, and %s"
                     % (failed_micro, failed_ranks, self.steps,
                        "no smaller micro-batch is left" if limit < 1
