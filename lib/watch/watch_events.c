@@ -141,15 +141,16 @@ static int size_field(char *buf, size_t size, json_object *o, const char *key)
 }
 
 /* The line of an "oom_snapshot" event (the job's summary of the allocator's snapshot when it ran
- * out of memory, bindings/python/oomless/_oom_snapshot.py): "largest: 3.10 GiB model.py:88
- * forward `logits = self.lm_head(h)`, ...; allocated A of R reserved, S inactive split; tried T;
- * rank 1; step 3". The origins (live bytes by allocating line) when stacks were recorded, else
- * the largest blocks. */
+ * out of memory, bindings/python/oomless/_oom_snapshot.py): "largest: 3.10 GiB (lm_head)
+ * model.py:88 forward `logits = self.lm_head(h)`, ...; allocated A of R reserved, S inactive split;
+ * tried T; rank 1; step 3". The origins (live bytes by allocating line) when stacks were recorded,
+ * else the largest blocks. */
 static char *snapshot_text(json_object *o)
 {
     json_object *origins = oomi_json_get(o, "origins"), *largest = oomi_json_get(o, "largest");
+    int frames = json_object_get_boolean(oomi_json_get(o, "frames"));
     json_object *list = json_object_is_type(origins, json_type_array) &&
-                                json_object_get_boolean(oomi_json_get(o, "frames"))
+                                (frames || json_object_get_boolean(oomi_json_get(o, "tagged")))
                             ? origins
                             : largest;
     oomi_sb sb = OOMI_SB_INIT;
@@ -161,9 +162,12 @@ static char *snapshot_text(json_object *o)
     for (i = 0; i < n && i < 3; i++) {
         json_object *e = json_object_array_get_idx(list, i);
         json_object *where = oomi_json_get(e, "where"), *code = oomi_json_get(e, "code");
+        json_object *module = oomi_json_get(e, "module");
         if (!size_field(a, sizeof(a), e, "bytes"))
             continue;
         oomi_sb_printf(&sb, "%s%s", i ? ", " : "", a);
+        if (json_object_is_type(module, json_type_string))
+            oomi_sb_printf(&sb, " (%s)", json_object_get_string(module));
         if (json_object_is_type(where, json_type_string))
             oomi_sb_printf(&sb, " %s", json_object_get_string(where));
         if (json_object_is_type(code, json_type_string))
@@ -180,7 +184,7 @@ static char *snapshot_text(json_object *o)
         oomi_sb_printf(&sb, ", %s inactive split", a);
     if (size_field(a, sizeof(a), o, "tried_bytes"))
         oomi_sb_printf(&sb, "; tried %s", a);
-    if (list != origins)
+    if (!frames)
         oomi_sb_puts(&sb, " (no allocation stacks: run --memory-history N records them)");
     if (int_field(o, "rank") >= 0)
         oomi_sb_printf(&sb, "; rank %lld", (long long)int_field(o, "rank"));

@@ -65,8 +65,10 @@ class Summary(unittest.TestCase):
         self.assertEqual((s["tried_bytes"], s["device_free_bytes"]), (4 * GiB, 512 * MiB))
         self.assertTrue(s["frames"])
         # the innermost frame in the user's code, not torch's linear.py
-        self.assertEqual(s["largest"][0], {"bytes": 4 * GiB, "where": "model.py:88 forward",
+        self.assertEqual(s["largest"][0], {"bytes": 4 * GiB, "module": None,
+                                           "where": "model.py:88 forward",
                                            "code": "line 88 of model.py"})
+        self.assertFalse(s["tagged"])
         self.assertEqual([b["bytes"] for b in s["largest"]], [4 * GiB, 3 * GiB, MiB, MiB])
         self.assertEqual([(o["where"], o["bytes"], o["count"]) for o in s["origins"]],
                          [("model.py:88 forward", 4 * GiB, 1),
@@ -79,9 +81,43 @@ class Summary(unittest.TestCase):
         s = summarize_snapshot(bare, top=1)
         self.assertFalse(s["frames"])
         self.assertEqual((s["tried_bytes"], s["inactive_split_bytes"]), (None, GiB))
-        self.assertEqual(s["largest"], [{"bytes": 5 * GiB, "where": None, "code": None}])
-        self.assertEqual(s["origins"], [{"where": None, "code": None, "bytes": 5 * GiB,
-                                         "count": 1}])
+        self.assertEqual(s["largest"], [{"bytes": 5 * GiB, "module": None, "where": None,
+                                          "code": None}])
+        self.assertEqual(s["origins"], [{"module": None, "where": None, "code": None,
+                                         "bytes": 5 * GiB, "count": 1}])
+
+    def test_modules_tagged(self):
+        # tag_modules names the storage each module's forward returned; a block at that address
+        # is that module's (the innermost: Sequential's own output is its last layer's)
+        import torch
+        from oomless import _oom_snapshot
+        from oomless.torch import summarize_snapshot, tag_modules
+        model = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.ReLU(),
+                                    torch.nn.Linear(8, 2))
+        handles = tag_modules(model)
+        try:
+            hidden = model[0](torch.ones(3, 4))
+            out = model(torch.ones(3, 4))
+            out = model(torch.ones(3, 4))  # a second forward forgets the first one's
+        finally:
+            for h in handles:
+                h.remove()
+        tags = dict(_oom_snapshot._tags)
+        self.assertEqual(tags[out.untyped_storage().data_ptr()], "2")
+        self.assertEqual(len(tags), 3)
+        snap = {"segments": [{"total_size": 8 * GiB, "blocks": [
+            dict(block(3 * GiB, "active_allocated"), address=out.untyped_storage().data_ptr()),
+            dict(block(GiB, "active_allocated"), address=1),
+            dict(block(GiB, "active_allocated"), address=hidden.untyped_storage().data_ptr())]}]}
+        s = summarize_snapshot(snap, tags=tags)
+        self.assertTrue(s["tagged"])
+        # `hidden` (a forward of model[0] alone, before the model's) is still alive: no later
+        # output has its address, and the model's forward forgot its tag
+        self.assertNotIn(hidden.untyped_storage().data_ptr(), tags)
+        self.assertEqual([(b["module"], b["bytes"]) for b in s["largest"]],
+                         [("2", 3 * GiB), (None, GiB), (None, GiB)])
+        self.assertEqual([(o["module"], o["bytes"], o["count"]) for o in s["origins"]],
+                         [("2", 3 * GiB, 1), (None, 2 * GiB, 2)])
 
 
 WRITER = """

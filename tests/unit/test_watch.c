@@ -361,14 +361,15 @@ static void test_event_snapshot(void **state)
         "{\"time\":3.5,\"event\":\"oom_snapshot\",\"pid\":41,\"rank\":1,\"step\":3,"
         "\"allocated_bytes\":7516192768,\"reserved_bytes\":10737418240,"
         "\"inactive_split_bytes\":2147483648,\"frames\":true,\"tried_bytes\":4294967296,"
-        "\"largest\":[],\"origins\":[{\"where\":\"model.py:88 forward\",\"code\":\"logits = "
+        "\"largest\":[],\"origins\":[{\"module\":\"lm_head\",\"where\":\"model.py:88 "
+        "forward\",\"code\":\"logits = "
         "self.lm_head(h)\",\"bytes\":3328599654,\"count\":1},{\"where\":\"model.py:40 forward\","
         "\"code\":null,\"bytes\":2362232012,\"count\":3}]}";
     (void)state;
     assert_int_equal(oom_run_event_parse(&e, line, strlen(line)), OOM_OK);
     assert_string_equal(e.name, "oom_snapshot");
     assert_int_equal(e.pid, 41);
-    assert_string_equal(e.detail, "largest: 3.10 GiB model.py:88 forward `logits = "
+    assert_string_equal(e.detail, "largest: 3.10 GiB (lm_head) model.py:88 forward `logits = "
                                   "self.lm_head(h)`, 2.20 GiB model.py:40 forward (3 tensors); "
                                   "allocated 7.00 GiB of 10.00 GiB reserved, 2.00 GiB inactive "
                                   "split; tried 4.00 GiB; rank 1; step 3");
@@ -379,6 +380,13 @@ static void test_event_snapshot(void **state)
     assert_int_equal(oom_run_event_parse(&e, line, strlen(line)), OOM_OK);
     assert_string_equal(e.detail, "largest blocks: 1.00 GiB (no allocation stacks: run "
                                   "--memory-history N records them)");
+    /* modules tagged, no stacks: the origins by module, and how to get stacks */
+    line = "{\"time\":4,\"event\":\"oom_snapshot\",\"frames\":false,\"tagged\":true,"
+           "\"origins\":[{\"module\":\"decoder.layers.3.mlp\",\"where\":null,\"bytes\":2147483648,"
+           "\"count\":2}]}";
+    assert_int_equal(oom_run_event_parse(&e, line, strlen(line)), OOM_OK);
+    assert_string_equal(e.detail, "largest: 2.00 GiB (decoder.layers.3.mlp) (2 tensors) (no "
+                                  "allocation stacks: run --memory-history N records them)");
     /* another event after it: no detail */
     line = "{\"time\": 5, \"event\": \"exit\", \"exit_code\": 0}";
     assert_int_equal(oom_run_event_parse(&e, line, strlen(line)), OOM_OK);

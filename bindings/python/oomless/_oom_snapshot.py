@@ -33,6 +33,8 @@ _SKIP_PARTS = (os.sep + "torch" + os.sep, os.sep + "oomless" + os.sep, "<frozen 
 _STDLIB = os.path.dirname(os.__file__)
 
 _snapshot_source = None  # a callable returning a snapshot dict (tests inject one on CPU)
+_tags = {}  # storage address -> the name of the module whose forward returned it (tag_modules)
+_TAGS_MAX = 1 << 16
 
 
 def _user_frame(frames):
@@ -55,19 +57,22 @@ def _where(frame, source):
     return where, (text.strip()[:60] or None) if text else None
 
 
-def summarize_snapshot(snapshot, top=TOP, source=None):
+def summarize_snapshot(snapshot, top=TOP, source=None, tags=None):
     """The summary of a memory snapshot (see the module documentation for its format).
 
-    Returns ``{"allocated_bytes", "reserved_bytes", "inactive_split_bytes", "frames",
-    "tried_bytes", "device_free_bytes", "largest": [{"bytes", "where", "code"}], "origins":
-    [{"where", "code", "bytes", "count"}]}``: the bytes of live tensors (blocks
+    Returns ``{"allocated_bytes", "reserved_bytes", "inactive_split_bytes", "frames", "tagged",
+    "tried_bytes", "device_free_bytes", "largest": [{"bytes", "module", "where", "code"}],
+    "origins": [{"module", "where", "code", "bytes", "count"}]}``: the bytes of live tensors (blocks
     ``active_allocated``), of the allocator's segments (reserved), and of the free blocks inside
     segments still in use (``inactive_split``: cached but not releasable, the fragmentation);
-    ``frames`` whether allocation stacks were recorded; the size of the allocation that failed
+    ``frames`` whether allocation stacks were recorded, ``tagged`` whether a block has a module;
+    the size of the allocation that failed
     and what the device still had free (the last ``oom`` of the history; null without one); the
     `top` largest live blocks, and the live bytes grouped by where they were allocated (the
     innermost frame in the user's code, ``file.py:LINE function``; null without stacks), largest
-    first. `source(filename, line)` may return the source line (``code``).
+    first. `source(filename, line)` may return the source line (``code``). `tags` maps block
+    addresses to the module that made the tensor (:func:`tag_modules`): ``module`` in each
+    entry (null when untagged), and the origins are grouped by module and line.
     """
     allocated = reserved = split = 0
     blocks = []
@@ -81,7 +86,8 @@ def summarize_snapshot(snapshot, top=TOP, source=None):
             if b.get("state") == "active_allocated":
                 allocated += size
                 frames = frames or bool(b.get("frames"))
-                blocks.append((size, _user_frame(b.get("frames"))))
+                module = (tags or {}).get(b.get("address"))
+                blocks.append((size, _user_frame(b.get("frames")), module))
             elif b.get("state") == "inactive" and in_use:
                 split += size
     tried = free = None
@@ -91,16 +97,19 @@ def summarize_snapshot(snapshot, top=TOP, source=None):
                 tried, free = entry.get("size"), entry.get("device_free")
     origins = {}
     largest = []
-    for size, frame in sorted(blocks, key=lambda x: -x[0]):
+    for size, frame, module in sorted(blocks, key=lambda x: -x[0]):
         where, code = _where(frame, source)
         if len(largest) < top:
-            largest.append({"bytes": size, "where": where, "code": code})
-        o = origins.setdefault(where, {"where": where, "code": code, "bytes": 0, "count": 0})
+            largest.append({"bytes": size, "module": module, "where": where, "code": code})
+        o = origins.setdefault((module, where), {"module": module, "where": where, "code": code,
+                                                 "bytes": 0, "count": 0})
         o["bytes"] += size
         o["count"] += 1
-    ranked = sorted(origins.values(), key=lambda o: (-o["bytes"], o["where"] or ""))[:top]
+    ranked = sorted(origins.values(),
+                    key=lambda o: (-o["bytes"], o["module"] or "", o["where"] or ""))[:top]
     return {"allocated_bytes": allocated, "reserved_bytes": reserved,
             "inactive_split_bytes": split, "frames": frames,
+            "tagged": any(b[2] is not None for b in blocks),
             "tried_bytes": int(tried) if tried is not None else None,
             "device_free_bytes": int(free) if free is not None else None,
             "largest": largest, "origins": ranked}
@@ -111,6 +120,37 @@ def _source_line(filename, line):
         return linecache.getline(str(filename), int(line))
     except (TypeError, ValueError, OSError):
         return None
+
+
+def _tag(x, name):
+    import torch
+    if torch.is_tensor(x):
+        address = x.untyped_storage().data_ptr()
+        if address:
+            if len(_tags) >= _TAGS_MAX:
+                _tags.clear()
+            _tags.setdefault(address, name)  # the innermost module's name (its hook runs first)
+    elif isinstance(x, dict):
+        for v in x.values():
+            _tag(v, name)
+    elif isinstance(x, (list, tuple)):
+        for v in x:
+            _tag(v, name)
+
+
+def tag_modules(model):
+    """Names the tensors the model's modules return, so that a snapshot at an OOM says which
+    module made each (``"module": "lm_head"``): a forward hook on every submodule records the
+    address of each output's storage (the address of its block in the allocator) with the
+    module's qualified name; the model's own forward start forgets the previous forward's.
+    Returns the hook handles (``handle.remove()`` undoes it). A Python call per module forward:
+    turn it on while looking for what fills the memory."""
+    handles = [model.register_forward_pre_hook(lambda module, args: _tags.clear())]
+    for name, module in model.named_modules():
+        label = name or type(model).__name__
+        handles.append(module.register_forward_hook(
+            lambda module, args, output, label=label: _tag(output, label)))
+    return handles
 
 
 def set_snapshot_source(fn):
@@ -167,7 +207,7 @@ def record_oom(exc=None, step=None, rank=None, events_path=None, snapshot=None):
                "rank": rank if rank is not None else _rank(), "step": step,
                "reason": str(exc).splitlines()[0][:300] if exc is not None and str(exc)
                else None}
-        doc.update(summarize_snapshot(snapshot, source=_source_line))
+        doc.update(summarize_snapshot(snapshot, source=_source_line, tags=_tags))
         append_event(doc, events_path)
         if exc is not None:
             exc._oomless_recorded = True

@@ -105,7 +105,7 @@ __all__ = ["TrainStep", "StepResult", "OomStop", "InexactAccumulationWarning", "
            "RELAUNCH_EXIT_CODE", "is_oom", "micro_batch_sizes", "next_limit", "calibration_line",
            "append_calibration", "split_batch", "batch_size_of", "relaunch_message",
            "exit_for_relaunch", "rng_state", "set_rng_state", "record_oom", "summarize_snapshot",
-           "set_snapshot_source"]
+           "set_snapshot_source", "tag_modules"]
 
 #: The exit status of a job stopped for a relaunch at a smaller micro-batch (sysexits'
 #: EX_TEMPFAIL: "a temporary failure; retrying later may succeed").
@@ -842,6 +842,6 @@ def set_rng_state(state):
 # ---- what filled the memory (the oom_snapshot event) -------------------------------------------
 
 from ._oom_snapshot import (install_from_env, record_oom, set_snapshot_source,  # noqa: E402
-                            summarize_snapshot)
+                            summarize_snapshot, tag_modules)
 
 install_from_env(is_oom)
