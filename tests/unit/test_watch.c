@@ -349,6 +349,13 @@ static void test_event_parse(void **state)
     assert_non_null(strstr(oom_last_message(), "oom_run_event: version 999"));
 }
 
+/* parses `line` into `e` and checks the summary line it gets */
+static void expect_detail(oom_run_event *e, const char *line, const char *want)
+{
+    assert_int_equal(oom_run_event_parse(e, line, strlen(line)), OOM_OK);
+    assert_string_equal(e->detail, want);
+}
+
 /* the job's summary of the allocator's snapshot at an OOM (oomless.torch) becomes one line */
 static void test_event_snapshot(void **state)
 {
@@ -366,27 +373,27 @@ static void test_event_snapshot(void **state)
         "self.lm_head(h)\",\"bytes\":3328599654,\"count\":1},{\"where\":\"model.py:40 forward\","
         "\"code\":null,\"bytes\":2362232012,\"count\":3}]}";
     (void)state;
-    assert_int_equal(oom_run_event_parse(&e, line, strlen(line)), OOM_OK);
+    expect_detail(&e, line,
+                  "largest: 3.10 GiB (lm_head) model.py:88 forward `logits = "
+                  "self.lm_head(h)`, 2.20 GiB model.py:40 forward (3 tensors); "
+                  "allocated 7.00 GiB of 10.00 GiB reserved, 2.00 GiB inactive "
+                  "split; tried 4.00 GiB; rank 1; step 3");
     assert_string_equal(e.name, "oom_snapshot");
     assert_int_equal(e.pid, 41);
-    assert_string_equal(e.detail, "largest: 3.10 GiB (lm_head) model.py:88 forward `logits = "
-                                  "self.lm_head(h)`, 2.20 GiB model.py:40 forward (3 tensors); "
-                                  "allocated 7.00 GiB of 10.00 GiB reserved, 2.00 GiB inactive "
-                                  "split; tried 4.00 GiB; rank 1; step 3");
     /* no stacks recorded: the largest blocks, and how to get stacks */
-    line = "{\"time\":4,\"event\":\"oom_snapshot\",\"rank\":null,\"frames\":false,"
-           "\"largest\":[{\"bytes\":1073741824,\"where\":null,\"code\":null}],"
-           "\"origins\":[{\"where\":null,\"bytes\":1073741824,\"count\":1}]}";
-    assert_int_equal(oom_run_event_parse(&e, line, strlen(line)), OOM_OK);
-    assert_string_equal(e.detail, "largest blocks: 1.00 GiB (no allocation stacks: run "
-                                  "--memory-history N records them)");
+    expect_detail(&e,
+                  "{\"time\":4,\"event\":\"oom_snapshot\",\"rank\":null,\"frames\":false,"
+                  "\"largest\":[{\"bytes\":1073741824,\"where\":null,\"code\":null}],"
+                  "\"origins\":[{\"where\":null,\"bytes\":1073741824,\"count\":1}]}",
+                  "largest blocks: 1.00 GiB (no allocation stacks: run --memory-history N records "
+                  "them)");
     /* modules tagged, no stacks: the origins by module, and how to get stacks */
-    line = "{\"time\":4,\"event\":\"oom_snapshot\",\"frames\":false,\"tagged\":true,"
-           "\"origins\":[{\"module\":\"decoder.layers.3.mlp\",\"where\":null,\"bytes\":2147483648,"
-           "\"count\":2}]}";
-    assert_int_equal(oom_run_event_parse(&e, line, strlen(line)), OOM_OK);
-    assert_string_equal(e.detail, "largest: 2.00 GiB (decoder.layers.3.mlp) (2 tensors) (no "
-                                  "allocation stacks: run --memory-history N records them)");
+    expect_detail(&e,
+                  "{\"time\":4,\"event\":\"oom_snapshot\",\"frames\":false,\"tagged\":true,"
+                  "\"origins\":[{\"module\":\"decoder.layers.3.mlp\",\"where\":null,"
+                  "\"bytes\":2147483648,\"count\":2}]}",
+                  "largest: 2.00 GiB (decoder.layers.3.mlp) (2 tensors) (no allocation stacks: "
+                  "run --memory-history N records them)");
     /* another event after it: no detail */
     line = "{\"time\": 5, \"event\": \"exit\", \"exit_code\": 0}";
     assert_int_equal(oom_run_event_parse(&e, line, strlen(line)), OOM_OK);
