@@ -4,11 +4,15 @@
 #include "core/core.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <json-c/json.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 static const char usage_text[] =
     "usage: oomless run [OPTIONS] -- CMD [ARG...]\n\n"
@@ -32,6 +36,8 @@ static const char usage_text[] =
     "  --max-restarts N              relaunches after OOM at most (default 5)\n"
     "  --min-batch-size N            never below this micro-batch (default 1)\n"
     "  --events FILE                 append JSONL events (launch, oom, restart, exit, ...)\n"
+    "  --memory-history N            the job records allocation stacks (oomless.torch), at\n"
+    "                                most N history entries, for the out-of-memory summary\n"
     "  --kill-grace SECONDS          SIGTERM -> SIGKILL grace after a forwarded signal (10)\n"
     "  --sample-interval SECONDS     NVML sampling period for peaks (default 0.05)\n"
     "  --calibration FILE|off        calibration records to take the batch from\n"
@@ -56,6 +62,7 @@ enum {
     OPT_CALIB,
     OPT_WORKLOAD,
     OPT_PATTERNS,
+    OPT_HISTORY,
     OPT_JSON
 };
 
@@ -64,6 +71,7 @@ struct run_args {
     struct cli_budget budget;
     const char *plan, *calibration, *workload, *patterns;
     int json, restarts_given;
+    long history; /* --memory-history: exported as OOMLESS_MEMORY_HISTORY; 0: not asked */
 };
 
 static int take_int(struct run_args *a, int opt, const char *arg)
@@ -94,6 +102,10 @@ static int take_int(struct run_args *a, int opt, const char *arg)
     case OPT_MINB:
         rc = cli_whole_number(&v, "run", arg, 1, "--min-batch-size");
         a->o.min_batch = (int)v;
+        return rc;
+    case OPT_HISTORY:
+        rc = cli_whole_number(&v, "run", arg, 1, "--memory-history");
+        a->history = v;
         return rc;
     }
     return cli_usage_error("run", "unknown option");
@@ -154,6 +166,7 @@ static int parse_args(struct run_args *a, int argc, char **argv)
         {"calibration", required_argument, NULL, OPT_CALIB},
         {"workload", required_argument, NULL, OPT_WORKLOAD},
         {"patterns", required_argument, NULL, OPT_PATTERNS},
+        {"memory-history", required_argument, NULL, OPT_HISTORY},
         {"json", no_argument, NULL, OPT_JSON},
         {"help", no_argument, NULL, 'h'},
         CLI_BUDGET_LONGOPTS,
@@ -292,10 +305,79 @@ static void clock_text(char *buf, size_t size, double unix_time)
         snprintf(buf, size, "%.0f", unix_time);
 }
 
+/* ---- what filled the memory: the job's "oom_snapshot" events ----------------------------------
+ */
+
+/* The events file and where the current launch's lines start; the last snapshot of the run. */
+struct snap_state {
+    const char *path;
+    off_t start;
+    char *line, *detail; /* the last oom_snapshot event (JSON) and its summary */
+    int shown;           /* its summary was printed */
+};
+
+static struct snap_state snap;
+
+/* Where the next launch's lines start: the end of the file before it starts (a job may write
+ * before its launch event is written). */
+static void snap_mark(void)
+{
+    struct stat st;
+    if (snap.path && stat(snap.path, &st) == 0 && S_ISREG(st.st_mode))
+        snap.start = st.st_size;
+}
+
+/* Reads the oom_snapshot events the job appended since its launch (a regular file only: a FIFO
+ * is the reader's); keeps the last. */
+static void snap_read(void)
+{
+    oom_run_event ev = OOM_RUN_EVENT_INIT;
+    char *buf = NULL, *p, *nl;
+    size_t len = 0;
+    int fd;
+
+    if (!snap.path || oomi_open_regular(&fd, snap.path, O_RDONLY, "events file") != OOM_OK) {
+        oomi_clear_error();
+        return;
+    }
+    if (lseek(fd, snap.start, SEEK_SET) < 0 ||
+        oomi_read_fd(&buf, &len, fd, snap.path, 64 * OOM_MiB) != OOM_OK) {
+        oomi_clear_error();
+        close(fd);
+        return;
+    }
+    close(fd);
+    for (p = buf; (nl = memchr(p, '\n', len - (size_t)(p - buf))); p = nl + 1) {
+        if (oom_run_event_parse(&ev, p, (size_t)(nl - p)) != OOM_OK) {
+            oomi_clear_error();
+            continue;
+        }
+        if (strcmp(ev.name, "oom_snapshot") || !ev.detail)
+            continue;
+        oomi_free(snap.line);
+        oomi_free(snap.detail);
+        snap.line = oomi_strndup(p, (size_t)(nl - p));
+        snap.detail = ev.detail;
+        ev.detail = NULL;
+        snap.shown = 0;
+    }
+    oom_run_event_dispose(&ev);
+    oomi_free(buf);
+}
+
+static void snap_show(void)
+{
+    if (snap.detail && !snap.shown)
+        cli_say("oomless run: at the out of memory, %s\n", snap.detail);
+    snap.shown = 1;
+}
+
 static void on_event(const oom_job_event *ev, void *user)
 {
     char peak[16] = "N/A", when[16], step[32] = "";
     (void)user;
+    if (ev->kind == OOM_EVENT_OOM)
+        snap_read();
     if (ev->peak_bytes != OOM_UNKNOWN)
         oom_format_size(peak, sizeof(peak), ev->peak_bytes);
     clock_text(when, sizeof(when), ev->time);
@@ -312,6 +394,8 @@ static void on_event(const oom_job_event *ev, void *user)
                 when, step, peak, ev->previous_batch, ev->batch, ev->previous_accum, ev->grad_accum,
                 (long)ev->batch * ev->grad_accum, ev->reason ? "; " : "",
                 ev->reason ? ev->reason : "");
+        snap_show();
+        snap_mark(); /* written before the next launch: what follows is that launch's */
         break;
     case OOM_EVENT_SIGNAL:
         cli_say("oomless run: %s passing %s to the job\n", when, cli_signal_name(ev->signal));
@@ -336,6 +420,22 @@ static void on_event(const oom_job_event *ev, void *user)
     }
 }
 
+/* The run's JSON with "oom_snapshot": the last snapshot event the job wrote (null: none). */
+static void print_run_json(const char *doc)
+{
+    json_object *o = json_tokener_parse(doc),
+                *ev = snap.line ? json_tokener_parse(snap.line) : NULL;
+    if (!o) {
+        json_object_put(ev);
+        cli_print_json(doc);
+        return;
+    }
+    json_object_object_add(o, "oom_snapshot", ev);
+    cli_print_json(
+        json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE));
+    json_object_put(o);
+}
+
 static int finish(const struct run_args *a, int err, const oom_run_result *r)
 {
     char *doc = NULL;
@@ -348,6 +448,7 @@ static int finish(const struct run_args *a, int err, const oom_run_result *r)
         rc = r->exit_code;
     else
         rc = cli_exit_code(err);
+    snap_show(); /* the last attempt's, when no restart followed it */
     if (err)
         fprintf(stderr, "oomless run: %s\n", oom_last_message());
     else
@@ -355,9 +456,11 @@ static int finish(const struct run_args *a, int err, const oom_run_result *r)
                 r->exit_code, r->attempts, r->restarts);
     if (a->json && err != OOM_EINVAL) {
         if (oom_run_to_json(&doc, r) == OOM_OK)
-            cli_print_json(doc);
+            print_run_json(doc);
         oom_free(doc);
     }
+    oomi_free(snap.line);
+    oomi_free(snap.detail);
     return rc;
 }
 
@@ -413,6 +516,13 @@ int cmd_run(int argc, char **argv)
     a.o.stop = &cli_stop_signal;
     a.o.relay = &cli_relay;
     a.o.foreground = 1;
+    snap.path = a.o.events_path;
+    snap_mark();
+    if (a.history) { /* read by oomless.torch in the job (its import turns the stacks on) */
+        char n[24];
+        snprintf(n, sizeof(n), "%ld", a.history);
+        setenv("OOMLESS_MEMORY_HISTORY", n, 1);
+    }
     cli_supervise_signals();
     err = oom_run(&r, &job, &a.o);
     cli_supervise_done();

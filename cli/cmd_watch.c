@@ -288,7 +288,7 @@ static void print_gpu(const oom_watch_gpu *wg)
 static void print_events(const struct watch_ctx *w, size_t n)
 {
     size_t count = oom_event_log_count(w->events), i;
-    char line[256];
+    char line[512];
     if (!w->events || !n)
         return;
     printf("Events:\n");

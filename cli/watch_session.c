@@ -106,6 +106,8 @@ char *watch_format_event(char *buf, size_t size, const oom_run_event *e)
         ADD(" peak %s", oom_format_size(peak, sizeof(peak), e->peak_bytes));
     if (e->exit_code >= 0)
         ADD(" exit %lld", (long long)e->exit_code);
+    if (e->detail)
+        ADD("  %s", e->detail);
 #undef ADD
     return buf;
 }

@@ -724,9 +724,12 @@ typedef struct oom_run_event {
     int64_t pid, attempt, batch, grad_accum, exit_code;
     uint64_t peak_bytes;
     int batch_changed; /**< 1 when `batch` differs from the previous event's that had one */
+    /* version 2 */
+    char *detail; /**< one line for an "oom_snapshot" event written by the job (what filled the
+                       memory: "largest: 3.10 GiB model.py:88 forward ..."), else NULL; owned */
 } oom_run_event;
 
-#define OOM_RUN_EVENT_VERSION 1
+#define OOM_RUN_EVENT_VERSION 2
 #define OOM_RUN_EVENT_INIT                                                                         \
     {                                                                                              \
         .version = OOM_RUN_EVENT_VERSION                                                           \
@@ -742,8 +745,9 @@ OOM_EXPORT const char *oom_run_event_kind_name(oom_run_event_kind kind);
  * "event". Dispose of `out` with oom_run_event_dispose().
  */
 OOM_EXPORT int oom_run_event_parse(oom_run_event *out, const char *line, size_t len);
-/** Frees what `ev` owns (name); NULL is fine; safe to repeat. oom_run_event_parse() replaces the
- *  name an event it is given already holds, so one event may be parsed into again and again. */
+/** Frees what `ev` owns (name, detail); NULL is fine; safe to repeat. oom_run_event_parse()
+ * replaces the name an event it is given already holds, so one event may be parsed into again and
+ * again. */
 OOM_EXPORT void oom_run_event_dispose(oom_run_event *ev);
 
 /**

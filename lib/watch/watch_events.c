@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -129,19 +130,95 @@ static int64_t int_field(json_object *o, const char *key)
     return oomi_json_is_number(v) ? (int64_t)json_object_get_double(v) : -1;
 }
 
+/* "3.10 GiB" for an integer field in bytes; 0 when absent */
+static int size_field(char *buf, size_t size, json_object *o, const char *key)
+{
+    int64_t v = int_field(o, key);
+    if (v < 0)
+        return 0;
+    oom_format_size(buf, size, (uint64_t)v);
+    return 1;
+}
+
+/* The line of an "oom_snapshot" event (the job's summary of the allocator's snapshot when it ran
+ * out of memory, bindings/python/oomless/_oom_snapshot.py): "largest: 3.10 GiB (lm_head)
+ * model.py:88 forward `logits = self.lm_head(h)`, ...; allocated A of R reserved, S inactive split;
+ * tried T; rank 1; step 3". The origins (live bytes by allocating line) when stacks were recorded,
+ * else the largest blocks. */
+static char *snapshot_text(json_object *o)
+{
+    json_object *origins = oomi_json_get(o, "origins"), *largest = oomi_json_get(o, "largest");
+    int frames = json_object_get_boolean(oomi_json_get(o, "frames"));
+    json_object *list = json_object_is_type(origins, json_type_array) &&
+                                (frames || json_object_get_boolean(oomi_json_get(o, "tagged")))
+                            ? origins
+                            : largest;
+    oomi_sb sb = OOMI_SB_INIT;
+    char a[16], b[16];
+    size_t i, n = json_object_is_type(list, json_type_array) ? json_object_array_length(list) : 0;
+    char *out = NULL;
+
+    oomi_sb_puts(&sb, list == origins ? "largest: " : "largest blocks: ");
+    for (i = 0; i < n && i < 3; i++) {
+        json_object *e = json_object_array_get_idx(list, i);
+        json_object *where = oomi_json_get(e, "where"), *code = oomi_json_get(e, "code");
+        json_object *module = oomi_json_get(e, "module");
+        if (!size_field(a, sizeof(a), e, "bytes"))
+            continue;
+        oomi_sb_printf(&sb, "%s%s", i ? ", " : "", a);
+        if (json_object_is_type(module, json_type_string))
+            oomi_sb_printf(&sb, " (%s)", json_object_get_string(module));
+        if (json_object_is_type(where, json_type_string))
+            oomi_sb_printf(&sb, " %s", json_object_get_string(where));
+        if (json_object_is_type(code, json_type_string))
+            oomi_sb_printf(&sb, " `%s`", json_object_get_string(code));
+        if (int_field(e, "count") > 1)
+            oomi_sb_printf(&sb, " (%lld tensors)", (long long)int_field(e, "count"));
+    }
+    if (!n)
+        oomi_sb_puts(&sb, "none");
+    if (size_field(a, sizeof(a), o, "allocated_bytes") &&
+        size_field(b, sizeof(b), o, "reserved_bytes"))
+        oomi_sb_printf(&sb, "; allocated %s of %s reserved", a, b);
+    if (size_field(a, sizeof(a), o, "inactive_split_bytes"))
+        oomi_sb_printf(&sb, ", %s inactive split", a);
+    if (size_field(a, sizeof(a), o, "tried_bytes"))
+        oomi_sb_printf(&sb, "; tried %s", a);
+    if (!frames)
+        oomi_sb_puts(&sb, " (no allocation stacks: run --memory-history N records them)");
+    if (int_field(o, "rank") >= 0)
+        oomi_sb_printf(&sb, "; rank %lld", (long long)int_field(o, "rank"));
+    if (int_field(o, "step") >= 0)
+        oomi_sb_printf(&sb, "; step %lld", (long long)int_field(o, "step"));
+    if (oomi_sb_finish(&sb, &out) != OOM_OK)
+        return NULL;
+    return out;
+}
+
 static int fill_event(oom_run_event *ev, json_object *o)
 {
     json_object *t = oomi_json_get(o, "time"), *name = oomi_json_get(o, "event");
     size_t i;
     int64_t peak;
-    char *copy;
+    char *copy, *detail = NULL;
+    unsigned int version;
 
     if (!oomi_json_is_number(t) || !json_object_is_type(name, json_type_string))
         return OOM_EPARSE;
     if (!(copy = oomi_strdup(json_object_get_string(name))))
         return OOM_ENOMEM;
-    oomi_free(ev->name);
-    *ev = (oom_run_event){.version = ev->version, .name = copy};
+    if (ev->version >= 2 && !strcmp(copy, "oom_snapshot") && !(detail = snapshot_text(o))) {
+        oomi_free(copy);
+        return OOM_ENOMEM;
+    }
+    oom_run_event_dispose(ev);
+    version = ev->version;
+    /* a version-1 caller's struct ends before `detail` */
+    memset(ev, 0, version >= 2 ? sizeof(*ev) : offsetof(oom_run_event, detail));
+    ev->version = version;
+    ev->name = copy;
+    if (ev->version >= 2)
+        ev->detail = detail;
     ev->time = json_object_get_double(t);
     for (i = 1; i < OOMI_ARRAY_LEN(event_names); i++)
         if (!strcmp(ev->name, event_names[i]))
@@ -218,6 +295,10 @@ void oom_run_event_dispose(oom_run_event *ev)
         return;
     oomi_free(ev->name);
     ev->name = NULL;
+    if (ev->version >= 2) {
+        oomi_free(ev->detail);
+        ev->detail = NULL;
+    }
 }
 
 static void forget_events(oom_event_log *log)
@@ -249,7 +330,8 @@ static void keep_event(oom_event_log *log, oom_run_event *ev)
         log->count--;
     }
     log->events[log->count++] = *ev;
-    ev->name = NULL; /* the log owns it now */
+    ev->name = NULL; /* the log owns them now */
+    ev->detail = NULL;
 }
 
 /* Parses the complete lines of buf[0..len); returns the bytes consumed. A run of NUL bytes (what

@@ -349,6 +349,68 @@ static void test_event_parse(void **state)
     assert_non_null(strstr(oom_last_message(), "oom_run_event: version 999"));
 }
 
+/* parses `line` into `e` and checks the summary line it gets */
+static void expect_detail(oom_run_event *e, const char *line, const char *want)
+{
+    assert_int_equal(oom_run_event_parse(e, line, strlen(line)), OOM_OK);
+    assert_string_equal(e->detail, want);
+}
+
+/* the job's summary of the allocator's snapshot at an OOM (oomless.torch) becomes one line */
+static void test_event_snapshot(void **state)
+{
+    oom_run_event e = OOM_RUN_EVENT_INIT;
+    struct {
+        oom_run_event ev;
+        char after[8];
+    } v1;
+    const char *line =
+        "{\"time\":3.5,\"event\":\"oom_snapshot\",\"pid\":41,\"rank\":1,\"step\":3,"
+        "\"allocated_bytes\":7516192768,\"reserved_bytes\":10737418240,"
+        "\"inactive_split_bytes\":2147483648,\"frames\":true,\"tried_bytes\":4294967296,"
+        "\"largest\":[],\"origins\":[{\"module\":\"lm_head\",\"where\":\"model.py:88 "
+        "forward\",\"code\":\"logits = "
+        "self.lm_head(h)\",\"bytes\":3328599654,\"count\":1},{\"where\":\"model.py:40 forward\","
+        "\"code\":null,\"bytes\":2362232012,\"count\":3}]}";
+    (void)state;
+    expect_detail(&e, line,
+                  "largest: 3.10 GiB (lm_head) model.py:88 forward `logits = "
+                  "self.lm_head(h)`, 2.20 GiB model.py:40 forward (3 tensors); "
+                  "allocated 7.00 GiB of 10.00 GiB reserved, 2.00 GiB inactive "
+                  "split; tried 4.00 GiB; rank 1; step 3");
+    assert_string_equal(e.name, "oom_snapshot");
+    assert_int_equal(e.pid, 41);
+    /* no stacks recorded: the largest blocks, and how to get stacks */
+    expect_detail(&e,
+                  "{\"time\":4,\"event\":\"oom_snapshot\",\"rank\":null,\"frames\":false,"
+                  "\"largest\":[{\"bytes\":1073741824,\"where\":null,\"code\":null}],"
+                  "\"origins\":[{\"where\":null,\"bytes\":1073741824,\"count\":1}]}",
+                  "largest blocks: 1.00 GiB (no allocation stacks: run --memory-history N records "
+                  "them)");
+    /* modules tagged, no stacks: the origins by module, and how to get stacks */
+    expect_detail(&e,
+                  "{\"time\":4,\"event\":\"oom_snapshot\",\"frames\":false,\"tagged\":true,"
+                  "\"origins\":[{\"module\":\"decoder.layers.3.mlp\",\"where\":null,"
+                  "\"bytes\":2147483648,\"count\":2}]}",
+                  "largest: 2.00 GiB (decoder.layers.3.mlp) (2 tensors) (no allocation stacks: "
+                  "run --memory-history N records them)");
+    /* another event after it: no detail */
+    line = "{\"time\": 5, \"event\": \"exit\", \"exit_code\": 0}";
+    assert_int_equal(oom_run_event_parse(&e, line, strlen(line)), OOM_OK);
+    assert_null(e.detail);
+    oom_run_event_dispose(&e);
+    /* a version-1 caller's struct ends before `detail`: nothing written past it */
+    memset(&v1, 0x5a, sizeof(v1));
+    assert_int_equal(oom_run_event_init(&v1.ev, 1), OOM_OK);
+    memset((char *)&v1.ev + offsetof(oom_run_event, detail), 0x5a,
+           sizeof(v1) - offsetof(oom_run_event, detail));
+    line = "{\"time\":4,\"event\":\"oom_snapshot\",\"frames\":false,\"largest\":[]}";
+    assert_int_equal(oom_run_event_parse(&v1.ev, line, strlen(line)), OOM_OK);
+    assert_string_equal(v1.ev.name, "oom_snapshot");
+    assert_int_equal(((unsigned char *)&v1.ev)[offsetof(oom_run_event, detail)], 0x5a);
+    oom_run_event_dispose(&v1.ev);
+}
+
 static void test_event_log(void **state)
 {
     char path[1024];
@@ -767,6 +829,7 @@ int main(void)
         cmocka_unit_test(test_csv_rows),
         cmocka_unit_test(test_csv_injection),
         cmocka_unit_test(test_event_parse),
+        cmocka_unit_test(test_event_snapshot),
         cmocka_unit_test(test_event_log),
         cmocka_unit_test(test_event_log_keeps_last),
         cmocka_unit_test(test_event_log_nul_bytes),

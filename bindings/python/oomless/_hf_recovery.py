@@ -8,7 +8,7 @@ import os
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
-from .torch import (_OOM_TYPE, OomStop, _StopAgreement, _empty_cache, _is_ddp, _release,
+from .torch import (OomStop, _StopAgreement, _empty_cache, _gave_up, _is_ddp, _release,
                     exit_for_relaunch, is_oom, rng_state, set_rng_state)
 
 
@@ -67,7 +67,7 @@ class OomRecoveryCallback(TrainerCallback):
         except Exception as exc:  # noqa: BLE001 - only out-of-memory is handled
             if not is_oom(exc):
                 raise
-            _release(exc)
+            _release(exc, self.trainer.state.global_step + 1, agree.agreement.rank)
             phase = "training_step"
         record = agree.decide(phase, micro, per_step, self.trainer.state.global_step + 1)
         if record is not None:
@@ -82,7 +82,7 @@ class OomRecoveryCallback(TrainerCallback):
         trainer = self.trainer
         self.records.append(record)
         if record["micro_batch"] < 1:
-            raise _OOM_TYPE("oomless: out of memory at micro-batch 1 on rank(s) %s: nothing "
+            raise _gave_up("oomless: out of memory at micro-batch 1 on rank(s) %s: nothing "
                             "smaller is left" % (record["failed_ranks"],))
         model.zero_grad(set_to_none=True)
         if trainer.optimizer is not None:

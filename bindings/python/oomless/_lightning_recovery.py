@@ -6,7 +6,7 @@ import os
 
 from lightning.pytorch.callbacks import Callback
 
-from .torch import (_OOM_TYPE, OomStop, _StopAgreement, _empty_cache, _is_ddp, _release,
+from .torch import (OomStop, _StopAgreement, _empty_cache, _gave_up, _is_ddp, _release,
                     batch_size_of, exit_for_relaunch, is_oom, rng_state, set_rng_state)
 
 CHECKPOINT_NAME = "oomless-recovery.ckpt"
@@ -133,7 +133,7 @@ class OomRecovery(Callback):
             return
         self.records.append(record)
         if record["micro_batch"] < 1:
-            raise _OOM_TYPE("oomless: out of memory at micro-batch 1 on rank(s) %s: nothing "
+            raise _gave_up("oomless: out of memory at micro-batch 1 on rank(s) %s: nothing "
                             "smaller is left" % (record["failed_ranks"],))
         raise OomStop(record)
 
@@ -144,7 +144,7 @@ class OomRecovery(Callback):
             except Exception as exc:  # noqa: BLE001 - only out-of-memory is handled
                 if not is_oom(exc):
                     raise
-                _release(exc)
+                _release(exc, trainer.global_step + 1, self.stop_agreement.agreement.rank)
                 out = None
                 self._failed_phase = "forward"
             if out is None:
@@ -162,7 +162,7 @@ class OomRecovery(Callback):
             except Exception as exc:  # noqa: BLE001 - only out-of-memory is handled
                 if not is_oom(exc):
                     raise
-                _release(exc)
+                _release(exc, trainer.global_step + 1, self.stop_agreement.agreement.rank)
                 phase = "backward"
             self._decide(trainer, phase)
         return backward

@@ -104,7 +104,8 @@ import torch.distributed as dist
 __all__ = ["TrainStep", "StepResult", "OomStop", "InexactAccumulationWarning", "CudaMemory",
            "RELAUNCH_EXIT_CODE", "is_oom", "micro_batch_sizes", "next_limit", "calibration_line",
            "append_calibration", "split_batch", "batch_size_of", "relaunch_message",
-           "exit_for_relaunch", "rng_state", "set_rng_state"]
+           "exit_for_relaunch", "rng_state", "set_rng_state", "record_oom", "summarize_snapshot",
+           "set_snapshot_source", "tag_modules"]
 
 #: The exit status of a job stopped for a relaunch at a smaller micro-batch (sysexits'
 #: EX_TEMPFAIL: "a temporary failure; retrying later may succeed").
@@ -324,10 +325,22 @@ class _Snapshot:
                 live.copy_(saved)
 
 
-def _release(exc):
-    """Drops the tensors an exception's traceback keeps alive (the forward's locals)."""
+def _release(exc, step=None, rank=None):
+    """Drops the tensors an exception's traceback keeps alive (the forward's locals), after
+    recording what filled the memory while they are still there (:func:`record_oom`: an
+    ``oom_snapshot`` event when ``oomless run --events`` started the job)."""
+    record_oom(exc, step=step, rank=rank)
     traceback.clear_frames(exc.__traceback__)
     exc.__traceback__ = None
+
+
+def _gave_up(message):
+    """The out-of-memory error raised when no smaller micro-batch is left: the OOMs that led
+    here were recorded when caught, so the exception hook does not record this one (taken after
+    the step's tensors were freed, its snapshot would say little)."""
+    exc = _OOM_TYPE(message)
+    exc._oomless_recorded = True
+    return exc
 
 
 def _empty_cache():
@@ -538,7 +551,7 @@ class TrainStep:
         except Exception as exc:  # noqa: BLE001 - only out-of-memory is handled
             if not is_oom(exc):
                 raise
-            _release(exc)
+            _release(exc, self.steps, self.agreement.rank)
             return phase
         if self.memory is not None:
             peak = self.memory.peak()
@@ -615,7 +628,7 @@ class TrainStep:
             self.model.zero_grad(set_to_none=True)
             _empty_cache()
             if limit < 1 or retries >= self.max_retries:
-                raise _OOM_TYPE(
+                raise _gave_up(
                     "oomless: out of memory at micro-batch %d on rank(s) %s, step %d, and %s"
                     % (failed_micro, failed_ranks, self.steps,
                        "no smaller micro-batch is left" if limit < 1
@@ -824,3 +837,11 @@ def set_rng_state(state):
     if state["numpy"] is not None:
         import numpy
         numpy.random.set_state(state["numpy"])
+
+
+# ---- what filled the memory (the oom_snapshot event) -------------------------------------------
+
+from ._oom_snapshot import (install_from_env, record_oom, set_snapshot_source,  # noqa: E402
+                            summarize_snapshot, tag_modules)
+
+install_from_env(is_oom)
