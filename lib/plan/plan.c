@@ -1172,6 +1172,49 @@ static int fill_identity(const search *s, oom_plan_result *res)
 }
 
 /* nothing fits under the request: what would (more downscaling, more GPUs, QLoRA, ...) */
+/* the trainer fits alone but not beside its colocated engine: what would */
+static int rollout_no_fit(search *s, oom_plan_result *res)
+{
+    oom_plan_choice c = *res->smallest;
+    oomi_rollout_split sp;
+    char a[16], b[16], d[16];
+    uint64_t engine, need;
+    int err;
+
+    if ((err = oomi_rollout_split_of(&sp, &s->ro, &c.knobs, &c.estimate, s->usable)))
+        return err;
+    oomi_rollout_fill(res, &s->ro, &sp);
+    if (res->version >= 6) /* nothing planned: the least share the engine needs */
+        res->rollout_gpu_memory_utilization = sp.min_utilisation;
+    engine = (uint64_t)((double)s->ro.total * sp.min_utilisation);
+    need = s->ro.sleep ? (sp.resident + engine > c.estimate.device_peak + sp.sleeping
+                              ? sp.resident + engine
+                              : c.estimate.device_peak + sp.sleeping)
+                       : c.estimate.device_peak + engine;
+    if (!s->ro.sleep &&
+        (err = oomi_strv_add(&res->suggestions, &res->n_suggestions,
+                             "--sleep-mode 1: the engine frees its memory while the trainer "
+                             "trains")))
+        return err;
+    if ((err = oomi_strv_add(&res->suggestions, &res->n_suggestions,
+                             "a smaller --target-effective-batch: the engine holds the %ld "
+                             "completions each GPU generates at once (%s of KV cache at least)",
+                             sp.seqs, OOMI_SZ(a, sp.kv_needed))) ||
+        (err = oomi_strv_add(&res->suggestions, &res->n_suggestions,
+                             "a GPU with at least %s usable (%s %s + engine %s)", OOMI_SZ(b, need),
+                             s->ro.sleep ? "trainer while generating" : "trainer",
+                             OOMI_SZ(d, s->ro.sleep ? sp.resident : c.estimate.device_peak),
+                             OOMI_SZ(a, engine))))
+        return err;
+    c.why = NULL;
+    if ((err = describe_rollout(s, &c)))
+        return err;
+    oomi_fail(OOM_ENOFIT, "nothing fits: the smallest configuration tried (batch %ld, seq %ld) %s",
+              c.knobs.batch, c.knobs.seq_len, c.why);
+    oomi_free(c.why);
+    return OOM_ENOFIT;
+}
+
 static int no_fit(search *s, oom_plan_result *res, unsigned relax)
 {
     const oom_plan_request *r = s->r;
@@ -1204,6 +1247,8 @@ static int no_fit(search *s, oom_plan_result *res, unsigned relax)
                                  OOMI_SZ(a, s->best.estimate.device_peak))))
             return err;
     }
+    if (s->have_smallest && s->ro.on && res->smallest->estimate.device_peak <= s->usable)
+        return rollout_no_fit(s, res);
     if ((err = oomi_plan_suggest(res, r, s->w, &res->smallest->knobs)))
         return err;
     if (!s->have_smallest)

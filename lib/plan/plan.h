@@ -91,6 +91,7 @@ typedef struct oomi_rollout_split {
     double utilisation;     /* gpu_memory_utilization planned */
     double min_utilisation; /* the least that holds every sequence at once */
     uint64_t profile, requested, kv, resident, sleeping, training_peak, rollout_peak;
+    uint64_t kv_needed; /* the KV cache of every sequence at once */
     long kv_tokens;
 } oomi_rollout_split;
 int oomi_rollout_setup(oomi_rollout_engine *ro, const oom_workload *w, uint64_t total);

@@ -103,7 +103,7 @@ static double hundredths(double bytes, uint64_t total, bool up)
 int oomi_rollout_split_of(oomi_rollout_split *out, oomi_rollout_engine *ro, const oom_knobs *k,
                           const oom_estimate *e, uint64_t usable)
 {
-    double nt = OOMI_VLLM_NON_TORCH_1, block, need, room, fixed;
+    double nt = (double)llround(OOMI_VLLM_NON_TORCH_1), block, need, room, fixed;
     long rows, blocks_per_seq;
     oom_estimate kv;
     int err;
@@ -129,10 +129,11 @@ int oomi_rollout_split_of(oomi_rollout_split *out, oomi_rollout_engine *ro, cons
     block = (double)llround(OOMI_VLLM_BLOCK_TOKENS * ro->kv_per_token);
     blocks_per_seq = (k->seq_len + OOMI_VLLM_BLOCK_TOKENS - 1) / OOMI_VLLM_BLOCK_TOKENS;
     need = (double)out->seqs * (double)blocks_per_seq * block;
+    out->kv_needed = (uint64_t)need;
     fixed = (double)ro->weights + (double)out->profile + nt;
     out->min_utilisation = hundredths(fixed + need, ro->total, true);
     out->resident = e->weights + e->optimizer + (ro->keep_grads ? e->gradients : 0) + e->overhead;
-    out->sleeping = ro->sleep ? (uint64_t)llround(nt) : 0;
+    out->sleeping = ro->sleep ? (uint64_t)nt : 0;
     room = ro->sleep ? (double)usable - (double)out->resident
                      : (double)usable - (double)e->device_peak;
     out->utilisation = room > 0 ? hundredths(room, ro->total, false) : 0;
