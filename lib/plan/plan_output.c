@@ -395,15 +395,11 @@ int oom_plan_format(char **out, const oom_plan_result *r, const char *format)
         return oomi_fail(OOM_ENOFIT, "nothing fits: no %s output", format);
     if (!strcmp(format, "deepspeed"))
         return oomi_json_finish(out, deepspeed_json(r->best));
-    if (!strcmp(format, "trl") || !strcmp(format, "verl")) {
-        if ((err = oomi_plan_format_rl(&sb, r, format))) {
-            oomi_sb_free(&sb);
-            return err;
-        }
-        return oomi_sb_finish(&sb, out);
-    }
-    if (!strcmp(format, "vllm") || !strcmp(format, "accelerate") || !strcmp(format, "torchtitan")) {
-        if ((err = oomi_plan_format_serve(&sb, r, format))) {
+    if (!strcmp(format, "vllm") || !strcmp(format, "accelerate") || !strcmp(format, "torchtitan") ||
+        !strcmp(format, "trl") || !strcmp(format, "verl")) {
+        bool rl = !strcmp(format, "trl") || !strcmp(format, "verl");
+        if ((err = rl ? oomi_plan_format_rl(&sb, r, format)
+                      : oomi_plan_format_serve(&sb, r, format))) {
             oomi_sb_free(&sb);
             return err;
         }

@@ -328,9 +328,6 @@ int oomi_plan_format_rl(oomi_sb *sb, const oom_plan_result *r, const char *forma
         return oomi_fail(OOM_EUNSUPPORTED,
                          "plan: the %s format is for objective grpo with rollout vllm-colocate",
                          format);
-    if (!strcmp(format, "trl"))
-        format_trl(sb, r);
-    else
-        format_verl(sb, r);
+    (strcmp(format, "trl") ? format_verl : format_trl)(sb, r);
     return OOM_OK;
 }
