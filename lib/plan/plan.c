@@ -849,15 +849,23 @@ static int fill_confidence(search *s, oom_plan_result *res)
 {
     const oom_estimate *e = &s->best.estimate;
     oomi_conf cf;
+    uint64_t target = res->budget.target_bytes;
     int err;
     if (!s->w)
         return OOM_OK;
     if ((err = conf_budget(s, res, &s->best.knobs)) ||
         (err = conf_class(s, &s->best.knobs, s->conf > 0 ? s->conf : 0.95, &cf)))
         return err;
+    if (s->ro.on) {
+        /* the trainer trains beside what the engine holds then (a fixed reservation) */
+        oomi_rollout_split sp;
+        if ((err = oomi_rollout_split_of(&sp, &s->ro, &s->best.knobs, e, s->usable)))
+            return err;
+        target -= sp.training_peak - e->device_peak;
+    }
     res->device_peak_bound = oomi_confidence_bound(&cf, e->device_peak, true);
-    res->fit_probability = oomi_confidence_probability(
-        &cf, e->device_peak, res->budget.target_bytes, &res->fit_probability_side);
+    res->fit_probability =
+        oomi_confidence_probability(&cf, e->device_peak, target, &res->fit_probability_side);
     res->has_fit_probability = 1;
     if (cf.basis == OOMI_CONF_NONE)
         return oomi_plan_note(res,
@@ -909,6 +917,7 @@ static int rollout_note(search *s, oom_plan_result *res)
     if ((err = oomi_rollout_split_of(&sp, &s->ro, &s->best.knobs, &s->best.estimate, s->usable)))
         return err;
     oomi_rollout_fill(res, &s->ro, &sp);
+    res->max_workers = 1; /* the trainer and its engine: one job per GPU */
     return oomi_plan_note(res,
                           "rollout vllm-colocate, sleep mode %d: gpu_memory_utilization %.2f "
                           "(at least %.2f), KV cache %s = %ld tokens = %ld sequences of %ld at "

@@ -102,6 +102,8 @@ int oomi_rollout_split_of(oomi_rollout_split *out, oomi_rollout_engine *ro, cons
 void oomi_rollout_fill(oom_plan_result *res, const oomi_rollout_engine *ro,
                        const oomi_rollout_split *sp);
 json_object *oomi_plan_rollout_json(const oom_plan_result *r);
+/* the engine's lines of the text report's budget */
+void oomi_plan_rollout_text(oomi_sb *sb, const oom_plan_result *r);
 /* "trl", "verl" into sb */
 int oomi_plan_format_rl(oomi_sb *sb, const oom_plan_result *r, const char *format);
 /* the precision is 16-bit brain float (bf, also for quantised bases) or half (plan_serve.c) */

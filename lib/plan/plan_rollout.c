@@ -216,6 +216,23 @@ json_object *oomi_plan_rollout_json(const oom_plan_result *r)
     return o;
 }
 
+void oomi_plan_rollout_text(oomi_sb *sb, const oom_plan_result *r)
+{
+    uint64_t requested, training, rollout;
+    long seq = r->best->knobs.seq_len;
+    char a[16], b[16], c[16], d[16];
+    if (!has_rollout(r))
+        return;
+    phases(r, &requested, &training, &rollout);
+    oomi_sb_printf(sb,
+                   "  %-30s: %.2f of the GPU (%s), sleep mode %d; KV cache %s = %ld sequences of "
+                   "%ld\n  %-30s: %s training, %s generating\n",
+                   "colocated vLLM engine", r->rollout_gpu_memory_utilization,
+                   OOMI_SZ(a, requested), r->rollout_sleep_level, OOMI_SZ(b, r->rollout_kv_bytes),
+                   seq ? r->rollout_kv_tokens / seq : 0, seq, "peaks with the engine",
+                   OOMI_SZ(c, training), OOMI_SZ(d, rollout));
+}
+
 static const char *py(bool b)
 {
     return b ? "true" : "false";

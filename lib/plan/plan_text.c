@@ -132,6 +132,7 @@ static void memory_block(oomi_sb *sb, const oom_plan_result *r)
     oomi_sb_printf(sb, "  %-30s: %.1f%% of usable, %s to spare\n", "device peak",
                    u ? 100.0 * (double)e->device_peak / (double)u : 0.0,
                    OOMI_SZ(a, u - e->device_peak));
+    oomi_plan_rollout_text(sb, r);
     if (r->version >= 3 && r->has_fit_probability)
         text_confidence(sb, r);
     if (r->workers > 1 || r->max_workers > 1 || (r->version >= 2 && r->workers_requested))

@@ -69,6 +69,14 @@ expect_eq "$(($(g kv_sequences) >= B * A))" 1 "every completion of the generatio
 ALT=$(jq -r '.alternatives[] | select(.plan.batch_size > '"$B"') | .why' <<<"$OUT" | head -1)
 expect_contains "$ALT" "does not fit beside the engine" "the larger micro-batch: why not"
 
+expect_json .workers.max 1 "one trainer and its engine per GPU"
+# the fit probability is the trainer's peak against the target less the engine's reservation
+FP=$(jq .fit_probability <<<"$OUT")
+expect_eq "$(awk -v f="$FP" 'BEGIN { print (f < 0.99) }')" 1 "fit probability beside the engine ($FP)"
+plan
+expect_contains "$OUT" "colocated vLLM engine         : $U of the GPU" "text report: the engine's share"
+expect_contains "$OUT" "peaks with the engine" "text report: both phases"
+
 # ---- sleep mode: the peaks alternate ----------------------------------------------------------
 plan --sleep-mode 2 --json
 expect_rc 0 "sleep mode 2 plans"
