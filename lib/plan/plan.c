@@ -988,15 +988,29 @@ static int fill_result(search *s, oom_plan_result *res)
         if (!err && hint)
             err = oomi_plan_note(res, "%s, without lowering it", hint);
         oomi_free(hint);
-        err =
-            err ? err
-                : oomi_plan_note(res,
-                                 "DOWNSCALED: batch size %ld does not fit (smallest device "
-                                 "peak %s > usable "
-                                 "%s); lowered to %ld x grad-accum %ld (effective batch %ld)",
-                                 r->fixed_batch, OOMI_SZ(a, s->fixed_smallest.estimate.device_peak),
-                                 OOMI_SZ(b, s->usable), s->best.knobs.batch,
-                                 s->best.knobs.grad_accum, s->best.effective_batch);
+        if (!err && s->ro.on && s->fixed_smallest.estimate.device_peak <= s->usable) {
+            /* it fits alone: the engine beside it is why */
+            oom_plan_choice c = s->fixed_smallest;
+            c.why = NULL;
+            err = describe_rollout(s, &c);
+            err = err ? err
+                      : oomi_plan_note(res,
+                                       "DOWNSCALED: batch size %ld %s; lowered to %ld x "
+                                       "grad-accum %ld (effective batch %ld)",
+                                       r->fixed_batch, c.why, s->best.knobs.batch,
+                                       s->best.knobs.grad_accum, s->best.effective_batch);
+            oomi_free(c.why);
+        } else {
+            err = err ? err
+                      : oomi_plan_note(res,
+                                       "DOWNSCALED: batch size %ld does not fit (smallest device "
+                                       "peak %s > usable "
+                                       "%s); lowered to %ld x grad-accum %ld (effective batch %ld)",
+                                       r->fixed_batch,
+                                       OOMI_SZ(a, s->fixed_smallest.estimate.device_peak),
+                                       OOMI_SZ(b, s->usable), s->best.knobs.batch,
+                                       s->best.knobs.grad_accum, s->best.effective_batch);
+        }
     }
     if (r->fixed_seq && s->best.knobs.seq_len < r->fixed_seq) {
         res->downscaled |= OOM_DOWNSCALE_SEQ;

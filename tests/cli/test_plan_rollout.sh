@@ -77,6 +77,12 @@ plan
 expect_contains "$OUT" "colocated vLLM engine         : $U of the GPU" "text report: the engine's share"
 expect_contains "$OUT" "peaks with the engine" "text report: both phases"
 
+# a fixed micro-batch that fits alone is lowered because of the engine, and the notice says so
+plan --batch-size 16 --grad-accum 4 --checkpointing none
+expect_contains "$ERR" "DOWNSCALED: batch size 16 does not fit beside the engine: device peak" \
+    "downscaled for the engine"
+expect_not_contains "$ERR" "> usable 79.00 GiB); lowered" "no peak-over-usable claim"
+
 # ---- sleep mode: the peaks alternate ----------------------------------------------------------
 plan --sleep-mode 2 --json
 expect_rc 0 "sleep mode 2 plans"
