@@ -37,7 +37,9 @@ static void usage(FILE *out)
         "\nOutput:\n"
         "  --format FORMAT              text (default), json, env, args, deepspeed, torchrun;\n"
         "                               vllm (inference: vLLM settings and KV-cache capacity);\n"
-        "                               accelerate (FSDP2 config YAML), torchtitan (TOML)\n"
+        "                               accelerate (FSDP2 config YAML), torchtitan (TOML);\n"
+        "                               trl, verl (grpo with --rollout vllm-colocate: GRPOConfig\n"
+        "                               YAML, verl Hydra overrides, with vLLM's KV capacity)\n"
         "  --json                       the same as --format json\n"
         "  --svg FILE                   a picture: memory against the budget, peak vs batch\n"
         "  --allow-inexact, --allow-downscale, --no-allow-downscale   flags\n"
@@ -95,12 +97,14 @@ static int report(const plan_args *a, const oom_plan_result *r)
     return r->found ? EXIT_OK : EXIT_NOFIT;
 }
 
-#define FORMATS "text, json, env, args, deepspeed, torchrun, vllm, accelerate, torchtitan"
+#define FORMATS                                                                                    \
+    "text, json, env, args, deepspeed, torchrun, vllm, accelerate, torchtitan, trl, verl"
 
 static bool known_format(const char *f)
 {
-    static const char *const names[] = {"text",     "json", "env",        "args",      "deepspeed",
-                                        "torchrun", "vllm", "accelerate", "torchtitan"};
+    static const char *const names[] = {"text",       "json",     "env",  "args",
+                                        "deepspeed",  "torchrun", "vllm", "accelerate",
+                                        "torchtitan", "trl",      "verl"};
     size_t i;
     for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (!strcmp(f, names[i]))

@@ -1290,9 +1290,24 @@ typedef struct oom_plan_result {
     uint64_t serve_rope_bytes; /**< inference: the rotary embedding's cos/sin cache a serving
                                   engine allocates with the weights (max positions x head size in
                                   the model's dtype), per GPU; 0 without rotary embeddings */
+    /* version 6: GRPO with a vLLM engine on the trainer's GPU (workload option rollout
+     * vllm-colocate; docs/plan.md, "RL with a colocated rollout engine"), per GPU; all 0 without */
+    int rollout_sleep_level;               /**< the engine's sleep level while training (0: none) */
+    double rollout_gpu_memory_utilization; /**< vLLM's gpu_memory_utilization planned */
+    uint64_t rollout_weights_bytes;        /**< the engine's weights (with its rotary cache) */
+    uint64_t rollout_profile_bytes;        /**< its start-up profile run's activation peak */
+    uint64_t rollout_kv_bytes;             /**< the KV cache it will find at that utilization */
+    long rollout_kv_tokens;                /**< that cache in tokens (whole 16-token blocks) */
+    long rollout_max_num_seqs;             /**< sequences generated at once (TRL's max_num_seqs) */
+    uint64_t rollout_resident_bytes;       /**< the trainer's memory while the engine generates
+                                              (weights, optimizer states, context) */
+    uint64_t rollout_sleeping_bytes; /**< the engine's memory while asleep (0: no sleep mode) */
+    long rollout_num_generations;    /**< completions per prompt (TRL num_generations) */
+    long rollout_completion_len;     /**< generated tokens of the sequence */
+    int rollout_reference;           /**< 1: a reference model is loaded (TRL's beta > 0) */
 } oom_plan_result;
 
-#define OOM_PLAN_RESULT_VERSION 5
+#define OOM_PLAN_RESULT_VERSION 6
 #define OOM_PLAN_RESULT_INIT                                                                       \
     {                                                                                              \
         .version = OOM_PLAN_RESULT_VERSION                                                         \

@@ -767,7 +767,9 @@ int oom_estimate_run(oom_estimate *out, const oom_workload *w)
 
     x.wref = reference_weights(&x);
     out->peak_phase = x.train ? training(&x, &p) : inference(&x, &p);
-    if (w->objective == OOMI_OBJECTIVE_GRPO) {
+    /* with a colocated vLLM engine the trainer does not generate: the engine's memory is the
+     * planner's to split (docs/plan.md, "RL with a colocated rollout engine") */
+    if (w->objective == OOMI_OBJECTIVE_GRPO && w->rollout == OOMI_ROLLOUT_NONE) {
         mem g;
         generation(&x, &g);
         if (sum(&g) > sum(&p))

@@ -29,6 +29,9 @@ static json_object *objective_json(const oom_workload *w)
         oomi_json_put(o, "prompt_len", json_object_new_int64(w->k.seq_len - comp));
         oomi_json_put(o, "completion_len", json_object_new_int64(comp));
         oomi_json_put(o, "generation_batch", json_object_new_int64(w->k.batch * w->k.grad_accum));
+        oomi_json_put(o, "rollout", json_object_new_string(oomi_rollout_names[w->rollout]));
+        if (w->rollout != OOMI_ROLLOUT_NONE)
+            oomi_json_put(o, "sleep_mode", json_object_new_int(w->sleep_level));
     }
     return o;
 }

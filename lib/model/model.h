@@ -122,7 +122,15 @@ struct oom_workload {
     long num_generations;        /* GRPO: completions per prompt */
     long completion_len;         /* GRPO: generated tokens of --seq; 0: half of it */
     bool grpo_set;               /* num-generations or completion-len given */
+    unsigned rollout;            /* oomi_rollout: GRPO's generation engine */
+    int sleep_level;             /* rollout vllm-colocate: vLLM's sleep level (0: no sleep mode) */
+    bool sleep_set;              /* sleep-mode given */
 };
+
+/* where GRPO's completions are generated: transformers' generate in the trainer, or a vLLM engine
+ * in the trainer's process on the same GPU (TRL's vllm_mode="colocate", verl's hybrid engine) */
+typedef enum oomi_rollout { OOMI_ROLLOUT_NONE, OOMI_ROLLOUT_VLLM_COLOCATE } oomi_rollout;
+extern const char *const oomi_rollout_names[2];
 
 typedef enum oomi_objective {
     OOMI_OBJECTIVE_SFT,

@@ -18,6 +18,7 @@ const char *const oomi_loss_names[2] = {"standard", "chunked"};
 const char *const oomi_sharding_names[4] = {"none", "zero1", "zero2", "zero3"};
 const char *const oomi_offload_names[3] = {"none", "optimizer", "optimizer+params"};
 const char *const oomi_kv_cache_names[2] = {"vllm", "transformers"};
+const char *const oomi_rollout_names[2] = {"none", "vllm-colocate"};
 const char *const oomi_objective_names[8] = {"sft",  "dpo", "ipo",    "simpo",
                                              "orpo", "kto", "reward", "grpo"};
 const char *const oomi_reference_names[4] = {"auto", "copy", "adapter", "none"};
@@ -129,6 +130,14 @@ static const oom_option *const options[] = {
                         "grpo: completions per prompt (default 8)"},
     &(const oom_option){OOM_OPTION_VERSION, "completion-len", "N",
                         "grpo: generated tokens of the --seq total (default half of it)"},
+    &(const oom_option){OOM_OPTION_VERSION, "rollout", "none|vllm-colocate",
+                        "grpo: where completions are generated: transformers' generate in the "
+                        "trainer, or a vLLM engine sharing the trainer's GPU (TRL vllm_mode "
+                        "colocate, verl); plan splits the GPU between them (default none)"},
+    &(const oom_option){OOM_OPTION_VERSION, "sleep-mode", "0|1|2",
+                        "rollout vllm-colocate: vLLM's sleep level while the trainer trains; 1 "
+                        "offloads its weights to the CPU, 2 discards them, both free its KV "
+                        "cache; 0: the engine keeps its memory (default 0)"},
     &(const oom_option){OOM_OPTION_VERSION, "max-num-batched-tokens", "N",
                         "plan --format vllm: the tokens of vLLM's start-up profile run, as "
                         "its --max-num-batched-tokens (default: the plan's sequence, or its batch "

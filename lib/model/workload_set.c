@@ -176,6 +176,19 @@ static int set_one(oom_workload *w, const char *key, const char *value)
             w->grpo_set = true;
         return err;
     }
+    if (!strcmp(key, "rollout")) {
+        unsigned v;
+        if (!(err = parse_enum(&v, key, value, oomi_rollout_names, 2)))
+            w->rollout = v;
+        return err;
+    }
+    if (!strcmp(key, "sleep-mode")) {
+        unsigned v;
+        static const char *const levels[] = {"0", "1", "2"};
+        if (!(err = parse_enum(&v, key, value, levels, 3)))
+            w->sleep_level = (int)v, w->sleep_set = true;
+        return err;
+    }
     if (!strcmp(key, "lora-targets"))
         return set_targets(w, value);
     if (!strcmp(key, "lora-dropout"))
@@ -272,6 +285,10 @@ int oom_workload_get(char **out, const oom_workload *w, const char *key)
         s = oomi_asprintf("%ld", w->num_generations);
     else if (IS("completion-len"))
         s = w->completion_len ? oomi_asprintf("%ld", w->completion_len) : oomi_strdup("");
+    else if (IS("rollout"))
+        s = oomi_strdup(oomi_rollout_names[w->rollout]);
+    else if (IS("sleep-mode"))
+        s = oomi_asprintf("%d", w->sleep_level);
     else if (IS("lora-rank"))
         s = oomi_asprintf("%ld", w->lora_rank);
     else if (IS("lora-targets"))
@@ -394,6 +411,17 @@ static int validate_objective(const oom_workload *w)
         return oomi_fail(OOM_EINVAL,
                          "num-generations and completion-len are for objective 'grpo' (got '%s')",
                          obj);
+    if (w->rollout != OOMI_ROLLOUT_NONE && w->objective != OOMI_OBJECTIVE_GRPO)
+        return oomi_fail(OOM_EINVAL,
+                         "rollout '%s' generates completions for objective 'grpo' "
+                         "(got '%s')",
+                         oomi_rollout_names[w->rollout], obj);
+    if (w->sleep_set && w->rollout == OOMI_ROLLOUT_NONE)
+        return oomi_fail(OOM_EINVAL, "sleep-mode is the colocated engine's: it needs rollout "
+                                     "vllm-colocate");
+    if (w->rollout != OOMI_ROLLOUT_NONE && w->tp > 1)
+        return oomi_fail(OOM_EINVAL, "rollout vllm-colocate is planned with one engine per GPU "
+                                     "(tensor-parallel 1)");
     if (w->objective == OOMI_OBJECTIVE_SFT) {
         if (w->reference != OOMI_REFERENCE_AUTO || w->precompute_ref ||
             w->ref_precision != OOM_PRECISION_AUTO)

@@ -44,6 +44,7 @@ typedef struct search {
     oom_plan_choice best, smallest, fixed_smallest; /* fixed_: before any downscaling */
     bool have_best, have_smallest;
     long candidates;
+    oomi_rollout_engine ro; /* GRPO's colocated vLLM engine (ro.on) */
 } search;
 
 void oom_plan_choice_dispose(oom_plan_choice *c)
@@ -131,12 +132,19 @@ static int conf_class(const search *s, const oom_knobs *k, double level, oomi_co
 
 /* Whether a candidate fits: its device peak within the usable memory (target - margin), or with
  * fit-confidence its device peak's bound at that confidence within the target. */
-static int fits(const search *s, oom_plan_choice *c)
+static int fits(search *s, oom_plan_choice *c)
 {
     oomi_conf cf;
     int err;
     if (!(s->conf > 0) || !s->w) {
         c->fits = c->estimate.device_peak <= s->usable;
+        if (s->ro.on) {
+            oomi_rollout_split sp;
+            int e = oomi_rollout_split_of(&sp, &s->ro, &c->knobs, &c->estimate, s->usable);
+            if (e)
+                return e;
+            c->fits = c->fits && sp.fits;
+        }
         return OOM_OK;
     }
     if ((err = conf_class(s, &c->knobs, s->conf, &cf)))
@@ -541,7 +549,27 @@ static int pick_alternatives(search *s, oom_plan_result *res)
     return OOM_OK;
 }
 
-static int describe_loss(const search *s, const oom_plan_result *res, oom_plan_choice *c)
+/* why a candidate that fits alone does not fit beside its colocated engine: the engine's least
+ * reservation (every sequence of its generation batch at once) beside the trainer's peak, or,
+ * asleep, beside the trainer's resident memory while it generates */
+static int describe_rollout(search *s, oom_plan_choice *c)
+{
+    oomi_rollout_split sp;
+    char x[16], y[16], z[16];
+    uint64_t engine;
+    int err = oomi_rollout_split_of(&sp, &s->ro, &c->knobs, &c->estimate, s->usable);
+    if (err)
+        return err;
+    engine = (uint64_t)((double)s->ro.total * sp.min_utilisation);
+    c->why = oomi_asprintf("does not fit beside the engine: %s %s + engine %s (%.2f of the GPU "
+                           "for %ld sequences at once) > usable %s",
+                           s->ro.sleep ? "trainer while generating" : "device peak",
+                           OOMI_SZ(x, s->ro.sleep ? sp.resident : c->estimate.device_peak),
+                           OOMI_SZ(y, engine), sp.min_utilisation, sp.seqs, OOMI_SZ(z, s->usable));
+    return c->why ? OOM_OK : oomi_nomem();
+}
+
+static int describe_loss(search *s, const oom_plan_result *res, oom_plan_choice *c)
 {
     const oom_knobs *a = &c->knobs, *b = &res->best->knobs;
     char x[16], y[16];
@@ -549,6 +577,8 @@ static int describe_loss(const search *s, const oom_plan_result *res, oom_plan_c
     double slower = res->best->score > 0 ? 100.0 * (1.0 - c->score / res->best->score) : 0;
     int err;
 
+    if (!c->fits && s->ro.on && c->estimate.device_peak <= s->usable)
+        return describe_rollout(s, c);
     if (!c->fits) {
         c->why = oomi_asprintf("does not fit: device peak %s > usable %s",
                                OOMI_SZ(x, c->estimate.device_peak), OOMI_SZ(y, s->usable));
@@ -772,73 +802,27 @@ static int awkward_hint(search *s, oom_plan_result *res)
     return err;
 }
 
-/* The sampler's working set in vLLM's profile run, bytes per logit (rows x vocabulary): the
- * model's 16-bit logits (2), their fp32 copy (4), and the top-k/top-p sort of that copy
- * (vllm/v1/sample/sampler.py, Sampler.forward; vllm/v1/sample/ops/topk_topp_sampler.py,
- * apply_top_k_top_p: logits.sort()): its fp32 values and int64 indices (12) and, while it runs,
- * the work buffers of PyTorch's sort of many long rows (aten/src/ATen/native/cuda/Sort.cu,
- * segmented_sort_pairs_by_full_sort: the (row, index) pairs, 8, and the radix sort's sorted keys
- * and pairs, 4 + 8): 38. vLLM's own logs (bench/accuracy/vllm-logs.csv) give 38.3 for the whole:
- * "PyTorch activation peak memory" less the forward's output, over 1024 x vocabulary logits, is
- * 38.3 bytes for Llama-3.1-8B, Qwen3-0.6B and Qwen3-32B alike; the 0.3 left is the radix sort's
- * own scratch storage. */
-#define SERVE_SAMPLER_BYTES 38.3
-
-/* vLLM's rotary embedding keeps a cos/sin cache of max_position_embeddings x rotary_dim in the
- * model's dtype, one for all layers and whole on every GPU
- * (vllm/model_executor/layers/rotary_embedding, RotaryEmbedding._compute_cos_sin_cache); it is
- * allocated with the weights and counted in "Model loading took": 0.03 GiB for Llama-3.1-8B
- * (131 072 x 128 x 2 bytes), the difference between vLLM's 14.99 GiB and the 14.96 GiB of the
- * parameters. Models with a learned position table (GPT-2) and encoder-decoders have none. */
-static uint64_t serve_rope(const oomi_model *m, oom_precision p)
-{
-    long hd = m->head_dim > 0 ? m->head_dim : m->heads > 0 ? m->hidden / m->heads : 0;
-    if (m->enc_layers > 0 || m->max_pos <= 0 || m->params_embed > (uint64_t)m->vocab * m->hidden)
-        return 0;
-    return (uint64_t)m->max_pos * (uint64_t)hd * (p == OOM_PRECISION_FP32 ? 4 : 2);
-}
-
-/* The activation peak of a serving engine's start-up profile run (vLLM's
- * vllm/v1/worker/gpu_model_runner.py, GPUModelRunner.profile_run): _dummy_run, one forward over
- * max_num_batched_tokens tokens with FlashAttention (no score matrix), then _dummy_sampler_run
- * over min(max_num_seqs, tokens) rows. The forward's working set is freed before the sampler
- * runs, its output hidden states (tokens x hidden) stay: the peak is the larger of the forward's
- * and the output's plus the sampler's (the logged peak of Qwen3-32B is within 0.1 GiB of
- * Qwen3-0.6B's at the same 1024 x 151 936 logits, though its forward is ten times larger). The
- * forward is the estimator's prefill at batch 1 (its one-row logits are left out: the sampler
- * counts its own). The tokens and sequences are the workload's max-num-batched-tokens and
- * max-num-seqs, else the plan's sequence (or batch if larger) and batch. */
+/* The profile run of an inference plan: the tokens and sequences are the workload's
+ * max-num-batched-tokens and max-num-seqs, else the plan's sequence (or batch if larger) and
+ * batch. */
 static int serve_profile(const search *s, oom_plan_result *res)
 {
-    oom_workload *w = NULL;
-    oom_estimate e = OOM_ESTIMATE_INIT;
     oom_knobs k = s->best.knobs;
     long seqs = s->w->serve_seqs ? s->w->serve_seqs : k.batch;
     long tokens = s->w->serve_tokens    ? s->w->serve_tokens
                   : k.seq_len > k.batch ? k.seq_len
                                         : k.batch;
-    double rows = (double)(seqs < tokens ? seqs : tokens), out, sampler, fwd;
+    double out, sampler, fwd;
     int err;
 
-    if ((err = oom_workload_clone(&w, s->w)))
+    if ((err = oomi_serve_forward(s->w, k, tokens, &fwd, &out)))
         return err;
-    k.batch = 1;
-    k.seq_len = tokens;
-    k.attention = OOM_ATTENTION_FLASH;
-    if (w->model->max_pos > 0 && tokens > w->model->max_pos)
-        w->max_pos_override = tokens;
-    if (!(err = oom_workload_set_knobs(w, &k)) && !(err = oom_estimate_run(&e, w))) {
-        out =
-            (double)tokens * (double)w->model->hidden * (k.precision == OOM_PRECISION_FP32 ? 4 : 2);
-        sampler = rows * (double)w->model->vocab * SERVE_SAMPLER_BYTES;
-        fwd = (double)(e.activations + e.temporaries);
-        res->serve_batched_tokens = tokens;
-        res->serve_max_num_seqs = seqs;
-        res->serve_rope_bytes = serve_rope(w->model, k.precision);
-        res->serve_profile_bytes = (uint64_t)llround(fwd > out + sampler ? fwd : out + sampler);
-    }
-    oom_workload_free(w);
-    return err;
+    sampler = oomi_serve_sampler(s->w->model, seqs < tokens ? seqs : tokens);
+    res->serve_batched_tokens = tokens;
+    res->serve_max_num_seqs = seqs;
+    res->serve_rope_bytes = oomi_serve_rope(s->w->model, k.precision);
+    res->serve_profile_bytes = (uint64_t)llround(fwd > out + sampler ? fwd : out + sampler);
+    return OOM_OK;
 }
 
 /* With fit-confidence, the budget of the class of knobs k: a device peak fits when its bound,
@@ -865,15 +849,23 @@ static int fill_confidence(search *s, oom_plan_result *res)
 {
     const oom_estimate *e = &s->best.estimate;
     oomi_conf cf;
+    uint64_t target = res->budget.target_bytes;
     int err;
     if (!s->w)
         return OOM_OK;
     if ((err = conf_budget(s, res, &s->best.knobs)) ||
         (err = conf_class(s, &s->best.knobs, s->conf > 0 ? s->conf : 0.95, &cf)))
         return err;
+    if (s->ro.on) {
+        /* the trainer trains beside what the engine holds then (a fixed reservation) */
+        oomi_rollout_split sp;
+        if ((err = oomi_rollout_split_of(&sp, &s->ro, &s->best.knobs, e, s->usable)))
+            return err;
+        target -= sp.training_peak - e->device_peak;
+    }
     res->device_peak_bound = oomi_confidence_bound(&cf, e->device_peak, true);
-    res->fit_probability = oomi_confidence_probability(
-        &cf, e->device_peak, res->budget.target_bytes, &res->fit_probability_side);
+    res->fit_probability =
+        oomi_confidence_probability(&cf, e->device_peak, target, &res->fit_probability_side);
     res->has_fit_probability = 1;
     if (cf.basis == OOMI_CONF_NONE)
         return oomi_plan_note(res,
@@ -912,6 +904,27 @@ static int objective_note(search *s, oom_plan_result *res)
                               c->knobs.batch * oomi_objective_sequences(w->objective));
     return oomi_plan_note(res, "objective %s: the effective batch %ld counts %s", name,
                           c->effective_batch, oomi_objective_unit(w->objective));
+}
+
+/* the split of the GPU between the trainer and its colocated engine, into res and a notice */
+static int rollout_note(search *s, oom_plan_result *res)
+{
+    oomi_rollout_split sp;
+    char a[16], b[16], c[16];
+    int err;
+    if (!s->ro.on)
+        return OOM_OK;
+    if ((err = oomi_rollout_split_of(&sp, &s->ro, &s->best.knobs, &s->best.estimate, s->usable)))
+        return err;
+    oomi_rollout_fill(res, &s->ro, &sp);
+    res->max_workers = 1; /* the trainer and its engine: one job per GPU */
+    return oomi_plan_note(res,
+                          "rollout vllm-colocate, sleep mode %d: gpu_memory_utilization %.2f "
+                          "(at least %.2f), KV cache %s = %ld tokens = %ld sequences of %ld at "
+                          "once for a generation batch of %ld; peak training %s, generating %s",
+                          s->ro.sleep, sp.utilisation, sp.min_utilisation, OOMI_SZ(a, sp.kv),
+                          sp.kv_tokens, sp.kv_tokens / s->best.knobs.seq_len, s->best.knobs.seq_len,
+                          sp.seqs, OOMI_SZ(b, sp.training_peak), OOMI_SZ(c, sp.rollout_peak));
 }
 
 static int fill_result(search *s, oom_plan_result *res)
@@ -953,6 +966,7 @@ static int fill_result(search *s, oom_plan_result *res)
                              100.0 * (double)(s->best.effective_batch - s->eff) / (double)s->eff);
     err = err ? err : awkward_hint(s, res);
     err = err ? err : objective_note(s, res);
+    err = err ? err : rollout_note(s, res);
     if (r->seq_max > 0)
         err = err ? err
                   : oomi_plan_note(
@@ -974,15 +988,29 @@ static int fill_result(search *s, oom_plan_result *res)
         if (!err && hint)
             err = oomi_plan_note(res, "%s, without lowering it", hint);
         oomi_free(hint);
-        err =
-            err ? err
-                : oomi_plan_note(res,
-                                 "DOWNSCALED: batch size %ld does not fit (smallest device "
-                                 "peak %s > usable "
-                                 "%s); lowered to %ld x grad-accum %ld (effective batch %ld)",
-                                 r->fixed_batch, OOMI_SZ(a, s->fixed_smallest.estimate.device_peak),
-                                 OOMI_SZ(b, s->usable), s->best.knobs.batch,
-                                 s->best.knobs.grad_accum, s->best.effective_batch);
+        if (!err && s->ro.on && s->fixed_smallest.estimate.device_peak <= s->usable) {
+            /* it fits alone: the engine beside it is why */
+            oom_plan_choice c = s->fixed_smallest;
+            c.why = NULL;
+            err = describe_rollout(s, &c);
+            err = err ? err
+                      : oomi_plan_note(res,
+                                       "DOWNSCALED: batch size %ld %s; lowered to %ld x "
+                                       "grad-accum %ld (effective batch %ld)",
+                                       r->fixed_batch, c.why, s->best.knobs.batch,
+                                       s->best.knobs.grad_accum, s->best.effective_batch);
+            oomi_free(c.why);
+        } else {
+            err = err ? err
+                      : oomi_plan_note(res,
+                                       "DOWNSCALED: batch size %ld does not fit (smallest device "
+                                       "peak %s > usable "
+                                       "%s); lowered to %ld x grad-accum %ld (effective batch %ld)",
+                                       r->fixed_batch,
+                                       OOMI_SZ(a, s->fixed_smallest.estimate.device_peak),
+                                       OOMI_SZ(b, s->usable), s->best.knobs.batch,
+                                       s->best.knobs.grad_accum, s->best.effective_batch);
+        }
     }
     if (r->fixed_seq && s->best.knobs.seq_len < r->fixed_seq) {
         res->downscaled |= OOM_DOWNSCALE_SEQ;
@@ -1040,8 +1068,12 @@ static int setup(search *s, oom_plan_result *res)
             return err;
     }
     if (s->w &&
-        ((err = oom_workload_set_knobs(s->w, &s->base)) || (err = oom_workload_validate(s->w))))
+        ((err = oom_workload_set_knobs(s->w, &s->base)) || (err = oom_workload_validate(s->w)) ||
+         (err = oomi_rollout_setup(&s->ro, s->w, r->budget.target_bytes))))
         return err;
+    if (s->ro.on && (s->conf > 0 || r->workers > 1))
+        return oomi_fail(OOM_EINVAL, "rollout vllm-colocate is planned to the safety margin, one "
+                                     "trainer per GPU (no fit-confidence, no workers)");
     res->inference = s->base.method == OOM_METHOD_INFERENCE && s->w;
     res->measured = !s->w;
     s->eff = r->target_effective_batch;
@@ -1101,6 +1133,49 @@ static int fill_identity(const search *s, oom_plan_result *res)
 }
 
 /* nothing fits under the request: what would (more downscaling, more GPUs, QLoRA, ...) */
+/* the trainer fits alone but not beside its colocated engine: what would */
+static int rollout_no_fit(search *s, oom_plan_result *res)
+{
+    oom_plan_choice c = *res->smallest;
+    oomi_rollout_split sp;
+    char a[16], b[16], d[16];
+    uint64_t engine, need;
+    int err;
+
+    if ((err = oomi_rollout_split_of(&sp, &s->ro, &c.knobs, &c.estimate, s->usable)))
+        return err;
+    oomi_rollout_fill(res, &s->ro, &sp);
+    if (res->version >= 6) /* nothing planned: the least share the engine needs */
+        res->rollout_gpu_memory_utilization = sp.min_utilisation;
+    engine = (uint64_t)((double)s->ro.total * sp.min_utilisation);
+    need = s->ro.sleep ? (sp.resident + engine > c.estimate.device_peak + sp.sleeping
+                              ? sp.resident + engine
+                              : c.estimate.device_peak + sp.sleeping)
+                       : c.estimate.device_peak + engine;
+    if (!s->ro.sleep &&
+        (err = oomi_strv_add(&res->suggestions, &res->n_suggestions,
+                             "--sleep-mode 1: the engine frees its memory while the trainer "
+                             "trains")))
+        return err;
+    if ((err = oomi_strv_add(&res->suggestions, &res->n_suggestions,
+                             "a smaller --target-effective-batch: the engine holds the %ld "
+                             "completions each GPU generates at once (%s of KV cache at least)",
+                             sp.seqs, OOMI_SZ(a, sp.kv_needed))) ||
+        (err = oomi_strv_add(&res->suggestions, &res->n_suggestions,
+                             "a GPU with at least %s usable (%s %s + engine %s)", OOMI_SZ(b, need),
+                             s->ro.sleep ? "trainer while generating" : "trainer",
+                             OOMI_SZ(d, s->ro.sleep ? sp.resident : c.estimate.device_peak),
+                             OOMI_SZ(a, engine))))
+        return err;
+    c.why = NULL;
+    if ((err = describe_rollout(s, &c)))
+        return err;
+    oomi_fail(OOM_ENOFIT, "nothing fits: the smallest configuration tried (batch %ld, seq %ld) %s",
+              c.knobs.batch, c.knobs.seq_len, c.why);
+    oomi_free(c.why);
+    return OOM_ENOFIT;
+}
+
 static int no_fit(search *s, oom_plan_result *res, unsigned relax)
 {
     const oom_plan_request *r = s->r;
@@ -1133,6 +1208,8 @@ static int no_fit(search *s, oom_plan_result *res, unsigned relax)
                                  OOMI_SZ(a, s->best.estimate.device_peak))))
             return err;
     }
+    if (s->have_smallest && s->ro.on && res->smallest->estimate.device_peak <= s->usable)
+        return rollout_no_fit(s, res);
     if ((err = oomi_plan_suggest(res, r, s->w, &res->smallest->knobs)))
         return err;
     if (!s->have_smallest)
@@ -1205,6 +1282,7 @@ int oomi_plan_run(oom_plan_result **out, const oom_plan_request *r,
     res->candidates = s.candidates;
 done:
     oomi_free(s.all);
+    oomi_rollout_free(&s.ro);
     oom_workload_free(s.w);
     if (err && err != OOM_ENOFIT) {
         oom_plan_free(res);

@@ -50,10 +50,62 @@ typedef struct oomi_plan_vllm_kv {
 } oomi_plan_vllm_kv;
 int oomi_plan_vllm(oomi_plan_vllm_kv *out, const oom_plan_result *r);
 json_object *oomi_plan_vllm_json(const oom_plan_result *r);
-#define OOMI_PLAN_FORMATS "text, json, env, args, deepspeed, torchrun, vllm, accelerate, torchtitan"
+#define OOMI_PLAN_FORMATS                                                                          \
+    "text, json, env, args, deepspeed, torchrun, vllm, accelerate, torchtitan, trl, verl"
 bool oomi_plan_format_known(const char *format);
 /* "vllm", "accelerate", "torchtitan" into sb */
 int oomi_plan_format_serve(oomi_sb *sb, const oom_plan_result *r, const char *format);
+/* vLLM's default KV-cache block size on CUDA: CacheConfig.block_size = 16 (vllm/config/cache.py) */
+#define OOMI_VLLM_BLOCK_TOKENS 16
+/* The memory vLLM's profile run sees grow outside PyTorch's allocator (cuBLAS workspaces,
+ * custom all-reduce and NCCL buffers under tensor parallelism): vLLM's start-up log line "... GiB
+ * for non-torch memory" on H100, 0.13 GiB alone and 0.55 GiB at --tensor-parallel-size 2
+ * (vLLM logs collected in github.com/llm-d/llm-d-benchmark, config_explorer/
+ * empirical-vllm-memory-results.md) */
+#define OOMI_VLLM_NON_TORCH_1  (0.13 * 1073741824.0)
+#define OOMI_VLLM_NON_TORCH_TP (0.55 * 1073741824.0)
+/* a serving engine's profile run (plan.c): the forward over `tokens` tokens at batch 1 (its
+ * working set and its output hidden states), the sampler over `rows` rows, the rotary cache */
+int oomi_serve_forward(const oom_workload *w, oom_knobs k, long tokens, double *fwd, double *out);
+double oomi_serve_sampler(const oomi_model *m, long rows);
+uint64_t oomi_serve_rope(const oomi_model *m, oom_precision p);
+
+/* GRPO with a vLLM engine on the trainer's GPU (plan_rollout.c, docs/plan.md "RL with a
+ * colocated rollout engine"): what the engine needs, set up once per plan */
+typedef struct oomi_rollout_engine {
+    bool on;
+    int sleep;            /* the engine's sleep level while the trainer trains (0: awake) */
+    oom_workload *engine; /* the policy as the engine loads it: inference, 16-bit or 4-bit */
+    uint64_t total;       /* the GPU's memory, what gpu_memory_utilization is a share of */
+    uint64_t weights;     /* the engine's weights and rotary cache */
+    double fwd, out;      /* its profile forward's working set and output */
+    long kv_seq;          /* the sequence kv_per_token was taken at (0: none yet) */
+    double kv_per_token;
+    long generations, completion; /* num_generations, completion tokens (0: half the seq) */
+    bool reference, keep_grads;
+} oomi_rollout_engine;
+/* the split for one candidate of the trainer (its knobs, its estimate) */
+typedef struct oomi_rollout_split {
+    bool fits;
+    long seqs;              /* completions generated at once per GPU: vLLM's max_num_seqs */
+    double utilisation;     /* gpu_memory_utilization planned */
+    double min_utilisation; /* the least that holds every sequence at once */
+    uint64_t profile, requested, kv, resident, sleeping, training_peak, rollout_peak;
+    uint64_t kv_needed; /* the KV cache of every sequence at once */
+    long kv_tokens;
+} oomi_rollout_split;
+int oomi_rollout_setup(oomi_rollout_engine *ro, const oom_workload *w, uint64_t total);
+void oomi_rollout_free(oomi_rollout_engine *ro);
+int oomi_rollout_split_of(oomi_rollout_split *out, oomi_rollout_engine *ro, const oom_knobs *k,
+                          const oom_estimate *e, uint64_t usable);
+/* fills res's rollout fields (version 6) from the split of its best choice */
+void oomi_rollout_fill(oom_plan_result *res, const oomi_rollout_engine *ro,
+                       const oomi_rollout_split *sp);
+json_object *oomi_plan_rollout_json(const oom_plan_result *r);
+/* the engine's lines of the text report's budget */
+void oomi_plan_rollout_text(oomi_sb *sb, const oom_plan_result *r);
+/* "trl", "verl" into sb */
+int oomi_plan_format_rl(oomi_sb *sb, const oom_plan_result *r, const char *format);
 /* the precision is 16-bit brain float (bf, also for quantised bases) or half (plan_serve.c) */
 bool oomi_is16(oom_precision p, bool bf);
 

@@ -224,6 +224,7 @@ static json_object *result_json(const oom_plan_result *r)
         json_object_array_add(alts, choice_json(r, r->alternatives[i]));
     oomi_json_put(root, "alternatives", alts);
     oomi_json_put(root, "inference", inference_json(r));
+    oomi_json_put(root, "rollout", oomi_plan_rollout_json(r));
     /* the DeepSpeed config (--format deepspeed) when the plan shards or offloads, for helpers
      * that hand it to a framework (oomless.hf, oomless.lightning) */
     oomi_json_put(root, "deepspeed",
@@ -365,8 +366,9 @@ static void format_torchrun(oomi_sb *sb, const oom_plan_result *r)
 
 bool oomi_plan_format_known(const char *format)
 {
-    static const char *const names[] = {"text",     "json", "env",        "args",      "deepspeed",
-                                        "torchrun", "vllm", "accelerate", "torchtitan"};
+    static const char *const names[] = {"text",       "json",     "env",  "args",
+                                        "deepspeed",  "torchrun", "vllm", "accelerate",
+                                        "torchtitan", "trl",      "verl"};
     size_t i;
     for (i = 0; i < OOMI_ARRAY_LEN(names); i++)
         if (!strcmp(format, names[i]))
@@ -393,8 +395,11 @@ int oom_plan_format(char **out, const oom_plan_result *r, const char *format)
         return oomi_fail(OOM_ENOFIT, "nothing fits: no %s output", format);
     if (!strcmp(format, "deepspeed"))
         return oomi_json_finish(out, deepspeed_json(r->best));
-    if (!strcmp(format, "vllm") || !strcmp(format, "accelerate") || !strcmp(format, "torchtitan")) {
-        if ((err = oomi_plan_format_serve(&sb, r, format))) {
+    if (!strcmp(format, "vllm") || !strcmp(format, "accelerate") || !strcmp(format, "torchtitan") ||
+        !strcmp(format, "trl") || !strcmp(format, "verl")) {
+        bool rl = !strcmp(format, "trl") || !strcmp(format, "verl");
+        if ((err = rl ? oomi_plan_format_rl(&sb, r, format)
+                      : oomi_plan_format_serve(&sb, r, format))) {
             oomi_sb_free(&sb);
             return err;
         }

@@ -16,15 +16,10 @@ bool oomi_is16(oom_precision p, bool bf)
               : (p == OOM_PRECISION_FP16 || p == OOM_PRECISION_AMP_FP16);
 }
 
-/* vLLM's default KV-cache block size on CUDA: CacheConfig.block_size = 16 (vllm/config/cache.py) */
-#define VLLM_BLOCK_TOKENS 16
-/* The memory vLLM's profile run sees grow outside PyTorch's allocator (cuBLAS workspaces,
- * custom all-reduce and NCCL buffers under tensor parallelism): vLLM's start-up log line "... GiB
- * for non-torch memory" on H100, 0.13 GiB alone and 0.55 GiB at --tensor-parallel-size 2
- * (vLLM logs collected in github.com/llm-d/llm-d-benchmark, config_explorer/
- * empirical-vllm-memory-results.md) */
-#define VLLM_NON_TORCH_1  (0.13 * 1073741824.0)
-#define VLLM_NON_TORCH_TP (0.55 * 1073741824.0)
+/* vLLM's block size and non-torch memory: plan.h */
+#define VLLM_BLOCK_TOKENS OOMI_VLLM_BLOCK_TOKENS
+#define VLLM_NON_TORCH_1  OOMI_VLLM_NON_TORCH_1
+#define VLLM_NON_TORCH_TP OOMI_VLLM_NON_TORCH_TP
 
 int oomi_plan_vllm(oomi_plan_vllm_kv *out, const oom_plan_result *r)
 {

@@ -132,6 +132,7 @@ static void memory_block(oomi_sb *sb, const oom_plan_result *r)
     oomi_sb_printf(sb, "  %-30s: %.1f%% of usable, %s to spare\n", "device peak",
                    u ? 100.0 * (double)e->device_peak / (double)u : 0.0,
                    OOMI_SZ(a, u - e->device_peak));
+    oomi_plan_rollout_text(sb, r);
     if (r->version >= 3 && r->has_fit_probability)
         text_confidence(sb, r);
     if (r->workers > 1 || r->max_workers > 1 || (r->version >= 2 && r->workers_requested))
@@ -205,9 +206,17 @@ static void nofit_block(oomi_sb *sb, const oom_plan_result *r)
                    r->gpu_name[0] ? r->gpu_name : "the given budget",
                    OOMI_SZ(a, r->budget.usable_bytes));
     describe(d, sizeof(d), r->smallest, r->measured);
-    oomi_sb_printf(sb, "  smallest configuration tried: %s\n  its device peak: %s (%s over)\n", d,
-                   OOMI_SZ(a, r->smallest->estimate.device_peak),
-                   OOMI_SZ(b, r->smallest->estimate.device_peak - r->budget.usable_bytes));
+    if (r->version >= 6 && r->rollout_max_num_seqs > 0 &&
+        r->smallest->estimate.device_peak <= r->budget.usable_bytes)
+        oomi_sb_printf(sb,
+                       "  smallest configuration tried: %s\n  its device peak: %s, but not "
+                       "beside the colocated engine, which needs %.2f of the GPU\n",
+                       d, OOMI_SZ(a, r->smallest->estimate.device_peak),
+                       r->rollout_gpu_memory_utilization);
+    else
+        oomi_sb_printf(sb, "  smallest configuration tried: %s\n  its device peak: %s (%s over)\n",
+                       d, OOMI_SZ(a, r->smallest->estimate.device_peak),
+                       OOMI_SZ(b, r->smallest->estimate.device_peak - r->budget.usable_bytes));
     if (r->n_suggestions)
         oomi_sb_puts(sb, "What would make it fit:\n");
     for (i = 0; i < r->n_suggestions; i++)

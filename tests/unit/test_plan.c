@@ -828,7 +828,11 @@ static void test_struct_versions(void **state)
         assert_int_equal(oom_plan_result_init((oom_plan_result *)(void *)buf, 4), OOM_OK);
         assert_int_equal(buf[offsetof(oom_plan_result, serve_max_num_seqs) - 1], 0);
         assert_int_equal(buf[offsetof(oom_plan_result, serve_max_num_seqs)], 0xAB);
+        memset(buf, 0xAB, sizeof(buf));
         assert_int_equal(oom_plan_result_init((oom_plan_result *)(void *)buf, 5), OOM_OK);
+        assert_int_equal(buf[offsetof(oom_plan_result, rollout_sleep_level) - 1], 0);
+        assert_int_equal(buf[offsetof(oom_plan_result, rollout_sleep_level)], 0xAB);
+        assert_int_equal(oom_plan_result_init((oom_plan_result *)(void *)buf, 6), OOM_OK);
         assert_int_equal(buf[sizeof(oom_plan_result) - 1], 0);
         assert_int_equal(buf[sizeof(oom_plan_result)], 0xAB);
     }
