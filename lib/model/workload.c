@@ -106,6 +106,14 @@ static const oom_option *const options[] = {
                         "keep gradients between steps (zero_grad of PyTorch < 2.0) (default no)"},
     &(const oom_option){OOM_OPTION_VERSION, "overhead", "SIZE",
                         "CUDA context + workspaces outside PyTorch (default: per GPU generation)"},
+    &(const oom_option){OOM_OPTION_VERSION, "nccl-buffsize", "SIZE",
+                        "NCCL's SIMPLE buffer per channel, as NCCL_BUFFSIZE (bare number = "
+                        "bytes; default 4 MiB)"},
+    &(const oom_option){OOM_OPTION_VERSION, "nccl-channels", "N",
+                        "NCCL channels, as NCCL_MAX_NCHANNELS (default 32)"},
+    &(const oom_option){OOM_OPTION_VERSION, "nccl-nvls", "auto|no|yes",
+                        "NVLink SHARP buffers, as NCCL_NVLS_ENABLE (default auto: compute "
+                        "capability 9.0 or later with more than 2 GPUs)"},
     &(const oom_option){OOM_OPTION_VERSION, "tensor-parallel", "N",
                         "inference: GPUs one model copy is split over, as vLLM's "
                         "--tensor-parallel-size (default 1)"},

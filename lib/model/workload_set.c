@@ -182,6 +182,24 @@ static int set_one(oom_workload *w, const char *key, const char *value)
         return set_dropout(w, value);
     if (!strcmp(key, "overhead"))
         return oom_parse_size(&w->overhead, value, OOM_UNIT_MIB);
+    if (!strcmp(key, "nccl-buffsize")) {
+        uint64_t v;
+        if ((err = oom_parse_size(&v, value, OOM_UNIT_BYTES)))
+            return err;
+        if (!v)
+            return oomi_fail(OOM_EINVAL, "nccl-buffsize '%s' must be more than 0", value);
+        w->nccl_buffsize = v;
+        return OOM_OK;
+    }
+    if (!strcmp(key, "nccl-channels"))
+        return parse_count(&w->nccl_channels, key, value, 1);
+    if (!strcmp(key, "nccl-nvls")) {
+        static const char *const nvls[] = {"auto", "no", "yes"};
+        unsigned v;
+        if (!(err = parse_enum(&v, key, value, nvls, 3)))
+            w->nccl_nvls = v;
+        return err;
+    }
     return OOM_ENOTFOUND;
 }
 
@@ -285,6 +303,13 @@ int oom_workload_get(char **out, const oom_workload *w, const char *key)
     else if (IS("overhead"))
         s = w->overhead != OOM_UNKNOWN ? oomi_asprintf("%llu", (unsigned long long)w->overhead)
                                        : oomi_strdup("");
+    else if (IS("nccl-buffsize"))
+        s = w->nccl_buffsize ? oomi_asprintf("%llu", (unsigned long long)w->nccl_buffsize)
+                             : oomi_strdup("");
+    else if (IS("nccl-channels"))
+        s = w->nccl_channels ? oomi_asprintf("%ld", w->nccl_channels) : oomi_strdup("");
+    else if (IS("nccl-nvls"))
+        s = oomi_strdup(w->nccl_nvls == 2 ? "yes" : w->nccl_nvls == 1 ? "no" : "auto");
     else
         return oomi_fail(OOM_ENOTFOUND, "unknown workload option '%s'", key);
 #undef IS

@@ -155,4 +155,41 @@ oom estimate --model gpt2 --gpu "NVIDIA Nonesuch 7"
 expect_rc 2 "a device name no profile matches"
 expect_contains "$ERR" "unknown GPU profile 'NVIDIA Nonesuch 7'" "is refused naming it"
 
+# memory outside PyTorch's allocator, part by part: one GPU has no communicator
+oom estimate --model llama-3.1-8b --method lora --gpu h100 --json
+expect_rc 0 "overhead parts, one GPU"
+expect_json '[.overhead.parts[].name] | join(",")' "cuda_context" "one GPU: the context alone"
+expect_json '.overhead.total == .memory.overhead' "true" "the parts add up to the overhead"
+expect_json '.overhead.nccl' "null" "no NCCL on one GPU"
+# 8 H100s: 32 channels x (4 MiB + 512 KiB + 4.6875 MiB) and NVLS as NCCL logs it (nvlsTotalSize
+# 2415919104 for 8 GPUs of 4 MiB buffers)
+oom estimate --model llama-3.1-8b --gpu h100 --gpus 8 --sharding zero3 --json
+expect_rc 0 "overhead parts, 8 GPUs"
+expect_json '.overhead.nccl.ring_bytes' "308281344" "ring buffers of 32 channels"
+expect_json '.overhead.nccl.nvls_bytes' "2415919104" "NVLS buffers as NCCL's log line"
+expect_json '.overhead.parts[1].default' "true" "NCCL's defaults are flagged"
+expect_json '.overhead.total == .memory.overhead' "true" "NCCL counted in the overhead"
+ALL=$(jq '.memory.device_peak' <<<"$OUT")
+NCCL_NVLS_ENABLE=0 NCCL_BUFFSIZE=1048576 oom estimate --model llama-3.1-8b --gpu h100 --gpus 8 \
+    --sharding zero3 --json
+expect_rc 0 "NCCL's environment variables"
+expect_json '.overhead.nccl.nvls' "false" "NCCL_NVLS_ENABLE=0 turns NVLS off"
+expect_json '.overhead.nccl.ring_bytes' "207618048" "NCCL_BUFFSIZE shrinks the ring's buffers"
+expect_json ".memory.device_peak == $ALL - 2415919104 - 308281344 + 207618048" "true" \
+    "the device peak follows the NCCL buffers"
+NCCL_NVLS_ENABLE=0 oom estimate --model llama-3.1-8b --gpu h100 --gpus 8 --sharding zero3 \
+    --nccl-nvls yes --nccl-channels 16 --nccl-buffsize 4MiB --json
+expect_json '.overhead.nccl.nvls' "true" "the command line overrides the environment"
+expect_json '.overhead.nccl.ring_bytes' "154140672" "--nccl-channels"
+expect_json '.overhead.parts[1].default' "false" "every NCCL setting given: no notice"
+oom estimate --model llama-3.1-8b --method lora --gpu a100 --gpus 4
+expect_rc 0 "NCCL in the text breakdown"
+expect_contains "$OUT" "NCCL buffers                :    294.0 MiB" "an A100 has no NVLS"
+expect_contains "$OUT" "notice                        : NCCL's defaults assumed" "the defaults' notice"
+NCCL_MAX_NCHANNELS=many oom estimate --model llama-3.1-8b --gpus 2
+expect_rc 2 "a bad NCCL environment variable"
+expect_contains "$ERR" "NCCL_MAX_NCHANNELS=many" "is named"
+oom estimate --model llama-3.1-8b --gpus 2 --nccl-nvls sometimes
+expect_rc 2 "a bad --nccl-nvls"
+
 finish
