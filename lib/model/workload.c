@@ -79,7 +79,8 @@ static const oom_option *const options[] = {
                         "(default adamw: torch foreach)"},
     &(const oom_option){OOM_OPTION_VERSION, "batch", "N", "micro-batch per GPU (default 1)"},
     &(const oom_option){OOM_OPTION_VERSION, "seq", "N",
-                        "tokens per sample; inference: prompt + generated (default 512)"},
+                        "tokens per sample; inference: prompt + generated (default 512; plan "
+                        "--method inference: auto, the longest that fits)"},
     &(const oom_option){OOM_OPTION_VERSION, "grad-accum", "N",
                         "gradient accumulation steps (default 1)"},
     &(const oom_option){OOM_OPTION_VERSION, "checkpointing", "none|selective|full",

@@ -64,6 +64,13 @@ int oomi_plan_vllm(oomi_plan_vllm_kv *out, const oom_plan_result *r)
     return OOM_OK;
 }
 
+bool oomi_plan_vllm_holds(const oom_plan_result *r, long seq)
+{
+    oomi_plan_vllm_kv v;
+    return r && r->found && !oomi_plan_vllm(&v, r) &&
+           v.blocks >= (seq + VLLM_BLOCK_TOKENS - 1) / VLLM_BLOCK_TOKENS;
+}
+
 json_object *oomi_plan_vllm_json(const oom_plan_result *r)
 {
     oomi_plan_vllm_kv v;
