@@ -179,6 +179,17 @@ static void print_overhead(const oom_workload *w, const oom_estimate *e, bool no
         snprintf(label, sizeof(label), "  %s", name);
         row(label, (uint64_t)(o.part[i].bytes + 0.5), e->device_peak);
     }
+    if (notices) {
+        const oomi_coef *c;
+        bool dflt;
+        if (!oomi_coef_get(&c)) {
+            double ws = oomi_cublas_workspace(w, c, &dflt);
+            printf("  %-30s: %s in the temporaries (%s)\n", "cuBLAS workspace",
+                   oom_format_size(s1, sizeof(s1), (uint64_t)ws),
+                   dflt ? "default; set --cublas-workspace or CUBLAS_WORKSPACE_CONFIG"
+                        : "--cublas-workspace");
+        }
+    }
     if (!notices || o.ranks < 2)
         return;
     printf("  %-30s: %ld GPUs, %ld channels x %s, NVLS %s (%s ring + %s NVLS)\n", "NCCL", o.ranks,

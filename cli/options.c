@@ -88,7 +88,8 @@ int cli_nccl_env(const char *cmd, int (*set)(void *obj, const char *key, const c
         const char *var, *key;
     } vars[] = {{"NCCL_BUFFSIZE", "nccl-buffsize"},
                 {"NCCL_MAX_NCHANNELS", "nccl-channels"},
-                {"NCCL_NVLS_ENABLE", "nccl-nvls"}};
+                {"NCCL_NVLS_ENABLE", "nccl-nvls"},
+                {"CUBLAS_WORKSPACE_CONFIG", "cublas-workspace"}};
     size_t i;
     int err;
     for (i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {

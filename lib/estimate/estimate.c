@@ -762,7 +762,8 @@ int oom_estimate_run(oom_estimate *out, const oom_workload *w)
     }
     out->weights = to_bytes(p.w), out->gradients = to_bytes(p.g), out->optimizer = to_bytes(p.o);
     out->activations = to_bytes(p.a), out->logits = to_bytes(p.l), out->kv_cache = to_bytes(p.kv);
-    out->temporaries = to_bytes(p.t);
+    /* the cuBLAS workspace, from the caching allocator: allocated, outside the blocks it keeps */
+    out->temporaries = to_bytes(p.t + oomi_cublas_workspace(w, x.c, NULL));
     out->allocated_peak = out->weights + out->gradients + out->optimizer + out->activations +
                           out->logits + out->kv_cache + out->temporaries;
     alloc = (double)out->allocated_peak;

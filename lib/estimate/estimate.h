@@ -81,6 +81,7 @@ typedef struct oomi_coef {
     double lora_dropout_in[2]; /* with dropout: bytes per adapted input element, [0] 16-bit, [1]
                                   fp32 */
     double ctx_generic;
+    double cublas_default, cublas_hopper; /* cuBLAS workspace of a stream, bytes */
     /* NCCL's device buffers (data/coefficients.json parallel.nccl): per connection, SIMPLE's
      * default NCCL_BUFFSIZE and the LL and LL128 buffers; the ring's channels; NVLink SHARP's
      * channels and per-buffer alignment, the GPUs and compute capability it needs, GPUs a node */
@@ -168,6 +169,13 @@ typedef struct oomi_overhead {
     bool nvls;
 } oomi_overhead;
 int oomi_overhead_of(oomi_overhead *out, const oom_workload *w);
+/* The cuBLAS workspace of the compute stream: the workload's cublas-workspace, else 32 MiB on
+ * compute capability 9.x and 8.125 MiB elsewhere (data/coefficients.json cublas_workspace).
+ * PyTorch takes it from its caching allocator: the estimate counts it in the temporaries.
+ * *is_default (may be NULL): not set by the user. */
+double oomi_cublas_workspace(const oom_workload *w, const oomi_coef *c, bool *is_default);
+/* {"bytes", "counted_in", "source", "default", "change"} of that workspace */
+json_object *oomi_cublas_json(const oom_workload *w);
 /* {"total", "parts": [{"name", "bytes", "source", "default", "change"}], "nccl": {...}} */
 json_object *oomi_overhead_json(const oom_workload *w);
 /* the "memory" object of the estimate JSON, shared by plan (estimate_json.c); NULL on ENOMEM */

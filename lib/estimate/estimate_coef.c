@@ -268,6 +268,8 @@ static void read_rest(rd *r, json_object *root)
     coef.lora_in_fp32 = num(r, sub(r, root, "lora"), "input_fp32_bytes");
     coef.lora_dropout_in[0] = num(r, sub(r, sub(r, root, "lora"), "dropout_input_bytes"), "16bit");
     coef.lora_dropout_in[1] = num(r, sub(r, sub(r, root, "lora"), "dropout_input_bytes"), "fp32");
+    coef.cublas_default = num(r, sub(r, root, "cublas_workspace"), "default_bytes");
+    coef.cublas_hopper = num(r, sub(r, root, "cublas_workspace"), "hopper_bytes");
     read_ctx(r, sub(r, root, "context"));
 }
 

@@ -135,3 +135,36 @@ json_object *oomi_overhead_json(const oom_workload *w)
     }
     return root;
 }
+
+double oomi_cublas_workspace(const oom_workload *w, const oomi_coef *c, bool *is_default)
+{
+    if (is_default)
+        *is_default = w->cublas_ws == OOM_UNKNOWN;
+    if (w->cublas_ws != OOM_UNKNOWN)
+        return (double)w->cublas_ws;
+    return w->has_gpu && w->cc_major == 9 ? c->cublas_hopper : c->cublas_default;
+}
+
+json_object *oomi_cublas_json(const oom_workload *w)
+{
+    const oomi_coef *c;
+    json_object *o;
+    bool dflt;
+    double b;
+    if (oomi_coef_get(&c) || !(o = json_object_new_object()))
+        return NULL;
+    b = oomi_cublas_workspace(w, c, &dflt);
+    oomi_json_put(o, "bytes", oomi_json_size((uint64_t)b));
+    oomi_json_put(o, "counted_in", json_object_new_string("temporaries"));
+    oomi_json_put(o, "source",
+                  json_object_new_string(
+                      dflt ? "PyTorch's default for the GPU's compute capability, from its caching "
+                             "allocator (data/coefficients.json cublas_workspace)"
+                           : "--cublas-workspace (CUBLAS_WORKSPACE_CONFIG)"));
+    oomi_json_put(o, "default", json_object_new_boolean(dflt));
+    oomi_json_put(o, "change",
+                  dflt ? json_object_new_string("--cublas-workspace "
+                                                "(CUBLAS_WORKSPACE_CONFIG)")
+                       : NULL);
+    return o;
+}

@@ -107,6 +107,9 @@ static const oom_option *const options[] = {
                         "keep gradients between steps (zero_grad of PyTorch < 2.0) (default no)"},
     &(const oom_option){OOM_OPTION_VERSION, "overhead", "SIZE",
                         "CUDA context + workspaces outside PyTorch (default: per GPU generation)"},
+    &(const oom_option){OOM_OPTION_VERSION, "cublas-workspace", ":KIB:COUNT[:KIB:COUNT...]",
+                        "cuBLAS workspace of the compute stream, as CUBLAS_WORKSPACE_CONFIG "
+                        "(default :4096:2:16:8, on compute capability 9.x :4096:8)"},
     &(const oom_option){OOM_OPTION_VERSION, "nccl-buffsize", "SIZE",
                         "NCCL's SIMPLE buffer per channel, as NCCL_BUFFSIZE (bare number = "
                         "bytes; default 4 MiB)"},
@@ -167,6 +170,7 @@ static void defaults(oom_workload *w)
     w->lora_rank = 16;
     w->lora_dropout = 0.05;
     w->overhead = OOM_UNKNOWN;
+    w->cublas_ws = OOM_UNKNOWN;
     w->tp = 1;
     w->num_generations = 8; /* GRPOConfig.num_generations */
 }

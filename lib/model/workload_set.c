@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int parse_enum(unsigned *out, const char *key, const char *value, const char *const *names,
@@ -99,6 +100,37 @@ static int set_preference(oom_workload *w, const char *key, const char *value)
     return err;
 }
 
+/* CUBLAS_WORKSPACE_CONFIG: ":SIZE_KIB:COUNT" pairs, the workspace being the sum of SIZE x COUNT
+ * KiB (PyTorch's parseChosenWorkspaceSize, aten/src/ATen/cuda/CublasHandlePool.cpp) */
+static int set_cublas(oom_workload *w, const char *value)
+{
+    const char *p = value;
+    uint64_t total = 0;
+    if (!*p)
+        return oomi_fail(OOM_EINVAL, "cublas-workspace '' is empty");
+    while (*p) {
+        char *end;
+        unsigned long long kib, n;
+        if (*p != ':' || p[1] < '0' || p[1] > '9')
+            break;
+        kib = strtoull(p + 1, &end, 10);
+        if (*end != ':' || end[1] < '0' || end[1] > '9')
+            break;
+        n = strtoull(end + 1, &end, 10);
+        if (kib > (1ULL << 30) || n > (1ULL << 20))
+            break;
+        total += (uint64_t)kib * n * 1024;
+        p = end;
+    }
+    if (*p)
+        return oomi_fail(OOM_EINVAL,
+                         "cublas-workspace '%s' is not ':SIZE_KIB:COUNT' pairs "
+                         "(CUBLAS_WORKSPACE_CONFIG, e.g. :4096:8)",
+                         value);
+    w->cublas_ws = total;
+    return OOM_OK;
+}
+
 #define ENUM(field, names)                                                                         \
     do {                                                                                           \
         unsigned v_;                                                                               \
@@ -191,6 +223,8 @@ static int set_one(oom_workload *w, const char *key, const char *value)
         w->nccl_buffsize = v;
         return OOM_OK;
     }
+    if (!strcmp(key, "cublas-workspace"))
+        return set_cublas(w, value);
     if (!strcmp(key, "nccl-channels"))
         return parse_count(&w->nccl_channels, key, value, 1);
     if (!strcmp(key, "nccl-nvls")) {
@@ -306,6 +340,10 @@ int oom_workload_get(char **out, const oom_workload *w, const char *key)
     else if (IS("nccl-buffsize"))
         s = w->nccl_buffsize ? oomi_asprintf("%llu", (unsigned long long)w->nccl_buffsize)
                              : oomi_strdup("");
+    else if (IS("cublas-workspace"))
+        s = w->cublas_ws != OOM_UNKNOWN
+                ? oomi_asprintf(":%llu:1", (unsigned long long)(w->cublas_ws / 1024))
+                : oomi_strdup("");
     else if (IS("nccl-channels"))
         s = w->nccl_channels ? oomi_asprintf("%ld", w->nccl_channels) : oomi_strdup("");
     else if (IS("nccl-nvls"))

@@ -818,8 +818,11 @@ static int serve_profile(const search *s, oom_plan_result *res)
                   : k.seq_len > k.batch ? k.seq_len
                                         : k.batch;
     double rows = (double)(seqs < tokens ? seqs : tokens), out, sampler, fwd;
+    const oomi_coef *c;
     int err;
 
+    if ((err = oomi_coef_get(&c)))
+        return err;
     if ((err = oom_workload_clone(&w, s->w)))
         return err;
     k.batch = 1;
@@ -831,7 +834,9 @@ static int serve_profile(const search *s, oom_plan_result *res)
         out =
             (double)tokens * (double)w->model->hidden * (k.precision == OOM_PRECISION_FP32 ? 4 : 2);
         sampler = rows * (double)w->model->vocab * SERVE_SAMPLER_BYTES;
-        fwd = (double)(e.activations + e.temporaries);
+        /* the forward's working set; the cuBLAS workspace left out: vLLM's logged peaks are
+         * matched without it (docs/plan.md) */
+        fwd = (double)(e.activations + e.temporaries) - oomi_cublas_workspace(w, c, NULL);
         res->serve_batched_tokens = tokens;
         res->serve_max_num_seqs = seqs;
         res->serve_rope_bytes = serve_rope(w->model, k.precision);

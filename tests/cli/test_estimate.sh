@@ -192,4 +192,18 @@ expect_contains "$ERR" "NCCL_MAX_NCHANNELS=many" "is named"
 oom estimate --model llama-3.1-8b --gpus 2 --nccl-nvls sometimes
 expect_rc 2 "a bad --nccl-nvls"
 
+# the cuBLAS workspace: from PyTorch's caching allocator, in the temporaries; 32 MiB on Hopper
+oom estimate --model llama-3.1-8b --method lora --gpu h100 --json
+expect_json '.cublas_workspace.bytes' "33554432" "32 MiB on compute capability 9.0"
+T32=$(jq '.memory.temporaries' <<<"$OUT")
+CUBLAS_WORKSPACE_CONFIG=:4096:2:16:8 oom estimate --model llama-3.1-8b --method lora --gpu h100 --json
+expect_json '.cublas_workspace.bytes' "8519680" "CUBLAS_WORKSPACE_CONFIG read (2 x 4 MiB + 8 x 16 KiB)"
+expect_json ".memory.temporaries == $T32 - 33554432 + 8519680" "true" "counted in the temporaries"
+expect_json '.cublas_workspace.default' "false" "a given workspace is no default"
+oom estimate --model llama-3.1-8b --method lora --gpu a100 --cublas-workspace :1024:1
+expect_rc 0 "--cublas-workspace"
+expect_contains "$OUT" "cuBLAS workspace              : 1.00 MiB in the temporaries" "in the text"
+oom estimate --model llama-3.1-8b --method lora --cublas-workspace 4096
+expect_rc 2 "a workspace that is not :SIZE:COUNT pairs"
+
 finish

@@ -138,9 +138,9 @@ expect_contains "$OUT" "--max-model-len 40960 " "the model's positions when they
 expect_contains "$ERR" "of the model's 40960 positions (the model's positions)" "says what bounds it"
 oom plan --model qwen3-32b --method inference --gpu h100 --seq auto --vram 70 --json
 expect_rc 0 "--seq auto, a large model"
-expect_json '.plan.seq_len' "12262" "the longest length the plan fits"
+expect_json '.plan.seq_len' "12210" "the longest length the plan fits"
 expect_contains "$ERR" "(a longer prefill does not fit)" "the plan's own peak binds"
-oom plan --model qwen3-32b --method inference --gpu h100 --seq 12263 --vram 70 --format vllm
+oom plan --model qwen3-32b --method inference --gpu h100 --seq 12211 --vram 70 --format vllm
 expect_rc 1 "one token longer does not fit"
 # a sampler profiled over 4096 sequences leaves vLLM's KV cache the bound: the blocks at the
 # chosen length hold it, one token more they do not
