@@ -70,6 +70,12 @@ expect_json .inference.tensor_parallel 1 "no tensor parallelism"
 serve --format vllm
 expect_rc 0 "vllm format"
 expect_golden plan-vllm-8b.txt "vllm settings of the worked case"
+expect_contains "$OUT" "# CUDA graphs: from the 7.96 GiB the utilisation leaves free" \
+    "the CUDA graphs come from what the utilisation leaves free"
+serve --json
+expect_json '.inference.vllm.cuda_graphs.in_kv_budget' "false" "CUDA graphs outside the KV budget"
+expect_json '.inference.vllm.cuda_graphs.left_free_bytes == .budget.target_bytes - .inference.vllm.requested_bytes' \
+    "true" "left free = total - requested"
 # tensor parallelism in the vLLM settings: per-GPU weights and KV heads
 oom plan --model llama-3.1-70b --method inference --seq 8192 --gpu h100 --tensor-parallel 4 \
     --vram-safety-margin 10% --format vllm
