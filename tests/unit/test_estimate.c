@@ -424,6 +424,60 @@ static void test_set_errors(void **state)
     oom_workload_free(w);
 }
 
+/* NCCL's buffers: none on one GPU; 32 channels x (SIMPLE + LL + LL128) on two; the options
+ * move the overhead by exactly the buffers they change; the settings read back */
+static void test_nccl_overhead(void **state)
+{
+    oom_workload *one = W("model=gpt2", "method=lora", "gpus=1");
+    oom_workload *two = W("model=gpt2", "method=lora", "gpus=2");
+    oom_workload *small =
+        W("model=gpt2", "method=lora", "gpus=2", "nccl_buffsize=1048576", "nccl_channels=8");
+    oom_workload *nvls = W("model=gpt2", "method=lora", "gpus=4", "nccl_nvls=yes");
+    oom_estimate a = run(one), b = run(two), c = run(small), d = run(nvls);
+    const double conn = 4194304.0 + 524288 + 4915200; /* SIMPLE + LL + LL128 */
+    char *v = NULL;
+    (void)state;
+    assert_int_equal(b.overhead - a.overhead, (uint64_t)(32 * conn));
+    assert_int_equal(c.overhead - a.overhead, (uint64_t)(8 * (conn - 3145728)));
+    /* NVLS: 24 channels x 2 x (4 MiB + 2 MiB) x 4 GPUs, beside the ring */
+    assert_int_equal(d.overhead - b.overhead, (uint64_t)24 * 2 * 6291456 * 4);
+    assert_int_equal(oom_workload_get(&v, nvls, "nccl-nvls"), OOM_OK);
+    assert_string_equal(v, "yes");
+    oom_free(v);
+    assert_int_equal(oom_workload_get(&v, small, "nccl-buffsize"), OOM_OK);
+    assert_string_equal(v, "1048576");
+    oom_free(v);
+    assert_int_equal(oom_workload_set(two, "nccl-nvls", "maybe"), OOM_EINVAL);
+    assert_int_equal(oom_workload_set(two, "nccl-buffsize", "0"), OOM_EINVAL);
+    assert_int_equal(oom_workload_set(two, "nccl-channels", "0"), OOM_EINVAL);
+    oom_workload_free(one), oom_workload_free(two), oom_workload_free(small);
+    oom_workload_free(nvls);
+}
+
+/* CUBLAS_WORKSPACE_CONFIG's pairs summed, in the temporaries; malformed settings refused and
+ * leave the workload as it was */
+static void test_cublas_workspace(void **state)
+{
+    oom_workload *w = W("model=gpt2", "method=lora");
+    oom_estimate a = run(w), b;
+    char *v = NULL;
+    (void)state;
+    assert_int_equal(oom_workload_set(w, "cublas-workspace", ":4096:8"), OOM_OK);
+    b = run(w);
+    assert_int_equal(b.temporaries - a.temporaries, 33554432 - 8519680);
+    assert_int_equal(b.allocated_peak - a.allocated_peak, 33554432 - 8519680);
+    assert_int_equal(oom_workload_get(&v, w, "cublas-workspace"), OOM_OK);
+    assert_string_equal(v, ":32768:1");
+    oom_free(v);
+    assert_int_equal(oom_workload_set(w, "cublas-workspace", "4096:8"), OOM_EINVAL);
+    assert_int_equal(oom_workload_set(w, "cublas-workspace", ":4096"), OOM_EINVAL);
+    assert_int_equal(oom_workload_set(w, "cublas-workspace", ":4096:8:"), OOM_EINVAL);
+    assert_int_equal(oom_workload_set(w, "cublas-workspace", ""), OOM_EINVAL);
+    b = run(w);
+    assert_int_equal(b.temporaries - a.temporaries, 33554432 - 8519680);
+    oom_workload_free(w);
+}
+
 static void test_knobs_and_clone(void **state)
 {
     oom_workload *w = W("model=llama-3.2-1b"), *c = NULL;
@@ -701,6 +755,8 @@ int main(void)
         cmocka_unit_test(test_eager_and_chunked),
         cmocka_unit_test(test_impossible),
         cmocka_unit_test(test_set_errors),
+        cmocka_unit_test(test_nccl_overhead),
+        cmocka_unit_test(test_cublas_workspace),
         cmocka_unit_test(test_knobs_and_clone),
         cmocka_unit_test(test_gpu_overhead),
         cmocka_unit_test(test_bad_configs),
