@@ -189,6 +189,14 @@ expect_contains "$OUT" "notice                        : NCCL's defaults assumed"
 NCCL_MAX_NCHANNELS=many oom estimate --model llama-3.1-8b --gpus 2
 expect_rc 2 "a bad NCCL environment variable"
 expect_contains "$ERR" "NCCL_MAX_NCHANNELS=many" "is named"
+# the plan says the NCCL part of its overhead in a note (text and JSON)
+NCCL_MAX_NCHANNELS=8 oom plan --model llama-3.1-8b --seq 2048 --gpus 8 --gpu h100 \
+    --target-effective-batch 64 --nccl-nvls no --nccl-buffsize 1MiB --json
+expect_rc 0 "a plan over 8 GPUs"
+expect_json '[.notices[] | select(startswith("overhead: CUDA context 755.0 MiB + NCCL buffers 49.50 MiB (8 GPUs, 8 channels x 1.00 MiB, NVLS off)"))] | length' \
+    "1" "the plan's NCCL note, every setting given"
+oom plan --model qwen2.5-0.5b --seq 512 --gpu h100 --target-effective-batch 8 --json
+expect_json '[.notices[] | select(startswith("overhead:"))] | length' "0" "one GPU: no NCCL note"
 oom estimate --model llama-3.1-8b --gpus 2 --nccl-nvls sometimes
 expect_rc 2 "a bad --nccl-nvls"
 
