@@ -31,10 +31,16 @@ bool oomi_is16(oom_precision p, bool bf)
  * KV cache add up to total x gpu_memory_utilization by themselves, and the "CUDAGraph memory"
  * they print beside them is -0.88 to +0.10 GiB on an H100 (bench/accuracy/vllm-logs.csv: Qwen3-32B
  * -0.88, Llama-3.1-8B -0.45, Qwen3-0.6B +0.10 twice). What the graphs take comes out of the
- * memory the utilisation leaves free; vLLM's --enforce-eager captures none. */
+ * memory the utilisation leaves free; vLLM's --enforce-eager captures none. Since v0.21.0 vLLM
+ * profiles the capture (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, on by default) and takes its
+ * estimate from the KV cache: "Estimated CUDA graph memory: 0.17 GiB total" (4 x RTX 3090,
+ * github.com/noonghunna/club-3090/issues/127), 0.36 GiB (github.com/gpustack/runner/pull/251).
+ * The arithmetic above is that of the logs it was checked on; for vLLM 0.21 and later the KV
+ * cache is smaller by that estimate. */
 static const char *const VLLM_GRAPHS =
     "captured after the KV cache is sized, outside its budget (vLLM's logs: -0.88 to +0.10 GiB "
-    "on an H100); --enforce-eager captures none";
+    "on an H100); vLLM 0.21 and later takes its estimate of them (0.17-0.36 GiB in published "
+    "logs) from the KV cache instead; --enforce-eager captures none";
 
 int oomi_plan_vllm(oomi_plan_vllm_kv *out, const oom_plan_result *r)
 {
