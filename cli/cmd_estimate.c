@@ -192,8 +192,10 @@ static void print_overhead(const oom_workload *w, const oom_estimate *e, bool no
     }
     if (!notices || o.ranks < 2)
         return;
-    printf("  %-30s: %ld GPUs, %ld channels x %s, NVLS %s (%s ring + %s NVLS)\n", "NCCL", o.ranks,
-           o.channels, oom_format_size(s1, sizeof(s1), (uint64_t)o.buffsize), o.nvls ? "on" : "off",
+    printf("  %-30s: %ld GPUs, %ld communicator%s x %ld channels x %s, NVLS %s (%s ring + %s "
+           "NVLS each)\n",
+           "NCCL", o.ranks, o.comms, o.comms > 1 ? "s" : "", o.channels,
+           oom_format_size(s1, sizeof(s1), (uint64_t)o.buffsize), o.nvls ? "on" : "off",
            oom_format_size(label, sizeof(label), (uint64_t)(o.ring + 0.5)),
            oom_format_size(s2, sizeof(s2), (uint64_t)(o.nvls_bytes + 0.5)));
     for (i = 0; i < o.n; i++)

@@ -164,8 +164,8 @@ typedef struct oomi_overhead {
     double total;
     /* NCCL as resolved: GPUs in the communicator, its channels, SIMPLE's buffer, NVLS used, the
      * ring's and NVLS's bytes (all 0 without NCCL) */
-    long ranks, channels;
-    double buffsize, ring, nvls_bytes;
+    long ranks, channels, comms;
+    double buffsize, ring, nvls_bytes; /* per communicator */
     bool nvls;
 } oomi_overhead;
 int oomi_overhead_of(oomi_overhead *out, const oom_workload *w);

@@ -13,7 +13,7 @@ static const char *const CONTEXT_GENERIC_SOURCE =
     "CUDA context + lazily loaded kernels, generic (no --gpu given: "
     "data/coefficients.json context.generic)";
 static const char *const NCCL_SOURCE =
-    "NCCL buffers of one communicator: channels x (NCCL_BUFFSIZE + LL + LL128 buffers), plus "
+    "NCCL buffers per communicator: channels x (NCCL_BUFFSIZE + LL + LL128 buffers), plus "
     "NVLink SHARP's channels x 2 x (NCCL_BUFFSIZE + 2 MiB) x GPUs of the node "
     "(data/coefficients.json parallel.nccl)";
 
@@ -45,10 +45,22 @@ static bool nvls_on(const oom_workload *w, const oomi_coef *c, long ranks)
     return w->has_gpu && w->cc_major >= c->nccl.nvls_min_cc && ranks >= c->nccl.nvls_min_gpus;
 }
 
+/* communicators with buffers: as set, else two for a serving engine's tensor parallelism (vLLM
+ * keeps its own PyNcclCommunicator beside torch.distributed's group: turning NVLS off gave back
+ * some 5 GiB per GPU there, twice one communicator's 2.25 GiB of NVLS buffers,
+ * https://github.com/vllm-project/vllm/issues/9699), else one (the default process group) */
+static long communicators(const oom_workload *w)
+{
+    if (w->nccl_comms)
+        return w->nccl_comms;
+    return w->k.method == OOM_METHOD_INFERENCE && !w->kv_transformers ? 2 : 1;
+}
+
 static void nccl(oomi_overhead *o, const oom_workload *w, const oomi_coef *c, long ranks)
 {
     double heads = (double)ranks < c->nccl.node_gpus ? (double)ranks : c->nccl.node_gpus;
     o->ranks = ranks;
+    o->comms = communicators(w);
     o->buffsize = w->nccl_buffsize ? (double)w->nccl_buffsize : c->nccl.buffsize;
     o->channels = w->nccl_channels ? w->nccl_channels : (long)c->nccl.channels;
     /* one ring connection per channel, a buffer per protocol (SIMPLE, LL, LL128) */
@@ -83,13 +95,13 @@ int oomi_overhead_of(oomi_overhead *out, const oom_workload *w)
     if (ranks > 1) { /* single-GPU work creates no communicator */
         nccl(out, w, c, ranks);
         out->part[out->n].name = "nccl";
-        out->part[out->n].bytes = out->ring + out->nvls_bytes;
+        out->part[out->n].bytes = (double)out->comms * (out->ring + out->nvls_bytes);
         out->part[out->n].source = NCCL_SOURCE;
         out->part[out->n++].change =
-            w->nccl_buffsize && w->nccl_channels && w->nccl_nvls
+            w->nccl_buffsize && w->nccl_channels && w->nccl_nvls && w->nccl_comms
                 ? NULL
                 : "--nccl-buffsize (NCCL_BUFFSIZE), --nccl-channels (NCCL_MAX_NCHANNELS), "
-                  "--nccl-nvls (NCCL_NVLS_ENABLE)";
+                  "--nccl-nvls (NCCL_NVLS_ENABLE), --nccl-communicators";
     }
     for (size_t i = 0; i < out->n; i++)
         out->total += out->part[i].bytes;
@@ -123,7 +135,7 @@ json_object *oomi_overhead_json(const oom_workload *w)
     if (o.ranks > 1) {
         json_object *n = json_object_new_object();
         if (n) {
-            oomi_json_put(n, "communicators", json_object_new_int(1));
+            oomi_json_put(n, "communicators", json_object_new_int64(o.comms));
             oomi_json_put(n, "gpus", json_object_new_int64(o.ranks));
             oomi_json_put(n, "channels", json_object_new_int64(o.channels));
             oomi_json_put(n, "buffsize", oomi_json_size((uint64_t)o.buffsize));

@@ -106,6 +106,7 @@ struct oom_workload {
     uint64_t nccl_buffsize; /* NCCL_BUFFSIZE in bytes; 0: NCCL's default */
     long nccl_channels;     /* NCCL_MAX_NCHANNELS; 0: the default of data/coefficients.json */
     unsigned nccl_nvls;     /* 0 auto (cc 9.0+, more than 2 GPUs), 1 no, 2 yes */
+    long nccl_comms;        /* NCCL communicators; 0: 1, 2 for a serving engine's tensor parallel */
     uint64_t cublas_ws;     /* CUBLAS_WORKSPACE_CONFIG in bytes; OOM_UNKNOWN: the default */
     long tp;                /* inference: tensor-parallel GPUs per model copy (1: none) */
     long serve_tokens;      /* inference: a serving engine's max_num_batched_tokens (0: planned) */

@@ -115,6 +115,9 @@ static const oom_option *const options[] = {
                         "bytes; default 4 MiB)"},
     &(const oom_option){OOM_OPTION_VERSION, "nccl-channels", "N",
                         "NCCL channels, as NCCL_MAX_NCHANNELS (default 32)"},
+    &(const oom_option){OOM_OPTION_VERSION, "nccl-communicators", "N",
+                        "NCCL communicators with buffers (default 1; 2 for vLLM's tensor "
+                        "parallelism: its own and torch.distributed's)"},
     &(const oom_option){OOM_OPTION_VERSION, "nccl-nvls", "auto|no|yes",
                         "NVLink SHARP buffers, as NCCL_NVLS_ENABLE (default auto: compute "
                         "capability 9.0 or later with more than 2 GPUs)"},

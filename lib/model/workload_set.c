@@ -227,6 +227,8 @@ static int set_one(oom_workload *w, const char *key, const char *value)
         return set_cublas(w, value);
     if (!strcmp(key, "nccl-channels"))
         return parse_count(&w->nccl_channels, key, value, 1);
+    if (!strcmp(key, "nccl-communicators"))
+        return parse_count(&w->nccl_comms, key, value, 1);
     if (!strcmp(key, "nccl-nvls")) {
         static const char *const nvls[] = {"auto", "no", "yes"};
         unsigned v;
@@ -346,6 +348,8 @@ int oom_workload_get(char **out, const oom_workload *w, const char *key)
                 : oomi_strdup("");
     else if (IS("nccl-channels"))
         s = w->nccl_channels ? oomi_asprintf("%ld", w->nccl_channels) : oomi_strdup("");
+    else if (IS("nccl-communicators"))
+        s = w->nccl_comms ? oomi_asprintf("%ld", w->nccl_comms) : oomi_strdup("");
     else if (IS("nccl-nvls"))
         s = oomi_strdup(w->nccl_nvls == 2 ? "yes" : w->nccl_nvls == 1 ? "no" : "auto");
     else

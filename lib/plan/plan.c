@@ -861,14 +861,14 @@ static int nccl_note(search *s, oom_plan_result *res)
         oom_workload_free(w);
         return err;
     }
-    err =
-        oomi_plan_note(res,
-                       "overhead: CUDA context %s + NCCL buffers %s (%ld GPUs, %ld channels x "
-                       "%s, NVLS %s)%s%s",
-                       OOMI_SZ(a, (uint64_t)o.part[0].bytes), OOMI_SZ(b, (uint64_t)o.part[1].bytes),
-                       o.ranks, o.channels, OOMI_SZ(c, (uint64_t)o.buffsize), o.nvls ? "on" : "off",
-                       o.part[1].change ? "; NCCL's defaults assumed, set " : "",
-                       o.part[1].change ? o.part[1].change : "");
+    err = oomi_plan_note(
+        res,
+        "overhead: CUDA context %s + NCCL buffers %s (%ld GPUs, %ld "
+        "communicator%s, %ld channels x %s, NVLS %s)%s%s",
+        OOMI_SZ(a, (uint64_t)o.part[0].bytes), OOMI_SZ(b, (uint64_t)o.part[1].bytes), o.ranks,
+        o.comms, o.comms > 1 ? "s" : "", o.channels, OOMI_SZ(c, (uint64_t)o.buffsize),
+        o.nvls ? "on" : "off", o.part[1].change ? "; NCCL's defaults assumed, set " : "",
+        o.part[1].change ? o.part[1].change : "");
     oom_workload_free(w);
     return err;
 }

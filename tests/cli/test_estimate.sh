@@ -178,10 +178,17 @@ expect_json '.overhead.nccl.ring_bytes' "207618048" "NCCL_BUFFSIZE shrinks the r
 expect_json ".memory.device_peak == $ALL - 2415919104 - 308281344 + 207618048" "true" \
     "the device peak follows the NCCL buffers"
 NCCL_NVLS_ENABLE=0 oom estimate --model llama-3.1-8b --gpu h100 --gpus 8 --sharding zero3 \
-    --nccl-nvls yes --nccl-channels 16 --nccl-buffsize 4MiB --json
+    --nccl-nvls yes --nccl-channels 16 --nccl-buffsize 4MiB --nccl-communicators 1 --json
 expect_json '.overhead.nccl.nvls' "true" "the command line overrides the environment"
 expect_json '.overhead.nccl.ring_bytes' "154140672" "--nccl-channels"
 expect_json '.overhead.parts[1].default' "false" "every NCCL setting given: no notice"
+# vLLM's tensor parallelism keeps two communicators (its own and torch.distributed's)
+oom estimate --model llama-3.1-70b --method inference --seq 8192 --gpu h100 --tensor-parallel 8 --json
+expect_json '.overhead.nccl.communicators' "2" "two communicators under a serving engine"
+expect_json '.overhead.parts[1].bytes' "$((2 * (308281344 + 2415919104)))" "each with its buffers"
+oom estimate --model llama-3.1-70b --method inference --seq 8192 --gpu h100 --tensor-parallel 8 \
+    --kv-cache transformers --json
+expect_json '.overhead.nccl.communicators' "1" "one for transformers"
 oom estimate --model llama-3.1-8b --method lora --gpu a100 --gpus 4
 expect_rc 0 "NCCL in the text breakdown"
 expect_contains "$OUT" "NCCL buffers                :    294.0 MiB" "an A100 has no NVLS"
@@ -191,9 +198,9 @@ expect_rc 2 "a bad NCCL environment variable"
 expect_contains "$ERR" "NCCL_MAX_NCHANNELS=many" "is named"
 # the plan says the NCCL part of its overhead in a note (text and JSON)
 NCCL_MAX_NCHANNELS=8 oom plan --model llama-3.1-8b --seq 2048 --gpus 8 --gpu h100 \
-    --target-effective-batch 64 --nccl-nvls no --nccl-buffsize 1MiB --json
+    --target-effective-batch 64 --nccl-nvls no --nccl-buffsize 1MiB --nccl-communicators 1 --json
 expect_rc 0 "a plan over 8 GPUs"
-expect_json '[.notices[] | select(startswith("overhead: CUDA context 755.0 MiB + NCCL buffers 49.50 MiB (8 GPUs, 8 channels x 1.00 MiB, NVLS off)"))] | length' \
+expect_json '[.notices[] | select(startswith("overhead: CUDA context 755.0 MiB + NCCL buffers 49.50 MiB (8 GPUs, 1 communicator, 8 channels x 1.00 MiB, NVLS off)"))] | length' \
     "1" "the plan's NCCL note, every setting given"
 oom plan --model qwen2.5-0.5b --seq 512 --gpu h100 --target-effective-batch 8 --json
 expect_json '[.notices[] | select(startswith("overhead:"))] | length' "0" "one GPU: no NCCL note"
