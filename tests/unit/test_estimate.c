@@ -424,6 +424,15 @@ static void test_set_errors(void **state)
     oom_workload_free(w);
 }
 
+/* the option's value read back is `want` */
+static void assert_option(const oom_workload *w, const char *key, const char *want)
+{
+    char *v = NULL;
+    assert_int_equal(oom_workload_get(&v, w, key), OOM_OK);
+    assert_string_equal(v, want);
+    oom_free(v);
+}
+
 /* NCCL's buffers: none on one GPU; 32 channels x (SIMPLE + LL + LL128) on two; the options
  * move the overhead by exactly the buffers they change; the settings read back */
 static void test_nccl_overhead(void **state)
@@ -435,18 +444,13 @@ static void test_nccl_overhead(void **state)
     oom_workload *nvls = W("model=gpt2", "method=lora", "gpus=4", "nccl_nvls=yes");
     oom_estimate a = run(one), b = run(two), c = run(small), d = run(nvls);
     const double conn = 4194304.0 + 524288 + 4915200; /* SIMPLE + LL + LL128 */
-    char *v = NULL;
     (void)state;
     assert_int_equal(b.overhead - a.overhead, (uint64_t)(32 * conn));
     assert_int_equal(c.overhead - a.overhead, (uint64_t)(8 * (conn - 3145728)));
     /* NVLS: 24 channels x 2 x (4 MiB + 2 MiB) x 4 GPUs, beside the ring */
     assert_int_equal(d.overhead - b.overhead, (uint64_t)24 * 2 * 6291456 * 4);
-    assert_int_equal(oom_workload_get(&v, nvls, "nccl-nvls"), OOM_OK);
-    assert_string_equal(v, "yes");
-    oom_free(v);
-    assert_int_equal(oom_workload_get(&v, small, "nccl-buffsize"), OOM_OK);
-    assert_string_equal(v, "1048576");
-    oom_free(v);
+    assert_option(nvls, "nccl-nvls", "yes");
+    assert_option(small, "nccl-buffsize", "1048576");
     assert_int_equal(oom_workload_set(two, "nccl-nvls", "maybe"), OOM_EINVAL);
     assert_int_equal(oom_workload_set(two, "nccl-buffsize", "0"), OOM_EINVAL);
     assert_int_equal(oom_workload_set(two, "nccl-channels", "0"), OOM_EINVAL);
@@ -460,15 +464,12 @@ static void test_cublas_workspace(void **state)
 {
     oom_workload *w = W("model=gpt2", "method=lora");
     oom_estimate a = run(w), b;
-    char *v = NULL;
     (void)state;
     assert_int_equal(oom_workload_set(w, "cublas-workspace", ":4096:8"), OOM_OK);
     b = run(w);
     assert_int_equal(b.temporaries - a.temporaries, 33554432 - 8519680);
     assert_int_equal(b.allocated_peak - a.allocated_peak, 33554432 - 8519680);
-    assert_int_equal(oom_workload_get(&v, w, "cublas-workspace"), OOM_OK);
-    assert_string_equal(v, ":32768:1");
-    oom_free(v);
+    assert_option(w, "cublas-workspace", ":32768:1");
     assert_int_equal(oom_workload_set(w, "cublas-workspace", "4096:8"), OOM_EINVAL);
     assert_int_equal(oom_workload_set(w, "cublas-workspace", ":4096"), OOM_EINVAL);
     assert_int_equal(oom_workload_set(w, "cublas-workspace", ":4096:8:"), OOM_EINVAL);
