@@ -133,6 +133,13 @@ struct cli_plan_extra {
     const char **value;
     const char *refuse; /* not NULL: the option is refused with this message */
 };
+/* cli_nccl_env(): NCCL's environment variables as the workload options that model them, given
+ * to set(obj, key, value) before the command line (which overrides them): NCCL_BUFFSIZE
+ * (nccl-buffsize), NCCL_MAX_NCHANNELS (nccl-channels), NCCL_NVLS_ENABLE (0: nccl-nvls no),
+ * CUBLAS_WORKSPACE_CONFIG (cublas-workspace). The library never reads the environment. Returns an
+ * exit code. */
+int cli_nccl_env(const char *cmd, int (*set)(void *obj, const char *key, const char *value),
+                 void *obj);
 int cli_parse_plan_options(const char *cmd, int argc, char **argv, oom_plan_options *o,
                            struct cli_plan_args *a, const struct cli_plan_extra *extra,
                            size_t n_extra);

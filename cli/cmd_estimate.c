@@ -1,6 +1,7 @@
 /* cmd_estimate.c - `oomless estimate`: a workload's peak GPU memory, with a breakdown. */
 #include "cli.h"
 #include "core/core.h"
+#include "estimate/estimate.h"
 
 #include <json-c/json.h>
 #include <stdlib.h>
@@ -70,6 +71,11 @@ static int list_models(bool json)
     return EXIT_OK;
 }
 
+static int set_workload(void *w, const char *key, const char *value)
+{
+    return oom_workload_set(w, key, value);
+}
+
 static int parse(int argc, char **argv, args *a, oom_workload *w)
 {
     size_t n, j;
@@ -86,6 +92,8 @@ static int parse(int argc, char **argv, args *a, oom_workload *w)
                {"vram", &a->vram}};
     int i, err;
 
+    if ((err = cli_nccl_env(CMD, set_workload, w)) != EXIT_OK)
+        return err;
     for (i = 1; i < argc; i++) {
         const char *arg = argv[i], *v = NULL;
         char name[64];
@@ -153,6 +161,46 @@ static void row(const char *label, uint64_t bytes, uint64_t total)
     char buf[32];
     printf("  %-30s: %12s  %5.1f%%\n", label, oom_format_size(buf, sizeof(buf), bytes),
            total ? 100.0 * (double)bytes / (double)total : 0.0);
+}
+
+/* the parts of the overhead outside PyTorch's allocator, under its row; `notices` lists the
+ * defaults the user can change, after the table */
+static void print_overhead(const oom_workload *w, const oom_estimate *e, bool notices)
+{
+    oomi_overhead o;
+    char label[48], s1[32], s2[32];
+    size_t i;
+    if (oomi_overhead_of(&o, w))
+        return;
+    for (i = 0; i < o.n && !notices; i++) {
+        const char *name = !strcmp(o.part[i].name, "nccl")           ? "NCCL buffers"
+                           : !strcmp(o.part[i].name, "cuda_context") ? "CUDA context + kernels"
+                                                                     : "given (--overhead)";
+        snprintf(label, sizeof(label), "  %s", name);
+        row(label, (uint64_t)(o.part[i].bytes + 0.5), e->device_peak);
+    }
+    if (notices) {
+        const oomi_coef *c;
+        bool dflt;
+        if (!oomi_coef_get(&c)) {
+            double ws = oomi_cublas_workspace(w, c, &dflt);
+            printf("  %-30s: %s in the temporaries (%s)\n", "cuBLAS workspace",
+                   oom_format_size(s1, sizeof(s1), (uint64_t)ws),
+                   dflt ? "default; set --cublas-workspace or CUBLAS_WORKSPACE_CONFIG"
+                        : "--cublas-workspace");
+        }
+    }
+    if (!notices || o.ranks < 2)
+        return;
+    printf("  %-30s: %ld GPUs, %ld communicator%s x %ld channels x %s, NVLS %s (%s ring + %s "
+           "NVLS each)\n",
+           "NCCL", o.ranks, o.comms, o.comms > 1 ? "s" : "", o.channels,
+           oom_format_size(s1, sizeof(s1), (uint64_t)o.buffsize), o.nvls ? "on" : "off",
+           oom_format_size(label, sizeof(label), (uint64_t)(o.ring + 0.5)),
+           oom_format_size(s2, sizeof(s2), (uint64_t)(o.nvls_bytes + 0.5)));
+    for (i = 0; i < o.n; i++)
+        if (!strcmp(o.part[i].name, "nccl") && o.part[i].change)
+            printf("  %-30s: NCCL's defaults assumed; set %s\n", "notice", o.part[i].change);
 }
 
 /* the device peak's 95 % bound and its class, as estimate --json gives them */
@@ -244,6 +292,7 @@ static void print_human(const oom_workload *w, const oom_estimate *e, const oom_
     row("temporaries", e->temporaries, e->device_peak);
     row("allocator cache", e->reserved_peak - e->allocated_peak, e->device_peak);
     row("CUDA context / overhead", e->overhead, e->device_peak);
+    print_overhead(w, e, false);
     row("total (device peak)", e->device_peak, e->device_peak);
     printf("%s\n", line);
     printf("  %-30s: %s\n", "allocated peak (max_allocated)",
@@ -253,6 +302,7 @@ static void print_human(const oom_workload *w, const oom_estimate *e, const oom_
     printf("  %-30s: %s\n", "device peak (nvidia-smi)",
            oom_format_size(s1, sizeof(s1), e->device_peak));
     print_bound(w, e);
+    print_overhead(w, e, true);
     printf("  %-30s: %s\n", "peak phase", oom_phase_name(e->peak_phase));
     if (b) {
         bool fits = e->device_peak <= b->usable_bytes;

@@ -2,6 +2,7 @@
  * one parser, so that they accept and refuse the same things. */
 #include "cli.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 const char *cli_option_name(char *name, size_t size, const char *arg)
@@ -80,6 +81,36 @@ static int flag(const char *cmd, const char *name, oom_plan_options *o, struct c
     return EXIT_OK;
 }
 
+int cli_nccl_env(const char *cmd, int (*set)(void *obj, const char *key, const char *value),
+                 void *obj)
+{
+    static const struct {
+        const char *var, *key;
+    } vars[] = {{"NCCL_BUFFSIZE", "nccl-buffsize"},
+                {"NCCL_MAX_NCHANNELS", "nccl-channels"},
+                {"NCCL_NVLS_ENABLE", "nccl-nvls"},
+                {"CUBLAS_WORKSPACE_CONFIG", "cublas-workspace"}};
+    size_t i;
+    int err;
+    for (i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+        const char *v = getenv(vars[i].var);
+        if (!v || !*v)
+            continue;
+        /* NCCL_NVLS_ENABLE=0 turns NVLS off; another value leaves it to the hardware */
+        if (i == 2)
+            v = strcmp(v, "0") ? "auto" : "no";
+        if ((err = set(obj, vars[i].key, v)))
+            return cli_usage_error(cmd, "%s=%s: %s", vars[i].var, getenv(vars[i].var),
+                                   oom_last_message());
+    }
+    return EXIT_OK;
+}
+
+static int set_plan_option(void *o, const char *key, const char *value)
+{
+    return oom_plan_options_set(o, key, value);
+}
+
 int cli_parse_plan_options(const char *cmd, int argc, char **argv, oom_plan_options *o,
                            struct cli_plan_args *a, const struct cli_plan_extra *extra,
                            size_t n_extra)
@@ -87,6 +118,8 @@ int cli_parse_plan_options(const char *cmd, int argc, char **argv, oom_plan_opti
     int i, err, rc;
     size_t e;
 
+    if ((rc = cli_nccl_env(cmd, set_plan_option, o)) != EXIT_OK)
+        return rc;
     for (i = 1; i < argc; i++) {
         char name[64];
         const char *arg = argv[i], *v;

@@ -592,22 +592,11 @@ static oom_phase inference(const ctx *x, mem *peak)
 
 /* ---- allocator, overhead, result ------------------------------------------------------------- */
 
+/* the CUDA context, its kernels and NCCL's buffers (estimate_overhead.c) */
 static double context_bytes(const ctx *x)
 {
-    const oomi_coef *c = x->c;
-    double b = c->ctx_generic;
-    size_t i;
-    bool exact = false;
-    if (x->w->overhead != OOM_UNKNOWN)
-        return (double)x->w->overhead;
-    for (i = 0; x->w->has_gpu && i < c->nctx; i++) {
-        double v = x->train ? c->ctx[i].bytes : c->ctx[i].inference_bytes;
-        if (c->ctx[i].major == x->w->cc_major && c->ctx[i].minor == x->w->cc_minor)
-            b = v, exact = true;
-        else if (!exact && c->ctx[i].major == x->w->cc_major)
-            b = v;
-    }
-    return b + (x->n > 1 || x->w->tp > 1 ? c->nccl : 0);
+    oomi_overhead o;
+    return oomi_overhead_of(&o, x->w) ? 0 : o.total;
 }
 
 static uint64_t to_bytes(double v)
@@ -777,7 +766,8 @@ int oom_estimate_run(oom_estimate *out, const oom_workload *w)
     }
     out->weights = to_bytes(p.w), out->gradients = to_bytes(p.g), out->optimizer = to_bytes(p.o);
     out->activations = to_bytes(p.a), out->logits = to_bytes(p.l), out->kv_cache = to_bytes(p.kv);
-    out->temporaries = to_bytes(p.t);
+    /* the cuBLAS workspace, from the caching allocator: allocated, outside the blocks it keeps */
+    out->temporaries = to_bytes(p.t + oomi_cublas_workspace(w, x.c, NULL));
     out->allocated_peak = out->weights + out->gradients + out->optimizer + out->activations +
                           out->logits + out->kv_cache + out->temporaries;
     alloc = (double)out->allocated_peak;

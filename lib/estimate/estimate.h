@@ -80,7 +80,15 @@ typedef struct oomi_coef {
     double lora_in_fp32; /* LoRA: bytes per adapted input element saved (cast to fp32 adapter) */
     double lora_dropout_in[2]; /* with dropout: bytes per adapted input element, [0] 16-bit, [1]
                                   fp32 */
-    double ctx_generic, nccl;
+    double ctx_generic;
+    double cublas_default, cublas_hopper; /* cuBLAS workspace of a stream, bytes */
+    /* NCCL's device buffers (data/coefficients.json parallel.nccl): per connection, SIMPLE's
+     * default NCCL_BUFFSIZE and the LL and LL128 buffers; the ring's channels; NVLink SHARP's
+     * channels and per-buffer alignment, the GPUs and compute capability it needs, GPUs a node */
+    struct {
+        double buffsize, ll, ll128, channels, nvls_channels, nvls_mem, nvls_min_gpus, nvls_min_cc;
+        double node_gpus;
+    } nccl;
     size_t nctx;
     struct {
         int major, minor;
@@ -140,6 +148,36 @@ uint64_t oomi_confidence_bound(const oomi_conf *c, uint64_t peak, bool device);
 double oomi_confidence_probability(const oomi_conf *c, uint64_t device_peak, uint64_t target,
                                    int *side);
 const char *oomi_conf_basis_name(oomi_conf_basis b);
+/* The memory outside PyTorch's caching allocator, part by part (estimate_overhead.c): the CUDA
+ * context with the kernels a step loads, and NCCL's buffers when more than one GPU talks. Each
+ * part says where its figure comes from and, when it rests on a default the user can change,
+ * how to change it (NULL otherwise). A pure function of the workload and the coefficients. */
+typedef struct oomi_overhead_part {
+    const char *name; /* "cuda_context", "nccl", "given" (--overhead) */
+    double bytes;
+    const char *source; /* where the figure comes from */
+    const char *change; /* a default: the option (and environment variable) that changes it */
+} oomi_overhead_part;
+typedef struct oomi_overhead {
+    oomi_overhead_part part[2];
+    size_t n;
+    double total;
+    /* NCCL as resolved: GPUs in the communicator, its channels, SIMPLE's buffer, NVLS used, the
+     * ring's and NVLS's bytes (all 0 without NCCL) */
+    long ranks, channels, comms;
+    double buffsize, ring, nvls_bytes; /* per communicator */
+    bool nvls;
+} oomi_overhead;
+int oomi_overhead_of(oomi_overhead *out, const oom_workload *w);
+/* The cuBLAS workspace of the compute stream: the workload's cublas-workspace, else 32 MiB on
+ * compute capability 9.x and 8.125 MiB elsewhere (data/coefficients.json cublas_workspace).
+ * PyTorch takes it from its caching allocator: the estimate counts it in the temporaries.
+ * *is_default (may be NULL): not set by the user. */
+double oomi_cublas_workspace(const oom_workload *w, const oomi_coef *c, bool *is_default);
+/* {"bytes", "counted_in", "source", "default", "change"} of that workspace */
+json_object *oomi_cublas_json(const oom_workload *w);
+/* {"total", "parts": [{"name", "bytes", "source", "default", "change"}], "nccl": {...}} */
+json_object *oomi_overhead_json(const oom_workload *w);
 /* the "memory" object of the estimate JSON, shared by plan (estimate_json.c); NULL on ENOMEM */
 json_object *oomi_estimate_memory_json(const oom_estimate *e);
 

@@ -247,7 +247,18 @@ static void read_rest(rd *r, json_object *root)
         coef.opt_temp[i] = num(r, temps, opts[i]);
     coef.ddp_buckets = num(r, p, "ddp_grad_buckets");
     coef.zero3_live_layers = num(r, p, "zero3_live_layers");
-    coef.nccl = num(r, p, "nccl_bytes");
+    {
+        json_object *nc = sub(r, p, "nccl");
+        coef.nccl.buffsize = num(r, nc, "buffsize");
+        coef.nccl.ll = num(r, nc, "ll_bytes");
+        coef.nccl.ll128 = num(r, nc, "ll128_bytes");
+        coef.nccl.channels = num(r, nc, "channels");
+        coef.nccl.nvls_channels = num(r, nc, "nvls_channels");
+        coef.nccl.nvls_mem = num(r, nc, "nvls_mem_bytes");
+        coef.nccl.nvls_min_gpus = num(r, nc, "nvls_min_gpus");
+        coef.nccl.nvls_min_cc = num(r, nc, "nvls_min_cc");
+        coef.nccl.node_gpus = num(r, nc, "node_gpus");
+    }
     coef.frag = num(r, al, "fragmentation");
     coef.blocks_floor = num(r, al, "training_floor_bytes");
     coef.blocks_logits = num(r, al, "logits_blocks");
@@ -257,6 +268,8 @@ static void read_rest(rd *r, json_object *root)
     coef.lora_in_fp32 = num(r, sub(r, root, "lora"), "input_fp32_bytes");
     coef.lora_dropout_in[0] = num(r, sub(r, sub(r, root, "lora"), "dropout_input_bytes"), "16bit");
     coef.lora_dropout_in[1] = num(r, sub(r, sub(r, root, "lora"), "dropout_input_bytes"), "fp32");
+    coef.cublas_default = num(r, sub(r, root, "cublas_workspace"), "default_bytes");
+    coef.cublas_hopper = num(r, sub(r, root, "cublas_workspace"), "hopper_bytes");
     read_ctx(r, sub(r, root, "context"));
 }
 

@@ -241,6 +241,10 @@ int oom_estimate_to_json_budget(char **out, const oom_workload *w, const oom_est
         oomi_kv_layout_of(&kv, w);
         oomi_json_put(root, "kv_cache_layers", oomi_kv_layout_json(&kv));
     }
+    if (e && w->model) {
+        oomi_json_put(root, "overhead", oomi_overhead_json(w));
+        oomi_json_put(root, "cublas_workspace", oomi_cublas_json(w));
+    }
     if (e && w->model && (err = confidence_json(root, w, e))) {
         json_object_put(root);
         return err;

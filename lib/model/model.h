@@ -103,14 +103,19 @@ struct oom_workload {
     char *lora_targets; /* NULL: the family's default */
     double lora_dropout;
     bool lora_rank_set, lora_targets_set, lora_dropout_set;
-    long max_pos_override; /* 0: none */
-    long decoder_seq;      /* enc-dec target length; 0: = seq */
-    bool keep_grads;       /* zero_grad(set_to_none=False): gradients live in every phase */
-    bool kv_transformers;  /* inference: transformers' KV cache, not a serving engine's */
-    uint64_t overhead;     /* OOM_UNKNOWN: from the GPU generation */
-    long tp;               /* inference: tensor-parallel GPUs per model copy (1: none) */
-    long serve_tokens;     /* inference: a serving engine's max_num_batched_tokens (0: planned) */
-    long serve_seqs;       /* inference: a serving engine's max_num_seqs (0: the plan's batch) */
+    long max_pos_override;  /* 0: none */
+    long decoder_seq;       /* enc-dec target length; 0: = seq */
+    bool keep_grads;        /* zero_grad(set_to_none=False): gradients live in every phase */
+    bool kv_transformers;   /* inference: transformers' KV cache, not a serving engine's */
+    uint64_t overhead;      /* OOM_UNKNOWN: from the GPU generation */
+    uint64_t nccl_buffsize; /* NCCL_BUFFSIZE in bytes; 0: NCCL's default */
+    long nccl_channels;     /* NCCL_MAX_NCHANNELS; 0: the default of data/coefficients.json */
+    unsigned nccl_nvls;     /* 0 auto (cc 9.0+, more than 2 GPUs), 1 no, 2 yes */
+    long nccl_comms;        /* NCCL communicators; 0: 1, 2 for a serving engine's tensor parallel */
+    uint64_t cublas_ws;     /* CUBLAS_WORKSPACE_CONFIG in bytes; OOM_UNKNOWN: the default */
+    long tp;                /* inference: tensor-parallel GPUs per model copy (1: none) */
+    long serve_tokens;      /* inference: a serving engine's max_num_batched_tokens (0: planned) */
+    long serve_seqs;        /* inference: a serving engine's max_num_seqs (0: the plan's batch) */
     bool has_gpu;
     int cc_major, cc_minor;
     char gpu_id[64];

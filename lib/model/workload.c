@@ -80,7 +80,8 @@ static const oom_option *const options[] = {
                         "(default adamw: torch foreach)"},
     &(const oom_option){OOM_OPTION_VERSION, "batch", "N", "micro-batch per GPU (default 1)"},
     &(const oom_option){OOM_OPTION_VERSION, "seq", "N",
-                        "tokens per sample; inference: prompt + generated (default 512)"},
+                        "tokens per sample; inference: prompt + generated (default 512; plan "
+                        "--method inference: auto, the longest that fits)"},
     &(const oom_option){OOM_OPTION_VERSION, "grad-accum", "N",
                         "gradient accumulation steps (default 1)"},
     &(const oom_option){OOM_OPTION_VERSION, "checkpointing", "none|selective|full",
@@ -107,6 +108,20 @@ static const oom_option *const options[] = {
                         "keep gradients between steps (zero_grad of PyTorch < 2.0) (default no)"},
     &(const oom_option){OOM_OPTION_VERSION, "overhead", "SIZE",
                         "CUDA context + workspaces outside PyTorch (default: per GPU generation)"},
+    &(const oom_option){OOM_OPTION_VERSION, "cublas-workspace", ":KIB:COUNT[:KIB:COUNT...]",
+                        "cuBLAS workspace of the compute stream, as CUBLAS_WORKSPACE_CONFIG "
+                        "(default :4096:2:16:8, on compute capability 9.x :4096:8)"},
+    &(const oom_option){OOM_OPTION_VERSION, "nccl-buffsize", "SIZE",
+                        "NCCL's SIMPLE buffer per channel, as NCCL_BUFFSIZE (bare number = "
+                        "bytes; default 4 MiB)"},
+    &(const oom_option){OOM_OPTION_VERSION, "nccl-channels", "N",
+                        "NCCL channels, as NCCL_MAX_NCHANNELS (default 32)"},
+    &(const oom_option){OOM_OPTION_VERSION, "nccl-communicators", "N",
+                        "NCCL communicators with buffers (default 1; 2 for vLLM's tensor "
+                        "parallelism: its own and torch.distributed's)"},
+    &(const oom_option){OOM_OPTION_VERSION, "nccl-nvls", "auto|no|yes",
+                        "NVLink SHARP buffers, as NCCL_NVLS_ENABLE (default auto: compute "
+                        "capability 9.0 or later with more than 2 GPUs)"},
     &(const oom_option){OOM_OPTION_VERSION, "tensor-parallel", "N",
                         "inference: GPUs one model copy is split over, as vLLM's "
                         "--tensor-parallel-size (default 1)"},
@@ -167,6 +182,7 @@ static void defaults(oom_workload *w)
     w->lora_rank = 16;
     w->lora_dropout = 0.05;
     w->overhead = OOM_UNKNOWN;
+    w->cublas_ws = OOM_UNKNOWN;
     w->tp = 1;
     w->num_generations = 8; /* GRPOConfig.num_generations */
 }

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int parse_enum(unsigned *out, const char *key, const char *value, const char *const *names,
@@ -97,6 +98,37 @@ static int set_preference(oom_workload *w, const char *key, const char *value)
         w->precompute_ref = v == 1;
     }
     return err;
+}
+
+/* CUBLAS_WORKSPACE_CONFIG: ":SIZE_KIB:COUNT" pairs, the workspace being the sum of SIZE x COUNT
+ * KiB (PyTorch's parseChosenWorkspaceSize, aten/src/ATen/cuda/CublasHandlePool.cpp) */
+static int set_cublas(oom_workload *w, const char *value)
+{
+    const char *p = value;
+    uint64_t total = 0;
+    if (!*p)
+        return oomi_fail(OOM_EINVAL, "cublas-workspace '' is empty");
+    while (*p) {
+        char *end;
+        unsigned long long kib, n;
+        if (*p != ':' || p[1] < '0' || p[1] > '9')
+            break;
+        kib = strtoull(p + 1, &end, 10);
+        if (*end != ':' || end[1] < '0' || end[1] > '9')
+            break;
+        n = strtoull(end + 1, &end, 10);
+        if (kib > (1ULL << 30) || n > (1ULL << 20))
+            break;
+        total += (uint64_t)kib * n * 1024;
+        p = end;
+    }
+    if (*p)
+        return oomi_fail(OOM_EINVAL,
+                         "cublas-workspace '%s' is not ':SIZE_KIB:COUNT' pairs "
+                         "(CUBLAS_WORKSPACE_CONFIG, e.g. :4096:8)",
+                         value);
+    w->cublas_ws = total;
+    return OOM_OK;
 }
 
 #define ENUM(field, names)                                                                         \
@@ -195,6 +227,28 @@ static int set_one(oom_workload *w, const char *key, const char *value)
         return set_dropout(w, value);
     if (!strcmp(key, "overhead"))
         return oom_parse_size(&w->overhead, value, OOM_UNIT_MIB);
+    if (!strcmp(key, "nccl-buffsize")) {
+        uint64_t v;
+        if ((err = oom_parse_size(&v, value, OOM_UNIT_BYTES)))
+            return err;
+        if (!v)
+            return oomi_fail(OOM_EINVAL, "nccl-buffsize '%s' must be more than 0", value);
+        w->nccl_buffsize = v;
+        return OOM_OK;
+    }
+    if (!strcmp(key, "cublas-workspace"))
+        return set_cublas(w, value);
+    if (!strcmp(key, "nccl-channels"))
+        return parse_count(&w->nccl_channels, key, value, 1);
+    if (!strcmp(key, "nccl-communicators"))
+        return parse_count(&w->nccl_comms, key, value, 1);
+    if (!strcmp(key, "nccl-nvls")) {
+        static const char *const nvls[] = {"auto", "no", "yes"};
+        unsigned v;
+        if (!(err = parse_enum(&v, key, value, nvls, 3)))
+            w->nccl_nvls = v;
+        return err;
+    }
     return OOM_ENOTFOUND;
 }
 
@@ -302,6 +356,19 @@ int oom_workload_get(char **out, const oom_workload *w, const char *key)
     else if (IS("overhead"))
         s = w->overhead != OOM_UNKNOWN ? oomi_asprintf("%llu", (unsigned long long)w->overhead)
                                        : oomi_strdup("");
+    else if (IS("nccl-buffsize"))
+        s = w->nccl_buffsize ? oomi_asprintf("%llu", (unsigned long long)w->nccl_buffsize)
+                             : oomi_strdup("");
+    else if (IS("cublas-workspace"))
+        s = w->cublas_ws != OOM_UNKNOWN
+                ? oomi_asprintf(":%llu:1", (unsigned long long)(w->cublas_ws / 1024))
+                : oomi_strdup("");
+    else if (IS("nccl-channels"))
+        s = w->nccl_channels ? oomi_asprintf("%ld", w->nccl_channels) : oomi_strdup("");
+    else if (IS("nccl-communicators"))
+        s = w->nccl_comms ? oomi_asprintf("%ld", w->nccl_comms) : oomi_strdup("");
+    else if (IS("nccl-nvls"))
+        s = oomi_strdup(w->nccl_nvls == 2 ? "yes" : w->nccl_nvls == 1 ? "no" : "auto");
     else
         return oomi_fail(OOM_ENOTFOUND, "unknown workload option '%s'", key);
 #undef IS

@@ -825,6 +825,33 @@ static int serve_profile(const search *s, oom_plan_result *res)
     return OOM_OK;
 }
 
+/* NCCL's part of the best plan's overhead (docs/estimate.md, "Memory outside PyTorch"), when
+ * more than one GPU talks: its buffers, and which of NCCL's settings are defaults */
+static int nccl_note(search *s, oom_plan_result *res)
+{
+    oom_workload *w = NULL;
+    oomi_overhead o;
+    char a[16], b[16], c[16];
+    int err;
+    if (!s->w || !res->found)
+        return OOM_OK;
+    if ((err = oom_workload_clone(&w, s->w)) || (err = oom_workload_set_knobs(w, &s->best.knobs)) ||
+        (err = oomi_overhead_of(&o, w)) || o.ranks < 2) {
+        oom_workload_free(w);
+        return err;
+    }
+    err = oomi_plan_note(
+        res,
+        "overhead: CUDA context %s + NCCL buffers %s (%ld GPUs, %ld "
+        "communicator%s, %ld channels x %s, NVLS %s)%s%s",
+        OOMI_SZ(a, (uint64_t)o.part[0].bytes), OOMI_SZ(b, (uint64_t)o.part[1].bytes), o.ranks,
+        o.comms, o.comms > 1 ? "s" : "", o.channels, OOMI_SZ(c, (uint64_t)o.buffsize),
+        o.nvls ? "on" : "off", o.part[1].change ? "; NCCL's defaults assumed, set " : "",
+        o.part[1].change ? o.part[1].change : "");
+    oom_workload_free(w);
+    return err;
+}
+
 /* With fit-confidence, the budget of the class of knobs k: a device peak fits when its bound,
  * peak x (1 + under) + context, is within the target, so usable = (target - context) / (1 +
  * under) and the margin is the rest of the target. */
@@ -967,6 +994,7 @@ static int fill_result(search *s, oom_plan_result *res)
     err = err ? err : awkward_hint(s, res);
     err = err ? err : objective_note(s, res);
     err = err ? err : rollout_note(s, res);
+    err = err ? err : nccl_note(s, res);
     if (r->seq_max > 0)
         err = err ? err
                   : oomi_plan_note(

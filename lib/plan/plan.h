@@ -50,6 +50,9 @@ typedef struct oomi_plan_vllm_kv {
 } oomi_plan_vllm_kv;
 int oomi_plan_vllm(oomi_plan_vllm_kv *out, const oom_plan_result *r);
 json_object *oomi_plan_vllm_json(const oom_plan_result *r);
+/* the blocks vLLM finds for the plan hold one sequence of `seq` tokens (cdiv(seq, block size)
+ * blocks: vLLM's max_memory_usage_bytes for full attention) */
+bool oomi_plan_vllm_holds(const oom_plan_result *r, long seq);
 #define OOMI_PLAN_FORMATS                                                                          \
     "text, json, env, args, deepspeed, torchrun, vllm, accelerate, torchtitan, trl, verl"
 bool oomi_plan_format_known(const char *format);

@@ -19,6 +19,7 @@ struct oom_plan_options {
     oom_measured_line line;
     double n_pos, n_neg;
     bool mult_set;
+    bool seq_auto; /* --seq auto: the longest sequence vLLM's KV cache holds */
 };
 
 /* pointers, so that oom_option can grow behind its version */
@@ -318,6 +319,13 @@ int oom_plan_options_set(oom_plan_options *o, const char *key, const char *value
     for (i = 0; key[i]; i++)
         k[i] = key[i] == '_' ? '-' : key[i];
     k[i] = 0;
+    if (!strcmp(k, "seq") && !oomi_name_cmp(value, "auto")) {
+        o->seq_auto = true;
+        o->fixed_seq = 0;
+        return OOM_OK;
+    }
+    if (!strcmp(k, "seq"))
+        o->seq_auto = false;
     if (!strcmp(k, "batch") || !strcmp(k, "batch-size") || !strcmp(k, "grad-accum") ||
         !strcmp(k, "seq") || !strcmp(k, "checkpointing") || !strcmp(k, "gpus"))
         return set_fixed(o, k, value);
@@ -574,6 +582,8 @@ int oomi_plan_options_run_gpu(oom_plan_result **out, const oom_plan_options *o, 
     int err;
 
     *out = NULL;
+    if (o->seq_auto)
+        return oomi_fail(OOM_EINVAL, "--seq auto is for plan (one GPU); give --seq N");
     if ((err = oom_config_load(&cfg, o->config)) || (err = oom_catalog_load(&cat, cfg)))
         goto done;
     tr = (oom_target_request){OOM_TARGET_REQUEST_VERSION, gpu ? gpu : o->gpu, o->vram, o->margin,
@@ -628,10 +638,106 @@ done:
     return err;
 }
 
+/* the plan of o at a fixed sequence length */
+static int plan_at_seq(oom_plan_result **out, const oom_plan_options *o, long seq)
+{
+    oom_plan_options c = *o;
+    char v[24];
+    int err;
+    c.seq_auto = false;
+    c.fixed_seq = seq;
+    oomi_snprintf(v, sizeof(v), "%ld", seq);
+    if ((err = oom_workload_clone(&c.w, o->w)))
+        return err;
+    if (!(err = oom_workload_set(c.w, "seq", v)))
+        err = oomi_plan_options_run_gpu(out, &c, NULL);
+    oom_workload_free(c.w);
+    return err;
+}
+
+/* --seq auto for an inference plan: the longest max_model_len whose one sequence the KV cache
+ * vLLM will find holds, up to the model's positions. vLLM's own auto-fit searches the same way
+ * after its profile run (vllm/v1/core/kv_cache_utils.py, estimate_max_model_len: a binary search
+ * over 1 .. max_model_len for the longest length whose max_memory_usage_bytes, cdiv(length,
+ * block_size) pages per full-attention layer, is within the available KV-cache memory); here
+ * before launch, every length planned again (its profile run and batch follow the length). The
+ * holding test falls as the length grows (more KV per sequence, a larger profile run), so a
+ * binary search finds the longest. */
+static int plan_seq_auto(oom_plan_result **out, const oom_plan_options *o)
+{
+    oom_plan_result *r = NULL, *best = NULL;
+    long lo = 1, hi, len = 0;
+    int err = OOM_OK;
+
+    if (!o->has_model || o->w->k.method != OOM_METHOD_INFERENCE)
+        return oomi_fail(OOM_EINVAL, "--seq auto is for --method inference of a model (vLLM's "
+                                     "max_model_len); give --seq N");
+    if (o->seq_max)
+        return oomi_fail(OOM_EINVAL, "give --seq auto or --seq-range, not both");
+    hi = o->w->max_pos_override ? o->w->max_pos_override : o->w->model->max_pos;
+    if (hi <= 0)
+        return oomi_fail(OOM_EINVAL, "--seq auto: the model gives no maximum positions; give "
+                                     "--max-positions N or --seq N");
+    while (lo <= hi) {
+        long mid = lo + (hi - lo) / 2;
+        if ((err = plan_at_seq(&r, o, mid)) && err != OOM_ENOFIT)
+            break;
+        err = OOM_OK;
+        if (oomi_plan_vllm_holds(r, mid)) {
+            oom_plan_free(best);
+            best = r, len = mid, lo = mid + 1;
+        } else {
+            oom_plan_free(r);
+            hi = mid - 1;
+        }
+        r = NULL;
+    }
+    if (err) {
+        oom_plan_free(best);
+        return err;
+    }
+    if (!best) { /* not one token: the plan at the shortest length says why */
+        if ((err = plan_at_seq(out, o, 1)) && err != OOM_ENOFIT)
+            return err;
+        if (*out)
+            (*out)->found = false;
+        return oomi_fail(OOM_ENOFIT, "--seq auto: vLLM's KV cache would not hold one sequence "
+                                     "of any length");
+    }
+    {
+        oomi_plan_vllm_kv v;
+        long max = o->w->max_pos_override ? o->w->max_pos_override : o->w->model->max_pos;
+        const char *why = "the model's positions";
+        if (len < max) { /* what stops the next length: the plan itself, or vLLM's KV cache */
+            err = plan_at_seq(&r, o, len + 1);
+            why = r && r->found ? "the KV cache vLLM finds holds no longer sequence"
+                                : "a longer prefill does not fit";
+            oom_plan_free(r);
+            if (err && err != OOM_ENOFIT) {
+                oom_plan_free(best);
+                return err;
+            }
+        }
+        oomi_plan_vllm(&v, best);
+        err = oomi_plan_note(best,
+                             "--seq auto: --max-model-len %ld of the model's %ld positions (%s); "
+                             "sequences of that length at once: %ld",
+                             len, max, why, v.tokens / len);
+    }
+    if (err) {
+        oom_plan_free(best);
+        return err;
+    }
+    *out = best;
+    return OOM_OK;
+}
+
 int oom_plan_options_run(oom_plan_result **out, const oom_plan_options *o)
 {
     if (!out || !o)
         return oomi_fail(OOM_EINVAL, "plan: missing argument");
+    if (o->seq_auto)
+        return plan_seq_auto(out, o);
     return oomi_plan_options_run_gpu(out, o, NULL);
 }
 

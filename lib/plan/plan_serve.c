@@ -21,6 +21,22 @@ bool oomi_is16(oom_precision p, bool bf)
 #define VLLM_NON_TORCH_1  OOMI_VLLM_NON_TORCH_1
 #define VLLM_NON_TORCH_TP OOMI_VLLM_NON_TORCH_TP
 
+/* CUDA graphs: vLLM captures them after it has sized the KV cache, so they are not part of the
+ * subtraction above: in vLLM's start-up logs the weights, peak activation, non-torch memory and
+ * KV cache add up to total x gpu_memory_utilization by themselves, and the "CUDAGraph memory"
+ * they print beside them is -0.88 to +0.10 GiB on an H100 (bench/accuracy/vllm-logs.csv: Qwen3-32B
+ * -0.88, Llama-3.1-8B -0.45, Qwen3-0.6B +0.10 twice). What the graphs take comes out of the
+ * memory the utilisation leaves free; vLLM's --enforce-eager captures none. Since v0.21.0 vLLM
+ * profiles the capture (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS, on by default) and takes its
+ * estimate from the KV cache: "Estimated CUDA graph memory: 0.17 GiB total" (4 x RTX 3090,
+ * github.com/noonghunna/club-3090/issues/127), 0.36 GiB (github.com/gpustack/runner/pull/251).
+ * The arithmetic above is that of the logs it was checked on; for vLLM 0.21 and later the KV
+ * cache is smaller by that estimate. */
+static const char *const VLLM_GRAPHS =
+    "captured after the KV cache is sized, outside its budget (vLLM's logs: -0.88 to +0.10 GiB "
+    "on an H100); vLLM 0.21 and later takes its estimate of them (0.17-0.36 GiB in published "
+    "logs) from the KV cache instead; --enforce-eager captures none";
+
 int oomi_plan_vllm(oomi_plan_vllm_kv *out, const oom_plan_result *r)
 {
     const oom_estimate *e = &r->best->estimate;
@@ -59,6 +75,13 @@ int oomi_plan_vllm(oomi_plan_vllm_kv *out, const oom_plan_result *r)
     return OOM_OK;
 }
 
+bool oomi_plan_vllm_holds(const oom_plan_result *r, long seq)
+{
+    oomi_plan_vllm_kv v;
+    return r && r->found && !oomi_plan_vllm(&v, r) &&
+           v.blocks >= (seq + VLLM_BLOCK_TOKENS - 1) / VLLM_BLOCK_TOKENS;
+}
+
 json_object *oomi_plan_vllm_json(const oom_plan_result *r)
 {
     oomi_plan_vllm_kv v;
@@ -85,6 +108,16 @@ json_object *oomi_plan_vllm_json(const oom_plan_result *r)
     oomi_json_put(o, "block_size", json_object_new_int(VLLM_BLOCK_TOKENS));
     oomi_json_put(o, "num_gpu_blocks", json_object_new_int64(v.blocks));
     oomi_json_put(o, "kv_tokens", json_object_new_int64(v.tokens));
+    {
+        json_object *g = json_object_new_object();
+        if (g) {
+            oomi_json_put(g, "in_kv_budget", json_object_new_boolean(0));
+            oomi_json_put(g, "left_free_bytes",
+                          oomi_json_size((uint64_t)r->gpu_budget.target_bytes - v.requested));
+            oomi_json_put(g, "source", json_object_new_string(VLLM_GRAPHS));
+        }
+        oomi_json_put(o, "cuda_graphs", g);
+    }
     return o;
 }
 
@@ -120,6 +153,8 @@ static int format_vllm(oomi_sb *sb, const oom_plan_result *r)
                    OOMI_SZ(a, v.requested), OOMI_SZ(b, v.weights), OOMI_SZ(c, v.activation),
                    OOMI_SZ(d, v.non_torch), OOMI_SZ(f, v.available), v.blocks, VLLM_BLOCK_TOKENS,
                    v.tokens, k->seq_len ? v.tokens / k->seq_len : 0, k->seq_len);
+    oomi_sb_printf(sb, "# CUDA graphs: from the %s the utilisation leaves free; %s\n",
+                   OOMI_SZ(a, (uint64_t)r->gpu_budget.target_bytes - v.requested), VLLM_GRAPHS);
     if (r->version >= 4 && r->kv_elements > 0) {
         oomi_sb_printf(sb, "# KV cache layers: %ld full", r->kv_full_layers);
         if (r->kv_sliding_layers > 0)

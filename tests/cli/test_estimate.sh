@@ -155,4 +155,70 @@ oom estimate --model gpt2 --gpu "NVIDIA Nonesuch 7"
 expect_rc 2 "a device name no profile matches"
 expect_contains "$ERR" "unknown GPU profile 'NVIDIA Nonesuch 7'" "is refused naming it"
 
+# memory outside PyTorch's allocator, part by part: one GPU has no communicator
+oom estimate --model llama-3.1-8b --method lora --gpu h100 --json
+expect_rc 0 "overhead parts, one GPU"
+expect_json '[.overhead.parts[].name] | join(",")' "cuda_context" "one GPU: the context alone"
+expect_json '.overhead.total == .memory.overhead' "true" "the parts add up to the overhead"
+expect_json '.overhead.nccl' "null" "no NCCL on one GPU"
+# 8 H100s: 32 channels x (4 MiB + 512 KiB + 4.6875 MiB) and NVLS as NCCL logs it (nvlsTotalSize
+# 2415919104 for 8 GPUs of 4 MiB buffers)
+oom estimate --model llama-3.1-8b --gpu h100 --gpus 8 --sharding zero3 --json
+expect_rc 0 "overhead parts, 8 GPUs"
+expect_json '.overhead.nccl.ring_bytes' "308281344" "ring buffers of 32 channels"
+expect_json '.overhead.nccl.nvls_bytes' "2415919104" "NVLS buffers as NCCL's log line"
+expect_json '.overhead.parts[1].default' "true" "NCCL's defaults are flagged"
+expect_json '.overhead.total == .memory.overhead' "true" "NCCL counted in the overhead"
+ALL=$(jq '.memory.device_peak' <<<"$OUT")
+NCCL_NVLS_ENABLE=0 NCCL_BUFFSIZE=1048576 oom estimate --model llama-3.1-8b --gpu h100 --gpus 8 \
+    --sharding zero3 --json
+expect_rc 0 "NCCL's environment variables"
+expect_json '.overhead.nccl.nvls' "false" "NCCL_NVLS_ENABLE=0 turns NVLS off"
+expect_json '.overhead.nccl.ring_bytes' "207618048" "NCCL_BUFFSIZE shrinks the ring's buffers"
+expect_json ".memory.device_peak == $ALL - 2415919104 - 308281344 + 207618048" "true" \
+    "the device peak follows the NCCL buffers"
+NCCL_NVLS_ENABLE=0 oom estimate --model llama-3.1-8b --gpu h100 --gpus 8 --sharding zero3 \
+    --nccl-nvls yes --nccl-channels 16 --nccl-buffsize 4MiB --nccl-communicators 1 --json
+expect_json '.overhead.nccl.nvls' "true" "the command line overrides the environment"
+expect_json '.overhead.nccl.ring_bytes' "154140672" "--nccl-channels"
+expect_json '.overhead.parts[1].default' "false" "every NCCL setting given: no notice"
+# vLLM's tensor parallelism keeps two communicators (its own and torch.distributed's)
+oom estimate --model llama-3.1-70b --method inference --seq 8192 --gpu h100 --tensor-parallel 8 --json
+expect_json '.overhead.nccl.communicators' "2" "two communicators under a serving engine"
+expect_json '.overhead.parts[1].bytes' "$((2 * (308281344 + 2415919104)))" "each with its buffers"
+oom estimate --model llama-3.1-70b --method inference --seq 8192 --gpu h100 --tensor-parallel 8 \
+    --kv-cache transformers --json
+expect_json '.overhead.nccl.communicators' "1" "one for transformers"
+oom estimate --model llama-3.1-8b --method lora --gpu a100 --gpus 4
+expect_rc 0 "NCCL in the text breakdown"
+expect_contains "$OUT" "NCCL buffers                :    294.0 MiB" "an A100 has no NVLS"
+expect_contains "$OUT" "notice                        : NCCL's defaults assumed" "the defaults' notice"
+NCCL_MAX_NCHANNELS=many oom estimate --model llama-3.1-8b --gpus 2
+expect_rc 2 "a bad NCCL environment variable"
+expect_contains "$ERR" "NCCL_MAX_NCHANNELS=many" "is named"
+# the plan says the NCCL part of its overhead in a note (text and JSON)
+NCCL_MAX_NCHANNELS=8 oom plan --model llama-3.1-8b --seq 2048 --gpus 8 --gpu h100 \
+    --target-effective-batch 64 --nccl-nvls no --nccl-buffsize 1MiB --nccl-communicators 1 --json
+expect_rc 0 "a plan over 8 GPUs"
+expect_json '[.notices[] | select(startswith("overhead: CUDA context 755.0 MiB + NCCL buffers 49.50 MiB (8 GPUs, 1 communicator, 8 channels x 1.00 MiB, NVLS off)"))] | length' \
+    "1" "the plan's NCCL note, every setting given"
+oom plan --model qwen2.5-0.5b --seq 512 --gpu h100 --target-effective-batch 8 --json
+expect_json '[.notices[] | select(startswith("overhead:"))] | length' "0" "one GPU: no NCCL note"
+oom estimate --model llama-3.1-8b --gpus 2 --nccl-nvls sometimes
+expect_rc 2 "a bad --nccl-nvls"
+
+# the cuBLAS workspace: from PyTorch's caching allocator, in the temporaries; 32 MiB on Hopper
+oom estimate --model llama-3.1-8b --method lora --gpu h100 --json
+expect_json '.cublas_workspace.bytes' "33554432" "32 MiB on compute capability 9.0"
+T32=$(jq '.memory.temporaries' <<<"$OUT")
+CUBLAS_WORKSPACE_CONFIG=:4096:2:16:8 oom estimate --model llama-3.1-8b --method lora --gpu h100 --json
+expect_json '.cublas_workspace.bytes' "8519680" "CUBLAS_WORKSPACE_CONFIG read (2 x 4 MiB + 8 x 16 KiB)"
+expect_json ".memory.temporaries == $T32 - 33554432 + 8519680" "true" "counted in the temporaries"
+expect_json '.cublas_workspace.default' "false" "a given workspace is no default"
+oom estimate --model llama-3.1-8b --method lora --gpu a100 --cublas-workspace :1024:1
+expect_rc 0 "--cublas-workspace"
+expect_contains "$OUT" "cuBLAS workspace              : 1.00 MiB in the temporaries" "in the text"
+oom estimate --model llama-3.1-8b --method lora --cublas-workspace 4096
+expect_rc 2 "a workspace that is not :SIZE:COUNT pairs"
+
 finish

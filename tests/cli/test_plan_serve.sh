@@ -70,6 +70,12 @@ expect_json .inference.tensor_parallel 1 "no tensor parallelism"
 serve --format vllm
 expect_rc 0 "vllm format"
 expect_golden plan-vllm-8b.txt "vllm settings of the worked case"
+expect_contains "$OUT" "# CUDA graphs: from the 7.96 GiB the utilisation leaves free" \
+    "the CUDA graphs come from what the utilisation leaves free"
+serve --json
+expect_json '.inference.vllm.cuda_graphs.in_kv_budget' "false" "CUDA graphs outside the KV budget"
+expect_json '.inference.vllm.cuda_graphs.left_free_bytes == .budget.target_bytes - .inference.vllm.requested_bytes' \
+    "true" "left free = total - requested"
 # tensor parallelism in the vLLM settings: per-GPU weights and KV heads
 oom plan --model llama-3.1-70b --method inference --seq 8192 --gpu h100 --tensor-parallel 4 \
     --vram-safety-margin 10% --format vllm
@@ -130,5 +136,35 @@ expect_rc 2 "accelerate format of an inference plan is refused"
 oom plan --model llama-3.1-8b --seq 2048 --format yaml
 expect_rc 2 "unknown format"
 expect_contains "$ERR" "vllm, accelerate, torchtitan" "the formats are listed"
+
+# --seq auto: the longest --max-model-len that one sequence of fits (vLLM's auto-fit, before launch)
+oom plan --model qwen3-0.6b --method inference --gpu h100 --seq auto --format vllm
+expect_rc 0 "--seq auto, a small model"
+expect_contains "$OUT" "--max-model-len 40960 " "the model's positions when they all fit"
+expect_contains "$ERR" "of the model's 40960 positions (the model's positions)" "says what bounds it"
+oom plan --model qwen3-32b --method inference --gpu h100 --seq auto --vram 70 --json
+expect_rc 0 "--seq auto, a large model"
+expect_json '.plan.seq_len' "12210" "the longest length the plan fits"
+expect_contains "$ERR" "(a longer prefill does not fit)" "the plan's own peak binds"
+oom plan --model qwen3-32b --method inference --gpu h100 --seq 12211 --vram 70 --format vllm
+expect_rc 1 "one token longer does not fit"
+# a sampler profiled over 4096 sequences leaves vLLM's KV cache the bound: the blocks at the
+# chosen length hold it, one token more they do not
+oom plan --model qwen3-32b --method inference --gpu h100 --seq auto --max-num-seqs 4096 --format vllm
+expect_rc 0 "--seq auto bound by the KV cache"
+expect_contains "$OUT" "--max-model-len 2976 --max-num-seqs 4096" "the length in the vllm settings"
+expect_contains "$ERR" "(the KV cache vLLM finds holds no longer sequence)" "the KV cache binds"
+for n in 2976 2977; do
+    oom plan --model qwen3-32b --method inference --gpu h100 --seq $n --max-num-seqs 4096 --json
+    echo "$(jq '.inference.vllm.kv_tokens' <<<"$OUT") $n" >>"$TMP/auto.txt"
+done
+expect_eq "$(awk '{print ($1 >= $2)}' "$TMP/auto.txt" | tr -d '\n')" "10" \
+    "2976 tokens held, 2977 not"
+oom plan --model qwen3-0.6b --method lora --gpu h100 --seq auto
+expect_rc 2 "--seq auto is for inference"
+oom table --model qwen3-0.6b --method inference --gpus h100 --seq auto
+expect_rc 2 "--seq auto is for plan"
+oom plan --model qwen3-0.6b --method inference --gpu h100 --seq auto --seq-range 128:1024
+expect_rc 2 "--seq auto with --seq-range"
 
 finish

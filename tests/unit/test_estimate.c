@@ -272,9 +272,9 @@ static void test_full_fp32_states(void **state)
     assert_int_equal(e.weights, 4 * 124439808ULL);
     assert_int_equal(e.gradients, 4 * 124439808ULL);
     assert_int_equal(e.optimizer, 8 * 124439808ULL);
-    assert_int_equal(e.temporaries, 0);
+    assert_int_equal(e.temporaries, 8519680); /* the cuBLAS workspace alone (:4096:2:16:8) */
     assert_true(e.activations > 0 && e.activations < 4 * OOM_MiB);
-    assert_int_equal(e.allocated_peak, 16 * 124439808ULL + e.activations);
+    assert_int_equal(e.allocated_peak, 16 * 124439808ULL + e.activations + e.temporaries);
     assert_true(e.reserved_peak >= e.allocated_peak);
     assert_int_equal(e.reserved_peak % (2 * OOM_MiB), 0);
     assert_int_equal(e.device_peak, e.reserved_peak + e.overhead);
@@ -421,6 +421,61 @@ static void test_set_errors(void **state)
     assert_int_equal(oom_workload_get(&v, w, "precision"), OOM_OK);
     assert_string_equal(v, "amp-bf16"); /* auto for full training */
     oom_free(v);
+    oom_workload_free(w);
+}
+
+/* the option's value read back is `want` */
+static void assert_option(const oom_workload *w, const char *key, const char *want)
+{
+    char *v = NULL;
+    assert_int_equal(oom_workload_get(&v, w, key), OOM_OK);
+    assert_string_equal(v, want);
+    oom_free(v);
+}
+
+/* NCCL's buffers: none on one GPU; 32 channels x (SIMPLE + LL + LL128) on two; the options
+ * move the overhead by exactly the buffers they change; the settings read back */
+static void test_nccl_overhead(void **state)
+{
+    oom_workload *one = W("model=gpt2", "method=lora", "gpus=1");
+    oom_workload *two = W("model=gpt2", "method=lora", "gpus=2");
+    oom_workload *small =
+        W("model=gpt2", "method=lora", "gpus=2", "nccl_buffsize=1048576", "nccl_channels=8");
+    oom_workload *nvls = W("model=gpt2", "method=lora", "gpus=4", "nccl_nvls=yes");
+    oom_estimate a = run(one), b = run(two), c = run(small), d = run(nvls);
+    const double conn = 4194304.0 + 524288 + 4915200; /* SIMPLE + LL + LL128 */
+    (void)state;
+    assert_int_equal(b.overhead - a.overhead, (uint64_t)(32 * conn));
+    assert_int_equal(c.overhead - a.overhead, (uint64_t)(8 * (conn - 3145728)));
+    /* NVLS: 24 channels x 2 x (4 MiB + 2 MiB) x 4 GPUs, beside the ring */
+    assert_int_equal(d.overhead - b.overhead, (uint64_t)24 * 2 * 6291456 * 4);
+    assert_option(nvls, "nccl-nvls", "yes");
+    assert_option(small, "nccl-buffsize", "1048576");
+    assert_int_equal(oom_workload_set(two, "nccl-nvls", "maybe"), OOM_EINVAL);
+    assert_int_equal(oom_workload_set(two, "nccl-buffsize", "0"), OOM_EINVAL);
+    assert_int_equal(oom_workload_set(two, "nccl-channels", "0"), OOM_EINVAL);
+    oom_workload_free(one), oom_workload_free(two), oom_workload_free(small);
+    oom_workload_free(nvls);
+}
+
+/* CUBLAS_WORKSPACE_CONFIG's pairs summed, in the temporaries; malformed settings refused and
+ * leave the workload as it was */
+static void test_cublas_workspace(void **state)
+{
+    oom_workload *w = W("model=gpt2", "method=lora");
+    oom_estimate a = run(w), b;
+    (void)state;
+    assert_int_equal(oom_workload_set(w, "cublas-workspace", ":4096:8"), OOM_OK);
+    b = run(w);
+    assert_int_equal(b.temporaries - a.temporaries, 33554432 - 8519680);
+    assert_int_equal(b.allocated_peak - a.allocated_peak, 33554432 - 8519680);
+    assert_option(w, "cublas-workspace", ":32768:1");
+    assert_int_equal(oom_workload_set(w, "cublas-workspace", "4096:8"), OOM_EINVAL);
+    assert_int_equal(oom_workload_set(w, "cublas-workspace", ":4096"), OOM_EINVAL);
+    assert_int_equal(oom_workload_set(w, "cublas-workspace", ":4096:8:"), OOM_EINVAL);
+    assert_int_equal(oom_workload_set(w, "cublas-workspace", ""), OOM_EINVAL);
+    b = run(w);
+    assert_int_equal(b.temporaries - a.temporaries, 33554432 - 8519680);
     oom_workload_free(w);
 }
 
@@ -701,6 +756,8 @@ int main(void)
         cmocka_unit_test(test_eager_and_chunked),
         cmocka_unit_test(test_impossible),
         cmocka_unit_test(test_set_errors),
+        cmocka_unit_test(test_nccl_overhead),
+        cmocka_unit_test(test_cublas_workspace),
         cmocka_unit_test(test_knobs_and_clone),
         cmocka_unit_test(test_gpu_overhead),
         cmocka_unit_test(test_bad_configs),

@@ -1,0 +1,182 @@
+/* estimate_overhead.c - the memory a process holds outside PyTorch's caching allocator, part by
+ * part: the CUDA context with the kernels a step loads, and NCCL's buffers when GPUs talk.
+ * docs/estimate.md ("Memory outside PyTorch") has the arithmetic and its sources. */
+#include "estimate/estimate.h"
+
+#include <json-c/json.h>
+#include <string.h>
+
+static const char *const CONTEXT_SOURCE =
+    "CUDA context + lazily loaded kernels, measured per compute capability "
+    "(data/coefficients.json context)";
+static const char *const CONTEXT_GENERIC_SOURCE =
+    "CUDA context + lazily loaded kernels, generic (no --gpu given: "
+    "data/coefficients.json context.generic)";
+static const char *const NCCL_SOURCE =
+    "NCCL buffers per communicator: channels x (NCCL_BUFFSIZE + LL + LL128 buffers), plus "
+    "NVLink SHARP's channels x 2 x (NCCL_BUFFSIZE + 2 MiB) x GPUs of the node "
+    "(data/coefficients.json parallel.nccl)";
+
+/* the CUDA context and the kernels a step loads: the measured bytes of the GPU's compute
+ * capability (its major version when the minor is not measured), else the generic figure */
+static double context(const oom_workload *w, const oomi_coef *c, bool train, bool *exact_out)
+{
+    double b = c->ctx_generic;
+    bool exact = false, major = false;
+    size_t i;
+    for (i = 0; w->has_gpu && i < c->nctx; i++) {
+        double v = train ? c->ctx[i].bytes : c->ctx[i].inference_bytes;
+        if (c->ctx[i].major == w->cc_major && c->ctx[i].minor == w->cc_minor)
+            b = v, exact = true;
+        else if (!exact && c->ctx[i].major == w->cc_major)
+            b = v, major = true;
+    }
+    *exact_out = exact || major;
+    return b;
+}
+
+/* NVLink SHARP: set on or off, else NCCL's own choice (NCCL_NVLS_ENABLE's default): a GPU of
+ * compute capability 9.0 or later (NVSwitch assumed) and more than two GPUs in the communicator
+ * (https://github.com/vllm-project/vllm/issues/9699: NVLS appears above 2 GPUs on H100 and H200) */
+static bool nvls_on(const oom_workload *w, const oomi_coef *c, long ranks)
+{
+    if (w->nccl_nvls)
+        return w->nccl_nvls == 2;
+    return w->has_gpu && w->cc_major >= c->nccl.nvls_min_cc && ranks >= c->nccl.nvls_min_gpus;
+}
+
+/* communicators with buffers: as set, else two for a serving engine's tensor parallelism (vLLM
+ * keeps its own PyNcclCommunicator beside torch.distributed's group: turning NVLS off gave back
+ * some 5 GiB per GPU there, twice one communicator's 2.25 GiB of NVLS buffers,
+ * https://github.com/vllm-project/vllm/issues/9699), else one (the default process group) */
+static long communicators(const oom_workload *w)
+{
+    if (w->nccl_comms)
+        return w->nccl_comms;
+    return w->k.method == OOM_METHOD_INFERENCE && !w->kv_transformers ? 2 : 1;
+}
+
+static void nccl(oomi_overhead *o, const oom_workload *w, const oomi_coef *c, long ranks)
+{
+    double heads = (double)ranks < c->nccl.node_gpus ? (double)ranks : c->nccl.node_gpus;
+    o->ranks = ranks;
+    o->comms = communicators(w);
+    o->buffsize = w->nccl_buffsize ? (double)w->nccl_buffsize : c->nccl.buffsize;
+    o->channels = w->nccl_channels ? w->nccl_channels : (long)c->nccl.channels;
+    /* one ring connection per channel, a buffer per protocol (SIMPLE, LL, LL128) */
+    o->ring = (double)o->channels * (o->buffsize + c->nccl.ll + c->nccl.ll128);
+    o->nvls = nvls_on(w, c, ranks);
+    /* NCCL's NVLS buffer: nvlsPerRankSize = nChannels x 2 x (buffSize + memSize), mapped for
+     * every GPU of the node (nvlsTotalSize = nvlsPerRankSize x nHeads) */
+    o->nvls_bytes =
+        o->nvls ? c->nccl.nvls_channels * 2 * (o->buffsize + c->nccl.nvls_mem) * heads : 0;
+}
+
+int oomi_overhead_of(oomi_overhead *out, const oom_workload *w)
+{
+    const oomi_coef *c;
+    bool train = w->k.method != OOM_METHOD_INFERENCE, exact;
+    long ranks = train ? w->k.gpus : w->tp;
+    int err;
+
+    memset(out, 0, sizeof(*out));
+    if ((err = oomi_coef_get(&c)))
+        return err;
+    if (w->overhead != OOM_UNKNOWN) {
+        out->part[out->n++] = (oomi_overhead_part){
+            "given", (double)w->overhead, "--overhead (CUDA context, workspaces, NCCL)", NULL};
+        out->total = (double)w->overhead;
+        return OOM_OK;
+    }
+    out->part[out->n].name = "cuda_context";
+    out->part[out->n].bytes = context(w, c, train, &exact);
+    out->part[out->n].source = exact ? CONTEXT_SOURCE : CONTEXT_GENERIC_SOURCE;
+    out->part[out->n++].change = "--overhead (replaces every part)";
+    if (ranks > 1) { /* single-GPU work creates no communicator */
+        nccl(out, w, c, ranks);
+        out->part[out->n].name = "nccl";
+        out->part[out->n].bytes = (double)out->comms * (out->ring + out->nvls_bytes);
+        out->part[out->n].source = NCCL_SOURCE;
+        out->part[out->n++].change =
+            w->nccl_buffsize && w->nccl_channels && w->nccl_nvls && w->nccl_comms
+                ? NULL
+                : "--nccl-buffsize (NCCL_BUFFSIZE), --nccl-channels (NCCL_MAX_NCHANNELS), "
+                  "--nccl-nvls (NCCL_NVLS_ENABLE), --nccl-communicators";
+    }
+    for (size_t i = 0; i < out->n; i++)
+        out->total += out->part[i].bytes;
+    return OOM_OK;
+}
+
+json_object *oomi_overhead_json(const oom_workload *w)
+{
+    oomi_overhead o;
+    json_object *root, *parts;
+    size_t i;
+
+    if (oomi_overhead_of(&o, w) || !(root = json_object_new_object()))
+        return NULL;
+    oomi_json_put(root, "total", oomi_json_size((uint64_t)(o.total + 0.5)));
+    if (!(parts = json_object_new_array()))
+        return json_object_put(root), NULL;
+    for (i = 0; i < o.n; i++) {
+        json_object *p = json_object_new_object();
+        if (!p)
+            break;
+        oomi_json_put(p, "name", json_object_new_string(o.part[i].name));
+        oomi_json_put(p, "bytes", oomi_json_size((uint64_t)(o.part[i].bytes + 0.5)));
+        oomi_json_put(p, "source", json_object_new_string(o.part[i].source));
+        oomi_json_put(p, "default", json_object_new_boolean(o.part[i].change != NULL));
+        oomi_json_put(p, "change",
+                      o.part[i].change ? json_object_new_string(o.part[i].change) : NULL);
+        json_object_array_add(parts, p);
+    }
+    oomi_json_put(root, "parts", parts);
+    if (o.ranks > 1) {
+        json_object *n = json_object_new_object();
+        if (n) {
+            oomi_json_put(n, "communicators", json_object_new_int64(o.comms));
+            oomi_json_put(n, "gpus", json_object_new_int64(o.ranks));
+            oomi_json_put(n, "channels", json_object_new_int64(o.channels));
+            oomi_json_put(n, "buffsize", oomi_json_size((uint64_t)o.buffsize));
+            oomi_json_put(n, "nvls", json_object_new_boolean(o.nvls));
+            oomi_json_put(n, "ring_bytes", oomi_json_size((uint64_t)(o.ring + 0.5)));
+            oomi_json_put(n, "nvls_bytes", oomi_json_size((uint64_t)(o.nvls_bytes + 0.5)));
+        }
+        oomi_json_put(root, "nccl", n);
+    }
+    return root;
+}
+
+double oomi_cublas_workspace(const oom_workload *w, const oomi_coef *c, bool *is_default)
+{
+    if (is_default)
+        *is_default = w->cublas_ws == OOM_UNKNOWN;
+    if (w->cublas_ws != OOM_UNKNOWN)
+        return (double)w->cublas_ws;
+    return w->has_gpu && w->cc_major == 9 ? c->cublas_hopper : c->cublas_default;
+}
+
+json_object *oomi_cublas_json(const oom_workload *w)
+{
+    const oomi_coef *c;
+    json_object *o;
+    bool dflt;
+    double b;
+    if (oomi_coef_get(&c) || !(o = json_object_new_object()))
+        return NULL;
+    b = oomi_cublas_workspace(w, c, &dflt);
+    oomi_json_put(o, "bytes", oomi_json_size((uint64_t)b));
+    oomi_json_put(o, "counted_in", json_object_new_string("temporaries"));
+    oomi_json_put(o, "source",
+                  json_object_new_string(
+                      dflt ? "PyTorch's default for the GPU's compute capability, from its caching "
+                             "allocator (data/coefficients.json cublas_workspace)"
+                           : "--cublas-workspace (CUBLAS_WORKSPACE_CONFIG)"));
+    oomi_json_put(o, "default", json_object_new_boolean(dflt));
+    oomi_json_put(o, "change",
+                  dflt ? json_object_new_string("--cublas-workspace "
+                                                "(CUBLAS_WORKSPACE_CONFIG)")
+                       : NULL);
+    return o;
+}
