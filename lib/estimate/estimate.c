@@ -628,10 +628,10 @@ static double logits_tensor(const ctx *x)
 /* Reserved = allocated + the cached blocks the allocator cannot hand back to the request that
  * makes the peak, rounded up to its 2 MiB segments. Measured on an H100 (torch 2.11, 50 cases,
  * bench/accuracy/h100-2026-11-25.csv; fitted on the three quarters not held back,
- * bench/accuracy/fit_allocator.py): at a forward/backward peak of training, about 1.4 fp32
+ * bench/accuracy/fit_allocator.py): at a forward/backward peak of training, about 1.35 fp32
  * logits tensors (the loss path's large blocks: upcast, log-softmax, gradient); at an
  * optimizer peak, the step's temporaries come in new segments beside the cached ones (1.4 x
- * them); both over a floor (0 on the H100); in a prefill, 40 % of the transient part. Per-tensor
+ * them); both over a floor (50 MiB on the H100); in a prefill, 40 % of the transient part. Per-tensor
  * waste is not modelled: a 30B MoE with 18,000 weight tensors left 0.02 GiB between reserved and
  * allocated. */
 static double reserved(const ctx *x, const mem *p, double allocated, oom_phase phase)

@@ -70,9 +70,10 @@ ALT=$(jq -r '.alternatives[] | select(.plan.batch_size > '"$B"') | .why' <<<"$OU
 expect_contains "$ALT" "does not fit beside the engine" "the larger micro-batch: why not"
 
 expect_json .workers.max 1 "one trainer and its engine per GPU"
-# the fit probability is the trainer's peak against the target less the engine's reservation
+# the fit probability is the trainer's peak against the target less the engine's reservation:
+# reported, a probability (how close to 0.99 depends on data/confidence.json's bands)
 FP=$(jq .fit_probability <<<"$OUT")
-expect_eq "$(awk -v f="$FP" 'BEGIN { print (f < 0.99) }')" 1 "fit probability beside the engine ($FP)"
+expect_eq "$(awk -v f="$FP" 'BEGIN { print (f > 0 && f <= 0.99) }')" 1 "fit probability beside the engine ($FP)"
 plan
 expect_contains "$OUT" "colocated vLLM engine         : $U of the GPU" "text report: the engine's share"
 expect_contains "$OUT" "peaks with the engine" "text report: both phases"
