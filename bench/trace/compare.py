@@ -85,9 +85,12 @@ def model_path(model):
 def estimate_flags(cell):
     """The estimator's flags for a cell: its config file's path made absolute, and for a prefill
     transformers' KV cache, which keeps every token of every layer as the tracer sees it (the
-    estimator's default is a serving engine's: sliding-window layers keep their window)"""
+    estimator's default is a serving engine's: sliding-window layers keep their window); and no
+    cuBLAS workspace: the meta device runs no cuBLAS (a GPU's workspace is in the estimate's
+    temporaries)"""
     stack = ["--kv-cache", "transformers"] if cell.get("method") == "inference" else []
-    return flags(dict(cell, model=model_path(cell["model"]))) + stack
+    return (flags(dict(cell, model=model_path(cell["model"]))) + stack +
+            ["--cublas-workspace", ":0:1"])
 
 
 def estimate(binary, cell):

@@ -28,7 +28,9 @@ REL, ABS = 0.03, 2 << 20
 
 
 def estimate(**kw):
-    args = [os.environ["OOMLESS_BIN"], "estimate", "--json", "--model", MODEL]
+    # no cuBLAS workspace: the meta device runs no cuBLAS
+    args = [os.environ["OOMLESS_BIN"], "estimate", "--json", "--model", MODEL,
+            "--cublas-workspace", ":0:1"]
     for k, v in kw.items():
         args += ["--" + k.replace("_", "-"), str(v)]
     r = subprocess.run(args, capture_output=True, text=True, timeout=60, check=True)
