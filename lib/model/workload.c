@@ -41,6 +41,14 @@ const char *oom_checkpointing_name(oom_checkpointing v)
 {
     return NAME_OF(oomi_checkpointing_names, v);
 }
+const char *oomi_checkpointing_text(char *buf, size_t size, const oom_workload *w)
+{
+    if (w->k.checkpointing != OOM_CHECKPOINTING_FULL || w->ckpt_every <= 1)
+        return oom_checkpointing_name(w->k.checkpointing);
+    oomi_snprintf(buf, size, "%s:%ld", w->ckpt_nth ? "nth" : "every", w->ckpt_every);
+    return buf;
+}
+
 const char *oom_attention_name(oom_attention v)
 {
     return NAME_OF(oomi_attention_names, v);
@@ -82,8 +90,11 @@ static const oom_option *const options[] = {
                         "tokens per sample; inference: prompt + generated (default 512)"},
     &(const oom_option){OOM_OPTION_VERSION, "grad-accum", "N",
                         "gradient accumulation steps (default 1)"},
-    &(const oom_option){OOM_OPTION_VERSION, "checkpointing", "none|selective|full",
-                        "activation checkpointing (default none)"},
+    &(const oom_option){
+        OOM_OPTION_VERSION, "checkpointing", "none|selective|full|every:N|nth:N",
+        "activation checkpointing: selective recomputes the attention core, full "
+        "every layer, every:N layers 1, N+1, 2N+1.. (transformers' every_n_layers), "
+        "nth:N layers N, 2N.. (torchtitan) (default none)"},
     &(const oom_option){OOM_OPTION_VERSION, "attention", "eager|sdpa|flash",
                         "attention implementation (default sdpa)"},
     &(const oom_option){OOM_OPTION_VERSION, "loss", "standard|chunked",

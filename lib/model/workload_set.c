@@ -108,6 +108,37 @@ static int set_preference(oom_workload *w, const char *key, const char *value)
         return OOM_OK;                                                                             \
     } while (0)
 
+/* "every:N": one layer in N checkpointed, the first of each N, as transformers'
+ * activation_checkpointing_enable(every_n_layers=N) picks them (layer_index % N == 0,
+ * modeling_utils.py _set_gradient_checkpointing, transformers 5.23); "nth:N": the N-th of each N,
+ * as torchtitan's selective_ac_option = "N" (and torchtune's ac_option) picks them (a counter
+ * from 1, checkpointed where count % N == 0: torchtitan/distributed/activation_checkpoint.py,
+ * _apply_layer_sac). Both are full checkpointing on those layers only. */
+static int set_checkpointing(oom_workload *w, const char *key, const char *value)
+{
+    unsigned v;
+    long long every;
+    bool nth = !strncmp(value, "nth:", 4);
+    if (nth || !strncmp(value, "every:", 6)) {
+        if (oomi_parse_long(&every, value + (nth ? 4 : 6), 1, 1L << 20, key))
+            return oomi_fail(OOM_EINVAL,
+                             "checkpointing '%s': N must be a whole number of layers, at least 1",
+                             value);
+        w->k.checkpointing = OOM_CHECKPOINTING_FULL;
+        w->ckpt_every = (long)every;
+        w->ckpt_nth = nth;
+        return OOM_OK;
+    }
+    if (parse_enum(&v, key, value, oomi_checkpointing_names,
+                   OOMI_ARRAY_LEN(oomi_checkpointing_names)))
+        return oomi_fail(OOM_EINVAL,
+                         "checkpointing '%s' is not one of: none, selective, full, every:N, nth:N",
+                         value);
+    w->k.checkpointing = (oom_checkpointing)v;
+    w->ckpt_every = 0;
+    return OOM_OK;
+}
+
 static int set_one(oom_workload *w, const char *key, const char *value)
 {
     int err;
@@ -120,7 +151,7 @@ static int set_one(oom_workload *w, const char *key, const char *value)
     if (!strcmp(key, "optimizer"))
         ENUM(optimizer, oomi_optimizer_names);
     if (!strcmp(key, "checkpointing"))
-        ENUM(checkpointing, oomi_checkpointing_names);
+        return set_checkpointing(w, key, value);
     if (!strcmp(key, "attention"))
         ENUM(attention, oomi_attention_names);
     if (!strcmp(key, "loss"))
@@ -218,6 +249,7 @@ int oom_workload_get(char **out, const oom_workload *w, const char *key)
 {
     char k[32], *s = NULL;
     oom_knobs kn = OOM_KNOBS_INIT;
+    char ck[OOMI_CKPT_TEXT];
 
     *out = NULL;
     if (!key || !norm_key(k, sizeof(k), key))
@@ -233,7 +265,7 @@ int oom_workload_get(char **out, const oom_workload *w, const char *key)
     else if (IS("optimizer"))
         s = oomi_strdup(oom_optimizer_name(kn.optimizer));
     else if (IS("checkpointing"))
-        s = oomi_strdup(oom_checkpointing_name(kn.checkpointing));
+        s = oomi_strdup(oomi_checkpointing_text(ck, sizeof ck, w));
     else if (IS("attention"))
         s = oomi_strdup(oom_attention_name(kn.attention));
     else if (IS("loss"))

@@ -241,9 +241,10 @@ class Workload:
         if self.precision not in PRECISIONS:
             raise TraceError("precision '%s' is not one of: %s" %
                              (self.precision, ", ".join(PRECISIONS)))
-        if self.checkpointing not in ("none", "full"):
-            raise TraceError("checkpointing '%s' cannot be traced (none or full: the model's own "
-                             "gradient checkpointing, one checkpoint per layer)" % self.checkpointing)
+        if checkpoint_every(self.checkpointing) is None:
+            raise TraceError("checkpointing '%s' cannot be traced (none, full, every:N or nth:N: "
+                             "the model's own gradient checkpointing on every layer or one layer "
+                             "in N)" % self.checkpointing)
         if self.attention not in ("eager", "sdpa", "flash"):
             raise TraceError("attention '%s' is not one of: eager, sdpa, flash" % self.attention)
         if self.loss not in ("standard", "chunked"):
@@ -408,16 +409,40 @@ def _preference_loss(w, vocab, model, ref_call):
     return (1 - torch.sigmoid(0.1 * ratio)).mean()
 
 
+def checkpoint_every(checkpointing):
+    """(N, nth) for a --checkpointing value: one layer in N checkpointed, the N-th of each N
+    where nth (torchtitan) else the first (transformers); (0, False) for none; None if it is
+    not one the tracer runs."""
+    if checkpointing == "none":
+        return 0, False
+    if checkpointing == "full":
+        return 1, False
+    kind, _, n = checkpointing.partition(":")
+    if kind in ("every", "nth") and n.isdigit() and int(n) >= 1:
+        return int(n), kind == "nth"
+    return None
+
+
 def _for_training(model, w, emu):
     """The model in training mode, with the model's own gradient checkpointing under
-    --checkpointing full; its trained parameters and their optimizer."""
-    if w.checkpointing == "full":
+    --checkpointing full (every layer), every:N (transformers' every_n_layers: layers 1, N+1,
+    ...) or nth:N (layers N, 2N, ..., as torchtitan's layer-level selective checkpointing wraps
+    them); its trained parameters and their optimizer."""
+    every, nth = checkpoint_every(w.checkpointing)
+    if every:
         # the recomputation in the backward re-enters the forward's emulation, as checkpoint
         # re-enters the forward's autocast state on a GPU
         def contexts():
             return contextlib.nullcontext(), emu.recompute_context()
+        kwargs = {"every_n_layers": every} if every > 1 and not nth else {}
         model.gradient_checkpointing_enable(
-            gradient_checkpointing_kwargs={"use_reentrant": False, "context_fn": contexts})
+            gradient_checkpointing_kwargs={"use_reentrant": False, "context_fn": contexts},
+            **kwargs)
+        if nth:
+            from transformers.modeling_layers import GradientCheckpointingLayer
+            layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
+            for i, layer in enumerate(layers):
+                layer.gradient_checkpointing = (i + 1) % every == 0
     model.train()
     trainable = [p for p in model.parameters() if p.requires_grad]
     return trainable, make_optimizer(w.optimizer, trainable)
