@@ -90,11 +90,8 @@ static const oom_option *const options[] = {
                         "tokens per sample; inference: prompt + generated (default 512)"},
     &(const oom_option){OOM_OPTION_VERSION, "grad-accum", "N",
                         "gradient accumulation steps (default 1)"},
-    &(const oom_option){
-        OOM_OPTION_VERSION, "checkpointing", "none|selective|full|every:N|nth:N",
-        "activation checkpointing: selective recomputes the attention core, full "
-        "every layer, every:N layers 1, N+1, 2N+1.. (transformers' every_n_layers), "
-        "nth:N layers N, 2N.. (torchtitan) (default none)"},
+    &(const oom_option){OOM_OPTION_VERSION, "checkpointing", "none|selective|full|every:N|nth:N",
+                        "activation checkpointing; every:N, nth:N: one layer in N (default none)"},
     &(const oom_option){OOM_OPTION_VERSION, "attention", "eager|sdpa|flash",
                         "attention implementation (default sdpa)"},
     &(const oom_option){OOM_OPTION_VERSION, "loss", "standard|chunked",

@@ -1042,6 +1042,15 @@ static int setup(search *s, oom_plan_result *res)
     if (s->w &&
         ((err = oom_workload_set_knobs(s->w, &s->base)) || (err = oom_workload_validate(s->w))))
         return err;
+    /* the plan's outputs name checkpointing by its knob (none, selective, full): one layer in N
+     * is estimated, not planned */
+    if (s->w && s->w->ckpt_every > 1 && s->w->k.checkpointing == OOM_CHECKPOINTING_FULL) {
+        char ck[OOMI_CKPT_TEXT];
+        return oomi_fail(OOM_EINVAL,
+                         "checkpointing '%s' is estimated but not planned: plan searches "
+                         "none, selective and full (oomless estimate takes every:N and nth:N)",
+                         oomi_checkpointing_text(ck, sizeof ck, s->w));
+    }
     res->inference = s->base.method == OOM_METHOD_INFERENCE && s->w;
     res->measured = !s->w;
     s->eff = r->target_effective_batch;

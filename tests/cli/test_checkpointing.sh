@@ -59,4 +59,11 @@ for v in every:0 every:x nth: sometimes; do
 done
 expect_contains "$ERR" "none, selective, full, every:N, nth:N" "the spellings listed"
 
+# plan and table name checkpointing none, selective or full: one layer in N is refused there
+oom plan $M --checkpointing every:2 --gpu h100
+expect_rc 2 "plan refuses every:2"
+expect_contains "$ERR" "estimated but not planned" "plan: why"
+oom plan $M --checkpointing full --gpu h100
+expect_rc 0 "plan takes full"
+
 finish
