@@ -17,7 +17,7 @@ static const char usage_text[] =
     "Runs the real model code on PyTorch's meta device (no GPU, no weights) for whole training\n"
     "steps and reports the allocated peak with its breakdown, as torch.cuda.max_memory_allocated\n"
     "would show it. Takes estimate's workload options (--method full|lora|inference, --precision,\n"
-    "--optimizer, --batch, --seq, --grad-accum, --checkpointing none|full|every:N|nth:N,\n"
+    "--optimizer, --batch, --seq, --grad-accum, --checkpointing none|full|every:N|nth:N[+offload],\n"
     "--attention, --loss, --lora-rank, --lora-targets, --lora-dropout, --objective sft|dpo|kto,\n"
     "--reference copy|adapter) and --steps N.\n\n"
     "Needs Python with torch (and transformers, peft for Hugging Face models): $OOMLESS_PYTHON,\n"

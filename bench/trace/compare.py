@@ -69,10 +69,13 @@ def cells(subset):
             out.append(dict(base, method="lora", precision="bf16", loss="chunked"))
             out.append(dict(base, method="lora", precision="bf16", checkpointing="full"))
             # one layer in N checkpointed: transformers' every_n_layers (the first of each N)
-            # and torchtitan's layer-level selective AC (the N-th), on a few architectures
+            # and torchtitan's layer-level selective AC (the N-th); the checkpoints' inputs in
+            # host memory (+offload); on a few architectures
             if arch in (CKPT_SUBSET_ARCHS if subset else CKPT_ARCHS):
                 out.append(dict(base, method="full", precision="amp-bf16", checkpointing="every:2"))
                 out.append(dict(base, method="lora", precision="bf16", checkpointing="nth:3"))
+                out.append(dict(base, method="lora", precision="bf16",
+                                checkpointing="full+offload"))
             if subset:
                 break
     return out

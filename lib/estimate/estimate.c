@@ -302,10 +302,21 @@ static void activations(const ctx *x, double *all, double *one, double *at_recom
     if (c > 0 && !strcmp(m->family, "gpt2"))
         saved -= (double)m->layers * b * ds * 2.0 * (double)(m->kv_heads * m->head_dim) *
                  (amp(x) ? 2 : x->e);
-    *all = c * inputs + (1 - c) * saved + final;
+    /* +offload: the wrapped layers' inputs wait in host memory (transformers'
+     * activation_checkpointing_enable(offload=True) runs each checkpoint under save_on_cpu); the
+     * recompute brings one back to the device (oomless trace, Llama-3.2-1B bf16 4 x 1024 full:
+     * the 268 MB of layer inputs gone, the final norm's 67 MB left) */
+    *all = (x->w->ckpt_offload ? 0 : c) * inputs + (1 - c) * saved + final;
+    /* ... but for a frozen base a Llama-style model's first layer input is the embedding output
+     * made to require a gradient (enable_input_require_grads), a leaf that autograd holds anyway:
+     * it stays where the first layer is wrapped (oomless trace, Llama-3.2-1B LoRA 2 x 256
+     * full+offload). GPT-2 adds its position embeddings first, and that sum leaves. */
+    if (c > 0 && x->w->ckpt_offload && x->frozen && m->block == OOMI_BLOCK_LLAMA &&
+        !(x->w->ckpt_nth && x->w->ckpt_every > 1))
+        *all += inputs / L;
     *at_recompute = *all;
     if (c > 0) {
-        *one += lora_per_token(x) * b * ds / L;
+        *one += lora_per_token(x) * b * ds / L + (x->w->ckpt_offload ? inputs / L : 0);
         ckpt_layers(x, &above);
         *at_recompute -= above / L * saved;
     }

@@ -103,6 +103,7 @@ struct oom_workload {
     bool keep_grads;       /* zero_grad(set_to_none=False): gradients live in every phase */
     long ckpt_every;       /* checkpointing full: one layer in N checkpointed (0, 1: every one) */
     bool ckpt_nth;         /* ... the N-th of each N (torchtitan); else the first (transformers) */
+    bool ckpt_offload;     /* checkpointed layers' inputs kept in host memory (save_on_cpu) */
     bool kv_transformers;  /* inference: transformers' KV cache, not a serving engine's */
     uint64_t overhead;     /* OOM_UNKNOWN: from the GPU generation */
     long tp;               /* inference: tensor-parallel GPUs per model copy (1: none) */
@@ -161,8 +162,8 @@ oom_precision oomi_precision_without_bf16(oom_precision p);
 /* option values, indexed by the public enums (workload.c) */
 extern const char *const oomi_method_names[4], *const oomi_precision_names[8];
 extern const char *const oomi_optimizer_names[8], *const oomi_checkpointing_names[3];
-/* the workload's checkpointing as the option spells it ("full", "every:2", "nth:4"): a name, or
- * `buf` (OOMI_CKPT_TEXT bytes) written */
+/* the workload's checkpointing as the option spells it ("full", "every:2", "nth:4+offload"): a
+ * name, or `buf` (OOMI_CKPT_TEXT bytes) written */
 #define OOMI_CKPT_TEXT 32
 const char *oomi_checkpointing_text(char *buf, size_t size, const oom_workload *w);
 extern const char *const oomi_attention_names[3], *const oomi_loss_names[2];

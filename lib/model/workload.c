@@ -43,9 +43,13 @@ const char *oom_checkpointing_name(oom_checkpointing v)
 }
 const char *oomi_checkpointing_text(char *buf, size_t size, const oom_workload *w)
 {
-    if (w->k.checkpointing != OOM_CHECKPOINTING_FULL || w->ckpt_every <= 1)
+    const char *off = w->ckpt_offload ? "+offload" : "";
+    if (w->k.checkpointing != OOM_CHECKPOINTING_FULL)
         return oom_checkpointing_name(w->k.checkpointing);
-    oomi_snprintf(buf, size, "%s:%ld", w->ckpt_nth ? "nth" : "every", w->ckpt_every);
+    if (w->ckpt_every <= 1)
+        oomi_snprintf(buf, size, "full%s", off);
+    else
+        oomi_snprintf(buf, size, "%s:%ld%s", w->ckpt_nth ? "nth" : "every", w->ckpt_every, off);
     return buf;
 }
 
@@ -90,8 +94,10 @@ static const oom_option *const options[] = {
                         "tokens per sample; inference: prompt + generated (default 512)"},
     &(const oom_option){OOM_OPTION_VERSION, "grad-accum", "N",
                         "gradient accumulation steps (default 1)"},
-    &(const oom_option){OOM_OPTION_VERSION, "checkpointing", "none|selective|full|every:N|nth:N",
-                        "activation checkpointing; every:N, nth:N: one layer in N (default none)"},
+    &(const oom_option){OOM_OPTION_VERSION, "checkpointing",
+                        "none|selective|full|every:N|nth:N[+offload]",
+                        "activation checkpointing; every:N, nth:N: one layer in N; +offload: "
+                        "inputs in host memory (default none)"},
     &(const oom_option){OOM_OPTION_VERSION, "attention", "eager|sdpa|flash",
                         "attention implementation (default sdpa)"},
     &(const oom_option){OOM_OPTION_VERSION, "loss", "standard|chunked",

@@ -117,25 +117,34 @@ static int set_preference(oom_workload *w, const char *key, const char *value)
 static int set_checkpointing(oom_workload *w, const char *key, const char *value)
 {
     unsigned v;
-    long long every;
-    bool nth = !strncmp(value, "nth:", 4);
-    if (nth || !strncmp(value, "every:", 6)) {
-        if (oomi_parse_long(&every, value + (nth ? 4 : 6), 1, 1L << 20, key))
+    long long every = 0;
+    char base[OOMI_CKPT_TEXT];
+    size_t n = strlen(value);
+    bool offload = n > 8 && !strcmp(value + n - 8, "+offload"), nth;
+    if (offload)
+        n -= 8;
+    if (n >= sizeof base)
+        n = sizeof base - 1;
+    memcpy(base, value, n);
+    base[n] = '\0';
+    nth = !strncmp(base, "nth:", 4);
+    if (nth || !strncmp(base, "every:", 6)) {
+        if (oomi_parse_long(&every, base + (nth ? 4 : 6), 1, 1L << 20, key))
             return oomi_fail(OOM_EINVAL,
                              "checkpointing '%s': N must be a whole number of layers, at least 1",
                              value);
-        w->k.checkpointing = OOM_CHECKPOINTING_FULL;
-        w->ckpt_every = (long)every;
-        w->ckpt_nth = nth;
-        return OOM_OK;
-    }
-    if (parse_enum(&v, key, value, oomi_checkpointing_names,
-                   OOMI_ARRAY_LEN(oomi_checkpointing_names)))
+        v = OOM_CHECKPOINTING_FULL;
+    } else if (parse_enum(&v, key, base, oomi_checkpointing_names,
+                          OOMI_ARRAY_LEN(oomi_checkpointing_names)) ||
+               (offload && v != OOM_CHECKPOINTING_FULL))
         return oomi_fail(OOM_EINVAL,
-                         "checkpointing '%s' is not one of: none, selective, full, every:N, nth:N",
+                         "checkpointing '%s' is not one of: none, selective, full, every:N, nth:N "
+                         "(the last three may end in +offload)",
                          value);
     w->k.checkpointing = (oom_checkpointing)v;
-    w->ckpt_every = 0;
+    w->ckpt_every = (long)every;
+    w->ckpt_nth = nth;
+    w->ckpt_offload = offload;
     return OOM_OK;
 }
 

@@ -1044,11 +1044,13 @@ static int setup(search *s, oom_plan_result *res)
         return err;
     /* the plan's outputs name checkpointing by its knob (none, selective, full): one layer in N
      * is estimated, not planned */
-    if (s->w && s->w->ckpt_every > 1 && s->w->k.checkpointing == OOM_CHECKPOINTING_FULL) {
+    if (s->w && (s->w->ckpt_every > 1 || s->w->ckpt_offload) &&
+        s->w->k.checkpointing == OOM_CHECKPOINTING_FULL) {
         char ck[OOMI_CKPT_TEXT];
         return oomi_fail(OOM_EINVAL,
                          "checkpointing '%s' is estimated but not planned: plan searches "
-                         "none, selective and full (oomless estimate takes every:N and nth:N)",
+                         "none, selective and full (oomless estimate takes every:N, nth:N and "
+                         "+offload)",
                          oomi_checkpointing_text(ck, sizeof ck, s->w));
     }
     res->inference = s->base.method == OOM_METHOD_INFERENCE && s->w;

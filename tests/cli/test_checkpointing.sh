@@ -52,17 +52,28 @@ GL=$(est .memory.activations $G --checkpointing every:1)
 [ $((GN - GE)) -gt $(((GN - GL) / 12 + 11 * 4 * 1024 * 768 * 4 * 9 / 10)) ] && ok ||
     bad "gpt2 every:12: the 11 unwrapped layers drop their key/value cache copies ($GN - $GE)"
 
+# +offload: the wrapped layers' inputs (16 x 4 x 1024 x 2048, bf16) in host memory
+B="$M --precision bf16"
+expect_eq "$(est .workload.checkpointing $B --checkpointing every:2+offload)" every:2+offload \
+    "every:2+offload echoed"
+expect_eq $(($(est .memory.activations $B --checkpointing full) - \
+    $(est .memory.activations $B --checkpointing full+offload))) $((16 * 4 * 1024 * 2048 * 2)) \
+    "full+offload: no layer input on the device"
+
 # bad values: exit 2, the spellings named
-for v in every:0 every:x nth: sometimes; do
+for v in every:0 every:x nth: sometimes none+offload selective+offload full+offloadx; do
     oom estimate $M --checkpointing "$v"
     expect_rc 2 "checkpointing $v refused"
 done
-expect_contains "$ERR" "none, selective, full, every:N, nth:N" "the spellings listed"
+expect_contains "$ERR" "none, selective, full, every:N, nth:N (the last three may end in +offload)" \
+    "the spellings listed"
 
 # plan and table name checkpointing none, selective or full: one layer in N is refused there
 oom plan $M --checkpointing every:2 --gpu h100
 expect_rc 2 "plan refuses every:2"
 expect_contains "$ERR" "estimated but not planned" "plan: why"
+oom plan $M --checkpointing full+offload --gpu h100
+expect_rc 2 "plan refuses full+offload"
 oom plan $M --checkpointing full --gpu h100
 expect_rc 0 "plan takes full"
 

@@ -1,6 +1,7 @@
-"""--checkpointing every:N (transformers' every_n_layers: layers 1, N+1, ..) and nth:N
-(torchtitan's layer-level selective AC: layers N, 2N, ..) traced, and the C estimator held to the
-trace per component on a Llama-style model and GPT-2, full and LoRA (small batches: seconds)."""
+"""--checkpointing every:N (transformers' every_n_layers: layers 1, N+1, ..), nth:N (torchtitan's
+layer-level selective AC: layers N, 2N, ..) and +offload (the checkpoints' inputs in host memory,
+transformers' offload=True) traced, and the C estimator held to the trace per component on a
+Llama-style model and GPT-2, full and LoRA (small batches: seconds)."""
 import json
 import os
 import subprocess
@@ -52,10 +53,13 @@ class CheckpointingTrace(unittest.TestCase):
         nth3 = self.trace(m, checkpointing="nth:3", **kw)["activations"]
         self.assertAlmostEqual((nth3 - every3) / layer, 1.0, delta=0.05)
         self.assertAlmostEqual((none - nth3) / layer, 5.0, delta=0.25)
+        # +offload: the 16 wrapped layers' inputs (4 x 1024 x 2048 bf16 each) leave the device
+        off = self.trace(m, checkpointing="full+offload", **kw)["activations"]
+        self.assertEqual(full["activations"] - off, 16 * 4 * 1024 * 2048 * 2)
 
     def test_estimator_agrees(self):
         for model in ("llama-3.2-1b", "gpt2"):
-            for ck in ("every:2", "nth:3", "every:5"):
+            for ck in ("every:2", "nth:3", "full+offload", "every:5+offload"):
                 for method, precision in (("full", "amp-bf16"), ("full", "bf16"),
                                           ("lora", "bf16")):
                     kw = dict(POINT, method=method, precision=precision, checkpointing=ck)
@@ -69,7 +73,7 @@ class CheckpointingTrace(unittest.TestCase):
                     self.assertEqual(e["peak_phase"], t["peak_phase"], (model, kw))
 
     def test_refused(self):
-        for ck in ("every:0", "nth:x", "selective", "sometimes"):
+        for ck in ("every:0", "nth:x", "selective", "sometimes", "none+offload", "full+x"):
             with self.assertRaises(TraceError):
                 trace_hf(Workload("gpt2", checkpointing=ck))
 

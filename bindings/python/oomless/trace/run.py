@@ -410,17 +410,39 @@ def _preference_loss(w, vocab, model, ref_call):
 
 
 def checkpoint_every(checkpointing):
-    """(N, nth) for a --checkpointing value: one layer in N checkpointed, the N-th of each N
-    where nth (torchtitan) else the first (transformers); (0, False) for none; None if it is
-    not one the tracer runs."""
-    if checkpointing == "none":
-        return 0, False
-    if checkpointing == "full":
-        return 1, False
-    kind, _, n = checkpointing.partition(":")
+    """(N, nth, offload) for a --checkpointing value: one layer in N checkpointed, the N-th of
+    each N where nth (torchtitan) else the first (transformers), the checkpoints' saved inputs in
+    host memory where offload ("+offload"); (0, False, False) for none; None if it is not one the
+    tracer runs."""
+    base, plus, rest = checkpointing.partition("+")
+    offload = plus == "+" and rest == "offload"
+    if plus and not offload:
+        return None
+    if base == "none":
+        return None if offload else (0, False, False)
+    if base == "full":
+        return 1, False, offload
+    kind, _, n = base.partition(":")
     if kind in ("every", "nth") and n.isdigit() and int(n) >= 1:
-        return int(n), kind == "nth"
+        return int(n), kind == "nth", offload
     return None
+
+
+class HostOffload(torch.autograd.graph.saved_tensors_hooks):
+    """torch.autograd.graph.save_on_cpu as a GPU runs it, on the meta device (which has no data
+    to copy): a saved tensor leaves the device when packed (its storage is freed once nothing
+    else holds it) and comes back as a new device tensor of its shape when unpacked, as
+    save_on_cpu's unpack copies it to the device (torch/autograd/graph.py)."""
+
+    def __init__(self, pin_memory=False, device_type="cuda"):
+        def pack(t):
+            return t.device, t.size(), t.stride(), t.dtype
+
+        def unpack(packed):
+            device, size, stride, dtype = packed
+            return torch.empty_strided(size, stride, dtype=dtype, device=device)
+
+        super().__init__(pack, unpack)
 
 
 def _for_training(model, w, emu):
@@ -428,13 +450,21 @@ def _for_training(model, w, emu):
     --checkpointing full (every layer), every:N (transformers' every_n_layers: layers 1, N+1,
     ...) or nth:N (layers N, 2N, ..., as torchtitan's layer-level selective checkpointing wraps
     them); its trained parameters and their optimizer."""
-    every, nth = checkpoint_every(w.checkpointing)
+    every, nth, offload = checkpoint_every(w.checkpointing)
+    if offload:
+        # transformers' activation_checkpointing_enable(offload=True) wraps each checkpoint in
+        # save_on_cpu (modeling_utils.py, transformers 5.23), which the meta device cannot run:
+        # the emulation takes its place for this process's traces
+        import transformers.modeling_utils
+        transformers.modeling_utils.save_on_cpu = HostOffload
     if every:
         # the recomputation in the backward re-enters the forward's emulation, as checkpoint
         # re-enters the forward's autocast state on a GPU
         def contexts():
             return contextlib.nullcontext(), emu.recompute_context()
         kwargs = {"every_n_layers": every} if every > 1 and not nth else {}
+        if offload:
+            kwargs["offload"] = True
         model.gradient_checkpointing_enable(
             gradient_checkpointing_kwargs={"use_reentrant": False, "context_fn": contexts},
             **kwargs)
