@@ -8,18 +8,11 @@ import subprocess
 import sys
 import unittest
 
-SRC = os.environ.get("OOMLESS_SRC", ".")
-sys.path.insert(0, os.path.join(SRC, "bindings", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from trace_env import HAVE, REASON  # noqa: E402
 
-try:
-    import torch  # noqa: F401
-    import transformers  # noqa: F401
-    import peft  # noqa: F401
+if HAVE:
     from oomless.trace import TraceError, Workload, trace_hf
-    HAVE = True
-except ImportError as exc:  # pragma: no cover
-    HAVE, REASON = False, "torch/transformers/peft missing for %s (%s): `make venv`" % (
-        sys.executable, exc)
 
 COMPONENTS = ("weights", "gradients", "optimizer", "activations", "logits", "temporaries",
               "allocated_peak")
@@ -36,7 +29,7 @@ def estimate(model, **kw):
     return json.loads(r.stdout)
 
 
-@unittest.skipUnless(HAVE, "" if HAVE else REASON)
+@unittest.skipUnless(HAVE, REASON)
 class CheckpointingTrace(unittest.TestCase):
     def trace(self, model, **kw):
         return trace_hf(Workload(model, **kw))["memory"]
