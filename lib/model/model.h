@@ -94,6 +94,11 @@ struct oom_workload {
     oomi_model *model;
     char *model_arg;
     oom_knobs k;
+    /* checkpointing full: one layer in N checkpointed (ckpt_every 0, 1: every one), the N-th of
+     * each N (ckpt_nth: torchtitan) else the first (transformers); the checkpointed layers' inputs
+     * kept in host memory (ckpt_offload: save_on_cpu) */
+    long ckpt_every;
+    bool ckpt_nth, ckpt_offload;
     long lora_rank;
     char *lora_targets; /* NULL: the family's default */
     double lora_dropout;
@@ -101,9 +106,6 @@ struct oom_workload {
     long max_pos_override; /* 0: none */
     long decoder_seq;      /* enc-dec target length; 0: = seq */
     bool keep_grads;       /* zero_grad(set_to_none=False): gradients live in every phase */
-    long ckpt_every;       /* checkpointing full: one layer in N checkpointed (0, 1: every one) */
-    bool ckpt_nth;         /* ... the N-th of each N (torchtitan); else the first (transformers) */
-    bool ckpt_offload;     /* checkpointed layers' inputs kept in host memory (save_on_cpu) */
     bool kv_transformers;  /* inference: transformers' KV cache, not a serving engine's */
     uint64_t overhead;     /* OOM_UNKNOWN: from the GPU generation */
     long tp;               /* inference: tensor-parallel GPUs per model copy (1: none) */
