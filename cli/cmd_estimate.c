@@ -258,7 +258,7 @@ static void print_human(const oom_workload *w, const oom_estimate *e, const oom_
 {
     oom_knobs k = OOM_KNOBS_INIT;
     oom_model_info mi = OOM_MODEL_INFO_INIT;
-    char *tp = NULL;
+    char *tp = NULL, *ck = NULL;
     char s1[32], s2[32], n1[32], n2[32];
     const char *line = "============================================================";
 
@@ -271,9 +271,12 @@ static void print_human(const oom_workload *w, const oom_estimate *e, const oom_
            k.method == OOM_METHOD_INFERENCE ? "-" : oom_optimizer_name(k.optimizer));
     printf("  %-30s: %ld x %ld tokens, grad-accum %ld\n", "micro-batch x seq", k.batch, k.seq_len,
            k.grad_accum);
+    if (oom_workload_get(&ck, w, "checkpointing"))
+        ck = NULL;
     printf("  %-30s: %s, attention %s, loss %s\n", "checkpointing",
-           oom_checkpointing_name(k.checkpointing), oom_attention_name(k.attention),
+           ck ? ck : oom_checkpointing_name(k.checkpointing), oom_attention_name(k.attention),
            oom_loss_name(k.loss));
+    oom_free(ck);
     printf("  %-30s: %ld (sharding %s, offload %s)\n", "GPUs", k.gpus,
            oom_sharding_name(k.sharding), oom_offload_name(k.offload));
     print_objective(w, e);

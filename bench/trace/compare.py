@@ -38,6 +38,9 @@ ARCHS = ["llama-3.2-1b", "llama-3.1-8b", "mistral-7b", "qwen2.5-0.5b", "qwen2.5-
          "phi-3-mini", "mixtral-8x7b", "qwen3-30b-a3b", "gpt2", "gpt2-medium", "falcon-7b",
          "bert-base", DEEPSEEK]
 SUBSET_ARCHS = ["llama-3.2-1b", "qwen2.5-0.5b", "qwen3-0.6b", "gpt2", DEEPSEEK]
+# checkpointing every:N / nth:N cells (cells() below)
+CKPT_ARCHS = ["llama-3.2-1b", "mistral-7b", "qwen2.5-0.5b", "qwen3-0.6b", "gpt2", "gpt2-medium"]
+CKPT_SUBSET_ARCHS = ["llama-3.2-1b", "gpt2"]
 
 
 def cells(subset):
@@ -65,6 +68,14 @@ def cells(subset):
                 out.append(dict(base, method="lora", precision="bf16"))
             out.append(dict(base, method="lora", precision="bf16", loss="chunked"))
             out.append(dict(base, method="lora", precision="bf16", checkpointing="full"))
+            # one layer in N checkpointed: transformers' every_n_layers (the first of each N)
+            # and torchtitan's layer-level selective AC (the N-th); the checkpoints' inputs in
+            # host memory (+offload); on a few architectures
+            if arch in (CKPT_SUBSET_ARCHS if subset else CKPT_ARCHS):
+                out.append(dict(base, method="full", precision="amp-bf16", checkpointing="every:2"))
+                out.append(dict(base, method="lora", precision="bf16", checkpointing="nth:3"))
+                out.append(dict(base, method="lora", precision="bf16",
+                                checkpointing="full+offload"))
             if subset:
                 break
     return out

@@ -242,14 +242,38 @@ static double lora_per_token(const ctx *x)
            8.0 * (double)x->w->lora_rank * (double)x->lora.n_adapted;
 }
 
-/* all saved activations at the end of the forward pass, and one layer's (for recompute) */
-static void activations(const ctx *x, double *all, double *one)
+/* the layers full checkpointing wraps: every one, or one in N with every:N / nth:N
+ * (workload_set.c); *above: the layers above the last one wrapped (not checkpointed). 0 without */
+static double ckpt_layers(const ctx *x, double *above)
+{
+    long L = x->m->layers + x->m->enc_layers, n = x->w->ckpt_every > 1 ? x->w->ckpt_every : 1;
+    long c = x->w->ckpt_nth ? L / n : (L + n - 1) / n;
+    long top = x->w->ckpt_nth ? n * c - 1 : n * (c - 1); /* 0-based index of the last wrapped */
+    *above = 0;
+    if (x->w->k.checkpointing != OOM_CHECKPOINTING_FULL || L <= 0 || c <= 0)
+        return 0;
+    *above = (double)(L - 1 - top);
+    return (double)c;
+}
+
+/* the share of the layers that full checkpointing wraps */
+static double ckpt_share(const ctx *x)
+{
+    double above, L = (double)(x->m->layers + x->m->enc_layers);
+    return L > 0 ? ckpt_layers(x, &above) / L : 0;
+}
+
+/* all saved activations at the end of the forward pass, one layer's (for recompute), and those
+ * still saved when the backward reaches the last checkpointed layer (the layers above it, not
+ * checkpointed, have been freed by then) */
+static void activations(const ctx *x, double *all, double *one, double *at_recompute)
 {
     const oomi_model *m = x->m;
     double b = (double)x->w->k.batch, s = (double)x->w->k.seq_len;
     double ds = x->w->decoder_seq ? (double)x->w->decoder_seq : s;
-    double per = layer_per_token(x), enc = 0, dec;
+    double per = layer_per_token(x), enc = 0, dec, saved, inputs, final, c = ckpt_share(x);
     double resid = x->e < 4 && !amp(x) ? 2 : 4; /* checkpointed layer inputs */
+    double L = (double)(m->layers + m->enc_layers), above;
 
     if (m->block == OOMI_BLOCK_T5) {
         enc = (double)m->enc_layers * (per * b * s + scores(x, s, s));
@@ -264,15 +288,39 @@ static void activations(const ctx *x, double *all, double *one)
         *one = per * b * s + scores(x, s, s);
     }
     /* the final norm's saved tensors, once (fitted per layer, so not in `per`) */
-    enc += act_coef(x)->final_h * (double)m->hidden * b * ds;
-    if (x->w->k.checkpointing == OOM_CHECKPOINTING_FULL) {
-        /* only each layer's input is kept; LoRA's inputs are recomputed with the layer */
-        double layers_tokens = (double)m->enc_layers * b * s + (double)m->layers * b * ds;
-        *all = layers_tokens * (double)m->hidden * resid +
-               act_coef(x)->final_h * (double)m->hidden * b * ds;
-        *one += lora_per_token(x) * b * ds / (double)(m->layers + m->enc_layers);
-    } else {
-        *all = enc + dec + lora_per_token(x) * b * (m->block == OOMI_BLOCK_T5 ? (s + ds) / 2 : s);
+    final = act_coef(x)->final_h * (double)m->hidden * b * ds;
+    /* every layer's saved tensors with LoRA's, and only each layer's input where checkpointed
+     * (LoRA's inputs are recomputed with the layer) */
+    saved = enc + dec + lora_per_token(x) * b * (m->block == OOMI_BLOCK_T5 ? (s + ds) / 2 : s);
+    inputs =
+        ((double)m->enc_layers * b * s + (double)m->layers * b * ds) * (double)m->hidden * resid;
+    /* GPT-2's training forward fills a KV cache (config use_cache), copies of every layer's keys
+     * and values (DynamicLayer.update concatenates onto an empty tensor), which the fitted
+     * coefficients hold; GPT2Model hands its blocks no cache once gradient checkpointing is on
+     * (past_key_values if not (self.gradient_checkpointing and self.training), transformers 5.23
+     * models/gpt2/modeling_gpt2.py), so the layers left unwrapped by every:N keep none (oomless
+     * trace, GPT-2 4 x 1024 every:2 and every:12: 4 bytes per token per hidden element less per
+     * such layer in bf16 and amp-bf16) */
+    if (c > 0 && !strcmp(m->family, "gpt2"))
+        saved -= (double)m->layers * b * ds * 2.0 * (double)(m->kv_heads * m->head_dim) *
+                 (amp(x) ? 2 : x->e);
+    /* +offload: the wrapped layers' inputs wait in host memory (transformers'
+     * activation_checkpointing_enable(offload=True) runs each checkpoint under save_on_cpu); the
+     * recompute brings one back to the device (oomless trace, Llama-3.2-1B bf16 4 x 1024 full:
+     * the 268 MB of layer inputs gone, the final norm's 67 MB left) */
+    *all = (x->w->ckpt_offload ? 0 : c) * inputs + (1 - c) * saved + final;
+    /* ... but for a frozen base a Llama-style model's first layer input is the embedding output
+     * made to require a gradient (enable_input_require_grads), a leaf that autograd holds anyway:
+     * it stays where the first layer is wrapped (oomless trace, Llama-3.2-1B LoRA 2 x 256
+     * full+offload). GPT-2 adds its position embeddings first, and that sum leaves. */
+    if (c > 0 && x->w->ckpt_offload && x->frozen && m->block == OOMI_BLOCK_LLAMA &&
+        !(x->w->ckpt_nth && x->w->ckpt_every > 1))
+        *all += inputs / L;
+    *at_recompute = *all;
+    if (c > 0) {
+        *one += lora_per_token(x) * b * ds / L + (x->w->ckpt_offload ? inputs / L : 0);
+        ckpt_layers(x, &above);
+        *at_recompute -= above / L * saved;
     }
 }
 
@@ -355,8 +403,8 @@ static double sum(const mem *p)
 static oom_phase training(const ctx *x, mem *peak)
 {
     const oom_knobs *k = &x->w->k;
-    double grad, state, master, n = x->n, W, G, O, A, A1, Lf, Lb, Tcast = 0, Tz3 = 0, Topt, live_g,
-                                Gb = 0, Tb, Tr, Tsc, Tnh, head = 0, Lh = 0;
+    double grad, state, master, n = x->n, W, G, O, A, A1, Ar, Lf, Lb, Tcast = 0, Tz3 = 0, Topt,
+                                live_g, Gb = 0, Tb, Tr, Tsc, Tnh, head = 0, Lh = 0;
     mem ph[3];
     int i, best = 0;
 
@@ -377,8 +425,8 @@ static oom_phase training(const ctx *x, mem *peak)
      * copy is left for the loss backward, and a recomputed layer makes its own again (oomless
      * trace, Qwen2.5-0.5B amp-bf16, 2026-11-25) */
     Tb = Tr = Tcast;
-    if (amp(x) && !x->quant && k->checkpointing == OOM_CHECKPOINTING_FULL) {
-        Tb = head;
+    if (amp(x) && !x->quant && ckpt_share(x) > 0) { /* the layers not checkpointed keep theirs */
+        Tb = head + (1 - ckpt_share(x)) * 2.0 * (double)x->m->params_linear;
         Tr = 2.0 * (double)x->m->params_linear / (double)(x->m->layers + x->m->enc_layers);
     }
     if (k->sharding >= OOM_SHARDING_ZERO1)
@@ -397,7 +445,7 @@ static oom_phase training(const ctx *x, mem *peak)
         O = 0, Topt = 0;
     if (k->offload == OOM_OFFLOAD_OPTIMIZER_PARAMS)
         W = 0, G = 0;
-    activations(x, &A, &A1);
+    activations(x, &A, &A1, &Ar);
     logits(x, &Lf, &Lb);
     live_g = (k->grad_accum > 1 || x->w->keep_grads ? G : 0) + Gb;
     /* forward end: gradients are alive only under accumulation (zero_grad(set_to_none) after
@@ -438,9 +486,8 @@ static oom_phase training(const ctx *x, mem *peak)
     /* under full checkpointing, the first recomputed layer: its activations made again (by the
      * backward, so counted with its temporaries, as the trace counts them), and where it keeps
      * attention weights, their gradients in flight as above */
-    if (k->checkpointing == OOM_CHECKPOINTING_FULL &&
-        W + live_g + O + A + A1 + Tr + Tsc + Tz3 > sum(&ph[1]))
-        ph[1] = (mem){W, live_g, O, A, 0, 0, A1 + Tr + Tsc + Tz3};
+    if (ckpt_share(x) > 0 && W + live_g + O + Ar + A1 + Tr + Tsc + Tz3 > sum(&ph[1]))
+        ph[1] = (mem){W, live_g, O, Ar, 0, 0, A1 + Tr + Tsc + Tz3};
     if (W + G + Gb + O + A1 + Tz3 > sum(&ph[1]))
         ph[1] = (mem){W, G + Gb, O, A1, 0, 0, Tz3};
     ph[2] = (mem){W, G + Gb, O, 0, 0, 0, Topt + Tz3};
@@ -658,7 +705,7 @@ static void flops(oom_estimate *out, const ctx *x)
     if (!x->train)
         mult = 1;
     else
-        mult = (x->lora_on ? 2 : 3) + (k->checkpointing == OOM_CHECKPOINTING_FULL ? 1 : 0) +
+        mult = (x->lora_on ? 2 : 3) + ckpt_share(x) + /* the checkpointed layers' forward again */
                (x->ref_fwd ? 1 : 0);
     out->flops_per_token = fwd * mult;
     out->tokens_per_step = (uint64_t)k->batch * (uint64_t)k->seq_len * (uint64_t)k->grad_accum;

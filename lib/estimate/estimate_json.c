@@ -41,6 +41,7 @@ static json_object *workload_json(const oom_workload *w)
     json_object *o = json_object_new_object();
     oom_knobs k = OOM_KNOBS_INIT;
     bool lora = w->k.method == OOM_METHOD_LORA || w->k.method == OOM_METHOD_QLORA;
+    char ck[OOMI_CKPT_TEXT];
 
     if (!o)
         return NULL;
@@ -53,7 +54,7 @@ static json_object *workload_json(const oom_workload *w)
     oomi_json_put(o, "seq", json_object_new_int64(k.seq_len));
     oomi_json_put(o, "grad_accum", json_object_new_int64(k.grad_accum));
     oomi_json_put(o, "checkpointing",
-                  json_object_new_string(oom_checkpointing_name(k.checkpointing)));
+                  json_object_new_string(oomi_checkpointing_text(ck, sizeof ck, w)));
     oomi_json_put(o, "attention", json_object_new_string(oom_attention_name(k.attention)));
     oomi_json_put(o, "loss", json_object_new_string(oom_loss_name(k.loss)));
     oomi_json_put(o, "gpus", json_object_new_int64(k.gpus));

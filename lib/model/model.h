@@ -99,6 +99,11 @@ struct oom_workload {
     oomi_model *model;
     char *model_arg;
     oom_knobs k;
+    /* checkpointing full: one layer in N checkpointed (ckpt_every 0, 1: every one), the N-th of
+     * each N (ckpt_nth: torchtitan) else the first (transformers); the checkpointed layers' inputs
+     * kept in host memory (ckpt_offload: save_on_cpu) */
+    long ckpt_every;
+    bool ckpt_nth, ckpt_offload;
     long lora_rank;
     char *lora_targets; /* NULL: the family's default */
     double lora_dropout;
@@ -177,6 +182,10 @@ oom_precision oomi_precision_without_bf16(oom_precision p);
 /* option values, indexed by the public enums (workload.c) */
 extern const char *const oomi_method_names[4], *const oomi_precision_names[8];
 extern const char *const oomi_optimizer_names[8], *const oomi_checkpointing_names[3];
+/* the workload's checkpointing as the option spells it ("full", "every:2", "nth:4+offload"): a
+ * name, or `buf` (OOMI_CKPT_TEXT bytes) written */
+#define OOMI_CKPT_TEXT 32
+const char *oomi_checkpointing_text(char *buf, size_t size, const oom_workload *w);
 extern const char *const oomi_attention_names[3], *const oomi_loss_names[2];
 extern const char *const oomi_sharding_names[4], *const oomi_offload_names[3];
 extern const char *const oomi_kv_cache_names[2]; /* "vllm", "transformers" */

@@ -42,6 +42,18 @@ const char *oom_checkpointing_name(oom_checkpointing v)
 {
     return NAME_OF(oomi_checkpointing_names, v);
 }
+const char *oomi_checkpointing_text(char *buf, size_t size, const oom_workload *w)
+{
+    const char *off = w->ckpt_offload ? "+offload" : "";
+    if (w->k.checkpointing != OOM_CHECKPOINTING_FULL)
+        return oom_checkpointing_name(w->k.checkpointing);
+    if (w->ckpt_every <= 1)
+        oomi_snprintf(buf, size, "full%s", off);
+    else
+        oomi_snprintf(buf, size, "%s:%ld%s", w->ckpt_nth ? "nth" : "every", w->ckpt_every, off);
+    return buf;
+}
+
 const char *oom_attention_name(oom_attention v)
 {
     return NAME_OF(oomi_attention_names, v);
@@ -84,8 +96,10 @@ static const oom_option *const options[] = {
                         "--method inference: auto, the longest that fits)"},
     &(const oom_option){OOM_OPTION_VERSION, "grad-accum", "N",
                         "gradient accumulation steps (default 1)"},
-    &(const oom_option){OOM_OPTION_VERSION, "checkpointing", "none|selective|full",
-                        "activation checkpointing (default none)"},
+    &(const oom_option){OOM_OPTION_VERSION, "checkpointing",
+                        "none|selective|full|every:N|nth:N[+offload]",
+                        "activation checkpointing; every:N, nth:N: one layer in N; +offload: "
+                        "inputs in host memory (default none)"},
     &(const oom_option){OOM_OPTION_VERSION, "attention", "eager|sdpa|flash",
                         "attention implementation (default sdpa)"},
     &(const oom_option){OOM_OPTION_VERSION, "loss", "standard|chunked",

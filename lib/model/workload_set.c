@@ -140,6 +140,46 @@ static int set_cublas(oom_workload *w, const char *value)
         return OOM_OK;                                                                             \
     } while (0)
 
+/* "every:N": one layer in N checkpointed, the first of each N, as transformers'
+ * activation_checkpointing_enable(every_n_layers=N) picks them (layer_index % N == 0,
+ * modeling_utils.py _set_gradient_checkpointing, transformers 5.23); "nth:N": the N-th of each N,
+ * as torchtitan's selective_ac_option = "N" (and torchtune's ac_option) picks them (a counter
+ * from 1, checkpointed where count % N == 0: torchtitan/distributed/activation_checkpoint.py,
+ * _apply_layer_sac). Both are full checkpointing on those layers only. */
+static int set_checkpointing(oom_workload *w, const char *key, const char *value)
+{
+    unsigned v;
+    long long every = 0;
+    char base[OOMI_CKPT_TEXT];
+    size_t n = strlen(value);
+    bool offload = n > 8 && !strcmp(value + n - 8, "+offload"), nth;
+    if (offload)
+        n -= 8;
+    if (n >= sizeof base)
+        n = sizeof base - 1;
+    memcpy(base, value, n);
+    base[n] = '\0';
+    nth = !strncmp(base, "nth:", 4);
+    if (nth || !strncmp(base, "every:", 6)) {
+        if (oomi_parse_long(&every, base + (nth ? 4 : 6), 1, 1L << 20, key))
+            return oomi_fail(OOM_EINVAL,
+                             "checkpointing '%s': N must be a whole number of layers, at least 1",
+                             value);
+        v = OOM_CHECKPOINTING_FULL;
+    } else if (parse_enum(&v, key, base, oomi_checkpointing_names,
+                          OOMI_ARRAY_LEN(oomi_checkpointing_names)) ||
+               (offload && v != OOM_CHECKPOINTING_FULL))
+        return oomi_fail(OOM_EINVAL,
+                         "checkpointing '%s' is not one of: none, selective, full, every:N, nth:N "
+                         "(the last three may end in +offload)",
+                         value);
+    w->k.checkpointing = (oom_checkpointing)v;
+    w->ckpt_every = (long)every;
+    w->ckpt_nth = nth;
+    w->ckpt_offload = offload;
+    return OOM_OK;
+}
+
 static int set_one(oom_workload *w, const char *key, const char *value)
 {
     int err;
@@ -152,7 +192,7 @@ static int set_one(oom_workload *w, const char *key, const char *value)
     if (!strcmp(key, "optimizer"))
         ENUM(optimizer, oomi_optimizer_names);
     if (!strcmp(key, "checkpointing"))
-        ENUM(checkpointing, oomi_checkpointing_names);
+        return set_checkpointing(w, key, value);
     if (!strcmp(key, "attention"))
         ENUM(attention, oomi_attention_names);
     if (!strcmp(key, "loss"))
@@ -285,6 +325,7 @@ int oom_workload_get(char **out, const oom_workload *w, const char *key)
 {
     char k[32], *s = NULL;
     oom_knobs kn = OOM_KNOBS_INIT;
+    char ck[OOMI_CKPT_TEXT];
 
     *out = NULL;
     if (!key || !norm_key(k, sizeof(k), key))
@@ -300,7 +341,7 @@ int oom_workload_get(char **out, const oom_workload *w, const char *key)
     else if (IS("optimizer"))
         s = oomi_strdup(oom_optimizer_name(kn.optimizer));
     else if (IS("checkpointing"))
-        s = oomi_strdup(oom_checkpointing_name(kn.checkpointing));
+        s = oomi_strdup(oomi_checkpointing_text(ck, sizeof ck, w));
     else if (IS("attention"))
         s = oomi_strdup(oom_attention_name(kn.attention));
     else if (IS("loss"))

@@ -1086,6 +1086,17 @@ static int setup(search *s, oom_plan_result *res)
                                          "length; give --seq");
         s->base.precision = OOM_PRECISION_AUTO; /* not the planner's to say */
     }
+    /* the plan's outputs name checkpointing by its knob (none, selective, full): one layer in N
+     * is estimated, not planned */
+    if (s->w && (s->w->ckpt_every > 1 || s->w->ckpt_offload) &&
+        s->w->k.checkpointing == OOM_CHECKPOINTING_FULL) {
+        char ck[OOMI_CKPT_TEXT];
+        return oomi_fail(OOM_EINVAL,
+                         "checkpointing '%s' is estimated but not planned: plan searches "
+                         "none, selective and full (oomless estimate takes every:N, nth:N and "
+                         "+offload)",
+                         oomi_checkpointing_text(ck, sizeof ck, s->w));
+    }
     if (r->fixed_seq > 0)
         s->base.seq_len = r->fixed_seq;
     if (no_bf16(r) &&

@@ -241,9 +241,10 @@ class Workload:
         if self.precision not in PRECISIONS:
             raise TraceError("precision '%s' is not one of: %s" %
                              (self.precision, ", ".join(PRECISIONS)))
-        if self.checkpointing not in ("none", "full"):
-            raise TraceError("checkpointing '%s' cannot be traced (none or full: the model's own "
-                             "gradient checkpointing, one checkpoint per layer)" % self.checkpointing)
+        if checkpoint_every(self.checkpointing) is None:
+            raise TraceError("checkpointing '%s' cannot be traced (none, full, every:N or nth:N: "
+                             "the model's own gradient checkpointing on every layer or one layer "
+                             "in N)" % self.checkpointing)
         if self.attention not in ("eager", "sdpa", "flash"):
             raise TraceError("attention '%s' is not one of: eager, sdpa, flash" % self.attention)
         if self.loss not in ("standard", "chunked"):
@@ -408,16 +409,70 @@ def _preference_loss(w, vocab, model, ref_call):
     return (1 - torch.sigmoid(0.1 * ratio)).mean()
 
 
+def checkpoint_every(checkpointing):
+    """(N, nth, offload) for a --checkpointing value: one layer in N checkpointed, the N-th of
+    each N where nth (torchtitan) else the first (transformers), the checkpoints' saved inputs in
+    host memory where offload ("+offload"); (0, False, False) for none; None if it is not one the
+    tracer runs."""
+    base, plus, rest = checkpointing.partition("+")
+    offload = plus == "+" and rest == "offload"
+    if plus and not offload:
+        return None
+    if base == "none":
+        return None if offload else (0, False, False)
+    if base == "full":
+        return 1, False, offload
+    kind, _, n = base.partition(":")
+    if kind in ("every", "nth") and n.isdigit() and int(n) >= 1:
+        return int(n), kind == "nth", offload
+    return None
+
+
+class HostOffload(torch.autograd.graph.saved_tensors_hooks):
+    """torch.autograd.graph.save_on_cpu as a GPU runs it, on the meta device (which has no data
+    to copy): a saved tensor leaves the device when packed (its storage is freed once nothing
+    else holds it) and comes back as a new device tensor of its shape when unpacked, as
+    save_on_cpu's unpack copies it to the device (torch/autograd/graph.py)."""
+
+    def __init__(self, pin_memory=False, device_type="cuda"):
+        def pack(t):
+            return t.device, t.size(), t.stride(), t.dtype
+
+        def unpack(packed):
+            device, size, stride, dtype = packed
+            return torch.empty_strided(size, stride, dtype=dtype, device=device)
+
+        super().__init__(pack, unpack)
+
+
 def _for_training(model, w, emu):
     """The model in training mode, with the model's own gradient checkpointing under
-    --checkpointing full; its trained parameters and their optimizer."""
-    if w.checkpointing == "full":
+    --checkpointing full (every layer), every:N (transformers' every_n_layers: layers 1, N+1,
+    ...) or nth:N (layers N, 2N, ..., as torchtitan's layer-level selective checkpointing wraps
+    them); its trained parameters and their optimizer."""
+    every, nth, offload = checkpoint_every(w.checkpointing)
+    if offload:
+        # transformers' activation_checkpointing_enable(offload=True) wraps each checkpoint in
+        # save_on_cpu (modeling_utils.py, transformers 5.23), which the meta device cannot run:
+        # the emulation takes its place for this process's traces
+        import transformers.modeling_utils
+        transformers.modeling_utils.save_on_cpu = HostOffload
+    if every:
         # the recomputation in the backward re-enters the forward's emulation, as checkpoint
         # re-enters the forward's autocast state on a GPU
         def contexts():
             return contextlib.nullcontext(), emu.recompute_context()
+        kwargs = {"every_n_layers": every} if every > 1 and not nth else {}
+        if offload:
+            kwargs["offload"] = True
         model.gradient_checkpointing_enable(
-            gradient_checkpointing_kwargs={"use_reentrant": False, "context_fn": contexts})
+            gradient_checkpointing_kwargs={"use_reentrant": False, "context_fn": contexts},
+            **kwargs)
+        if nth:
+            from transformers.modeling_layers import GradientCheckpointingLayer
+            layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
+            for i, layer in enumerate(layers):
+                layer.gradient_checkpointing = (i + 1) % every == 0
     model.train()
     trainable = [p for p in model.parameters() if p.requires_grad]
     return trainable, make_optimizer(w.optimizer, trainable)
