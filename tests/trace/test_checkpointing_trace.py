@@ -2,14 +2,12 @@
 layer-level selective AC: layers N, 2N, ..) and +offload (the checkpoints' inputs in host memory,
 transformers' offload=True) traced, and the C estimator held to the trace per component on a
 Llama-style model and GPT-2, full and LoRA (small batches: seconds)."""
-import json
 import os
-import subprocess
 import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from trace_env import HAVE, REASON  # noqa: E402
+from trace_env import HAVE, REASON, estimate  # noqa: E402
 
 if HAVE:
     from oomless.trace import TraceError, Workload, trace_hf
@@ -19,14 +17,6 @@ COMPONENTS = ("weights", "gradients", "optimizer", "activations", "logits", "tem
 # a component agrees when within 3 % of the trace, or within 2 MiB where it is small
 REL, ABS = 0.03, 2 << 20
 POINT = {"batch": 2, "seq": 256}
-
-
-def estimate(model, **kw):
-    args = [os.environ["OOMLESS_BIN"], "estimate", "--json", "--model", model]
-    for k, v in kw.items():
-        args += ["--" + k.replace("_", "-"), str(v)]
-    r = subprocess.run(args, capture_output=True, text=True, timeout=60, check=True)
-    return json.loads(r.stdout)
 
 
 @unittest.skipUnless(HAVE, REASON)

@@ -1,13 +1,13 @@
 """DPO and KTO steps traced as TRL's trainers run them, and the C estimator held to the trace per
 component (SmolLM2-135M, small batches: a few seconds each)."""
-import json
 import os
-import subprocess
 import sys
 import unittest
 
 SRC = os.environ.get("OOMLESS_SRC", ".")
 sys.path.insert(0, os.path.join(SRC, "bindings", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from trace_env import estimate as estimate_for  # noqa: E402
 
 try:
     import torch  # noqa: F401
@@ -28,13 +28,7 @@ REL, ABS = 0.03, 2 << 20
 
 
 def estimate(**kw):
-    # no cuBLAS workspace: the meta device runs no cuBLAS
-    args = [os.environ["OOMLESS_BIN"], "estimate", "--json", "--model", MODEL,
-            "--cublas-workspace", ":0:1"]
-    for k, v in kw.items():
-        args += ["--" + k.replace("_", "-"), str(v)]
-    r = subprocess.run(args, capture_output=True, text=True, timeout=60, check=True)
-    return json.loads(r.stdout)
+    return estimate_for(MODEL, **kw)
 
 
 @unittest.skipUnless(HAVE, "" if HAVE else REASON)

@@ -15,3 +15,16 @@ try:
 except ImportError as exc:  # pragma: no cover
     HAVE, REASON = False, "torch/transformers/peft missing for %s (%s): `make venv`" % (
         sys.executable, exc)
+
+
+def estimate(model, **kw):
+    """`oomless estimate --json` for the workload a trace test traced: `kw` as flags, and no cuBLAS
+    workspace (the meta device runs no cuBLAS; on a GPU it is in the temporaries)"""
+    import json
+    import subprocess
+    args = [os.environ["OOMLESS_BIN"], "estimate", "--json", "--model", model,
+            "--cublas-workspace", ":0:1"]
+    for k, v in kw.items():
+        args += ["--" + k.replace("_", "-"), str(v)]
+    r = subprocess.run(args, capture_output=True, text=True, timeout=60, check=True)
+    return json.loads(r.stdout)
