@@ -678,9 +678,9 @@ static double logits_tensor(const ctx *x)
  * bench/accuracy/fit_allocator.py): at a forward/backward peak of training, about 1.35 fp32
  * logits tensors (the loss path's large blocks: upcast, log-softmax, gradient); at an
  * optimizer peak, the step's temporaries come in new segments beside the cached ones (1.4 x
- * them); both over a floor (50 MiB on the H100); in a prefill, 40 % of the transient part. Per-tensor
- * waste is not modelled: a 30B MoE with 18,000 weight tensors left 0.02 GiB between reserved and
- * allocated. */
+ * them); both over a floor (50 MiB on the H100); in a prefill, 40 % of the transient part.
+ * Per-tensor waste is not modelled: a 30B MoE with 18,000 weight tensors left 0.02 GiB between
+ * reserved and allocated. */
 static double reserved(const ctx *x, const mem *p, double allocated, oom_phase phase)
 {
     const oomi_coef *c = x->c;

@@ -53,6 +53,14 @@ def oomless_bin():
     return path if os.access(path, os.X_OK) else None
 
 
+def plan_format(args, fmt):
+    """`oomless plan ARGS --format FMT`'s output, with no NVML (the plan is for the named GPU)"""
+    env = dict(os.environ, OOMLESS_NVML_LIBRARY="/nonexistent/libnvidia-ml.so.1")
+    out = subprocess.run([oomless_bin(), "plan", *args, "--format", fmt], env=env,
+                         capture_output=True, text=True, timeout=120, check=True)
+    return out.stdout
+
+
 def torchrun(*args):
     """torchrun as this interpreter's module (the venv's torch)."""
     return [sys.executable, "-m", "torch.distributed.run"] + [str(a) for a in args]

@@ -3,14 +3,13 @@ file, the environment `accelerate launch` makes of it, the FSDP plugin built fro
 `--format torchtitan` parsed as TOML: each setting agrees with the plan's JSON."""
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import tomllib
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import missing, oomless_bin  # noqa: E402
+from common import missing, oomless_bin, plan_format as plan  # noqa: E402
 
 REASON = missing("accelerate") or (None if oomless_bin() else "no oomless binary (build first)")
 
@@ -23,13 +22,6 @@ PLANS = {
     "single": ["--model", "qwen2.5-0.5b", "--seq", "512", "--gpu", "a100-80gb",
                "--target-effective-batch", "8"],
 }
-
-
-def plan(args, fmt):
-    env = dict(os.environ, OOMLESS_NVML_LIBRARY="/nonexistent/libnvidia-ml.so.1")
-    out = subprocess.run([oomless_bin(), "plan", *args, "--format", fmt], env=env,
-                         capture_output=True, text=True, timeout=120, check=True)
-    return out.stdout
 
 
 @unittest.skipIf(REASON, REASON or "")

@@ -3,26 +3,18 @@ validation runs in its __post_init__), and what TRL derives from it, the generat
 the max_num_seqs it gives its colocated vLLM engine, agrees with the plan's JSON."""
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import missing, oomless_bin  # noqa: E402
+from common import missing, oomless_bin, plan_format as plan  # noqa: E402
 
 REASON = missing("trl") or missing("yaml") or (
     None if oomless_bin() else "no oomless binary (build first)")
 
 BASE = ["--model", "qwen2.5-1.5b", "--objective", "grpo", "--rollout", "vllm-colocate",
         "--seq", "1024", "--gpu", "a100-80gb", "--target-effective-batch", "64"]
-
-
-def plan(args, fmt):
-    env = dict(os.environ, OOMLESS_NVML_LIBRARY="/nonexistent/libnvidia-ml.so.1")
-    out = subprocess.run([oomless_bin(), "plan", *args, "--format", fmt], env=env,
-                         capture_output=True, text=True, timeout=120, check=True)
-    return out.stdout
 
 
 @unittest.skipIf(REASON, REASON or "")
