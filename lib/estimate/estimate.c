@@ -359,23 +359,32 @@ static void fused_head(const ctx *x, double *fwd, double *bwd)
 }
 
 /* logits and the loss path: bytes live at the end of the forward and at the loss backward */
-static void logits(const ctx *x, double *fwd, double *bwd)
+/* The rows of logits the loss holds at once: every target token (the decoder's for T5), one
+ * chunk under --loss chunked; 0 where there are no vocabulary logits (classification and base
+ * heads, reward models) */
+static double logit_rows(const ctx *x)
 {
     double tokens =
         (double)x->w->k.batch * (double)(x->w->decoder_seq ? x->w->decoder_seq : x->w->k.seq_len);
-    int r = x->prec == OOM_PRECISION_FP32 ? 1 : 0;
-    double n;
-    *fwd = *bwd = 0;
     if (x->m->head == OOMI_HEAD_SEQ_CLS || x->m->head == OOMI_HEAD_BASE ||
         x->w->objective == OOMI_OBJECTIVE_REWARD)
+        return 0;
+    if (x->w->k.loss == OOM_LOSS_CHUNKED && tokens > x->c->chunk_tokens)
+        tokens = x->c->chunk_tokens;
+    return tokens;
+}
+
+static void logits(const ctx *x, double *fwd, double *bwd)
+{
+    int r = x->prec == OOM_PRECISION_FP32 ? 1 : 0;
+    double n = logit_rows(x) * (double)x->m->vocab;
+    *fwd = *bwd = 0;
+    if (n <= 0)
         return;
     if (x->fused) {
         fused_head(x, fwd, bwd);
         return;
     }
-    if (x->w->k.loss == OOM_LOSS_CHUNKED && tokens > x->c->chunk_tokens)
-        tokens = x->c->chunk_tokens;
-    n = tokens * (double)x->m->vocab;
     if (x->w->k.loss != OOM_LOSS_CHUNKED &&
         (x->m->head == OOMI_HEAD_MASKED_LM || x->m->head == OOMI_HEAD_SEQ2SEQ_LM)) {
         /* cross_entropy on the logits as they are: in the compute dtype, fp32 under autocast */
@@ -661,15 +670,7 @@ static double logits_tensor(const ctx *x)
 {
     if (x->fused) /* the fused head's largest blocks: the hidden gradient and a tile */
         return (4.0 * loss_tokens(x) * (double)x->m->hidden + fused_tile(x)) / 4.0;
-    if (x->w->objective == OOMI_OBJECTIVE_REWARD)
-        return 0;
-    double tokens =
-        (double)x->w->k.batch * (double)(x->w->decoder_seq ? x->w->decoder_seq : x->w->k.seq_len);
-    if (x->m->head == OOMI_HEAD_SEQ_CLS || x->m->head == OOMI_HEAD_BASE)
-        return 0;
-    if (x->w->k.loss == OOM_LOSS_CHUNKED && tokens > x->c->chunk_tokens)
-        tokens = x->c->chunk_tokens;
-    return tokens * (double)x->m->vocab * 4;
+    return logit_rows(x) * (double)x->m->vocab * 4;
 }
 
 /* Reserved = allocated + the cached blocks the allocator cannot hand back to the request that
