@@ -24,16 +24,26 @@ copy what it prints into data/coefficients.json ("allocator", and "context" for 
 compute capability). Python 3 standard library only.
 """
 import argparse
-import csv
-import glob
+import importlib.machinery
+import importlib.util
 import json
 import os
 import shlex
 import statistics
 import subprocess
+import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 GiB = 2 ** 30
+sys.dont_write_bytecode = True
+
+
+def load_compare():
+    """bench/accuracy/compare (no .py) as a module: its reader of the measured CSVs"""
+    loader = importlib.machinery.SourceFileLoader("accuracy_compare", os.path.join(HERE, "compare"))
+    mod = importlib.util.module_from_spec(importlib.util.spec_from_loader(loader.name, loader))
+    loader.exec_module(mod)
+    return mod
 
 
 def frange(lo, hi, step):
@@ -47,9 +57,10 @@ def main():
     ap.add_argument("--csv", default=None)
     ap.add_argument("--max-under", type=float, default=0.4)
     a = ap.parse_args()
-    path = a.csv or sorted(glob.glob(os.path.join(HERE, "*-20[0-9][0-9]-[01][0-9]-[0-3][0-9].csv")))[-1]
+    compare = load_compare()
+    path = a.csv or compare.measured_paths()[-1]
     cases = []
-    for row in csv.DictReader(open(path, newline="", encoding="utf-8")):
+    for row in compare.measured_rows([path]):
         if row["status"] != "ok":
             continue
         argv = shlex.split(row["args"])
