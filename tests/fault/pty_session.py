@@ -35,7 +35,10 @@ def mini_shell(argv, report_w, command_r, foreground):
                     signal.SIGQUIT):
             signal.signal(sig, signal.SIG_DFL)
         os.execv(argv[0], argv)
-    os.setpgid(pid, pid)
+    try:  # also in the child, whichever runs first: EACCES once the child has exec'd oomless
+        os.setpgid(pid, pid)
+    except PermissionError:
+        pass
     if foreground:
         os.tcsetpgrp(0, pid)
     commands = os.fdopen(command_r)
@@ -63,6 +66,8 @@ class Session:
             os.close(command_w)
             try:
                 mini_shell(argv, report_w, command_r, foreground)
+            except BaseException as e:  # said, not lost with the terminal: the test shows it
+                os.write(report_w, ("shell failed: %r\n" % e).encode())
             finally:
                 os._exit(99)
         os.close(report_w)
