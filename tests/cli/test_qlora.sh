@@ -96,6 +96,17 @@ oom estimate --model "$TMP/bnb4.json" --method lora --kbit-prepare yes --json
 expect_rc 0 "kbit-prepare on a bitsandbytes checkpoint"
 expect_json .memory.weights "$(py "$LIN * 0.5625 + $REST * 4 + $R16 * 4")" "its rest in fp32"
 
+# the text names the parts
+oom estimate --model llama-3.1-8b --method qlora --seq 256 --lora-rank 64 --optimizer paged-adamw
+expect_rc 0 "qlora text"
+expect_contains "$OUT" "NF4 3.25 GiB + absmax 105.6 MiB (double quant), unquantized 1.96 GiB" \
+    "the 4-bit base's line"
+expect_contains "$OUT" "LoRA adapters                 : fp32, 104.0 MiB" "the adapters' line"
+expect_contains "$OUT" "paged optimizer states        : 192.0 MiB in CUDA unified memory" \
+    "the paged states' line"
+oom estimate --model llama-3.1-8b --seq 256
+expect_not_contains "$OUT" "4-bit base" "none of it for a full fine-tune"
+
 # a plan's TrainingArguments name the paged optimizer as transformers does
 oom plan --model llama-3.1-8b --method qlora --optimizer paged-adamw-8bit --vram 24 --seq 1024 \
     --format args
