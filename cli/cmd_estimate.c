@@ -253,6 +253,42 @@ static void print_objective(const oom_workload *w, const oom_estimate *e)
     oom_free(json);
 }
 
+static uint64_t json_size(json_object *o, const char *key)
+{
+    return (uint64_t)json_object_get_int64(oomi_json_get(o, key));
+}
+
+/* a 4-bit base's parts, the adapters' dtype and a paged optimizer's states, from the estimate's
+ * JSON ("qlora"); nothing where there are none */
+static void print_qlora(const oom_workload *w, const oom_estimate *e)
+{
+    char *json = NULL, s1[32], s2[32], s3[32], s4[32];
+    json_object *root = NULL, *q;
+    if (oom_estimate_to_json(&json, w, e) || !(root = json_tokener_parse(json)) ||
+        !(q = oomi_json_get(root, "qlora")))
+        goto done;
+    if (oomi_json_get(q, "nf4_bytes"))
+        printf("  %-30s: NF4 %s + absmax %s%s, unquantized %s; dequantized linear %s\n",
+               "4-bit base", oom_format_size(s1, sizeof(s1), json_size(q, "nf4_bytes")),
+               oom_format_size(s2, sizeof(s2),
+                               json_size(q, "absmax_bytes") + json_size(q, "absmax2_bytes")),
+               json_object_get_boolean(oomi_json_get(q, "double_quant")) ? " (double quant)" : "",
+               oom_format_size(s3, sizeof(s3), json_size(q, "unquantized_bytes")),
+               oom_format_size(s4, sizeof(s4), json_size(q, "dequantized_transient_bytes")));
+    if (oomi_json_get(q, "adapter_dtype"))
+        printf("  %-30s: %s, %s\n", "LoRA adapters",
+               json_object_get_string(oomi_json_get(q, "adapter_dtype")),
+               oom_format_size(s1, sizeof(s1), json_size(q, "adapter_bytes")));
+    if (json_size(q, "paged_optimizer_bytes"))
+        printf("  %-30s: %s in CUDA unified memory, outside the peaks (nvidia-smi shows them "
+               "while the GPU has room)\n",
+               "paged optimizer states",
+               oom_format_size(s1, sizeof(s1), json_size(q, "paged_optimizer_bytes")));
+done:
+    json_object_put(root);
+    oom_free(json);
+}
+
 static void print_human(const oom_workload *w, const oom_estimate *e, const oom_budget *b,
                         const char *gpu)
 {
@@ -307,6 +343,7 @@ static void print_human(const oom_workload *w, const oom_estimate *e, const oom_
     print_bound(w, e);
     print_overhead(w, e, true);
     printf("  %-30s: %s\n", "peak phase", oom_phase_name(e->peak_phase));
+    print_qlora(w, e);
     if (b) {
         bool fits = e->device_peak <= b->usable_bytes;
         uint64_t d = fits ? b->usable_bytes - e->device_peak : e->device_peak - b->usable_bytes;

@@ -91,7 +91,12 @@ typedef struct oomi_lora {
     uint64_t params;    /* r * (din + dout) summed */
     uint64_t in_elems;  /* sum of din over adapted linears (per token, whole model) */
     uint64_t n_adapted; /* adapted linear instances */
+    uint64_t paged; /* params of the A and B matrices a paged optimizer pages (OOMI_PAGED_MIN) */
 } oomi_lora;
+/* bitsandbytes' paged optimizers keep the states of a tensor of at least this many elements in
+ * CUDA unified memory, smaller ones in ordinary device memory (Optimizer8bit.get_state_buffer:
+ * `if not self.is_paged or p.numel() < 1e5`, bitsandbytes/optim/optimizer.py) */
+#define OOMI_PAGED_MIN 100000
 int oomi_lora_resolve(oomi_lora *out, const oomi_model *m, const char *targets, long rank);
 
 /* the workload (workload.c), read by estimate.c */
@@ -135,7 +140,27 @@ struct oom_workload {
     unsigned rollout;            /* oomi_rollout: GRPO's generation engine */
     int sleep_level;             /* rollout vllm-colocate: vLLM's sleep level (0: no sleep mode) */
     bool sleep_set;              /* sleep-mode given */
+    /* QLoRA (docs/estimate.md, "QLoRA"): bnb_4bit_use_double_quant (0 auto: yes under qlora,
+     * BitsAndBytesConfig's no elsewhere; 1 no; 2 yes), the adapters' dtype (oomi_adapter_dtype) */
+    unsigned double_quant;
+    unsigned adapter_dtype;
+    bool kbit_prepare; /* PEFT's prepare_model_for_kbit_training: unquantised params in fp32 */
 };
+
+typedef enum oomi_adapter_dtype {
+    OOMI_ADAPTER_AUTO, /* fp32: PEFT's autocast_adapter_dtype=True */
+    OOMI_ADAPTER_FP32,
+    OOMI_ADAPTER_BF16
+} oomi_adapter_dtype;
+extern const char *const oomi_adapter_dtype_names[3];
+/* the base is quantised to NF4 at load (method qlora or precision 4bit, no quantization_config);
+ * its double quantization as resolved (auto: under --method qlora) */
+bool oomi_nf4_base(const oom_workload *w);
+bool oomi_double_quant(const oom_workload *w);
+/* the base is quantised by bitsandbytes: at load (int8, 4bit) or in its checkpoint */
+bool oomi_bnb_base(const oom_workload *w);
+/* bytes per weight of a bitsandbytes NF4 linear, with or without double quantization (model.c) */
+double oomi_nf4_bytes(bool double_quant);
 
 /* where GRPO's completions are generated: transformers' generate in the trainer, or a vLLM engine
  * in the trainer's process on the same GPU (TRL's vllm_mode="colocate", verl's hybrid engine) */
@@ -181,7 +206,7 @@ bool oomi_gpu_lacks_bf16(const oom_gpu_profile *gpu);
 oom_precision oomi_precision_without_bf16(oom_precision p);
 /* option values, indexed by the public enums (workload.c) */
 extern const char *const oomi_method_names[4], *const oomi_precision_names[8];
-extern const char *const oomi_optimizer_names[8], *const oomi_checkpointing_names[3];
+extern const char *const oomi_optimizer_names[10], *const oomi_checkpointing_names[3];
 /* the workload's checkpointing as the option spells it ("full", "every:2", "nth:4+offload"): a
  * name, or `buf` (OOMI_CKPT_TEXT bytes) written */
 #define OOMI_CKPT_TEXT 32

@@ -224,14 +224,20 @@ static int set_one(oom_workload *w, const char *key, const char *value)
             w->lora_rank_set = true;
         return err;
     }
-    if (!strcmp(key, "keep-grads")) {
+    if (!strcmp(key, "keep-grads") || !strcmp(key, "kbit-prepare")) {
         unsigned v;
         static const char *const yn[] = {"no", "yes"};
         if ((err = parse_enum(&v, key, value, yn, 2)))
             return err;
-        w->keep_grads = v == 1;
+        *(key[0] == 'k' && key[1] == 'e' ? &w->keep_grads : &w->kbit_prepare) = v == 1;
         return OOM_OK;
     }
+    if (!strcmp(key, "double-quant")) {
+        static const char *const dq[] = {"auto", "no", "yes"};
+        return parse_enum(&w->double_quant, key, value, dq, 3);
+    }
+    if (!strcmp(key, "adapter-dtype"))
+        return parse_enum(&w->adapter_dtype, key, value, oomi_adapter_dtype_names, 3);
     if (!strcmp(key, "kv-cache")) {
         unsigned v;
         if ((err = parse_enum(&v, key, value, oomi_kv_cache_names, 2)))
@@ -366,6 +372,12 @@ int oom_workload_get(char **out, const oom_workload *w, const char *key)
         s = w->serve_seqs ? oomi_asprintf("%ld", w->serve_seqs) : oomi_strdup("");
     else if (IS("keep-grads"))
         s = oomi_strdup(w->keep_grads ? "yes" : "no");
+    else if (IS("kbit-prepare"))
+        s = oomi_strdup(w->kbit_prepare ? "yes" : "no");
+    else if (IS("double-quant"))
+        s = oomi_strdup(w->double_quant == 0 ? "auto" : w->double_quant == 1 ? "no" : "yes");
+    else if (IS("adapter-dtype"))
+        s = oomi_strdup(oomi_adapter_dtype_names[w->adapter_dtype]);
     else if (IS("kv-cache"))
         s = oomi_strdup(oomi_kv_cache_names[w->kv_transformers]);
     else if (IS("objective"))
@@ -594,6 +606,26 @@ int oom_workload_validate(const oom_workload *w)
                          : w->lora_targets_set ? "targets"
                                                : "dropout",
                          oom_method_name(w->k.method));
+    if (w->adapter_dtype != OOMI_ADAPTER_AUTO && !lora)
+        return oomi_fail(OOM_EINVAL, "adapter-dtype is set but method '%s' is not lora or qlora",
+                         oom_method_name(w->k.method));
+    if (w->kbit_prepare && !oomi_bnb_base(w))
+        return oomi_fail(OOM_EINVAL,
+                         "kbit-prepare is for a bitsandbytes base (method qlora, precision int8 "
+                         "or 4bit, or a bitsandbytes checkpoint), not precision '%s'%s%s",
+                         oom_precision_name(oomi_resolved_precision(w)),
+                         m->quant_bytes > 0 ? " of a " : "",
+                         m->quant_bytes > 0 ? m->quant_desc : "");
+    if (w->double_quant && m->quant_bytes > 0)
+        return oomi_fail(OOM_EINVAL,
+                         "double-quant is set but model '%s' is pre-quantized (%s): its "
+                         "quantization_config says how it is stored",
+                         w->model_arg ? w->model_arg : m->family, m->quant_desc);
+    if (w->double_quant && !oomi_nf4_base(w))
+        return oomi_fail(OOM_EINVAL,
+                         "double-quant is for a 4-bit base (method qlora or precision 4bit), "
+                         "not precision '%s'",
+                         oom_precision_name(oomi_resolved_precision(w)));
     if (m->quant_bytes > 0 && w->k.method == OOM_METHOD_FULL)
         return oomi_fail(OOM_EINVAL,
                          "model '%s' is pre-quantized (%s): its weights are not trained; use "
