@@ -135,6 +135,11 @@ struct oom_workload {
     unsigned rollout;            /* oomi_rollout: GRPO's generation engine */
     int sleep_level;             /* rollout vllm-colocate: vLLM's sleep level (0: no sleep mode) */
     bool sleep_set;              /* sleep-mode given */
+    /* sharding fsdp2 (torch's fully_shard; k.sharding is zero3): the sharded parameters in bf16
+     * (else fp32), reshard_after_forward (0: True, -1: False, N > 1: to N GPUs), each option
+     * given */
+    bool fsdp2, fsdp_bf16, fsdp_dtype_set, reshard_set;
+    long fsdp_reshard;
 };
 
 /* where GRPO's completions are generated: transformers' generate in the trainer, or a vLLM engine
@@ -189,6 +194,10 @@ const char *oomi_checkpointing_text(char *buf, size_t size, const oom_workload *
 extern const char *const oomi_attention_names[3], *const oomi_loss_names[2];
 extern const char *const oomi_sharding_names[4], *const oomi_offload_names[3];
 extern const char *const oomi_kv_cache_names[2]; /* "vllm", "transformers" */
+/* whether the workload trains under FSDP2 (sharding fsdp2), and its sharding as the option spells
+ * it ("fsdp2", else the knob's name) */
+bool oomi_fsdp2(const oom_workload *w);
+const char *oomi_sharding_text(const oom_workload *w);
 extern const char *const oomi_objective_names[8], *const oomi_reference_names[4];
 
 #endif
