@@ -810,6 +810,12 @@ static void generation(const ctx *x, mem *out)
     if (x->w->k.offload != OOM_OFFLOAD_NONE)
         p.o = 0;
     p.g = x->w->keep_grads ? x->trainable * grad : 0;
+    if (x->fsdp2) { /* the sharded states; the engine-less generation gathers as the forward */
+        fsdp2_mem f;
+        fsdp2_of(x, &f);
+        p.w = f.w + x->wref, p.o = f.o, p.g = x->w->keep_grads ? f.g : 0;
+        p.t += f.fwd;
+    }
     p.kv = (double)x->m->layers * 2 * kvd * (double)g.k.batch * s * x->e;
     *out = p;
 }
