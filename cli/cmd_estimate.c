@@ -289,12 +289,23 @@ done:
     oom_free(json);
 }
 
+/* sharding fsdp2's line: the sharded parameters' dtype and reshard_after_forward */
+static void print_fsdp2(const oom_workload *w)
+{
+    char *dt = NULL, *ra = NULL, *sh = NULL;
+    if (!oom_workload_get(&sh, w, "sharding") && !strcmp(sh, "fsdp2") &&
+        !oom_workload_get(&dt, w, "fsdp-param-dtype") &&
+        !oom_workload_get(&ra, w, "reshard-after-forward"))
+        printf("  %-30s: parameters sharded in %s, reshard after forward %s\n", "FSDP2", dt, ra);
+    oom_free(sh), oom_free(dt), oom_free(ra);
+}
+
 static void print_human(const oom_workload *w, const oom_estimate *e, const oom_budget *b,
                         const char *gpu)
 {
     oom_knobs k = OOM_KNOBS_INIT;
     oom_model_info mi = OOM_MODEL_INFO_INIT;
-    char *tp = NULL, *ck = NULL;
+    char *tp = NULL, *ck = NULL, *sh = NULL;
     char s1[32], s2[32], n1[32], n2[32];
     const char *line = "============================================================";
 
@@ -313,8 +324,12 @@ static void print_human(const oom_workload *w, const oom_estimate *e, const oom_
            ck ? ck : oom_checkpointing_name(k.checkpointing), oom_attention_name(k.attention),
            oom_loss_name(k.loss));
     oom_free(ck);
+    if (oom_workload_get(&sh, w, "sharding"))
+        sh = NULL;
     printf("  %-30s: %ld (sharding %s, offload %s)\n", "GPUs", k.gpus,
-           oom_sharding_name(k.sharding), oom_offload_name(k.offload));
+           sh ? sh : oom_sharding_name(k.sharding), oom_offload_name(k.offload));
+    oom_free(sh);
+    print_fsdp2(w);
     print_objective(w, e);
     if (!oom_workload_get(&tp, w, "tensor-parallel") && strcmp(tp, "1"))
         printf("  %-30s: %s GPUs per model copy (figures per GPU)\n", "tensor parallel", tp);

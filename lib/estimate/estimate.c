@@ -30,6 +30,7 @@ typedef struct ctx {
     double ab;        /* bytes of an adapter parameter, its gradient and AdamW states */
     bool nf4, dq;     /* a 4-bit base quantised at load (bitsandbytes), double-quantised */
     double paged;     /* trained parameters whose optimizer states a paged optimizer pages */
+    bool fsdp2;       /* sharding fsdp2: torch's fully_shard per block and on the root */
 } ctx;
 
 static int regime(const ctx *x)
@@ -137,6 +138,53 @@ static double zero3_unit(const ctx *x)
     if ((double)x->m->params_lm_head > u)
         u = (double)x->m->params_lm_head;
     return u;
+}
+
+/* FSDP2 (torch.distributed.fsdp.fully_shard, one group per transformer block and one on the
+ * root for the embeddings, final norm and head, as torchtitan's parallelize_llama applies it):
+ * what a GPU keeps and what it gathers, in bytes. docs/estimate.md, "FSDP2", has the sources. */
+typedef struct fsdp2_mem {
+    double w, g, o, topt; /* sharded parameters, gradients, optimizer states, the step's temps */
+    double fwd;           /* the forward's last block: the parameters kept unsharded so far and
+                           * that block's gathered copy with its all-gather buffer */
+    double bwd;           /* ... and a block's buffers during its backward */
+    double end;           /* the root's reduce-scatter, less its own sharded gradients */
+} fsdp2_mem;
+
+static void fsdp2_of(const ctx *x, fsdp2_mem *f)
+{
+    const oomi_model *m = x->m;
+    /* the sharded parameters' dtype is also their gradients' and AdamW's states' (FSDPParam
+     * keeps the sharded gradient in the parameter dtype; no separate master copy): fp32 under
+     * torchtitan's MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=float32); the
+     * reduce-scatter runs in it too (reduce_dtype, _fsdp_collectives.py foreach_reduce) */
+    double ps = x->w->fsdp_bf16 ? 2 : 4, c = x->e, r = ps, n = x->n, P = (double)m->params;
+    double B = (double)m->params_layer_max, L = (double)(m->layers + m->enc_layers);
+    double R = P - L * B, kept, rs;
+    if (R < (double)(m->params_embed + m->params_lm_head)) /* blocks of unequal size */
+        R = (double)(m->params_embed + m->params_lm_head);
+    f->w = P * ps / n;
+    f->g = x->trainable * ps / n;
+    f->o = optimizer_states(x, ps, 0) / n;
+    f->topt = x->trainable * ps * x->c->opt_temp[x->w->k.optimizer] / n;
+    /* after the forward the root keeps its parameters unsharded (fully_shard sets the root's
+     * reshard_after_forward to False); blocks free theirs (True), keep them (False) or keep a
+     * 1/N shard of them (an int N: _sharded_post_forward_param_data, _fsdp_param.py) */
+    kept = x->w->fsdp_reshard == 0  ? 0
+           : x->w->fsdp_reshard < 0 ? (P - R) * c
+                                    : (P - R) * c / (double)x->w->fsdp_reshard;
+    /* the last block's forward: what is kept, its parameters copied out of the all-gather
+     * output, which is still alive (foreach_all_gather_copy_out, _fsdp_collectives.py) */
+    f->fwd = R * c + kept + (x->w->fsdp_reshard < 0 ? B * c : 2 * B * c);
+    /* a block's reduce-scatter: its unsharded gradients in the compute dtype, the flat input in
+     * reduce_dtype and the 1/n output (foreach_reduce's reduce_scatter_input, reduce_output) */
+    rs = c + r + r / n;
+    /* during a block's backward: its gathered parameters and the next block's, all-gathered
+     * ahead (FSDPParamGroup's backward prefetch); none regathered when kept unsharded */
+    f->bwd = R * c + kept + B * rs + (x->w->fsdp_reshard < 0 ? 0 : 2 * B * c);
+    /* the backward's end: the root, resharded after backward, reduce-scatters the embeddings'
+     * and the head's gradients, whose sharded copies do not exist yet */
+    f->end = R * rs - R * ps / n;
 }
 
 /* the largest Linear weight: a dequantised or cast copy of one exists at a time */
@@ -461,7 +509,8 @@ static oom_phase training(const ctx *x, mem *peak)
 {
     const oom_knobs *k = &x->w->k;
     double grad, state, master, n = x->n, W, G, O, A, A1, Ar, Lf, Lb, Tcast = 0, Tz3 = 0, Topt,
-                                live_g, Gb = 0, Tb, Tr, Tsc, Tnh, head = 0, Lh = 0;
+                                live_g, Gb = 0, Tb, Tr, Tsc, Tnh, head = 0, Lh = 0, Tf, Te, Ts;
+    fsdp2_mem f;
     mem ph[3];
     int i, best = 0;
 
@@ -498,6 +547,12 @@ static oom_phase training(const ctx *x, mem *peak)
     }
     if (k->sharding == OOM_SHARDING_NONE && n > 1) /* DDP's buckets: allocated once, kept */
         Gb = G * x->c->ddp_buckets;
+    Tf = Te = Ts = Tz3; /* what sharding adds at the forward end, backward end and step */
+    if (x->fsdp2) {
+        fsdp2_of(x, &f);
+        W = f.w + x->wref, G = f.g, O = f.o, Topt = f.topt, Tcast = Tb = Tr = 0;
+        Tz3 = f.bwd, Tf = f.fwd, Te = f.end, Ts = 0;
+    }
     if (k->offload != OOM_OFFLOAD_NONE)
         O = 0, Topt = 0;
     if (k->offload == OOM_OFFLOAD_OPTIMIZER_PARAMS)
@@ -509,7 +564,7 @@ static oom_phase training(const ctx *x, mem *peak)
     /* forward end: gradients are alive only under accumulation (zero_grad(set_to_none) after
      * each step) or when kept (set_to_none=False); optimizer states exist from the first step
      */
-    ph[0] = (mem){W, live_g, O, A, Lf, 0, Tcast + Tz3};
+    ph[0] = (mem){W, live_g, O, A, Lf, 0, Tcast + Tf};
     /* the reference's no-grad forward comes after the policy's, whose saved activations wait for
      * the backward (DPOTrainer._compute_loss, KTOTrainer._compute_loss): on top of the forward end,
      * the larger of one layer's working set (bounded by what a layer saves with gradients) and the
@@ -546,9 +601,9 @@ static oom_phase training(const ctx *x, mem *peak)
      * attention weights, their gradients in flight as above */
     if (ckpt_share(x) > 0 && W + live_g + O + Ar + A1 + Tr + Tsc + Tz3 > sum(&ph[1]))
         ph[1] = (mem){W, live_g, O, Ar, 0, 0, A1 + Tr + Tsc + Tz3};
-    if (W + G + Gb + O + A1 + Tz3 > sum(&ph[1]))
-        ph[1] = (mem){W, G + Gb, O, A1, 0, 0, Tz3};
-    ph[2] = (mem){W, G + Gb, O, 0, 0, 0, Topt + Tz3};
+    if (W + G + Gb + O + A1 + Te > sum(&ph[1]))
+        ph[1] = (mem){W, G + Gb, O, A1, 0, 0, Te};
+    ph[2] = (mem){W, G + Gb, O, 0, 0, 0, Topt + Ts};
     for (i = 1; i < 3; i++)
         if (sum(&ph[i]) > sum(&ph[best]))
             best = i;
@@ -806,6 +861,12 @@ static void generation(const ctx *x, mem *out)
     if (x->w->k.offload != OOM_OFFLOAD_NONE)
         p.o = 0;
     p.g = x->w->keep_grads ? x->trainable * grad : 0;
+    if (x->fsdp2) { /* the sharded states; the engine-less generation gathers as the forward */
+        fsdp2_mem f;
+        fsdp2_of(x, &f);
+        p.w = f.w + x->wref, p.o = f.o, p.g = x->w->keep_grads ? f.g : 0;
+        p.t += f.fwd;
+    }
     p.kv = (double)x->m->layers * 2 * kvd * (double)g.k.batch * s * x->e;
     *out = p;
 }
@@ -837,6 +898,9 @@ static int setup(ctx *x, oom_workload *wb, const oom_workload *w)
     x->frozen = x->lora_on;
     x->e = x->prec == OOM_PRECISION_FP32 ? 4 : 2;
     x->n = (double)w->k.gpus;
+    x->fsdp2 = oomi_fsdp2(w) && x->train;
+    if (x->fsdp2 && amp(x)) /* MixedPrecisionPolicy's param_dtype: 16-bit compute, no autocast */
+        x->prec = x->prec == OOM_PRECISION_AMP_FP16 ? OOM_PRECISION_FP16 : OOM_PRECISION_BF16;
     x->fused = w->objective == OOMI_OBJECTIVE_DPO || w->objective == OOMI_OBJECTIVE_IPO ||
                w->objective == OOMI_OBJECTIVE_KTO || w->objective == OOMI_OBJECTIVE_GRPO;
     x->ref_fwd = oomi_reference_of(w) != OOMI_REFERENCE_NONE && !w->precompute_ref &&

@@ -59,7 +59,14 @@ static json_object *workload_json(const oom_workload *w)
     oomi_json_put(o, "attention", json_object_new_string(oom_attention_name(k.attention)));
     oomi_json_put(o, "loss", json_object_new_string(oom_loss_name(k.loss)));
     oomi_json_put(o, "gpus", json_object_new_int64(k.gpus));
-    oomi_json_put(o, "sharding", json_object_new_string(oom_sharding_name(k.sharding)));
+    oomi_json_put(o, "sharding", json_object_new_string(oomi_sharding_text(w)));
+    if (oomi_fsdp2(w)) {
+        oomi_json_put(o, "fsdp_param_dtype",
+                      json_object_new_string(w->fsdp_bf16 ? "bf16" : "fp32"));
+        oomi_json_put(o, "reshard_after_forward",
+                      w->fsdp_reshard > 1 ? json_object_new_int64(w->fsdp_reshard)
+                                          : json_object_new_boolean(w->fsdp_reshard == 0));
+    }
     oomi_json_put(o, "offload", json_object_new_string(oom_offload_name(k.offload)));
     if (lora) {
         oomi_json_put(o, "lora_rank", json_object_new_int64(w->lora_rank));

@@ -145,6 +145,11 @@ struct oom_workload {
     unsigned double_quant;
     unsigned adapter_dtype;
     bool kbit_prepare; /* PEFT's prepare_model_for_kbit_training: unquantised params in fp32 */
+    /* sharding fsdp2 (torch's fully_shard; k.sharding is zero3): the sharded parameters in bf16
+     * (else fp32), reshard_after_forward (0: True, -1: False, N > 1: to N GPUs), each option
+     * given */
+    bool fsdp2, fsdp_bf16, fsdp_dtype_set, reshard_set;
+    long fsdp_reshard;
 };
 
 typedef enum oomi_adapter_dtype {
@@ -214,6 +219,10 @@ const char *oomi_checkpointing_text(char *buf, size_t size, const oom_workload *
 extern const char *const oomi_attention_names[3], *const oomi_loss_names[2];
 extern const char *const oomi_sharding_names[4], *const oomi_offload_names[3];
 extern const char *const oomi_kv_cache_names[2]; /* "vllm", "transformers" */
+/* whether the workload trains under FSDP2 (sharding fsdp2), and its sharding as the option spells
+ * it ("fsdp2", else the knob's name) */
+bool oomi_fsdp2(const oom_workload *w);
+const char *oomi_sharding_text(const oom_workload *w);
 extern const char *const oomi_objective_names[8], *const oomi_reference_names[4];
 
 #endif

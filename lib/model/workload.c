@@ -72,6 +72,16 @@ const char *oom_offload_name(oom_offload v)
 {
     return NAME_OF(oomi_offload_names, v);
 }
+bool oomi_fsdp2(const oom_workload *w)
+{
+    return w->fsdp2 && w->k.sharding == OOM_SHARDING_ZERO3;
+}
+
+const char *oomi_sharding_text(const oom_workload *w)
+{
+    return oomi_fsdp2(w) ? "fsdp2" : oom_sharding_name(w->k.sharding);
+}
+
 const char *oom_phase_name(oom_phase v)
 {
     return NAME_OF(phase_names, v);
@@ -109,8 +119,17 @@ static const oom_option *const options[] = {
     &(const oom_option){OOM_OPTION_VERSION, "loss", "standard|chunked",
                         "full fp32 logits, or chunked/fused cross-entropy (default standard)"},
     &(const oom_option){OOM_OPTION_VERSION, "gpus", "N", "data-parallel GPUs (default 1)"},
-    &(const oom_option){OOM_OPTION_VERSION, "sharding", "none|zero1|zero2|zero3",
-                        "ZeRO stage / FSDP full shard = zero3 (default none)"},
+    &(const oom_option){OOM_OPTION_VERSION, "sharding", "none|zero1|zero2|zero3|fsdp2",
+                        "ZeRO stage / FSDP full shard = zero3; fsdp2: torch fully_shard per "
+                        "block + root, computing in --precision's 16-bit dtype (default none)"},
+    &(const oom_option){OOM_OPTION_VERSION, "fsdp-param-dtype", "fp32|bf16",
+                        "fsdp2: dtype of the sharded parameters, gradients and AdamW states; "
+                        "fp32 with bf16 compute is torchtitan's MixedPrecisionPolicy (default "
+                        "fp32)"},
+    &(const oom_option){OOM_OPTION_VERSION, "reshard-after-forward", "yes|no|N",
+                        "fsdp2: the blocks free their gathered parameters after forward (yes), "
+                        "keep them for backward (no) or keep a 1/N shard (default yes; the root "
+                        "never reshards)"},
     &(const oom_option){OOM_OPTION_VERSION, "offload", "none|optimizer|optimizer+params",
                         "CPU offload (default none)"},
     &(const oom_option){OOM_OPTION_VERSION, "lora-rank", "R", "LoRA rank (default 16)"},
