@@ -60,12 +60,32 @@ expect_eq $(($(est .memory.activations $B --checkpointing full) - \
     $(est .memory.activations $B --checkpointing full+offload))) $((16 * 4 * 1024 * 2048 * 2)) \
     "full+offload: no layer input on the device"
 
+# op-sac: every layer's input plus, per token, the q, v, gate and down outputs and flash
+# attention's output (16-bit) and log-sum-exp (fp32, 32 heads); k, o and up recomputed
+expect_eq "$(est .workload.checkpointing $B --checkpointing op-sac)" op-sac "op-sac echoed"
+expect_eq $(($(est .memory.activations $B --checkpointing op-sac) - \
+    $(est .memory.activations $B --checkpointing full))) \
+    $((16 * 4 * 1024 * ((2048 + 512 + 8192 + 2048 + 2048) * 2 + 32 * 4))) "op-sac: the ops kept"
+# LoRA (q_proj, v_proj) shifts the count: the adapters' B outputs (fp32) kept as well
+expect_eq $(($(est .memory.activations $B --method lora --checkpointing op-sac) - \
+    $(est .memory.activations $B --method lora --checkpointing full))) \
+    $((16 * 4 * 1024 * ((2048 + 512 + 8192 + 2048 + 2048) * 2 + 32 * 4 + (2048 + 512) * 4))) \
+    "op-sac LoRA: the adapters' B outputs too"
+# its recomputation: the k, o and up projections, 2 x 16 x (2048 x 512 + 2048^2 + 2048 x 8192)
+expect_eq $(($(est .compute.flops_per_token $B --checkpointing op-sac) - \
+    $(est .compute.flops_per_token $B --checkpointing none))) \
+    $((2 * 16 * (2048 * 512 + 2048 * 2048 + 2048 * 8192))) "op-sac recomputes three mms a layer"
+oom estimate --model gpt2 --checkpointing op-sac
+expect_rc 2 "op-sac on GPT-2 refused"
+expect_contains "$ERR" "dense Llama-style decoders" "op-sac: why"
+
 # bad values: exit 2, the spellings named
-for v in every:0 every:x nth: sometimes none+offload selective+offload full+offloadx; do
+for v in every:0 every:x nth: sometimes none+offload selective+offload full+offloadx \
+    op-sac+offload op-sac:2; do
     oom estimate $M --checkpointing "$v"
     expect_rc 2 "checkpointing $v refused"
 done
-expect_contains "$ERR" "none, selective, full, every:N, nth:N (the last three may end in +offload)" \
+expect_contains "$ERR" "none, selective, full, every:N, nth:N (these three may end in +offload), op-sac" \
     "the spellings listed"
 
 # plan and table name checkpointing none, selective or full: one layer in N is refused there
