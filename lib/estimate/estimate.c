@@ -353,7 +353,7 @@ static void activations(const ctx *x, double *all, double *one, double *at_recom
      * recompute brings one back to the device (oomless trace, Llama-3.2-1B bf16 4 x 1024 full:
      * the 268 MB of layer inputs gone, the final norm's 67 MB left) */
     *all = (x->w->ckpt_offload ? 0 : c) * inputs + (1 - c) * saved + final;
-    if (x->w->ckpt_op) { /* what the policy keeps; the recomputation reuses it */
+    if (x->w->ckpt_op && c > 0) { /* what the policy keeps; the recomputation reuses it */
         double mm, kept = op_sac_per_token(x, &mm);
         *all += L * b * ds * kept;
         *one -= b * ds * kept;
@@ -744,6 +744,19 @@ static double reserved(const ctx *x, const mem *p, double allocated, oom_phase p
     return ceil((allocated + cache) / c->round) * c->round;
 }
 
+/* a no-grad reference forward in every step (DPO, IPO, KTO with a reference not precomputed) */
+static bool reference_forward(const oom_workload *w)
+{
+    return oomi_reference_of(w) != OOMI_REFERENCE_NONE && !w->precompute_ref &&
+           w->objective != OOMI_OBJECTIVE_GRPO;
+}
+
+double oomi_estimate_passes(const oom_workload *w)
+{
+    bool lora = w->k.method == OOM_METHOD_LORA || w->k.method == OOM_METHOD_QLORA;
+    return (lora ? 2 : 3) + (reference_forward(w) ? 1 : 0);
+}
+
 static void flops(oom_estimate *out, const ctx *x)
 {
     const oomi_model *m = x->m;
@@ -753,15 +766,14 @@ static void flops(oom_estimate *out, const ctx *x)
                   (double)(m->heads * m->head_dim);
     double fwd = 2 * N + attn, mult, again = ckpt_share(x), mm;
     /* op-sac recomputes the mms it does not keep, not the attention nor the others' FLOPs */
-    if (x->train && x->w->ckpt_op) {
+    if (x->train && x->w->ckpt_op && k->checkpointing == OOM_CHECKPOINTING_FULL) {
         op_sac_per_token(x, &mm);
         again = 2.0 * mm * (double)m->layers / fwd;
     }
     if (!x->train)
         mult = 1;
     else
-        mult = (x->lora_on ? 2 : 3) + again + /* the checkpointed layers' forward again */
-               (x->ref_fwd ? 1 : 0);
+        mult = oomi_estimate_passes(x->w) + again; /* the checkpointed layers' forward again */
     out->flops_per_token = fwd * mult;
     out->tokens_per_step = (uint64_t)k->batch * (uint64_t)k->seq_len * (uint64_t)k->grad_accum;
     out->flops_per_step = out->flops_per_token * (double)out->tokens_per_step;
@@ -845,8 +857,7 @@ int oom_estimate_run(oom_estimate *out, const oom_workload *w)
     x.n = (double)w->k.gpus;
     x.fused = w->objective == OOMI_OBJECTIVE_DPO || w->objective == OOMI_OBJECTIVE_IPO ||
               w->objective == OOMI_OBJECTIVE_KTO || w->objective == OOMI_OBJECTIVE_GRPO;
-    x.ref_fwd = oomi_reference_of(w) != OOMI_REFERENCE_NONE && !w->precompute_ref &&
-                w->objective != OOMI_OBJECTIVE_GRPO;
+    x.ref_fwd = reference_forward(w);
     memset(&x.lora, 0, sizeof(x.lora));
     if (x.lora_on && (err = oomi_lora_resolve(&x.lora, x.m, w->lora_targets, w->lora_rank)))
         return err;

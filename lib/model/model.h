@@ -108,6 +108,7 @@ struct oom_workload {
      * selective policy (ckpt_op: "op-sac", estimate.c op_sac_per_token) */
     long ckpt_every;
     bool ckpt_nth, ckpt_offload, ckpt_op;
+    unsigned ckpt_search; /* plan: the variants of full it may try (OOMI_CKS_*, plan_ckpt.c) */
     long lora_rank;
     char *lora_targets; /* NULL: the family's default */
     double lora_dropout;
