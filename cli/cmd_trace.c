@@ -18,7 +18,7 @@ static const char usage_text[] =
     "steps and reports the allocated peak with its breakdown, as torch.cuda.max_memory_allocated\n"
     "would show it. Takes estimate's workload options (--method full|lora|inference, --precision,\n"
     "--optimizer, --batch, --seq, --grad-accum, --checkpointing\n"
-    "none|full|every:N|nth:N[+offload], --attention, --loss, --lora-rank, --lora-targets,\n"
+    "none|full|every:N|nth:N[+offload]|op-sac, --attention, --loss, --lora-rank, --lora-targets,\n"
     "--lora-dropout, --objective sft|dpo|kto, --reference copy|adapter) and --steps N.\n\n"
     "Needs Python with torch (and transformers, peft for Hugging Face models): $OOMLESS_PYTHON,\n"
     "else python3. 'python -m oomless.trace --help' lists every option.\n\n"

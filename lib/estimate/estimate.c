@@ -338,6 +338,50 @@ static double lora_per_token(const ctx *x)
            8.0 * (double)x->w->lora_rank * (double)x->lora.n_adapted;
 }
 
+/* --checkpointing op-sac: the bytes per token that torchtitan's op-level selective policy keeps
+ * of one layer beside its input (SelectiveAC, torchtitan/distributed/activation_checkpoint.py,
+ * pytorch/torchtitan b5bcd76): the outputs of the mm ops save every second one (counted from 1
+ * in the order the block runs them: q, k, v, o, the MLP's, each adapted linear's base mm then
+ * LoRA's A and B), of every addmm (a linear with a bias, saved uncounted), and of the attention:
+ * the fused kernel's output and fp32 log-sum-exp per head and row (in rows of 32 for the
+ * memory-efficient kernel that fp32 runs), or the matmuls' (eager: the scores, bmm, saved
+ * uncounted) or the math path's output and weights. Outputs are in the compute dtype, 16-bit
+ * under autocast; LoRA's adapters compute in fp32 outside autocast (PEFT's
+ * autocast_adapter_dtype). A Llama-style dense block (workload_set.c refuses the others):
+ * oomless trace, Llama-3.2-1B bf16 4 x 1024, 29824 bytes per token per layer, as counted here. */
+static double op_sac_per_token(const ctx *x, double *recomputed)
+{
+    const oomi_model *m = x->m;
+    double e = amp(x) ? 2 : x->e, le = amp(x) ? 2 : 4, b = 0, s = (double)x->w->k.seq_len;
+    double qd = (double)(m->heads * m->head_dim), H = (double)m->heads, r = x->w->lora_rank;
+    long mms = 0;
+    size_t i;
+    *recomputed = 0; /* multiply-adds per token of the mms recomputed */
+    for (i = 0; i < m->nlinears; i++) {
+        const oomi_linear *l = &m->linears[i];
+        double in = (double)l->din, out = (double)l->dout;
+        if (l->count != m->layers)
+            continue;
+        if (l->bias || ++mms % 2)
+            b += e * out;
+        else
+            *recomputed += in * out;
+        if (x->lora_on && oomi_lora_adapts(m, x->w->lora_targets, l->name)) {
+            if (++mms % 2)
+                b += le * r;
+            else
+                *recomputed += in * r;
+            if (++mms % 2)
+                b += le * out;
+            else
+                *recomputed += r * out;
+        }
+    }
+    if (scores_elems(x) > 0)
+        return b + e * qd + (x->w->k.attention == OOM_ATTENTION_EAGER ? e : score_size(x)) * H * s;
+    return b + e * qd + 4.0 * H * (x->e >= 4 && !amp(x) ? ceil(s / 32) * 32 / s : 1);
+}
+
 /* the layers full checkpointing wraps: every one, or one in N with every:N / nth:N
  * (workload_set.c); *above: the layers above the last one wrapped (not checkpointed). 0 without */
 static double ckpt_layers(const ctx *x, double *above)
@@ -405,6 +449,11 @@ static void activations(const ctx *x, double *all, double *one, double *at_recom
      * recompute brings one back to the device (oomless trace, Llama-3.2-1B bf16 4 x 1024 full:
      * the 268 MB of layer inputs gone, the final norm's 67 MB left) */
     *all = (x->w->ckpt_offload ? 0 : c) * inputs + (1 - c) * saved + final;
+    if (x->w->ckpt_op && c > 0) { /* what the policy keeps; the recomputation reuses it */
+        double mm, kept = op_sac_per_token(x, &mm);
+        *all += L * b * ds * kept;
+        *one -= b * ds * kept;
+    }
     /* ... but for a frozen base a Llama-style model's first layer input is the embedding output
      * made to require a gradient (enable_input_require_grads), a leaf that autograd holds anyway:
      * it stays where the first layer is wrapped (oomless trace, Llama-3.2-1B LoRA 2 x 256
@@ -799,6 +848,19 @@ static double reserved(const ctx *x, const mem *p, double allocated, oom_phase p
     return ceil((allocated + cache) / c->round) * c->round;
 }
 
+/* a no-grad reference forward in every step (DPO, IPO, KTO with a reference not precomputed) */
+static bool reference_forward(const oom_workload *w)
+{
+    return oomi_reference_of(w) != OOMI_REFERENCE_NONE && !w->precompute_ref &&
+           w->objective != OOMI_OBJECTIVE_GRPO;
+}
+
+double oomi_estimate_passes(const oom_workload *w)
+{
+    bool lora = w->k.method == OOM_METHOD_LORA || w->k.method == OOM_METHOD_QLORA;
+    return (lora ? 2 : 3) + (reference_forward(w) ? 1 : 0);
+}
+
 static void flops(oom_estimate *out, const ctx *x)
 {
     const oomi_model *m = x->m;
@@ -806,12 +868,16 @@ static void flops(oom_estimate *out, const ctx *x)
     double N = (double)(m->params_active - m->params_embed);
     double attn = 2.0 * (double)(m->layers + m->enc_layers) * (double)k->seq_len *
                   (double)(m->heads * m->head_dim);
-    double fwd = 2 * N + attn, mult;
+    double fwd = 2 * N + attn, mult, again = ckpt_share(x), mm;
+    /* op-sac recomputes the mms it does not keep, not the attention nor the others' FLOPs */
+    if (x->train && x->w->ckpt_op && k->checkpointing == OOM_CHECKPOINTING_FULL) {
+        op_sac_per_token(x, &mm);
+        again = 2.0 * mm * (double)m->layers / fwd;
+    }
     if (!x->train)
         mult = 1;
     else
-        mult = (x->lora_on ? 2 : 3) + ckpt_share(x) + /* the checkpointed layers' forward again */
-               (x->ref_fwd ? 1 : 0);
+        mult = oomi_estimate_passes(x->w) + again; /* the checkpointed layers' forward again */
     out->flops_per_token = fwd * mult;
     out->tokens_per_step = (uint64_t)k->batch * (uint64_t)k->seq_len * (uint64_t)k->grad_accum;
     out->flops_per_step = out->flops_per_token * (double)out->tokens_per_step;
@@ -903,8 +969,7 @@ static int setup(ctx *x, oom_workload *wb, const oom_workload *w)
         x->prec = x->prec == OOM_PRECISION_AMP_FP16 ? OOM_PRECISION_FP16 : OOM_PRECISION_BF16;
     x->fused = w->objective == OOMI_OBJECTIVE_DPO || w->objective == OOMI_OBJECTIVE_IPO ||
                w->objective == OOMI_OBJECTIVE_KTO || w->objective == OOMI_OBJECTIVE_GRPO;
-    x->ref_fwd = oomi_reference_of(w) != OOMI_REFERENCE_NONE && !w->precompute_ref &&
-                 w->objective != OOMI_OBJECTIVE_GRPO;
+    x->ref_fwd = reference_forward(w);
     if (x->lora_on && (err = oomi_lora_resolve(&x->lora, x->m, w->lora_targets, w->lora_rank)))
         return err;
     /* a multimodal checkpoint trained on text: its vision tower gets no gradient, so AdamW keeps

@@ -219,7 +219,7 @@ static int read_experts(oomi_model *m, const cfg_ctx *c)
 
 /* ---- counting -------------------------------------------------------------------------------- */
 
-static void add_linear(oomi_model *m, const char *name, long din, long dout, long count)
+static void add_linear(oomi_model *m, const char *name, long din, long dout, long count, bool bias)
 {
     size_t i;
     for (i = 0; i < m->nlinears; i++) {
@@ -230,7 +230,7 @@ static void add_linear(oomi_model *m, const char *name, long din, long dout, lon
         }
     }
     if (m->nlinears < OOMI_MAX_LINEARS)
-        m->linears[m->nlinears++] = (oomi_linear){name, din, dout, count};
+        m->linears[m->nlinears++] = (oomi_linear){name, din, dout, count, bias};
 }
 
 /* a matrix of a block: counted for params, Adafactor and tensors; `name` NULL when not a Linear */
@@ -240,7 +240,7 @@ static uint64_t mat(oomi_model *m, const char *name, long din, long dout, long p
     m->factored += (uint64_t)per_model * ((uint64_t)din + (uint64_t)dout + (bias ? dout : 0));
     m->tensors += (uint64_t)per_model * (bias ? 2 : 1);
     if (name) {
-        add_linear(m, name, din, dout, per_model);
+        add_linear(m, name, din, dout, per_model, bias);
         m->params_linear += (uint64_t)per_model * (uint64_t)din * (uint64_t)dout;
     }
     return n;

@@ -29,6 +29,7 @@ typedef struct oomi_linear {
     const char *name; /* HF module name: "q_proj" */
     long din, dout;
     long count; /* instances in the whole model */
+    bool bias;  /* with a bias: an addmm on a GPU, which op-sac saves without counting it */
 } oomi_linear;
 
 #define OOMI_MAX_LINEARS 20
@@ -98,6 +99,8 @@ typedef struct oomi_lora {
  * `if not self.is_paged or p.numel() < 1e5`, bitsandbytes/optim/optimizer.py) */
 #define OOMI_PAGED_MIN 100000
 int oomi_lora_resolve(oomi_lora *out, const oomi_model *m, const char *targets, long rank);
+/* whether `targets` (as oomi_lora_resolve reads them) adapt the linears named `name` */
+bool oomi_lora_adapts(const oomi_model *m, const char *targets, const char *name);
 
 /* the workload (workload.c), read by estimate.c */
 struct oom_workload {
@@ -106,9 +109,11 @@ struct oom_workload {
     oom_knobs k;
     /* checkpointing full: one layer in N checkpointed (ckpt_every 0, 1: every one), the N-th of
      * each N (ckpt_nth: torchtitan) else the first (transformers); the checkpointed layers' inputs
-     * kept in host memory (ckpt_offload: save_on_cpu) */
+     * kept in host memory (ckpt_offload: save_on_cpu); every layer under torchtitan's op-level
+     * selective policy (ckpt_op: "op-sac", estimate.c op_sac_per_token) */
     long ckpt_every;
-    bool ckpt_nth, ckpt_offload;
+    bool ckpt_nth, ckpt_offload, ckpt_op;
+    unsigned ckpt_search; /* plan: the variants of full it may try (OOMI_CKS_*, plan_ckpt.c) */
     long lora_rank;
     char *lora_targets; /* NULL: the family's default */
     double lora_dropout;

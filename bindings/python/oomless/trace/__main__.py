@@ -38,7 +38,8 @@ def _parser():
     p.add_argument("--seq", type=int, default=512, help="tokens per sample (default 512)")
     p.add_argument("--grad-accum", type=int, default=1, help="accumulation steps (default 1)")
     p.add_argument("--checkpointing", default="none",
-                   help="none|full|every:N|nth:N, +offload after the last three (default none)")
+                   help="none|full|every:N|nth:N, +offload after the last three; op-sac: "
+                   "torchtitan's op-level selective policy (default none)")
     p.add_argument("--attention", default="sdpa", help="eager|sdpa|flash (default sdpa)")
     p.add_argument("--loss", default="standard", help="standard|chunked (default standard)")
     p.add_argument("--lora-rank", type=int, default=16)

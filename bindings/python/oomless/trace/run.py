@@ -247,7 +247,8 @@ class Workload:
         if checkpoint_every(self.checkpointing) is None:
             raise TraceError("checkpointing '%s' cannot be traced (none, full, every:N or nth:N: "
                              "the model's own gradient checkpointing on every layer or one layer "
-                             "in N)" % self.checkpointing)
+                             "in N, +offload after the last three; op-sac: torchtitan's op-level "
+                             "selective policy on every layer)" % self.checkpointing)
         if self.attention not in ("eager", "sdpa", "flash"):
             raise TraceError("attention '%s' is not one of: eager, sdpa, flash" % self.attention)
         if self.loss not in ("standard", "chunked"):
@@ -423,12 +424,61 @@ def checkpoint_every(checkpointing):
         return None
     if base == "none":
         return None if offload else (0, False, False)
-    if base == "full":
+    if base == "full" or (base == "op-sac" and not offload):
         return 1, False, offload
     kind, _, n = base.partition(":")
     if kind in ("every", "nth") and n.isdigit() and int(n) >= 1:
         return int(n), kind == "nth", offload
     return None
+
+
+def op_sac_policy():
+    """torchtitan's op-level selective activation checkpointing policy for one transformer block
+    (SelectiveAC._wrap_block, torchtitan/distributed/activation_checkpoint.py, pytorch/torchtitan
+    b5bcd76, 2026-08-21): the outputs of the compute-intensive ops (functorch's default op list:
+    mm, bmm, addmm, the fused SDPA kernels, ...), of the math SDPA, max (float8 scaling), topk
+    and the reduce-scatter / all-to-all collectives are saved, except every second mm/linear of
+    the block (counted separately in the forward and the recomputation), which is recomputed with
+    everything else. torchtitan's force-recomputed router shapes (moe.router.gate) have no
+    transformers counterpart and are left out. A fresh policy per checkpointed call, as
+    torchtitan's context_fn makes one."""
+    from torch._functorch.partitioners import get_default_op_list
+    from torch.utils.checkpoint import CheckpointPolicy
+    aten = torch.ops.aten
+    save = {op.default for op in get_default_op_list().compute_intensive_ops}
+    save.update((aten._scaled_dot_product_cudnn_attention.default,
+                 aten._scaled_dot_product_attention_math.default,
+                 aten._scaled_dot_product_fused_attention_overrideable.default,
+                 aten.max.default, aten.linear.default, aten.topk.default,
+                 torch.ops._c10d_functional.reduce_scatter_tensor.default,
+                 torch.ops._c10d_functional.all_to_all_single.default))
+    mm_ops = (aten.mm.default, aten.linear.default)
+    count = {False: 0, True: 0}
+
+    def policy(ctx, func, *args, **kwargs):
+        if func in mm_ops:
+            count[ctx.is_recompute] += 1
+        if func in save and not (func in mm_ops and count[ctx.is_recompute] % 2 == 0):
+            return CheckpointPolicy.MUST_SAVE
+        return CheckpointPolicy.PREFER_RECOMPUTE
+    return policy
+
+
+class _Both:
+    """Two context managers entered as one (checkpoint's context_fn wants one per pass)."""
+
+    def __init__(self, *cms):
+        self.cms = cms
+        self.stack = None
+
+    def __enter__(self):
+        self.stack = contextlib.ExitStack()
+        for cm in self.cms:
+            self.stack.enter_context(cm)
+        return self
+
+    def __exit__(self, *exc):
+        return self.stack.__exit__(*exc)
 
 
 class HostOffload(torch.autograd.graph.saved_tensors_hooks):
@@ -451,8 +501,9 @@ class HostOffload(torch.autograd.graph.saved_tensors_hooks):
 def _for_training(model, w, emu):
     """The model in training mode, with the model's own gradient checkpointing under
     --checkpointing full (every layer), every:N (transformers' every_n_layers: layers 1, N+1,
-    ...) or nth:N (layers N, 2N, ..., as torchtitan's layer-level selective checkpointing wraps
-    them); its trained parameters and their optimizer."""
+    ...), nth:N (layers N, 2N, ..., as torchtitan's layer-level selective checkpointing wraps
+    them) or op-sac (every layer under torchtitan's op-level policy, op_sac_policy); its trained
+    parameters and their optimizer."""
     every, nth, offload = checkpoint_every(w.checkpointing)
     if offload:
         # transformers' activation_checkpointing_enable(offload=True) wraps each checkpoint in
@@ -464,6 +515,10 @@ def _for_training(model, w, emu):
         # the recomputation in the backward re-enters the forward's emulation, as checkpoint
         # re-enters the forward's autocast state on a GPU
         def contexts():
+            if w.checkpointing == "op-sac":
+                from torch.utils.checkpoint import create_selective_checkpoint_contexts
+                fwd, rec = create_selective_checkpoint_contexts(op_sac_policy())
+                return fwd, _Both(emu.recompute_context(), rec)
             return contextlib.nullcontext(), emu.recompute_context()
         kwargs = {"every_n_layers": every} if every > 1 and not nth else {}
         if offload:
