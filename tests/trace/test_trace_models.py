@@ -263,5 +263,37 @@ class DeepSeek(unittest.TestCase):
         self.near(tr, es, "allocated_peak", 0.02)
 
 
+# Phi-3's shapes cut to 2 layers (its vocabulary: Phi3Config pads with id 32000): PEFT has no default LoRA targets for phi3
+PHI3 = {"model_type": "phi3", "architectures": ["Phi3ForCausalLM"], "hidden_size": 256,
+        "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "vocab_size": 32064, "max_position_embeddings": 1024,
+        "tie_word_embeddings": False, "rms_norm_eps": 1e-5}
+
+
+@unittest.skipUnless(HAVE, "" if HAVE else REASON)
+class Phi3DefaultTargets(unittest.TestCase):
+    def test_default_targets_are_the_estimators(self):
+        from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING
+        # get_peft_model would refuse a LoraConfig without target_modules for phi3
+        self.assertNotIn("phi3", TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "config.json")
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(PHI3, f)
+            tr = trace_hf(Workload(path, method="lora", batch=2, seq=64))
+            args = [os.environ["OOMLESS_BIN"], "estimate", "--json", "--model", path,
+                    "--method", "lora", "--batch", "2", "--seq", "64"]
+            es = json.loads(subprocess.run(args, capture_output=True, text=True,
+                                           check=True).stdout)
+        self.assertEqual(es["workload"]["lora_targets"], "qkv_proj")
+        # rank 16 on each layer's qkv_proj: 256 in, 256 + 2 x 2 x 64 out
+        self.assertEqual(tr["params"]["trainable"], 2 * 16 * (256 + 512))
+        self.assertEqual(tr["params"]["trainable"], es["params"]["trainable"])
+        # a family PEFT has a default for is left to PEFT
+        from oomless.trace.run import build_hf, default_lora_targets
+        model, _ = build_hf(TINY, torch.float32, "sdpa")
+        self.assertIsNone(default_lora_targets(model))
+
+
 if __name__ == "__main__":
     unittest.main()

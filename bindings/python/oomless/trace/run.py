@@ -2,7 +2,9 @@
 import contextlib
 import importlib
 import json
+import os
 import platform
+import tempfile
 
 import torch
 
@@ -75,10 +77,32 @@ def build_hf(cfg_dict, dtype, attention, device="meta"):
     return model, cfg
 
 
+def default_lora_targets(model):
+    """The modules ``--lora-targets default`` adapts: None where PEFT has a default for the
+    model's type (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING, which get_peft_model then
+    applies); where it has none (Phi-3, Qwen-MoE, DeepSeek V2/V3: get_peft_model refuses a
+    LoraConfig without target_modules) the ones `oomless estimate` plans for the default, asked of
+    the library for the model's own config, so that the trace adapts what the estimate counts."""
+    from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING
+    if model.config.model_type in TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING:
+        return None
+    from .. import OomlessError, estimate
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(model.config.to_dict(), f)
+    try:
+        doc = estimate(model=f.name, method="lora", seq=1)
+    except OomlessError as exc:
+        raise TraceError("LoRA: PEFT has no default target modules for model_type '%s' and the "
+                         "estimator's cannot be found (%s)" % (model.config.model_type, exc)) from exc
+    finally:
+        os.unlink(f.name)
+    return doc["workload"]["lora_targets"].split(",")
+
+
 def apply_lora(model, rank, targets, dropout):
     import peft
     if targets in (None, "", "default"):
-        target_modules = None
+        target_modules = default_lora_targets(model)
     elif targets == "all-linear":
         target_modules = "all-linear"
     else:
