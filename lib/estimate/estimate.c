@@ -187,7 +187,7 @@ static double layer_per_token(const ctx *x)
         b += mla_per_token(x, a) - (a->h - (x->frozen ? a->frozen_h : 0)) * h -
              (a->q - (x->frozen ? a->frozen_q : 0)) * qd - a->kv * kvd;
     if (m->sparse_layers > 0) { /* averaged over the layers, as f is */
-        double share = (double)m->sparse_layers / (double)m->layers, k = (double)m->topk;
+        double share = (double)m->sparse_layers / (double)m->layers, k = (double)m->routed;
         b += share * ((a->moe_kh - (x->frozen ? a->moe_frozen_kh : 0)) * k * h + a->moe_k * k);
     }
     if (x->w->k.batch == 1)
@@ -583,7 +583,7 @@ static double fitted_prefill(const ctx *x, const oomi_infer_coef *c, double b, d
     double f = m->ffn_tok_max / tp, a = 0, per = 0, hc = 0, act, att, hd = 0;
 
     if (c->moe_kh > 0 && m->sparse_layers > 0) {
-        double sparse = c->h * h + c->moe_kh * (double)m->topk * h;
+        double sparse = c->h * h + c->moe_kh * (double)m->routed * h;
         f = m->sparse_layers < m->layers ? (double)m->ffn_dense / tp : 0;
         act = b * s * (c->h * h + c->f * f > sparse ? c->h * h + c->f * f : sparse) * x->e;
     } else {
@@ -608,8 +608,19 @@ static oom_phase inference(const ctx *x, mem *peak)
     double kvd = tp_kv_heads(x) * (double)m->head_dim, f = m->ffn_tok_max / tp;
     double heads = (double)m->heads / tp;
     double kv = 0, act, t = 0, sc = 0, lg = 0;
+    bool every_expert = m->sparse_layers > 0 && m->routed > m->topk;
     oomi_kv_layout lay;
     size_t i;
+
+    if (every_expert && !x->w->kv_transformers) {
+        /* a serving engine dispatches each token to its top-k experts (vLLM's FusedMoE), where
+         * transformers' Llama4TextMoe runs them all */
+        double sparse = (double)m->topk * (double)m->ffn + (double)m->shared_ffn;
+        f = (m->sparse_layers < m->layers && (double)m->ffn_dense > sparse ? (double)m->ffn_dense
+                                                                           : sparse) /
+            tp;
+        every_expert = false;
+    }
 
     if (m->block == OOMI_BLOCK_T5) {
         kv = (double)m->layers * 2 * kvd * b * (ds + s) * x->e; /* self + cross caches */
@@ -624,6 +635,17 @@ static oom_phase inference(const ctx *x, mem *peak)
         act = fitted_prefill(x, &x->c->infer[i], b, s);
     } else {
         act = b * s * (x->c->infer_h * (double)m->hidden + x->c->infer_f * f) * x->e;
+        if (every_expert) {
+            /* experts run on every token (transformers' Llama4TextMoe): the input repeated for
+             * each expert, its gate/up projection (2 x ffn), the gate's activation and its
+             * product with up (ffn each) are alive together before down_proj, per expert and
+             * token, beside the layer's hidden states (bench/trace/llama4-small.json) */
+            double every = b * s *
+                           (x->c->infer_h * (double)m->hidden +
+                            (double)m->routed * ((double)m->hidden + 4.0 * (double)m->ffn / tp)) *
+                           x->e;
+            act = every > act ? every : act;
+        }
         if (x->w->k.attention == OOM_ATTENTION_EAGER ||
             (x->w->k.attention == OOM_ATTENTION_SDPA && act_coef(x)->sdpa_score > 0))
             sc = b * heads * s * s * (x->e + 4); /* scores + fp32 softmax */

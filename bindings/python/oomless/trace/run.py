@@ -215,6 +215,9 @@ def chunked_causal_loss(model, ids, chunk_tokens):
     recomputed in the backward (what chunked / fused linear-cross-entropy losses keep)."""
     import torch.utils.checkpoint as ckpt
     base = model.get_decoder() if hasattr(model, "get_decoder") else model.model
+    if base is model or base is getattr(model, "get_base_model", lambda: None)():
+        # Llama4ForCausalLM's get_decoder answers the model itself (transformers 5.23)
+        base = model.get_base_model().model if hasattr(model, "get_base_model") else model.model
     hidden = base(input_ids=ids).last_hidden_state[:, :-1, :]
     labels = ids[:, 1:]
     head = model.get_output_embeddings()
