@@ -781,11 +781,34 @@ static void generation(const ctx *x, mem *out)
     *out = p;
 }
 
+/* RewardTrainer builds the checkpoint as AutoModelForSequenceClassification with num_labels=1
+ * (trl/trainer/reward_trainer.py): a causal LM's output head, untied or tied, gives way to a
+ * score Linear of hidden x 1 (transformers' GenericForSequenceClassification); the model as the
+ * trainer holds it, in `rm` */
+static const oomi_model *reward_model(oomi_model *rm, const oom_workload *w)
+{
+    const oomi_model *m = w->model;
+    uint64_t score = (uint64_t)m->hidden;
+    if (w->objective != OOMI_OBJECTIVE_REWARD || m->head != OOMI_HEAD_CAUSAL_LM)
+        return m;
+    *rm = *m;
+    rm->head = OOMI_HEAD_SEQ_CLS, rm->labels = 1;
+    rm->params = m->params - m->params_lm_head + score;
+    rm->params_active = m->params_active - m->params_lm_head + score;
+    rm->params_lm_head = score;
+    /* Adafactor's rows + columns and the tensors: the head's, then the score's */
+    rm->factored = m->factored - (m->params_lm_head ? (uint64_t)(m->vocab + m->hidden) : 0) +
+                   (uint64_t)m->hidden + 1;
+    rm->tensors = m->tensors - (m->params_lm_head ? 1 : 0) + 1;
+    return rm;
+}
+
 int oom_estimate_run(oom_estimate *out, const oom_workload *w)
 {
     ctx x;
     mem p;
     oom_workload wb;
+    oomi_model rm;
     double alloc, res;
     int err;
 
@@ -802,7 +825,7 @@ int oom_estimate_run(oom_estimate *out, const oom_workload *w)
     wb = *w;
     wb.k.batch = w->k.batch * oomi_objective_sequences(w->objective);
     x.w = &wb;
-    x.m = w->model;
+    x.m = reward_model(&rm, w);
     x.prec = oomi_resolved_precision(w);
     x.train = w->k.method != OOM_METHOD_INFERENCE;
     x.lora_on = w->k.method == OOM_METHOD_LORA || w->k.method == OOM_METHOD_QLORA;

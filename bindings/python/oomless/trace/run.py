@@ -254,7 +254,8 @@ class Workload:
         self.steps, self.chunk_tokens = steps, chunk_tokens
         self.objective, self.reference = objective, reference
         if self.reference == "auto":  # as `oomless estimate` resolves it (TRL's default)
-            self.reference = "adapter" if method in ("lora", "qlora") else "copy"
+            self.reference = ("none" if objective == "reward" else
+                              "adapter" if method in ("lora", "qlora") else "copy")
         if self.precision == "auto":
             self.precision = {"full": "amp-bf16", "lora": "bf16", "inference": "bf16",
                               "qlora": "4bit"}.get(method, "amp-bf16")
@@ -276,12 +277,15 @@ class Workload:
             raise TraceError("attention '%s' is not one of: eager, sdpa, flash" % self.attention)
         if self.loss not in ("standard", "chunked"):
             raise TraceError("loss '%s' is not one of: standard, chunked" % self.loss)
-        if self.objective not in ("sft", "dpo", "kto"):
-            raise TraceError("objective '%s' cannot be traced (sft, dpo, kto)" % self.objective)
+        if self.objective not in ("sft", "dpo", "ipo", "kto", "reward"):
+            raise TraceError("objective '%s' cannot be traced (sft, dpo, ipo, kto, reward)"
+                             % self.objective)
+        if self.objective == "reward" and self.reference != "none":
+            raise TraceError("objective 'reward' has no reference model")
         if self.objective != "sft":
             if self.method not in ("full", "lora"):
                 raise TraceError("objective '%s' is traced for method full or lora" % self.objective)
-            if self.reference not in ("copy", "adapter"):
+            if self.objective != "reward" and self.reference not in ("copy", "adapter"):
                 raise TraceError("reference '%s' cannot be traced (copy, adapter)" % self.reference)
             if self.reference == "adapter" and self.method != "lora":
                 raise TraceError("reference 'adapter' needs method lora")
@@ -413,11 +417,11 @@ def _preference_models(w, cfg_dict, wdtype, tracker):
 
 def _preference_loss(w, vocab, model, ref_call):
     """One micro-batch's loss as DPOTrainer._compute_loss / KTOTrainer._compute_loss make it:
-    DPO: chosen and rejected concatenated (2 x batch sequences) through the policy, then the same
-    through the reference under no_grad; KTO: the KL batch (the completions shifted by one)
-    through the policy under no_grad, the batch through the policy, then both through the
-    reference under no_grad."""
-    n = 2 * w.batch if w.objective == "dpo" else w.batch
+    DPO and IPO (DPOTrainer with loss_type "ipo"): chosen and rejected concatenated (2 x batch
+    sequences) through the policy, then the same through the reference under no_grad; KTO: the
+    KL batch (the completions shifted by one) through the policy under no_grad, the batch
+    through the policy, then both through the reference under no_grad."""
+    n = 2 * w.batch if w.objective in ("dpo", "ipo") else w.batch
     ids = _sample(vocab, n, w.seq)
     kl = _sample(vocab, w.batch, w.seq) if w.objective == "kto" else None
     if kl is not None:
@@ -433,6 +437,9 @@ def _preference_loss(w, vocab, model, ref_call):
     if w.objective == "dpo":
         chosen, rejected = ratio.chunk(2, dim=0)
         return -F.logsigmoid(0.1 * (chosen - rejected)).mean()
+    if w.objective == "ipo":  # the log-ratio difference held to 1 / (2 beta) (Azar et al. 2023)
+        chosen, rejected = ratio.chunk(2, dim=0)
+        return ((chosen - rejected - 1 / (2 * 0.1)) ** 2).mean()
     return (1 - torch.sigmoid(0.1 * ratio)).mean()
 
 
@@ -527,6 +534,46 @@ def _trace_preference(w, cfg_dict):
     return _finish(tracker, None, model, w, steady_from=step_start[-1] if w.steps > 1 else 0)
 
 
+def _trace_reward(w, cfg_dict):
+    """A reward model's step as TRL's RewardTrainer runs it (trl/trainer/reward_trainer.py): the
+    checkpoint as AutoModelForSequenceClassification with num_labels=1 (its pad token set, which
+    the score's last-token pooling needs), chosen and rejected concatenated through it (2 x batch
+    sequences), the loss -logsigmoid(chosen - rejected) over the two halves of the scores."""
+    import transformers
+    wdtype, amp = PRECISIONS[w.precision]
+    d = {k: v for k, v in cfg_dict.items()
+         if k not in ("torch_dtype", "dtype", "quantization_config", "architectures")}
+    d["num_labels"] = 1
+    if d.get("pad_token_id") is None:
+        d["pad_token_id"] = 0
+    cfg = transformers.AutoConfig.for_model(**d)
+    impl = {"eager": "eager", "sdpa": "sdpa", "flash": "sdpa"}[w.attention]
+    with torch.device("meta"):
+        model = transformers.AutoModelForSequenceClassification.from_config(
+            cfg, dtype=DTYPES[wdtype], attn_implementation=impl)
+    vocab = getattr(cfg, "vocab_size", None) or cfg.get_text_config().vocab_size
+    if w.method == "lora":
+        model = apply_lora(model, w.lora_rank, w.lora_targets, w.lora_dropout)
+    tracker = Tracker()
+    emu = CudaEmulation(DTYPES[amp] if amp else None, fused_sdpa=w.attention != "eager",
+                        tracker=tracker)
+    tracker.register(list(model.parameters()) + list(model.buffers()), "weights")
+    trainable, opt = _for_training(model, w, emu)
+    with _unpacked_batches(), tracker, emu:
+        def forward():
+            ids = _sample(vocab, 2 * w.batch, w.seq)
+            emu.autocast = amp is not None
+            scores = model(input_ids=ids, use_cache=False).logits.squeeze(-1)
+            chosen, rejected = torch.chunk(scores, chunks=2)
+            loss = -F.logsigmoid(chosen - rejected).mean()
+            emu.autocast = False
+            emu.end_region()
+            return loss / w.grad_accum
+
+        step_start = _train(tracker, forward, trainable, opt, w.steps, w.grad_accum)
+    return _finish(tracker, None, model, w, steady_from=step_start[-1] if w.steps > 1 else 0)
+
+
 def trace_hf(w, cfg_dict=None):
     """Traces workload `w`; returns the result dict (memory breakdown in bytes, phase, ...)."""
     try:
@@ -549,6 +596,8 @@ def _trace_hf(w, cfg_dict=None):
                          "only on a GPU, not on the meta device; `oomless estimate` plans it, or "
                          "trace the unquantized model (its config without quantization_config)"
                          % (w.model, quant.get("quant_method")))
+    if w.objective == "reward":
+        return _trace_reward(w, cfg_dict)
     if w.objective != "sft":
         return _trace_preference(w, cfg_dict)
     wdtype, amp = PRECISIONS[w.precision]
