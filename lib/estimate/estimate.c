@@ -385,8 +385,20 @@ static void logits(const ctx *x, double *fwd, double *bwd)
         fused_head(x, fwd, bwd);
         return;
     }
-    if (x->w->k.loss != OOM_LOSS_CHUNKED &&
-        (x->m->head == OOMI_HEAD_MASKED_LM || x->m->head == OOMI_HEAD_SEQ2SEQ_LM)) {
+    if (x->w->objective == OOMI_OBJECTIVE_SIMPO || x->w->objective == OOMI_OBJECTIVE_ORPO) {
+        /* TRL's CPOTrainer (SimPO) and ORPOTrainer: the model's logits as they come (the compute
+         * dtype, 16-bit under autocast), their log-probs by selective_log_softmax's kernel
+         * (trl/kernels/logprob_entropy.py: fp32 values per row only, then the logits' gradient
+         * beside them in the backward); ORPO's NLL of the chosen half adds a contiguous copy of
+         * its logits and cross_entropy's log-softmax of it (in fp32 under autocast: 8 bytes per
+         * chosen element then, traced). oomless trace --objective simpo|orpo: the logits at the
+         * forward's end and twice them in the backward, ORPO's chosen half beside them */
+        double le = amp(x) ? 2 : x->e;
+        double nll = x->w->objective == OOMI_OBJECTIVE_ORPO ? (le + (amp(x) ? 6 : le)) * n / 2 : 0;
+        *fwd = le * n + nll;
+        *bwd = 2 * le * n + nll;
+    } else if (x->w->k.loss != OOM_LOSS_CHUNKED &&
+               (x->m->head == OOMI_HEAD_MASKED_LM || x->m->head == OOMI_HEAD_SEQ2SEQ_LM)) {
         /* cross_entropy on the logits as they are: in the compute dtype, fp32 under autocast */
         double le = amp(x) ? 4 : x->e;
         *fwd = x->c->ce_fwd * le * n;

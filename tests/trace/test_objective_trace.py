@@ -1,4 +1,4 @@
-"""DPO, IPO, KTO and reward-model steps traced as TRL's trainers run them, and the C estimator
+"""DPO, IPO, SimPO, ORPO, KTO and reward-model steps traced as TRL's trainers run them, and the C estimator
 held to the trace per component (SmolLM2-135M, small batches: a few seconds each)."""
 import os
 import sys
@@ -66,6 +66,19 @@ class ObjectiveTrace(unittest.TestCase):
 
     def test_ipo_full(self):
         self.compare(method="full", precision="bf16", objective="ipo", batch=2, seq=128)
+
+    def test_simpo_lora(self):
+        self.compare(method="lora", objective="simpo", batch=2, seq=128)
+
+    def test_simpo_full(self):
+        self.compare(method="full", precision="bf16", objective="simpo", batch=4, seq=256)
+
+    def test_orpo_lora(self):
+        self.compare(method="lora", objective="orpo", batch=2, seq=128)
+
+    def test_orpo_full_autocast(self):
+        # under autocast ORPO's cross-entropy of the chosen half works in fp32
+        self.compare(method="full", precision="amp-bf16", objective="orpo", batch=4, seq=256)
 
     def reward(self, **kw):
         t = self.trace(objective="reward", **kw)

@@ -254,7 +254,7 @@ class Workload:
         self.steps, self.chunk_tokens = steps, chunk_tokens
         self.objective, self.reference = objective, reference
         if self.reference == "auto":  # as `oomless estimate` resolves it (TRL's default)
-            self.reference = ("none" if objective == "reward" else
+            self.reference = ("none" if objective in ("reward", "simpo", "orpo") else
                               "adapter" if method in ("lora", "qlora") else "copy")
         if self.precision == "auto":
             self.precision = {"full": "amp-bf16", "lora": "bf16", "inference": "bf16",
@@ -277,15 +277,16 @@ class Workload:
             raise TraceError("attention '%s' is not one of: eager, sdpa, flash" % self.attention)
         if self.loss not in ("standard", "chunked"):
             raise TraceError("loss '%s' is not one of: standard, chunked" % self.loss)
-        if self.objective not in ("sft", "dpo", "ipo", "kto", "reward"):
-            raise TraceError("objective '%s' cannot be traced (sft, dpo, ipo, kto, reward)"
-                             % self.objective)
-        if self.objective == "reward" and self.reference != "none":
-            raise TraceError("objective 'reward' has no reference model")
+        if self.objective not in ("sft", "dpo", "ipo", "kto", "reward", "simpo", "orpo"):
+            raise TraceError("objective '%s' cannot be traced (sft, dpo, ipo, kto, reward, "
+                             "simpo, orpo)" % self.objective)
+        if self.objective in ("reward", "simpo", "orpo") and self.reference != "none":
+            raise TraceError("objective '%s' has no reference model" % self.objective)
         if self.objective != "sft":
             if self.method not in ("full", "lora"):
                 raise TraceError("objective '%s' is traced for method full or lora" % self.objective)
-            if self.objective != "reward" and self.reference not in ("copy", "adapter"):
+            if (self.objective not in ("reward", "simpo", "orpo") and
+                    self.reference not in ("copy", "adapter")):
                 raise TraceError("reference '%s' cannot be traced (copy, adapter)" % self.reference)
             if self.reference == "adapter" and self.method != "lora":
                 raise TraceError("reference 'adapter' needs method lora")
@@ -534,6 +535,84 @@ def _trace_preference(w, cfg_dict):
     return _finish(tracker, None, model, w, steady_from=step_start[-1] if w.steps > 1 else 0)
 
 
+class _LogProbOnCuda(torch.autograd.Function):
+    """TRL's selective_log_softmax as it runs on a GPU (trl/kernels/logprob_entropy.py,
+    _LogProbEntropyFunction, whose Triton kernels fill its tensors in place): the forward
+    allocates four fp32 values per row (log-probs, entropy, log-normaliser, expected logit) and
+    keeps the logits for the backward, whose one allocation is the logits' gradient, contiguous
+    and like the logits. (Off CUDA TRL falls back to a log-softmax of every row, which a GPU
+    never holds.) The values are not computed: the meta device has none."""
+
+    @staticmethod
+    def forward(ctx, logits, index):
+        logprobs = torch.empty(logits.shape[:-1], device=logits.device, dtype=torch.float32)
+        log_z, expected = torch.empty_like(logprobs), torch.empty_like(logprobs)
+        entropy = torch.empty_like(logprobs)  # returned beside the log-probs, dropped by TRL
+        del entropy
+        ctx.save_for_backward(logits, index, log_z, expected)
+        return logprobs
+
+    @staticmethod
+    def backward(ctx, grad):
+        logits = ctx.saved_tensors[0]
+        return torch.empty_like(logits, memory_format=torch.contiguous_format), None
+
+
+def _cpo_loss(w, vocab, model):
+    """One micro-batch's loss as TRL's CPOTrainer (loss_type "simpo", cpo_alpha 0) and
+    ORPOTrainer run it (trl/experimental/cpo, trl/experimental/orpo: concatenated_forward,
+    get_batch_logps): chosen and rejected concatenated (2 x batch sequences) through the model,
+    its logits in the model's dtype; ORPO's negative log-likelihood of the chosen half
+    (nn.CrossEntropyLoss over a contiguous copy of its shifted logits); the average log-probs of
+    every sequence by selective_log_softmax; SimPO's or ORPO's loss of the two halves."""
+    ids = _sample(vocab, 2 * w.batch, w.seq)
+    logits = model(input_ids=ids, use_cache=False).logits
+    nll = 0
+    if w.objective == "orpo":
+        chosen_logits = logits[:w.batch, :-1, :].contiguous()
+        nll = F.cross_entropy(chosen_logits.view(-1, chosen_logits.shape[-1]),
+                              ids[:w.batch, 1:].contiguous().view(-1))
+        del chosen_logits
+    labels = ids[:, 1:].clone()
+    mask = labels != -100
+    logps = (_LogProbOnCuda.apply(logits[:, :-1, :], labels) * mask).sum(-1) / mask.sum(-1)
+    chosen, rejected = logps.chunk(2, dim=0)
+    if w.objective == "simpo":  # CPOConfig: beta 0.1 (SimPO's paper uses 2.0), simpo_gamma 0.5
+        return -F.logsigmoid(0.1 * (chosen - rejected) - 0.5).mean()
+    log_odds = (chosen - rejected) - (torch.log1p(-torch.exp(chosen)) -
+                                      torch.log1p(-torch.exp(rejected)))
+    return nll - 0.1 * F.logsigmoid(log_odds).mean()
+
+
+def _trace_cpo(w, cfg_dict):
+    """SimPO and ORPO: the policy alone (no reference), its logits tagged as SFT's are"""
+    wdtype, amp = PRECISIONS[w.precision]
+    model, cfg = build_hf(cfg_dict, DTYPES[wdtype], w.attention)
+    vocab = getattr(cfg, "vocab_size", None) or cfg.get_text_config().vocab_size
+    if w.method == "lora":
+        model = apply_lora(model, w.lora_rank, w.lora_targets, w.lora_dropout)
+    tracker = Tracker()
+    emu = CudaEmulation(DTYPES[amp] if amp else None, fused_sdpa=w.attention != "eager",
+                        tracker=tracker)
+    tracker.register(list(model.parameters()) + list(model.buffers()), "weights")
+    trainable, opt = _for_training(model, w, emu)
+    region = LossRegion(tracker, output_head(model))
+    try:
+        with _unpacked_batches(), tracker, emu:
+            def forward():
+                emu.autocast = amp is not None
+                loss = _cpo_loss(w, vocab, model)
+                emu.autocast = False
+                emu.end_region()
+                return loss / w.grad_accum
+
+            step_start = _train(tracker, forward, trainable, opt, w.steps, w.grad_accum,
+                                loss_tag="logits")
+    finally:
+        region.close()
+    return _finish(tracker, None, model, w, steady_from=step_start[-1] if w.steps > 1 else 0)
+
+
 def _trace_reward(w, cfg_dict):
     """A reward model's step as TRL's RewardTrainer runs it (trl/trainer/reward_trainer.py): the
     checkpoint as AutoModelForSequenceClassification with num_labels=1 (its pad token set, which
@@ -598,6 +677,8 @@ def _trace_hf(w, cfg_dict=None):
                          % (w.model, quant.get("quant_method")))
     if w.objective == "reward":
         return _trace_reward(w, cfg_dict)
+    if w.objective in ("simpo", "orpo"):
+        return _trace_cpo(w, cfg_dict)
     if w.objective != "sft":
         return _trace_preference(w, cfg_dict)
     wdtype, amp = PRECISIONS[w.precision]
