@@ -280,7 +280,7 @@ static double layer_per_token(const ctx *x)
         b += mla_per_token(x, a) - (a->h - (x->frozen ? a->frozen_h : 0)) * h -
              (a->q - (x->frozen ? a->frozen_q : 0)) * qd - a->kv * kvd;
     if (m->sparse_layers > 0) { /* averaged over the layers, as f is */
-        double share = (double)m->sparse_layers / (double)m->layers, k = (double)m->topk;
+        double share = (double)m->sparse_layers / (double)m->layers, k = (double)m->routed;
         b += share * ((a->moe_kh - (x->frozen ? a->moe_frozen_kh : 0)) * k * h + a->moe_k * k);
     }
     if (x->w->k.batch == 1)
@@ -530,8 +530,20 @@ static void logits(const ctx *x, double *fwd, double *bwd)
         fused_head(x, fwd, bwd);
         return;
     }
-    if (x->w->k.loss != OOM_LOSS_CHUNKED &&
-        (x->m->head == OOMI_HEAD_MASKED_LM || x->m->head == OOMI_HEAD_SEQ2SEQ_LM)) {
+    if (x->w->objective == OOMI_OBJECTIVE_SIMPO || x->w->objective == OOMI_OBJECTIVE_ORPO) {
+        /* TRL's CPOTrainer (SimPO) and ORPOTrainer: the model's logits as they come (the compute
+         * dtype, 16-bit under autocast), their log-probs by selective_log_softmax's kernel
+         * (trl/kernels/logprob_entropy.py: fp32 values per row only, then the logits' gradient
+         * beside them in the backward); ORPO's NLL of the chosen half adds a contiguous copy of
+         * its logits and cross_entropy's log-softmax of it (in fp32 under autocast: 8 bytes per
+         * chosen element then, traced). oomless trace --objective simpo|orpo: the logits at the
+         * forward's end and twice them in the backward, ORPO's chosen half beside them */
+        double le = amp(x) ? 2 : x->e;
+        double nll = x->w->objective == OOMI_OBJECTIVE_ORPO ? (le + (amp(x) ? 6 : le)) * n / 2 : 0;
+        *fwd = le * n + nll;
+        *bwd = 2 * le * n + nll;
+    } else if (x->w->k.loss != OOM_LOSS_CHUNKED &&
+               (x->m->head == OOMI_HEAD_MASKED_LM || x->m->head == OOMI_HEAD_SEQ2SEQ_LM)) {
         /* cross_entropy on the logits as they are: in the compute dtype, fp32 under autocast */
         double le = amp(x) ? 4 : x->e;
         *fwd = x->c->ce_fwd * le * n;
@@ -736,7 +748,7 @@ static double fitted_prefill(const ctx *x, const oomi_infer_coef *c, double b, d
     double f = m->ffn_tok_max / tp, a = 0, per = 0, hc = 0, act, att, hd = 0;
 
     if (c->moe_kh > 0 && m->sparse_layers > 0) {
-        double sparse = c->h * h + c->moe_kh * (double)m->topk * h;
+        double sparse = c->h * h + c->moe_kh * (double)m->routed * h;
         f = m->sparse_layers < m->layers ? (double)m->ffn_dense / tp : 0;
         act = b * s * (c->h * h + c->f * f > sparse ? c->h * h + c->f * f : sparse) * x->e;
     } else {
@@ -761,8 +773,19 @@ static oom_phase inference(const ctx *x, mem *peak)
     double kvd = tp_kv_heads(x) * (double)m->head_dim, f = m->ffn_tok_max / tp;
     double heads = (double)m->heads / tp;
     double kv = 0, act, t = 0, sc = 0, lg = 0;
+    bool every_expert = m->sparse_layers > 0 && m->routed > m->topk;
     oomi_kv_layout lay;
     size_t i;
+
+    if (every_expert && !x->w->kv_transformers) {
+        /* a serving engine dispatches each token to its top-k experts (vLLM's FusedMoE), where
+         * transformers' Llama4TextMoe runs them all */
+        double sparse = (double)m->topk * (double)m->ffn + (double)m->shared_ffn;
+        f = (m->sparse_layers < m->layers && (double)m->ffn_dense > sparse ? (double)m->ffn_dense
+                                                                           : sparse) /
+            tp;
+        every_expert = false;
+    }
 
     if (m->block == OOMI_BLOCK_T5) {
         kv = (double)m->layers * 2 * kvd * b * (ds + s) * x->e; /* self + cross caches */
@@ -777,6 +800,17 @@ static oom_phase inference(const ctx *x, mem *peak)
         act = fitted_prefill(x, &x->c->infer[i], b, s);
     } else {
         act = b * s * (x->c->infer_h * (double)m->hidden + x->c->infer_f * f) * x->e;
+        if (every_expert) {
+            /* experts run on every token (transformers' Llama4TextMoe): the input repeated for
+             * each expert, its gate/up projection (2 x ffn), the gate's activation and its
+             * product with up (ffn each) are alive together before down_proj, per expert and
+             * token, beside the layer's hidden states (bench/trace/llama4-small.json) */
+            double every = b * s *
+                           (x->c->infer_h * (double)m->hidden +
+                            (double)m->routed * ((double)m->hidden + 4.0 * (double)m->ffn / tp)) *
+                           x->e;
+            act = every > act ? every : act;
+        }
         if (x->w->k.attention == OOM_ATTENTION_EAGER ||
             (x->w->k.attention == OOM_ATTENTION_SDPA && act_coef(x)->sdpa_score > 0))
             sc = b * heads * s * s * (x->e + 4); /* scores + fp32 softmax */
@@ -937,9 +971,31 @@ static void generation(const ctx *x, mem *out)
     *out = p;
 }
 
+/* RewardTrainer builds the checkpoint as AutoModelForSequenceClassification with num_labels=1
+ * (trl/trainer/reward_trainer.py): a causal LM's output head, untied or tied, gives way to a
+ * score Linear of hidden x 1 (transformers' GenericForSequenceClassification); the model as the
+ * trainer holds it, in `rm` */
+static const oomi_model *reward_model(oomi_model *rm, const oom_workload *w)
+{
+    const oomi_model *m = w->model;
+    uint64_t score = (uint64_t)m->hidden;
+    if (w->objective != OOMI_OBJECTIVE_REWARD || m->head != OOMI_HEAD_CAUSAL_LM)
+        return m;
+    *rm = *m;
+    rm->head = OOMI_HEAD_SEQ_CLS, rm->labels = 1;
+    rm->params = m->params - m->params_lm_head + score;
+    rm->params_active = m->params_active - m->params_lm_head + score;
+    rm->params_lm_head = score;
+    /* Adafactor's rows + columns and the tensors: the head's, then the score's */
+    rm->factored = m->factored - (m->params_lm_head ? (uint64_t)(m->vocab + m->hidden) : 0) +
+                   (uint64_t)m->hidden + 1;
+    rm->tensors = m->tensors - (m->params_lm_head ? 1 : 0) + 1;
+    return rm;
+}
+
 /* the model's view of a workload (oom_estimate_run, oomi_qlora_of); wb holds the workload with
  * the sequences of one forward as its batch */
-static int setup(ctx *x, oom_workload *wb, const oom_workload *w)
+static int setup(ctx *x, oom_workload *wb, oomi_model *rm, const oom_workload *w)
 {
     int err;
     memset(x, 0, sizeof(*x));
@@ -951,7 +1007,7 @@ static int setup(ctx *x, oom_workload *wb, const oom_workload *w)
     *wb = *w;
     wb->k.batch = w->k.batch * oomi_objective_sequences(w->objective);
     x->w = wb;
-    x->m = w->model;
+    x->m = reward_model(rm, w);
     x->prec = oomi_resolved_precision(w);
     x->train = w->k.method != OOM_METHOD_INFERENCE;
     x->lora_on = w->k.method == OOM_METHOD_LORA || w->k.method == OOM_METHOD_QLORA;
@@ -986,6 +1042,7 @@ int oom_estimate_run(oom_estimate *out, const oom_workload *w)
     ctx x;
     mem p;
     oom_workload wb;
+    oomi_model rm;
     double alloc, res;
     int err;
 
@@ -994,7 +1051,7 @@ int oom_estimate_run(oom_estimate *out, const oom_workload *w)
     if ((err = oomi_check_version(out->version, OOM_ESTIMATE_VERSION, "oom_estimate")))
         return err;
     *out = (oom_estimate){.version = out->version};
-    if ((err = setup(&x, &wb, w)))
+    if ((err = setup(&x, &wb, &rm, w)))
         return err;
     out->peak_phase = x.train ? training(&x, &p) : inference(&x, &p);
     /* with a colocated vLLM engine the trainer does not generate: the engine's memory is the
@@ -1028,12 +1085,13 @@ int oomi_qlora_of(oomi_qlora *out, const oom_workload *w)
 {
     ctx x;
     oom_workload wb;
+    oomi_model rm;
     const oomi_model *m;
     double grad, state, master, linear;
     int err;
 
     memset(out, 0, sizeof(*out));
-    if ((err = setup(&x, &wb, w)))
+    if ((err = setup(&x, &wb, &rm, w)))
         return err;
     m = x.m;
     linear = (double)m->params_linear;

@@ -44,6 +44,10 @@ typedef struct oomi_model {
     /* mixtures of experts: ffn is one expert's width; layers with the experts (the others are
      * dense, of width ffn_dense); a shared expert's width beside the routed ones (0: none) */
     long sparse_layers, ffn_dense, shared_ffn;
+    /* experts a token goes through as the model's code runs them: topk, or every expert where
+     * the code weights all of them by the router's scores instead of dispatching (transformers'
+     * Llama4TextMoe) */
+    long routed;
     /* MLP width a token goes through, averaged over the layers and at the widest layer (dense:
      * ffn; experts: top-k x ffn + the shared expert) */
     double ffn_tok_mean, ffn_tok_max;
@@ -51,7 +55,8 @@ typedef struct oomi_model {
      * (0: one q_proj), the key/value latent, a head's key width without and with RoPE, a head's
      * value width. head_dim is then qk_nope + qk_rope and kv_heads = heads (the expanded keys) */
     long q_lora, kv_lora, qk_nope, qk_rope, v_head;
-    /* sliding-window attention: the window in tokens (0: none) and the layers that use it */
+    /* sliding-window attention: the window in tokens (0: none) and the layers that use it; Llama
+     * 4's chunked attention layers as such, of a window of attention_chunk_size */
     long window, window_layers;
     bool gated;         /* SwiGLU / gated-GELU: three MLP matrices */
     bool qk_norm;       /* per-head RMSNorm of queries and keys (Qwen3) */

@@ -47,11 +47,12 @@ def _parser():
     p.add_argument("--lora-dropout", type=float, default=0.05)
     p.add_argument("--steps", type=int, default=2, help="training steps traced (default 2)")
     p.add_argument("--objective", default="sft",
-                   help="sft|dpo|kto: a preference step as TRL's DPOTrainer / KTOTrainer runs it "
-                        "(default sft)")
+                   help="sft|dpo|ipo|simpo|orpo|kto|reward: a preference step as TRL's "
+                        "DPOTrainer / CPOTrainer / ORPOTrainer / KTOTrainer / RewardTrainer "
+                        "runs it (default sft)")
     p.add_argument("--reference", default="auto",
-                   help="copy|adapter: dpo/kto reference model (default auto: adapter under "
-                        "lora, else copy)")
+                   help="copy|adapter: dpo/ipo/kto reference model (default auto: adapter under "
+                        "lora, else copy; none for simpo, orpo, reward)")
     p.add_argument("--module", help="pkg.mod:build_fn returning any torch.nn.Module")
     p.add_argument("--step", help="pkg.mod:step_fn(model, input_shape) -> loss (with --module)")
     p.add_argument("--input-shape", help="with --module: the input's shape, e.g. 8,3,224,224")
