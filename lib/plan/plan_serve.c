@@ -252,6 +252,12 @@ static void format_torchtitan(oomi_sb *sb, const oom_plan_result *r)
                        "[activation_checkpoint]\nmode = \"selective\"\n"
                        "selective_ac_option = \"%s\"\n",
                        strcmp(ck, "op-sac") ? ck + 4 : "op");
+    } else if (k->checkpointing == OOM_CHECKPOINTING_SELECTIVE) {
+        /* torchtitan's "selective" is op- or layer-level SAC (selective_ac_option), not the
+         * attention-core recomputation planned: whole layers are its nearest, with less memory */
+        oomi_sb_puts(sb, "# selective (attention-core) checkpointing was planned; torchtitan has "
+                         "no such mode: full checkpoints whole layers (less memory)\n"
+                         "[activation_checkpoint]\nmode = \"full\"\n");
     } else
         oomi_sb_printf(sb, "[activation_checkpoint]\nmode = \"%s\"\n",
                        oom_checkpointing_name(k->checkpointing));

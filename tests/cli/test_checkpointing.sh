@@ -101,6 +101,10 @@ expect_contains "$("$OOMLESS_BIN" plan $M --checkpointing nth:3 --gpu h100 --for
     "$(printf 'mode = "selective"\nselective_ac_option = "3"')" "torchtitan: nth:3"
 expect_contains "$("$OOMLESS_BIN" plan $M --checkpointing op-sac --gpu h100 --format torchtitan)" \
     "$(printf 'mode = "selective"\nselective_ac_option = "op"')" "torchtitan: op-sac"
+# Megatron's selective (attention core) has no torchtitan mode: its "selective" is SAC
+OUT=$("$OOMLESS_BIN" plan $M --checkpointing selective --gpu h100 --format torchtitan)
+expect_contains "$OUT" "$(printf '[activation_checkpoint]\nmode = "full"')" "torchtitan: selective as full"
+expect_not_contains "$OUT" 'mode = "selective"' "torchtitan: selective not written as its SAC"
 expect_contains "$("$OOMLESS_BIN" plan $M --checkpointing op-sac --gpu h100 --format env)" \
     "export OOMLESS_CHECKPOINTING=op-sac" "env: op-sac"
 # a stack that cannot run the variant is refused, naming those that can
