@@ -27,6 +27,7 @@ typedef struct ctx {
     bool fused;       /* TRL's fused LM head: log-probs in tiles, no logits tensor */
     double wref;      /* a reference copy's weights (per GPU) */
     bool ref_fwd;     /* a no-grad reference forward in every step */
+    oomi_zero3 z3;    /* what ZeRO-3 keeps beside the shards (estimate_zero3.c) */
 } ctx;
 
 static int regime(const ctx *x)
@@ -112,17 +113,6 @@ static double optimizer_states(const ctx *x, double state, double master)
         return 0;
     }
     return 0;
-}
-
-/* the largest unit ZeRO-3 gathers: a block, the embeddings or the output head */
-static double zero3_unit(const ctx *x)
-{
-    double u = (double)x->m->params_layer_max;
-    if ((double)x->m->params_embed > u)
-        u = (double)x->m->params_embed;
-    if ((double)x->m->params_lm_head > u)
-        u = (double)x->m->params_lm_head;
-    return u;
 }
 
 /* the largest Linear weight: a dequantised or cast copy of one exists at a time */
@@ -412,8 +402,8 @@ static double sum(const mem *p)
 static oom_phase training(const ctx *x, mem *peak)
 {
     const oom_knobs *k = &x->w->k;
-    double grad, state, master, n = x->n, W, G, O, A, A1, Ar, Lf, Lb, Tcast = 0, Tz3 = 0, Topt,
-                                live_g, Gb = 0, Tb, Tr, Tsc, Tnh, head = 0, Lh = 0;
+    double grad, state, master, n = x->n, W, G, O, A, A1, Ar, Lf, Lb, Tcast = 0, Tz3 = 0, Tz3e = 0,
+                                Topt, live_g, Gb = 0, Tb, Tr, Tsc, Tnh, head = 0, Lh = 0;
     mem ph[3];
     int i, best = 0;
 
@@ -444,9 +434,12 @@ static oom_phase training(const ctx *x, mem *peak)
         G /= n;
     if (k->sharding == OOM_SHARDING_ZERO3) {
         /* each rank keeps the 16-bit copies of its own shard (DeepSpeed's bf16/fp16 parameters,
-         * FSDP's MixedPrecision); a unit's gathered copy is counted in Tz3 */
+         * FSDP's MixedPrecision); what the coordinator has gathered, the buckets and the small
+         * tensors it keeps whole are DeepSpeed's (estimate_zero3.c): at the turn from the
+         * forward to the backward, and after the backward */
         W /= n, Tcast /= n, Tb /= n, Tr /= n;
-        Tz3 = x->c->zero3_live_layers * zero3_unit(x) * (param_bytes(x) + (x->lora_on ? 0 : grad));
+        Tz3 = x->z3.turn;
+        Tz3e = x->z3.persistent + x->z3.bucket + x->z3.end;
     }
     if (k->sharding == OOM_SHARDING_NONE && n > 1) /* DDP's buckets: allocated once, kept */
         Gb = G * x->c->ddp_buckets;
@@ -497,9 +490,9 @@ static oom_phase training(const ctx *x, mem *peak)
      * attention weights, their gradients in flight as above */
     if (ckpt_share(x) > 0 && W + live_g + O + Ar + A1 + Tr + Tsc + Tz3 > sum(&ph[1]))
         ph[1] = (mem){W, live_g, O, Ar, 0, 0, A1 + Tr + Tsc + Tz3};
-    if (W + G + Gb + O + A1 + Tz3 > sum(&ph[1]))
-        ph[1] = (mem){W, G + Gb, O, A1, 0, 0, Tz3};
-    ph[2] = (mem){W, G + Gb, O, 0, 0, 0, Topt + Tz3};
+    if (W + G + Gb + O + A1 + Tz3e > sum(&ph[1]))
+        ph[1] = (mem){W, G + Gb, O, A1, 0, 0, Tz3e};
+    ph[2] = (mem){W, G + Gb, O, 0, 0, 0, Topt + Tz3e};
     for (i = 1; i < 3; i++)
         if (sum(&ph[i]) > sum(&ph[best]))
             best = i;
@@ -803,6 +796,13 @@ int oom_estimate_run(oom_estimate *out, const oom_workload *w)
                               : (double)(x.m->params - x.m->params_vision);
 
     x.wref = reference_weights(&x);
+    memset(&x.z3, 0, sizeof(x.z3));
+    if (x.train && w->k.sharding == OOM_SHARDING_ZERO3) {
+        double A, A1, Ar;
+        activations(&x, &A, &A1, &Ar);
+        if ((err = oomi_zero3_of(&x.z3, &wb, A)))
+            return err;
+    }
     out->peak_phase = x.train ? training(&x, &p) : inference(&x, &p);
     /* with a colocated vLLM engine the trainer does not generate: the engine's memory is the
      * planner's to split (docs/plan.md, "RL with a colocated rollout engine") */
