@@ -191,8 +191,9 @@ typedef struct oomi_zero3 {
     double gathered, prefetched, copies, gradient, persistent, bucket, fewer_activations, end, turn;
 } oomi_zero3;
 int oomi_zero3_of(oomi_zero3 *out, const oom_workload *w, double act);
-/* its JSON, with the knobs used; NULL without ZeRO-3 */
-json_object *oomi_zero3_json(const oom_workload *w, double act);
+/* its JSON, with the knobs used (*out NULL without ZeRO-3); OOM_ENOMEM, or OOM_EUNSUPPORTED for
+ * a model of more blocks than the replay follows */
+int oomi_zero3_json(json_object **out, const oom_workload *w, double act);
 /* the "memory" object of the estimate JSON, shared by plan (estimate_json.c); NULL on ENOMEM */
 json_object *oomi_estimate_memory_json(const oom_estimate *e);
 

@@ -11,19 +11,33 @@
 
 #include <json-c/json.h>
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
+
+/* the blocks a replay follows: far above any model's */
+#define OOMI_ZERO3_MAX_BLOCKS Z3_TENSORS
 
 /* The trace: fetch i of the forward and backward is of the parameters `id` (-1: a module without
  * parameters of its own, which fetches, and so prefetches, all the same) while a share `act` of
  * the step's activations is alive. An embedding used twice, or tied to the output head, is one
- * id; a block is `k` tensors of equal size, one per Linear it holds. */
+ * id; a block is `k` tensors of equal size, one per Linear it holds (fewer where the model has
+ * more than Z3_TENSORS of them: no allocation, the estimate cannot run out of memory here). */
+#define Z3_TENSORS 1024
+#define Z3_STEPS   (2 * (2 * Z3_TENSORS + 4))
 typedef struct z3_trace {
-    int *id;
-    double *act;
-    double *n, *last; /* per id: elements; the latest step a prefetch scan saw it for */
-    bool *avail;
-    int steps, fwd, ids, k;
+    int16_t id[Z3_STEPS];
+    double act[Z3_STEPS];
+    int last[Z3_TENSORS + 2]; /* per id: the latest step a prefetch scan saw it for */
+    bool avail[Z3_TENSORS + 2];
+    double embed, enc, dec, head; /* elements of the embedding, a tensor of a block, the head */
+    int steps, fwd, ids, k, enc_ids, head_id;
 } z3_trace;
+
+/* elements of the tensor `id` */
+static double size_of(const z3_trace *t, int id)
+{
+    return id == 0 ? t->embed : id == t->head_id ? t->head : id <= t->enc_ids ? t->enc : t->dec;
+}
 
 static bool lm_head(const oomi_model *m)
 {
@@ -36,7 +50,7 @@ static bool lm_head(const oomi_model *m)
 static void block_sizes(const oom_workload *w, double *dec, double *enc, double *small)
 {
     const oomi_model *m = w->model;
-    double blocks = (double)(m->layers + m->enc_layers);
+    double blocks = m->layers + m->enc_layers > 0 ? (double)(m->layers + m->enc_layers) : 1;
     double other = (double)m->params - (double)m->params_linear - (double)m->params_embed -
                    (double)m->params_lm_head - (double)m->params_vision;
     *small = other > 0 && (double)m->hidden < w->z3_persist ? other : 0;
@@ -60,14 +74,15 @@ static int linears_per_block(const oomi_model *m)
     size_t i;
     for (i = 0; i < m->nlinears; i++)
         n += (double)m->linears[i].count;
-    n = floor(n / (double)(m->layers + m->enc_layers) + 0.5);
+    if (m->layers + m->enc_layers > 0)
+        n = floor(n / (double)(m->layers + m->enc_layers) + 0.5);
     return n < 1 ? 1 : n > 64 ? 64 : (int)n;
 }
 
 static void add(z3_trace *t, int id, double act)
 {
     t->act[t->steps] = act;
-    t->id[t->steps++] = id;
+    t->id[t->steps++] = (int16_t)id;
 }
 
 /* one block's forward (fwd) or backward: per tensor, its Linear and one module without
@@ -81,32 +96,27 @@ static void add_block(z3_trace *t, int first, bool fwd, double act)
     }
 }
 
-static int trace_build(z3_trace *t, const oom_workload *w, bool frozen)
+static void trace_build(z3_trace *t, const oom_workload *w, bool frozen)
 {
     const oomi_model *m = w->model;
-    int L = (int)m->layers, E = (int)m->enc_layers, i, head = -1, k = linears_per_block(m), cap;
-    double dec, enc, small, te = (double)w->k.seq_len, td, all, done = 0;
-    memset(t, 0, sizeof(*t));
+    int L = (int)m->layers, E = (int)m->enc_layers, i, head = -1, k = linears_per_block(m);
+    double small, te = (double)w->k.seq_len, td, all, done = 0;
+    t->steps = 0;
+    if (k * (L + E) > Z3_TENSORS)
+        k = Z3_TENSORS / (L + E);
     t->k = k;
-    cap = 2 * (2 * k * (L + E) + 4);
-    t->id = oomi_calloc((size_t)cap, sizeof(int));
-    t->act = oomi_calloc((size_t)cap, sizeof(double));
-    t->n = oomi_calloc((size_t)(k * (L + E) + 2), sizeof(double));
-    t->last = oomi_calloc((size_t)(k * (L + E) + 2), sizeof(double));
-    t->avail = oomi_calloc((size_t)(k * (L + E) + 2), sizeof(bool));
-    if (!t->id || !t->act || !t->n || !t->last || !t->avail)
-        return oomi_nomem();
-    block_sizes(w, &dec, &enc, &small);
+    block_sizes(w, &t->dec, &t->enc, &small);
+    t->dec /= k, t->enc /= k;
+    t->enc_ids = k * E;
     t->ids = 1 + k * (L + E);
-    t->n[0] = (double)m->params_embed;
-    for (i = 1; i < t->ids; i++)
-        t->n[i] = (i <= k * E ? enc : dec) / k;
-    for (i = 0; i < t->ids; i++)
-        t->last[i] = -1;
+    t->embed = (double)m->params_embed;
+    t->head_id = -2;
     if (lm_head(m) && m->params_lm_head > 0)
-        head = t->ids++, t->n[head] = (double)m->params_lm_head, t->last[head] = -1;
+        head = t->head_id = t->ids++, t->head = (double)m->params_lm_head;
     else if (lm_head(m) && m->tied)
         head = 0;
+    for (i = 0; i < t->ids; i++)
+        t->last[i] = -1, t->avail[i] = false;
     /* the activations a block leaves grow with the tokens it sees: the encoder's --seq, the
      * decoder's --decoder-seq (enc-dec) */
     td = E > 0 && w->decoder_seq ? (double)w->decoder_seq : te;
@@ -133,16 +143,6 @@ static int trace_build(z3_trace *t, const oom_workload *w, bool frozen)
         add_block(t, 1 + k * i, false, done / all), done -= te;
     if (!frozen)
         add(t, 0, 0);
-    return OOM_OK;
-}
-
-static void trace_free(z3_trace *t)
-{
-    oomi_free(t->id);
-    oomi_free(t->act);
-    oomi_free(t->n);
-    oomi_free(t->last);
-    oomi_free(t->avail);
 }
 
 /* release_sub_module after step s: kept where a prefetch scan already saw a later use, or where
@@ -151,22 +151,22 @@ static bool kept(const z3_trace *t, const oom_workload *w, int s)
 {
     int u = t->id[s], j;
     double passed = 0;
-    if (t->n[u] < w->z3_persist || t->last[u] > s + 1)
+    if (size_of(t, u) < w->z3_persist || t->last[u] > s + 1)
         return true;
     for (j = s + 1; j < t->steps && passed < w->z3_reuse; j++) {
         if (t->id[j] == u)
             return true;
         if (t->id[j] >= 0)
-            passed += t->n[t->id[j]];
+            passed += size_of(t, t->id[j]);
     }
     return false;
 }
 
 static bool gather(z3_trace *t, const oom_workload *w, int u, double *live)
 {
-    if (u < 0 || t->avail[u] || t->n[u] < w->z3_persist)
+    if (u < 0 || t->avail[u] || size_of(t, u) < w->z3_persist)
         return false;
-    t->avail[u] = true, *live += t->n[u];
+    t->avail[u] = true, *live += size_of(t, u);
     return true;
 }
 
@@ -181,15 +181,17 @@ int oomi_zero3_of(oomi_zero3 *out, const oom_workload *w, double act)
                    : 2,
            live = 0, dec, enc, small, best = -1;
     z3_trace t;
-    int s, q = 0, err;
+    int s, q = 0;
 
     memset(out, 0, sizeof(*out));
     if (w->k.sharding != OOM_SHARDING_ZERO3)
         return OOM_OK;
-    if ((err = trace_build(&t, w, frozen))) {
-        trace_free(&t);
-        return err;
-    }
+    if (w->model->layers + w->model->enc_layers > OOMI_ZERO3_MAX_BLOCKS)
+        return oomi_fail(OOM_EUNSUPPORTED,
+                         "zero3: the replay of DeepSpeed's coordinator follows at most %d blocks "
+                         "(the model has %ld)",
+                         OOMI_ZERO3_MAX_BLOCKS, w->model->layers + w->model->enc_layers);
+    trace_build(&t, w, frozen);
     block_sizes(w, &dec, &enc, &small);
     out->persistent = small * bytes;
     /* the contiguous gradient bucket, allocated when the optimizer is made and kept (stage3.py:
@@ -203,7 +205,7 @@ int oomi_zero3_of(oomi_zero3 *out, const oom_workload *w, double act)
          * through a device copy of itself (partition_parameters.py, all_gather_coalesced:
          * "p.ds_tensor.to(get_accelerator().current_device_name())"), alive while it is sent */
         if (gather(&t, w, u, &live))
-            copy = t.n[u] * off;
+            copy = size_of(&t, u) * off;
         if (q <= s) {
             q = s + 1;
             if (u >= 0 && s > t.last[u])
@@ -216,17 +218,17 @@ int oomi_zero3_of(oomi_zero3 *out, const oom_workload *w, double act)
         budget = w->z3_live - live < w->z3_prefetch ? w->z3_live - live : w->z3_prefetch;
         for (; q < t.steps && ahead < budget; q++) {
             int n = t.id[q];
-            if (n >= 0 && (double)q > t.last[n])
+            if (n >= 0 && q > t.last[n])
                 t.last[n] = q;
             if (gather(&t, w, n, &live))
-                ahead += t.n[n], pcopy += t.n[n] * off;
+                ahead += size_of(&t, n), pcopy += size_of(&t, n) * off;
         }
         if (live + pcopy > v)
             v = live + pcopy, g = live, copy = pcopy;
         else
             ahead = 0;
         /* a trained module's weight gradient, until it is copied into the bucket */
-        grad = s >= t.fwd && !frozen && u >= 0 ? t.n[u] : 0;
+        grad = s >= t.fwd && !frozen && u >= 0 ? size_of(&t, u) : 0;
         /* the moment against the turn to the backward, when the activations peak: what it has
          * fewer of comes off */
         v = (v + grad) * bytes - (1 - t.act[s]) * act;
@@ -239,21 +241,25 @@ int oomi_zero3_of(oomi_zero3 *out, const oom_workload *w, double act)
             out->fewer_activations = (1 - t.act[s]) * act;
         }
         if (u >= 0 && !kept(&t, w, s))
-            t.avail[u] = false, live -= t.n[u];
+            t.avail[u] = false, live -= size_of(&t, u);
     }
     out->end = live * bytes;
     out->turn = best + out->persistent + out->bucket;
-    trace_free(&t);
     return OOM_OK;
 }
 
-json_object *oomi_zero3_json(const oom_workload *w, double act)
+int oomi_zero3_json(json_object **out, const oom_workload *w, double act)
 {
     oomi_zero3 z;
     json_object *o;
-    if (w->k.sharding != OOM_SHARDING_ZERO3 || oomi_zero3_of(&z, w, act) != OOM_OK ||
-        !(o = json_object_new_object()))
-        return NULL;
+    int err;
+    *out = NULL;
+    if (w->k.sharding != OOM_SHARDING_ZERO3)
+        return OOM_OK;
+    if ((err = oomi_zero3_of(&z, w, act)))
+        return err;
+    if (!(o = json_object_new_object()))
+        return oomi_nomem();
     oomi_json_put(o, "gathered", oomi_json_size((uint64_t)z.gathered));
     oomi_json_put(o, "prefetched", oomi_json_size((uint64_t)z.prefetched));
     oomi_json_put(o, "host_copies", oomi_json_size((uint64_t)z.copies));
@@ -268,5 +274,6 @@ json_object *oomi_zero3_json(const oom_workload *w, double act)
     oomi_json_put(o, "persistence_threshold", json_object_new_double(w->z3_persist));
     oomi_json_put(o, "max_reuse_distance", json_object_new_double(w->z3_reuse));
     oomi_json_put(o, "reduce_bucket_size", json_object_new_double(w->z3_reduce));
-    return o;
+    *out = o;
+    return OOM_OK;
 }
