@@ -1,0 +1,75 @@
+"""Sequence packing traced as TRL and transformers run it (one row of concatenated documents with
+position ids restarting, or rows of packs; no KV cache), and the C estimator held to the trace per
+component. The meta device has no flash attention: --attention flash is traced as the varlen
+kernel behaves (no mask, nothing quadratic), sdpa and eager with transformers' 4D document mask
+(small batches: seconds)."""
+import os
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from trace_env import HAVE, REASON, estimate  # noqa: E402
+
+if HAVE:
+    from oomless.trace import TraceError, Workload, trace_hf
+
+COMPONENTS = ("weights", "gradients", "optimizer", "activations", "logits", "temporaries",
+              "allocated_peak")
+# a component agrees when within 3 % of the trace, or within 2 MiB where it is small
+REL, ABS = 0.03, 2 << 20
+POINT = {"batch": 2, "seq": 256}
+
+
+@unittest.skipUnless(HAVE, REASON)
+class PackingTrace(unittest.TestCase):
+    def memory(self, model, **kw):
+        return trace_hf(Workload(model, **kw))["memory"]
+
+    def test_document_mask(self):
+        # llama-3.2-1b (16 layers, q width 2048, k/v width 512), LoRA bf16, one row of 2048
+        # tokens: SDPA with the document mask saves per layer the additive mask (2048^2 x 2
+        # bytes) and the key and value heads repeated to the query heads (2 x 1536 x 2 bytes per
+        # token); flash attention's varlen path saves what one unpacked row of 2048 saves
+        kw = dict(method="lora", precision="bf16", batch=2, seq=1024, packing="padding-free")
+        flash = self.memory("llama-3.2-1b", attention="flash", **kw)["activations"]
+        sdpa = self.memory("llama-3.2-1b", attention="sdpa", **kw)["activations"]
+        row = self.memory("llama-3.2-1b", method="lora", precision="bf16", batch=1, seq=2048,
+                          attention="flash")["activations"]
+        self.assertLess(abs(flash - row), 1 << 20)
+        want = 16 * (2048 * 2048 * 2 + 2048 * 2 * 1536 * 2)
+        self.assertAlmostEqual((sdpa - flash) / want, 1.0, delta=0.02)
+
+    def test_estimator_agrees(self):
+        cells = []
+        for model in ("llama-3.2-1b", "gpt2", "qwen2.5-0.5b"):
+            for packing in ("padding-free", "block-mask"):
+                for attention in ("sdpa", "eager", "flash"):
+                    cells.append(dict(POINT, model=model, packing=packing, attention=attention,
+                                      method="full", precision="amp-bf16"))
+                cells.append(dict(POINT, model=model, packing=packing, method="lora",
+                                  precision="bf16", tokens_per_batch=1024))
+        cells.append(dict(model="llama-3.2-1b", packing="padding-free", method="lora",
+                          precision="bf16", batch=1, seq=1024, tokens_per_batch=4096,
+                          checkpointing="full"))
+        cells.append(dict(model="qwen2.5-0.5b", packing="padding-free", method="lora",
+                          precision="fp32", **POINT))
+        for kw in cells:
+            model = kw.pop("model")
+            t = trace_hf(Workload(model, **kw))
+            e = estimate(model, **kw)
+            for c in COMPONENTS:
+                got, want = e["memory"][c], t["memory"][c]
+                self.assertLessEqual(abs(got - want), max(REL * want, ABS),
+                                     "%s %s %s: estimate %d, trace %d" % (model, kw, c, got, want))
+            self.assertEqual(e["peak_phase"], t["peak_phase"], (model, kw))
+
+    def test_refused(self):
+        for kw in (dict(packing="sometimes"), dict(tokens_per_batch=1024),
+                   dict(packing="block-mask", batch=3, tokens_per_batch=1024),
+                   dict(packing="padding-free", method="inference")):
+            with self.assertRaises(TraceError):
+                trace_hf(Workload("gpt2", **kw))
+
+
+if __name__ == "__main__":
+    unittest.main()
