@@ -173,8 +173,9 @@ static const oom_option *const options[] = {
                         "batch x seq tokens, position ids restarting), block-mask (torchtune "
                         "packed: batch rows with a document mask) (default none: padded rows)"},
     &(const oom_option){OOM_OPTION_VERSION, "tokens-per-batch", "N",
-                        "packing: packed tokens per micro-batch; --seq is then the longest "
-                        "document (default batch x seq)"},
+                        "packing: packed tokens per micro-batch (default batch x seq); "
+                        "estimate: --seq is then the longest document; plan: N / seq packs of "
+                        "--seq, fixed"},
     &(const oom_option){OOM_OPTION_VERSION, "max-num-batched-tokens", "N",
                         "plan --format vllm: the tokens of vLLM's start-up profile run, as "
                         "its --max-num-batched-tokens (default: the plan's sequence, or its batch "

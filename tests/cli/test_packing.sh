@@ -83,4 +83,52 @@ oom estimate --help
 expect_contains "$OUT" "--packing" "help lists --packing"
 expect_contains "$OUT" "--tokens-per-batch" "help lists --tokens-per-batch"
 
+# ---- plan: the micro-batch in packs of --seq, searched; tokens per optimizer step kept ----------
+P="--model llama-3.2-1b --gpu h100 --seq 4096"
+OUT=$("$OOMLESS_BIN" plan --json $P --packing padding-free --target-effective-batch 32)
+B=$(jq -r .plan.batch_size <<<"$OUT")
+expect_json .packing.mode padding-free "plan json: the packing mode"
+expect_json .packing.tokens_per_batch $((B * 4096)) "plan json: packs x seq tokens per micro-batch"
+expect_json .packing.tokens_per_step $((32 * 4096)) "plan json: effective packs x seq per step"
+# the planner's micro-batch fits as the estimate sees it, and SDPA's document mask (quadratic in
+# the packed row) leaves no larger micro-batch than flash attention's varlen path
+PEAK=$(est .memory.device_peak --model llama-3.2-1b --gpu h100 --seq 4096 --batch "$B" \
+    --packing padding-free --grad-accum $((32 / B)))
+expect_eq "$(jq -r .memory.device_peak <<<"$OUT")" "$PEAK" "plan's peak is the estimate's"
+BF=$("$OOMLESS_BIN" plan --json $P --packing padding-free --attention flash \
+    --target-effective-batch 32 | jq -r .plan.batch_size)
+[ "$BF" -ge "$B" ] && ok || bad "flash varlen ($BF packs) fits at least what sdpa's mask does ($B)"
+# --tokens-per-batch fixes the micro-batch at N / seq packs
+OUT=$("$OOMLESS_BIN" plan --json $P --packing padding-free --tokens-per-batch 8192)
+expect_json .plan.batch_size 2 "plan --tokens-per-batch: 8192 / 4096 packs"
+expect_json .packing.tokens_per_batch 8192 "plan --tokens-per-batch: the tokens kept"
+oom plan $P --packing padding-free --tokens-per-batch 5000
+expect_rc 2 "plan --tokens-per-batch not a whole number of packs"
+oom plan $P --tokens-per-batch 8192
+expect_rc 2 "plan --tokens-per-batch needs packing"
+oom plan $P --packing padding-free --tokens-per-batch 8192 --batch 2
+expect_rc 2 "plan: --tokens-per-batch or --batch"
+# the formats' own keys: TRL's SFTConfig (padding-free), torchtune's recipe (block-mask)
+oom plan $P --packing padding-free --tokens-per-batch 8192 --format trl
+expect_rc 0 "plan --format trl for sft packing"
+for l in "per_device_train_batch_size: 2" "max_length: 4096" "packing: true" "padding_free: true"; do
+    expect_contains "$OUT" "$l" "trl: $l"
+done
+oom plan $P --packing padding-free --tokens-per-batch 8192 --format args
+expect_contains "$OUT" "--per_device_train_batch_size 2 " "args: the packs"
+expect_contains "$OUT" "--packing --padding_free --max_length 4096" "args: TRL's packing flags"
+oom plan $P --packing block-mask --tokens-per-batch 8192 --format torchtune
+expect_rc 0 "plan --format torchtune"
+for l in "batch_size: 2" "  packed: True" "  max_seq_len: 4096"; do
+    expect_contains "$OUT" "$l" "torchtune: $l"
+done
+oom plan $P --packing block-mask --format trl
+expect_rc 2 "trl packs padding-free, not block-mask"
+oom plan $P --packing padding-free --format torchtune
+expect_rc 2 "torchtune packs block-mask, not padding-free"
+oom plan $P --format torchtune
+expect_contains "$OUT" "  packed: False" "torchtune unpacked"
+oom plan $P --packing padding-free
+expect_contains "$OUT" "packing                       : padding-free," "plan text: the packing line"
+
 finish
