@@ -8,15 +8,11 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from trace_env import HAVE, REASON, estimate  # noqa: E402
+from trace_env import HAVE, REASON, assert_agrees  # noqa: E402
 
 if HAVE:
     from oomless.trace import TraceError, Workload, trace_hf
 
-COMPONENTS = ("weights", "gradients", "optimizer", "activations", "logits", "temporaries",
-              "allocated_peak")
-# a component agrees when within 3 % of the trace, or within 2 MiB where it is small
-REL, ABS = 0.03, 2 << 20
 POINT = {"batch": 2, "seq": 256}
 
 
@@ -54,14 +50,7 @@ class PackingTrace(unittest.TestCase):
         cells.append(dict(model="qwen2.5-0.5b", packing="padding-free", method="lora",
                           precision="fp32", **POINT))
         for kw in cells:
-            model = kw.pop("model")
-            t = trace_hf(Workload(model, **kw))
-            e = estimate(model, **kw)
-            for c in COMPONENTS:
-                got, want = e["memory"][c], t["memory"][c]
-                self.assertLessEqual(abs(got - want), max(REL * want, ABS),
-                                     "%s %s %s: estimate %d, trace %d" % (model, kw, c, got, want))
-            self.assertEqual(e["peak_phase"], t["peak_phase"], (model, kw))
+            assert_agrees(self, kw.pop("model"), **kw)
 
     def test_refused(self):
         for kw in (dict(packing="sometimes"), dict(tokens_per_batch=1024),
