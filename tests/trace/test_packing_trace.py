@@ -52,6 +52,12 @@ class PackingTrace(unittest.TestCase):
         for kw in cells:
             assert_agrees(self, kw.pop("model"), **kw)
 
+    def test_reported(self):
+        # the packed shape is in the trace's workload (`oomless trace` prints it)
+        from oomless.trace.run import document
+        w = document("gpt2", method="lora", batch=2, seq=128, packing="padding-free")["workload"]
+        self.assertEqual(w["packing"], "padding-free, 1 x 256 tokens")
+
     def test_refused(self):
         for kw in (dict(packing="sometimes"), dict(tokens_per_batch=1024),
                    dict(packing="block-mask", batch=3, tokens_per_batch=1024),

@@ -266,7 +266,7 @@ def _text(res):
     total = mem["allocated_peak"] or 1
     lines = ["=" * 60, "Traced on the meta device: %s" % res["workload"]["model"], "=" * 60]
     for k in ("method", "precision", "optimizer", "batch", "seq", "grad_accum", "checkpointing",
-              "attention", "loss", "objective", "reference"):
+              "attention", "loss", "objective", "reference", "packing"):
         if k in res["workload"]:
             lines.append("  %-30s: %s" % (k.replace("_", " "), res["workload"][k]))
     lines.append("  %-30s: %s of %s" % ("trainable parameters", res["params"]["trainable"],

@@ -738,6 +738,9 @@ def document(model=None, module=None, step=None, input_shape=None, label=None, *
                            "attention": w.attention, "loss": w.loss}
         if w.objective != "sft":
             res["workload"].update(objective=w.objective, reference=w.reference)
+        if w.packing != "none":
+            rows, tokens = w.rows()
+            res["workload"].update(packing="%s, %d x %d tokens" % (w.packing, rows, tokens))
     res["versions"] = versions()
     res["outside_trace"] = list(OUTSIDE_TRACE)
     return res
