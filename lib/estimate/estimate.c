@@ -27,6 +27,8 @@ typedef struct ctx {
     bool fused;       /* TRL's fused LM head: log-probs in tiles, no logits tensor */
     double wref;      /* a reference copy's weights (per GPU) */
     bool ref_fwd;     /* a no-grad reference forward in every step */
+    double context;   /* tokens a query attends over: a row, or under packing with flash
+                       * attention's varlen kernels its document (at most --seq) */
 } ctx;
 
 static int regime(const ctx *x)
@@ -757,8 +759,8 @@ static void flops(oom_estimate *out, const ctx *x)
     const oomi_model *m = x->m;
     const oom_knobs *k = &x->w->k;
     double N = (double)(m->params_active - m->params_embed);
-    double attn = 2.0 * (double)(m->layers + m->enc_layers) * (double)k->seq_len *
-                  (double)(m->heads * m->head_dim);
+    double attn =
+        2.0 * (double)(m->layers + m->enc_layers) * x->context * (double)(m->heads * m->head_dim);
     double fwd = 2 * N + attn, mult;
     if (!x->train)
         mult = 1;
@@ -836,7 +838,14 @@ int oom_estimate_run(oom_estimate *out, const oom_workload *w)
      * (concatenated_inputs in DPOTrainer, CPOTrainer, ORPOTrainer; RewardTrainer) */
     wb = *w;
     wb.k.batch = w->k.batch * oomi_objective_sequences(w->objective);
+    /* the masked kernels (SDPA's memory-efficient one, eager) compute every score of a packed
+     * row and mask the other documents' away; the varlen kernels skip them */
+    x.context = (double)(w->packing != OOMI_PACKING_NONE && w->k.attention == OOM_ATTENTION_FLASH
+                             ? w->k.seq_len
+                             : 0);
     packed_batch(&wb);
+    if (!(x.context > 0))
+        x.context = (double)wb.k.seq_len;
     x.w = &wb;
     x.m = w->model;
     x.prec = oomi_resolved_precision(w);

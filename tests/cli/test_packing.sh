@@ -63,6 +63,15 @@ G=--model\ gpt2\ --precision\ bf16\ --batch\ 1\ --seq\ 1024
 expect_eq $(($(est $A $G --attention flash) - $(est $A $G --attention flash --packing padding-free))) \
     $((12 * 1024 * 2 * 768 * 2)) "gpt2: no training cache when packed"
 
+# FLOPs: flash's varlen kernels attend within documents (as the padded rows); the masked SDPA
+# kernel computes the whole packed row's scores (4096 keys instead of 1024: 16 layers x 2 x 2048
+# per key, x 3 for the forward and backward)
+F="--model llama-3.2-1b --batch 4 --seq 1024 --json"
+expect_eq "$(est .compute.flops_per_token $F --attention flash --packing padding-free)" \
+    "$(est .compute.flops_per_token $F --attention flash)" "flash varlen: the documents' FLOPs"
+expect_eq $(($(est .compute.flops_per_token $F --packing padding-free) - \
+    $(est .compute.flops_per_token $F))) $((3 * 16 * 2 * 2048 * 3072)) "sdpa: the row's FLOPs"
+
 # what is refused
 oom estimate $M --tokens-per-batch 4096
 expect_rc 2 "tokens-per-batch needs packing"
