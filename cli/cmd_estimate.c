@@ -271,12 +271,59 @@ static void print_objective(const oom_workload *w, const oom_estimate *e)
     oom_free(json);
 }
 
+static uint64_t json_size(json_object *o, const char *key)
+{
+    return (uint64_t)json_object_get_int64(oomi_json_get(o, key));
+}
+
+/* a 4-bit base's parts, the adapters' dtype and a paged optimizer's states, from the estimate's
+ * JSON ("qlora"); nothing where there are none */
+static void print_qlora(const oom_workload *w, const oom_estimate *e)
+{
+    char *json = NULL, s1[32], s2[32], s3[32], s4[32];
+    json_object *root = NULL, *q;
+    if (oom_estimate_to_json(&json, w, e) || !(root = json_tokener_parse(json)) ||
+        !(q = oomi_json_get(root, "qlora")))
+        goto done;
+    if (oomi_json_get(q, "nf4_bytes"))
+        printf("  %-30s: NF4 %s + absmax %s%s, unquantized %s; dequantized linear %s\n",
+               "4-bit base", oom_format_size(s1, sizeof(s1), json_size(q, "nf4_bytes")),
+               oom_format_size(s2, sizeof(s2),
+                               json_size(q, "absmax_bytes") + json_size(q, "absmax2_bytes")),
+               json_object_get_boolean(oomi_json_get(q, "double_quant")) ? " (double quant)" : "",
+               oom_format_size(s3, sizeof(s3), json_size(q, "unquantized_bytes")),
+               oom_format_size(s4, sizeof(s4), json_size(q, "dequantized_transient_bytes")));
+    if (oomi_json_get(q, "adapter_dtype"))
+        printf("  %-30s: %s, %s\n", "LoRA adapters",
+               json_object_get_string(oomi_json_get(q, "adapter_dtype")),
+               oom_format_size(s1, sizeof(s1), json_size(q, "adapter_bytes")));
+    if (json_size(q, "paged_optimizer_bytes"))
+        printf("  %-30s: %s in CUDA unified memory, outside the peaks (nvidia-smi shows them "
+               "while the GPU has room)\n",
+               "paged optimizer states",
+               oom_format_size(s1, sizeof(s1), json_size(q, "paged_optimizer_bytes")));
+done:
+    json_object_put(root);
+    oom_free(json);
+}
+
+/* sharding fsdp2's line: the sharded parameters' dtype and reshard_after_forward */
+static void print_fsdp2(const oom_workload *w)
+{
+    char *dt = NULL, *ra = NULL, *sh = NULL;
+    if (!oom_workload_get(&sh, w, "sharding") && !strcmp(sh, "fsdp2") &&
+        !oom_workload_get(&dt, w, "fsdp-param-dtype") &&
+        !oom_workload_get(&ra, w, "reshard-after-forward"))
+        printf("  %-30s: parameters sharded in %s, reshard after forward %s\n", "FSDP2", dt, ra);
+    oom_free(sh), oom_free(dt), oom_free(ra);
+}
+
 static void print_human(const oom_workload *w, const oom_estimate *e, const oom_budget *b,
                         const char *gpu)
 {
     oom_knobs k = OOM_KNOBS_INIT;
     oom_model_info mi = OOM_MODEL_INFO_INIT;
-    char *tp = NULL, *ck = NULL;
+    char *tp = NULL, *ck = NULL, *sh = NULL;
     char s1[32], s2[32], n1[32], n2[32];
     const char *line = "============================================================";
 
@@ -295,8 +342,12 @@ static void print_human(const oom_workload *w, const oom_estimate *e, const oom_
            ck ? ck : oom_checkpointing_name(k.checkpointing), oom_attention_name(k.attention),
            oom_loss_name(k.loss));
     oom_free(ck);
+    if (oom_workload_get(&sh, w, "sharding"))
+        sh = NULL;
     printf("  %-30s: %ld (sharding %s, offload %s)\n", "GPUs", k.gpus,
-           oom_sharding_name(k.sharding), oom_offload_name(k.offload));
+           sh ? sh : oom_sharding_name(k.sharding), oom_offload_name(k.offload));
+    oom_free(sh);
+    print_fsdp2(w);
     print_objective(w, e);
     print_packing(w, e);
     if (!oom_workload_get(&tp, w, "tensor-parallel") && strcmp(tp, "1"))
@@ -326,6 +377,7 @@ static void print_human(const oom_workload *w, const oom_estimate *e, const oom_
     print_bound(w, e);
     print_overhead(w, e, true);
     printf("  %-30s: %s\n", "peak phase", oom_phase_name(e->peak_phase));
+    print_qlora(w, e);
     if (b) {
         bool fits = e->device_peak <= b->usable_bytes;
         uint64_t d = fits ? b->usable_bytes - e->device_peak : e->device_peak - b->usable_bytes;

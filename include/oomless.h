@@ -812,6 +812,9 @@ typedef enum oom_optimizer {
     OOM_OPTIMIZER_NONE = 6,        /**< gradients only (e.g. gradient analysis) */
     OOM_OPTIMIZER_ADAMW_FUSED = 7, /**< AdamW without step-wide temporaries: torch fused=True, or a
                                         per-tensor loop (transformers' adamw_hf, torch < 2.0) */
+    OOM_OPTIMIZER_PAGED_ADAMW = 8, /**< bitsandbytes PagedAdamW32bit: fp32 states of tensors
+                                        of 100,000 elements or more in CUDA unified memory */
+    OOM_OPTIMIZER_PAGED_ADAMW_8BIT = 9, /**< bitsandbytes PagedAdamW8bit, paged as above */
 } oom_optimizer;
 
 typedef enum oom_checkpointing {

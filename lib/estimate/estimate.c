@@ -27,6 +27,10 @@ typedef struct ctx {
     bool fused;       /* TRL's fused LM head: log-probs in tiles, no logits tensor */
     double wref;      /* a reference copy's weights (per GPU) */
     bool ref_fwd;     /* a no-grad reference forward in every step */
+    double ab;        /* bytes of an adapter parameter, its gradient and AdamW states */
+    bool nf4, dq;     /* a 4-bit base quantised at load (bitsandbytes), double-quantised */
+    double paged;     /* trained parameters whose optimizer states a paged optimizer pages */
+    bool fsdp2;       /* sharding fsdp2: torch's fully_shard per block and on the root */
     double context;   /* tokens a query attends over: a row, or under packing with flash
                        * attention's varlen kernels its document (at most --seq) */
 } ctx;
@@ -59,28 +63,36 @@ static double param_bytes(const ctx *x)
 
 /* ---- model states ---------------------------------------------------------------------------- */
 
+/* bytes per parameter a quantised base leaves unquantised (embeddings, head, norms): 16-bit as
+ * loaded, fp32 after PEFT's prepare_model_for_kbit_training ("cast all non INT8 parameters to
+ * fp32": every fp16/bf16 parameter that is not a Params4bit, peft/utils/other.py) */
+static double unquantized_bytes(const ctx *x)
+{
+    return x->w->kbit_prepare ? 4 : 2;
+}
+
 static double weights(const ctx *x)
 {
     const oomi_model *m = x->m;
     double linear = (double)m->params_linear, other = (double)(m->params - m->params_linear);
     double base;
     if (x->quant) {
-        double qb = m->quant_bytes > 0              ? m->quant_bytes /* as its config says */
-                    : x->prec == OOM_PRECISION_INT8 ? x->c->int8_bytes
-                                                    : x->c->nf4_bytes;
-        base = linear * qb + other * 2; /* embeddings, head and norms stay 16-bit */
+        double qb = m->quant_bytes > 0 ? m->quant_bytes /* as its config says */
+                    : x->nf4           ? oomi_nf4_bytes(x->dq)
+                                       : x->c->int8_bytes;
+        base = linear * qb + other * unquantized_bytes(x); /* embeddings, head and norms */
     } else {
         base = (double)m->params * param_bytes(x);
     }
-    return base + (x->lora_on ? (double)x->lora.params * 4 : 0);
+    return base + (x->lora_on ? (double)x->lora.params * x->ab : 0);
 }
 
 /* bytes per trained parameter: gradient, one optimizer state, fp32 master copy */
 static void train_bytes(const ctx *x, double *grad, double *state, double *master)
 {
     bool half = !x->lora_on && (x->prec == OOM_PRECISION_FP16 || x->prec == OOM_PRECISION_BF16);
-    *grad = half ? 2 : 4;
-    *state = half ? 2 : 4;
+    *grad = x->lora_on ? x->ab : half ? 2 : 4;
+    *state = x->lora_on ? x->ab : half ? 2 : 4; /* torch's AdamW: states in the param's dtype */
     *master = 0;
     if (half && x->w->k.sharding != OOM_SHARDING_NONE) {
         /* DeepSpeed / FSDP mixed precision: fp32 master weights and fp32 states */
@@ -97,7 +109,10 @@ static double optimizer_states(const ctx *x, double state, double master)
     case OOM_OPTIMIZER_ADAMW_FUSED:
         return p * (2 * state + master);
     case OOM_OPTIMIZER_ADAMW_8BIT:
+    case OOM_OPTIMIZER_PAGED_ADAMW_8BIT:
         return p * (x->c->adam8_bytes + master);
+    case OOM_OPTIMIZER_PAGED_ADAMW: /* bitsandbytes' 32-bit states: fp32 whatever the param */
+        return p * (2 * 4 + master);
     case OOM_OPTIMIZER_SGD_MOMENTUM:
     case OOM_OPTIMIZER_LION:
         return p * (state + master);
@@ -127,6 +142,53 @@ static double zero3_unit(const ctx *x)
     return u;
 }
 
+/* FSDP2 (torch.distributed.fsdp.fully_shard, one group per transformer block and one on the
+ * root for the embeddings, final norm and head, as torchtitan's parallelize_llama applies it):
+ * what a GPU keeps and what it gathers, in bytes. docs/estimate.md, "FSDP2", has the sources. */
+typedef struct fsdp2_mem {
+    double w, g, o, topt; /* sharded parameters, gradients, optimizer states, the step's temps */
+    double fwd;           /* the forward's last block: the parameters kept unsharded so far and
+                           * that block's gathered copy with its all-gather buffer */
+    double bwd;           /* ... and a block's buffers during its backward */
+    double end;           /* the root's reduce-scatter, less its own sharded gradients */
+} fsdp2_mem;
+
+static void fsdp2_of(const ctx *x, fsdp2_mem *f)
+{
+    const oomi_model *m = x->m;
+    /* the sharded parameters' dtype is also their gradients' and AdamW's states' (FSDPParam
+     * keeps the sharded gradient in the parameter dtype; no separate master copy): fp32 under
+     * torchtitan's MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=float32); the
+     * reduce-scatter runs in it too (reduce_dtype, _fsdp_collectives.py foreach_reduce) */
+    double ps = x->w->fsdp_bf16 ? 2 : 4, c = x->e, r = ps, n = x->n, P = (double)m->params;
+    double B = (double)m->params_layer_max, L = (double)(m->layers + m->enc_layers);
+    double R = P - L * B, kept, rs;
+    if (R < (double)(m->params_embed + m->params_lm_head)) /* blocks of unequal size */
+        R = (double)(m->params_embed + m->params_lm_head);
+    f->w = P * ps / n;
+    f->g = x->trainable * ps / n;
+    f->o = optimizer_states(x, ps, 0) / n;
+    f->topt = x->trainable * ps * x->c->opt_temp[x->w->k.optimizer] / n;
+    /* after the forward the root keeps its parameters unsharded (fully_shard sets the root's
+     * reshard_after_forward to False); blocks free theirs (True), keep them (False) or keep a
+     * 1/N shard of them (an int N: _sharded_post_forward_param_data, _fsdp_param.py) */
+    kept = x->w->fsdp_reshard == 0  ? 0
+           : x->w->fsdp_reshard < 0 ? (P - R) * c
+                                    : (P - R) * c / (double)x->w->fsdp_reshard;
+    /* the last block's forward: what is kept, its parameters copied out of the all-gather
+     * output, which is still alive (foreach_all_gather_copy_out, _fsdp_collectives.py) */
+    f->fwd = R * c + kept + (x->w->fsdp_reshard < 0 ? B * c : 2 * B * c);
+    /* a block's reduce-scatter: its unsharded gradients in the compute dtype, the flat input in
+     * reduce_dtype and the 1/n output (foreach_reduce's reduce_scatter_input, reduce_output) */
+    rs = c + r + r / n;
+    /* during a block's backward: its gathered parameters and the next block's, all-gathered
+     * ahead (FSDPParamGroup's backward prefetch); none regathered when kept unsharded */
+    f->bwd = R * c + kept + B * rs + (x->w->fsdp_reshard < 0 ? 0 : 2 * B * c);
+    /* the backward's end: the root, resharded after backward, reduce-scatters the embeddings'
+     * and the head's gradients, whose sharded copies do not exist yet */
+    f->end = R * rs - R * ps / n;
+}
+
 /* the largest Linear weight: a dequantised or cast copy of one exists at a time */
 static double max_linear(const oomi_model *m)
 {
@@ -136,6 +198,37 @@ static double max_linear(const oomi_model *m)
         if ((double)m->linears[i].din * (double)m->linears[i].dout > best)
             best = (double)m->linears[i].din * (double)m->linears[i].dout;
     return best;
+}
+
+/* A 4-bit base's linear in a forward or backward: bitsandbytes dequantises the whole weight to
+ * the compute dtype for the matmul (MatMul4Bit.forward: linear(A, dequantize_4bit(B).to(A.dtype)
+ * .t()); backward the same for grad_A, bitsandbytes/autograd/_functions.py), one linear at a time
+ * and freed after it. With double quantization dequantize_4bit first rebuilds the fp32 absmax of
+ * every block of 64 (dequantize_blockwise of the 8-bit constants, bitsandbytes/functional.py),
+ * alive while the weight is dequantised. Other quantised bases: one 16-bit copy. */
+static double dequant_transient(const ctx *x)
+{
+    return max_linear(x->m) * (2.0 + (x->nf4 && x->dq ? 4.0 / 64 : 0));
+}
+
+/* The share of the optimizer states a paged optimizer keeps in CUDA unified memory: those of
+ * tensors of OOMI_PAGED_MIN elements or more. cudaMallocManaged memory (cget_managed_ptr in
+ * bitsandbytes' get_paged, bitsandbytes/functional.py) is not the caching allocator's: it is in
+ * neither torch.cuda.max_memory_allocated nor max_memory_reserved; nvidia-smi counts the pages
+ * resident on the GPU (they migrate there when the step's kernels touch them), and under memory
+ * pressure the driver evicts them to host memory rather than failing: they never cause an OOM. */
+static double paged_share(const ctx *x)
+{
+    const oomi_model *m = x->m;
+    double big;
+    if (x->trainable <= 0 || (x->w->k.optimizer != OOM_OPTIMIZER_PAGED_ADAMW &&
+                              x->w->k.optimizer != OOM_OPTIMIZER_PAGED_ADAMW_8BIT))
+        return 0;
+    if (x->lora_on)
+        return (double)x->lora.paged / x->trainable;
+    /* a full fine-tune: the linears, embeddings and head; norms and biases are smaller */
+    big = (double)(m->params_linear + m->params_embed + m->params_lm_head);
+    return big >= x->trainable ? 1 : big / x->trainable;
 }
 
 /* ---- activations ----------------------------------------------------------------------------- */
@@ -236,7 +329,10 @@ static double lora_per_token(const ctx *x)
     double in;
     if (!x->lora_on)
         return 0;
-    if (x->w->lora_dropout > 0)
+    if (x->ab < 4) /* 16-bit adapters: the input cast to them where the compute dtype differs;
+                    * with dropout the 1-byte mask and the dropped copy lora_A saves */
+        in = x->w->lora_dropout > 0 ? 1 + x->ab : x->e != x->ab ? x->ab : 0;
+    else if (x->w->lora_dropout > 0)
         in = x->c->lora_dropout_in[x->e < 4 ? 0 : 1]; /* the mask and the dropped copy */
     else
         in = x->e < 4 ? x->c->lora_in_fp32 : 0;
@@ -472,7 +568,8 @@ static oom_phase training(const ctx *x, mem *peak)
 {
     const oom_knobs *k = &x->w->k;
     double grad, state, master, n = x->n, W, G, O, A, A1, Ar, Lf, Lb, Tcast = 0, Tz3 = 0, Topt,
-                                live_g, Gb = 0, Tb, Tr, Tsc, Tnh, head = 0, Lh = 0;
+                                live_g, Gb = 0, Tb, Tr, Tsc, Tnh, head = 0, Lh = 0, Tf, Te, Ts;
+    fsdp2_mem f;
     mem ph[3];
     int i, best = 0;
 
@@ -482,7 +579,7 @@ static oom_phase training(const ctx *x, mem *peak)
     O = optimizer_states(x, state, master);
     Topt = x->trainable * state * x->c->opt_temp[k->optimizer];
     if (x->quant) /* one dequantised weight at a time */
-        Tcast = 2.0 * max_linear(x->m);
+        Tcast = dequant_transient(x);
     else if (amp(x)) { /* autocast's 16-bit weight copies, saved for backward; the LM head's too */
         if (x->m->head != OOMI_HEAD_SEQ_CLS && x->m->head != OOMI_HEAD_BASE)
             head = 2.0 * (double)x->m->vocab * (double)x->m->hidden;
@@ -509,17 +606,24 @@ static oom_phase training(const ctx *x, mem *peak)
     }
     if (k->sharding == OOM_SHARDING_NONE && n > 1) /* DDP's buckets: allocated once, kept */
         Gb = G * x->c->ddp_buckets;
+    Tf = Te = Ts = Tz3; /* what sharding adds at the forward end, backward end and step */
+    if (x->fsdp2) {
+        fsdp2_of(x, &f);
+        W = f.w + x->wref, G = f.g, O = f.o, Topt = f.topt, Tcast = Tb = Tr = 0;
+        Tz3 = f.bwd, Tf = f.fwd, Te = f.end, Ts = 0;
+    }
     if (k->offload != OOM_OFFLOAD_NONE)
         O = 0, Topt = 0;
     if (k->offload == OOM_OFFLOAD_OPTIMIZER_PARAMS)
         W = 0, G = 0;
+    O *= 1 - paged_share(x); /* paged states: outside the device's budget */
     activations(x, &A, &A1, &Ar);
     logits(x, &Lf, &Lb);
     live_g = (k->grad_accum > 1 || x->w->keep_grads ? G : 0) + Gb;
     /* forward end: gradients are alive only under accumulation (zero_grad(set_to_none) after
      * each step) or when kept (set_to_none=False); optimizer states exist from the first step
      */
-    ph[0] = (mem){W, live_g, O, A, Lf, 0, Tcast + Tz3};
+    ph[0] = (mem){W, live_g, O, A, Lf, 0, Tcast + Tf};
     /* the reference's no-grad forward comes after the policy's, whose saved activations wait for
      * the backward (DPOTrainer._compute_loss, KTOTrainer._compute_loss): on top of the forward end,
      * the larger of one layer's working set (bounded by what a layer saves with gradients) and the
@@ -556,9 +660,9 @@ static oom_phase training(const ctx *x, mem *peak)
      * attention weights, their gradients in flight as above */
     if (ckpt_share(x) > 0 && W + live_g + O + Ar + A1 + Tr + Tsc + Tz3 > sum(&ph[1]))
         ph[1] = (mem){W, live_g, O, Ar, 0, 0, A1 + Tr + Tsc + Tz3};
-    if (W + G + Gb + O + A1 + Tz3 > sum(&ph[1]))
-        ph[1] = (mem){W, G + Gb, O, A1, 0, 0, Tz3};
-    ph[2] = (mem){W, G + Gb, O, 0, 0, 0, Topt + Tz3};
+    if (W + G + Gb + O + A1 + Te > sum(&ph[1]))
+        ph[1] = (mem){W, G + Gb, O, A1, 0, 0, Te};
+    ph[2] = (mem){W, G + Gb, O, 0, 0, 0, Topt + Ts};
     for (i = 1; i < 3; i++)
         if (sum(&ph[i]) > sum(&ph[best]))
             best = i;
@@ -579,7 +683,7 @@ static double tp_weights(const ctx *x)
     double kept = (double)(m->params - m->params_linear - m->params_embed - m->params_lm_head);
     if (tp <= 1 || kept < 0)
         return all;
-    kept *= x->quant ? 2 : param_bytes(x); /* norms stay 16-bit under quantisation */
+    kept *= x->quant ? unquantized_bytes(x) : param_bytes(x); /* norms: as unquantised */
     return (all - kept) / tp + kept;
 }
 
@@ -700,7 +804,7 @@ static oom_phase inference(const ctx *x, mem *peak)
             lg = 0;
     }
     if (amp(x) || x->quant) /* one 16-bit weight copy at a time (its tp-th part) */
-        t = 2.0 * max_linear(m) / tp;
+        t = (x->quant ? dequant_transient(x) : 2.0 * max_linear(m)) / tp;
     *peak = (mem){tp_weights(x), 0, 0, act + sc, lg, kv, t};
     return OOM_PHASE_PREFILL;
 }
@@ -784,6 +888,8 @@ static double reference_weights(const ctx *x)
     if (p != OOM_PRECISION_AUTO) {
         r.prec = p;
         r.quant = p == OOM_PRECISION_INT8 || p == OOM_PRECISION_4BIT;
+        r.nf4 = p == OOM_PRECISION_4BIT && x->m->quant_bytes <= 0;
+        r.dq = r.nf4 && oomi_double_quant(x->w);
     }
     return weights(&r) / (x->w->k.sharding == OOM_SHARDING_ZERO3 ? x->n : 1);
 }
@@ -808,14 +914,73 @@ static void generation(const ctx *x, mem *out)
     inference(&y, &p);
     train_bytes(x, &grad, &state, &master);
     p.w = weights(x) + x->wref;
-    p.o = optimizer_states(x, state, master);
+    p.o = optimizer_states(x, state, master) * (1 - paged_share(x));
     if (x->w->k.sharding >= OOM_SHARDING_ZERO1)
         p.o /= x->n;
     if (x->w->k.offload != OOM_OFFLOAD_NONE)
         p.o = 0;
     p.g = x->w->keep_grads ? x->trainable * grad : 0;
+    if (x->fsdp2) { /* the sharded states; the engine-less generation gathers as the forward */
+        fsdp2_mem f;
+        fsdp2_of(x, &f);
+        p.w = f.w + x->wref, p.o = f.o, p.g = x->w->keep_grads ? f.g : 0;
+        p.t += f.fwd;
+    }
     p.kv = (double)x->m->layers * 2 * kvd * (double)g.k.batch * s * x->e;
     *out = p;
+}
+
+/* the model's view of a workload (oom_estimate_run, oomi_qlora_of); wb holds the workload with
+ * the sequences of one forward as its batch */
+static int setup(ctx *x, oom_workload *wb, const oom_workload *w)
+{
+    int err;
+    memset(x, 0, sizeof(*x));
+    if ((err = oom_workload_validate(w)) || (err = oomi_objective_check_batch(w)) ||
+        (err = oomi_coef_get(&x->c)))
+        return err;
+    /* the policy's forward carries chosen and rejected concatenated: 2 x --batch sequences
+     * (concatenated_inputs in DPOTrainer, CPOTrainer, ORPOTrainer; RewardTrainer) */
+    *wb = *w;
+    wb->k.batch = w->k.batch * oomi_objective_sequences(w->objective);
+    /* the masked kernels (SDPA's memory-efficient one, eager) compute every score of a packed
+     * row and mask the other documents' away; the varlen kernels skip them */
+    x->context = (double)(w->packing != OOMI_PACKING_NONE && w->k.attention == OOM_ATTENTION_FLASH
+                              ? w->k.seq_len
+                              : 0);
+    packed_batch(wb);
+    if (!(x->context > 0))
+        x->context = (double)wb->k.seq_len;
+    x->w = wb;
+    x->m = w->model;
+    x->prec = oomi_resolved_precision(w);
+    x->train = w->k.method != OOM_METHOD_INFERENCE;
+    x->lora_on = w->k.method == OOM_METHOD_LORA || w->k.method == OOM_METHOD_QLORA;
+    x->quant = w->k.method == OOM_METHOD_QLORA || x->prec == OOM_PRECISION_INT8 ||
+               x->prec == OOM_PRECISION_4BIT || x->m->quant_bytes > 0;
+    x->nf4 = oomi_nf4_base(w);
+    x->dq = oomi_double_quant(w);
+    /* PEFT upcasts 16-bit adapters to fp32 (autocast_adapter_dtype=True in get_peft_model) */
+    x->ab = w->adapter_dtype == OOMI_ADAPTER_BF16 ? 2 : 4;
+    x->frozen = x->lora_on;
+    x->e = x->prec == OOM_PRECISION_FP32 ? 4 : 2;
+    x->n = (double)w->k.gpus;
+    x->fsdp2 = oomi_fsdp2(w) && x->train;
+    if (x->fsdp2 && amp(x)) /* MixedPrecisionPolicy's param_dtype: 16-bit compute, no autocast */
+        x->prec = x->prec == OOM_PRECISION_AMP_FP16 ? OOM_PRECISION_FP16 : OOM_PRECISION_BF16;
+    x->fused = w->objective == OOMI_OBJECTIVE_DPO || w->objective == OOMI_OBJECTIVE_IPO ||
+               w->objective == OOMI_OBJECTIVE_KTO || w->objective == OOMI_OBJECTIVE_GRPO;
+    x->ref_fwd = oomi_reference_of(w) != OOMI_REFERENCE_NONE && !w->precompute_ref &&
+                 w->objective != OOMI_OBJECTIVE_GRPO;
+    if (x->lora_on && (err = oomi_lora_resolve(&x->lora, x->m, w->lora_targets, w->lora_rank)))
+        return err;
+    /* a multimodal checkpoint trained on text: its vision tower gets no gradient, so AdamW keeps
+     * no state for it (oomless trace, Gemma 3 12B full fine-tune: 11.77 B trained of 12.19 B) */
+    x->trainable = !x->train    ? 0
+                   : x->lora_on ? (double)x->lora.params
+                                : (double)(x->m->params - x->m->params_vision);
+    x->wref = reference_weights(x);
+    return OOM_OK;
 }
 
 int oom_estimate_run(oom_estimate *out, const oom_workload *w)
@@ -831,45 +996,8 @@ int oom_estimate_run(oom_estimate *out, const oom_workload *w)
     if ((err = oomi_check_version(out->version, OOM_ESTIMATE_VERSION, "oom_estimate")))
         return err;
     *out = (oom_estimate){.version = out->version};
-    if ((err = oom_workload_validate(w)) || (err = oomi_objective_check_batch(w)) ||
-        (err = oomi_coef_get(&x.c)))
+    if ((err = setup(&x, &wb, w)))
         return err;
-    /* the policy's forward carries chosen and rejected concatenated: 2 x --batch sequences
-     * (concatenated_inputs in DPOTrainer, CPOTrainer, ORPOTrainer; RewardTrainer) */
-    wb = *w;
-    wb.k.batch = w->k.batch * oomi_objective_sequences(w->objective);
-    /* the masked kernels (SDPA's memory-efficient one, eager) compute every score of a packed
-     * row and mask the other documents' away; the varlen kernels skip them */
-    x.context = (double)(w->packing != OOMI_PACKING_NONE && w->k.attention == OOM_ATTENTION_FLASH
-                             ? w->k.seq_len
-                             : 0);
-    packed_batch(&wb);
-    if (!(x.context > 0))
-        x.context = (double)wb.k.seq_len;
-    x.w = &wb;
-    x.m = w->model;
-    x.prec = oomi_resolved_precision(w);
-    x.train = w->k.method != OOM_METHOD_INFERENCE;
-    x.lora_on = w->k.method == OOM_METHOD_LORA || w->k.method == OOM_METHOD_QLORA;
-    x.quant = w->k.method == OOM_METHOD_QLORA || x.prec == OOM_PRECISION_INT8 ||
-              x.prec == OOM_PRECISION_4BIT || x.m->quant_bytes > 0;
-    x.frozen = x.lora_on;
-    x.e = x.prec == OOM_PRECISION_FP32 ? 4 : 2;
-    x.n = (double)w->k.gpus;
-    x.fused = w->objective == OOMI_OBJECTIVE_DPO || w->objective == OOMI_OBJECTIVE_IPO ||
-              w->objective == OOMI_OBJECTIVE_KTO || w->objective == OOMI_OBJECTIVE_GRPO;
-    x.ref_fwd = oomi_reference_of(w) != OOMI_REFERENCE_NONE && !w->precompute_ref &&
-                w->objective != OOMI_OBJECTIVE_GRPO;
-    memset(&x.lora, 0, sizeof(x.lora));
-    if (x.lora_on && (err = oomi_lora_resolve(&x.lora, x.m, w->lora_targets, w->lora_rank)))
-        return err;
-    /* a multimodal checkpoint trained on text: its vision tower gets no gradient, so AdamW keeps
-     * no state for it (oomless trace, Gemma 3 12B full fine-tune: 11.77 B trained of 12.19 B) */
-    x.trainable = !x.train    ? 0
-                  : x.lora_on ? (double)x.lora.params
-                              : (double)(x.m->params - x.m->params_vision);
-
-    x.wref = reference_weights(&x);
     out->peak_phase = x.train ? training(&x, &p) : inference(&x, &p);
     /* with a colocated vLLM engine the trainer does not generate: the engine's memory is the
      * planner's to split (docs/plan.md, "RL with a colocated rollout engine") */
@@ -895,5 +1023,40 @@ int oom_estimate_run(oom_estimate *out, const oom_workload *w)
                             : x.lora_on ? x.lora.params
                                         : x.m->params - x.m->params_vision; /* exact */
     flops(out, &x);
+    return OOM_OK;
+}
+
+int oomi_qlora_of(oomi_qlora *out, const oom_workload *w)
+{
+    ctx x;
+    oom_workload wb;
+    const oomi_model *m;
+    double grad, state, master, linear;
+    int err;
+
+    memset(out, 0, sizeof(*out));
+    if ((err = setup(&x, &wb, w)))
+        return err;
+    m = x.m;
+    linear = (double)m->params_linear;
+    out->quantized = x.nf4;
+    out->double_quant = x.dq;
+    if (x.nf4) {
+        out->nf4 = linear / 2;
+        out->absmax = x.dq ? linear / 64 : linear * 4 / 64;
+        out->absmax2 = x.dq ? linear * 4 / (64 * 256) : 0;
+        out->unquantized = (double)(m->params - m->params_linear) * unquantized_bytes(&x);
+        out->dequant = dequant_transient(&x);
+    }
+    if (x.lora_on) {
+        out->adapter_bytes = x.ab;
+        out->adapters = (double)x.lora.params * x.ab;
+    }
+    train_bytes(&x, &grad, &state, &master);
+    out->paged = x.train ? optimizer_states(&x, state, master) * paged_share(&x) : 0;
+    if (w->k.sharding >= OOM_SHARDING_ZERO1)
+        out->paged /= x.n;
+    if (w->k.offload != OOM_OFFLOAD_NONE)
+        out->paged = 0;
     return OOM_OK;
 }

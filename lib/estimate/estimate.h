@@ -68,8 +68,8 @@ typedef struct oomi_coef {
      * per token per hidden element + bytes per score), for SDPA and for eager attention */
     oomi_infer_coef infer[OOMI_COEF_FAMILIES];
     size_t ninfer;
-    double nf4_bytes, int8_bytes, adam8_bytes;
-    double opt_temp[8]; /* optimizer-step temporaries, x one state copy, by oom_optimizer */
+    double int8_bytes, adam8_bytes;
+    double opt_temp[10]; /* optimizer-step temporaries, x one state copy, by oom_optimizer */
     double ddp_buckets, zero3_live_layers;
     double frag, round;
     /* the caching allocator's blocks it cannot reuse, by what the peak is made of (measured on an
@@ -117,6 +117,18 @@ double oomi_kv_bytes(const oomi_kv_layout *kv, double batch, double seq, double 
 /* {"stack", "full", "sliding", "window", "latent", "elements_per_token"}; NULL without a cache
  * (estimate_json.c; the plan's JSON too) */
 json_object *oomi_kv_layout_json(const oomi_kv_layout *kv);
+/* A QLoRA workload's parts (estimate.c; docs/estimate.md, "QLoRA"), bytes per GPU: a 4-bit base
+ * quantised at load (quantized): its 4-bit codes, first-level absmaxes (fp32, or 8-bit when
+ * double-quantised), second-level fp32 constants, the weights left unquantised (embeddings, head,
+ * norms), the dequantised weight of one linear in a forward or backward; the adapters (at
+ * adapter_bytes a parameter); the optimizer states a paged optimizer keeps in CUDA unified
+ * memory, outside the estimate's peaks */
+typedef struct oomi_qlora {
+    bool quantized, double_quant;
+    double nf4, absmax, absmax2, unquantized, dequant, adapters, adapter_bytes, paged;
+} oomi_qlora;
+int oomi_qlora_of(oomi_qlora *out, const oom_workload *w);
+json_object *oomi_qlora_json(const oomi_qlora *q);
 /* How sure an estimate is (estimate_confidence.c, data/confidence.json) */
 enum { OOMI_CONF_KEY_MAX = 96 };
 typedef enum oomi_conf_basis {

@@ -221,8 +221,9 @@ static void read_infer(rd *r, json_object *inf)
 
 static void read_rest(rd *r, json_object *root)
 {
-    static const char *const opts[] = {"adamw",        "adamw-8bit", "adafactor", "sgd",
-                                       "sgd-momentum", "lion",       "none",      "adamw-fused"};
+    static const char *const opts[] = {
+        "adamw", "adamw-8bit", "adafactor",   "sgd",         "sgd-momentum",
+        "lion",  "none",       "adamw-fused", "paged-adamw", "paged-adamw-8bit"};
     json_object *lg = sub(r, root, "logits"), *inf = sub(r, root, "inference");
     json_object *q = sub(r, root, "quantization"), *o = sub(r, root, "optimizer");
     json_object *p = sub(r, root, "parallel"), *al = sub(r, root, "allocator");
@@ -240,7 +241,6 @@ static void read_rest(rd *r, json_object *root)
     coef.score_grads = num(r, sub(r, root, "activations"), "score_gradients");
     coef.infer_h = num(r, inf, "h"), coef.infer_f = num(r, inf, "f");
     read_infer(r, inf);
-    coef.nf4_bytes = num(r, q, "nf4_bytes_per_param"),
     coef.int8_bytes = num(r, q, "int8_bytes_per_param");
     coef.adam8_bytes = num(r, o, "adamw_8bit_bytes_per_param");
     for (i = 0; i < OOMI_ARRAY_LEN(opts); i++)

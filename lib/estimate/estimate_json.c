@@ -2,6 +2,7 @@
 #include "estimate/estimate.h"
 
 #include <json-c/json.h>
+#include <math.h>
 #include <string.h>
 
 /* what the objective changes, as TRL counts it (docs/estimate.md, "Objectives") */
@@ -80,7 +81,14 @@ static json_object *workload_json(const oom_workload *w)
     oomi_json_put(o, "attention", json_object_new_string(oom_attention_name(k.attention)));
     oomi_json_put(o, "loss", json_object_new_string(oom_loss_name(k.loss)));
     oomi_json_put(o, "gpus", json_object_new_int64(k.gpus));
-    oomi_json_put(o, "sharding", json_object_new_string(oom_sharding_name(k.sharding)));
+    oomi_json_put(o, "sharding", json_object_new_string(oomi_sharding_text(w)));
+    if (oomi_fsdp2(w)) {
+        oomi_json_put(o, "fsdp_param_dtype",
+                      json_object_new_string(w->fsdp_bf16 ? "bf16" : "fp32"));
+        oomi_json_put(o, "reshard_after_forward",
+                      w->fsdp_reshard > 1 ? json_object_new_int64(w->fsdp_reshard)
+                                          : json_object_new_boolean(w->fsdp_reshard == 0));
+    }
     oomi_json_put(o, "offload", json_object_new_string(oom_offload_name(k.offload)));
     if (lora) {
         oomi_json_put(o, "lora_rank", json_object_new_int64(w->lora_rank));
@@ -176,6 +184,31 @@ json_object *oomi_kv_layout_json(const oomi_kv_layout *kv)
     return o;
 }
 
+/* what a 4-bit base, its adapters and a paged optimizer hold; NULL where none of them is */
+json_object *oomi_qlora_json(const oomi_qlora *q)
+{
+    json_object *o;
+    if ((!q->quantized && q->adapter_bytes <= 0 && q->paged <= 0) ||
+        !(o = json_object_new_object()))
+        return NULL;
+    if (q->quantized) {
+        oomi_json_put(o, "double_quant", json_object_new_boolean(q->double_quant));
+        oomi_json_put(o, "nf4_bytes", oomi_json_size((uint64_t)llround(q->nf4)));
+        oomi_json_put(o, "absmax_bytes", oomi_json_size((uint64_t)llround(q->absmax)));
+        oomi_json_put(o, "absmax2_bytes", oomi_json_size((uint64_t)llround(q->absmax2)));
+        oomi_json_put(o, "unquantized_bytes", oomi_json_size((uint64_t)llround(q->unquantized)));
+        oomi_json_put(o, "dequantized_transient_bytes",
+                      oomi_json_size((uint64_t)llround(q->dequant)));
+    }
+    if (q->adapter_bytes > 0) {
+        oomi_json_put(o, "adapter_dtype",
+                      json_object_new_string(q->adapter_bytes < 4 ? "bf16" : "fp32"));
+        oomi_json_put(o, "adapter_bytes", oomi_json_size((uint64_t)llround(q->adapters)));
+    }
+    oomi_json_put(o, "paged_optimizer_bytes", oomi_json_size((uint64_t)llround(q->paged)));
+    return o;
+}
+
 static void estimate_json(json_object *root, const oom_estimate *e)
 {
     json_object *params = json_object_new_object(), *comp = json_object_new_object();
@@ -267,6 +300,9 @@ int oom_estimate_to_json_budget(char **out, const oom_workload *w, const oom_est
         oomi_json_put(root, "kv_cache_layers", oomi_kv_layout_json(&kv));
     }
     if (e && w->model) {
+        oomi_qlora q;
+        if (!oomi_qlora_of(&q, w))
+            oomi_json_put(root, "qlora", oomi_qlora_json(&q));
         oomi_json_put(root, "overhead", oomi_overhead_json(w));
         oomi_json_put(root, "cublas_workspace", oomi_cublas_json(w));
     }

@@ -15,6 +15,9 @@ static bool add_target(oomi_lora *l, const oomi_model *m, const char *name, size
         l->params += (uint64_t)x->count * (uint64_t)r * (uint64_t)(x->din + x->dout);
         l->in_elems += (uint64_t)x->count * (uint64_t)x->din;
         l->n_adapted += (uint64_t)x->count;
+        /* A is r x din, B dout x r: each paged or not by its own size */
+        l->paged += (uint64_t)x->count * ((r * x->din >= OOMI_PAGED_MIN ? r * x->din : 0) +
+                                          (r * x->dout >= OOMI_PAGED_MIN ? r * x->dout : 0));
         found = true;
     }
     return found;

@@ -659,6 +659,18 @@ static int count_vision(uint64_t *out, const cfg_ctx *c, json_object *text)
     return OOM_OK;
 }
 
+/* Bytes per weight of bitsandbytes' NF4 (quantize_4bit, bitsandbytes/functional.py; QLoRA,
+ * Dettmers et al. 2023, section 3): two 4-bit codes a byte and one absmax per block of 64 weights,
+ * fp32; with double quantization (bnb_4bit_use_double_quant) the absmaxes are themselves
+ * quantised to 8 bits in blocks of 256 with one fp32 absmax per block (QuantState.state2); the
+ * per-tensor constants (the 16-entry code, state2's 256-entry code, the offset: about 1 KiB a
+ * linear) are left out. torchao's NF4Tensor, torchtune's QLoRA, stores the same: 4 bits, an
+ * int8 scaler per block of 64, a quantization factor per 256 scalers. */
+double oomi_nf4_bytes(bool double_quant)
+{
+    return double_quant ? 0.5 + 1.0 / 64 + 4.0 / (64 * 256) : 0.5 + 4.0 / 64;
+}
+
 /* A pre-quantized checkpoint: its config's quantization_config says how the linears inside the
  * blocks are stored (embeddings, the head and the norms stay 16-bit). Per weight, as the loaders
  * keep it:
@@ -703,7 +715,7 @@ static int read_quant(oomi_model *m, json_object *cfg, const char *path)
     } else if (!strcmp(method, "bitsandbytes")) {
         if (get_bool(&c, "load_in_4bit", false)) {
             bool dq = get_bool(&c, "bnb_4bit_use_double_quant", false);
-            m->quant_bytes = dq ? 0.5 + 1.0 / 64 + 4.0 / (64 * 256) : 0.5 + 4.0 / 64;
+            m->quant_bytes = oomi_nf4_bytes(dq);
             oomi_snprintf(m->quant_desc, sizeof(m->quant_desc), "bitsandbytes 4-bit%s",
                           dq ? ", double quantization" : "");
         } else if (get_bool(&c, "load_in_8bit", false)) {

@@ -91,7 +91,12 @@ typedef struct oomi_lora {
     uint64_t params;    /* r * (din + dout) summed */
     uint64_t in_elems;  /* sum of din over adapted linears (per token, whole model) */
     uint64_t n_adapted; /* adapted linear instances */
+    uint64_t paged; /* params of the A and B matrices a paged optimizer pages (OOMI_PAGED_MIN) */
 } oomi_lora;
+/* bitsandbytes' paged optimizers keep the states of a tensor of at least this many elements in
+ * CUDA unified memory, smaller ones in ordinary device memory (Optimizer8bit.get_state_buffer:
+ * `if not self.is_paged or p.numel() < 1e5`, bitsandbytes/optim/optimizer.py) */
+#define OOMI_PAGED_MIN 100000
 int oomi_lora_resolve(oomi_lora *out, const oomi_model *m, const char *targets, long rank);
 
 /* the workload (workload.c), read by estimate.c */
@@ -139,6 +144,16 @@ struct oom_workload {
      * tokens of one micro-batch (0: batch x seq) */
     unsigned packing;
     long tokens_per_batch;
+    /* QLoRA (docs/estimate.md, "QLoRA"): bnb_4bit_use_double_quant (0 auto: yes under qlora,
+     * BitsAndBytesConfig's no elsewhere; 1 no; 2 yes), the adapters' dtype (oomi_adapter_dtype) */
+    unsigned double_quant;
+    unsigned adapter_dtype;
+    bool kbit_prepare; /* PEFT's prepare_model_for_kbit_training: unquantised params in fp32 */
+    /* sharding fsdp2 (torch's fully_shard; k.sharding is zero3): the sharded parameters in bf16
+     * (else fp32), reshard_after_forward (0: True, -1: False, N > 1: to N GPUs), each option
+     * given */
+    bool fsdp2, fsdp_bf16, fsdp_dtype_set, reshard_set;
+    long fsdp_reshard;
 };
 
 /* how packed documents share a row: none (padded rows), padding-free (TRL padding_free /
@@ -148,6 +163,21 @@ enum { OOMI_PACKING_NONE, OOMI_PACKING_PADDING_FREE, OOMI_PACKING_BLOCK_MASK };
 extern const char *const oomi_packing_names[3];
 /* the micro-batch as the model sees it: *rows of *len tokens each (batch x seq unpacked) */
 void oomi_packed_shape(const oom_workload *w, long *rows, long *len);
+
+typedef enum oomi_adapter_dtype {
+    OOMI_ADAPTER_AUTO, /* fp32: PEFT's autocast_adapter_dtype=True */
+    OOMI_ADAPTER_FP32,
+    OOMI_ADAPTER_BF16
+} oomi_adapter_dtype;
+extern const char *const oomi_adapter_dtype_names[3];
+/* the base is quantised to NF4 at load (method qlora or precision 4bit, no quantization_config);
+ * its double quantization as resolved (auto: under --method qlora) */
+bool oomi_nf4_base(const oom_workload *w);
+bool oomi_double_quant(const oom_workload *w);
+/* the base is quantised by bitsandbytes: at load (int8, 4bit) or in its checkpoint */
+bool oomi_bnb_base(const oom_workload *w);
+/* bytes per weight of a bitsandbytes NF4 linear, with or without double quantization (model.c) */
+double oomi_nf4_bytes(bool double_quant);
 
 /* where GRPO's completions are generated: transformers' generate in the trainer, or a vLLM engine
  * in the trainer's process on the same GPU (TRL's vllm_mode="colocate", verl's hybrid engine) */
@@ -193,7 +223,7 @@ bool oomi_gpu_lacks_bf16(const oom_gpu_profile *gpu);
 oom_precision oomi_precision_without_bf16(oom_precision p);
 /* option values, indexed by the public enums (workload.c) */
 extern const char *const oomi_method_names[4], *const oomi_precision_names[8];
-extern const char *const oomi_optimizer_names[8], *const oomi_checkpointing_names[3];
+extern const char *const oomi_optimizer_names[10], *const oomi_checkpointing_names[3];
 /* the workload's checkpointing as the option spells it ("full", "every:2", "nth:4+offload"): a
  * name, or `buf` (OOMI_CKPT_TEXT bytes) written */
 #define OOMI_CKPT_TEXT 32
@@ -201,6 +231,10 @@ const char *oomi_checkpointing_text(char *buf, size_t size, const oom_workload *
 extern const char *const oomi_attention_names[3], *const oomi_loss_names[2];
 extern const char *const oomi_sharding_names[4], *const oomi_offload_names[3];
 extern const char *const oomi_kv_cache_names[2]; /* "vllm", "transformers" */
+/* whether the workload trains under FSDP2 (sharding fsdp2), and its sharding as the option spells
+ * it ("fsdp2", else the knob's name) */
+bool oomi_fsdp2(const oom_workload *w);
+const char *oomi_sharding_text(const oom_workload *w);
 extern const char *const oomi_objective_names[8], *const oomi_reference_names[4];
 
 #endif

@@ -10,14 +10,16 @@
 const char *const oomi_method_names[4] = {"full", "lora", "qlora", "inference"};
 const char *const oomi_precision_names[8] = {"auto",     "fp32",     "fp16", "bf16",
                                              "amp-fp16", "amp-bf16", "int8", "4bit"};
-const char *const oomi_optimizer_names[8] = {
-    "adamw", "adamw-8bit", "adafactor", "sgd", "sgd-momentum", "lion", "none", "adamw-fused"};
+const char *const oomi_optimizer_names[10] = {
+    "adamw", "adamw-8bit", "adafactor",   "sgd",         "sgd-momentum",
+    "lion",  "none",       "adamw-fused", "paged-adamw", "paged-adamw-8bit"};
 const char *const oomi_checkpointing_names[3] = {"none", "selective", "full"};
 const char *const oomi_attention_names[3] = {"eager", "sdpa", "flash"};
 const char *const oomi_loss_names[2] = {"standard", "chunked"};
 const char *const oomi_sharding_names[4] = {"none", "zero1", "zero2", "zero3"};
 const char *const oomi_offload_names[3] = {"none", "optimizer", "optimizer+params"};
 const char *const oomi_kv_cache_names[2] = {"vllm", "transformers"};
+const char *const oomi_adapter_dtype_names[3] = {"auto", "fp32", "bf16"};
 const char *const oomi_rollout_names[2] = {"none", "vllm-colocate"};
 const char *const oomi_packing_names[3] = {"none", "padding-free", "block-mask"};
 const char *const oomi_objective_names[8] = {"sft",  "dpo", "ipo",    "simpo",
@@ -71,6 +73,16 @@ const char *oom_offload_name(oom_offload v)
 {
     return NAME_OF(oomi_offload_names, v);
 }
+bool oomi_fsdp2(const oom_workload *w)
+{
+    return w->fsdp2 && w->k.sharding == OOM_SHARDING_ZERO3;
+}
+
+const char *oomi_sharding_text(const oom_workload *w)
+{
+    return oomi_fsdp2(w) ? "fsdp2" : oom_sharding_name(w->k.sharding);
+}
+
 const char *oom_phase_name(oom_phase v)
 {
     return NAME_OF(phase_names, v);
@@ -89,8 +101,10 @@ static const oom_option *const options[] = {
                         "auto|fp32|fp16|bf16|amp-fp16|amp-bf16|int8|4bit",
                         "dtype (default auto: amp-bf16 full, bf16 lora/inference, 4bit qlora)"},
     &(const oom_option){OOM_OPTION_VERSION, "optimizer",
-                        "adamw|adamw-fused|adamw-8bit|adafactor|sgd|sgd-momentum|lion|none",
-                        "(default adamw: torch foreach)"},
+                        "adamw|adamw-fused|adamw-8bit|paged-adamw|paged-adamw-8bit|adafactor|sgd|"
+                        "sgd-momentum|lion|none",
+                        "(default adamw: torch foreach; paged-*: bitsandbytes' states in CUDA "
+                        "unified memory)"},
     &(const oom_option){OOM_OPTION_VERSION, "batch", "N", "micro-batch per GPU (default 1)"},
     &(const oom_option){OOM_OPTION_VERSION, "seq", "N",
                         "tokens per sample; inference: prompt + generated (default 512; plan "
@@ -106,8 +120,17 @@ static const oom_option *const options[] = {
     &(const oom_option){OOM_OPTION_VERSION, "loss", "standard|chunked",
                         "full fp32 logits, or chunked/fused cross-entropy (default standard)"},
     &(const oom_option){OOM_OPTION_VERSION, "gpus", "N", "data-parallel GPUs (default 1)"},
-    &(const oom_option){OOM_OPTION_VERSION, "sharding", "none|zero1|zero2|zero3",
-                        "ZeRO stage / FSDP full shard = zero3 (default none)"},
+    &(const oom_option){OOM_OPTION_VERSION, "sharding", "none|zero1|zero2|zero3|fsdp2",
+                        "ZeRO stage / FSDP full shard = zero3; fsdp2: torch fully_shard per "
+                        "block + root, computing in --precision's 16-bit dtype (default none)"},
+    &(const oom_option){OOM_OPTION_VERSION, "fsdp-param-dtype", "fp32|bf16",
+                        "fsdp2: dtype of the sharded parameters, gradients and AdamW states; "
+                        "fp32 with bf16 compute is torchtitan's MixedPrecisionPolicy (default "
+                        "fp32)"},
+    &(const oom_option){OOM_OPTION_VERSION, "reshard-after-forward", "yes|no|N",
+                        "fsdp2: the blocks free their gathered parameters after forward (yes), "
+                        "keep them for backward (no) or keep a 1/N shard (default yes; the root "
+                        "never reshards)"},
     &(const oom_option){OOM_OPTION_VERSION, "offload", "none|optimizer|optimizer+params",
                         "CPU offload (default none)"},
     &(const oom_option){OOM_OPTION_VERSION, "lora-rank", "R", "LoRA rank (default 16)"},
@@ -115,6 +138,16 @@ static const oom_option *const options[] = {
                         "adapted modules, HF names (default: PEFT's per family)"},
     &(const oom_option){OOM_OPTION_VERSION, "lora-dropout", "P",
                         "LoRA dropout probability (default 0.05)"},
+    &(const oom_option){OOM_OPTION_VERSION, "double-quant", "auto|no|yes",
+                        "4-bit base: bnb_4bit_use_double_quant, 8-bit absmax constants (default "
+                        "auto: yes under qlora, no for --precision 4bit)"},
+    &(const oom_option){OOM_OPTION_VERSION, "adapter-dtype", "auto|fp32|bf16",
+                        "LoRA adapters, their gradients and AdamW states (default auto: fp32, "
+                        "PEFT's autocast_adapter_dtype; TRL's trainers cast a 4-bit model's to "
+                        "bf16)"},
+    &(const oom_option){OOM_OPTION_VERSION, "kbit-prepare", "no|yes",
+                        "bitsandbytes base: PEFT's prepare_model_for_kbit_training, embeddings, "
+                        "head and norms upcast to fp32 (default no: TRL's trainers do not)"},
     &(const oom_option){OOM_OPTION_VERSION, "decoder-seq", "N",
                         "encoder-decoder models: target tokens (default = seq)"},
     &(const oom_option){OOM_OPTION_VERSION, "max-positions", "N",
@@ -280,6 +313,26 @@ bool oomi_gpu_lacks_bf16(const oom_gpu_profile *gpu)
 {
     return gpu &&
            ((gpu->has_tflops && gpu->bf16_tflops <= 0) || (gpu->cc_major > 0 && gpu->cc_major < 8));
+}
+
+bool oomi_bnb_base(const oom_workload *w)
+{
+    oom_precision p = oomi_resolved_precision(w);
+    if (w->model && w->model->quant_bytes > 0)
+        return !strncmp(w->model->quant_desc, "bitsandbytes", 12);
+    return p == OOM_PRECISION_INT8 || p == OOM_PRECISION_4BIT;
+}
+
+bool oomi_nf4_base(const oom_workload *w)
+{
+    return !(w->model && w->model->quant_bytes > 0) &&
+           (w->k.method == OOM_METHOD_QLORA || oomi_resolved_precision(w) == OOM_PRECISION_4BIT);
+}
+
+bool oomi_double_quant(const oom_workload *w)
+{
+    return oomi_nf4_base(w) &&
+           (w->double_quant == 2 || (w->double_quant == 0 && w->k.method == OOM_METHOD_QLORA));
 }
 
 oom_precision oomi_precision_without_bf16(oom_precision p)

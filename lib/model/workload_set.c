@@ -180,6 +180,40 @@ static int set_checkpointing(oom_workload *w, const char *key, const char *value
     return OOM_OK;
 }
 
+/* sharding (fsdp2 is zero3 with the workload's fsdp2 flag), fsdp-param-dtype,
+ * reshard-after-forward */
+static int set_fsdp2(oom_workload *w, const char *key, const char *value)
+{
+    static const char *const shard[] = {"none", "zero1", "zero2", "zero3", "fsdp2"};
+    static const char *const dtypes[] = {"fp32", "bf16"};
+    unsigned v;
+    long long n;
+    int err;
+    if (!strcmp(key, "sharding")) {
+        if ((err = parse_enum(&v, key, value, shard, OOMI_ARRAY_LEN(shard))))
+            return err;
+        w->fsdp2 = v == 4;
+        w->k.sharding = w->fsdp2 ? OOM_SHARDING_ZERO3 : (oom_sharding)v;
+        return OOM_OK;
+    }
+    if (!strcmp(key, "fsdp-param-dtype")) {
+        if ((err = parse_enum(&v, key, value, dtypes, 2)))
+            return err;
+        w->fsdp_bf16 = v == 1, w->fsdp_dtype_set = true;
+        return OOM_OK;
+    }
+    if (strcmp(value, "no") && strcmp(value, "yes") && (value[0] < '0' || value[0] > '9'))
+        return oomi_fail(OOM_EINVAL, "%s '%s' is not yes, no or a GPU count", key, value);
+    if (!strcmp(value, "no") || !strcmp(value, "yes"))
+        w->fsdp_reshard = strcmp(value, "no") ? 0 : -1;
+    else if ((err = oomi_parse_long(&n, value, 2, 1LL << 30, key)))
+        return err;
+    else
+        w->fsdp_reshard = (long)n;
+    w->reshard_set = true;
+    return OOM_OK;
+}
+
 static int set_one(oom_workload *w, const char *key, const char *value)
 {
     int err;
@@ -197,8 +231,9 @@ static int set_one(oom_workload *w, const char *key, const char *value)
         ENUM(attention, oomi_attention_names);
     if (!strcmp(key, "loss"))
         ENUM(loss, oomi_loss_names);
-    if (!strcmp(key, "sharding"))
-        ENUM(sharding, oomi_sharding_names);
+    if (!strcmp(key, "sharding") || !strcmp(key, "fsdp-param-dtype") ||
+        !strcmp(key, "reshard-after-forward"))
+        return set_fsdp2(w, key, value);
     if (!strcmp(key, "offload"))
         ENUM(offload, oomi_offload_names);
     if (!strcmp(key, "batch"))
@@ -224,14 +259,20 @@ static int set_one(oom_workload *w, const char *key, const char *value)
             w->lora_rank_set = true;
         return err;
     }
-    if (!strcmp(key, "keep-grads")) {
+    if (!strcmp(key, "keep-grads") || !strcmp(key, "kbit-prepare")) {
         unsigned v;
         static const char *const yn[] = {"no", "yes"};
         if ((err = parse_enum(&v, key, value, yn, 2)))
             return err;
-        w->keep_grads = v == 1;
+        *(key[0] == 'k' && key[1] == 'e' ? &w->keep_grads : &w->kbit_prepare) = v == 1;
         return OOM_OK;
     }
+    if (!strcmp(key, "double-quant")) {
+        static const char *const dq[] = {"auto", "no", "yes"};
+        return parse_enum(&w->double_quant, key, value, dq, 3);
+    }
+    if (!strcmp(key, "adapter-dtype"))
+        return parse_enum(&w->adapter_dtype, key, value, oomi_adapter_dtype_names, 3);
     if (!strcmp(key, "kv-cache")) {
         unsigned v;
         if ((err = parse_enum(&v, key, value, oomi_kv_cache_names, 2)))
@@ -355,7 +396,12 @@ int oom_workload_get(char **out, const oom_workload *w, const char *key)
     else if (IS("loss"))
         s = oomi_strdup(oom_loss_name(kn.loss));
     else if (IS("sharding"))
-        s = oomi_strdup(oom_sharding_name(kn.sharding));
+        s = oomi_strdup(oomi_sharding_text(w));
+    else if (IS("fsdp-param-dtype"))
+        s = oomi_strdup(w->fsdp_bf16 ? "bf16" : "fp32");
+    else if (IS("reshard-after-forward"))
+        s = w->fsdp_reshard > 1 ? oomi_asprintf("%ld", w->fsdp_reshard)
+                                : oomi_strdup(w->fsdp_reshard ? "no" : "yes");
     else if (IS("offload"))
         s = oomi_strdup(oom_offload_name(kn.offload));
     else if (IS("batch"))
@@ -374,6 +420,12 @@ int oom_workload_get(char **out, const oom_workload *w, const char *key)
         s = w->serve_seqs ? oomi_asprintf("%ld", w->serve_seqs) : oomi_strdup("");
     else if (IS("keep-grads"))
         s = oomi_strdup(w->keep_grads ? "yes" : "no");
+    else if (IS("kbit-prepare"))
+        s = oomi_strdup(w->kbit_prepare ? "yes" : "no");
+    else if (IS("double-quant"))
+        s = oomi_strdup(w->double_quant == 0 ? "auto" : w->double_quant == 1 ? "no" : "yes");
+    else if (IS("adapter-dtype"))
+        s = oomi_strdup(oomi_adapter_dtype_names[w->adapter_dtype]);
     else if (IS("kv-cache"))
         s = oomi_strdup(oomi_kv_cache_names[w->kv_transformers]);
     else if (IS("objective"))
@@ -481,8 +533,43 @@ static int validate_tp(const oom_workload *w)
     return OOM_OK;
 }
 
+/* what FSDP2 is modelled for: full training whose compute dtype --precision gives (its 16-bit
+ * dtype is MixedPrecisionPolicy's param_dtype; amp-* means the same, FSDP2's policy replacing
+ * autocast), without offload; reshard-after-forward N a proper divisor of the GPUs, as
+ * fully_shard requires */
+static int validate_fsdp2(const oom_workload *w)
+{
+    oom_precision p = oomi_resolved_precision(w);
+    if (!oomi_fsdp2(w))
+        return w->fsdp_dtype_set || w->reshard_set
+                   ? oomi_fail(OOM_EINVAL, "%s is for sharding 'fsdp2' (got '%s')",
+                               w->fsdp_dtype_set ? "fsdp-param-dtype" : "reshard-after-forward",
+                               oom_sharding_name(w->k.sharding))
+                   : OOM_OK;
+    if (w->k.method != OOM_METHOD_FULL)
+        return oomi_fail(OOM_EINVAL, "sharding 'fsdp2' is modelled for method 'full' (got '%s')",
+                         oom_method_name(w->k.method));
+    if (w->k.offload != OOM_OFFLOAD_NONE)
+        return oomi_fail(OOM_EINVAL, "sharding 'fsdp2' takes no offload (got '%s')",
+                         oom_offload_name(w->k.offload));
+    if (p == OOM_PRECISION_INT8 || p == OOM_PRECISION_4BIT ||
+        (w->fsdp_bf16 && p != OOM_PRECISION_BF16 && p != OOM_PRECISION_AMP_BF16))
+        return oomi_fail(OOM_EINVAL,
+                         "sharding 'fsdp2' %s precision '%s' (fp32, fp16 or bf16 compute%s)",
+                         "does not take", oom_precision_name(p),
+                         w->fsdp_bf16 ? "; bf16 for fsdp-param-dtype 'bf16'" : "");
+    if (w->fsdp_reshard > 1 && (w->k.gpus % w->fsdp_reshard || w->fsdp_reshard >= w->k.gpus))
+        return oomi_fail(OOM_EINVAL,
+                         "reshard-after-forward '%ld' must divide gpus '%ld' and be smaller",
+                         w->fsdp_reshard, w->k.gpus);
+    return OOM_OK;
+}
+
 static int validate_parallel(const oom_workload *w)
 {
+    int err;
+    if ((err = validate_fsdp2(w)))
+        return err;
     if (w->k.offload == OOM_OFFLOAD_OPTIMIZER_PARAMS && w->k.sharding != OOM_SHARDING_ZERO3)
         return oomi_fail(OOM_EINVAL, "offload 'optimizer+params' needs sharding 'zero3' (got '%s')",
                          oom_sharding_name(w->k.sharding));
@@ -643,6 +730,26 @@ int oom_workload_validate(const oom_workload *w)
                          : w->lora_targets_set ? "targets"
                                                : "dropout",
                          oom_method_name(w->k.method));
+    if (w->adapter_dtype != OOMI_ADAPTER_AUTO && !lora)
+        return oomi_fail(OOM_EINVAL, "adapter-dtype is set but method '%s' is not lora or qlora",
+                         oom_method_name(w->k.method));
+    if (w->kbit_prepare && !oomi_bnb_base(w))
+        return oomi_fail(OOM_EINVAL,
+                         "kbit-prepare is for a bitsandbytes base (method qlora, precision int8 "
+                         "or 4bit, or a bitsandbytes checkpoint), not precision '%s'%s%s",
+                         oom_precision_name(oomi_resolved_precision(w)),
+                         m->quant_bytes > 0 ? " of a " : "",
+                         m->quant_bytes > 0 ? m->quant_desc : "");
+    if (w->double_quant && m->quant_bytes > 0)
+        return oomi_fail(OOM_EINVAL,
+                         "double-quant is set but model '%s' is pre-quantized (%s): its "
+                         "quantization_config says how it is stored",
+                         w->model_arg ? w->model_arg : m->family, m->quant_desc);
+    if (w->double_quant && !oomi_nf4_base(w))
+        return oomi_fail(OOM_EINVAL,
+                         "double-quant is for a 4-bit base (method qlora or precision 4bit), "
+                         "not precision '%s'",
+                         oom_precision_name(oomi_resolved_precision(w)));
     if (m->quant_bytes > 0 && w->k.method == OOM_METHOD_FULL)
         return oomi_fail(OOM_EINVAL,
                          "model '%s' is pre-quantized (%s): its weights are not trained; use "

@@ -1086,6 +1086,12 @@ static int setup(search *s, oom_plan_result *res)
                                          "length; give --seq");
         s->base.precision = OOM_PRECISION_AUTO; /* not the planner's to say */
     }
+    /* the plan's candidates and outputs (DeepSpeed, accelerate, torchtitan configs) name the
+     * sharding by its knob, a ZeRO stage; fsdp2's dtype and resharding options are estimated,
+     * not searched */
+    if (s->w && oomi_fsdp2(s->w))
+        return oomi_fail(OOM_EINVAL, "sharding 'fsdp2' is estimated but not planned: plan searches "
+                                     "none, zero1, zero2 and zero3 (oomless estimate takes fsdp2)");
     /* the plan's outputs name checkpointing by its knob (none, selective, full): one layer in N
      * is estimated, not planned */
     if (s->w && (s->w->ckpt_every > 1 || s->w->ckpt_offload) &&

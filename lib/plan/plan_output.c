@@ -294,6 +294,10 @@ static void format_args(oomi_sb *sb, const oom_plan_result *r, const oom_plan_ch
         oomi_sb_puts(sb, " --gradient_checkpointing");
     if (k->optimizer == OOM_OPTIMIZER_ADAMW_8BIT)
         oomi_sb_puts(sb, " --optim adamw_bnb_8bit");
+    else if (k->optimizer == OOM_OPTIMIZER_PAGED_ADAMW) /* transformers' OptimizerNames */
+        oomi_sb_puts(sb, " --optim paged_adamw_32bit");
+    else if (k->optimizer == OOM_OPTIMIZER_PAGED_ADAMW_8BIT)
+        oomi_sb_puts(sb, " --optim paged_adamw_8bit");
     if (k->sharding != OOM_SHARDING_NONE || k->offload != OOM_OFFLOAD_NONE)
         oomi_sb_puts(sb, " --deepspeed ds_config.json");
     if (k->loss == OOM_LOSS_CHUNKED) /* Liger-Kernel's fused linear + cross-entropy */

@@ -18,6 +18,11 @@ class HelpersTest(unittest.TestCase):
         args = oomless.hf.training_arguments(plain)
         self.assertFalse(args["bf16"] or args["fp16"] or args["gradient_checkpointing"])
         self.assertEqual(args["optim"], "sgd")
+        # bitsandbytes' paged optimizers by transformers' names
+        for ours, theirs in (("paged-adamw", "paged_adamw_32bit"),
+                             ("paged-adamw-8bit", "paged_adamw_8bit")):
+            paged = dict(PLAN["plan"], optimizer=ours)
+            self.assertEqual(oomless.hf.training_arguments(paged)["optim"], theirs)
         self.assertNotIn("use_liger_kernel", args)
         chunked = dict(PLAN["plan"], loss="chunked", attention="flash")
         self.assertTrue(oomless.hf.training_arguments(chunked)["use_liger_kernel"])

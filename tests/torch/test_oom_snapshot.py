@@ -104,7 +104,10 @@ class Summary(unittest.TestCase):
                 h.remove()
         tags = dict(_oom_snapshot._tags)
         self.assertEqual(tags[out.untyped_storage().data_ptr()], "2")
-        self.assertEqual(len(tags), 3)
+        # the second forward's three outputs (fewer addresses when the allocator gave a freed
+        # one's block to a later output), never the Sequential's own name
+        self.assertLessEqual(set(tags.values()), {"0", "1", "2"})
+        self.assertIn(len(tags), (2, 3))
         snap = {"segments": [{"total_size": 8 * GiB, "blocks": [
             dict(block(3 * GiB, "active_allocated"), address=out.untyped_storage().data_ptr()),
             dict(block(GiB, "active_allocated"), address=1),
@@ -118,6 +121,26 @@ class Summary(unittest.TestCase):
                          [("2", 3 * GiB), (None, GiB), (None, GiB)])
         self.assertEqual([(o["module"], o["bytes"], o["count"]) for o in s["origins"]],
                          [("2", 3 * GiB, 1), (None, 2 * GiB, 2)])
+
+    def test_reused_address_retagged(self):
+        # a tensor freed within a forward leaves its block to the next one of that size: the
+        # address takes the new tensor's module, while a live tensor's (a view, an outer
+        # module's same output) keeps the innermost name
+        import torch
+        from oomless import _oom_snapshot
+        buf = bytearray(64)
+        _oom_snapshot._forget_tags()
+        first = torch.frombuffer(buf, dtype=torch.uint8)
+        address = first.untyped_storage().data_ptr()
+        _oom_snapshot._tag(first, "inner")
+        _oom_snapshot._tag(torch.frombuffer(buf, dtype=torch.uint8), "outer")
+        self.assertEqual(_oom_snapshot._tags[address], "inner")
+        del first
+        second = torch.frombuffer(buf, dtype=torch.uint8)
+        self.assertEqual(second.untyped_storage().data_ptr(), address)
+        _oom_snapshot._tag(second, "later")
+        self.assertEqual(_oom_snapshot._tags, {address: "later"})
+        _oom_snapshot._forget_tags()
 
 
 WRITER = """

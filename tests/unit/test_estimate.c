@@ -299,13 +299,19 @@ static void test_lora(void **state)
     lora_trainable("model=llama-3.1-8b", "lora-targets=default", "lora-rank=16", 6815744);
     lora_trainable("model=llama-3.1-8b", "lora_targets=all-linear", "lora_rank=16", 41943040);
     lora_trainable("model=gpt2", "lora-targets=c_attn", "lora-rank=8", 12 * 8 * (768 + 2304));
-    /* QLoRA: NF4 linears, 16-bit rest, fp32 adapters */
+    /* QLoRA: NF4 linears (double-quantised by default, 0.5625 B without), 16-bit rest, fp32
+     * adapters */
     w = W("model=llama-2-7b", "method=qlora", "lora-rank=8", "seq=8", "batch=1");
     e = run(w);
     {
         double linear = 32.0 * (4 * 4096.0 * 4096 + 3 * 4096.0 * 11008);
         double other = 6738415616.0 - linear;
-        double want = linear * 0.5625 + other * 2 + 4194304.0 * 4;
+        double want = linear * (0.5 + 1.0 / 64 + 4.0 / 16384) + other * 2 + 4194304.0 * 4;
+        assert_true(fabs((double)e.weights - want) < 2);
+        oom_workload_free(w);
+        w = W("model=llama-2-7b", "method=qlora", "lora-rank=8", "seq=8", "double-quant=no");
+        e = run(w);
+        want = linear * 0.5625 + other * 2 + 4194304.0 * 4;
         assert_true(fabs((double)e.weights - want) < 2);
     }
     assert_int_equal(e.optimizer, 8 * 4194304ULL);

@@ -24,6 +24,7 @@ import linecache
 import os
 import sys
 import time
+import weakref
 
 #: How many blocks and origins a summary lists.
 TOP = 5
@@ -34,6 +35,7 @@ _STDLIB = os.path.dirname(os.__file__)
 
 _snapshot_source = None  # a callable returning a snapshot dict (tests inject one on CPU)
 _tags = {}  # storage address -> the name of the module whose forward returned it (tag_modules)
+_tag_tensors = {}  # storage address -> a weak reference to the tensor that got the tag
 _TAGS_MAX = 1 << 16
 
 
@@ -122,14 +124,29 @@ def _source_line(filename, line):
         return None
 
 
+def _forget_tags():
+    _tags.clear()
+    _tag_tensors.clear()
+
+
 def _tag(x, name):
     import torch
     if torch.is_tensor(x):
         address = x.untyped_storage().data_ptr()
         if address:
             if len(_tags) >= _TAGS_MAX:
-                _tags.clear()
-            _tags.setdefault(address, name)  # the innermost module's name (its hook runs first)
+                _forget_tags()
+            holder = _tag_tensors.get(address)
+            # the innermost module's name (its hook runs first) while the tagged tensor lives;
+            # once it is freed its address is another tensor's (the allocator reuses blocks
+            # within one forward), which takes the new name
+            if address in _tags and holder is not None and holder() is not None:
+                return
+            _tags[address] = name
+            try:
+                _tag_tensors[address] = weakref.ref(x)
+            except TypeError:
+                _tag_tensors[address] = None
     elif isinstance(x, dict):
         for v in x.values():
             _tag(v, name)
@@ -145,7 +162,7 @@ def tag_modules(model):
     module's qualified name; the model's own forward start forgets the previous forward's.
     Returns the hook handles (``handle.remove()`` undoes it). A Python call per module forward:
     turn it on while looking for what fills the memory."""
-    handles = [model.register_forward_pre_hook(lambda module, args: _tags.clear())]
+    handles = [model.register_forward_pre_hook(lambda module, args: _forget_tags())]
     for name, module in model.named_modules():
         label = name or type(model).__name__
         handles.append(module.register_forward_hook(

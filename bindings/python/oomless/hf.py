@@ -13,6 +13,8 @@ _OPTIM = {
     "adamw": "adamw_torch",
     "adamw-fused": "adamw_torch_fused",
     "adamw-8bit": "adamw_bnb_8bit",
+    "paged-adamw": "paged_adamw_32bit",
+    "paged-adamw-8bit": "paged_adamw_8bit",
     "adafactor": "adafactor",
     "sgd": "sgd",
     "sgd-momentum": "sgd",

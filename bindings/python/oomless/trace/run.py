@@ -150,6 +150,9 @@ def make_optimizer(name, params):
         raise TraceError("optimizer 'adafactor' cannot be traced: torch.optim.Adafactor reads a "
                          "tensor's value (.item()) in its step, which the meta device does not "
                          "have")
+    if name.startswith("paged-"):
+        raise TraceError("optimizer '%s' cannot be traced: bitsandbytes pages its states in CUDA "
+                         "unified memory, outside the allocator the tracer follows" % name)
     raise TraceError("optimizer '%s' cannot be traced (lion is not in torch.optim; the "
                      "traced ones: adamw, adamw-fused, adamw-8bit, sgd, sgd-momentum, adafactor, "
                      "none)" % name)
