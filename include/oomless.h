@@ -1207,9 +1207,17 @@ typedef struct oom_plan_choice {
     double utilisation;    /**< model-FLOPs utilisation assumed for the micro-batch */
     double score;          /**< what was maximised */
     char *why;             /**< for alternatives: why it lost / how it fails, or NULL; owned */
+    /* version 2 */
+    /** the checkpointing as `--checkpointing` spells it: "none", "selective", "full", or a
+     * variant of full ("op-sac", "nth:2", "every:2", "full+offload"); the longest spelling,
+     * "every:1048576+offload", is 21 characters */
+    char checkpointing[32];
+    /** forwards recomputed per forward by the checkpointing: 0 without, 1 for full, 0.35 for
+     * op-sac on Llama 3.2-1B (the estimate's FLOPs less those without checkpointing) */
+    double recompute;
 } oom_plan_choice;
 
-#define OOM_PLAN_CHOICE_VERSION 1
+#define OOM_PLAN_CHOICE_VERSION 2
 #define OOM_PLAN_CHOICE_INIT                                                                       \
     {                                                                                              \
         .version = OOM_PLAN_CHOICE_VERSION                                                         \

@@ -31,13 +31,16 @@ COMPONENTS = ("weights", "gradients", "optimizer", "activations", "logits", "kv_
 # DeepSeek-V3's widths (multi-head latent attention, 1 dense layer then experts) cut to three
 # layers and 16 experts, 4 per token: a config file beside this script, named from the root
 DEEPSEEK = "bench/trace/deepseek-v3-small.json"
+# Llama 4 Maverick's widths cut to four layers (three of chunked attention, one full) and 16
+# experts on every other layer, with Scout's qk-norm: Llama4ForCausalLM's text model
+LLAMA4 = "bench/trace/llama4-small.json"
 
 # architectures as transformers implements them (presets in data/models/)
 ARCHS = ["llama-3.2-1b", "llama-3.1-8b", "mistral-7b", "qwen2.5-0.5b", "qwen2.5-7b", "qwen3-0.6b",
          "qwen3-8b", "gemma-2-2b", "gemma-3-1b",
          "phi-3-mini", "mixtral-8x7b", "qwen3-30b-a3b", "gpt2", "gpt2-medium", "falcon-7b",
-         "bert-base", DEEPSEEK]
-SUBSET_ARCHS = ["llama-3.2-1b", "qwen2.5-0.5b", "qwen3-0.6b", "gpt2", DEEPSEEK]
+         "bert-base", DEEPSEEK, LLAMA4]
+SUBSET_ARCHS = ["llama-3.2-1b", "qwen2.5-0.5b", "qwen3-0.6b", "gpt2", DEEPSEEK, LLAMA4]
 # checkpointing every:N / nth:N cells (cells() below)
 CKPT_ARCHS = ["llama-3.2-1b", "mistral-7b", "qwen2.5-0.5b", "qwen3-0.6b", "gpt2", "gpt2-medium"]
 CKPT_SUBSET_ARCHS = ["llama-3.2-1b", "gpt2"]
@@ -46,6 +49,9 @@ CKPT_SUBSET_ARCHS = ["llama-3.2-1b", "gpt2"]
 # with eager attention's whole-row scores (block-mask)
 PACK_ARCHS = ["llama-3.2-1b", "mistral-7b", "qwen2.5-0.5b", "qwen3-0.6b", "gpt2"]
 PACK_SUBSET_ARCHS = ["llama-3.2-1b", "gpt2"]
+# torchtitan's op-level selective checkpointing (--checkpointing op-sac): dense Llama-style blocks
+OPSAC_ARCHS = ["llama-3.2-1b", "mistral-7b", "qwen2.5-0.5b", "qwen3-0.6b", "gemma-3-1b"]
+OPSAC_SUBSET_ARCHS = ["llama-3.2-1b", "qwen3-0.6b"]
 
 
 def cells(subset):
@@ -87,6 +93,9 @@ def cells(subset):
                                 attention="flash"))
                 out.append(dict(base, method="lora", precision="bf16", packing="block-mask",
                                 attention="eager"))
+            if arch in (OPSAC_SUBSET_ARCHS if subset else OPSAC_ARCHS):
+                out.append(dict(base, method="full", precision="bf16", checkpointing="op-sac"))
+                out.append(dict(base, method="lora", precision="bf16", checkpointing="op-sac"))
             if subset:
                 break
     return out

@@ -77,6 +77,8 @@ static size_t size_of_version(const char *name, unsigned int version, size_t new
         return offsetof(oom_run_options, usable_bytes);
     if (!strcmp(name, "oom_target") && version == 1)
         return offsetof(oom_target, others_bytes);
+    if (!strcmp(name, "oom_plan_choice") && version == 1)
+        return offsetof(oom_plan_choice, checkpointing);
     if (!strcmp(name, "oom_plan_result") && version == 1)
         return offsetof(oom_plan_result, others_bytes);
     if (!strcmp(name, "oom_plan_result") && version == 2)

@@ -282,7 +282,7 @@ static double layer_per_token(const ctx *x)
         b += mla_per_token(x, a) - (a->h - (x->frozen ? a->frozen_h : 0)) * h -
              (a->q - (x->frozen ? a->frozen_q : 0)) * qd - a->kv * kvd;
     if (m->sparse_layers > 0) { /* averaged over the layers, as f is */
-        double share = (double)m->sparse_layers / (double)m->layers, k = (double)m->topk;
+        double share = (double)m->sparse_layers / (double)m->layers, k = (double)m->routed;
         b += share * ((a->moe_kh - (x->frozen ? a->moe_frozen_kh : 0)) * k * h + a->moe_k * k);
     }
     if (x->w->k.batch == 1)
@@ -338,6 +338,50 @@ static double lora_per_token(const ctx *x)
         in = x->e < 4 ? x->c->lora_in_fp32 : 0;
     return in * (double)x->lora.in_elems +
            8.0 * (double)x->w->lora_rank * (double)x->lora.n_adapted;
+}
+
+/* --checkpointing op-sac: the bytes per token that torchtitan's op-level selective policy keeps
+ * of one layer beside its input (SelectiveAC, torchtitan/distributed/activation_checkpoint.py,
+ * pytorch/torchtitan b5bcd76): the outputs of the mm ops save every second one (counted from 1
+ * in the order the block runs them: q, k, v, o, the MLP's, each adapted linear's base mm then
+ * LoRA's A and B), of every addmm (a linear with a bias, saved uncounted), and of the attention:
+ * the fused kernel's output and fp32 log-sum-exp per head and row (in rows of 32 for the
+ * memory-efficient kernel that fp32 runs), or the matmuls' (eager: the scores, bmm, saved
+ * uncounted) or the math path's output and weights. Outputs are in the compute dtype, 16-bit
+ * under autocast; LoRA's adapters compute in fp32 outside autocast (PEFT's
+ * autocast_adapter_dtype). A Llama-style dense block (workload_set.c refuses the others):
+ * oomless trace, Llama-3.2-1B bf16 4 x 1024, 29824 bytes per token per layer, as counted here. */
+static double op_sac_per_token(const ctx *x, double *recomputed)
+{
+    const oomi_model *m = x->m;
+    double e = amp(x) ? 2 : x->e, le = amp(x) ? 2 : 4, b = 0, s = (double)x->w->k.seq_len;
+    double qd = (double)(m->heads * m->head_dim), H = (double)m->heads, r = x->w->lora_rank;
+    long mms = 0;
+    size_t i;
+    *recomputed = 0; /* multiply-adds per token of the mms recomputed */
+    for (i = 0; i < m->nlinears; i++) {
+        const oomi_linear *l = &m->linears[i];
+        double in = (double)l->din, out = (double)l->dout;
+        if (l->count != m->layers)
+            continue;
+        if (l->bias || ++mms % 2)
+            b += e * out;
+        else
+            *recomputed += in * out;
+        if (x->lora_on && oomi_lora_adapts(m, x->w->lora_targets, l->name)) {
+            if (++mms % 2)
+                b += le * r;
+            else
+                *recomputed += in * r;
+            if (++mms % 2)
+                b += le * out;
+            else
+                *recomputed += r * out;
+        }
+    }
+    if (scores_elems(x) > 0)
+        return b + e * qd + (x->w->k.attention == OOM_ATTENTION_EAGER ? e : score_size(x)) * H * s;
+    return b + e * qd + 4.0 * H * (x->e >= 4 && !amp(x) ? ceil(s / 32) * 32 / s : 1);
 }
 
 /* the layers full checkpointing wraps: every one, or one in N with every:N / nth:N
@@ -463,6 +507,11 @@ static void activations(const ctx *x, double *all, double *one, double *at_recom
      * recompute brings one back to the device (oomless trace, Llama-3.2-1B bf16 4 x 1024 full:
      * the 268 MB of layer inputs gone, the final norm's 67 MB left) */
     *all = (x->w->ckpt_offload ? 0 : c) * inputs + (1 - c) * saved + final;
+    if (x->w->ckpt_op && c > 0) { /* what the policy keeps; the recomputation reuses it */
+        double mm, kept = op_sac_per_token(x, &mm);
+        *all += L * b * ds * kept;
+        *one -= b * ds * kept;
+    }
     /* ... but for a frozen base a Llama-style model's first layer input is the embedding output
      * made to require a gradient (enable_input_require_grads), a leaf that autograd holds anyway:
      * it stays where the first layer is wrapped (oomless trace, Llama-3.2-1B LoRA 2 x 256
@@ -540,8 +589,20 @@ static void logits(const ctx *x, double *fwd, double *bwd)
         fused_head(x, fwd, bwd);
         return;
     }
-    if (x->w->k.loss != OOM_LOSS_CHUNKED &&
-        (x->m->head == OOMI_HEAD_MASKED_LM || x->m->head == OOMI_HEAD_SEQ2SEQ_LM)) {
+    if (x->w->objective == OOMI_OBJECTIVE_SIMPO || x->w->objective == OOMI_OBJECTIVE_ORPO) {
+        /* TRL's CPOTrainer (SimPO) and ORPOTrainer: the model's logits as they come (the compute
+         * dtype, 16-bit under autocast), their log-probs by selective_log_softmax's kernel
+         * (trl/kernels/logprob_entropy.py: fp32 values per row only, then the logits' gradient
+         * beside them in the backward); ORPO's NLL of the chosen half adds a contiguous copy of
+         * its logits and cross_entropy's log-softmax of it (in fp32 under autocast: 8 bytes per
+         * chosen element then, traced). oomless trace --objective simpo|orpo: the logits at the
+         * forward's end and twice them in the backward, ORPO's chosen half beside them */
+        double le = amp(x) ? 2 : x->e;
+        double nll = x->w->objective == OOMI_OBJECTIVE_ORPO ? (le + (amp(x) ? 6 : le)) * n / 2 : 0;
+        *fwd = le * n + nll;
+        *bwd = 2 * le * n + nll;
+    } else if (x->w->k.loss != OOM_LOSS_CHUNKED &&
+               (x->m->head == OOMI_HEAD_MASKED_LM || x->m->head == OOMI_HEAD_SEQ2SEQ_LM)) {
         /* cross_entropy on the logits as they are: in the compute dtype, fp32 under autocast */
         double le = amp(x) ? 4 : x->e;
         *fwd = x->c->ce_fwd * le * n;
@@ -746,7 +807,7 @@ static double fitted_prefill(const ctx *x, const oomi_infer_coef *c, double b, d
     double f = m->ffn_tok_max / tp, a = 0, per = 0, hc = 0, act, att, hd = 0;
 
     if (c->moe_kh > 0 && m->sparse_layers > 0) {
-        double sparse = c->h * h + c->moe_kh * (double)m->topk * h;
+        double sparse = c->h * h + c->moe_kh * (double)m->routed * h;
         f = m->sparse_layers < m->layers ? (double)m->ffn_dense / tp : 0;
         act = b * s * (c->h * h + c->f * f > sparse ? c->h * h + c->f * f : sparse) * x->e;
     } else {
@@ -771,8 +832,19 @@ static oom_phase inference(const ctx *x, mem *peak)
     double kvd = tp_kv_heads(x) * (double)m->head_dim, f = m->ffn_tok_max / tp;
     double heads = (double)m->heads / tp;
     double kv = 0, act, t = 0, sc = 0, lg = 0;
+    bool every_expert = m->sparse_layers > 0 && m->routed > m->topk;
     oomi_kv_layout lay;
     size_t i;
+
+    if (every_expert && !x->w->kv_transformers) {
+        /* a serving engine dispatches each token to its top-k experts (vLLM's FusedMoE), where
+         * transformers' Llama4TextMoe runs them all */
+        double sparse = (double)m->topk * (double)m->ffn + (double)m->shared_ffn;
+        f = (m->sparse_layers < m->layers && (double)m->ffn_dense > sparse ? (double)m->ffn_dense
+                                                                           : sparse) /
+            tp;
+        every_expert = false;
+    }
 
     if (m->block == OOMI_BLOCK_T5) {
         kv = (double)m->layers * 2 * kvd * b * (ds + s) * x->e; /* self + cross caches */
@@ -787,6 +859,17 @@ static oom_phase inference(const ctx *x, mem *peak)
         act = fitted_prefill(x, &x->c->infer[i], b, s);
     } else {
         act = b * s * (x->c->infer_h * (double)m->hidden + x->c->infer_f * f) * x->e;
+        if (every_expert) {
+            /* experts run on every token (transformers' Llama4TextMoe): the input repeated for
+             * each expert, its gate/up projection (2 x ffn), the gate's activation and its
+             * product with up (ffn each) are alive together before down_proj, per expert and
+             * token, beside the layer's hidden states (bench/trace/llama4-small.json) */
+            double every = b * s *
+                           (x->c->infer_h * (double)m->hidden +
+                            (double)m->routed * ((double)m->hidden + 4.0 * (double)m->ffn / tp)) *
+                           x->e;
+            act = every > act ? every : act;
+        }
         if (x->w->k.attention == OOM_ATTENTION_EAGER ||
             (x->w->k.attention == OOM_ATTENTION_SDPA && act_coef(x)->sdpa_score > 0))
             sc = b * heads * s * s * (x->e + 4); /* scores + fp32 softmax */
@@ -858,6 +941,19 @@ static double reserved(const ctx *x, const mem *p, double allocated, oom_phase p
     return ceil((allocated + cache) / c->round) * c->round;
 }
 
+/* a no-grad reference forward in every step (DPO, IPO, KTO with a reference not precomputed) */
+static bool reference_forward(const oom_workload *w)
+{
+    return oomi_reference_of(w) != OOMI_REFERENCE_NONE && !w->precompute_ref &&
+           w->objective != OOMI_OBJECTIVE_GRPO;
+}
+
+double oomi_estimate_passes(const oom_workload *w)
+{
+    bool lora = w->k.method == OOM_METHOD_LORA || w->k.method == OOM_METHOD_QLORA;
+    return (lora ? 2 : 3) + (reference_forward(w) ? 1 : 0);
+}
+
 static void flops(oom_estimate *out, const ctx *x)
 {
     const oomi_model *m = x->m;
@@ -865,12 +961,16 @@ static void flops(oom_estimate *out, const ctx *x)
     double N = (double)(m->params_active - m->params_embed);
     double attn =
         2.0 * (double)(m->layers + m->enc_layers) * x->context * (double)(m->heads * m->head_dim);
-    double fwd = 2 * N + attn, mult;
+    double fwd = 2 * N + attn, mult, again = ckpt_share(x), mm;
+    /* op-sac recomputes the mms it does not keep, not the attention nor the others' FLOPs */
+    if (x->train && x->w->ckpt_op && k->checkpointing == OOM_CHECKPOINTING_FULL) {
+        op_sac_per_token(x, &mm);
+        again = 2.0 * mm * (double)m->layers / fwd;
+    }
     if (!x->train)
         mult = 1;
     else
-        mult = (x->lora_on ? 2 : 3) + ckpt_share(x) + /* the checkpointed layers' forward again */
-               (x->ref_fwd ? 1 : 0);
+        mult = oomi_estimate_passes(x->w) + again; /* the checkpointed layers' forward again */
     out->flops_per_token = fwd * mult;
     out->tokens_per_step = (uint64_t)k->batch * (uint64_t)k->seq_len * (uint64_t)k->grad_accum;
     out->flops_per_step = out->flops_per_token * (double)out->tokens_per_step;
@@ -930,9 +1030,31 @@ static void generation(const ctx *x, mem *out)
     *out = p;
 }
 
+/* RewardTrainer builds the checkpoint as AutoModelForSequenceClassification with num_labels=1
+ * (trl/trainer/reward_trainer.py): a causal LM's output head, untied or tied, gives way to a
+ * score Linear of hidden x 1 (transformers' GenericForSequenceClassification); the model as the
+ * trainer holds it, in `rm` */
+static const oomi_model *reward_model(oomi_model *rm, const oom_workload *w)
+{
+    const oomi_model *m = w->model;
+    uint64_t score = (uint64_t)m->hidden;
+    if (w->objective != OOMI_OBJECTIVE_REWARD || m->head != OOMI_HEAD_CAUSAL_LM)
+        return m;
+    *rm = *m;
+    rm->head = OOMI_HEAD_SEQ_CLS, rm->labels = 1;
+    rm->params = m->params - m->params_lm_head + score;
+    rm->params_active = m->params_active - m->params_lm_head + score;
+    rm->params_lm_head = score;
+    /* Adafactor's rows + columns and the tensors: the head's, then the score's */
+    rm->factored = m->factored - (m->params_lm_head ? (uint64_t)(m->vocab + m->hidden) : 0) +
+                   (uint64_t)m->hidden + 1;
+    rm->tensors = m->tensors - (m->params_lm_head ? 1 : 0) + 1;
+    return rm;
+}
+
 /* the model's view of a workload (oom_estimate_run, oomi_qlora_of); wb holds the workload with
  * the sequences of one forward as its batch */
-static int setup(ctx *x, oom_workload *wb, const oom_workload *w)
+static int setup(ctx *x, oom_workload *wb, oomi_model *rm, const oom_workload *w)
 {
     int err;
     memset(x, 0, sizeof(*x));
@@ -952,7 +1074,7 @@ static int setup(ctx *x, oom_workload *wb, const oom_workload *w)
     if (!(x->context > 0))
         x->context = (double)wb->k.seq_len;
     x->w = wb;
-    x->m = w->model;
+    x->m = reward_model(rm, w);
     x->prec = oomi_resolved_precision(w);
     x->train = w->k.method != OOM_METHOD_INFERENCE;
     x->lora_on = w->k.method == OOM_METHOD_LORA || w->k.method == OOM_METHOD_QLORA;
@@ -970,8 +1092,7 @@ static int setup(ctx *x, oom_workload *wb, const oom_workload *w)
         x->prec = x->prec == OOM_PRECISION_AMP_FP16 ? OOM_PRECISION_FP16 : OOM_PRECISION_BF16;
     x->fused = w->objective == OOMI_OBJECTIVE_DPO || w->objective == OOMI_OBJECTIVE_IPO ||
                w->objective == OOMI_OBJECTIVE_KTO || w->objective == OOMI_OBJECTIVE_GRPO;
-    x->ref_fwd = oomi_reference_of(w) != OOMI_REFERENCE_NONE && !w->precompute_ref &&
-                 w->objective != OOMI_OBJECTIVE_GRPO;
+    x->ref_fwd = reference_forward(w);
     if (x->lora_on && (err = oomi_lora_resolve(&x->lora, x->m, w->lora_targets, w->lora_rank)))
         return err;
     /* a multimodal checkpoint trained on text: its vision tower gets no gradient, so AdamW keeps
@@ -988,6 +1109,7 @@ int oom_estimate_run(oom_estimate *out, const oom_workload *w)
     ctx x;
     mem p;
     oom_workload wb;
+    oomi_model rm;
     double alloc, res;
     int err;
 
@@ -996,7 +1118,7 @@ int oom_estimate_run(oom_estimate *out, const oom_workload *w)
     if ((err = oomi_check_version(out->version, OOM_ESTIMATE_VERSION, "oom_estimate")))
         return err;
     *out = (oom_estimate){.version = out->version};
-    if ((err = setup(&x, &wb, w)))
+    if ((err = setup(&x, &wb, &rm, w)))
         return err;
     out->peak_phase = x.train ? training(&x, &p) : inference(&x, &p);
     /* with a colocated vLLM engine the trainer does not generate: the engine's memory is the
@@ -1030,12 +1152,13 @@ int oomi_qlora_of(oomi_qlora *out, const oom_workload *w)
 {
     ctx x;
     oom_workload wb;
+    oomi_model rm;
     const oomi_model *m;
     double grad, state, master, linear;
     int err;
 
     memset(out, 0, sizeof(*out));
-    if ((err = setup(&x, &wb, w)))
+    if ((err = setup(&x, &wb, &rm, w)))
         return err;
     m = x.m;
     linear = (double)m->params_linear;

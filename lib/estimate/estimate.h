@@ -192,5 +192,8 @@ json_object *oomi_cublas_json(const oom_workload *w);
 json_object *oomi_overhead_json(const oom_workload *w);
 /* the "memory" object of the estimate JSON, shared by plan (estimate_json.c); NULL on ENOMEM */
 json_object *oomi_estimate_memory_json(const oom_estimate *e);
+/* the passes over the model a training step's FLOPs count without checkpointing: forward,
+ * backward (and the weight gradients of a full fine-tune), a reference's forward (estimate.c) */
+double oomi_estimate_passes(const oom_workload *w);
 
 #endif

@@ -23,15 +23,43 @@ static bool add_target(oomi_lora *l, const oomi_model *m, const char *name, size
     return found;
 }
 
+/* the target list as given, or the family's default */
+static const char *target_list(const oomi_model *m, const char *targets)
+{
+    return !targets || !*targets || !strcmp(targets, "default") ? m->default_targets : targets;
+}
+
+static bool all_linear(const char *targets)
+{
+    return !strcmp(targets, "all-linear") || !strcmp(targets, "all_linear");
+}
+
+bool oomi_lora_adapts(const oomi_model *m, const char *targets, const char *name)
+{
+    const char *p;
+    size_t n = strlen(name);
+    targets = target_list(m, targets);
+    if (all_linear(targets))
+        return true;
+    for (p = targets; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == n && !strncmp(p, name, n))
+            return true;
+        p += len;
+        if (*p == ',')
+            p++;
+    }
+    return false;
+}
+
 int oomi_lora_resolve(oomi_lora *out, const oomi_model *m, const char *targets, long rank)
 {
     const char *p;
     size_t i;
 
     memset(out, 0, sizeof(*out));
-    if (!targets || !*targets || !strcmp(targets, "default"))
-        targets = m->default_targets;
-    if (!strcmp(targets, "all-linear") || !strcmp(targets, "all_linear")) {
+    targets = target_list(m, targets);
+    if (all_linear(targets)) {
         /* PEFT's all-linear: every nn.Linear except the output head */
         for (i = 0; i < m->nlinears; i++)
             add_target(out, m, m->linears[i].name, strlen(m->linears[i].name), rank);

@@ -109,6 +109,9 @@ static int read_mla(oomi_model *m, const cfg_ctx *c)
  * max_window_layers on (default 28) when use_sliding_window is set (configuration_qwen2.py),
  * Mistral and Mixtral every layer. Defaults of the window: 4096 for Gemma 2, Gemma 3 and
  * Mistral, none for the others; null is none. */
+static long count_layers(const oomi_model *m, json_object *list, const char *type);
+static int read_chunks(oomi_model *m, const cfg_ctx *c);
+
 static int read_window(oomi_model *m, const cfg_ctx *c)
 {
     json_object *types = oomi_json_get(c->cfg, "layer_types"), *v = NULL;
@@ -119,6 +122,8 @@ static int read_window(oomi_model *m, const cfg_ctx *c)
     int err;
 
     m->window = m->window_layers = 0;
+    if (!strcmp(f, "llama4_text"))
+        return read_chunks(m, c);
     /* the families above only: another family's window (Phi-3's configs name 2047) is not
      * modelled, its layers are planned as full ones */
     if ((json_object_object_get_ex(c->cfg, "sliding_window", &v) && !v) ||
@@ -129,12 +134,8 @@ static int read_window(oomi_model *m, const cfg_ctx *c)
         m->window = 0;
         return err;
     }
-    if (json_object_is_type(types, json_type_array) &&
-        (long)json_object_array_length(types) == m->layers) {
-        for (i = 0; i < m->layers; i++) {
-            const char *t = json_object_get_string(json_object_array_get_idx(types, i));
-            m->window_layers += t && !strcmp(t, "sliding_attention");
-        }
+    if ((i = count_layers(m, types, "sliding_attention")) >= 0) {
+        m->window_layers = i;
         return OOM_OK;
     }
     if ((err =
@@ -154,6 +155,58 @@ static int read_window(oomi_model *m, const cfg_ctx *c)
     return OOM_OK;
 }
 
+/* The layers of a list (layer_types, no_rope_layers) whose entry is `type` (a string), or is a
+ * non-zero number (type NULL); -1 where the list is not one entry per layer */
+static long count_layers(const oomi_model *m, json_object *list, const char *type)
+{
+    long i, n = 0;
+    if (!json_object_is_type(list, json_type_array) ||
+        (long)json_object_array_length(list) != m->layers)
+        return -1;
+    for (i = 0; i < m->layers; i++) {
+        json_object *v = json_object_array_get_idx(list, i);
+        if (type) {
+            const char *t = json_object_get_string(v);
+            n += t && !strcmp(t, type);
+        } else {
+            n += json_object_get_int64(v) != 0;
+        }
+    }
+    return n;
+}
+
+/* Llama 4's chunked attention (transformers' Llama4TextConfig): a token of a chunked layer
+ * attends to the tokens of its own chunk of attention_chunk_size (default 8192; null: no chunks)
+ * only, so a serving engine keeps at most a chunk of them (vLLM's ChunkedLocalAttentionSpec):
+ * planned as a sliding window of that size. The chunked layers: those layer_types names
+ * "chunked_attention", else the RoPE layers of no_rope_layers (1: RoPE), else all but every
+ * no_rope_layer_interval-th (default 4), as Llama4TextConfig derives them. */
+static int read_chunks(oomi_model *m, const cfg_ctx *c)
+{
+    json_object *v = NULL;
+    long n, every, i;
+    int err;
+
+    if (json_object_object_get_ex(c->cfg, "attention_chunk_size", &v) && !v)
+        return OOM_OK; /* null: no chunks */
+    if ((err = get_num(c, KEYS("attention_chunk_size"), &m->window, false, 8192)))
+        return err;
+    if (m->window <= 0) {
+        m->window = 0;
+        return OOM_OK;
+    }
+    if ((n = count_layers(m, oomi_json_get(c->cfg, "layer_types"), "chunked_attention")) >= 0 ||
+        (n = count_layers(m, oomi_json_get(c->cfg, "no_rope_layers"), NULL)) >= 0) {
+        m->window_layers = n;
+        return OOM_OK;
+    }
+    if ((err = get_num(c, KEYS("no_rope_layer_interval"), &every, false, 4)))
+        return err;
+    for (i = 0; i < m->layers; i++)
+        m->window_layers += every <= 0 || (i + 1) % every != 0;
+    return OOM_OK;
+}
+
 /* Which layers have the experts (Qwen-MoE: every decoder_sparse_step-th layer not listed in
  * mlp_only_layers), one expert's width (moe_intermediate_size where given: intermediate_size is
  * then the dense layers'), the shared expert's width; and the MLP width per token. */
@@ -162,15 +215,31 @@ static int read_experts(oomi_model *m, const cfg_ctx *c)
     json_object *only = oomi_json_get(c->cfg, "mlp_only_layers");
     long step = 1, moe_ffn = 0, i, first_dense = 0, freq = 1, shared = 0;
     bool ds = m->kv_lora > 0, v3 = !strcmp(m->family, "deepseek_v3");
+    bool l4 = !strcmp(m->family, "llama4_text");
+    /* Llama 4: moe_layers lists the layers with the experts where given */
+    json_object *listed = l4 ? oomi_json_get(c->cfg, "moe_layers") : NULL;
     int err;
 
     m->sparse_layers = m->experts > 0 ? m->layers : 0;
     m->ffn_dense = m->ffn;
+    m->routed = m->topk;
+    if (m->experts > 0 && l4) {
+        /* Llama 4 (Llama4TextConfig): experts and a shared expert of intermediate_size, dense
+         * layers of intermediate_size_mlp (default 16384), every interleave_moe_layer_step-th
+         * layer with the experts; Llama4TextMoe runs every expert on every token, its input
+         * scaled by the router's sigmoid score (0 outside the top-k) */
+        if ((err = get_num(c, KEYS("intermediate_size_mlp"), &m->ffn_dense, false, 16384)))
+            return err;
+        m->routed = m->experts;
+        if (listed && !json_object_is_type(listed, json_type_array))
+            return oomi_fail(OOM_EPARSE, "model config '%s': 'moe_layers' is not a list", c->path);
+    }
     if (m->experts > 0) {
         /* DeepSeek's defaults are DeepseekV2Config's and DeepseekV3Config's (transformers'
          * configuration_deepseek_v2.py / _v3.py): moe_intermediate_size 1407 / 2048,
          * n_shared_experts 2 / 1, first_k_dense_replace 0 / 3 */
-        if ((err = get_num(c, KEYS("decoder_sparse_step"), &step, false, 1)) ||
+        if ((err = get_num(c, KEYS("decoder_sparse_step", "interleave_moe_layer_step"), &step,
+                           false, 1)) ||
             (err = get_num(c, KEYS("moe_intermediate_size"), &moe_ffn, false,
                            ds ? (v3 ? 2048 : 1407) : 0)) ||
             (err = get_num(c, KEYS("shared_expert_intermediate_size"), &m->shared_ffn, false, 0)) ||
@@ -182,6 +251,8 @@ static int read_experts(oomi_model *m, const cfg_ctx *c)
             m->ffn = moe_ffn;
         if (ds) /* DeepSeek: n_shared_experts ungated experts of the routed width, side by side */
             m->shared_ffn = shared * m->ffn;
+        else if (l4) /* Llama 4: one shared expert of the routed width */
+            m->shared_ffn = m->ffn;
         if (step <= 0 || freq <= 0)
             return oomi_fail(OOM_EPARSE, "model config '%s': a layer step of %ld is not positive",
                              c->path, step <= 0 ? step : freq);
@@ -198,6 +269,10 @@ static int read_experts(oomi_model *m, const cfg_ctx *c)
             for (j = 0; only && j < json_object_array_length(only); j++)
                 if (json_object_get_int64(json_object_array_get_idx(only, j)) == i)
                     dense = true;
+            for (j = 0, dense = listed ? true : dense;
+                 listed && j < json_object_array_length(listed); j++)
+                if (json_object_get_int64(json_object_array_get_idx(listed, j)) == i)
+                    dense = false;
             m->sparse_layers += !dense;
         }
     }
@@ -205,7 +280,7 @@ static int read_experts(oomi_model *m, const cfg_ctx *c)
         return oomi_fail(OOM_EPARSE, "model config '%s': %ld experts per token of %ld experts",
                          c->path, m->topk, m->experts);
     if (m->sparse_layers > 0) {
-        double sparse = (double)m->topk * (double)m->ffn + (double)m->shared_ffn;
+        double sparse = (double)m->routed * (double)m->ffn + (double)m->shared_ffn;
         long dense = m->layers - m->sparse_layers;
         m->ffn_tok_mean =
             ((double)m->sparse_layers * sparse + (double)dense * (double)m->ffn_dense) /
@@ -219,7 +294,7 @@ static int read_experts(oomi_model *m, const cfg_ctx *c)
 
 /* ---- counting -------------------------------------------------------------------------------- */
 
-static void add_linear(oomi_model *m, const char *name, long din, long dout, long count)
+static void add_linear(oomi_model *m, const char *name, long din, long dout, long count, bool bias)
 {
     size_t i;
     for (i = 0; i < m->nlinears; i++) {
@@ -230,7 +305,7 @@ static void add_linear(oomi_model *m, const char *name, long din, long dout, lon
         }
     }
     if (m->nlinears < OOMI_MAX_LINEARS)
-        m->linears[m->nlinears++] = (oomi_linear){name, din, dout, count};
+        m->linears[m->nlinears++] = (oomi_linear){name, din, dout, count, bias};
 }
 
 /* a matrix of a block: counted for params, Adafactor and tensors; `name` NULL when not a Linear */
@@ -240,7 +315,7 @@ static uint64_t mat(oomi_model *m, const char *name, long din, long dout, long p
     m->factored += (uint64_t)per_model * ((uint64_t)din + (uint64_t)dout + (bias ? dout : 0));
     m->tensors += (uint64_t)per_model * (bias ? 2 : 1);
     if (name) {
-        add_linear(m, name, din, dout, per_model);
+        add_linear(m, name, din, dout, per_model, bias);
         m->params_linear += (uint64_t)per_model * (uint64_t)din * (uint64_t)dout;
     }
     return n;
@@ -305,7 +380,7 @@ static int count_llama(oomi_model *m, const cfg_ctx *c)
     long h = m->hidden, L = m->layers, qd = m->heads * m->head_dim, kvd = m->kv_heads * m->head_dim;
     bool qkv_bias = !strcmp(m->family, "qwen2") || !strcmp(m->family, "qwen2_moe") ||
                     get_bool(c, "attention_bias", false);
-    bool phi3 = !strcmp(m->family, "phi3");
+    bool phi3 = !strcmp(m->family, "phi3"), l4 = !strcmp(m->family, "llama4_text");
     /* Gemma 2 and 3: a norm before and after attention and MLP */
     long norms = !strcmp(m->family, "gemma2") || !strcmp(m->family, "gemma3_text") ? 4 : 2;
     uint64_t attn, mlp = 0, router = 0, shared = 0, dense = 0, n;
@@ -318,7 +393,21 @@ static int count_llama(oomi_model *m, const cfg_ctx *c)
         attn = mat(m, "q_proj", h, qd, L, qkv_bias) + mat(m, "k_proj", h, kvd, L, qkv_bias) +
                mat(m, "v_proj", h, kvd, L, qkv_bias) + mat(m, "o_proj", qd, h, L, false);
     }
-    if (m->experts > 0) {
+    if (m->experts > 0 && l4) {
+        /* Llama 4: the router is a Linear named "router"; the experts are two 3-D parameters
+         * (gate_up_proj, down_proj: no Linear, so never adapted nor quantized); a shared expert
+         * without a gate of its own */
+        long e = m->experts, Ls = m->sparse_layers, Ld = L - Ls, sf = m->shared_ffn;
+        router = mat(m, "router", h, e, Ls, false);
+        mlp = mat(m, NULL, h, 2 * m->ffn, Ls * e, false) + mat(m, NULL, m->ffn, h, Ls * e, false);
+        shared = mat(m, "shared_expert.gate_proj", h, sf, Ls, false) +
+                 mat(m, "shared_expert.up_proj", h, sf, Ls, false) +
+                 mat(m, "shared_expert.down_proj", sf, h, Ls, false);
+        if (Ld > 0)
+            dense = mat(m, "gate_proj", h, m->ffn_dense, Ld, false) +
+                    mat(m, "up_proj", h, m->ffn_dense, Ld, false) +
+                    mat(m, "down_proj", m->ffn_dense, h, Ld, false);
+    } else if (m->experts > 0) {
         long e = m->experts, Ls = m->sparse_layers, Ld = L - Ls, sf = m->shared_ffn;
         router = mat(m, "gate", h, e, Ls, false);
         mlp = mat(m, "w1", h, m->ffn, Ls * e, false) + mat(m, "w3", h, m->ffn, Ls * e, false) +
@@ -509,6 +598,7 @@ static const struct family {
     {"mt5", OOMI_BLOCK_T5},
     {"deepseek_v2", OOMI_BLOCK_LLAMA},
     {"deepseek_v3", OOMI_BLOCK_LLAMA},
+    {"llama4_text", OOMI_BLOCK_LLAMA},
 };
 
 const char *oomi_head_name(oomi_head h)
@@ -563,6 +653,8 @@ static int read_shape(oomi_model *m, const cfg_ctx *c)
      * configuration_gemma3.py: head_dim 256, vocab_size 262208, max_position_embeddings 131072,
      * 8 attention heads and 4 key/value heads, which gemma-3-4b-it's config relies on) */
     bool gemma3 = !strcmp(m->family, "gemma3_text");
+    /* Llama 4's text configs rely on Llama4TextConfig's defaults: 16 experts, 1 per token */
+    bool llama4 = !strcmp(m->family, "llama4_text");
     long dflt_ffn;
 
     if ((err = get_num(c, KEYS("hidden_size", "n_embd", "d_model", "n_embed"), &m->hidden, true,
@@ -593,8 +685,9 @@ static int read_shape(oomi_model *m, const cfg_ctx *c)
                        &m->max_pos, m->block == OOMI_BLOCK_BERT || !strcmp(m->family, "gpt2"),
                        gemma3 ? 131072 : 0)) ||
         (err = get_num(c, KEYS("num_local_experts", "num_experts", "n_routed_experts"), &m->experts,
-                       false, 0)) ||
-        (err = get_num(c, KEYS("num_experts_per_tok"), &m->topk, m->experts > 0, 0)) ||
+                       false, llama4 ? 16 : 0)) ||
+        (err = get_num(c, KEYS("num_experts_per_tok"), &m->topk, m->experts > 0 && !llama4,
+                       llama4 ? 1 : 0)) ||
         (err = get_num(c, KEYS("num_labels"), &m->labels, false, 2)) || (err = read_mla(m, c)) ||
         (err = read_experts(m, c)) || (err = read_window(m, c)))
         return err;
@@ -616,8 +709,9 @@ static int read_shape(oomi_model *m, const cfg_ctx *c)
     } else {
         m->gated = m->block == OOMI_BLOCK_LLAMA;
     }
-    /* transformers' PretrainedConfig default is tied; Llama/Mistral/Mixtral/Phi-3/NeoX set it */
-    m->tied = get_bool(c, "tie_word_embeddings", strcmp(m->family, "gpt_neox") != 0);
+    /* transformers' PretrainedConfig default is tied; Llama/Mistral/Mixtral/Phi-3/NeoX set it;
+     * Llama4TextConfig defaults to untied */
+    m->tied = get_bool(c, "tie_word_embeddings", strcmp(m->family, "gpt_neox") != 0 && !llama4);
     return OOM_OK;
 }
 
@@ -626,6 +720,8 @@ static int read_shape(oomi_model *m, const cfg_ctx *c)
  * encoder (transformers' modeling_siglip.py: patch embedding, learned positions, pre-norm layers
  * of q/k/v/out projections and a 2-matrix MLP with biases, a final LayerNorm) and Gemma 3's
  * projector (a vision x text matrix after an RMSNorm of the vision width). */
+static int count_llama4_vision(uint64_t *out, const cfg_ctx *v, long th);
+
 static int count_vision(uint64_t *out, const cfg_ctx *c, json_object *text)
 {
     cfg_ctx v = {oomi_json_get(c->cfg, "vision_config"), c->path};
@@ -634,10 +730,16 @@ static int count_vision(uint64_t *out, const cfg_ctx *c, json_object *text)
     uint64_t per, n;
     int err;
 
+    if (type && !strcmp(type, "llama4") && vtype && !strcmp(vtype, "llama4_vision_model")) {
+        if ((err = get_num(&(cfg_ctx){text, c->path}, KEYS("hidden_size"), &th, true, 0)))
+            return err;
+        return count_llama4_vision(out, &v, th);
+    }
     if (!type || strcmp(type, "gemma3") || !vtype || strcmp(vtype, "siglip_vision_model"))
         return oomi_fail(OOM_EUNSUPPORTED,
                          "model config '%s': a multimodal checkpoint of model_type '%s' (vision "
-                         "'%s'): only Gemma 3's (gemma3 with a siglip_vision_model tower) is read",
+                         "'%s'): only Gemma 3's (gemma3 with a siglip_vision_model tower) and "
+                         "Llama 4's (llama4 with a llama4_vision_model tower) are read",
                          c->path, type ? type : "?", vtype ? vtype : "?");
     if ((err = get_num(&v, KEYS("hidden_size"), &h, true, 0)) ||
         (err = get_num(&v, KEYS("intermediate_size"), &f, true, 0)) ||
@@ -669,6 +771,42 @@ static int count_vision(uint64_t *out, const cfg_ctx *c, json_object *text)
 double oomi_nf4_bytes(bool double_quant)
 {
     return double_quant ? 0.5 + 1.0 / 64 + 4.0 / (64 * 256) : 0.5 + 4.0 / 64;
+}
+
+/* Llama 4's vision tower (transformers' modeling_llama4.py, Llama4VisionModel): a patch
+ * embedding (an unbiased Linear of channels x patch^2 inputs), a class embedding, learned
+ * positions for (image / patch)^2 + 1 tokens, LayerNorms before and after the encoder, encoder
+ * layers of biased q/k/v/o projections, a biased 2-matrix MLP and two LayerNorms, then the
+ * pixel-shuffle adapter (fc1: intermediate_size x projector_input_dim, fc2: projector_output_dim
+ * squared, unbiased) and the projector to the text width (vision_output_dim x hidden, unbiased).
+ * Defaults are Llama4VisionConfig's. */
+static int count_llama4_vision(uint64_t *out, const cfg_ctx *v, long th)
+{
+    long h, f, layers, image, patch, channels, pin, pout, vout;
+    uint64_t per, n, uh;
+    int err;
+
+    if ((err = get_num(v, KEYS("hidden_size"), &h, false, 768)) ||
+        (err = get_num(v, KEYS("intermediate_size"), &f, false, 5632)) ||
+        (err = get_num(v, KEYS("num_hidden_layers"), &layers, false, 34)) ||
+        (err = get_num(v, KEYS("image_size"), &image, false, 448)) ||
+        (err = get_num(v, KEYS("patch_size"), &patch, false, 14)) ||
+        (err = get_num(v, KEYS("num_channels"), &channels, false, 3)) ||
+        (err = get_num(v, KEYS("projector_input_dim"), &pin, false, 4096)) ||
+        (err = get_num(v, KEYS("projector_output_dim"), &pout, false, 4096)) ||
+        (err = get_num(v, KEYS("vision_output_dim"), &vout, false, 7680)))
+        return err;
+    if (h <= 0 || f <= 0 || layers < 0 || patch <= 0 || image < patch || channels <= 0 ||
+        pin <= 0 || pout <= 0 || vout <= 0)
+        return oomi_fail(OOM_EPARSE, "model config '%s': vision_config sizes out of range",
+                         v->path);
+    uh = (uint64_t)h;
+    per = 4 * (uh * uh + uh) + 2 * uh * (uint64_t)f + (uint64_t)f + uh + 2 * 2 * uh;
+    n = (uint64_t)channels * (uint64_t)patch * (uint64_t)patch * uh + uh +
+        ((uint64_t)(image / patch) * (uint64_t)(image / patch) + 1) * uh + 2 * 2 * uh +
+        (uint64_t)layers * per + (uint64_t)f * (uint64_t)pin + (uint64_t)pout * (uint64_t)pout;
+    *out = n + (uint64_t)vout * (uint64_t)th;
+    return OOM_OK;
 }
 
 /* A pre-quantized checkpoint: its config's quantization_config says how the linears inside the
@@ -774,7 +912,7 @@ int oomi_model_parse(oomi_model **out, json_object *cfg, const char *name, const
         return oomi_fail(OOM_EUNSUPPORTED,
                          "model config '%s': model_type '%s' is not supported (supported: llama, "
                          "mistral, qwen2, qwen3, qwen2_moe, qwen3_moe, gemma, gemma2, "
-                         "gemma3_text, phi3, mixtral, deepseek_v2, deepseek_v3, gpt2, "
+                         "gemma3_text, phi3, mixtral, deepseek_v2, deepseek_v3, llama4_text, gpt2, "
                          "gpt_neox, gpt_bigcode, "
                          "bloom, opt, falcon, bert, roberta, t5, mt5)",
                          path, type);

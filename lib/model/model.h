@@ -29,6 +29,7 @@ typedef struct oomi_linear {
     const char *name; /* HF module name: "q_proj" */
     long din, dout;
     long count; /* instances in the whole model */
+    bool bias;  /* with a bias: an addmm on a GPU, which op-sac saves without counting it */
 } oomi_linear;
 
 #define OOMI_MAX_LINEARS 20
@@ -43,6 +44,10 @@ typedef struct oomi_model {
     /* mixtures of experts: ffn is one expert's width; layers with the experts (the others are
      * dense, of width ffn_dense); a shared expert's width beside the routed ones (0: none) */
     long sparse_layers, ffn_dense, shared_ffn;
+    /* experts a token goes through as the model's code runs them: topk, or every expert where
+     * the code weights all of them by the router's scores instead of dispatching (transformers'
+     * Llama4TextMoe) */
+    long routed;
     /* MLP width a token goes through, averaged over the layers and at the widest layer (dense:
      * ffn; experts: top-k x ffn + the shared expert) */
     double ffn_tok_mean, ffn_tok_max;
@@ -50,7 +55,8 @@ typedef struct oomi_model {
      * (0: one q_proj), the key/value latent, a head's key width without and with RoPE, a head's
      * value width. head_dim is then qk_nope + qk_rope and kv_heads = heads (the expanded keys) */
     long q_lora, kv_lora, qk_nope, qk_rope, v_head;
-    /* sliding-window attention: the window in tokens (0: none) and the layers that use it */
+    /* sliding-window attention: the window in tokens (0: none) and the layers that use it; Llama
+     * 4's chunked attention layers as such, of a window of attention_chunk_size */
     long window, window_layers;
     bool gated;         /* SwiGLU / gated-GELU: three MLP matrices */
     bool qk_norm;       /* per-head RMSNorm of queries and keys (Qwen3) */
@@ -98,6 +104,8 @@ typedef struct oomi_lora {
  * `if not self.is_paged or p.numel() < 1e5`, bitsandbytes/optim/optimizer.py) */
 #define OOMI_PAGED_MIN 100000
 int oomi_lora_resolve(oomi_lora *out, const oomi_model *m, const char *targets, long rank);
+/* whether `targets` (as oomi_lora_resolve reads them) adapt the linears named `name` */
+bool oomi_lora_adapts(const oomi_model *m, const char *targets, const char *name);
 
 /* the workload (workload.c), read by estimate.c */
 struct oom_workload {
@@ -106,9 +114,11 @@ struct oom_workload {
     oom_knobs k;
     /* checkpointing full: one layer in N checkpointed (ckpt_every 0, 1: every one), the N-th of
      * each N (ckpt_nth: torchtitan) else the first (transformers); the checkpointed layers' inputs
-     * kept in host memory (ckpt_offload: save_on_cpu) */
+     * kept in host memory (ckpt_offload: save_on_cpu); every layer under torchtitan's op-level
+     * selective policy (ckpt_op: "op-sac", estimate.c op_sac_per_token) */
     long ckpt_every;
-    bool ckpt_nth, ckpt_offload;
+    bool ckpt_nth, ckpt_offload, ckpt_op;
+    unsigned ckpt_search; /* plan: the variants of full it may try (OOMI_CKS_*, plan_ckpt.c) */
     long lora_rank;
     char *lora_targets; /* NULL: the family's default */
     double lora_dropout;

@@ -50,6 +50,8 @@ const char *oomi_checkpointing_text(char *buf, size_t size, const oom_workload *
     const char *off = w->ckpt_offload ? "+offload" : "";
     if (w->k.checkpointing != OOM_CHECKPOINTING_FULL)
         return oom_checkpointing_name(w->k.checkpointing);
+    if (w->ckpt_op)
+        return "op-sac";
     if (w->ckpt_every <= 1)
         oomi_snprintf(buf, size, "full%s", off);
     else
@@ -112,9 +114,10 @@ static const oom_option *const options[] = {
     &(const oom_option){OOM_OPTION_VERSION, "grad-accum", "N",
                         "gradient accumulation steps (default 1)"},
     &(const oom_option){OOM_OPTION_VERSION, "checkpointing",
-                        "none|selective|full|every:N|nth:N[+offload]",
+                        "none|selective|full|every:N|nth:N[+offload]|op-sac",
                         "activation checkpointing; every:N, nth:N: one layer in N; +offload: "
-                        "inputs in host memory (default none)"},
+                        "inputs in host memory; op-sac: torchtitan's op-level selective (default "
+                        "none)"},
     &(const oom_option){OOM_OPTION_VERSION, "attention", "eager|sdpa|flash",
                         "attention implementation (default sdpa)"},
     &(const oom_option){OOM_OPTION_VERSION, "loss", "standard|chunked",

@@ -145,7 +145,9 @@ static int set_cublas(oom_workload *w, const char *value)
  * modeling_utils.py _set_gradient_checkpointing, transformers 5.23); "nth:N": the N-th of each N,
  * as torchtitan's selective_ac_option = "N" (and torchtune's ac_option) picks them (a counter
  * from 1, checkpointed where count % N == 0: torchtitan/distributed/activation_checkpoint.py,
- * _apply_layer_sac). Both are full checkpointing on those layers only. */
+ * _apply_layer_sac). Both are full checkpointing on those layers only. "op-sac": every layer
+ * checkpointed under torchtitan's op-level selective policy, which keeps some op outputs
+ * (estimate.c, op_sac_per_token). */
 static int set_checkpointing(oom_workload *w, const char *key, const char *value)
 {
     unsigned v;
@@ -160,7 +162,9 @@ static int set_checkpointing(oom_workload *w, const char *key, const char *value
     memcpy(base, value, n);
     base[n] = '\0';
     nth = !strncmp(base, "nth:", 4);
-    if (nth || !strncmp(base, "every:", 6)) {
+    if (!strcmp(base, "op-sac") && !offload) {
+        v = OOM_CHECKPOINTING_FULL;
+    } else if (nth || !strncmp(base, "every:", 6)) {
         if (oomi_parse_long(&every, base + (nth ? 4 : 6), 1, 1L << 20, key))
             return oomi_fail(OOM_EINVAL,
                              "checkpointing '%s': N must be a whole number of layers, at least 1",
@@ -171,12 +175,13 @@ static int set_checkpointing(oom_workload *w, const char *key, const char *value
                (offload && v != OOM_CHECKPOINTING_FULL))
         return oomi_fail(OOM_EINVAL,
                          "checkpointing '%s' is not one of: none, selective, full, every:N, nth:N "
-                         "(the last three may end in +offload)",
+                         "(these three may end in +offload), op-sac",
                          value);
     w->k.checkpointing = (oom_checkpointing)v;
     w->ckpt_every = (long)every;
     w->ckpt_nth = nth;
     w->ckpt_offload = offload;
+    w->ckpt_op = !strcmp(base, "op-sac");
     return OOM_OK;
 }
 
@@ -755,6 +760,11 @@ int oom_workload_validate(const oom_workload *w)
                          "model '%s' is pre-quantized (%s): its weights are not trained; use "
                          "--method lora (adapters on the frozen quantized base) or inference",
                          m->name, m->quant_desc);
+    if (w->ckpt_op && (m->block != OOMI_BLOCK_LLAMA || m->sparse_layers > 0 || m->kv_lora > 0))
+        return oomi_fail(OOM_EINVAL,
+                         "checkpointing 'op-sac' is modelled for dense Llama-style decoders; "
+                         "'%s' is %s (use full, nth:N or selective)",
+                         m->name, m->family);
     if ((err = validate_precision(w)) || (err = validate_parallel(w)) ||
         (err = validate_objective(w)) || (err = validate_packing(w)))
         return err;

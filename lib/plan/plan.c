@@ -22,6 +22,7 @@ typedef struct family {
     oom_offload off;
     oom_loss loss;
     oom_attention attn;
+    size_t var; /* under full checkpointing: which variant (search.vars) */
 } family;
 
 typedef struct search {
@@ -44,7 +45,9 @@ typedef struct search {
     oom_plan_choice best, smallest, fixed_smallest; /* fixed_: before any downscaling */
     bool have_best, have_smallest;
     long candidates;
-    oomi_rollout_engine ro; /* GRPO's colocated vLLM engine (ro.on) */
+    oomi_rollout_engine ro;          /* GRPO's colocated vLLM engine (ro.on) */
+    oomi_ckvar vars[OOMI_CKVAR_MAX]; /* variants of full checkpointing tried (plan_ckpt.c) */
+    size_t nvar, own;                /* own: the workload's (0: plain full) */
 } search;
 
 void oom_plan_choice_dispose(oom_plan_choice *c)
@@ -154,15 +157,22 @@ static int fits(search *s, oom_plan_choice *c)
 }
 
 /* Estimates one configuration. *valid = false when the estimator refuses the combination. */
-static int evaluate(search *s, const oom_knobs *k, oom_plan_choice *c, bool *valid)
+static int evaluate(search *s, const oom_knobs *k, size_t var, oom_plan_choice *c, bool *valid)
 {
+    static const oomi_ckvar plain;
+    char ck[OOMI_CKPT_TEXT];
     int err;
     *c = (oom_plan_choice){.version = OOM_PLAN_CHOICE_VERSION,
                            .estimate = {.version = OOM_ESTIMATE_VERSION}};
     c->knobs = *k;
+    oomi_snprintf(c->checkpointing, sizeof c->checkpointing, "%s",
+                  oom_checkpointing_name(k->checkpointing));
     *valid = false;
     if (s->w) {
+        oomi_ckvar_apply(s->w, k->checkpointing == OOM_CHECKPOINTING_FULL ? &s->vars[var] : &plain);
         err = oom_workload_set_knobs(s->w, k);
+        oomi_snprintf(c->checkpointing, sizeof c->checkpointing, "%s",
+                      oomi_checkpointing_text(ck, sizeof ck, s->w));
         if (!err)
             err = oom_estimate_run(&c->estimate, s->w);
         if (err == OOM_EINVAL) {
@@ -316,7 +326,8 @@ static void build_families(search *s, bool relax_ck)
     oom_offload off[8];
     oom_loss loss[2];
     oom_attention attn[3];
-    size_t np = precisions(s, prec), no = 0, nc = 0, nl = layouts(s, sh, off), a, b, c, d, e, f;
+    size_t np = precisions(s, prec), no = 0, nc = 0, nl = layouts(s, sh, off), a, b, c, d, e, f, v;
+    bool searched = false;
     size_t nlo = losses(s, loss), nat = attentions(s, attn);
     const oom_knobs *k = &s->base;
 
@@ -328,20 +339,30 @@ static void build_families(search *s, bool relax_ck)
         ck[nc++] = k->checkpointing;
     else if (s->r->fixed_checkpointing && !relax_ck)
         ck[nc++] = k->checkpointing;
-    else if (s->r->fixed_checkpointing || (s->r->allow & OOM_ALLOW_CHECKPOINTING))
+    else if (s->r->fixed_checkpointing || (s->r->allow & OOM_ALLOW_CHECKPOINTING)) {
         for (a = s->r->fixed_checkpointing ? (size_t)k->checkpointing : 0; a < 3; a++)
             ck[nc++] = (oom_checkpointing)a;
-    else
+        searched = !s->r->fixed_checkpointing;
+    } else
         ck[nc++] = k->checkpointing;
     s->nfam = 0;
     for (a = 0; a < nc; a++)
-        for (b = 0; b < nl; b++)
-            for (c = 0; c < no; c++)
-                for (d = 0; d < np; d++)
-                    for (e = 0; e < nlo; e++)
-                        for (f = 0; f < nat && s->nfam < MAX_FAMILIES; f++)
-                            s->fams[s->nfam++] =
-                                (family){prec[d], opt[c], ck[a], sh[b], off[b], loss[e], attn[f]};
+        for (v = 0; v < s->nvar; v++) {
+            /* full: the workload's own variant where checkpointing is given, else plain full
+             * and, where checkpointing is searched, the variants --checkpointing-variants names */
+            bool full = ck[a] == OOM_CHECKPOINTING_FULL;
+            if (!full && v)
+                break;
+            if (v != (s->r->fixed_checkpointing ? s->own : 0) && !(full && searched))
+                continue;
+            for (b = 0; b < nl; b++)
+                for (c = 0; c < no; c++)
+                    for (d = 0; d < np; d++)
+                        for (e = 0; e < nlo; e++)
+                            for (f = 0; f < nat && s->nfam < MAX_FAMILIES; f++)
+                                s->fams[s->nfam++] = (family){prec[d], opt[c],  ck[a],   sh[b],
+                                                              off[b],  loss[e], attn[f], v};
+        }
 }
 
 static void add_micro(search *s, long m, long acc)
@@ -453,7 +474,7 @@ static int run_family(search *s, const family *f, long seq, bool *any)
         k.sharding = f->shard, k.offload = f->off, k.gpus = s->gpus;
         k.loss = f->loss, k.attention = f->attn;
         k.batch = s->micro[i], k.grad_accum = s->accum[i], k.seq_len = seq;
-        if ((err = evaluate(s, &k, &c, &valid)))
+        if ((err = evaluate(s, &k, f->var, &c, &valid)))
             return err;
         if (!valid)
             continue;
@@ -586,7 +607,7 @@ static int describe_loss(search *s, const oom_plan_result *res, oom_plan_choice 
     }
     if (a->batch < b->batch)
         oomi_sb_printf(&what, "%ssmaller micro-batch", what.len ? ", " : "");
-    if (a->checkpointing > b->checkpointing)
+    if (a->checkpointing > b->checkpointing || c->recompute > res->best->recompute + 0.005)
         oomi_sb_printf(&what, "%smore recomputation", what.len ? ", " : "");
     if (a->sharding > b->sharding || a->offload > b->offload)
         oomi_sb_printf(&what, "%smore communication", what.len ? ", " : "");
@@ -639,7 +660,7 @@ static int fill_curve(search *s, oom_plan_result *res)
             *dst = UINT64_MAX;
             if (pass && (!s->w || k.method == OOM_METHOD_INFERENCE))
                 continue;
-            if (!evaluate(s, &k, &c, &valid) && valid)
+            if (!evaluate(s, &k, 0, &c, &valid) && valid)
                 *dst = c.estimate.device_peak;
         }
         res->n_curve++;
@@ -685,12 +706,12 @@ static int fixed_batch_hint(search *s, char **out)
             k.optimizer = OOM_OPTIMIZER_ADAMW_8BIT, flag = "--allow optimizer (8-bit AdamW)";
         else
             continue;
-        if ((err = evaluate(s, &k, &c, &valid)))
+        if ((err = evaluate(s, &k, k.checkpointing == k0.checkpointing ? s->own : 0, &c, &valid)))
             continue;
         if ((!valid || !c.fits) && (r->allow & OOM_ALLOW_CHECKPOINTING) &&
             !r->fixed_checkpointing && k.checkpointing != OOM_CHECKPOINTING_FULL) {
             k.checkpointing = OOM_CHECKPOINTING_FULL; /* with what is allowed already */
-            if ((err = evaluate(s, &k, &c, &valid)))
+            if ((err = evaluate(s, &k, 0, &c, &valid)))
                 continue;
         }
         if (!valid || !c.fits)
@@ -717,14 +738,14 @@ static oom_knobs family_knobs(const family *f, const oom_plan_choice *c)
 }
 
 /* the largest micro-batch up to `cap` that fits with knobs k (0: none) */
-static long largest_fit(search *s, oom_knobs k, long cap)
+static long largest_fit(search *s, oom_knobs k, size_t var, long cap)
 {
     oom_plan_choice x;
     long m;
     bool valid;
     for (m = 1; m <= cap && m <= MAX_MICRO_BATCH; m++) {
         k.batch = m;
-        if (evaluate(s, &k, &x, &valid) || !valid || !x.fits)
+        if (evaluate(s, &k, var, &x, &valid) || !valid || !x.fits)
             break;
     }
     oomi_clear_error();
@@ -754,7 +775,7 @@ static long faster_divisor(search *s, const oom_plan_choice *b, const long *fits
         if (fits[i] <= above)
             continue;
         k.batch = divisor_under(per, fits[i]), k.grad_accum = per / k.batch;
-        if (k.batch <= above || evaluate(s, &k, &x, &valid) || !valid || !x.fits)
+        if (k.batch <= above || evaluate(s, &k, s->fams[i].var, &x, &valid) || !valid || !x.fits)
             continue;
         if (x.score > score * 1.001)
             score = x.score, pick = k.batch;
@@ -780,7 +801,7 @@ static int awkward_hint(search *s, oom_plan_result *res)
         s->eff % s->gpus || b->knobs.batch >= per || !b->has_throughput)
         return OOM_OK;
     for (i = 0; i < s->nfam; i++)
-        fits[i] = largest_fit(s, family_knobs(&s->fams[i], b), per + per / 4 + 1);
+        fits[i] = largest_fit(s, family_knobs(&s->fams[i], b), s->fams[i].var, per + per / 4 + 1);
     for (d = 1; n < 3 && d <= per / 4 + 1; d++)
         for (e = per - d; n < 3 && e <= per + d; e += 2 * d) {
             long m = e >= 1 ? faster_divisor(s, b, fits, e, b->score, b->knobs.batch) : 0;
@@ -966,6 +987,11 @@ static int fill_result(search *s, oom_plan_result *res)
     if ((err = fill_confidence(s, res)) || (err = pick_alternatives(s, res)))
         return err;
     for (i = 0; i < res->n_alternatives; i++)
+        if ((err = oomi_ckvar_recompute(res->alternatives[i], s->w)))
+            return err;
+    if ((err = oomi_ckvar_recompute(res->best, s->w)))
+        return err;
+    for (i = 0; i < res->n_alternatives; i++)
         if ((err = describe_loss(s, res, res->alternatives[i])))
             return err;
     res->peak_tflops = oomi_plan_tflops(r->gpu, s->best.knobs.precision, s->k);
@@ -1092,17 +1118,10 @@ static int setup(search *s, oom_plan_result *res)
     if (s->w && oomi_fsdp2(s->w))
         return oomi_fail(OOM_EINVAL, "sharding 'fsdp2' is estimated but not planned: plan searches "
                                      "none, zero1, zero2 and zero3 (oomless estimate takes fsdp2)");
-    /* the plan's outputs name checkpointing by its knob (none, selective, full): one layer in N
-     * is estimated, not planned */
-    if (s->w && (s->w->ckpt_every > 1 || s->w->ckpt_offload) &&
-        s->w->k.checkpointing == OOM_CHECKPOINTING_FULL) {
-        char ck[OOMI_CKPT_TEXT];
-        return oomi_fail(OOM_EINVAL,
-                         "checkpointing '%s' is estimated but not planned: plan searches "
-                         "none, selective and full (oomless estimate takes every:N, nth:N and "
-                         "+offload)",
-                         oomi_checkpointing_text(ck, sizeof ck, s->w));
-    }
+    /* the variants of full checkpointing: the workload's own, those the request names */
+    s->nvar = 1, s->own = 0;
+    if (s->w)
+        s->nvar = oomi_ckvar_list(s->vars, &s->own, s->w);
     if (r->fixed_seq > 0)
         s->base.seq_len = r->fixed_seq;
     if (no_bf16(r) &&
@@ -1248,8 +1267,7 @@ static int no_fit(search *s, oom_plan_result *res, unsigned relax)
             (err = oomi_strv_add(&res->suggestions, &res->n_suggestions,
                                  "--allow-downscale: batch size %ld, seq %ld, checkpointing %s "
                                  "would fit (device peak %s)",
-                                 s->best.knobs.batch, s->best.knobs.seq_len,
-                                 oom_checkpointing_name(s->best.knobs.checkpointing),
+                                 s->best.knobs.batch, s->best.knobs.seq_len, oomi_plan_ck(&s->best),
                                  OOMI_SZ(a, s->best.estimate.device_peak))))
             return err;
     }
@@ -1264,9 +1282,7 @@ static int no_fit(search *s, oom_plan_result *res, unsigned relax)
                      "needs %s, more than the usable %s",
                      res->smallest->knobs.batch, res->smallest->knobs.seq_len,
                      res->inference || res->measured ? "" : ", checkpointing ",
-                     res->inference || res->measured
-                         ? ""
-                         : oom_checkpointing_name(res->smallest->knobs.checkpointing),
+                     res->inference || res->measured ? "" : oomi_plan_ck(res->smallest),
                      OOMI_SZ(a, res->smallest->estimate.device_peak), OOMI_SZ(b, s->usable));
 }
 

@@ -74,6 +74,37 @@ int oomi_serve_forward(const oom_workload *w, oom_knobs k, long tokens, double *
 double oomi_serve_sampler(const oomi_model *m, long rows);
 uint64_t oomi_serve_rope(const oomi_model *m, oom_precision p);
 
+/* Variants of full checkpointing (plan_ckpt.c): one layer in `every` (the N-th of each N where
+ * nth), the checkpoints' inputs offloaded, torchtitan's op-level policy; all zero: plain full */
+typedef struct oomi_ckvar {
+    long every;
+    bool nth, offload, op;
+} oomi_ckvar;
+#define OOMI_CKS_OPSAC   0x1u
+#define OOMI_CKS_NTH2    0x2u
+#define OOMI_CKS_EVERY2  0x4u
+#define OOMI_CKS_OFFLOAD 0x8u
+#define OOMI_CKVAR_MAX   6 /* plain full, the workload's own, the four above */
+/* --checkpointing-variants: a list of op-sac, nth:2, every:2, full+offload, or the groups
+ * transformers, torchtitan, all; none */
+int oomi_ckvar_parse(unsigned *out, const char *value);
+/* the variants a plan tries for w (at most OOMI_CKVAR_MAX): [0] plain full, *own the index of
+ * the workload's own (0 when it is plain full), then those w->ckpt_search names */
+size_t oomi_ckvar_list(oomi_ckvar *out, size_t *own, const oom_workload *w);
+void oomi_ckvar_apply(oom_workload *w, const oomi_ckvar *v);
+/* c->recompute: the forwards its checkpointing recomputes, from the estimate's FLOPs and those
+ * without checkpointing (w: a scratch workload, changed; NULL for a measured line: 0) */
+int oomi_ckvar_recompute(oom_plan_choice *c, oom_workload *w);
+/* c's checkpointing as --checkpointing spells it; whether it is a variant of full */
+const char *oomi_plan_ck(const oom_plan_choice *c);
+bool oomi_plan_ck_variant(const oom_plan_choice *c);
+/* OOM_EUNSUPPORTED where `format`'s stack cannot run the best plan's checkpointing variant */
+int oomi_plan_ck_check(const oom_plan_result *r, const char *format);
+/* transformers' activation_checkpointing_kwargs for c's every:N / +offload, as JSON between pre
+ * and post: {"every_n_layers": N, "offload": true} */
+void oomi_plan_hf_ck_kwargs(oomi_sb *sb, const oom_plan_choice *c, const char *pre,
+                            const char *post);
+
 /* GRPO with a vLLM engine on the trainer's GPU (plan_rollout.c, docs/plan.md "RL with a
  * colocated rollout engine"): what the engine needs, set up once per plan */
 typedef struct oomi_rollout_engine {

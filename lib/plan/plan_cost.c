@@ -87,6 +87,24 @@ static double extra_seconds(const oom_knobs *k, const oom_estimate *e, long node
     return s;
 }
 
+/* seconds per optimizer step moving offloaded checkpoints (a +offload variant): every layer's
+ * input to pinned host memory in the forward and back in the backward, over PCIe, not
+ * overlapped (conservative) */
+static double offload_ckpt_seconds(const oom_plan_choice *c, const oom_plan_request *r,
+                                   const struct oomi_plan_consts *pk)
+{
+    const oom_knobs *k = &c->knobs;
+    const oomi_model *m = r->workload ? r->workload->model : NULL;
+    double elem = k->precision == OOM_PRECISION_FP32 || k->precision == OOM_PRECISION_AMP_BF16 ||
+                          k->precision == OOM_PRECISION_AMP_FP16
+                      ? 4
+                      : 2;
+    if (!m || !strstr(oomi_plan_ck(c), "+offload"))
+        return 0;
+    return 2.0 * (double)(m->layers + m->enc_layers) * (double)k->batch * (double)k->seq_len *
+           (double)m->hidden * elem * (double)k->grad_accum / oomi_pk_si(pk, OOMI_PK_PCIE);
+}
+
 void oomi_plan_throughput(oom_plan_choice *c, const oom_plan_request *r, long nodes,
                           const struct oomi_plan_consts *pk)
 {
@@ -106,7 +124,7 @@ void oomi_plan_throughput(oom_plan_choice *c, const oom_plan_request *r, long no
     tokens_micro = (double)k->batch * (double)k->seq_len;
     c->utilisation = utilisation(r, tokens_micro, peak, pk);
     compute = c->estimate.flops_per_step / (peak * c->utilisation) * kernel_factor(k, r, pk);
-    step = compute + extra_seconds(k, &c->estimate, nodes, pk);
+    step = compute + extra_seconds(k, &c->estimate, nodes, pk) + offload_ckpt_seconds(c, r, pk);
     samples = (double)k->batch * (double)k->grad_accum * (double)k->gpus;
     c->step_s = step;
     c->samples_per_s = step > 0 ? samples / step : 0;

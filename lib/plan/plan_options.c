@@ -38,6 +38,10 @@ static const oom_option *const plan_options[] = {
     &(const oom_option){OOM_OPTION_VERSION, "allow", "LIST",
                         "knobs the planner may change: checkpointing,precision,optimizer,offload,"
                         "sharding,loss,attention | all | none (default checkpointing,sharding)"},
+    &(const oom_option){OOM_OPTION_VERSION, "checkpointing-variants", "LIST",
+                        "variants of full checkpointing the planner may pick where it searches "
+                        "checkpointing: op-sac,nth:2,every:2,full+offload | transformers | "
+                        "torchtitan | all | none (default none)"},
     &(const oom_option){OOM_OPTION_VERSION, "allow-inexact", "yes|no",
                         "the effective batch may round up or down to the nearest one with a good "
                         "micro-batch (default no)"},
@@ -251,6 +255,8 @@ static int set_plan(oom_plan_options *o, const char *k, const char *v)
         return bits(&o->allow, v, k, allow_names, allow_vals, 7, OOM_ALLOW_ALL, OOM_ALLOW_DEFAULT);
     if (!strcmp(k, "allow-inexact"))
         return yes_no(&o->inexact, v, k);
+    if (!strcmp(k, "checkpointing-variants"))
+        return oomi_ckvar_parse(&o->w->ckpt_search, v);
     if (!strcmp(k, "allow-downscale"))
         return bits(&o->downscale, v, k, down_names, down_vals, 6, OOM_DOWNSCALE_ALL,
                     OOM_DOWNSCALE_DEFAULT);

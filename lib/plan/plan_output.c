@@ -38,8 +38,7 @@ static json_object *plan_json(const oom_plan_result *r, const oom_plan_choice *c
     oomi_json_put(o, "effective_batch", json_object_new_int64(c->effective_batch));
     oomi_json_put(o, "seq_len",
                   OOMI_PLAN_SEQ_KNOWN(r, c) ? json_object_new_int64(k->seq_len) : NULL);
-    oomi_json_put(o, "checkpointing",
-                  json_object_new_string(oom_checkpointing_name(k->checkpointing)));
+    oomi_json_put(o, "checkpointing", json_object_new_string(oomi_plan_ck(c)));
     oomi_json_put(o, "precision", json_object_new_string(framework_precision(k->precision)));
     oomi_json_put(o, "exact_precision", json_object_new_string(oom_precision_name(k->precision)));
     oomi_json_put(o, "optimizer", json_object_new_string(oom_optimizer_name(k->optimizer)));
@@ -66,6 +65,8 @@ static json_object *throughput_json(const oom_plan_result *r, const oom_plan_cho
     oomi_json_put(o, "mfu", num(c->utilisation));
     oomi_json_put(o, "peak_tflops", num(r->peak_tflops));
     oomi_json_put(o, "flops_per_token", num(c->estimate.flops_per_token));
+    if (oomi_plan_ck_variant(c)) /* forwards recomputed per forward (plan_ckpt.c) */
+        oomi_json_put(o, "recompute_forwards", num(c->recompute));
     return o;
 }
 
@@ -271,7 +272,7 @@ static void format_env(oomi_sb *sb, const oom_plan_result *r, const oom_plan_cho
                    "export OOMLESS_CHECKPOINTING=%s\nexport OOMLESS_PRECISION=%s\n"
                    "export OOMLESS_OPTIMIZER=%s\nexport OOMLESS_SHARDING=%s\n"
                    "export OOMLESS_OFFLOAD=%s\nexport OOMLESS_GPUS=%ld\n",
-                   oom_checkpointing_name(k->checkpointing), framework_precision(k->precision),
+                   oomi_plan_ck(c), framework_precision(k->precision),
                    oom_optimizer_name(k->optimizer), oom_sharding_name(k->sharding),
                    oom_offload_name(k->offload), k->gpus);
     if (!r->measured)
@@ -292,6 +293,8 @@ static void format_args(oomi_sb *sb, const oom_plan_result *r, const oom_plan_ch
                    k->batch, k->grad_accum);
     if (k->checkpointing != OOM_CHECKPOINTING_NONE)
         oomi_sb_puts(sb, " --gradient_checkpointing");
+    if (oomi_plan_ck_variant(c)) /* every:N, +offload (oomi_plan_ck_check) */
+        oomi_plan_hf_ck_kwargs(sb, c, " --gradient_checkpointing_kwargs '", "'");
     if (k->optimizer == OOM_OPTIMIZER_ADAMW_8BIT)
         oomi_sb_puts(sb, " --optim adamw_bnb_8bit");
     else if (k->optimizer == OOM_OPTIMIZER_PAGED_ADAMW) /* transformers' OptimizerNames */
@@ -400,6 +403,8 @@ int oom_plan_format(char **out, const oom_plan_result *r, const char *format)
         return oomi_fail(OOM_EINVAL, "unknown plan format '%s' (%s)", format, OOMI_PLAN_FORMATS);
     if (!r->found)
         return oomi_fail(OOM_ENOFIT, "nothing fits: no %s output", format);
+    if ((err = oomi_plan_ck_check(r, format)))
+        return err;
     if (!strcmp(format, "deepspeed"))
         return oomi_json_finish(out, deepspeed_json(r->best));
     if (!strcmp(format, "torchtune") ||

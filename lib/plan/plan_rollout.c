@@ -293,6 +293,8 @@ static void format_trl(oomi_sb *sb, const oom_plan_result *r)
                    k->batch, k->grad_accum, k->grad_accum, r->rollout_num_generations,
                    r->rollout_completion_len, py(k->checkpointing != OOM_CHECKPOINTING_NONE),
                    py(oomi_is16(k->precision, true)), py(oomi_is16(k->precision, false)));
+    if (oomi_plan_ck_variant(r->best)) /* every:N, +offload (oomi_plan_ck_check) */
+        oomi_plan_hf_ck_kwargs(sb, r->best, "gradient_checkpointing_kwargs: ", "\n");
 }
 
 /* verl's Hydra overrides (verl/trainer/config/ppo_trainer.yaml: data, actor_rollout_ref.actor,

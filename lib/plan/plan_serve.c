@@ -198,6 +198,11 @@ static void format_accelerate(oomi_sb *sb, const oom_plan_result *r)
     if (k->checkpointing == OOM_CHECKPOINTING_SELECTIVE)
         oomi_sb_puts(sb, "# selective checkpointing was planned; FSDP checkpoints whole layers "
                          "(less memory)\n");
+    else if (oomi_plan_ck_variant(r->best))
+        oomi_sb_printf(sb,
+                       "# checkpointing %s was planned (%.2f of a forward recomputed); FSDP "
+                       "checkpoints every layer, the script may run the variant itself\n",
+                       oomi_plan_ck(r->best), r->best->recompute);
     oomi_sb_puts(sb, "compute_environment: LOCAL_MACHINE\n");
     if (k->sharding != OOM_SHARDING_NONE) {
         oomi_sb_printf(sb,
@@ -239,8 +244,23 @@ static void format_torchtitan(oomi_sb *sb, const oom_plan_result *r)
                    "[parallelism]\ndata_parallel_replicate_degree = %ld\n"
                    "data_parallel_shard_degree = %ld\nfsdp_reshard_after_forward = \"%s\"\n\n",
                    shard ? 1 : k->gpus, shard ? k->gpus : 1, reshards(k) ? "always" : "never");
-    oomi_sb_printf(sb, "[activation_checkpoint]\nmode = \"%s\"\n",
-                   oom_checkpointing_name(k->checkpointing));
+    /* nth:N and op-sac: torchtitan's selective modes, selective_ac_option "N" or "op" (the
+     * others are refused: oomi_plan_ck_check) */
+    if (oomi_plan_ck_variant(r->best)) {
+        const char *ck = oomi_plan_ck(r->best);
+        oomi_sb_printf(sb,
+                       "[activation_checkpoint]\nmode = \"selective\"\n"
+                       "selective_ac_option = \"%s\"\n",
+                       strcmp(ck, "op-sac") ? ck + 4 : "op");
+    } else if (k->checkpointing == OOM_CHECKPOINTING_SELECTIVE) {
+        /* torchtitan's "selective" is op- or layer-level SAC (selective_ac_option), not the
+         * attention-core recomputation planned: whole layers are its nearest, with less memory */
+        oomi_sb_puts(sb, "# selective (attention-core) checkpointing was planned; torchtitan has "
+                         "no such mode: full checkpoints whole layers (less memory)\n"
+                         "[activation_checkpoint]\nmode = \"full\"\n");
+    } else
+        oomi_sb_printf(sb, "[activation_checkpoint]\nmode = \"%s\"\n",
+                       oom_checkpointing_name(k->checkpointing));
 }
 
 int oomi_plan_format_serve(oomi_sb *sb, const oom_plan_result *r, const char *format)

@@ -47,7 +47,10 @@ static void config_block(oomi_sb *sb, const oom_plan_result *r)
     if (!r->measured) {
         kv(sb, "precision", oom_precision_name(k->precision));
         if (!r->inference) {
-            kv(sb, "gradient_checkpointing", oom_checkpointing_name(k->checkpointing));
+            kv(sb, "gradient_checkpointing", oomi_plan_ck(r->best));
+            if (oomi_plan_ck_variant(r->best))
+                oomi_sb_printf(sb, "  %-30s: %.2f of a forward (FLOPs; full: 1)\n", "recomputed",
+                               r->best->recompute);
             kv(sb, "optimizer", oom_optimizer_name(k->optimizer));
             kv(sb, "sharding", oom_sharding_name(k->sharding));
             kv(sb, "cpu_offload", oom_offload_name(k->offload));
@@ -164,9 +167,9 @@ static void describe(char *buf, size_t n, const oom_plan_choice *c, bool measure
                       oom_precision_name(k->precision), kernels);
     else
         oomi_snprintf(buf, n, "batch %ld x %ld, seq %ld, ckpt %s, %s, %s%s%s%s%s%s", k->batch,
-                      k->grad_accum, k->seq_len, oom_checkpointing_name(k->checkpointing),
-                      oom_precision_name(k->precision), oom_optimizer_name(k->optimizer),
-                      k->sharding ? ", " : "", k->sharding ? oom_sharding_name(k->sharding) : "",
+                      k->grad_accum, k->seq_len, oomi_plan_ck(c), oom_precision_name(k->precision),
+                      oom_optimizer_name(k->optimizer), k->sharding ? ", " : "",
+                      k->sharding ? oom_sharding_name(k->sharding) : "",
                       k->offload ? ", offload " : "",
                       k->offload ? oom_offload_name(k->offload) : "", kernels);
 }

@@ -195,16 +195,15 @@ static void curve(oomi_sb *sb, const oom_plan_result *r, double x0, double x1, d
     oomi_sb_printf(sb, "<text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">micro-batch</text>\n",
                    (x0 + x1) / 2, BOTTOM + 34);
     x = XP(r->best->knobs.batch);
-    oomi_sb_printf(
-        sb,
-        "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"6\" fill=\"#e15759\"/>"
-        "<text x=\"%.1f\" y=\"%.1f\" font-weight=\"bold\" stroke=\"white\" "
-        "stroke-width=\"4\" paint-order=\"stroke\">chosen: %ld%s%s%s</text>\n",
-        x, ypos(gib(r->best->estimate.device_peak), vmax), x + 8,
-        ypos(gib(r->best->estimate.device_peak), vmax) + 20, r->best->knobs.batch,
-        r->inference || r->measured ? "" : " (",
-        r->inference || r->measured ? "" : oom_checkpointing_name(r->best->knobs.checkpointing),
-        r->inference || r->measured ? "" : ")");
+    oomi_sb_printf(sb,
+                   "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"6\" fill=\"#e15759\"/>"
+                   "<text x=\"%.1f\" y=\"%.1f\" font-weight=\"bold\" stroke=\"white\" "
+                   "stroke-width=\"4\" paint-order=\"stroke\">chosen: %ld%s%s%s</text>\n",
+                   x, ypos(gib(r->best->estimate.device_peak), vmax), x + 8,
+                   ypos(gib(r->best->estimate.device_peak), vmax) + 20, r->best->knobs.batch,
+                   r->inference || r->measured ? "" : " (",
+                   r->inference || r->measured ? "" : oomi_plan_ck(r->best),
+                   r->inference || r->measured ? "" : ")");
     oomi_sb_printf(sb, "<text x=\"%.1f\" y=\"%d\" fill=\"#4e79a7\">%s</text>\n", x0, TOP - 8,
                    r->inference || r->measured ? "device peak" : "no checkpointing");
     if (!r->inference && !r->measured)

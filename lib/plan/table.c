@@ -22,7 +22,7 @@ static void cell_plan(char *batch, char *accum, char *seq, char *ck, char *peak,
     oomi_snprintf(batch, 16, "%ld", c->knobs.batch);
     oomi_snprintf(accum, 16, r->inference ? "-" : "%ld", c->knobs.grad_accum);
     oomi_snprintf(seq, 16, "%ld", c->knobs.seq_len);
-    oomi_snprintf(ck, 16, "%s", r->measured ? "-" : oom_checkpointing_name(c->knobs.checkpointing));
+    oomi_snprintf(ck, 16, "%s", r->measured ? "-" : oomi_plan_ck(c));
     oomi_snprintf(peak, 24, "%s", OOMI_SZ(sz, c->estimate.device_peak));
     oomi_snprintf(util, 16, "%.0f%%",
                   100.0 * (double)c->estimate.device_peak / (double)r->budget.usable_bytes);

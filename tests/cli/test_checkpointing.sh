@@ -60,21 +60,88 @@ expect_eq $(($(est .memory.activations $B --checkpointing full) - \
     $(est .memory.activations $B --checkpointing full+offload))) $((16 * 4 * 1024 * 2048 * 2)) \
     "full+offload: no layer input on the device"
 
+# op-sac: every layer's input plus, per token, the q, v, gate and down outputs and flash
+# attention's output (16-bit) and log-sum-exp (fp32, 32 heads); k, o and up recomputed
+expect_eq "$(est .workload.checkpointing $B --checkpointing op-sac)" op-sac "op-sac echoed"
+expect_eq $(($(est .memory.activations $B --checkpointing op-sac) - \
+    $(est .memory.activations $B --checkpointing full))) \
+    $((16 * 4 * 1024 * ((2048 + 512 + 8192 + 2048 + 2048) * 2 + 32 * 4))) "op-sac: the ops kept"
+# LoRA (q_proj, v_proj) shifts the count: the adapters' B outputs (fp32) kept as well
+expect_eq $(($(est .memory.activations $B --method lora --checkpointing op-sac) - \
+    $(est .memory.activations $B --method lora --checkpointing full))) \
+    $((16 * 4 * 1024 * ((2048 + 512 + 8192 + 2048 + 2048) * 2 + 32 * 4 + (2048 + 512) * 4))) \
+    "op-sac LoRA: the adapters' B outputs too"
+# its recomputation: the k, o and up projections, 2 x 16 x (2048 x 512 + 2048^2 + 2048 x 8192)
+expect_eq $(($(est .compute.flops_per_token $B --checkpointing op-sac) - \
+    $(est .compute.flops_per_token $B --checkpointing none))) \
+    $((2 * 16 * (2048 * 512 + 2048 * 2048 + 2048 * 8192))) "op-sac recomputes three mms a layer"
+oom estimate --model gpt2 --checkpointing op-sac
+expect_rc 2 "op-sac on GPT-2 refused"
+expect_contains "$ERR" "dense Llama-style decoders" "op-sac: why"
+
 # bad values: exit 2, the spellings named
-for v in every:0 every:x nth: sometimes none+offload selective+offload full+offloadx; do
+for v in every:0 every:x nth: sometimes none+offload selective+offload full+offloadx \
+    op-sac+offload op-sac:2; do
     oom estimate $M --checkpointing "$v"
     expect_rc 2 "checkpointing $v refused"
 done
-expect_contains "$ERR" "none, selective, full, every:N, nth:N (the last three may end in +offload)" \
+expect_contains "$ERR" "none, selective, full, every:N, nth:N (these three may end in +offload), op-sac" \
     "the spellings listed"
 
-# plan and table name checkpointing none, selective or full: one layer in N is refused there
-oom plan $M --checkpointing every:2 --gpu h100
-expect_rc 2 "plan refuses every:2"
-expect_contains "$ERR" "estimated but not planned" "plan: why"
-oom plan $M --checkpointing full+offload --gpu h100
-expect_rc 2 "plan refuses full+offload"
-oom plan $M --checkpointing full --gpu h100
-expect_rc 0 "plan takes full"
+# plan keeps a variant it is given, names it in its outputs and says what it recomputes
+OUT=$("$OOMLESS_BIN" plan $M --checkpointing every:2 --gpu h100 --json)
+expect_json .plan.checkpointing every:2 "plan every:2: named"
+expect_json .throughput.recompute_forwards 0.5 "plan every:2: half a forward recomputed"
+expect_contains "$("$OOMLESS_BIN" plan $M --checkpointing every:2 --gpu h100 --format args)" \
+    "--gradient_checkpointing --gradient_checkpointing_kwargs '{\"every_n_layers\": 2}' --bf16" \
+    "args: every:2 as transformers' activation_checkpointing_kwargs"
+expect_contains "$("$OOMLESS_BIN" plan $M --checkpointing full+offload --gpu h100 --format args)" \
+    "'{\"every_n_layers\": 1, \"offload\": true}'" "args: full+offload"
+expect_contains "$("$OOMLESS_BIN" plan $M --checkpointing nth:3 --gpu h100 --format torchtitan)" \
+    "$(printf 'mode = "selective"\nselective_ac_option = "3"')" "torchtitan: nth:3"
+expect_contains "$("$OOMLESS_BIN" plan $M --checkpointing op-sac --gpu h100 --format torchtitan)" \
+    "$(printf 'mode = "selective"\nselective_ac_option = "op"')" "torchtitan: op-sac"
+# Megatron's selective (attention core) has no torchtitan mode: its "selective" is SAC
+OUT=$("$OOMLESS_BIN" plan $M --checkpointing selective --gpu h100 --format torchtitan)
+expect_contains "$OUT" "$(printf '[activation_checkpoint]\nmode = "full"')" "torchtitan: selective as full"
+expect_not_contains "$OUT" 'mode = "selective"' "torchtitan: selective not written as its SAC"
+expect_contains "$("$OOMLESS_BIN" plan $M --checkpointing op-sac --gpu h100 --format env)" \
+    "export OOMLESS_CHECKPOINTING=op-sac" "env: op-sac"
+# a stack that cannot run the variant is refused, naming those that can
+oom plan $M --checkpointing op-sac --gpu h100 --format args
+expect_rc 2 "args cannot run op-sac"
+expect_contains "$ERR" "torchtitan nth:N and op-sac" "args: why"
+oom plan $M --checkpointing every:2 --gpu h100 --format torchtitan
+expect_rc 2 "torchtitan cannot run every:2"
+# none, selective and full: outputs as before (no kwargs, no recompute figure)
+OUT=$("$OOMLESS_BIN" plan $M --checkpointing full --gpu h100 --json)
+expect_json .plan.checkpointing full "plan takes full"
+expect_json .throughput.recompute_forwards null "full: no recompute figure"
+expect_eq "$("$OOMLESS_BIN" plan $M --checkpointing full --gpu h100 --format torchtitan | tail -1)" \
+    'mode = "full"' "torchtitan: full"
+
+# the search: Qwen3-8B LoRA at 4096 tokens needs checkpointing on a 40 GB A100. Plain full fits
+# micro-batch 2; op-sac fits micro-batch 1 and recomputes a third of a forward, so it is faster
+Q="--model qwen3-8b --gpu a100-40gb --method lora --precision bf16 --seq 4096 --target-effective-batch 32"
+OUT=$("$OOMLESS_BIN" plan $Q --json)
+expect_json '.plan.checkpointing + " " + (.plan.batch_size | tostring)' "full 2" "default: full"
+FULL_TPS=$(jq -r .throughput.tokens_per_s <<<"$OUT")
+OUT=$("$OOMLESS_BIN" plan $Q --checkpointing-variants torchtitan --json)
+expect_json '.plan.checkpointing + " " + (.plan.batch_size | tostring)' "op-sac 1" "torchtitan: op-sac"
+expect_json '.throughput.recompute_forwards' 0.315 "op-sac: 0.315 of a forward"
+expect_eq "$(jq -r --argjson f "$FULL_TPS" '.throughput.tokens_per_s > $f' <<<"$OUT")" true \
+    "op-sac: faster than full"
+expect_json '[.alternatives[].why] | any(contains("more recomputation"))' true "full: more recomputation"
+expect_contains "$("$OOMLESS_BIN" plan $Q --checkpointing-variants op-sac)" \
+    "recomputed                    : 0.31 of a forward" "text: the recompute figure"
+# transformers' variants: every:2 does not fit at micro-batch 1, full+offload pays its transfers
+OUT=$("$OOMLESS_BIN" plan $Q --checkpointing-variants transformers --json)
+expect_json .plan.checkpointing full "transformers: full"
+expect_json '[.alternatives[] | .plan.checkpointing + ": " + .why] | join("; ")' \
+    "none: does not fit: device peak 51.79 GiB > usable 39.00 GiB; every:2: does not fit: device peak 39.50 GiB > usable 39.00 GiB; full+offload: 6.8% slower" \
+    "transformers: every:2 and full+offload tried"
+oom plan $Q --checkpointing-variants every:3
+expect_rc 2 "checkpointing-variants: unknown value"
+expect_contains "$ERR" "op-sac, nth:2, every:2, full+offload" "checkpointing-variants: the values"
 
 finish

@@ -8,12 +8,20 @@ est() {
     "$OOMLESS_BIN" estimate --json "$@" | jq -r "$f"
 }
 
-# SimPO has no reference and TRL's CPOTrainer takes the model's logits as SFT does: its micro-batch
-# of N pairs is SFT's of 2N sequences, byte for byte
-expect_eq "$(est .memory.device_peak --model gpt2 --objective simpo --batch 2)" \
-    "$(est .memory.device_peak --model gpt2 --batch 4)" "simpo: 2 pairs = 4 sequences of sft"
-expect_eq "$(est .memory.device_peak --model gpt2 --objective orpo --batch 3 --seq 256)" \
-    "$(est .memory.device_peak --model gpt2 --batch 6 --seq 256)" "orpo: 3 pairs = 6 sequences"
+# SimPO has no reference and TRL's CPOTrainer runs chosen and rejected concatenated: the layers of
+# its micro-batch of N pairs are SFT's of 2N sequences, byte for byte; its loss path keeps the
+# logits in the compute dtype (log-probs by TRL's kernel), fewer bytes than SFT's fp32 loss
+expect_eq "$(est .memory.activations --model gpt2 --objective simpo --batch 2)" \
+    "$(est .memory.activations --model gpt2 --batch 4)" "simpo: 2 pairs = 4 sequences of sft"
+expect_eq "$(est .memory.activations --model gpt2 --objective orpo --batch 3 --seq 256)" \
+    "$(est .memory.activations --model gpt2 --batch 6 --seq 256)" "orpo: 3 pairs = 6 sequences"
+# bf16 (gpt2's auto precision): SimPO's backward holds the logits and their gradient, 4 bytes per
+# logit; ORPO adds the chosen half's copy and log-softmax, 2 more per logit
+LOGITS=$((4 * 1024 * 50257))
+expect_eq "$(est .memory.logits --model gpt2 --objective simpo --batch 2 --seq 1024 --precision bf16)" \
+    "$((4 * LOGITS))" "simpo: logits and their gradient"
+expect_eq "$(est .memory.logits --model gpt2 --objective orpo --batch 2 --seq 1024 --precision bf16)" \
+    "$((6 * LOGITS))" "orpo: and the chosen half's copy and log-softmax"
 
 # DPO, full fine-tune: a frozen copy of the model beside the policy, at the policy's precision
 SFT_W=$(est .memory.weights --model qwen2.5-0.5b --method full --precision bf16 --batch 2)

@@ -29,6 +29,20 @@ class HelpersTest(unittest.TestCase):
         with self.assertRaises(KeyError):
             oomless.hf.training_arguments({"memory": {}})
 
+    def test_checkpointing_variants(self):
+        # every:N and +offload are transformers' activation_checkpointing_kwargs; nth:N and
+        # op-sac (torchtitan's) are refused
+        every = oomless.hf.training_arguments(dict(PLAN["plan"], checkpointing="every:2"))
+        self.assertEqual(every["gradient_checkpointing_kwargs"], {"every_n_layers": 2})
+        self.assertTrue(every["gradient_checkpointing"])
+        off = oomless.hf.training_arguments(dict(PLAN["plan"], checkpointing="full+offload"))
+        self.assertEqual(off["gradient_checkpointing_kwargs"],
+                         {"every_n_layers": 1, "offload": True})
+        self.assertNotIn("gradient_checkpointing_kwargs", oomless.hf.training_arguments(PLAN))
+        for ck in ("nth:2", "op-sac"):
+            with self.assertRaises(ValueError):
+                oomless.hf.training_arguments(dict(PLAN["plan"], checkpointing=ck))
+
     def test_exact_precision(self):
         # the framework name "bf16" of plan.precision is both amp-bf16 and bf16: the exact one
         # decides; a measured line ("auto") leaves the job's precision alone

@@ -222,24 +222,34 @@ CONFIG = os.path.join(SRC, "bench", "trace", "deepseek-v3-small.json")
 GIB = 2 ** 30
 
 
-@unittest.skipUnless(HAVE, "" if HAVE else REASON)
-class DeepSeek(unittest.TestCase):
-    def both(self, lora_targets=None, **kw):
-        # PEFT has no default targets for DeepSeek: the tracer is given the estimator's
-        extra = {"lora_targets": lora_targets} if lora_targets else {}
-        tr = trace_hf(Workload(CONFIG, **dict(kw, **extra)))
-        # no cuBLAS workspace: the meta device runs no cuBLAS
-        args = [os.environ["OOMLESS_BIN"], "estimate", "--json", "--model", CONFIG,
-                "--cublas-workspace", ":0:1"]
-        for k, v in kw.items():
-            args += ["--" + k.replace("_", "-"), str(v)]
-        es = json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)
-        return tr, es
+def traced_and_estimated(config, lora_targets=None, **kw):
+    """The trace and the estimate (`oomless estimate --json`) of one workload on a config file;
+    `lora_targets` given to the tracer only (the estimator's own default otherwise), `kv_cache`
+    to the estimator only (the tracer runs transformers' cache)"""
+    extra = {"lora_targets": lora_targets} if lora_targets else {}
+    tr = trace_hf(Workload(config, **dict({k: v for k, v in kw.items() if k != "kv_cache"},
+                                          **extra)))
+    # no cuBLAS workspace: the meta device runs no cuBLAS
+    args = [os.environ["OOMLESS_BIN"], "estimate", "--json", "--model", config,
+            "--cublas-workspace", ":0:1"]
+    for k, v in kw.items():
+        args += ["--" + k.replace("_", "-"), str(v)]
+    es = json.loads(subprocess.run(args, capture_output=True, text=True, check=True).stdout)
+    return tr, es
 
+
+class Near:
     def near(self, tr, es, key, rel):
         t, e = tr["memory"][key], es["memory"][key]
         self.assertLessEqual(abs(e - t), rel * t, "%s: estimate %.3f GiB, trace %.3f GiB"
                              % (key, e / GIB, t / GIB))
+
+
+@unittest.skipUnless(HAVE, "" if HAVE else REASON)
+class DeepSeek(unittest.TestCase, Near):
+    def both(self, lora_targets=None, **kw):
+        # PEFT has no default targets for DeepSeek: the tracer is given the estimator's
+        return traced_and_estimated(CONFIG, lora_targets, **kw)
 
     def test_prefill_latent_cache_and_working_set(self):
         tr, es = self.both(method="inference", precision="bf16", batch=2, seq=1024)
@@ -261,6 +271,75 @@ class DeepSeek(unittest.TestCase):
         self.near(tr, es, "activations", 0.04)
         self.near(tr, es, "logits", 0.01)
         self.near(tr, es, "allocated_peak", 0.02)
+
+
+# Phi-3's shapes cut to 2 layers (its vocabulary: Phi3Config pads with id 32000): PEFT has no default LoRA targets for phi3
+PHI3 = {"model_type": "phi3", "architectures": ["Phi3ForCausalLM"], "hidden_size": 256,
+        "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4,
+        "num_key_value_heads": 2, "vocab_size": 32064, "max_position_embeddings": 1024,
+        "tie_word_embeddings": False, "rms_norm_eps": 1e-5}
+
+
+@unittest.skipUnless(HAVE, "" if HAVE else REASON)
+class Phi3DefaultTargets(unittest.TestCase):
+    def test_default_targets_are_the_estimators(self):
+        from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING
+        # get_peft_model would refuse a LoraConfig without target_modules for phi3
+        self.assertNotIn("phi3", TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "config.json")
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(PHI3, f)
+            tr = trace_hf(Workload(path, method="lora", batch=2, seq=64))
+            args = [os.environ["OOMLESS_BIN"], "estimate", "--json", "--model", path,
+                    "--method", "lora", "--batch", "2", "--seq", "64"]
+            es = json.loads(subprocess.run(args, capture_output=True, text=True,
+                                           check=True).stdout)
+        self.assertEqual(es["workload"]["lora_targets"], "qkv_proj")
+        # rank 16 on each layer's qkv_proj: 256 in, 256 + 2 x 2 x 64 out
+        self.assertEqual(tr["params"]["trainable"], 2 * 16 * (256 + 512))
+        self.assertEqual(tr["params"]["trainable"], es["params"]["trainable"])
+        # a family PEFT has a default for is left to PEFT
+        from oomless.trace.run import build_hf, default_lora_targets
+        model, _ = build_hf(TINY, torch.float32, "sdpa")
+        self.assertIsNone(default_lora_targets(model))
+
+
+# Llama 4 Maverick's widths cut to 4 layers and 16 experts (the trace matrix's cell, bench/trace)
+LLAMA4 = os.path.join(SRC, "bench", "trace", "llama4-small.json")
+
+
+@unittest.skipUnless(HAVE, "" if HAVE else REASON)
+class Llama4(unittest.TestCase, Near):
+    def test_prefill_every_expert_and_cache(self):
+        tr, es = traced_and_estimated(LLAMA4, method="inference", precision="bf16", batch=2,
+                                      seq=512, kv_cache="transformers")
+        # the parameters as transformers builds Llama4ForCausalLM
+        self.assertEqual(es["params"]["total"], tr["params"]["total"])
+        # transformers' prefill keeps every token of the 4 layers: 8 KV heads of 128, K and V
+        self.assertAlmostEqual(tr["memory"]["kv_cache"], 4 * 1024 * 2 * 8 * 128 * 2, delta=4096)
+        self.assertEqual(es["memory"]["kv_cache"], 4 * 1024 * 2 * 8 * 128 * 2)
+        # Llama4TextMoe runs all 16 experts on every token: the MoE moment is the peak
+        self.near(tr, es, "activations", 0.02)
+
+    def test_lora_and_full(self):
+        tr, es = traced_and_estimated(LLAMA4, method="lora", precision="bf16", batch=2, seq=512)
+        self.assertEqual(es["workload"]["lora_targets"], "q_proj,v_proj")
+        self.assertEqual(tr["params"]["trainable"], es["params"]["trainable"])
+        self.near(tr, es, "activations", 0.04)
+        self.near(tr, es, "allocated_peak", 0.01)
+        tr, es = traced_and_estimated(LLAMA4, method="full", precision="bf16", batch=2, seq=256)
+        self.assertEqual(tr["params"]["trainable"], es["params"]["trainable"])
+        self.near(tr, es, "allocated_peak", 0.01)
+
+    def test_serving_engine_keeps_a_chunk(self):
+        # vLLM: the three chunked layers keep 8192 of 32768 tokens, the full layer all of them
+        es = json.loads(subprocess.run(
+            [os.environ["OOMLESS_BIN"], "estimate", "--json", "--model", LLAMA4, "--method",
+             "inference", "--precision", "bf16", "--seq", "32768"],
+            capture_output=True, text=True, check=True).stdout)
+        self.assertEqual(es["kv_cache_layers"]["sliding"], 3)
+        self.assertEqual(es["memory"]["kv_cache"], (3 * 8192 + 32768) * 2 * 8 * 128 * 2)
 
 
 if __name__ == "__main__":

@@ -133,6 +133,10 @@ static void test_preset_counts(void **state)
         {"model=smollm2-1.7b", 1711376384ULL, 0},
         {"model=deepseek-r1-distill-llama-8b", 8030261248ULL, 8.03e9},
         {"model=deepseek-r1-distill-qwen-7b", 7615616512ULL, 7.62e9},
+        {"model=deepseek-r1-distill-qwen-32b", 32763876352ULL, 0},
+        {"model=deepseek-v2-lite", 15706484224ULL, 0},
+        {"model=llama-4-scout-17b-16e", 108641793536ULL, 0},
+        {"model=llama-4-maverick-17b-128e", 401583781376ULL, 0},
     };
     size_t i;
     (void)state;

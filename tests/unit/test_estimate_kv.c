@@ -1,5 +1,6 @@
-/* test_estimate_kv.c - DeepSeek V2/V3 (multi-head latent attention, experts after dense layers)
- * and the KV cache per layer type: full, sliding-window and latent layers. */
+/* test_estimate_kv.c - DeepSeek V2/V3 (multi-head latent attention, experts after dense layers),
+ * Llama 4 (interleaved experts, chunked attention) and the KV cache per layer type: full,
+ * sliding-window (and chunked) and latent layers. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -175,6 +176,60 @@ static uint64_t kv_of_config(const char *cfg)
     "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"intermediate_size\": 128, "         \
     "\"vocab_size\": 100, \"max_position_embeddings\": 2048, \"sliding_window\": 128" extra "}"
 
+/* Llama 4's text model cut small (Llama4ForCausalLM): 4 layers, every other one with 4 experts
+ * of 32 and a shared expert beside its router, the others dense of intermediate_size_mlp 128,
+ * untied by Llama4TextConfig's default; and as Llama4ForConditionalGeneration with a 2-layer
+ * vision tower, adapter and projector. transformers 5.23 counts 288,832 and 327,264 */
+#define L4_TEXT                                                                                    \
+    "{\"model_type\": \"llama4_text\", \"hidden_size\": 64, \"num_hidden_layers\": 4, "            \
+    "\"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"head_dim\": 16, "                   \
+    "\"intermediate_size\": 32, \"intermediate_size_mlp\": 128, \"num_local_experts\": 4, "        \
+    "\"num_experts_per_tok\": 1, \"interleave_moe_layer_step\": 2, \"vocab_size\": 1000, "         \
+    "\"max_position_embeddings\": 2048"
+
+static void test_llama4_params(void **state)
+{
+    (void)state;
+    assert_int_equal(params_of(L4_TEXT "}"), 288832);
+    /* moe_layers, where listed, names the layers with the experts */
+    assert_int_equal(params_of(L4_TEXT ", \"moe_layers\": [1, 3]}"), 288832);
+    /* all four with experts: two dense MLPs (3 x 64 x 128) become experts and shared experts
+     * (router 256 + 4 x 64 x 96 + 3 x 64 x 32) */
+    assert_int_equal(params_of(L4_TEXT ", \"moe_layers\": [0, 1, 2, 3]}"),
+                     288832 - 2 * 24576 + 2 * 30976);
+    assert_int_equal(
+        params_of(
+            "{\"model_type\": \"llama4\", \"architectures\": "
+            "[\"Llama4ForConditionalGeneration\"], \"text_config\": " L4_TEXT "}, "
+            "\"vision_config\": {\"model_type\": \"llama4_vision_model\", \"hidden_size\": 32, "
+            "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"intermediate_size\": 48, "
+            "\"vision_output_dim\": 40, \"image_size\": 28, \"patch_size\": 14, "
+            "\"projector_input_dim\": 24, \"projector_output_dim\": 24}}"),
+        327264);
+}
+
+/* Llama 4's chunked attention layers keep at most a chunk of attention_chunk_size tokens in a
+ * serving engine (vLLM's ChunkedLocalAttentionSpec): which layers are chunked follows
+ * layer_types, else no_rope_layers (1: a RoPE layer, chunked), else all but every 4th */
+static void test_llama4_chunks(void **state)
+{
+    const uint64_t tok = 2 * 2 * 16 * 2; /* 2 KV heads of 16, K and V, 2 bytes */
+    (void)state;
+    /* layers 0-2 chunked, layer 3 (every 4th) full */
+    assert_int_equal(kv_of_config(L4_TEXT ", \"attention_chunk_size\": 128}"),
+                     (3 * 128 + 1000) * tok);
+    assert_int_equal(
+        kv_of_config(L4_TEXT ", \"attention_chunk_size\": 128, \"no_rope_layers\": [1, 0, 0, 1]}"),
+        (2 * 128 + 2 * 1000) * tok);
+    assert_int_equal(kv_of_config(L4_TEXT ", \"attention_chunk_size\": 128, \"layer_types\": "
+                                          "[\"chunked_attention\", \"full_attention\", "
+                                          "\"full_attention\", \"full_attention\"]}"),
+                     (128 + 3 * 1000) * tok);
+    /* null: no chunks; the default chunk (8192) is longer than the 1000 tokens */
+    assert_int_equal(kv_of_config(L4_TEXT ", \"attention_chunk_size\": null}"), 4 * 1000 * tok);
+    assert_int_equal(kv_of_config(L4_TEXT "}"), 4 * 1000 * tok);
+}
+
 /* which layers slide: layer_types where listed, Qwen's use_sliding_window from
  * max_window_layers on, and no window for a family whose window is not modelled (Phi-3) */
 static void test_window_rules(void **state)
@@ -270,6 +325,8 @@ int main(void)
         cmocka_unit_test(test_kv_json),
         cmocka_unit_test(test_kv_option),
         cmocka_unit_test(test_window_rules),
+        cmocka_unit_test(test_llama4_params),
+        cmocka_unit_test(test_llama4_chunks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

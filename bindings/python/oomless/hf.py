@@ -55,6 +55,24 @@ def fsdp_config(doc: Mapping[str, Any]) -> Dict[str, Any]:
     }
 
 
+def checkpointing_kwargs(checkpointing: str) -> Dict[str, Any]:
+    """transformers' ``activation_checkpointing_kwargs`` for a plan's ``every:N`` and ``+offload``
+    (``every_n_layers``, ``offload``: ``Trainer`` pops both for ``activation_checkpointing_enable``,
+    transformers 5.23); empty for none, selective and full. ``nth:N`` and ``op-sac`` are
+    torchtitan's: ValueError."""
+    base, _, offload = checkpointing.partition("+")
+    if base.startswith("nth:") or base == "op-sac":
+        raise ValueError("checkpointing '%s' is torchtitan's; transformers runs every:N and "
+                         "+offload (plan with --checkpointing-variants transformers)" % checkpointing)
+    out: Dict[str, Any] = {}
+    if base.startswith("every:"):
+        out["every_n_layers"] = int(base[len("every:"):])
+    if offload == "offload":
+        out.setdefault("every_n_layers", 1)
+        out["offload"] = True
+    return out
+
+
 def training_arguments(doc: Mapping[str, Any], backend: str = "deepspeed") -> Dict[str, Any]:
     """Keyword arguments for ``transformers.TrainingArguments`` from a plan.
 
@@ -86,6 +104,9 @@ def training_arguments(doc: Mapping[str, Any], backend: str = "deepspeed") -> Di
         kwargs["optim"] = optim
     if plan.get("loss") == "chunked":
         kwargs["use_liger_kernel"] = True
+    ck_kwargs = checkpointing_kwargs(plan.get("checkpointing", "none"))
+    if ck_kwargs:
+        kwargs["gradient_checkpointing_kwargs"] = ck_kwargs
     if is_sharded(doc):
         if backend == "fsdp":
             kwargs["fsdp"] = True

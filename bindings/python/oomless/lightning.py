@@ -77,7 +77,8 @@ def trainer_kwargs(doc: Mapping[str, Any], backend: str = "deepspeed") -> Dict[s
 
     The micro-batch size belongs to the DataLoader: see :func:`dataloader_kwargs`. Gradient
     checkpointing is the model's own (``model.gradient_checkpointing_enable()`` for a
-    transformers model) when ``plan["checkpointing"]`` is not "none".
+    transformers model) when ``plan["checkpointing"]`` is not "none"; for ``every:N`` and
+    ``+offload`` pass it ``**oomless.hf.checkpointing_kwargs(plan["checkpointing"])``.
     """
     plan = plan_of(doc)
     kwargs: Dict[str, Any] = {"accumulate_grad_batches": int(plan["grad_accum"])}

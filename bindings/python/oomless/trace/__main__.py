@@ -38,7 +38,8 @@ def _parser():
     p.add_argument("--seq", type=int, default=512, help="tokens per sample (default 512)")
     p.add_argument("--grad-accum", type=int, default=1, help="accumulation steps (default 1)")
     p.add_argument("--checkpointing", default="none",
-                   help="none|full|every:N|nth:N, +offload after the last three (default none)")
+                   help="none|full|every:N|nth:N, +offload after the last three; op-sac: "
+                   "torchtitan's op-level selective policy (default none)")
     p.add_argument("--attention", default="sdpa", help="eager|sdpa|flash (default sdpa)")
     p.add_argument("--loss", default="standard", help="standard|chunked (default standard)")
     p.add_argument("--lora-rank", type=int, default=16)
@@ -46,11 +47,12 @@ def _parser():
     p.add_argument("--lora-dropout", type=float, default=0.05)
     p.add_argument("--steps", type=int, default=2, help="training steps traced (default 2)")
     p.add_argument("--objective", default="sft",
-                   help="sft|dpo|kto: a preference step as TRL's DPOTrainer / KTOTrainer runs it "
-                        "(default sft)")
+                   help="sft|dpo|ipo|simpo|orpo|kto|reward: a preference step as TRL's "
+                        "DPOTrainer / CPOTrainer / ORPOTrainer / KTOTrainer / RewardTrainer "
+                        "runs it (default sft)")
     p.add_argument("--reference", default="auto",
-                   help="copy|adapter: dpo/kto reference model (default auto: adapter under "
-                        "lora, else copy)")
+                   help="copy|adapter: dpo/ipo/kto reference model (default auto: adapter under "
+                        "lora, else copy; none for simpo, orpo, reward)")
     p.add_argument("--packing", default="none",
                    help="none|padding-free|block-mask: packed documents (default none)")
     p.add_argument("--tokens-per-batch", type=int, default=0,

@@ -2,7 +2,9 @@
 import contextlib
 import importlib
 import json
+import os
 import platform
+import tempfile
 
 import torch
 
@@ -75,10 +77,32 @@ def build_hf(cfg_dict, dtype, attention, device="meta"):
     return model, cfg
 
 
+def default_lora_targets(model):
+    """The modules ``--lora-targets default`` adapts: None where PEFT has a default for the
+    model's type (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING, which get_peft_model then
+    applies); where it has none (Phi-3, Qwen-MoE, DeepSeek V2/V3: get_peft_model refuses a
+    LoraConfig without target_modules) the ones `oomless estimate` plans for the default, asked of
+    the library for the model's own config, so that the trace adapts what the estimate counts."""
+    from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING
+    if model.config.model_type in TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING:
+        return None
+    from .. import OomlessError, estimate
+    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
+        json.dump(model.config.to_dict(), f)
+    try:
+        doc = estimate(model=f.name, method="lora", seq=1)
+    except OomlessError as exc:
+        raise TraceError("LoRA: PEFT has no default target modules for model_type '%s' and the "
+                         "estimator's cannot be found (%s)" % (model.config.model_type, exc)) from exc
+    finally:
+        os.unlink(f.name)
+    return doc["workload"]["lora_targets"].split(",")
+
+
 def apply_lora(model, rank, targets, dropout):
     import peft
     if targets in (None, "", "default"):
-        target_modules = None
+        target_modules = default_lora_targets(model)
     elif targets == "all-linear":
         target_modules = "all-linear"
     else:
@@ -194,6 +218,9 @@ def chunked_causal_loss(model, ids, chunk_tokens):
     recomputed in the backward (what chunked / fused linear-cross-entropy losses keep)."""
     import torch.utils.checkpoint as ckpt
     base = model.get_decoder() if hasattr(model, "get_decoder") else model.model
+    if base is model or base is getattr(model, "get_base_model", lambda: None)():
+        # Llama4ForCausalLM's get_decoder answers the model itself (transformers 5.23)
+        base = model.get_base_model().model if hasattr(model, "get_base_model") else model.model
     hidden = base(input_ids=ids).last_hidden_state[:, :-1, :]
     labels = ids[:, 1:]
     head = model.get_output_embeddings()
@@ -232,7 +259,8 @@ class Workload:
         self.objective, self.reference = objective, reference
         self.packing, self.tokens_per_batch = packing, tokens_per_batch
         if self.reference == "auto":  # as `oomless estimate` resolves it (TRL's default)
-            self.reference = "adapter" if method in ("lora", "qlora") else "copy"
+            self.reference = ("none" if objective in ("reward", "simpo", "orpo") else
+                              "adapter" if method in ("lora", "qlora") else "copy")
         if self.precision == "auto":
             self.precision = {"full": "amp-bf16", "lora": "bf16", "inference": "bf16",
                               "qlora": "4bit"}.get(method, "amp-bf16")
@@ -249,17 +277,22 @@ class Workload:
         if checkpoint_every(self.checkpointing) is None:
             raise TraceError("checkpointing '%s' cannot be traced (none, full, every:N or nth:N: "
                              "the model's own gradient checkpointing on every layer or one layer "
-                             "in N)" % self.checkpointing)
+                             "in N, +offload after the last three; op-sac: torchtitan's op-level "
+                             "selective policy on every layer)" % self.checkpointing)
         if self.attention not in ("eager", "sdpa", "flash"):
             raise TraceError("attention '%s' is not one of: eager, sdpa, flash" % self.attention)
         if self.loss not in ("standard", "chunked"):
             raise TraceError("loss '%s' is not one of: standard, chunked" % self.loss)
-        if self.objective not in ("sft", "dpo", "kto"):
-            raise TraceError("objective '%s' cannot be traced (sft, dpo, kto)" % self.objective)
+        if self.objective not in ("sft", "dpo", "ipo", "kto", "reward", "simpo", "orpo"):
+            raise TraceError("objective '%s' cannot be traced (sft, dpo, ipo, kto, reward, "
+                             "simpo, orpo)" % self.objective)
+        if self.objective in ("reward", "simpo", "orpo") and self.reference != "none":
+            raise TraceError("objective '%s' has no reference model" % self.objective)
         if self.objective != "sft":
             if self.method not in ("full", "lora"):
                 raise TraceError("objective '%s' is traced for method full or lora" % self.objective)
-            if self.reference not in ("copy", "adapter"):
+            if (self.objective not in ("reward", "simpo", "orpo") and
+                    self.reference not in ("copy", "adapter")):
                 raise TraceError("reference '%s' cannot be traced (copy, adapter)" % self.reference)
             if self.reference == "adapter" and self.method != "lora":
                 raise TraceError("reference 'adapter' needs method lora")
@@ -419,11 +452,11 @@ def _preference_models(w, cfg_dict, wdtype, tracker):
 
 def _preference_loss(w, vocab, model, ref_call):
     """One micro-batch's loss as DPOTrainer._compute_loss / KTOTrainer._compute_loss make it:
-    DPO: chosen and rejected concatenated (2 x batch sequences) through the policy, then the same
-    through the reference under no_grad; KTO: the KL batch (the completions shifted by one)
-    through the policy under no_grad, the batch through the policy, then both through the
-    reference under no_grad."""
-    n = 2 * w.batch if w.objective == "dpo" else w.batch
+    DPO and IPO (DPOTrainer with loss_type "ipo"): chosen and rejected concatenated (2 x batch
+    sequences) through the policy, then the same through the reference under no_grad; KTO: the
+    KL batch (the completions shifted by one) through the policy under no_grad, the batch
+    through the policy, then both through the reference under no_grad."""
+    n = 2 * w.batch if w.objective in ("dpo", "ipo") else w.batch
     ids = _sample(vocab, n, w.seq)
     kl = _sample(vocab, w.batch, w.seq) if w.objective == "kto" else None
     if kl is not None:
@@ -439,6 +472,9 @@ def _preference_loss(w, vocab, model, ref_call):
     if w.objective == "dpo":
         chosen, rejected = ratio.chunk(2, dim=0)
         return -F.logsigmoid(0.1 * (chosen - rejected)).mean()
+    if w.objective == "ipo":  # the log-ratio difference held to 1 / (2 beta) (Azar et al. 2023)
+        chosen, rejected = ratio.chunk(2, dim=0)
+        return ((chosen - rejected - 1 / (2 * 0.1)) ** 2).mean()
     return (1 - torch.sigmoid(0.1 * ratio)).mean()
 
 
@@ -453,12 +489,61 @@ def checkpoint_every(checkpointing):
         return None
     if base == "none":
         return None if offload else (0, False, False)
-    if base == "full":
+    if base == "full" or (base == "op-sac" and not offload):
         return 1, False, offload
     kind, _, n = base.partition(":")
     if kind in ("every", "nth") and n.isdigit() and int(n) >= 1:
         return int(n), kind == "nth", offload
     return None
+
+
+def op_sac_policy():
+    """torchtitan's op-level selective activation checkpointing policy for one transformer block
+    (SelectiveAC._wrap_block, torchtitan/distributed/activation_checkpoint.py, pytorch/torchtitan
+    b5bcd76, 2026-08-21): the outputs of the compute-intensive ops (functorch's default op list:
+    mm, bmm, addmm, the fused SDPA kernels, ...), of the math SDPA, max (float8 scaling), topk
+    and the reduce-scatter / all-to-all collectives are saved, except every second mm/linear of
+    the block (counted separately in the forward and the recomputation), which is recomputed with
+    everything else. torchtitan's force-recomputed router shapes (moe.router.gate) have no
+    transformers counterpart and are left out. A fresh policy per checkpointed call, as
+    torchtitan's context_fn makes one."""
+    from torch._functorch.partitioners import get_default_op_list
+    from torch.utils.checkpoint import CheckpointPolicy
+    aten = torch.ops.aten
+    save = {op.default for op in get_default_op_list().compute_intensive_ops}
+    save.update((aten._scaled_dot_product_cudnn_attention.default,
+                 aten._scaled_dot_product_attention_math.default,
+                 aten._scaled_dot_product_fused_attention_overrideable.default,
+                 aten.max.default, aten.linear.default, aten.topk.default,
+                 torch.ops._c10d_functional.reduce_scatter_tensor.default,
+                 torch.ops._c10d_functional.all_to_all_single.default))
+    mm_ops = (aten.mm.default, aten.linear.default)
+    count = {False: 0, True: 0}
+
+    def policy(ctx, func, *args, **kwargs):
+        if func in mm_ops:
+            count[ctx.is_recompute] += 1
+        if func in save and not (func in mm_ops and count[ctx.is_recompute] % 2 == 0):
+            return CheckpointPolicy.MUST_SAVE
+        return CheckpointPolicy.PREFER_RECOMPUTE
+    return policy
+
+
+class _Both:
+    """Two context managers entered as one (checkpoint's context_fn wants one per pass)."""
+
+    def __init__(self, *cms):
+        self.cms = cms
+        self.stack = None
+
+    def __enter__(self):
+        self.stack = contextlib.ExitStack()
+        for cm in self.cms:
+            self.stack.enter_context(cm)
+        return self
+
+    def __exit__(self, *exc):
+        return self.stack.__exit__(*exc)
 
 
 class HostOffload(torch.autograd.graph.saved_tensors_hooks):
@@ -481,8 +566,9 @@ class HostOffload(torch.autograd.graph.saved_tensors_hooks):
 def _for_training(model, w, emu):
     """The model in training mode, with the model's own gradient checkpointing under
     --checkpointing full (every layer), every:N (transformers' every_n_layers: layers 1, N+1,
-    ...) or nth:N (layers N, 2N, ..., as torchtitan's layer-level selective checkpointing wraps
-    them); its trained parameters and their optimizer."""
+    ...), nth:N (layers N, 2N, ..., as torchtitan's layer-level selective checkpointing wraps
+    them) or op-sac (every layer under torchtitan's op-level policy, op_sac_policy); its trained
+    parameters and their optimizer."""
     every, nth, offload = checkpoint_every(w.checkpointing)
     if offload:
         # transformers' activation_checkpointing_enable(offload=True) wraps each checkpoint in
@@ -494,6 +580,10 @@ def _for_training(model, w, emu):
         # the recomputation in the backward re-enters the forward's emulation, as checkpoint
         # re-enters the forward's autocast state on a GPU
         def contexts():
+            if w.checkpointing == "op-sac":
+                from torch.utils.checkpoint import create_selective_checkpoint_contexts
+                fwd, rec = create_selective_checkpoint_contexts(op_sac_policy())
+                return fwd, _Both(emu.recompute_context(), rec)
             return contextlib.nullcontext(), emu.recompute_context()
         kwargs = {"every_n_layers": every} if every > 1 and not nth else {}
         if offload:
@@ -533,6 +623,124 @@ def _trace_preference(w, cfg_dict):
     return _finish(tracker, None, model, w, steady_from=step_start[-1] if w.steps > 1 else 0)
 
 
+class _LogProbOnCuda(torch.autograd.Function):
+    """TRL's selective_log_softmax as it runs on a GPU (trl/kernels/logprob_entropy.py,
+    _LogProbEntropyFunction, whose Triton kernels fill its tensors in place): the forward
+    allocates four fp32 values per row (log-probs, entropy, log-normaliser, expected logit) and
+    keeps the logits for the backward, whose one allocation is the logits' gradient, contiguous
+    and like the logits. (Off CUDA TRL falls back to a log-softmax of every row, which a GPU
+    never holds.) The values are not computed: the meta device has none."""
+
+    @staticmethod
+    def forward(ctx, logits, index):
+        logprobs = torch.empty(logits.shape[:-1], device=logits.device, dtype=torch.float32)
+        log_z, expected = torch.empty_like(logprobs), torch.empty_like(logprobs)
+        entropy = torch.empty_like(logprobs)  # returned beside the log-probs, dropped by TRL
+        del entropy
+        ctx.save_for_backward(logits, index, log_z, expected)
+        return logprobs
+
+    @staticmethod
+    def backward(ctx, grad):
+        logits = ctx.saved_tensors[0]
+        return torch.empty_like(logits, memory_format=torch.contiguous_format), None
+
+
+def _cpo_loss(w, vocab, model):
+    """One micro-batch's loss as TRL's CPOTrainer (loss_type "simpo", cpo_alpha 0) and
+    ORPOTrainer run it (trl/experimental/cpo, trl/experimental/orpo: concatenated_forward,
+    get_batch_logps): chosen and rejected concatenated (2 x batch sequences) through the model,
+    its logits in the model's dtype; ORPO's negative log-likelihood of the chosen half
+    (nn.CrossEntropyLoss over a contiguous copy of its shifted logits); the average log-probs of
+    every sequence by selective_log_softmax; SimPO's or ORPO's loss of the two halves."""
+    ids = _sample(vocab, 2 * w.batch, w.seq)
+    logits = model(input_ids=ids, use_cache=False).logits
+    nll = 0
+    if w.objective == "orpo":
+        chosen_logits = logits[:w.batch, :-1, :].contiguous()
+        nll = F.cross_entropy(chosen_logits.view(-1, chosen_logits.shape[-1]),
+                              ids[:w.batch, 1:].contiguous().view(-1))
+        del chosen_logits
+    labels = ids[:, 1:].clone()
+    mask = labels != -100
+    logps = (_LogProbOnCuda.apply(logits[:, :-1, :], labels) * mask).sum(-1) / mask.sum(-1)
+    chosen, rejected = logps.chunk(2, dim=0)
+    if w.objective == "simpo":  # CPOConfig: beta 0.1 (SimPO's paper uses 2.0), simpo_gamma 0.5
+        return -F.logsigmoid(0.1 * (chosen - rejected) - 0.5).mean()
+    log_odds = (chosen - rejected) - (torch.log1p(-torch.exp(chosen)) -
+                                      torch.log1p(-torch.exp(rejected)))
+    return nll - 0.1 * F.logsigmoid(log_odds).mean()
+
+
+def _trace_cpo(w, cfg_dict):
+    """SimPO and ORPO: the policy alone (no reference), its logits tagged as SFT's are"""
+    wdtype, amp = PRECISIONS[w.precision]
+    model, cfg = build_hf(cfg_dict, DTYPES[wdtype], w.attention)
+    vocab = getattr(cfg, "vocab_size", None) or cfg.get_text_config().vocab_size
+    if w.method == "lora":
+        model = apply_lora(model, w.lora_rank, w.lora_targets, w.lora_dropout)
+    tracker = Tracker()
+    emu = CudaEmulation(DTYPES[amp] if amp else None, fused_sdpa=w.attention != "eager",
+                        tracker=tracker)
+    tracker.register(list(model.parameters()) + list(model.buffers()), "weights")
+    trainable, opt = _for_training(model, w, emu)
+    region = LossRegion(tracker, output_head(model))
+    try:
+        with _unpacked_batches(), tracker, emu:
+            def forward():
+                emu.autocast = amp is not None
+                loss = _cpo_loss(w, vocab, model)
+                emu.autocast = False
+                emu.end_region()
+                return loss / w.grad_accum
+
+            step_start = _train(tracker, forward, trainable, opt, w.steps, w.grad_accum,
+                                loss_tag="logits")
+    finally:
+        region.close()
+    return _finish(tracker, None, model, w, steady_from=step_start[-1] if w.steps > 1 else 0)
+
+
+def _trace_reward(w, cfg_dict):
+    """A reward model's step as TRL's RewardTrainer runs it (trl/trainer/reward_trainer.py): the
+    checkpoint as AutoModelForSequenceClassification with num_labels=1 (its pad token set, which
+    the score's last-token pooling needs), chosen and rejected concatenated through it (2 x batch
+    sequences), the loss -logsigmoid(chosen - rejected) over the two halves of the scores."""
+    import transformers
+    wdtype, amp = PRECISIONS[w.precision]
+    d = {k: v for k, v in cfg_dict.items()
+         if k not in ("torch_dtype", "dtype", "quantization_config", "architectures")}
+    d["num_labels"] = 1
+    if d.get("pad_token_id") is None:
+        d["pad_token_id"] = 0
+    cfg = transformers.AutoConfig.for_model(**d)
+    impl = {"eager": "eager", "sdpa": "sdpa", "flash": "sdpa"}[w.attention]
+    with torch.device("meta"):
+        model = transformers.AutoModelForSequenceClassification.from_config(
+            cfg, dtype=DTYPES[wdtype], attn_implementation=impl)
+    vocab = getattr(cfg, "vocab_size", None) or cfg.get_text_config().vocab_size
+    if w.method == "lora":
+        model = apply_lora(model, w.lora_rank, w.lora_targets, w.lora_dropout)
+    tracker = Tracker()
+    emu = CudaEmulation(DTYPES[amp] if amp else None, fused_sdpa=w.attention != "eager",
+                        tracker=tracker)
+    tracker.register(list(model.parameters()) + list(model.buffers()), "weights")
+    trainable, opt = _for_training(model, w, emu)
+    with _unpacked_batches(), tracker, emu:
+        def forward():
+            ids = _sample(vocab, 2 * w.batch, w.seq)
+            emu.autocast = amp is not None
+            scores = model(input_ids=ids, use_cache=False).logits.squeeze(-1)
+            chosen, rejected = torch.chunk(scores, chunks=2)
+            loss = -F.logsigmoid(chosen - rejected).mean()
+            emu.autocast = False
+            emu.end_region()
+            return loss / w.grad_accum
+
+        step_start = _train(tracker, forward, trainable, opt, w.steps, w.grad_accum)
+    return _finish(tracker, None, model, w, steady_from=step_start[-1] if w.steps > 1 else 0)
+
+
 def trace_hf(w, cfg_dict=None):
     """Traces workload `w`; returns the result dict (memory breakdown in bytes, phase, ...)."""
     try:
@@ -555,6 +763,10 @@ def _trace_hf(w, cfg_dict=None):
                          "only on a GPU, not on the meta device; `oomless estimate` plans it, or "
                          "trace the unquantized model (its config without quantization_config)"
                          % (w.model, quant.get("quant_method")))
+    if w.objective == "reward":
+        return _trace_reward(w, cfg_dict)
+    if w.objective in ("simpo", "orpo"):
+        return _trace_cpo(w, cfg_dict)
     if w.objective != "sft":
         return _trace_preference(w, cfg_dict)
     wdtype, amp = PRECISIONS[w.precision]
