@@ -72,15 +72,8 @@ class CheckpointingTrace(unittest.TestCase):
                  ("llama-3.2-1b", "lora", "bf16", 2, 256), ("qwen3-0.6b", "lora", "bf16", 2, 256),
                  ("gemma-3-1b", "lora", "bf16", 2, 256)]
         for model, method, precision, batch, seq in cases:
-            kw = dict(method=method, precision=precision, batch=batch, seq=seq,
-                      checkpointing="op-sac")
-            t = trace_hf(Workload(model, **kw))
-            e = estimate(model, **kw)
-            for c in COMPONENTS:
-                got, want = e["memory"][c], t["memory"][c]
-                self.assertLessEqual(abs(got - want), max(REL * want, ABS),
-                                     "%s %s %s: estimate %d, trace %d" % (model, kw, c, got, want))
-            self.assertEqual(e["peak_phase"], t["peak_phase"], (model, kw))
+            assert_agrees(self, model, method=method, precision=precision, batch=batch,
+                          seq=seq, checkpointing="op-sac")
 
     def test_refused(self):
         for ck in ("every:0", "nth:x", "selective", "sometimes", "none+offload", "full+x",
