@@ -29,7 +29,8 @@ positive when the estimate was low. Inputs (all of them unless --only):
 A workload's class is method/attention/checkpointing/quantization/sharding (sharding: ZeRO
 stage, "ddp" for plain data parallel on several GPUs, "+offload" with CPU offload). A class with
 fewer than --min-cases cases takes the quantiles of the first broader class that has enough
-(attention, then checkpointing, then quantization, then the method are left out, then all).
+(attention, then checkpointing, then quantization, then the method are left out, then all), but
+never below its own cases' quantiles at the same level (the few it has count too).
 
 The bound at level p is the k-th smallest error, k = ceil(p (n + 1)) (at most n): for a new case
 drawn like the n, it is above the case's error with probability at least k / (n + 1) (a
@@ -268,7 +269,11 @@ def fit(cases, min_cases):
             te.pop("under", None)
             if used is not None:
                 te["from"] = used
-                unders.append(own[used]["under"])
+                col = own[used]["under"]
+                if used != key and key in own:
+                    # too few cases of its own, but they count: never below their quantiles
+                    col = [max(a, b) for a, b in zip(col, own[key]["under"])]
+                unders.append(col)
             entry["tiers"][t] = te
         entry["cases"] = sum(te["cases"] for te in entry["tiers"].values())
         if not unders:

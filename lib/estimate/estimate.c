@@ -33,6 +33,7 @@ typedef struct ctx {
     bool fsdp2;       /* sharding fsdp2: torch's fully_shard per block and on the root */
     double context;   /* tokens a query attends over: a row, or under packing with flash
                        * attention's varlen kernels its document (at most --seq) */
+    oomi_zero3 z3;    /* what ZeRO-3 keeps beside the shards (estimate_zero3.c) */
 } ctx;
 
 static int regime(const ctx *x)
@@ -129,17 +130,6 @@ static double optimizer_states(const ctx *x, double state, double master)
         return 0;
     }
     return 0;
-}
-
-/* the largest unit ZeRO-3 gathers: a block, the embeddings or the output head */
-static double zero3_unit(const ctx *x)
-{
-    double u = (double)x->m->params_layer_max;
-    if ((double)x->m->params_embed > u)
-        u = (double)x->m->params_embed;
-    if ((double)x->m->params_lm_head > u)
-        u = (double)x->m->params_lm_head;
-    return u;
 }
 
 /* FSDP2 (torch.distributed.fsdp.fully_shard, one group per transformer block and one on the
@@ -628,8 +618,9 @@ static double sum(const mem *p)
 static oom_phase training(const ctx *x, mem *peak)
 {
     const oom_knobs *k = &x->w->k;
-    double grad, state, master, n = x->n, W, G, O, A, A1, Ar, Lf, Lb, Tcast = 0, Tz3 = 0, Topt,
-                                live_g, Gb = 0, Tb, Tr, Tsc, Tnh, head = 0, Lh = 0, Tf, Te, Ts;
+    double grad, state, master, n = x->n, W, G, O, A, A1, Ar, Lf, Lb, Tcast = 0, Tz3 = 0, Tz3e = 0,
+                                Topt, live_g, Gb = 0, Tb, Tr, Tsc, Tnh, head = 0, Lh = 0, Tf, Te,
+                                Ts;
     fsdp2_mem f;
     mem ph[3];
     int i, best = 0;
@@ -661,13 +652,17 @@ static oom_phase training(const ctx *x, mem *peak)
         G /= n;
     if (k->sharding == OOM_SHARDING_ZERO3) {
         /* each rank keeps the 16-bit copies of its own shard (DeepSpeed's bf16/fp16 parameters,
-         * FSDP's MixedPrecision); a unit's gathered copy is counted in Tz3 */
+         * FSDP's MixedPrecision); what the coordinator has gathered, the buckets and the small
+         * tensors it keeps whole are DeepSpeed's (estimate_zero3.c): at the turn from the
+         * forward to the backward, and after the backward */
         W /= n, Tcast /= n, Tb /= n, Tr /= n;
-        Tz3 = x->c->zero3_live_layers * zero3_unit(x) * (param_bytes(x) + (x->lora_on ? 0 : grad));
+        Tz3 = x->z3.turn;
+        Tz3e = x->z3.persistent + x->z3.bucket + x->z3.end;
     }
     if (k->sharding == OOM_SHARDING_NONE && n > 1) /* DDP's buckets: allocated once, kept */
         Gb = G * x->c->ddp_buckets;
-    Tf = Te = Ts = Tz3; /* what sharding adds at the forward end, backward end and step */
+    /* what sharding adds at the forward end, backward end and step */
+    Tf = Tz3, Te = Ts = Tz3e;
     if (x->fsdp2) {
         fsdp2_of(x, &f);
         W = f.w + x->wref, G = f.g, O = f.o, Topt = f.topt, Tcast = Tb = Tr = 0;
@@ -1101,6 +1096,12 @@ static int setup(ctx *x, oom_workload *wb, oomi_model *rm, const oom_workload *w
                    : x->lora_on ? (double)x->lora.params
                                 : (double)(x->m->params - x->m->params_vision);
     x->wref = reference_weights(x);
+    if (x->train && w->k.sharding == OOM_SHARDING_ZERO3 && !x->fsdp2) {
+        double A, A1, Ar;
+        activations(x, &A, &A1, &Ar);
+        if ((err = oomi_zero3_of(&x->z3, wb, A)))
+            return err;
+    }
     return OOM_OK;
 }
 

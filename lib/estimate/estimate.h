@@ -70,7 +70,7 @@ typedef struct oomi_coef {
     size_t ninfer;
     double int8_bytes, adam8_bytes;
     double opt_temp[10]; /* optimizer-step temporaries, x one state copy, by oom_optimizer */
-    double ddp_buckets, zero3_live_layers;
+    double ddp_buckets;
     double frag, round;
     /* the caching allocator's blocks it cannot reuse, by what the peak is made of (measured on an
      * H100, bench/accuracy/h100-2026-11-25.csv): x one fp32 logits tensor at a forward/backward
@@ -190,6 +190,22 @@ double oomi_cublas_workspace(const oom_workload *w, const oomi_coef *c, bool *is
 json_object *oomi_cublas_json(const oom_workload *w);
 /* {"total", "parts": [{"name", "bytes", "source", "default", "change"}], "nccl": {...}} */
 json_object *oomi_overhead_json(const oom_workload *w);
+/* What DeepSpeed ZeRO-3 keeps on one GPU beside the shards, in bytes (estimate_zero3.c), replayed
+ * over one step with `act` bytes of activations at the turn from the forward to the backward. At
+ * the step's worst moment (the most ZeRO-3 bytes less the activations not alive then,
+ * `fewer_activations`): the parameters gathered (of which `prefetched` just now), the device
+ * copies of offloaded partitions on their way in, a trained module's weight gradient before the
+ * bucket takes it; all the time, the tensors under the persistence threshold and the reduce
+ * bucket; `end`: parameters still gathered after the backward; `turn`: the first five less
+ * fewer_activations, what the estimate adds to a phase with all of `act`. All zero without
+ * --sharding zero3. */
+typedef struct oomi_zero3 {
+    double gathered, prefetched, copies, gradient, persistent, bucket, fewer_activations, end, turn;
+} oomi_zero3;
+int oomi_zero3_of(oomi_zero3 *out, const oom_workload *w, double act);
+/* its JSON, with the knobs used (*out NULL without ZeRO-3); OOM_ENOMEM, or OOM_EUNSUPPORTED for
+ * a model of more blocks than the replay follows */
+int oomi_zero3_json(json_object **out, const oom_workload *w, double act);
 /* the "memory" object of the estimate JSON, shared by plan (estimate_json.c); NULL on ENOMEM */
 json_object *oomi_estimate_memory_json(const oom_estimate *e);
 /* the passes over the model a training step's FLOPs count without checkpointing: forward,

@@ -246,7 +246,6 @@ static void read_rest(rd *r, json_object *root)
     for (i = 0; i < OOMI_ARRAY_LEN(opts); i++)
         coef.opt_temp[i] = num(r, temps, opts[i]);
     coef.ddp_buckets = num(r, p, "ddp_grad_buckets");
-    coef.zero3_live_layers = num(r, p, "zero3_live_layers");
     {
         json_object *nc = sub(r, p, "nccl");
         coef.nccl.buffsize = num(r, nc, "buffsize");

@@ -306,6 +306,15 @@ int oom_estimate_to_json_budget(char **out, const oom_workload *w, const oom_est
         oomi_json_put(root, "overhead", oomi_overhead_json(w));
         oomi_json_put(root, "cublas_workspace", oomi_cublas_json(w));
     }
+    if (e && w->model && w->k.sharding == OOM_SHARDING_ZERO3 &&
+        w->k.method != OOM_METHOD_INFERENCE) {
+        json_object *z;
+        if ((err = oomi_zero3_json(&z, w, (double)e->activations))) {
+            json_object_put(root);
+            return err;
+        }
+        oomi_json_put(root, "zero3", z);
+    }
     if (e && w->model && (err = confidence_json(root, w, e))) {
         json_object_put(root);
         return err;

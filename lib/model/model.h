@@ -123,8 +123,13 @@ struct oom_workload {
     char *lora_targets; /* NULL: the family's default */
     double lora_dropout;
     bool lora_rank_set, lora_targets_set, lora_dropout_set;
-    long max_pos_override;  /* 0: none */
-    long decoder_seq;       /* enc-dec target length; 0: = seq */
+    long max_pos_override; /* 0: none */
+    long decoder_seq;      /* enc-dec target length; 0: = seq */
+    /* DeepSpeed ZeRO-3's knobs, in elements (zero_optimization in the DeepSpeed config; defaults
+     * DeepSpeed's, deepspeed/runtime/zero/config.py): stage3_max_live_parameters,
+     * stage3_prefetch_bucket_size, stage3_param_persistence_threshold, stage3_max_reuse_distance,
+     * reduce_bucket_size */
+    double z3_live, z3_prefetch, z3_persist, z3_reuse, z3_reduce;
     bool keep_grads;        /* zero_grad(set_to_none=False): gradients live in every phase */
     bool kv_transformers;   /* inference: transformers' KV cache, not a serving engine's */
     uint64_t overhead;      /* OOM_UNKNOWN: from the GPU generation */

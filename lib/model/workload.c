@@ -136,6 +136,21 @@ static const oom_option *const options[] = {
                         "never reshards)"},
     &(const oom_option){OOM_OPTION_VERSION, "offload", "none|optimizer|optimizer+params",
                         "CPU offload (default none)"},
+    &(const oom_option){OOM_OPTION_VERSION, "zero3-max-live-params", "N",
+                        "zero3: gathered elements beyond which DeepSpeed stops prefetching, as "
+                        "stage3_max_live_parameters (default 1e9)"},
+    &(const oom_option){OOM_OPTION_VERSION, "zero3-prefetch-bucket", "N",
+                        "zero3: elements gathered ahead of use, as stage3_prefetch_bucket_size "
+                        "(default 5e7; 0: no prefetch)"},
+    &(const oom_option){OOM_OPTION_VERSION, "zero3-persistence-threshold", "N",
+                        "zero3: tensors smaller than N elements stay gathered, as "
+                        "stage3_param_persistence_threshold (default 1e5)"},
+    &(const oom_option){OOM_OPTION_VERSION, "zero3-max-reuse-distance", "N",
+                        "zero3: a module used again within N elements keeps its parameters "
+                        "gathered, as stage3_max_reuse_distance (default 1e9)"},
+    &(const oom_option){OOM_OPTION_VERSION, "zero3-reduce-bucket", "N",
+                        "zero3: elements of the gradient bucket, as reduce_bucket_size (default "
+                        "5e8)"},
     &(const oom_option){OOM_OPTION_VERSION, "lora-rank", "R", "LoRA rank (default 16)"},
     &(const oom_option){OOM_OPTION_VERSION, "lora-targets", "default|all-linear|M1,M2",
                         "adapted modules, HF names (default: PEFT's per family)"},
@@ -243,6 +258,8 @@ static void defaults(oom_workload *w)
     w->overhead = OOM_UNKNOWN;
     w->cublas_ws = OOM_UNKNOWN;
     w->tp = 1;
+    w->z3_live = 1e9, w->z3_prefetch = 5e7, w->z3_persist = 1e5; /* DeepSpeed's defaults */
+    w->z3_reuse = 1e9, w->z3_reduce = 5e8;
     w->num_generations = 8; /* GRPOConfig.num_generations */
 }
 

@@ -219,6 +219,31 @@ static int set_fsdp2(oom_workload *w, const char *key, const char *value)
     return OOM_OK;
 }
 
+/* ZeRO-3's element counts: a whole number (1e9 or 1000000000) from min to 1e15 */
+static int set_zero3(oom_workload *w, const char *key, const char *value)
+{
+    static const char *const keys[] = {"zero3-max-live-params", "zero3-prefetch-bucket",
+                                       "zero3-persistence-threshold", "zero3-max-reuse-distance",
+                                       "zero3-reduce-bucket"};
+    double *const fields[] = {&w->z3_live, &w->z3_prefetch, &w->z3_persist, &w->z3_reuse,
+                              &w->z3_reduce};
+    size_t i;
+    double v;
+    int err;
+    for (i = 0; i < OOMI_ARRAY_LEN(keys); i++)
+        if (!strcmp(key, keys[i]))
+            break;
+    if (i == OOMI_ARRAY_LEN(keys))
+        return oomi_fail(OOM_ENOTFOUND, "unknown workload option '%s'", key);
+    if ((err = oomi_parse_double(&v, value, key)))
+        return err;
+    if (v != floor(v) || v < (i == 4 ? 1 : 0) || v > 1e15)
+        return oomi_fail(OOM_EINVAL, "%s '%s' is not a whole number of elements from %d to 1e15",
+                         key, value, i == 4 ? 1 : 0);
+    *fields[i] = v;
+    return OOM_OK;
+}
+
 static int set_one(oom_workload *w, const char *key, const char *value)
 {
     int err;
@@ -251,6 +276,8 @@ static int set_one(oom_workload *w, const char *key, const char *value)
         return parse_count(&w->k.gpus, key, value, 1);
     if (!strcmp(key, "decoder-seq"))
         return parse_count(&w->decoder_seq, key, value, 1);
+    if (!strncmp(key, "zero3-", 6))
+        return set_zero3(w, key, value);
     if (!strcmp(key, "tensor-parallel"))
         return parse_count(&w->tp, key, value, 1);
     if (!strcmp(key, "max-num-batched-tokens"))
@@ -459,6 +486,16 @@ int oom_workload_get(char **out, const oom_workload *w, const char *key)
         s = oomi_strdup(w->lora_targets ? w->lora_targets : "default");
     else if (IS("lora-dropout"))
         s = oomi_asprintf("%g", w->lora_dropout);
+    else if (IS("zero3-max-live-params"))
+        s = oomi_asprintf("%.0f", w->z3_live);
+    else if (IS("zero3-prefetch-bucket"))
+        s = oomi_asprintf("%.0f", w->z3_prefetch);
+    else if (IS("zero3-persistence-threshold"))
+        s = oomi_asprintf("%.0f", w->z3_persist);
+    else if (IS("zero3-max-reuse-distance"))
+        s = oomi_asprintf("%.0f", w->z3_reuse);
+    else if (IS("zero3-reduce-bucket"))
+        s = oomi_asprintf("%.0f", w->z3_reduce);
     else if (IS("decoder-seq"))
         s = w->decoder_seq ? oomi_asprintf("%ld", w->decoder_seq) : oomi_strdup("");
     else if (IS("max-positions"))

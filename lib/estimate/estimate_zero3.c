@@ -1,0 +1,279 @@
+/*
+ * estimate_zero3.c - what DeepSpeed ZeRO-3 keeps on one GPU beside the shards: the parameters
+ * its coordinator has gathered, the host copies of offloaded partitions on their way in, the
+ * small tensors it never partitions and the gradient bucket. A replay of the coordinator over
+ * the model's modules, one step of a settled run (docs/estimate.md, "ZeRO-3: what DeepSpeed
+ * keeps gathered"); the rules are DeepSpeed's (deepspeed/runtime/zero/
+ * partitioned_param_coordinator.py, PartitionedParameterCoordinator: fetch_sub_module,
+ * release_sub_module, __params_to_release; stage3.py, DeepSpeedZeroOptimizer_Stage3).
+ */
+#include "estimate/estimate.h"
+
+#include <json-c/json.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* the blocks a replay follows: far above any model's */
+#define OOMI_ZERO3_MAX_BLOCKS Z3_TENSORS
+
+/* The trace: fetch i of the forward and backward is of the parameters `id` (-1: a module without
+ * parameters of its own, which fetches, and so prefetches, all the same) while a share `act` of
+ * the step's activations is alive. An embedding used twice, or tied to the output head, is one
+ * id; a block is `k` tensors of equal size, one per Linear it holds (fewer where the model has
+ * more than Z3_TENSORS of them: no allocation, the estimate cannot run out of memory here). */
+#define Z3_TENSORS 1024
+#define Z3_STEPS   (2 * (2 * Z3_TENSORS + 4))
+typedef struct z3_trace {
+    int16_t id[Z3_STEPS];
+    double act[Z3_STEPS];
+    int last[Z3_TENSORS + 2]; /* per id: the latest step a prefetch scan saw it for */
+    bool avail[Z3_TENSORS + 2];
+    double embed, enc, dec, head; /* elements of the embedding, a tensor of a block, the head */
+    int steps, fwd, ids, k, enc_ids, head_id;
+} z3_trace;
+
+/* elements of the tensor `id` */
+static double size_of(const z3_trace *t, int id)
+{
+    return id == 0 ? t->embed : id == t->head_id ? t->head : id <= t->enc_ids ? t->enc : t->dec;
+}
+
+static bool lm_head(const oomi_model *m)
+{
+    return m->head == OOMI_HEAD_CAUSAL_LM || m->head == OOMI_HEAD_MASKED_LM ||
+           m->head == OOMI_HEAD_SEQ2SEQ_LM;
+}
+
+/* elements of one block's parameters that DeepSpeed gathers: the block less its norms and biases
+ * when those fall under the persistence threshold (a norm has `hidden` elements) */
+static void block_sizes(const oom_workload *w, double *dec, double *enc, double *small)
+{
+    const oomi_model *m = w->model;
+    double blocks = m->layers + m->enc_layers > 0 ? (double)(m->layers + m->enc_layers) : 1;
+    double other = (double)m->params - (double)m->params_linear - (double)m->params_embed -
+                   (double)m->params_lm_head - (double)m->params_vision;
+    *small = other > 0 && (double)m->hidden < w->z3_persist ? other : 0;
+    *dec = (double)m->params_layer_max - *small / blocks;
+    *enc = 0;
+    if (m->enc_layers > 0)
+        *enc = ((double)m->params - (double)m->params_embed - (double)m->params_lm_head -
+                (double)m->params_vision - (double)m->layers * (double)m->params_layer_max) /
+                   (double)m->enc_layers -
+               *small / blocks;
+    if (*dec < 0)
+        *dec = 0;
+    if (*enc < 0)
+        *enc = 0;
+}
+
+/* Linears per block, on average over the blocks (at least one) */
+static int linears_per_block(const oomi_model *m)
+{
+    double n = 0;
+    size_t i;
+    for (i = 0; i < m->nlinears; i++)
+        n += (double)m->linears[i].count;
+    if (m->layers + m->enc_layers > 0)
+        n = floor(n / (double)(m->layers + m->enc_layers) + 0.5);
+    return n < 1 ? 1 : n > 64 ? 64 : (int)n;
+}
+
+static void add(z3_trace *t, int id, double act)
+{
+    t->act[t->steps] = act;
+    t->id[t->steps++] = (int16_t)id;
+}
+
+/* one block's forward (fwd) or backward: per tensor, its Linear and one module without
+ * parameters */
+static void add_block(z3_trace *t, int first, bool fwd, double act)
+{
+    int j;
+    for (j = 0; j < t->k; j++) {
+        add(t, first + (fwd ? j : t->k - 1 - j), act);
+        add(t, -1, act);
+    }
+}
+
+static void trace_build(z3_trace *t, const oom_workload *w, bool frozen)
+{
+    const oomi_model *m = w->model;
+    int L = (int)m->layers, E = (int)m->enc_layers, i, head = -1, k = linears_per_block(m);
+    double small, te = (double)w->k.seq_len, td, all, done = 0;
+    t->steps = 0;
+    if (k * (L + E) > Z3_TENSORS)
+        k = Z3_TENSORS / (L + E);
+    t->k = k;
+    block_sizes(w, &t->dec, &t->enc, &small);
+    t->dec /= k, t->enc /= k;
+    t->enc_ids = k * E;
+    t->ids = 1 + k * (L + E);
+    t->embed = (double)m->params_embed;
+    t->head_id = -2;
+    if (lm_head(m) && m->params_lm_head > 0)
+        head = t->head_id = t->ids++, t->head = (double)m->params_lm_head;
+    else if (lm_head(m) && m->tied)
+        head = 0;
+    for (i = 0; i < t->ids; i++)
+        t->last[i] = -1, t->avail[i] = false;
+    /* the activations a block leaves grow with the tokens it sees: the encoder's --seq, the
+     * decoder's --decoder-seq (enc-dec) */
+    td = E > 0 && w->decoder_seq ? (double)w->decoder_seq : te;
+    all = E * te + L * td;
+    /* forward: embedding, encoder blocks, the embedding again for the decoder, blocks, head */
+    add(t, 0, 0);
+    for (i = 0; i < E; i++)
+        done += te, add_block(t, 1 + k * i, true, done / all);
+    if (E > 0)
+        add(t, 0, done / all);
+    for (i = 0; i < L; i++)
+        done += td, add_block(t, 1 + k * (E + i), true, done / all);
+    if (head >= 0)
+        add(t, head, 1);
+    t->fwd = t->steps;
+    /* backward, where a module's output needs a gradient: not a frozen embedding's */
+    if (head >= 0)
+        add(t, head, 1);
+    for (i = L - 1; i >= 0; i--)
+        add_block(t, 1 + k * (E + i), false, done / all), done -= td;
+    if (E > 0 && !frozen)
+        add(t, 0, done / all);
+    for (i = E - 1; i >= 0; i--)
+        add_block(t, 1 + k * i, false, done / all), done -= te;
+    if (!frozen)
+        add(t, 0, 0);
+}
+
+/* release_sub_module after step s: kept where a prefetch scan already saw a later use, or where
+ * the same parameters come back before max_reuse_distance elements of modules have passed */
+static bool kept(const z3_trace *t, const oom_workload *w, int s)
+{
+    int u = t->id[s], j;
+    double passed = 0;
+    if (size_of(t, u) < w->z3_persist || t->last[u] > s + 1)
+        return true;
+    for (j = s + 1; j < t->steps && passed < w->z3_reuse; j++) {
+        if (t->id[j] == u)
+            return true;
+        if (t->id[j] >= 0)
+            passed += size_of(t, t->id[j]);
+    }
+    return false;
+}
+
+static bool gather(z3_trace *t, const oom_workload *w, int u, double *live)
+{
+    if (u < 0 || t->avail[u] || size_of(t, u) < w->z3_persist)
+        return false;
+    t->avail[u] = true, *live += size_of(t, u);
+    return true;
+}
+
+int oomi_zero3_of(oomi_zero3 *out, const oom_workload *w, double act)
+{
+    oom_precision p = oomi_resolved_precision(w);
+    bool frozen = w->k.method == OOM_METHOD_LORA || w->k.method == OOM_METHOD_QLORA;
+    double off = w->k.offload == OOM_OFFLOAD_OPTIMIZER_PARAMS ? 1.0 / (double)w->k.gpus : 0;
+    double bytes =
+               p == OOM_PRECISION_FP32 || p == OOM_PRECISION_AMP_FP16 || p == OOM_PRECISION_AMP_BF16
+                   ? 4
+                   : 2,
+           live = 0, dec, enc, small, best = -1;
+    z3_trace t;
+    int s, q = 0;
+
+    memset(out, 0, sizeof(*out));
+    if (w->k.sharding != OOM_SHARDING_ZERO3 || oomi_fsdp2(w)) /* fsdp2: torch's, not DeepSpeed's */
+        return OOM_OK;
+    if (w->model->layers + w->model->enc_layers > OOMI_ZERO3_MAX_BLOCKS)
+        return oomi_fail(OOM_EUNSUPPORTED,
+                         "zero3: the replay of DeepSpeed's coordinator follows at most %d blocks "
+                         "(the model has %ld)",
+                         OOMI_ZERO3_MAX_BLOCKS, w->model->layers + w->model->enc_layers);
+    trace_build(&t, w, frozen);
+    block_sizes(w, &dec, &enc, &small);
+    out->persistent = small * bytes;
+    /* the contiguous gradient bucket, allocated when the optimizer is made and kept (stage3.py:
+     * "if self.contiguous_gradients: ... torch.empty(self.reduce_bucket_size, ...)"), in the
+     * communication dtype, the parameters' */
+    out->bucket = w->z3_reduce * bytes;
+    for (s = 0; s < t.steps; s++) {
+        int u = t.id[s];
+        double copy = 0, ahead = 0, pcopy = 0, grad, budget, v, g;
+        /* fetch_sub_module: the module's own parameters first; an offloaded partition comes in
+         * through a device copy of itself (partition_parameters.py, all_gather_coalesced:
+         * "p.ds_tensor.to(get_accelerator().current_device_name())"), alive while it is sent */
+        if (gather(&t, w, u, &live))
+            copy = size_of(&t, u) * off;
+        if (q <= s) {
+            q = s + 1;
+            if (u >= 0 && s > t.last[u])
+                t.last[u] = s;
+        }
+        /* then, while fewer than max_live_parameters are gathered, the tensors to come until
+         * prefetch_bucket_size elements are on their way: the scan stops once it has that many,
+         * so it can overshoot by one tensor */
+        v = live + copy, g = live;
+        budget = w->z3_live - live < w->z3_prefetch ? w->z3_live - live : w->z3_prefetch;
+        for (; q < t.steps && ahead < budget; q++) {
+            int n = t.id[q];
+            if (n >= 0 && q > t.last[n])
+                t.last[n] = q;
+            if (gather(&t, w, n, &live))
+                ahead += size_of(&t, n), pcopy += size_of(&t, n) * off;
+        }
+        if (live + pcopy > v)
+            v = live + pcopy, g = live, copy = pcopy;
+        else
+            ahead = 0;
+        /* a trained module's weight gradient, until it is copied into the bucket */
+        grad = s >= t.fwd && !frozen && u >= 0 ? size_of(&t, u) : 0;
+        /* the moment against the turn to the backward, when the activations peak: what it has
+         * fewer of comes off */
+        v = (v + grad) * bytes - (1 - t.act[s]) * act;
+        if (v > best) {
+            best = v;
+            out->gathered = g * bytes;
+            out->prefetched = ahead * bytes;
+            out->copies = copy * bytes;
+            out->gradient = grad * bytes;
+            out->fewer_activations = (1 - t.act[s]) * act;
+        }
+        if (u >= 0 && !kept(&t, w, s))
+            t.avail[u] = false, live -= size_of(&t, u);
+    }
+    out->end = live * bytes;
+    out->turn = best + out->persistent + out->bucket;
+    return OOM_OK;
+}
+
+int oomi_zero3_json(json_object **out, const oom_workload *w, double act)
+{
+    oomi_zero3 z;
+    json_object *o;
+    int err;
+    *out = NULL;
+    if (w->k.sharding != OOM_SHARDING_ZERO3 || oomi_fsdp2(w)) /* fsdp2: torch's, not DeepSpeed's */
+        return OOM_OK;
+    if ((err = oomi_zero3_of(&z, w, act)))
+        return err;
+    if (!(o = json_object_new_object()))
+        return oomi_nomem();
+    oomi_json_put(o, "gathered", oomi_json_size((uint64_t)z.gathered));
+    oomi_json_put(o, "prefetched", oomi_json_size((uint64_t)z.prefetched));
+    oomi_json_put(o, "host_copies", oomi_json_size((uint64_t)z.copies));
+    oomi_json_put(o, "gradient", oomi_json_size((uint64_t)z.gradient));
+    oomi_json_put(o, "persistent", oomi_json_size((uint64_t)z.persistent));
+    oomi_json_put(o, "reduce_bucket", oomi_json_size((uint64_t)z.bucket));
+    oomi_json_put(o, "fewer_activations", oomi_json_size((uint64_t)z.fewer_activations));
+    oomi_json_put(o, "turn_total", oomi_json_size((uint64_t)z.turn));
+    oomi_json_put(o, "gathered_after_backward", oomi_json_size((uint64_t)z.end));
+    oomi_json_put(o, "max_live_params", json_object_new_double(w->z3_live));
+    oomi_json_put(o, "prefetch_bucket", json_object_new_double(w->z3_prefetch));
+    oomi_json_put(o, "persistence_threshold", json_object_new_double(w->z3_persist));
+    oomi_json_put(o, "max_reuse_distance", json_object_new_double(w->z3_reuse));
+    oomi_json_put(o, "reduce_bucket_size", json_object_new_double(w->z3_reduce));
+    *out = o;
+    return OOM_OK;
+}
