@@ -227,6 +227,24 @@ static void print_bound(const oom_workload *w, const oom_estimate *e)
     oom_free(json);
 }
 
+/* the packing line, from the estimate's JSON (workload.packing); none without packing */
+static void print_packing(const oom_workload *w, const oom_estimate *e)
+{
+    char *json = NULL;
+    json_object *root = NULL, *o;
+    if (!oom_estimate_to_json(&json, w, e) && (root = json_tokener_parse(json)) &&
+        (o = oomi_json_get(oomi_json_get(root, "workload"), "packing")))
+        printf("  %-30s: %s, %lld tokens: %lld x %lld, documents up to %lld (%s)\n", "packing",
+               json_object_get_string(oomi_json_get(o, "mode")),
+               (long long)json_object_get_int64(oomi_json_get(o, "tokens_per_batch")),
+               (long long)json_object_get_int64(oomi_json_get(o, "rows")),
+               (long long)json_object_get_int64(oomi_json_get(o, "row_tokens")),
+               (long long)json_object_get_int64(oomi_json_get(o, "longest_document")),
+               json_object_get_string(oomi_json_get(o, "attention_path")));
+    json_object_put(root);
+    oom_free(json);
+}
+
 /* the objective's line, from the estimate's JSON (workload.objective); none for sft */
 static void print_objective(const oom_workload *w, const oom_estimate *e)
 {
@@ -331,6 +349,7 @@ static void print_human(const oom_workload *w, const oom_estimate *e, const oom_
     oom_free(sh);
     print_fsdp2(w);
     print_objective(w, e);
+    print_packing(w, e);
     if (!oom_workload_get(&tp, w, "tensor-parallel") && strcmp(tp, "1"))
         printf("  %-30s: %s GPUs per model copy (figures per GPU)\n", "tensor parallel", tp);
     oom_free(tp);

@@ -40,6 +40,8 @@ static void usage(FILE *out)
         "                               accelerate (FSDP2 config YAML), torchtitan (TOML);\n"
         "                               trl, verl (grpo with --rollout vllm-colocate: GRPOConfig\n"
         "                               YAML, verl Hydra overrides, with vLLM's KV capacity)\n"
+        "                               trl with --packing padding-free: SFTConfig YAML;\n"
+        "                               torchtune (recipe keys: batch_size, dataset.packed)\n"
         "  --json                       the same as --format json\n"
         "  --svg FILE                   a picture: memory against the budget, peak vs batch\n"
         "  --allow-inexact, --allow-downscale, --no-allow-downscale   flags\n"
@@ -98,13 +100,14 @@ static int report(const plan_args *a, const oom_plan_result *r)
 }
 
 #define FORMATS                                                                                    \
-    "text, json, env, args, deepspeed, torchrun, vllm, accelerate, torchtitan, trl, verl"
+    "text, json, env, args, deepspeed, torchrun, vllm, accelerate, torchtitan, trl, verl, "        \
+    "torchtune"
 
 static bool known_format(const char *f)
 {
     static const char *const names[] = {"text",       "json",     "env",  "args",
                                         "deepspeed",  "torchrun", "vllm", "accelerate",
-                                        "torchtitan", "trl",      "verl"};
+                                        "torchtitan", "trl",      "verl", "torchtune"};
     size_t i;
     for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
         if (!strcmp(f, names[i]))

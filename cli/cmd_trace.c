@@ -20,7 +20,7 @@ static const char usage_text[] =
     "--optimizer, --batch, --seq, --grad-accum, --checkpointing\n"
     "none|full|every:N|nth:N[+offload]|op-sac, --attention, --loss, --lora-rank, --lora-targets,\n"
     "--lora-dropout, --objective sft|dpo|ipo|simpo|orpo|kto|reward, --reference\n"
-    "copy|adapter) and --steps N.\n\n"
+    "copy|adapter, --packing none|padding-free|block-mask, --tokens-per-batch) and --steps N.\n\n"
     "Needs Python with torch (and transformers, peft for Hugging Face models): $OOMLESS_PYTHON,\n"
     "else python3. 'python -m oomless.trace --help' lists every option.\n\n"
     "Exit codes: 0 ok, 2 bad option or value, an untraceable workload, or a missing package,\n"

@@ -1316,9 +1316,13 @@ typedef struct oom_plan_result {
     long rollout_num_generations;    /**< completions per prompt (TRL num_generations) */
     long rollout_completion_len;     /**< generated tokens of the sequence */
     int rollout_reference;           /**< 1: a reference model is loaded (TRL's beta > 0) */
+    /* version 7: sequence packing (workload option packing; docs/plan.md, "Sequence packing"):
+     * the micro-batch is best->knobs.batch packs of best->knobs.seq_len tokens */
+    int packing;           /**< 0 none, 1 padding-free (TRL), 2 block-mask (torchtune) */
+    long tokens_per_batch; /**< packed tokens per micro-batch (batch x seq); 0 without packing */
 } oom_plan_result;
 
-#define OOM_PLAN_RESULT_VERSION 6
+#define OOM_PLAN_RESULT_VERSION 7
 #define OOM_PLAN_RESULT_INIT                                                                       \
     {                                                                                              \
         .version = OOM_PLAN_RESULT_VERSION                                                         \

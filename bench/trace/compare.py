@@ -44,6 +44,11 @@ SUBSET_ARCHS = ["llama-3.2-1b", "qwen2.5-0.5b", "qwen3-0.6b", "gpt2", DEEPSEEK, 
 # checkpointing every:N / nth:N cells (cells() below)
 CKPT_ARCHS = ["llama-3.2-1b", "mistral-7b", "qwen2.5-0.5b", "qwen3-0.6b", "gpt2", "gpt2-medium"]
 CKPT_SUBSET_ARCHS = ["llama-3.2-1b", "gpt2"]
+# sequence packing cells: one row of the micro-batch's tokens with restarting position ids
+# (padding-free: SDPA with transformers' document mask, flash's varlen path) and rows of packs
+# with eager attention's whole-row scores (block-mask)
+PACK_ARCHS = ["llama-3.2-1b", "mistral-7b", "qwen2.5-0.5b", "qwen3-0.6b", "gpt2"]
+PACK_SUBSET_ARCHS = ["llama-3.2-1b", "gpt2"]
 # torchtitan's op-level selective checkpointing (--checkpointing op-sac): dense Llama-style blocks
 OPSAC_ARCHS = ["llama-3.2-1b", "mistral-7b", "qwen2.5-0.5b", "qwen3-0.6b", "gemma-3-1b"]
 OPSAC_SUBSET_ARCHS = ["llama-3.2-1b", "qwen3-0.6b"]
@@ -82,6 +87,12 @@ def cells(subset):
                 out.append(dict(base, method="lora", precision="bf16", checkpointing="nth:3"))
                 out.append(dict(base, method="lora", precision="bf16",
                                 checkpointing="full+offload"))
+            if arch in (PACK_SUBSET_ARCHS if subset else PACK_ARCHS):
+                out.append(dict(base, method="full", precision="amp-bf16", packing="padding-free"))
+                out.append(dict(base, method="lora", precision="bf16", packing="padding-free",
+                                attention="flash"))
+                out.append(dict(base, method="lora", precision="bf16", packing="block-mask",
+                                attention="eager"))
             if arch in (OPSAC_SUBSET_ARCHS if subset else OPSAC_ARCHS):
                 out.append(dict(base, method="full", precision="bf16", checkpointing="op-sac"))
                 out.append(dict(base, method="lora", precision="bf16", checkpointing="op-sac"))

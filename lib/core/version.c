@@ -89,6 +89,8 @@ static size_t size_of_version(const char *name, unsigned int version, size_t new
         return offsetof(oom_plan_result, serve_max_num_seqs);
     if (!strcmp(name, "oom_plan_result") && version == 5)
         return offsetof(oom_plan_result, rollout_sleep_level);
+    if (!strcmp(name, "oom_plan_result") && version == 6)
+        return offsetof(oom_plan_result, packing);
     return newest;
 }
 

@@ -31,6 +31,8 @@ typedef struct ctx {
     bool nf4, dq;     /* a 4-bit base quantised at load (bitsandbytes), double-quantised */
     double paged;     /* trained parameters whose optimizer states a paged optimizer pages */
     bool fsdp2;       /* sharding fsdp2: torch's fully_shard per block and on the root */
+    double context;   /* tokens a query attends over: a row, or under packing with flash
+                       * attention's varlen kernels its document (at most --seq) */
     oomi_zero3 z3;    /* what ZeRO-3 keeps beside the shards (estimate_zero3.c) */
 } ctx;
 
@@ -393,6 +395,57 @@ static double ckpt_share(const ctx *x)
     return L > 0 ? ckpt_layers(x, &above) / L : 0;
 }
 
+/* ---- sequence packing (docs/estimate.md, "Sequence packing") ----------------------------------
+ */
+
+/* the micro-batch as the model sees it: padding-free one row of all its tokens, block-mask
+ * `batch` rows of packs (oomi_packed_shape); every per-token term then counts the packed tokens
+ * and every attention-score term (eager) the packed row's length squared: eager attention
+ * computes the whole row's scores and masks the other documents' away */
+static void packed_batch(oom_workload *wb)
+{
+    long rows, len;
+    if (wb->packing == OOMI_PACKING_NONE)
+        return;
+    oomi_packed_shape(wb, &rows, &len);
+    wb->k.batch = rows, wb->k.seq_len = len;
+}
+
+/* What SDPA keeps per layer for a packed row's document mask. transformers builds a 4D boolean
+ * mask (rows x 1 x len x len) from the restarting position ids (masking_utils.py,
+ * find_packed_sequence_indices and sdpa_mask, transformers 5.23); no flash kernel takes a mask,
+ * so CUDA runs the memory-efficient one, after converting the boolean mask to an additive one in
+ * the query's dtype in every call (convert_boolean_attn_mask, PyTorch
+ * aten/src/ATen/native/transformers/attention.cpp), which that kernel saves for its backward.
+ * With a mask transformers does not pass enable_gqa (sdpa_attention.py, use_gqa_in_sdpa), so
+ * grouped key/value heads are repeated to the query heads and the copies saved instead (2 x
+ * (q width - k/v width) more per token; oomless trace, Llama-3.2-1B bf16 2 x 1024: 320 MiB more
+ * padding-free, 256 MiB block-mask, both to the MiB) where unpacked 16-bit rows would run flash
+ * attention on the grouped heads as they are (fp32 runs the memory-efficient kernel on repeated
+ * heads either way). Flash attention (varlen: cu_seqlens from the position ids) and eager
+ * attention (its mask and scores are there unpacked) add nothing. */
+static double doc_mask_per_layer(const ctx *x)
+{
+    const oomi_model *m = x->m;
+    double rows = (double)x->w->k.batch, len = (double)x->w->k.seq_len, ea = amp(x) ? 2 : x->e;
+    double qd = (double)(m->heads * m->head_dim), kvd = (double)(m->kv_heads * m->head_dim);
+    if (x->w->packing == OOMI_PACKING_NONE || x->w->k.attention != OOM_ATTENTION_SDPA)
+        return 0;
+    return rows * len * len * ea + (kvd < qd && ea < 4 ? rows * len * 2.0 * (qd - kvd) * ea : 0);
+}
+
+/* the boolean document mask itself (rows x len x len bytes): an input of every checkpointed
+ * layer, which non-reentrant checkpointing keeps until the backward (unless +offload moves the
+ * saved inputs to host memory); without checkpointing it is freed with the forward (oomless
+ * trace, Llama-3.2-1B LoRA 1 x 8192 padding-free full: 64 MiB) */
+static double doc_mask_kept(const ctx *x)
+{
+    double len = (double)x->w->k.seq_len;
+    if (doc_mask_per_layer(x) <= 0 || ckpt_share(x) <= 0 || x->w->ckpt_offload)
+        return 0;
+    return (double)x->w->k.batch * len * len;
+}
+
 /* all saved activations at the end of the forward pass, one layer's (for recompute), and those
  * still saved when the backward reaches the last checkpointed layer (the layers above it, not
  * checkpointed, have been freed by then) */
@@ -414,8 +467,8 @@ static void activations(const ctx *x, double *all, double *one, double *at_recom
             *one = per * b * s + scores(x, s, s);
     } else {
         ds = s;
-        dec = (double)m->layers * (per * b * s + scores(x, s, s));
-        *one = per * b * s + scores(x, s, s);
+        dec = (double)m->layers * (per * b * s + scores(x, s, s) + doc_mask_per_layer(x));
+        *one = per * b * s + scores(x, s, s) + doc_mask_per_layer(x);
     }
     /* the final norm's saved tensors, once (fitted per layer, so not in `per`) */
     final = act_coef(x)->final_h * (double)m->hidden * b * ds;
@@ -430,8 +483,13 @@ static void activations(const ctx *x, double *all, double *one, double *at_recom
      * (past_key_values if not (self.gradient_checkpointing and self.training), transformers 5.23
      * models/gpt2/modeling_gpt2.py), so the layers left unwrapped by every:N keep none (oomless
      * trace, GPT-2 4 x 1024 every:2 and every:12: 4 bytes per token per hidden element less per
-     * such layer in bf16 and amp-bf16) */
-    if (c > 0 && !strcmp(m->family, "gpt2"))
+     * such layer in bf16 and amp-bf16). A packed batch is run without a cache (TRL's
+     * SFTTrainer.compute_loss sets use_cache=False), so it keeps none either; under eager
+     * attention the cache costs nothing there (oomless trace, GPT-2 2 x 256 bf16 and amp-bf16:
+     * the same activations with and without it, to 2 KiB). */
+    if ((c > 0 ||
+         (x->w->packing != OOMI_PACKING_NONE && x->w->k.attention != OOM_ATTENTION_EAGER)) &&
+        !strcmp(m->family, "gpt2"))
         saved -= (double)m->layers * b * ds * 2.0 * (double)(m->kv_heads * m->head_dim) *
                  (amp(x) ? 2 : x->e);
     /* +offload: the wrapped layers' inputs wait in host memory (transformers'
@@ -451,6 +509,7 @@ static void activations(const ctx *x, double *all, double *one, double *at_recom
     if (c > 0 && x->w->ckpt_offload && x->frozen && m->block == OOMI_BLOCK_LLAMA &&
         !(x->w->ckpt_nth && x->w->ckpt_every > 1))
         *all += inputs / L;
+    *all += doc_mask_kept(x);
     *at_recompute = *all;
     if (c > 0) {
         *one += lora_per_token(x) * b * ds / L + (x->w->ckpt_offload ? inputs / L : 0);
@@ -895,8 +954,8 @@ static void flops(oom_estimate *out, const ctx *x)
     const oomi_model *m = x->m;
     const oom_knobs *k = &x->w->k;
     double N = (double)(m->params_active - m->params_embed);
-    double attn = 2.0 * (double)(m->layers + m->enc_layers) * (double)k->seq_len *
-                  (double)(m->heads * m->head_dim);
+    double attn =
+        2.0 * (double)(m->layers + m->enc_layers) * x->context * (double)(m->heads * m->head_dim);
     double fwd = 2 * N + attn, mult, again = ckpt_share(x), mm;
     /* op-sac recomputes the mms it does not keep, not the attention nor the others' FLOPs */
     if (x->train && x->w->ckpt_op && k->checkpointing == OOM_CHECKPOINTING_FULL) {
@@ -1001,6 +1060,14 @@ static int setup(ctx *x, oom_workload *wb, oomi_model *rm, const oom_workload *w
      * (concatenated_inputs in DPOTrainer, CPOTrainer, ORPOTrainer; RewardTrainer) */
     *wb = *w;
     wb->k.batch = w->k.batch * oomi_objective_sequences(w->objective);
+    /* the masked kernels (SDPA's memory-efficient one, eager) compute every score of a packed
+     * row and mask the other documents' away; the varlen kernels skip them */
+    x->context = (double)(w->packing != OOMI_PACKING_NONE && w->k.attention == OOM_ATTENTION_FLASH
+                              ? w->k.seq_len
+                              : 0);
+    packed_batch(wb);
+    if (!(x->context > 0))
+        x->context = (double)wb->k.seq_len;
     x->w = wb;
     x->m = reward_model(rm, w);
     x->prec = oomi_resolved_precision(w);

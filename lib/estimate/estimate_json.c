@@ -37,6 +37,28 @@ static json_object *objective_json(const oom_workload *w)
     return o;
 }
 
+/* the micro-batch as the model sees it under packing (docs/estimate.md, "Sequence packing") */
+static json_object *packing_json(const oom_workload *w)
+{
+    json_object *o = json_object_new_object();
+    long rows, len;
+    if (!o)
+        return NULL;
+    oomi_packed_shape(w, &rows, &len);
+    oomi_json_put(o, "mode", json_object_new_string(oomi_packing_names[w->packing]));
+    oomi_json_put(o, "tokens_per_batch", json_object_new_int64(rows * len));
+    oomi_json_put(o, "rows", json_object_new_int64(rows));
+    oomi_json_put(o, "row_tokens", json_object_new_int64(len));
+    oomi_json_put(o, "longest_document", json_object_new_int64(w->k.seq_len));
+    oomi_json_put(o, "attention_path",
+                  json_object_new_string(w->k.attention == OOM_ATTENTION_FLASH
+                                             ? "varlen kernel, no mask"
+                                         : w->k.attention == OOM_ATTENTION_SDPA
+                                             ? "4D document mask, memory-efficient kernel"
+                                             : "4D document mask, scores of the whole row"));
+    return o;
+}
+
 static json_object *workload_json(const oom_workload *w)
 {
     json_object *o = json_object_new_object();
@@ -78,6 +100,8 @@ static json_object *workload_json(const oom_workload *w)
     }
     if (w->objective != OOMI_OBJECTIVE_SFT)
         oomi_json_put(o, "objective", objective_json(w));
+    if (w->packing != OOMI_PACKING_NONE)
+        oomi_json_put(o, "packing", packing_json(w));
     if (w->tp > 1)
         oomi_json_put(o, "tensor_parallel", json_object_new_int64(w->tp));
     if (k.method == OOM_METHOD_INFERENCE)

@@ -155,6 +155,10 @@ struct oom_workload {
     unsigned rollout;            /* oomi_rollout: GRPO's generation engine */
     int sleep_level;             /* rollout vllm-colocate: vLLM's sleep level (0: no sleep mode) */
     bool sleep_set;              /* sleep-mode given */
+    /* sequence packing (docs/estimate.md, "Sequence packing"): oomi_packing, and the packed
+     * tokens of one micro-batch (0: batch x seq) */
+    unsigned packing;
+    long tokens_per_batch;
     /* QLoRA (docs/estimate.md, "QLoRA"): bnb_4bit_use_double_quant (0 auto: yes under qlora,
      * BitsAndBytesConfig's no elsewhere; 1 no; 2 yes), the adapters' dtype (oomi_adapter_dtype) */
     unsigned double_quant;
@@ -166,6 +170,14 @@ struct oom_workload {
     bool fsdp2, fsdp_bf16, fsdp_dtype_set, reshard_set;
     long fsdp_reshard;
 };
+
+/* how packed documents share a row: none (padded rows), padding-free (TRL padding_free /
+ * DataCollatorWithFlattening: one row, position ids restarting per document), block-mask
+ * (torchtune PackedDataset: rows of packs, a block-causal document mask) */
+enum { OOMI_PACKING_NONE, OOMI_PACKING_PADDING_FREE, OOMI_PACKING_BLOCK_MASK };
+extern const char *const oomi_packing_names[3];
+/* the micro-batch as the model sees it: *rows of *len tokens each (batch x seq unpacked) */
+void oomi_packed_shape(const oom_workload *w, long *rows, long *len);
 
 typedef enum oomi_adapter_dtype {
     OOMI_ADAPTER_AUTO, /* fp32: PEFT's autocast_adapter_dtype=True */

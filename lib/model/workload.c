@@ -21,6 +21,7 @@ const char *const oomi_offload_names[3] = {"none", "optimizer", "optimizer+param
 const char *const oomi_kv_cache_names[2] = {"vllm", "transformers"};
 const char *const oomi_adapter_dtype_names[3] = {"auto", "fp32", "bf16"};
 const char *const oomi_rollout_names[2] = {"none", "vllm-colocate"};
+const char *const oomi_packing_names[3] = {"none", "padding-free", "block-mask"};
 const char *const oomi_objective_names[8] = {"sft",  "dpo", "ipo",    "simpo",
                                              "orpo", "kto", "reward", "grpo"};
 const char *const oomi_reference_names[4] = {"auto", "copy", "adapter", "none"};
@@ -218,6 +219,14 @@ static const oom_option *const options[] = {
                         "rollout vllm-colocate: vLLM's sleep level while the trainer trains; 1 "
                         "offloads its weights to the CPU, 2 discards them, both free its KV "
                         "cache; 0: the engine keeps its memory (default 0)"},
+    &(const oom_option){OOM_OPTION_VERSION, "packing", "none|padding-free|block-mask",
+                        "documents packed into rows: padding-free (TRL padding_free: one row of "
+                        "batch x seq tokens, position ids restarting), block-mask (torchtune "
+                        "packed: batch rows with a document mask) (default none: padded rows)"},
+    &(const oom_option){OOM_OPTION_VERSION, "tokens-per-batch", "N",
+                        "packing: packed tokens per micro-batch (default batch x seq); "
+                        "estimate: --seq is then the longest document; plan: N / seq packs of "
+                        "--seq, fixed"},
     &(const oom_option){OOM_OPTION_VERSION, "max-num-batched-tokens", "N",
                         "plan --format vllm: the tokens of vLLM's start-up profile run, as "
                         "its --max-num-batched-tokens (default: the plan's sequence, or its batch "
@@ -467,4 +476,18 @@ int oom_workload_model(oom_model_info *out, const oom_workload *w)
                             m->topk,
                             m->params};
     return OOM_OK;
+}
+
+/* padding-free concatenates the micro-batch's packs into one row (TRL's padding_free flattens
+ * the batch: DataCollatorForLanguageModeling with padding_free=True, trl/trainer/sft_trainer.py);
+ * block-mask keeps `batch` rows of packs (torchtune's PackedDataset pads each pack to
+ * max_seq_len, torchtune/datasets/_packed.py) */
+void oomi_packed_shape(const oom_workload *w, long *rows, long *len)
+{
+    long tokens = w->tokens_per_batch ? w->tokens_per_batch : w->k.batch * w->k.seq_len;
+    *rows = w->k.batch, *len = w->k.seq_len;
+    if (w->packing == OOMI_PACKING_PADDING_FREE)
+        *rows = 1, *len = tokens;
+    else if (w->packing == OOMI_PACKING_BLOCK_MASK)
+        *len = tokens / w->k.batch;
 }

@@ -334,6 +334,14 @@ static int set_one(oom_workload *w, const char *key, const char *value)
             w->sleep_level = (int)v, w->sleep_set = true;
         return err;
     }
+    if (!strcmp(key, "packing")) {
+        unsigned v;
+        if (!(err = parse_enum(&v, key, value, oomi_packing_names, 3)))
+            w->packing = v;
+        return err;
+    }
+    if (!strcmp(key, "tokens-per-batch"))
+        return parse_count(&w->tokens_per_batch, key, value, 1);
     if (!strcmp(key, "lora-targets"))
         return set_targets(w, value);
     if (!strcmp(key, "lora-dropout"))
@@ -468,6 +476,10 @@ int oom_workload_get(char **out, const oom_workload *w, const char *key)
         s = oomi_strdup(oomi_rollout_names[w->rollout]);
     else if (IS("sleep-mode"))
         s = oomi_asprintf("%d", w->sleep_level);
+    else if (IS("packing"))
+        s = oomi_strdup(oomi_packing_names[w->packing]);
+    else if (IS("tokens-per-batch"))
+        s = w->tokens_per_batch ? oomi_asprintf("%ld", w->tokens_per_batch) : oomi_strdup("");
     else if (IS("lora-rank"))
         s = oomi_asprintf("%ld", w->lora_rank);
     else if (IS("lora-targets"))
@@ -703,6 +715,43 @@ static int validate_objective(const oom_workload *w)
     return OOM_OK;
 }
 
+/* packing as TRL and torchtune run it: training of a decoder on its own text (SFT) */
+static int validate_packing(const oom_workload *w)
+{
+    const char *p = oomi_packing_names[w->packing];
+    if (w->packing == OOMI_PACKING_NONE) {
+        if (w->tokens_per_batch)
+            return oomi_fail(OOM_EINVAL,
+                             "tokens-per-batch '%ld' counts packed tokens: it needs "
+                             "--packing padding-free or block-mask",
+                             w->tokens_per_batch);
+        return OOM_OK;
+    }
+    if (w->k.method == OOM_METHOD_INFERENCE || w->objective != OOMI_OBJECTIVE_SFT ||
+        w->model->head != OOMI_HEAD_CAUSAL_LM)
+        return oomi_fail(OOM_EINVAL,
+                         "packing '%s' is for training a causal language model with objective "
+                         "sft (got method '%s', objective '%s', a %s head)",
+                         p, oom_method_name(w->k.method), oomi_objective_names[w->objective],
+                         oomi_head_name(w->model->head));
+    if (w->tokens_per_batch && w->packing == OOMI_PACKING_BLOCK_MASK &&
+        w->tokens_per_batch % w->k.batch)
+        return oomi_fail(OOM_EINVAL,
+                         "tokens-per-batch '%ld' is not a whole number of rows: block-mask packs "
+                         "--batch %ld rows of equal length",
+                         w->tokens_per_batch, w->k.batch);
+    if (w->tokens_per_batch) {
+        long rows, len;
+        oomi_packed_shape(w, &rows, &len);
+        if (w->k.seq_len > len)
+            return oomi_fail(OOM_EINVAL,
+                             "seq '%ld' (the longest document) is longer than a packed row of "
+                             "%ld tokens",
+                             w->k.seq_len, len);
+    }
+    return OOM_OK;
+}
+
 int oom_workload_validate(const oom_workload *w)
 {
     const oomi_model *m = w->model;
@@ -754,7 +803,7 @@ int oom_workload_validate(const oom_workload *w)
                          "'%s' is %s (use full, nth:N or selective)",
                          m->name, m->family);
     if ((err = validate_precision(w)) || (err = validate_parallel(w)) ||
-        (err = validate_objective(w)))
+        (err = validate_objective(w)) || (err = validate_packing(w)))
         return err;
     if (lora) {
         oomi_lora l;

@@ -1341,6 +1341,11 @@ int oomi_plan_run(oom_plan_result **out, const oom_plan_request *r,
     else
         err = no_fit(&s, res, relax);
     res->candidates = s.candidates;
+    if (r->workload && r->workload->packing != OOMI_PACKING_NONE) {
+        res->packing = (int)r->workload->packing;
+        if (res->found)
+            res->tokens_per_batch = res->best->knobs.batch * res->best->knobs.seq_len;
+    }
 done:
     oomi_free(s.all);
     oomi_rollout_free(&s.ro);

@@ -54,7 +54,8 @@ json_object *oomi_plan_vllm_json(const oom_plan_result *r);
  * blocks: vLLM's max_memory_usage_bytes for full attention) */
 bool oomi_plan_vllm_holds(const oom_plan_result *r, long seq);
 #define OOMI_PLAN_FORMATS                                                                          \
-    "text, json, env, args, deepspeed, torchrun, vllm, accelerate, torchtitan, trl, verl"
+    "text, json, env, args, deepspeed, torchrun, vllm, accelerate, torchtitan, trl, verl, "        \
+    "torchtune"
 bool oomi_plan_format_known(const char *format);
 /* "vllm", "accelerate", "torchtitan" into sb */
 int oomi_plan_format_serve(oomi_sb *sb, const oom_plan_result *r, const char *format);
@@ -140,6 +141,13 @@ json_object *oomi_plan_rollout_json(const oom_plan_result *r);
 void oomi_plan_rollout_text(oomi_sb *sb, const oom_plan_result *r);
 /* "trl", "verl" into sb */
 int oomi_plan_format_rl(oomi_sb *sb, const oom_plan_result *r, const char *format);
+/* sequence packing (plan_packing.c, docs/plan.md "Sequence packing"): the result's "packing"
+ * object (NULL without packing), its text line, "trl" for sft (padding-free) and "torchtune",
+ * and TRL's flags for --format args */
+json_object *oomi_plan_packing_json(const oom_plan_result *r);
+void oomi_plan_packing_text(oomi_sb *sb, const oom_plan_result *r);
+int oomi_plan_format_packing(oomi_sb *sb, const oom_plan_result *r, const char *format);
+void oomi_plan_packing_args(oomi_sb *sb, const oom_plan_result *r);
 /* the precision is 16-bit brain float (bf, also for quantised bases) or half (plan_serve.c) */
 bool oomi_is16(oom_precision p, bool bf);
 

@@ -10,6 +10,7 @@ struct oom_plan_options {
     oom_workload *w;
     bool has_model, has_line, fixed_ck;
     long fixed_batch, fixed_accum, fixed_seq, gpus;
+    long fixed_tokens; /* --tokens-per-batch: packed tokens per micro-batch (packs of seq) */
     long target_eff, seq_min, seq_max, max_batch, max_auto, nodes, per_node, workers;
     unsigned allow, downscale;
     int inexact;
@@ -335,6 +336,8 @@ int oom_plan_options_set(oom_plan_options *o, const char *key, const char *value
     if (!strcmp(k, "batch") || !strcmp(k, "batch-size") || !strcmp(k, "grad-accum") ||
         !strcmp(k, "seq") || !strcmp(k, "checkpointing") || !strcmp(k, "gpus"))
         return set_fixed(o, k, value);
+    if (!strcmp(k, "tokens-per-batch")) /* the plan's micro-batch in packs: fixed_packs() */
+        return count(&o->fixed_tokens, value, k);
     for (i = 0; i < n; i++)
         if (!strcmp(k, t[i]->name))
             return set_plan(o, k, value);
@@ -441,12 +444,39 @@ void oom_table_workloads_free(oom_plan_options **options, char **names, size_t n
     oomi_free(names);
 }
 
+/* --tokens-per-batch in a plan: the micro-batch fixed at that many packed tokens, in packs of
+ * --seq (TRL's per_device_train_batch_size examples of max_length, torchtune's batch_size packs
+ * of max_seq_len); without it the planner searches the packs per micro-batch */
+static int fixed_packs(const oom_plan_options *o, oom_workload *w, long *packs)
+{
+    char n[32];
+    *packs = 0;
+    if (!o->fixed_tokens)
+        return OOM_OK;
+    if (w->packing == OOMI_PACKING_NONE)
+        return oomi_fail(OOM_EINVAL,
+                         "tokens-per-batch '%ld' counts packed tokens: it needs "
+                         "--packing padding-free or block-mask",
+                         o->fixed_tokens);
+    if (o->fixed_batch)
+        return oomi_fail(OOM_EINVAL, "give --tokens-per-batch or --batch, not both (the plan's "
+                                     "micro-batch is --batch packs of --seq tokens)");
+    if (o->fixed_tokens % w->k.seq_len)
+        return oomi_fail(OOM_EINVAL,
+                         "tokens-per-batch '%ld' is not a whole number of packs of --seq %ld",
+                         o->fixed_tokens, w->k.seq_len);
+    *packs = o->fixed_tokens / w->k.seq_len;
+    oomi_snprintf(n, sizeof n, "%ld", *packs);
+    return oom_workload_set(w, "batch", n);
+}
+
 /* the request from the options; w is the workload clone with the GPU set (or NULL) */
 static int build_request(oom_plan_request *r, const oom_plan_options *o, oom_workload *w,
                          const oom_target *t, bool calibrated)
 {
     const char *env = getenv("OOMLESS_BATCH_SIZE");
     bool has_line = o->has_line || calibrated;
+    long packs;
     int err;
 
     oom_plan_request_init(r, OOM_PLAN_REQUEST_VERSION);
@@ -466,7 +496,9 @@ static int build_request(oom_plan_request *r, const oom_plan_options *o, oom_wor
         return oomi_fail(OOM_EINVAL, "--gpus %ld is not --nodes %ld x --gpus-per-node %ld", o->gpus,
                          r->nodes, o->per_node);
     r->target_effective_batch = o->target_eff;
-    r->fixed_batch = o->fixed_batch;
+    if ((err = fixed_packs(o, w, &packs)))
+        return err;
+    r->fixed_batch = o->fixed_batch ? o->fixed_batch : packs;
     if (!r->fixed_batch && env && *env) {
         if ((err = count(&r->fixed_batch, env, "OOMLESS_BATCH_SIZE")) ||
             (err = oom_workload_set(w, "batch", env)))

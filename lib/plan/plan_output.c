@@ -226,6 +226,7 @@ static json_object *result_json(const oom_plan_result *r)
     oomi_json_put(root, "alternatives", alts);
     oomi_json_put(root, "inference", inference_json(r));
     oomi_json_put(root, "rollout", oomi_plan_rollout_json(r));
+    oomi_json_put(root, "packing", oomi_plan_packing_json(r));
     /* the DeepSpeed config (--format deepspeed) when the plan shards or offloads, for helpers
      * that hand it to a framework (oomless.hf, oomless.lightning) */
     oomi_json_put(root, "deepspeed",
@@ -280,7 +281,8 @@ static void format_env(oomi_sb *sb, const oom_plan_result *r, const oom_plan_cho
 }
 
 /* Hugging Face TrainingArguments */
-static void format_args(oomi_sb *sb, const oom_plan_choice *c, bool inference)
+static void format_args(oomi_sb *sb, const oom_plan_result *r, const oom_plan_choice *c,
+                        bool inference)
 {
     const oom_knobs *k = &c->knobs;
     if (inference) {
@@ -303,6 +305,7 @@ static void format_args(oomi_sb *sb, const oom_plan_choice *c, bool inference)
         oomi_sb_puts(sb, " --deepspeed ds_config.json");
     if (k->loss == OOM_LOSS_CHUNKED) /* Liger-Kernel's fused linear + cross-entropy */
         oomi_sb_puts(sb, " --use_liger_kernel");
+    oomi_plan_packing_args(sb, r);
 precision:
     if (oomi_is16(k->precision, true))
         oomi_sb_puts(sb, " --bf16");
@@ -368,14 +371,14 @@ static void format_torchrun(oomi_sb *sb, const oom_plan_result *r)
         oomi_sb_printf(sb, "torchrun --standalone --nnodes=1 --nproc_per_node=%ld",
                        k->gpus / (r->nodes > 0 ? r->nodes : 1));
     oomi_sb_puts(sb, " train.py ");
-    format_args(sb, r->best, r->inference);
+    format_args(sb, r, r->best, r->inference);
 }
 
 bool oomi_plan_format_known(const char *format)
 {
     static const char *const names[] = {"text",       "json",     "env",  "args",
                                         "deepspeed",  "torchrun", "vllm", "accelerate",
-                                        "torchtitan", "trl",      "verl"};
+                                        "torchtitan", "trl",      "verl", "torchtune"};
     size_t i;
     for (i = 0; i < OOMI_ARRAY_LEN(names); i++)
         if (!strcmp(format, names[i]))
@@ -404,6 +407,14 @@ int oom_plan_format(char **out, const oom_plan_result *r, const char *format)
         return err;
     if (!strcmp(format, "deepspeed"))
         return oomi_json_finish(out, deepspeed_json(r->best));
+    if (!strcmp(format, "torchtune") ||
+        (!strcmp(format, "trl") && !(r->version >= 6 && r->rollout_max_num_seqs > 0))) {
+        if ((err = oomi_plan_format_packing(&sb, r, format))) {
+            oomi_sb_free(&sb);
+            return err;
+        }
+        return oomi_sb_finish(&sb, out);
+    }
     if (!strcmp(format, "vllm") || !strcmp(format, "accelerate") || !strcmp(format, "torchtitan") ||
         !strcmp(format, "trl") || !strcmp(format, "verl")) {
         bool rl = !strcmp(format, "trl") || !strcmp(format, "verl");
@@ -417,7 +428,7 @@ int oom_plan_format(char **out, const oom_plan_result *r, const char *format)
     if (!strcmp(format, "env"))
         format_env(&sb, r, r->best);
     else if (!strcmp(format, "args"))
-        format_args(&sb, r->best, r->inference);
+        format_args(&sb, r, r->best, r->inference);
     else
         format_torchrun(&sb, r);
     if (strcmp(format, "env"))

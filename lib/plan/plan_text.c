@@ -42,6 +42,7 @@ static void config_block(oomi_sb *sb, const oom_plan_result *r)
         kvl(sb, "gradient_accumulation_steps", k->grad_accum);
         seq_line(sb, r);
         kvl(sb, "effective_batch_size", r->best->effective_batch);
+        oomi_plan_packing_text(sb, r);
     }
     if (!r->measured) {
         kv(sb, "precision", oom_precision_name(k->precision));

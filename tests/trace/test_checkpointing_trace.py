@@ -8,15 +8,11 @@ import sys
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from trace_env import HAVE, REASON, estimate  # noqa: E402
+from trace_env import HAVE, REASON, assert_agrees  # noqa: E402
 
 if HAVE:
     from oomless.trace import TraceError, Workload, trace_hf
 
-COMPONENTS = ("weights", "gradients", "optimizer", "activations", "logits", "temporaries",
-              "allocated_peak")
-# a component agrees when within 3 % of the trace, or within 2 MiB where it is small
-REL, ABS = 0.03, 2 << 20
 POINT = {"batch": 2, "seq": 256}
 
 
@@ -46,15 +42,8 @@ class CheckpointingTrace(unittest.TestCase):
             for ck in ("every:2", "nth:3", "full+offload", "every:5+offload"):
                 for method, precision in (("full", "amp-bf16"), ("full", "bf16"),
                                           ("lora", "bf16")):
-                    kw = dict(POINT, method=method, precision=precision, checkpointing=ck)
-                    t = trace_hf(Workload(model, **kw))
-                    e = estimate(model, **kw)
-                    for c in COMPONENTS:
-                        got, want = e["memory"][c], t["memory"][c]
-                        self.assertLessEqual(abs(got - want), max(REL * want, ABS),
-                                             "%s %s %s: estimate %d, trace %d"
-                                             % (model, kw, c, got, want))
-                    self.assertEqual(e["peak_phase"], t["peak_phase"], (model, kw))
+                    assert_agrees(self, model, **dict(POINT, method=method,
+                                                      precision=precision, checkpointing=ck))
 
     def test_op_sac_keeps(self):
         # Llama-3.2-1B (hidden 2048, 32 heads of 64, 8 key/value heads, MLP 8192), bf16: beside
@@ -83,15 +72,8 @@ class CheckpointingTrace(unittest.TestCase):
                  ("llama-3.2-1b", "lora", "bf16", 2, 256), ("qwen3-0.6b", "lora", "bf16", 2, 256),
                  ("gemma-3-1b", "lora", "bf16", 2, 256)]
         for model, method, precision, batch, seq in cases:
-            kw = dict(method=method, precision=precision, batch=batch, seq=seq,
-                      checkpointing="op-sac")
-            t = trace_hf(Workload(model, **kw))
-            e = estimate(model, **kw)
-            for c in COMPONENTS:
-                got, want = e["memory"][c], t["memory"][c]
-                self.assertLessEqual(abs(got - want), max(REL * want, ABS),
-                                     "%s %s %s: estimate %d, trace %d" % (model, kw, c, got, want))
-            self.assertEqual(e["peak_phase"], t["peak_phase"], (model, kw))
+            assert_agrees(self, model, method=method, precision=precision, batch=batch,
+                          seq=seq, checkpointing="op-sac")
 
     def test_refused(self):
         for ck in ("every:0", "nth:x", "selective", "sometimes", "none+offload", "full+x",

@@ -28,3 +28,22 @@ def estimate(model, **kw):
         args += ["--" + k.replace("_", "-"), str(v)]
     r = subprocess.run(args, capture_output=True, text=True, timeout=60, check=True)
     return json.loads(r.stdout)
+
+
+COMPONENTS = ("weights", "gradients", "optimizer", "activations", "logits", "temporaries",
+              "allocated_peak")
+# a component agrees when within 3 % of the trace, or within 2 MiB where it is small
+REL, ABS = 0.03, 2 << 20
+
+
+def assert_agrees(test, model, **kw):
+    """Traces the workload and holds `oomless estimate` of it to the trace: every component within
+    REL of it (ABS where small), and the same peak phase"""
+    from oomless.trace import Workload, trace_hf
+    t = trace_hf(Workload(model, **kw))
+    e = estimate(model, **kw)
+    for c in COMPONENTS:
+        got, want = e["memory"][c], t["memory"][c]
+        test.assertLessEqual(abs(got - want), max(REL * want, ABS),
+                             "%s %s %s: estimate %d, trace %d" % (model, kw, c, got, want))
+    test.assertEqual(e["peak_phase"], t["peak_phase"], (model, kw))

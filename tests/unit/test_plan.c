@@ -833,6 +833,9 @@ static void test_struct_versions(void **state)
         assert_int_equal(buf[offsetof(oom_plan_result, rollout_sleep_level) - 1], 0);
         assert_int_equal(buf[offsetof(oom_plan_result, rollout_sleep_level)], 0xAB);
         assert_int_equal(oom_plan_result_init((oom_plan_result *)(void *)buf, 6), OOM_OK);
+        assert_int_equal(buf[offsetof(oom_plan_result, packing) - 1], 0);
+        assert_int_equal(buf[offsetof(oom_plan_result, packing)], 0xAB);
+        assert_int_equal(oom_plan_result_init((oom_plan_result *)(void *)buf, 7), OOM_OK);
         assert_int_equal(buf[sizeof(oom_plan_result) - 1], 0);
         assert_int_equal(buf[sizeof(oom_plan_result)], 0xAB);
     }

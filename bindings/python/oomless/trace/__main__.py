@@ -53,6 +53,10 @@ def _parser():
     p.add_argument("--reference", default="auto",
                    help="copy|adapter: dpo/ipo/kto reference model (default auto: adapter under "
                         "lora, else copy; none for simpo, orpo, reward)")
+    p.add_argument("--packing", default="none",
+                   help="none|padding-free|block-mask: packed documents (default none)")
+    p.add_argument("--tokens-per-batch", type=int, default=0,
+                   help="with --packing: packed tokens per micro-batch (default batch x seq)")
     p.add_argument("--module", help="pkg.mod:build_fn returning any torch.nn.Module")
     p.add_argument("--step", help="pkg.mod:step_fn(model, input_shape) -> loss (with --module)")
     p.add_argument("--input-shape", help="with --module: the input's shape, e.g. 8,3,224,224")
@@ -214,7 +218,8 @@ def calibrate(args, argv, run):
         w = run.Workload(args.model, args.method, args.precision, args.optimizer, b, args.seq,
                          args.grad_accum, args.checkpointing, args.attention, args.loss,
                          args.lora_rank, args.lora_targets, args.lora_dropout, args.steps,
-                         objective=args.objective, reference=args.reference)
+                         objective=args.objective, reference=args.reference,
+                         packing=args.packing, tokens_per_batch=args.tokens_per_batch)
         last = run.trace_hf(w)
         points.append((b, last["memory"]["allocated_peak"]))
     fixed, per, per2 = fit_line(points)
@@ -263,7 +268,7 @@ def _text(res):
     total = mem["allocated_peak"] or 1
     lines = ["=" * 60, "Traced on the meta device: %s" % res["workload"]["model"], "=" * 60]
     for k in ("method", "precision", "optimizer", "batch", "seq", "grad_accum", "checkpointing",
-              "attention", "loss", "objective", "reference"):
+              "attention", "loss", "objective", "reference", "packing"):
         if k in res["workload"]:
             lines.append("  %-30s: %s" % (k.replace("_", " "), res["workload"][k]))
     lines.append("  %-30s: %s of %s" % ("trainable parameters", res["params"]["trainable"],
@@ -329,7 +334,8 @@ def main(argv=None):
                                attention=args.attention, loss=args.loss,
                                lora_rank=args.lora_rank, lora_targets=args.lora_targets,
                                lora_dropout=args.lora_dropout, steps=args.steps,
-                               objective=args.objective, reference=args.reference)
+                               objective=args.objective, reference=args.reference,
+                         packing=args.packing, tokens_per_batch=args.tokens_per_batch)
     except StoreError as exc:
         sys.stderr.write("oomless trace: %s\n" % exc)
         return 3

@@ -249,13 +249,15 @@ class Workload:
     def __init__(self, model, method="full", precision="auto", optimizer="adamw", batch=1,
                  seq=512, grad_accum=1, checkpointing="none", attention="sdpa", loss="standard",
                  lora_rank=16, lora_targets="default", lora_dropout=0.05, steps=2,
-                 chunk_tokens=1024, objective="sft", reference="auto"):
+                 chunk_tokens=1024, objective="sft", reference="auto", packing="none",
+                 tokens_per_batch=0):
         self.model, self.method, self.precision = model, method, precision
         self.optimizer, self.batch, self.seq, self.grad_accum = optimizer, batch, seq, grad_accum
         self.checkpointing, self.attention, self.loss = checkpointing, attention, loss
         self.lora_rank, self.lora_targets, self.lora_dropout = lora_rank, lora_targets, lora_dropout
         self.steps, self.chunk_tokens = steps, chunk_tokens
         self.objective, self.reference = objective, reference
+        self.packing, self.tokens_per_batch = packing, tokens_per_batch
         if self.reference == "auto":  # as `oomless estimate` resolves it (TRL's default)
             self.reference = ("none" if objective in ("reward", "simpo", "orpo") else
                               "adapter" if method in ("lora", "qlora") else "copy")
@@ -296,6 +298,17 @@ class Workload:
                 raise TraceError("reference 'adapter' needs method lora")
             if self.objective == "kto" and self.batch < 2:
                 raise TraceError("objective 'kto' needs a batch of at least 2 (its KL term)")
+        if self.packing not in ("none", "padding-free", "block-mask"):
+            raise TraceError("packing '%s' is not one of: none, padding-free, block-mask"
+                             % self.packing)
+        if self.packing != "none" and (self.objective != "sft" or self.method == "inference"):
+            raise TraceError("packing '%s' is traced for training with objective sft"
+                             % self.packing)
+        if self.tokens_per_batch and self.packing == "none":
+            raise TraceError("tokens-per-batch needs --packing padding-free or block-mask")
+        if self.packing == "block-mask" and self.tokens_per_batch % self.batch:
+            raise TraceError("tokens-per-batch %d is not a whole number of %d rows"
+                             % (self.tokens_per_batch, self.batch))
         for name in ("batch", "seq", "grad_accum", "steps", "lora_rank"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:
@@ -303,11 +316,24 @@ class Workload:
                                  (name.replace("_", "-"), v))
 
 
+    def rows(self):
+        """The micro-batch as the model sees it, (rows, tokens per row), as `oomless estimate`
+        shapes it: padding-free one row of every packed token, block-mask `batch` rows of packs"""
+        tokens = self.tokens_per_batch or self.batch * self.seq
+        if self.packing == "padding-free":
+            return 1, tokens
+        if self.packing == "block-mask":
+            return self.batch, tokens // self.batch
+        return self.batch, self.seq
+
+
 @contextlib.contextmanager
-def _unpacked_batches():
-    """Synthetic batches are never packed: transformers' check for packed sequences reads the
-    position ids' values (data the meta device does not have), so it is answered here as a GPU
-    would answer it for these inputs (None: one sequence per row)."""
+def _unpacked_batches(packed_shape=None):
+    """Synthetic batches are never packed unless `packed_shape` (rows, tokens) says so:
+    transformers' check for packed sequences reads the position ids' values (data the meta
+    device does not have), so it is answered here as a GPU would answer it for these inputs
+    (None: one sequence per row; packed: a document index per token, which makes transformers
+    build the block-diagonal 4D mask for SDPA and eager attention)."""
     try:
         import transformers.masking_utils as mu
     except ImportError:
@@ -317,7 +343,11 @@ def _unpacked_batches():
     if saved is None:
         yield
         return
-    mu.find_packed_sequence_indices = lambda position_ids: None
+    if packed_shape is None:
+        mu.find_packed_sequence_indices = lambda position_ids: None
+    else:
+        mu.find_packed_sequence_indices = lambda position_ids: torch.zeros(
+            packed_shape, dtype=torch.long, device=position_ids.device)
     try:
         yield
     finally:
@@ -753,12 +783,24 @@ def _trace_hf(w, cfg_dict=None):
     trainable, opt = _for_training(model, w, emu)
     region = LossRegion(tracker, output_head(model))
     try:
-        with _unpacked_batches(), tracker, emu:
+        rows, tokens = w.rows()
+        # flash attention takes packed documents as they are (varlen kernels, cu_seqlens from the
+        # position ids): no mask, as for unpacked rows
+        masked = w.packing != "none" and w.attention != "flash"
+        with _unpacked_batches((rows, tokens) if masked else None), tracker, emu:
             def forward():
-                ids = _sample(vocab, w.batch, w.seq)
+                ids = _sample(vocab, rows, tokens)
                 emu.autocast = amp is not None
                 if w.loss == "chunked":
                     loss = chunked_causal_loss(model, ids, w.chunk_tokens)
+                elif w.packing != "none":
+                    # position ids restart per document (their values: the meta device has none;
+                    # the packed-sequence check above answers for them), and no KV cache, whose
+                    # presence turns that check off: TRL's SFTTrainer.compute_loss sets
+                    # use_cache=False (trl/trainer/sft_trainer.py, trl 1.16)
+                    pos = torch.zeros((rows, tokens), dtype=torch.long, device="meta")
+                    loss = model(input_ids=ids, labels=ids, position_ids=pos,
+                                 use_cache=False).loss
                 else:
                     loss = model(input_ids=ids, labels=ids).loss
                 emu.autocast = False
@@ -911,6 +953,9 @@ def document(model=None, module=None, step=None, input_shape=None, label=None, *
                            "attention": w.attention, "loss": w.loss}
         if w.objective != "sft":
             res["workload"].update(objective=w.objective, reference=w.reference)
+        if w.packing != "none":
+            rows, tokens = w.rows()
+            res["workload"].update(packing="%s, %d x %d tokens" % (w.packing, rows, tokens))
     res["versions"] = versions()
     res["outside_trace"] = list(OUTSIDE_TRACE)
     return res
