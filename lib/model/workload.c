@@ -123,9 +123,10 @@ static const oom_option *const options[] = {
     &(const oom_option){OOM_OPTION_VERSION, "loss", "standard|chunked",
                         "full fp32 logits, or chunked/fused cross-entropy (default standard)"},
     &(const oom_option){OOM_OPTION_VERSION, "gpus", "N", "data-parallel GPUs (default 1)"},
-    &(const oom_option){OOM_OPTION_VERSION, "sharding", "none|zero1|zero2|zero3|fsdp2",
-                        "DeepSpeed ZeRO stage (FSDP1 full shard: zero3); fsdp2: torch fully_shard per "
-                        "block + root, computing in --precision's 16-bit dtype (default none)"},
+    &(const oom_option){
+        OOM_OPTION_VERSION, "sharding", "none|zero1|zero2|zero3|fsdp2",
+        "DeepSpeed ZeRO stage (FSDP1 full shard: zero3); fsdp2: torch fully_shard per "
+        "block + root, computing in --precision's 16-bit dtype (default none)"},
     &(const oom_option){OOM_OPTION_VERSION, "fsdp-param-dtype", "fp32|bf16",
                         "fsdp2: dtype of the sharded parameters, gradients and AdamW states; "
                         "fp32 with bf16 compute is torchtitan's MixedPrecisionPolicy (default "

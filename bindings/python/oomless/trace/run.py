@@ -601,6 +601,19 @@ def _for_training(model, w, emu):
     return trainable, make_optimizer(w.optimizer, trainable)
 
 
+def _instrumented(model, cfg, w, amp):
+    """A built model as the tracer runs it: its LoRA adapter when asked, the tracker with its
+    weights registered and the CUDA emulation; returns (model, vocabulary, tracker, emulation)."""
+    vocab = getattr(cfg, "vocab_size", None) or cfg.get_text_config().vocab_size
+    if w.method == "lora":
+        model = apply_lora(model, w.lora_rank, w.lora_targets, w.lora_dropout)
+    tracker = Tracker()
+    emu = CudaEmulation(DTYPES[amp] if amp else None, fused_sdpa=w.attention != "eager",
+                        tracker=tracker)
+    tracker.register(list(model.parameters()) + list(model.buffers()), "weights")
+    return model, vocab, tracker, emu
+
+
 def _trace_preference(w, cfg_dict):
     wdtype, amp = PRECISIONS[w.precision]
     tracker = Tracker()
@@ -676,13 +689,7 @@ def _trace_cpo(w, cfg_dict):
     """SimPO and ORPO: the policy alone (no reference), its logits tagged as SFT's are"""
     wdtype, amp = PRECISIONS[w.precision]
     model, cfg = build_hf(cfg_dict, DTYPES[wdtype], w.attention)
-    vocab = getattr(cfg, "vocab_size", None) or cfg.get_text_config().vocab_size
-    if w.method == "lora":
-        model = apply_lora(model, w.lora_rank, w.lora_targets, w.lora_dropout)
-    tracker = Tracker()
-    emu = CudaEmulation(DTYPES[amp] if amp else None, fused_sdpa=w.attention != "eager",
-                        tracker=tracker)
-    tracker.register(list(model.parameters()) + list(model.buffers()), "weights")
+    model, vocab, tracker, emu = _instrumented(model, cfg, w, amp)
     trainable, opt = _for_training(model, w, emu)
     region = LossRegion(tracker, output_head(model))
     try:
@@ -718,13 +725,7 @@ def _trace_reward(w, cfg_dict):
     with torch.device("meta"):
         model = transformers.AutoModelForSequenceClassification.from_config(
             cfg, dtype=DTYPES[wdtype], attn_implementation=impl)
-    vocab = getattr(cfg, "vocab_size", None) or cfg.get_text_config().vocab_size
-    if w.method == "lora":
-        model = apply_lora(model, w.lora_rank, w.lora_targets, w.lora_dropout)
-    tracker = Tracker()
-    emu = CudaEmulation(DTYPES[amp] if amp else None, fused_sdpa=w.attention != "eager",
-                        tracker=tracker)
-    tracker.register(list(model.parameters()) + list(model.buffers()), "weights")
+    model, vocab, tracker, emu = _instrumented(model, cfg, w, amp)
     trainable, opt = _for_training(model, w, emu)
     with _unpacked_batches(), tracker, emu:
         def forward():
@@ -771,13 +772,7 @@ def _trace_hf(w, cfg_dict=None):
         return _trace_preference(w, cfg_dict)
     wdtype, amp = PRECISIONS[w.precision]
     model, cfg = build_hf(cfg_dict, DTYPES[wdtype], w.attention)
-    vocab = getattr(cfg, "vocab_size", None) or cfg.get_text_config().vocab_size
-    if w.method == "lora":
-        model = apply_lora(model, w.lora_rank, w.lora_targets, w.lora_dropout)
-    tracker = Tracker()
-    emu = CudaEmulation(DTYPES[amp] if amp else None, fused_sdpa=w.attention != "eager",
-                        tracker=tracker)
-    tracker.register(list(model.parameters()) + list(model.buffers()), "weights")
+    model, vocab, tracker, emu = _instrumented(model, cfg, w, amp)
     if w.method == "inference":
         return _finish(tracker, _inference(model, w, vocab, tracker, emu), model, w)
     trainable, opt = _for_training(model, w, emu)
