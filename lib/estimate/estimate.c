@@ -69,7 +69,7 @@ static double param_bytes(const ctx *x)
  * fp32": every fp16/bf16 parameter that is not a Params4bit, peft/utils/other.py) */
 static double unquantized_bytes(const ctx *x)
 {
-    return x->w->kbit_prepare ? 4 : 2;
+    return oomi_kbit_prepare(x->w) ? 4 : 2;
 }
 
 static double weights(const ctx *x)

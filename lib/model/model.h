@@ -163,7 +163,9 @@ struct oom_workload {
      * BitsAndBytesConfig's no elsewhere; 1 no; 2 yes), the adapters' dtype (oomi_adapter_dtype) */
     unsigned double_quant;
     unsigned adapter_dtype;
-    bool kbit_prepare; /* PEFT's prepare_model_for_kbit_training: unquantised params in fp32 */
+    /* PEFT's prepare_model_for_kbit_training, unquantised params in fp32 (0 auto: simpo and orpo
+     * on a bitsandbytes base, whose TRL trainers call it; 1 no; 2 yes; oomi_kbit_prepare) */
+    unsigned kbit_prepare;
     /* sharding fsdp2 (torch's fully_shard; k.sharding is zero3): the sharded parameters in bf16
      * (else fp32), reshard_after_forward (0: True, -1: False, N > 1: to N GPUs), each option
      * given */
@@ -189,6 +191,9 @@ extern const char *const oomi_adapter_dtype_names[3];
  * its double quantization as resolved (auto: under --method qlora) */
 bool oomi_nf4_base(const oom_workload *w);
 bool oomi_double_quant(const oom_workload *w);
+/* PEFT's prepare_model_for_kbit_training as resolved (auto: TRL's CPOTrainer and ORPOTrainer call
+ * it for a model loaded in 4 or 8 bits, its SFT, DPO, KTO, GRPO and reward trainers do not) */
+bool oomi_kbit_prepare(const oom_workload *w);
 /* the base is quantised by bitsandbytes: at load (int8, 4bit) or in its checkpoint */
 bool oomi_bnb_base(const oom_workload *w);
 /* bytes per weight of a bitsandbytes NF4 linear, with or without double quantization (model.c) */

@@ -164,9 +164,10 @@ static const oom_option *const options[] = {
                         "LoRA adapters, their gradients and AdamW states (default auto: fp32, "
                         "PEFT's autocast_adapter_dtype; TRL's trainers cast a 4-bit model's to "
                         "bf16)"},
-    &(const oom_option){OOM_OPTION_VERSION, "kbit-prepare", "no|yes",
+    &(const oom_option){OOM_OPTION_VERSION, "kbit-prepare", "auto|no|yes",
                         "bitsandbytes base: PEFT's prepare_model_for_kbit_training, embeddings, "
-                        "head and norms upcast to fp32 (default no: TRL's trainers do not)"},
+                        "head and norms upcast to fp32 (default auto: yes for simpo and orpo, "
+                        "whose TRL trainers call it, else no)"},
     &(const oom_option){OOM_OPTION_VERSION, "decoder-seq", "N",
                         "encoder-decoder models: target tokens (default = seq)"},
     &(const oom_option){OOM_OPTION_VERSION, "max-positions", "N",
@@ -348,6 +349,13 @@ bool oomi_nf4_base(const oom_workload *w)
 {
     return !(w->model && w->model->quant_bytes > 0) &&
            (w->k.method == OOM_METHOD_QLORA || oomi_resolved_precision(w) == OOM_PRECISION_4BIT);
+}
+
+bool oomi_kbit_prepare(const oom_workload *w)
+{
+    return oomi_bnb_base(w) && (w->kbit_prepare == 2 ||
+                                (w->kbit_prepare == 0 && (w->objective == OOMI_OBJECTIVE_SIMPO ||
+                                                          w->objective == OOMI_OBJECTIVE_ORPO)));
 }
 
 bool oomi_double_quant(const oom_workload *w)

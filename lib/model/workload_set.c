@@ -291,17 +291,18 @@ static int set_one(oom_workload *w, const char *key, const char *value)
             w->lora_rank_set = true;
         return err;
     }
-    if (!strcmp(key, "keep-grads") || !strcmp(key, "kbit-prepare")) {
+    if (!strcmp(key, "keep-grads")) {
         unsigned v;
         static const char *const yn[] = {"no", "yes"};
         if ((err = parse_enum(&v, key, value, yn, 2)))
             return err;
-        *(key[0] == 'k' && key[1] == 'e' ? &w->keep_grads : &w->kbit_prepare) = v == 1;
+        w->keep_grads = v == 1;
         return OOM_OK;
     }
-    if (!strcmp(key, "double-quant")) {
-        static const char *const dq[] = {"auto", "no", "yes"};
-        return parse_enum(&w->double_quant, key, value, dq, 3);
+    if (!strcmp(key, "double-quant") || !strcmp(key, "kbit-prepare")) {
+        static const char *const anoy[] = {"auto", "no", "yes"};
+        return parse_enum(key[0] == 'd' ? &w->double_quant : &w->kbit_prepare, key, value, anoy,
+                          3);
     }
     if (!strcmp(key, "adapter-dtype"))
         return parse_enum(&w->adapter_dtype, key, value, oomi_adapter_dtype_names, 3);
@@ -453,7 +454,7 @@ int oom_workload_get(char **out, const oom_workload *w, const char *key)
     else if (IS("keep-grads"))
         s = oomi_strdup(w->keep_grads ? "yes" : "no");
     else if (IS("kbit-prepare"))
-        s = oomi_strdup(w->kbit_prepare ? "yes" : "no");
+        s = oomi_strdup(w->kbit_prepare == 0 ? "auto" : w->kbit_prepare == 1 ? "no" : "yes");
     else if (IS("double-quant"))
         s = oomi_strdup(w->double_quant == 0 ? "auto" : w->double_quant == 1 ? "no" : "yes");
     else if (IS("adapter-dtype"))
@@ -775,7 +776,7 @@ int oom_workload_validate(const oom_workload *w)
     if (w->adapter_dtype != OOMI_ADAPTER_AUTO && !lora)
         return oomi_fail(OOM_EINVAL, "adapter-dtype is set but method '%s' is not lora or qlora",
                          oom_method_name(w->k.method));
-    if (w->kbit_prepare && !oomi_bnb_base(w))
+    if (w->kbit_prepare == 2 && !oomi_bnb_base(w))
         return oomi_fail(OOM_EINVAL,
                          "kbit-prepare is for a bitsandbytes base (method qlora, precision int8 "
                          "or 4bit, or a bitsandbytes checkpoint), not precision '%s'%s%s",

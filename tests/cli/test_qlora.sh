@@ -42,6 +42,19 @@ expect_json .qlora.unquantized_bytes "$((REST * 4))" "prepare_model_for_kbit_tra
 expect_json .memory.weights "$(py "$LIN * (0.5 + 1 / 64 + 4 / 16384) + $REST * 4 + $R16 * 4")" \
     "2 more bytes per unquantised parameter"
 
+# auto: TRL's CPO and ORPO trainers call prepare_model_for_kbit_training, its SFT/DPO/KTO do not
+q
+expect_json .qlora.unquantized_bytes "$((REST * 2))" "auto under sft: bf16 as loaded"
+q --objective orpo
+expect_json .qlora.unquantized_bytes "$((REST * 4))" "auto under orpo: fp32, as ORPOTrainer prepares"
+q --objective simpo --kbit-prepare no
+expect_json .qlora.unquantized_bytes "$((REST * 2))" "simpo with --kbit-prepare no: bf16"
+q --objective dpo
+expect_json .qlora.unquantized_bytes "$((REST * 2))" "auto under dpo: bf16"
+oom estimate --model llama-3.1-8b --method lora --objective orpo --seq 256 --json
+expect_rc 0 "auto on a bf16 base: nothing to prepare, not refused"
+expect_eq "$(jq .qlora.unquantized_bytes <<<"$OUT")" null "a bf16 base has no unquantised part"
+
 q --adapter-dtype bf16 --grad-accum 2
 expect_json .qlora.adapter_dtype bf16 "bf16 adapters"
 expect_json .qlora.adapter_bytes "$((R16 * 2))" "2 bytes per adapter parameter"
