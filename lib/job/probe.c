@@ -396,13 +396,18 @@ static int judge_trial(const oomi_launch *l, int batch, const char *cmd)
 {
     if (l->exec_failed)
         return oomi_fail(OOM_EJOB, "%s (exit %d)", l->message, l->exit_code);
+    if (l->stop_signal && l->timed_out) /* the signal came while the timed-out trial ended */
+        return oomi_fail(OOM_EINTERRUPTED,
+                         "the trial at batch %d ran past the trial timeout (%g s); stopped by "
+                         "signal %d as it ended",
+                         batch, l->timeout_s, l->stop_signal);
     if (l->stop_signal)
         return oomi_fail(OOM_EINTERRUPTED, "stopped by signal %d during the trial at batch %d",
                          l->stop_signal, batch);
     if (l->tty_wait)
         return oomi_fail_tty_wait(l);
     if (l->timed_out)
-        return oomi_fail(OOM_EJOB, "the trial at batch %d ran past the trial timeout (%.0f s)",
+        return oomi_fail(OOM_EJOB, "the trial at batch %d ran past the trial timeout (%g s)",
                          batch, l->timeout_s);
     if (l->exit_code != 0 && !l->oom)
         return oomi_fail(OOM_EJOB,

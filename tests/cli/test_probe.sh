@@ -81,6 +81,22 @@ expect_rc 1 "timeout"
 expect_contains "$ERR" "ran past the trial timeout" "timeout: message"
 expect_eq "$(pgrep -f "$MARK" | wc -l)" 0 "timeout: nothing left behind"
 
+# a signal that comes while a timed-out trial is being ended (its grace): both are said
+MARK="oomless-probe-timeout-sig-$$"
+"$OOMLESS_BIN" probe --trial-timeout 0.5 --kill-grace 5 --calibration off -- "${JOB[@]}" --fixed 1G \
+    --per-sample 1M --steps 100000 --ignore-sigterm --marker "$MARK" >/dev/null 2>"$TMP/err-ts" &
+P=$!
+trial_started() { grep -q "trial 1: batch 1 (pid" "$TMP/err-ts"; }
+poll 20 trial_started || bad "timeout, then SIGTERM: the trial never started"
+sleep 1.5 # its timeout (0.5 s) has fired; the grace runs 5 s
+kill -TERM "$P"
+wait "$P"
+expect_eq "$?" 143 "timeout, then SIGTERM: 128 + 15"
+expect_contains "$(cat "$TMP/err-ts")" "ran past the trial timeout (0.5 s); stopped by signal 15" \
+    "timeout, then SIGTERM: both said"
+poll 10 eval '[ "$(pgrep -f "$MARK" | wc -l)" -eq 0 ]'
+expect_eq "$(pgrep -f "$MARK" | wc -l)" 0 "timeout, then SIGTERM: nothing left behind"
+
 # the command cannot be run
 oom probe -- /nonexistent/train.py --batch-size '{batch}'
 expect_rc 127 "exec failure"
