@@ -407,8 +407,8 @@ static int judge_trial(const oomi_launch *l, int batch, const char *cmd)
     if (l->tty_wait)
         return oomi_fail_tty_wait(l);
     if (l->timed_out)
-        return oomi_fail(OOM_EJOB, "the trial at batch %d ran past the trial timeout (%g s)",
-                         batch, l->timeout_s);
+        return oomi_fail(OOM_EJOB, "the trial at batch %d ran past the trial timeout (%g s)", batch,
+                         l->timeout_s);
     if (l->exit_code != 0 && !l->oom)
         return oomi_fail(OOM_EJOB,
                          "'%s' failed at batch %d with exit %d, not by running out of memory "
