@@ -203,14 +203,26 @@ static void print_overhead(const oom_workload *w, const oom_estimate *e, bool no
             printf("  %-30s: NCCL's defaults assumed; set %s\n", "notice", o.part[i].change);
 }
 
-/* the device peak's 95 % bound and its class, as estimate --json gives them */
-static void print_bound(const oom_workload *w, const oom_estimate *e)
+/* The estimate's JSON document (estimate --json), read by the lines below that print what the
+ * library puts only there; NULL when it cannot be made (oom_last_message() says why). */
+static json_object *estimate_doc(const oom_workload *w, const oom_estimate *e)
 {
-    char *json = NULL, s1[32];
-    json_object *root = NULL, *c;
+    char *json = NULL;
+    json_object *root = NULL;
+    if (!oom_estimate_to_json(&json, w, e) && !(root = json_tokener_parse(json)))
+        oomi_fail(OOM_EPARSE, "estimate: its JSON does not parse");
+    oom_free(json);
+    return root;
+}
+
+/* the device peak's 95 % bound and its class, as estimate --json gives them */
+static void print_bound(json_object *root, const oom_estimate *e)
+{
+    char s1[32];
+    json_object *c;
     int64_t bound = 0, cases = 0;
 
-    if (oom_estimate_to_json(&json, w, e) || !(root = json_tokener_parse(json)) ||
+    if (!root ||
         oomi_json_int(&bound, NULL, oomi_json_get(root, "memory"), "device_peak_upper95", 0,
                       INT64_MAX, "estimate: ") ||
         oomi_json_int(&cases, NULL, c = oomi_json_get(root, "confidence"), "cases", 0, INT64_MAX,
@@ -223,17 +235,13 @@ static void print_bound(const oom_workload *w, const oom_estimate *e)
                json_object_get_string(oomi_json_get(c, "class")),
                json_object_get_string(oomi_json_get(c, "basis")), (long long)cases);
     }
-    json_object_put(root);
-    oom_free(json);
 }
 
 /* the packing line, from the estimate's JSON (workload.packing); none without packing */
-static void print_packing(const oom_workload *w, const oom_estimate *e)
+static void print_packing(json_object *root)
 {
-    char *json = NULL;
-    json_object *root = NULL, *o;
-    if (!oom_estimate_to_json(&json, w, e) && (root = json_tokener_parse(json)) &&
-        (o = oomi_json_get(oomi_json_get(root, "workload"), "packing")))
+    json_object *o;
+    if ((o = oomi_json_get(oomi_json_get(root, "workload"), "packing")))
         printf("  %-30s: %s, %lld tokens: %lld x %lld, documents up to %lld (%s)\n", "packing",
                json_object_get_string(oomi_json_get(o, "mode")),
                (long long)json_object_get_int64(oomi_json_get(o, "tokens_per_batch")),
@@ -241,17 +249,13 @@ static void print_packing(const oom_workload *w, const oom_estimate *e)
                (long long)json_object_get_int64(oomi_json_get(o, "row_tokens")),
                (long long)json_object_get_int64(oomi_json_get(o, "longest_document")),
                json_object_get_string(oomi_json_get(o, "attention_path")));
-    json_object_put(root);
-    oom_free(json);
 }
 
 /* the objective's line, from the estimate's JSON (workload.objective); none for sft */
-static void print_objective(const oom_workload *w, const oom_estimate *e)
+static void print_objective(json_object *root)
 {
-    char *json = NULL;
-    json_object *root = NULL, *o;
-    if (!oom_estimate_to_json(&json, w, e) && (root = json_tokener_parse(json)) &&
-        (o = oomi_json_get(oomi_json_get(root, "workload"), "objective"))) {
+    json_object *o;
+    if ((o = oomi_json_get(oomi_json_get(root, "workload"), "objective"))) {
         printf("  %-30s: %s (batch counts %s: %lld sequences per forward; reference %s%s)\n",
                "objective", json_object_get_string(oomi_json_get(o, "name")),
                json_object_get_string(oomi_json_get(o, "batch_counts")),
@@ -267,8 +271,6 @@ static void print_objective(const oom_workload *w, const oom_estimate *e)
                    (long long)json_object_get_int64(oomi_json_get(o, "prompt_len")),
                    (long long)json_object_get_int64(oomi_json_get(o, "completion_len")));
     }
-    json_object_put(root);
-    oom_free(json);
 }
 
 static uint64_t json_size(json_object *o, const char *key)
@@ -278,13 +280,12 @@ static uint64_t json_size(json_object *o, const char *key)
 
 /* a 4-bit base's parts, the adapters' dtype and a paged optimizer's states, from the estimate's
  * JSON ("qlora"); nothing where there are none */
-static void print_qlora(const oom_workload *w, const oom_estimate *e)
+static void print_qlora(json_object *root)
 {
-    char *json = NULL, s1[32], s2[32], s3[32], s4[32];
-    json_object *root = NULL, *q;
-    if (oom_estimate_to_json(&json, w, e) || !(root = json_tokener_parse(json)) ||
-        !(q = oomi_json_get(root, "qlora")))
-        goto done;
+    char s1[32], s2[32], s3[32], s4[32];
+    json_object *q;
+    if (!(q = oomi_json_get(root, "qlora")))
+        return;
     if (oomi_json_get(q, "nf4_bytes"))
         printf("  %-30s: NF4 %s + absmax %s%s, unquantized %s; dequantized linear %s\n",
                "4-bit base", oom_format_size(s1, sizeof(s1), json_size(q, "nf4_bytes")),
@@ -302,9 +303,6 @@ static void print_qlora(const oom_workload *w, const oom_estimate *e)
                "while the GPU has room)\n",
                "paged optimizer states",
                oom_format_size(s1, sizeof(s1), json_size(q, "paged_optimizer_bytes")));
-done:
-    json_object_put(root);
-    oom_free(json);
 }
 
 /* sharding fsdp2's line: the sharded parameters' dtype and reshard_after_forward */
@@ -326,6 +324,7 @@ static void print_human(const oom_workload *w, const oom_estimate *e, const oom_
     char *tp = NULL, *ck = NULL, *sh = NULL;
     char s1[32], s2[32], n1[32], n2[32];
     const char *line = "============================================================";
+    json_object *doc = estimate_doc(w, e);
 
     oom_workload_get_knobs(&k, w);
     oom_workload_model(&mi, w);
@@ -348,8 +347,8 @@ static void print_human(const oom_workload *w, const oom_estimate *e, const oom_
            sh ? sh : oom_sharding_name(k.sharding), oom_offload_name(k.offload));
     oom_free(sh);
     print_fsdp2(w);
-    print_objective(w, e);
-    print_packing(w, e);
+    print_objective(doc);
+    print_packing(doc);
     if (!oom_workload_get(&tp, w, "tensor-parallel") && strcmp(tp, "1"))
         printf("  %-30s: %s GPUs per model copy (figures per GPU)\n", "tensor parallel", tp);
     oom_free(tp);
@@ -374,10 +373,10 @@ static void print_human(const oom_workload *w, const oom_estimate *e, const oom_
            oom_format_size(s1, sizeof(s1), e->reserved_peak));
     printf("  %-30s: %s\n", "device peak (nvidia-smi)",
            oom_format_size(s1, sizeof(s1), e->device_peak));
-    print_bound(w, e);
+    print_bound(doc, e);
     print_overhead(w, e, true);
     printf("  %-30s: %s\n", "peak phase", oom_phase_name(e->peak_phase));
-    print_qlora(w, e);
+    print_qlora(doc);
     if (b) {
         bool fits = e->device_peak <= b->usable_bytes;
         uint64_t d = fits ? b->usable_bytes - e->device_peak : e->device_peak - b->usable_bytes;
@@ -390,6 +389,7 @@ static void print_human(const oom_workload *w, const oom_estimate *e, const oom_
                oom_format_size(s1, sizeof(s1), d), fits ? "to spare" : "over");
     }
     printf("%s\n", line);
+    json_object_put(doc);
 }
 
 static int write_svg(const char *path, const oom_workload *w, const oom_estimate *e,

@@ -301,8 +301,7 @@ static int set_one(oom_workload *w, const char *key, const char *value)
     }
     if (!strcmp(key, "double-quant") || !strcmp(key, "kbit-prepare")) {
         static const char *const anoy[] = {"auto", "no", "yes"};
-        return parse_enum(key[0] == 'd' ? &w->double_quant : &w->kbit_prepare, key, value, anoy,
-                          3);
+        return parse_enum(key[0] == 'd' ? &w->double_quant : &w->kbit_prepare, key, value, anoy, 3);
     }
     if (!strcmp(key, "adapter-dtype"))
         return parse_enum(&w->adapter_dtype, key, value, oomi_adapter_dtype_names, 3);
@@ -322,12 +321,8 @@ static int set_one(oom_workload *w, const char *key, const char *value)
             w->grpo_set = true;
         return err;
     }
-    if (!strcmp(key, "rollout")) {
-        unsigned v;
-        if (!(err = parse_enum(&v, key, value, oomi_rollout_names, 2)))
-            w->rollout = v;
-        return err;
-    }
+    if (!strcmp(key, "rollout"))
+        return parse_enum(&w->rollout, key, value, oomi_rollout_names, 2);
     if (!strcmp(key, "sleep-mode")) {
         unsigned v;
         static const char *const levels[] = {"0", "1", "2"};
@@ -335,12 +330,8 @@ static int set_one(oom_workload *w, const char *key, const char *value)
             w->sleep_level = (int)v, w->sleep_set = true;
         return err;
     }
-    if (!strcmp(key, "packing")) {
-        unsigned v;
-        if (!(err = parse_enum(&v, key, value, oomi_packing_names, 3)))
-            w->packing = v;
-        return err;
-    }
+    if (!strcmp(key, "packing"))
+        return parse_enum(&w->packing, key, value, oomi_packing_names, 3);
     if (!strcmp(key, "tokens-per-batch"))
         return parse_count(&w->tokens_per_batch, key, value, 1);
     if (!strcmp(key, "lora-targets"))
