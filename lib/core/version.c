@@ -79,18 +79,18 @@ static size_t size_of_version(const char *name, unsigned int version, size_t new
         return offsetof(oom_target, others_bytes);
     if (!strcmp(name, "oom_plan_choice") && version == 1)
         return offsetof(oom_plan_choice, checkpointing);
-    if (!strcmp(name, "oom_plan_result") && version == 1)
-        return offsetof(oom_plan_result, others_bytes);
-    if (!strcmp(name, "oom_plan_result") && version == 2)
-        return offsetof(oom_plan_result, fit_confidence);
-    if (!strcmp(name, "oom_plan_result") && version == 3)
-        return offsetof(oom_plan_result, kv_full_layers);
-    if (!strcmp(name, "oom_plan_result") && version == 4)
-        return offsetof(oom_plan_result, serve_max_num_seqs);
-    if (!strcmp(name, "oom_plan_result") && version == 5)
-        return offsetof(oom_plan_result, rollout_sleep_level);
-    if (!strcmp(name, "oom_plan_result") && version == 6)
-        return offsetof(oom_plan_result, packing);
+    if (!strcmp(name, "oom_plan_result") && version >= 1 && version < OOM_PLAN_RESULT_VERSION) {
+        /* version N ends where the first field of version N + 1 starts */
+        static const size_t end[] = {offsetof(oom_plan_result, others_bytes),
+                                     offsetof(oom_plan_result, fit_confidence),
+                                     offsetof(oom_plan_result, kv_full_layers),
+                                     offsetof(oom_plan_result, serve_max_num_seqs),
+                                     offsetof(oom_plan_result, rollout_sleep_level),
+                                     offsetof(oom_plan_result, packing)};
+        _Static_assert(sizeof(end) / sizeof(end[0]) == OOM_PLAN_RESULT_VERSION - 1,
+                       "one end per older version of oom_plan_result");
+        return end[version - 1];
+    }
     return newest;
 }
 

@@ -809,35 +809,25 @@ static void test_struct_versions(void **state)
     assert_int_equal(r.nodes, 1);
     assert_int_equal(r.budget.version, OOM_BUDGET_VERSION);
 
-    /* a version-1 caller's result is smaller: _init writes only its bytes */
+    /* an older caller's result is smaller: _init writes only the bytes of its version, which
+     * end where the next version's first field starts */
     {
         unsigned char buf[sizeof(oom_plan_result) + 1];
-        size_t v1 = offsetof(oom_plan_result, others_bytes); /* the first field of version 2 */
-        memset(buf, 0xAB, sizeof(buf));
-        assert_int_equal(oom_plan_result_init((oom_plan_result *)(void *)buf, 1), OOM_OK);
-        assert_int_equal(buf[v1 - 1], 0);
-        assert_int_equal(buf[v1], 0xAB);
-        memset(buf, 0xAB, sizeof(buf));
-        assert_int_equal(oom_plan_result_init((oom_plan_result *)(void *)buf, 2), OOM_OK);
-        assert_int_equal(buf[offsetof(oom_plan_result, fit_confidence) - 1], 0);
-        assert_int_equal(buf[offsetof(oom_plan_result, fit_confidence)], 0xAB);
-        memset(buf, 0xAB, sizeof(buf));
-        assert_int_equal(oom_plan_result_init((oom_plan_result *)(void *)buf, 3), OOM_OK);
-        assert_int_equal(buf[offsetof(oom_plan_result, kv_full_layers) - 1], 0);
-        assert_int_equal(buf[offsetof(oom_plan_result, kv_full_layers)], 0xAB);
-        assert_int_equal(oom_plan_result_init((oom_plan_result *)(void *)buf, 4), OOM_OK);
-        assert_int_equal(buf[offsetof(oom_plan_result, serve_max_num_seqs) - 1], 0);
-        assert_int_equal(buf[offsetof(oom_plan_result, serve_max_num_seqs)], 0xAB);
-        memset(buf, 0xAB, sizeof(buf));
-        assert_int_equal(oom_plan_result_init((oom_plan_result *)(void *)buf, 5), OOM_OK);
-        assert_int_equal(buf[offsetof(oom_plan_result, rollout_sleep_level) - 1], 0);
-        assert_int_equal(buf[offsetof(oom_plan_result, rollout_sleep_level)], 0xAB);
-        assert_int_equal(oom_plan_result_init((oom_plan_result *)(void *)buf, 6), OOM_OK);
-        assert_int_equal(buf[offsetof(oom_plan_result, packing) - 1], 0);
-        assert_int_equal(buf[offsetof(oom_plan_result, packing)], 0xAB);
-        assert_int_equal(oom_plan_result_init((oom_plan_result *)(void *)buf, 7), OOM_OK);
-        assert_int_equal(buf[sizeof(oom_plan_result) - 1], 0);
-        assert_int_equal(buf[sizeof(oom_plan_result)], 0xAB);
+        static const size_t end[] = {offsetof(oom_plan_result, others_bytes),
+                                     offsetof(oom_plan_result, fit_confidence),
+                                     offsetof(oom_plan_result, kv_full_layers),
+                                     offsetof(oom_plan_result, serve_max_num_seqs),
+                                     offsetof(oom_plan_result, rollout_sleep_level),
+                                     offsetof(oom_plan_result, packing),
+                                     sizeof(oom_plan_result)};
+        unsigned v;
+        assert_int_equal(sizeof(end) / sizeof(end[0]), OOM_PLAN_RESULT_VERSION);
+        for (v = 1; v <= sizeof(end) / sizeof(end[0]); v++) {
+            memset(buf, 0xAB, sizeof(buf));
+            assert_int_equal(oom_plan_result_init((oom_plan_result *)(void *)buf, v), OOM_OK);
+            assert_int_equal(buf[end[v - 1] - 1], 0);
+            assert_int_equal(buf[end[v - 1]], 0xAB);
+        }
     }
 
     /* the sizes bindings check their declarations against */
