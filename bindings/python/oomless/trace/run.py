@@ -1,5 +1,6 @@
 """Building a model on the meta device as users build it, and tracing its training steps."""
 import contextlib
+import gc
 import importlib
 import json
 import os
@@ -691,21 +692,9 @@ def _trace_cpo(w, cfg_dict):
     model, cfg = build_hf(cfg_dict, DTYPES[wdtype], w.attention)
     model, vocab, tracker, emu = _instrumented(model, cfg, w, amp)
     trainable, opt = _for_training(model, w, emu)
-    region = LossRegion(tracker, output_head(model))
-    try:
-        with _unpacked_batches(), tracker, emu:
-            def forward():
-                emu.autocast = amp is not None
-                loss = _cpo_loss(w, vocab, model)
-                emu.autocast = False
-                emu.end_region()
-                return loss / w.grad_accum
-
-            step_start = _train(tracker, forward, trainable, opt, w.steps, w.grad_accum,
-                                loss_tag="logits")
-    finally:
-        region.close()
-    return _finish(tracker, None, model, w, steady_from=step_start[-1] if w.steps > 1 else 0)
+    return _train_traced(w, model, tracker, emu, trainable, opt, amp,
+                         lambda: _cpo_loss(w, vocab, model),
+                         region=LossRegion(tracker, output_head(model)), loss_tag="logits")
 
 
 def _trace_reward(w, cfg_dict):
@@ -727,19 +716,14 @@ def _trace_reward(w, cfg_dict):
             cfg, dtype=DTYPES[wdtype], attn_implementation=impl)
     model, vocab, tracker, emu = _instrumented(model, cfg, w, amp)
     trainable, opt = _for_training(model, w, emu)
-    with _unpacked_batches(), tracker, emu:
-        def forward():
-            ids = _sample(vocab, 2 * w.batch, w.seq)
-            emu.autocast = amp is not None
-            scores = model(input_ids=ids, use_cache=False).logits.squeeze(-1)
-            chosen, rejected = torch.chunk(scores, chunks=2)
-            loss = -F.logsigmoid(chosen - rejected).mean()
-            emu.autocast = False
-            emu.end_region()
-            return loss / w.grad_accum
 
-        step_start = _train(tracker, forward, trainable, opt, w.steps, w.grad_accum)
-    return _finish(tracker, None, model, w, steady_from=step_start[-1] if w.steps > 1 else 0)
+    def loss(ids):
+        scores = model(input_ids=ids, use_cache=False).logits.squeeze(-1)
+        chosen, rejected = torch.chunk(scores, chunks=2)
+        return -F.logsigmoid(chosen - rejected).mean()
+
+    return _train_traced(w, model, tracker, emu, trainable, opt, amp, loss,
+                         sample=lambda: _sample(vocab, 2 * w.batch, w.seq))
 
 
 def trace_hf(w, cfg_dict=None):
@@ -776,60 +760,91 @@ def _trace_hf(w, cfg_dict=None):
     if w.method == "inference":
         return _finish(tracker, _inference(model, w, vocab, tracker, emu), model, w)
     trainable, opt = _for_training(model, w, emu)
-    region = LossRegion(tracker, output_head(model))
+    rows, tokens = w.rows()
+    # flash attention takes packed documents as they are (varlen kernels, cu_seqlens from the
+    # position ids): no mask, as for unpacked rows
+    masked = w.packing != "none" and w.attention != "flash"
+
+    def loss(ids):
+        if w.loss == "chunked":
+            return chunked_causal_loss(model, ids, w.chunk_tokens)
+        if w.packing != "none":
+            # position ids restart per document (their values: the meta device has none; the
+            # packed-sequence check answers for them), and no KV cache, whose presence turns
+            # that check off: TRL's SFTTrainer.compute_loss sets use_cache=False
+            # (trl/trainer/sft_trainer.py, trl 1.16)
+            pos = torch.zeros((rows, tokens), dtype=torch.long, device="meta")
+            return model(input_ids=ids, labels=ids, position_ids=pos, use_cache=False).loss
+        return model(input_ids=ids, labels=ids).loss
+
+    return _train_traced(w, model, tracker, emu, trainable, opt, amp, loss,
+                         sample=lambda: _sample(vocab, rows, tokens),
+                         region=LossRegion(tracker, output_head(model)), loss_tag="logits",
+                         packed=(rows, tokens) if masked else None)
+
+
+def _train_traced(w, model, tracker, emu, trainable, opt, amp, loss, sample=None, region=None,
+                  loss_tag=None, packed=None):
+    """The training steps of a policy alone, traced: each forward samples its batch (`sample`,
+    whose result `loss` takes; none when `loss` makes its own), computes `loss` under the
+    emulated autocast of an amp precision and scales it for accumulation; `region` (a
+    LossRegion) is closed after the steps; `packed` as for _unpacked_batches. Returns the
+    trace's report."""
     try:
-        rows, tokens = w.rows()
-        # flash attention takes packed documents as they are (varlen kernels, cu_seqlens from the
-        # position ids): no mask, as for unpacked rows
-        masked = w.packing != "none" and w.attention != "flash"
-        with _unpacked_batches((rows, tokens) if masked else None), tracker, emu:
+        with _unpacked_batches(packed), tracker, emu:
             def forward():
-                ids = _sample(vocab, rows, tokens)
+                ids = sample() if sample else None
                 emu.autocast = amp is not None
-                if w.loss == "chunked":
-                    loss = chunked_causal_loss(model, ids, w.chunk_tokens)
-                elif w.packing != "none":
-                    # position ids restart per document (their values: the meta device has none;
-                    # the packed-sequence check above answers for them), and no KV cache, whose
-                    # presence turns that check off: TRL's SFTTrainer.compute_loss sets
-                    # use_cache=False (trl/trainer/sft_trainer.py, trl 1.16)
-                    pos = torch.zeros((rows, tokens), dtype=torch.long, device="meta")
-                    loss = model(input_ids=ids, labels=ids, position_ids=pos,
-                                 use_cache=False).loss
-                else:
-                    loss = model(input_ids=ids, labels=ids).loss
+                value = loss(ids) if sample else loss()
                 emu.autocast = False
                 emu.end_region()
-                return loss / w.grad_accum
+                return value / w.grad_accum
 
             step_start = _train(tracker, forward, trainable, opt, w.steps, w.grad_accum,
-                                loss_tag="logits")
+                                loss_tag=loss_tag)
     finally:
-        region.close()
+        if region is not None:
+            region.close()
     return _finish(tracker, None, model, w, steady_from=step_start[-1] if w.steps > 1 else 0)
 
 
 def _train(tracker, forward, trainable, opt, steps, grad_accum, loss_tag=None):
     """`steps` optimizer steps of `grad_accum` micro-batches each, the phases marked for the
-    tracker; `forward()` returns the micro-batch's loss. The clock at each step's start."""
+    tracker; `forward()` returns the micro-batch's loss. The clock at each step's start.
+
+    Python's cyclic garbage collector runs at each phase's start and nowhere else: tensors held
+    only by reference cycles (torch's checkpointing makes some) are freed when it runs, and
+    left to its own thresholds that moment depends on everything the process did before — the
+    same cell traced after others came out up to 3 % higher (Llama 4 amp-bf16 with full
+    checkpointing). Collected at the phase boundaries, a trace depends on its workload alone."""
     starts = []
-    for step in range(steps):
-        starts.append(tracker.clock)
-        for _micro in range(grad_accum):
-            tracker.set_phase("forward", step)
-            loss = forward()
-            tracker.set_phase("backward", step)
-            tracker.tag = loss_tag  # the loss's own backward first (LossRegion ends the tag)
-            if loss is not None:
-                loss.backward()
-            tracker.tag = None
-            del loss
-            tracker.mark_gradients(trainable)
-        if opt is not None:
-            tracker.set_phase("optimizer", step)
-            opt.step()
-            opt.zero_grad(set_to_none=True)
-        tracker.set_phase("idle", step)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for step in range(steps):
+            starts.append(tracker.clock)
+            for _micro in range(grad_accum):
+                gc.collect()
+                tracker.set_phase("forward", step)
+                loss = forward()
+                gc.collect()
+                tracker.set_phase("backward", step)
+                tracker.tag = loss_tag  # the loss's own backward first (LossRegion ends the tag)
+                if loss is not None:
+                    loss.backward()
+                tracker.tag = None
+                del loss
+                tracker.mark_gradients(trainable)
+            if opt is not None:
+                gc.collect()
+                tracker.set_phase("optimizer", step)
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+            gc.collect()
+            tracker.set_phase("idle", step)
+    finally:
+        if enabled:
+            gc.enable()
     return starts
 
 
