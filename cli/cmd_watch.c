@@ -165,9 +165,10 @@ static void say_log_notes(struct watch_ctx *w)
 
 static int open_log(struct watch_ctx *w, struct watch_log *log, const char *path)
 {
-    if (watch_log_open(log, path) != 0) {
+    int rc;
+    if ((rc = watch_log_open(log, path)) != 0) {
         fputs(log->notes, stderr);
-        return EXIT_ENV;
+        return rc == -2 ? EXIT_USAGE : EXIT_ENV;
     }
     w->log = log;
     return EXIT_OK;

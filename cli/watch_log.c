@@ -106,14 +106,42 @@ static size_t write_all(int fd, const char *buf, size_t len)
     return done;
 }
 
+/* 1 when the open regular file starts with a header of this log other than ours (one written
+ * before a column was added): rows appended under it would not line up with its columns. */
+static int other_header(const struct watch_log *l, char *first, size_t size)
+{
+    const char *ours = oom_watch_csv_header();
+    ssize_t n;
+    char *nl;
+
+    if (!l->regular || (n = pread(l->fd, first, size - 1, 0)) <= 0)
+        return 0;
+    first[n] = '\0';
+    if ((nl = strchr(first, '\n')))
+        nl[1] = '\0';
+    return !strncmp(first, "timestamp,kind,", 15) && strcmp(first, ours) != 0;
+}
+
 int watch_log_open(struct watch_log *l, const char *path)
 {
+    char first[512];
+
     memset(l, 0, sizeof(*l));
     l->path = path;
     l->fd = -1;
     if (open_file(l) != 0) {
         note(l, "cannot open '%s': %s", path, strerror(errno));
         return -1;
+    }
+    if (other_header(l, first, sizeof(first))) {
+        first[strcspn(first, "\r\n")] = '\0';
+        note(l,
+             "'%s' holds a log with other columns (another version's header, \"%.60s%s\"): "
+             "give --log a new file, or move that one away",
+             path, first, strlen(first) > 60 ? "..." : "");
+        close(l->fd);
+        l->fd = -1;
+        return -2;
     }
     l->header_due = !l->regular; /* a regular file gets it whenever it is empty */
     return 0;

@@ -687,7 +687,9 @@ OOM_EXPORT const char *oom_watch_csv_header(void);
  * The snapshot as CSV rows (RFC 4180 quoting), each ending in "\n": one row per GPU
  * (kind "gpu") followed by one row per process on it (kind "process"). Columns:
  *   timestamp,kind,gpu_index,gpu_name,pid,command,user,used_bytes,total_bytes,
- *   utilization_gpu,temperature_c,band,lost,batch_size,grad_accum
+ *   utilization_gpu,temperature_c,band,lost,batch_size,grad_accum,reserved_bytes
+ * (reserved_bytes: oom_gpu_reserved_bytes() of a GPU row, since 1.1.0; the columns before it
+ * are those of 1.0)
  * timestamp is Unix seconds with milliseconds; a column that does not apply or is unknown is
  * empty. A text column (gpu_name, command, user) that starts with =, +, -, @, a tab or a carriage
  * return gets a leading single quote ('), so that a spreadsheet shows it as text instead of running

@@ -704,7 +704,7 @@ int oom_watch_to_json(char **out, const oom_watch_snapshot *s, int pretty)
 const char *oom_watch_csv_header(void)
 {
     return "timestamp,kind,gpu_index,gpu_name,pid,command,user,used_bytes,total_bytes,"
-           "utilization_gpu,temperature_c,band,lost,batch_size,grad_accum\n";
+           "utilization_gpu,temperature_c,band,lost,batch_size,grad_accum,reserved_bytes\n";
 }
 
 /* A text field of at most `max` bytes (the array it lives in: never read past it). A field that
@@ -757,7 +757,10 @@ static void csv_gpu(oomi_sb *sb, const char *ts, const oom_watch_gpu *wg)
     csv_u64(sb, g->total_bytes, !g->lost);
     csv_u64(sb, g->utilization_gpu, !g->lost && g->has_utilization);
     csv_u64(sb, g->temperature_c, !g->lost && g->has_temperature);
-    oomi_sb_printf(sb, ",%s,%d,,\n", oom_band_name(wg->band), g->lost ? 1 : 0);
+    oomi_sb_printf(sb, ",%s,%d,,", oom_band_name(wg->band), g->lost ? 1 : 0);
+    csv_u64(sb, oom_gpu_reserved_bytes(g),
+            !g->lost && g->used_bytes != OOM_UNKNOWN && g->free_bytes != OOM_UNKNOWN);
+    oomi_sb_putc(sb, '\n');
 }
 
 static void csv_process(oomi_sb *sb, const char *ts, const oom_watch_gpu *wg,
@@ -772,7 +775,7 @@ static void csv_process(oomi_sb *sb, const char *ts, const oom_watch_gpu *wg,
     oomi_sb_puts(sb, ",,,,,"); /* total, utilization, temperature, band, lost */
     csv_i64(sb, p->batch_size);
     csv_i64(sb, p->grad_accum);
-    oomi_sb_putc(sb, '\n');
+    oomi_sb_puts(sb, ",\n"); /* reserved */
 }
 
 int oom_watch_to_csv(char **out, const oom_watch_snapshot *s)

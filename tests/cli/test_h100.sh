@@ -16,6 +16,11 @@ MARK="oomless-h100-test-$$"
 launches() { jq -r 'select(.event == "launch") | .batch' "$1" | tr '\n' ' '; }
 reasons() { jq -r 'select(.event == "restart") | .reason' "$1"; }
 
+# ---- watch: the driver's reserve in the CSV log (GPU rows), none for a process ---------------
+oom watch --once --log "$TMP/h100.csv"
+expect_rc 0 "watch --log on the H100"
+expect_eq "$(awk -F, '$2 == "gpu" { print $16 }' "$TMP/h100.csv")" 503316480 "csv: reserved_bytes"
+
 # ---- run: PyTorch capped at 24 GiB (set_per_process_memory_fraction), run --vram 24 -------------
 # The job: 10 GiB + 0.4 GiB per sample, all of it twice from step 4 on (its sequences double).
 # 48 dies at once needing 29.2 GiB; the limit is the smallest of 24.00 GiB allowed, the 79.18 GiB

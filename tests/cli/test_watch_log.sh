@@ -5,7 +5,7 @@
 # spreadsheet formula and is longer than the field.
 . "$(dirname "$0")/lib.sh"
 
-HEADER="timestamp,kind,gpu_index,gpu_name,pid,command,user,used_bytes,total_bytes,utilization_gpu,temperature_c,band,lost,batch_size,grad_accum"
+HEADER="timestamp,kind,gpu_index,gpu_name,pid,command,user,used_bytes,total_bytes,utilization_gpu,temperature_c,band,lost,batch_size,grad_accum,reserved_bytes"
 PIDS=()
 cleanup() {
     local p
@@ -31,8 +31,8 @@ echo "0 1073741824" >"$TMP/procs/$!"
 fake_nvml "gpu name=\"NVIDIA A100-SXM4-80GB\" total=85899345920 used=1073741824 util=45 temp=62
 procdir $TMP/procs"
 
-# every line of FILE after the header has the 15 columns (no comma inside these fields)
-all_rows_whole() { awk -F, 'NR > 1 && NF != 15 { bad = 1 } END { exit bad }' "$1"; }
+# every line of FILE after the header has the 16 columns (no comma inside these fields)
+all_rows_whole() { awk -F, 'NR > 1 && NF != 16 { bad = 1 } END { exit bad }' "$1"; }
 # count_in TEXT NEEDLE: how many lines of TEXT hold NEEDLE
 count_in() { grep -cF -- "$2" <<<"$1"; }
 
@@ -137,5 +137,19 @@ FIELD=$(grep ",process,0,[^,]*,$EVIL," "$TMP/evil.csv" | cut -d, -f6)
 expect_eq "${FIELD:0:6}" "'=1+2x" "formula command: written as text (a leading quote)"
 expect_eq "$FIELD" "'$LONG 300" "formula command: the whole line (quote + 408 bytes), not cut"
 expect_json ".gpus[0].processes[] | select(.pid == $EVIL) | .command" "$LONG 300" "json: the whole line"
+
+# ---- a log an older version started (15 columns, no reserved_bytes): refused, left as it was ---
+OLDH="${HEADER%,reserved_bytes}"
+printf '%s\n%s\n' "$OLDH" "1795237823.016,gpu,0,NVIDIA A100-SXM4-80GB,,,,1,2,,,safe,0,," >"$TMP/old.csv"
+cp "$TMP/old.csv" "$TMP/old.orig"
+oom watch --once --log "$TMP/old.csv"
+expect_rc 2 "older log: refused (a bad file)"
+expect_contains "$ERR" "'$TMP/old.csv' holds a log with other columns" "older log: says why"
+expect_eq "$(cmp "$TMP/old.csv" "$TMP/old.orig" && echo same)" same "older log: untouched"
+# a file that is not one of our logs (no header of ours) is appended to, as before
+printf 'notes\n' >"$TMP/other.csv"
+oom watch --once --log "$TMP/other.csv"
+expect_rc 0 "a file without our header: appended to"
+expect_eq "$(head -1 "$TMP/other.csv")" notes "its first line kept"
 
 finish

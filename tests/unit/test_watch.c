@@ -170,6 +170,7 @@ static void test_csv_rows(void **state)
     snprintf(g[0].name, sizeof(g[0].name), "NVIDIA A100, \"80GB\"");
     g[0].used_bytes = 1000;
     g[0].total_bytes = 5000;
+    g[0].free_bytes = 3800; /* 200 reserved by the driver */
     g[0].has_utilization = 1;
     g[0].utilization_gpu = 45;
     g[1].index = 1;
@@ -205,14 +206,15 @@ static void test_csv_rows(void **state)
     assert_string_equal(oom_watch_csv_header(),
                         "timestamp,kind,gpu_index,gpu_name,pid,command,user,used_bytes,"
                         "total_bytes,utilization_gpu,temperature_c,band,lost,batch_size,"
-                        "grad_accum\n");
+                        "grad_accum,reserved_bytes\n");
     assert_int_equal(oom_watch_to_csv(&rows, &s), OOM_OK);
     assert_string_equal(
-        rows, "1700000000.250,gpu,0,\"NVIDIA A100, \"\"80GB\"\"\",,,,1000,5000,45,,warning,0,,\n"
-              "1700000000.250,process,0,\"NVIDIA A100, \"\"80GB\"\"\",42,"
-              "\"python train.py --x=1,2\",alice,600,,,,,,16,4\n"
-              "1700000000.250,process,0,\"NVIDIA A100, \"\"80GB\"\"\",7,,,,,,,,,,\n"
-              "1700000000.250,gpu,1,Tesla T4,,,,,,,,unknown,1,,\n");
+        rows,
+        "1700000000.250,gpu,0,\"NVIDIA A100, \"\"80GB\"\"\",,,,1000,5000,45,,warning,0,,,200\n"
+        "1700000000.250,process,0,\"NVIDIA A100, \"\"80GB\"\"\",42,"
+        "\"python train.py --x=1,2\",alice,600,,,,,,16,4,\n"
+        "1700000000.250,process,0,\"NVIDIA A100, \"\"80GB\"\"\",7,,,,,,,,,,,\n"
+        "1700000000.250,gpu,1,Tesla T4,,,,,,,,unknown,1,,,\n");
     oom_free(rows);
     assert_int_equal(oom_watch_to_csv(NULL, &s), OOM_EINVAL);
 }
@@ -279,7 +281,7 @@ static void test_csv_injection(void **state)
             fail_msg("row not found: %s\nin:\n%s", row, rows);
     }
     /* the long command: its 1000 bytes, then the next column */
-    snprintf(full, sizeof(full), "1.000,process,0,'=GPU,8,%s,,1,,,,,,,\n", longer);
+    snprintf(full, sizeof(full), "1.000,process,0,'=GPU,8,%s,,1,,,,,,,,\n", longer);
     assert_non_null(strstr(rows, full));
     oom_free(rows);
 }
