@@ -240,18 +240,19 @@ static int batch_from_calibration(struct run_args *a, char **cmd)
         return EXIT_USAGE;
     }
     oom_free(key);
-    if (a->o.usable_bytes) /* the budget run_budget() resolved */
-        b = oom_probe_fit_max_batch(&rec->fit, a->o.usable_bytes, INT_MAX / 2);
-    else if ((rc = cli_budget_resolve(&t, "run", &a->budget)) != EXIT_OK) {
+    /* the GPU's budget (the one run_budget() resolved, unless that was only the default
+     * profile's) and compute capability (a traced record's CUDA context) */
+    if ((rc = cli_budget_resolve(&t, "run", &a->budget)) != EXIT_OK) {
         oom_calibration_free(rec);
         return rc;
-    } else {
-        b = oom_probe_fit_max_batch(&rec->fit, t.target.budget.usable_bytes, INT_MAX / 2);
-        cli_budget_done(&t);
     }
-    if (rec->max_batch > 0 && b > rec->max_batch)
-        b = rec->max_batch; /* never beyond what was seen to run */
+    err = oom_calibration_max_batch(
+        &b, rec, a->o.usable_bytes ? a->o.usable_bytes : t.target.budget.usable_bytes,
+        t.target.profile.cc_major, t.target.profile.cc_minor);
+    cli_budget_done(&t);
     oom_calibration_free(rec);
+    if (err)
+        return cli_fail("run", err);
     if (b < 1) {
         fprintf(stderr, "oomless run: the calibration record says no batch fits the budget\n");
         return EXIT_NOFIT;

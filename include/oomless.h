@@ -1910,6 +1910,19 @@ OOM_EXPORT int oom_calibration_lookup(oom_calibration **out, const char *path, c
 OOM_EXPORT void oom_calibration_free(oom_calibration *record);
 
 /**
+ * The largest batch `record` puts under `usable_bytes` (0 in `*out`: none), as `oomless run`
+ * starts from it. A record probe or run measured: its line or curve, raised to the batch the
+ * probe recommended when `usable_bytes` is at least the budget it was measured under (a probe
+ * whose peaks were irregular saves a bound above its trials, which can put fewer under the
+ * budget than ran under it), and never above the largest batch that ran. A record `oomless
+ * trace --calibrate` made (allocated bytes): first made device bytes for a GPU of compute
+ * capability cc_major.cc_minor (its CUDA context and the allocator's reserve, as `plan` does),
+ * then for any batch; cc is unused for a measured record. Since: 1.1.0.
+ */
+OOM_EXPORT int oom_calibration_max_batch(int *out, const oom_calibration *record,
+                                         uint64_t usable_bytes, int cc_major, int cc_minor);
+
+/**
  * What `oomless estimate [--batch N] -- CMD...` reports: the device peak that the calibration
  * record of `command` (a key from oom_calibration_command_key) and `workload` on the target GPU
  * predicts at `batch`, against the target's budget. The GPU and budget are resolved from

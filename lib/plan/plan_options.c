@@ -2,6 +2,7 @@
 #include "plan/plan.h"
 
 #include <json-c/json.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -600,6 +601,38 @@ static int calibrated_line(oom_measured_line *line, long *cap, long *seq, const 
         *cap = top;
     }
     oom_calibration_free(rec);
+    return OOM_OK;
+}
+
+int oom_calibration_max_batch(int *out, const oom_calibration *record, uint64_t usable_bytes,
+                              int cc_major, int cc_minor)
+{
+    oom_probe_fit fit;
+    int b, err;
+
+    if (!out || !record)
+        return oomi_fail(OOM_EINVAL, "calibration max batch: missing argument");
+    if ((err = oomi_check_version(record->version, OOM_CALIBRATION_VERSION, "oom_calibration")))
+        return err;
+    *out = 0;
+    fit = record->fit;
+    if (record->traced) {
+        /* allocated bytes on the meta device: the device's bytes as plan makes them, for any
+         * batch (the trace ran no GPU; its batches say nothing of where memory runs out) */
+        if ((err = oomi_traced_to_device(&fit, cc_major, cc_minor)))
+            return err;
+        *out = oom_probe_fit_max_batch(&fit, usable_bytes, INT_MAX / 2);
+        return OOM_OK;
+    }
+    b = oom_probe_fit_max_batch(&fit, usable_bytes, INT_MAX / 2);
+    /* the recommended batch ran under the record's budget: a fit that is a bound above the
+     * trials (irregular peaks) may put fewer under the same or a larger budget */
+    if (record->recommended_batch > b && record->usable_bytes > 0 &&
+        usable_bytes >= record->usable_bytes)
+        b = record->recommended_batch;
+    if (record->max_batch > 0 && b > record->max_batch)
+        b = record->max_batch; /* never beyond what was seen to run */
+    *out = b > 0 ? b : 0;
     return OOM_OK;
 }
 

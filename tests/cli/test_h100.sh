@@ -84,8 +84,8 @@ rm -f "$TMP"/procs/*
 PROBE=("$FAKE_JOB" --batch-size '{batch}' --procdir "$TMP/procs" --capacity 81079M
     --step-time-ms 20 --fixed 6586833691 --per-sample 393168711.3 --per-sample2 8045250.76
     --bump 28:2871305381 --bump 26:2720882013 --marker "$MARK")
-oom probe --json --calibration off --vram 24 --vram-safety-margin 1082982400B --start-batch 12 \
-    -- "${PROBE[@]}"
+oom probe --json --calibration "$TMP/h100.jsonl" --vram 24 --vram-safety-margin 1082982400B \
+    --start-batch 12 -- "${PROBE[@]}"
 expect_rc 0 "probe: non-monotone peaks"
 expect_json '.usable_bytes' 24686821376 "probe: 22.99 GiB usable"
 expect_json '[.trials[] | [.batch, .peak_bytes]] | map(.[0]) | join(" ")' "12 24 29 28 26 25" \
@@ -99,6 +99,18 @@ expect_json '[.non_monotone[] | "\(.batch)>\(.larger_batch)"] | join(" ")' "26>2
 expect_json '.bisected' true "probe: bisected"
 expect_json '.fit.fixed_bytes' 0 "probe: the fit is the bound through zero"
 expect_json '.fit.per_sample2_bytes' null "probe: no curvature"
+# run from that record starts at the 25 that ran under this budget, not at the 23 the bound
+# through zero (1.04 GB per sample, batch 12's) puts under it; under a smaller budget the
+# recommended batch is not vouched for, and the bound gives 22
+oom run --calibration "$TMP/h100.jsonl" --vram 24 --vram-safety-margin 1082982400B \
+    --events "$TMP/ev4.jsonl" -- "${PROBE[@]}"
+expect_rc 0 "run from the bisected probe's record"
+expect_eq "$(launches "$TMP/ev4.jsonl")" "25 " "run starts at the probe's 25"
+expect_contains "$ERR" "batch 25 from the calibration record" "run says where 25 came from"
+oom run --calibration "$TMP/h100.jsonl" --vram 23 --vram-safety-margin 1082982400B \
+    --events "$TMP/ev5.jsonl" -- "${PROBE[@]}"
+expect_rc 0 "run from the record under a smaller budget"
+expect_eq "$(launches "$TMP/ev5.jsonl")" "22 " "a smaller budget: the bound's 22"
 oom probe --calibration off --vram 24 --vram-safety-margin 1082982400B --start-batch 12 \
     -- "${PROBE[@]}"
 expect_contains "$OUT" "Peaks:     not monotone in the batch: batch 26 (23.25 GiB) above batch 29 (23.05 GiB), batch 28 (24.94 GiB) above batch 29 (23.05 GiB); the search bisected between the largest batch under the budget and the smallest over it" \

@@ -59,4 +59,14 @@ expect_eq "$((PEAK <= USABLE))" 1 "and its peak is under the budget"
 oom estimate --gpu rtx-4090 --calibration "$CAL" --batch 2 -- oomless trace --model m --method lora
 expect_rc 2 "estimate on a traced record"
 expect_contains "$ERR" "traced on the meta device" "says why"
+
+# run takes its batch from a traced record as plan does: device bytes (context + reserve), for
+# any batch (before: the allocated line, capped at the 4 the trace ran). An 8 GiB card of cc 8.0,
+# 7 GiB usable: (7 GiB - 1.5 GiB) / 122 MiB -> 46
+fake_nvml 'gpu name="NVIDIA A100-SXM4-80GB" uuid=GPU-11111111-2222-3333-4444-555555555555 total=8589934592 used=0 cc=8.0'
+printf '%s\n' '{"time":7,"gpu":"","command":["true","{batch}"],"workload":"","fixed_bytes":1073741824,"per_sample_bytes":104857600,"per_sample2_bytes":0,"recommended_batch":0,"max_batch":4,"usable_bytes":0,"traced":true}' >> "$CAL"
+oom run --json --calibration "$CAL" --events "$TMP/ev.jsonl" -- true '{batch}'
+expect_rc 0 "run from a traced record"
+expect_eq "$(jq -r 'select(.event == "launch") | .batch' "$TMP/ev.jsonl")" 46 "run: the traced line in device bytes"
+expect_contains "$ERR" "batch 46 from the calibration record" "run says so"
 finish
