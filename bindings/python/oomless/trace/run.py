@@ -329,12 +329,19 @@ class Workload:
 
 
 @contextlib.contextmanager
-def _unpacked_batches(packed_shape=None):
+def _unpacked_batches(packed_shape=None, flash=False):
     """Synthetic batches are never packed unless `packed_shape` (rows, tokens) says so:
     transformers' check for packed sequences reads the position ids' values (data the meta
     device does not have), so it is answered here as a GPU would answer it for these inputs
     (None: one sequence per row; packed: a document index per token, which makes transformers
-    build the block-diagonal 4D mask for SDPA and eager attention)."""
+    build the block-diagonal 4D mask for SDPA and eager attention).
+
+    `flash`: the model runs SDPA in place of flash attention (the meta device has no flash
+    kernels; the emulation gives SDPA flash's saved tensors), so its masks are made as for
+    flash_attention_2: none for batches without padding, where SDPA's would build a 4D mask
+    for a sliding window or chunk as long as the sequence or longer (Mistral-7B's 4096 at a
+    packed row of 4096 tokens: 1 GiB of masks and the masked kernel's copies), which flash
+    takes as a kernel argument instead (masking_utils.flash_attention_mask, transformers 5.23)."""
     try:
         import transformers.masking_utils as mu
     except ImportError:
@@ -349,10 +356,18 @@ def _unpacked_batches(packed_shape=None):
     else:
         mu.find_packed_sequence_indices = lambda position_ids: torch.zeros(
             packed_shape, dtype=torch.long, device=position_ids.device)
+    masks = getattr(getattr(mu, "ALL_MASK_ATTENTION_FUNCTIONS", None), "_global_mapping", None)
+    sdpa_mask = masks.get("sdpa") if flash and isinstance(masks, dict) else None
+    if sdpa_mask is not None:
+        # the synthetic batches have no padding, which is when flash's mask function says None
+        # (it would read the 2D mask's values to see so, which the meta device does not have)
+        masks["sdpa"] = lambda *args, **kwargs: None
     try:
         yield
     finally:
         mu.find_packed_sequence_indices = saved
+        if sdpa_mask is not None:
+            masks["sdpa"] = sdpa_mask
 
 
 def _sample(vocab, batch, seq):
@@ -624,7 +639,8 @@ def _trace_preference(w, cfg_dict):
                         tracker=tracker)
     tracker.register(list(model.parameters()) + list(model.buffers()), "weights")
     trainable, opt = _for_training(model, w, emu)
-    with _unpacked_batches(), _meta_autocast(emu), _fused_head_as_on_cuda(tracker), tracker, emu:
+    with _unpacked_batches(flash=w.attention == "flash"), _meta_autocast(emu), \
+            _fused_head_as_on_cuda(tracker), tracker, emu:
         def forward():
             emu.autocast = amp is not None
             loss = _preference_loss(w, vocab, model, ref_call)
@@ -791,7 +807,7 @@ def _train_traced(w, model, tracker, emu, trainable, opt, amp, loss, sample=None
     LossRegion) is closed after the steps; `packed` as for _unpacked_batches. Returns the
     trace's report."""
     try:
-        with _unpacked_batches(packed), tracker, emu:
+        with _unpacked_batches(packed, flash=w.attention == "flash"), tracker, emu:
             def forward():
                 ids = sample() if sample else None
                 emu.autocast = amp is not None
@@ -852,7 +868,7 @@ def _inference(model, w, vocab, tracker, emu):
     """A prefill of batch x seq tokens with the KV cache kept, logits of the last position."""
     model.eval()
     ids = _sample(vocab, w.batch, w.seq)
-    with _unpacked_batches(), torch.no_grad(), tracker, emu:
+    with _unpacked_batches(flash=w.attention == "flash"), torch.no_grad(), tracker, emu:
         tracker.set_phase("inference", 0)
         can_generate = getattr(model, "can_generate", None)
         if can_generate is not None and not can_generate():
