@@ -251,12 +251,12 @@ static double mla_per_token(const ctx *x, const oomi_act_coef *a)
     return b;
 }
 
-/* bytes saved per token by one (encoder or only) layer, without the eager score term */
-static double layer_per_token(const ctx *x)
+/* bytes saved per token by a layer of MLP width `f` per token, `share` of it a layer with the
+ * experts, without the eager score term */
+static double per_token_of(const ctx *x, double f, double share)
 {
     const oomi_model *m = x->m;
     const oomi_act_coef *a = act_coef(x);
-    double f = m->ffn_tok_mean;
     double qd = (double)(m->heads * m->head_dim), kvd = (double)(m->kv_heads * m->head_dim);
     double h = (double)m->hidden;
     double b = a->h * h + a->q * qd + a->kv * kvd + a->f * f;
@@ -271,14 +271,45 @@ static double layer_per_token(const ctx *x)
     if (m->kv_lora > 0 && a->mla) /* multi-head latent attention instead of h, q and kv */
         b += mla_per_token(x, a) - (a->h - (x->frozen ? a->frozen_h : 0)) * h -
              (a->q - (x->frozen ? a->frozen_q : 0)) * qd - a->kv * kvd;
-    if (m->sparse_layers > 0) { /* averaged over the layers, as f is */
-        double share = (double)m->sparse_layers / (double)m->layers, k = (double)m->routed;
-        b += share * ((a->moe_kh - (x->frozen ? a->moe_frozen_kh : 0)) * k * h + a->moe_k * k);
+    if (share > 0) {
+        double k = (double)m->routed, kh = a->moe_kh - (x->frozen ? a->moe_frozen_kh : 0);
+        /* Llama 4 under autocast: the repeated input stays fp32 (4 bytes, kept for the score's
+         * gradient) and a trained expert keeps its 16-bit cast (2 more); the other regimes'
+         * sets hold as fitted (oomless trace, a Llama 4 config of two expert layers, amp-bf16
+         * LoRA: 320 MiB of fp32 repeats at 512 tokens where bf16 keeps 160) */
+        if (m->moe_repeat_input && regime(x) == OOMI_REGIME_AMP)
+            kh = x->frozen ? 4.0 : 6.0;
+        b += share * (kh * k * h + a->moe_k * k);
     }
     if (x->w->k.batch == 1)
         b += x->w->k.attention == OOM_ATTENTION_EAGER ? a->b1_eager_q * qd + a->b1_eager_kv * kvd
                                                       : a->b1_q * qd + a->b1_kv * kvd;
     return b;
+}
+
+/* bytes saved per token by one (encoder or only) layer, averaged over the layers (the MLP
+ * width and the experts' terms are) */
+static double layer_per_token(const ctx *x)
+{
+    const oomi_model *m = x->m;
+    return per_token_of(x, m->ffn_tok_mean,
+                        m->sparse_layers > 0 ? (double)m->sparse_layers / (double)m->layers : 0);
+}
+
+/* ... and by the layer that saves the most, where layers with the experts alternate with dense
+ * ones (Llama 4 Maverick, DeepSeek's first layers): what one recomputed layer holds (oomless
+ * trace, a Llama 4 config of two dense and two expert layers, amp-bf16 LoRA 2 x 1024 with full
+ * checkpointing: at the peak an expert layer's recomputed tensors, 3.9 GiB, where the average
+ * layer's are 1.2 GiB) */
+static double heaviest_per_token(const ctx *x)
+{
+    const oomi_model *m = x->m;
+    double sparse, dense;
+    if (m->sparse_layers <= 0 || m->sparse_layers >= m->layers)
+        return layer_per_token(x);
+    sparse = per_token_of(x, (double)m->routed * (double)m->ffn + (double)m->shared_ffn, 1);
+    dense = per_token_of(x, (double)m->ffn_dense, 0);
+    return sparse > dense ? sparse : dense;
 }
 
 /* attention weights kept per layer for `q` query and `k` key tokens per sample: eager
@@ -291,6 +322,11 @@ static double scores(const ctx *x, double q, double k)
     per = x->w->k.attention == OOM_ATTENTION_EAGER  ? act_coef(x)->score
           : x->w->k.attention == OOM_ATTENTION_SDPA ? act_coef(x)->sdpa_score
                                                     : 0;
+    /* a softmax in the compute dtype keeps one 16-bit tensor, which the matmul after it saves
+     * too; under autocast the softmax runs in fp32 all the same (autocast's fp32 list) */
+    if (x->w->k.attention == OOM_ATTENTION_EAGER && x->m->eager_softmax_compute &&
+        regime(x) == OOMI_REGIME_16BIT)
+        per = x->e;
     return per * (double)x->w->k.batch * (double)x->m->heads * q * k;
 }
 
@@ -468,7 +504,7 @@ static void activations(const ctx *x, double *all, double *one, double *at_recom
     } else {
         ds = s;
         dec = (double)m->layers * (per * b * s + scores(x, s, s) + doc_mask_per_layer(x));
-        *one = per * b * s + scores(x, s, s) + doc_mask_per_layer(x);
+        *one = heaviest_per_token(x) * b * s + scores(x, s, s) + doc_mask_per_layer(x);
     }
     /* the final norm's saved tensors, once (fitted per layer, so not in `per`) */
     final = act_coef(x)->final_h * (double)m->hidden * b * ds;
@@ -620,7 +656,8 @@ static oom_phase training(const ctx *x, mem *peak)
     const oom_knobs *k = &x->w->k;
     double grad, state, master, n = x->n, W, G, O, A, A1, Ar, Lf, Lb, Tcast = 0, Tz3 = 0, Tz3e = 0,
                                 Topt, live_g, Gb = 0, Tb, Tr, Tsc, Tnh, head = 0, Lh = 0, Tf, Te,
-                                Ts;
+                                Ts, Tfwd;
+    const double cast_params = (double)(x->m->params_linear + x->m->params_bmm);
     fsdp2_mem f;
     mem ph[3];
     int i, best = 0;
@@ -632,10 +669,11 @@ static oom_phase training(const ctx *x, mem *peak)
     Topt = x->trainable * state * x->c->opt_temp[k->optimizer];
     if (x->quant) /* one dequantised weight at a time */
         Tcast = dequant_transient(x);
-    else if (amp(x)) { /* autocast's 16-bit weight copies, saved for backward; the LM head's too */
+    else if (amp(x)) { /* autocast's 16-bit weight copies, saved for backward; the LM head's too
+                        * (torch.bmm's 3-D expert weights are cast as the linears' are) */
         if (x->m->head != OOMI_HEAD_SEQ_CLS && x->m->head != OOMI_HEAD_BASE)
             head = 2.0 * (double)x->m->vocab * (double)x->m->hidden;
-        Tcast = 2.0 * (double)x->m->params_linear + head;
+        Tcast = 2.0 * cast_params + head;
     }
     /* backward: without checkpointing every copy is saved for it. Checkpointed layers saved only
      * their inputs, so once autocast's cache is gone (the end of the forward) only the head's
@@ -643,8 +681,13 @@ static oom_phase training(const ctx *x, mem *peak)
      * trace, Qwen2.5-0.5B amp-bf16, 2026-11-25) */
     Tb = Tr = Tcast;
     if (amp(x) && !x->quant && ckpt_share(x) > 0) { /* the layers not checkpointed keep theirs */
-        Tb = head + (1 - ckpt_share(x)) * 2.0 * (double)x->m->params_linear;
-        Tr = 2.0 * (double)x->m->params_linear / (double)(x->m->layers + x->m->enc_layers);
+        Tb = head + (1 - ckpt_share(x)) * 2.0 * cast_params;
+        Tr = 2.0 * cast_params / (double)(x->m->layers + x->m->enc_layers);
+        /* the recomputed layer's own: the largest where layers with the experts alternate with
+         * dense ones (Llama 4: an expert layer's 3.75 GiB of copies at the peak of the trace
+         * named at heaviest_per_token) */
+        if (x->m->sparse_layers > 0 && x->m->sparse_layers < x->m->layers)
+            Tr = 2.0 * (double)x->m->params_layer_max;
     }
     if (k->sharding >= OOM_SHARDING_ZERO1)
         O /= n, Topt /= n;
@@ -676,10 +719,14 @@ static oom_phase training(const ctx *x, mem *peak)
     activations(x, &A, &A1, &Ar);
     logits(x, &Lf, &Lb);
     live_g = (k->grad_accum > 1 || x->w->keep_grads ? G : 0) + Gb;
+    /* autocast caches the casts of leaves that require grad until the forward ends; a frozen
+     * base's copies live only where the backward saved them, as at the backward's start (oomless
+     * trace, Llama 4 amp-bf16 LoRA with full checkpointing: the head's copy alone) */
+    Tfwd = amp(x) && !x->quant && x->frozen ? Tb : Tcast;
     /* forward end: gradients are alive only under accumulation (zero_grad(set_to_none) after
      * each step) or when kept (set_to_none=False); optimizer states exist from the first step
      */
-    ph[0] = (mem){W, live_g, O, A, Lf, 0, Tcast + Tf};
+    ph[0] = (mem){W, live_g, O, A, Lf, 0, Tfwd + Tf};
     /* the reference's no-grad forward comes after the policy's, whose saved activations wait for
      * the backward (DPOTrainer._compute_loss, KTOTrainer._compute_loss): on top of the forward end,
      * the larger of one layer's working set (bounded by what a layer saves with gradients) and the

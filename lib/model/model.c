@@ -400,6 +400,7 @@ static int count_llama(oomi_model *m, const cfg_ctx *c)
         long e = m->experts, Ls = m->sparse_layers, Ld = L - Ls, sf = m->shared_ffn;
         router = mat(m, "router", h, e, Ls, false);
         mlp = mat(m, NULL, h, 2 * m->ffn, Ls * e, false) + mat(m, NULL, m->ffn, h, Ls * e, false);
+        m->params_bmm = (uint64_t)(Ls * e) * mlp;
         shared = mat(m, "shared_expert.gate_proj", h, sf, Ls, false) +
                  mat(m, "shared_expert.up_proj", h, sf, Ls, false) +
                  mat(m, "shared_expert.down_proj", sf, h, Ls, false);
@@ -440,6 +441,8 @@ static int count_llama(oomi_model *m, const cfg_ctx *c)
         n += 2 * vec(m, m->head_dim, L * 2);
     }
     m->logit_softcap = softcap(c, !strcmp(m->family, "gemma2"));
+    m->eager_softmax_compute = !strcmp(m->family, "llama4_text");
+    m->moe_repeat_input = l4 && m->experts > 0;
     /* PEFT has no default for DeepSeek: its attention's projections, the queries' and the
      * latent's up-projections (which make the per-head queries, keys and values) */
     m->default_targets = phi3              ? "qkv_proj"

@@ -61,18 +61,29 @@ typedef struct oomi_model {
     bool gated;         /* SwiGLU / gated-GELU: three MLP matrices */
     bool qk_norm;       /* per-head RMSNorm of queries and keys (Qwen3) */
     bool logit_softcap; /* final_logit_softcapping: tanh-capped logits (Gemma 2) */
+    /* eager attention's softmax in the compute dtype (Llama 4's text layers: transformers'
+     * llama4 eager_attention_forward has no dtype=torch.float32), so a 16-bit model keeps one
+     * 16-bit copy of the weights, not an fp32 softmax output and its 16-bit cast */
+    bool eager_softmax_compute;
+    /* the experts take the hidden states repeated once per expert and scaled by the router's
+     * score (Llama4TextMoe: every expert on every token), a copy in the dtype of the hidden
+     * states, which autocast leaves in fp32 */
+    bool moe_repeat_input;
     bool tied;
     /* a pre-quantized checkpoint (quantization_config): bytes per weight of the linears inside
      * the blocks, scales and zero points included (0: not quantized), and what it is ("gptq 4-bit,
      * groups of 128") */
     double quant_bytes;
     char quant_desc[64];
-    uint64_t params;           /* all parameters */
-    uint64_t params_active;    /* used per token (MoE: topk experts) */
-    uint64_t params_embed;     /* input embeddings (incl. positions), not quantised */
-    uint64_t params_lm_head;   /* untied output head (0 when tied) */
-    uint64_t params_vision;    /* a multimodal checkpoint's vision tower and projector */
-    uint64_t params_linear;    /* weights of the linears inside the blocks (quantisable) */
+    uint64_t params;         /* all parameters */
+    uint64_t params_active;  /* used per token (MoE: topk experts) */
+    uint64_t params_embed;   /* input embeddings (incl. positions), not quantised */
+    uint64_t params_lm_head; /* untied output head (0 when tied) */
+    uint64_t params_vision;  /* a multimodal checkpoint's vision tower and projector */
+    uint64_t params_linear;  /* weights of the linears inside the blocks (quantisable) */
+    /* 3-D weights the blocks multiply with torch.bmm (Llama 4's experts): autocast casts them
+     * as it does the linears' weights, but they are neither quantized nor adapted */
+    uint64_t params_bmm;
     uint64_t params_layer_max; /* the largest block's parameters (ZeRO-3 gather) */
     uint64_t factored;         /* Adafactor state elements: rows+cols per matrix, size per vector */
     uint64_t tensors;          /* parameter tensors (allocator rounding) */
