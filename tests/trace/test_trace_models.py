@@ -299,10 +299,25 @@ class Phi3DefaultTargets(unittest.TestCase):
         # rank 16 on each layer's qkv_proj: 256 in, 256 + 2 x 2 x 64 out
         self.assertEqual(tr["params"]["trainable"], 2 * 16 * (256 + 512))
         self.assertEqual(tr["params"]["trainable"], es["params"]["trainable"])
-        # a family PEFT has a default for is left to PEFT
+        # a family PEFT has a default for gets PEFT's, by name
         from oomless.trace.run import build_hf, default_lora_targets
         model, _ = build_hf(TINY, torch.float32, "sdpa")
-        self.assertIsNone(default_lora_targets(model))
+        self.assertEqual(sorted(default_lora_targets(model)), ["q_proj", "v_proj"])
+
+    def test_mixtral_default_targets(self):
+        # PEFT 0.21.2 receives an empty target_modules for Mixtral when none is given (transformers
+        # 5.23): `oomless trace --method lora` refused it; its mapping's q_proj, v_proj by name
+        cfg = {"model_type": "mixtral", "architectures": ["MixtralForCausalLM"],
+               "hidden_size": 256, "intermediate_size": 512, "num_hidden_layers": 2,
+               "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000,
+               "num_local_experts": 4, "num_experts_per_tok": 2}
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "config.json")
+            with open(path, "w", encoding="utf-8") as f:
+                json.dump(cfg, f)
+            tr = trace_hf(Workload(path, method="lora", batch=1, seq=32))
+        # rank 16 on 2 layers' q_proj (256 -> 256) and v_proj (256 -> 2 heads of 64)
+        self.assertEqual(tr["params"]["trainable"], 2 * 16 * ((256 + 256) + (256 + 128)))
 
 
 # Llama 4 Maverick's widths cut to 4 layers and 16 experts (the trace matrix's cell, bench/trace)

@@ -79,14 +79,17 @@ def build_hf(cfg_dict, dtype, attention, device="meta"):
 
 
 def default_lora_targets(model):
-    """The modules ``--lora-targets default`` adapts: None where PEFT has a default for the
-    model's type (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING, which get_peft_model then
-    applies); where it has none (Phi-3, Qwen-MoE, DeepSeek V2/V3: get_peft_model refuses a
-    LoraConfig without target_modules) the ones `oomless estimate` plans for the default, asked of
-    the library for the model's own config, so that the trace adapts what the estimate counts."""
+    """The modules ``--lora-targets default`` adapts: PEFT's default for the model's type
+    (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING), given by name: left to get_peft_model,
+    a LoraConfig without target_modules reaches PEFT 0.21.2 empty for Mixtral under transformers
+    5.23 ("No `target_modules` passed") though the mapping names q_proj and v_proj. Where PEFT
+    has none (Phi-3, Qwen-MoE, DeepSeek V2/V3: get_peft_model refuses a LoraConfig without
+    target_modules) the ones `oomless estimate` plans for the default, asked of the library for
+    the model's own config, so that the trace adapts what the estimate counts."""
     from peft.utils.constants import TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING
-    if model.config.model_type in TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING:
-        return None
+    mapped = TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING.get(model.config.model_type)
+    if mapped is not None:
+        return mapped if isinstance(mapped, str) else list(mapped)
     from .. import OomlessError, estimate
     with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
         json.dump(model.config.to_dict(), f)
