@@ -431,6 +431,33 @@ static double ckpt_share(const ctx *x)
     return L > 0 ? ckpt_layers(x, &above) / L : 0;
 }
 
+/* Where layers with the experts alternate with dense ones and every:N or nth:N leaves some
+ * unwrapped: how many layers are left unwrapped (*left) and how many of those have the experts
+ * (*left_sparse), and the same of the layers above the last one wrapped. false where the layers
+ * are alike, nothing is wrapped, or the model's map of its expert layers does not reach */
+static bool unwrapped_mix(const ctx *x, long *left, long *left_sparse, long *top_left,
+                          long *top_sparse)
+{
+    const oomi_model *m = x->m;
+    long L = m->layers, n = x->w->ckpt_every > 1 ? x->w->ckpt_every : 1, last, i;
+    double above;
+    *left = *left_sparse = *top_left = *top_sparse = 0;
+    if (m->enc_layers > 0 || m->sparse_layers <= 0 || m->sparse_layers >= L ||
+        L > OOMI_SPARSE_MAP_LAYERS || ckpt_layers(x, &above) <= 0)
+        return false;
+    last = L - 1 - (long)above;
+    for (i = 0; i < L; i++) {
+        bool wrapped = x->w->ckpt_nth ? (i + 1) % n == 0 : i % n == 0;
+        bool sparse = (m->sparse_map[i / 8] >> (i % 8)) & 1;
+        if (wrapped)
+            continue;
+        *left += 1, *left_sparse += sparse;
+        if (i > last)
+            *top_left += 1, *top_sparse += sparse;
+    }
+    return *left > 0;
+}
+
 /* ---- sequence packing (docs/estimate.md, "Sequence packing") ----------------------------------
  */
 
@@ -492,7 +519,8 @@ static void activations(const ctx *x, double *all, double *one, double *at_recom
     double ds = x->w->decoder_seq ? (double)x->w->decoder_seq : s;
     double per = layer_per_token(x), enc = 0, dec, saved, inputs, final, c = ckpt_share(x);
     double resid = x->e < 4 && !amp(x) ? 2 : 4; /* checkpointed layer inputs */
-    double L = (double)(m->layers + m->enc_layers), above;
+    double L = (double)(m->layers + m->enc_layers), above, mix_top = 0;
+    long left, left_sp, top_left, top_sp;
 
     if (m->block == OOMI_BLOCK_T5) {
         enc = (double)m->enc_layers * (per * b * s + scores(x, s, s));
@@ -533,6 +561,17 @@ static void activations(const ctx *x, double *all, double *one, double *at_recom
      * recompute brings one back to the device (oomless trace, Llama-3.2-1B bf16 4 x 1024 full:
      * the 268 MB of layer inputs gone, the final norm's 67 MB left) */
     *all = (x->w->ckpt_offload ? 0 : c) * inputs + (1 - c) * saved + final;
+    /* the unwrapped layers as they are, not as the average layer: Llama 4 Maverick's every:2
+     * wraps the dense layers and leaves every expert layer (oomless trace, a Llama 4 config of
+     * two dense and two expert layers, LoRA bf16 2 x 1024 every:2: the estimate was 8 % low) */
+    if (unwrapped_mix(x, &left, &left_sp, &top_left, &top_sp)) {
+        double ps = per_token_of(x, (double)m->routed * (double)m->ffn + (double)m->shared_ffn, 1);
+        double pd = per_token_of(x, (double)m->ffn_dense, 0);
+        *all +=
+            b * ds * ((double)left_sp * ps + (double)(left - left_sp) * pd - (double)left * per);
+        mix_top = b * ds *
+                  ((double)top_sp * ps + (double)(top_left - top_sp) * pd - (double)top_left * per);
+    }
     if (x->w->ckpt_op && c > 0) { /* what the policy keeps; the recomputation reuses it */
         double mm, kept = op_sac_per_token(x, &mm);
         *all += L * b * ds * kept;
@@ -550,7 +589,7 @@ static void activations(const ctx *x, double *all, double *one, double *at_recom
     if (c > 0) {
         *one += lora_per_token(x) * b * ds / L + (x->w->ckpt_offload ? inputs / L : 0);
         ckpt_layers(x, &above);
-        *at_recompute -= above / L * saved;
+        *at_recompute -= above / L * saved + mix_top;
     }
 }
 
@@ -656,7 +695,7 @@ static oom_phase training(const ctx *x, mem *peak)
     const oom_knobs *k = &x->w->k;
     double grad, state, master, n = x->n, W, G, O, A, A1, Ar, Lf, Lb, Tcast = 0, Tz3 = 0, Tz3e = 0,
                                 Topt, live_g, Gb = 0, Tb, Tr, Tsc, Tnh, head = 0, Lh = 0, Tf, Te,
-                                Ts, Tfwd;
+                                Ts, Tfwd, Tgx, Tk = 0;
     const double cast_params = (double)(x->m->params_linear + x->m->params_bmm);
     fsdp2_mem f;
     mem ph[3];
@@ -681,7 +720,19 @@ static oom_phase training(const ctx *x, mem *peak)
      * trace, Qwen2.5-0.5B amp-bf16, 2026-11-25) */
     Tb = Tr = Tcast;
     if (amp(x) && !x->quant && ckpt_share(x) > 0) { /* the layers not checkpointed keep theirs */
+        long left, left_sp, top_left, top_sp;
         Tb = head + (1 - ckpt_share(x)) * 2.0 * cast_params;
+        double per_layer = 2.0 * cast_params / (double)(x->m->layers + x->m->enc_layers), above;
+        ckpt_layers(x, &above);
+        /* at the first recompute the unwrapped layers above it have had their backward */
+        Tk = Tb - head - above * per_layer;
+        if (unwrapped_mix(x, &left, &left_sp, &top_left, &top_sp)) {
+            Tb = head + 2.0 * ((double)left_sp * (double)x->m->cast_layer_sparse +
+                               (double)(left - left_sp) * (double)x->m->cast_layer_dense);
+            Tk = Tb - head -
+                 2.0 * ((double)top_sp * (double)x->m->cast_layer_sparse +
+                        (double)(top_left - top_sp) * (double)x->m->cast_layer_dense);
+        }
         Tr = 2.0 * cast_params / (double)(x->m->layers + x->m->enc_layers);
         /* the recomputed layer's own: the largest where layers with the experts alternate with
          * dense ones (Llama 4: an expert layer's 3.75 GiB of copies at the peak of the trace
@@ -761,8 +812,16 @@ static oom_phase training(const ctx *x, mem *peak)
     /* under full checkpointing, the first recomputed layer: its activations made again (by the
      * backward, so counted with its temporaries, as the trace counts them), and where it keeps
      * attention weights, their gradients in flight as above */
-    if (ckpt_share(x) > 0 && W + live_g + O + Ar + A1 + Tr + Tsc + Tz3 > sum(&ph[1]))
-        ph[1] = (mem){W, live_g, O, Ar, 0, 0, A1 + Tr + Tsc + Tz3};
+    /* ... and where every expert runs on every token (Llama 4), the gradient of the experts'
+     * gate and up outputs (each expert's 2 x its width per token, 16-bit under autocast) in
+     * flight beside them (oomless trace, a Llama 4 config of 16 experts, LoRA amp-bf16 2 x 1024
+     * with full checkpointing: 1 GiB of it at the peak) */
+    Tgx = x->m->moe_repeat_input && ckpt_share(x) > 0
+              ? (double)k->batch * (double)k->seq_len * (double)x->m->routed * 2.0 *
+                    (double)x->m->ffn * (amp(x) ? 2.0 : x->e)
+              : 0;
+    if (ckpt_share(x) > 0 && W + live_g + O + Ar + A1 + Tk + Tr + Tgx + Tsc + Tz3 > sum(&ph[1]))
+        ph[1] = (mem){W, live_g, O, Ar, 0, 0, A1 + Tk + Tr + Tgx + Tsc + Tz3};
     if (W + G + Gb + O + A1 + Te > sum(&ph[1]))
         ph[1] = (mem){W, G + Gb, O, A1, 0, 0, Te};
     ph[2] = (mem){W, G + Gb, O, 0, 0, 0, Topt + Ts};

@@ -259,6 +259,7 @@ static int read_experts(oomi_model *m, const cfg_ctx *c)
         if (only && !json_object_is_type(only, json_type_array))
             return oomi_fail(OOM_EPARSE, "model config '%s': 'mlp_only_layers' is not a list",
                              c->path);
+        memset(m->sparse_map, 0, sizeof(m->sparse_map));
         for (i = 0, m->sparse_layers = 0; i < m->layers; i++) {
             /* Qwen-MoE: every decoder_sparse_step-th layer; DeepSeek: the layers from
              * first_k_dense_replace on, every moe_layer_freq-th (DeepSeek's modeling_deepseek.py
@@ -274,6 +275,8 @@ static int read_experts(oomi_model *m, const cfg_ctx *c)
                 if (json_object_get_int64(json_object_array_get_idx(listed, j)) == i)
                     dense = false;
             m->sparse_layers += !dense;
+            if (!dense && i < OOMI_SPARSE_MAP_LAYERS)
+                m->sparse_map[i / 8] |= (unsigned char)(1u << (i % 8));
         }
     }
     if (m->experts > 0 && m->topk > m->experts)
@@ -455,6 +458,7 @@ static int count_llama(oomi_model *m, const cfg_ctx *c)
                  act = router + mlp * (uint64_t)m->topk + shared,
                  Ld = (uint64_t)(L - m->sparse_layers);
         finish_decoder(m, attn + all + n, attn + act + n, emb(m, m->vocab, h), vec(m, h, 1));
+        m->cast_layer_sparse = attn + all, m->cast_layer_dense = attn + dense;
         m->params = m->params - Ld * all + Ld * dense;
         m->params_active = m->params_active - Ld * act + Ld * dense;
         if (m->sparse_layers == 0 || dense > all)

@@ -34,6 +34,8 @@ typedef struct oomi_linear {
 
 #define OOMI_MAX_LINEARS 20
 
+#define OOMI_SPARSE_MAP_LAYERS 1024
+
 typedef struct oomi_model {
     char *name;   /* preset name or path */
     char *family; /* model_type */
@@ -85,8 +87,13 @@ typedef struct oomi_model {
      * as it does the linears' weights, but they are neither quantized nor adapted */
     uint64_t params_bmm;
     uint64_t params_layer_max; /* the largest block's parameters (ZeRO-3 gather) */
-    uint64_t factored;         /* Adafactor state elements: rows+cols per matrix, size per vector */
-    uint64_t tensors;          /* parameter tensors (allocator rounding) */
+    /* where layers with the experts and dense ones alternate (Llama 4 Maverick, DeepSeek's first
+     * layers): the weights autocast casts in one of each (linears and bmm weights), and which
+     * layers have the experts (bit i of sparse_map, for the first OOMI_SPARSE_MAP_LAYERS) */
+    uint64_t cast_layer_sparse, cast_layer_dense;
+    unsigned char sparse_map[OOMI_SPARSE_MAP_LAYERS / 8];
+    uint64_t factored; /* Adafactor state elements: rows+cols per matrix, size per vector */
+    uint64_t tensors;  /* parameter tensors (allocator rounding) */
     size_t nlinears;
     oomi_linear linears[OOMI_MAX_LINEARS];
     const char *default_targets; /* PEFT's default target modules for the family */

@@ -369,7 +369,19 @@ class Llama4(unittest.TestCase, Near):
         # them there, 14 % over
         tr, es = traced_and_estimated(LLAMA4, method="lora", precision="amp-bf16", batch=2,
                                       seq=1024, checkpointing="full")
-        self.near(tr, es, "allocated_peak", 0.05)
+        self.near(tr, es, "allocated_peak", 0.02)
+        self.assertEqual(tr["peak_phase"], es["peak_phase"])
+
+    def test_every_other_layer_wrapped(self):
+        # the config alternates dense layers (0, 2) and expert layers (1, 3): every:2 wraps the
+        # dense ones and leaves both expert layers whole, nth:2 the reverse; the estimate counts
+        # the layers left as they are (before: as the average layer, 8 % and 12 % low)
+        for precision in ("bf16", "amp-bf16"):
+            for ckpt in ("every:2", "nth:2"):
+                tr, es = traced_and_estimated(LLAMA4, method="lora", precision=precision,
+                                              batch=2, seq=1024, checkpointing=ckpt)
+                self.near(tr, es, "activations", 0.15)
+                self.near(tr, es, "allocated_peak", 0.02)
 
     def test_serving_engine_keeps_a_chunk(self):
         # vLLM: the three chunked layers keep 8192 of 32768 tokens, the full layer all of them
