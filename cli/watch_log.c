@@ -107,19 +107,20 @@ static size_t write_all(int fd, const char *buf, size_t len)
 }
 
 /* 1 when the open regular file starts with a header of this log other than ours (one written
- * before a column was added): rows appended under it would not line up with its columns. */
+ * before a column was added): rows appended under it would not line up with its columns.
+ * `first` receives the file's first line, without its line break. */
 static int other_header(const struct watch_log *l, char *first, size_t size)
 {
     const char *ours = oom_watch_csv_header();
+    size_t len;
     ssize_t n;
-    char *nl;
 
     if (!l->regular || (n = pread(l->fd, first, size - 1, 0)) <= 0)
         return 0;
     first[n] = '\0';
-    if ((nl = strchr(first, '\n')))
-        nl[1] = '\0';
-    return !strncmp(first, "timestamp,kind,", 15) && strcmp(first, ours) != 0;
+    first[len = strcspn(first, "\r\n")] = '\0';
+    return !strncmp(first, "timestamp,kind,", 15) &&
+           !(strncmp(first, ours, len) == 0 && ours[len] == '\n');
 }
 
 int watch_log_open(struct watch_log *l, const char *path)
@@ -134,7 +135,6 @@ int watch_log_open(struct watch_log *l, const char *path)
         return -1;
     }
     if (other_header(l, first, sizeof(first))) {
-        first[strcspn(first, "\r\n")] = '\0';
         note(l,
              "'%s' holds a log with other columns (another version's header, \"%.60s%s\"): "
              "give --log a new file, or move that one away",

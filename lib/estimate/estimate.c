@@ -296,19 +296,31 @@ static double layer_per_token(const ctx *x)
                         m->sparse_layers > 0 ? (double)m->sparse_layers / (double)m->layers : 0);
 }
 
-/* ... and by the layer that saves the most, where layers with the experts alternate with dense
- * ones (Llama 4 Maverick, DeepSeek's first layers): what one recomputed layer holds (oomless
- * trace, a Llama 4 config of two dense and two expert layers, amp-bf16 LoRA 2 x 1024 with full
+/* whether layers with the experts alternate with dense ones (Llama 4 Maverick, DeepSeek's first
+ * layers), which are then counted each as it is, not as the average layer */
+static bool mixed_layers(const oomi_model *m)
+{
+    return m->sparse_layers > 0 && m->sparse_layers < m->layers;
+}
+
+/* bytes saved per token by a layer with the experts and by a dense one */
+static void per_token_kinds(const ctx *x, double *sparse, double *dense)
+{
+    const oomi_model *m = x->m;
+    *sparse = per_token_of(x, (double)m->routed * (double)m->ffn + (double)m->shared_ffn, 1);
+    *dense = per_token_of(x, (double)m->ffn_dense, 0);
+}
+
+/* ... and by the layer that saves the most: what one recomputed layer holds (oomless trace, a
+ * Llama 4 config of two dense and two expert layers, amp-bf16 LoRA 2 x 1024 with full
  * checkpointing: at the peak an expert layer's recomputed tensors, 3.9 GiB, where the average
  * layer's are 1.2 GiB) */
 static double heaviest_per_token(const ctx *x)
 {
-    const oomi_model *m = x->m;
     double sparse, dense;
-    if (m->sparse_layers <= 0 || m->sparse_layers >= m->layers)
+    if (!mixed_layers(x->m))
         return layer_per_token(x);
-    sparse = per_token_of(x, (double)m->routed * (double)m->ffn + (double)m->shared_ffn, 1);
-    dense = per_token_of(x, (double)m->ffn_dense, 0);
+    per_token_kinds(x, &sparse, &dense);
     return sparse > dense ? sparse : dense;
 }
 
@@ -442,8 +454,8 @@ static bool unwrapped_mix(const ctx *x, long *left, long *left_sparse, long *top
     long L = m->layers, n = x->w->ckpt_every > 1 ? x->w->ckpt_every : 1, last, i;
     double above;
     *left = *left_sparse = *top_left = *top_sparse = 0;
-    if (m->enc_layers > 0 || m->sparse_layers <= 0 || m->sparse_layers >= L ||
-        L > OOMI_SPARSE_MAP_LAYERS || ckpt_layers(x, &above) <= 0)
+    if (m->enc_layers > 0 || !mixed_layers(m) || L > OOMI_SPARSE_MAP_LAYERS ||
+        ckpt_layers(x, &above) <= 0)
         return false;
     last = L - 1 - (long)above;
     for (i = 0; i < L; i++) {
@@ -565,8 +577,8 @@ static void activations(const ctx *x, double *all, double *one, double *at_recom
      * wraps the dense layers and leaves every expert layer (oomless trace, a Llama 4 config of
      * two dense and two expert layers, LoRA bf16 2 x 1024 every:2: the estimate was 8 % low) */
     if (unwrapped_mix(x, &left, &left_sp, &top_left, &top_sp)) {
-        double ps = per_token_of(x, (double)m->routed * (double)m->ffn + (double)m->shared_ffn, 1);
-        double pd = per_token_of(x, (double)m->ffn_dense, 0);
+        double ps, pd;
+        per_token_kinds(x, &ps, &pd);
         *all +=
             b * ds * ((double)left_sp * ps + (double)(left - left_sp) * pd - (double)left * per);
         mix_top = b * ds *
@@ -720,25 +732,23 @@ static oom_phase training(const ctx *x, mem *peak)
      * trace, Qwen2.5-0.5B amp-bf16, 2026-11-25) */
     Tb = Tr = Tcast;
     if (amp(x) && !x->quant && ckpt_share(x) > 0) { /* the layers not checkpointed keep theirs */
+        const oomi_model *m = x->m;
+        double per_layer = 2.0 * cast_params / (double)(m->layers + m->enc_layers), above;
+        double cs = 2.0 * (double)m->cast_layer_sparse, cd = 2.0 * (double)m->cast_layer_dense;
         long left, left_sp, top_left, top_sp;
-        Tb = head + (1 - ckpt_share(x)) * 2.0 * cast_params;
-        double per_layer = 2.0 * cast_params / (double)(x->m->layers + x->m->enc_layers), above;
         ckpt_layers(x, &above);
-        /* at the first recompute the unwrapped layers above it have had their backward */
-        Tk = Tb - head - above * per_layer;
+        /* Tk: at the first recompute the unwrapped layers above it have had their backward */
         if (unwrapped_mix(x, &left, &left_sp, &top_left, &top_sp)) {
-            Tb = head + 2.0 * ((double)left_sp * (double)x->m->cast_layer_sparse +
-                               (double)(left - left_sp) * (double)x->m->cast_layer_dense);
-            Tk = Tb - head -
-                 2.0 * ((double)top_sp * (double)x->m->cast_layer_sparse +
-                        (double)(top_left - top_sp) * (double)x->m->cast_layer_dense);
+            Tb = head + (double)left_sp * cs + (double)(left - left_sp) * cd;
+            Tk = Tb - head - ((double)top_sp * cs + (double)(top_left - top_sp) * cd);
+        } else {
+            Tb = head + (1 - ckpt_share(x)) * 2.0 * cast_params;
+            Tk = Tb - head - above * per_layer;
         }
-        Tr = 2.0 * cast_params / (double)(x->m->layers + x->m->enc_layers);
         /* the recomputed layer's own: the largest where layers with the experts alternate with
          * dense ones (Llama 4: an expert layer's 3.75 GiB of copies at the peak of the trace
          * named at heaviest_per_token) */
-        if (x->m->sparse_layers > 0 && x->m->sparse_layers < x->m->layers)
-            Tr = 2.0 * (double)x->m->params_layer_max;
+        Tr = mixed_layers(m) ? 2.0 * (double)m->params_layer_max : per_layer;
     }
     if (k->sharding >= OOM_SHARDING_ZERO1)
         O /= n, Topt /= n;

@@ -444,7 +444,7 @@ static int count_llama(oomi_model *m, const cfg_ctx *c)
         n += 2 * vec(m, m->head_dim, L * 2);
     }
     m->logit_softcap = softcap(c, !strcmp(m->family, "gemma2"));
-    m->eager_softmax_compute = !strcmp(m->family, "llama4_text");
+    m->eager_softmax_compute = l4;
     m->moe_repeat_input = l4 && m->experts > 0;
     /* PEFT has no default for DeepSeek: its attention's projections, the queries' and the
      * latent's up-projections (which make the per-head queries, keys and values) */
