@@ -1663,17 +1663,22 @@ OOM_EXPORT int oom_probe_step_init(oom_probe_step *s, unsigned int version);
  * largest once a line mispredicts by more than `tolerance`); the next trial is the largest batch
  * the fit allows under the budget, kept strictly between the largest batch known to fit and the
  * smallest known not to (a failure, or a peak over the budget); when the fit is contradicted by
- * a failure it bisects. It stops when those two are at most 2 apart (the answer is within one
- * of the true limit), when a launch verified the fit's prediction and the next batch would not
- * fit, when 1 does not fit, or after max_trials. Without measured peaks it doubles, then bisects.
- * Irregular peaks (a larger batch measured lower than a smaller one, as the caching allocator's
- * rounding makes them, or a fit with negative fixed memory or negative curvature) are not
- * followed: it bisects between the largest batch under the budget and the smallest over it until
- * they are adjacent or max_trials is reached, and `fit` is then the line through zero and the
- * most memory per sample measured. The recommended batch is always the largest whose peak and
- * every smaller tried batch's stayed under the budget: a batch over it is never recommended, nor
- * one above it that happened to measure less. A linear job takes 3 launches. OOM_EINVAL for a
- * malformed trial list.
+ * a failure it bisects. It stops when those two are adjacent, when the peaks are shown exact (a
+ * point more than the curve needs lies on it to within the bytes' rounding) and the next batch
+ * would not fit, when 1 does not fit, or after max_trials. Without measured peaks it doubles,
+ * then bisects, and stops within one of the limit. Peaks that vary from launch to launch (a
+ * larger batch measured less by up to twice `tolerance`, a fit with negative fixed memory or
+ * curvature, a fourth point off the curve) are fitted all together by weighted least squares,
+ * jumps are bounded by the fit's uncertainty, and an allowance is kept under the budget
+ * (`tolerance`, or twice the measured scatter when larger): a batch then fits only when its peak
+ * is at most usable x (1 - allowance). Stepped peaks (a batch more than twice `tolerance` above
+ * a larger one, as the caching allocator's rounding makes them) are not followed: it bisects
+ * between the largest batch under the budget and the smallest over it until they are adjacent
+ * or max_trials is reached, and `fit` is then the line through zero and the most memory per
+ * sample measured. The recommended batch is always the largest whose peak and every smaller
+ * tried batch's stayed under the budget (less the allowance): a batch over it is never
+ * recommended, nor one above it that happened to measure less. A linear job with exact peaks
+ * takes 3 launches. OOM_EINVAL for a malformed trial list.
  */
 OOM_EXPORT int oom_probe_search_step(oom_probe_step *out, const oom_probe_search *search,
                                      const oom_probe_trial *const *trials, size_t count);
@@ -1765,16 +1770,20 @@ OOM_EXPORT void oom_probe_result_free(oom_probe_result *result);
  *  "timed_out", "duration_s"}...], "fit": {"fixed_bytes", "per_sample_bytes"
  *  [, "per_sample2_bytes"]} or null, "peaks_monotone" (null with fewer than two peaks),
  *  "non_monotone": [{"batch", "peak_bytes", "larger_batch", "larger_peak_bytes"}...],
- *  "bisected", "prediction": {...} or null}. Unknown values are null.
+ *  "peaks" ("regular", "noisy", "stepped"; null with no measured peak; since 1.1.0),
+ *  "allowance" (the fraction of the budget the search kept free; since 1.1.0), "bisected",
+ *  "prediction": {...} or null}. Unknown values are null.
  */
 OOM_EXPORT int oom_probe_to_json(char **out, const oom_probe_result *result);
 
 /**
  * Irregular peaks: `*out` (owned, free with oom_free()) says which measured trials peaked above a
  * larger batch ("not monotone in the batch: batch 28 (24.94 GiB) above batch 29 (23.05 GiB)"), or
- * that no sensible curve (fixed >= 0, curvature >= 0) fits them, and that the search bisected;
- * NULL when the peaks were regular. The JSON carries the same as "peaks_monotone",
- * "non_monotone" and "bisected". Since: 1.1.0.
+ * that no sensible curve (fixed >= 0, curvature >= 0) fits them, and what the search did: it
+ * bisected (stepped peaks), or it fitted all the trials and kept an allowance free (noisy
+ * peaks: "the peaks vary from launch to launch: ..."); NULL when the peaks were regular. The
+ * JSON carries the same as "peaks_monotone", "non_monotone", "peaks", "allowance" and
+ * "bisected". Since: 1.1.0.
  */
 OOM_EXPORT int oom_probe_describe_peaks(char **out, const oom_probe_result *result);
 
