@@ -1905,14 +1905,19 @@ OOM_EXPORT int oom_calibration_command_key(char **out, const char *const *argv);
  * that does not exist is not created). All or nothing: one line written whole under flock() and
  * fsync'ed; when the disk fills part way the file is cut back to its old size. A file that does
  * not end in a newline gets one first. Only a regular file: a symbolic link or a FIFO is refused.
- * OOM_EIO names the file and the reason ("No space left on device").
+ * OOM_EIO names the file and the reason ("No space left on device"); OOM_EINVAL for a line that
+ * lookup would skip as damaged (not finite, negative fixed memory or curvature, a peak below zero
+ * at some batch, more than 1 PiB).
  */
 OOM_EXPORT int oom_calibration_save(const char *path, const oom_calibration *record);
 /**
  * The newest record for (gpu, command, workload) in `path` (NULL = the default). OOM_ENOTFOUND
  * when there is none (or no file); OOM_EIO when the file is not a regular file (a FIFO). Lines
- * are read by their length: a line that is not one JSON object (cut short, glued, NUL bytes) is
- * skipped, and a notice says how many. Free with oom_calibration_free.
+ * are read by their length: a line that is not one JSON object (cut short, glued, NUL bytes),
+ * or whose record holds a value no probe writes (not a number, NaN, infinite, negative, a batch
+ * that is not whole, more than 1 PiB, a line whose peak goes below zero), is skipped, and a
+ * notice says how many and names the first line and what was wrong. Free with
+ * oom_calibration_free.
  */
 OOM_EXPORT int oom_calibration_lookup(oom_calibration **out, const char *path, const char *gpu,
                                       const char *command, const char *workload);

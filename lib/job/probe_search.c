@@ -90,11 +90,16 @@ static int usable_fit(const oom_probe_fit *f)
     return f->valid && (f->per_sample_bytes > 0 || f->per_sample2_bytes > 0);
 }
 
-/* A fit that can describe memory: nothing is negative at batch 0 (the CUDA context alone) and the
- * need does not bend down (no allocator frees memory because the batch grew). */
+/* A fit that can describe memory: nothing is negative at batch 0 (the CUDA context alone) nor
+ * at any batch (the lowest point of the curve), and the need does not bend down (no allocator
+ * frees memory because the batch grew). The calibration store skips any other line as damaged. */
 static int sensible_fit(const oom_probe_fit *f)
 {
-    return usable_fit(f) && f->fixed_bytes >= 0 && f->per_sample2_bytes >= 0;
+    double low = f->per_sample2_bytes > 0 ? -f->per_sample_bytes / (2 * f->per_sample2_bytes) : 1;
+    low = low < 1 ? 1 : low;
+    return usable_fit(f) && f->fixed_bytes >= 0 && f->per_sample2_bytes >= 0 &&
+           (f->per_sample2_bytes > 0 || f->per_sample_bytes >= 0) &&
+           f->fixed_bytes + f->per_sample_bytes * low + f->per_sample2_bytes * low * low >= 0;
 }
 
 /* Whether a smaller batch peaked more than `frac` above a larger one (sorted points). */
