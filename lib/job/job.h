@@ -1,7 +1,7 @@
 /*
  * job/job.h - running and supervising jobs: child processes (proc.c), one launch (launch.c),
- * OOM message patterns (oommatch.c), probe (probe_fit.c, probe_search.c, probe.c) and run
- * (supervise.c). Uses calib, gpu, core.
+ * OOM message patterns (oommatch.c), probe (probe_fit.c, probe_search.c, probe.c), run
+ * (supervise.c) and one supervisor per job (nested.c). Uses calib, gpu, core.
  */
 #ifndef OOMLESS_JOB_JOB_H
 #define OOMLESS_JOB_JOB_H
@@ -151,6 +151,15 @@ char *oomi_expand_arg(const char *tmpl, int batch, int accum, int seq, int attem
 void oomi_launch_event(const oomi_launch *l, oom_job_event_kind kind);
 /* The message for a launch ended by oomi_launch.tty_wait (an OOM_EJOB failure). */
 int oomi_fail_tty_wait(const oomi_launch *l);
+
+/* ---- one supervisor per job (nested.c) -------------------------------------------------- */
+
+/* "OOMLESS_SUPERVISOR=pid=<this process>,depth=<its depth + 1>" (allocated), for the
+ * environment of a supervised launch. */
+char *oomi_supervisor_env(void);
+/* 1 when $OOMLESS_SUPERVISOR names an oomless that started this process (*pid, *depth);
+ * 0 when it is unset, malformed or names no ancestor (tell: say so in a notice). */
+int oomi_supervised(long *pid, int *depth, int tell);
 
 /* ---- probe: the fits of measured peaks (probe_fit.c) and how the search reads them
  * (probe_search.c) ------------------------------------------------------------------------ */
