@@ -2069,6 +2069,7 @@ OOM_EXPORT void oom_apply_set_step_hook(oom_apply *apply, oom_apply_step_fn fn, 
 #define OOM_APPLY_FOLLOW_SYMLINKS 4u  /**< edit files reached through links leading outside "." */
 #define OOM_APPLY_FORCE_TYPE      8u  /**< allow a value of another type (8 over "auto") */
 #define OOM_APPLY_PARTIAL         16u /**< write the batch keys a file has when it lacks others */
+#define OOM_APPLY_FORCE           32u /**< replace a write-protected file (since 1.1.0) */
 
 /**
  * Makes the assignments in each of `files` (YAML, or JSON when the name ends in .json or the
@@ -2081,9 +2082,11 @@ OOM_EXPORT void oom_apply_set_step_hook(oom_apply *apply, oom_apply_step_fn fn, 
  * was read (OOM_EREFUSED: another program wrote it), then per file: rename over the file, rename
  * of the backup over the old backup, fsync of the directory. A symbolic link is kept: its target
  * is edited. Unchanged files are not touched. Refused (OOM_EREFUSED) before anything is
- * written: a file with several hard links (a rename would split them), a file whose owner,
- * group or extended attributes the replacement cannot be given (not permitted), a file still
- * locked by another run after the lock timeout.
+ * written: a file with several hard links (a rename would split them), a write-protected file
+ * (no write permission in its mode, or none for the caller; unless OOM_APPLY_FORCE, and then
+ * the new file keeps the mode), a file whose owner, group or extended attributes the
+ * replacement cannot be given (not permitted), a file still locked by another run after the
+ * lock timeout.
  * `diff` (may be NULL) receives the unified diff of all changes (free with oom_free()), with or
  * without OOM_APPLY_DRY_RUN; "" when nothing changes. It is computed only when asked for. Time
  * and memory grow linearly with the files' sizes.
