@@ -23,10 +23,11 @@ static double sim_peak(const struct sim *s, int b)
     return s->fixed + s->per * b + s->per2 * (double)b * b;
 }
 
-static oom_probe_trial sim_run(const struct sim *s, int b)
+/* One launch at batch b peaking at the model's peak times `factor` (1: exact). */
+static oom_probe_trial sim_launch(const struct sim *s, int b, double factor)
 {
     oom_probe_trial t = OOM_PROBE_TRIAL_INIT;
-    double p = sim_peak(s, b);
+    double p = sim_peak(s, b) * factor;
     t.batch = b;
     t.oom = p > s->capacity;
     t.exit_code = t.oom ? 1 : 0;
@@ -34,8 +35,23 @@ static oom_probe_trial sim_run(const struct sim *s, int b)
     return t;
 }
 
-/* Runs the search to the end; returns the launches, *rec the recommendation. */
-static int search(const struct sim *s, const oom_probe_search *q, int *rec)
+static oom_probe_trial sim_run(const struct sim *s, int b)
+{
+    return sim_launch(s, b, 1);
+}
+
+/* a draw in [0, 1) from a 64-bit linear congruential generator (Knuth's MMIX constants): the
+ * same seed draws the same noise */
+static double draw(uint64_t *state)
+{
+    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (double)(*state >> 11) / 9007199254740992.0;
+}
+
+/* Runs the search to the end, each launch's peak times (1 + d), d drawn from [-noise, noise]
+ * (0: exact peaks); returns the launches, *rec the recommendation. */
+static int noisy_search(const struct sim *s, const oom_probe_search *q, double noise, uint64_t seed,
+                        int *rec)
 {
     oom_probe_trial trials[64];
     const oom_probe_trial *ptrs[64];
@@ -46,12 +62,17 @@ static int search(const struct sim *s, const oom_probe_search *q, int *rec)
         if (st.done)
             break;
         assert_true(n < 64);
-        trials[n] = sim_run(s, st.next_batch);
+        trials[n] = sim_launch(s, st.next_batch, noise > 0 ? 1 + noise * (2 * draw(&seed) - 1) : 1);
         ptrs[n] = &trials[n];
         n++;
     }
     *rec = st.recommended_batch;
     return (int)n;
+}
+
+static int search(const struct sim *s, const oom_probe_search *q, int *rec)
+{
+    return noisy_search(s, q, 0, 0, rec);
 }
 
 /* a job whose true largest batch under `usable` is `limit` */
@@ -324,46 +345,6 @@ static void test_failure_above_one_point(void **state)
 
 /* ---- noisy peaks ------------------------------------------------------------------------ */
 
-/* splitmix64: the same seed draws the same noise */
-static uint64_t next_random(uint64_t *state)
-{
-    uint64_t z = (*state += 0x9E3779B97F4A7C15ULL);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    return z ^ (z >> 31);
-}
-
-/* The search against a job whose every launch peaks at the model's peak times (1 + d), d drawn
- * from [-noise, noise] (an OOM when that is over the capacity, here the budget); returns the
- * launches, *rec the recommendation. */
-static int noisy_search(const struct sim *s, double noise, uint64_t seed, int *rec)
-{
-    oom_probe_trial trials[64];
-    const oom_probe_trial *ptrs[64];
-    oom_probe_search q = OOM_PROBE_SEARCH_INIT;
-    oom_probe_step st = OOM_PROBE_STEP_INIT;
-    size_t n = 0;
-    q.usable_bytes = (uint64_t)s->capacity;
-    for (;;) {
-        double u, p;
-        assert_int_equal(oom_probe_search_step(&st, &q, ptrs, n), OOM_OK);
-        if (st.done)
-            break;
-        assert_true(n < 64);
-        u = (double)(next_random(&seed) >> 11) / 9007199254740992.0;
-        p = sim_peak(s, st.next_batch) * (1 + noise * (2 * u - 1));
-        trials[n] = (oom_probe_trial)OOM_PROBE_TRIAL_INIT;
-        trials[n].batch = st.next_batch;
-        trials[n].oom = p > s->capacity;
-        trials[n].exit_code = trials[n].oom;
-        trials[n].peak_bytes = trials[n].oom ? OOM_UNKNOWN : (uint64_t)p;
-        ptrs[n] = &trials[n];
-        n++;
-    }
-    *rec = st.recommended_batch;
-    return (int)n;
-}
-
 /* Peaks that vary by up to 1 % from launch to launch (bench/search runs the same with more
  * seeds): never a batch whose peak is over the budget without the noise, never under 90 % of
  * the largest that fits, within the default 8 launches. Before, a batch 2 that read lower than
@@ -381,10 +362,12 @@ static void test_noisy_peaks(void **state)
             for (seed = 0; seed < 12; seed++) {
                 struct sim s =
                     quadratic ? quadratic_job(some[i], usable) : linear_job(some[i], usable);
+                oom_probe_search q = OOM_PROBE_SEARCH_INIT;
                 int rec, launches, truth;
                 s.capacity = usable;
+                q.usable_bytes = (uint64_t)usable;
                 truth = true_limit(&s, usable);
-                launches = noisy_search(&s, 0.01, (uint64_t)seed * 7919 + some[i], &rec);
+                launches = noisy_search(&s, &q, 0.01, (uint64_t)seed * 7919 + some[i], &rec);
                 if (rec > truth || rec < 0.9 * truth || launches > 8)
                     fail_msg("%s limit %d, seed %d: recommended %d after %d launches",
                              quadratic ? "quadratic" : "linear", truth, seed, rec, launches);
