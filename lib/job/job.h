@@ -157,8 +157,9 @@ int oomi_fail_tty_wait(const oomi_launch *l);
 /* "OOMLESS_SUPERVISOR=pid=<this process>,depth=<its depth + 1>" (allocated), for the
  * environment of a supervised launch. */
 char *oomi_supervisor_env(void);
-/* 1 when $OOMLESS_SUPERVISOR names an oomless that started this process (*pid, *depth);
- * 0 when it is unset, malformed or names no ancestor (tell: say so in a notice). */
+/* 1 when $OOMLESS_SUPERVISOR names an oomless that started this process (*pid, and *depth
+ * unless depth is NULL); 0 when it is unset, malformed or names no ancestor (tell: say so in a
+ * notice). */
 int oomi_supervised(long *pid, int *depth, int tell);
 
 /* ---- probe: the fits of measured peaks (probe_fit.c) and how the search reads them

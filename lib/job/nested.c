@@ -75,27 +75,23 @@ static int is_ancestor(long pid)
 int oomi_supervised(long *pid, int *depth, int tell)
 {
     const char *v = getenv(SUPERVISOR_VAR);
-    *pid = 0;
-    *depth = 0;
-    if (!v || !*v)
-        return 0;
-    if (!parse(v, pid, depth)) {
+    long p = 0;
+    int d = 0, ok = 0;
+    if (v && *v && !parse(v, &p, &d)) {
         if (tell)
             oomi_notice("$" SUPERVISOR_VAR " '%s' is not pid=PID,depth=N: ignored", v);
-        *pid = 0;
-        *depth = 0;
-        return 0;
-    }
-    if (!is_ancestor(*pid)) {
+    } else if (v && *v && !is_ancestor(p)) {
         if (tell)
             oomi_notice("$" SUPERVISOR_VAR " names pid %ld, which did not start this process "
                         "(a value left from an oomless that ended): ignored",
-                        *pid);
-        *pid = 0;
-        *depth = 0;
-        return 0;
+                        p);
+    } else {
+        ok = v && *v;
     }
-    return 1;
+    *pid = ok ? p : 0;
+    if (depth)
+        *depth = ok ? d : 0;
+    return ok;
 }
 
 char *oomi_supervisor_env(void)

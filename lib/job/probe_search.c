@@ -209,15 +209,14 @@ static int trial_fits(const oom_probe_trial *t, double limit)
 }
 
 struct bounds {
-    int lo;   /* largest batch known to fit (0: none) */
-    int hi;   /* smallest batch known not to (INT_MAX: none) */
-    int ran;  /* largest batch that ran */
-    int last; /* index of the last trial */
+    int lo;  /* largest batch known to fit (0: none) */
+    int hi;  /* smallest batch known not to (INT_MAX: none) */
+    int ran; /* largest batch that ran */
 };
 
 static struct bounds find_bounds(const oom_probe_trial *const *t, size_t n, double limit)
 {
-    struct bounds b = {0, INT_MAX, 0, (int)n - 1};
+    struct bounds b = {0, INT_MAX, 0};
     size_t i;
     for (i = 0; i < n; i++) {
         if (!trial_fits(t[i], limit) && t[i]->batch < b.hi)
@@ -317,7 +316,7 @@ static int propose_noisy(const oomi_peaks *v, const oomi_pt *p, size_t k, struct
     if (peak_at(p, k, b.lo) >= (1 - ENDGAME * v->allowance) * limit &&
         safe < b.lo + (open - b.lo) / 2)
         safe = b.lo + (open - b.lo) / 2;
-    return safe > b.lo ? safe : bisect((struct bounds){b.lo, open + 1, 0, 0});
+    return safe > b.lo ? safe : bisect((struct bounds){b.lo, open + 1, 0});
 }
 
 int oom_probe_search_step(oom_probe_step *out, const oom_probe_search *s,

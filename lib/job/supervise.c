@@ -410,12 +410,12 @@ static int plan_restart(oomi_launch *l, oom_run_result *r, struct ladder *d, int
 
 static int run_loop(oom_run_result *r, oomi_launch *l, const oom_run_options *o)
 {
-    int floor = o->min_batch > 0 ? o->min_batch : 1, err, depth; /* depth: unused */
+    int floor = o->min_batch > 0 ? o->min_batch : 1, err;
     int max_restarts = o->max_restarts == -1 ? 0 : o->max_restarts ? o->max_restarts : 5;
     struct ladder ladder;
     long supervisor;
 
-    if (oomi_supervised(&supervisor, &depth, 1))
+    if (oomi_supervised(&supervisor, NULL, 1))
         oomi_notice("this run was launched by oomless (pid %ld): the job runs once here, and "
                     "after an out-of-memory that one relaunches it (relaunches at both levels "
                     "would multiply)",
