@@ -232,7 +232,9 @@ static void print_text(const oom_probe_result *r, char **cmd)
     else if (r->fit.valid)
         printf("\nFit:       peak = %.1f MiB + %.3f MiB x batch%s\n", r->fit.fixed_bytes / OOM_MiB,
                r->fit.per_sample_bytes / OOM_MiB,
-               irregular ? " (a bound: no trial measured more per sample)" : "");
+               irregular && r->fit.fixed_bytes == 0
+                   ? " (a bound: no trial measured more per sample)"
+                   : "");
     printf("%sRecommended batch: %d (largest that ran: %d) after %d launch%s\n",
            r->fit.valid ? "" : "\n", r->recommended_batch, r->max_batch, r->launches,
            r->launches == 1 ? "" : "es");

@@ -463,3 +463,16 @@ int oomi_json_create(char **text, size_t *pos, const oomi_node *map, const char 
     put_chain(&sb, ind, ind_len, unit, unit_len, kv, kv_len, multiline, segs, n, 0, v_text);
     return oomi_sb_finish(&sb, text);
 }
+
+bool oomi_json_looks(const char *name, const char *text)
+{
+    size_t n = strlen(name);
+
+    if (n >= 5 && !oomi_strcasecmp(name + n - 5, ".json"))
+        return true;
+    if ((n >= 5 && !oomi_strcasecmp(name + n - 5, ".yaml")) ||
+        (n >= 4 && !oomi_strcasecmp(name + n - 4, ".yml")))
+        return false;
+    text += strspn(text, " \t\r\n");
+    return *text == '{' || *text == '[';
+}

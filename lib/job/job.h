@@ -1,6 +1,7 @@
 /*
  * job/job.h - running and supervising jobs: child processes (proc.c), one launch (launch.c),
- * OOM message patterns (oommatch.c), probe (probe.c) and run (supervise.c). Uses calib, gpu, core.
+ * OOM message patterns (oommatch.c), probe (probe_fit.c, probe_search.c, probe.c), run
+ * (supervise.c) and one supervisor per job (nested.c). Uses calib, gpu, core.
  */
 #ifndef OOMLESS_JOB_JOB_H
 #define OOMLESS_JOB_JOB_H
@@ -150,5 +151,70 @@ char *oomi_expand_arg(const char *tmpl, int batch, int accum, int seq, int attem
 void oomi_launch_event(const oomi_launch *l, oom_job_event_kind kind);
 /* The message for a launch ended by oomi_launch.tty_wait (an OOM_EJOB failure). */
 int oomi_fail_tty_wait(const oomi_launch *l);
+
+/* ---- one supervisor per job (nested.c) -------------------------------------------------- */
+
+/* "OOMLESS_SUPERVISOR=pid=<this process>,depth=<its depth + 1>" (allocated), for the
+ * environment of a supervised launch. */
+char *oomi_supervisor_env(void);
+/* 1 when $OOMLESS_SUPERVISOR names an oomless that started this process (*pid, and *depth
+ * unless depth is NULL); 0 when it is unset, malformed or names no ancestor (tell: say so in a
+ * notice). */
+int oomi_supervised(long *pid, int *depth, int tell);
+
+/* ---- probe: the fits of measured peaks (probe_fit.c) and how the search reads them
+ * (probe_search.c) ------------------------------------------------------------------------ */
+
+typedef struct oomi_pt {
+    double b, peak;
+} oomi_pt;
+
+oom_probe_fit oomi_line_through(oomi_pt p, oomi_pt q);
+oom_probe_fit oomi_parabola_through(oomi_pt p, oomi_pt q, oomi_pt r);
+
+/* A weighted least-squares line (terms 2) or parabola (terms 3) through measured peaks, each
+ * weighted by 1/peak^2 (noise taken as a fraction of the peak): peak = c0 + c1 x + c2 x^2 with
+ * x = batch / scale. inv is (X'WX)^-1: a prediction's standard error is the noise (a fraction)
+ * times oomi_lsq_spread(). */
+typedef struct oomi_lsq {
+    int ok, terms;
+    double scale, c[3], inv[3][3];
+    double rms;   /* root mean square relative residual over (points - terms); 0: none left */
+    double worst; /* largest |relative residual| */
+} oomi_lsq;
+
+/* 0 (f->ok 0) with fewer points than terms, a peak <= 0 or a singular system. */
+int oomi_lsq_fit(oomi_lsq *f, const oomi_pt *p, size_t k, int terms);
+double oomi_lsq_peak(const oomi_lsq *f, double b);
+double oomi_lsq_spread(const oomi_lsq *f, double b);
+oom_probe_fit oomi_lsq_to_fit(const oomi_lsq *f);
+/* The largest b in [from, to] whose predicted peak plus k_sigma standard errors (noise x
+ * spread) is at most aim (the bound taken as growing with b); from - 1 when none. */
+int oomi_lsq_max_batch(const oomi_lsq *f, double noise, double k_sigma, double aim, int from,
+                       int to);
+
+#define OOMI_PROBE_POINTS 64 /* measured trials the search reads (the first 64) */
+
+/* The measured successful trials (ran, peak known) sorted by batch, the latest trial winning
+ * for a repeated batch; trial `skip` left out (SIZE_MAX: none). Returns how many. */
+size_t oomi_probe_points(oomi_pt *pts, const oom_probe_trial *const *t, size_t n, size_t skip);
+
+typedef enum {
+    OOMI_PEAKS_REGULAR, /* on a line or parabola: followed, exactly once a point checks it */
+    OOMI_PEAKS_NOISY,   /* scattered around one: a fit through all, an allowance kept */
+    OOMI_PEAKS_STEPPED  /* a batch peaked well above a larger one: bisected */
+} oomi_peaks_kind;
+
+typedef struct oomi_peaks {
+    oomi_peaks_kind kind;
+    double allowance;  /* the fraction of the budget kept free (0: peaks shown exact) */
+    double scatter;    /* twice the fit's rms relative residual (noisy); 0: not measured */
+    oom_probe_fit fit; /* the fit the search reports */
+    oomi_lsq lsq;      /* noisy: the least-squares fit */
+} oomi_peaks;
+
+/* How the search reads these peaks at tolerance tol (0: the default). */
+void oomi_probe_read_peaks(oomi_peaks *v, const oomi_pt *pts, size_t k, double tol,
+                           uint64_t usable);
 
 #endif

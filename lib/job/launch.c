@@ -83,7 +83,7 @@ static int same_key(const char *entry, const char *kv)
 
 static char **build_env(const oomi_launch *l)
 {
-    char *ours[8] = {0};
+    char *ours[9] = {0};
     size_t n = 0, no = 0, ne = 0, i, j, k = 0;
     char **v = NULL;
     int has_unbuf = getenv("PYTHONUNBUFFERED") != NULL;
@@ -94,6 +94,7 @@ static char **build_env(const oomi_launch *l)
     ours[no++] = oomi_asprintf("OOMLESS_GRAD_ACCUM=%d", l->accum);
     ours[no++] = oomi_asprintf("OOMLESS_EFFECTIVE_BATCH=%ld", (long)l->batch * l->accum);
     ours[no++] = oomi_asprintf("OOMLESS_ATTEMPT=%d", l->attempt);
+    ours[no++] = oomi_supervisor_env(); /* a nested run leaves relaunching to this one */
     if (l->seq > 0)
         ours[no++] = oomi_asprintf("OOMLESS_SEQ_LEN=%d", l->seq);
     if (l->events_path) /* where oomless.torch/hf/lightning add their oom-stop records */

@@ -337,12 +337,18 @@ static void init_launch(oomi_launch *l, const oom_job *job, const oom_run_option
     l->user = c;
 }
 
-/* Announces the relaunch; returns OOM_OK with the new batch, or OOM_ENOFIT. */
+/* Announces the relaunch; returns OOM_OK with the new batch, or OOM_ENOFIT. `supervisor`: the
+ * pid of the oomless that launched this run, which relaunches instead (0: none). */
 static int plan_restart(oomi_launch *l, oom_run_result *r, struct ladder *d, int floor,
-                        int max_restarts)
+                        int max_restarts, long supervisor)
 {
     int next = 0, fit, accum;
     char why[600] = "", basis[480] = "";
+    if (supervisor)
+        return oomi_fail(OOM_ENOFIT,
+                         "the job ran out of memory at batch %d; the oomless (pid %ld) that "
+                         "launched this run relaunches it",
+                         l->batch, supervisor);
     if (r->restarts >= max_restarts)
         return oomi_fail(OOM_ENOFIT,
                          "the job ran out of memory at batch %d after %d restart(s) "
@@ -407,6 +413,13 @@ static int run_loop(oom_run_result *r, oomi_launch *l, const oom_run_options *o)
     int floor = o->min_batch > 0 ? o->min_batch : 1, err;
     int max_restarts = o->max_restarts == -1 ? 0 : o->max_restarts ? o->max_restarts : 5;
     struct ladder ladder;
+    long supervisor;
+
+    if (oomi_supervised(&supervisor, NULL, 1))
+        oomi_notice("this run was launched by oomless (pid %ld): the job runs once here, and "
+                    "after an out-of-memory that one relaunches it (relaunches at both levels "
+                    "would multiply)",
+                    supervisor);
 
     memset(&ladder, 0, sizeof(ladder));
     ladder.usable = o->version >= 2 ? (double)o->usable_bytes : 0;
@@ -433,7 +446,7 @@ static int run_loop(oom_run_result *r, oomi_launch *l, const oom_run_options *o)
                              l->stop_signal, l->exit_code);
         if (!l->oom)
             return OOM_OK;
-        if ((err = plan_restart(l, r, &ladder, floor, max_restarts)))
+        if ((err = plan_restart(l, r, &ladder, floor, max_restarts, supervisor)))
             return err;
         if (o->stop && *o->stop) { /* a signal while relaunching: launch nothing more */
             r->stop_signal = (int)*o->stop;
