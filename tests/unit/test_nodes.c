@@ -1,0 +1,247 @@
+/* test_nodes.c - one job over several nodes (lib/job/nodes.c, lib/job/sync.c): the job's id,
+ * and the records the nodes' supervisors agree through. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "job/job.h"
+#include "unit/tmpdir.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char dir[512];
+
+static int make_dir(void **state)
+{
+    (void)state;
+    return mkdtemp(test_tmp_path(dir, sizeof(dir), "oomless-nodes-XXXXXX")) ? 0 : -1;
+}
+
+static int remove_dir(void **state)
+{
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    char path[1024];
+    (void)state;
+    while (d && (e = readdir(d)))
+        if (e->d_name[0] != '.') {
+            snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+            unlink(path);
+        }
+    if (d)
+        closedir(d);
+    return rmdir(dir);
+}
+
+static oomi_sync *open_as(const char *job, const char *node)
+{
+    oomi_sync *s = NULL;
+    assert_int_equal(oomi_sync_open(&s, dir, job, NULL, 0.2), OOM_OK);
+    oomi_sync_set_node(s, node);
+    return s;
+}
+
+/* Appends a line as another (older) run would have written it, `age` seconds ago. */
+static void raw(const oomi_sync *s, const char *node, int attempt, const char *event, double age,
+                const char *extra)
+{
+    FILE *f = fopen(oomi_sync_path(s), "a");
+    assert_non_null(f);
+    fprintf(f, "{\"time\":%.3f,\"job\":\"%s\",\"node\":\"%s\",\"attempt\":%d,\"event\":\"%s\"%s}\n",
+            oomi_now_unix() - age, oomi_sync_job(s), node, attempt, event, extra);
+    fclose(f);
+}
+
+static int all_ended(const oomi_sync_look *k)
+{
+    return k->ended;
+}
+
+static oomi_sync_look look(oomi_sync *s)
+{
+    oomi_sync_look k;
+    assert_int_equal(oomi_sync_look_now(s, &k), OOM_OK);
+    return k;
+}
+
+static void test_first_oom_after_own_launch_decides(void **state)
+{
+    oomi_sync *a, *b;
+    oomi_sync_look k;
+    (void)state;
+    a = open_as("job 1/x", "a");
+    b = open_as("job 1/x", "b");
+    assert_non_null(strstr(oomi_sync_path(a), "/oomless-sync-job_1_x.jsonl"));
+    /* an earlier run of the same id, its supervisor killed: its decision is not this run's */
+    raw(a, "old", 1, "launch", 3600, "");
+    raw(a, "old", 1, "oom", 3500, ",\"failed_batch\":4,\"batch\":1,\"grad_accum\":8");
+    { /* another job id sharing the file name, and a damaged line */
+        FILE *f = fopen(oomi_sync_path(a), "a");
+        fprintf(f,
+                "{\"time\":%.3f,\"job\":\"job 1:x\",\"node\":\"x\",\"attempt\":1,"
+                "\"event\":\"launch\"}\nnot json\n",
+                oomi_now_unix());
+        fclose(f);
+    }
+    assert_int_equal(oomi_sync_launch(a, 1, 4, 2), OOM_OK);
+    assert_int_equal(oomi_sync_launch(b, 1, 4, 2), OOM_OK);
+    k = look(a);
+    assert_false(k.decided);
+    assert_int_equal(k.pending, 2); /* a and b; "old" launched an hour ago */
+    assert_false(k.ended);
+    assert_int_equal(oomi_sync_end(a, 1), OOM_OK); /* a's job died of the peer's death */
+    k = look(a);
+    assert_false(k.decided);
+    assert_int_equal(k.pending, 1);
+    { /* the other job's decision is not this one's */
+        FILE *f = fopen(oomi_sync_path(a), "a");
+        fputs("{\"time\":1,\"job\":\"job 1:x\",\"node\":\"x\",\"attempt\":1,\"event\":\"oom\","
+              "\"batch\":1,\"grad_accum\":8}\n",
+              f);
+        fclose(f);
+    }
+    assert_int_equal(oomi_sync_oom(b, 4, 2, 4, 2), OOM_OK);
+    assert_int_equal(oomi_sync_oom(a, 4, 3, 3, 2), OOM_OK); /* later: not the decision */
+    k = look(a);
+    assert_true(k.decided);
+    assert_string_equal(k.by, "b");
+    assert_int_equal(k.batch, 2);
+    assert_int_equal(k.accum, 4);
+    assert_int_equal(k.failed_batch, 4);
+    assert_true(k.ended);
+    assert_string_equal(k.lost, "");
+    /* the next attempt: only what follows b's decision counts */
+    oomi_sync_next(a);
+    oomi_sync_next(b);
+    assert_int_equal(oomi_sync_launch(a, 2, 2, 4), OOM_OK);
+    k = look(a);
+    assert_false(k.decided);
+    assert_int_equal(k.pending, 1);
+    assert_int_equal(oomi_sync_launch(b, 2, 2, 4), OOM_OK);
+    assert_int_equal(look(a).pending, 2);
+    /* b gives up: it left the job, which cannot go on without it */
+    assert_int_equal(oomi_sync_exit(b, 1), OOM_OK);
+    k = look(a);
+    assert_string_equal(k.lost, "b");
+    assert_int_equal(k.lost_status, 1);
+    assert_int_equal(k.pending, 1); /* a itself */
+    oomi_sync_free(a);
+    oomi_sync_free(b);
+}
+
+static void test_nodes_of_the_first_attempt(void **state)
+{
+    oomi_sync *a, *b;
+    oomi_sync_look k;
+    int timed_out = 0;
+    (void)state;
+    a = open_as("j2", "a");
+    b = open_as("j2", "b");
+    raw(a, "gone", 1, "launch", 100, ""); /* left before a came: not a node of this run */
+    raw(a, "gone", 1, "exit", 50, ",\"exit_code\":1");
+    assert_int_equal(oomi_sync_launch(a, 1, 8, 1), OOM_OK);
+    assert_int_equal(oomi_sync_launch(b, 1, 8, 1), OOM_OK);
+    assert_int_equal(oomi_sync_end(b, 1), OOM_OK);
+    assert_int_equal(oomi_sync_end(a, 1), OOM_OK);
+    k = look(a);
+    assert_true(
+        k.ended); /* every node ended the attempt, none out of memory: nothing to wait for */
+    assert_false(k.decided);
+    assert_string_equal(k.lost, "");
+    /* a successful exit is not a loss */
+    assert_int_equal(oomi_sync_exit(b, 0), OOM_OK);
+    assert_string_equal(look(a).lost, "");
+    oomi_sync_free(a);
+    oomi_sync_free(b);
+    /* a node killed before it said anything, within the join window: waited for, boundedly */
+    a = open_as("j3", "a");
+    raw(a, "ghost", 1, "launch", 100, "");
+    assert_int_equal(oomi_sync_launch(a, 1, 8, 1), OOM_OK);
+    assert_int_equal(oomi_sync_end(a, 1), OOM_OK);
+    assert_int_equal(oomi_sync_wait(a, &k, all_ended, &timed_out, NULL), OOM_OK);
+    assert_int_equal(timed_out, 1);
+    assert_int_equal(k.pending, 1);
+    oomi_sync_free(a);
+}
+
+static void test_give_up_and_stop(void **state)
+{
+    static volatile sig_atomic_t stop = 15;
+    oomi_sync *a, *b;
+    oomi_sync_look k;
+    int timed_out = 0;
+    (void)state;
+    a = open_as("j4", "a");
+    b = open_as("j4", "b");
+    assert_int_equal(oomi_sync_launch(a, 1, 1, 8), OOM_OK);
+    assert_int_equal(oomi_sync_launch(b, 1, 1, 8), OOM_OK);
+    assert_int_equal(oomi_sync_wait(a, &k, all_ended, &timed_out, &stop), OOM_EINTERRUPTED);
+    assert_int_equal(oomi_sync_oom(b, 1, 0, 0, -1), OOM_OK); /* no smaller batch: gave up */
+    k = look(a);
+    assert_true(k.decided);
+    assert_int_equal(k.batch, 0);
+    assert_int_equal(k.failed_batch, 1);
+    oomi_sync_free(a);
+    oomi_sync_free(b);
+}
+
+static void test_open_errors(void **state)
+{
+    static const char *const plain[] = {"python3", "train.py", NULL};
+    char missing[600];
+    oomi_sync *s = NULL;
+    (void)state;
+    snprintf(missing, sizeof(missing), "%s/nope", dir);
+    assert_int_equal(oomi_sync_open(&s, missing, "j", NULL, 1), OOM_EIO);
+    assert_non_null(strstr(oom_last_message(), missing));
+    unsetenv("SLURM_JOB_ID");
+    assert_int_equal(oomi_sync_open(&s, dir, NULL, plain, 1), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), "--sync-id"));
+    assert_null(s);
+}
+
+static void test_job_id(void **state)
+{
+    static const char *const eq[] = {"torchrun", "--nnodes=2", "--rdzv_id=abc", "t.py", NULL};
+    static const char *const none[] = {"python3",        "-m",   "torch.distributed.run",
+                                       "--rdzv-id",      "none", "--rdzv-endpoint",
+                                       "10.0.0.1:29500", "t.py", "--rdzv-id",
+                                       "not-torchrun's", NULL};
+    char *id;
+    (void)state;
+    unsetenv("SLURM_JOB_ID");
+    unsetenv("SLURM_STEP_ID");
+    unsetenv("PET_RDZV_ID");
+    id = oomi_job_id(eq);
+    assert_string_equal(id, "abc");
+    oomi_free(id);
+    id = oomi_job_id(none); /* "none" is torchrun's default: no id; the endpoint is one */
+    assert_string_equal(id, "rdzv-10.0.0.1:29500");
+    oomi_free(id);
+    setenv("SLURM_JOB_ID", "4242", 1);
+    setenv("SLURM_STEP_ID", "3", 1);
+    id = oomi_job_id(none);
+    assert_string_equal(id, "slurm-4242.3");
+    oomi_free(id);
+    unsetenv("SLURM_JOB_ID");
+    unsetenv("SLURM_STEP_ID");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_first_oom_after_own_launch_decides),
+        cmocka_unit_test(test_nodes_of_the_first_attempt),
+        cmocka_unit_test(test_give_up_and_stop),
+        cmocka_unit_test(test_open_errors),
+        cmocka_unit_test(test_job_id),
+    };
+    return cmocka_run_group_tests(tests, make_dir, remove_dir);
+}
