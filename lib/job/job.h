@@ -157,7 +157,18 @@ void oomi_launch_event(const oomi_launch *l, oom_job_event_kind kind);
 /* The message for a launch ended by oomi_launch.tty_wait (an OOM_EJOB failure). */
 int oomi_fail_tty_wait(const oomi_launch *l);
 
-/* ---- one job over several nodes (nodes.c) ------------------------------------------------ */
+/* ---- one job over several nodes (nodes.c) ------------------------------------------------
+ * What the command line and the environment say about the job: whether this supervisor is one
+ * of several (each node's `oomless run` around its own torchrun agent, or one task of a Slurm
+ * step), whether the training script steps through oomless' in-loop integrations, and the id
+ * the supervisors of one job share. */
+/* 1 when `argv` (with $PET_NNODES, $SLURM_STEP_NUM_TASKS) starts one part of a job whose other
+ * parts run under other supervisors, with what says so in `what` ("torchrun --nnodes 2"); 0
+ * when one supervisor sees the whole job (a single node, or `srun` / `mpirun` in the command). */
+int oomi_multinode(const char *const *argv, char *what, size_t n_what);
+/* 1 when the job's Python script (the first argument ending in ".py", read up to 4 MiB) imports
+ * oomless.torch, oomless.hf or oomless.lightning. */
+int oomi_uses_integration(const char *const *argv);
 /* The job's id for the sync folder (allocated): torchrun's --rdzv-id (or $PET_RDZV_ID) unless
  * "none", else "slurm-JOB[.STEP]" from $SLURM_JOB_ID / $SLURM_STEP_ID, else "rdzv-HOST:PORT"
  * from torchrun's --rdzv-endpoint; NULL (no error recorded) when there is none. */

@@ -1,6 +1,8 @@
 /*
- * nodes.c - what a command line says about a job spread over several nodes: the id its
- * supervisors share.
+ * nodes.c - what a command line says about a job spread over several nodes: whether this
+ * supervisor sees only one part of it (one node's torchrun agent, one task of a Slurm step),
+ * whether its training script recovers inside the loop (oomless.torch, oomless.hf,
+ * oomless.lightning) and the id its supervisors share.
  *
  * torchrun takes its options before the script (the first argument ending in ".py", or the one
  * after -m / --module); each option may also come from the environment as PET_<NAME>
@@ -85,6 +87,102 @@ static const char *torchrun_option(const char *const *argv, size_t from, const c
 {
     const char *v;
     return find_option(&v, argv, from, name, 1) ? v : NULL;
+}
+
+/* The most nodes of torchrun's --nnodes ("2", or "MIN:MAX"); 1 when absent or unreadable. */
+static long max_nodes(const char *v)
+{
+    const char *colon;
+    long long n;
+    if (!v)
+        return 1;
+    colon = strchr(v, ':');
+    if (oomi_parse_long(&n, colon ? colon + 1 : v, 1, 1000000, "--nnodes")) {
+        oomi_clear_error();
+        return 1;
+    }
+    return (long)n;
+}
+
+int oomi_multinode(const char *const *argv, char *what, size_t n_what)
+{
+    const char *tasks = getenv("SLURM_STEP_NUM_TASKS"), *nn;
+    size_t at = torchrun_at(argv), i;
+    long long n = 0;
+
+    if (at && !find_option(&nn, argv, at, "standalone", 1) &&
+        max_nodes(nn = torchrun_option(argv, at, "nnodes")) > 1) {
+        oomi_snprintf(what, n_what, "torchrun --nnodes %s", nn);
+        return 1;
+    }
+    for (i = 0; argv[i]; i++) /* accelerate launch --num_machines N: one launcher per machine */
+        if (!strcmp(base_name(argv[i]), "accelerate") && argv[i + 1] &&
+            !strcmp(argv[i + 1], "launch")) {
+            if (find_option(&nn, argv, i + 2, "num-machines", 0) && nn && !strchr(nn, ':') &&
+                max_nodes(nn) > 1) {
+                oomi_snprintf(what, n_what, "accelerate launch --num_machines %s", nn);
+                return 1;
+            }
+        }
+    /* srun starts one `oomless run` per task (SLURM_STEP_NUM_TASKS is set for a step's tasks,
+     * not in the batch script), unless this command itself is srun or mpirun */
+    for (i = 0; argv[i]; i++) {
+        const char *b = base_name(argv[i]);
+        if (!strcmp(b, "srun") || !strcmp(b, "mpirun") || !strcmp(b, "mpiexec"))
+            return 0;
+    }
+    if (tasks && getenv("SLURM_PROCID") && !oomi_parse_long(&n, tasks, 1, 100000000, "") && n > 1) {
+        oomi_snprintf(what, n_what, "task %s of the %lld tasks of a Slurm step",
+                      getenv("SLURM_PROCID"), n);
+        return 1;
+    }
+    oomi_clear_error();
+    return 0;
+}
+
+/* Whether the line at `p` (up to `end`) imports one of oomless' in-loop integrations:
+ * "import oomless.torch", "from oomless.hf import ...", "from oomless import lightning". */
+static int imports_integration(const char *p, const char *end)
+{
+    static const char *const names[] = {"torch", "hf", "lightning"};
+    static const char from[] = "from oomless import ";
+    char line[256];
+    size_t n, k;
+    while (p < end && (*p == ' ' || *p == '\t'))
+        p++;
+    n = (size_t)(end - p) < sizeof(line) - 1 ? (size_t)(end - p) : sizeof(line) - 1;
+    memcpy(line, p, n);
+    line[n] = '\0';
+    if (strncmp(line, "import ", 7) && strncmp(line, "from ", 5))
+        return 0;
+    for (k = 0; k < OOMI_ARRAY_LEN(names); k++) {
+        char dotted[32];
+        oomi_snprintf(dotted, sizeof(dotted), "oomless.%s", names[k]);
+        if (strstr(line, dotted) ||
+            (!strncmp(line, from, sizeof(from) - 1) && strstr(line + sizeof(from) - 1, names[k])))
+            return 1;
+    }
+    return 0;
+}
+
+int oomi_uses_integration(const char *const *argv)
+{
+    char *text = NULL, *p, *nl;
+    size_t i, len = 0;
+    int found = 0;
+    for (i = 0; argv[i] && !ends_with(argv[i], ".py"); i++)
+        ;
+    if (!argv[i] || oomi_read_regular(&text, &len, argv[i], "training script", 4u << 20)) {
+        oomi_clear_error();
+        return 0;
+    }
+    for (p = text; !found && p < text + len; p = nl + 1) {
+        if (!(nl = memchr(p, '\n', len - (size_t)(p - text))))
+            nl = text + len;
+        found = imports_integration(p, nl);
+    }
+    oomi_free(text);
+    return found;
 }
 
 char *oomi_job_id(const char *const *argv)

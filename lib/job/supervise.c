@@ -579,11 +579,13 @@ static int run_loop(oom_run_result *r, oomi_launch *l, struct run_ctx *c)
     }
 }
 
-/* The sync folder the nodes of the job share. */
+/* The sync folder the nodes of the job share; without one, the notice that one part of a job
+ * spread over several nodes cannot recover on its own. */
 static int start_nodes(struct run_ctx *c, oomi_launch *l, const oom_job *job)
 {
     const oom_run_options *o = c->o;
     const char *dir = o->version >= 3 ? o->sync_dir : NULL;
+    char what[96];
     int err;
     if (dir && *dir) {
         if ((err = oomi_sync_open(&c->sync, dir, o->sync_id, job->argv,
@@ -593,6 +595,16 @@ static int start_nodes(struct run_ctx *c, oomi_launch *l, const oom_job *job)
         l->peer_user = c;
         oomi_notice("the nodes of job '%s' agree on relaunches in '%s' (this one as %s)",
                     oomi_sync_job(c->sync), oomi_sync_path(c->sync), oomi_sync_node(c->sync));
+    } else if (oomi_multinode(job->argv, what, sizeof(what)) && !oomi_uses_integration(job->argv)) {
+        oomi_notice("this is one part of a job spread over several nodes (%s), each under its own "
+                    "supervisor: when another node's job runs out of memory, this one fails "
+                    "without an out-of-memory error of its own and is not relaunched, and a node "
+                    "that relaunches waits at the rendezvous for nodes that do not come. To "
+                    "recover, give every node's 'oomless run' the same --sync-dir on a shared "
+                    "filesystem (or OOMLESS_SYNC_DIR), step through oomless.torch.TrainStep, "
+                    "oomless.hf or oomless.lightning, or supervise the whole job from one place "
+                    "('oomless run -- srun ...' in the batch script)",
+                    what);
     }
     return OOM_OK;
 }

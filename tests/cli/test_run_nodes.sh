@@ -1,5 +1,5 @@
 # test_run_nodes.sh - `oomless run` on each node of one job: the nodes relaunch together through
-# --sync-dir. The "nodes" are two `oomless run` on this machine around a script
+# --sync-dir, the notice when one part of a multi-node job runs without it. The "nodes" are two `oomless run` on this machine around a script
 # that meets its peer before it starts (as torchrun's rendezvous does) and then runs out of
 # memory, dies of its peer's death, hangs in a collective or fails otherwise.
 . "$(dirname "$0")/lib.sh"
@@ -100,5 +100,32 @@ oom run --batch-size 1 --sync-dir "$TMP/sync" -- true --rdzv-id y
 expect_rc 2 "torchrun's options only count for torchrun"
 OOMLESS_SYNC_WAIT=abc oom run --batch-size 1 -- true
 expect_rc 2 "bad OOMLESS_SYNC_WAIT"
+
+# ---- one part of a multi-node job without a sync folder: said at the start ---------------------
+mkdir -p "$TMP/bin"
+cat >"$TMP/bin/torchrun" <<'EOF'
+#!/bin/sh
+exit 0
+EOF
+chmod +x "$TMP/bin/torchrun"
+printf 'import torch\n' >"$TMP/plain.py"
+printf '"""uses TrainStep"""\nimport oomless.torch\n' >"$TMP/inloop.py"
+NOTICE="this is one part of a job spread over several nodes (torchrun --nnodes 2)"
+PATH="$TMP/bin:$PATH" oom run --batch-size 1 -- torchrun --nnodes 2 --rdzv-backend c10d "$TMP/plain.py"
+expect_rc 0 "notice: the job still runs"
+expect_contains "$ERR" "$NOTICE" "notice at the start"
+expect_contains "$ERR" "the same --sync-dir on a shared filesystem" "notice: what works"
+expect_contains "$ERR" "'oomless run -- srun ...' in the batch script" "notice: srun"
+first=$(printf '%s\n' "$ERR" | head -n 1)
+expect_contains "$first" "$NOTICE" "notice before the first launch"
+PATH="$TMP/bin:$PATH" oom run --batch-size 1 -- torchrun --nnodes 2 "$TMP/inloop.py"
+expect_not_contains "$ERR" "one part of a job" "in-loop integration: no notice"
+PATH="$TMP/bin:$PATH" oom run --batch-size 1 --sync-dir "$TMP/sync" -- torchrun --nnodes 2 --rdzv-id n1 "$TMP/plain.py"
+expect_rc 0 "with a sync folder"
+expect_not_contains "$ERR" "one part of a job" "with a sync folder: no notice"
+PATH="$TMP/bin:$PATH" oom run --batch-size 1 -- torchrun --nnodes 1 "$TMP/plain.py"
+expect_not_contains "$ERR" "one part of a job" "one node: no notice"
+SLURM_STEP_NUM_TASKS=4 SLURM_PROCID=2 oom run --batch-size 1 -- true
+expect_contains "$ERR" "(task 2 of the 4 tasks of a Slurm step)" "one task of a Slurm step"
 
 finish

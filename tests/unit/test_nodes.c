@@ -1,5 +1,6 @@
-/* test_nodes.c - one job over several nodes (lib/job/nodes.c, lib/job/sync.c): the job's id,
- * and the records the nodes' supervisors agree through. */
+/* test_nodes.c - one job over several nodes (lib/job/nodes.c, lib/job/sync.c): what a command
+ * line says (one part of a multi-node job, the job's id, the in-loop integrations), and the
+ * records the nodes' supervisors agree through. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -234,6 +235,85 @@ static void test_job_id(void **state)
     unsetenv("SLURM_STEP_ID");
 }
 
+static int multi(const char *const *argv, char *what)
+{
+    return oomi_multinode(argv, what, 96);
+}
+
+static void test_multinode(void **state)
+{
+    static const char *const two[] = {"torchrun", "--nnodes", "2", "train.py", NULL};
+    static const char *const one[] = {"torchrun", "--nnodes=1", "--nproc-per-node=8", "t.py", NULL};
+    static const char *const range[] = {"/usr/bin/python3", "-m",   "torch.distributed.run",
+                                        "--nnodes=1:4",     "t.py", NULL};
+    static const char *const standalone[] = {"torchrun", "--standalone", "--nnodes",
+                                             "2",        "t.py",         NULL};
+    static const char *const srun[] = {"srun", "torchrun", "--nnodes", "4", "t.py", NULL};
+    static const char *const after[] = {"torchrun", "t.py", "--nnodes", "4", NULL};
+    static const char *const plain[] = {"python3", "t.py", NULL};
+    static const char *const acc[] = {"accelerate", "launch", "--num_machines", "2", "t.py", NULL};
+    char what[96] = "";
+    (void)state;
+    unsetenv("PET_NNODES");
+    unsetenv("SLURM_STEP_NUM_TASKS");
+    unsetenv("SLURM_PROCID");
+    assert_int_equal(multi(two, what), 1);
+    assert_string_equal(what, "torchrun --nnodes 2");
+    assert_int_equal(multi(range, what), 1);
+    assert_string_equal(what, "torchrun --nnodes 1:4");
+    assert_int_equal(multi(acc, what), 1);
+    assert_string_equal(what, "accelerate launch --num_machines 2");
+    assert_int_equal(multi(one, what), 0);
+    assert_int_equal(multi(standalone, what), 0);
+    assert_int_equal(multi(srun, what), 0);  /* one supervisor sees every node's output */
+    assert_int_equal(multi(after, what), 0); /* the script's own option */
+    assert_int_equal(multi(plain, what), 0);
+    setenv("PET_NNODES", "3", 1);
+    assert_int_equal(multi(after, what), 1);
+    assert_string_equal(what, "torchrun --nnodes 3");
+    unsetenv("PET_NNODES");
+    setenv("SLURM_STEP_NUM_TASKS", "8", 1); /* `srun oomless run -- python3 t.py`, 8 tasks */
+    setenv("SLURM_PROCID", "5", 1);
+    assert_int_equal(multi(plain, what), 1);
+    assert_string_equal(what, "task 5 of the 8 tasks of a Slurm step");
+    assert_int_equal(multi(srun, what), 0);
+    setenv("SLURM_STEP_NUM_TASKS", "1", 1);
+    assert_int_equal(multi(plain, what), 0);
+    unsetenv("SLURM_STEP_NUM_TASKS");
+    unsetenv("SLURM_PROCID");
+}
+
+static void test_integration(void **state)
+{
+    const char *argv[] = {"torchrun", "--nnodes", "2", NULL, NULL};
+    char *path;
+    (void)state;
+    path = test_write_tmp("\"\"\"A plain job (no oomless.torch here).\"\"\"\nimport torch\n");
+    assert_non_null(path);
+    argv[3] = path;
+    assert_int_equal(oomi_uses_integration(argv), 0); /* no ".py": not a script it can read */
+    unlink(path);
+    path = test_write_tmp("import os\n    from oomless.torch import TrainStep\n");
+    assert_non_null(path);
+    {
+        char py[600];
+        snprintf(py, sizeof(py), "%s.py", path);
+        assert_int_equal(rename(path, py), 0);
+        argv[3] = py;
+        assert_int_equal(oomi_uses_integration(argv), 1);
+        unlink(py);
+        path = test_write_tmp("\"\"\"Not oomless.hf nor oomless.lightning.\"\"\"\nimport "
+                              "oomless\n");
+        assert_int_equal(rename(path, py), 0);
+        assert_int_equal(oomi_uses_integration(argv), 0);
+        unlink(py);
+        path = test_write_tmp("from oomless import hf\n");
+        assert_int_equal(rename(path, py), 0);
+        assert_int_equal(oomi_uses_integration(argv), 1);
+        unlink(py);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -242,6 +322,8 @@ int main(void)
         cmocka_unit_test(test_give_up_and_stop),
         cmocka_unit_test(test_open_errors),
         cmocka_unit_test(test_job_id),
+        cmocka_unit_test(test_multinode),
+        cmocka_unit_test(test_integration),
     };
     return cmocka_run_group_tests(tests, make_dir, remove_dir);
 }
