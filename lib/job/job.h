@@ -144,6 +144,7 @@ typedef struct oomi_launch {
     char oom_reason[1024]; /* OOM: the line that said so */
     char message[256];     /* exec failure text */
     int peer_stop;         /* ended because peer_check said so */
+    int rdzv_error;        /* torchrun's rendezvous failed (OOMI_RDZV_*, from its output), 0 */
 } oomi_launch;
 
 /* Runs one launch. OOM_OK when it ran (whatever its status), OOM_EJOB when it could not be
@@ -173,6 +174,9 @@ int oomi_uses_integration(const char *const *argv);
  * "none", else "slurm-JOB[.STEP]" from $SLURM_JOB_ID / $SLURM_STEP_ID, else "rdzv-HOST:PORT"
  * from torchrun's --rdzv-endpoint; NULL (no error recorded) when there is none. */
 char *oomi_job_id(const char *const *argv);
+/* torchrun's rendezvous failures, from a line of the job's output */
+enum { OOMI_RDZV_TIMEOUT = 1, OOMI_RDZV_CLOSED = 2 };
+void oomi_rdzv_scan(oomi_launch *l, const char *line, size_t n);
 
 /* ---- the supervisors of one job agreeing through a shared folder (sync.c) --------------------
  * Every node's `oomless run --sync-dir DIR` appends JSON Lines to DIR/oomless-sync-<id>.jsonl

@@ -277,6 +277,7 @@ static void take_output(struct watch *w, struct stream *s, const char *b, size_t
         if (b[i] == '\n' || s->linelen == sizeof(s->line)) {
             parse_step(w->l, s->line, s->linelen);
             parse_recovery(w->l, s->line, s->linelen);
+            oomi_rdzv_scan(w->l, s->line, s->linelen);
             s->linelen = 0;
         }
         if (b[i] != '\n')
@@ -306,6 +307,7 @@ static size_t pump(struct watch *w, struct stream *s)
         s->fd = -1;
         parse_step(w->l, s->line, s->linelen);
         parse_recovery(w->l, s->line, s->linelen);
+        oomi_rdzv_scan(w->l, s->line, s->linelen);
         s->linelen = 0;
     }
     return total;
@@ -648,7 +650,7 @@ int oomi_launch_run(oomi_launch *l)
     l->pid = -1;
     l->exit_code = -1;
     l->oom = l->timed_out = l->exec_failed = l->stop_signal = l->tty_wait = 0;
-    l->peer_stop = 0;
+    l->peer_stop = l->rdzv_error = 0;
     l->peak_bytes = OOM_UNKNOWN;
     l->capacity_bytes = 0;
     l->duration_s = 0;

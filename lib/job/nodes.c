@@ -2,7 +2,8 @@
  * nodes.c - what a command line says about a job spread over several nodes: whether this
  * supervisor sees only one part of it (one node's torchrun agent, one task of a Slurm step),
  * whether its training script recovers inside the loop (oomless.torch, oomless.hf,
- * oomless.lightning) and the id its supervisors share.
+ * oomless.lightning), the id its supervisors share, and torchrun's rendezvous failures in its
+ * output.
  *
  * torchrun takes its options before the script (the first argument ending in ".py", or the one
  * after -m / --module); each option may also come from the environment as PET_<NAME>
@@ -197,4 +198,24 @@ char *oomi_job_id(const char *const *argv)
                              : oomi_asprintf("slurm-%s", job);
     id = at ? torchrun_option(argv, at, "rdzv-endpoint") : NULL;
     return id && *id ? oomi_asprintf("rdzv-%s", id) : NULL;
+}
+
+/* torch/distributed/elastic/rendezvous/api.py: the exception names torchrun's traceback ends
+ * with when its agent could not gather the other nodes */
+void oomi_rdzv_scan(oomi_launch *l, const char *line, size_t n)
+{
+    static const struct {
+        const char *name;
+        int kind;
+    } errors[] = {{"RendezvousTimeoutError", OOMI_RDZV_TIMEOUT},
+                  {"RendezvousClosedError", OOMI_RDZV_CLOSED}};
+    size_t i, k, len;
+    for (k = 0; k < OOMI_ARRAY_LEN(errors); k++) {
+        len = strlen(errors[k].name);
+        for (i = 0; i + len <= n; i++)
+            if (!memcmp(line + i, errors[k].name, len)) {
+                l->rdzv_error = errors[k].kind;
+                return;
+            }
+    }
 }

@@ -526,6 +526,27 @@ static int sync_restart(struct restart *x, struct run_ctx *c, oomi_launch *l, oo
     return OOM_OK;
 }
 
+/* torchrun's agent could not gather the nodes: said, as it is the job's status that follows. */
+static void rdzv_notice(const oomi_launch *l, const struct run_ctx *c)
+{
+    const char *hint = c->sync ? ""
+                               : "; give every node's 'oomless run' the same --sync-dir, or "
+                                 "supervise the whole job from one place ('oomless run -- "
+                                 "srun ...' in the batch script)";
+    if (l->rdzv_error == OOMI_RDZV_TIMEOUT)
+        oomi_notice("attempt %d: torchrun gave up waiting for the other nodes at its rendezvous "
+                    "(RendezvousTimeoutError, after its --rdzv-conf join_timeout, 600 s unless "
+                    "set): %s%s",
+                    l->attempt,
+                    l->attempt > 1 ? "the other nodes did not relaunch with this one"
+                                   : "not every node started the job",
+                    l->attempt > 1 ? hint : "");
+    else if (l->rdzv_error == OOMI_RDZV_CLOSED)
+        oomi_notice("attempt %d: torchrun found its rendezvous closed (RendezvousClosedError): "
+                    "another node's agent had ended the job%s",
+                    l->attempt, l->attempt > 1 ? hint : "");
+}
+
 static int run_loop(oom_run_result *r, oomi_launch *l, struct run_ctx *c)
 {
     const oom_run_options *o = c->o;
@@ -559,6 +580,7 @@ static int run_loop(oom_run_result *r, oomi_launch *l, struct run_ctx *c)
         if (l->stop_signal)
             return oomi_fail(OOM_EINTERRUPTED, "stopped by signal %d; the job exited %d",
                              l->stop_signal, l->exit_code);
+        rdzv_notice(l, c);
         if (!l->oom && (!c->sync || (l->exit_code == 0 && !l->peer_stop)))
             return OOM_OK;
         if (c->sync) {

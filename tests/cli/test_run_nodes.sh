@@ -1,5 +1,6 @@
 # test_run_nodes.sh - `oomless run` on each node of one job: the nodes relaunch together through
-# --sync-dir, the notice when one part of a multi-node job runs without it. The "nodes" are two `oomless run` on this machine around a script
+# --sync-dir, the notice when one part of a multi-node job runs without it, torchrun's
+# rendezvous failures said. The "nodes" are two `oomless run` on this machine around a script
 # that meets its peer before it starts (as torchrun's rendezvous does) and then runs out of
 # memory, dies of its peer's death, hangs in a collective or fails otherwise.
 . "$(dirname "$0")/lib.sh"
@@ -105,6 +106,7 @@ expect_rc 2 "bad OOMLESS_SYNC_WAIT"
 mkdir -p "$TMP/bin"
 cat >"$TMP/bin/torchrun" <<'EOF'
 #!/bin/sh
+case "$*" in *rdzv-fail*) echo "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError" >&2; exit 1 ;; esac
 exit 0
 EOF
 chmod +x "$TMP/bin/torchrun"
@@ -127,5 +129,11 @@ PATH="$TMP/bin:$PATH" oom run --batch-size 1 -- torchrun --nnodes 1 "$TMP/plain.
 expect_not_contains "$ERR" "one part of a job" "one node: no notice"
 SLURM_STEP_NUM_TASKS=4 SLURM_PROCID=2 oom run --batch-size 1 -- true
 expect_contains "$ERR" "(task 2 of the 4 tasks of a Slurm step)" "one task of a Slurm step"
+
+# ---- torchrun's rendezvous timed out: said, with what to do ------------------------------------
+PATH="$TMP/bin:$PATH" oom run --batch-size 1 -- torchrun --nnodes 2 "$TMP/plain.py" rdzv-fail
+expect_rc 1 "rendezvous timeout: the job's status"
+expect_contains "$ERR" "attempt 1: torchrun gave up waiting for the other nodes at its rendezvous (RendezvousTimeoutError" "rendezvous timeout said"
+expect_contains "$ERR" "not every node started the job" "rendezvous timeout: on the first attempt"
 
 finish

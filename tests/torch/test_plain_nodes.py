@@ -2,7 +2,8 @@
 (plain_job.py: no oomless.torch, nothing catches the error). Two torchrun agents on 127.0.0.1
 (--nnodes 2 --nproc-per-node 1, a c10d rendezvous), each under its own `oomless run`; the
 process of node B runs out of memory at step 2 above micro-batch 2 (injected). With
---sync-dir both nodes relaunch at the batch B chose and finish.
+--sync-dir both nodes relaunch at the batch B chose and finish; without it each says at the start
+that it cannot recover, and B's relaunched torchrun gives up at its rendezvous, which is said.
 Every process runs under a timeout and is killed with its children when it outlives it."""
 import json
 import os
@@ -67,6 +68,25 @@ class PlainTwoNodes(unittest.TestCase):
                              [1, 1, 2, 2])
             self.assertEqual([r["exit_code"] for r in recs if r["event"] == "exit"], [0, 0])
             self.assertNotIn("one part of a job", log_a + log_b)
+
+    def test_without_a_sync_dir_said_at_the_start(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            (rc_a, log_a), (rc_b, log_b), _, out, _ = self.nodes(
+                tmp, [], "--rdzv-conf", "join_timeout=10")
+            notice = ("oomless: this is one part of a job spread over several nodes (torchrun "
+                      "--nnodes 2), each under its own supervisor")
+            for log in (log_a, log_b):
+                self.assertTrue(log.startswith(notice), log[:2000])
+            # A's job died of B's death without an error of its own: not relaunched
+            self.assertEqual(rc_a, 1, log_a[-6000:])
+            self.assertIn("the job exited 1 after 1 attempt(s), 0 restart(s)", log_a)
+            # B relaunched alone; its torchrun gave up at the rendezvous (or found it closed)
+            self.assertEqual(rc_b, 1, log_b[-6000:])
+            self.assertIn("restarting with batch 4 -> 2", log_b)
+            self.assertRegex(log_b, r"oomless: attempt 2: torchrun (gave up waiting for the other "
+                             r"nodes at its rendezvous|found its rendezvous closed)")
+            self.assertIn("give every node's 'oomless run' the same --sync-dir", log_b)
+            self.assertFalse(os.path.exists(os.path.join(out, "rank0.jsonl")))
 
 
 if __name__ == "__main__":

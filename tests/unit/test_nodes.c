@@ -314,6 +314,21 @@ static void test_integration(void **state)
     }
 }
 
+static void test_rdzv_scan(void **state)
+{
+    static const char timeout[] = "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError";
+    static const char closed[] = "[rank0]: ...api.RendezvousClosedError: closed";
+    oomi_launch l;
+    (void)state;
+    memset(&l, 0, sizeof(l));
+    oomi_rdzv_scan(&l, "RendezvousTimeout", 17);
+    assert_int_equal(l.rdzv_error, 0);
+    oomi_rdzv_scan(&l, timeout, strlen(timeout));
+    assert_int_equal(l.rdzv_error, OOMI_RDZV_TIMEOUT);
+    oomi_rdzv_scan(&l, closed, strlen(closed));
+    assert_int_equal(l.rdzv_error, OOMI_RDZV_CLOSED);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -324,6 +339,7 @@ int main(void)
         cmocka_unit_test(test_job_id),
         cmocka_unit_test(test_multinode),
         cmocka_unit_test(test_integration),
+        cmocka_unit_test(test_rdzv_scan),
     };
     return cmocka_run_group_tests(tests, make_dir, remove_dir);
 }
