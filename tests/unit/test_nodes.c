@@ -49,6 +49,13 @@ static oomi_sync *open_as(const char *job, const char *node)
     return s;
 }
 
+/* Two supervisors of job `job`, nodes "a" and "b". */
+static void open_two(oomi_sync **a, oomi_sync **b, const char *job)
+{
+    *a = open_as(job, "a");
+    *b = open_as(job, "b");
+}
+
 /* Appends a line as another (older) run would have written it, `age` seconds ago. */
 static void raw(const oomi_sync *s, const char *node, int attempt, const char *event, double age,
                 const char *extra)
@@ -77,8 +84,7 @@ static void test_first_oom_after_own_launch_decides(void **state)
     oomi_sync *a, *b;
     oomi_sync_look k;
     (void)state;
-    a = open_as("job 1/x", "a");
-    b = open_as("job 1/x", "b");
+    open_two(&a, &b, "job 1/x");
     assert_non_null(strstr(oomi_sync_path(a), "/oomless-sync-job_1_x.jsonl"));
     /* an earlier run of the same id, its supervisor killed: its decision is not this run's */
     raw(a, "old", 1, "launch", 3600, "");
@@ -143,17 +149,16 @@ static void test_nodes_of_the_first_attempt(void **state)
     oomi_sync_look k;
     int timed_out = 0;
     (void)state;
-    a = open_as("j2", "a");
-    b = open_as("j2", "b");
+    open_two(&a, &b, "j2");
     raw(a, "gone", 1, "launch", 100, ""); /* left before a came: not a node of this run */
     raw(a, "gone", 1, "exit", 50, ",\"exit_code\":1");
     assert_int_equal(oomi_sync_launch(a, 1, 8, 1), OOM_OK);
     assert_int_equal(oomi_sync_launch(b, 1, 8, 1), OOM_OK);
     assert_int_equal(oomi_sync_end(b, 1), OOM_OK);
     assert_int_equal(oomi_sync_end(a, 1), OOM_OK);
+    /* every node ended the attempt, none out of memory: nothing to wait for */
     k = look(a);
-    assert_true(
-        k.ended); /* every node ended the attempt, none out of memory: nothing to wait for */
+    assert_true(k.ended);
     assert_false(k.decided);
     assert_string_equal(k.lost, "");
     /* a successful exit is not a loss */
@@ -179,8 +184,7 @@ static void test_give_up_and_stop(void **state)
     oomi_sync_look k;
     int timed_out = 0;
     (void)state;
-    a = open_as("j4", "a");
-    b = open_as("j4", "b");
+    open_two(&a, &b, "j4");
     assert_int_equal(oomi_sync_launch(a, 1, 1, 8), OOM_OK);
     assert_int_equal(oomi_sync_launch(b, 1, 1, 8), OOM_OK);
     assert_int_equal(oomi_sync_wait(a, &k, all_ended, &timed_out, &stop), OOM_EINTERRUPTED);
