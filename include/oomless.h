@@ -1685,8 +1685,9 @@ OOM_EXPORT int oom_probe_search_step(oom_probe_step *out, const oom_probe_search
 
 /* ---- probe ---------------------------------------------------------------------------------- */
 
-#define OOM_DEFAULT_SAMPLE_INTERVAL 0.05 /**< seconds between NVML samples */
-#define OOM_DEFAULT_KILL_GRACE      10.0 /**< seconds between SIGTERM and SIGKILL */
+#define OOM_DEFAULT_SAMPLE_INTERVAL 0.05  /**< seconds between NVML samples */
+#define OOM_DEFAULT_KILL_GRACE      10.0  /**< seconds between SIGTERM and SIGKILL */
+#define OOM_DEFAULT_SYNC_WAIT       300.0 /**< run: seconds a node waits for the other nodes */
 
 typedef struct oom_probe_options {
     unsigned int version; /**< OOM_PROBE_OPTIONS_VERSION */
@@ -1814,9 +1815,15 @@ typedef struct oom_run_options {
                               VRAM - margin, less what others held); a restart plans for at most
                               this much (and at most what PyTorch's "N allowed" and "total
                               capacity" say); 0: not known. Since: 1.1.0 */
+    /* version 3 */
+    const char *sync_dir; /**< a folder the supervisors of one job's nodes share (a shared
+                               filesystem): they relaunch together at the batch the node that ran
+                               out of memory chose (docs/probe-run.md); NULL: none. Since: 1.1.0 */
+    const char *sync_id;  /**< the job's id there; NULL: torchrun's --rdzv-id, $SLURM_JOB_ID... */
+    double sync_wait_s;   /**< the longest wait for the other nodes; 0: OOM_DEFAULT_SYNC_WAIT */
 } oom_run_options;
 
-#define OOM_RUN_OPTIONS_VERSION 2
+#define OOM_RUN_OPTIONS_VERSION 3
 #define OOM_RUN_OPTIONS_INIT                                                                       \
     {                                                                                              \
         .version = OOM_RUN_OPTIONS_VERSION                                                         \
@@ -1850,8 +1857,8 @@ OOM_EXPORT int oom_run_result_init(oom_run_result *s, unsigned int version);
  * raised. Returns OOM_OK when the job ended without OOM (whatever its status: see exit_code),
  * OOM_ENOFIT when it ran out of memory at the floor, had no smaller divisor, or used up
  * max_restarts, OOM_EINTERRUPTED when `stop` fired, OOM_EJOB when it could not be started
- * (exit_code 127/126), OOM_EIO when the events file cannot be written, OOM_EINVAL for bad
- * options. `out` is filled in every case but OOM_EINVAL.
+ * (exit_code 127/126) or another node left the job (sync_dir), OOM_EIO when the events file
+ * cannot be written, OOM_EINVAL for bad options. `out` is filled in every case but OOM_EINVAL.
  */
 OOM_EXPORT int oom_run(oom_run_result *out, const oom_job *job, const oom_run_options *options);
 

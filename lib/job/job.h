@@ -123,6 +123,11 @@ typedef struct oomi_launch {
     const char *events_path;    /* run --events: exported as OOMLESS_RECOVERY_EVENTS, or NULL */
     oom_job_event_fn on_event;
     void *user;
+    /* looked at about every 0.1 s while the job runs (NULL: never); nonzero ends the launch
+     * (SIGTERM to its group, SIGKILL after the grace): the other nodes' supervisors decided to
+     * relaunch the job, or one of them left it (sync.c) */
+    int (*peer_check)(void *peer_user);
+    void *peer_user;
     /* out */
     long pid;
     int exit_code;
@@ -139,6 +144,8 @@ typedef struct oomi_launch {
     char oom_rank[64];     /* OOM: the failed rank(s), "" when not known */
     char oom_reason[1024]; /* OOM: the line that said so */
     char message[256];     /* exec failure text */
+    int peer_stop;         /* ended because peer_check said so */
+    int rdzv_error;        /* torchrun's rendezvous failed (OOMI_RDZV_*, from its output), 0 */
 } oomi_launch;
 
 /* Runs one launch. OOM_OK when it ran (whatever its status), OOM_EJOB when it could not be
@@ -216,5 +223,71 @@ typedef struct oomi_peaks {
 /* How the search reads these peaks at tolerance tol (0: the default). */
 void oomi_probe_read_peaks(oomi_peaks *v, const oomi_pt *pts, size_t k, double tol,
                            uint64_t usable);
+
+/* ---- one job over several nodes (nodes.c) ------------------------------------------------
+ * What the command line and the environment say about the job: whether this supervisor is one
+ * of several (each node's `oomless run` around its own torchrun agent, or one task of a Slurm
+ * step), whether the training script steps through oomless' in-loop integrations, and the id
+ * the supervisors of one job share. */
+/* 1 when `argv` (with $PET_NNODES, $SLURM_STEP_NUM_TASKS) starts one part of a job whose other
+ * parts run under other supervisors, with what says so in `what` ("torchrun --nnodes 2"); 0
+ * when one supervisor sees the whole job (a single node, or `srun` / `mpirun` in the command). */
+int oomi_multinode(const char *const *argv, char *what, size_t n_what);
+/* 1 when the job's Python script (the first argument ending in ".py", read up to 4 MiB) imports
+ * oomless.torch, oomless.hf or oomless.lightning. */
+int oomi_uses_integration(const char *const *argv);
+/* The job's id for the sync folder (allocated): torchrun's --rdzv-id (or $PET_RDZV_ID) unless
+ * "none", else "slurm-JOB[.STEP]" from $SLURM_JOB_ID / $SLURM_STEP_ID, else "rdzv-HOST:PORT"
+ * from torchrun's --rdzv-endpoint; NULL (no error recorded) when there is none. */
+char *oomi_job_id(const char *const *argv);
+/* torchrun's rendezvous failures, from a line of the job's output */
+enum { OOMI_RDZV_TIMEOUT = 1, OOMI_RDZV_CLOSED = 2 };
+void oomi_rdzv_scan(oomi_launch *l, const char *line, size_t n);
+
+/* ---- the supervisors of one job agreeing through a shared folder (sync.c) --------------------
+ * Every node's `oomless run --sync-dir DIR` appends JSON Lines to DIR/oomless-sync-<id>.jsonl
+ * (oomi_append_line: one whole line under flock): "launch" when it starts an attempt, "oom" with
+ * the micro-batch it chose when its job ran out of memory, "end" when its job ended otherwise,
+ * "exit" when it leaves. For each attempt the first "oom" record written after that attempt
+ * began is the decision every node relaunches at. */
+typedef struct oomi_sync oomi_sync;
+/* What the records say about the current attempt. */
+typedef struct oomi_sync_look {
+    int decided;      /* a node's "oom" record for this attempt */
+    char by[160];     /* its node */
+    int batch, accum; /* what it chose; batch 0: it gave up (no smaller batch fits) */
+    int failed_batch; /* the batch it ran out of memory at */
+    int ended;        /* every node of this attempt has ended it */
+    int pending;      /* how many have not */
+    char lost[160];   /* a node that left the job with a failure while this attempt ran, "" */
+    int lost_status;  /* its exit status */
+} oomi_sync_look;
+/* Opens DIR's record of the job (`id`, else oomi_job_id(argv)); OOM_EINVAL when no id is found,
+ * OOM_EIO when DIR or the file cannot be used. wait_s: the longest wait for the other nodes. */
+int oomi_sync_open(oomi_sync **out, const char *dir, const char *id, const char *const *argv,
+                   double wait_s);
+void oomi_sync_free(oomi_sync *s);
+const char *oomi_sync_path(const oomi_sync *s);
+const char *oomi_sync_job(const oomi_sync *s);
+/* This supervisor's name in the records ("HOST:PID" by default). */
+const char *oomi_sync_node(const oomi_sync *s);
+void oomi_sync_set_node(oomi_sync *s, const char *node);
+/* Appends the records: an attempt's start (the attempts before it are then behind); its end by
+ * out of memory (batch 0: no smaller batch; this node gives up); its end otherwise; the exit. */
+int oomi_sync_launch(oomi_sync *s, int attempt, int batch, int accum);
+int oomi_sync_oom(oomi_sync *s, int failed_batch, int batch, int accum, long step);
+int oomi_sync_end(oomi_sync *s, int exit_code);
+int oomi_sync_exit(oomi_sync *s, int exit_code);
+/* Reads the records again (only when the file changed) and says what they hold about the
+ * current attempt. */
+int oomi_sync_look_now(oomi_sync *s, oomi_sync_look *out);
+/* Waits (in steps of 50 ms, at most the wait given to oomi_sync_open) until `done` holds for
+ * the records: OOM_OK with *timed_out 0, or 1 when the wait ran out; OOM_EINTERRUPTED when
+ * *stop fired. */
+typedef int (*oomi_sync_until)(const oomi_sync_look *look);
+int oomi_sync_wait(oomi_sync *s, oomi_sync_look *look, oomi_sync_until done, int *timed_out,
+                   const volatile sig_atomic_t *stop);
+/* The attempt that follows the current one's decision: its records come after that decision. */
+void oomi_sync_next(oomi_sync *s);
 
 #endif

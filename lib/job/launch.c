@@ -157,6 +157,7 @@ struct watch {
     sig_atomic_t seen_usr1, seen_usr2, seen_tstp, seen_cont; /* relay counts passed on */
     double start, paused; /* when it started; seconds spent stopped with the caller */
     double term_at;       /* when SIGTERM went (a signal, the timeout), 0 */
+    double next_peer;     /* when to call l->peer_check next */
     int killed;           /* SIGKILL sent after the grace */
 };
 
@@ -277,6 +278,7 @@ static void take_output(struct watch *w, struct stream *s, const char *b, size_t
         if (b[i] == '\n' || s->linelen == sizeof(s->line)) {
             parse_step(w->l, s->line, s->linelen);
             parse_recovery(w->l, s->line, s->linelen);
+            oomi_rdzv_scan(w->l, s->line, s->linelen);
             s->linelen = 0;
         }
         if (b[i] != '\n')
@@ -306,6 +308,7 @@ static size_t pump(struct watch *w, struct stream *s)
         s->fd = -1;
         parse_step(w->l, s->line, s->linelen);
         parse_recovery(w->l, s->line, s->linelen);
+        oomi_rdzv_scan(w->l, s->line, s->linelen);
         s->linelen = 0;
     }
     return total;
@@ -429,6 +432,13 @@ static void enforce(struct watch *w)
     if (l->timeout_s > 0 && !l->timed_out && now - w->start - w->paused >= l->timeout_s) {
         l->timed_out = 1;
         terminate(w, SIGTERM);
+    }
+    if (l->peer_check && !l->peer_stop && now >= w->next_peer) { /* the other nodes' word */
+        w->next_peer = now + 0.1;
+        if (l->peer_check(l->peer_user)) {
+            l->peer_stop = 1;
+            terminate(w, SIGTERM);
+        }
     }
     if (w->term_at > 0 && !w->killed && now - w->term_at >= l->kill_grace_s) {
         w->killed = 1;
@@ -590,7 +600,7 @@ static void supervise_loop(struct watch *w)
  * short wait for a stalled reader. */
 static int ending(const oomi_launch *l)
 {
-    return l->stop_signal || l->timed_out || l->tty_wait || (l->stop && *l->stop);
+    return l->stop_signal || l->timed_out || l->tty_wait || l->peer_stop || (l->stop && *l->stop);
 }
 
 /* After the leader: kill the rest, then read what the pipes still hold (for 2 s at most while
@@ -641,6 +651,7 @@ int oomi_launch_run(oomi_launch *l)
     l->pid = -1;
     l->exit_code = -1;
     l->oom = l->timed_out = l->exec_failed = l->stop_signal = l->tty_wait = 0;
+    l->peer_stop = l->rdzv_error = 0;
     l->peak_bytes = OOM_UNKNOWN;
     l->capacity_bytes = 0;
     l->duration_s = 0;
