@@ -15,6 +15,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+size_t oomi_bom_len(const char *text, size_t len)
+{
+    return len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3) ? 3 : 0;
+}
+
 int oomi_fd_above_std(int fd)
 {
     int high, e;

@@ -104,3 +104,19 @@ int oomi_parse_confidence(double *out, const char *text, const char *what)
     *out = v;
     return OOM_OK;
 }
+
+void oomi_line_col(const char *buf, size_t off, size_t *line, size_t *col)
+{
+    size_t i;
+
+    *line = 1;
+    *col = 1;
+    for (i = oomi_bom_len(buf, off); i < off && buf[i]; i++) {
+        if (buf[i] == '\n') {
+            (*line)++;
+            *col = 1;
+        } else if (((unsigned char)buf[i] & 0xC0) != 0x80) {
+            (*col)++;
+        }
+    }
+}

@@ -988,17 +988,12 @@ int oomi_model_clone(oomi_model **out, const oomi_model *m)
 /* Reads one config.json file and parses it. */
 int oomi_model_load_file(oomi_model **out, const char *path, const char *name)
 {
-    char *text = NULL;
     json_object *cfg;
-    enum json_tokener_error jerr;
     int err;
 
-    if ((err = oomi_read_file(&text, NULL, path, OOMI_READ_MAX)))
+    *out = NULL;
+    if ((err = oomi_json_load_file(&cfg, path, "model config")))
         return err;
-    cfg = json_tokener_parse_verbose(text, &jerr);
-    oomi_free(text);
-    if (!cfg)
-        return oomi_fail(OOM_EPARSE, "model config '%s': %s", path, json_tokener_error_desc(jerr));
     err = oomi_model_parse(out, cfg, name, path);
     json_object_put(cfg);
     return err;

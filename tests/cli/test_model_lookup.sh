@@ -35,6 +35,12 @@ mkdir -p "$TMP/empty"
 vocab "$TMP/empty"
 expect_rc 2 "a folder without config.json"
 expect_contains "$ERR" "holds no config.json" "says the folder has no config.json"
+# a UTF-8 byte order mark (what Windows editors write) before the JSON: read as without it
+mkdir -p "$TMP/bom"
+{ printf '\357\273\277'; tiny 2222; } >"$TMP/bom/config.json"
+vocab "$TMP/bom"
+expect_rc 0 "a config.json with a byte order mark"
+expect_json '.model.vocab' "2222" "read past the byte order mark"
 
 # something meant as a file that does not exist: said so, no preset suggested
 for m in /no/such/file ./no-such.json ../no/such/config.json no-such.json "~/no/such" \
