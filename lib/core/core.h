@@ -118,6 +118,10 @@ long oomi_read_prefix(const char *path, char *buf, size_t size);
 /* 3 when text[0..len) starts with the UTF-8 byte order mark (EF BB BF, which Windows editors
  * write at the start of a file), else 0: every reader of a JSON or YAML file skips it. */
 size_t oomi_bom_len(const char *text, size_t len);
+/* What a file that is not a regular one is, from its st_mode: "a FIFO", "a directory", "a
+ * character device", "a block device", "a socket" (else "not a regular file"), for messages
+ * such as "'x' is a FIFO, not a regular file". */
+const char *oomi_file_kind(unsigned int mode);
 /* A descriptor the library keeps open, moved above 2 when it landed on 0-2 (the caller runs
  * with a standard descriptor closed: what the caller, or a job's copied output, writes there
  * must not reach the library's file). Close-on-exec. Returns the descriptor (fd itself when
