@@ -21,7 +21,7 @@ typedef struct cfg_ctx {
  * bits in the WebAssembly build, web/) */
 #define CFG_NUM_MAX ((int64_t)1 << 40 < LONG_MAX ? (int64_t)1 << 40 : (int64_t)LONG_MAX)
 
-/* The first of `keys` (NULL-terminated) present with a number; *found = 0 when none is. */
+/* The first of `keys` (NULL-terminated) present; not a whole number in range: OOM_EPARSE */
 static int get_num(const cfg_ctx *c, const char *const *keys, long *out, bool required, long dflt)
 {
     char where[PATH_MAX + 32];
@@ -32,11 +32,12 @@ static int get_num(const cfg_ctx *c, const char *const *keys, long *out, bool re
 
     oomi_snprintf(where, sizeof(where), "model config '%s': ", c->path);
     for (i = 0; keys[i]; i++) {
-        /* a bad value is a config that does not parse (OOM_EPARSE), with the helper's message */
         if ((err = oomi_json_double(&v, &found, c->cfg, keys[i], 0, (double)CFG_NUM_MAX, where)))
             return oomi_fail_prefix(OOM_EPARSE, "%s", "");
         if (!found)
             continue;
+        if (v != (double)(long)v)
+            return oomi_fail(OOM_EPARSE, "%s%s %.15g is not a whole number", where, keys[i], v);
         *out = (long)v;
         return OOM_OK;
     }
