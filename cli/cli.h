@@ -39,8 +39,12 @@ void cli_init_notices(void);
 /* An option's value (`what`: "--max-restarts", "$OOMLESS_BATCH_SIZE") as a whole number from
  * `min` to INT_MAX, or a usage error of `cmd` naming it. Returns an exit code. */
 int cli_whole_number(long *out, const char *cmd, const char *text, long min, const char *what);
-/* An option's value as a number of seconds from 0 to 1e7, or a usage error. */
-int cli_seconds(double *out, const char *cmd, const char *text, const char *opt);
+/* An option's value as a number of seconds from `min` to `max`, or a usage error naming the
+ * range (or the decimal comma of "0,5"). Returns an exit code. */
+int cli_seconds(double *out, const char *cmd, const char *text, const char *opt, double min,
+                double max);
+/* The longest --trial-timeout and --sample-interval: about 115 days, no limit in practice */
+#define CLI_MAX_TIMEOUT 1e7
 /* The workload options as `plan --help` and `estimate --help` list them: "--NAME METAVAR" and
  * the help, aligned. */
 void cli_print_options(FILE *out, const oom_option *const *o, size_t n);

@@ -38,7 +38,8 @@ static const char usage_text[] =
     "  --events FILE                 append JSONL events (launch, oom, restart, exit, ...)\n"
     "  --memory-history N            the job records allocation stacks (oomless.torch), at\n"
     "                                most N history entries, for the out-of-memory summary\n"
-    "  --kill-grace SECONDS          SIGTERM -> SIGKILL grace after a forwarded signal (10)\n"
+    "  --kill-grace SECONDS          SIGTERM -> SIGKILL grace after a forwarded signal (10,\n"
+    "                                at most 3600)\n"
     "  --sample-interval SECONDS     NVML sampling period for peaks (default 0.05)\n"
     "  --calibration FILE|off        calibration records to take the batch from\n"
     "  --workload TEXT               workload part of the calibration key\n"
@@ -121,13 +122,10 @@ static int take_option(struct run_args *a, int opt, const char *arg)
         a->o.events_path = arg;
         return EXIT_OK;
     case OPT_GRACE:
-        return cli_seconds(&a->o.kill_grace_s, "run", arg, "--kill-grace");
+        return cli_seconds(&a->o.kill_grace_s, "run", arg, "--kill-grace", 0, OOM_MAX_KILL_GRACE);
     case OPT_INTERVAL:
-        if (cli_seconds(&a->o.sample_interval_s, "run", arg, "--sample-interval") != EXIT_OK)
-            return EXIT_USAGE;
-        if (a->o.sample_interval_s < 0.001)
-            return cli_usage_error("run", "--sample-interval '%s' must be at least 0.001", arg);
-        return EXIT_OK;
+        return cli_seconds(&a->o.sample_interval_s, "run", arg, "--sample-interval", 0.001,
+                           CLI_MAX_TIMEOUT);
     case OPT_CALIB:
         a->calibration = arg;
         return EXIT_OK;

@@ -8,7 +8,6 @@
 #include "watch_tui.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -67,19 +66,6 @@ static void on_signal(int sig)
 
 /* ---- options ------------------------------------------------------------------------------- */
 
-static int parse_interval(double *out, const char *text)
-{
-    char *end;
-    double v;
-    errno = 0;
-    v = strtod(text, &end);
-    if (!*text || *end || errno || !isfinite(v) || v < WATCH_MIN_INTERVAL || v > WATCH_MAX_INTERVAL)
-        return cli_usage_error("watch", "--interval '%s' must be a number of seconds in [%g, %g]",
-                               text, WATCH_MIN_INTERVAL, WATCH_MAX_INTERVAL);
-    *out = v;
-    return EXIT_OK;
-}
-
 static int parse_count(long long *out, const char *text)
 {
     char *end;
@@ -120,7 +106,8 @@ static int parse_options(struct watch_opts *o, int argc, char **argv, int *help)
             break;
         case 'n':
         case OPT_INTERVAL:
-            rc = parse_interval(&o->interval, optarg);
+            rc = cli_seconds(&o->interval, "watch", optarg, "--interval", WATCH_MIN_INTERVAL,
+                             WATCH_MAX_INTERVAL);
             break;
         case OPT_COUNT:
             rc = parse_count(&o->count, optarg);

@@ -1,5 +1,6 @@
 /* common.c - error reporting and output helpers shared by the sub-commands. */
 #include "cli.h"
+#include "core/core.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -46,12 +47,14 @@ int cli_whole_number(long *out, const char *cmd, const char *text, long min, con
     return EXIT_OK;
 }
 
-int cli_seconds(double *out, const char *cmd, const char *text, const char *opt)
+int cli_seconds(double *out, const char *cmd, const char *text, const char *opt, double min,
+                double max)
 {
     char *end;
-    *out = strtod(text, &end);
-    if (end == text || *end || !(*out >= 0) || *out > 1e7)
-        return cli_usage_error(cmd, "%s '%s' must be a number of seconds >= 0", opt, text);
+    *out = oomi_strtod(text, &end);
+    if (end == text || *end || !(*out >= min && *out <= max))
+        return cli_usage_error(cmd, "%s '%s' must be a number of seconds from %g to %g", opt, text,
+                               min, max);
     return EXIT_OK;
 }
 

@@ -1680,8 +1680,9 @@ OOM_EXPORT int oom_probe_search_step(oom_probe_step *out, const oom_probe_search
 
 /* ---- probe ---------------------------------------------------------------------------------- */
 
-#define OOM_DEFAULT_SAMPLE_INTERVAL 0.05 /**< seconds between NVML samples */
-#define OOM_DEFAULT_KILL_GRACE      10.0 /**< seconds between SIGTERM and SIGKILL */
+#define OOM_DEFAULT_SAMPLE_INTERVAL 0.05   /**< seconds between NVML samples */
+#define OOM_DEFAULT_KILL_GRACE      10.0   /**< seconds between SIGTERM and SIGKILL */
+#define OOM_MAX_KILL_GRACE          3600.0 /**< longest kill grace, else OOM_EINVAL. Since: 1.1.0 */
 
 typedef struct oom_probe_options {
     unsigned int version; /**< OOM_PROBE_OPTIONS_VERSION */

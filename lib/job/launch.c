@@ -402,6 +402,14 @@ static void sample(struct watch *w)
         w->l->peak_bytes = best, w->l->capacity_bytes = capacity;
 }
 
+int oomi_check_kill_grace(double kill_grace_s, const char *who)
+{
+    if (kill_grace_s >= 0 && kill_grace_s <= OOM_MAX_KILL_GRACE)
+        return OOM_OK;
+    return oomi_fail(OOM_EINVAL, "%s: kill grace %g s is not from 0 to %g seconds", who,
+                     kill_grace_s, OOM_MAX_KILL_GRACE);
+}
+
 /* SIGTERM to the job's group (continued, so that a stopped job acts on it); the kill grace
  * starts. */
 static void terminate(struct watch *w, int sig)

@@ -210,6 +210,14 @@ expect_rc 2 "bad batch"
 expect_contains "$ERR" "'0'" "bad batch: value named"
 oom run --batch-size 4 --grad-accum 3 --target-effective-batch 8 -- "${JOB[@]}"
 expect_rc 2 "inconsistent effective batch"
+# the kill grace is bounded (0 to 3600 s: a job that has not stopped after an hour is killed)
+for cmd in "run --batch-size 1" probe; do
+    # shellcheck disable=SC2086
+    oom $cmd --kill-grace 1e308 -- "${JOB[@]}"
+    expect_rc 2 "$cmd --kill-grace 1e308"
+    expect_contains "$ERR" "--kill-grace '1e308' must be a number of seconds from 0 to 3600" \
+        "$cmd --kill-grace 1e308: the range named"
+done
 
 # ---- signals reach the job's group; exit 128+N; nothing left behind ----------------------------
 for sig in TERM INT HUP; do
