@@ -72,6 +72,8 @@ static int parse_count(long long *out, const char *text)
     long long v;
     errno = 0;
     v = strtoll(text, &end, 10);
+    if (*end && oomi_check_decimal_comma(text, "--count"))
+        return cli_usage_error("watch", "%s", oom_last_message());
     if (!*text || *end || errno || v < 1)
         return cli_usage_error("watch", "--count '%s' must be a positive integer", text);
     *out = v;

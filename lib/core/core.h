@@ -176,6 +176,8 @@ size_t oomi_name_distance(const char *a, const char *b);
 /* Line and column (1-based, columns in UTF-8 characters) of byte `off` of buf; a byte order
  * mark at the start is not a column. */
 void oomi_line_col(const char *buf, size_t off, size_t *line, size_t *col);
+
+/* ---- strict numbers (units.c; sizes and margins: oom_parse_size, oom_parse_margin) --------- */
 /* Strict integer parse of a whole string into [min, max]; OOM_EINVAL naming `what`. */
 int oomi_parse_long(long long *out, const char *text, long long min, long long max,
                     const char *what);
@@ -183,6 +185,12 @@ int oomi_parse_long(long long *out, const char *text, long long min, long long m
 int oomi_parse_double(double *out, const char *text, const char *what);
 /* A confidence strictly between 0 and 1, as a fraction ("0.95") or a percentage ("95%"). */
 int oomi_parse_confidence(double *out, const char *text, const char *what);
+/* OOM_EINVAL (recorded) when `text` is a number written with a decimal comma ("20,5", "0,5GiB",
+ * as a de_DE or fr_FR locale writes it) or a thousands separator ("1,024"): the message names
+ * `what` and the text and says to write '.'; OOM_OK for any other text (units.c). Every reader
+ * of numbers and sizes asks it before calling a text malformed: the oomi_parse_* above,
+ * oom_parse_size(), oom_parse_margin(), the tool's option parsers. */
+int oomi_check_decimal_comma(const char *text, const char *what);
 
 /* ---- YAML into json-c (yamlload.c) --------------------------------------------------------
  * Plain scalars follow the YAML 1.2 core schema (null, bool, int, float, string); quoted ones are

@@ -217,6 +217,11 @@ for cmd in "run --batch-size 1" probe; do
     expect_rc 2 "$cmd --kill-grace 1e308"
     expect_contains "$ERR" "--kill-grace '1e308' must be a number of seconds from 0 to 3600" \
         "$cmd --kill-grace 1e308: the range named"
+    # shellcheck disable=SC2086
+    oom $cmd --kill-grace 2,5 -- "${JOB[@]}"
+    expect_rc 2 "$cmd --kill-grace 2,5"
+    expect_contains "$ERR" "--kill-grace '2,5' has a comma: write the decimal separator as '.'" \
+        "$cmd --kill-grace 2,5: the decimal comma named"
 done
 
 # ---- signals reach the job's group; exit 128+N; nothing left behind ----------------------------
