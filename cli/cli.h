@@ -150,8 +150,9 @@ int cli_parse_plan_options(const char *cmd, int argc, char **argv, oom_plan_opti
 
 /* ---- while a job runs under run or probe (cli/supervise.c) -------------------------------------
  * cli_supervise_signals(): SIGINT, SIGTERM, SIGHUP and SIGQUIT set cli_stop_signal (the library
- * forwards it to the job and stops); SIGUSR1, SIGUSR2, SIGTSTP and SIGCONT are counted in
- * cli_relay (the library passes them on); SIGTTOU and SIGPIPE are ignored.
+ * forwards it to the job and stops) and are counted in cli_relay.stops (a second one during the
+ * kill grace: the library kills the job at once); SIGUSR1, SIGUSR2, SIGTSTP and SIGCONT are counted
+ * in cli_relay (the library passes them on); SIGTTOU and SIGPIPE are ignored.
  * cli_supervise_stopped(): for an OOM_EVENT_STOP after a terminal stop signal, stops oomless
  * with its job and returns once continued (a SIGSTOP is left alone). cli_say(): a notice for
  * stderr, queued and written only as far as stderr takes it without blocking. cli_supervise_done(),
@@ -163,6 +164,11 @@ void cli_supervise_signals(void);
 void cli_supervise_stopped(const oom_job_event *ev);
 /* "SIGTSTP" for the signals oomless names, else "signal N" */
 const char *cli_signal_name(int sig);
+/* For the notice of a forwarded signal: " (a second one kills it at once)" after the first stop
+ * signal, else "". */
+const char *cli_again_hint(int sig);
+/* Why a job got SIGKILL: "a second stop signal", else `grace` (the grace ran out). */
+const char *cli_kill_reason(const char *grace);
 void cli_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_supervise_done(void);
 

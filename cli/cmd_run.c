@@ -39,7 +39,7 @@ static const char usage_text[] =
     "  --memory-history N            the job records allocation stacks (oomless.torch), at\n"
     "                                most N history entries, for the out-of-memory summary\n"
     "  --kill-grace SECONDS          SIGTERM -> SIGKILL grace after a forwarded signal (10,\n"
-    "                                at most 3600)\n"
+    "                                at most 3600); a second signal (Ctrl-C) kills at once\n"
     "  --sample-interval SECONDS     NVML sampling period for peaks (default 0.05)\n"
     "  --calibration FILE|off        calibration records to take the batch from\n"
     "  --workload TEXT               workload part of the calibration key\n"
@@ -397,7 +397,8 @@ static void on_event(const oom_job_event *ev, void *user)
         snap_mark(); /* written before the next launch: what follows is that launch's */
         break;
     case OOM_EVENT_SIGNAL:
-        cli_say("oomless run: %s passing %s to the job\n", when, cli_signal_name(ev->signal));
+        cli_say("oomless run: %s passing %s to the job%s\n", when, cli_signal_name(ev->signal),
+                cli_again_hint(ev->signal));
         break;
     case OOM_EVENT_STOP:
         cli_say("oomless run: %s the job stopped (%s)%s\n", when, cli_signal_name(ev->signal),
@@ -412,7 +413,8 @@ static void on_event(const oom_job_event *ev, void *user)
         cli_say("oomless run: %s the job continues\n", when);
         break;
     case OOM_EVENT_KILL:
-        cli_say("oomless run: %s the job did not stop within the grace: SIGKILL\n", when);
+        cli_say("oomless run: %s %s: SIGKILL\n", when,
+                cli_kill_reason("the job did not stop within the grace"));
         break;
     default:
         break;

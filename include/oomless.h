@@ -1527,9 +1527,12 @@ typedef struct oom_job_relay {
     volatile sig_atomic_t usr2; /**< SIGUSR2 */
     volatile sig_atomic_t tstp; /**< SIGTSTP */
     volatile sig_atomic_t cont; /**< SIGCONT */
+    /** version 2: the stop signals (those it sets `stop` for) the caller's handler counted; a
+     *  second one during a launch's kill grace kills its group at once. Since: 1.1.0 */
+    volatile sig_atomic_t stops;
 } oom_job_relay;
 
-#define OOM_JOB_RELAY_VERSION 1
+#define OOM_JOB_RELAY_VERSION 2
 #define OOM_JOB_RELAY_INIT                                                                         \
     {                                                                                              \
         .version = OOM_JOB_RELAY_VERSION                                                           \
