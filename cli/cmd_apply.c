@@ -133,19 +133,6 @@ static int document_number(size_t *out, const char *text)
     return EXIT_OK;
 }
 
-static int lock_seconds(double *out, const char *text)
-{
-    char *end;
-
-    *out = strtod(text, &end);
-    if (end == text || *end || !(*out >= 0) || *out > 86400)
-        return cli_usage_error("apply",
-                               "--lock-timeout '%s' must be a number of seconds from 0 "
-                               "to 86400",
-                               text);
-    return EXIT_OK;
-}
-
 static int load_plan(oom_apply *a, const char *path)
 {
     char *text = NULL;
@@ -196,7 +183,7 @@ static int parse_args(struct args *o, int argc, char **argv)
                 return rc;
             break;
         case OPT_LOCK_TIMEOUT:
-            if ((rc = lock_seconds(&o->lock_timeout, optarg)))
+            if ((rc = cli_seconds(&o->lock_timeout, "apply", optarg, "--lock-timeout", 0, 86400)))
                 return rc;
             break;
         case OPT_NOBACKUP:

@@ -46,9 +46,10 @@ static const char usage_text[] =
     "                                ($OOMLESS_SYNC_DIR)\n"
     "  --sync-id ID                  the job's id there (default: torchrun's --rdzv-id,\n"
     "                                $SLURM_JOB_ID, --rdzv-endpoint; $OOMLESS_SYNC_ID)\n"
-    "  --sync-wait SECONDS           the longest wait for the other nodes (300;\n"
-    "                                $OOMLESS_SYNC_WAIT)\n"
-    "  --kill-grace SECONDS          SIGTERM -> SIGKILL grace after a forwarded signal (10)\n"
+    "  --sync-wait SECONDS           the longest wait for the other nodes (300, at most\n"
+    "                                86400; $OOMLESS_SYNC_WAIT)\n"
+    "  --kill-grace SECONDS          SIGTERM -> SIGKILL grace after a forwarded signal (10,\n"
+    "                                at most 3600); a second signal (Ctrl-C) kills at once\n"
     "  --sample-interval SECONDS     NVML sampling period for peaks (default 0.05)\n"
     "  --calibration FILE|off        calibration records to take the batch from\n"
     "  --workload TEXT               workload part of the calibration key\n"
@@ -134,13 +135,10 @@ static int take_option(struct run_args *a, int opt, const char *arg)
         a->o.events_path = arg;
         return EXIT_OK;
     case OPT_GRACE:
-        return cli_seconds(&a->o.kill_grace_s, "run", arg, "--kill-grace");
+        return cli_seconds(&a->o.kill_grace_s, "run", arg, "--kill-grace", 0, OOM_MAX_KILL_GRACE);
     case OPT_INTERVAL:
-        if (cli_seconds(&a->o.sample_interval_s, "run", arg, "--sample-interval") != EXIT_OK)
-            return EXIT_USAGE;
-        if (a->o.sample_interval_s < 0.001)
-            return cli_usage_error("run", "--sample-interval '%s' must be at least 0.001", arg);
-        return EXIT_OK;
+        return cli_seconds(&a->o.sample_interval_s, "run", arg, "--sample-interval", 0.001,
+                           CLI_MAX_TIMEOUT);
     case OPT_CALIB:
         a->calibration = arg;
         return EXIT_OK;
@@ -160,7 +158,7 @@ static int take_option(struct run_args *a, int opt, const char *arg)
         a->o.sync_id = arg;
         return EXIT_OK;
     case OPT_SYNC_WAIT:
-        return cli_seconds(&a->o.sync_wait_s, "run", arg, "--sync-wait");
+        return cli_seconds(&a->o.sync_wait_s, "run", arg, "--sync-wait", 0, OOM_MAX_SYNC_WAIT);
     }
     return take_int(a, opt, arg);
 }
@@ -208,7 +206,8 @@ static int sync_from_env(struct run_args *a)
     if (!a->o.sync_id && id && *id)
         a->o.sync_id = id;
     if (!a->o.sync_wait_s && wait && *wait)
-        return cli_seconds(&a->o.sync_wait_s, "run", wait, "$OOMLESS_SYNC_WAIT");
+        return cli_seconds(&a->o.sync_wait_s, "run", wait, "$OOMLESS_SYNC_WAIT", 0,
+                           OOM_MAX_SYNC_WAIT);
     return EXIT_OK;
 }
 
@@ -448,7 +447,8 @@ static void on_event(const oom_job_event *ev, void *user)
         snap_mark(); /* written before the next launch: what follows is that launch's */
         break;
     case OOM_EVENT_SIGNAL:
-        cli_say("oomless run: %s passing %s to the job\n", when, cli_signal_name(ev->signal));
+        cli_say("oomless run: %s passing %s to the job%s\n", when, cli_signal_name(ev->signal),
+                cli_again_hint(ev->signal));
         break;
     case OOM_EVENT_STOP:
         cli_say("oomless run: %s the job stopped (%s)%s\n", when, cli_signal_name(ev->signal),
@@ -463,7 +463,8 @@ static void on_event(const oom_job_event *ev, void *user)
         cli_say("oomless run: %s the job continues\n", when);
         break;
     case OOM_EVENT_KILL:
-        cli_say("oomless run: %s the job did not stop within the grace: SIGKILL\n", when);
+        cli_say("oomless run: %s %s: SIGKILL\n", when,
+                cli_kill_reason("the job did not stop within the grace"));
         break;
     default:
         break;

@@ -1527,9 +1527,12 @@ typedef struct oom_job_relay {
     volatile sig_atomic_t usr2; /**< SIGUSR2 */
     volatile sig_atomic_t tstp; /**< SIGTSTP */
     volatile sig_atomic_t cont; /**< SIGCONT */
+    /** version 2: the stop signals (those it sets `stop` for) the caller's handler counted; a
+     *  second one during a launch's kill grace kills its group at once. Since: 1.1.0 */
+    volatile sig_atomic_t stops;
 } oom_job_relay;
 
-#define OOM_JOB_RELAY_VERSION 1
+#define OOM_JOB_RELAY_VERSION 2
 #define OOM_JOB_RELAY_INIT                                                                         \
     {                                                                                              \
         .version = OOM_JOB_RELAY_VERSION                                                           \
@@ -1685,9 +1688,11 @@ OOM_EXPORT int oom_probe_search_step(oom_probe_step *out, const oom_probe_search
 
 /* ---- probe ---------------------------------------------------------------------------------- */
 
-#define OOM_DEFAULT_SAMPLE_INTERVAL 0.05  /**< seconds between NVML samples */
-#define OOM_DEFAULT_KILL_GRACE      10.0  /**< seconds between SIGTERM and SIGKILL */
-#define OOM_DEFAULT_SYNC_WAIT       300.0 /**< run: seconds a node waits for the other nodes */
+#define OOM_DEFAULT_SAMPLE_INTERVAL 0.05   /**< seconds between NVML samples */
+#define OOM_DEFAULT_KILL_GRACE      10.0   /**< seconds between SIGTERM and SIGKILL */
+#define OOM_MAX_KILL_GRACE          3600.0 /**< longest kill grace, else OOM_EINVAL. Since: 1.1.0 */
+#define OOM_DEFAULT_SYNC_WAIT       300.0  /**< run: seconds a node waits for the other nodes */
+#define OOM_MAX_SYNC_WAIT           86400.0 /**< longest sync wait, else OOM_EINVAL. Since: 1.1.0 */
 
 typedef struct oom_probe_options {
     unsigned int version; /**< OOM_PROBE_OPTIONS_VERSION */

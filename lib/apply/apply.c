@@ -141,25 +141,16 @@ void oom_apply_free(oom_apply *a)
 
 int oom_apply_load_plan(oom_apply *a, const char *text, const char *name)
 {
-    struct json_tokener *tok = json_tokener_new();
     struct json_object *doc;
-    enum json_tokener_error jerr;
-    size_t line, col, len = strlen(text);
+    char *label;
+    int err;
 
-    if (!tok)
+    if (!(label = oomi_asprintf("plan '%s'", name)))
         return oomi_nomem();
-    doc = json_tokener_parse_ex(tok, text, (int)len);
-    jerr = json_tokener_get_error(tok);
-    oomi_line_col(text, json_tokener_get_parse_end(tok), &line, &col);
-    json_tokener_free(tok);
-    if (!doc || jerr != json_tokener_success) {
-        if (doc)
-            json_object_put(doc);
-        return oomi_fail(OOM_EPARSE, "plan '%s' line %zu column %zu: %s", name, line, col,
-                         jerr == json_tokener_success    ? "empty"
-                         : jerr == json_tokener_continue ? "unexpected end of input"
-                                                         : json_tokener_error_desc(jerr));
-    }
+    err = oomi_json_load(&doc, text, strlen(text), label);
+    oomi_free(label);
+    if (err)
+        return err;
     if (!json_object_is_type(doc, json_type_object)) {
         json_object_put(doc);
         return oomi_fail(OOM_EINVAL, "plan '%s' is not a JSON object", name);

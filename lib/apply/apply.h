@@ -111,8 +111,6 @@ int oomi_yaml_parse(oomi_node **root, const char *buf, size_t len, const char *f
                     const oomi_want *want, size_t nwant, size_t document);
 int oomi_json_parse(oomi_node **root, const char *buf, size_t len, const char *file,
                     const oomi_want *want, size_t nwant, size_t document);
-/* line (1-based) and column (1-based, in characters) of a byte offset */
-void oomi_line_col(const char *buf, size_t off, size_t *line, size_t *col);
 
 /* Text of a new scalar in the old node's style; NULL on allocation failure. */
 char *oomi_yaml_render(const oomi_node *old, const char *buf, const oomi_aval *v);

@@ -356,6 +356,7 @@ int oomi_json_parse(oomi_node **root, const char *buf, size_t len, const char *f
     for (i = 0; i < nwant; i++)
         all[i] = i;
     memset(&top, 0, sizeof(top));
+    c.pos = oomi_bom_len(buf, len); /* a byte order mark stays where it is */
     skip_ws(&c);
     err = scan_value(&c, &top, all, nwant, 0, true);
     skip_ws(&c);

@@ -406,7 +406,7 @@ int oom_calibration_lookup(oom_calibration **out, const char *path, const char *
     struct scan sc = {gpu, command, workload, NULL, 0, 0, ""};
     json_tokener *tok = NULL;
     char *def = NULL, *text = NULL;
-    size_t len;
+    size_t len, bom;
     int err;
 
     if (!out || !command)
@@ -424,7 +424,8 @@ int oom_calibration_lookup(oom_calibration **out, const char *path, const char *
         err = oomi_nomem();
         goto done;
     }
-    scan_text(&sc, tok, text, len);
+    bom = oomi_bom_len(text, len); /* a store edited by hand in a Windows editor */
+    scan_text(&sc, tok, text + bom, len - bom);
     if (sc.damaged)
         oomi_notice("calibration file '%s': skipped %zu damaged line%s (the first is line %zu: %s)",
                     path, sc.damaged, sc.damaged == 1 ? "" : "s", sc.first_bad, sc.why);

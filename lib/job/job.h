@@ -148,6 +148,10 @@ typedef struct oomi_launch {
     int rdzv_error;        /* torchrun's rendezvous failed (OOMI_RDZV_*, from its output), 0 */
 } oomi_launch;
 
+/* OOM_EINVAL naming `who` ("probe", "run") and the value when kill_grace_s is not a number of
+ * seconds from 0 to OOM_MAX_KILL_GRACE; OOM_OK otherwise. */
+int oomi_check_kill_grace(double kill_grace_s, const char *who);
+
 /* Runs one launch. OOM_OK when it ran (whatever its status), OOM_EJOB when it could not be
  * started (exit_code 127/126, message says why), OOM_ENOMEM. */
 int oomi_launch_run(oomi_launch *l);

@@ -155,10 +155,11 @@ struct watch {
     unsigned long long since; /* the leader's start time */
     int tty;                  /* the caller's terminal when l->foreground, else -1 */
     sig_atomic_t seen_usr1, seen_usr2, seen_tstp, seen_cont; /* relay counts passed on */
-    double start, paused; /* when it started; seconds spent stopped with the caller */
-    double term_at;       /* when SIGTERM went (a signal, the timeout), 0 */
-    double next_peer;     /* when to call l->peer_check next */
-    int killed;           /* SIGKILL sent after the grace */
+    sig_atomic_t stops_before; /* the relay's stop count when the launch started */
+    double start, paused;      /* when it started; seconds spent stopped with the caller */
+    double term_at;            /* when SIGTERM went (a signal, the timeout), 0 */
+    double next_peer;          /* when to call l->peer_check next */
+    int killed;                /* SIGKILL sent after the grace */
 };
 
 static oomi_tree tree_of(const struct watch *w)
@@ -406,6 +407,14 @@ static void sample(struct watch *w)
         w->l->peak_bytes = best, w->l->capacity_bytes = capacity;
 }
 
+int oomi_check_kill_grace(double kill_grace_s, const char *who)
+{
+    if (kill_grace_s >= 0 && kill_grace_s <= OOM_MAX_KILL_GRACE)
+        return OOM_OK;
+    return oomi_fail(OOM_EINVAL, "%s: kill grace %g s is not from 0 to %g seconds", who,
+                     kill_grace_s, OOM_MAX_KILL_GRACE);
+}
+
 /* SIGTERM to the job's group (continued, so that a stopped job acts on it); the kill grace
  * starts. */
 static void terminate(struct watch *w, int sig)
@@ -416,13 +425,22 @@ static void terminate(struct watch *w, int sig)
         w->term_at = oomi_now_mono();
 }
 
+/* The stop signals the caller counted since the launch started (0 without a version-2 relay) */
+static long stops_since_start(const struct watch *w)
+{
+    const oom_job_relay *r = w->l->relay;
+    return r && r->version >= 2 ? (long)r->stops - (long)w->stops_before : 0;
+}
+
 /* Forwards a new stop signal; SIGTERM at the timeout (time spent stopped with the caller does
- * not count); SIGKILL once the grace has passed. */
+ * not count); SIGKILL once the grace has passed, or at once when a second stop signal comes
+ * during it (a second Ctrl-C: the user will not wait). */
 static void enforce(struct watch *w)
 {
     oomi_launch *l = w->l;
     double now = oomi_now_mono();
     int sig = l->stop ? (int)*l->stop : 0;
+    bool again = l->stop_signal && stops_since_start(w) >= 2;
 
     if (sig && sig != l->stop_signal) {
         l->stop_signal = sig;
@@ -440,7 +458,7 @@ static void enforce(struct watch *w)
             terminate(w, SIGTERM);
         }
     }
-    if (w->term_at > 0 && !w->killed && now - w->term_at >= l->kill_grace_s) {
+    if (w->term_at > 0 && !w->killed && (again || now - w->term_at >= l->kill_grace_s)) {
         w->killed = 1;
         kill(-w->p.pid, SIGKILL);
         oomi_launch_event(l, OOM_EVENT_KILL);
@@ -669,6 +687,7 @@ int oomi_launch_run(oomi_launch *l)
         w->seen_usr2 = l->relay->usr2;
         w->seen_tstp = l->relay->tstp;
         w->seen_cont = l->relay->cont;
+        w->stops_before = l->relay->version >= 2 ? l->relay->stops : 0;
     }
     if ((err = oomi_proc_resolve(&path, &err_no, argv[0])) ||
         (err = oomi_proc_spawn(&w->p, &err_no, path, argv, envp,

@@ -226,8 +226,10 @@ int oom_probe(oom_probe_result **out, const oom_job *job, const oom_probe_option
         (o->relay &&
          (err = oomi_check_version(o->relay->version, OOM_JOB_RELAY_VERSION, "oom_job_relay"))))
         return err;
-    if (o->sample_interval_s < 0 || o->trial_timeout_s < 0 || o->kill_grace_s < 0)
-        return oomi_fail(OOM_EINVAL, "probe: negative interval, timeout or grace");
+    if (o->sample_interval_s < 0 || o->trial_timeout_s < 0)
+        return oomi_fail(OOM_EINVAL, "probe: negative interval or timeout");
+    if ((err = oomi_check_kill_grace(o->kill_grace_s, "probe")))
+        return err;
     if (!(c.patterns = o->patterns) && (err = oom_patterns_load(&own, NULL)))
         return err;
     c.patterns = c.patterns ? c.patterns : own;

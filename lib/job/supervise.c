@@ -317,7 +317,10 @@ static int check_options(const oom_run_options *o, int *accum, long *effective)
                          *accum, *effective);
     if (o->min_batch > o->batch)
         return oomi_fail(OOM_EINVAL, "run: batch %d is below the floor %d", o->batch, o->min_batch);
-    return OOM_OK;
+    if (o->version >= 3 && !(o->sync_wait_s >= 0 && o->sync_wait_s <= OOM_MAX_SYNC_WAIT))
+        return oomi_fail(OOM_EINVAL, "run: sync wait %g s is not from 0 to %g seconds",
+                         o->sync_wait_s, OOM_MAX_SYNC_WAIT);
+    return oomi_check_kill_grace(o->kill_grace_s, "run");
 }
 
 static void init_launch(oomi_launch *l, const oom_job *job, const oom_run_options *o,

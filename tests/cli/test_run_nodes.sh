@@ -101,6 +101,10 @@ oom run --batch-size 1 --sync-dir "$TMP/sync" -- true --rdzv-id y
 expect_rc 2 "torchrun's options only count for torchrun"
 OOMLESS_SYNC_WAIT=abc oom run --batch-size 1 -- true
 expect_rc 2 "bad OOMLESS_SYNC_WAIT"
+oom run --batch-size 1 --sync-wait 1e308 --sync-id x --sync-dir "$TMP/sync" -- true
+expect_rc 2 "--sync-wait past its bound"
+expect_contains "$ERR" "--sync-wait '1e308' must be a number of seconds from 0 to 86400" \
+    "--sync-wait past its bound: named"
 
 # ---- one part of a multi-node job without a sync folder: said at the start ---------------------
 mkdir -p "$TMP/bin"
