@@ -1962,9 +1962,14 @@ typedef struct oom_calibration {
      *  allocator's reserve and the CUDA context of the GPU it plans for. 0: measured by probe
      *  on `gpu`, device bytes. A measured record for the GPU wins over a traced one. */
     int traced;
+    /* version 2 (1.1.0) */
+    /** More members of the record, as the text of one JSON object ("{\"seq\":2048}"): written
+     *  after the ones above by oom_calibration_save (NULL: none), and filled by
+     *  oom_calibration_lookup with the line's members it does not know (NULL: none). */
+    char *extra;
 } oom_calibration;
 
-#define OOM_CALIBRATION_VERSION 1
+#define OOM_CALIBRATION_VERSION 2
 #define OOM_CALIBRATION_INIT                                                                       \
     {                                                                                              \
         .version = OOM_CALIBRATION_VERSION                                                         \
@@ -1986,7 +1991,9 @@ OOM_EXPORT int oom_calibration_command_key(char **out, const char *const *argv);
  * that does not exist is not created). All or nothing: one line written whole under flock() and
  * fsync'ed; when the disk fills part way the file is cut back to its old size. A file that does
  * not end in a newline gets one first. Only a regular file: a symbolic link or a FIFO is refused.
- * OOM_EIO names the file and the reason ("No space left on device").
+ * OOM_EIO names the file and the reason ("No space left on device"); OOM_EPARSE when `extra`
+ * (version 2) is not a JSON object. The one writer of the store: `probe`, `run`, the Python
+ * package's recovery and `trace --calibrate` all append through it.
  */
 OOM_EXPORT int oom_calibration_save(const char *path, const oom_calibration *record);
 /**

@@ -81,6 +81,8 @@ static size_t size_of_version(const char *name, unsigned int version, size_t new
         return offsetof(oom_target, others_bytes);
     if (!strcmp(name, "oom_option") && version == 1)
         return offsetof(oom_option, values);
+    if (!strcmp(name, "oom_calibration") && version == 1)
+        return offsetof(oom_calibration, extra);
     if (!strcmp(name, "oom_plan_choice") && version == 1)
         return offsetof(oom_plan_choice, checkpointing);
     if (!strcmp(name, "oom_plan_result") && version >= 1 && version < OOM_PLAN_RESULT_VERSION) {
