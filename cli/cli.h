@@ -51,8 +51,8 @@ int cli_seconds(double *out, const char *cmd, const char *text, const char *opt)
  * cli_usage(): prints `text`, a line "@budget" in it replaced by the budget options (those of
  * the plan table) that `command` takes.
  * cli_list(): `oomless --list-options [COMMAND]` (NAME, SYNOPSIS, COMMANDS, HELP a line, tab-
- * separated) and `oomless --list-values OPTION [COMMAND]` (VALUE, HELP a line; "format" lists
- * the output formats); for the man page and the completion. argv[0] is the query. */
+ * separated) and `oomless --list-values OPTION [COMMAND]` (VALUE, COMMANDS, HELP a line;
+ * "format" lists the output formats); for the man page and the completion. argv[0] is the query. */
 unsigned cli_command_bit(const char *name);
 void cli_print_options(FILE *out, const oom_option *const *o, size_t n, unsigned command);
 void cli_print_formats(FILE *out, unsigned command);

@@ -168,25 +168,29 @@ static void list_options(unsigned command)
                command_list(cmds, sizeof(cmds), command & (OOM_COMMAND_PLAN | OOM_COMMAND_TABLE)));
 }
 
-/* VALUE, HELP, tab-separated, one value a line */
+/* VALUE, COMMANDS, HELP, tab-separated, one value a line */
 static int list_values(const char *name, unsigned command)
 {
     const oom_option *o;
     size_t i, n;
+    char cmds[128];
     if (!strcmp(name, "format")) {
         const oom_plan_format_info *const *f = oom_plan_formats(&n);
         for (i = 0; i < n; i++)
             if (f[i]->commands & command)
-                printf("%s\t%s%s%s%s%s%s\n", f[i]->name, f[i]->help, f[i]->framework ? " (" : "",
-                       f[i]->framework ? f[i]->framework : "", f[i]->versions ? " " : "",
-                       f[i]->versions ? f[i]->versions : "", f[i]->framework ? ")" : "");
+                printf("%s\t%s\t%s%s%s%s%s%s\n", f[i]->name,
+                       command_list(cmds, sizeof(cmds), f[i]->commands), f[i]->help,
+                       f[i]->framework ? " (" : "", f[i]->framework ? f[i]->framework : "",
+                       f[i]->versions ? " " : "", f[i]->versions ? f[i]->versions : "",
+                       f[i]->framework ? ")" : "");
         return EXIT_OK;
     }
     if (!(o = oom_option_lookup(name)))
         return cli_usage_error("--list-values", "unknown option '%s'", name);
     for (i = 0; i < o->n_values; i++)
         if (o->values[i]->commands & command)
-            printf("%s\t%s\n", o->values[i]->name, o->values[i]->help);
+            printf("%s\t%s\t%s\n", o->values[i]->name,
+                   command_list(cmds, sizeof(cmds), o->values[i]->commands), o->values[i]->help);
     return EXIT_OK;
 }
 

@@ -275,8 +275,6 @@ const oom_option *oomi_workload_option(const char *name);
 /* the index of `text` among the option's values that are not forms (compared as oomi_name_cmp
  * does); OOM_EINVAL naming the option, the text and every value */
 int oomi_option_parse(unsigned *out, const oom_option *o, const char *text);
-/* whether `text` is an instance of a form ("every:N": "every:2"), its capitals a whole number */
-bool oomi_form_match(const char *form, const char *text);
 /* the option's values into sb, separated by `sep` ("none, zero1, ...") */
 void oomi_option_values_text(oomi_sb *sb, const oom_option *o, const char *sep);
 /* values[v]->name, "?" when v is not below n */

@@ -380,26 +380,6 @@ const oom_option *oomi_workload_option(const char *name)
 /* ---- reading values
  * ------------------------------------------------------------------------------ */
 
-/* whether `text` is an instance of the form `form` ("every:N+offload": "every:2+offload"): its
- * capitals stand for a whole number of at least 1 */
-bool oomi_form_match(const char *form, const char *text)
-{
-    while (*form) {
-        if (*form >= 'A' && *form <= 'Z') {
-            if (*text < '1' || *text > '9')
-                return false;
-            while (*text >= '0' && *text <= '9')
-                text++;
-            while (*form >= 'A' && *form <= 'Z')
-                form++;
-            continue;
-        }
-        if (*form++ != *text++)
-            return false;
-    }
-    return !*text;
-}
-
 void oomi_option_values_text(oomi_sb *sb, const oom_option *o, const char *sep)
 {
     size_t i;

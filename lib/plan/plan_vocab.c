@@ -132,8 +132,9 @@ static const oom_option *const plan_options[] = {
     OPT("vram", "SIZE", "target VRAM per GPU; --vram-auto is --vram auto", "auto", BUDGET,
         vram_values, 0),
     FREE("vram-safety-margin", "SIZE|PCT",
-         "memory kept free (default 1 GiB, or the config's; bare number = MiB; 10% of the target)",
-         NULL, BUDGET),
+         "memory kept free (bare number = MiB; 10% of the target; the config's "
+         "defaults.safety_margin replaces the default)",
+         "1GiB", BUDGET),
     FREE("fit-confidence", "P",
          "plan so that the job fits with confidence P (0.5 to 0.99), from the estimator's "
          "measured error, instead of the safety margin",
