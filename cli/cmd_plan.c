@@ -36,6 +36,7 @@ static void usage(FILE *out)
     cli_print_formats(out, OOM_COMMAND_PLAN);
     fprintf(out,
             "  --json                       the same as --format json\n"
+            "  --list-models                the built-in model presets (with --json: as JSON)\n"
             "  --svg FILE                   a picture: memory against the budget, peak vs batch\n"
             "  --allow-inexact, --allow-downscale, --no-allow-downscale   flags\n"
             "  --help                       this text\n\n"
@@ -107,7 +108,7 @@ int cmd_plan(int argc, char **argv)
 {
     oom_plan_options *o = NULL;
     oom_plan_result *r = NULL;
-    plan_args a = {{false, "text"}, NULL};
+    plan_args a = {{false, "text", false}, NULL};
     const struct cli_plan_extra extra[] = {{"format", &a.common.format, NULL},
                                            {"svg", &a.svg, NULL}};
     int err, rc;
@@ -118,6 +119,10 @@ int cmd_plan(int argc, char **argv)
         a.common.help) {
         if (a.common.help)
             usage(stdout);
+        goto done;
+    }
+    if (a.common.list_models) {
+        rc = cli_list_models(CMD, !strcmp(a.common.format, "json"));
         goto done;
     }
     if (!known_format(a.common.format)) {

@@ -229,4 +229,17 @@ for o in --target-effective-batch --seq-range --max-batch-size --max-auto-batch-
     expect_contains "$OUT" "$o" "help lists $o"
 done
 
+# --list-models, which --model's help points to: plan and table list the presets as estimate does
+LIST=$("$OOMLESS_BIN" estimate --list-models)
+for cmd in plan table; do
+    oom $cmd --list-models
+    expect_rc 0 "$cmd --list-models"
+    expect_eq "$OUT" "$LIST" "$cmd --list-models: the presets, as estimate lists them"
+    oom $cmd --list-models --json
+    expect_one_json "$cmd --list-models --json"
+    expect_json '.[0].name' "$(jq -r '.[0].name' <<<"$("$OOMLESS_BIN" estimate --list-models --json)")" \
+        "$cmd --list-models --json: the first preset"
+done
+expect_contains "$("$OOMLESS_BIN" plan --help)" "--list-models" "plan --help: --list-models"
+
 finish
