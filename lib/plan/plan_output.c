@@ -221,8 +221,10 @@ static json_object *result_json(const oom_plan_result *r)
                            : NULL);
     oomi_json_put(root, "budget", budget_json(r));
     oomi_json_put(root, "throughput", r->found ? throughput_json(r, r->best) : NULL);
-    for (i = 0; i < r->n_alternatives; i++)
-        json_object_array_add(alts, choice_json(r, r->alternatives[i]));
+    /* those that fit first (each in the planner's order), then those that do not */
+    for (i = 0; i < 2 * r->n_alternatives; i++)
+        if (r->alternatives[i % r->n_alternatives]->fits == (i < r->n_alternatives))
+            json_object_array_add(alts, choice_json(r, r->alternatives[i % r->n_alternatives]));
     oomi_json_put(root, "alternatives", alts);
     oomi_json_put(root, "inference", inference_json(r));
     oomi_json_put(root, "rollout", oomi_plan_rollout_json(r));

@@ -138,7 +138,7 @@ expect_contains "$("$OOMLESS_BIN" plan $Q --checkpointing-variants op-sac)" \
 OUT=$("$OOMLESS_BIN" plan $Q --checkpointing-variants transformers --json)
 expect_json .plan.checkpointing full "transformers: full"
 expect_json '[.alternatives[] | .plan.checkpointing + ": " + .why] | join("; ")' \
-    "none: does not fit: device peak 51.79 GiB > usable 39.00 GiB; every:2: does not fit: device peak 39.50 GiB > usable 39.00 GiB; full+offload: 6.8% slower" \
+    "full+offload: 6.8% slower; none: does not fit: device peak 51.79 GiB > usable 39.00 GiB; every:2: does not fit: device peak 39.50 GiB > usable 39.00 GiB" \
     "transformers: every:2 and full+offload tried"
 oom plan $Q --checkpointing-variants every:3
 expect_rc 2 "checkpointing-variants: unknown value"

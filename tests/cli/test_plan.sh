@@ -10,7 +10,7 @@ expect_rc 0 "demo plan"
 expect_contains "$ERR" "planning for profile 'rtx-4090'" "fallback notice on stderr"
 for want in "Optimized Configuration" "batch_size" "gradient_accumulation_steps" \
     "effective_batch_size          : 32" "Memory per GPU" "total (device peak)" "Budget" \
-    "of usable" "Estimated throughput" "tokens/s" "Next best alternatives"; do
+    "of usable" "Estimated throughput" "tokens/s" "Faster, but they do not fit"; do
     expect_contains "$OUT" "$want" "report has '$want'"
 done
 # the report's configuration is the plan --json gives for the same request
@@ -241,5 +241,16 @@ for cmd in plan table; do
         "$cmd --list-models --json: the first preset"
 done
 expect_contains "$("$OOMLESS_BIN" plan --help)" "--list-models" "plan --help: --list-models"
+
+# alternatives that fit come first; the faster ones that do not fit follow, under their own heading
+ALT="--model llama-3.1-8b --method lora --seq 1024 --gpu a100-80gb"
+oom plan $ALT --json
+expect_json '[.alternatives[].fits | tostring] | join(",")' 'true,false' \
+    "alternatives: the one that fits first"
+oom plan $ALT
+expect_contains "$OUT" "$(printf 'Next best alternatives\n  1. batch 16 x 2, seq 1024, ckpt full')" \
+    "text: the alternative that fits is 1."
+expect_contains "$OUT" "$(printf 'Faster, but they do not fit\n  2. batch 16 x 2, seq 1024, ckpt none')" \
+    "text: the one that does not fit, under its heading"
 
 finish
