@@ -428,8 +428,9 @@
         tr.append(el('th', { scope: 'row' }, row.budget.gpu_name), el('td', { class: 'num' }, size(row.budget.usable_bytes)));
         if (row.found) {
           const p = row.plan;
-          // the option's name beside its value: 'checkpointing full', not a bare 'full'
-          tr.append(el('td', {}, p.batch_size + ' × ' + p.grad_accum + ', checkpointing ' + p.checkpointing + ', ' + p.precision +
+          // the knob named beside its value, as the text report's alternatives write it ('ckpt
+          // full'): a bare 'full' reads as a full fine-tune
+          tr.append(el('td', {}, p.batch_size + ' × ' + p.grad_accum + ', ckpt ' + p.checkpointing + ', ' + p.precision +
               (p.optimizer !== OPTION_DEFAULTS.optimizer ? ', ' + p.optimizer : '') +
               (p.offload !== OPTION_DEFAULTS.offload ? ', offload' : '')),
             el('td', { class: 'num' }, size(row.memory.device_peak)),

@@ -198,7 +198,7 @@ class WebTest(unittest.TestCase):
                          [(g, "true" if row["found"] else "false") for g, row in zip(gpus, rows)])
         for r, row in zip(p["tableRows"], rows):  # the knob named beside its value ('full' alone
             if row["found"]:                      # reads as a full fine-tune)
-                self.assertIn("checkpointing " + row["plan"]["checkpointing"], r["text"])
+                self.assertIn("ckpt " + row["plan"]["checkpointing"], r["text"])
 
     # ---- tests ------------------------------------------------------------------------------------
 
