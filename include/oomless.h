@@ -1428,11 +1428,33 @@ OOM_EXPORT int oom_plan_to_json(char **out, const oom_plan_result *result);
  * (OOMLESS_BATCH_SIZE=... lines for eval), "args" (Hugging Face Trainer arguments), "deepspeed"
  * (a ds_config.json fragment), "torchrun" (the launch line), "vllm" (vLLM's settings and the
  * KV-cache capacity vLLM will find; inference plans of a version-2 result), "accelerate" (an
- * FSDP2 accelerate config) and "torchtitan" (a TOML fragment; both for training plans).
+ * FSDP2 accelerate config), "torchtitan" (a config function's settings), "trl", "verl",
+ * "torchtune" (oom_plan_formats() lists them all). A format that follows a framework writes the
+ * keys of the latest version it knows: oom_plan_format_version() chooses another.
  * OOM_EINVAL for another name; OOM_ENOFIT for a machine format when nothing fits;
- * OOM_EUNSUPPORTED for a format the plan's kind does not have.
+ * OOM_EUNSUPPORTED for a format the plan's kind does not have, or a plan the framework cannot
+ * run (LoRA for torchtitan, fp16 for torchtune...: the message says why).
  */
 OOM_EXPORT int oom_plan_format(char **out, const oom_plan_result *result, const char *format);
+
+/**
+ * oom_plan_format() for a version of the format's framework: `version` ("0.2.2", "5.23.0"; NULL:
+ * the latest the format knows, the last of its info's `versions`) picks the newest version of
+ * that list that is not newer than it, whose keys are written (a notice says so when `version`
+ * is newer than every one listed). `*written` (may be NULL) gets the version picked, as listed
+ * (static; NULL for a format without a framework). OOM_EINVAL for a `version` that is not a
+ * version, or older than every one the format knows, or given to a format without a framework
+ * (the message lists the versions); otherwise as oom_plan_format(). Since: 1.1.0.
+ */
+OOM_EXPORT int oom_plan_format_version(char **out, const char **written,
+                                       const oom_plan_result *result, const char *format,
+                                       const char *version);
+/**
+ * The version of `format`'s framework whose keys oom_plan_format_version() writes for `version`
+ * (NULL: the latest), into `*written` (static), without a plan: what a binding asks before it
+ * writes the same keys itself (oomless.hf). Errors as oom_plan_format_version(). Since: 1.1.0.
+ */
+OOM_EXPORT int oom_plan_format_pick(const char **written, const char *format, const char *version);
 
 /** One output format of `plan` (oom_plan_format) or `table` (oom_table). Since: 1.1.0. */
 typedef struct oom_plan_format_info {
@@ -1440,11 +1462,17 @@ typedef struct oom_plan_format_info {
     const char *name;      /**< "vllm" */
     const char *help;      /**< one line: what it writes, and for which plans */
     const char *framework; /**< what reads it ("vLLM"), NULL for oomless's own */
-    const char *versions;  /**< the framework versions its keys follow ("0.21"), NULL when none */
+    /** the framework versions whose keys it can write, oldest first, ", "-separated ("0.2, 0.3";
+     * the last is the default: oom_plan_format_version()), NULL when none */
+    const char *versions;
     unsigned int commands; /**< OOM_COMMAND_PLAN and/or OOM_COMMAND_TABLE */
+    /* version 2 */
+    /** the Python distribution whose version `versions` counts ("torchtitan"; "transformers"
+     * for the formats of TrainingArguments' keys), as pip names it; NULL when none */
+    const char *package;
 } oom_plan_format_info;
 
-#define OOM_PLAN_FORMAT_INFO_VERSION 1
+#define OOM_PLAN_FORMAT_INFO_VERSION 2
 #define OOM_PLAN_FORMAT_INFO_INIT                                                                  \
     {                                                                                              \
         .version = OOM_PLAN_FORMAT_INFO_VERSION                                                    \
@@ -1481,6 +1509,16 @@ OOM_EXPORT int oom_plan_options_run(oom_plan_result **out, const oom_plan_option
  */
 OOM_EXPORT int oom_plan_json(char **out, const char *const *keys, const char *const *values,
                              size_t n);
+
+/**
+ * The same for a format: plans from `n` text options and writes the plan as
+ * oom_plan_format_version(out, written, result, format, version) does (the Python package's
+ * oomless.plan_format(), which passes the installed framework's version). OOM_ENOFIT (and no
+ * text) when nothing fits. Since: 1.1.0.
+ */
+OOM_EXPORT int oom_plan_options_format(char **out, const char **written, const char *const *keys,
+                                       const char *const *values, size_t n, const char *format,
+                                       const char *version);
 
 /** Writes an SVG picture of a plan (memory bar against the budget; peak versus micro-batch). */
 OOM_EXPORT int oom_plan_svg(char **out, const oom_plan_result *result);
