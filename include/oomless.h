@@ -2217,6 +2217,11 @@ OOM_EXPORT void oom_apply_set_step_hook(oom_apply *apply, oom_apply_step_fn fn, 
 #define OOM_APPLY_FORCE_TYPE      8u  /**< allow a value of another type (8 over "auto") */
 #define OOM_APPLY_PARTIAL         16u /**< write the batch keys a file has when it lacks others */
 #define OOM_APPLY_FORCE           32u /**< replace a write-protected file (since 1.1.0) */
+/** write the plan's accumulation where it changes the effective batch a file states (since
+ * 1.1.0); without it the file's effective batch is kept (below) */
+#define OOM_APPLY_ALLOW_BATCH_CHANGE 64u
+/** write the rest where a file lacks a key the plan's memory needs (since 1.1.0) */
+#define OOM_APPLY_ALLOW_SKIPPED 128u
 
 /**
  * Makes the assignments in each of `files` (YAML, or JSON when the name ends in .json or the
@@ -2242,8 +2247,14 @@ OOM_EXPORT void oom_apply_set_step_hook(oom_apply *apply, oom_apply_step_fn fn, 
  * needs (a preset's accumulation key, say), writing the others would change it silently: the run
  * is refused (OOM_EREFUSED, naming the missing key and the change) unless OOM_APPLY_CREATE adds
  * the key or OOM_APPLY_PARTIAL writes the rest anyway (the report's "notes" say how the
- * effective batch changes). Comments beside a changed value that still name its old value or the
- * old effective batch are reported in "notes" and left as they are (docs/apply.md).
+ * effective batch changes). A file that states an effective batch (its micro-batch and
+ * accumulation, or global batch) other than the plan's keeps it: the accumulation written is
+ * the file's effective batch over the plan's micro-batch x GPUs, refused (OOM_EREFUSED) where
+ * that is no whole number, unless OOM_APPLY_ALLOW_BATCH_CHANGE (a note says the change either
+ * way). A file without a key the plan's memory needs (its checkpointing, offload or sharding,
+ * where the framework's default for the missing key is not the plan's) is refused unless
+ * OOM_APPLY_CREATE or OOM_APPLY_ALLOW_SKIPPED (then noted). Comments beside a changed value that
+ * still name its old value or the old effective batch are reported in "notes" (docs/apply.md).
  * Errors: OOM_EREFUSED, OOM_EPARSE, OOM_EIO (the files and their old backups are unchanged: a
  * write failure removes every temporary file before any rename), OOM_ENOTFOUND for an explicit
  * field the plan lacks, OOM_EINVAL when a spec needs a plan and none is loaded.

@@ -241,6 +241,28 @@ class Torchtune(unittest.TestCase):
                         "--tokens-per-batch", "16384"])
         self.assertTrue(c["dataset"]["packed"])
 
+    def test_apply_preset_writes_what_the_overrides_say(self):
+        # `oomless apply --preset torchtune` on the upstream file, read by torchtune's loader,
+        # holds what tune run makes of the same file with --format torchtune's overrides
+        import shutil
+        import subprocess
+        args = ["--model", "llama-3.2-1b", "--method", "lora", "--seq", "2048", "--gpu", "rtx-4090",
+                "--precision", "bf16", "--checkpointing", "full"]
+        with tempfile.TemporaryDirectory() as d:
+            doc, cfg = os.path.join(d, "plan.json"), os.path.join(d, "config.yaml")
+            with open(doc, "w", encoding="utf-8") as f:
+                f.write(plan(args, "json"))
+            shutil.copy(self.CONFIG, cfg)
+            subprocess.run([oomless_bin(), "apply", "--plan", doc, "--preset", "torchtune",
+                            "--no-backup", cfg], check=True, capture_output=True, timeout=60)
+            applied = tune_config(cfg)
+        overridden = tune_config(self.CONFIG, plan(args, "torchtune"))
+        for key in ("batch_size", "gradient_accumulation_steps", "enable_activation_checkpointing",
+                    "enable_activation_offloading"):
+            self.assertEqual(applied[key], overridden[key], key)
+        self.assertEqual(applied["tokenizer"]["max_seq_len"], overridden["tokenizer"]["max_seq_len"])
+        self.assertTrue(applied["enable_activation_checkpointing"])
+
     def test_selective_checkpointing_of_the_distributed_recipes(self):
         c = self.check(["--model", "llama-3.2-1b", "--seq", "4096", "--gpu", "a100-40gb",
                         "--gpus", "2", "--precision", "bf16", "--checkpointing", "nth:2"])
