@@ -1,5 +1,6 @@
 #!/bin/bash
 # test_security.sh - what oomless must never do with the user's data:
+#  - run code it was not asked to: `trace` imports no module from the folder it runs in;
 #  - run a shell: job arguments with shell syntax ('; touch X', '$(touch X)', backquotes, pipes)
 #    reach the job verbatim, placeholders are substituted inside one argument and never re-split;
 #    a batch size from the environment with shell syntax is refused, not run;
@@ -71,6 +72,32 @@ oom probe --max-trials 2 --max-batch 2 --calibration off -- printf '[%s]\n' '{ba
     '$(touch PWNED11)'
 expect_contains "$OUT$ERR" "[1; touch PWNED10]" "probe: argument verbatim"
 no_files "probe"
+
+# ---- trace: no module from the current folder ------------------------------------------------
+# a model folder with modules named as the standard library's and torch: Python run in it must
+# import none of them (each would leave a PWNED file), on whatever Python OOMLESS_PYTHON names,
+# also with an empty PYTHONPATH entry (which Python reads as the current folder)
+mkdir -p "$W/model"
+printf '{"model_type": "llama", "num_hidden_layers": 2}\n' >"$W/model/config.json"
+for mod in json argparse runpy torch importlib errno fcntl stat typing; do
+    printf 'open(%s, "w").close()\n' "'$W/PWNED_trace_$mod'" >"$W/model/$mod.py"
+done
+for pp in unset ":" "::"; do
+    if [ "$pp" = unset ]; then
+        (cd "$W/model" && env -u PYTHONPATH OOMLESS_PYTHON=python3 "$OOMLESS_BIN" trace --model . \
+            >/dev/null 2>"$TMP/err")
+    else
+        (cd "$W/model" && PYTHONPATH="$pp" OOMLESS_PYTHON=python3 "$OOMLESS_BIN" trace --model . \
+            >/dev/null 2>"$TMP/err")
+    fi
+    RC=$? ERR=$(cat "$TMP/err")
+    if [ "$RC" -eq 0 ] || [ "$RC" -eq 2 ]; then ok; else bad "trace, PYTHONPATH $pp: exit $RC: $ERR"; fi
+    expect_not_contains "$ERR" "Traceback" "trace, PYTHONPATH $pp: no traceback"
+    expect_eq "$(cd "$W" && echo PWNED_trace_*)" "PWNED_trace_*" \
+        "trace, PYTHONPATH $pp: no module imported from the current folder"
+    rm -f "$W"/PWNED_trace_*
+done
+rm -rf "$W/model"
 
 # ---- apply: nothing outside the current directory through links ------------------------------
 P="$OOMLESS_SRC/tests/data/apply/plan.json"
