@@ -10,6 +10,7 @@ import tempfile
 import torch
 
 from .emulate import CudaEmulation
+from .limits import layer_bound_message, too_many_layers
 from .tracker import CATEGORIES, Tracker
 
 
@@ -759,8 +760,12 @@ def trace_hf(w, cfg_dict=None):
 
 def _trace_hf(w, cfg_dict=None):
     w.check()
+    path = w.model
     if cfg_dict is None:
-        cfg_dict, _path = find_config(w.model)
+        cfg_dict, path = find_config(w.model)
+    too_many = too_many_layers(cfg_dict)
+    if too_many:
+        raise TraceError(layer_bound_message(path, *too_many))
     quant = cfg_dict.get("quantization_config")
     if isinstance(quant, dict):
         raise TraceError("model '%s' is pre-quantized (quant_method %s): its quantized layers run "
