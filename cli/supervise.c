@@ -6,7 +6,9 @@
  * Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT stop the job and oomless; SIGUSR1, SIGUSR2,
  * SIGTSTP and SIGCONT are passed on to the job (the relay); SIGTTOU is ignored, so that oomless
  * may write to its terminal and take the terminal back while the job holds it; SIGPIPE is
- * ignored.
+ * ignored; SIGXFSZ is ignored, so that an append past a file-size limit (`ulimit -f`: the
+ * calibration record, run's events) fails and is reported instead of killing oomless half-way
+ * (the job gets the default disposition back: lib/job/proc.c).
  *
  * A stderr nobody reads (a full pipe, a stalled pager) must not hold the supervision loop: a
  * notice is queued and written only as far as stderr takes it without blocking; the rest goes
@@ -69,7 +71,7 @@ static void on_relay(int sig)
 void cli_supervise_signals(void)
 {
     static const int relayed[] = {SIGUSR1, SIGUSR2, SIGTSTP, SIGCONT};
-    static const int alarm_sig[] = {SIGALRM}, ignored[] = {SIGTTOU, SIGPIPE};
+    static const int alarm_sig[] = {SIGALRM}, ignored[] = {SIGTTOU, SIGPIPE, SIGXFSZ};
 
     /* no SA_RESTART: a wait or a write is interrupted */
     cli_set_signals(cli_stop_signals, CLI_STOP_SIGNALS, on_stop);

@@ -125,8 +125,10 @@ static int stdin_unusable(const int outp[2], const int errp[2], const int rep[2]
 static void child_exec(const int outp[2], const int errp[2], const int rep[2], pid_t parent,
                        int tty, const char *path, char *const argv[], char *const envp[])
 {
+    /* SIGXFSZ too: oomless ignores it (an append past `ulimit -f` then fails instead of killing
+     * it); the job gets the default, as Python's subprocess gives its children */
     static const int sigs[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT, SIGPIPE, SIGCHLD, SIGTTIN,
-                               SIGTTOU, SIGTSTP, SIGCONT, SIGUSR1, SIGUSR2, SIGALRM};
+                               SIGTTOU, SIGTSTP, SIGCONT, SIGUSR1, SIGUSR2, SIGALRM, SIGXFSZ};
     struct sigaction sa;
     sigset_t none, ttou;
     size_t i;
