@@ -114,6 +114,10 @@ typedef struct oomi_launch {
     const oom_job *job;
     int batch, accum, seq, attempt;
     double timeout_s, sample_interval_s, kill_grace_s;
+    /* once the job has ended: how long its queued output may wait for a destination that
+     * takes nothing (a stalled pager) before the rest is dropped and said; 0: as long as it
+     * takes (a stop signal or the timeout still cut it to 1 s) */
+    double output_wait_s;
     oom_gpu_session *gpu; /* NULL: no sampling */
     const oom_patterns *patterns;
     const volatile sig_atomic_t *stop;

@@ -595,10 +595,12 @@ static int ending(const oomi_launch *l)
 /* After the leader: kill the rest, then read what the pipes still hold (for 2 s at most while
  * there is room to read into) and write out what is queued: for as long as the destination
  * takes it, but once a signal or the timeout is ending the launch, for at most 1 s without
- * progress; what is left then is dropped. */
+ * progress, else for at most output_wait_s without progress (when set); what is left then is
+ * dropped, and said. */
 static void finish_streams(struct watch *w)
 {
-    double reading_for = 0, last_move, now;
+    double reading_for = 0, last_move, now, wait = w->l->output_wait_s;
+    size_t left;
     int i, reading;
     oomi_tree t = tree_of(w);
 
@@ -615,12 +617,16 @@ static void finish_streams(struct watch *w)
                     close(w->s[i].fd);
                     w->s[i].fd = -1;
                 }
-        if (ending(w->l) && now - last_move >= 1.0)
+        if ((ending(w->l) && now - last_move >= 1.0) || (wait > 0 && now - last_move >= wait))
             break;
     }
     for (i = 0; i < 2; i++)
         if (w->s[i].fd >= 0)
             close(w->s[i].fd);
+    if ((left = w->s[0].out.len + w->s[1].out.len) > 0 && !ending(w->l))
+        oomi_notice("the job's output was not all written: its reader took nothing for %.0f s "
+                    "(a stalled pipe or pager); %zu bytes dropped",
+                    wait, left);
 }
 
 static int exec_failed(oomi_launch *l, int err_no)
