@@ -162,10 +162,23 @@ for args in "--once" "--count 2 --interval 0.05" "--json --count 1"; do
         "FIFO without a reader ($args): says why"
     expect_eq "$OUT" "" "FIFO without a reader ($args): no sample printed"
 done
-# a FIFO with a reader is a log like a pipe: the header, then the rows
-cat "$TMP/noreader" >"$TMP/fifo.csv" &
+# a FIFO with a reader is a log like a pipe: the header, then the rows (the reader opens it
+# without waiting for a writer, says so, then reads until the writer is gone)
+python3 -c 'import os, select, sys
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_NONBLOCK)
+open(sys.argv[2] + ".ready", "w").close()
+with open(sys.argv[2], "wb") as out:
+    p = select.poll()
+    p.register(fd, select.POLLIN)
+    while True:
+        p.poll()
+        b = os.read(fd, 65536)
+        if not b:
+            break
+        out.write(b)' "$TMP/noreader" "$TMP/fifo.csv" &
 READER=$!
 PIDS+=($READER)
+poll 20 test -e "$TMP/fifo.csv.ready" || bad "FIFO with a reader: the reader never opened it"
 oom watch --count 2 --interval 0.05 --json --log "$TMP/noreader"
 expect_rc 0 "FIFO with a reader: logged"
 wait "$READER"
