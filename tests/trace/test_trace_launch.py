@@ -9,16 +9,8 @@ import sys
 import tempfile
 import unittest
 
-SRC = os.environ.get("OOMLESS_SRC", ".")
-sys.path.insert(0, os.path.join(SRC, "bindings", "python"))
-
-try:
-    import torch  # noqa: F401
-    import transformers  # noqa: F401
-    HAVE = True
-except ImportError as exc:  # pragma: no cover
-    HAVE, REASON = False, "torch/transformers missing for %s (%s): `make venv`" % (
-        sys.executable, exc)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from trace_env import HAVE, REASON  # noqa: E402
 
 TINY = {"model_type": "llama", "architectures": ["LlamaForCausalLM"], "hidden_size": 64,
         "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
@@ -38,7 +30,7 @@ def build():
 """
 
 
-@unittest.skipUnless(HAVE, "" if HAVE else REASON)
+@unittest.skipUnless(HAVE, REASON)
 class Launch(unittest.TestCase):
     def run_cli(self, cwd, *args):
         env = dict(os.environ, OOMLESS_PYTHON=sys.executable)
