@@ -30,7 +30,10 @@ static const char usage_text[] =
     "--lora-dropout, --objective sft|dpo|ipo|simpo|orpo|kto|reward, --reference\n"
     "copy|adapter, --packing none|padding-free|block-mask, --tokens-per-batch) and --steps N.\n\n"
     "Needs Python with torch (and transformers, peft for Hugging Face models): $OOMLESS_PYTHON,\n"
-    "else python3. 'python -m oomless.trace --help' lists every option.\n\n"
+    "else python3. 'python -m oomless.trace --help' lists every option. Python runs without\n"
+    "the current folder on sys.path (a json.py or torch.py there is never imported; a --module\n"
+    "is looked for there last). A config of more than 1024 layers is refused: the tracer\n"
+    "builds every layer ('oomless estimate' plans it).\n\n"
     "Exit codes: 0 ok, 2 bad option or value, an untraceable workload, or a missing package,\n"
     "3 no Python found, or the calibration record could not be saved (--calibrate).\n";
 
