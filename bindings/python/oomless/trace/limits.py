@@ -1,7 +1,9 @@
-"""What the tracer builds at most: it makes every layer a config names (modules, meta tensors,
-hooks) and runs each of them, so its time and memory grow with the count, where the estimator's
-formulas do not (``oomless estimate`` takes up to 2^40 layers). A config past the bound is
-refused before anything is built, naming the field, as an input error (exit 2).
+"""What the tracer refuses: :class:`TraceError`, and the bounds of what it builds.
+
+It makes every layer a config names (modules, meta tensors, hooks) and runs each of them, so its
+time and memory grow with the count, where the estimator's formulas do not (``oomless estimate``
+takes up to 2^40 layers). A config past the bound is refused before anything is built, naming
+the field, as an input error (exit 2).
 
 The bound is the estimator's own for following layers one by one: 1024, the layers its per-layer
 map of expert and dense layers covers (OOMI_SPARSE_MAP_LAYERS, lib/model/model.h) and the blocks
@@ -9,6 +11,11 @@ its replay of DeepSpeed ZeRO-3 follows (OOMI_ZERO3_MAX_BLOCKS, lib/estimate/esti
 8 times the deepest published model the presets hold (Llama 3.1 405B: 126 layers). A 1024-layer
 model traces in about 45 s on 2 cores (a 256-wide Llama, batch 1 x 16, two steps).
 """
+
+
+class TraceError(Exception):
+    """A workload the tracer cannot express, with the reason (exit 2)."""
+
 
 MAX_LAYERS = 1024
 
@@ -37,8 +44,13 @@ def too_many_layers(cfg_dict):
     return None
 
 
-def layer_bound_message(where, key, value):
-    """The refusal of a config with `value` layers under `key` (where: the config's name)."""
-    return ("model config '%s': %s %s: the tracer builds and runs every layer and traces at most "
-            "%d (the layers the estimator follows one by one); `oomless estimate` plans it"
-            % (where, key, value if isinstance(value, int) else "%g" % value, MAX_LAYERS))
+def check_layers(cfg_dict, where):
+    """Raises :class:`TraceError` for a config of more than MAX_LAYERS layers (where: its name)."""
+    found = too_many_layers(cfg_dict)
+    if found:
+        key, value = found
+        raise TraceError("model config '%s': %s %s: the tracer builds and runs every layer and "
+                         "traces at most %d (the layers the estimator follows one by one); "
+                         "`oomless estimate` plans it"
+                         % (where, key, value if isinstance(value, int) else "%g" % value,
+                            MAX_LAYERS))

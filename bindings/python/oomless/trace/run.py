@@ -10,12 +10,8 @@ import tempfile
 import torch
 
 from .emulate import CudaEmulation
-from .limits import layer_bound_message, too_many_layers
+from .limits import TraceError, check_layers
 from .tracker import CATEGORIES, Tracker
-
-
-class TraceError(Exception):
-    """A workload the tracer cannot express, with the reason (exit 2)."""
 
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -760,12 +756,8 @@ def trace_hf(w, cfg_dict=None):
 
 def _trace_hf(w, cfg_dict=None):
     w.check()
-    path = w.model
-    if cfg_dict is None:
-        cfg_dict, path = find_config(w.model)
-    too_many = too_many_layers(cfg_dict)
-    if too_many:
-        raise TraceError(layer_bound_message(path, *too_many))
+    cfg_dict, path = find_config(w.model) if cfg_dict is None else (cfg_dict, w.model)
+    check_layers(cfg_dict, path)
     quant = cfg_dict.get("quantization_config")
     if isinstance(quant, dict):
         raise TraceError("model '%s' is pre-quantized (quant_method %s): its quantized layers run "
