@@ -183,19 +183,26 @@ static void test_shown(void **state)
     shown_is("\x1b]0;pwned\x1b\\x\x1b[2J\x1b[H", "\\x1b]0;pwned\\x1b\\x\\x1b[2J\\x1b[H");
     shown_is("a\tb\nc\rd\x7f\x01", "a\\x09b\\x0ac\\x0dd\\x7f\\x01");
     /* C1 controls, as one byte and in UTF-8 (U+009B CSI, U+009D OSC, U+0080, U+009F) */
-    shown_is("\x9b""31m \x9d", "\\x9b31m \\x9d");
-    shown_is("\xc2\x9b""2J \xc2\x9d""0;t\xc2\x9c \xc2\x80\xc2\x9f",
+    shown_is("\x9b"
+             "31m \x9d",
+             "\\x9b31m \\x9d");
+    shown_is("\xc2\x9b"
+             "2J \xc2\x9d"
+             "0;t\xc2\x9c \xc2\x80\xc2\x9f",
              "\\xc2\\x9b2J \\xc2\\x9d0;t\\xc2\\x9c \\xc2\\x80\\xc2\\x9f");
     /* invalid UTF-8: a stray continuation, a cut sequence (at the end too), overlong forms, a
      * surrogate, past U+10FFFF, bytes that never start a sequence */
-    shown_is("a\x80" "b", "a\\x80b");
+    shown_is("a\x80"
+             "b",
+             "a\\x80b");
     shown_is("\xe6\x97x", "\\xe6\\x97x");
     shown_is("end\xf0\x9f\x98", "end\\xf0\\x9f\\x98");
     shown_is("\xc0\xaf \xe0\x80\xaf", "\\xc0\\xaf \\xe0\\x80\\xaf");
     shown_is("\xed\xa0\x80", "\\xed\\xa0\\x80");
     shown_is("\xf4\x90\x80\x80 \xff\xfe", "\\xf4\\x90\\x80\\x80 \\xff\\xfe");
     /* bidirectional formatting characters (Trojan Source): U+202E, U+2066, U+200F */
-    shown_is("x\xe2\x80\xae" "y\xe2\x81\xa6z\xe2\x80\x8f",
+    shown_is("x\xe2\x80\xae"
+             "y\xe2\x81\xa6z\xe2\x80\x8f",
              "x\\xe2\\x80\\xaey\\xe2\\x81\\xa6z\\xe2\\x80\\x8f");
     /* a length, not the NUL: text with a NUL in it */
     oomi_sb_put_shown(&sb, "a\0b", 3);
