@@ -42,8 +42,12 @@ void cli_notices_to(void (*sink)(const char *message));
 /* An option's value (`what`: "--max-restarts", "$OOMLESS_BATCH_SIZE") as a whole number from
  * `min` to INT_MAX, or a usage error of `cmd` naming it. Returns an exit code. */
 int cli_whole_number(long *out, const char *cmd, const char *text, long min, const char *what);
-/* An option's value as a number of seconds from 0 to 1e7, or a usage error. */
-int cli_seconds(double *out, const char *cmd, const char *text, const char *opt);
+/* An option's value as a number of seconds from `min` to `max`, or a usage error naming the
+ * range (or the decimal comma of "0,5"). Returns an exit code. */
+int cli_seconds(double *out, const char *cmd, const char *text, const char *opt, double min,
+                double max);
+/* The longest --trial-timeout and --sample-interval: about 115 days, no limit in practice */
+#define CLI_MAX_TIMEOUT 1e7
 /* The workload options as `plan --help` and `estimate --help` list them: "--NAME METAVAR" and
  * the help, aligned. */
 void cli_print_options(FILE *out, const oom_option *const *o, size_t n);
@@ -149,8 +153,9 @@ int cli_parse_plan_options(const char *cmd, int argc, char **argv, oom_plan_opti
 
 /* ---- while a job runs under run or probe (cli/supervise.c) -------------------------------------
  * cli_supervise_signals(): SIGINT, SIGTERM, SIGHUP and SIGQUIT set cli_stop_signal (the library
- * forwards it to the job and stops); SIGUSR1, SIGUSR2, SIGTSTP and SIGCONT are counted in
- * cli_relay (the library passes them on); SIGTTOU, SIGPIPE and SIGXFSZ are ignored; the
+ * forwards it to the job and stops) and are counted in cli_relay.stops (a second one during the
+ * kill grace: the library kills the job at once); SIGUSR1, SIGUSR2, SIGTSTP and SIGCONT are counted
+ * in cli_relay (the library passes them on); SIGTTOU, SIGPIPE and SIGXFSZ are ignored; the
  * library's notices are queued as cli_say() queues them. cli_supervise_stopped(): for an
  * OOM_EVENT_STOP after a terminal stop signal, stops oomless with its job and returns once
  * continued (a SIGSTOP is left alone). cli_say(): a notice for stderr, queued and written only
@@ -166,6 +171,11 @@ void cli_supervise_signals(void);
 void cli_supervise_stopped(const oom_job_event *ev);
 /* "SIGTSTP" for the signals oomless names, else "signal N" */
 const char *cli_signal_name(int sig);
+/* For the notice of a forwarded signal: " (a second one kills it at once)" after the first stop
+ * signal, else "". */
+const char *cli_again_hint(int sig);
+/* Why a job got SIGKILL: "a second stop signal", else `grace` (the grace ran out). */
+const char *cli_kill_reason(const char *grace);
 void cli_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_supervise_done(double stall_s);
 int cli_write_bounded(int fd, const char *buf, size_t len, double stall_s);

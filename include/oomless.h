@@ -1527,9 +1527,12 @@ typedef struct oom_job_relay {
     volatile sig_atomic_t usr2; /**< SIGUSR2 */
     volatile sig_atomic_t tstp; /**< SIGTSTP */
     volatile sig_atomic_t cont; /**< SIGCONT */
+    /** version 2: the stop signals (those it sets `stop` for) the caller's handler counted; a
+     *  second one during a launch's kill grace kills its group at once. Since: 1.1.0 */
+    volatile sig_atomic_t stops;
 } oom_job_relay;
 
-#define OOM_JOB_RELAY_VERSION 1
+#define OOM_JOB_RELAY_VERSION 2
 #define OOM_JOB_RELAY_INIT                                                                         \
     {                                                                                              \
         .version = OOM_JOB_RELAY_VERSION                                                           \
@@ -1663,25 +1666,33 @@ OOM_EXPORT int oom_probe_step_init(oom_probe_step *s, unsigned int version);
  * largest once a line mispredicts by more than `tolerance`); the next trial is the largest batch
  * the fit allows under the budget, kept strictly between the largest batch known to fit and the
  * smallest known not to (a failure, or a peak over the budget); when the fit is contradicted by
- * a failure it bisects. It stops when those two are at most 2 apart (the answer is within one
- * of the true limit), when a launch verified the fit's prediction and the next batch would not
- * fit, when 1 does not fit, or after max_trials. Without measured peaks it doubles, then bisects.
- * Irregular peaks (a larger batch measured lower than a smaller one, as the caching allocator's
- * rounding makes them, or a fit with negative fixed memory or negative curvature) are not
- * followed: it bisects between the largest batch under the budget and the smallest over it until
- * they are adjacent or max_trials is reached, and `fit` is then the line through zero and the
- * most memory per sample measured. The recommended batch is always the largest whose peak and
- * every smaller tried batch's stayed under the budget: a batch over it is never recommended, nor
- * one above it that happened to measure less. A linear job takes 3 launches. OOM_EINVAL for a
- * malformed trial list.
+ * a failure it bisects. It stops when those two are adjacent, when the peaks are shown exact (a
+ * point more than the curve needs lies on it to within the bytes' rounding) and the next batch
+ * would not fit, when 1 does not fit, or after max_trials. Without measured peaks it doubles,
+ * then bisects, and stops within one of the limit. Peaks that vary from launch to launch (a
+ * larger batch measured less by up to twice `tolerance`, a fit with negative fixed memory or
+ * curvature, a fourth point off the curve) are fitted all together by weighted least squares,
+ * jumps are bounded by the fit's uncertainty, and an allowance is kept under the budget
+ * (`tolerance`, or twice the measured scatter when larger): a batch then fits only when its peak
+ * is at most usable x (1 - allowance). Stepped peaks (a batch more than twice `tolerance` above
+ * a larger one, as the caching allocator's rounding makes them) are not followed: it bisects
+ * between the largest batch under the budget and the smallest over it until they are adjacent
+ * or max_trials is reached, and `fit` is then the line through zero and the most memory per
+ * sample measured. The recommended batch is always the largest whose peak and every smaller
+ * tried batch's stayed under the budget (less the allowance): a batch over it is never
+ * recommended, nor one above it that happened to measure less. A linear job with exact peaks
+ * takes 3 launches. OOM_EINVAL for a malformed trial list.
  */
 OOM_EXPORT int oom_probe_search_step(oom_probe_step *out, const oom_probe_search *search,
                                      const oom_probe_trial *const *trials, size_t count);
 
 /* ---- probe ---------------------------------------------------------------------------------- */
 
-#define OOM_DEFAULT_SAMPLE_INTERVAL 0.05 /**< seconds between NVML samples */
-#define OOM_DEFAULT_KILL_GRACE      10.0 /**< seconds between SIGTERM and SIGKILL */
+#define OOM_DEFAULT_SAMPLE_INTERVAL 0.05   /**< seconds between NVML samples */
+#define OOM_DEFAULT_KILL_GRACE      10.0   /**< seconds between SIGTERM and SIGKILL */
+#define OOM_MAX_KILL_GRACE          3600.0 /**< longest kill grace, else OOM_EINVAL. Since: 1.1.0 */
+#define OOM_DEFAULT_SYNC_WAIT       300.0  /**< run: seconds a node waits for the other nodes */
+#define OOM_MAX_SYNC_WAIT           86400.0 /**< longest sync wait, else OOM_EINVAL. Since: 1.1.0 */
 
 typedef struct oom_probe_options {
     unsigned int version; /**< OOM_PROBE_OPTIONS_VERSION */
@@ -1765,16 +1776,20 @@ OOM_EXPORT void oom_probe_result_free(oom_probe_result *result);
  *  "timed_out", "duration_s"}...], "fit": {"fixed_bytes", "per_sample_bytes"
  *  [, "per_sample2_bytes"]} or null, "peaks_monotone" (null with fewer than two peaks),
  *  "non_monotone": [{"batch", "peak_bytes", "larger_batch", "larger_peak_bytes"}...],
- *  "bisected", "prediction": {...} or null}. Unknown values are null.
+ *  "peaks" ("regular", "noisy", "stepped"; null with no measured peak; since 1.1.0),
+ *  "allowance" (the fraction of the budget the search kept free; since 1.1.0), "bisected",
+ *  "prediction": {...} or null}. Unknown values are null.
  */
 OOM_EXPORT int oom_probe_to_json(char **out, const oom_probe_result *result);
 
 /**
  * Irregular peaks: `*out` (owned, free with oom_free()) says which measured trials peaked above a
  * larger batch ("not monotone in the batch: batch 28 (24.94 GiB) above batch 29 (23.05 GiB)"), or
- * that no sensible curve (fixed >= 0, curvature >= 0) fits them, and that the search bisected;
- * NULL when the peaks were regular. The JSON carries the same as "peaks_monotone",
- * "non_monotone" and "bisected". Since: 1.1.0.
+ * that no sensible curve (fixed >= 0, curvature >= 0) fits them, and what the search did: it
+ * bisected (stepped peaks), or it fitted all the trials and kept an allowance free (noisy
+ * peaks: "the peaks vary from launch to launch: ..."); NULL when the peaks were regular. The
+ * JSON carries the same as "peaks_monotone", "non_monotone", "peaks", "allowance" and
+ * "bisected". Since: 1.1.0.
  */
 OOM_EXPORT int oom_probe_describe_peaks(char **out, const oom_probe_result *result);
 
@@ -1805,9 +1820,15 @@ typedef struct oom_run_options {
                               VRAM - margin, less what others held); a restart plans for at most
                               this much (and at most what PyTorch's "N allowed" and "total
                               capacity" say); 0: not known. Since: 1.1.0 */
+    /* version 3 */
+    const char *sync_dir; /**< a folder the supervisors of one job's nodes share (a shared
+                               filesystem): they relaunch together at the batch the node that ran
+                               out of memory chose (docs/probe-run.md); NULL: none. Since: 1.1.0 */
+    const char *sync_id;  /**< the job's id there; NULL: torchrun's --rdzv-id, $SLURM_JOB_ID... */
+    double sync_wait_s;   /**< the longest wait for the other nodes; 0: OOM_DEFAULT_SYNC_WAIT */
 } oom_run_options;
 
-#define OOM_RUN_OPTIONS_VERSION 2
+#define OOM_RUN_OPTIONS_VERSION 3
 #define OOM_RUN_OPTIONS_INIT                                                                       \
     {                                                                                              \
         .version = OOM_RUN_OPTIONS_VERSION                                                         \
@@ -1841,8 +1862,8 @@ OOM_EXPORT int oom_run_result_init(oom_run_result *s, unsigned int version);
  * raised. Returns OOM_OK when the job ended without OOM (whatever its status: see exit_code),
  * OOM_ENOFIT when it ran out of memory at the floor, had no smaller divisor, or used up
  * max_restarts, OOM_EINTERRUPTED when `stop` fired, OOM_EJOB when it could not be started
- * (exit_code 127/126), OOM_EIO when the events file cannot be written, OOM_EINVAL for bad
- * options. `out` is filled in every case but OOM_EINVAL.
+ * (exit_code 127/126) or another node left the job (sync_dir), OOM_EIO when the events file
+ * cannot be written, OOM_EINVAL for bad options. `out` is filled in every case but OOM_EINVAL.
  */
 OOM_EXPORT int oom_run(oom_run_result *out, const oom_job *job, const oom_run_options *options);
 
@@ -1896,14 +1917,19 @@ OOM_EXPORT int oom_calibration_command_key(char **out, const char *const *argv);
  * that does not exist is not created). All or nothing: one line written whole under flock() and
  * fsync'ed; when the disk fills part way the file is cut back to its old size. A file that does
  * not end in a newline gets one first. Only a regular file: a symbolic link or a FIFO is refused.
- * OOM_EIO names the file and the reason ("No space left on device").
+ * OOM_EIO names the file and the reason ("No space left on device"); OOM_EINVAL for a line that
+ * lookup would skip as damaged (not finite, negative fixed memory or curvature, a peak below zero
+ * at some batch, more than 1 PiB).
  */
 OOM_EXPORT int oom_calibration_save(const char *path, const oom_calibration *record);
 /**
  * The newest record for (gpu, command, workload) in `path` (NULL = the default). OOM_ENOTFOUND
  * when there is none (or no file); OOM_EIO when the file is not a regular file (a FIFO). Lines
- * are read by their length: a line that is not one JSON object (cut short, glued, NUL bytes) is
- * skipped, and a notice says how many. Free with oom_calibration_free.
+ * are read by their length: a line that is not one JSON object (cut short, glued, NUL bytes),
+ * or whose record holds a value no probe writes (not a number, NaN, infinite, negative, a batch
+ * that is not whole, more than 1 PiB, a line whose peak goes below zero), is skipped, and a
+ * notice says how many and names the first line and what was wrong. Free with
+ * oom_calibration_free.
  */
 OOM_EXPORT int oom_calibration_lookup(oom_calibration **out, const char *path, const char *gpu,
                                       const char *command, const char *workload);
@@ -2055,6 +2081,7 @@ OOM_EXPORT void oom_apply_set_step_hook(oom_apply *apply, oom_apply_step_fn fn, 
 #define OOM_APPLY_FOLLOW_SYMLINKS 4u  /**< edit files reached through links leading outside "." */
 #define OOM_APPLY_FORCE_TYPE      8u  /**< allow a value of another type (8 over "auto") */
 #define OOM_APPLY_PARTIAL         16u /**< write the batch keys a file has when it lacks others */
+#define OOM_APPLY_FORCE           32u /**< replace a write-protected file (since 1.1.0) */
 
 /**
  * Makes the assignments in each of `files` (YAML, or JSON when the name ends in .json or the
@@ -2067,9 +2094,11 @@ OOM_EXPORT void oom_apply_set_step_hook(oom_apply *apply, oom_apply_step_fn fn, 
  * was read (OOM_EREFUSED: another program wrote it), then per file: rename over the file, rename
  * of the backup over the old backup, fsync of the directory. A symbolic link is kept: its target
  * is edited. Unchanged files are not touched. Refused (OOM_EREFUSED) before anything is
- * written: a file with several hard links (a rename would split them), a file whose owner,
- * group or extended attributes the replacement cannot be given (not permitted), a file still
- * locked by another run after the lock timeout.
+ * written: a file with several hard links (a rename would split them), a write-protected file
+ * (no write permission in its mode, or none for the caller; unless OOM_APPLY_FORCE, and then
+ * the new file keeps the mode), a file whose owner, group or extended attributes the
+ * replacement cannot be given (not permitted), a file still locked by another run after the
+ * lock timeout.
  * `diff` (may be NULL) receives the unified diff of all changes (free with oom_free()), with or
  * without OOM_APPLY_DRY_RUN; "" when nothing changes. It is computed only when asked for. Time
  * and memory grow linearly with the files' sizes.

@@ -25,8 +25,11 @@
   const NAMES = { full: 'full fine-tune', lora: 'LoRA', qlora: 'QLoRA' };
   // `oomless table`'s default GPUs; the chosen one is added in front
   const TABLE_GPUS = ['rtx-3090', 'rtx-4090', 'a100-40gb', 'a100-80gb', 'h100-sxm'];
-  const CONFIG_MAX = 1 << 20; // a model config.json is a few KB
   const URL_CONFIG_MAX = 6000; // characters of a config kept in a shared link
+  // What the library's entry points take (oomw_limits: an option's value, a config.json and its
+  // name), read once the module is there. Nothing longer is handed over: a crafted link or a
+  // pasted value gets a message, never a trapped module.
+  let LIMITS = { value_max: 256, options_max: 16384, name_max: 100, file_max: 1 << 20 };
 
   const COMPONENTS = [
     ['weights', 'weights'], ['gradients', 'gradients'], ['optimizer', 'optimizer states'],
@@ -144,26 +147,54 @@
     return '#' + p.toString();
   }
 
+  // The most characters of base64 a config of file_max bytes takes.
+  function b64Max() {
+    return 4 * Math.ceil(LIMITS.file_max / 3);
+  }
+
+  function tooLong(what, length, max) {
+    return what + ' is ' + length.toLocaleString('en') + ' characters long (at most ' +
+      max.toLocaleString('en') + ')';
+  }
+
+  // The settings in the link; a field longer than the library takes is left out and said.
   function hashToState() {
     const p = new URLSearchParams(location.hash.replace(/^#/, ''));
-    const v = {};
-    for (const f of FIELDS) if (p.has(f)) v[f] = p.get(f);
+    const v = {}, dropped = [];
+    for (const f of FIELDS) {
+      if (!p.has(f)) continue;
+      const value = p.get(f);
+      if (value.length > LIMITS.value_max) dropped.push(tooLong('"' + f + '"', value.length, LIMITS.value_max));
+      else v[f] = value;
+    }
     let cfg = null;
     if (p.has('config') && p.has('config-data')) {
-      try {
-        cfg = { name: safeName(p.get('config')), bytes: b64decode(p.get('config-data')) };
-      } catch (e) {
-        cfg = null;
-        showConfigError('The link\'s config.json could not be decoded: ' + e.message);
+      const data = p.get('config-data');
+      if (data.length > b64Max()) {
+        dropped.push(tooLong('the config.json', data.length, b64Max()) + ': a model config.json is a few KB');
+      } else {
+        try {
+          cfg = { name: safeName(p.get('config')), bytes: b64decode(data) };
+        } catch (e) {
+          cfg = null;
+          showConfigError('The link\'s config.json could not be decoded: ' + e.message);
+        }
       }
     }
+    showLinkError(dropped.length ? 'This link was cut short: ' + dropped.join('; ') +
+      '. Those settings are left at their defaults.' : '');
     return { v, cfg };
+  }
+
+  function showLinkError(text) {
+    $('link-error').textContent = text;
+    $('link-error').hidden = !text;
   }
 
   // ---- a config.json from the user's disk ---------------------------------------------------------
 
   function safeName(name) {
-    const base = String(name).split(/[\\/]/).pop().replace(/[^A-Za-z0-9._-]/g, '_');
+    const base = String(name).slice(-LIMITS.name_max).split(/[\\/]/).pop().replace(/[^A-Za-z0-9._-]/g, '_');
     return /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}$/.test(base) ? base : 'config.json';
   }
 
@@ -189,8 +220,9 @@
 
   function readFile(file) {
     if (!file) return;
-    if (file.size > CONFIG_MAX) {
-      showConfigError(file.name + ' is ' + file.size + ' bytes: a model config.json is a few KB (limit 1 MiB).');
+    if (file.size > LIMITS.file_max) {
+      showConfigError(safeName(file.name) + ' is ' + file.size + ' bytes: a model config.json is a few KB (limit ' +
+        size(LIMITS.file_max) + ').');
       return;
     }
     const reader = new FileReader();
@@ -450,6 +482,11 @@
     if (!M) return;
     const v = values();
     $('vram-field').hidden = v.gpu !== 'custom';
+    const long = FIELDS.find((f) => v[f].length > LIMITS.value_max);
+    if (long) { // typed or pasted: the library is not called with it
+      showError('The field "' + long + '" ' + tooLong('', v[long].length, LIMITS.value_max).trim() + '.');
+      return;
+    }
     const o = options(v);
     const est = call('oomw_estimate', o.est);
     renderEstimate(est, o.est);
@@ -531,6 +568,8 @@
 
   function start(module) {
     M = module;
+    LIMITS = JSON.parse(call0('oomw_limits').out);
+    for (const f of FIELDS) if ($(f).tagName === 'INPUT' && $(f).type === 'text') $(f).maxLength = LIMITS.value_max;
     $('version').textContent = 'oomless ' + M.UTF8ToString(M._oomw_version()) + ' (WebAssembly)';
     fillSelects();
     const s = hashToState();
@@ -549,5 +588,5 @@
   if (typeof createOomless !== 'function') failed('oomless.js is missing');
   else createOomless().then(start, failed);
   // for the browser test and the curious: the module's raw calls
-  window.oomlessPage = { call: (fn, o) => call(fn, o), options: () => options(values()) };
+  window.oomlessPage = { call: (fn, o) => call(fn, o), options: () => options(values()), module: () => M };
 })();

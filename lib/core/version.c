@@ -75,6 +75,8 @@ static size_t size_of_version(const char *name, unsigned int version, size_t new
 {
     if (!strcmp(name, "oom_run_options") && version == 1)
         return offsetof(oom_run_options, usable_bytes);
+    if (!strcmp(name, "oom_run_options") && version == 2)
+        return offsetof(oom_run_options, sync_dir);
     if (!strcmp(name, "oom_target") && version == 1)
         return offsetof(oom_target, others_bytes);
     if (!strcmp(name, "oom_plan_choice") && version == 1)

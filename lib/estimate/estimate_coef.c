@@ -275,24 +275,17 @@ static void read_rest(rd *r, json_object *root)
 /* loads into `coef`; a failure is not latched (a later call retries) */
 static int load(void)
 {
-    char *path = oomi_data_path("coefficients.json"), *text = NULL;
+    char *path = oomi_data_path("coefficients.json");
     json_object *root = NULL;
-    enum json_tokener_error jerr;
     rd r = {path, OOM_OK};
 
     if (!path) {
         r.err = oomi_nomem();
-    } else if (!(r.err = oomi_read_file(&text, NULL, path, OOMI_READ_MAX))) {
-        if (!(root = json_tokener_parse_verbose(text, &jerr)))
-            r.err =
-                oomi_fail(OOM_EPARSE, "coefficients '%s': %s", path, json_tokener_error_desc(jerr));
-        else {
-            read_act(&r, sub(&r, root, "activations"));
-            read_rest(&r, root);
-        }
+    } else if (!(r.err = oomi_json_load_file(&root, path, "coefficients"))) {
+        read_act(&r, sub(&r, root, "activations"));
+        read_rest(&r, root);
     }
     json_object_put(root);
-    oomi_free(text);
     oomi_free(path);
     if (coef.round < 1)
         coef.round = 1;

@@ -83,7 +83,7 @@ static int same_key(const char *entry, const char *kv)
 
 static char **build_env(const oomi_launch *l)
 {
-    char *ours[8] = {0};
+    char *ours[9] = {0};
     size_t n = 0, no = 0, ne = 0, i, j, k = 0;
     char **v = NULL;
     int has_unbuf = getenv("PYTHONUNBUFFERED") != NULL;
@@ -94,6 +94,7 @@ static char **build_env(const oomi_launch *l)
     ours[no++] = oomi_asprintf("OOMLESS_GRAD_ACCUM=%d", l->accum);
     ours[no++] = oomi_asprintf("OOMLESS_EFFECTIVE_BATCH=%ld", (long)l->batch * l->accum);
     ours[no++] = oomi_asprintf("OOMLESS_ATTEMPT=%d", l->attempt);
+    ours[no++] = oomi_supervisor_env(); /* a nested run leaves relaunching to this one */
     if (l->seq > 0)
         ours[no++] = oomi_asprintf("OOMLESS_SEQ_LEN=%d", l->seq);
     if (l->events_path) /* where oomless.torch/hf/lightning add their oom-stop records */
@@ -154,10 +155,12 @@ struct watch {
     unsigned long long since; /* the leader's start time */
     int tty;                  /* the caller's terminal when l->foreground, else -1 */
     sig_atomic_t seen_usr1, seen_usr2, seen_tstp, seen_cont; /* relay counts passed on */
-    double start, paused; /* when it started; seconds spent stopped with the caller */
-    double term_at;       /* when SIGTERM went (a signal, the timeout), 0 */
-    int killed;           /* SIGKILL sent after the grace */
-    int ended, status;    /* the leader ended, with this wait status (the guardian's report) */
+    sig_atomic_t stops_before; /* the relay's stop count when the launch started */
+    double start, paused;      /* when it started; seconds spent stopped with the caller */
+    double term_at;            /* when SIGTERM went (a signal, the timeout), 0 */
+    double next_peer;          /* when to call l->peer_check next */
+    int killed;                /* SIGKILL sent after the grace */
+    int ended, status;         /* the leader ended, with this wait status (the guardian's report) */
 };
 
 static oomi_tree tree_of(const struct watch *w)
@@ -277,6 +280,7 @@ static void take_output(struct watch *w, struct stream *s, const char *b, size_t
         if (b[i] == '\n' || s->linelen == sizeof(s->line)) {
             parse_step(w->l, s->line, s->linelen);
             parse_recovery(w->l, s->line, s->linelen);
+            oomi_rdzv_scan(w->l, s->line, s->linelen);
             s->linelen = 0;
         }
         if (b[i] != '\n')
@@ -306,6 +310,7 @@ static size_t pump(struct watch *w, struct stream *s)
         s->fd = -1;
         parse_step(w->l, s->line, s->linelen);
         parse_recovery(w->l, s->line, s->linelen);
+        oomi_rdzv_scan(w->l, s->line, s->linelen);
         s->linelen = 0;
     }
     return total;
@@ -405,6 +410,14 @@ static void sample(struct watch *w)
         w->l->peak_bytes = best, w->l->capacity_bytes = capacity;
 }
 
+int oomi_check_kill_grace(double kill_grace_s, const char *who)
+{
+    if (kill_grace_s >= 0 && kill_grace_s <= OOM_MAX_KILL_GRACE)
+        return OOM_OK;
+    return oomi_fail(OOM_EINVAL, "%s: kill grace %g s is not from 0 to %g seconds", who,
+                     kill_grace_s, OOM_MAX_KILL_GRACE);
+}
+
 /* SIGTERM to the job's group (continued, so that a stopped job acts on it); the kill grace
  * starts. */
 static void terminate(struct watch *w, int sig)
@@ -415,13 +428,22 @@ static void terminate(struct watch *w, int sig)
         w->term_at = oomi_now_mono();
 }
 
+/* The stop signals the caller counted since the launch started (0 without a version-2 relay) */
+static long stops_since_start(const struct watch *w)
+{
+    const oom_job_relay *r = w->l->relay;
+    return r && r->version >= 2 ? (long)r->stops - (long)w->stops_before : 0;
+}
+
 /* Forwards a new stop signal; SIGTERM at the timeout (time spent stopped with the caller does
- * not count); SIGKILL once the grace has passed. */
+ * not count); SIGKILL once the grace has passed, or at once when a second stop signal comes
+ * during it (a second Ctrl-C: the user will not wait). */
 static void enforce(struct watch *w)
 {
     oomi_launch *l = w->l;
     double now = oomi_now_mono();
     int sig = l->stop ? (int)*l->stop : 0;
+    bool again = l->stop_signal && stops_since_start(w) >= 2;
 
     if (sig && sig != l->stop_signal) {
         l->stop_signal = sig;
@@ -432,7 +454,14 @@ static void enforce(struct watch *w)
         l->timed_out = 1;
         terminate(w, SIGTERM);
     }
-    if (w->term_at > 0 && !w->killed && now - w->term_at >= l->kill_grace_s) {
+    if (l->peer_check && !l->peer_stop && now >= w->next_peer) { /* the other nodes' word */
+        w->next_peer = now + 0.1;
+        if (l->peer_check(l->peer_user)) {
+            l->peer_stop = 1;
+            terminate(w, SIGTERM);
+        }
+    }
+    if (w->term_at > 0 && !w->killed && (again || now - w->term_at >= l->kill_grace_s)) {
         w->killed = 1;
         kill(-w->p.pid, SIGKILL);
         oomi_launch_event(l, OOM_EVENT_KILL);
@@ -602,7 +631,7 @@ static void supervise_loop(struct watch *w)
  * short wait for a stalled reader. */
 static int ending(const oomi_launch *l)
 {
-    return l->stop_signal || l->timed_out || l->tty_wait || (l->stop && *l->stop);
+    return l->stop_signal || l->timed_out || l->tty_wait || l->peer_stop || (l->stop && *l->stop);
 }
 
 /* After the leader: kill the rest, then read what the pipes still hold (for 2 s at most while
@@ -662,6 +691,7 @@ int oomi_launch_run(oomi_launch *l)
     l->pid = -1;
     l->exit_code = -1;
     l->oom = l->timed_out = l->exec_failed = l->stop_signal = l->tty_wait = 0;
+    l->peer_stop = l->rdzv_error = 0;
     l->peak_bytes = OOM_UNKNOWN;
     l->capacity_bytes = 0;
     l->duration_s = 0;
@@ -679,6 +709,7 @@ int oomi_launch_run(oomi_launch *l)
         w->seen_usr2 = l->relay->usr2;
         w->seen_tstp = l->relay->tstp;
         w->seen_cont = l->relay->cont;
+        w->stops_before = l->relay->version >= 2 ? l->relay->stops : 0;
     }
     if ((err = oomi_proc_resolve(&path, &err_no, argv[0])) ||
         (err = oomi_proc_spawn(&w->p, &err_no, path, argv, envp,

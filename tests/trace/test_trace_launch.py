@@ -75,7 +75,7 @@ class Launch(unittest.TestCase):
         self.assertEqual(MAX_LAYERS, 1024)
         cases = ((dict(TINY, num_hidden_layers=10_000_000), "num_hidden_layers 10000000"),
                  ({"model_type": "gpt2", "n_layer": MAX_LAYERS + 1, "n_embd": 64, "n_head": 4,
-                   "vocab_size": 100}, "n_layer 1025"),
+                   "vocab_size": 100, "n_positions": 256}, "n_layer 1025"),
                  (dict(TINY, text_config=dict(TINY, num_hidden_layers=1e12)),
                   "text_config.num_hidden_layers 1e+12"))
         with tempfile.TemporaryDirectory() as d:

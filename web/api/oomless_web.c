@@ -23,6 +23,18 @@
 
 enum { EXIT_OK = 0, EXIT_NOFIT = 1, EXIT_USAGE = 2, EXIT_ENV = 3 };
 
+/* The most the page may hand over: an option's value, the whole options object, a config.json
+ * and its file name (app.js reads them from oomw_limits(); this is the one place they are set).
+ * No entry point trusts the length of what it is given: a crafted link gets a message, never a
+ * trap. 256 characters hold any real value (a preset name, a size, the table's GPU list); a
+ * model's config.json is a few KiB. */
+enum {
+    OOMW_VALUE_MAX = 256,
+    OOMW_OPTIONS_MAX = 16384,
+    OOMW_NAME_MAX = 100,
+    OOMW_FILE_MAX = 1 << 20
+};
+
 static char *out_text; /* what the CLI prints on stdout (malloc'd) */
 static char err_text[1024];
 static char *curve_text; /* the last plan's memory-vs-batch curve (malloc'd) */
@@ -84,10 +96,16 @@ static int usage_error(const char *cmd, const char *fmt, ...)
     return EXIT_USAGE;
 }
 
-/* The options object; NULL (with the error set) when it is not an object of scalars. */
+/* The options object; NULL (with the error set) when it is not an object of scalars, or longer
+ * than the limits (looked at without reading past them). */
 static json_object *parse_options(const char *cmd, const char *text)
 {
-    json_object *o = json_tokener_parse(text ? text : "{}");
+    json_object *o;
+    if (text && strnlen(text, OOMW_OPTIONS_MAX + 1) > OOMW_OPTIONS_MAX) {
+        usage_error(cmd, "the options are longer than %d bytes", OOMW_OPTIONS_MAX);
+        return NULL;
+    }
+    o = json_tokener_parse(text ? text : "{}");
     if (!o || !json_object_is_type(o, json_type_object)) {
         json_object_put(o);
         usage_error(cmd, "the options are not a JSON object");
@@ -98,6 +116,12 @@ static json_object *parse_options(const char *cmd, const char *text)
         if (!val || json_object_is_type(val, json_type_object) ||
             json_object_is_type(val, json_type_array)) {
             usage_error(cmd, "option '--%s' needs a text value", key);
+            json_object_put(o);
+            return NULL;
+        }
+        if (json_object_get_string_len(val) > OOMW_VALUE_MAX) {
+            usage_error(cmd, "option '--%s' is %d characters long: at most %d", key,
+                        json_object_get_string_len(val), OOMW_VALUE_MAX);
             json_object_put(o);
             return NULL;
         }
@@ -127,6 +151,19 @@ EMSCRIPTEN_KEEPALIVE const char *oomw_error(void)
 EMSCRIPTEN_KEEPALIVE const char *oomw_version(void)
 {
     return oom_version();
+}
+
+/* The limits of what the entry points take, as JSON ({"value_max", "options_max", "name_max",
+ * "file_max"}) in oomw_output(): the page bounds its fields and files with them. */
+EMSCRIPTEN_KEEPALIVE int oomw_limits(void)
+{
+    char buf[160];
+    reset();
+    snprintf(buf, sizeof(buf),
+             "{\"value_max\": %d, \"options_max\": %d, \"name_max\": %d, \"file_max\": %d}",
+             OOMW_VALUE_MAX, OOMW_OPTIONS_MAX, OOMW_NAME_MAX, OOMW_FILE_MAX);
+    set_output(buf, 1);
+    return out_text ? EXIT_OK : EXIT_ENV;
 }
 
 /* oom_format_size(): "23.99 GiB", as the CLI's text output writes sizes. `bytes` is a double (a
@@ -395,11 +432,19 @@ done:
 }
 
 /* Writes a file into the page's in-memory file system (a dropped config.json), so that "model"
- * can name it. Returns 0, or 3 with the error set. */
+ * can name it: a name of at most OOMW_NAME_MAX bytes, at most OOMW_FILE_MAX bytes of data.
+ * Returns 0, 2 for a name or size out of bounds, or 3 with the error set. */
 EMSCRIPTEN_KEEPALIVE int oomw_write_file(const char *path, const char *data, int len)
 {
     FILE *f;
     reset();
+    if (!path || !*path || strnlen(path, OOMW_NAME_MAX + 1) > OOMW_NAME_MAX)
+        return usage_error("estimate", "a config file name of 1 to %d bytes is needed",
+                           OOMW_NAME_MAX);
+    if (len < 0 || len > OOMW_FILE_MAX || (len > 0 && !data))
+        return usage_error("estimate",
+                           "'%s' is %d bytes: a model config.json is a few KiB (at most %d)", path,
+                           len, OOMW_FILE_MAX);
     if (!(f = fopen(path, "wb")) || (len > 0 && fwrite(data, 1, (size_t)len, f) != (size_t)len)) {
         if (f)
             fclose(f);

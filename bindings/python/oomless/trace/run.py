@@ -39,39 +39,34 @@ def find_config(model):
     preset, or a hub id in the local Hugging Face cache, by the library's rules
     (oom_model_resolve, as ``oomless estimate --model`` finds it)."""
     from .. import OomlessError, _model_config_path
+    from .config_check import read_config
     try:
         path = _model_config_path(model)
     except OomlessError as exc:
         raise TraceError(str(exc)) from exc
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f), path
-    except (OSError, ValueError) as exc:
-        raise TraceError("model config '%s': %s" % (path, exc)) from exc
+    return read_config(path), path
 
 
 def build_hf(cfg_dict, dtype, attention, device="meta"):
     """The transformers model the config names, with no weights (meta device), or with random
     ones on `device` (bench/accuracy/measure.py builds the same model on a GPU)."""
     import transformers
+    from .config_check import model_class_of, refused_by_transformers
     cfg_dict = dict(cfg_dict)
     if "model_type" not in cfg_dict:
         raise TraceError("model config has no 'model_type'")
+    cls = model_class_of(cfg_dict)
     for key in ("torch_dtype", "dtype", "quantization_config"):
         cfg_dict.pop(key, None)
-    cfg = transformers.AutoConfig.for_model(**cfg_dict)
-    cls = None
-    for arch in cfg_dict.get("architectures") or []:
-        cls = getattr(transformers, arch, None)
-        if cls is not None:
-            break
     impl = {"eager": "eager", "sdpa": "sdpa", "flash": "sdpa"}[attention]
-    with torch.device(device):
-        if cls is not None:
-            model = cls._from_config(cfg, dtype=dtype, attn_implementation=impl)
-        else:
-            model = transformers.AutoModelForCausalLM.from_config(
-                cfg, dtype=dtype, attn_implementation=impl)
+    with refused_by_transformers(cls):
+        cfg = transformers.AutoConfig.for_model(**cfg_dict)
+        with torch.device(device):
+            if cls is not None:
+                model = cls._from_config(cfg, dtype=dtype, attn_implementation=impl)
+            else:
+                model = transformers.AutoModelForCausalLM.from_config(
+                    cfg, dtype=dtype, attn_implementation=impl)
     return model, cfg
 
 
@@ -744,10 +739,11 @@ def _trace_reward(w, cfg_dict):
 
 def trace_hf(w, cfg_dict=None):
     """Traces workload `w`; returns the result dict (memory breakdown in bytes, phase, ...)."""
+    from .config_check import reads_values
     try:
         return _trace_hf(w, cfg_dict)
     except RuntimeError as exc:
-        if "meta tensors" in str(exc) or "data-dependent" in str(exc):
+        if reads_values(exc):
             raise TraceError("the model's code reads tensor values (%s), which the meta device "
                              "does not have: this model cannot be traced"
                              % str(exc).splitlines()[0]) from exc
