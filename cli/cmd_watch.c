@@ -400,7 +400,7 @@ int cmd_watch(int argc, char **argv)
 
     if ((rc = parse_options(&o, argc, argv, &help)) != EXIT_OK || help) {
         if (help)
-            fputs(usage_text, stdout);
+            cli_usage(stdout, usage_text, OOM_COMMAND_WATCH);
         return rc;
     }
     w.interval = o.interval;

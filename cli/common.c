@@ -62,19 +62,6 @@ int cli_seconds(double *out, const char *cmd, const char *text, const char *opt,
     return EXIT_OK;
 }
 
-void cli_print_options(FILE *out, const oom_option *const *o, size_t n)
-{
-    size_t i;
-    for (i = 0; i < n; i++) {
-        char left[128];
-        snprintf(left, sizeof(left), "--%s %s", o[i]->name, o[i]->metavar);
-        if (strlen(left) > 28)
-            fprintf(out, "  %s\n  %-28s %s\n", left, "", o[i]->help);
-        else
-            fprintf(out, "  %-28s %s\n", left, o[i]->help);
-    }
-}
-
 int cli_usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;

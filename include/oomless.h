@@ -913,15 +913,70 @@ OOM_EXPORT int oom_workload_set(oom_workload *w, const char *key, const char *va
  */
 OOM_EXPORT int oom_workload_get(char **out, const oom_workload *w, const char *key);
 
-/** One option of a workload: name (CLI spelling), metavar, one line of help with the default. */
+/*
+ * The vocabulary. Every option the commands take, its values, its default and its help, and every
+ * output format, are defined once, in the library's tables below: the tool's help and parsing, its
+ * man page and completion, the Python package and the web page read them from here.
+ */
+
+/** The commands an option or a value is for (bits of oom_option.commands). Since: 1.1.0. */
+enum {
+    OOM_COMMAND_ESTIMATE = 1u << 0,
+    OOM_COMMAND_PLAN = 1u << 1,
+    OOM_COMMAND_TABLE = 1u << 2,
+    OOM_COMMAND_PROBE = 1u << 3, /**< probe --set KEY=VALUE */
+    OOM_COMMAND_TRACE = 1u << 4, /**< trace (the tracer, on PyTorch's meta device) */
+    OOM_COMMAND_GPUS = 1u << 5,
+    OOM_COMMAND_RUN = 1u << 6,
+    OOM_COMMAND_WATCH = 1u << 7,
+};
+
+/** One value an option takes. Since: 1.1.0. */
+typedef struct oom_option_value {
+    unsigned int version;  /**< OOM_OPTION_VALUE_VERSION */
+    const char *name;      /**< "lion", or a form ("every:N", "SIZE"; see `form`) */
+    const char *help;      /**< one line */
+    unsigned int commands; /**< OOM_COMMAND_* bits that take it: its option's, or fewer */
+    int form;              /**< 1: `name` is a form, its capitals standing for a number, a size,
+                                a name ("every:N": every:2, every:4, ...) */
+    /** The value as Hugging Face transformers' TrainingArguments spells it: an optimizer's
+     *  `optim` ("lion_32bit"), NULL when it has none. What `plan --format args` writes. */
+    const char *trainer;
+    /** TrainingArguments.optim_args the value needs ("momentum=0.9"), NULL when none. */
+    const char *trainer_args;
+} oom_option_value;
+
+#define OOM_OPTION_VALUE_VERSION 1
+#define OOM_OPTION_VALUE_INIT                                                                      \
+    {                                                                                              \
+        .version = OOM_OPTION_VALUE_VERSION                                                        \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_option_value_init(oom_option_value *s, unsigned int version);
+
+/**
+ * One option: name (CLI spelling), metavar, one line of help. Version 2 (1.1.0) adds its values,
+ * its default and the commands that take it. The help does not repeat the values nor the default:
+ * oom_option_help() puts the default after it. The tables are static and owned by the library.
+ */
 typedef struct oom_option {
     unsigned int version; /**< OOM_OPTION_VERSION */
     const char *name;     /**< "lora-rank" */
-    const char *metavar;  /**< "R" */
-    const char *help;     /**< "LoRA rank (default 16)" */
+    const char *metavar;  /**< "R"; for an option with values, one word for them ("METHOD") */
+    const char *help;     /**< "LoRA rank" */
+    /* version 2 */
+    /** The values, in order (NULL, 0: any text the metavar describes). Where the option has
+     *  values, the CLI shows them joined by '|' in place of the metavar. */
+    const oom_option_value *const *values;
+    size_t n_values;
+    /** The value when the option is not given, as it would be written ("adamw", "16"); NULL when
+     *  the library works it out (the help then says how). */
+    const char *default_value;
+    unsigned int commands; /**< OOM_COMMAND_* bits */
+    int list;              /**< 1: a comma-separated list of values ("checkpointing,sharding") */
 } oom_option;
 
-#define OOM_OPTION_VERSION 1
+#define OOM_OPTION_VERSION 2
 #define OOM_OPTION_INIT                                                                            \
     {                                                                                              \
         .version = OOM_OPTION_VERSION                                                              \
@@ -931,6 +986,19 @@ OOM_EXPORT int oom_option_init(oom_option *s, unsigned int version);
 
 /** The option table (static, owned by the library): `*count` pointers. */
 OOM_EXPORT const oom_option *const *oom_workload_options(size_t *count);
+
+/**
+ * The option named `name` ('_' may stand for '-') in the workload or the plan table, or NULL.
+ * Since: 1.1.0.
+ */
+OOM_EXPORT const oom_option *oom_option_lookup(const char *name);
+
+/**
+ * The option's line of help as the tool prints it: its help, then "(default V)" when it has a
+ * default, with V's own help when V is one of its values ("(default adamw: torch.optim.AdamW,
+ * foreach)"). Allocated; release with oom_free(). OOM_ENOMEM only. Since: 1.1.0.
+ */
+OOM_EXPORT int oom_option_help(char **out, const oom_option *option);
 
 /** The knobs as set (precision AUTO resolved to what the estimate will use). */
 OOM_EXPORT int oom_workload_get_knobs(oom_knobs *out, const oom_workload *w);
@@ -1365,6 +1433,28 @@ OOM_EXPORT int oom_plan_to_json(char **out, const oom_plan_result *result);
  * OOM_EUNSUPPORTED for a format the plan's kind does not have.
  */
 OOM_EXPORT int oom_plan_format(char **out, const oom_plan_result *result, const char *format);
+
+/** One output format of `plan` (oom_plan_format) or `table` (oom_table). Since: 1.1.0. */
+typedef struct oom_plan_format_info {
+    unsigned int version;  /**< OOM_PLAN_FORMAT_INFO_VERSION */
+    const char *name;      /**< "vllm" */
+    const char *help;      /**< one line: what it writes, and for which plans */
+    const char *framework; /**< what reads it ("vLLM"), NULL for oomless's own */
+    const char *versions;  /**< the framework versions its keys follow ("0.21"), NULL when none */
+    unsigned int commands; /**< OOM_COMMAND_PLAN and/or OOM_COMMAND_TABLE */
+} oom_plan_format_info;
+
+#define OOM_PLAN_FORMAT_INFO_VERSION 1
+#define OOM_PLAN_FORMAT_INFO_INIT                                                                  \
+    {                                                                                              \
+        .version = OOM_PLAN_FORMAT_INFO_VERSION                                                    \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_plan_format_info_init(oom_plan_format_info *s, unsigned int version);
+
+/** The output formats of plan and table (static, owned by the library): `*count` pointers.
+ *  Since: 1.1.0. */
+OOM_EXPORT const oom_plan_format_info *const *oom_plan_formats(size_t *count);
 
 /**
  * Plans from text options, as `oomless plan` does (the CLI is a thin layer over this): every
@@ -1893,9 +1983,14 @@ typedef struct oom_calibration {
      *  allocator's reserve and the CUDA context of the GPU it plans for. 0: measured by probe
      *  on `gpu`, device bytes. A measured record for the GPU wins over a traced one. */
     int traced;
+    /* version 2 (1.1.0) */
+    /** More members of the record, as the text of one JSON object ("{\"seq\":2048}"): written
+     *  after the ones above by oom_calibration_save (NULL: none), and filled by
+     *  oom_calibration_lookup with the line's members it does not know (NULL: none). */
+    char *extra;
 } oom_calibration;
 
-#define OOM_CALIBRATION_VERSION 1
+#define OOM_CALIBRATION_VERSION 2
 #define OOM_CALIBRATION_INIT                                                                       \
     {                                                                                              \
         .version = OOM_CALIBRATION_VERSION                                                         \
@@ -1919,7 +2014,9 @@ OOM_EXPORT int oom_calibration_command_key(char **out, const char *const *argv);
  * not end in a newline gets one first. Only a regular file: a symbolic link or a FIFO is refused.
  * OOM_EIO names the file and the reason ("No space left on device"); OOM_EINVAL for a line that
  * lookup would skip as damaged (not finite, negative fixed memory or curvature, a peak below zero
- * at some batch, more than 1 PiB).
+ * at some batch, more than 1 PiB); OOM_EPARSE when `extra`
+ * (version 2) is not a JSON object. The one writer of the store: `probe`, `run`, the Python
+ * package's recovery and `trace --calibrate` all append through it.
  */
 OOM_EXPORT int oom_calibration_save(const char *path, const oom_calibration *record);
 /**

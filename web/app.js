@@ -7,22 +7,23 @@
 (function () {
   const $ = (id) => document.getElementById(id);
 
-  // The page's first view: `make demo`'s workload (Llama-3.1-8B LoRA, seq 2048, on an RTX 4090).
-  const DEFAULTS = {
-    model: 'llama-3.1-8b', method: 'lora', precision: 'auto', batch: '1', seq: '2048',
-    checkpointing: 'none', attention: 'sdpa', loss: 'standard', optimizer: 'adamw',
-    gpu: 'rtx-4090', vram: '24', margin: '1GiB', effective: '32',
+  // The form's fields, and the library's option each one sets where its name differs.
+  const FIELDS = ['model', 'method', 'precision', 'batch', 'seq', 'checkpointing', 'attention', 'loss',
+    'optimizer', 'gpu', 'vram', 'margin', 'effective'];
+  const OPTION_OF = { margin: 'vram-safety-margin', effective: 'target-effective-batch' };
+  // The page's first view: `make demo`'s workload (Llama-3.1-8B LoRA, seq 2048, on an RTX 4090);
+  // the other fields start at the library's defaults (LIB_DEFAULTS).
+  const FIRST_VIEW = {
+    model: 'llama-3.1-8b', method: 'lora', seq: '2048', gpu: 'rtx-4090', vram: '24', effective: '32',
   };
-  const FIELDS = Object.keys(DEFAULTS);
-  // The library's own defaults (oom_workload_create, OOM_DEFAULT_SAFETY_MARGIN): options equal to
-  // these are not passed, so the commands shown are the shortest that give the same document.
-  const LIB_DEFAULTS = {
-    method: 'full', precision: 'auto', batch: '1', seq: '512', checkpointing: 'none',
-    attention: 'sdpa', loss: 'standard', optimizer: 'adamw', margin: '1GiB',
-  };
-  // the options whose values the library lists (oomw_options), and friendlier names for some
+  // The selects, whose values come from the library's option tables (oomw_options).
   const CHOICES = ['method', 'precision', 'optimizer', 'checkpointing', 'attention', 'loss'];
-  const NAMES = { full: 'full fine-tune', lora: 'LoRA', qlora: 'QLoRA' };
+  // The library's defaults (its option tables, filled by fillSelects): an option equal to its
+  // default is not passed, so the commands shown are the shortest that give the same document.
+  const LIB_DEFAULTS = {};
+  // every option's default by its name (the plan's knobs are shown when they differ from it)
+  const OPTION_DEFAULTS = {};
+  let DEFAULTS = {};
   // `oomless table`'s default GPUs; the chosen one is added in front
   const TABLE_GPUS = ['rtx-3090', 'rtx-4090', 'a100-40gb', 'a100-80gb', 'h100-sxm'];
   const URL_CONFIG_MAX = 6000; // characters of a config kept in a shared link
@@ -342,7 +343,8 @@
   function knobText(p) {
     return 'batch ' + p.batch_size + ' × ' + p.grad_accum + ' accumulation (effective ' + p.effective_batch + '), seq ' +
       p.seq_len + ', checkpointing ' + p.checkpointing + ', ' + p.precision + ', ' + p.optimizer +
-      (p.sharding !== 'none' ? ', ' + p.sharding : '') + (p.offload !== 'none' ? ', offload ' + p.offload : '');
+      (p.sharding !== OPTION_DEFAULTS.sharding ? ', ' + p.sharding : '') +
+      (p.offload !== OPTION_DEFAULTS.offload ? ', offload ' + p.offload : '');
   }
 
   function speed(t) {
@@ -408,7 +410,8 @@
         if (row.found) {
           const p = row.plan;
           tr.append(el('td', {}, p.batch_size + ' × ' + p.grad_accum + ', ' + p.checkpointing + ', ' + p.precision +
-              (p.optimizer !== 'adamw' ? ', ' + p.optimizer : '') + (p.offload !== 'none' ? ', offload' : '')),
+              (p.optimizer !== OPTION_DEFAULTS.optimizer ? ', ' + p.optimizer : '') +
+              (p.offload !== OPTION_DEFAULTS.offload ? ', offload' : '')),
             el('td', { class: 'num' }, size(row.memory.device_peak)),
             el('td', { class: 'num' }, row.throughput ? Math.round(row.throughput.tokens_per_s).toLocaleString('en') : '-'));
         } else {
@@ -510,12 +513,23 @@
   }
 
   function fillSelects() {
+    const names = {};
+    for (const f of FIELDS) names[OPTION_OF[f] || f] = f;
     for (const o of JSON.parse(call0('oomw_options').out)) {
-      if (!CHOICES.includes(o.name)) continue;
-      const sel = $(o.name);
-      for (const value of o.metavar.split('|')) sel.append(el('option', { value }, NAMES[value] || value));
+      OPTION_DEFAULTS[o.name] = o.default;
+      const field = names[o.name];
+      if (!field) continue;
+      if (o.default !== null) LIB_DEFAULTS[field] = o.default;
+      if (!CHOICES.includes(field)) continue;
+      const sel = $(field);
+      // the values estimate takes, but forms (every:N): a select offers words
+      for (const v of o.values) {
+        if (v.form || !v.commands.includes('estimate')) continue;
+        sel.append(el('option', { value: v.name, title: v.help }, v.name));
+      }
       sel.title = o.help;
     }
+    DEFAULTS = Object.assign({}, LIB_DEFAULTS, FIRST_VIEW);
     const presets = JSON.parse(call0('oomw_presets').out);
     const model = $('model');
     for (const p of presets) model.append(el('option', { value: p.name }, p.name + ' (' + p.family + ', ' + (p.params / 1e9).toFixed(2) + ' B)'));

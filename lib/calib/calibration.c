@@ -125,6 +125,65 @@ static const char *fit_damage(double fixed, double per, double per2)
     return NULL;
 }
 
+/* The members of the record the store knows, in this order; a record's other members are its
+ * `extra` (version 2). */
+static const char *const known[] = {"time",
+                                    "gpu",
+                                    "command",
+                                    "workload",
+                                    "fixed_bytes",
+                                    "per_sample_bytes",
+                                    "per_sample2_bytes",
+                                    "recommended_batch",
+                                    "max_batch",
+                                    "usable_bytes",
+                                    "traced"};
+
+/* extra's members appended to o; OOM_EPARSE when it is not one JSON object, or names a member
+ * the store writes itself */
+static int add_extra(json_object *o, const char *extra)
+{
+    json_object *x = json_tokener_parse(extra);
+    size_t i;
+    int err = OOM_OK;
+    if (!x || !json_object_is_type(x, json_type_object)) {
+        json_object_put(x);
+        return oomi_fail(OOM_EPARSE, "calibration: extra members '%s' are not a JSON object",
+                         extra);
+    }
+    json_object_object_foreach(x, key, val)
+    {
+        for (i = 0; i < OOMI_ARRAY_LEN(known) && strcmp(known[i], key); i++)
+            ;
+        if (i < OOMI_ARRAY_LEN(known)) {
+            err = oomi_fail(OOM_EPARSE, "calibration: extra member '%s' is one of the record's own",
+                            key);
+            break;
+        }
+        oomi_json_put(o, key, json_object_get(val));
+    }
+    json_object_put(x);
+    return err;
+}
+
+/* The shortest decimal form that reads back as v (Python's repr of a float: 0.1, not
+ * 0.10000000000000001), so that a line does not depend on which writer wrote it */
+static json_object *shortest_double(double v)
+{
+    char buf[40];
+    int prec;
+    for (prec = 15; prec < 17; prec++) {
+        oomi_snprintf(buf, sizeof(buf), "%.*g", prec, v);
+        if (oomi_strtod(buf, NULL) == v)
+            break;
+    }
+    if (prec == 17)
+        oomi_snprintf(buf, sizeof(buf), "%.17g", v);
+    if (!strpbrk(buf, ".eEni"))
+        strcat(buf, ".0");
+    return json_object_new_double_s(v, buf);
+}
+
 static json_object *record_json(const oom_calibration *c)
 {
     json_object *o = json_object_new_object(), *cmd = NULL;
@@ -138,7 +197,7 @@ static json_object *record_json(const oom_calibration *c)
     oomi_json_put(o, "workload", json_object_new_string(c->workload ? c->workload : ""));
     oomi_json_put(o, "fixed_bytes", json_object_new_int64(llround(c->fit.fixed_bytes)));
     oomi_json_put(o, "per_sample_bytes", json_object_new_int64(llround(c->fit.per_sample_bytes)));
-    oomi_json_put(o, "per_sample2_bytes", json_object_new_double(c->fit.per_sample2_bytes));
+    oomi_json_put(o, "per_sample2_bytes", shortest_double(c->fit.per_sample2_bytes));
     oomi_json_put(o, "recommended_batch", json_object_new_int(c->recommended_batch));
     oomi_json_put(o, "max_batch", json_object_new_int(c->max_batch));
     oomi_json_put(o, "usable_bytes", json_object_new_int64((int64_t)c->usable_bytes));
@@ -168,18 +227,23 @@ int oom_calibration_save(const char *path, const oom_calibration *c)
                          bad);
     if (!path && (err = default_store(&def, &home_len)))
         return err;
-    /* the default location is a private cache (0700, as the XDG spec says); a named file's
-     * folders are made as `mkdir -p` would */
-    if ((err = make_parents(def ? def : path, home_len, def ? 0700 : 0755)))
+    if (!(o = record_json(c))) {
+        err = oomi_nomem();
         goto done;
-    path = def ? def : path;
-    if (!(o = record_json(c)) ||
-        !(s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+    }
+    if (c->version >= 2 && c->extra && (err = add_extra(o, c->extra)))
+        goto done;
+    if (!(s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
                                                     JSON_C_TO_STRING_NOSLASHESCAPE)) ||
         !(line = oomi_asprintf("%s\n", s))) {
         err = oomi_nomem();
         goto done;
     }
+    /* the default location is a private cache (0700, as the XDG spec says); a named file's
+     * folders are made as `mkdir -p` would */
+    if ((err = make_parents(def ? def : path, home_len, def ? 0700 : 0755)))
+        goto done;
+    path = def ? def : path;
     if ((err = oomi_open_regular(&fd, path, O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW,
                                  "calibration file")))
         goto done;
@@ -205,6 +269,7 @@ void oom_calibration_free(oom_calibration *c)
     oomi_free(c->gpu);
     oomi_free(c->command);
     oomi_free(c->workload);
+    oomi_free(c->extra);
     oomi_free(c);
 }
 
@@ -287,6 +352,30 @@ static int matches(json_object *o, const char *gpu, const char *command, const c
     return cs && !strcmp(cs, command ? command : "");
 }
 
+/* the record's members the store does not know, as c->extra (NULL when none) */
+static int fill_extra(oom_calibration *c, json_object *o)
+{
+    json_object *x = json_object_new_object();
+    const char *s;
+    size_t i;
+    if (!x)
+        return -1;
+    json_object_object_foreach(o, key, val)
+    {
+        for (i = 0; i < OOMI_ARRAY_LEN(known) && strcmp(known[i], key); i++)
+            ;
+        if (i == OOMI_ARRAY_LEN(known))
+            oomi_json_put(x, key, json_object_get(val));
+    }
+    s = json_object_object_length(x)
+            ? json_object_to_json_string_ext(x, JSON_C_TO_STRING_PLAIN |
+                                                    JSON_C_TO_STRING_NOSLASHESCAPE)
+            : NULL;
+    c->extra = s ? oomi_strdup(s) : NULL;
+    json_object_put(x);
+    return s && !c->extra ? -1 : 0;
+}
+
 static int to_record(oom_calibration **out, json_object *o, const char *command)
 {
     oom_calibration *c = oomi_calloc(1, sizeof(*c));
@@ -309,6 +398,10 @@ static int to_record(oom_calibration **out, json_object *o, const char *command)
     c->usable_bytes = (uint64_t)get_num(o, "usable_bytes");
     c->time = get_num(o, "time");
     c->traced = is_traced(o);
+    if (fill_extra(c, o)) {
+        oom_calibration_free(c);
+        return oomi_nomem();
+    }
     *out = c;
     return OOM_OK;
 }

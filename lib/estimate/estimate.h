@@ -69,7 +69,7 @@ typedef struct oomi_coef {
     oomi_infer_coef infer[OOMI_COEF_FAMILIES];
     size_t ninfer;
     double int8_bytes, adam8_bytes;
-    double opt_temp[10]; /* optimizer-step temporaries, x one state copy, by oom_optimizer */
+    double opt_temp[OOMI_OPTIMIZERS]; /* step temporaries, x one state copy, by oom_optimizer */
     double ddp_buckets;
     double frag, round;
     /* the caching allocator's blocks it cannot reuse, by what the peak is made of (measured on an

@@ -934,7 +934,7 @@ static int objective_note(search *s, oom_plan_result *res)
     const char *name;
     if (!w || w->objective == OOMI_OBJECTIVE_SFT)
         return OOM_OK;
-    name = oomi_objective_names[w->objective];
+    name = OOMI_VALUE_NAME(oomi_objective_values, w->objective);
     if (w->objective == OOMI_OBJECTIVE_GRPO)
         return oomi_plan_note(res,
                               "objective grpo: the effective batch %ld counts completions, %ld "

@@ -494,6 +494,65 @@ static void test_missing_home_is_not_created(void **state)
     restore_env(&env);
 }
 
+/* A record's further members (version 2's extra: what `oomless trace --calibrate` keeps of its
+ * trace) are written after the store's own, and a lookup hands back those it does not know; the
+ * quadratic term is written as short as it reads back (Python's repr: 0.1, not
+ * 0.10000000000000001), so that the line does not depend on the writer. */
+static void test_extra_members_round_trip(void **state)
+{
+    struct fixture *f = *state;
+    oom_calibration rec = record(f, 4), *got = NULL;
+    size_t len;
+    char *text;
+
+    rec.fit.per_sample2_bytes = 0.1;
+    rec.traced = 1;
+    rec.gpu = "";
+    rec.extra = "{\"counter\":\"allocated\",\"seq\":2048,\"points\":[[1,2.50]]}";
+    assert_int_equal(oom_calibration_save(f->path, &rec), OOM_OK);
+    text = read_bytes(f->path, &len);
+    assert_string_equal(
+        text, "{\"time\":1700000000.5,\"gpu\":\"\",\"command\":[\"python\",\"train.py\",\"--bs\","
+              "\"{batch}\"],\"workload\":\"seq=2048\",\"fixed_bytes\":1000000000,\"per_sample_"
+              "bytes\":20000000,\"per_sample2_bytes\":0.1,\"recommended_batch\":4,\"max_batch\":5,"
+              "\"usable_bytes\":3000000000,\"traced\":true,\"counter\":\"allocated\",\"seq\":2048,"
+              "\"points\":[[1,2.50]]}\n");
+    free(text);
+    assert_int_equal(oom_calibration_lookup(&got, f->path, "any GPU", f->key, "seq=2048"), OOM_OK);
+    assert_int_equal(got->version, OOM_CALIBRATION_VERSION);
+    assert_string_equal(got->extra,
+                        "{\"counter\":\"allocated\",\"seq\":2048,\"points\":[[1,2.50]]}");
+    assert_true(got->fit.per_sample2_bytes == 0.1);
+    oom_calibration_free(got);
+
+    /* a record without further members gives none back */
+    rec = record(f, 6);
+    assert_int_equal(oom_calibration_save(f->path, &rec), OOM_OK);
+    assert_int_equal(oom_calibration_lookup(&got, f->path, GPU, f->key, "seq=2048"), OOM_OK);
+    assert_int_equal(got->recommended_batch, 6);
+    assert_null(got->extra);
+    oom_calibration_free(got);
+}
+
+/* extra that is not one JSON object, or that names a member of the store's own, is refused and
+ * nothing is written; a version-1 record's caller has no extra to read */
+static void test_bad_extra_is_refused(void **state)
+{
+    struct fixture *f = *state;
+    oom_calibration rec = record(f, 4);
+    const char *bad[] = {"[1,2]", "{\"seq\":", "{\"max_batch\":9}"};
+    size_t i;
+
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        rec.extra = (char *)bad[i];
+        assert_int_equal(oom_calibration_save(f->path, &rec), OOM_EPARSE);
+        assert_non_null(strstr(oom_last_message(), i < 2 ? "not a JSON object" : "'max_batch'"));
+        assert_int_equal(access(f->path, F_OK), -1);
+    }
+    rec.version = 1; /* a program built against version 1: its struct ends before extra */
+    assert_int_equal(oom_calibration_save(f->path, &rec), OOM_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -508,6 +567,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_relative_xdg_cache_home_is_ignored, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_home_is_not_created, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_extra_members_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_extra_is_refused, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -177,21 +177,64 @@ EMSCRIPTEN_KEEPALIVE const char *oomw_format_size(double bytes)
     return buf;
 }
 
-/* The workload options as JSON, [{"name", "metavar", "help"}...] (oom_workload_options): the page
- * offers the values each option's metavar lists ("full|lora|qlora|inference"), so a value the
- * library adds appears on the page without an edit there. */
+/* the names of the commands of an OOM_COMMAND_* mask, as a JSON array */
+static json_object *commands_json(unsigned mask)
+{
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } names[] = {{"estimate", OOM_COMMAND_ESTIMATE},
+                 {"plan", OOM_COMMAND_PLAN},
+                 {"table", OOM_COMMAND_TABLE}};
+    json_object *a = json_object_new_array();
+    size_t i;
+    for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (mask & names[i].bit)
+            json_object_array_add(a, json_object_new_string(names[i].name));
+    return a;
+}
+
+static json_object *option_json(const oom_option *o)
+{
+    json_object *j = json_object_new_object(), *values = json_object_new_array();
+    char *help = NULL;
+    size_t i;
+    json_object_object_add(j, "name", json_object_new_string(o->name));
+    json_object_object_add(j, "metavar", json_object_new_string(o->metavar));
+    json_object_object_add(j, "help",
+                           json_object_new_string(oom_option_help(&help, o) ? o->help : help));
+    oom_free(help);
+    json_object_object_add(j, "default",
+                           o->default_value ? json_object_new_string(o->default_value) : NULL);
+    json_object_object_add(j, "commands", commands_json(o->commands));
+    for (i = 0; i < o->n_values; i++) {
+        const oom_option_value *v = o->values[i];
+        json_object *jv = json_object_new_object();
+        json_object_object_add(jv, "name", json_object_new_string(v->name));
+        json_object_object_add(jv, "help", json_object_new_string(v->help));
+        json_object_object_add(jv, "form", json_object_new_boolean(v->form));
+        json_object_object_add(jv, "commands", commands_json(v->commands));
+        json_object_array_add(values, jv);
+    }
+    json_object_object_add(j, "values", values);
+    return j;
+}
+
+/* The options of estimate, plan and table as JSON, from the library's tables (the workload's,
+ * then the plan's): [{"name", "metavar", "help" (with the default, as --help prints it),
+ * "default" (null: the library works it out), "commands", "values": [{"name", "help", "form",
+ * "commands"}...]}...]. The page's selects offer the values and start at the defaults, so a
+ * value the library adds appears on the page without an edit there. */
 EMSCRIPTEN_KEEPALIVE int oomw_options(void)
 {
-    size_t n, i;
-    const oom_option *const *t = oom_workload_options(&n);
+    size_t n, i, t;
     json_object *a = json_object_new_array();
     reset();
-    for (i = 0; i < n; i++) {
-        json_object *o = json_object_new_object();
-        json_object_object_add(o, "name", json_object_new_string(t[i]->name));
-        json_object_object_add(o, "metavar", json_object_new_string(t[i]->metavar));
-        json_object_object_add(o, "help", json_object_new_string(t[i]->help));
-        json_object_array_add(a, o);
+    for (t = 0; t < 2; t++) {
+        const oom_option *const *o = t ? oom_plan_option_table(&n) : oom_workload_options(&n);
+        for (i = 0; i < n; i++)
+            if (o[i]->commands & (OOM_COMMAND_ESTIMATE | OOM_COMMAND_PLAN | OOM_COMMAND_TABLE))
+                json_object_array_add(a, option_json(o[i]));
     }
     set_output(json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN), 1);
     json_object_put(a);

@@ -28,6 +28,8 @@ import warnings
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _native as _n
+from . import _vocab
+from . import calibration  # noqa: F401  (the calibration store, through the library)
 from ._memory_log import MemoryLog, MemoryWarning
 # oomless.trace is the tracing package and, called, its trace(): oomless.trace(model=...)
 from . import trace  # noqa: F401  (light: torch is imported on first use)
@@ -37,6 +39,7 @@ from .errors import (BY_CODE, DoesNotFitError, FileError, InternalError, Interru
 
 __all__ = [
     "Notice", "gpus", "catalog", "estimate", "plan", "plan_options", "list_models", "workload_options", "Workload", "parse_size",
+    "options", "plan_formats", "calibration",
     "version", "watch", "probe", "run", "trace", "cli_path", "MemoryLog", "MemoryWarning", "OomlessError", "InvalidValueError",
     "NoMemoryError", "FileError", "ParseError", "NotFoundError", "NoDeviceError",
     "DoesNotFitError", "JobError", "RefusedError", "UnsupportedError", "InterruptedJobError",
@@ -187,12 +190,31 @@ def catalog(config: Optional[str] = None) -> Dict[str, Any]:
 _BUDGET_KEYS = ("gpu", "vram", "vram_safety_margin", "config")
 
 
+def _synopsis(o: Mapping[str, Any]) -> str:
+    """What the CLI's --help shows after --NAME: the values joined by '|', else the metavar."""
+    return o["metavar"] if o["list"] or not o["values"] else "|".join(
+        v["name"] for v in o["values"])
+
+
+def options(command: Optional[str] = None) -> List[Dict[str, Any]]:
+    """Every option (the workload's and the plan's) that `command` takes ("estimate", "plan",
+    "table", "probe", "trace"; None: all), from the library's tables: dicts with name,
+    metavar, help, help_line (with the default, as ``--help`` prints it), default, commands,
+    list, and values (each with name, help, form, commands, trainer, trainer_args)."""
+    return _vocab.options(command)
+
+
+def plan_formats(command: Optional[str] = "plan") -> List[Dict[str, Any]]:
+    """The output formats of ``plan`` (or ``table``): name, help, framework, versions."""
+    return _vocab.plan_formats(command)
+
+
 def workload_options() -> List[Tuple[str, str, str]]:
-    """The workload options as (name, metavar, help): the CLI's --NAME, or NAME with '_' here."""
+    """The workload options as (name, synopsis, help): the CLI's --NAME (or NAME with '_' here),
+    its values or metavar, and its help with the default, as ``oomless estimate --help``."""
     count = ctypes.c_size_t()
-    table = _n.oom_workload_options(ctypes.byref(count))
-    return [(table[i][0].name.decode(), table[i][0].metavar.decode(), table[i][0].help.decode())
-            for i in range(count.value)]
+    _n.oom_workload_options(ctypes.byref(count))
+    return [(o["name"], _synopsis(o), o["help_line"]) for o in _vocab.options()[:count.value]]
 
 
 class Workload:
@@ -289,11 +311,10 @@ def _model_config_path(model: str) -> str:
 
 
 def plan_options() -> List[Tuple[str, str, str]]:
-    """The plan-only options as (name, metavar, help), besides the workload options."""
+    """The plan-only options as (name, synopsis, help), besides the workload options."""
     count = ctypes.c_size_t()
-    table = _n.oom_plan_option_table(ctypes.byref(count))
-    return [(table[i][0].name.decode(), table[i][0].metavar.decode(), table[i][0].help.decode())
-            for i in range(count.value)]
+    _n.oom_workload_options(ctypes.byref(count))
+    return [(o["name"], _synopsis(o), o["help_line"]) for o in _vocab.options()[count.value:]]
 
 
 def plan(**options: Any) -> Dict[str, Any]:
