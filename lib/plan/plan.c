@@ -1101,6 +1101,9 @@ static int setup(search *s, oom_plan_result *res)
         if ((err = oom_workload_clone(&s->w, r->workload)) ||
             (err = oom_workload_get_knobs(&s->base, r->workload)))
             return err;
+        /* the candidates share a few ZeRO-3 replays */
+        if ((err = oomi_zero3_cache_new(&s->w->z3_cache)))
+            return err;
         if (s->gpus == 1 && s->base.gpus > 1)
             s->gpus = s->base.gpus;
     } else {
@@ -1349,6 +1352,8 @@ int oomi_plan_run(oom_plan_result **out, const oom_plan_request *r,
 done:
     oomi_free(s.all);
     oomi_rollout_free(&s.ro);
+    if (s.w)
+        oomi_zero3_cache_free(s.w->z3_cache);
     oom_workload_free(s.w);
     if (err && err != OOM_ENOFIT) {
         oom_plan_free(res);
