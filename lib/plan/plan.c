@@ -267,17 +267,30 @@ static size_t precisions(const search *s, oom_precision *out)
     return n;
 }
 
+/* ZeRO-3 layouts the search would try besides the workload's own, for a model deeper than the
+ * replay of DeepSpeed's coordinator follows (estimate_zero3.c): left out, with a notice */
+static bool zero3_too_deep(const search *s)
+{
+    return s->w && s->base.method != OOM_METHOD_INFERENCE &&
+           s->base.sharding != OOM_SHARDING_ZERO3 &&
+           ((s->gpus > 1 && (s->r->allow & OOM_ALLOW_SHARDING)) ||
+            (s->r->allow & OOM_ALLOW_OFFLOAD)) &&
+           s->w->model->layers + s->w->model->enc_layers > OOMI_ZERO3_MAX_BLOCKS;
+}
+
 /* (sharding, offload) pairs */
 static size_t layouts(const search *s, oom_sharding *sh, oom_offload *off)
 {
     const oom_knobs *b = &s->base;
     size_t n = 0, i;
+    bool z3 = !zero3_too_deep(s);
     sh[n] = b->sharding, off[n++] = b->offload;
     if (!s->w || b->method == OOM_METHOD_INFERENCE)
         return n;
     if (s->gpus > 1 && (s->r->allow & OOM_ALLOW_SHARDING))
         for (i = 0; i < 4; i++)
-            if (!(i == b->sharding && b->offload == OOM_OFFLOAD_NONE))
+            if (!(i == b->sharding && b->offload == OOM_OFFLOAD_NONE) &&
+                (z3 || i != OOM_SHARDING_ZERO3))
                 sh[n] = (oom_sharding)i, off[n++] = OOM_OFFLOAD_NONE;
     if (s->r->allow & OOM_ALLOW_OFFLOAD) {
         static const oom_sharding osh[] = {OOM_SHARDING_ZERO2, OOM_SHARDING_ZERO3,
@@ -285,7 +298,8 @@ static size_t layouts(const search *s, oom_sharding *sh, oom_offload *off)
         static const oom_offload oof[] = {OOM_OFFLOAD_OPTIMIZER, OOM_OFFLOAD_OPTIMIZER,
                                           OOM_OFFLOAD_OPTIMIZER_PARAMS};
         for (i = 0; i < 3; i++)
-            if (!(osh[i] == b->sharding && oof[i] == b->offload))
+            if (!(osh[i] == b->sharding && oof[i] == b->offload) &&
+                (z3 || osh[i] != OOM_SHARDING_ZERO3))
                 sh[n] = osh[i], off[n++] = oof[i];
     }
     return n;
@@ -1077,6 +1091,13 @@ static int setup(search *s, oom_plan_result *res)
     if (s->w &&
         ((err = oom_workload_set_knobs(s->w, &s->base)) || (err = oom_workload_validate(s->w)) ||
          (err = oomi_rollout_setup(&s->ro, s->w, r->budget.target_bytes))))
+        return err;
+    if (zero3_too_deep(s) &&
+        (err =
+             oomi_plan_note(res,
+                            "ZeRO-3 left out of the search: its estimate replays DeepSpeed's "
+                            "coordinator over at most %d blocks, and the model has %ld",
+                            OOMI_ZERO3_MAX_BLOCKS, s->w->model->layers + s->w->model->enc_layers)))
         return err;
     if (s->ro.on && (s->conf > 0 || r->workers > 1))
         return oomi_fail(OOM_EINVAL, "rollout vllm-colocate is planned to the safety margin, one "
