@@ -65,7 +65,9 @@ double oomi_now_unix(void);
  * (0 stdout, 1 stderr) line by line, a long line in windows of OOMI_SCAN_WINDOW bytes that
  * overlap by OOMI_SCAN_OVERLAP (a pattern longer than that may be missed across a window edge).
  * The verdict is 1 when the last error line seen (all streams, in arrival order) is an OOM
- * pattern; a Python traceback's exception line counts, not its frames. */
+ * pattern; a Python traceback's exception line counts, not its frames. On stdout, which also
+ * carries data, a pattern counts only on a line shaped as an error report (an exception or fatal
+ * line and the message after it, a log record at an error level). */
 #define OOMI_SCAN_WINDOW  4096
 #define OOMI_SCAN_OVERLAP 512
 struct oomi_scanline {
@@ -74,6 +76,8 @@ struct oomi_scanline {
     int continued; /* this window is not the start of its line */
     int in_frames; /* inside a traceback's frames (after "Traceback ...", before its message) */
     int before;    /* the last error before this traceback began */
+    int message;   /* after an exception or fatal line, until a blank line: its message */
+    int shaped;    /* this line reports an error as a framework prints one (oommatch.c) */
     char tag[32];  /* this line's "[rank3]:" tag without brackets ("rank3"), or "" */
 };
 typedef struct oomi_oomscan {
@@ -85,6 +89,9 @@ typedef struct oomi_oomscan {
 } oomi_oomscan;
 void oomi_oomscan_init(oomi_oomscan *sc, const oom_patterns *patterns);
 void oomi_oomscan_feed(oomi_oomscan *sc, int stream, const char *b, size_t n);
+/* A whole line s[0..n) (its newline left out), read as oomi_oomscan_feed() would: 1, or 0 when
+ * the stream holds part of a line or the line is longer than a window (then feed it). */
+int oomi_oomscan_line(oomi_oomscan *sc, int stream, const char *s, size_t n);
 /* Reads the unterminated last lines, then: 1 when the job's last error was an OOM. */
 int oomi_oomscan_verdict(oomi_oomscan *sc);
 
