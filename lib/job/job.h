@@ -95,16 +95,33 @@ int oomi_oomscan_line(oomi_oomscan *sc, int stream, const char *s, size_t n);
 /* Reads the unterminated last lines, then: 1 when the job's last error was an OOM. */
 int oomi_oomscan_verdict(oomi_oomscan *sc);
 
+/* A job's stream read line by line (joblines.c): each piece read goes to the OOM scan and, by
+ * lines (a longer one in parts of OOMI_LINE_MAX bytes), sets l->step from "step N" and
+ * l->recovery_batch, l->oom_rank from an "OOMLESS_RECOVERY {json}" line (the last wins); err: the
+ * job's stderr. _end: the stream has ended (its unterminated last line). */
+#define OOMI_LINE_MAX 4096 /* an OOMLESS_RECOVERY line (a JSON document) fits whole */
+typedef struct oomi_lines {
+    char line[OOMI_LINE_MAX];
+    size_t len;
+} oomi_lines;
+struct oomi_launch;
+void oomi_lines_take(oomi_lines *ls, oomi_oomscan *scan, int err, struct oomi_launch *l,
+                     const char *b, size_t n);
+void oomi_lines_end(oomi_lines *ls, struct oomi_launch *l);
+
 /* Output that never blocks the supervision loop (output.c): the bytes a job wrote, queued until
  * their destination takes them. Read into oomi_outq_space(), then oomi_outq_commit(); a queue
- * without room means the job's pipe is left unread. `to` -1: dropped (space is still given). */
-#define OOMI_OUTQ_MAX 65536
+ * without room means the job's pipe is left unread. `to` -1: dropped (space is still given);
+ * else what is written to and polled: the destination itself, or `own`, the same pipe, FIFO or
+ * terminal opened again non-blocking (closed by oomi_outq_dispose). */
+#define OOMI_OUTQ_MAX (256 * 1024)
 typedef struct oomi_outq {
-    int to, to_file;
+    int to, to_file, own;
     char buf[OOMI_OUTQ_MAX];
-    size_t head, len; /* queued: buf[head, head + len) */
+    size_t head, len; /* queued: len bytes from buf[head], round the end (a ring) */
 } oomi_outq;
 void oomi_outq_init(oomi_outq *q, int to);
+void oomi_outq_dispose(oomi_outq *q);
 size_t oomi_outq_room(const oomi_outq *q);
 char *oomi_outq_space(oomi_outq *q, size_t *space);
 void oomi_outq_commit(oomi_outq *q, size_t n);

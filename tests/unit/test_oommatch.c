@@ -321,6 +321,53 @@ static void test_index_exact(void **state)
     }
 }
 
+/* A job's lines for its step and recovery lines (joblines.c) read the same whatever pieces the
+ * output comes in: whole lines read where they lie, or across pieces, a line longer than a part
+ * (4096 bytes) in parts; the last valid "step N" and the last recovery line win. */
+static void test_lines_any_pieces(void **state)
+{
+    static char text[3 * OOMI_LINE_MAX];
+    static const size_t sizes[] = {1, 2, 3, 7, 64, 4095, 4096, 4097, sizeof(text)};
+    const char *tail = "[rank1]: OOMLESS_RECOVERY {\"micro_batch\": 3, \"failed_ranks\": [1, 2]}\n"
+                       "Step: 41/100 loss 2.3\nglobal_step=42\nStEp#43 of 100\n"
+                       "OOMLESS_RECOVERY {\"micro_batch\": 0}\nxstep 5 (a word ending in step)\n"
+                       "steps 6 (a count)\nstep x (no number)\nthe end, no newline: misstep 9";
+    size_t k, at, len;
+    (void)state;
+    /* a line longer than a part, "step 7" across the first part's edge, then the tail */
+    memset(text, '=', OOMI_LINE_MAX + 100);
+    memcpy(text + OOMI_LINE_MAX - 3, "step 7", 6);
+    text[OOMI_LINE_MAX + 100] = '\n';
+    strcpy(text + OOMI_LINE_MAX + 101, tail);
+    len = strlen(text);
+    for (k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        oomi_launch l;
+        oomi_lines ls = {{0}, 0};
+        oomi_oomscan sc;
+        memset(&l, 0, sizeof(l));
+        l.step = -1;
+        oomi_oomscan_init(&sc, shipped);
+        for (at = 0; at < len; at += sizes[k])
+            oomi_lines_take(&ls, &sc, 0, &l, text + at, len - at < sizes[k] ? len - at : sizes[k]);
+        oomi_lines_end(&ls, &l);
+        if (l.step != 43 || l.recovery_batch != 3 || strcmp(l.oom_rank, "1,2"))
+            fail_msg("pieces of %zu bytes: step %ld, batch %d, ranks '%s'", sizes[k], l.step,
+                     l.recovery_batch, l.oom_rank);
+    }
+    /* "step 7" split across the part's edge is in neither part */
+    {
+        oomi_launch l;
+        oomi_lines ls = {{0}, 0};
+        oomi_oomscan sc;
+        memset(&l, 0, sizeof(l));
+        l.step = -1;
+        oomi_oomscan_init(&sc, shipped);
+        oomi_lines_take(&ls, &sc, 1, &l, text, OOMI_LINE_MAX + 101);
+        oomi_lines_end(&ls, &l);
+        assert_int_equal(l.step, -1);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -329,6 +376,7 @@ int main(void)
         cmocka_unit_test(test_event_names),        cmocka_unit_test(test_more_spellings),
         cmocka_unit_test(test_last_error_decides), cmocka_unit_test(test_long_line),
         cmocka_unit_test(test_stdout_data),        cmocka_unit_test(test_index_exact),
+        cmocka_unit_test(test_lines_any_pieces),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
