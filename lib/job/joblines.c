@@ -1,10 +1,11 @@
 /*
  * joblines.c - a job's output read as it comes, line by line, for what it says: the error that
  * ends it (the OOM scan, oommatch.c), its step ("step 12") and the micro-batch its ranks agreed
- * on after an OOM (OOMLESS_RECOVERY). No byte is looked at one by one: memchr finds the lines,
- * the 'p' of each "step" and the 'O' of each OOMLESS_RECOVERY, and a whole line is read where
- * it lies in the bytes read, once for all three.
+ * on after an OOM (OOMLESS_RECOVERY). No byte is looked at one by one: memchr finds the lines
+ * and the 'O' of each OOMLESS_RECOVERY, memrchr the 'p' of the last "step", and a whole line is
+ * read where it lies in the bytes read, once for all three.
  */
+#define _GNU_SOURCE /* memrchr */
 #include "job/job.h"
 
 #include <json-c/json.h>
@@ -54,21 +55,22 @@ static void parse_recovery(oomi_launch *l, const char *s, size_t n)
     json_object_put(doc);
 }
 
-/* "step 12", "Step 12/100", "global_step=12", "step: 12" (case-insensitive): the last wins.
- * The candidates are where a 'p' or 'P' ends "ste" (memchr finds them: no look at every
- * byte). s may hold several whole lines: a newline stops a number as the end of a line does, and
- * is no letter before "step" (so the last in s is the last of its lines). */
+/* "step 12", "Step 12/100", "global_step=12", "step: 12" (case-insensitive): the last wins, so
+ * the candidates are taken from the end, where memrchr finds a 'p' or 'P' that ends "ste" (no
+ * look at every byte), until one holds. s may hold several whole lines: a newline stops a number
+ * as the end of a line does, and is no letter before "step" (so the last in s is the last of its
+ * lines). */
 static void parse_step(oomi_launch *l, const char *s, size_t n)
 {
-    const char *end = s + n, *lo = n > 3 ? memchr(s + 3, 'p', n - 3) : NULL,
-               *up = n > 3 ? memchr(s + 3, 'P', n - 3) : NULL;
+    const char *end = s + n, *from = s + 3, *lo = n > 3 ? memrchr(from, 'p', n - 3) : NULL,
+               *up = n > 3 ? memrchr(from, 'P', n - 3) : NULL;
     while (lo || up) {
-        const char *q = !up || (lo && lo < up) ? lo : up, *at = q - 3;
+        const char *q = !up || (lo && lo > up) ? lo : up, *at = q - 3;
         size_t j = 4;
         if (q == lo)
-            lo = memchr(q + 1, 'p', (size_t)(end - q - 1));
+            lo = memrchr(from, 'p', (size_t)(q - from));
         else
-            up = memchr(q + 1, 'P', (size_t)(end - q - 1));
+            up = memrchr(from, 'P', (size_t)(q - from));
         if ((at[0] | 0x20) != 's' || (at[1] | 0x20) != 't' || (at[2] | 0x20) != 'e' ||
             (at > s && oomi_isalpha((unsigned char)at[-1])))
             continue;
@@ -81,6 +83,7 @@ static void parse_step(oomi_launch *l, const char *s, size_t n)
             while (at + j < end && at[j] >= '0' && at[j] <= '9' && v < 1000000000L)
                 v = v * 10 + (at[j++] - '0');
             l->step = v;
+            return;
         }
     }
 }
