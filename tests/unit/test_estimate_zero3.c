@@ -20,8 +20,8 @@
  * nothing, everything, or some; no prefetch; no persistence) */
 static oom_workload *workload(size_t i)
 {
-    static const char *const models[] = {"qwen3-0.6b", "llama-3.1-8b", "t5-base", "gpt2",
-                                         "mixtral-8x7b", "bert-base", "smollm2-135m"};
+    static const char *const models[] = {"qwen3-0.6b",   "llama-3.1-8b", "t5-base",     "gpt2",
+                                         "mixtral-8x7b", "bert-base",    "smollm2-135m"};
     static const char *const knobs[][3] = {
         {"method=full", "seq=1024", "precision=bf16"},
         {"method=lora", "seq=512", "offload=optimizer+params"},
@@ -31,9 +31,8 @@ static oom_workload *workload(size_t i)
         {"zero3-prefetch-bucket=2e8", "zero3-reduce-bucket=1e6", "seq=2048"},
     };
     const char *model = models[i % 7], *const *k = knobs[(i / 7) % 6];
-    const char *seq = strstr(model, "bert") || strstr(model, "t5") || strstr(model, "gpt2")
-                          ? "seq=128"
-                          : k[2];
+    const char *seq =
+        strstr(model, "bert") || strstr(model, "t5") || strstr(model, "gpt2") ? "seq=128" : k[2];
     char m[64];
     snprintf(m, sizeof(m), "model=%s", model);
     return W(m, "sharding=zero3", "gpus=8", k[0], k[1], seq);

@@ -324,6 +324,19 @@ static void test_index_exact(void **state)
 /* A job's lines for its step and recovery lines (joblines.c) read the same whatever pieces the
  * output comes in: whole lines read where they lie, or across pieces, a line longer than a part
  * (4096 bytes) in parts; the last valid "step N" and the last recovery line win. */
+static void read_pieces(oomi_launch *l, const char *text, size_t len, size_t piece, int err)
+{
+    oomi_lines ls = {{0}, 0};
+    oomi_oomscan sc;
+    size_t at;
+    memset(l, 0, sizeof(*l));
+    l->step = -1;
+    oomi_oomscan_init(&sc, shipped);
+    for (at = 0; at < len; at += piece)
+        oomi_lines_take(&ls, &sc, err, l, text + at, len - at < piece ? len - at : piece);
+    oomi_lines_end(&ls, l);
+}
+
 static void test_lines_any_pieces(void **state)
 {
     static char text[3 * OOMI_LINE_MAX];
@@ -332,7 +345,8 @@ static void test_lines_any_pieces(void **state)
                        "Step: 41/100 loss 2.3\nglobal_step=42\nStEp#43 of 100\n"
                        "OOMLESS_RECOVERY {\"micro_batch\": 0}\nxstep 5 (a word ending in step)\n"
                        "steps 6 (a count)\nstep x (no number)\nthe end, no newline: misstep 9";
-    size_t k, at, len;
+    oomi_launch l;
+    size_t k, len;
     (void)state;
     /* a line longer than a part, "step 7" across the first part's edge, then the tail */
     memset(text, '=', OOMI_LINE_MAX + 100);
@@ -341,31 +355,14 @@ static void test_lines_any_pieces(void **state)
     strcpy(text + OOMI_LINE_MAX + 101, tail);
     len = strlen(text);
     for (k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
-        oomi_launch l;
-        oomi_lines ls = {{0}, 0};
-        oomi_oomscan sc;
-        memset(&l, 0, sizeof(l));
-        l.step = -1;
-        oomi_oomscan_init(&sc, shipped);
-        for (at = 0; at < len; at += sizes[k])
-            oomi_lines_take(&ls, &sc, 0, &l, text + at, len - at < sizes[k] ? len - at : sizes[k]);
-        oomi_lines_end(&ls, &l);
+        read_pieces(&l, text, len, sizes[k], 0);
         if (l.step != 43 || l.recovery_batch != 3 || strcmp(l.oom_rank, "1,2"))
             fail_msg("pieces of %zu bytes: step %ld, batch %d, ranks '%s'", sizes[k], l.step,
                      l.recovery_batch, l.oom_rank);
     }
     /* "step 7" split across the part's edge is in neither part */
-    {
-        oomi_launch l;
-        oomi_lines ls = {{0}, 0};
-        oomi_oomscan sc;
-        memset(&l, 0, sizeof(l));
-        l.step = -1;
-        oomi_oomscan_init(&sc, shipped);
-        oomi_lines_take(&ls, &sc, 1, &l, text, OOMI_LINE_MAX + 101);
-        oomi_lines_end(&ls, &l);
-        assert_int_equal(l.step, -1);
-    }
+    read_pieces(&l, text, OOMI_LINE_MAX + 101, OOMI_LINE_MAX + 101, 1);
+    assert_int_equal(l.step, -1);
 }
 
 int main(void)
