@@ -103,7 +103,9 @@ double oomi_now_unix(void);
  * (0 stdout, 1 stderr) line by line, a long line in windows of OOMI_SCAN_WINDOW bytes that
  * overlap by OOMI_SCAN_OVERLAP (a pattern longer than that may be missed across a window edge).
  * The verdict is 1 when the last error line seen (all streams, in arrival order) is an OOM
- * pattern; a Python traceback's exception line counts, not its frames. */
+ * pattern; a Python traceback's exception line counts, not its frames. On stdout, which also
+ * carries data, a pattern counts only on a line shaped as an error report (an exception or fatal
+ * line and the message after it, a log record at an error level). */
 #define OOMI_SCAN_WINDOW  4096
 #define OOMI_SCAN_OVERLAP 512
 struct oomi_scanline {
@@ -112,6 +114,8 @@ struct oomi_scanline {
     int continued; /* this window is not the start of its line */
     int in_frames; /* inside a traceback's frames (after "Traceback ...", before its message) */
     int before;    /* the last error before this traceback began */
+    int message;   /* after an exception or fatal line, until a blank line: its message */
+    int shaped;    /* this line reports an error as a framework prints one (oommatch.c) */
     char tag[32];  /* this line's "[rank3]:" tag without brackets ("rank3"), or "" */
 };
 typedef struct oomi_oomscan {
@@ -123,19 +127,39 @@ typedef struct oomi_oomscan {
 } oomi_oomscan;
 void oomi_oomscan_init(oomi_oomscan *sc, const oom_patterns *patterns);
 void oomi_oomscan_feed(oomi_oomscan *sc, int stream, const char *b, size_t n);
+/* A whole line s[0..n) (its newline left out), read as oomi_oomscan_feed() would: 1, or 0 when
+ * the stream holds part of a line or the line is longer than a window (then feed it). */
+int oomi_oomscan_line(oomi_oomscan *sc, int stream, const char *s, size_t n);
 /* Reads the unterminated last lines, then: 1 when the job's last error was an OOM. */
 int oomi_oomscan_verdict(oomi_oomscan *sc);
 
+/* A job's stream read line by line (joblines.c): each piece read goes to the OOM scan and, by
+ * lines (a longer one in parts of OOMI_LINE_MAX bytes), sets l->step from "step N" and
+ * l->recovery_batch, l->oom_rank from an "OOMLESS_RECOVERY {json}" line (the last wins); err: the
+ * job's stderr. _end: the stream has ended (its unterminated last line). */
+#define OOMI_LINE_MAX 4096 /* an OOMLESS_RECOVERY line (a JSON document) fits whole */
+typedef struct oomi_lines {
+    char line[OOMI_LINE_MAX];
+    size_t len;
+} oomi_lines;
+struct oomi_launch;
+void oomi_lines_take(oomi_lines *ls, oomi_oomscan *scan, int err, struct oomi_launch *l,
+                     const char *b, size_t n);
+void oomi_lines_end(oomi_lines *ls, struct oomi_launch *l);
+
 /* Output that never blocks the supervision loop (output.c): the bytes a job wrote, queued until
  * their destination takes them. Read into oomi_outq_space(), then oomi_outq_commit(); a queue
- * without room means the job's pipe is left unread. `to` -1: dropped (space is still given). */
-#define OOMI_OUTQ_MAX 65536
+ * without room means the job's pipe is left unread. `to` -1: dropped (space is still given);
+ * else what is written to and polled: the destination itself, or `own`, the same pipe, FIFO or
+ * terminal opened again non-blocking (closed by oomi_outq_dispose). */
+#define OOMI_OUTQ_MAX (256 * 1024)
 typedef struct oomi_outq {
-    int to, to_file;
+    int to, to_file, own;
     char buf[OOMI_OUTQ_MAX];
-    size_t head, len; /* queued: buf[head, head + len) */
+    size_t head, len; /* queued: len bytes from buf[head], round the end (a ring) */
 } oomi_outq;
 void oomi_outq_init(oomi_outq *q, int to);
+void oomi_outq_dispose(oomi_outq *q);
 size_t oomi_outq_room(const oomi_outq *q);
 char *oomi_outq_space(oomi_outq *q, size_t *space);
 void oomi_outq_commit(oomi_outq *q, size_t n);
@@ -285,7 +309,7 @@ int oomi_uses_integration(const char *const *argv);
  * "none", else "slurm-JOB[.STEP]" from $SLURM_JOB_ID / $SLURM_STEP_ID, else "rdzv-HOST:PORT"
  * from torchrun's --rdzv-endpoint; NULL (no error recorded) when there is none. */
 char *oomi_job_id(const char *const *argv);
-/* torchrun's rendezvous failures, from a line of the job's output */
+/* torchrun's rendezvous failures, from whole lines of the job's output (the last wins) */
 enum { OOMI_RDZV_TIMEOUT = 1, OOMI_RDZV_CLOSED = 2 };
 void oomi_rdzv_scan(oomi_launch *l, const char *line, size_t n);
 

@@ -3,11 +3,12 @@
  * output through while reading it for the error that ends the job, sample its GPU memory,
  * forward signals, enforce the timeout and the kill grace, and leave no process behind.
  */
+#define _GNU_SOURCE /* F_SETPIPE_SZ */
 #include "job/job.h"
 
 #include <ctype.h>
 #include <errno.h>
-#include <json-c/json.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdio.h>
@@ -20,7 +21,6 @@
 
 extern char **environ;
 
-#define LINE_MAX_ 4096 /* an OOMLESS_RECOVERY line (a JSON document) fits whole */
 #define KNOWN_MAX 256
 
 char *oomi_expand_arg(const char *t, int batch, int accum, int seq, int attempt)
@@ -139,10 +139,9 @@ fail:
 /* ---- the running state --------------------------------------------------------------------- */
 
 struct stream {
-    int fd; /* the job's pipe, -1 once closed */
-    char line[LINE_MAX_];
-    size_t linelen;
-    oomi_outq out; /* read, not yet written to oomless's stdout/stderr */
+    int fd;           /* the job's pipe, -1 once closed */
+    oomi_lines lines; /* step and recovery lines (joblines.c) */
+    oomi_outq out;    /* read, not yet written to oomless's stdout/stderr */
 };
 
 struct watch {
@@ -210,84 +209,6 @@ int oomi_fail_tty_wait(const oomi_launch *l)
                      l->tty_wait == SIGTTIN ? "SIGTTIN" : "SIGTTOU");
 }
 
-/* "OOMLESS_RECOVERY {json}" (after a "[rank0]: " tag or not): what the ranks of a job running
- * oomless.torch/hf/lightning agreed on after an out-of-memory error (bindings/python/oomless/
- * torch.py, relaunch_message): "micro_batch" and "failed_ranks". The last wins. */
-static void parse_recovery(oomi_launch *l, const char *s, size_t n)
-{
-    static const char key[] = "OOMLESS_RECOVERY ";
-    const char *at = NULL;
-    json_object *doc, *v;
-    char *text;
-    size_t i;
-    for (i = 0; !at && i + sizeof(key) - 1 <= n; i++)
-        if (!memcmp(s + i, key, sizeof(key) - 1))
-            at = s + i;
-    if (!at)
-        return;
-    at += sizeof(key) - 1;
-    if (!(text = oomi_strndup(at, n - (size_t)(at - s))))
-        return;
-    doc = json_tokener_parse(text);
-    oomi_free(text);
-    if (!doc)
-        return;
-    v = oomi_json_get(doc, "micro_batch"); /* a value out of range is no batch, not an error */
-    if (json_object_is_type(v, json_type_int) && json_object_get_int64(v) >= 1 &&
-        json_object_get_int64(v) <= INT_MAX)
-        l->recovery_batch = (int)json_object_get_int64(v);
-    if (json_object_object_get_ex(doc, "failed_ranks", &v)) {
-        size_t used = 0;
-        l->oom_rank[0] = '\0';
-        if (json_object_is_type(v, json_type_array))
-            for (i = 0; i < json_object_array_length(v) && used + 12 < sizeof(l->oom_rank); i++)
-                used += (size_t)oomi_snprintf(
-                    l->oom_rank + used, sizeof(l->oom_rank) - used, "%s%lld", i ? "," : "",
-                    (long long)json_object_get_int64(json_object_array_get_idx(v, i)));
-        else if (json_object_is_type(v, json_type_int))
-            oomi_snprintf(l->oom_rank, sizeof(l->oom_rank), "%lld",
-                          (long long)json_object_get_int64(v));
-    }
-    json_object_put(doc);
-}
-
-/* "step 12", "Step 12/100", "global_step=12", "step: 12" (case-insensitive): the last wins. */
-static void parse_step(oomi_launch *l, const char *s, size_t n)
-{
-    size_t i, j;
-    for (i = 0; i + 4 <= n; i++) {
-        if (oomi_strncasecmp(s + i, "step", 4) || (i > 0 && oomi_isalpha((unsigned char)s[i - 1])))
-            continue;
-        j = i + 4;
-        if (j < n && (s[j] == 's' || s[j] == 'S'))
-            continue; /* "steps" is a count, not a position */
-        while (j < n && (s[j] == ' ' || s[j] == ':' || s[j] == '=' || s[j] == '#'))
-            j++;
-        if (j < n && s[j] >= '0' && s[j] <= '9') {
-            long v = 0;
-            while (j < n && s[j] >= '0' && s[j] <= '9' && v < 1000000000L)
-                v = v * 10 + (s[j++] - '0');
-            l->step = v;
-        }
-    }
-}
-
-static void take_output(struct watch *w, struct stream *s, const char *b, size_t n)
-{
-    size_t i;
-    oomi_oomscan_feed(&w->scan, s == &w->s[1], b, n);
-    for (i = 0; i < n; i++) {
-        if (b[i] == '\n' || s->linelen == sizeof(s->line)) {
-            parse_step(w->l, s->line, s->linelen);
-            parse_recovery(w->l, s->line, s->linelen);
-            oomi_rdzv_scan(w->l, s->line, s->linelen);
-            s->linelen = 0;
-        }
-        if (b[i] != '\n')
-            s->line[s->linelen++] = b[i];
-    }
-}
-
 /* Reads what the job's pipe holds, as far as the output queue has room (at most one queue's
  * worth per call, so that a job writing without pause cannot hold the loop); closes the pipe at
  * EOF. Returns the bytes read. */
@@ -299,7 +220,7 @@ static size_t pump(struct watch *w, struct stream *s)
         char *at = oomi_outq_space(&s->out, &space);
         n = read(s->fd, at, space);
         if (n > 0) {
-            take_output(w, s, at, (size_t)n);
+            oomi_lines_take(&s->lines, &w->scan, s == &w->s[1], w->l, at, (size_t)n);
             oomi_outq_commit(&s->out, (size_t)n);
             total += (size_t)n;
             continue;
@@ -308,10 +229,7 @@ static size_t pump(struct watch *w, struct stream *s)
             break;
         close(s->fd);
         s->fd = -1;
-        parse_step(w->l, s->line, s->linelen);
-        parse_recovery(w->l, s->line, s->linelen);
-        oomi_rdzv_scan(w->l, s->line, s->linelen);
-        s->linelen = 0;
+        oomi_lines_end(&s->lines, w->l);
     }
     return total;
 }
@@ -686,7 +604,7 @@ int oomi_launch_run(oomi_launch *l)
 {
     struct watch *w = NULL;
     char **argv = NULL, **envp = NULL, *path = NULL;
-    int err, err_no = 0;
+    int err, err_no = 0, i;
 
     l->pid = -1;
     l->exit_code = -1;
@@ -725,6 +643,8 @@ int oomi_launch_run(oomi_launch *l)
     w->since = oomi_proc_start_time(w->p.pid);
     w->s[0].fd = w->p.out_fd;
     w->s[1].fd = w->p.err_fd;
+    for (i = 0; i < 2; i++) /* room for what a job logs between two reads (else as it is) */
+        fcntl(w->s[i].fd, F_SETPIPE_SZ, OOMI_OUTQ_MAX);
     oomi_outq_init(&w->s[0].out, l->job->stdout_fd ? l->job->stdout_fd : 1);
     oomi_outq_init(&w->s[1].out, l->job->stderr_fd ? l->job->stderr_fd : 2);
     oomi_launch_event(l, OOM_EVENT_LAUNCH);
@@ -743,6 +663,9 @@ int oomi_launch_run(oomi_launch *l)
     oomi_launch_event(l, l->oom ? OOM_EVENT_OOM : OOM_EVENT_EXIT);
     err = OOM_OK;
 done:
+    if (w && w->l) /* the streams were set up */
+        for (i = 0; i < 2; i++)
+            oomi_outq_dispose(&w->s[i].out);
     if (w && w->tty >= 0)
         close(w->tty);
     oomi_free(path);
