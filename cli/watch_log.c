@@ -36,10 +36,12 @@ static void note(struct watch_log *l, const char *fmt, ...)
 
 /* Opens the path and learns what it is. 0, or -1 with errno set. A regular file is opened for
  * reading too, to see how it ends (write-only when that is all it allows); anything else (a
- * pipe, a device) write-only, as a plain append would. */
+ * pipe, a device) write-only, as a plain append would. Never waits: a FIFO without a reader
+ * fails with ENXIO (O_NONBLOCK) instead of blocking in open() until one comes; the descriptor
+ * is made blocking again once open, as the log's writes expect. */
 static int open_file(struct watch_log *l)
 {
-    const int flags = O_APPEND | O_CREAT | O_CLOEXEC;
+    const int flags = O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK;
     struct stat st;
     char last = '\n';
     int fd = -1;
@@ -50,7 +52,7 @@ static int open_file(struct watch_log *l)
         fd = open(l->path, O_WRONLY | flags, 0666);
     if (fd < 0)
         return -1;
-    if (fstat(fd, &st) != 0) {
+    if (fstat(fd, &st) != 0 || fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
         int e = errno;
         close(fd);
         errno = e;
@@ -131,6 +133,14 @@ int watch_log_open(struct watch_log *l, const char *path)
     l->path = path;
     l->fd = -1;
     if (open_file(l) != 0) {
+        struct stat st;
+        if (errno == ENXIO && stat(path, &st) == 0 && S_ISFIFO(st.st_mode)) {
+            note(l,
+                 "'%s' is a FIFO that nobody reads: start its reader first (watch does not "
+                 "wait for one)",
+                 path);
+            return -2;
+        }
         note(l, "cannot open '%s': %s", path, strerror(errno));
         return -1;
     }
