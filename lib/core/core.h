@@ -107,6 +107,13 @@ void oomi_sb_free(oomi_sb *sb);
 void oomi_sb_put_shown(oomi_sb *sb, const char *s, size_t n);
 /* The same, allocated (NULL: OOM_ENOMEM recorded); NULL text gives "". */
 char *oomi_shown(const char *s);
+/* Such text for a JSON document: json-c escapes the controls but passes bytes of 0x80 and above
+ * through, so every byte of a sequence that is not UTF-8 (as above) becomes U+FFFD, keeping the
+ * document valid for strict parsers (RFC 8259, 8.1). oomi_utf8_clean: allocated, NULL text
+ * gives "" (NULL: OOM_ENOMEM recorded); oomi_json_text: a string, NULL for NULL or "" (as
+ * oomi_json_string_or_null). */
+char *oomi_utf8_clean(const char *s);
+struct json_object *oomi_json_text(const char *s);
 
 /* ---- files and data (file.c) --------------------------------------------------------------
  * The one reader of whole files. A file of more than `max` bytes is refused with OOM_EINVAL

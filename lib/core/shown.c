@@ -14,6 +14,7 @@
  */
 #include "core/core.h"
 
+#include <json-c/json.h>
 #include <string.h>
 
 /* The length of the well-formed UTF-8 sequence at s[0..n) and its code point, or 0. */
@@ -85,4 +86,41 @@ char *oomi_shown(const char *text)
     if (text)
         oomi_sb_put_shown(&sb, text, strlen(text));
     return oomi_sb_finish(&sb, &out) ? NULL : out;
+}
+
+char *oomi_utf8_clean(const char *text)
+{
+    static const char replacement[] = "\xef\xbf\xbd"; /* U+FFFD */
+    const unsigned char *s = (const unsigned char *)text;
+    oomi_sb sb = OOMI_SB_INIT;
+    size_t i = 0, run = 0, n = text ? strlen(text) : 0, len;
+    unsigned long c;
+    char *out;
+
+    while (i < n) {
+        if (s[i] < 0x80) {
+            i++;
+            continue;
+        }
+        if ((len = utf8_seq(s + i, n - i, &c))) {
+            i += len;
+            continue;
+        }
+        oomi_sb_add(&sb, text + run, i - run);
+        oomi_sb_add(&sb, replacement, sizeof(replacement) - 1);
+        run = ++i;
+    }
+    oomi_sb_add(&sb, text ? text + run : "", n - run);
+    return oomi_sb_finish(&sb, &out) ? NULL : out;
+}
+
+struct json_object *oomi_json_text(const char *text)
+{
+    char *clean;
+    json_object *o;
+    if (!text || !*text || !(clean = oomi_utf8_clean(text)))
+        return NULL;
+    o = json_object_new_string(clean);
+    oomi_free(clean);
+    return o;
 }

@@ -574,8 +574,8 @@ static json_object *process_json(const oom_watch_process *p)
         return NULL;
     e |= oomi_json_put(o, "pid", json_object_new_int64(p->pid));
     e |= oomi_json_put(o, "used_bytes", oomi_json_bytes(p->used_bytes));
-    e |= oomi_json_put(o, "command", oomi_json_string_or_null(p->command));
-    e |= oomi_json_put(o, "user", oomi_json_string_or_null(p->user));
+    e |= oomi_json_put(o, "command", oomi_json_text(p->command));
+    e |= oomi_json_put(o, "user", oomi_json_text(p->user));
     e |= oomi_json_put(o, "local", json_object_new_boolean(p->local));
     e |= oomi_json_put(o, "is_graphics", json_object_new_boolean(p->is_graphics));
     e |= oomi_json_put(o, "batch_size", i64(p->batch_size));

@@ -137,6 +137,9 @@ expect_eq "$(grep ",process,0,[^,]*,$EVILPID," "$TMP/watch.csv" | cut -d, -f6)" 
 expect_eq "$(LC_ALL=C grep -c $'\e' "$TMP/watch.json")" 0 "watch --json: no raw ESC"
 expect_eq "$(jq -r ".gpus[0].processes[] | select(.pid == $EVILPID) | .command" "$TMP/watch.json" |
     head -c 12 | od -An -c | tr -s ' ')" " 033 ] 5 2 ; c ; c m 0 g L" "watch --json: the command itself, JSON-escaped"
+# ... as valid UTF-8 (RFC 8259): the stray 0xff and 0x9b bytes become U+FFFD, the rest is kept
+expect_eq "$(python3 -c 'import json, sys; d = json.loads(open(sys.argv[1], "rb").read().decode("utf-8")); print(sum("\ufffd" in p["command"] for g in d["gpus"] for p in g["processes"]))' "$TMP/watch.json" 2>&1)" 1 \
+    "watch --json: valid UTF-8, the bytes that are not UTF-8 replaced"
 kill "$EVILPID"
 wait "$EVILPID" 2>/dev/null
 unset OOMLESS_NVML_LIBRARY FAKE_NVML_SPEC

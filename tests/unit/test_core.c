@@ -271,6 +271,41 @@ static void test_shown(void **state)
     oomi_free(out);
 }
 
+/* oomi_utf8_clean(text) compared with `want` */
+static void clean_is(const char *text, const char *want)
+{
+    char *got = oomi_utf8_clean(text);
+    assert_non_null(got);
+    assert_string_equal(got, want);
+    oomi_free(got);
+}
+
+static void test_utf8_clean(void **state)
+{
+    json_object *o;
+    (void)state;
+    /* UTF-8 and every control kept (json-c escapes the controls itself) */
+    clean_is("caf\xc3\xa9 \x1b]52;c;x\x07 \xc2\x9b", "caf\xc3\xa9 \x1b]52;c;x\x07 \xc2\x9b");
+    clean_is(NULL, "");
+    /* each byte of what is not UTF-8 becomes U+FFFD: a stray continuation, a cut sequence,
+     * an overlong form, a surrogate, bytes that never start one */
+    clean_is("a\x80"
+             "b",
+             "a\xef\xbf\xbd"
+             "b");
+    clean_is("end\xf0\x9f\x98", "end\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+    clean_is("\xc0\xaf", "\xef\xbf\xbd\xef\xbf\xbd");
+    clean_is("\xed\xa0\x80 \xff", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd");
+    /* as a JSON string: valid UTF-8 in the document */
+    o = oomi_json_text("x\xfey");
+    assert_non_null(o);
+    assert_string_equal(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN),
+                        "\"x\xef\xbf\xbdy\"");
+    json_object_put(o);
+    assert_null(oomi_json_text(""));
+    assert_null(oomi_json_text(NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -282,6 +317,7 @@ int main(void)
         cmocka_unit_test(test_json_load),
         cmocka_unit_test(test_plan_doc_bom_and_depth),
         cmocka_unit_test(test_shown),
+        cmocka_unit_test(test_utf8_clean),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
