@@ -9,14 +9,17 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static void note(struct watch_log *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static size_t write_some(int fd, const char *buf, size_t len);
 
 /* Adds "oomless watch: <message>\n" to the notes (dropped when they are full). */
 static void note(struct watch_log *l, const char *fmt, ...)
@@ -90,8 +93,34 @@ static void failed(struct watch_log *l, int e)
     l->failing = 1;
 }
 
-/* Writes all of buf; returns the bytes written (errno set when short). */
+/* Writes all of buf; returns the bytes written (errno set when short). SIGPIPE is held back
+ * meanwhile and a pending one taken: a FIFO or pipe whose reader went away is a write that
+ * fails (EPIPE, said and retried as any failed write), not the end of watch. */
 static size_t write_all(int fd, const char *buf, size_t len)
+{
+    const struct timespec now = {0, 0};
+    sigset_t pipe, old;
+    size_t done = 0;
+    int e, held;
+
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    held = sigprocmask(SIG_BLOCK, &pipe, &old) == 0;
+    done = write_some(fd, buf, len);
+    e = errno;
+    if (held) {
+        sigset_t pending;
+        if (sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) &&
+            !sigismember(&old, SIGPIPE))
+            while (sigtimedwait(&pipe, NULL, &now) < 0 && errno == EINTR)
+                ;
+        sigprocmask(SIG_SETMASK, &old, NULL);
+    }
+    errno = e;
+    return done;
+}
+
+static size_t write_some(int fd, const char *buf, size_t len)
 {
     size_t done = 0;
     while (done < len) {

@@ -185,5 +185,24 @@ expect_rc 0 "FIFO with a reader: logged"
 wait "$READER"
 expect_eq "$(head -1 "$TMP/fifo.csv")" "$HEADER" "FIFO with a reader: the header first"
 expect_eq "$(grep -c ',gpu,0,' "$TMP/fifo.csv")" 2 "FIFO with a reader: a GPU row per sample"
+# a FIFO whose reader goes away after the first rows: the writes fail (EPIPE), watch goes on
+# sampling and ends with exit 3 saying so; it is not killed by SIGPIPE (exit 141)
+mkfifo "$TMP/shortreader"
+python3 -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_NONBLOCK)
+open(sys.argv[1] + ".ready", "w").close()
+import select
+p = select.poll()
+p.register(fd, select.POLLIN)
+p.poll()
+os.read(fd, 65536)' "$TMP/shortreader" &
+READER=$!
+PIDS+=($READER)
+poll 20 test -e "$TMP/shortreader.ready" || bad "FIFO whose reader leaves: the reader never opened it"
+oom watch --count 6 --interval 0.2 --json --log "$TMP/shortreader"
+expect_rc 3 "FIFO whose reader leaves: exit 3, not killed by SIGPIPE"
+expect_contains "$ERR" "cannot write '$TMP/shortreader'" "FIFO whose reader leaves: said"
+expect_eq "$(printf '%s' "$OUT" | jq -s length)" 6 "FIFO whose reader leaves: every sample still taken"
+wait "$READER"
 
 finish
