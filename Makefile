@@ -142,9 +142,11 @@ web-serve: web
 	@echo "oomless web: http://127.0.0.1:$(WEB_PORT)/"
 	python3 -m http.server --bind 127.0.0.1 --directory $(BUILD)/web $(WEB_PORT)
 
-# the page in headless Chromium against the CLI (tests/web/test_web.py)
+# the page in headless Chromium against the CLI (tests/web/test_web.py), and the documentation's
+# examples that show the page (its size: docs/web.md)
 check-web: web
 	python3 tests/web/test_web.py $(BUILD)
+	OOMLESS_BIN=$(BUILD)/oomless python3 scripts/examples.py check --setups web
 
 format:
 	clang-format -i include/*.h lib/*/*.c lib/*/*.h cli/*.c cli/*.h tests/unit/*.c tests/fake/*.c web/api/*.c
