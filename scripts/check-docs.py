@@ -19,6 +19,10 @@ import os
 import re
 import sys
 
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import examples  # noqa: E402  (the matching of lines with gaps, the list of documents)
+
 SRC = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.dirname(
     os.path.dirname(os.path.abspath(__file__)))
 TOP = ("bench", "bindings", "cli", "data", "docs", "examples", "include", "lib", "scripts",
@@ -105,21 +109,12 @@ def repo_path(token):
     return t
 
 
-def lines_match(want, got):
-    """want (with `...` lines as gaps, a `...` inside a line as any text) against all of got."""
-    def line_ok(w, g):
-        if GAP in w:
-            return re.fullmatch(".*".join(map(re.escape, w.rstrip().split(GAP))), g.rstrip()) is not None
-        return w.rstrip() == g.rstrip()
-    n, m = len(want), len(got)
-    ok = [[False] * (m + 1) for _ in range(n + 1)]
-    ok[n][m] = True
-    for i in range(n - 1, -1, -1):
-        gap = want[i].strip() == GAP
-        for j in range(m, -1, -1):
-            ok[i][j] = (ok[i + 1][j] or (j < m and ok[i][j + 1])) if gap else (
-                j < m and line_ok(want[i], got[j]) and ok[i + 1][j + 1])
-    return ok[0][0]
+def quote_line(want, got):
+    """A quoted line against the file's: indentation aside, `...` inside it for any text."""
+    want, got = want.strip(), got.strip()
+    if GAP in want:
+        return re.fullmatch(".*".join(map(re.escape, want.split(GAP))), got) is not None
+    return want == got
 
 
 def check_block(doc, start, lang, body, marker):
@@ -132,8 +127,7 @@ def check_block(doc, start, lang, body, marker):
         else:
             with open(path, encoding="utf-8") as f:
                 got = f.read().split("\n")
-            strip = [ln.strip() for ln in body]
-            if not lines_match([GAP] + strip + [GAP], [ln.strip() for ln in got]):
+            if not examples.lines_match([GAP] + body + [GAP], got, quote_line):
                 problems.append((start, f"its lines are not, in this order, in {q.group('path')}"))
     text = "\n".join(body)
     if lang == "python" and not q:  # a quote is checked against its file, which runs
@@ -171,16 +165,8 @@ def check(doc):
     return [f"{rel}:{n}: {why}" for n, why in problems]
 
 
-def documents(args):
-    if args:
-        return [os.path.abspath(a) for a in args]
-    docs = os.path.join(SRC, "docs")
-    return [os.path.join(SRC, "README.md")] + sorted(
-        os.path.join(docs, f) for f in os.listdir(docs) if f.endswith(".md"))
-
-
 def main():
-    docs = documents(sys.argv[2:])
+    docs = examples.documents(SRC, sys.argv[2:])
     problems = [p for d in docs for p in check(d)]
     for p in problems:
         print(p)

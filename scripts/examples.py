@@ -83,17 +83,23 @@ procdir {{cwd}}/procs""",
 }
 
 # Setups: the fake GPUs, fixture files copied from the repository (example path: repository
-# path). Every example also sees the repository's bench/, bindings/, data/, docs/, examples/,
+# path), shell commands run in the example's folder before it (prepare; unshown, so the text
+# beside the example says what they do). Every example also sees the repository's bench/, bindings/, data/, docs/, examples/,
 # scripts/, tests/ (links) and the build's `build/oomless`, `build/liboomless.so`, `./fakejob`.
+APPLY_FILES = {"conf/config.yaml": "tests/data/apply/config.yaml",
+               "plan.json": "tests/data/apply/plan.json",
+               "args.json": "tests/data/apply/hf_args.json"}
 SETUPS = {
     "nogpu": {},
     "gpus": {"nvml": "gpus"},
     "h100": {"nvml": "h100"},
     "t4": {"nvml": "t4"},
     "job": {"nvml": "job", "mkdir": ["procs"]},
-    "apply": {"files": {"conf/config.yaml": "tests/data/apply/config.yaml",
-                        "plan.json": "tests/data/apply/plan.json",
-                        "args.json": "tests/data/apply/hf_args.json"}},
+    "apply": {"files": APPLY_FILES},
+    # the same files, the config without its accumulation key and the arguments without theirs
+    "apply-missing": {"files": APPLY_FILES, "prepare": [
+        "sed -i '/accumulate_grad_batches/d' conf/config.yaml",
+        "sed -i '/gradient_accumulation_steps/d' args.json"]},
     "snapshot": {"nvml": "job", "files": {"job.sh": "tests/data/run/snapshot_job.sh"}},
     "venv": {"venv": True},
     "web": {"web": True},  # the page `make web` builds (BUILD/web)
@@ -207,8 +213,9 @@ def line_matches(want, got):
     return want == got
 
 
-def lines_match(want, got):
-    """want (with `...` lines as gaps) against all of got."""
+def lines_match(want, got, line_ok=None):
+    """want (with `...` lines as gaps) against all of got; line_ok compares two lines."""
+    line_ok = line_ok or line_matches
     # match[i][j]: want[i:] matches got[j:]
     n, m = len(want), len(got)
     match = [[False] * (m + 1) for _ in range(n + 1)]
@@ -219,7 +226,7 @@ def lines_match(want, got):
             if gap:
                 match[i][j] = match[i + 1][j] or (j < m and match[i][j + 1])
             else:
-                match[i][j] = j < m and line_matches(want[i], got[j]) and match[i + 1][j + 1]
+                match[i][j] = j < m and line_ok(want[i], got[j]) and match[i + 1][j + 1]
     return match[0][0]
 
 
@@ -317,6 +324,8 @@ def prepare(example, root, tool):
         env["OOMLESS_PYTHON"] = tool["python"]
         env["PATH"] = bindir + os.pathsep + os.path.join(venv, "bin") + os.pathsep + os.environ.get("PATH", "")
         where["venv"] = venv
+    for command in setup.get("prepare", []):
+        subprocess.run(["bash", "-c", command], cwd=cwd, env=env, check=True)
     return cwd, env, where
 
 
@@ -403,11 +412,12 @@ def rewrite(path, changes):
         f.write("\n".join(lines))
 
 
-def documents(args):
+def documents(src, args):
+    """The Markdown files named, else README.md and docs/*.md of the source tree src."""
     if args:
         return [os.path.abspath(a) for a in args]
-    docs = os.path.join(SRC, "docs")
-    return [os.path.join(SRC, "README.md")] + sorted(
+    docs = os.path.join(src, "docs")
+    return [os.path.join(src, "README.md")] + sorted(
         os.path.join(docs, f) for f in os.listdir(docs) if f.endswith(".md"))
 
 
@@ -422,7 +432,7 @@ def main():
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     args = ap.parse_intermixed_args()
     examples, problems, seen = [], [], {}
-    for path in documents(args.files):
+    for path in documents(SRC, args.files):
         found, bad = scan(path)
         examples += found
         problems += bad

@@ -10,6 +10,7 @@ import unittest
 SRC = os.environ["OOMLESS_SRC"]
 EXAMPLES = os.path.join(SRC, "scripts", "examples.py")
 CHECK_DOCS = os.path.join(SRC, "scripts", "check-docs.py")
+sys.dont_write_bytecode = True  # no __pycache__ in the source tree
 sys.path.insert(0, os.path.join(SRC, "scripts"))
 import examples  # noqa: E402
 
