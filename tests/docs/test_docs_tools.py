@@ -93,6 +93,18 @@ class Examples(unittest.TestCase):
         self.assertIn("id already used", out)
         self.assertIn("an absolute path in a command", out)
 
+    def test_a_transcript_example_is_held_to_its_file(self):
+        t = "transcript=bench/e2e/h100-2026-11-25/transcript.log"
+        line = "oomless probe: trial 2: batch 24: peak 19.24 GiB, exit 0 (13.5 s)"
+        ok = (f"<!-- example: h100 {t} -->\n```console\n$ oomless gpus\nDetected GPUs: 1 (NVML, driver "
+              f"580.159.04, CUDA 13.0)\n...\n{line}\n```\n")
+        self.write(ok)
+        self.assertEqual(run(EXAMPLES, "check", self.doc)[0], 0)
+        self.write(ok.replace("19.24", "19.25"))
+        rc, out = run(EXAMPLES, "check", self.doc)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("not, in this order, in bench/e2e/h100-2026-11-25/transcript.log", out)
+
     def test_unknown_setup(self):
         self.write(self.example(GPT2, "<!-- example: x setup=mars -->"))
         rc, out = run(EXAMPLES, "check", self.doc)
