@@ -286,8 +286,8 @@ def prepare(example, root, tool):
     """A folder for the example, and the environment its commands run in."""
     setup = SETUPS[example.setup]
     base = os.path.join(root, f"{example.id}.{example.line}")
-    cwd, home, bindir = base, base + ".home", base + ".bin"
-    for d in (cwd, home, bindir, os.path.join(cwd, "build")):
+    cwd, home, bindir, tmp = base, base + ".home", base + ".bin", base + ".tmp"
+    for d in (cwd, home, bindir, tmp, os.path.join(cwd, "build")):
         os.makedirs(d)
     # stdout line-buffered, as on a terminal: its lines and stderr's come in the order a user sees
     with open(os.path.join(bindir, "oomless"), "w") as f:
@@ -308,7 +308,8 @@ def prepare(example, root, tool):
            if not k.startswith(("OOMLESS_", "FAKE_NVML", "XDG_", "CUDA_", "NCCL_", "GPU_PROFILE"))
            and k not in ("CUBLAS_WORKSPACE_CONFIG", "HF_HOME", "HF_HUB_CACHE")}
     env.update({"PATH": bindir + os.pathsep + os.environ.get("PATH", "/usr/bin:/bin"),
-                "HOME": home, "LC_ALL": "C.UTF-8", "COLUMNS": "100", "PYTHONDONTWRITEBYTECODE": "1",
+                "HOME": home, "TMPDIR": tmp,  # what a command leaves there goes with the example
+                "LC_ALL": "C.UTF-8", "COLUMNS": "100", "PYTHONDONTWRITEBYTECODE": "1",
                 "OOMLESS_DATA_DIR": os.path.join(SRC, "data"),
                 "OOMLESS_NVML_LIBRARY": "/nonexistent/libnvidia-ml.so.1"})
     if setup.get("nvml"):
