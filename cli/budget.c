@@ -73,7 +73,7 @@ int cli_parse_job_options(const char *cmd, int argc, char **argv, const struct o
         if (cli_budget_option(budget, opt, optarg))
             continue;
         if (opt == 'h') {
-            fputs(usage, stdout);
+            cli_usage(stdout, usage, cli_command_bit(cmd));
             return -1;
         }
         if (opt == '?')

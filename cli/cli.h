@@ -39,11 +39,30 @@ void cli_init_notices(void);
 /* An option's value (`what`: "--max-restarts", "$OOMLESS_BATCH_SIZE") as a whole number from
  * `min` to INT_MAX, or a usage error of `cmd` naming it. Returns an exit code. */
 int cli_whole_number(long *out, const char *cmd, const char *text, long min, const char *what);
-/* An option's value as a number of seconds from 0 to 1e7, or a usage error. */
-int cli_seconds(double *out, const char *cmd, const char *text, const char *opt);
-/* The workload options as `plan --help` and `estimate --help` list them: "--NAME METAVAR" and
- * the help, aligned. */
-void cli_print_options(FILE *out, const oom_option *const *o, size_t n);
+/* An option's value as a number of seconds from `min` to `max`, or a usage error naming the
+ * range (or the decimal comma of "0,5"). Returns an exit code. */
+int cli_seconds(double *out, const char *cmd, const char *text, const char *opt, double min,
+                double max);
+/* The longest --trial-timeout and --sample-interval: about 115 days, no limit in practice */
+#define CLI_MAX_TIMEOUT 1e7
+/* ---- the library's option and format tables as the tool shows them (cli/vocab.c) -----------
+ * cli_command_bit(): the OOM_COMMAND_* bit of a command's name, 0 for another.
+ * cli_print_options(): the options of the table `o` that `command` takes, as --help lists them:
+ * "--NAME V1|V2|..." (its values that `command` takes, else its metavar) and its help with its
+ * default, aligned; a list's values after its help.
+ * cli_print_formats(): "--format FORMAT" and a line for each format `command` has;
+ * cli_format_names(): their names, ", "-separated, into buf.
+ * cli_usage(): prints `text`, a line "@budget" in it replaced by the budget options (those of
+ * the plan table) that `command` takes.
+ * cli_list(): `oomless --list-options [COMMAND]` (NAME, SYNOPSIS, COMMANDS, HELP a line, tab-
+ * separated) and `oomless --list-values OPTION [COMMAND]` (VALUE, COMMANDS, HELP a line;
+ * "format" lists the output formats); for the man page and the completion. argv[0] is the query. */
+unsigned cli_command_bit(const char *name);
+void cli_print_options(FILE *out, const oom_option *const *o, size_t n, unsigned command);
+void cli_print_formats(FILE *out, unsigned command);
+const char *cli_format_names(char *buf, size_t size, unsigned command);
+void cli_usage(FILE *out, const char *text, unsigned command);
+int cli_list(int argc, char **argv);
 /* Writes a JSON document (a library-made string) to stdout with a final newline. */
 int cli_print_json(const char *json);
 /* A count (parameters, FLOPs) as "68.98 B", "124.44 M", "12.30 K" or "512", never in scientific
@@ -87,14 +106,8 @@ enum { OPT_GPU = 0x1000, OPT_VRAM, OPT_MARGIN, OPT_CONFIG, OPT_VRAM_AUTO, OPT_FI
     {                                                                                              \
         "config", required_argument, NULL, OPT_CONFIG                                              \
     }
-#define CLI_BUDGET_HELP                                                                            \
-    "  --gpu auto|INDEX|NAME         GPU to plan for: detected (default), a visible index (only\n" \
-    "                                when a GPU is detected), or a catalog profile (a100-80gb,\n"  \
-    "                                rtx_4090...); env OOMLESS_GPU, GPU_PROFILE\n"                 \
-    "  --vram auto|free|SIZE         target VRAM per GPU: the GPU's (auto, = --vram-auto), what\n" \
-    "                                is free now (free), or a size (24, 16GiB; bare = GiB)\n"      \
-    "  --vram-safety-margin SIZE|PCT memory kept free (default 1 GiB; bare number = MiB; 10%)\n"   \
-    "  --config FILE                 user config (default $XDG_CONFIG_HOME/oomless/config.yaml)\n"
+/* in a usage text, where cli_usage() prints the budget options */
+#define CLI_BUDGET_HELP "@budget\n"
 /* Returns 1 when `opt` was a budget option (stored), 0 otherwise. */
 int cli_budget_option(struct cli_budget *b, int opt, const char *arg);
 /* Loads config + catalog and resolves the target; prints the no-GPU fallback notice to stderr.
@@ -146,8 +159,9 @@ int cli_parse_plan_options(const char *cmd, int argc, char **argv, oom_plan_opti
 
 /* ---- while a job runs under run or probe (cli/supervise.c) -------------------------------------
  * cli_supervise_signals(): SIGINT, SIGTERM, SIGHUP and SIGQUIT set cli_stop_signal (the library
- * forwards it to the job and stops); SIGUSR1, SIGUSR2, SIGTSTP and SIGCONT are counted in
- * cli_relay (the library passes them on); SIGTTOU and SIGPIPE are ignored.
+ * forwards it to the job and stops) and are counted in cli_relay.stops (a second one during the
+ * kill grace: the library kills the job at once); SIGUSR1, SIGUSR2, SIGTSTP and SIGCONT are counted
+ * in cli_relay (the library passes them on); SIGTTOU and SIGPIPE are ignored.
  * cli_supervise_stopped(): for an OOM_EVENT_STOP after a terminal stop signal, stops oomless
  * with its job and returns once continued (a SIGSTOP is left alone). cli_say(): a notice for
  * stderr, queued and written only as far as stderr takes it without blocking. cli_supervise_done(),
@@ -159,6 +173,11 @@ void cli_supervise_signals(void);
 void cli_supervise_stopped(const oom_job_event *ev);
 /* "SIGTSTP" for the signals oomless names, else "signal N" */
 const char *cli_signal_name(int sig);
+/* For the notice of a forwarded signal: " (a second one kills it at once)" after the first stop
+ * signal, else "". */
+const char *cli_again_hint(int sig);
+/* Why a job got SIGKILL: "a second stop signal", else `grace` (the grace ran out). */
+const char *cli_kill_reason(const char *grace);
 void cli_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void cli_supervise_done(void);
 

@@ -14,7 +14,7 @@ static const char usage_text[] =
     "                     [--create | --partial] [--dry-run] [--diff]\n"
     "                     [--backup-suffix S | --no-backup]\n"
     "                     [--document N] [--lock-timeout SEC] [--follow-symlinks]\n"
-    "                     [--force-type] [--json] FILE...\n"
+    "                     [--force-type] [--force] [--json] FILE...\n"
     "\n"
     "Writes plan values into YAML/JSON config files, changing only the bytes of those values.\n"
     "\n"
@@ -40,6 +40,8 @@ static const char usage_text[] =
     "                       the same file\n"
     "  --follow-symlinks    edit files reached through links that lead outside '.'\n"
     "  --force-type         allow a value of another type than the old one\n"
+    "  --force              replace a write-protected file (no write permission: refused\n"
+    "                       otherwise); the new file keeps its mode\n"
     "  --json               print one JSON document: files, keys, old and new values\n"
     "\n"
     "Exit: 0 done, 1 an edit was refused (no file changed), 2 usage or parse error, 3 I/O.\n";
@@ -58,6 +60,7 @@ enum {
     OPT_NOBACKUP,
     OPT_FOLLOW,
     OPT_FORCE,
+    OPT_FORCE_WRITE,
     OPT_JSON,
     OPT_HELP
 };
@@ -76,6 +79,7 @@ static const struct option options[] = {
     {"no-backup", no_argument, NULL, OPT_NOBACKUP},
     {"follow-symlinks", no_argument, NULL, OPT_FOLLOW},
     {"force-type", no_argument, NULL, OPT_FORCE},
+    {"force", no_argument, NULL, OPT_FORCE_WRITE},
     {"json", no_argument, NULL, OPT_JSON},
     {"help", no_argument, NULL, OPT_HELP},
     {NULL, 0, NULL, 0},
@@ -129,19 +133,6 @@ static int document_number(size_t *out, const char *text)
     return EXIT_OK;
 }
 
-static int lock_seconds(double *out, const char *text)
-{
-    char *end;
-
-    *out = strtod(text, &end);
-    if (end == text || *end || !(*out >= 0) || *out > 86400)
-        return cli_usage_error("apply",
-                               "--lock-timeout '%s' must be a number of seconds from 0 "
-                               "to 86400",
-                               text);
-    return EXIT_OK;
-}
-
 static int load_plan(oom_apply *a, const char *path)
 {
     char *text = NULL;
@@ -192,7 +183,7 @@ static int parse_args(struct args *o, int argc, char **argv)
                 return rc;
             break;
         case OPT_LOCK_TIMEOUT:
-            if ((rc = lock_seconds(&o->lock_timeout, optarg)))
+            if ((rc = cli_seconds(&o->lock_timeout, "apply", optarg, "--lock-timeout", 0, 86400)))
                 return rc;
             break;
         case OPT_NOBACKUP:
@@ -203,6 +194,9 @@ static int parse_args(struct args *o, int argc, char **argv)
             break;
         case OPT_FORCE:
             o->flags |= OOM_APPLY_FORCE_TYPE;
+            break;
+        case OPT_FORCE_WRITE:
+            o->flags |= OOM_APPLY_FORCE;
             break;
         case OPT_JSON:
             o->json = true;

@@ -27,25 +27,17 @@ static void usage(FILE *out)
                  "on the three counters: allocated (torch.cuda.max_memory_allocated), reserved\n"
                  "(max_memory_reserved) and device (nvidia-smi: reserved + CUDA context).\n\n"
                  "Workload:\n");
-    cli_print_options(out, o, n);
+    cli_print_options(out, o, n, OOM_COMMAND_ESTIMATE);
+    fprintf(out, "\nBudget (optional; shows whether the estimate fits, exit 1 when not) and\n"
+                 "calibration (-- CMD... instead of --model: the peak the line 'oomless probe --\n"
+                 "CMD...' measured predicts at --batch):\n");
+    o = oom_plan_option_table(&n);
+    cli_print_options(out, o, n, OOM_COMMAND_ESTIMATE);
     fprintf(out,
-            "\nBudget (optional; shows whether the estimate fits, exit 1 when not):\n"
-            "  %-28s %s\n  %-28s %s\n  %-28s %s\n  %-28s %s\n\nOutput:\n  %-28s %s\n"
-            "  %-28s %s\n  %-28s %s\n\nExit codes: 0 ok (fits), 1 does not fit the budget, 2 bad "
-            "option or "
-            "value,\n3 environment.\n",
-            "--gpu NAME|INDEX|auto", "plan for this GPU (catalog id or detected index)",
-            "--vram auto|free|SIZE", "memory to target (bare number = GiB)",
-            "--vram-safety-margin SIZE|PCT", "kept free (bare number = MiB; default 1 GiB)",
-            "--config FILE", "user config (extra GPU profiles, default margin)", "--json",
-            "one JSON document on stdout (--svg FILE: a picture of the breakdown)", "--list-models",
-            "the built-in presets", "--help", "this text");
-    fprintf(out,
-            "\nCalibrated (instead of --model):\n"
-            "  %-28s %s\n  %-28s %s\n  %-28s %s\n",
-            "-- CMD...", "the peak the line 'oomless probe -- CMD...' measured predicts at --batch",
-            "--calibration FILE", "calibration records (default $XDG_CACHE_HOME/oomless/...)",
-            "--calibration-workload TEXT", "the record's workload key, as probe's --workload");
+            "\nOutput:\n  %-28s %s\n  %-28s %s\n  %-28s %s\n\nExit codes: 0 ok (fits), 1 does "
+            "not fit the budget, 2 bad option or value,\n3 environment.\n",
+            "--json", "one JSON document on stdout (--svg FILE: a picture of the breakdown)",
+            "--list-models", "the built-in presets", "--help", "this text");
 }
 
 static int list_models(bool json)

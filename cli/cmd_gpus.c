@@ -130,7 +130,7 @@ int cmd_gpus(int argc, char **argv)
             catalog = 1;
             break;
         case 'h':
-            fputs(usage_text, stdout);
+            cli_usage(stdout, usage_text, OOM_COMMAND_GPUS);
             return EXIT_OK;
         default:
             return cli_usage_error("gpus", "unknown option");

@@ -28,25 +28,18 @@ static void usage(FILE *out)
             "Values you give (--batch-size, --grad-accum, --seq, --checkpointing,\n"
             "$OOMLESS_BATCH_SIZE) are never raised. See docs/plan.md.\n\nWorkload:\n");
     o = oom_workload_options(&n);
-    cli_print_options(out, o, n);
+    cli_print_options(out, o, n, OOM_COMMAND_PLAN);
     fprintf(out, "\nPlan and budget:\n");
     o = oom_plan_option_table(&n);
-    cli_print_options(out, o, n);
-    fprintf(
-        out,
-        "\nOutput:\n"
-        "  --format FORMAT              text (default), json, env, args, deepspeed, torchrun;\n"
-        "                               vllm (inference: vLLM settings and KV-cache capacity);\n"
-        "                               accelerate (FSDP2 config YAML), torchtitan (TOML);\n"
-        "                               trl, verl (grpo with --rollout vllm-colocate: GRPOConfig\n"
-        "                               YAML, verl Hydra overrides, with vLLM's KV capacity)\n"
-        "                               trl with --packing padding-free: SFTConfig YAML;\n"
-        "                               torchtune (recipe keys: batch_size, dataset.packed)\n"
-        "  --json                       the same as --format json\n"
-        "  --svg FILE                   a picture: memory against the budget, peak vs batch\n"
-        "  --allow-inexact, --allow-downscale, --no-allow-downscale   flags\n"
-        "  --help                       this text\n\n"
-        "Exit codes: 0 a plan fits; 1 nothing fits; 2 bad option or value; 3 environment.\n");
+    cli_print_options(out, o, n, OOM_COMMAND_PLAN);
+    fprintf(out, "\nOutput:\n");
+    cli_print_formats(out, OOM_COMMAND_PLAN);
+    fprintf(out,
+            "  --json                       the same as --format json\n"
+            "  --svg FILE                   a picture: memory against the budget, peak vs batch\n"
+            "  --allow-inexact, --allow-downscale, --no-allow-downscale   flags\n"
+            "  --help                       this text\n\n"
+            "Exit codes: 0 a plan fits; 1 nothing fits; 2 bad option or value; 3 environment.\n");
 }
 
 /* --name VALUE or --name=VALUE; *v NULL when missing */
@@ -99,18 +92,13 @@ static int report(const plan_args *a, const oom_plan_result *r)
     return r->found ? EXIT_OK : EXIT_NOFIT;
 }
 
-#define FORMATS                                                                                    \
-    "text, json, env, args, deepspeed, torchrun, vllm, accelerate, torchtitan, trl, verl, "        \
-    "torchtune"
-
+/* a format of plan (the library's table) */
 static bool known_format(const char *f)
 {
-    static const char *const names[] = {"text",       "json",     "env",  "args",
-                                        "deepspeed",  "torchrun", "vllm", "accelerate",
-                                        "torchtitan", "trl",      "verl", "torchtune"};
-    size_t i;
-    for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
-        if (!strcmp(f, names[i]))
+    size_t i, n;
+    const oom_plan_format_info *const *t = oom_plan_formats(&n);
+    for (i = 0; i < n; i++)
+        if ((t[i]->commands & OOM_COMMAND_PLAN) && !strcmp(f, t[i]->name))
             return true;
     return false;
 }
@@ -133,7 +121,9 @@ int cmd_plan(int argc, char **argv)
         goto done;
     }
     if (!known_format(a.common.format)) {
-        rc = cli_usage_error(CMD, "unknown --format '%s' (%s)", a.common.format, FORMATS);
+        char names[512];
+        rc = cli_usage_error(CMD, "unknown --format '%s' (%s)", a.common.format,
+                             cli_format_names(names, sizeof(names), OOM_COMMAND_PLAN));
         goto done;
     }
     err = oom_plan_options_run(&r, o);

@@ -28,7 +28,8 @@ static const char usage_text[] =
     "  --seq-max N                   value of {seq}: probe at the longest sequence (worst case)\n"
     "  --trial-timeout SECONDS       stop a trial after this long (default: no limit)\n"
     "  --sample-interval SECONDS     NVML sampling period (default 0.05)\n"
-    "  --kill-grace SECONDS          SIGTERM -> SIGKILL grace on timeout or signal (default 10)\n"
+    "  --kill-grace SECONDS          SIGTERM -> SIGKILL grace on timeout or signal (default 10,\n"
+    "                                at most 3600); a second signal (Ctrl-C) kills at once\n"
     "  --calibration FILE|off        where to save the measured line (default\n"
     "                                $XDG_CACHE_HOME/oomless/calibration.jsonl)\n"
     "  --workload TEXT               workload part of the calibration key (default seq=N or "
@@ -94,15 +95,13 @@ static int take_option(struct probe_args *a, int opt, const char *arg)
         a->o.seq = (int)v;
         break;
     case OPT_TIMEOUT:
-        return cli_seconds(&a->o.trial_timeout_s, "probe", arg, "--trial-timeout");
+        return cli_seconds(&a->o.trial_timeout_s, "probe", arg, "--trial-timeout", 0,
+                           CLI_MAX_TIMEOUT);
     case OPT_INTERVAL:
-        if ((rc = cli_seconds(&a->o.sample_interval_s, "probe", arg, "--sample-interval")) ==
-                EXIT_OK &&
-            a->o.sample_interval_s < 0.001)
-            rc = cli_usage_error("probe", "--sample-interval '%s' must be at least 0.001", arg);
-        break;
+        return cli_seconds(&a->o.sample_interval_s, "probe", arg, "--sample-interval", 0.001,
+                           CLI_MAX_TIMEOUT);
     case OPT_GRACE:
-        return cli_seconds(&a->o.kill_grace_s, "probe", arg, "--kill-grace");
+        return cli_seconds(&a->o.kill_grace_s, "probe", arg, "--kill-grace", 0, OOM_MAX_KILL_GRACE);
     case OPT_CALIB:
         a->calibration = arg;
         break;
@@ -175,7 +174,8 @@ static void on_event(const oom_job_event *ev, void *user)
                 ev->batch, peak, ev->exit_code, ev->kind == OOM_EVENT_OOM ? ", out of memory" : "",
                 ev->duration_s);
     else if (ev->kind == OOM_EVENT_SIGNAL)
-        cli_say("oomless probe: passing %s to the trial\n", cli_signal_name(ev->signal));
+        cli_say("oomless probe: passing %s to the trial%s\n", cli_signal_name(ev->signal),
+                cli_again_hint(ev->signal));
     else if (ev->kind == OOM_EVENT_STOP) {
         cli_say("oomless probe: the trial stopped (%s)%s\n", cli_signal_name(ev->signal),
                 ev->signal == SIGSTOP ? "" : "; oomless stops with it");
@@ -183,7 +183,7 @@ static void on_event(const oom_job_event *ev, void *user)
     } else if (ev->kind == OOM_EVENT_CONTINUE)
         cli_say("oomless probe: the trial continues\n");
     else if (ev->kind == OOM_EVENT_KILL)
-        cli_say("oomless probe: the trial is still running: SIGKILL\n");
+        cli_say("oomless probe: %s: SIGKILL\n", cli_kill_reason("the trial is still running"));
 }
 
 static void print_command(FILE *f, char **cmd)
@@ -232,7 +232,9 @@ static void print_text(const oom_probe_result *r, char **cmd)
     else if (r->fit.valid)
         printf("\nFit:       peak = %.1f MiB + %.3f MiB x batch%s\n", r->fit.fixed_bytes / OOM_MiB,
                r->fit.per_sample_bytes / OOM_MiB,
-               irregular ? " (a bound: no trial measured more per sample)" : "");
+               irregular && r->fit.fixed_bytes == 0
+                   ? " (a bound: no trial measured more per sample)"
+                   : "");
     printf("%sRecommended batch: %d (largest that ran: %d) after %d launch%s\n",
            r->fit.valid ? "" : "\n", r->recommended_batch, r->max_batch, r->launches,
            r->launches == 1 ? "" : "es");

@@ -24,7 +24,9 @@ static const char usage_text[] =
     "relaunched with the next smaller micro-batch that divides the effective batch and the\n"
     "matching larger accumulation (the same command line: resume through your own arguments).\n"
     "The batch is never raised. Placeholders {batch} {accum} {seq} {effective} {attempt} and\n"
-    "OOMLESS_BATCH_SIZE, OOMLESS_GRAD_ACCUM, OOMLESS_SEQ_LEN, OOMLESS_ATTEMPT as in probe.\n\n"
+    "OOMLESS_BATCH_SIZE, OOMLESS_GRAD_ACCUM, OOMLESS_SEQ_LEN, OOMLESS_ATTEMPT as in probe.\n"
+    "Launched by another oomless ($OOMLESS_SUPERVISOR, set for every job run and probe\n"
+    "launch), the job runs once and that one relaunches it.\n\n"
     "Batch (first found): --batch-size, --plan, $OOMLESS_BATCH_SIZE (+ $OOMLESS_GRAD_ACCUM),\n"
     "the calibration record of this GPU + command + workload (largest batch under the budget).\n\n"
     "Options:\n"
@@ -38,7 +40,16 @@ static const char usage_text[] =
     "  --events FILE                 append JSONL events (launch, oom, restart, exit, ...)\n"
     "  --memory-history N            the job records allocation stacks (oomless.torch), at\n"
     "                                most N history entries, for the out-of-memory summary\n"
-    "  --kill-grace SECONDS          SIGTERM -> SIGKILL grace after a forwarded signal (10)\n"
+    "  --sync-dir DIR                a folder every node's 'oomless run' of one multi-node job\n"
+    "                                shares (a shared filesystem): the nodes relaunch together\n"
+    "                                at the batch the node that ran out of memory chose\n"
+    "                                ($OOMLESS_SYNC_DIR)\n"
+    "  --sync-id ID                  the job's id there (default: torchrun's --rdzv-id,\n"
+    "                                $SLURM_JOB_ID, --rdzv-endpoint; $OOMLESS_SYNC_ID)\n"
+    "  --sync-wait SECONDS           the longest wait for the other nodes (300, at most\n"
+    "                                86400; $OOMLESS_SYNC_WAIT)\n"
+    "  --kill-grace SECONDS          SIGTERM -> SIGKILL grace after a forwarded signal (10,\n"
+    "                                at most 3600); a second signal (Ctrl-C) kills at once\n"
     "  --sample-interval SECONDS     NVML sampling period for peaks (default 0.05)\n"
     "  --calibration FILE|off        calibration records to take the batch from\n"
     "  --workload TEXT               workload part of the calibration key\n"
@@ -63,6 +74,9 @@ enum {
     OPT_WORKLOAD,
     OPT_PATTERNS,
     OPT_HISTORY,
+    OPT_SYNC_DIR,
+    OPT_SYNC_ID,
+    OPT_SYNC_WAIT,
     OPT_JSON
 };
 
@@ -121,13 +135,10 @@ static int take_option(struct run_args *a, int opt, const char *arg)
         a->o.events_path = arg;
         return EXIT_OK;
     case OPT_GRACE:
-        return cli_seconds(&a->o.kill_grace_s, "run", arg, "--kill-grace");
+        return cli_seconds(&a->o.kill_grace_s, "run", arg, "--kill-grace", 0, OOM_MAX_KILL_GRACE);
     case OPT_INTERVAL:
-        if (cli_seconds(&a->o.sample_interval_s, "run", arg, "--sample-interval") != EXIT_OK)
-            return EXIT_USAGE;
-        if (a->o.sample_interval_s < 0.001)
-            return cli_usage_error("run", "--sample-interval '%s' must be at least 0.001", arg);
-        return EXIT_OK;
+        return cli_seconds(&a->o.sample_interval_s, "run", arg, "--sample-interval", 0.001,
+                           CLI_MAX_TIMEOUT);
     case OPT_CALIB:
         a->calibration = arg;
         return EXIT_OK;
@@ -140,6 +151,14 @@ static int take_option(struct run_args *a, int opt, const char *arg)
     case OPT_JSON:
         a->json = 1;
         return EXIT_OK;
+    case OPT_SYNC_DIR:
+        a->o.sync_dir = arg;
+        return EXIT_OK;
+    case OPT_SYNC_ID:
+        a->o.sync_id = arg;
+        return EXIT_OK;
+    case OPT_SYNC_WAIT:
+        return cli_seconds(&a->o.sync_wait_s, "run", arg, "--sync-wait", 0, OOM_MAX_SYNC_WAIT);
     }
     return take_int(a, opt, arg);
 }
@@ -167,11 +186,29 @@ static int parse_args(struct run_args *a, int argc, char **argv)
         {"workload", required_argument, NULL, OPT_WORKLOAD},
         {"patterns", required_argument, NULL, OPT_PATTERNS},
         {"memory-history", required_argument, NULL, OPT_HISTORY},
+        {"sync-dir", required_argument, NULL, OPT_SYNC_DIR},
+        {"sync-id", required_argument, NULL, OPT_SYNC_ID},
+        {"sync-wait", required_argument, NULL, OPT_SYNC_WAIT},
         {"json", no_argument, NULL, OPT_JSON},
         {"help", no_argument, NULL, 'h'},
         CLI_BUDGET_LONGOPTS,
         {NULL, 0, NULL, 0}};
     return cli_parse_job_options("run", argc, argv, longopts, usage_text, &a->budget, take, a);
+}
+
+/* The sync options the command line left unset, from the environment. */
+static int sync_from_env(struct run_args *a)
+{
+    const char *dir = getenv("OOMLESS_SYNC_DIR"), *id = getenv("OOMLESS_SYNC_ID"),
+               *wait = getenv("OOMLESS_SYNC_WAIT");
+    if (!a->o.sync_dir && dir && *dir)
+        a->o.sync_dir = dir;
+    if (!a->o.sync_id && id && *id)
+        a->o.sync_id = id;
+    if (!a->o.sync_wait_s && wait && *wait)
+        return cli_seconds(&a->o.sync_wait_s, "run", wait, "$OOMLESS_SYNC_WAIT", 0,
+                           OOM_MAX_SYNC_WAIT);
+    return EXIT_OK;
 }
 
 /* ---- where the batch comes from ------------------------------------------------------------ */
@@ -375,8 +412,11 @@ static void snap_show(void)
 
 static void on_event(const oom_job_event *ev, void *user)
 {
+    static int last_exit = -1; /* the exit status of a launch that ended without an OOM, else -1 */
     char peak[16] = "N/A", when[16], step[32] = "";
     (void)user;
+    if (ev->kind == OOM_EVENT_EXIT || ev->kind == OOM_EVENT_OOM)
+        last_exit = ev->kind == OOM_EVENT_EXIT ? ev->exit_code : -1;
     if (ev->kind == OOM_EVENT_OOM)
         snap_read();
     if (ev->peak_bytes != OOM_UNKNOWN)
@@ -390,6 +430,14 @@ static void on_event(const oom_job_event *ev, void *user)
                 ev->attempt, ev->batch, ev->grad_accum, ev->pid);
         break;
     case OOM_EVENT_RESTART:
+        if (last_exit >= 0) { /* another node's job ran out of memory (--sync-dir) */
+            cli_say("oomless run: %s the job exited %d%s: relaunching with the other nodes, batch "
+                    "%d -> %d, accumulation %d -> %d (effective %ld); %s\n",
+                    when, last_exit, step, ev->previous_batch, ev->batch, ev->previous_accum,
+                    ev->grad_accum, (long)ev->batch * ev->grad_accum, ev->reason ? ev->reason : "");
+            snap_mark();
+            break;
+        }
         cli_say("oomless run: %s out of memory%s (peak %s): restarting with batch %d -> %d, "
                 "accumulation %d -> %d (effective %ld)%s%s\n",
                 when, step, peak, ev->previous_batch, ev->batch, ev->previous_accum, ev->grad_accum,
@@ -399,7 +447,8 @@ static void on_event(const oom_job_event *ev, void *user)
         snap_mark(); /* written before the next launch: what follows is that launch's */
         break;
     case OOM_EVENT_SIGNAL:
-        cli_say("oomless run: %s passing %s to the job\n", when, cli_signal_name(ev->signal));
+        cli_say("oomless run: %s passing %s to the job%s\n", when, cli_signal_name(ev->signal),
+                cli_again_hint(ev->signal));
         break;
     case OOM_EVENT_STOP:
         cli_say("oomless run: %s the job stopped (%s)%s\n", when, cli_signal_name(ev->signal),
@@ -414,7 +463,8 @@ static void on_event(const oom_job_event *ev, void *user)
         cli_say("oomless run: %s the job continues\n", when);
         break;
     case OOM_EVENT_KILL:
-        cli_say("oomless run: %s the job did not stop within the grace: SIGKILL\n", when);
+        cli_say("oomless run: %s %s: SIGKILL\n", when,
+                cli_kill_reason("the job did not stop within the grace"));
         break;
     default:
         break;
@@ -507,7 +557,8 @@ int cmd_run(int argc, char **argv)
     if ((rc = parse_args(&a, argc, argv)) != EXIT_OK)
         return rc < 0 ? EXIT_OK : rc;
     cmd = argv + optind;
-    if ((rc = run_budget(&a)) != EXIT_OK || (rc = choose_batch(&a, cmd)) != EXIT_OK)
+    if ((rc = sync_from_env(&a)) != EXIT_OK || (rc = run_budget(&a)) != EXIT_OK ||
+        (rc = choose_batch(&a, cmd)) != EXIT_OK)
         return rc;
     if ((err = oom_patterns_load(&patterns, a.patterns)))
         return cli_fail("run", err);

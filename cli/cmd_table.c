@@ -23,12 +23,14 @@ static void usage(FILE *out)
             "                                In `table`, --gpus is this list; for data-parallel\n"
             "                                GPUs per row use --nodes/--gpus-per-node.\n"
             "  --workloads FILE              YAML: workloads: {NAME: {option: value, ...}}\n"
-            "  --format text|markdown|csv|json   (default text); --json = --format json\n"
-            "  every option of `oomless plan` (see oomless plan --help) except --gpu,\n"
-            "  read by the same parser ('_' may stand for '-'); -- CMD... tabulates the line\n"
-            "  'oomless probe -- CMD...' measured\n\n"
-            "Exit codes: 0 table printed (rows may say 'no fit'); 2 bad option; 3 environment.\n",
+            "  --json                        the same as --format json\n",
             DEFAULT_GPUS);
+    cli_print_formats(out, OOM_COMMAND_TABLE);
+    fprintf(out, "  every option of `oomless plan` (see oomless plan --help) except --gpu,\n"
+                 "  read by the same parser ('_' may stand for '-'); -- CMD... tabulates the line\n"
+                 "  'oomless probe -- CMD...' measured\n\n"
+                 "Exit codes: 0 table printed (rows may say 'no fit'); 2 bad option; 3 "
+                 "environment.\n");
 }
 
 /* splits a comma list in place into at most MAX_GPUS names */

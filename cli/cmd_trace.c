@@ -11,20 +11,26 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char usage_text[] =
-    "usage: oomless trace --model NAME|PATH [WORKLOAD OPTIONS] [--json]\n"
-    "       oomless trace --module pkg.mod:build_fn [--step pkg.mod:step_fn] [--input-shape S]\n\n"
-    "Runs the real model code on PyTorch's meta device (no GPU, no weights) for whole training\n"
-    "steps and reports the allocated peak with its breakdown, as torch.cuda.max_memory_allocated\n"
-    "would show it. Takes estimate's workload options (--method full|lora|inference, --precision,\n"
-    "--optimizer, --batch, --seq, --grad-accum, --checkpointing\n"
-    "none|full|every:N|nth:N[+offload]|op-sac, --attention, --loss, --lora-rank, --lora-targets,\n"
-    "--lora-dropout, --objective sft|dpo|ipo|simpo|orpo|kto|reward, --reference\n"
-    "copy|adapter, --packing none|padding-free|block-mask, --tokens-per-batch) and --steps N.\n\n"
-    "Needs Python with torch (and transformers, peft for Hugging Face models): $OOMLESS_PYTHON,\n"
-    "else python3. 'python -m oomless.trace --help' lists every option.\n\n"
-    "Exit codes: 0 ok, 2 bad option or value, an untraceable workload, or a missing package,\n"
-    "3 no Python found, or the calibration record could not be saved (--calibrate).\n";
+static void usage(FILE *out)
+{
+    size_t n;
+    const oom_option *const *o = oom_workload_options(&n);
+    fputs("usage: oomless trace --model NAME|PATH [WORKLOAD OPTIONS] [--json]\n"
+          "       oomless trace --module pkg.mod:build_fn [--step pkg.mod:step_fn] "
+          "[--input-shape S]\n\n"
+          "Runs the real model code on PyTorch's meta device (no GPU, no weights) for whole "
+          "training\nsteps and reports the allocated peak with its breakdown, as "
+          "torch.cuda.max_memory_allocated\nwould show it. Takes these of estimate's workload "
+          "options, with the values it can trace,\nand --steps N:\n",
+          out);
+    cli_print_options(out, o, n, OOM_COMMAND_TRACE);
+    fputs("\nNeeds Python with torch (and transformers, peft for Hugging Face models): "
+          "$OOMLESS_PYTHON,\nelse python3. 'python -m oomless.trace --help' lists every option.\n\n"
+          "Exit codes: 0 ok, 2 bad option or value, an untraceable workload, or a missing "
+          "package,\n3 no Python found, or the calibration record could not be saved "
+          "(--calibrate).\n",
+          out);
+}
 
 static int is_dir(const char *p)
 {
@@ -66,7 +72,7 @@ int cmd_trace(int argc, char **argv)
 
     for (i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            fputs(usage_text, stdout);
+            usage(stdout);
             return EXIT_OK;
         }
         if (!strcmp(argv[i], "--"))

@@ -8,7 +8,6 @@
 #include "watch_tui.h"
 
 #include <errno.h>
-#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -67,25 +66,14 @@ static void on_signal(int sig)
 
 /* ---- options ------------------------------------------------------------------------------- */
 
-static int parse_interval(double *out, const char *text)
-{
-    char *end;
-    double v;
-    errno = 0;
-    v = strtod(text, &end);
-    if (!*text || *end || errno || !isfinite(v) || v < WATCH_MIN_INTERVAL || v > WATCH_MAX_INTERVAL)
-        return cli_usage_error("watch", "--interval '%s' must be a number of seconds in [%g, %g]",
-                               text, WATCH_MIN_INTERVAL, WATCH_MAX_INTERVAL);
-    *out = v;
-    return EXIT_OK;
-}
-
 static int parse_count(long long *out, const char *text)
 {
     char *end;
     long long v;
     errno = 0;
     v = strtoll(text, &end, 10);
+    if (*end && oomi_check_decimal_comma(text, "--count"))
+        return cli_usage_error("watch", "%s", oom_last_message());
     if (!*text || *end || errno || v < 1)
         return cli_usage_error("watch", "--count '%s' must be a positive integer", text);
     *out = v;
@@ -120,7 +108,8 @@ static int parse_options(struct watch_opts *o, int argc, char **argv, int *help)
             break;
         case 'n':
         case OPT_INTERVAL:
-            rc = parse_interval(&o->interval, optarg);
+            rc = cli_seconds(&o->interval, "watch", optarg, "--interval", WATCH_MIN_INTERVAL,
+                             WATCH_MAX_INTERVAL);
             break;
         case OPT_COUNT:
             rc = parse_count(&o->count, optarg);
@@ -410,7 +399,7 @@ int cmd_watch(int argc, char **argv)
 
     if ((rc = parse_options(&o, argc, argv, &help)) != EXIT_OK || help) {
         if (help)
-            fputs(usage_text, stdout);
+            cli_usage(stdout, usage_text, OOM_COMMAND_WATCH);
         return rc;
     }
     w.interval = o.interval;

@@ -1,5 +1,6 @@
 /* common.c - error reporting and output helpers shared by the sub-commands. */
 #include "cli.h"
+#include "core/core.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -41,31 +42,24 @@ int cli_whole_number(long *out, const char *cmd, const char *text, long min, con
     char *end;
     errno = 0;
     *out = strtol(text, &end, 10);
+    if (*end && oomi_check_decimal_comma(text, what))
+        return cli_usage_error(cmd, "%s", oom_last_message());
     if (errno || end == text || *end || *out < min || *out > INT_MAX)
         return cli_usage_error(cmd, "%s '%s' must be a whole number >= %ld", what, text, min);
     return EXIT_OK;
 }
 
-int cli_seconds(double *out, const char *cmd, const char *text, const char *opt)
+int cli_seconds(double *out, const char *cmd, const char *text, const char *opt, double min,
+                double max)
 {
     char *end;
-    *out = strtod(text, &end);
-    if (end == text || *end || !(*out >= 0) || *out > 1e7)
-        return cli_usage_error(cmd, "%s '%s' must be a number of seconds >= 0", opt, text);
+    *out = oomi_strtod(text, &end);
+    if (*end && oomi_check_decimal_comma(text, opt))
+        return cli_usage_error(cmd, "%s", oom_last_message());
+    if (end == text || *end || !(*out >= min && *out <= max))
+        return cli_usage_error(cmd, "%s '%s' must be a number of seconds from %g to %g", opt, text,
+                               min, max);
     return EXIT_OK;
-}
-
-void cli_print_options(FILE *out, const oom_option *const *o, size_t n)
-{
-    size_t i;
-    for (i = 0; i < n; i++) {
-        char left[128];
-        snprintf(left, sizeof(left), "--%s %s", o[i]->name, o[i]->metavar);
-        if (strlen(left) > 28)
-            fprintf(out, "  %s\n  %-28s %s\n", left, "", o[i]->help);
-        else
-            fprintf(out, "  %-28s %s\n", left, o[i]->help);
-    }
 }
 
 int cli_usage_error(const char *cmd, const char *fmt, ...)

@@ -83,6 +83,14 @@ int main(int argc, char **argv)
         usage(stdout);
         return EXIT_OK;
     }
+    /* the tables of the library, for the man page and the completion */
+    if (!strcmp(argv[1], "--list-commands")) {
+        for (i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+            printf("%s\t%s\n", commands[i].name, commands[i].summary);
+        return EXIT_OK;
+    }
+    if (!strcmp(argv[1], "--list-options") || !strcmp(argv[1], "--list-values"))
+        return cli_list(argc - 1, argv + 1);
     if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
         printf("oomless %s (library %s)\n", OOMLESS_VERSION, oom_version());
         return EXIT_OK;

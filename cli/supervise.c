@@ -3,7 +3,8 @@
  * (they only set flags and count: the library forwards the signals), job control (oomless stops
  * with its job and goes on with it), and notices that never block.
  *
- * Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT stop the job and oomless; SIGUSR1, SIGUSR2,
+ * Signals: SIGINT, SIGTERM, SIGHUP and SIGQUIT stop the job and oomless (a second one during
+ * the kill grace kills the job at once); SIGUSR1, SIGUSR2,
  * SIGTSTP and SIGCONT are passed on to the job (the relay); SIGTTOU is ignored, so that oomless
  * may write to its terminal and take the terminal back while the job holds it; SIGPIPE is
  * ignored.
@@ -34,9 +35,17 @@ static volatile sig_atomic_t final_phase; /* the job has ended: only oomless's o
 static char say_queue[SAY_MAX];
 static size_t say_head, say_len;
 
+/* one count more (each counter has one writer: the handler of its signal) */
+static void count(volatile sig_atomic_t *c)
+{
+    *c = *c == SIG_ATOMIC_MAX ? 0 : *c + 1;
+}
+
+/* every stop signal is counted: a second one during the kill grace kills the job at once */
 static void on_stop(int sig)
 {
     cli_stop_signal = sig;
+    count(&cli_relay.stops);
     if (final_phase)
         alarm(1);
 }
@@ -46,12 +55,6 @@ static void on_alarm(int sig)
     (void)sig;
     if (cli_stop_signal)
         alarm(1); /* again: each blocked write is cut off within a second */
-}
-
-/* one count more (each counter has one writer: the handler of its signal) */
-static void count(volatile sig_atomic_t *c)
-{
-    *c = *c == SIG_ATOMIC_MAX ? 0 : *c + 1;
 }
 
 static void on_relay(int sig)
@@ -94,6 +97,20 @@ const char *cli_signal_name(int sig)
             return names[i].name;
     snprintf(other, sizeof(other), "signal %d", sig);
     return other;
+}
+
+const char *cli_again_hint(int sig)
+{
+    size_t i;
+    for (i = 0; i < CLI_STOP_SIGNALS; i++)
+        if (cli_stop_signals[i] == sig && cli_relay.stops == 1)
+            return " (a second one kills it at once)";
+    return "";
+}
+
+const char *cli_kill_reason(const char *grace)
+{
+    return cli_relay.stops >= 2 ? "a second stop signal" : grace;
 }
 
 void cli_supervise_stopped(const oom_job_event *ev)

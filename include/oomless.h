@@ -913,15 +913,70 @@ OOM_EXPORT int oom_workload_set(oom_workload *w, const char *key, const char *va
  */
 OOM_EXPORT int oom_workload_get(char **out, const oom_workload *w, const char *key);
 
-/** One option of a workload: name (CLI spelling), metavar, one line of help with the default. */
+/*
+ * The vocabulary. Every option the commands take, its values, its default and its help, and every
+ * output format, are defined once, in the library's tables below: the tool's help and parsing, its
+ * man page and completion, the Python package and the web page read them from here.
+ */
+
+/** The commands an option or a value is for (bits of oom_option.commands). Since: 1.1.0. */
+enum {
+    OOM_COMMAND_ESTIMATE = 1u << 0,
+    OOM_COMMAND_PLAN = 1u << 1,
+    OOM_COMMAND_TABLE = 1u << 2,
+    OOM_COMMAND_PROBE = 1u << 3, /**< probe --set KEY=VALUE */
+    OOM_COMMAND_TRACE = 1u << 4, /**< trace (the tracer, on PyTorch's meta device) */
+    OOM_COMMAND_GPUS = 1u << 5,
+    OOM_COMMAND_RUN = 1u << 6,
+    OOM_COMMAND_WATCH = 1u << 7,
+};
+
+/** One value an option takes. Since: 1.1.0. */
+typedef struct oom_option_value {
+    unsigned int version;  /**< OOM_OPTION_VALUE_VERSION */
+    const char *name;      /**< "lion", or a form ("every:N", "SIZE"; see `form`) */
+    const char *help;      /**< one line */
+    unsigned int commands; /**< OOM_COMMAND_* bits that take it: its option's, or fewer */
+    int form;              /**< 1: `name` is a form, its capitals standing for a number, a size,
+                                a name ("every:N": every:2, every:4, ...) */
+    /** The value as Hugging Face transformers' TrainingArguments spells it: an optimizer's
+     *  `optim` ("lion_32bit"), NULL when it has none. What `plan --format args` writes. */
+    const char *trainer;
+    /** TrainingArguments.optim_args the value needs ("momentum=0.9"), NULL when none. */
+    const char *trainer_args;
+} oom_option_value;
+
+#define OOM_OPTION_VALUE_VERSION 1
+#define OOM_OPTION_VALUE_INIT                                                                      \
+    {                                                                                              \
+        .version = OOM_OPTION_VALUE_VERSION                                                        \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_option_value_init(oom_option_value *s, unsigned int version);
+
+/**
+ * One option: name (CLI spelling), metavar, one line of help. Version 2 (1.1.0) adds its values,
+ * its default and the commands that take it. The help does not repeat the values nor the default:
+ * oom_option_help() puts the default after it. The tables are static and owned by the library.
+ */
 typedef struct oom_option {
     unsigned int version; /**< OOM_OPTION_VERSION */
     const char *name;     /**< "lora-rank" */
-    const char *metavar;  /**< "R" */
-    const char *help;     /**< "LoRA rank (default 16)" */
+    const char *metavar;  /**< "R"; for an option with values, one word for them ("METHOD") */
+    const char *help;     /**< "LoRA rank" */
+    /* version 2 */
+    /** The values, in order (NULL, 0: any text the metavar describes). Where the option has
+     *  values, the CLI shows them joined by '|' in place of the metavar. */
+    const oom_option_value *const *values;
+    size_t n_values;
+    /** The value when the option is not given, as it would be written ("adamw", "16"); NULL when
+     *  the library works it out (the help then says how). */
+    const char *default_value;
+    unsigned int commands; /**< OOM_COMMAND_* bits */
+    int list;              /**< 1: a comma-separated list of values ("checkpointing,sharding") */
 } oom_option;
 
-#define OOM_OPTION_VERSION 1
+#define OOM_OPTION_VERSION 2
 #define OOM_OPTION_INIT                                                                            \
     {                                                                                              \
         .version = OOM_OPTION_VERSION                                                              \
@@ -931,6 +986,19 @@ OOM_EXPORT int oom_option_init(oom_option *s, unsigned int version);
 
 /** The option table (static, owned by the library): `*count` pointers. */
 OOM_EXPORT const oom_option *const *oom_workload_options(size_t *count);
+
+/**
+ * The option named `name` ('_' may stand for '-') in the workload or the plan table, or NULL.
+ * Since: 1.1.0.
+ */
+OOM_EXPORT const oom_option *oom_option_lookup(const char *name);
+
+/**
+ * The option's line of help as the tool prints it: its help, then "(default V)" when it has a
+ * default, with V's own help when V is one of its values ("(default adamw: torch.optim.AdamW,
+ * foreach)"). Allocated; release with oom_free(). OOM_ENOMEM only. Since: 1.1.0.
+ */
+OOM_EXPORT int oom_option_help(char **out, const oom_option *option);
 
 /** The knobs as set (precision AUTO resolved to what the estimate will use). */
 OOM_EXPORT int oom_workload_get_knobs(oom_knobs *out, const oom_workload *w);
@@ -1366,6 +1434,28 @@ OOM_EXPORT int oom_plan_to_json(char **out, const oom_plan_result *result);
  */
 OOM_EXPORT int oom_plan_format(char **out, const oom_plan_result *result, const char *format);
 
+/** One output format of `plan` (oom_plan_format) or `table` (oom_table). Since: 1.1.0. */
+typedef struct oom_plan_format_info {
+    unsigned int version;  /**< OOM_PLAN_FORMAT_INFO_VERSION */
+    const char *name;      /**< "vllm" */
+    const char *help;      /**< one line: what it writes, and for which plans */
+    const char *framework; /**< what reads it ("vLLM"), NULL for oomless's own */
+    const char *versions;  /**< the framework versions its keys follow ("0.21"), NULL when none */
+    unsigned int commands; /**< OOM_COMMAND_PLAN and/or OOM_COMMAND_TABLE */
+} oom_plan_format_info;
+
+#define OOM_PLAN_FORMAT_INFO_VERSION 1
+#define OOM_PLAN_FORMAT_INFO_INIT                                                                  \
+    {                                                                                              \
+        .version = OOM_PLAN_FORMAT_INFO_VERSION                                                    \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_plan_format_info_init(oom_plan_format_info *s, unsigned int version);
+
+/** The output formats of plan and table (static, owned by the library): `*count` pointers.
+ *  Since: 1.1.0. */
+OOM_EXPORT const oom_plan_format_info *const *oom_plan_formats(size_t *count);
+
 /**
  * Plans from text options, as `oomless plan` does (the CLI is a thin layer over this): every
  * workload option (oom_workload_options) plus the plan options of oom_plan_option_table(). The
@@ -1527,9 +1617,12 @@ typedef struct oom_job_relay {
     volatile sig_atomic_t usr2; /**< SIGUSR2 */
     volatile sig_atomic_t tstp; /**< SIGTSTP */
     volatile sig_atomic_t cont; /**< SIGCONT */
+    /** version 2: the stop signals (those it sets `stop` for) the caller's handler counted; a
+     *  second one during a launch's kill grace kills its group at once. Since: 1.1.0 */
+    volatile sig_atomic_t stops;
 } oom_job_relay;
 
-#define OOM_JOB_RELAY_VERSION 1
+#define OOM_JOB_RELAY_VERSION 2
 #define OOM_JOB_RELAY_INIT                                                                         \
     {                                                                                              \
         .version = OOM_JOB_RELAY_VERSION                                                           \
@@ -1571,8 +1664,11 @@ OOM_EXPORT const char *oom_patterns_find(const oom_patterns *patterns, const cha
  * child's failure reported) leaves the child's error standing. So an OOM the job handled,
  * followed by a different fatal error, is not an OOM death. A job that printed an OOM message
  * but exited 0 recovered by itself; a SIGKILL without a message (the kernel's host-RAM OOM
- * killer) is not a GPU OOM. run and probe apply the same reading to a launch's whole output,
- * stdout and stderr. Returns 1 or 0.
+ * killer) is not a GPU OOM. `text` is read as a job's stderr. run and probe apply the same
+ * reading to a launch's whole output, except that on its stdout, which also carries data
+ * (generated text, samples), a pattern counts only on a line shaped as an error report: an
+ * exception or fatal line and the message after it, a traceback's exception line, a log record
+ * at an error level (ERROR, CRITICAL, FATAL, NCCL WARN). Returns 1 or 0.
  */
 OOM_EXPORT int oom_is_oom_exit(const oom_patterns *patterns, int exit_code, const char *text,
                                size_t len);
@@ -1663,25 +1759,33 @@ OOM_EXPORT int oom_probe_step_init(oom_probe_step *s, unsigned int version);
  * largest once a line mispredicts by more than `tolerance`); the next trial is the largest batch
  * the fit allows under the budget, kept strictly between the largest batch known to fit and the
  * smallest known not to (a failure, or a peak over the budget); when the fit is contradicted by
- * a failure it bisects. It stops when those two are at most 2 apart (the answer is within one
- * of the true limit), when a launch verified the fit's prediction and the next batch would not
- * fit, when 1 does not fit, or after max_trials. Without measured peaks it doubles, then bisects.
- * Irregular peaks (a larger batch measured lower than a smaller one, as the caching allocator's
- * rounding makes them, or a fit with negative fixed memory or negative curvature) are not
- * followed: it bisects between the largest batch under the budget and the smallest over it until
- * they are adjacent or max_trials is reached, and `fit` is then the line through zero and the
- * most memory per sample measured. The recommended batch is always the largest whose peak and
- * every smaller tried batch's stayed under the budget: a batch over it is never recommended, nor
- * one above it that happened to measure less. A linear job takes 3 launches. OOM_EINVAL for a
- * malformed trial list.
+ * a failure it bisects. It stops when those two are adjacent, when the peaks are shown exact (a
+ * point more than the curve needs lies on it to within the bytes' rounding) and the next batch
+ * would not fit, when 1 does not fit, or after max_trials. Without measured peaks it doubles,
+ * then bisects, and stops within one of the limit. Peaks that vary from launch to launch (a
+ * larger batch measured less by up to twice `tolerance`, a fit with negative fixed memory or
+ * curvature, a fourth point off the curve) are fitted all together by weighted least squares,
+ * jumps are bounded by the fit's uncertainty, and an allowance is kept under the budget
+ * (`tolerance`, or twice the measured scatter when larger): a batch then fits only when its peak
+ * is at most usable x (1 - allowance). Stepped peaks (a batch more than twice `tolerance` above
+ * a larger one, as the caching allocator's rounding makes them) are not followed: it bisects
+ * between the largest batch under the budget and the smallest over it until they are adjacent
+ * or max_trials is reached, and `fit` is then the line through zero and the most memory per
+ * sample measured. The recommended batch is always the largest whose peak and every smaller
+ * tried batch's stayed under the budget (less the allowance): a batch over it is never
+ * recommended, nor one above it that happened to measure less. A linear job with exact peaks
+ * takes 3 launches. OOM_EINVAL for a malformed trial list.
  */
 OOM_EXPORT int oom_probe_search_step(oom_probe_step *out, const oom_probe_search *search,
                                      const oom_probe_trial *const *trials, size_t count);
 
 /* ---- probe ---------------------------------------------------------------------------------- */
 
-#define OOM_DEFAULT_SAMPLE_INTERVAL 0.05 /**< seconds between NVML samples */
-#define OOM_DEFAULT_KILL_GRACE      10.0 /**< seconds between SIGTERM and SIGKILL */
+#define OOM_DEFAULT_SAMPLE_INTERVAL 0.05   /**< seconds between NVML samples */
+#define OOM_DEFAULT_KILL_GRACE      10.0   /**< seconds between SIGTERM and SIGKILL */
+#define OOM_MAX_KILL_GRACE          3600.0 /**< longest kill grace, else OOM_EINVAL. Since: 1.1.0 */
+#define OOM_DEFAULT_SYNC_WAIT       300.0  /**< run: seconds a node waits for the other nodes */
+#define OOM_MAX_SYNC_WAIT           86400.0 /**< longest sync wait, else OOM_EINVAL. Since: 1.1.0 */
 
 typedef struct oom_probe_options {
     unsigned int version; /**< OOM_PROBE_OPTIONS_VERSION */
@@ -1765,16 +1869,20 @@ OOM_EXPORT void oom_probe_result_free(oom_probe_result *result);
  *  "timed_out", "duration_s"}...], "fit": {"fixed_bytes", "per_sample_bytes"
  *  [, "per_sample2_bytes"]} or null, "peaks_monotone" (null with fewer than two peaks),
  *  "non_monotone": [{"batch", "peak_bytes", "larger_batch", "larger_peak_bytes"}...],
- *  "bisected", "prediction": {...} or null}. Unknown values are null.
+ *  "peaks" ("regular", "noisy", "stepped"; null with no measured peak; since 1.1.0),
+ *  "allowance" (the fraction of the budget the search kept free; since 1.1.0), "bisected",
+ *  "prediction": {...} or null}. Unknown values are null.
  */
 OOM_EXPORT int oom_probe_to_json(char **out, const oom_probe_result *result);
 
 /**
  * Irregular peaks: `*out` (owned, free with oom_free()) says which measured trials peaked above a
  * larger batch ("not monotone in the batch: batch 28 (24.94 GiB) above batch 29 (23.05 GiB)"), or
- * that no sensible curve (fixed >= 0, curvature >= 0) fits them, and that the search bisected;
- * NULL when the peaks were regular. The JSON carries the same as "peaks_monotone",
- * "non_monotone" and "bisected". Since: 1.1.0.
+ * that no sensible curve (fixed >= 0, curvature >= 0) fits them, and what the search did: it
+ * bisected (stepped peaks), or it fitted all the trials and kept an allowance free (noisy
+ * peaks: "the peaks vary from launch to launch: ..."); NULL when the peaks were regular. The
+ * JSON carries the same as "peaks_monotone", "non_monotone", "peaks", "allowance" and
+ * "bisected". Since: 1.1.0.
  */
 OOM_EXPORT int oom_probe_describe_peaks(char **out, const oom_probe_result *result);
 
@@ -1805,9 +1913,15 @@ typedef struct oom_run_options {
                               VRAM - margin, less what others held); a restart plans for at most
                               this much (and at most what PyTorch's "N allowed" and "total
                               capacity" say); 0: not known. Since: 1.1.0 */
+    /* version 3 */
+    const char *sync_dir; /**< a folder the supervisors of one job's nodes share (a shared
+                               filesystem): they relaunch together at the batch the node that ran
+                               out of memory chose (docs/probe-run.md); NULL: none. Since: 1.1.0 */
+    const char *sync_id;  /**< the job's id there; NULL: torchrun's --rdzv-id, $SLURM_JOB_ID... */
+    double sync_wait_s;   /**< the longest wait for the other nodes; 0: OOM_DEFAULT_SYNC_WAIT */
 } oom_run_options;
 
-#define OOM_RUN_OPTIONS_VERSION 2
+#define OOM_RUN_OPTIONS_VERSION 3
 #define OOM_RUN_OPTIONS_INIT                                                                       \
     {                                                                                              \
         .version = OOM_RUN_OPTIONS_VERSION                                                         \
@@ -1841,8 +1955,8 @@ OOM_EXPORT int oom_run_result_init(oom_run_result *s, unsigned int version);
  * raised. Returns OOM_OK when the job ended without OOM (whatever its status: see exit_code),
  * OOM_ENOFIT when it ran out of memory at the floor, had no smaller divisor, or used up
  * max_restarts, OOM_EINTERRUPTED when `stop` fired, OOM_EJOB when it could not be started
- * (exit_code 127/126), OOM_EIO when the events file cannot be written, OOM_EINVAL for bad
- * options. `out` is filled in every case but OOM_EINVAL.
+ * (exit_code 127/126) or another node left the job (sync_dir), OOM_EIO when the events file
+ * cannot be written, OOM_EINVAL for bad options. `out` is filled in every case but OOM_EINVAL.
  */
 OOM_EXPORT int oom_run(oom_run_result *out, const oom_job *job, const oom_run_options *options);
 
@@ -1872,9 +1986,14 @@ typedef struct oom_calibration {
      *  allocator's reserve and the CUDA context of the GPU it plans for. 0: measured by probe
      *  on `gpu`, device bytes. A measured record for the GPU wins over a traced one. */
     int traced;
+    /* version 2 (1.1.0) */
+    /** More members of the record, as the text of one JSON object ("{\"seq\":2048}"): written
+     *  after the ones above by oom_calibration_save (NULL: none), and filled by
+     *  oom_calibration_lookup with the line's members it does not know (NULL: none). */
+    char *extra;
 } oom_calibration;
 
-#define OOM_CALIBRATION_VERSION 1
+#define OOM_CALIBRATION_VERSION 2
 #define OOM_CALIBRATION_INIT                                                                       \
     {                                                                                              \
         .version = OOM_CALIBRATION_VERSION                                                         \
@@ -1896,14 +2015,21 @@ OOM_EXPORT int oom_calibration_command_key(char **out, const char *const *argv);
  * that does not exist is not created). All or nothing: one line written whole under flock() and
  * fsync'ed; when the disk fills part way the file is cut back to its old size. A file that does
  * not end in a newline gets one first. Only a regular file: a symbolic link or a FIFO is refused.
- * OOM_EIO names the file and the reason ("No space left on device").
+ * OOM_EIO names the file and the reason ("No space left on device"); OOM_EINVAL for a line that
+ * lookup would skip as damaged (not finite, negative fixed memory or curvature, a peak below zero
+ * at some batch, more than 1 PiB); OOM_EPARSE when `extra`
+ * (version 2) is not a JSON object. The one writer of the store: `probe`, `run`, the Python
+ * package's recovery and `trace --calibrate` all append through it.
  */
 OOM_EXPORT int oom_calibration_save(const char *path, const oom_calibration *record);
 /**
  * The newest record for (gpu, command, workload) in `path` (NULL = the default). OOM_ENOTFOUND
  * when there is none (or no file); OOM_EIO when the file is not a regular file (a FIFO). Lines
- * are read by their length: a line that is not one JSON object (cut short, glued, NUL bytes) is
- * skipped, and a notice says how many. Free with oom_calibration_free.
+ * are read by their length: a line that is not one JSON object (cut short, glued, NUL bytes),
+ * or whose record holds a value no probe writes (not a number, NaN, infinite, negative, a batch
+ * that is not whole, more than 1 PiB, a line whose peak goes below zero), is skipped, and a
+ * notice says how many and names the first line and what was wrong. Free with
+ * oom_calibration_free.
  */
 OOM_EXPORT int oom_calibration_lookup(oom_calibration **out, const char *path, const char *gpu,
                                       const char *command, const char *workload);
@@ -2055,6 +2181,7 @@ OOM_EXPORT void oom_apply_set_step_hook(oom_apply *apply, oom_apply_step_fn fn, 
 #define OOM_APPLY_FOLLOW_SYMLINKS 4u  /**< edit files reached through links leading outside "." */
 #define OOM_APPLY_FORCE_TYPE      8u  /**< allow a value of another type (8 over "auto") */
 #define OOM_APPLY_PARTIAL         16u /**< write the batch keys a file has when it lacks others */
+#define OOM_APPLY_FORCE           32u /**< replace a write-protected file (since 1.1.0) */
 
 /**
  * Makes the assignments in each of `files` (YAML, or JSON when the name ends in .json or the
@@ -2067,9 +2194,11 @@ OOM_EXPORT void oom_apply_set_step_hook(oom_apply *apply, oom_apply_step_fn fn, 
  * was read (OOM_EREFUSED: another program wrote it), then per file: rename over the file, rename
  * of the backup over the old backup, fsync of the directory. A symbolic link is kept: its target
  * is edited. Unchanged files are not touched. Refused (OOM_EREFUSED) before anything is
- * written: a file with several hard links (a rename would split them), a file whose owner,
- * group or extended attributes the replacement cannot be given (not permitted), a file still
- * locked by another run after the lock timeout.
+ * written: a file with several hard links (a rename would split them), a write-protected file
+ * (no write permission in its mode, or none for the caller; unless OOM_APPLY_FORCE, and then
+ * the new file keeps the mode), a file whose owner, group or extended attributes the
+ * replacement cannot be given (not permitted), a file still locked by another run after the
+ * lock timeout.
  * `diff` (may be NULL) receives the unified diff of all changes (free with oom_free()), with or
  * without OOM_APPLY_DRY_RUN; "" when nothing changes. It is computed only when asked for. Time
  * and memory grow linearly with the files' sizes.

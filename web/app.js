@@ -7,26 +7,30 @@
 (function () {
   const $ = (id) => document.getElementById(id);
 
-  // The page's first view: `make demo`'s workload (Llama-3.1-8B LoRA, seq 2048, on an RTX 4090).
-  const DEFAULTS = {
-    model: 'llama-3.1-8b', method: 'lora', precision: 'auto', batch: '1', seq: '2048',
-    checkpointing: 'none', attention: 'sdpa', loss: 'standard', optimizer: 'adamw',
-    gpu: 'rtx-4090', vram: '24', margin: '1GiB', effective: '32',
+  // The form's fields, and the library's option each one sets where its name differs.
+  const FIELDS = ['model', 'method', 'precision', 'batch', 'seq', 'checkpointing', 'attention', 'loss',
+    'optimizer', 'gpu', 'vram', 'margin', 'effective'];
+  const OPTION_OF = { margin: 'vram-safety-margin', effective: 'target-effective-batch' };
+  // The page's first view: `make demo`'s workload (Llama-3.1-8B LoRA, seq 2048, on an RTX 4090);
+  // the other fields start at the library's defaults (LIB_DEFAULTS).
+  const FIRST_VIEW = {
+    model: 'llama-3.1-8b', method: 'lora', seq: '2048', gpu: 'rtx-4090', vram: '24', effective: '32',
   };
-  const FIELDS = Object.keys(DEFAULTS);
-  // The library's own defaults (oom_workload_create, OOM_DEFAULT_SAFETY_MARGIN): options equal to
-  // these are not passed, so the commands shown are the shortest that give the same document.
-  const LIB_DEFAULTS = {
-    method: 'full', precision: 'auto', batch: '1', seq: '512', checkpointing: 'none',
-    attention: 'sdpa', loss: 'standard', optimizer: 'adamw', margin: '1GiB',
-  };
-  // the options whose values the library lists (oomw_options), and friendlier names for some
+  // The selects, whose values come from the library's option tables (oomw_options).
   const CHOICES = ['method', 'precision', 'optimizer', 'checkpointing', 'attention', 'loss'];
-  const NAMES = { full: 'full fine-tune', lora: 'LoRA', qlora: 'QLoRA' };
+  // The library's defaults (its option tables, filled by fillSelects): an option equal to its
+  // default is not passed, so the commands shown are the shortest that give the same document.
+  const LIB_DEFAULTS = {};
+  // every option's default by its name (the plan's knobs are shown when they differ from it)
+  const OPTION_DEFAULTS = {};
+  let DEFAULTS = {};
   // `oomless table`'s default GPUs; the chosen one is added in front
   const TABLE_GPUS = ['rtx-3090', 'rtx-4090', 'a100-40gb', 'a100-80gb', 'h100-sxm'];
-  const CONFIG_MAX = 1 << 20; // a model config.json is a few KB
   const URL_CONFIG_MAX = 6000; // characters of a config kept in a shared link
+  // What the library's entry points take (oomw_limits: an option's value, a config.json and its
+  // name), read once the module is there. Nothing longer is handed over: a crafted link or a
+  // pasted value gets a message, never a trapped module.
+  let LIMITS = { value_max: 256, options_max: 16384, name_max: 100, file_max: 1 << 20 };
 
   const COMPONENTS = [
     ['weights', 'weights'], ['gradients', 'gradients'], ['optimizer', 'optimizer states'],
@@ -144,26 +148,54 @@
     return '#' + p.toString();
   }
 
+  // The most characters of base64 a config of file_max bytes takes.
+  function b64Max() {
+    return 4 * Math.ceil(LIMITS.file_max / 3);
+  }
+
+  function tooLong(what, length, max) {
+    return what + ' is ' + length.toLocaleString('en') + ' characters long (at most ' +
+      max.toLocaleString('en') + ')';
+  }
+
+  // The settings in the link; a field longer than the library takes is left out and said.
   function hashToState() {
     const p = new URLSearchParams(location.hash.replace(/^#/, ''));
-    const v = {};
-    for (const f of FIELDS) if (p.has(f)) v[f] = p.get(f);
+    const v = {}, dropped = [];
+    for (const f of FIELDS) {
+      if (!p.has(f)) continue;
+      const value = p.get(f);
+      if (value.length > LIMITS.value_max) dropped.push(tooLong('"' + f + '"', value.length, LIMITS.value_max));
+      else v[f] = value;
+    }
     let cfg = null;
     if (p.has('config') && p.has('config-data')) {
-      try {
-        cfg = { name: safeName(p.get('config')), bytes: b64decode(p.get('config-data')) };
-      } catch (e) {
-        cfg = null;
-        showConfigError('The link\'s config.json could not be decoded: ' + e.message);
+      const data = p.get('config-data');
+      if (data.length > b64Max()) {
+        dropped.push(tooLong('the config.json', data.length, b64Max()) + ': a model config.json is a few KB');
+      } else {
+        try {
+          cfg = { name: safeName(p.get('config')), bytes: b64decode(data) };
+        } catch (e) {
+          cfg = null;
+          showConfigError('The link\'s config.json could not be decoded: ' + e.message);
+        }
       }
     }
+    showLinkError(dropped.length ? 'This link was cut short: ' + dropped.join('; ') +
+      '. Those settings are left at their defaults.' : '');
     return { v, cfg };
+  }
+
+  function showLinkError(text) {
+    $('link-error').textContent = text;
+    $('link-error').hidden = !text;
   }
 
   // ---- a config.json from the user's disk ---------------------------------------------------------
 
   function safeName(name) {
-    const base = String(name).split(/[\\/]/).pop().replace(/[^A-Za-z0-9._-]/g, '_');
+    const base = String(name).slice(-LIMITS.name_max).split(/[\\/]/).pop().replace(/[^A-Za-z0-9._-]/g, '_');
     return /^[A-Za-z0-9_-][A-Za-z0-9._-]{0,99}$/.test(base) ? base : 'config.json';
   }
 
@@ -189,8 +221,9 @@
 
   function readFile(file) {
     if (!file) return;
-    if (file.size > CONFIG_MAX) {
-      showConfigError(file.name + ' is ' + file.size + ' bytes: a model config.json is a few KB (limit 1 MiB).');
+    if (file.size > LIMITS.file_max) {
+      showConfigError(safeName(file.name) + ' is ' + file.size + ' bytes: a model config.json is a few KB (limit ' +
+        size(LIMITS.file_max) + ').');
       return;
     }
     const reader = new FileReader();
@@ -310,7 +343,8 @@
   function knobText(p) {
     return 'batch ' + p.batch_size + ' × ' + p.grad_accum + ' accumulation (effective ' + p.effective_batch + '), seq ' +
       p.seq_len + ', checkpointing ' + p.checkpointing + ', ' + p.precision + ', ' + p.optimizer +
-      (p.sharding !== 'none' ? ', ' + p.sharding : '') + (p.offload !== 'none' ? ', offload ' + p.offload : '');
+      (p.sharding !== OPTION_DEFAULTS.sharding ? ', ' + p.sharding : '') +
+      (p.offload !== OPTION_DEFAULTS.offload ? ', offload ' + p.offload : '');
   }
 
   function speed(t) {
@@ -376,7 +410,8 @@
         if (row.found) {
           const p = row.plan;
           tr.append(el('td', {}, p.batch_size + ' × ' + p.grad_accum + ', ' + p.checkpointing + ', ' + p.precision +
-              (p.optimizer !== 'adamw' ? ', ' + p.optimizer : '') + (p.offload !== 'none' ? ', offload' : '')),
+              (p.optimizer !== OPTION_DEFAULTS.optimizer ? ', ' + p.optimizer : '') +
+              (p.offload !== OPTION_DEFAULTS.offload ? ', offload' : '')),
             el('td', { class: 'num' }, size(row.memory.device_peak)),
             el('td', { class: 'num' }, row.throughput ? Math.round(row.throughput.tokens_per_s).toLocaleString('en') : '-'));
         } else {
@@ -450,6 +485,11 @@
     if (!M) return;
     const v = values();
     $('vram-field').hidden = v.gpu !== 'custom';
+    const long = FIELDS.find((f) => v[f].length > LIMITS.value_max);
+    if (long) { // typed or pasted: the library is not called with it
+      showError('The field "' + long + '" ' + tooLong('', v[long].length, LIMITS.value_max).trim() + '.');
+      return;
+    }
     const o = options(v);
     const est = call('oomw_estimate', o.est);
     renderEstimate(est, o.est);
@@ -473,12 +513,23 @@
   }
 
   function fillSelects() {
+    const names = {};
+    for (const f of FIELDS) names[OPTION_OF[f] || f] = f;
     for (const o of JSON.parse(call0('oomw_options').out)) {
-      if (!CHOICES.includes(o.name)) continue;
-      const sel = $(o.name);
-      for (const value of o.metavar.split('|')) sel.append(el('option', { value }, NAMES[value] || value));
+      OPTION_DEFAULTS[o.name] = o.default;
+      const field = names[o.name];
+      if (!field) continue;
+      if (o.default !== null) LIB_DEFAULTS[field] = o.default;
+      if (!CHOICES.includes(field)) continue;
+      const sel = $(field);
+      // the values estimate takes, but forms (every:N): a select offers words
+      for (const v of o.values) {
+        if (v.form || !v.commands.includes('estimate')) continue;
+        sel.append(el('option', { value: v.name, title: v.help }, v.name));
+      }
       sel.title = o.help;
     }
+    DEFAULTS = Object.assign({}, LIB_DEFAULTS, FIRST_VIEW);
     const presets = JSON.parse(call0('oomw_presets').out);
     const model = $('model');
     for (const p of presets) model.append(el('option', { value: p.name }, p.name + ' (' + p.family + ', ' + (p.params / 1e9).toFixed(2) + ' B)'));
@@ -531,6 +582,8 @@
 
   function start(module) {
     M = module;
+    LIMITS = JSON.parse(call0('oomw_limits').out);
+    for (const f of FIELDS) if ($(f).tagName === 'INPUT' && $(f).type === 'text') $(f).maxLength = LIMITS.value_max;
     $('version').textContent = 'oomless ' + M.UTF8ToString(M._oomw_version()) + ' (WebAssembly)';
     fillSelects();
     const s = hashToState();
@@ -549,5 +602,5 @@
   if (typeof createOomless !== 'function') failed('oomless.js is missing');
   else createOomless().then(start, failed);
   // for the browser test and the curious: the module's raw calls
-  window.oomlessPage = { call: (fn, o) => call(fn, o), options: () => options(values()) };
+  window.oomlessPage = { call: (fn, o) => call(fn, o), options: () => options(values()), module: () => M };
 })();

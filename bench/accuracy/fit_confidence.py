@@ -4,6 +4,9 @@
     bench/accuracy/fit_confidence.py --bin build/oomless --out data/confidence.json   # fit
     bench/accuracy/fit_confidence.py --bin build/oomless --holdout   # fit on half, test the other
     bench/accuracy/fit_confidence.py --bin build/oomless --check     # the bounds oomless states
+    bench/accuracy/fit_confidence.py --bin build/oomless --only trace,csv --holdout-sources \
+        --csv bench/accuracy/h100-2026-11-25.csv --csv bench/accuracy/published/cases.csv
+                                                    # each source left out of the fit in turn
 
 Every case pairs a measured peak with the estimate for the same workload, on the counter the
 measurement read (allocated, reserved or device). Its error is u = measured / predicted - 1:
@@ -22,7 +25,9 @@ positive when the estimate was low. Inputs (all of them unless --only):
                nvml_process_peak, device_peak; allocated_peak and reserved_peak as
                measure.py writes them), in bytes, or in GiB/MiB with a _gib/_mib suffix.
                The estimate of each row is run again, so its error follows the estimator;
-               a `gpu` column the catalog knows is passed as --gpu (the CUDA context).
+               a `gpu` column the catalog knows is passed as --gpu (the CUDA context);
+               `@X` in args is the config bench/accuracy/X.json.
+             Both forms: a `source_key` column names the row's source (default: the file).
              Both forms: a `status` other than ok skips the row; `split` = held keeps the row
              out of the fit, and its coverage under the bound fitted without it is reported.
 
@@ -169,10 +174,19 @@ def csv_cases(binary, path, flag_names):
 
 
 def csv_row(binary, name, n, row, flag_names):
-    """the cases of one CSV row (module docstring: the two forms)"""
+    """the cases of one CSV row (module docstring: the two forms); a row with a source_key (a
+    set of published measurements, published/cases.csv) is marked keyed"""
+    out = csv_row_cases(binary, name, n, row, flag_names)
+    for c in out:
+        c["keyed"] = bool((row.get("source_key") or "").strip())
+    return out
+
+
+def csv_row_cases(binary, name, n, row, flag_names):
     out = []
     row = {norm(k): (v or "").strip() for k, v in row.items() if k}
     cid = row.get("id") or "%s:%d" % (name, n)
+    source = row.get("source_key") or name  # a CSV of several sources names each row's
     held = row.get("split") == "held"
     if row.get("status", "ok") not in ("ok", ""):
         raise Skip("status '%s' (%s)" % (row["status"], row.get("note", "")))
@@ -182,10 +196,11 @@ def csv_row(binary, name, n, row, flag_names):
         counter = row.get("counter") or "device"
         if counter not in COUNTER_KEY:
             raise Skip("counter '%s' is not allocated, reserved or device" % counter)
-        return [case(name, cid, counter, float(row["measured"]),
+        return [case(source, cid, counter, float(row["measured"]),
                      predicted=float(row["predicted"]), dims=dims, held=held)]
-    if row.get("args"):
-        argv = row["args"].split()
+    if row.get("args"):  # @X: the config bench/accuracy/X.json
+        argv = [os.path.join(HERE, w[1:] + ".json") if w.startswith("@") else w
+                for w in row["args"].split()]
     else:
         argv = []
         for k, v in row.items():
@@ -206,7 +221,7 @@ def csv_row(binary, name, n, row, flag_names):
                              (name, n, row["gpu"]))
     est = est or run_estimate(binary, argv, Skip)
     for k, counter in measured:
-        out.append(case(name, "%s %s" % (cid, counter), counter, size_value(k, row[k]),
+        out.append(case(source, "%s %s" % (cid, counter), counter, size_value(k, row[k]),
                         est, argv=argv, held=held))
     return out
 
@@ -353,6 +368,36 @@ def holdout(cases, min_cases, ctx):
     return per
 
 
+def holdout_sources(cases, min_cases, ctx):
+    """each source in turn left out of the fit and measured under the bound fitted on the others:
+    per source [covered, cases, median |error|] (rows marked split=held stay out of every fit)"""
+    per = {}
+    for s in sorted({c["source"] for c in cases}):
+        classes, widest = fit([c for c in cases if c["source"] != s and not c["held"]], min_cases)
+        mine = [c for c in cases if c["source"] == s]
+        per[s] = [sum(c["measured"] <= bound(c, classes, widest, ctx) for c in mine), len(mine),
+                  statistics.median(abs(error(c) / (1 + error(c))) for c in mine)]
+    return per
+
+
+def print_holdout_sources(cases, min_cases, ctx):
+    """--holdout-sources: per source and pooled over the GPU sources (all but the trace matrix)"""
+    per = holdout_sources(cases, min_cases, ctx)
+    print("source held out (fit on all the others)   covered    median |error|")
+    for s, (i, n, med) in per.items():
+        print("  %-36s %4d/%-4d %5.1f%%   %5.1f%%" % (s, i, n, 100.0 * i / n, 100 * med))
+    for what, pick in (("GPU", lambda c: tier(c) == "gpu"),
+                       ("published (source_key)", lambda c: c.get("keyed"))):
+        mine = [c for c in cases if pick(c)]
+        srcs = sorted({c["source"] for c in mine})
+        if not srcs:
+            continue
+        i, n = sum(per[s][0] for s in srcs), sum(per[s][1] for s in srcs)
+        med = statistics.median(abs(error(c) / (1 + error(c))) for c in mine)
+        print("pooled over %d %s sources: %d/%d under the bound fitted without their source "
+              "(%.1f%%), median |error| %.1f%%" % (len(srcs), what, i, n, 100.0 * i / n, 100 * med))
+
+
 def collect(a):
     cases = []
     if "published" in a.only:
@@ -415,6 +460,10 @@ def main():
     ap.add_argument("--out", help="write the fit here (data/confidence.json)")
     ap.add_argument("--check", action="store_true")
     ap.add_argument("--holdout", action="store_true")
+    ap.add_argument("--holdout-sources", action="store_true",
+                    help="fit without each source in turn, measure on it (a CSV's source_key "
+                         "column names a row's source; the trace matrix and each other file "
+                         "are one source each)")
     a = ap.parse_args()
     a.only = a.only.split(",")
     a.min_cases = {"gpu": a.min_gpu_cases, "trace": a.min_trace_cases}
@@ -441,6 +490,8 @@ def main():
     if a.holdout:
         for s, (i, n) in sorted(holdout(cases, a.min_cases, ctx).items()):
             print("held out %-20s %d/%d under the 95%% bound (%.1f%%)" % (s, i, n, 100.0 * i / n))
+    if a.holdout_sources:
+        print_holdout_sources(cases, a.min_cases, ctx)
     if a.out:
         doc = {
             "about": "The estimator's relative error against measured peaks per workload class, "

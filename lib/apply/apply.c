@@ -9,6 +9,7 @@
 #include "apply/apply.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <json-c/json.h>
 #include <math.h>
 #include <stdio.h>
@@ -140,25 +141,16 @@ void oom_apply_free(oom_apply *a)
 
 int oom_apply_load_plan(oom_apply *a, const char *text, const char *name)
 {
-    struct json_tokener *tok = json_tokener_new();
     struct json_object *doc;
-    enum json_tokener_error jerr;
-    size_t line, col, len = strlen(text);
+    char *label;
+    int err;
 
-    if (!tok)
+    if (!(label = oomi_asprintf("plan '%s'", name)))
         return oomi_nomem();
-    doc = json_tokener_parse_ex(tok, text, (int)len);
-    jerr = json_tokener_get_error(tok);
-    oomi_line_col(text, json_tokener_get_parse_end(tok), &line, &col);
-    json_tokener_free(tok);
-    if (!doc || jerr != json_tokener_success) {
-        if (doc)
-            json_object_put(doc);
-        return oomi_fail(OOM_EPARSE, "plan '%s' line %zu column %zu: %s", name, line, col,
-                         jerr == json_tokener_success    ? "empty"
-                         : jerr == json_tokener_continue ? "unexpected end of input"
-                                                         : json_tokener_error_desc(jerr));
-    }
+    err = oomi_json_load(&doc, text, strlen(text), label);
+    oomi_free(label);
+    if (err)
+        return err;
     if (!json_object_is_type(doc, json_type_object)) {
         json_object_put(doc);
         return oomi_fail(OOM_EINVAL, "plan '%s' is not a JSON object", name);
@@ -259,19 +251,6 @@ void oom_apply_set_step_hook(oom_apply *a, oom_apply_step_fn fn, void *user)
 
 /* ---- editing in memory --------------------------------------------------------------------- */
 
-static bool looks_json(const char *name, const char *text)
-{
-    size_t n = strlen(name);
-
-    if (n >= 5 && !oomi_strcasecmp(name + n - 5, ".json"))
-        return true;
-    if ((n >= 5 && !oomi_strcasecmp(name + n - 5, ".yaml")) ||
-        (n >= 4 && !oomi_strcasecmp(name + n - 4, ".yml")))
-        return false;
-    text += strspn(text, " \t\r\n");
-    return *text == '{' || *text == '[';
-}
-
 /* the value of every assignment, then every edit on the text and a read-back of each */
 static int edit_file(oom_apply *a, struct file *f, unsigned flags)
 {
@@ -281,7 +260,7 @@ static int edit_file(oom_apply *a, struct file *f, unsigned flags)
     int err = OOM_OK;
     bool missing;
 
-    f->json = doc.json = looks_json(f->name, f->old);
+    f->json = doc.json = oomi_json_looks(f->name, f->old);
     f->len = f->oldlen;
     if (!(f->edits = oomi_calloc(a->nas ? a->nas : 1, sizeof(*f->edits))))
         return oomi_nomem();
@@ -623,6 +602,15 @@ static int read_file(oom_apply *a, struct file *f, unsigned flags)
                          "leave the other names with the old text; edit it by hand, or give it "
                          "a copy of its own first; the file is unchanged",
                          f->name, (unsigned long)f->st.st_nlink);
+    /* write-protected: no write bit at all (root may write anything), or none for us */
+    if (!dry && !(flags & OOM_APPLY_FORCE) &&
+        (!(f->st.st_mode & 0222) ||
+         (faccessat(AT_FDCWD, f->real, W_OK, AT_EACCESS) && errno == EACCES)))
+        return oomi_fail(OOM_EREFUSED,
+                         "'%s' is write-protected (mode %04o): not replacing it; make it "
+                         "writable, or give --force (the new file keeps the mode); the file is "
+                         "unchanged",
+                         f->name, (unsigned)(f->st.st_mode & 07777));
     return oomi_read_fd(&f->old, &f->oldlen, f->fd, f->real, OOMI_READ_MAX);
 }
 

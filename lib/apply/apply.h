@@ -111,12 +111,13 @@ int oomi_yaml_parse(oomi_node **root, const char *buf, size_t len, const char *f
                     const oomi_want *want, size_t nwant, size_t document);
 int oomi_json_parse(oomi_node **root, const char *buf, size_t len, const char *file,
                     const oomi_want *want, size_t nwant, size_t document);
-/* line (1-based) and column (1-based, in characters) of a byte offset */
-void oomi_line_col(const char *buf, size_t off, size_t *line, size_t *col);
 
 /* Text of a new scalar in the old node's style; NULL on allocation failure. */
 char *oomi_yaml_render(const oomi_node *old, const char *buf, const oomi_aval *v);
 char *oomi_json_render(const oomi_aval *v);
+/* Whether a file is edited as JSON: its name ends in .json, or (not .yaml/.yml) its text starts
+ * with '{' or '['. */
+bool oomi_json_looks(const char *name, const char *text);
 /* Text that creates segs[0..n) under `map` (a missing key chain ending in v), inserted at *pos.
  * OOM_EREFUSED when the chain cannot be created (an index, a non-map parent). */
 int oomi_yaml_create(char **text, size_t *pos, const oomi_node *map, const char *buf, size_t len,

@@ -356,6 +356,7 @@ int oomi_json_parse(oomi_node **root, const char *buf, size_t len, const char *f
     for (i = 0; i < nwant; i++)
         all[i] = i;
     memset(&top, 0, sizeof(top));
+    c.pos = oomi_bom_len(buf, len); /* a byte order mark stays where it is */
     skip_ws(&c);
     err = scan_value(&c, &top, all, nwant, 0, true);
     skip_ws(&c);
@@ -462,4 +463,17 @@ int oomi_json_create(char **text, size_t *pos, const oomi_node *map, const char 
     }
     put_chain(&sb, ind, ind_len, unit, unit_len, kv, kv_len, multiline, segs, n, 0, v_text);
     return oomi_sb_finish(&sb, text);
+}
+
+bool oomi_json_looks(const char *name, const char *text)
+{
+    size_t n = strlen(name);
+
+    if (n >= 5 && !oomi_strcasecmp(name + n - 5, ".json"))
+        return true;
+    if ((n >= 5 && !oomi_strcasecmp(name + n - 5, ".yaml")) ||
+        (n >= 4 && !oomi_strcasecmp(name + n - 4, ".yml")))
+        return false;
+    text += strspn(text, " \t\r\n");
+    return *text == '{' || *text == '[';
 }

@@ -338,22 +338,6 @@ size_t oomi_want_child(const oomi_want *want, const size_t *act, size_t nact, si
     return n;
 }
 
-void oomi_line_col(const char *buf, size_t off, size_t *line, size_t *col)
-{
-    size_t i;
-
-    *line = 1;
-    *col = 1;
-    for (i = 0; i < off && buf[i]; i++) {
-        if (buf[i] == '\n') {
-            (*line)++;
-            *col = 1;
-        } else if (((unsigned char)buf[i] & 0xC0) != 0x80) {
-            (*col)++;
-        }
-    }
-}
-
 /* ---- key paths ---------------------------------------------------------------------------- */
 
 void oomi_path_free(oomi_pathseg *segs, size_t count)

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <json-c/json.h>
+#include <limits.h>
 #include <math.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -100,6 +101,89 @@ static int make_parents(const char *path, size_t home_len, unsigned mode)
     return err;
 }
 
+/* No GPU holds this much (1 PiB; the largest, NVIDIA's B200, has 192 GB): a size above it is a
+ * damaged record, not a measurement. */
+#define ABSURD_BYTES 1125899906842624.0
+
+/* Why a fitted line cannot describe memory (NULL when it can): a value that is not finite, fixed
+ * memory or curvature below zero, or a peak that goes below zero at some batch >= 1. */
+static const char *fit_damage(double fixed, double per, double per2)
+{
+    double b;
+    if (!isfinite(fixed) || !isfinite(per) || !isfinite(per2))
+        return "a value that is not a finite number";
+    if (fixed < 0 || per2 < 0)
+        return "negative fixed memory or curvature";
+    if (fabs(fixed) > ABSURD_BYTES || fabs(per) > ABSURD_BYTES || per2 > ABSURD_BYTES)
+        return "a size of more than 1 PiB";
+    if (per2 == 0 && per < 0)
+        return "a peak that falls below zero as the batch grows";
+    b = per2 > 0 ? -per / (2 * per2) : 1; /* the lowest point of the curve at a batch >= 1 */
+    b = b < 1 ? 1 : b;
+    if (fixed + per * b + per2 * b * b < 0)
+        return "a peak below zero";
+    return NULL;
+}
+
+/* The members of the record the store knows, in this order; a record's other members are its
+ * `extra` (version 2). */
+static const char *const known[] = {"time",
+                                    "gpu",
+                                    "command",
+                                    "workload",
+                                    "fixed_bytes",
+                                    "per_sample_bytes",
+                                    "per_sample2_bytes",
+                                    "recommended_batch",
+                                    "max_batch",
+                                    "usable_bytes",
+                                    "traced"};
+
+/* extra's members appended to o; OOM_EPARSE when it is not one JSON object, or names a member
+ * the store writes itself */
+static int add_extra(json_object *o, const char *extra)
+{
+    json_object *x = json_tokener_parse(extra);
+    size_t i;
+    int err = OOM_OK;
+    if (!x || !json_object_is_type(x, json_type_object)) {
+        json_object_put(x);
+        return oomi_fail(OOM_EPARSE, "calibration: extra members '%s' are not a JSON object",
+                         extra);
+    }
+    json_object_object_foreach(x, key, val)
+    {
+        for (i = 0; i < OOMI_ARRAY_LEN(known) && strcmp(known[i], key); i++)
+            ;
+        if (i < OOMI_ARRAY_LEN(known)) {
+            err = oomi_fail(OOM_EPARSE, "calibration: extra member '%s' is one of the record's own",
+                            key);
+            break;
+        }
+        oomi_json_put(o, key, json_object_get(val));
+    }
+    json_object_put(x);
+    return err;
+}
+
+/* The shortest decimal form that reads back as v (Python's repr of a float: 0.1, not
+ * 0.10000000000000001), so that a line does not depend on which writer wrote it */
+static json_object *shortest_double(double v)
+{
+    char buf[40];
+    int prec;
+    for (prec = 15; prec < 17; prec++) {
+        oomi_snprintf(buf, sizeof(buf), "%.*g", prec, v);
+        if (oomi_strtod(buf, NULL) == v)
+            break;
+    }
+    if (prec == 17)
+        oomi_snprintf(buf, sizeof(buf), "%.17g", v);
+    if (!strpbrk(buf, ".eEni"))
+        strcat(buf, ".0");
+    return json_object_new_double_s(v, buf);
+}
+
 static json_object *record_json(const oom_calibration *c)
 {
     json_object *o = json_object_new_object(), *cmd = NULL;
@@ -113,7 +197,7 @@ static json_object *record_json(const oom_calibration *c)
     oomi_json_put(o, "workload", json_object_new_string(c->workload ? c->workload : ""));
     oomi_json_put(o, "fixed_bytes", json_object_new_int64(llround(c->fit.fixed_bytes)));
     oomi_json_put(o, "per_sample_bytes", json_object_new_int64(llround(c->fit.per_sample_bytes)));
-    oomi_json_put(o, "per_sample2_bytes", json_object_new_double(c->fit.per_sample2_bytes));
+    oomi_json_put(o, "per_sample2_bytes", shortest_double(c->fit.per_sample2_bytes));
     oomi_json_put(o, "recommended_batch", json_object_new_int(c->recommended_batch));
     oomi_json_put(o, "max_batch", json_object_new_int(c->max_batch));
     oomi_json_put(o, "usable_bytes", json_object_new_int64((int64_t)c->usable_bytes));
@@ -127,6 +211,7 @@ int oom_calibration_save(const char *path, const oom_calibration *c)
     char *def = NULL, *line = NULL;
     json_object *o = NULL;
     const char *s;
+    const char *bad;
     size_t home_len = 0;
     int err, e, fd = -1;
 
@@ -134,20 +219,31 @@ int oom_calibration_save(const char *path, const oom_calibration *c)
         return err;
     if (!c || !c->fit.valid)
         return oomi_fail(OOM_EINVAL, "calibration: no measured line to save");
+    if ((bad = fit_damage(c->fit.fixed_bytes, c->fit.per_sample_bytes, c->fit.per_sample2_bytes)))
+        return oomi_fail(OOM_EINVAL,
+                         "calibration: the measured line (%g + %g x batch + %g x batch^2) has "
+                         "%s; not saved",
+                         c->fit.fixed_bytes, c->fit.per_sample_bytes, c->fit.per_sample2_bytes,
+                         bad);
     if (!path && (err = default_store(&def, &home_len)))
         return err;
-    /* the default location is a private cache (0700, as the XDG spec says); a named file's
-     * folders are made as `mkdir -p` would */
-    if ((err = make_parents(def ? def : path, home_len, def ? 0700 : 0755)))
+    if (!(o = record_json(c))) {
+        err = oomi_nomem();
         goto done;
-    path = def ? def : path;
-    if (!(o = record_json(c)) ||
-        !(s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
+    }
+    if (c->version >= 2 && c->extra && (err = add_extra(o, c->extra)))
+        goto done;
+    if (!(s = json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN |
                                                     JSON_C_TO_STRING_NOSLASHESCAPE)) ||
         !(line = oomi_asprintf("%s\n", s))) {
         err = oomi_nomem();
         goto done;
     }
+    /* the default location is a private cache (0700, as the XDG spec says); a named file's
+     * folders are made as `mkdir -p` would */
+    if ((err = make_parents(def ? def : path, home_len, def ? 0700 : 0755)))
+        goto done;
+    path = def ? def : path;
     if ((err = oomi_open_regular(&fd, path, O_RDWR | O_CREAT | O_APPEND | O_NOFOLLOW,
                                  "calibration file")))
         goto done;
@@ -173,6 +269,7 @@ void oom_calibration_free(oom_calibration *c)
     oomi_free(c->gpu);
     oomi_free(c->command);
     oomi_free(c->workload);
+    oomi_free(c->extra);
     oomi_free(c);
 }
 
@@ -196,6 +293,50 @@ static int is_traced(json_object *o)
     return json_object_get_boolean(oomi_json_get(o, "traced"));
 }
 
+/* Why a record cannot be used (a value no probe, run or trace writes: not a number, NaN,
+ * infinite, negative, not whole where a batch is, absurdly large), written to why; 0 when it
+ * can be. A field that is absent reads as 0, as before. */
+static int record_damage(json_object *o, char *why, size_t n)
+{
+    static const struct {
+        const char *key;
+        double max;
+        int whole; /* a batch: a whole number */
+    } fields[] = {{"fixed_bytes", ABSURD_BYTES, 0},
+                  {"per_sample_bytes", ABSURD_BYTES, 0},
+                  {"per_sample2_bytes", ABSURD_BYTES, 0},
+                  {"usable_bytes", ABSURD_BYTES, 0},
+                  {"recommended_batch", INT_MAX, 1},
+                  {"max_batch", INT_MAX, 1},
+                  {"time", 1e12, 0}};
+    const char *bad;
+    size_t i;
+    for (i = 0; i < OOMI_ARRAY_LEN(fields); i++) {
+        json_object *v = oomi_json_get(o, fields[i].key);
+        double x;
+        if (!v)
+            continue;
+        if (!oomi_json_is_number(v)) {
+            oomi_snprintf(why, n, "'%s' is not a number", fields[i].key);
+            return 1;
+        }
+        x = json_object_get_double(v);
+        if (!isfinite(x) || x > fields[i].max ||
+            (x < 0 && strcmp(fields[i].key, "per_sample_bytes")) || x < -fields[i].max ||
+            (fields[i].whole && x != floor(x))) {
+            oomi_snprintf(why, n, "'%s' is %s", fields[i].key,
+                          json_object_to_json_string_ext(v, JSON_C_TO_STRING_PLAIN));
+            return 1;
+        }
+    }
+    if ((bad = fit_damage(get_num(o, "fixed_bytes"), get_num(o, "per_sample_bytes"),
+                          get_num(o, "per_sample2_bytes")))) {
+        oomi_snprintf(why, n, "its line has %s", bad);
+        return 1;
+    }
+    return 0;
+}
+
 /* Whether a line's record is for this key (a traced record, gpu "", is for every GPU). */
 static int matches(json_object *o, const char *gpu, const char *command, const char *workload)
 {
@@ -209,6 +350,30 @@ static int matches(json_object *o, const char *gpu, const char *command, const c
     cs = json_object_to_json_string_ext(cmd,
                                         JSON_C_TO_STRING_PLAIN | JSON_C_TO_STRING_NOSLASHESCAPE);
     return cs && !strcmp(cs, command ? command : "");
+}
+
+/* the record's members the store does not know, as c->extra (NULL when none) */
+static int fill_extra(oom_calibration *c, json_object *o)
+{
+    json_object *x = json_object_new_object();
+    const char *s;
+    size_t i;
+    if (!x)
+        return -1;
+    json_object_object_foreach(o, key, val)
+    {
+        for (i = 0; i < OOMI_ARRAY_LEN(known) && strcmp(known[i], key); i++)
+            ;
+        if (i == OOMI_ARRAY_LEN(known))
+            oomi_json_put(x, key, json_object_get(val));
+    }
+    s = json_object_object_length(x)
+            ? json_object_to_json_string_ext(x, JSON_C_TO_STRING_PLAIN |
+                                                    JSON_C_TO_STRING_NOSLASHESCAPE)
+            : NULL;
+    c->extra = s ? oomi_strdup(s) : NULL;
+    json_object_put(x);
+    return s && !c->extra ? -1 : 0;
 }
 
 static int to_record(oom_calibration **out, json_object *o, const char *command)
@@ -233,6 +398,10 @@ static int to_record(oom_calibration **out, json_object *o, const char *command)
     c->usable_bytes = (uint64_t)get_num(o, "usable_bytes");
     c->time = get_num(o, "time");
     c->traced = is_traced(o);
+    if (fill_extra(c, o)) {
+        oom_calibration_free(c);
+        return oomi_nomem();
+    }
     *out = c;
     return OOM_OK;
 }
@@ -268,7 +437,10 @@ struct scan {
     const char *gpu, *command, *workload;
     json_object *best;         /* the newest match */
     size_t damaged, first_bad; /* damaged lines, and the number of the first */
+    char why[160];             /* what was wrong with the first */
 };
+
+#define CUT_OR_NUL "a record cut short or NUL bytes, as a full disk or a crash leaves"
 
 static void consider(struct scan *sc, json_object *o)
 {
@@ -288,6 +460,7 @@ static void scan_text(struct scan *sc, json_tokener *tok, const char *text, size
 {
     size_t i, start = 0, line = 1;
     bool bad = false;
+    char why[sizeof(sc->why)] = "";
 
     for (i = 0; i <= len; i++) {
         char c = i < len ? text[i] : '\n';
@@ -295,16 +468,24 @@ static void scan_text(struct scan *sc, json_tokener *tok, const char *text, size
             continue;
         if (!blank(text + start, i - start)) {
             json_object *o = parse_piece(tok, text + start, i - start);
-            if (o)
+            if (o && !record_damage(o, why, sizeof(why))) {
                 consider(sc, o);
-            else
+            } else {
+                if (!o)
+                    oomi_snprintf(why, sizeof(why), CUT_OR_NUL);
+                json_object_put(o);
                 bad = true;
+            }
         }
-        if (c == '\0')
+        if (c == '\0') {
+            oomi_snprintf(why, sizeof(why), CUT_OR_NUL);
             bad = true;
+        }
         if (c == '\n') {
-            if (bad && !sc->damaged++)
+            if (bad && !sc->damaged++) {
                 sc->first_bad = line;
+                oomi_snprintf(sc->why, sizeof(sc->why), "%s", why);
+            }
             bad = false;
             line++;
         }
@@ -315,10 +496,10 @@ static void scan_text(struct scan *sc, json_tokener *tok, const char *text, size
 int oom_calibration_lookup(oom_calibration **out, const char *path, const char *gpu,
                            const char *command, const char *workload)
 {
-    struct scan sc = {gpu, command, workload, NULL, 0, 0};
+    struct scan sc = {gpu, command, workload, NULL, 0, 0, ""};
     json_tokener *tok = NULL;
     char *def = NULL, *text = NULL;
-    size_t len;
+    size_t len, bom;
     int err;
 
     if (!out || !command)
@@ -336,11 +517,11 @@ int oom_calibration_lookup(oom_calibration **out, const char *path, const char *
         err = oomi_nomem();
         goto done;
     }
-    scan_text(&sc, tok, text, len);
+    bom = oomi_bom_len(text, len); /* a store edited by hand in a Windows editor */
+    scan_text(&sc, tok, text + bom, len - bom);
     if (sc.damaged)
-        oomi_notice("calibration file '%s': skipped %zu damaged line%s (the first is line %zu: a "
-                    "record cut short or NUL bytes, as a full disk or a crash leaves)",
-                    path, sc.damaged, sc.damaged == 1 ? "" : "s", sc.first_bad);
+        oomi_notice("calibration file '%s': skipped %zu damaged line%s (the first is line %zu: %s)",
+                    path, sc.damaged, sc.damaged == 1 ? "" : "s", sc.first_bad, sc.why);
     if (!sc.best)
         err = oomi_fail(OOM_ENOTFOUND, "no calibration record in '%s' for GPU '%s', command %s%s%s",
                         path, gpu ? gpu : "", command, workload && *workload ? ", workload " : "",

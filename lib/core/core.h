@@ -115,6 +115,13 @@ int oomi_read_file(char **out, size_t *len, const char *path, size_t max);
  * Returns the length read, or -1 (errno set) when the file cannot be opened or nothing could be
  * read. */
 long oomi_read_prefix(const char *path, char *buf, size_t size);
+/* 3 when text[0..len) starts with the UTF-8 byte order mark (EF BB BF, which Windows editors
+ * write at the start of a file), else 0: every reader of a JSON or YAML file skips it. */
+size_t oomi_bom_len(const char *text, size_t len);
+/* What a file that is not a regular one is, from its st_mode: "a FIFO", "a directory", "a
+ * character device", "a block device", "a socket" (else "not a regular file"), for messages
+ * such as "'x' is a FIFO, not a regular file". */
+const char *oomi_file_kind(unsigned int mode);
 /* A descriptor the library keeps open, moved above 2 when it landed on 0-2 (the caller runs
  * with a standard descriptor closed: what the caller, or a job's copied output, writes there
  * must not reach the library's file). Close-on-exec. Returns the descriptor (fd itself when
@@ -166,6 +173,11 @@ int oomi_append_line(int fd, const char *line, size_t len);
 int oomi_name_cmp(const char *a, const char *b);
 /* Levenshtein distance over the same normalisation, for "did you mean" lists. */
 size_t oomi_name_distance(const char *a, const char *b);
+/* Line and column (1-based, columns in UTF-8 characters) of byte `off` of buf; a byte order
+ * mark at the start is not a column. */
+void oomi_line_col(const char *buf, size_t off, size_t *line, size_t *col);
+
+/* ---- strict numbers (units.c; sizes and margins: oom_parse_size, oom_parse_margin) --------- */
 /* Strict integer parse of a whole string into [min, max]; OOM_EINVAL naming `what`. */
 int oomi_parse_long(long long *out, const char *text, long long min, long long max,
                     const char *what);
@@ -173,6 +185,12 @@ int oomi_parse_long(long long *out, const char *text, long long min, long long m
 int oomi_parse_double(double *out, const char *text, const char *what);
 /* A confidence strictly between 0 and 1, as a fraction ("0.95") or a percentage ("95%"). */
 int oomi_parse_confidence(double *out, const char *text, const char *what);
+/* OOM_EINVAL (recorded) when `text` is a number written with a decimal comma ("20,5", "0,5GiB",
+ * as a de_DE or fr_FR locale writes it) or a thousands separator ("1,024"): the message names
+ * `what` and the text and says to write '.'; OOM_OK for any other text (units.c). Every reader
+ * of numbers and sizes asks it before calling a text malformed: the oomi_parse_* above,
+ * oom_parse_size(), oom_parse_margin(), the tool's option parsers. */
+int oomi_check_decimal_comma(const char *text, const char *what);
 
 /* ---- YAML into json-c (yamlload.c) --------------------------------------------------------
  * Plain scalars follow the YAML 1.2 core schema (null, bool, int, float, string); quoted ones are
@@ -202,6 +220,15 @@ int oomi_json_int(int64_t *out, bool *found, struct json_object *o, const char *
 /* a JSON number (int or double) */
 int oomi_json_double(double *out, bool *found, struct json_object *o, const char *key, double min,
                      double max, const char *where);
+/* Parses text[0..len) (NUL-terminated at len), a whole JSON document read from a file that
+ * `name` names in messages ("model config 'c.json'", "plan 'p.json'"): a leading UTF-8 byte
+ * order mark is skipped; whitespace may follow the value, nothing else. OOM_EPARSE "NAME line L
+ * column C: unexpected character" (json-c's words), "NAME nests deeper than 32 levels, the most
+ * json-c reads (...)". *out is the caller's to json_object_put(). */
+int oomi_json_load(struct json_object **out, const char *text, size_t len, const char *name);
+/* The same for a whole regular file of at most OOMI_READ_MAX bytes (oomi_read_regular(): a FIFO
+ * is refused, never waited on), named "WHAT 'PATH'" ("model config 'c.json'") in messages. */
+int oomi_json_load_file(struct json_object **out, const char *path, const char *what);
 /* Adds key: v (v NULL = JSON null) to o (NULL: o could not be made); OOM_ENOMEM (recorded) when
  * o could not grow, and v is still the caller's, as with json_object_object_add(). */
 int oomi_json_put(struct json_object *o, const char *key, struct json_object *v);

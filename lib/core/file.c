@@ -15,6 +15,26 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+size_t oomi_bom_len(const char *text, size_t len)
+{
+    return len >= 3 && !memcmp(text, "\xEF\xBB\xBF", 3) ? 3 : 0;
+}
+
+const char *oomi_file_kind(unsigned int mode)
+{
+    if (S_ISDIR(mode))
+        return "a directory";
+    if (S_ISFIFO(mode))
+        return "a FIFO";
+    if (S_ISCHR(mode))
+        return "a character device";
+    if (S_ISBLK(mode))
+        return "a block device";
+    if (S_ISSOCK(mode))
+        return "a socket";
+    return "not a regular file";
+}
+
 int oomi_fd_above_std(int fd)
 {
     int high, e;

@@ -94,6 +94,67 @@ int oomi_json_double(double *out, bool *found, json_object *o, const char *key, 
     return OOM_OK;
 }
 
+/* JSON's whitespace (RFC 8259): what may follow the document; from `at`, where it ends */
+static size_t skip_space(const char *text, size_t len, size_t at)
+{
+    while (at < len &&
+           (text[at] == ' ' || text[at] == '\t' || text[at] == '\r' || text[at] == '\n'))
+        at++;
+    return at;
+}
+
+int oomi_json_load(json_object **out, const char *text, size_t len, const char *name)
+{
+    size_t bom = oomi_bom_len(text, len), end, line, col;
+    enum json_tokener_error jerr;
+    json_tokener *tok;
+    json_object *o;
+
+    *out = NULL;
+    if (len - bom > INT32_MAX) /* json-c takes an int length; files are read with a smaller cap */
+        return oomi_fail(OOM_EINVAL, "%s is larger than the 2 GiB a JSON document may be", name);
+    if (!(tok = json_tokener_new())) /* json-c's own depth limit, JSON_TOKENER_DEFAULT_DEPTH */
+        return oomi_nomem();
+    o = json_tokener_parse_ex(tok, text + bom, (int)(len - bom));
+    jerr = json_tokener_get_error(tok);
+    end = skip_space(text, len, bom + json_tokener_get_parse_end(tok));
+    json_tokener_free(tok);
+    if (o && jerr == json_tokener_success && end == len) {
+        *out = o;
+        return OOM_OK;
+    }
+    json_object_put(o);
+    if (jerr == json_tokener_error_depth)
+        return oomi_fail(OOM_EPARSE,
+                         "%s nests deeper than %d levels, the most json-c reads (its "
+                         "JSON_TOKENER_DEFAULT_DEPTH)",
+                         name, JSON_TOKENER_DEFAULT_DEPTH);
+    oomi_line_col(text, end, &line, &col);
+    return oomi_fail(OOM_EPARSE, "%s line %zu column %zu: %s", name, line, col,
+                     jerr == json_tokener_continue
+                         ? (skip_space(text, len, bom) == len ? "empty" : "unexpected end of input")
+                     : jerr != json_tokener_success ? json_tokener_error_desc(jerr)
+                                                    : "text after the JSON document");
+}
+
+int oomi_json_load_file(json_object **out, const char *path, const char *what)
+{
+    char *text = NULL, *name = NULL;
+    size_t len;
+    int err;
+
+    *out = NULL;
+    if ((err = oomi_read_regular(&text, &len, path, what, OOMI_READ_MAX)))
+        return err;
+    if (!(name = oomi_asprintf("%s '%s'", what, path)))
+        err = oomi_nomem();
+    else
+        err = oomi_json_load(out, text, len, name);
+    oomi_free(name);
+    oomi_free(text);
+    return err;
+}
+
 /* ---- writing ------------------------------------------------------------------------------- */
 
 int oomi_json_put(json_object *o, const char *key, json_object *v)

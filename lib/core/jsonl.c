@@ -18,21 +18,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-static const char *kind_of(mode_t mode)
-{
-    if (S_ISDIR(mode))
-        return "a directory";
-    if (S_ISFIFO(mode))
-        return "a FIFO";
-    if (S_ISCHR(mode))
-        return "a character device";
-    if (S_ISBLK(mode))
-        return "a block device";
-    if (S_ISSOCK(mode))
-        return "a socket";
-    return "not a regular file";
-}
-
 int oomi_open_regular(int *out, const char *path, int flags, const char *what)
 {
     struct stat st;
@@ -50,7 +35,7 @@ int oomi_open_regular(int *out, const char *path, int flags, const char *what)
                              what, path);
         if (e == ENXIO && stat(path, &st) == 0 && !S_ISREG(st.st_mode))
             return oomi_fail(OOM_EIO, "%s '%s' is %s, not a regular file", what, path,
-                             kind_of(st.st_mode));
+                             oomi_file_kind(st.st_mode));
         return oomi_fail(e == ENOENT ? OOM_ENOTFOUND : OOM_EIO, "cannot open %s '%s': %s", what,
                          path, strerror(e));
     }
@@ -62,7 +47,7 @@ int oomi_open_regular(int *out, const char *path, int flags, const char *what)
     if (!S_ISREG(st.st_mode)) {
         close(fd);
         return oomi_fail(OOM_EIO, "%s '%s' is %s, not a regular file", what, path,
-                         kind_of(st.st_mode));
+                         oomi_file_kind(st.st_mode));
     }
     if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
         e = errno;

@@ -56,8 +56,9 @@ static int take_batch(oomi_plan_doc *out, json_object *root, const char *path)
 
 int oomi_plan_doc_read(oomi_plan_doc *out, const char *path, unsigned want)
 {
+    char *text = NULL, name[PATH_MAX + 16];
     json_object *root = NULL;
-    char *text = NULL;
+    size_t len;
     int err;
 
     if (!out)
@@ -65,16 +66,17 @@ int oomi_plan_doc_read(oomi_plan_doc *out, const char *path, unsigned want)
     memset(out, 0, sizeof(*out));
     out->device_peak = OOM_UNKNOWN;
     if (path)
-        err = oomi_read_file(&text, NULL, path, OOMI_READ_MAX);
+        err = oomi_read_file(&text, &len, path, OOMI_READ_MAX);
     else
-        err = oomi_read_fd(&text, NULL, STDIN_FILENO, "standard input", OOMI_READ_MAX);
+        err = oomi_read_fd(&text, &len, STDIN_FILENO, "standard input", OOMI_READ_MAX);
     if (err)
         return err;
     path = path ? path : "-"; /* the plan's name in messages, as the command line gave it */
-    root = json_tokener_parse(text);
-    if (!root || !json_object_is_type(root, json_type_object))
+    oomi_snprintf(name, sizeof(name), "plan '%s'", path);
+    err = oomi_json_load(&root, text, len, name);
+    if (!err && !json_object_is_type(root, json_type_object))
         err = oomi_fail(OOM_EPARSE, "plan '%s' is not a JSON object", path);
-    else if (want & OOMI_PLAN_BATCH)
+    if (!err && (want & OOMI_PLAN_BATCH))
         err = take_batch(out, root, path);
     if (!err && (want & OOMI_PLAN_PEAK))
         err = take_peak(out, root, path);

@@ -1,4 +1,5 @@
-/* units.c - sizes ("16GiB", "20.5", "512MiB"), margins ("10%"), budgets. */
+/* units.c - strict numbers, sizes ("16GiB", "20.5", "512MiB"), margins ("10%"), budgets; a
+ * decimal comma ("20,5") named as such in all of them. */
 #include "core/core.h"
 
 #include <ctype.h>
@@ -20,6 +21,83 @@ static const struct unit units[] = {
     {"g", 30}, {"gb", 30}, {"gib", 30}, {"t", 40},   {"tb", 40}, {"tib", 40},
 };
 
+int oomi_check_decimal_comma(const char *text, const char *what)
+{
+    const char *p = text, *digits;
+
+    if (!p)
+        return OOM_OK;
+    while (isspace((unsigned char)*p))
+        p++;
+    if (*p == '-' || *p == '+')
+        p++;
+    for (digits = p; isdigit((unsigned char)*p); p++)
+        ;
+    if (p == digits || *p != ',' || !isdigit((unsigned char)p[1]))
+        return OOM_OK;
+    return oomi_fail(OOM_EINVAL,
+                     "%s '%s' has a comma: write the decimal separator as '.' (20.5, not 20,5), "
+                     "with no thousands separator (1000, not 1,000), whatever the locale",
+                     what, text);
+}
+
+int oomi_parse_long(long long *out, const char *text, long long min, long long max,
+                    const char *what)
+{
+    char *end;
+    long long v;
+
+    if (!text || !*text || isspace((unsigned char)*text))
+        return oomi_fail(OOM_EINVAL, "%s '%s' is not an integer", what, text ? text : "");
+    errno = 0;
+    v = strtoll(text, &end, 10);
+    if ((*end || errno == ERANGE) && oomi_check_decimal_comma(text, what))
+        return OOM_EINVAL;
+    if (*end || errno == ERANGE)
+        return oomi_fail(OOM_EINVAL, "%s '%s' is not an integer in range", what, text);
+    if (v < min || v > max)
+        return oomi_fail(OOM_EINVAL, "%s '%s' is out of range [%lld, %lld]", what, text, min, max);
+    *out = v;
+    return OOM_OK;
+}
+
+int oomi_parse_double(double *out, const char *text, const char *what)
+{
+    char *end;
+    double v;
+
+    if (!text || !*text || isspace((unsigned char)*text))
+        return oomi_fail(OOM_EINVAL, "%s '%s' is not a number", what, text ? text : "");
+    errno = 0;
+    v = oomi_strtod(text, &end);
+    if (*end && oomi_check_decimal_comma(text, what))
+        return OOM_EINVAL;
+    if (*end || errno == ERANGE || !isfinite(v))
+        return oomi_fail(OOM_EINVAL, "%s '%s' is not a finite number", what, text);
+    *out = v;
+    return OOM_OK;
+}
+
+int oomi_parse_confidence(double *out, const char *text, const char *what)
+{
+    char num[32];
+    size_t len = text ? strlen(text) : 0;
+    double v;
+    int err, pct = len > 1 && len < sizeof(num) && text[len - 1] == '%';
+
+    if (pct)
+        oomi_snprintf(num, sizeof(num), "%.*s", (int)(len - 1), text);
+    if ((err = oomi_parse_double(&v, pct ? num : text, what)))
+        return err;
+    if (pct)
+        v /= 100;
+    if (!(v > 0 && v < 1))
+        return oomi_fail(OOM_EINVAL, "%s '%s' is not a confidence between 0 and 1 (0.95 or 95%%)",
+                         what, text);
+    *out = v;
+    return OOM_OK;
+}
+
 /* Splits "  20.5 GiB " into a number and a unit; strtod's extras (hex, inf, nan) are refused. */
 static int parse_number_unit(double *num, int *shift, bool *has_unit, const char *text,
                              const char *what)
@@ -28,6 +106,7 @@ static int parse_number_unit(double *num, int *shift, bool *has_unit, const char
     char unit[8];
     size_t n = 0, i;
     char *end;
+    int err;
 
     while (isspace((unsigned char)*p))
         p++;
@@ -59,11 +138,13 @@ static int parse_number_unit(double *num, int *shift, bool *has_unit, const char
     for (i = 0; i < OOMI_ARRAY_LEN(units); i++)
         if (!strcmp(unit, units[i].name))
             *shift = units[i].shift;
-    if (*shift < 0)
+    if (*shift < 0 && (err = oomi_check_decimal_comma(text, what)) == OOM_OK)
         return oomi_fail(OOM_EINVAL, "%s '%s' has an unknown unit (use B, KiB, MiB, GiB or TiB)",
                          what, text);
-    return OOM_OK;
+    return *shift < 0 ? err : OOM_OK;
 bad:
+    if ((err = oomi_check_decimal_comma(text, what)))
+        return err;
     return oomi_fail(OOM_EINVAL, "%s '%s' is not a size (examples: 24, 20.5, 16GiB, 512MiB)", what,
                      text);
 }
@@ -101,6 +182,8 @@ int oom_parse_margin(uint64_t *out, const char *text, uint64_t target_bytes)
 
     if (!out || !text)
         return oomi_fail(OOM_EINVAL, "safety margin is missing");
+    if ((err = oomi_check_decimal_comma(text, "safety margin")))
+        return err;
     n = strlen(text);
     while (n && isspace((unsigned char)text[n - 1]))
         n--;

@@ -1,4 +1,4 @@
-/* util.c - name matching and strict number parsing shared by the parsers. */
+/* util.c - name matching and text positions shared by the parsers. */
 #include "core/core.h"
 
 #include <ctype.h>
@@ -52,55 +52,18 @@ size_t oomi_name_distance(const char *a, const char *b)
     return row[lb];
 }
 
-int oomi_parse_long(long long *out, const char *text, long long min, long long max,
-                    const char *what)
+void oomi_line_col(const char *buf, size_t off, size_t *line, size_t *col)
 {
-    char *end;
-    long long v;
+    size_t i;
 
-    if (!text || !*text || isspace((unsigned char)*text))
-        return oomi_fail(OOM_EINVAL, "%s '%s' is not an integer", what, text ? text : "");
-    errno = 0;
-    v = strtoll(text, &end, 10);
-    if (*end || errno == ERANGE)
-        return oomi_fail(OOM_EINVAL, "%s '%s' is not an integer in range", what, text);
-    if (v < min || v > max)
-        return oomi_fail(OOM_EINVAL, "%s '%s' is out of range [%lld, %lld]", what, text, min, max);
-    *out = v;
-    return OOM_OK;
-}
-
-int oomi_parse_double(double *out, const char *text, const char *what)
-{
-    char *end;
-    double v;
-
-    if (!text || !*text || isspace((unsigned char)*text))
-        return oomi_fail(OOM_EINVAL, "%s '%s' is not a number", what, text ? text : "");
-    errno = 0;
-    v = oomi_strtod(text, &end);
-    if (*end || errno == ERANGE || !isfinite(v))
-        return oomi_fail(OOM_EINVAL, "%s '%s' is not a finite number", what, text);
-    *out = v;
-    return OOM_OK;
-}
-
-int oomi_parse_confidence(double *out, const char *text, const char *what)
-{
-    char num[32];
-    size_t len = text ? strlen(text) : 0;
-    double v;
-    int err, pct = len > 1 && len < sizeof(num) && text[len - 1] == '%';
-
-    if (pct)
-        oomi_snprintf(num, sizeof(num), "%.*s", (int)(len - 1), text);
-    if ((err = oomi_parse_double(&v, pct ? num : text, what)))
-        return err;
-    if (pct)
-        v /= 100;
-    if (!(v > 0 && v < 1))
-        return oomi_fail(OOM_EINVAL, "%s '%s' is not a confidence between 0 and 1 (0.95 or 95%%)",
-                         what, text);
-    *out = v;
-    return OOM_OK;
+    *line = 1;
+    *col = 1;
+    for (i = oomi_bom_len(buf, off); i < off && buf[i]; i++) {
+        if (buf[i] == '\n') {
+            (*line)++;
+            *col = 1;
+        } else if (((unsigned char)buf[i] & 0xC0) != 0x80) {
+            (*col)++;
+        }
+    }
 }

@@ -21,7 +21,9 @@
     X(oom_watch_snapshot, OOM_WATCH_SNAPSHOT_VERSION)                                              \
     X(oom_run_event, OOM_RUN_EVENT_VERSION)                                                        \
     X(oom_knobs, OOM_KNOBS_VERSION)                                                                \
+    X(oom_option_value, OOM_OPTION_VALUE_VERSION)                                                  \
     X(oom_option, OOM_OPTION_VERSION)                                                              \
+    X(oom_plan_format_info, OOM_PLAN_FORMAT_INFO_VERSION)                                          \
     X(oom_model_info, OOM_MODEL_INFO_VERSION)                                                      \
     X(oom_preset, OOM_PRESET_VERSION)                                                              \
     X(oom_estimate, OOM_ESTIMATE_VERSION)                                                          \
@@ -75,8 +77,14 @@ static size_t size_of_version(const char *name, unsigned int version, size_t new
 {
     if (!strcmp(name, "oom_run_options") && version == 1)
         return offsetof(oom_run_options, usable_bytes);
+    if (!strcmp(name, "oom_run_options") && version == 2)
+        return offsetof(oom_run_options, sync_dir);
     if (!strcmp(name, "oom_target") && version == 1)
         return offsetof(oom_target, others_bytes);
+    if (!strcmp(name, "oom_option") && version == 1)
+        return offsetof(oom_option, values);
+    if (!strcmp(name, "oom_calibration") && version == 1)
+        return offsetof(oom_calibration, extra);
     if (!strcmp(name, "oom_plan_choice") && version == 1)
         return offsetof(oom_plan_choice, checkpointing);
     if (!strcmp(name, "oom_plan_result") && version >= 1 && version < OOM_PLAN_RESULT_VERSION) {

@@ -221,9 +221,6 @@ static void read_infer(rd *r, json_object *inf)
 
 static void read_rest(rd *r, json_object *root)
 {
-    static const char *const opts[] = {
-        "adamw", "adamw-8bit", "adafactor",   "sgd",         "sgd-momentum",
-        "lion",  "none",       "adamw-fused", "paged-adamw", "paged-adamw-8bit"};
     json_object *lg = sub(r, root, "logits"), *inf = sub(r, root, "inference");
     json_object *q = sub(r, root, "quantization"), *o = sub(r, root, "optimizer");
     json_object *p = sub(r, root, "parallel"), *al = sub(r, root, "allocator");
@@ -243,8 +240,9 @@ static void read_rest(rd *r, json_object *root)
     read_infer(r, inf);
     coef.int8_bytes = num(r, q, "int8_bytes_per_param");
     coef.adam8_bytes = num(r, o, "adamw_8bit_bytes_per_param");
-    for (i = 0; i < OOMI_ARRAY_LEN(opts); i++)
-        coef.opt_temp[i] = num(r, temps, opts[i]);
+    /* one entry per optimizer, under its option value's name */
+    for (i = 0; i < OOMI_ARRAY_LEN(oomi_optimizer_values); i++)
+        coef.opt_temp[i] = num(r, temps, oomi_optimizer_values[i]->name);
     coef.ddp_buckets = num(r, p, "ddp_grad_buckets");
     {
         json_object *nc = sub(r, p, "nccl");
@@ -275,24 +273,17 @@ static void read_rest(rd *r, json_object *root)
 /* loads into `coef`; a failure is not latched (a later call retries) */
 static int load(void)
 {
-    char *path = oomi_data_path("coefficients.json"), *text = NULL;
+    char *path = oomi_data_path("coefficients.json");
     json_object *root = NULL;
-    enum json_tokener_error jerr;
     rd r = {path, OOM_OK};
 
     if (!path) {
         r.err = oomi_nomem();
-    } else if (!(r.err = oomi_read_file(&text, NULL, path, OOMI_READ_MAX))) {
-        if (!(root = json_tokener_parse_verbose(text, &jerr)))
-            r.err =
-                oomi_fail(OOM_EPARSE, "coefficients '%s': %s", path, json_tokener_error_desc(jerr));
-        else {
-            read_act(&r, sub(&r, root, "activations"));
-            read_rest(&r, root);
-        }
+    } else if (!(r.err = oomi_json_load_file(&root, path, "coefficients"))) {
+        read_act(&r, sub(&r, root, "activations"));
+        read_rest(&r, root);
     }
     json_object_put(root);
-    oomi_free(text);
     oomi_free(path);
     if (coef.round < 1)
         coef.round = 1;

@@ -121,21 +121,15 @@ static int parse(json_object *root, const char *path)
 
 static int load(void)
 {
-    char *path = oomi_data_path("confidence.json"), *text = NULL;
+    char *path = oomi_data_path("confidence.json");
     json_object *root = NULL;
-    enum json_tokener_error jerr;
     int err;
 
     if (!path)
         return oomi_nomem();
-    if (!(err = oomi_read_file(&text, NULL, path, OOMI_READ_MAX))) {
-        if (!(root = json_tokener_parse_verbose(text, &jerr)))
-            err = bad(path, json_tokener_error_desc(jerr));
-        else
-            err = parse(root, path);
-    }
+    if (!(err = oomi_json_load_file(&root, path, "confidence data")))
+        err = parse(root, path);
     json_object_put(root);
-    oomi_free(text);
     oomi_free(path);
     return err;
 }

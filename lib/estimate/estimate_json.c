@@ -12,11 +12,13 @@ static json_object *objective_json(const oom_workload *w)
     oomi_reference r = oomi_reference_of(w);
     if (!o)
         return NULL;
-    oomi_json_put(o, "name", json_object_new_string(oomi_objective_names[w->objective]));
+    oomi_json_put(o, "name",
+                  json_object_new_string(OOMI_VALUE_NAME(oomi_objective_values, w->objective)));
     oomi_json_put(o, "batch_counts", json_object_new_string(oomi_objective_unit(w->objective)));
     oomi_json_put(o, "sequences_per_forward",
                   json_object_new_int64(w->k.batch * oomi_objective_sequences(w->objective)));
-    oomi_json_put(o, "reference", json_object_new_string(oomi_reference_names[r]));
+    oomi_json_put(o, "reference",
+                  json_object_new_string(OOMI_VALUE_NAME(oomi_reference_values, r)));
     if (r == OOMI_REFERENCE_COPY)
         oomi_json_put(o, "reference_precision",
                       json_object_new_string(oom_precision_name(
@@ -30,7 +32,8 @@ static json_object *objective_json(const oom_workload *w)
         oomi_json_put(o, "prompt_len", json_object_new_int64(w->k.seq_len - comp));
         oomi_json_put(o, "completion_len", json_object_new_int64(comp));
         oomi_json_put(o, "generation_batch", json_object_new_int64(w->k.batch * w->k.grad_accum));
-        oomi_json_put(o, "rollout", json_object_new_string(oomi_rollout_names[w->rollout]));
+        oomi_json_put(o, "rollout",
+                      json_object_new_string(OOMI_VALUE_NAME(oomi_rollout_values, w->rollout)));
         if (w->rollout != OOMI_ROLLOUT_NONE)
             oomi_json_put(o, "sleep_mode", json_object_new_int(w->sleep_level));
     }
@@ -45,7 +48,8 @@ static json_object *packing_json(const oom_workload *w)
     if (!o)
         return NULL;
     oomi_packed_shape(w, &rows, &len);
-    oomi_json_put(o, "mode", json_object_new_string(oomi_packing_names[w->packing]));
+    oomi_json_put(o, "mode",
+                  json_object_new_string(OOMI_VALUE_NAME(oomi_packing_values, w->packing)));
     oomi_json_put(o, "tokens_per_batch", json_object_new_int64(rows * len));
     oomi_json_put(o, "rows", json_object_new_int64(rows));
     oomi_json_put(o, "row_tokens", json_object_new_int64(len));
@@ -105,8 +109,9 @@ static json_object *workload_json(const oom_workload *w)
     if (w->tp > 1)
         oomi_json_put(o, "tensor_parallel", json_object_new_int64(w->tp));
     if (k.method == OOM_METHOD_INFERENCE)
-        oomi_json_put(o, "kv_cache",
-                      json_object_new_string(oomi_kv_cache_names[w->kv_transformers]));
+        oomi_json_put(
+            o, "kv_cache",
+            json_object_new_string(OOMI_VALUE_NAME(oomi_kv_cache_values, w->kv_transformers)));
     if (w->keep_grads)
         oomi_json_put(o, "keep_grads", json_object_new_boolean(1));
     if (w->overhead != OOM_UNKNOWN)
@@ -175,7 +180,8 @@ json_object *oomi_kv_layout_json(const oomi_kv_layout *kv)
     json_object *o;
     if (kv->elems <= 0 || !(o = json_object_new_object()))
         return NULL;
-    oomi_json_put(o, "stack", json_object_new_string(oomi_kv_cache_names[!kv->vllm]));
+    oomi_json_put(o, "stack",
+                  json_object_new_string(OOMI_VALUE_NAME(oomi_kv_cache_values, !kv->vllm)));
     oomi_json_put(o, "full", json_object_new_int64(kv->full));
     oomi_json_put(o, "sliding", json_object_new_int64(kv->sliding));
     oomi_json_put(o, "window", kv->window ? json_object_new_int64(kv->window) : NULL);

@@ -109,9 +109,9 @@ static int resolve_detected(oom_target *t, struct detected *d, const char *want_
         long idx = strtol(want_index, NULL, 10);
         if (idx >= (long)list->count || list->gpus[idx]->lost) {
             err = oomi_fail(OOM_EINVAL,
-                            "GPU '%s' read as a GPU index (a GPU is detected), but index %ld is "
+                            "GPU '%s' read as a GPU index (a GPU is detected), but index %s is "
                             "not visible (%zu GPU%s found)",
-                            want_index, idx, list->count, list->count == 1 ? "" : "s");
+                            want_index, want_index, list->count, list->count == 1 ? "" : "s");
             goto done;
         }
         pick = (size_t)idx;

@@ -3,11 +3,12 @@
  * output through while reading it for the error that ends the job, sample its GPU memory,
  * forward signals, enforce the timeout and the kill grace, and leave no process behind.
  */
+#define _GNU_SOURCE /* F_SETPIPE_SZ */
 #include "job/job.h"
 
 #include <ctype.h>
 #include <errno.h>
-#include <json-c/json.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <stdio.h>
@@ -20,7 +21,6 @@
 
 extern char **environ;
 
-#define LINE_MAX_ 4096 /* an OOMLESS_RECOVERY line (a JSON document) fits whole */
 #define KNOWN_MAX 256
 
 char *oomi_expand_arg(const char *t, int batch, int accum, int seq, int attempt)
@@ -83,7 +83,7 @@ static int same_key(const char *entry, const char *kv)
 
 static char **build_env(const oomi_launch *l)
 {
-    char *ours[8] = {0};
+    char *ours[9] = {0};
     size_t n = 0, no = 0, ne = 0, i, j, k = 0;
     char **v = NULL;
     int has_unbuf = getenv("PYTHONUNBUFFERED") != NULL;
@@ -94,6 +94,7 @@ static char **build_env(const oomi_launch *l)
     ours[no++] = oomi_asprintf("OOMLESS_GRAD_ACCUM=%d", l->accum);
     ours[no++] = oomi_asprintf("OOMLESS_EFFECTIVE_BATCH=%ld", (long)l->batch * l->accum);
     ours[no++] = oomi_asprintf("OOMLESS_ATTEMPT=%d", l->attempt);
+    ours[no++] = oomi_supervisor_env(); /* a nested run leaves relaunching to this one */
     if (l->seq > 0)
         ours[no++] = oomi_asprintf("OOMLESS_SEQ_LEN=%d", l->seq);
     if (l->events_path) /* where oomless.torch/hf/lightning add their oom-stop records */
@@ -138,10 +139,9 @@ fail:
 /* ---- the running state --------------------------------------------------------------------- */
 
 struct stream {
-    int fd; /* the job's pipe, -1 once closed */
-    char line[LINE_MAX_];
-    size_t linelen;
-    oomi_outq out; /* read, not yet written to oomless's stdout/stderr */
+    int fd;           /* the job's pipe, -1 once closed */
+    oomi_lines lines; /* step and recovery lines (joblines.c) */
+    oomi_outq out;    /* read, not yet written to oomless's stdout/stderr */
 };
 
 struct watch {
@@ -154,9 +154,11 @@ struct watch {
     unsigned long long since; /* the leader's start time */
     int tty;                  /* the caller's terminal when l->foreground, else -1 */
     sig_atomic_t seen_usr1, seen_usr2, seen_tstp, seen_cont; /* relay counts passed on */
-    double start, paused; /* when it started; seconds spent stopped with the caller */
-    double term_at;       /* when SIGTERM went (a signal, the timeout), 0 */
-    int killed;           /* SIGKILL sent after the grace */
+    sig_atomic_t stops_before; /* the relay's stop count when the launch started */
+    double start, paused;      /* when it started; seconds spent stopped with the caller */
+    double term_at;            /* when SIGTERM went (a signal, the timeout), 0 */
+    double next_peer;          /* when to call l->peer_check next */
+    int killed;                /* SIGKILL sent after the grace */
 };
 
 static oomi_tree tree_of(const struct watch *w)
@@ -206,83 +208,6 @@ int oomi_fail_tty_wait(const oomi_launch *l)
                      l->tty_wait == SIGTTIN ? "SIGTTIN" : "SIGTTOU");
 }
 
-/* "OOMLESS_RECOVERY {json}" (after a "[rank0]: " tag or not): what the ranks of a job running
- * oomless.torch/hf/lightning agreed on after an out-of-memory error (bindings/python/oomless/
- * torch.py, relaunch_message): "micro_batch" and "failed_ranks". The last wins. */
-static void parse_recovery(oomi_launch *l, const char *s, size_t n)
-{
-    static const char key[] = "OOMLESS_RECOVERY ";
-    const char *at = NULL;
-    json_object *doc, *v;
-    char *text;
-    size_t i;
-    for (i = 0; !at && i + sizeof(key) - 1 <= n; i++)
-        if (!memcmp(s + i, key, sizeof(key) - 1))
-            at = s + i;
-    if (!at)
-        return;
-    at += sizeof(key) - 1;
-    if (!(text = oomi_strndup(at, n - (size_t)(at - s))))
-        return;
-    doc = json_tokener_parse(text);
-    oomi_free(text);
-    if (!doc)
-        return;
-    v = oomi_json_get(doc, "micro_batch"); /* a value out of range is no batch, not an error */
-    if (json_object_is_type(v, json_type_int) && json_object_get_int64(v) >= 1 &&
-        json_object_get_int64(v) <= INT_MAX)
-        l->recovery_batch = (int)json_object_get_int64(v);
-    if (json_object_object_get_ex(doc, "failed_ranks", &v)) {
-        size_t used = 0;
-        l->oom_rank[0] = '\0';
-        if (json_object_is_type(v, json_type_array))
-            for (i = 0; i < json_object_array_length(v) && used + 12 < sizeof(l->oom_rank); i++)
-                used += (size_t)oomi_snprintf(
-                    l->oom_rank + used, sizeof(l->oom_rank) - used, "%s%lld", i ? "," : "",
-                    (long long)json_object_get_int64(json_object_array_get_idx(v, i)));
-        else if (json_object_is_type(v, json_type_int))
-            oomi_snprintf(l->oom_rank, sizeof(l->oom_rank), "%lld",
-                          (long long)json_object_get_int64(v));
-    }
-    json_object_put(doc);
-}
-
-/* "step 12", "Step 12/100", "global_step=12", "step: 12" (case-insensitive): the last wins. */
-static void parse_step(oomi_launch *l, const char *s, size_t n)
-{
-    size_t i, j;
-    for (i = 0; i + 4 <= n; i++) {
-        if (oomi_strncasecmp(s + i, "step", 4) || (i > 0 && oomi_isalpha((unsigned char)s[i - 1])))
-            continue;
-        j = i + 4;
-        if (j < n && (s[j] == 's' || s[j] == 'S'))
-            continue; /* "steps" is a count, not a position */
-        while (j < n && (s[j] == ' ' || s[j] == ':' || s[j] == '=' || s[j] == '#'))
-            j++;
-        if (j < n && s[j] >= '0' && s[j] <= '9') {
-            long v = 0;
-            while (j < n && s[j] >= '0' && s[j] <= '9' && v < 1000000000L)
-                v = v * 10 + (s[j++] - '0');
-            l->step = v;
-        }
-    }
-}
-
-static void take_output(struct watch *w, struct stream *s, const char *b, size_t n)
-{
-    size_t i;
-    oomi_oomscan_feed(&w->scan, s == &w->s[1], b, n);
-    for (i = 0; i < n; i++) {
-        if (b[i] == '\n' || s->linelen == sizeof(s->line)) {
-            parse_step(w->l, s->line, s->linelen);
-            parse_recovery(w->l, s->line, s->linelen);
-            s->linelen = 0;
-        }
-        if (b[i] != '\n')
-            s->line[s->linelen++] = b[i];
-    }
-}
-
 /* Reads what the job's pipe holds, as far as the output queue has room (at most one queue's
  * worth per call, so that a job writing without pause cannot hold the loop); closes the pipe at
  * EOF. Returns the bytes read. */
@@ -294,7 +219,7 @@ static size_t pump(struct watch *w, struct stream *s)
         char *at = oomi_outq_space(&s->out, &space);
         n = read(s->fd, at, space);
         if (n > 0) {
-            take_output(w, s, at, (size_t)n);
+            oomi_lines_take(&s->lines, &w->scan, s == &w->s[1], w->l, at, (size_t)n);
             oomi_outq_commit(&s->out, (size_t)n);
             total += (size_t)n;
             continue;
@@ -303,9 +228,7 @@ static size_t pump(struct watch *w, struct stream *s)
             break;
         close(s->fd);
         s->fd = -1;
-        parse_step(w->l, s->line, s->linelen);
-        parse_recovery(w->l, s->line, s->linelen);
-        s->linelen = 0;
+        oomi_lines_end(&s->lines, w->l);
     }
     return total;
 }
@@ -402,6 +325,14 @@ static void sample(struct watch *w)
         w->l->peak_bytes = best, w->l->capacity_bytes = capacity;
 }
 
+int oomi_check_kill_grace(double kill_grace_s, const char *who)
+{
+    if (kill_grace_s >= 0 && kill_grace_s <= OOM_MAX_KILL_GRACE)
+        return OOM_OK;
+    return oomi_fail(OOM_EINVAL, "%s: kill grace %g s is not from 0 to %g seconds", who,
+                     kill_grace_s, OOM_MAX_KILL_GRACE);
+}
+
 /* SIGTERM to the job's group (continued, so that a stopped job acts on it); the kill grace
  * starts. */
 static void terminate(struct watch *w, int sig)
@@ -412,13 +343,22 @@ static void terminate(struct watch *w, int sig)
         w->term_at = oomi_now_mono();
 }
 
+/* The stop signals the caller counted since the launch started (0 without a version-2 relay) */
+static long stops_since_start(const struct watch *w)
+{
+    const oom_job_relay *r = w->l->relay;
+    return r && r->version >= 2 ? (long)r->stops - (long)w->stops_before : 0;
+}
+
 /* Forwards a new stop signal; SIGTERM at the timeout (time spent stopped with the caller does
- * not count); SIGKILL once the grace has passed. */
+ * not count); SIGKILL once the grace has passed, or at once when a second stop signal comes
+ * during it (a second Ctrl-C: the user will not wait). */
 static void enforce(struct watch *w)
 {
     oomi_launch *l = w->l;
     double now = oomi_now_mono();
     int sig = l->stop ? (int)*l->stop : 0;
+    bool again = l->stop_signal && stops_since_start(w) >= 2;
 
     if (sig && sig != l->stop_signal) {
         l->stop_signal = sig;
@@ -429,7 +369,14 @@ static void enforce(struct watch *w)
         l->timed_out = 1;
         terminate(w, SIGTERM);
     }
-    if (w->term_at > 0 && !w->killed && now - w->term_at >= l->kill_grace_s) {
+    if (l->peer_check && !l->peer_stop && now >= w->next_peer) { /* the other nodes' word */
+        w->next_peer = now + 0.1;
+        if (l->peer_check(l->peer_user)) {
+            l->peer_stop = 1;
+            terminate(w, SIGTERM);
+        }
+    }
+    if (w->term_at > 0 && !w->killed && (again || now - w->term_at >= l->kill_grace_s)) {
         w->killed = 1;
         kill(-w->p.pid, SIGKILL);
         oomi_launch_event(l, OOM_EVENT_KILL);
@@ -589,7 +536,7 @@ static void supervise_loop(struct watch *w)
  * short wait for a stalled reader. */
 static int ending(const oomi_launch *l)
 {
-    return l->stop_signal || l->timed_out || l->tty_wait || (l->stop && *l->stop);
+    return l->stop_signal || l->timed_out || l->tty_wait || l->peer_stop || (l->stop && *l->stop);
 }
 
 /* After the leader: kill the rest, then read what the pipes still hold (for 2 s at most while
@@ -635,11 +582,12 @@ int oomi_launch_run(oomi_launch *l)
 {
     struct watch *w = NULL;
     char **argv = NULL, **envp = NULL, *path = NULL;
-    int err, err_no = 0;
+    int err, err_no = 0, i;
 
     l->pid = -1;
     l->exit_code = -1;
     l->oom = l->timed_out = l->exec_failed = l->stop_signal = l->tty_wait = 0;
+    l->peer_stop = l->rdzv_error = 0;
     l->peak_bytes = OOM_UNKNOWN;
     l->capacity_bytes = 0;
     l->duration_s = 0;
@@ -657,6 +605,7 @@ int oomi_launch_run(oomi_launch *l)
         w->seen_usr2 = l->relay->usr2;
         w->seen_tstp = l->relay->tstp;
         w->seen_cont = l->relay->cont;
+        w->stops_before = l->relay->version >= 2 ? l->relay->stops : 0;
     }
     if ((err = oomi_proc_resolve(&path, &err_no, argv[0])) ||
         (err = oomi_proc_spawn(&w->p, &err_no, path, argv, envp,
@@ -672,6 +621,8 @@ int oomi_launch_run(oomi_launch *l)
     w->since = oomi_proc_start_time(w->p.pid);
     w->s[0].fd = w->p.out_fd;
     w->s[1].fd = w->p.err_fd;
+    for (i = 0; i < 2; i++) /* room for what a job logs between two reads (else as it is) */
+        fcntl(w->s[i].fd, F_SETPIPE_SZ, OOMI_OUTQ_MAX);
     oomi_outq_init(&w->s[0].out, l->job->stdout_fd ? l->job->stdout_fd : 1);
     oomi_outq_init(&w->s[1].out, l->job->stderr_fd ? l->job->stderr_fd : 2);
     oomi_launch_event(l, OOM_EVENT_LAUNCH);
@@ -690,6 +641,9 @@ int oomi_launch_run(oomi_launch *l)
     oomi_launch_event(l, l->oom ? OOM_EVENT_OOM : OOM_EVENT_EXIT);
     err = OOM_OK;
 done:
+    if (w && w->l) /* the streams were set up */
+        for (i = 0; i < 2; i++)
+            oomi_outq_dispose(&w->s[i].out);
     if (w && w->tty >= 0)
         close(w->tty);
     oomi_free(path);

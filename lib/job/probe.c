@@ -1,6 +1,6 @@
 /*
- * probe.c - the batch-size search (a pure function of the trials so far, shared by `probe`, the
- * unit tests and bench/search) and the probe driver that launches the job once per trial.
+ * probe.c - the probe driver, which launches the job once per trial the search
+ * (probe_search.c) asks for, and its result as JSON and text.
  */
 #include "job/job.h"
 
@@ -10,292 +10,6 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-#define DEFAULT_MAX_TRIALS 8
-#define DEFAULT_MAX_BATCH  1048576
-#define DEFAULT_TOLERANCE  0.01
-
-/* ---- fitting --------------------------------------------------------------------------------- */
-
-struct pt {
-    double b, peak;
-};
-
-static oom_probe_fit line_through(struct pt p, struct pt q)
-{
-    oom_probe_fit f = {.version = OOM_PROBE_FIT_VERSION};
-    f.per_sample_bytes = (q.peak - p.peak) / (q.b - p.b);
-    f.fixed_bytes = p.peak - f.per_sample_bytes * p.b;
-    f.valid = 1;
-    return f;
-}
-
-/* the parabola through three points (Lagrange, expanded) */
-static oom_probe_fit parabola_through(struct pt p, struct pt q, struct pt r)
-{
-    oom_probe_fit f = {.version = OOM_PROBE_FIT_VERSION};
-    double d1 = (q.peak - p.peak) / (q.b - p.b), d2 = (r.peak - q.peak) / (r.b - q.b);
-    f.per_sample2_bytes = (d2 - d1) / (r.b - p.b);
-    f.per_sample_bytes = d1 - f.per_sample2_bytes * (p.b + q.b);
-    f.fixed_bytes = p.peak - f.per_sample_bytes * p.b - f.per_sample2_bytes * p.b * p.b;
-    f.valid = f.quadratic = 1;
-    return f;
-}
-
-static int close_enough(double predicted, double measured, double tol)
-{
-    return fabs(predicted - measured) <= tol * fabs(measured) + 1.0;
-}
-
-/* Points sorted by batch (the latest trial wins for a repeated batch). */
-static size_t collect_points(struct pt *pts, const oom_probe_trial *const *t, size_t n, size_t skip)
-{
-    size_t i, j, k = 0;
-    for (i = 0; i < n; i++) {
-        if (i == skip || t[i]->exit_code || t[i]->oom || t[i]->timed_out ||
-            t[i]->peak_bytes == OOM_UNKNOWN)
-            continue;
-        for (j = 0; j < k && pts[j].b != t[i]->batch; j++)
-            ;
-        pts[j] = (struct pt){t[i]->batch, (double)t[i]->peak_bytes};
-        k += j == k;
-    }
-    for (i = 1; i < k; i++) /* insertion sort: a handful of points */
-        for (j = i; j > 0 && pts[j - 1].b > pts[j].b; j--) {
-            struct pt x = pts[j];
-            pts[j] = pts[j - 1];
-            pts[j - 1] = x;
-        }
-    return k;
-}
-
-/* A line through the two largest points, or a parabola through the three largest when the line
- * mispredicts another point by more than tol, or when the parabola differs from the line by more
- * than tol x usable at the batch the line would jump to (curvature that only shows far out). */
-static oom_probe_fit fit_points(const struct pt *p, size_t k, double tol, uint64_t usable)
-{
-    oom_probe_fit line = {.version = OOM_PROBE_FIT_VERSION}, curve;
-    size_t i;
-    int jump;
-    if (k < 2)
-        return line;
-    line = line_through(p[k - 2], p[k - 1]);
-    if (k < 3)
-        return line;
-    curve = parabola_through(p[k - 3], p[k - 2], p[k - 1]);
-    for (i = 0; i + 2 < k; i++)
-        if (!close_enough(oom_probe_fit_peak(&line, (int)p[i].b), p[i].peak, tol))
-            return curve;
-    jump = line.per_sample_bytes > 0 ? oom_probe_fit_max_batch(&line, usable, 1 << 24) : 0;
-    if (jump > 0 && fabs(oom_probe_fit_peak(&curve, jump) - oom_probe_fit_peak(&line, jump)) >
-                        tol * (double)usable)
-        return curve;
-    return line;
-}
-
-static oom_probe_fit fit_trials(const oom_probe_trial *const *t, size_t n, size_t skip, double tol,
-                                uint64_t usable)
-{
-    struct pt pts[64];
-    size_t k = collect_points(pts, t, n > 64 ? 64 : n, skip);
-    return fit_points(pts, k, tol, usable);
-}
-
-static int usable_fit(const oom_probe_fit *f)
-{
-    return f->valid && (f->per_sample_bytes > 0 || f->per_sample2_bytes > 0);
-}
-
-/* A fit that can describe memory: nothing is negative at batch 0 (the CUDA context alone) and the
- * need does not bend down (no allocator frees memory because the batch grew). */
-static int sensible_fit(const oom_probe_fit *f)
-{
-    return usable_fit(f) && f->fixed_bytes >= 0 && f->per_sample2_bytes >= 0;
-}
-
-/* Whether a larger batch measured a lower peak than a smaller one (sorted points). The caching
- * allocator rounds its blocks (PyTorch's CUDACachingAllocator: 2 MiB segments for small blocks,
- * 20 MiB and larger for big ones), so real peaks step rather than climb smoothly. */
-static int monotone(const struct pt *p, size_t k)
-{
-    size_t i;
-    for (i = 1; i < k; i++)
-        if (p[i].peak < p[i - 1].peak)
-            return 0;
-    return 1;
-}
-
-/* The fit a probe reports when its peaks are irregular: a line through zero and the trial with
- * the most memory per sample, never below any measured peak. */
-static oom_probe_fit envelope_fit(const struct pt *p, size_t k)
-{
-    oom_probe_fit f = {.version = OOM_PROBE_FIT_VERSION};
-    size_t i;
-    for (i = 0; i < k; i++)
-        if (p[i].peak / p[i].b > f.per_sample_bytes)
-            f.per_sample_bytes = p[i].peak / p[i].b;
-    f.valid = k > 0 && f.per_sample_bytes > 0;
-    return f;
-}
-
-/* Peaks that do not fit a curve: not monotone in the batch, or a fit with negative fixed memory or
- * negative curvature. The search then bisects and the probe reports envelope_fit(). */
-static int irregular(const oom_probe_trial *const *t, size_t n, const oom_probe_fit *f,
-                     oom_probe_fit *envelope)
-{
-    struct pt pts[64];
-    size_t k = collect_points(pts, t, n > 64 ? 64 : n, SIZE_MAX);
-    if (k < 2 || (monotone(pts, k) && sensible_fit(f)))
-        return 0;
-    *envelope = envelope_fit(pts, k);
-    return 1;
-}
-
-/* ---- the search step --------------------------------------------------------------------------
- */
-
-static int trial_ok(const oom_probe_trial *t)
-{
-    return t->exit_code == 0 && !t->oom && !t->timed_out;
-}
-
-static int trial_fits(const oom_probe_trial *t, uint64_t usable)
-{
-    return trial_ok(t) && (t->peak_bytes == OOM_UNKNOWN || t->peak_bytes <= usable);
-}
-
-struct bounds {
-    int lo;          /* largest batch known to fit (0: none) */
-    int hi;          /* smallest batch known not to (INT_MAX: none) */
-    int ran;         /* largest batch that ran */
-    int last;        /* index of the last trial */
-    int lo_measured; /* the trial at lo has a peak */
-};
-
-static struct bounds find_bounds(const oom_probe_search *s, const oom_probe_trial *const *t,
-                                 size_t n)
-{
-    struct bounds b = {0, INT_MAX, 0, (int)n - 1, 0};
-    size_t i;
-    for (i = 0; i < n; i++) {
-        if (!trial_fits(t[i], s->usable_bytes) && t[i]->batch < b.hi)
-            b.hi = t[i]->batch;
-        if (trial_ok(t[i]) && t[i]->batch > b.ran)
-            b.ran = t[i]->batch;
-    }
-    for (i = 0; i < n; i++) /* a success above a failure is noise: the failure wins */
-        if (trial_fits(t[i], s->usable_bytes) && t[i]->batch >= b.lo && t[i]->batch < b.hi) {
-            b.lo = t[i]->batch;
-            b.lo_measured = t[i]->peak_bytes != OOM_UNKNOWN;
-        }
-    return b;
-}
-
-/* The last trial verified the fit: it ran at lo, and the fit made without it predicted its peak. */
-static int verified(const oom_probe_search *s, const oom_probe_trial *const *t, size_t n,
-                    struct bounds b, double tol)
-{
-    const oom_probe_trial *last = t[b.last];
-    oom_probe_fit before;
-    if (b.last < 0 || last->batch != b.lo || last->peak_bytes == OOM_UNKNOWN)
-        return 0;
-    before = fit_trials(t, n, (size_t)b.last, tol, s->usable_bytes);
-    return usable_fit(&before) &&
-           close_enough(oom_probe_fit_peak(&before, last->batch), (double)last->peak_bytes, tol);
-}
-
-static int first_batch(const oom_probe_search *s, int cap)
-{
-    int b;
-    if (s->start_batch > 0)
-        return s->start_batch < cap ? s->start_batch : cap;
-    if (!s->prediction.valid)
-        return 1;
-    b = oom_probe_fit_max_batch(&s->prediction, s->usable_bytes, cap) / 2;
-    return b < 1 ? 1 : b;
-}
-
-/* Between lo and hi: geometric over a wide range (a fresh point far from both), else midway. */
-static int bisect(struct bounds b)
-{
-    if (b.lo >= 1 && b.hi / b.lo > 4)
-        return (int)sqrt((double)b.lo * (double)b.hi);
-    return b.lo + (b.hi - b.lo) / 2;
-}
-
-static int propose(const oom_probe_search *s, const oom_probe_fit *f, struct bounds b, int cap)
-{
-    int c;
-    if (b.lo == 0) /* the first trial failed: start small, where a line can be fitted */
-        return 1;
-    if (usable_fit(f)) {
-        c = oom_probe_fit_max_batch(f, s->usable_bytes, cap);
-        if (b.hi != INT_MAX && c >= b.hi) /* the fit is contradicted by a failure: bisect */
-            return bisect(b);
-        return c <= b.lo ? b.lo + 1 : c;
-    }
-    if (b.hi == INT_MAX) /* nothing to extrapolate from yet: double */
-        return b.lo ? (b.lo > cap / 2 ? cap : 2 * b.lo) : 1;
-    return bisect(b); /* a failure above one point: a second point between (doubling would crawl
-                         down from the failure one batch per launch) */
-}
-
-int oom_probe_search_step(oom_probe_step *out, const oom_probe_search *s,
-                          const oom_probe_trial *const *t, size_t n)
-{
-    int max_trials, cap, next, upper, odd;
-    double tol;
-    struct bounds b;
-    oom_probe_fit envelope;
-    size_t i;
-
-    int err;
-
-    if (!out || !s || (n && !t))
-        return oomi_fail(OOM_EINVAL, "probe search: missing argument");
-    if ((err = oomi_check_version(out->version, OOM_PROBE_STEP_VERSION, "oom_probe_step")) ||
-        (err = oomi_check_version(s->version, OOM_PROBE_SEARCH_VERSION, "oom_probe_search")))
-        return err;
-    for (i = 0; i < n; i++) {
-        if (!t[i])
-            return oomi_fail(OOM_EINVAL, "probe search: trial %zu is missing", i + 1);
-        if ((err = oomi_check_version(t[i]->version, OOM_PROBE_TRIAL_VERSION, "oom_probe_trial")))
-            return err;
-        if (t[i]->batch < 1)
-            return oomi_fail(OOM_EINVAL, "probe search: trial %zu has batch %d", i + 1,
-                             t[i]->batch);
-    }
-    *out = (oom_probe_step){.version = out->version};
-    max_trials = s->max_trials > 0 ? s->max_trials : DEFAULT_MAX_TRIALS;
-    cap = s->max_batch > 0 ? s->max_batch : DEFAULT_MAX_BATCH;
-    tol = s->tolerance > 0 ? s->tolerance : DEFAULT_TOLERANCE;
-    b = find_bounds(s, t, n);
-    out->fit = fit_trials(t, n, SIZE_MAX, tol, s->usable_bytes);
-    out->recommended_batch = b.lo;
-    out->max_batch = b.ran;
-    out->done = 1;
-    if (n == 0) {
-        out->done = 0;
-        out->next_batch = first_batch(s, cap);
-        return OOM_OK;
-    }
-    upper = b.hi == INT_MAX ? cap : (b.hi - 1 < cap ? b.hi - 1 : cap);
-    if ((odd = irregular(t, n, &out->fit, &envelope)))
-        out->fit = envelope; /* bisect: stop only when no batch between lo and hi is untried */
-    if ((int)n >= max_trials || b.lo >= upper || (b.lo >= 1 && b.hi - b.lo <= (odd ? 1 : 2)))
-        return OOM_OK;
-    if (!odd && usable_fit(&out->fit) && verified(s, t, n, b, tol) &&
-        oom_probe_fit_peak(&out->fit, b.lo + 1) > (double)s->usable_bytes)
-        return OOM_OK;
-    if (odd && b.lo >= 1) /* between the largest under the budget and the smallest over it */
-        next = b.hi == INT_MAX ? (b.lo > cap / 2 ? cap : 2 * b.lo) : b.lo + (b.hi - b.lo) / 2;
-    else
-        next = propose(s, &out->fit, b, cap);
-    next = next < b.lo + 1 ? b.lo + 1 : next > upper ? upper : next;
-    out->done = 0;
-    out->next_batch = next;
-    return OOM_OK;
-}
 
 /* ---- the driver --------------------------------------------------------------------------------
  */
@@ -512,8 +226,10 @@ int oom_probe(oom_probe_result **out, const oom_job *job, const oom_probe_option
         (o->relay &&
          (err = oomi_check_version(o->relay->version, OOM_JOB_RELAY_VERSION, "oom_job_relay"))))
         return err;
-    if (o->sample_interval_s < 0 || o->trial_timeout_s < 0 || o->kill_grace_s < 0)
-        return oomi_fail(OOM_EINVAL, "probe: negative interval, timeout or grace");
+    if (o->sample_interval_s < 0 || o->trial_timeout_s < 0)
+        return oomi_fail(OOM_EINVAL, "probe: negative interval or timeout");
+    if ((err = oomi_check_kill_grace(o->kill_grace_s, "probe")))
+        return err;
     if (!(c.patterns = o->patterns) && (err = oom_patterns_load(&own, NULL)))
         return err;
     c.patterns = c.patterns ? c.patterns : own;
@@ -586,7 +302,7 @@ static json_object *prediction_json(const oom_probe_result *r)
 
 /* The pairs of measured trials where the smaller batch peaked above the larger one (indices into
  * the sorted points); returns how many (at most MAX_INVERSIONS). */
-static size_t inversions(const struct pt *p, size_t k, size_t pairs[][2])
+static size_t inversions(const oomi_pt *p, size_t k, size_t pairs[][2])
 {
     size_t i, j, n = 0;
     for (i = 0; i < k; i++)
@@ -598,72 +314,98 @@ static size_t inversions(const struct pt *p, size_t k, size_t pairs[][2])
     return n;
 }
 
+/* The measured points and how the search read them (at the default tolerance: the result keeps
+ * the fit it reported, made at the search's) */
+struct peaks_view {
+    oomi_pt pts[OOMI_PROBE_POINTS];
+    size_t k, pairs[MAX_INVERSIONS][2], n;
+    oomi_peaks v;
+};
+
+static void read_result_peaks(struct peaks_view *w, const oom_probe_result *r)
+{
+    w->k = oomi_probe_points(w->pts, (const oom_probe_trial *const *)r->trials, r->trial_count,
+                             SIZE_MAX);
+    w->n = inversions(w->pts, w->k, w->pairs);
+    oomi_probe_read_peaks(&w->v, w->pts, w->k, 0, r->usable_bytes);
+}
+
+static const char *const peaks_kind[] = {"regular", "noisy", "stepped"};
+
 /* "peaks_monotone" (null with fewer than two measured peaks), "non_monotone" (the pairs),
- * "bisected" (the search bisected instead of following a fit). */
+ * "peaks" (how the search read them), "allowance" (the fraction of the budget it kept free),
+ * "bisected" (it bisected instead of following a fit). */
 static void irregular_json(json_object *root, const oom_probe_result *r)
 {
-    const oom_probe_trial *const *t = (const oom_probe_trial *const *)r->trials;
-    struct pt pts[64];
-    size_t pairs[MAX_INVERSIONS][2], k, n, i;
-    oom_probe_fit fit, envelope;
+    struct peaks_view w;
     json_object *arr = json_object_new_array();
+    size_t i;
 
-    k = collect_points(pts, t, r->trial_count > 64 ? 64 : r->trial_count, SIZE_MAX);
-    n = inversions(pts, k, pairs);
-    for (i = 0; arr && i < n; i++) {
+    read_result_peaks(&w, r);
+    for (i = 0; arr && i < w.n; i++) {
         json_object *o = json_object_new_object();
-        oomi_json_put(o, "batch", json_object_new_int((int)pts[pairs[i][0]].b));
-        oomi_json_put(o, "peak_bytes", json_object_new_int64(llround(pts[pairs[i][0]].peak)));
-        oomi_json_put(o, "larger_batch", json_object_new_int((int)pts[pairs[i][1]].b));
-        oomi_json_put(o, "larger_peak_bytes",
-                      json_object_new_int64(llround(pts[pairs[i][1]].peak)));
+        const oomi_pt *a = &w.pts[w.pairs[i][0]], *b = &w.pts[w.pairs[i][1]];
+        oomi_json_put(o, "batch", json_object_new_int((int)a->b));
+        oomi_json_put(o, "peak_bytes", json_object_new_int64(llround(a->peak)));
+        oomi_json_put(o, "larger_batch", json_object_new_int((int)b->b));
+        oomi_json_put(o, "larger_peak_bytes", json_object_new_int64(llround(b->peak)));
         json_object_array_add(arr, o);
     }
-    oomi_json_put(root, "peaks_monotone", k < 2 ? NULL : json_object_new_boolean(n == 0));
+    oomi_json_put(root, "peaks_monotone", w.k < 2 ? NULL : json_object_new_boolean(w.n == 0));
     oomi_json_put(root, "non_monotone", arr);
-    /* the search's own fit at the end, made again from the trials (at the default tolerance: the
-     * result keeps the envelope it reported instead) */
-    fit = fit_trials(t, r->trial_count, SIZE_MAX, DEFAULT_TOLERANCE, r->usable_bytes);
-    oomi_json_put(root, "bisected",
-                  json_object_new_boolean(irregular(t, r->trial_count, &fit, &envelope)));
+    oomi_json_put(root, "peaks", w.k ? json_object_new_string(peaks_kind[w.v.kind]) : NULL);
+    oomi_json_put(root, "allowance", w.k ? oomi_json_number(w.v.allowance, 4) : NULL);
+    oomi_json_put(root, "bisected", json_object_new_boolean(w.v.kind == OOMI_PEAKS_STEPPED));
 }
 
 int oom_probe_describe_peaks(char **out, const oom_probe_result *r)
 {
-    const oom_probe_trial *const *t;
-    struct pt pts[64];
-    size_t pairs[MAX_INVERSIONS][2], k, n, i;
-    oom_probe_fit fit, envelope;
+    struct peaks_view w;
+    const oom_probe_fit *fit = &r->fit;
     oomi_sb sb = OOMI_SB_INIT;
     char a[16], b[16], c[16];
+    size_t i;
 
     if (!out || !r)
         return oomi_fail(OOM_EINVAL, "probe peaks: missing argument");
     *out = NULL;
-    t = (const oom_probe_trial *const *)r->trials;
-    k = collect_points(pts, t, r->trial_count > 64 ? 64 : r->trial_count, SIZE_MAX);
-    n = inversions(pts, k, pairs);
-    fit = fit_trials(t, r->trial_count, SIZE_MAX, DEFAULT_TOLERANCE, r->usable_bytes);
-    if (!irregular(t, r->trial_count, &fit, &envelope))
+    read_result_peaks(&w, r);
+    if (w.v.kind == OOMI_PEAKS_REGULAR)
         return OOM_OK;
-    if (n)
+    if (w.n)
         oomi_sb_printf(&sb, "not monotone in the batch:");
-    for (i = 0; i < n; i++)
+    for (i = 0; i < w.n; i++)
+        oomi_sb_printf(&sb, "%s batch %d (%s) above batch %d (%s)", i ? "," : "",
+                       (int)w.pts[w.pairs[i][0]].b,
+                       oom_format_size(a, sizeof(a), (uint64_t)w.pts[w.pairs[i][0]].peak),
+                       (int)w.pts[w.pairs[i][1]].b,
+                       oom_format_size(b, sizeof(b), (uint64_t)w.pts[w.pairs[i][1]].peak));
+    if (w.v.kind == OOMI_PEAKS_STEPPED) {
+        oomi_sb_printf(&sb, "; the search bisected between the largest batch under the budget "
+                            "and the smallest over it");
+        return oomi_sb_finish(&sb, out);
+    }
+    if (w.n)
+        oomi_sb_printf(&sb, "; ");
+    else if (fit->valid && fit->fixed_bytes == 0 && !fit->quadratic)
         oomi_sb_printf(
-            &sb, "%s batch %d (%s) above batch %d (%s)", i ? "," : "", (int)pts[pairs[i][0]].b,
-            oom_format_size(a, sizeof(a), (uint64_t)pts[pairs[i][0]].peak), (int)pts[pairs[i][1]].b,
-            oom_format_size(b, sizeof(b), (uint64_t)pts[pairs[i][1]].peak));
-    if (!n)
-        oomi_sb_printf(&sb,
-                       "no sensible curve fits them (peak = %s%s %s %s x batch %s %s x batch^2)",
-                       fit.fixed_bytes < 0 ? "-" : "",
-                       oom_format_size(a, sizeof(a), (uint64_t)fabs(fit.fixed_bytes)),
-                       fit.per_sample_bytes < 0 ? "-" : "+",
-                       oom_format_size(b, sizeof(b), (uint64_t)fabs(fit.per_sample_bytes)),
-                       fit.per_sample2_bytes < 0 ? "-" : "+",
-                       oom_format_size(c, sizeof(c), (uint64_t)fabs(fit.per_sample2_bytes)));
-    oomi_sb_printf(&sb, "; the search bisected between the largest batch under the budget and the "
-                        "smallest over it");
+            &sb, "no sensible curve fits them (peak = %s%s %s %s x batch %s %s x batch^2); ",
+            w.v.lsq.c[0] < 0 ? "-" : "",
+            oom_format_size(a, sizeof(a), (uint64_t)fabs(w.v.lsq.c[0])),
+            w.v.lsq.c[1] < 0 ? "-" : "+",
+            oom_format_size(b, sizeof(b), (uint64_t)fabs(w.v.lsq.c[1] / w.v.lsq.scale)),
+            w.v.lsq.terms == 3 && w.v.lsq.c[2] < 0 ? "-" : "+",
+            oom_format_size(c, sizeof(c),
+                            w.v.lsq.terms == 3
+                                ? (uint64_t)fabs(w.v.lsq.c[2] / (w.v.lsq.scale * w.v.lsq.scale))
+                                : 0));
+    oomi_sb_printf(&sb,
+                   "the peaks vary from launch to launch: the search fitted a %s through "
+                   "all %zu measured trials",
+                   w.v.lsq.terms == 3 ? "parabola" : "line", w.k);
+    if (w.v.scatter > 0)
+        oomi_sb_printf(&sb, " (they scatter by %.2f %% around it)", 100 * w.v.scatter / 2);
+    oomi_sb_printf(&sb, " and kept %.1f %% of the budget free", 100 * w.v.allowance);
     return oomi_sb_finish(&sb, out);
 }
 

@@ -40,6 +40,8 @@ struct run_ctx {
     int events_fd;
     int events_error;
     bool events_regular; /* a regular file: all-or-nothing appends; else a stream (FIFO) */
+    oomi_sync *sync;     /* the other nodes' supervisors (sync_dir), or NULL */
+    long supervisor;     /* the oomless that launched this run and relaunches it (0: none) */
 };
 
 /* One JSONL line: {"time", "event", "pid", "attempt", "batch", "grad_accum", "peak_bytes",
@@ -315,7 +317,10 @@ static int check_options(const oom_run_options *o, int *accum, long *effective)
                          *accum, *effective);
     if (o->min_batch > o->batch)
         return oomi_fail(OOM_EINVAL, "run: batch %d is below the floor %d", o->batch, o->min_batch);
-    return OOM_OK;
+    if (o->version >= 3 && !(o->sync_wait_s >= 0 && o->sync_wait_s <= OOM_MAX_SYNC_WAIT))
+        return oomi_fail(OOM_EINVAL, "run: sync wait %g s is not from 0 to %g seconds",
+                         o->sync_wait_s, OOM_MAX_SYNC_WAIT);
+    return oomi_check_kill_grace(o->kill_grace_s, "run");
 }
 
 static void init_launch(oomi_launch *l, const oom_job *job, const oom_run_options *o,
@@ -337,34 +342,52 @@ static void init_launch(oomi_launch *l, const oom_job *job, const oom_run_option
     l->user = c;
 }
 
-/* Announces the relaunch; returns OOM_OK with the new batch, or OOM_ENOFIT. */
-static int plan_restart(oomi_launch *l, oom_run_result *r, struct ladder *d, int floor,
-                        int max_restarts)
+/* A relaunch: its micro-batch and accumulation, and why. */
+struct restart {
+    int batch, accum;
+    char why[600];
+};
+
+static int no_restarts_left(const oomi_launch *l, const oom_run_result *r, int max_restarts)
+{
+    return oomi_fail(OOM_ENOFIT,
+                     "the job ran out of memory at batch %d after %d restart(s) "
+                     "(--max-restarts %d)",
+                     l->batch, r->restarts, max_restarts);
+}
+
+/* The relaunch after an out-of-memory death: OOM_OK with *x, or OOM_ENOFIT. `supervisor`: the
+ * pid of the oomless that launched this run, which relaunches instead (0: none). */
+static int plan_restart(struct restart *x, oomi_launch *l, oom_run_result *r, struct ladder *d,
+                        int floor, int max_restarts, long supervisor)
 {
     int next = 0, fit, accum;
-    char why[600] = "", basis[480] = "";
-    if (r->restarts >= max_restarts)
+    char *why = x->why, basis[480] = "";
+    if (supervisor)
         return oomi_fail(OOM_ENOFIT,
-                         "the job ran out of memory at batch %d after %d restart(s) "
-                         "(--max-restarts %d)",
-                         l->batch, r->restarts, max_restarts);
+                         "the job ran out of memory at batch %d; the oomless (pid %ld) that "
+                         "launched this run relaunches it",
+                         l->batch, supervisor);
+    if (r->restarts >= max_restarts)
+        return no_restarts_left(l, r, max_restarts);
+    why[0] = '\0';
     ladder_add(d, l);
     fit = l->batch > floor ? ladder_fit(d, l->batch, basis, sizeof(basis)) : 0;
     if (l->recovery_batch >= floor && l->recovery_batch < l->batch &&
         r->effective % l->recovery_batch == 0) { /* the ranks' agreed micro-batch (oomless.torch) */
         next = l->recovery_batch;
-        oomi_snprintf(why, sizeof(why), "the batch the ranks agreed on");
+        oomi_snprintf(why, sizeof(x->why), "the batch the ranks agreed on");
     } else if (fit) {
         fit = fit < floor ? floor : fit;
         next = divisor_at_most(fit, r->effective, floor);
         if (!next || 2 * next < fit) /* a divisor that wastes half the batch: inexact instead */
             next = fit;
-        oomi_snprintf(why, sizeof(why), "%s: batch %d predicted to fit", basis, fit);
+        oomi_snprintf(why, sizeof(x->why), "%s: batch %d predicted to fit", basis, fit);
     } else if (l->batch > floor) { /* nothing measured: the next divisor, or half */
         next = divisor_at_most(l->batch - 1, r->effective, floor);
         if (!next || 2 * next < l->batch)
             next = l->batch / 2 > floor ? l->batch / 2 : floor;
-        oomi_snprintf(why, sizeof(why), "no peak measured");
+        oomi_snprintf(why, sizeof(x->why), "no peak measured");
     }
     if (!next)
         return oomi_fail(OOM_ENOFIT,
@@ -375,20 +398,28 @@ static int plan_restart(oomi_launch *l, oom_run_result *r, struct ladder *d, int
     accum = accum < 1 ? 1 : accum;
     if ((long)next * accum != r->effective) {
         size_t len = strlen(why);
-        oomi_snprintf(why + len, sizeof(why) - len,
+        oomi_snprintf(why + len, sizeof(x->why) - len,
                       "; inexact accumulation: effective batch %ld instead of %ld (%+.1f%%)",
                       (long)next * accum, r->effective,
                       100.0 * ((double)next * accum - (double)r->effective) / (double)r->effective);
     }
+    x->batch = next;
+    x->accum = accum;
+    return OOM_OK;
+}
+
+/* Announces the relaunch and makes it the next launch's. */
+static void apply_restart(oomi_launch *l, oom_run_result *r, const struct restart *x)
+{
     if (l->on_event) {
         oom_job_event ev = OOM_JOB_EVENT_INIT;
         ev.kind = OOM_EVENT_RESTART;
         ev.time = oomi_now_unix();
         ev.pid = l->pid;
         ev.attempt = l->attempt + 1;
-        ev.batch = next;
-        ev.grad_accum = accum;
-        ev.reason = why;
+        ev.batch = x->batch;
+        ev.grad_accum = x->accum;
+        ev.reason = x->why;
         ev.previous_batch = l->batch;
         ev.previous_accum = l->accum;
         ev.peak_bytes = l->peak_bytes;
@@ -397,21 +428,157 @@ static int plan_restart(oomi_launch *l, oom_run_result *r, struct ladder *d, int
         l->on_event(&ev, l->user);
     }
     r->restarts++;
-    l->batch = next;
-    l->accum = accum;
+    l->batch = x->batch;
+    l->accum = x->accum;
+}
+
+/* ---- the nodes of one job (sync.c) ---------------------------------------------------------- */
+
+/* While the job runs: whether another node decided this attempt's relaunch, or left the job. */
+static int peer_check(void *user)
+{
+    struct run_ctx *c = user;
+    oomi_sync_look k;
+    if (oomi_sync_look_now(c->sync, &k)) {
+        oomi_clear_error(); /* looked at again 0.1 s later, and failed on in the wait */
+        return 0;
+    }
+    return (k.decided && strcmp(k.by, oomi_sync_node(c->sync))) || k.lost[0];
+}
+
+static int decided_or_ended(const oomi_sync_look *k)
+{
+    return k->decided || k->ended || k->lost[0];
+}
+
+static int all_ended(const oomi_sync_look *k)
+{
+    return k->ended;
+}
+
+/* Another node's decision as this node's relaunch, or why it cannot be. */
+static int follow(struct restart *x, const oomi_launch *l, const oom_run_result *r,
+                  const oomi_sync_look *k, int floor, int max_restarts)
+{
+    if (!k->batch)
+        return oomi_fail(OOM_ENOFIT,
+                         "node %s ran out of memory at batch %d and no smaller batch is left "
+                         "there: the job does not fit",
+                         k->by, k->failed_batch);
+    if (r->restarts >= max_restarts)
+        return no_restarts_left(l, r, max_restarts);
+    if (k->batch < floor || k->batch > l->batch)
+        return oomi_fail(OOM_ENOFIT,
+                         "node %s relaunches at batch %d, which this node cannot (its batch %d, "
+                         "floor %d): give every node the same batch options",
+                         k->by, k->batch, l->batch, floor);
+    x->batch = k->batch;
+    x->accum = k->accum;
+    oomi_snprintf(x->why, sizeof(x->why),
+                  "the batch node %s chose after its job ran out of memory at batch %d", k->by,
+                  k->failed_batch);
     return OOM_OK;
 }
 
-static int run_loop(oom_run_result *r, oomi_launch *l, const oom_run_options *o)
+/* The relaunch every node of the job takes. A node whose job ran out of memory records the
+ * batch it chose (batch 0 when it gives up) and takes the attempt's first such record, its own
+ * or an earlier node's; one whose job ended otherwise records that and waits for one. When every
+ * node ended the attempt without one (or the wait ran out), the job's own status ends the run:
+ * *done. Before relaunching, each waits for every node's job to have ended: a new torchrun agent
+ * must not meet what is left of the old rendezvous. */
+static int sync_restart(struct restart *x, struct run_ctx *c, oomi_launch *l, oom_run_result *r,
+                        struct ladder *d, int floor, int max_restarts, int *done)
 {
-    int floor = o->min_batch > 0 ? o->min_batch : 1, err;
+    oomi_sync_look k;
+    int err = OOM_OK, own, timed_out;
+
+    *done = 0;
+    if (l->oom) {
+        own = plan_restart(x, l, r, d, floor, max_restarts, c->supervisor);
+        if (own && own != OOM_ENOFIT)
+            return own;
+        if ((err = oomi_sync_oom(c->sync, l->batch, own ? 0 : x->batch, x->accum, l->step)) || own)
+            return err ? err : own;
+    } else if ((err = oomi_sync_end(c->sync, l->exit_code))) {
+        return err;
+    }
+    if ((err = oomi_sync_wait(c->sync, &k, decided_or_ended, &timed_out, c->o->stop)))
+        return err;
+    if (!k.decided && k.lost[0] && l->peer_stop) /* this node's job was stopped for it */
+        return oomi_fail(OOM_EJOB,
+                         "node %s left the job (its oomless run exited %d), and the job cannot "
+                         "go on without it; this node's job exited %d",
+                         k.lost, k.lost_status, l->exit_code);
+    if (!k.decided) { /* the job's own status, whoever left after it ended */
+        if (k.lost[0] && !k.ended)
+            oomi_notice("attempt %d: node %s left the job (its oomless run exited %d): no node "
+                        "relaunches",
+                        l->attempt, k.lost, k.lost_status);
+        else if (timed_out)
+            oomi_notice("attempt %d: %d other node(s) did not say within %.0f s how their job "
+                        "ended; none ran out of memory so far: this node's job exited %d",
+                        l->attempt, k.pending,
+                        c->o->sync_wait_s > 0 ? c->o->sync_wait_s : OOM_DEFAULT_SYNC_WAIT,
+                        l->exit_code);
+        *done = 1;
+        return OOM_OK;
+    }
+    if (strcmp(k.by, oomi_sync_node(c->sync)) && (err = follow(x, l, r, &k, floor, max_restarts)))
+        return err;
+    if ((err = oomi_sync_wait(c->sync, &k, all_ended, &timed_out, c->o->stop)))
+        return err;
+    if (timed_out)
+        oomi_notice("attempt %d: %d other node(s) did not say within %.0f s that their job ended; "
+                    "relaunching anyway",
+                    l->attempt, k.pending,
+                    c->o->sync_wait_s > 0 ? c->o->sync_wait_s : OOM_DEFAULT_SYNC_WAIT);
+    oomi_sync_next(c->sync);
+    return OOM_OK;
+}
+
+/* torchrun's agent could not gather the nodes: said, as it is the job's status that follows. */
+static void rdzv_notice(const oomi_launch *l, const struct run_ctx *c)
+{
+    const char *hint = c->sync ? ""
+                               : "; give every node's 'oomless run' the same --sync-dir, or "
+                                 "supervise the whole job from one place ('oomless run -- "
+                                 "srun ...' in the batch script)";
+    if (l->rdzv_error == OOMI_RDZV_TIMEOUT)
+        oomi_notice("attempt %d: torchrun gave up waiting for the other nodes at its rendezvous "
+                    "(RendezvousTimeoutError, after its --rdzv-conf join_timeout, 600 s unless "
+                    "set): %s%s",
+                    l->attempt,
+                    l->attempt > 1 ? "the other nodes did not relaunch with this one"
+                                   : "not every node started the job",
+                    l->attempt > 1 ? hint : "");
+    else if (l->rdzv_error == OOMI_RDZV_CLOSED)
+        oomi_notice("attempt %d: torchrun found its rendezvous closed (RendezvousClosedError): "
+                    "another node's agent had ended the job%s",
+                    l->attempt, l->attempt > 1 ? hint : "");
+}
+
+static int run_loop(oom_run_result *r, oomi_launch *l, struct run_ctx *c)
+{
+    const oom_run_options *o = c->o;
+    struct restart x;
+    int floor = o->min_batch > 0 ? o->min_batch : 1, err, done;
     int max_restarts = o->max_restarts == -1 ? 0 : o->max_restarts ? o->max_restarts : 5;
     struct ladder ladder;
+    long supervisor;
+
+    if (oomi_supervised(&supervisor, NULL, 1))
+        oomi_notice("this run was launched by oomless (pid %ld): the job runs once here, and "
+                    "after an out-of-memory that one relaunches it (relaunches at both levels "
+                    "would multiply)",
+                    supervisor);
+    c->supervisor = supervisor;
 
     memset(&ladder, 0, sizeof(ladder));
     ladder.usable = o->version >= 2 ? (double)o->usable_bytes : 0;
     for (;;) {
         l->attempt = r->attempts + 1;
+        if (c->sync && (err = oomi_sync_launch(c->sync, l->attempt, l->batch, l->accum)))
+            return err;
         err = oomi_launch_run(l);
         r->attempts++;
         r->batch = l->batch;
@@ -431,10 +598,19 @@ static int run_loop(oom_run_result *r, oomi_launch *l, const oom_run_options *o)
         if (l->stop_signal)
             return oomi_fail(OOM_EINTERRUPTED, "stopped by signal %d; the job exited %d",
                              l->stop_signal, l->exit_code);
-        if (!l->oom)
+        rdzv_notice(l, c);
+        if (!l->oom && (!c->sync || (l->exit_code == 0 && !l->peer_stop)))
             return OOM_OK;
-        if ((err = plan_restart(l, r, &ladder, floor, max_restarts)))
+        if (c->sync) {
+            err = sync_restart(&x, c, l, r, &ladder, floor, max_restarts, &done);
+            if (err == OOM_EINTERRUPTED && o->stop) /* a signal while waiting for the others */
+                r->stop_signal = (int)*o->stop;
+            if (err || done)
+                return err;
+        } else if ((err = plan_restart(&x, l, r, &ladder, floor, max_restarts, supervisor))) {
             return err;
+        }
+        apply_restart(l, r, &x);
         if (o->stop && *o->stop) { /* a signal while relaunching: launch nothing more */
             r->stop_signal = (int)*o->stop;
             return oomi_fail(OOM_EINTERRUPTED, "stopped by signal %d before attempt %d",
@@ -443,9 +619,54 @@ static int run_loop(oom_run_result *r, oomi_launch *l, const oom_run_options *o)
     }
 }
 
+/* The sync folder the nodes of the job share; without one, the notice that one part of a job
+ * spread over several nodes cannot recover on its own. */
+static int start_nodes(struct run_ctx *c, oomi_launch *l, const oom_job *job)
+{
+    const oom_run_options *o = c->o;
+    const char *dir = o->version >= 3 ? o->sync_dir : NULL;
+    char what[96];
+    int err;
+    if (dir && *dir) {
+        if ((err = oomi_sync_open(&c->sync, dir, o->sync_id, job->argv,
+                                  o->sync_wait_s > 0 ? o->sync_wait_s : OOM_DEFAULT_SYNC_WAIT)))
+            return err;
+        l->peer_check = peer_check;
+        l->peer_user = c;
+        oomi_notice("the nodes of job '%s' agree on relaunches in '%s' (this one as %s)",
+                    oomi_sync_job(c->sync), oomi_sync_path(c->sync), oomi_sync_node(c->sync));
+    } else if (oomi_multinode(job->argv, what, sizeof(what)) && !oomi_uses_integration(job->argv)) {
+        oomi_notice("this is one part of a job spread over several nodes (%s), each under its own "
+                    "supervisor: when another node's job runs out of memory, this one fails "
+                    "without an out-of-memory error of its own and is not relaunched, and a node "
+                    "that relaunches waits at the rendezvous for nodes that do not come. To "
+                    "recover, give every node's 'oomless run' the same --sync-dir on a shared "
+                    "filesystem (or OOMLESS_SYNC_DIR), step through oomless.torch.TrainStep, "
+                    "oomless.hf or oomless.lightning, or supervise the whole job from one place "
+                    "('oomless run -- srun ...' in the batch script)",
+                    what);
+    }
+    return OOM_OK;
+}
+
+/* The last record of this node in the sync file; a failure to write it is the run's when the
+ * run had none (the other nodes cannot know it left). */
+static int leave_nodes(struct run_ctx *c, const oom_run_result *r, int err)
+{
+    char keep[1024];
+    int status = err ? (r->exit_code > 0 ? r->exit_code : 1) : r->exit_code, e;
+    if (!c->sync)
+        return err;
+    oomi_snprintf(keep, sizeof(keep), "%s", oom_last_message());
+    e = oomi_sync_exit(c->sync, status < 0 ? 1 : status);
+    if (e && !err)
+        return e;
+    return err ? oomi_fail(err, "%s", keep) : OOM_OK;
+}
+
 int oom_run(oom_run_result *r, const oom_job *job, const oom_run_options *o)
 {
-    struct run_ctx c = {o, -1, 0, false};
+    struct run_ctx c = {o, -1, 0, false, NULL, 0};
     oom_patterns *own = NULL;
     oom_gpu_session *gpu = NULL;
     oomi_launch l;
@@ -481,7 +702,9 @@ int oom_run(oom_run_result *r, const oom_job *job, const oom_run_options *o)
     init_launch(&l, job, o, &c, gpu, o->patterns ? o->patterns : own);
     l.batch = o->batch;
     l.accum = accum;
-    err = run_loop(r, &l, o);
+    if ((err = start_nodes(&c, &l, job)))
+        goto done;
+    err = leave_nodes(&c, r, run_loop(r, &l, &c));
     if (!err && c.events_error)
         err = oomi_fail(OOM_EIO, "cannot write the events file '%s': %s", o->events_path,
                         c.events_error == EAGAIN ? "its reader does not keep up (waited 1 s)"
@@ -489,6 +712,7 @@ int oom_run(oom_run_result *r, const oom_job *job, const oom_run_options *o)
 done:
     if (c.events_fd >= 0)
         close(c.events_fd);
+    oomi_sync_free(c.sync);
     oom_gpu_close(gpu);
     oom_patterns_free(own);
     return err;

@@ -503,13 +503,17 @@ static int resolve(char **out, const char *arg)
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
         if (!(*out = oomi_asprintf("%s/config.json", path)))
             err = oomi_nomem();
+        else if (stat(*out, &st) == 0 && !S_ISREG(st.st_mode)) /* never opened: a FIFO waits */
+            err = oomi_fail(OOM_EINVAL, "model folder '%s': '%s' is %s, not a regular file", arg,
+                            *out, oomi_file_kind(st.st_mode));
         else if (!is_file(*out))
             err = oomi_fail(OOM_ENOTFOUND, "model folder '%s' holds no config.json", arg);
     } else if (stat(path, &st) == 0) {
         if (S_ISREG(st.st_mode))
             *out = path, path = NULL;
         else
-            err = oomi_fail(OOM_EINVAL, "model '%s' is not a regular file", arg);
+            err = oomi_fail(OOM_EINVAL, "model '%s' is %s, not a regular file", arg,
+                            oomi_file_kind(st.st_mode));
     } else if (looks_like_path(arg)) {
         err = oomi_fail(OOM_ENOTFOUND, "model file '%s' does not exist", arg);
     } else {

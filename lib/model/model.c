@@ -21,7 +21,7 @@ typedef struct cfg_ctx {
  * bits in the WebAssembly build, web/) */
 #define CFG_NUM_MAX ((int64_t)1 << 40 < LONG_MAX ? (int64_t)1 << 40 : (int64_t)LONG_MAX)
 
-/* The first of `keys` (NULL-terminated) present with a number; *found = 0 when none is. */
+/* The first of `keys` (NULL-terminated) present; not a whole number in range: OOM_EPARSE */
 static int get_num(const cfg_ctx *c, const char *const *keys, long *out, bool required, long dflt)
 {
     char where[PATH_MAX + 32];
@@ -32,11 +32,12 @@ static int get_num(const cfg_ctx *c, const char *const *keys, long *out, bool re
 
     oomi_snprintf(where, sizeof(where), "model config '%s': ", c->path);
     for (i = 0; keys[i]; i++) {
-        /* a bad value is a config that does not parse (OOM_EPARSE), with the helper's message */
         if ((err = oomi_json_double(&v, &found, c->cfg, keys[i], 0, (double)CFG_NUM_MAX, where)))
             return oomi_fail_prefix(OOM_EPARSE, "%s", "");
         if (!found)
             continue;
+        if (v != (double)(long)v)
+            return oomi_fail(OOM_EPARSE, "%s%s %.15g is not a whole number", where, keys[i], v);
         *out = (long)v;
         return OOM_OK;
     }
@@ -988,17 +989,12 @@ int oomi_model_clone(oomi_model **out, const oomi_model *m)
 /* Reads one config.json file and parses it. */
 int oomi_model_load_file(oomi_model **out, const char *path, const char *name)
 {
-    char *text = NULL;
     json_object *cfg;
-    enum json_tokener_error jerr;
     int err;
 
-    if ((err = oomi_read_file(&text, NULL, path, OOMI_READ_MAX)))
+    *out = NULL;
+    if ((err = oomi_json_load_file(&cfg, path, "model config")))
         return err;
-    cfg = json_tokener_parse_verbose(text, &jerr);
-    oomi_free(text);
-    if (!cfg)
-        return oomi_fail(OOM_EPARSE, "model config '%s': %s", path, json_tokener_error_desc(jerr));
     err = oomi_model_parse(out, cfg, name, path);
     json_object_put(cfg);
     return err;

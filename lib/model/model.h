@@ -148,6 +148,9 @@ struct oom_workload {
      * stage3_prefetch_bucket_size, stage3_param_persistence_threshold, stage3_max_reuse_distance,
      * reduce_bucket_size */
     double z3_live, z3_prefetch, z3_persist, z3_reuse, z3_reduce;
+    /* the ZeRO-3 replays a search keeps (estimate/estimate_zero3.c), borrowed from the searcher;
+     * NULL: none (a clone has none) */
+    struct oomi_zero3_cache *z3_cache;
     bool keep_grads;        /* zero_grad(set_to_none=False): gradients live in every phase */
     bool kv_transformers;   /* inference: transformers' KV cache, not a serving engine's */
     uint64_t overhead;      /* OOM_UNKNOWN: from the GPU generation */
@@ -195,7 +198,7 @@ struct oom_workload {
  * DataCollatorWithFlattening: one row, position ids restarting per document), block-mask
  * (torchtune PackedDataset: rows of packs, a block-causal document mask) */
 enum { OOMI_PACKING_NONE, OOMI_PACKING_PADDING_FREE, OOMI_PACKING_BLOCK_MASK };
-extern const char *const oomi_packing_names[3];
+extern const oom_option_value *const oomi_packing_values[3];
 /* the micro-batch as the model sees it: *rows of *len tokens each (batch x seq unpacked) */
 void oomi_packed_shape(const oom_workload *w, long *rows, long *len);
 
@@ -204,7 +207,7 @@ typedef enum oomi_adapter_dtype {
     OOMI_ADAPTER_FP32,
     OOMI_ADAPTER_BF16
 } oomi_adapter_dtype;
-extern const char *const oomi_adapter_dtype_names[3];
+extern const oom_option_value *const oomi_adapter_dtype_values[3];
 /* the base is quantised to NF4 at load (method qlora or precision 4bit, no quantization_config);
  * its double quantization as resolved (auto: under --method qlora) */
 bool oomi_nf4_base(const oom_workload *w);
@@ -220,7 +223,7 @@ double oomi_nf4_bytes(bool double_quant);
 /* where GRPO's completions are generated: transformers' generate in the trainer, or a vLLM engine
  * in the trainer's process on the same GPU (TRL's vllm_mode="colocate", verl's hybrid engine) */
 typedef enum oomi_rollout { OOMI_ROLLOUT_NONE, OOMI_ROLLOUT_VLLM_COLOCATE } oomi_rollout;
-extern const char *const oomi_rollout_names[2];
+extern const oom_option_value *const oomi_rollout_values[2];
 
 typedef enum oomi_objective {
     OOMI_OBJECTIVE_SFT,
@@ -259,20 +262,34 @@ oom_precision oomi_resolved_precision(const oom_workload *w);
  * precision used there instead of `p` (bf16 -> fp16, amp-bf16 -> amp-fp16; others unchanged). */
 bool oomi_gpu_lacks_bf16(const oom_gpu_profile *gpu);
 oom_precision oomi_precision_without_bf16(oom_precision p);
-/* option values, indexed by the public enums (workload.c) */
-extern const char *const oomi_method_names[4], *const oomi_precision_names[8];
-extern const char *const oomi_optimizer_names[10], *const oomi_checkpointing_names[3];
+/* ---- the option tables (workload_options.c) ------------------------------------------------
+ * The values of the enumerated options, indexed by their enums (sharding's fsdp2 and
+ * checkpointing's forms follow the enum's values). */
+extern const oom_option_value *const oomi_method_values[4], *const oomi_precision_values[8];
+#define OOMI_OPTIMIZERS (OOM_OPTIMIZER_PAGED_ADAMW_8BIT + 1) /* the last oom_optimizer, + 1 */
+extern const oom_option_value *const oomi_optimizer_values[OOMI_OPTIMIZERS];
+extern const oom_option_value *const *const oomi_checkpointing_values; /* none, selective, full */
+extern const oom_option_value *const oomi_attention_values[3], *const oomi_loss_values[2];
+extern const oom_option_value *const oomi_sharding_values[5], *const oomi_offload_values[3];
+extern const oom_option_value *const oomi_kv_cache_values[2]; /* "vllm", "transformers" */
+extern const oom_option_value *const oomi_objective_values[8], *const oomi_reference_values[4];
+/* the workload option of this exact name, or NULL */
+const oom_option *oomi_workload_option(const char *name);
+/* the index of `text` among the option's values that are not forms (compared as oomi_name_cmp
+ * does); OOM_EINVAL naming the option, the text and every value */
+int oomi_option_parse(unsigned *out, const oom_option *o, const char *text);
+/* the option's values into sb, separated by `sep` ("none, zero1, ...") */
+void oomi_option_values_text(oomi_sb *sb, const oom_option *o, const char *sep);
+/* values[v]->name, "?" when v is not below n */
+const char *oomi_value_name(const oom_option_value *const *values, size_t n, unsigned v);
+#define OOMI_VALUE_NAME(values, v) oomi_value_name(values, OOMI_ARRAY_LEN(values), (unsigned)(v))
 /* the workload's checkpointing as the option spells it ("full", "every:2", "nth:4+offload"): a
  * name, or `buf` (OOMI_CKPT_TEXT bytes) written */
 #define OOMI_CKPT_TEXT 32
 const char *oomi_checkpointing_text(char *buf, size_t size, const oom_workload *w);
-extern const char *const oomi_attention_names[3], *const oomi_loss_names[2];
-extern const char *const oomi_sharding_names[4], *const oomi_offload_names[3];
-extern const char *const oomi_kv_cache_names[2]; /* "vllm", "transformers" */
 /* whether the workload trains under FSDP2 (sharding fsdp2), and its sharding as the option spells
  * it ("fsdp2", else the knob's name) */
 bool oomi_fsdp2(const oom_workload *w);
 const char *oomi_sharding_text(const oom_workload *w);
-extern const char *const oomi_objective_names[8], *const oomi_reference_names[4];
 
 #endif

@@ -6,22 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int parse_enum(unsigned *out, const char *key, const char *value, const char *const *names,
-                      size_t n)
+/* a value of the option `key` (workload_options.c), as the index of its table */
+static int parse_enum(unsigned *out, const char *key, const char *value)
 {
-    size_t i;
-    oomi_sb sb = OOMI_SB_INIT;
-    for (i = 0; i < n; i++) {
-        if (!oomi_name_cmp(value, names[i])) {
-            *out = (unsigned)i;
-            return OOM_OK;
-        }
-    }
-    for (i = 0; i < n; i++)
-        oomi_sb_printf(&sb, "%s%s", i ? ", " : "", names[i]);
-    oomi_fail(OOM_EINVAL, "%s '%s' is not one of: %s", key, value, sb.buf ? sb.buf : "");
-    oomi_sb_free(&sb);
-    return OOM_EINVAL;
+    return oomi_option_parse(out, oomi_workload_option(key), value);
 }
 
 static int parse_count(long *out, const char *key, const char *value, long min)
@@ -79,25 +67,19 @@ static int set_dropout(oom_workload *w, const char *value)
 
 static int set_preference(oom_workload *w, const char *key, const char *value)
 {
-    static const char *const yn[] = {"no", "yes"};
     unsigned v;
-    int err;
-    if (!strcmp(key, "objective")) {
-        if (!(err = parse_enum(&v, key, value, oomi_objective_names,
-                               OOMI_ARRAY_LEN(oomi_objective_names))))
-            w->objective = v;
-    } else if (!strcmp(key, "reference")) {
-        if (!(err = parse_enum(&v, key, value, oomi_reference_names,
-                               OOMI_ARRAY_LEN(oomi_reference_names))))
-            w->reference = v;
-    } else if (!strcmp(key, "reference-precision")) {
-        if (!(err = parse_enum(&v, key, value, oomi_precision_names,
-                               OOMI_ARRAY_LEN(oomi_precision_names))))
-            w->ref_precision = (oom_precision)v;
-    } else if (!(err = parse_enum(&v, key, value, yn, 2))) {
+    int err = parse_enum(&v, key, value);
+    if (err)
+        return err;
+    if (!strcmp(key, "objective"))
+        w->objective = v;
+    else if (!strcmp(key, "reference"))
+        w->reference = v;
+    else if (!strcmp(key, "reference-precision"))
+        w->ref_precision = (oom_precision)v;
+    else
         w->precompute_ref = v == 1;
-    }
-    return err;
+    return OOM_OK;
 }
 
 /* CUBLAS_WORKSPACE_CONFIG: ":SIZE_KIB:COUNT" pairs, the workspace being the sum of SIZE x COUNT
@@ -131,10 +113,10 @@ static int set_cublas(oom_workload *w, const char *value)
     return OOM_OK;
 }
 
-#define ENUM(field, names)                                                                         \
+#define ENUM(field)                                                                                \
     do {                                                                                           \
         unsigned v_;                                                                               \
-        if ((err = parse_enum(&v_, key, value, names, OOMI_ARRAY_LEN(names))))                     \
+        if ((err = parse_enum(&v_, key, value)))                                                   \
             return err;                                                                            \
         w->k.field = v_;                                                                           \
         return OOM_OK;                                                                             \
@@ -170,13 +152,14 @@ static int set_checkpointing(oom_workload *w, const char *key, const char *value
                              "checkpointing '%s': N must be a whole number of layers, at least 1",
                              value);
         v = OOM_CHECKPOINTING_FULL;
-    } else if (parse_enum(&v, key, base, oomi_checkpointing_names,
-                          OOMI_ARRAY_LEN(oomi_checkpointing_names)) ||
-               (offload && v != OOM_CHECKPOINTING_FULL))
-        return oomi_fail(OOM_EINVAL,
-                         "checkpointing '%s' is not one of: none, selective, full, every:N, nth:N "
-                         "(these three may end in +offload), op-sac",
-                         value);
+    } else if (parse_enum(&v, key, base) || v > OOM_CHECKPOINTING_FULL ||
+               (offload && v != OOM_CHECKPOINTING_FULL)) {
+        oomi_sb sb = OOMI_SB_INIT;
+        oomi_option_values_text(&sb, oomi_workload_option(key), ", ");
+        oomi_fail(OOM_EINVAL, "checkpointing '%s' is not one of: %s", value, sb.buf ? sb.buf : "");
+        oomi_sb_free(&sb);
+        return OOM_EINVAL;
+    }
     w->k.checkpointing = (oom_checkpointing)v;
     w->ckpt_every = (long)every;
     w->ckpt_nth = nth;
@@ -189,32 +172,32 @@ static int set_checkpointing(oom_workload *w, const char *key, const char *value
  * reshard-after-forward */
 static int set_fsdp2(oom_workload *w, const char *key, const char *value)
 {
-    static const char *const shard[] = {"none", "zero1", "zero2", "zero3", "fsdp2"};
-    static const char *const dtypes[] = {"fp32", "bf16"};
     unsigned v;
     long long n;
     int err;
     if (!strcmp(key, "sharding")) {
-        if ((err = parse_enum(&v, key, value, shard, OOMI_ARRAY_LEN(shard))))
+        if ((err = parse_enum(&v, key, value)))
             return err;
-        w->fsdp2 = v == 4;
+        w->fsdp2 = v == OOM_SHARDING_ZERO3 + 1; /* the value after zero3 */
         w->k.sharding = w->fsdp2 ? OOM_SHARDING_ZERO3 : (oom_sharding)v;
         return OOM_OK;
     }
     if (!strcmp(key, "fsdp-param-dtype")) {
-        if ((err = parse_enum(&v, key, value, dtypes, 2)))
+        if ((err = parse_enum(&v, key, value)))
             return err;
         w->fsdp_bf16 = v == 1, w->fsdp_dtype_set = true;
         return OOM_OK;
     }
-    if (strcmp(value, "no") && strcmp(value, "yes") && (value[0] < '0' || value[0] > '9'))
-        return oomi_fail(OOM_EINVAL, "%s '%s' is not yes, no or a GPU count", key, value);
-    if (!strcmp(value, "no") || !strcmp(value, "yes"))
-        w->fsdp_reshard = strcmp(value, "no") ? 0 : -1;
-    else if ((err = oomi_parse_long(&n, value, 2, 1LL << 30, key)))
-        return err;
-    else
+    /* yes, no, or a count of GPUs (the form N) */
+    if (value[0] >= '0' && value[0] <= '9') {
+        if ((err = oomi_parse_long(&n, value, 2, 1LL << 30, key)))
+            return err;
         w->fsdp_reshard = (long)n;
+    } else if ((err = parse_enum(&v, key, value))) {
+        return err;
+    } else {
+        w->fsdp_reshard = v == 1 ? -1 : 0;
+    }
     w->reshard_set = true;
     return OOM_OK;
 }
@@ -250,22 +233,22 @@ static int set_one(oom_workload *w, const char *key, const char *value)
     if (!strcmp(key, "model"))
         return set_model(w, value);
     if (!strcmp(key, "method"))
-        ENUM(method, oomi_method_names);
+        ENUM(method);
     if (!strcmp(key, "precision"))
-        ENUM(precision, oomi_precision_names);
+        ENUM(precision);
     if (!strcmp(key, "optimizer"))
-        ENUM(optimizer, oomi_optimizer_names);
+        ENUM(optimizer);
     if (!strcmp(key, "checkpointing"))
         return set_checkpointing(w, key, value);
     if (!strcmp(key, "attention"))
-        ENUM(attention, oomi_attention_names);
+        ENUM(attention);
     if (!strcmp(key, "loss"))
-        ENUM(loss, oomi_loss_names);
+        ENUM(loss);
     if (!strcmp(key, "sharding") || !strcmp(key, "fsdp-param-dtype") ||
         !strcmp(key, "reshard-after-forward"))
         return set_fsdp2(w, key, value);
     if (!strcmp(key, "offload"))
-        ENUM(offload, oomi_offload_names);
+        ENUM(offload);
     if (!strcmp(key, "batch"))
         return parse_count(&w->k.batch, key, value, 1);
     if (!strcmp(key, "seq"))
@@ -291,27 +274,17 @@ static int set_one(oom_workload *w, const char *key, const char *value)
             w->lora_rank_set = true;
         return err;
     }
-    if (!strcmp(key, "keep-grads")) {
-        unsigned v;
-        static const char *const yn[] = {"no", "yes"};
-        if ((err = parse_enum(&v, key, value, yn, 2)))
+    if (!strcmp(key, "keep-grads") || !strcmp(key, "kv-cache")) {
+        unsigned v; /* no, yes; vllm, transformers */
+        if ((err = parse_enum(&v, key, value)))
             return err;
-        w->keep_grads = v == 1;
+        *(!strcmp(key, "keep-grads") ? &w->keep_grads : &w->kv_transformers) = v == 1;
         return OOM_OK;
     }
-    if (!strcmp(key, "double-quant") || !strcmp(key, "kbit-prepare")) {
-        static const char *const anoy[] = {"auto", "no", "yes"};
-        return parse_enum(key[0] == 'd' ? &w->double_quant : &w->kbit_prepare, key, value, anoy, 3);
-    }
+    if (!strcmp(key, "double-quant") || !strcmp(key, "kbit-prepare"))
+        return parse_enum(key[0] == 'd' ? &w->double_quant : &w->kbit_prepare, key, value);
     if (!strcmp(key, "adapter-dtype"))
-        return parse_enum(&w->adapter_dtype, key, value, oomi_adapter_dtype_names, 3);
-    if (!strcmp(key, "kv-cache")) {
-        unsigned v;
-        if ((err = parse_enum(&v, key, value, oomi_kv_cache_names, 2)))
-            return err;
-        w->kv_transformers = v == 1;
-        return OOM_OK;
-    }
+        return parse_enum(&w->adapter_dtype, key, value);
     if (!strcmp(key, "objective") || !strcmp(key, "reference") ||
         !strcmp(key, "reference-precision") || !strcmp(key, "precompute-ref"))
         return set_preference(w, key, value);
@@ -322,16 +295,15 @@ static int set_one(oom_workload *w, const char *key, const char *value)
         return err;
     }
     if (!strcmp(key, "rollout"))
-        return parse_enum(&w->rollout, key, value, oomi_rollout_names, 2);
+        return parse_enum(&w->rollout, key, value);
     if (!strcmp(key, "sleep-mode")) {
         unsigned v;
-        static const char *const levels[] = {"0", "1", "2"};
-        if (!(err = parse_enum(&v, key, value, levels, 3)))
+        if (!(err = parse_enum(&v, key, value))) /* levels 0, 1, 2 */
             w->sleep_level = (int)v, w->sleep_set = true;
         return err;
     }
     if (!strcmp(key, "packing"))
-        return parse_enum(&w->packing, key, value, oomi_packing_names, 3);
+        return parse_enum(&w->packing, key, value);
     if (!strcmp(key, "tokens-per-batch"))
         return parse_count(&w->tokens_per_batch, key, value, 1);
     if (!strcmp(key, "lora-targets"))
@@ -355,13 +327,8 @@ static int set_one(oom_workload *w, const char *key, const char *value)
         return parse_count(&w->nccl_channels, key, value, 1);
     if (!strcmp(key, "nccl-communicators"))
         return parse_count(&w->nccl_comms, key, value, 1);
-    if (!strcmp(key, "nccl-nvls")) {
-        static const char *const nvls[] = {"auto", "no", "yes"};
-        unsigned v;
-        if (!(err = parse_enum(&v, key, value, nvls, 3)))
-            w->nccl_nvls = v;
-        return err;
-    }
+    if (!strcmp(key, "nccl-nvls"))
+        return parse_enum(&w->nccl_nvls, key, value);
     return OOM_ENOTFOUND;
 }
 
@@ -394,6 +361,13 @@ int oom_workload_set(oom_workload *w, const char *key, const char *value)
     return err;
 }
 
+/* a copy of the name of value v of option `key` */
+static char *value_of(const char *key, unsigned v)
+{
+    const oom_option *o = oomi_workload_option(key);
+    return oomi_strdup(oomi_value_name(o->values, o->n_values, v));
+}
+
 int oom_workload_get(char **out, const oom_workload *w, const char *key)
 {
     char k[32], *s = NULL;
@@ -422,10 +396,10 @@ int oom_workload_get(char **out, const oom_workload *w, const char *key)
     else if (IS("sharding"))
         s = oomi_strdup(oomi_sharding_text(w));
     else if (IS("fsdp-param-dtype"))
-        s = oomi_strdup(w->fsdp_bf16 ? "bf16" : "fp32");
+        s = value_of(k, w->fsdp_bf16);
     else if (IS("reshard-after-forward"))
         s = w->fsdp_reshard > 1 ? oomi_asprintf("%ld", w->fsdp_reshard)
-                                : oomi_strdup(w->fsdp_reshard ? "no" : "yes");
+                                : value_of(k, w->fsdp_reshard ? 1 : 0);
     else if (IS("offload"))
         s = oomi_strdup(oom_offload_name(kn.offload));
     else if (IS("batch"))
@@ -443,33 +417,33 @@ int oom_workload_get(char **out, const oom_workload *w, const char *key)
     else if (IS("max-num-seqs"))
         s = w->serve_seqs ? oomi_asprintf("%ld", w->serve_seqs) : oomi_strdup("");
     else if (IS("keep-grads"))
-        s = oomi_strdup(w->keep_grads ? "yes" : "no");
+        s = value_of(k, w->keep_grads);
     else if (IS("kbit-prepare"))
-        s = oomi_strdup(w->kbit_prepare == 0 ? "auto" : w->kbit_prepare == 1 ? "no" : "yes");
+        s = value_of(k, w->kbit_prepare);
     else if (IS("double-quant"))
-        s = oomi_strdup(w->double_quant == 0 ? "auto" : w->double_quant == 1 ? "no" : "yes");
+        s = value_of(k, w->double_quant);
     else if (IS("adapter-dtype"))
-        s = oomi_strdup(oomi_adapter_dtype_names[w->adapter_dtype]);
+        s = oomi_strdup(OOMI_VALUE_NAME(oomi_adapter_dtype_values, w->adapter_dtype));
     else if (IS("kv-cache"))
-        s = oomi_strdup(oomi_kv_cache_names[w->kv_transformers]);
+        s = oomi_strdup(OOMI_VALUE_NAME(oomi_kv_cache_values, w->kv_transformers));
     else if (IS("objective"))
-        s = oomi_strdup(oomi_objective_names[w->objective]);
+        s = oomi_strdup(OOMI_VALUE_NAME(oomi_objective_values, w->objective));
     else if (IS("reference"))
-        s = oomi_strdup(oomi_reference_names[oomi_reference_of(w)]);
+        s = oomi_strdup(OOMI_VALUE_NAME(oomi_reference_values, oomi_reference_of(w)));
     else if (IS("reference-precision"))
         s = oomi_strdup(oom_precision_name(w->ref_precision));
     else if (IS("precompute-ref"))
-        s = oomi_strdup(w->precompute_ref ? "yes" : "no");
+        s = value_of(k, w->precompute_ref);
     else if (IS("num-generations"))
         s = oomi_asprintf("%ld", w->num_generations);
     else if (IS("completion-len"))
         s = w->completion_len ? oomi_asprintf("%ld", w->completion_len) : oomi_strdup("");
     else if (IS("rollout"))
-        s = oomi_strdup(oomi_rollout_names[w->rollout]);
+        s = oomi_strdup(OOMI_VALUE_NAME(oomi_rollout_values, w->rollout));
     else if (IS("sleep-mode"))
         s = oomi_asprintf("%d", w->sleep_level);
     else if (IS("packing"))
-        s = oomi_strdup(oomi_packing_names[w->packing]);
+        s = oomi_strdup(OOMI_VALUE_NAME(oomi_packing_values, w->packing));
     else if (IS("tokens-per-batch"))
         s = w->tokens_per_batch ? oomi_asprintf("%ld", w->tokens_per_batch) : oomi_strdup("");
     else if (IS("lora-rank"))
@@ -507,7 +481,7 @@ int oom_workload_get(char **out, const oom_workload *w, const char *key)
     else if (IS("nccl-communicators"))
         s = w->nccl_comms ? oomi_asprintf("%ld", w->nccl_comms) : oomi_strdup("");
     else if (IS("nccl-nvls"))
-        s = oomi_strdup(w->nccl_nvls == 2 ? "yes" : w->nccl_nvls == 1 ? "no" : "auto");
+        s = value_of(k, w->nccl_nvls);
     else
         return oomi_fail(OOM_ENOTFOUND, "unknown workload option '%s'", key);
 #undef IS
@@ -646,7 +620,7 @@ int oomi_objective_check_batch(const oom_workload *w)
 /* what TRL refuses or ignores, refused here rather than estimated wrongly */
 static int validate_objective(const oom_workload *w)
 {
-    const char *obj = oomi_objective_names[w->objective];
+    const char *obj = OOMI_VALUE_NAME(oomi_objective_values, w->objective);
     bool lora = w->k.method == OOM_METHOD_LORA || w->k.method == OOM_METHOD_QLORA;
     if (w->grpo_set && w->objective != OOMI_OBJECTIVE_GRPO)
         return oomi_fail(OOM_EINVAL,
@@ -656,7 +630,7 @@ static int validate_objective(const oom_workload *w)
         return oomi_fail(OOM_EINVAL,
                          "rollout '%s' generates completions for objective 'grpo' "
                          "(got '%s')",
-                         oomi_rollout_names[w->rollout], obj);
+                         OOMI_VALUE_NAME(oomi_rollout_values, w->rollout), obj);
     if (w->sleep_set && w->rollout == OOMI_ROLLOUT_NONE)
         return oomi_fail(OOM_EINVAL, "sleep-mode is the colocated engine's: it needs rollout "
                                      "vllm-colocate");
@@ -688,7 +662,7 @@ static int validate_objective(const oom_workload *w)
         return oomi_fail(OOM_EINVAL,
                          "reference-precision is for a reference copy "
                          "(reference is '%s')",
-                         oomi_reference_names[oomi_reference_of(w)]);
+                         OOMI_VALUE_NAME(oomi_reference_values, oomi_reference_of(w)));
     if (w->objective == OOMI_OBJECTIVE_REWARD && w->model->head != OOMI_HEAD_CAUSAL_LM &&
         w->model->head != OOMI_HEAD_SEQ_CLS)
         return oomi_fail(OOM_EINVAL, "objective 'reward' needs a decoder model (got '%s')",
@@ -710,7 +684,8 @@ static int validate_objective(const oom_workload *w)
 /* packing as TRL and torchtune run it: training of a decoder on its own text (SFT) */
 static int validate_packing(const oom_workload *w)
 {
-    const char *p = oomi_packing_names[w->packing];
+    const char *p = OOMI_VALUE_NAME(oomi_packing_values, w->packing);
+    const char *obj = OOMI_VALUE_NAME(oomi_objective_values, w->objective);
     if (w->packing == OOMI_PACKING_NONE) {
         if (w->tokens_per_batch)
             return oomi_fail(OOM_EINVAL,
@@ -724,8 +699,7 @@ static int validate_packing(const oom_workload *w)
         return oomi_fail(OOM_EINVAL,
                          "packing '%s' is for training a causal language model with objective "
                          "sft (got method '%s', objective '%s', a %s head)",
-                         p, oom_method_name(w->k.method), oomi_objective_names[w->objective],
-                         oomi_head_name(w->model->head));
+                         p, oom_method_name(w->k.method), obj, oomi_head_name(w->model->head));
     if (w->tokens_per_batch && w->packing == OOMI_PACKING_BLOCK_MASK &&
         w->tokens_per_batch % w->k.batch)
         return oomi_fail(OOM_EINVAL,

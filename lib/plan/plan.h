@@ -39,6 +39,24 @@ int oomi_plan_options_run_gpu(oom_plan_result **out, const oom_plan_options *o, 
 /* The safety margin the user asked for, per job (with fit-confidence, budget holds the one the
  * bound needs instead) (plan_text.c) */
 uint64_t oomi_plan_user_margin(const oom_plan_result *r);
+/* no micro-batch above this is considered (plan.c, plan_awkward.c) */
+#define OOMI_PLAN_MAX_MICRO_BATCH 65536
+/* The search's families as plan_awkward.c sees them: family i's knobs on a choice's (its seq,
+ * GPUs, batch and accumulation); knobs k of family i estimated into *c (*valid false where the
+ * estimator refuses them); c's throughput again from its knobs and estimate */
+typedef struct oomi_plan_families {
+    void *ctx;
+    size_t n;
+    oom_knobs (*knobs)(const void *ctx, size_t i, const oom_plan_choice *c);
+    int (*eval)(void *ctx, size_t i, const oom_knobs *k, oom_plan_choice *c, bool *valid);
+    void (*rescore)(const void *ctx, oom_plan_choice *c);
+} oomi_plan_families;
+/* The notice for an effective batch `eff` over `gpus` GPUs whose divisors leave only small
+ * micro-batches (b, the plan, has one below eff / gpus): the nearest effective batches within a
+ * quarter that allow a faster plan with a larger micro-batch, as "96 = 12 x 8". Families that
+ * cannot beat b are left out after two estimates (plan_awkward.c). */
+int oomi_plan_awkward(oom_plan_result *res, const oomi_plan_families *f, const oom_plan_choice *b,
+                      long eff, long gpus);
 /* the human report of a plan (plan_text.c) */
 int oomi_plan_text(char **out, const oom_plan_result *r);
 
@@ -53,10 +71,10 @@ json_object *oomi_plan_vllm_json(const oom_plan_result *r);
 /* the blocks vLLM finds for the plan hold one sequence of `seq` tokens (cdiv(seq, block size)
  * blocks: vLLM's max_memory_usage_bytes for full attention) */
 bool oomi_plan_vllm_holds(const oom_plan_result *r, long seq);
-#define OOMI_PLAN_FORMATS                                                                          \
-    "text, json, env, args, deepspeed, torchrun, vllm, accelerate, torchtitan, trl, verl, "        \
-    "torchtune"
-bool oomi_plan_format_known(const char *format);
+/* the output format `name` of `command` (OOM_COMMAND_PLAN or _TABLE), or NULL; and the
+ * OOM_EINVAL for one that is not, naming every format of the command (plan_output.c) */
+const oom_plan_format_info *oomi_format_find(const char *name, unsigned command);
+int oomi_format_unknown(const char *what, const char *name, unsigned command);
 /* "vllm", "accelerate", "torchtitan" into sb */
 int oomi_plan_format_serve(oomi_sb *sb, const oom_plan_result *r, const char *format);
 /* vLLM's default KV-cache block size on CUDA: CacheConfig.block_size = 16 (vllm/config/cache.py) */
@@ -85,9 +103,13 @@ typedef struct oomi_ckvar {
 #define OOMI_CKS_EVERY2  0x4u
 #define OOMI_CKS_OFFLOAD 0x8u
 #define OOMI_CKVAR_MAX   6 /* plain full, the workload's own, the four above */
-/* --checkpointing-variants: a list of op-sac, nth:2, every:2, full+offload, or the groups
- * transformers, torchtitan, all; none */
+/* --checkpointing-variants: a list of its values (the variants, their groups, all, none) */
+#define OOMI_CKVAR_VALUES 8
+extern const oom_option_value *const oomi_ckvar_values[OOMI_CKVAR_VALUES];
 int oomi_ckvar_parse(unsigned *out, const char *value);
+/* a list of values of allow or allow-downscale into their OOM_ALLOW_* / OOM_DOWNSCALE_* bits
+ * (plan_vocab.c) */
+int oomi_plan_list_bits(unsigned *out, const char *key, const char *value);
 /* the variants a plan tries for w (at most OOMI_CKVAR_MAX): [0] plain full, *own the index of
  * the workload's own (0 when it is plain full), then those w->ckpt_search names */
 size_t oomi_ckvar_list(oomi_ckvar *out, size_t *own, const oom_workload *w);
@@ -98,8 +120,12 @@ int oomi_ckvar_recompute(oom_plan_choice *c, oom_workload *w);
 /* c's checkpointing as --checkpointing spells it; whether it is a variant of full */
 const char *oomi_plan_ck(const oom_plan_choice *c);
 bool oomi_plan_ck_variant(const oom_plan_choice *c);
-/* OOM_EUNSUPPORTED where `format`'s stack cannot run the best plan's checkpointing variant */
-int oomi_plan_ck_check(const oom_plan_result *r, const char *format);
+/* OOM_EUNSUPPORTED where `format`'s stack cannot run the best plan's checkpointing variant:
+ * `can` says which it runs, transformers' every:N and +offload (OOMI_CK_HF), torchtitan's nth:N
+ * and op-sac (OOMI_CK_TITAN) */
+#define OOMI_CK_HF    0x1u
+#define OOMI_CK_TITAN 0x2u
+int oomi_plan_ck_check(const oom_plan_result *r, const char *format, unsigned can);
 /* transformers' activation_checkpointing_kwargs for c's every:N / +offload, as JSON between pre
  * and post: {"every_n_layers": N, "offload": true} */
 void oomi_plan_hf_ck_kwargs(oomi_sb *sb, const oom_plan_choice *c, const char *pre,

@@ -5,16 +5,43 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* the variants `--checkpointing-variants` names, in the order the planner lists them */
-static const struct {
-    const char *name;
-    unsigned bit;
-    oomi_ckvar v;
-} variants[] = {
-    {"op-sac", OOMI_CKS_OPSAC, {0, false, false, true}},
-    {"nth:2", OOMI_CKS_NTH2, {2, true, false, false}},
-    {"every:2", OOMI_CKS_EVERY2, {2, false, false, false}},
-    {"full+offload", OOMI_CKS_OFFLOAD, {0, false, true, false}},
+#define PT (OOM_COMMAND_PLAN | OOM_COMMAND_TABLE)
+#define V(name, help)                                                                              \
+    &(const oom_option_value)                                                                      \
+    {                                                                                              \
+        OOM_OPTION_VALUE_VERSION, name, help, PT, 0, NULL, NULL                                    \
+    }
+
+/* the values of `--checkpointing-variants` (the option in plan_vocab.c): the variants, in the
+ * order the planner lists them, then the groups of what each stack can run (transformers'
+ * every_n_layers and offload=True; torchtitan's layer-level and op-level selective modes) */
+const oom_option_value *const oomi_ckvar_values[OOMI_CKVAR_VALUES] = {
+    V("op-sac", "torchtitan's op-level selective checkpointing"),
+    V("nth:2", "every other layer, the second of each two (torchtitan)"),
+    V("every:2", "every other layer, the first of each two (transformers)"),
+    V("full+offload", "full, the layers' inputs in host memory"),
+    V("transformers", "what transformers runs: every:2, full+offload"),
+    V("torchtitan", "what torchtitan runs: op-sac, nth:2"),
+    V("all", "every variant"),
+    V("none", "plain full checkpointing only"),
+};
+/* each value's variants, and the variant itself for the first four */
+static const unsigned value_bits[] = {
+    OOMI_CKS_OPSAC,
+    OOMI_CKS_NTH2,
+    OOMI_CKS_EVERY2,
+    OOMI_CKS_OFFLOAD,
+    OOMI_CKS_EVERY2 | OOMI_CKS_OFFLOAD,
+    OOMI_CKS_OPSAC | OOMI_CKS_NTH2,
+    OOMI_CKS_OPSAC | OOMI_CKS_NTH2 | OOMI_CKS_EVERY2 | OOMI_CKS_OFFLOAD,
+    0,
+};
+_Static_assert(OOMI_ARRAY_LEN(value_bits) == OOMI_CKVAR_VALUES, "one set of bits per value");
+static const oomi_ckvar variants[] = {
+    {0, false, false, true},  /* op-sac */
+    {2, true, false, false},  /* nth:2 */
+    {2, false, false, false}, /* every:2 */
+    {0, false, true, false},  /* full+offload */
 };
 
 int oomi_ckvar_parse(unsigned *out, const char *value)
@@ -22,30 +49,22 @@ int oomi_ckvar_parse(unsigned *out, const char *value)
     const char *p = value;
     size_t i;
     *out = 0;
-    if (!strcmp(value, "none"))
-        return OOM_OK;
     while (*p) {
         size_t len = strcspn(p, ",");
-        bool found = false;
-        /* the groups: what each stack can run (transformers' every_n_layers and offload=True;
-         * torchtitan's layer-level and op-level selective modes) */
-        static const struct {
-            const char *name;
-            unsigned bits;
-        } groups[] = {{"all", OOMI_CKS_OPSAC | OOMI_CKS_NTH2 | OOMI_CKS_EVERY2 | OOMI_CKS_OFFLOAD},
-                      {"transformers", OOMI_CKS_EVERY2 | OOMI_CKS_OFFLOAD},
-                      {"torchtitan", OOMI_CKS_OPSAC | OOMI_CKS_NTH2}};
-        for (i = 0; i < OOMI_ARRAY_LEN(variants) && !found; i++)
-            if (strlen(variants[i].name) == len && !strncmp(p, variants[i].name, len))
-                *out |= variants[i].bit, found = true;
-        for (i = 0; i < OOMI_ARRAY_LEN(groups) && !found; i++)
-            if (strlen(groups[i].name) == len && !strncmp(p, groups[i].name, len))
-                *out |= groups[i].bits, found = true;
-        if (!found)
-            return oomi_fail(OOM_EINVAL,
-                             "checkpointing-variants '%s' is not a list of: op-sac, nth:2, "
-                             "every:2, full+offload, or transformers, torchtitan, all, none",
-                             value);
+        for (i = 0; i < OOMI_CKVAR_VALUES; i++)
+            if (strlen(oomi_ckvar_values[i]->name) == len &&
+                !strncmp(p, oomi_ckvar_values[i]->name, len))
+                break;
+        if (i == OOMI_CKVAR_VALUES) {
+            oomi_sb sb = OOMI_SB_INIT;
+            for (i = 0; i < OOMI_CKVAR_VALUES; i++)
+                oomi_sb_printf(&sb, "%s%s", i ? ", " : "", oomi_ckvar_values[i]->name);
+            oomi_fail(OOM_EINVAL, "checkpointing-variants '%s' is not a list of: %s", value,
+                      sb.buf ? sb.buf : "");
+            oomi_sb_free(&sb);
+            return OOM_EINVAL;
+        }
+        *out |= value_bits[i];
         p += len;
         if (*p == ',')
             p++;
@@ -68,8 +87,8 @@ size_t oomi_ckvar_list(oomi_ckvar *out, size_t *own, const oom_workload *w)
     if (user.every || user.offload || user.op)
         *own = n, out[n++] = user;
     for (i = 0; i < OOMI_ARRAY_LEN(variants); i++)
-        if ((w->ckpt_search & variants[i].bit) && !same(&variants[i].v, &user))
-            out[n++] = variants[i].v;
+        if ((w->ckpt_search & value_bits[i]) && !same(&variants[i], &user))
+            out[n++] = variants[i];
     return n;
 }
 
@@ -121,15 +140,15 @@ bool oomi_plan_ck_variant(const oom_plan_choice *c)
 /* Which stacks run a variant: transformers' activation_checkpointing_enable takes every_n_layers
  * and offload (TrainingArguments.activation_checkpointing_kwargs, transformers 5.23); torchtitan
  * takes the layer-level nth:N and the op-level op-sac (selective_ac_option "N" or "op"); verl's
- * config has one switch (enable_gradient_checkpointing). */
-int oomi_plan_ck_check(const oom_plan_result *r, const char *format)
+ * config has one switch (enable_gradient_checkpointing). Each format's `can` is in its row of
+ * the format table (plan_output.c). */
+int oomi_plan_ck_check(const oom_plan_result *r, const char *format, unsigned can)
 {
     const char *ck = oomi_plan_ck(r->best);
     bool titan = !strncmp(ck, "nth:", 4) || !strcmp(ck, "op-sac");
-    bool hf = !strcmp(format, "args") || !strcmp(format, "torchrun") || !strcmp(format, "trl");
     if (!oomi_plan_ck_variant(r->best))
         return OOM_OK;
-    if ((hf && titan) || (!strcmp(format, "torchtitan") && !titan) || !strcmp(format, "verl"))
+    if (!(can & (titan ? OOMI_CK_TITAN : OOMI_CK_HF)))
         return oomi_fail(OOM_EUNSUPPORTED,
                          "plan: the %s format cannot express checkpointing '%s' (transformers "
                          "runs every:N and +offload, torchtitan nth:N and op-sac: "

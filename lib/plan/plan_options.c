@@ -24,82 +24,6 @@ struct oom_plan_options {
     bool seq_auto; /* --seq auto: the longest sequence vLLM's KV cache holds */
 };
 
-/* pointers, so that oom_option can grow behind its version */
-static const oom_option *const plan_options[] = {
-    &(const oom_option){OOM_OPTION_VERSION, "target-effective-batch", "N",
-                        "samples per optimizer step over all GPUs (default: batch x "
-                        "grad-accum x GPUs when the batch is given, else 32)"},
-    &(const oom_option){OOM_OPTION_VERSION, "batch-size", "N",
-                        "fix the micro-batch per GPU (never raised; same as --batch)"},
-    &(const oom_option){OOM_OPTION_VERSION, "seq-range", "MIN:MAX",
-                        "the planner picks the longest sequence in the range that fits"},
-    &(const oom_option){OOM_OPTION_VERSION, "max-batch-size", "N", "cap on any micro-batch"},
-    &(const oom_option){OOM_OPTION_VERSION, "max-auto-batch-size", "N",
-                        "cap on a micro-batch the planner chooses"},
-    &(const oom_option){OOM_OPTION_VERSION, "allow", "LIST",
-                        "knobs the planner may change: checkpointing,precision,optimizer,offload,"
-                        "sharding,loss,attention | all | none (default checkpointing,sharding)"},
-    &(const oom_option){OOM_OPTION_VERSION, "checkpointing-variants", "LIST",
-                        "variants of full checkpointing the planner may pick where it searches "
-                        "checkpointing: op-sac,nth:2,every:2,full+offload | transformers | "
-                        "torchtitan | all | none (default none)"},
-    &(const oom_option){OOM_OPTION_VERSION, "allow-inexact", "yes|no",
-                        "the effective batch may round up or down to the nearest one with a good "
-                        "micro-batch (default no)"},
-    &(const oom_option){
-        OOM_OPTION_VERSION, "allow-downscale", "yes|no|LIST",
-        "fixed values that may be lowered when they do not fit: batch,seq,checkpointing "
-        "(default batch)"},
-    &(const oom_option){OOM_OPTION_VERSION, "nodes", "M",
-                        "nodes (data parallel; with --gpus-per-node)"},
-    &(const oom_option){OOM_OPTION_VERSION, "gpus-per-node", "K", "GPUs per node"},
-    &(const oom_option){OOM_OPTION_VERSION, "workers", "auto|N",
-                        "N copies share each GPU (each with its own CUDA context); auto: "
-                        "report how many fit"},
-    &(const oom_option){OOM_OPTION_VERSION, "gpu", "auto|INDEX|NAME",
-                        "GPU to plan for (default: detected, else the default profile)"},
-    &(const oom_option){OOM_OPTION_VERSION, "vram", "auto|free|SIZE",
-                        "target VRAM per GPU: the GPU's, what is free on it now, or a size "
-                        "(bare number = GiB; at most the detected GPU's)"},
-    &(const oom_option){OOM_OPTION_VERSION, "vram-safety-margin", "SIZE|PCT",
-                        "memory kept free (default 1 GiB; bare number = MiB)"},
-    &(const oom_option){OOM_OPTION_VERSION, "fit-confidence", "P",
-                        "plan so that the job fits with confidence P (0.5 to 0.99), from the "
-                        "estimator's measured error, instead of the safety margin"},
-    &(const oom_option){OOM_OPTION_VERSION, "config", "FILE", "user config file"},
-    &(const oom_option){OOM_OPTION_VERSION, "fixed-bytes", "SIZE",
-                        "measured line: bytes independent of the batch (bare number = MiB)"},
-    &(const oom_option){OOM_OPTION_VERSION, "bytes-per-sample", "SIZE",
-                        "measured line: bytes per sample (bare number = MiB)"},
-    &(const oom_option){OOM_OPTION_VERSION, "bytes-per-token", "SIZE",
-                        "measured line: bytes per sample per token of --seq"},
-    &(const oom_option){OOM_OPTION_VERSION, "sample-multiplier", "X",
-                        "measured line: tensors per sample (default 1)"},
-    &(const oom_option){OOM_OPTION_VERSION, "n-positives", "N",
-                        "measured line: positives per anchor (multiplier 1 + pos + neg)"},
-    &(const oom_option){OOM_OPTION_VERSION, "n-negatives", "N",
-                        "measured line: negatives per anchor"},
-    &(const oom_option){OOM_OPTION_VERSION, "flops-per-sample", "X",
-                        "measured line: training FLOPs per sample (for throughput)"},
-    &(const oom_option){OOM_OPTION_VERSION, "workload", "FILE",
-                        "a YAML mapping of these options (and the workload's)"},
-    &(const oom_option){OOM_OPTION_VERSION, "calibration", "FILE|off",
-                        "calibration records of 'oomless probe' (default "
-                        "$XDG_CACHE_HOME/oomless/calibration.jsonl)"},
-    &(const oom_option){
-        OOM_OPTION_VERSION, "calibration-command", "JSON",
-        "plan on the line probe measured for this command (the CLI fills it from '-- CMD...')"},
-    &(const oom_option){OOM_OPTION_VERSION, "calibration-workload", "TEXT",
-                        "the record's workload key, as probe's --workload"},
-};
-
-const oom_option *const *oom_plan_option_table(size_t *count)
-{
-    if (count)
-        *count = OOMI_ARRAY_LEN(plan_options);
-    return plan_options;
-}
-
 int oom_plan_options_create(oom_plan_options **out)
 {
     oom_plan_options *o;
@@ -137,42 +61,17 @@ static int count(long *out, const char *v, const char *key)
     return err;
 }
 
+/* the option's yes or no (its values), or YAML's spellings of a boolean in a workload file */
 static int yes_no(int *out, const char *v, const char *key)
 {
-    if (!oomi_name_cmp(v, "yes") || !oomi_name_cmp(v, "true") || !strcmp(v, "1"))
+    unsigned i;
+    if (!oomi_option_parse(&i, oom_option_lookup(key), v))
+        return *out = i == 0, OOM_OK;
+    if (!oomi_name_cmp(v, "true") || !strcmp(v, "1"))
         return *out = 1, OOM_OK;
-    if (!oomi_name_cmp(v, "no") || !oomi_name_cmp(v, "false") || !strcmp(v, "0"))
+    if (!oomi_name_cmp(v, "false") || !strcmp(v, "0"))
         return *out = 0, OOM_OK;
-    return oomi_fail(OOM_EINVAL, "option '%s': '%s' is not yes or no", key, v);
-}
-
-/* "a,b,c" of names into bits; "all", "none", "default" */
-static int bits(unsigned *out, const char *v, const char *key, const char *const *names,
-                const unsigned *vals, size_t n, unsigned all, unsigned def)
-{
-    char item[32];
-    const char *p = v;
-    unsigned acc = 0;
-    size_t i;
-    while (*p) {
-        size_t len = strcspn(p, ",");
-        oomi_snprintf(item, sizeof(item), "%.*s", (int)(len < 31 ? len : 31), p);
-        if (!oomi_name_cmp(item, "all"))
-            acc |= all;
-        else if (!oomi_name_cmp(item, "default"))
-            acc |= def;
-        else if (oomi_name_cmp(item, "none")) {
-            for (i = 0; i < n && oomi_name_cmp(item, names[i]); i++)
-                ;
-            if (i == n)
-                return oomi_fail(OOM_EINVAL, "option '%s': unknown value '%s' in '%s'", key, item,
-                                 v);
-            acc |= vals[i];
-        }
-        p += len + (p[len] == ',');
-    }
-    *out = acc;
-    return OOM_OK;
+    return OOM_EINVAL; /* the message names the option's values */
 }
 
 static int set_str(char **dst, const char *v)
@@ -234,16 +133,6 @@ static int set_line(oom_plan_options *o, const char *k, const char *v)
 
 static int set_plan(oom_plan_options *o, const char *k, const char *v)
 {
-    static const char *const allow_names[] = {"checkpointing", "precision", "optimizer", "offload",
-                                              "sharding",      "loss",      "attention"};
-    static const unsigned allow_vals[] = {
-        OOM_ALLOW_CHECKPOINTING, OOM_ALLOW_PRECISION, OOM_ALLOW_OPTIMIZER, OOM_ALLOW_OFFLOAD,
-        OOM_ALLOW_SHARDING,      OOM_ALLOW_LOSS,      OOM_ALLOW_ATTENTION};
-    static const char *const down_names[] = {"batch",         "batch-size", "seq",
-                                             "checkpointing", "yes",        "no"};
-    static const unsigned down_vals[] = {OOM_DOWNSCALE_BATCH, OOM_DOWNSCALE_BATCH,
-                                         OOM_DOWNSCALE_SEQ,   OOM_DOWNSCALE_CHECKPOINTING,
-                                         OOM_DOWNSCALE_ALL,   0};
     if (!strcmp(k, "target-effective-batch"))
         return count(&o->target_eff, v, k);
     if (!strcmp(k, "seq-range"))
@@ -253,14 +142,13 @@ static int set_plan(oom_plan_options *o, const char *k, const char *v)
     if (!strcmp(k, "max-auto-batch-size"))
         return count(&o->max_auto, v, k);
     if (!strcmp(k, "allow"))
-        return bits(&o->allow, v, k, allow_names, allow_vals, 7, OOM_ALLOW_ALL, OOM_ALLOW_DEFAULT);
+        return oomi_plan_list_bits(&o->allow, k, v);
     if (!strcmp(k, "allow-inexact"))
         return yes_no(&o->inexact, v, k);
     if (!strcmp(k, "checkpointing-variants"))
         return oomi_ckvar_parse(&o->w->ckpt_search, v);
     if (!strcmp(k, "allow-downscale"))
-        return bits(&o->downscale, v, k, down_names, down_vals, 6, OOM_DOWNSCALE_ALL,
-                    OOM_DOWNSCALE_DEFAULT);
+        return oomi_plan_list_bits(&o->downscale, k, v);
     if (!strcmp(k, "nodes"))
         return count(&o->nodes, v, k);
     if (!strcmp(k, "gpus-per-node"))

@@ -295,12 +295,13 @@ static void format_args(oomi_sb *sb, const oom_plan_result *r, const oom_plan_ch
         oomi_sb_puts(sb, " --gradient_checkpointing");
     if (oomi_plan_ck_variant(c)) /* every:N, +offload (oomi_plan_ck_check) */
         oomi_plan_hf_ck_kwargs(sb, c, " --gradient_checkpointing_kwargs '", "'");
-    if (k->optimizer == OOM_OPTIMIZER_ADAMW_8BIT)
-        oomi_sb_puts(sb, " --optim adamw_bnb_8bit");
-    else if (k->optimizer == OOM_OPTIMIZER_PAGED_ADAMW) /* transformers' OptimizerNames */
-        oomi_sb_puts(sb, " --optim paged_adamw_32bit");
-    else if (k->optimizer == OOM_OPTIMIZER_PAGED_ADAMW_8BIT)
-        oomi_sb_puts(sb, " --optim paged_adamw_8bit");
+    if ((unsigned)k->optimizer < OOMI_OPTIMIZERS) { /* its TrainingArguments.optim (the table) */
+        const oom_option_value *o = oomi_optimizer_values[k->optimizer];
+        if (o->trainer)
+            oomi_sb_printf(sb, " --optim %s", o->trainer);
+        if (o->trainer_args)
+            oomi_sb_printf(sb, " --optim_args %s", o->trainer_args);
+    }
     if (k->sharding != OOM_SHARDING_NONE || k->offload != OOM_OFFLOAD_NONE)
         oomi_sb_puts(sb, " --deepspeed ds_config.json");
     if (k->loss == OOM_LOSS_CHUNKED) /* Liger-Kernel's fused linear + cross-entropy */
@@ -374,21 +375,138 @@ static void format_torchrun(oomi_sb *sb, const oom_plan_result *r)
     format_args(sb, r, r->best, r->inference);
 }
 
-bool oomi_plan_format_known(const char *format)
+/* ---- the formats ------------------------------------------------------------------------------
+ */
+
+/* the writers of the machine formats, into sb */
+static int write_env(oomi_sb *sb, const oom_plan_result *r, const char *format)
 {
-    static const char *const names[] = {"text",       "json",     "env",  "args",
-                                        "deepspeed",  "torchrun", "vllm", "accelerate",
-                                        "torchtitan", "trl",      "verl", "torchtune"};
+    (void)format;
+    format_env(sb, r, r->best);
+    return OOM_OK;
+}
+
+static int write_args(oomi_sb *sb, const oom_plan_result *r, const char *format)
+{
+    (void)format;
+    format_args(sb, r, r->best, r->inference);
+    oomi_sb_putc(sb, '\n');
+    return OOM_OK;
+}
+
+static int write_torchrun(oomi_sb *sb, const oom_plan_result *r, const char *format)
+{
+    (void)format;
+    format_torchrun(sb, r);
+    oomi_sb_putc(sb, '\n');
+    return OOM_OK;
+}
+
+static int write_deepspeed(oomi_sb *sb, const oom_plan_result *r, const char *format)
+{
+    char *text = NULL;
+    int err = oomi_json_finish(&text, deepspeed_json(r->best));
+    (void)format;
+    if (!err)
+        oomi_sb_puts(sb, text);
+    oomi_free(text);
+    return err;
+}
+
+/* trl: GRPOConfig for a plan with a colocated rollout engine, else SFTConfig's packing keys */
+static int write_trl(oomi_sb *sb, const oom_plan_result *r, const char *format)
+{
+    return r->version >= 6 && r->rollout_max_num_seqs > 0 ? oomi_plan_format_rl(sb, r, format)
+                                                          : oomi_plan_format_packing(sb, r, format);
+}
+
+/* the checkpointing variants a format's stack can run (oomi_plan_ck_check) */
+#define CK_ANY OOMI_CK_HF | OOMI_CK_TITAN
+
+#define PLAN  OOM_COMMAND_PLAN
+#define TABLE OOM_COMMAND_TABLE
+#define FORMAT(name, help, framework, versions, cmds, write, ck)                                   \
+    {                                                                                              \
+        {OOM_PLAN_FORMAT_INFO_VERSION, name, help, framework, versions, cmds}, write, ck           \
+    }
+
+/* Every output format: what it is, what reads it (and the versions its keys follow where the
+ * writer cites them), and its writer (NULL: text and json, which plan writes apart, and table's
+ * own). */
+static const struct plan_format {
+    oom_plan_format_info info;
+    int (*write)(oomi_sb *sb, const oom_plan_result *r, const char *format);
+    unsigned ck;
+} formats[] = {
+    FORMAT("text", "the human report (the default)", NULL, NULL, PLAN | TABLE, NULL, CK_ANY),
+    FORMAT("json", "one JSON document (the same as --json)", NULL, NULL, PLAN | TABLE, NULL,
+           CK_ANY),
+    FORMAT("env", "OOMLESS_BATCH_SIZE=... lines for eval", NULL, NULL, PLAN, write_env, CK_ANY),
+    FORMAT("args", "TrainingArguments flags (inference: the eval batch)",
+           "Hugging Face transformers", "5.23", PLAN, write_args, OOMI_CK_HF),
+    FORMAT("deepspeed", "a ds_config.json: micro-batch, accumulation, ZeRO stage, offload",
+           "DeepSpeed", NULL, PLAN, write_deepspeed, CK_ANY),
+    FORMAT("torchrun", "the launch line, with the TrainingArguments flags",
+           "PyTorch torchrun, Hugging Face transformers", "5.23", PLAN, write_torchrun, OOMI_CK_HF),
+    FORMAT("vllm", "inference: vLLM's settings and the KV-cache capacity it will find", "vLLM",
+           "0.21", PLAN, oomi_plan_format_serve, CK_ANY),
+    FORMAT("accelerate", "training: an FSDP2 config file (YAML)", "accelerate", "1.15.0", PLAN,
+           oomi_plan_format_serve, CK_ANY),
+    FORMAT("torchtitan", "training: a job-config fragment (TOML)", "torchtitan", NULL, PLAN,
+           oomi_plan_format_serve, OOMI_CK_TITAN),
+    FORMAT("trl",
+           "grpo with --rollout vllm-colocate: GRPOConfig YAML with vLLM's KV capacity; "
+           "--packing padding-free: SFTConfig YAML",
+           "TRL", "1.16", PLAN, write_trl, OOMI_CK_HF),
+    FORMAT("verl", "grpo with --rollout vllm-colocate: Hydra overrides with vLLM's KV capacity",
+           "verl", NULL, PLAN, oomi_plan_format_rl, 0),
+    FORMAT("torchtune", "training: recipe keys (batch_size, dataset.packed)", "torchtune", NULL,
+           PLAN, oomi_plan_format_packing, CK_ANY),
+    FORMAT("markdown", "a Markdown table", NULL, NULL, TABLE, NULL, CK_ANY),
+    FORMAT("csv", "comma-separated values with a header line", NULL, NULL, TABLE, NULL, CK_ANY),
+};
+
+/* the public view of each row (the info is its first member) */
+#define INFO(i) &formats[i].info
+static const oom_plan_format_info *const infos[] = {INFO(0),  INFO(1),  INFO(2),  INFO(3), INFO(4),
+                                                    INFO(5),  INFO(6),  INFO(7),  INFO(8), INFO(9),
+                                                    INFO(10), INFO(11), INFO(12), INFO(13)};
+_Static_assert(OOMI_ARRAY_LEN(infos) == OOMI_ARRAY_LEN(formats), "one info per format");
+
+const oom_plan_format_info *const *oom_plan_formats(size_t *count)
+{
+    if (count)
+        *count = OOMI_ARRAY_LEN(infos);
+    return infos;
+}
+
+const oom_plan_format_info *oomi_format_find(const char *name, unsigned command)
+{
     size_t i;
-    for (i = 0; i < OOMI_ARRAY_LEN(names); i++)
-        if (!strcmp(format, names[i]))
-            return true;
-    return false;
+    for (i = 0; name && i < OOMI_ARRAY_LEN(formats); i++)
+        if ((formats[i].info.commands & command) && !strcmp(formats[i].info.name, name))
+            return &formats[i].info;
+    return NULL;
+}
+
+int oomi_format_unknown(const char *what, const char *name, unsigned command)
+{
+    oomi_sb sb = OOMI_SB_INIT;
+    size_t i, n = 0;
+    for (i = 0; i < OOMI_ARRAY_LEN(formats); i++)
+        if (formats[i].info.commands & command)
+            oomi_sb_printf(&sb, "%s%s", n++ ? ", " : "", formats[i].info.name);
+    oomi_fail(OOM_EINVAL, "unknown %s format '%s' (%s)", what, name ? name : "(null)",
+              sb.buf ? sb.buf : "");
+    oomi_sb_free(&sb);
+    return OOM_EINVAL;
 }
 
 int oom_plan_format(char **out, const oom_plan_result *r, const char *format)
 {
+    const struct plan_format *f = NULL;
     oomi_sb sb = OOMI_SB_INIT;
+    size_t i;
     int err;
     if (!out || !r || !format)
         return oomi_fail(OOM_EINVAL, "plan: missing argument");
@@ -399,39 +517,16 @@ int oom_plan_format(char **out, const oom_plan_result *r, const char *format)
         return oom_plan_to_json(out, r);
     if (!strcmp(format, "text"))
         return oomi_plan_text(out, r);
-    if (!oomi_plan_format_known(format))
-        return oomi_fail(OOM_EINVAL, "unknown plan format '%s' (%s)", format, OOMI_PLAN_FORMATS);
+    for (i = 0; i < OOMI_ARRAY_LEN(formats) && !f; i++)
+        if ((formats[i].info.commands & OOM_COMMAND_PLAN) && !strcmp(formats[i].info.name, format))
+            f = &formats[i];
+    if (!f)
+        return oomi_format_unknown("plan", format, OOM_COMMAND_PLAN);
     if (!r->found)
         return oomi_fail(OOM_ENOFIT, "nothing fits: no %s output", format);
-    if ((err = oomi_plan_ck_check(r, format)))
+    if ((err = oomi_plan_ck_check(r, format, f->ck)) || (err = f->write(&sb, r, format))) {
+        oomi_sb_free(&sb);
         return err;
-    if (!strcmp(format, "deepspeed"))
-        return oomi_json_finish(out, deepspeed_json(r->best));
-    if (!strcmp(format, "torchtune") ||
-        (!strcmp(format, "trl") && !(r->version >= 6 && r->rollout_max_num_seqs > 0))) {
-        if ((err = oomi_plan_format_packing(&sb, r, format))) {
-            oomi_sb_free(&sb);
-            return err;
-        }
-        return oomi_sb_finish(&sb, out);
     }
-    if (!strcmp(format, "vllm") || !strcmp(format, "accelerate") || !strcmp(format, "torchtitan") ||
-        !strcmp(format, "trl") || !strcmp(format, "verl")) {
-        bool rl = !strcmp(format, "trl") || !strcmp(format, "verl");
-        if ((err = rl ? oomi_plan_format_rl(&sb, r, format)
-                      : oomi_plan_format_serve(&sb, r, format))) {
-            oomi_sb_free(&sb);
-            return err;
-        }
-        return oomi_sb_finish(&sb, out);
-    }
-    if (!strcmp(format, "env"))
-        format_env(&sb, r, r->best);
-    else if (!strcmp(format, "args"))
-        format_args(&sb, r, r->best, r->inference);
-    else
-        format_torchrun(&sb, r);
-    if (strcmp(format, "env"))
-        oomi_sb_putc(&sb, '\n');
     return oomi_sb_finish(&sb, out);
 }

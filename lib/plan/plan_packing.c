@@ -25,7 +25,8 @@ json_object *oomi_plan_packing_json(const oom_plan_result *r)
     if (!packed(r) || !(o = json_object_new_object()))
         return NULL;
     k = &r->best->knobs;
-    oomi_json_put(o, "mode", json_object_new_string(oomi_packing_names[r->packing]));
+    oomi_json_put(o, "mode",
+                  json_object_new_string(OOMI_VALUE_NAME(oomi_packing_values, r->packing)));
     oomi_json_put(o, "tokens_per_batch", json_object_new_int64(r->tokens_per_batch));
     oomi_json_put(o, "packs_per_batch", json_object_new_int64(k->batch));
     oomi_json_put(o, "pack_tokens", json_object_new_int64(k->seq_len));
@@ -40,8 +41,8 @@ void oomi_plan_packing_text(oomi_sb *sb, const oom_plan_result *r)
         oomi_sb_printf(sb,
                        "  %-30s: %s, %ld tokens per micro-batch (%ld packs of %ld), %ld per "
                        "optimizer step\n",
-                       "packing", oomi_packing_names[r->packing], r->tokens_per_batch,
-                       r->best->knobs.batch, r->best->knobs.seq_len,
+                       "packing", OOMI_VALUE_NAME(oomi_packing_values, r->packing),
+                       r->tokens_per_batch, r->best->knobs.batch, r->best->knobs.seq_len,
                        r->best->effective_batch * r->best->knobs.seq_len);
 }
 

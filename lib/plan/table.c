@@ -121,7 +121,7 @@ static int one_workload(oomi_sb *sb, json_object *jarr, fmt f, const oom_plan_op
 int oom_table(char **out, const oom_plan_options *const *workloads, const char *const *names,
               size_t n_workloads, const char *const *gpus, size_t n_gpus, const char *format)
 {
-    static const char *const fmts[] = {"text", "markdown", "csv", "json"};
+    const char *name = format ? format : "text";
     oomi_sb sb = OOMI_SB_INIT;
     json_object *arr = NULL;
     size_t i;
@@ -131,12 +131,12 @@ int oom_table(char **out, const oom_plan_options *const *workloads, const char *
     if (!out || !workloads || !gpus || !n_gpus || !n_workloads)
         return oomi_fail(OOM_EINVAL, "table: give at least one workload and one GPU");
     *out = NULL;
-    for (i = 0; i < 4 && strcmp(format ? format : "text", fmts[i]); i++)
-        ;
-    if (i == 4)
-        return oomi_fail(OOM_EINVAL, "unknown table format '%s' (text, markdown, csv, json)",
-                         format);
-    f = (fmt)i;
+    if (!oomi_format_find(name, OOM_COMMAND_TABLE)) /* the format table (plan_output.c) */
+        return oomi_format_unknown("table", name, OOM_COMMAND_TABLE);
+    f = !strcmp(name, "markdown") ? FMT_MARKDOWN
+        : !strcmp(name, "csv")    ? FMT_CSV
+        : !strcmp(name, "json")   ? FMT_JSON
+                                  : FMT_TEXT;
     if (f == FMT_JSON && !(arr = json_object_new_array()))
         return oomi_nomem();
     if (f == FMT_CSV)

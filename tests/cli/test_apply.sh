@@ -342,4 +342,21 @@ expect_rc 2 "missing plan"
 expect_contains "$ERR" "cannot open '$TMP/no-such-plan.json'" "missing plan: named"
 rm -f "$TMP/huge-plan.json" "$TMP/config.before.yaml"
 
+# ---- a UTF-8 byte order mark (Windows editors write one): read, and kept in the file ----------
+fresh
+BOM=$(printf '\357\273\277')
+{ printf '%s' "$BOM"; cat "$PLAN"; } >"$TMP/bom-plan.json"
+for f in ds_config.json conf/config.yaml; do
+    { printf '%s' "$BOM"; cat "$f"; } >"$f.new" && mv "$f.new" "$f"
+done
+oom apply --plan "$TMP/bom-plan.json" --preset deepspeed --no-backup ds_config.json
+expect_rc 0 "deepspeed JSON with a byte order mark, plan with one"
+{ printf '%s' "$BOM"; cat "$D/ds_config.after.json"; } >"$TMP/ds.after.json"
+same ds_config.json "$TMP/ds.after.json" "JSON with a byte order mark: the values' bytes only"
+oom apply --plan "$TMP/bom-plan.json" "${HYDRA[@]}" --no-backup conf/config.yaml
+expect_rc 0 "YAML with a byte order mark"
+{ printf '%s' "$BOM"; cat "$D/config.after.yaml"; } >"$TMP/config.after.yaml"
+same conf/config.yaml "$TMP/config.after.yaml" "YAML with a byte order mark: the values' bytes only"
+rm -f "$TMP/bom-plan.json" "$TMP/ds.after.json" "$TMP/config.after.yaml"
+
 finish

@@ -60,6 +60,35 @@ expect_rc 0 "hard links: a dry run"
 unchanged "hard links: a dry run writes nothing"
 expect_contains "$OUT" "+  batch_size: 8 " "hard links: a dry run shows the diff"
 
+# ---- a write-protected file (0444): refused, byte for byte as it was, unless --force -----------
+# (before: replaced silently; as root too, whom the mode does not stop)
+fresh
+chmod 444 conf/config.yaml
+oom apply "${SET[@]}" conf/config.yaml
+expect_rc 1 "a write-protected file"
+expect_contains "$ERR" "'conf/config.yaml' is write-protected (mode 0444)" \
+    "write-protected: the file and its mode named"
+expect_contains "$ERR" "give --force" "write-protected: the way out said"
+unchanged "write-protected"
+expect_eq "$(stat -c %a conf/config.yaml)" 444 "write-protected: mode unchanged"
+expect_eq "$(ls conf)" "config.yaml" "write-protected: no backup"
+no_temps "write-protected"
+oom apply "${SET[@]}" --dry-run conf/config.yaml
+expect_rc 0 "write-protected: a dry run writes nothing, so it is not refused"
+unchanged "write-protected: dry run"
+oom apply "${SET[@]}" --force conf/config.yaml
+expect_rc 0 "write-protected, --force"
+edited "write-protected, --force"
+expect_eq "$(stat -c %a conf/config.yaml)" 444 "write-protected, --force: the mode kept"
+# one of two files protected: neither is written
+fresh
+cp "$D/config.yaml" conf/second.yaml
+chmod 400 conf/second.yaml
+oom apply "${SET[@]}" conf/config.yaml conf/second.yaml
+expect_rc 1 "two files, the second write-protected"
+expect_contains "$ERR" "'conf/second.yaml' is write-protected (mode 0400)" "two files: named"
+unchanged "two files: the writable one is not written either"
+
 # ---- extended attributes and POSIX ACLs are kept; one inherited from the directory is not added
 fresh
 if set_xattr conf/config.yaml user.origin 7465616d; then

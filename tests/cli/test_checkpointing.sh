@@ -85,15 +85,15 @@ for v in every:0 every:x nth: sometimes none+offload selective+offload full+offl
     oom estimate $M --checkpointing "$v"
     expect_rc 2 "checkpointing $v refused"
 done
-expect_contains "$ERR" "none, selective, full, every:N, nth:N (these three may end in +offload), op-sac" \
-    "the spellings listed"
+expect_contains "$ERR" "none, selective, full, full+offload, every:N, every:N+offload, nth:N, nth:N+offload, op-sac" \
+    "the spellings listed (the option's values)"
 
 # plan keeps a variant it is given, names it in its outputs and says what it recomputes
 OUT=$("$OOMLESS_BIN" plan $M --checkpointing every:2 --gpu h100 --json)
 expect_json .plan.checkpointing every:2 "plan every:2: named"
 expect_json .throughput.recompute_forwards 0.5 "plan every:2: half a forward recomputed"
 expect_contains "$("$OOMLESS_BIN" plan $M --checkpointing every:2 --gpu h100 --format args)" \
-    "--gradient_checkpointing --gradient_checkpointing_kwargs '{\"every_n_layers\": 2}' --bf16" \
+    "--gradient_checkpointing --gradient_checkpointing_kwargs '{\"every_n_layers\": 2}' --optim adamw_torch --bf16" \
     "args: every:2 as transformers' activation_checkpointing_kwargs"
 expect_contains "$("$OOMLESS_BIN" plan $M --checkpointing full+offload --gpu h100 --format args)" \
     "'{\"every_n_layers\": 1, \"offload\": true}'" "args: full+offload"

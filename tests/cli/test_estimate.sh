@@ -114,6 +114,20 @@ expect_contains "$ERR" "mamba" "names the model type"
 oom estimate --model "$D/estimate_truncated.json"
 expect_rc 2 "truncated JSON"
 expect_contains "$ERR" "estimate_truncated.json" "names the truncated file"
+oom estimate --model "$D/estimate_fractional.json"
+expect_rc 2 "a fractional width"
+expect_contains "$ERR" "model config '$D/estimate_fractional.json': hidden_size 2048.5 is not a whole number" \
+    "names the file, the key and the value"
+# a decimal comma, as a de_DE locale writes numbers: said to write '.', not "unknown unit"
+for opt in "--vram 20,5" "--vram 20,5GiB" "--vram 24 --vram-safety-margin 1,5GiB" \
+    "--lora-dropout 0,05 --method lora"; do
+    # shellcheck disable=SC2086
+    run env LC_ALL=de_DE.UTF-8 "$OOMLESS_BIN" estimate --model gpt2 $opt
+    expect_rc 2 "decimal comma: $opt"
+    expect_contains "$ERR" "has a comma: write the decimal separator as '.' (20.5, not 20,5)" \
+        "decimal comma: $opt"
+    expect_not_contains "$ERR" "unknown unit" "decimal comma: $opt"
+done
 oom estimate --model "$D/no-such-dir/config.json"
 expect_rc 2 "missing config file"
 expect_contains "$ERR" "no-such-dir/config.json" "names the path"

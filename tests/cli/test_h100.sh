@@ -97,6 +97,7 @@ expect_json '.peaks_monotone' false "probe: peaks_monotone false"
 expect_json '[.non_monotone[] | "\(.batch)>\(.larger_batch)"] | join(" ")' "26>29 28>29" \
     "probe: the trials that peaked above a larger batch"
 expect_json '.bisected' true "probe: bisected"
+expect_json '.peaks' stepped "probe: read as the allocator's steps (28 peaked 8 % above 29)"
 expect_json '.fit.fixed_bytes' 0 "probe: the fit is the bound through zero"
 expect_json '.fit.per_sample2_bytes' null "probe: no curvature"
 # run from that record starts at the 25 that ran under this budget, not at the 23 the bound

@@ -35,6 +35,32 @@ mkdir -p "$TMP/empty"
 vocab "$TMP/empty"
 expect_rc 2 "a folder without config.json"
 expect_contains "$ERR" "holds no config.json" "says the folder has no config.json"
+# a config.json that is a FIFO (never opened: it would wait for a writer) or a link to a device:
+# said what it is, exit 2
+mkdir -p "$TMP/fifo" "$TMP/dev"
+mkfifo "$TMP/fifo/config.json" "$TMP/fifo.json"
+ln -s /dev/zero "$TMP/dev/config.json"
+ln -s /dev/zero "$TMP/zero.json"
+for m in fifo dev fifo.json zero.json; do
+    run timeout 20 "$OOMLESS_BIN" estimate --model "$TMP/$m" --seq 64
+    expect_rc 2 "config $m"
+done
+run timeout 20 "$OOMLESS_BIN" estimate --model "$TMP/fifo"
+expect_contains "$ERR" "model folder '$TMP/fifo': '$TMP/fifo/config.json' is a FIFO, not a regular file" \
+    "a FIFO config.json in a folder"
+run timeout 20 "$OOMLESS_BIN" estimate --model "$TMP/dev"
+expect_contains "$ERR" "'$TMP/dev/config.json' is a character device, not a regular file" \
+    "a config.json linked to /dev/zero"
+run timeout 20 "$OOMLESS_BIN" estimate --model "$TMP/fifo.json"
+expect_contains "$ERR" "model '$TMP/fifo.json' is a FIFO, not a regular file" "a FIFO named"
+run timeout 20 "$OOMLESS_BIN" estimate --model "$TMP/zero.json"
+expect_contains "$ERR" "model '$TMP/zero.json' is a character device" "a device named"
+# a UTF-8 byte order mark (what Windows editors write) before the JSON: read as without it
+mkdir -p "$TMP/bom"
+{ printf '\357\273\277'; tiny 2222; } >"$TMP/bom/config.json"
+vocab "$TMP/bom"
+expect_rc 0 "a config.json with a byte order mark"
+expect_json '.model.vocab' "2222" "read past the byte order mark"
 
 # something meant as a file that does not exist: said so, no preset suggested
 for m in /no/such/file ./no-such.json ../no/such/config.json no-such.json "~/no/such" \

@@ -26,6 +26,24 @@ expect_json .plan.batch_size 512 "micro-batch from the measured line"
 expect_json .plan.grad_accum 2 "accumulation keeps the effective batch"
 expect_json .memory.device_peak $((1073741824 + 512 * 10485760)) "peak from the measured line"
 
+# a newer record for the same command with a value no probe writes (NaN: a hand edit, another
+# tool): skipped as damaged, with a notice naming the line and the field, and the plan made from
+# the record before it. Before, its NaN line was taken: batch 1 "needs 8.00 EiB".
+CAL="$TMP/cache/oomless/calibration.jsonl"
+for bad in '"fixed_bytes":NaN' '"per_sample_bytes":-Infinity' '"fixed_bytes":-5000000000' \
+    '"per_sample2_bytes":1e30'; do
+    cp "$CAL" "$TMP/good.jsonl"
+    key=${bad%%:*}
+    sed -n 1p "$CAL" | sed -E "s/$key:[^,}]*/$bad/; s/\"time\":[0-9.]*/\"time\":9999999999/" >>"$CAL"
+    oom plan --json --target-effective-batch 1024 -- "${JOB[@]}"
+    expect_rc 0 "a damaged newer record ($bad): the good one used"
+    expect_json .plan.batch_size 512 "a damaged newer record ($bad): the measured line's batch"
+    expect_contains "$ERR" "skipped 1 damaged line (the first is line 2: " "($bad): the line named"
+    expect_contains "$ERR" "'${key//\"/}' is " "($bad): the field named"
+    expect_not_contains "$ERR$OUT" "EiB" "($bad): no absurd size"
+    cp "$TMP/good.jsonl" "$CAL"
+done
+
 # a different command has no record; --calibration off ignores records
 oom plan --json --target-effective-batch 64 -- "${JOB[@]}" --steps 9
 expect_rc 2 "another command: no record"

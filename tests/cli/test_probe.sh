@@ -18,6 +18,8 @@ expect_json '.trials[2].peak_bytes' $((1024 * 1048576 + 614 * 10485760)) "linear
 expect_json .fit.per_sample_bytes 10485760 "linear: per-sample fit"
 expect_json .fit.fixed_bytes 1073741824 "linear: fixed fit"
 expect_json '.fit | has("per_sample2_bytes")' false "linear: no quadratic term"
+expect_json '[.peaks, .allowance, .bisected] | join(" ")' "regular 0 false" \
+    "linear: exact peaks, no allowance kept"
 expect_json .sample_interval_s 0.05 "linear: sampling interval"
 expect_json .usable_bytes 7516192768 "linear: usable bytes"
 expect_json .gpu "NVIDIA A100-SXM4-80GB" "linear: gpu"
@@ -48,6 +50,22 @@ LAUNCHES=$(printf '%s' "$OUT" | jq .launches)
 if [ "$LAUNCHES" -le 8 ]; then ok; else bad "quadratic: $LAUNCHES launches"; fi
 expect_json '.fit | has("per_sample2_bytes")' true "quadratic: quadratic term fitted"
 expect_eq "$(jq -r .workload "$TMP/q.jsonl")" "" "quadratic: record in the named file"
+
+# peaks that vary: batch 1 reads 40 MiB (2 %) above batch 2, as a real GPU's can. Before, the
+# search took that for the allocator's steps and doubled up to its 8 launches (128); now it fits
+# a line through every trial and keeps an allowance under the 7 GiB: (7168 - 2048) / 2.5 = 2048
+oom probe --json --calibration off -- "${JOB[@]}" --fixed 2G --per-sample 2.5M --bump 1:40M
+expect_rc 0 "noisy probe"
+REC=$(printf '%s' "$OUT" | jq .recommended_batch)
+if [ "$REC" -le 2048 ] && [ "$REC" -ge 1843 ]; then ok; else bad "noisy: recommended $REC of 2048"; fi
+expect_json '[.peaks, .bisected, .peaks_monotone] | join(" ")' "noisy false false" \
+    "noisy: read as noise, not bisected"
+expect_json '.allowance >= 0.01' true "noisy: an allowance of at least the 1 % tolerance"
+expect_json '.launches <= 8' true "noisy: within the default 8 launches"
+oom probe --calibration off -- "${JOB[@]}" --fixed 2G --per-sample 2.5M --bump 1:40M
+expect_contains "$OUT" "batch 1 (2.04 GiB) above batch 2 (2.00 GiB)" "noisy text: the pair named"
+expect_contains "$OUT" "the peaks vary from launch to launch: the search fitted a line through all" \
+    "noisy text: what the search did"
 
 # --seq-max: {seq} reaches the job (here as its per-sample size) and the workload key
 oom probe --json --seq-max 4096 --calibration "$TMP/s.jsonl" -- "${JOB[@]}" --fixed 1G --per-sample '{seq}K'

@@ -77,6 +77,16 @@ oom run --batch-size 4 -- sh -c 'echo "torch.OutOfMemoryError: CUDA out of memor
 expect_rc 1 "handled OOM, then another error: the job's status"
 expect_not_contains "$ERR" "restarting" "handled OOM, then another error: not relaunched"
 expect_contains "$ERR" "the job exited 1 after 1 attempt(s)" "handled OOM, then another error: one attempt"
+# an OOM message in the job's stdout data (a generated text, a dataset sample), nothing on stderr:
+# not an OOM, no relaunch (issue 31); the same words as an exception line on stdout are one
+oom run --batch-size 4 -- sh -c 'echo "sample 3: why does training stop with CUDA out of memory?"
+    exit 1'
+expect_rc 1 "OOM words in stdout data: the job's status"
+expect_not_contains "$ERR" "restarting" "OOM words in stdout data: not relaunched"
+expect_contains "$ERR" "the job exited 1 after 1 attempt(s)" "OOM words in stdout data: one attempt"
+oom run --batch-size 4 --max-restarts 1 -- sh -c 'echo "torch.OutOfMemoryError: CUDA out of memory."
+    exit 1'
+expect_contains "$ERR" "restarting with batch 4 -> 2" "an OOM exception line on stdout: relaunched"
 
 # ---- --json: one document on stdout, the job's stdout on stderr -------------------------------
 oom run --json --batch-size 4 -- "${JOB[@]}" --fixed 1G --per-sample 1M --exit 7
@@ -98,6 +108,22 @@ printf '{"plan": {"grad_accum": 2}}' >"$TMP/bad.json"
 oom run --plan "$TMP/bad.json" -- "${JOB[@]}"
 expect_rc 2 "plan without batch_size"
 expect_contains "$ERR" "batch_size" "plan without batch_size: key named"
+# a plan with a UTF-8 byte order mark (a Windows editor saved it) is read as without it
+printf '\357\273\277{"plan": {"batch_size": 7, "grad_accum": 2}}\r\n' >"$TMP/bom-plan.json"
+oom run --plan "$TMP/bom-plan.json" -- "${JOB[@]}" --fixed 1G --per-sample 1M
+expect_contains "$OUT" "step 1/3 batch 7 accum 2" "a plan with a byte order mark"
+# a valid plan nesting 100,000 deep: too deep for json-c, said so (not "not a JSON object")
+{
+    printf '{"plan": {"batch_size": 7}, "x": '
+    head -c 100000 /dev/zero | tr '\0' '['
+    head -c 100000 /dev/zero | tr '\0' ']'
+    printf '}'
+} >"$TMP/deep-plan.json"
+oom run --plan "$TMP/deep-plan.json" -- "${JOB[@]}"
+expect_rc 2 "a plan nesting 100,000 deep"
+expect_contains "$ERR" "plan '$TMP/deep-plan.json' nests deeper than 32 levels, the most json-c reads" \
+    "a plan nesting 100,000 deep: file and limit named"
+rm -f "$TMP/bom-plan.json" "$TMP/deep-plan.json"
 # a plan of any size up to the cap (64 MiB): a real plan padded past 1 MiB (many alternatives, a
 # curve and several GPUs make plans this large); a file past the cap is refused by name
 oom plan --model gpt2 --seq 512 --gpu a100-80gb --target-effective-batch 32 --json
@@ -194,6 +220,19 @@ expect_rc 2 "bad batch"
 expect_contains "$ERR" "'0'" "bad batch: value named"
 oom run --batch-size 4 --grad-accum 3 --target-effective-batch 8 -- "${JOB[@]}"
 expect_rc 2 "inconsistent effective batch"
+# the kill grace is bounded (0 to 3600 s: a job that has not stopped after an hour is killed)
+for cmd in "run --batch-size 1" probe; do
+    # shellcheck disable=SC2086
+    oom $cmd --kill-grace 1e308 -- "${JOB[@]}"
+    expect_rc 2 "$cmd --kill-grace 1e308"
+    expect_contains "$ERR" "--kill-grace '1e308' must be a number of seconds from 0 to 3600" \
+        "$cmd --kill-grace 1e308: the range named"
+    # shellcheck disable=SC2086
+    oom $cmd --kill-grace 2,5 -- "${JOB[@]}"
+    expect_rc 2 "$cmd --kill-grace 2,5"
+    expect_contains "$ERR" "--kill-grace '2,5' has a comma: write the decimal separator as '.'" \
+        "$cmd --kill-grace 2,5: the decimal comma named"
+done
 
 # ---- signals reach the job's group; exit 128+N; nothing left behind ----------------------------
 for sig in TERM INT HUP; do

@@ -3,7 +3,7 @@
 # covers SIGTERM/SIGINT/SIGHUP -> 128+N, a job ignoring SIGTERM escalated to SIGKILL, children
 # that outlive the job): the trial's whole process group gets the signal, probe exits 128+N,
 # no process is left behind, nothing half-written in the calibration file. Also a second signal
-# during the kill grace, and a job ignoring SIGTERM under probe. SIGUSR1/SIGUSR2 are passed on
+# during the kill grace (it kills the job at once), and a job ignoring SIGTERM under probe. SIGUSR1/SIGUSR2 are passed on
 # without stopping anything, SIGQUIT is forwarded like SIGTERM (job control: test_job_control.sh).
 . "$OOMLESS_SRC/tests/cli/lib.sh"
 : "${FAKE_JOB:?run through ctest}"
@@ -35,7 +35,7 @@ for sig in TERM INT HUP; do
     expect_eq "$(cat "$TMP/cal$sig.jsonl" 2>/dev/null)" "" "probe SIG$sig: no calibration line saved"
 done
 
-# a trial ignoring SIGTERM: SIGKILLed after the grace; a second SIGTERM meanwhile changes nothing
+# a trial ignoring SIGTERM: SIGKILLed after the grace (a second SIGTERM meanwhile ends it sooner)
 marker
 "$OOMLESS_BIN" probe --kill-grace 1 --calibration off -- "${JOB[@]}" --ignore-sigterm \
     --fork-child-setsid --marker "$MARK" >"$TMP/outk" 2>"$TMP/errk" &
@@ -65,6 +65,42 @@ RC=$?
 expect_eq "$RC" 130 "run, SIGINT then SIGTERM: the job's status (killed by SIGINT)"
 wait_gone || true
 expect_eq "$(left)" 0 "run, two signals: no process left behind"
+# a second Ctrl-C during the kill grace kills the job at once: the grace here is an hour, the job
+# ignores SIGINT. The first SIGINT is forwarded and oomless waits; the second ends the wait.
+IGNJOB='import signal, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+print("ready", flush=True)
+time.sleep(3600)'
+gone() { ! kill -0 "$1" 2>/dev/null; }
+for cmd in run probe; do
+    marker
+    OUTG="$TMP/outg-$cmd" ERRG="$TMP/errg-$cmd"
+    case $cmd in
+    run) "$OOMLESS_BIN" run --batch-size 1 --kill-grace 3600 -- python3 -c "$IGNJOB" "$MARK" \
+        >"$OUTG" 2>"$ERRG" & ;;
+    probe) "$OOMLESS_BIN" probe --kill-grace 3600 --calibration off -- python3 -c "$IGNJOB" \
+        '{batch}' "$MARK" >"$OUTG" 2>"$ERRG" & ;;
+    esac
+    P=$!
+    poll 30 grep -q ready "$OUTG" "$ERRG" 2>/dev/null || bad "$cmd second SIGINT: never started"
+    kill -INT "$P"
+    poll 10 grep -q "passing SIGINT" "$ERRG" || bad "$cmd: the first SIGINT was not forwarded"
+    expect_contains "$(cat "$ERRG")" "(a second one kills it at once)" "$cmd: the first SIGINT says so"
+    if gone "$P"; then bad "$cmd: the first SIGINT did not wait for the grace"; fi
+    kill -INT "$P"
+    if poll 30 gone "$P"; then ok; else
+        bad "$cmd: a second SIGINT did not cut the hour's grace short"
+        kill -KILL "$P"
+        pkill -KILL -f "$MARK"
+    fi
+    wait "$P"
+    RC=$?
+    expect_eq "$RC" "$([ $cmd = run ] && echo 137 || echo 130)" "$cmd: exit after a second SIGINT"
+    expect_contains "$(cat "$ERRG")" "a second stop signal: SIGKILL" "$cmd: the SIGKILL said"
+    wait_gone || true
+    expect_eq "$(left)" 0 "$cmd second SIGINT: no process left behind"
+done
+
 # SIGUSR1 and SIGUSR2 reach the job, which goes on: SLURM's --signal=USR1@T and Lightning's
 # requeue (checkpoint, then exit) rely on it. (They used to kill oomless, and the job with it.)
 USRJOB='import signal, sys, time

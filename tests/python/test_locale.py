@@ -79,6 +79,19 @@ class LocaleTest(unittest.TestCase):
             with self.subTest(key=key):
                 self.assertEqual(got[key], want[key])
 
+    def test_decimal_comma_is_named(self):
+        # what the locale writes, typed back: refused with the separator named, never read as 20
+        self.switch()
+        for text, call in (("20,5", lambda t: oomless.parse_size(t)),
+                           ("1,5GiB", lambda t: oomless.gpus(gpu="a100-80gb", vram=t)),
+                           ("0,05", lambda t: oomless.estimate(model="gpt2", method="lora",
+                                                               lora_dropout=t))):
+            with self.subTest(text=text):
+                with self.assertRaises(oomless.InvalidValueError) as cm:
+                    call(text)
+                self.assertIn("'%s' has a comma: write the decimal separator as '.'" % text,
+                              str(cm.exception))
+
     def test_catalog_numbers(self):
         self.switch()
         rtx2060 = [g for g in oomless.catalog()["gpus"] if g["id"] == "rtx-2060"][0]

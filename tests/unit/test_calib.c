@@ -20,6 +20,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <math.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -217,6 +218,68 @@ static void test_cut_and_glued_lines_are_skipped(void **state)
     assert_int_equal(n_notices, 1);
     assert_non_null(strstr(notices[0], "skipped 2 damaged lines (the first is line 1"));
     free(text);
+    free(r1);
+    free(r2);
+}
+
+/* Values no probe, run or trace writes (NaN, infinite, negative, not whole where a batch is,
+ * absurdly large, a string, a curve that goes below zero): the record is skipped as damaged, with
+ * the notice naming the line and the field, and the record before it is found. Before, the newer
+ * NaN record was taken (a plan then said batch 1 "needs 8.00 EiB"). */
+static void test_values_no_probe_writes_are_damage(void **state)
+{
+    static const struct {
+        const char *from, *to, *said;
+    } cases[] = {
+        {"\"fixed_bytes\":1000000000", "\"fixed_bytes\":NaN", "'fixed_bytes' is NaN"},
+        {"\"fixed_bytes\":1000000000", "\"fixed_bytes\":-1", "'fixed_bytes' is -1"},
+        {"\"per_sample_bytes\":20000000", "\"per_sample_bytes\":Infinity",
+         "'per_sample_bytes' is Infinity"},
+        {"\"per_sample_bytes\":20000000", "\"per_sample_bytes\":\"20000000\"",
+         "'per_sample_bytes' is not a number"},
+        {"\"per_sample_bytes\":20000000", "\"per_sample_bytes\":-20000000",
+         "its line has a peak that falls below zero"},
+        {"\"per_sample2_bytes\":0.0", "\"per_sample2_bytes\":1e30", "'per_sample2_bytes' is 1e30"},
+        {"\"per_sample2_bytes\":0.0", "\"per_sample2_bytes\":-1.5", "'per_sample2_bytes' is -1.5"},
+        {"\"recommended_batch\":20", "\"recommended_batch\":2.5", "'recommended_batch' is 2.5"},
+        {"\"max_batch\":21", "\"max_batch\":4294967296", "'max_batch' is 4294967296"},
+        {"\"usable_bytes\":3000000000", "\"usable_bytes\":-3", "'usable_bytes' is -3"},
+    };
+    struct fixture *f = *state;
+    size_t n1, n2, i;
+    char *r1 = record_line(f, 10, &n1), *r2 = record_line(f, 20, &n2);
+    int err;
+
+    for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char text[2048], *at = strstr(r2, cases[i].from);
+        size_t head, tail, to = strlen(cases[i].to);
+        assert_non_null(at);
+        head = (size_t)(at - r2);
+        tail = n2 - head - strlen(cases[i].from);
+        assert_true(n1 + head + to + tail < sizeof(text));
+        memcpy(text, r1, n1); /* line 1: good; line 2: the newer record, damaged */
+        memcpy(text + n1, r2, head);
+        memcpy(text + n1 + head, cases[i].to, to);
+        memcpy(text + n1 + head + to, at + strlen(cases[i].from), tail);
+        write_bytes(f->path, text, n1 + head + to + tail);
+        n_notices = 0;
+        assert_int_equal(found_batch(f, f->path, &err), 10);
+        assert_int_equal(n_notices, 1);
+        if (!strstr(notices[0], "skipped 1 damaged line (the first is line 2: ") ||
+            !strstr(notices[0], cases[i].said))
+            fail_msg("%s: %s", cases[i].to, notices[0]);
+    }
+    /* nor is such a line saved: it would be skipped when read */
+    {
+        oom_calibration rec = record(f, 30);
+        rec.fit.fixed_bytes = NAN;
+        assert_int_equal(oom_calibration_save(f->path, &rec), OOM_EINVAL);
+        assert_non_null(strstr(oom_last_message(), "not a finite number; not saved"));
+        rec.fit.fixed_bytes = 1e9;
+        rec.fit.per_sample_bytes = -1e6; /* a line that falls below zero */
+        assert_int_equal(oom_calibration_save(f->path, &rec), OOM_EINVAL);
+        assert_int_equal(found_batch(f, f->path, &err), 10);
+    }
     free(r1);
     free(r2);
 }
@@ -424,11 +487,71 @@ static void test_missing_home_is_not_created(void **state)
     restore_env(&env);
 }
 
+/* A record's further members (version 2's extra: what `oomless trace --calibrate` keeps of its
+ * trace) are written after the store's own, and a lookup hands back those it does not know; the
+ * quadratic term is written as short as it reads back (Python's repr: 0.1, not
+ * 0.10000000000000001), so that the line does not depend on the writer. */
+static void test_extra_members_round_trip(void **state)
+{
+    struct fixture *f = *state;
+    oom_calibration rec = record(f, 4), *got = NULL;
+    size_t len;
+    char *text;
+
+    rec.fit.per_sample2_bytes = 0.1;
+    rec.traced = 1;
+    rec.gpu = "";
+    rec.extra = "{\"counter\":\"allocated\",\"seq\":2048,\"points\":[[1,2.50]]}";
+    assert_int_equal(oom_calibration_save(f->path, &rec), OOM_OK);
+    text = read_bytes(f->path, &len);
+    assert_string_equal(
+        text, "{\"time\":1700000000.5,\"gpu\":\"\",\"command\":[\"python\",\"train.py\",\"--bs\","
+              "\"{batch}\"],\"workload\":\"seq=2048\",\"fixed_bytes\":1000000000,\"per_sample_"
+              "bytes\":20000000,\"per_sample2_bytes\":0.1,\"recommended_batch\":4,\"max_batch\":5,"
+              "\"usable_bytes\":3000000000,\"traced\":true,\"counter\":\"allocated\",\"seq\":2048,"
+              "\"points\":[[1,2.50]]}\n");
+    free(text);
+    assert_int_equal(oom_calibration_lookup(&got, f->path, "any GPU", f->key, "seq=2048"), OOM_OK);
+    assert_int_equal(got->version, OOM_CALIBRATION_VERSION);
+    assert_string_equal(got->extra,
+                        "{\"counter\":\"allocated\",\"seq\":2048,\"points\":[[1,2.50]]}");
+    assert_true(got->fit.per_sample2_bytes == 0.1);
+    oom_calibration_free(got);
+
+    /* a record without further members gives none back */
+    rec = record(f, 6);
+    assert_int_equal(oom_calibration_save(f->path, &rec), OOM_OK);
+    assert_int_equal(oom_calibration_lookup(&got, f->path, GPU, f->key, "seq=2048"), OOM_OK);
+    assert_int_equal(got->recommended_batch, 6);
+    assert_null(got->extra);
+    oom_calibration_free(got);
+}
+
+/* extra that is not one JSON object, or that names a member of the store's own, is refused and
+ * nothing is written; a version-1 record's caller has no extra to read */
+static void test_bad_extra_is_refused(void **state)
+{
+    struct fixture *f = *state;
+    oom_calibration rec = record(f, 4);
+    const char *bad[] = {"[1,2]", "{\"seq\":", "{\"max_batch\":9}"};
+    size_t i;
+
+    for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        rec.extra = (char *)bad[i];
+        assert_int_equal(oom_calibration_save(f->path, &rec), OOM_EPARSE);
+        assert_non_null(strstr(oom_last_message(), i < 2 ? "not a JSON object" : "'max_batch'"));
+        assert_int_equal(access(f->path, F_OK), -1);
+    }
+    rec.version = 1; /* a program built against version 1: its struct ends before extra */
+    assert_int_equal(oom_calibration_save(f->path, &rec), OOM_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_nul_bytes_do_not_hide_later_records, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cut_and_glued_lines_are_skipped, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_values_no_probe_writes_are_damage, setup, teardown),
         cmocka_unit_test_setup_teardown(test_append_starts_a_fresh_line, setup, teardown),
         cmocka_unit_test_setup_teardown(test_short_write_leaves_the_file_unchanged, setup,
                                         teardown),
@@ -437,6 +560,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_relative_xdg_cache_home_is_ignored, setup, teardown),
         cmocka_unit_test_setup_teardown(test_missing_home_is_not_created, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_extra_members_round_trip, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_bad_extra_is_refused, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,6 +14,7 @@
 #include <json-c/json.h>
 #include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -158,12 +159,75 @@ static void test_plan_doc(void **state)
     unlink(path);
 }
 
+/* a JSON document read whole: a byte order mark skipped, json-c's depth limit named, nothing
+ * after the value */
+static void test_json_load(void **state)
+{
+    static const char bom[] = "\xEF\xBB\xBF{\"a\": 1}\n";
+    char deep[200], *d;
+    json_object *o = NULL;
+    int64_t v;
+    size_t i;
+    (void)state;
+    assert_int_equal(oomi_json_load(&o, bom, strlen(bom), "doc 'x'"), OOM_OK);
+    assert_int_equal(oomi_json_int(&v, NULL, o, "a", 0, 9, ""), OOM_OK);
+    assert_int_equal(v, 1);
+    json_object_put(o);
+    /* 33 arrays in an object: one level more than json-c reads */
+    d = deep + sprintf(deep, "{\"x\": ");
+    for (i = 0; i < 33; i++)
+        *d++ = '[';
+    for (i = 0; i < 33; i++)
+        *d++ = ']';
+    strcpy(d, "}");
+    assert_int_equal(oomi_json_load(&o, deep, strlen(deep), "doc 'x'"), OOM_EPARSE);
+    assert_null(o);
+    assert_string_equal(oom_last_message(), "doc 'x' nests deeper than 32 levels, the most json-c "
+                                            "reads (its JSON_TOKENER_DEFAULT_DEPTH)");
+    assert_int_equal(oomi_json_load(&o, "{} x", 4, "doc 'x'"), OOM_EPARSE);
+    assert_string_equal(oom_last_message(),
+                        "doc 'x' line 1 column 4: text after the JSON document");
+    assert_int_equal(oomi_json_load(&o, "\xEF\xBB\xBF\n {", 6, "doc 'x'"), OOM_EPARSE);
+    assert_string_equal(oom_last_message(), "doc 'x' line 2 column 3: unexpected end of input");
+    assert_int_equal(oomi_json_load(&o, " \n", 2, "doc 'x'"), OOM_EPARSE);
+    assert_string_equal(oom_last_message(), "doc 'x' line 2 column 1: empty");
+}
+
+/* run --plan / watch --plan: a byte order mark is read; a valid plan 100,000 levels deep is
+ * refused as too deep, naming the file and the limit */
+static void test_plan_doc_bom_and_depth(void **state)
+{
+    char path[256], *text;
+    oomi_plan_doc doc;
+    size_t i, n = 100000;
+    (void)state;
+    make_file(path, sizeof(path), "\xEF\xBB\xBF{\"plan\": {\"batch_size\": 4}}\r\n");
+    assert_int_equal(oomi_plan_doc_read(&doc, path, OOMI_PLAN_BATCH), OOM_OK);
+    assert_int_equal(doc.batch_size, 4);
+    unlink(path);
+    assert_non_null(text = malloc(2 * n + 64));
+    i = (size_t)sprintf(text, "{\"plan\": {\"batch_size\": 4}, \"x\": ");
+    memset(text + i, '[', n);
+    memset(text + i + n, ']', n);
+    strcpy(text + i + 2 * n, "}");
+    make_file(path, sizeof(path), text);
+    free(text);
+    assert_int_equal(oomi_plan_doc_read(&doc, path, OOMI_PLAN_BATCH), OOM_EPARSE);
+    assert_non_null(strstr(oom_last_message(), path));
+    assert_non_null(strstr(oom_last_message(), "nests deeper than 32 levels"));
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_read_cap),     cmocka_unit_test(test_read_pipe_cap),
-        cmocka_unit_test(test_json_members), cmocka_unit_test(test_json_writers),
+        cmocka_unit_test(test_read_cap),
+        cmocka_unit_test(test_read_pipe_cap),
+        cmocka_unit_test(test_json_members),
+        cmocka_unit_test(test_json_writers),
         cmocka_unit_test(test_plan_doc),
+        cmocka_unit_test(test_json_load),
+        cmocka_unit_test(test_plan_doc_bom_and_depth),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -560,6 +560,8 @@ static void test_bad_configs(void **state)
     bad_config("estimate_unsupported.json", OOM_EUNSUPPORTED, "mamba");
     bad_config("estimate_truncated.json", OOM_EPARSE, "estimate_truncated.json");
     bad_config("estimate_bad_value.json", OOM_EPARSE, "n_embd");
+    /* widths and counts are whole numbers: 2048.5 is not read as 2048 */
+    bad_config("estimate_fractional.json", OOM_EPARSE, "hidden_size 2048.5 is not a whole number");
 }
 
 static void test_seq_cls_head(void **state)

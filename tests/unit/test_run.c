@@ -36,11 +36,14 @@ static const char *job_argv[] = {NULL,      "--batch-size",
                                  "2",       "--step-time-ms",
                                  "1",       NULL};
 
+static double run_grace; /* the kill grace run() passes (0: the default) */
+
 static int run(oom_run_result *r, int batch, int accum, long target, int floor, int restarts)
 {
     oom_job job = {OOM_JOB_VERSION, job_argv, NULL, -1, -1};
     oom_run_options o = OOM_RUN_OPTIONS_INIT;
     job_argv[0] = getenv("FAKE_JOB");
+    o.kill_grace_s = run_grace;
     o.batch = batch;
     o.grad_accum = accum;
     o.target_effective = target;
@@ -139,6 +142,31 @@ static void test_bad_options(void **state)
     assert_int_equal(run(&r, 2, 1, 0, 3, 0), OOM_EINVAL); /* below the floor */
 }
 
+/* a kill grace beyond OOM_MAX_KILL_GRACE (1e308: never killed) is refused before any launch */
+static void test_kill_grace_bound(void **state)
+{
+    oom_probe_options po = OOM_PROBE_OPTIONS_INIT;
+    oom_probe_result *pr = NULL;
+    oom_run_result r = OOM_RUN_RESULT_INIT;
+    (void)state;
+    run_grace = 1e308;
+    assert_int_equal(run(&r, 1, 1, 0, 0, 0), OOM_EINVAL);
+    assert_string_equal(oom_last_message(),
+                        "run: kill grace 1e+308 s is not from 0 to 3600 seconds");
+    assert_int_equal(nevents, 0); /* nothing launched */
+    run_grace = -1;
+    assert_int_equal(run(&r, 1, 1, 0, 0, 0), OOM_EINVAL);
+    po.no_gpu = 1;
+    po.kill_grace_s = OOM_MAX_KILL_GRACE + 1;
+    assert_int_equal(oom_probe(&pr, &(oom_job){OOM_JOB_VERSION, job_argv, NULL, -1, -1}, &po),
+                     OOM_EINVAL);
+    assert_null(pr);
+    assert_non_null(strstr(oom_last_message(), "probe: kill grace 3601 s"));
+    run_grace = OOM_MAX_KILL_GRACE;
+    assert_int_equal(run(&r, 1, 1, 0, 0, 0), OOM_OK);
+    run_grace = 0;
+}
+
 static void test_calibration_roundtrip(void **state)
 {
     char dir[512], path[600], *key = NULL, *other = NULL;
@@ -226,6 +254,7 @@ int main(void)
         cmocka_unit_test(test_restarts_keep_effective_batch),
         cmocka_unit_test(test_floor_and_restart_bounds),
         cmocka_unit_test(test_bad_options),
+        cmocka_unit_test(test_kill_grace_bound),
         cmocka_unit_test(test_signal_between_launches),
         cmocka_unit_test(test_calibration_roundtrip),
         cmocka_unit_test(test_events_above_std_fds),

@@ -83,6 +83,32 @@ static void test_margins(void **state)
     assert_non_null(strstr(oom_last_message(), "lots"));
 }
 
+/* a decimal comma (de_DE, fr_FR) is named as such, not as an unknown unit or a bad number */
+static void comma_bad(int err, const char *text)
+{
+    assert_int_equal(err, OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), text));
+    assert_non_null(strstr(oom_last_message(), "write the decimal separator as '.'"));
+}
+
+static void test_decimal_comma(void **state)
+{
+    uint64_t v = 0;
+    (void)state;
+    comma_bad(oom_parse_size(&v, "20,5", OOM_UNIT_GIB), "size '20,5' has a comma");
+    comma_bad(oom_parse_size(&v, "20,5GiB", OOM_UNIT_GIB), "'20,5GiB'");
+    comma_bad(oom_parse_size(&v, " 1,5 TiB", OOM_UNIT_GIB), "' 1,5 TiB'");
+    comma_bad(oom_parse_margin(&v, "10,5%", 8 * OOM_GiB), "safety margin '10,5%'");
+    comma_bad(oom_parse_margin(&v, "1,5GiB", 8 * OOM_GiB), "safety margin '1,5GiB'");
+    /* not a number with a comma: the usual messages */
+    assert_int_equal(oom_parse_size(&v, "20x", OOM_UNIT_GIB), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), "unknown unit"));
+    assert_int_equal(oom_parse_size(&v, ",5", OOM_UNIT_GIB), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), "is not a size"));
+    assert_int_equal(oom_parse_size(&v, "20,", OOM_UNIT_GIB), OOM_EINVAL);
+    assert_null(strstr(oom_last_message(), "comma"));
+}
+
 static void test_budget(void **state)
 {
     oom_budget b = OOM_BUDGET_INIT;
@@ -135,11 +161,9 @@ static void test_format(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_sizes),
-        cmocka_unit_test(test_bad_sizes),
-        cmocka_unit_test(test_margins),
-        cmocka_unit_test(test_budget),
-        cmocka_unit_test(test_budget_less_others),
+        cmocka_unit_test(test_sizes),   cmocka_unit_test(test_bad_sizes),
+        cmocka_unit_test(test_margins), cmocka_unit_test(test_decimal_comma),
+        cmocka_unit_test(test_budget),  cmocka_unit_test(test_budget_less_others),
         cmocka_unit_test(test_format),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -125,6 +125,8 @@ class WebTest(unittest.TestCase):
             error: document.getElementById('error').hidden ? '' : document.getElementById('error').textContent,
             configError: document.getElementById('config-error').hidden ? '' :
                 document.getElementById('config-error').textContent,
+            linkError: document.getElementById('link-error').hidden ? '' :
+                document.getElementById('link-error').textContent,
             best: (document.getElementById('plan-best') || {}).textContent || '',
             rows: [...document.querySelectorAll('#breakdown tbody tr')].map(r => ({
                 key: r.dataset.key, bytes: r.dataset.bytes, label: r.cells[0].textContent,
@@ -432,6 +434,51 @@ class WebTest(unittest.TestCase):
                 total += len(gzip.compress(fh.read(), 9))
         print(f"\n  page transfer (gzip -9): {total} bytes", file=sys.stderr)
         self.assertLess(total, 2 * 1024 * 1024)
+
+    def test_10_crafted_link_fields_are_bounded(self):
+        # a link whose fields are about 2 million characters (it used to trap the module:
+        # "memory access out of bounds", and the page died): those fields are left out and said,
+        # the rest of the link is used, and the page goes on working
+        b = self.open()
+        for hash_js, said in (
+                ("'gpu=custom&vram=' + '1'.repeat(1900000) + '&seq=1024'",
+                 '"vram" is 1,900,000 characters long (at most 256)'),
+                ("'seq=1024&model=' + 'x'.repeat(2000000)", '"model" is 2,000,000 characters long'),
+                ("'seq=1024&config=c.json&config-data=' + 'A'.repeat(2000000)",
+                 "the config.json is 2,000,000 characters long (at most 1,398,104)")):
+            with self.subTest(said=said):
+                before = self.updates()
+                b.eval(f"location.hash = {hash_js}")
+                b.wait_for(f"Number(document.body.dataset.ready) > {before}", timeout=30)
+                p = self.page()
+                self.assertIn("This link was cut short: " + said, p["linkError"])
+                self.assertEqual(p["error"], "")
+                self.assertEqual(b.eval("document.getElementById('seq').value"), "1024")
+                self.assertLess(len(p["href"]), 2000, "the long field is not written back")
+                self.choose(batch="2")  # the module still answers
+                self.assertEqual(self.page()["error"], "")
+        args = ["--model", "llama-3.1-8b", "--method", "lora", "--batch", "2", "--seq", "1024",
+                "--gpu", "rtx-4090"]
+        self.check_estimate(self.page(), args)
+        # a value typed past the bound: said, the library not called with it
+        before = self.updates()
+        b.eval("""(() => { const e = document.getElementById('seq');
+            e.value = '1'.repeat(300); e.dispatchEvent(new Event('input', {bubbles: true})); })()""")
+        b.wait_for("!document.getElementById('error').hidden")
+        self.assertEqual(self.page()["error"], 'The field "seq" is 300 characters long (at most 256).')
+        # the C entry points bound what they are given, whatever the page does
+        r = b.eval("oomlessPage.call('oomw_estimate', {model: 'gpt2', vram: '1'.repeat(300)})")
+        self.assertEqual(r["rc"], 2)
+        self.assertEqual(r["err"], "oomless estimate: option '--vram' is 300 characters long: at most 256")
+        r = b.eval("oomlessPage.call('oomw_plan', {model: 'gpt2', x: 'y'.repeat(200), "
+                   "z: 'y'.repeat(16384)})")
+        self.assertEqual((r["rc"], r["err"]), (2, "oomless plan: the options are longer than 16384 bytes"))
+        rc = b.eval("oomlessPage.module().ccall('oomw_write_file', 'number', ['string', 'array', 'number'], "
+                    "['c.json', new Uint8Array(8), 2000000])")
+        self.assertEqual(rc, 2)
+        self.assertIn("'c.json' is 2000000 bytes",
+                      b.eval("oomlessPage.module().UTF8ToString(oomlessPage.module()._oomw_error())"))
+        self.assertEqual(b.console_errors(), [])
 
 
 if __name__ == "__main__":

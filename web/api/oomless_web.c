@@ -23,6 +23,18 @@
 
 enum { EXIT_OK = 0, EXIT_NOFIT = 1, EXIT_USAGE = 2, EXIT_ENV = 3 };
 
+/* The most the page may hand over: an option's value, the whole options object, a config.json
+ * and its file name (app.js reads them from oomw_limits(); this is the one place they are set).
+ * No entry point trusts the length of what it is given: a crafted link gets a message, never a
+ * trap. 256 characters hold any real value (a preset name, a size, the table's GPU list); a
+ * model's config.json is a few KiB. */
+enum {
+    OOMW_VALUE_MAX = 256,
+    OOMW_OPTIONS_MAX = 16384,
+    OOMW_NAME_MAX = 100,
+    OOMW_FILE_MAX = 1 << 20
+};
+
 static char *out_text; /* what the CLI prints on stdout (malloc'd) */
 static char err_text[1024];
 static char *curve_text; /* the last plan's memory-vs-batch curve (malloc'd) */
@@ -84,10 +96,16 @@ static int usage_error(const char *cmd, const char *fmt, ...)
     return EXIT_USAGE;
 }
 
-/* The options object; NULL (with the error set) when it is not an object of scalars. */
+/* The options object; NULL (with the error set) when it is not an object of scalars, or longer
+ * than the limits (looked at without reading past them). */
 static json_object *parse_options(const char *cmd, const char *text)
 {
-    json_object *o = json_tokener_parse(text ? text : "{}");
+    json_object *o;
+    if (text && strnlen(text, OOMW_OPTIONS_MAX + 1) > OOMW_OPTIONS_MAX) {
+        usage_error(cmd, "the options are longer than %d bytes", OOMW_OPTIONS_MAX);
+        return NULL;
+    }
+    o = json_tokener_parse(text ? text : "{}");
     if (!o || !json_object_is_type(o, json_type_object)) {
         json_object_put(o);
         usage_error(cmd, "the options are not a JSON object");
@@ -98,6 +116,12 @@ static json_object *parse_options(const char *cmd, const char *text)
         if (!val || json_object_is_type(val, json_type_object) ||
             json_object_is_type(val, json_type_array)) {
             usage_error(cmd, "option '--%s' needs a text value", key);
+            json_object_put(o);
+            return NULL;
+        }
+        if (json_object_get_string_len(val) > OOMW_VALUE_MAX) {
+            usage_error(cmd, "option '--%s' is %d characters long: at most %d", key,
+                        json_object_get_string_len(val), OOMW_VALUE_MAX);
             json_object_put(o);
             return NULL;
         }
@@ -129,6 +153,19 @@ EMSCRIPTEN_KEEPALIVE const char *oomw_version(void)
     return oom_version();
 }
 
+/* The limits of what the entry points take, as JSON ({"value_max", "options_max", "name_max",
+ * "file_max"}) in oomw_output(): the page bounds its fields and files with them. */
+EMSCRIPTEN_KEEPALIVE int oomw_limits(void)
+{
+    char buf[160];
+    reset();
+    snprintf(buf, sizeof(buf),
+             "{\"value_max\": %d, \"options_max\": %d, \"name_max\": %d, \"file_max\": %d}",
+             OOMW_VALUE_MAX, OOMW_OPTIONS_MAX, OOMW_NAME_MAX, OOMW_FILE_MAX);
+    set_output(buf, 1);
+    return out_text ? EXIT_OK : EXIT_ENV;
+}
+
 /* oom_format_size(): "23.99 GiB", as the CLI's text output writes sizes. `bytes` is a double (a
  * JavaScript number: exact up to 2^53 bytes); negative or beyond 2^63 gives "". */
 EMSCRIPTEN_KEEPALIVE const char *oomw_format_size(double bytes)
@@ -140,21 +177,64 @@ EMSCRIPTEN_KEEPALIVE const char *oomw_format_size(double bytes)
     return buf;
 }
 
-/* The workload options as JSON, [{"name", "metavar", "help"}...] (oom_workload_options): the page
- * offers the values each option's metavar lists ("full|lora|qlora|inference"), so a value the
- * library adds appears on the page without an edit there. */
+/* the names of the commands of an OOM_COMMAND_* mask, as a JSON array */
+static json_object *commands_json(unsigned mask)
+{
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } names[] = {{"estimate", OOM_COMMAND_ESTIMATE},
+                 {"plan", OOM_COMMAND_PLAN},
+                 {"table", OOM_COMMAND_TABLE}};
+    json_object *a = json_object_new_array();
+    size_t i;
+    for (i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+        if (mask & names[i].bit)
+            json_object_array_add(a, json_object_new_string(names[i].name));
+    return a;
+}
+
+static json_object *option_json(const oom_option *o)
+{
+    json_object *j = json_object_new_object(), *values = json_object_new_array();
+    char *help = NULL;
+    size_t i;
+    json_object_object_add(j, "name", json_object_new_string(o->name));
+    json_object_object_add(j, "metavar", json_object_new_string(o->metavar));
+    json_object_object_add(j, "help",
+                           json_object_new_string(oom_option_help(&help, o) ? o->help : help));
+    oom_free(help);
+    json_object_object_add(j, "default",
+                           o->default_value ? json_object_new_string(o->default_value) : NULL);
+    json_object_object_add(j, "commands", commands_json(o->commands));
+    for (i = 0; i < o->n_values; i++) {
+        const oom_option_value *v = o->values[i];
+        json_object *jv = json_object_new_object();
+        json_object_object_add(jv, "name", json_object_new_string(v->name));
+        json_object_object_add(jv, "help", json_object_new_string(v->help));
+        json_object_object_add(jv, "form", json_object_new_boolean(v->form));
+        json_object_object_add(jv, "commands", commands_json(v->commands));
+        json_object_array_add(values, jv);
+    }
+    json_object_object_add(j, "values", values);
+    return j;
+}
+
+/* The options of estimate, plan and table as JSON, from the library's tables (the workload's,
+ * then the plan's): [{"name", "metavar", "help" (with the default, as --help prints it),
+ * "default" (null: the library works it out), "commands", "values": [{"name", "help", "form",
+ * "commands"}...]}...]. The page's selects offer the values and start at the defaults, so a
+ * value the library adds appears on the page without an edit there. */
 EMSCRIPTEN_KEEPALIVE int oomw_options(void)
 {
-    size_t n, i;
-    const oom_option *const *t = oom_workload_options(&n);
+    size_t n, i, t;
     json_object *a = json_object_new_array();
     reset();
-    for (i = 0; i < n; i++) {
-        json_object *o = json_object_new_object();
-        json_object_object_add(o, "name", json_object_new_string(t[i]->name));
-        json_object_object_add(o, "metavar", json_object_new_string(t[i]->metavar));
-        json_object_object_add(o, "help", json_object_new_string(t[i]->help));
-        json_object_array_add(a, o);
+    for (t = 0; t < 2; t++) {
+        const oom_option *const *o = t ? oom_plan_option_table(&n) : oom_workload_options(&n);
+        for (i = 0; i < n; i++)
+            if (o[i]->commands & (OOM_COMMAND_ESTIMATE | OOM_COMMAND_PLAN | OOM_COMMAND_TABLE))
+                json_object_array_add(a, option_json(o[i]));
     }
     set_output(json_object_to_json_string_ext(a, JSON_C_TO_STRING_PLAIN), 1);
     json_object_put(a);
@@ -395,11 +475,19 @@ done:
 }
 
 /* Writes a file into the page's in-memory file system (a dropped config.json), so that "model"
- * can name it. Returns 0, or 3 with the error set. */
+ * can name it: a name of at most OOMW_NAME_MAX bytes, at most OOMW_FILE_MAX bytes of data.
+ * Returns 0, 2 for a name or size out of bounds, or 3 with the error set. */
 EMSCRIPTEN_KEEPALIVE int oomw_write_file(const char *path, const char *data, int len)
 {
     FILE *f;
     reset();
+    if (!path || !*path || strnlen(path, OOMW_NAME_MAX + 1) > OOMW_NAME_MAX)
+        return usage_error("estimate", "a config file name of 1 to %d bytes is needed",
+                           OOMW_NAME_MAX);
+    if (len < 0 || len > OOMW_FILE_MAX || (len > 0 && !data))
+        return usage_error("estimate",
+                           "'%s' is %d bytes: a model config.json is a few KiB (at most %d)", path,
+                           len, OOMW_FILE_MAX);
     if (!(f = fopen(path, "wb")) || (len > 0 && fwrite(data, 1, (size_t)len, f) != (size_t)len)) {
         if (f)
             fclose(f);

@@ -19,13 +19,17 @@ ignored relative ``$XDG_CACHE_HOME``) are warnings of the class :class:`oomless.
 import ctypes
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import threading
 import warnings
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 from . import _native as _n
+from . import _vocab
+from . import calibration  # noqa: F401  (the calibration store, through the library)
 from ._memory_log import MemoryLog, MemoryWarning
 # oomless.trace is the tracing package and, called, its trace(): oomless.trace(model=...)
 from . import trace  # noqa: F401  (light: torch is imported on first use)
@@ -35,6 +39,7 @@ from .errors import (BY_CODE, DoesNotFitError, FileError, InternalError, Interru
 
 __all__ = [
     "Notice", "gpus", "catalog", "estimate", "plan", "plan_options", "list_models", "workload_options", "Workload", "parse_size",
+    "options", "plan_formats", "calibration",
     "version", "watch", "probe", "run", "trace", "cli_path", "MemoryLog", "MemoryWarning", "OomlessError", "InvalidValueError",
     "NoMemoryError", "FileError", "ParseError", "NotFoundError", "NoDeviceError",
     "DoesNotFitError", "JobError", "RefusedError", "UnsupportedError", "InterruptedJobError",
@@ -62,10 +67,42 @@ _NOTICE_HANDLER = _n.NOTICE_FN(_on_notice)  # kept alive for as long as the libr
 _n.oom_set_notice_handler(_NOTICE_HANDLER, None)
 
 
-def _b(value: Any) -> Optional[bytes]:
+# The library reads a number given as text with C's strtoll/strtod: an integer outside int64
+# would come back as another value (2**64 as 9223372036854775807), so it is refused here.
+_INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def _int_arg(name: str, value: int, low: int, high: int) -> int:
+    """`value` when low <= value <= high; InvalidValueError naming the argument otherwise."""
+    if not low <= value <= high:
+        raise InvalidValueError("%s=%d is out of range (%d to %d)" % (name, value, low, high),
+                                InvalidValueError.code)
+    return value
+
+
+def _text_arg(name: str, value: Any) -> str:
+    """`value` as the text the library or the CLI reads: an integer range-checked, a string
+    refused when it holds a NUL (C would read it cut short there)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        _int_arg(name, value, *_INT64)
+    text = value if isinstance(value, str) else str(value)
+    if "\0" in text:
+        raise InvalidValueError("%s=%r holds a NUL character, which would cut it short"
+                                % (name, value), InvalidValueError.code)
+    return text
+
+
+def _b(value: Any, name: str) -> Optional[bytes]:
     if value is None:
         return None
-    return str(value).encode("utf-8")
+    return _text_arg(name, value).encode("utf-8")
+
+
+def _gpu_arg(gpu: Any) -> Optional[bytes]:
+    """A GPU as the library reads it: an integer is an index (0 to 2**31 - 1), else a name."""
+    if isinstance(gpu, int) and not isinstance(gpu, bool):
+        _int_arg("gpu", gpu, 0, (1 << 31) - 1)
+    return _b(gpu, "gpu")
 
 
 def _check(code: int) -> None:
@@ -95,7 +132,7 @@ def parse_size(text: Union[str, int, float], bare_unit: str = "GiB") -> int:
     if bare_unit not in units:
         raise InvalidValueError("bare_unit %r is not one of B, MiB, GiB" % (bare_unit,), 1)
     out = ctypes.c_uint64()
-    _check(_n.oom_parse_size(ctypes.byref(out), _b(text), units[bare_unit]))
+    _check(_n.oom_parse_size(ctypes.byref(out), _b(text, "text"), units[bare_unit]))
     return out.value
 
 
@@ -104,7 +141,7 @@ class _Config:
 
     def __init__(self, path):
         self.ptr = ctypes.c_void_p()
-        _check(_n.oom_config_load(ctypes.byref(self.ptr), _b(path)))
+        _check(_n.oom_config_load(ctypes.byref(self.ptr), _b(path, "config")))
 
     def close(self):
         if self.ptr:
@@ -129,7 +166,8 @@ def gpus(gpu: Optional[Union[str, int]] = None, vram: Optional[Union[str, int, f
     `all` ignores CUDA_VISIBLE_DEVICES.
     """
     with _Config(config) as cfg:
-        req = _n.TargetRequest(_b(gpu), _b(vram), _b(vram_safety_margin), cfg.ptr)
+        req = _n.TargetRequest(_gpu_arg(gpu), _b(vram, "vram"),
+                                _b(vram_safety_margin, "vram_safety_margin"), cfg.ptr)
         out = ctypes.c_void_p()
         _check(_n.oom_gpus_report(ctypes.byref(out), ctypes.byref(req),
                                   _n.OOM_SAMPLE_ALL_GPUS if all else 0))
@@ -152,12 +190,31 @@ def catalog(config: Optional[str] = None) -> Dict[str, Any]:
 _BUDGET_KEYS = ("gpu", "vram", "vram_safety_margin", "config")
 
 
+def _synopsis(o: Mapping[str, Any]) -> str:
+    """What the CLI's --help shows after --NAME: the values joined by '|', else the metavar."""
+    return o["metavar"] if o["list"] or not o["values"] else "|".join(
+        v["name"] for v in o["values"])
+
+
+def options(command: Optional[str] = None) -> List[Dict[str, Any]]:
+    """Every option (the workload's and the plan's) that `command` takes ("estimate", "plan",
+    "table", "probe", "trace"; None: all), from the library's tables: dicts with name,
+    metavar, help, help_line (with the default, as ``--help`` prints it), default, commands,
+    list, and values (each with name, help, form, commands, trainer, trainer_args)."""
+    return _vocab.options(command)
+
+
+def plan_formats(command: Optional[str] = "plan") -> List[Dict[str, Any]]:
+    """The output formats of ``plan`` (or ``table``): name, help, framework, versions."""
+    return _vocab.plan_formats(command)
+
+
 def workload_options() -> List[Tuple[str, str, str]]:
-    """The workload options as (name, metavar, help): the CLI's --NAME, or NAME with '_' here."""
+    """The workload options as (name, synopsis, help): the CLI's --NAME (or NAME with '_' here),
+    its values or metavar, and its help with the default, as ``oomless estimate --help``."""
     count = ctypes.c_size_t()
-    table = _n.oom_workload_options(ctypes.byref(count))
-    return [(table[i][0].name.decode(), table[i][0].metavar.decode(), table[i][0].help.decode())
-            for i in range(count.value)]
+    _n.oom_workload_options(ctypes.byref(count))
+    return [(o["name"], _synopsis(o), o["help_line"]) for o in _vocab.options()[:count.value]]
 
 
 class Workload:
@@ -180,7 +237,7 @@ class Workload:
         """Sets one option; values are given as the CLI takes them (numbers may be ints)."""
         if isinstance(value, bool):
             value = "yes" if value else "no"
-        _check(_n.oom_workload_set(self._ptr, _b(key), _b(value)))
+        _check(_n.oom_workload_set(self._ptr, _b(key, "key"), _b(value, key)))
 
     @property
     def handle(self) -> ctypes.c_void_p:
@@ -221,7 +278,8 @@ def estimate(gpu: Optional[Union[str, int]] = None, vram: Optional[Union[str, in
     ``budget`` with ``fits``, as the CLI does.
     """
     with Workload(**workload) as w, _Config(config if (gpu or vram) else None) as cfg:
-        req = _n.TargetRequest(_b(gpu), _b(vram), _b(vram_safety_margin), cfg.ptr)
+        req = _n.TargetRequest(_gpu_arg(gpu), _b(vram, "vram"),
+                                _b(vram_safety_margin, "vram_safety_margin"), cfg.ptr)
         budget, have = _n.Budget(), ctypes.c_int()
         _check(_n.oom_estimate_budget(ctypes.byref(budget), ctypes.byref(have), None,
                                       w.handle, ctypes.byref(req)))
@@ -245,7 +303,7 @@ def _model_config_path(model: str) -> str:
     Hugging Face cache), by the rules the estimator uses; NotFoundError naming the closest
     presets otherwise."""
     out = ctypes.c_void_p()
-    _check(_n.oom_model_resolve(ctypes.byref(out), _b(model)))
+    _check(_n.oom_model_resolve(ctypes.byref(out), _b(model, "model")))
     try:
         return os.fsdecode(ctypes.string_at(out.value))
     finally:
@@ -253,11 +311,10 @@ def _model_config_path(model: str) -> str:
 
 
 def plan_options() -> List[Tuple[str, str, str]]:
-    """The plan-only options as (name, metavar, help), besides the workload options."""
+    """The plan-only options as (name, synopsis, help), besides the workload options."""
     count = ctypes.c_size_t()
-    table = _n.oom_plan_option_table(ctypes.byref(count))
-    return [(table[i][0].name.decode(), table[i][0].metavar.decode(), table[i][0].help.decode())
-            for i in range(count.value)]
+    _n.oom_workload_options(ctypes.byref(count))
+    return [(o["name"], _synopsis(o), o["help_line"]) for o in _vocab.options()[count.value:]]
 
 
 def plan(**options: Any) -> Dict[str, Any]:
@@ -271,8 +328,9 @@ def plan(**options: Any) -> Dict[str, Any]:
     """
     items = [(k, "yes" if v is True else "no" if v is False else v)
              for k, v in options.items() if v is not None]
-    keys = (ctypes.c_char_p * max(len(items), 1))(*[_b(k) for k, _ in items])
-    values = (ctypes.c_char_p * max(len(items), 1))(*[_b(v) for _, v in items])
+    keys = (ctypes.c_char_p * max(len(items), 1))(*[_b(k, "option") for k, _ in items])
+    values = (ctypes.c_char_p * max(len(items), 1))(
+        *[_gpu_arg(v) if k == "gpu" else _b(v, k) for k, v in items])
     out = ctypes.c_void_p()
     code = _n.oom_plan_json(ctypes.byref(out), keys, values, len(items))
     if code == DoesNotFitError.code and out.value:
@@ -303,10 +361,12 @@ def watch(vram_safety_margin: Optional[Union[str, int]] = None,
     try:
         _check(_n.oom_monitor_create(ctypes.byref(monitor), session))
         if vram_safety_margin is not None:
-            _check(_n.oom_monitor_set_margin(monitor, _b(vram_safety_margin)))
+            _check(_n.oom_monitor_set_margin(monitor,
+                                             _b(vram_safety_margin, "vram_safety_margin")))
         if plan is not None:
             peak = plan if isinstance(plan, int) else (plan.get("memory") or {})["device_peak"]
-            _n.oom_monitor_set_plan_peak(monitor, int(peak))
+            # a c_uint64 argument wraps silently: -1 would be 18446744073709551615
+            _n.oom_monitor_set_plan_peak(monitor, _int_arg("plan", int(peak), 0, (1 << 64) - 1))
         _check(_n.oom_monitor_sample(monitor))
         out = ctypes.c_void_p()
         _check(_n.oom_watch_to_json(ctypes.byref(out), _n.oom_monitor_snapshot(monitor), 0))
@@ -350,33 +410,99 @@ def _cli_options(options: Mapping[str, Any]) -> List[str]:
             argv.append(flag)
         elif isinstance(value, (list, tuple)):
             for item in value:
-                argv += [flag, str(item)]
+                argv += [flag, _text_arg(key, item)]
         else:
-            argv += [flag, str(value)]
+            argv += [flag, _text_arg(key, value)]
     return argv
 
 
 # the CLI's exit codes of README.md ("Exit codes") for a failure that printed no document
 _CLI_ERRORS = {2: InvalidValueError, 3: NoDeviceError, 126: JobError, 127: JobError}
+# a line the oomless program writes itself ("oomless probe: ...", "oomless: ..."), not the job
+_CLI_MESSAGE = re.compile(rb"^oomless(?: [a-z]+)?: ")
+_LINE_KEPT = 4096  # of a line not ended yet: enough for any message of the program's
+
+
+def _write_stderr(chunk: bytes) -> None:
+    stream = sys.stderr
+    if stream is None:
+        return
+    buffer = getattr(stream, "buffer", None)
+    if buffer is not None:
+        stream.flush()
+        buffer.write(chunk)
+        buffer.flush()
+    else:  # a notebook's or a test's replacement: text only
+        stream.write(chunk.decode("utf-8", "replace"))
+        stream.flush()
+
+
+def _stop(proc: "subprocess.Popen[bytes]") -> None:
+    """Ends the program the way a signal to it would (it passes SIGTERM to the job and waits
+    out its grace), then for good."""
+    try:
+        proc.terminate()
+        proc.wait(timeout=30)
+    except BaseException:
+        proc.kill()
+        proc.wait()
+        raise
+
+
+def _run_cli(argv: List[str]) -> Tuple[int, bytes, List[bytes]]:
+    """Runs the program: its stderr (its messages and the job's output) copied to ours as it
+    comes, its stdout (the document) read whole. Returns the exit status, the stdout and the
+    program's own message lines."""
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+    except OSError as exc:
+        raise FileError("cannot run %s: %s" % (argv[0], exc)) from exc
+    out: List[bytes] = []
+    reader = threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True)
+    reader.start()
+    messages: List[bytes] = []
+    line = b""
+    try:
+        while True:
+            chunk = os.read(proc.stderr.fileno(), 65536)
+            if not chunk:
+                break
+            _write_stderr(chunk)
+            lines = (line + chunk).split(b"\n")
+            line = lines.pop()[:_LINE_KEPT]
+            messages = (messages + [x for x in lines if _CLI_MESSAGE.match(x)])[-16:]
+        if _CLI_MESSAGE.match(line):
+            messages.append(line)
+        proc.wait()
+    except BaseException:
+        _stop(proc)
+        raise
+    finally:
+        reader.join()
+        proc.stdout.close()
+        proc.stderr.close()
+    return proc.returncode, out[0] if out else b"", messages
 
 
 def _cli_json(verb: str, command: Sequence[str], options: Mapping[str, Any]) -> Dict[str, Any]:
     if isinstance(command, (str, bytes)) or not command:
         raise InvalidValueError("command is a non-empty list of arguments (the program and its "
                                 "arguments, run without a shell)")
-    argv = [cli_path(), verb, "--json"] + _cli_options(options) + ["--"] + [str(a) for a in command]
-    # the job's output and oomless's messages go to this process's stderr as they come
-    try:
-        proc = subprocess.run(argv, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL)
-    except OSError as exc:
-        raise FileError("cannot run %s: %s" % (argv[0], exc)) from exc
-    text = proc.stdout.decode("utf-8", "replace").strip()
+    args = [_text_arg("command[%d]" % i, a) for i, a in enumerate(command)]
+    argv = [cli_path(), verb, "--json"] + _cli_options(options) + ["--"] + args
+    status, stdout, messages = _run_cli(argv)
+    text = stdout.decode("utf-8", "replace").strip()
     if text.startswith("{"):
         return json.loads(text)
-    error = _CLI_ERRORS.get(proc.returncode, OomlessError)
-    failure = error("oomless %s exited with status %d and no result (its message is on stderr)"
-                    % (verb, proc.returncode))
-    failure.exit_status = proc.returncode
+    error = _CLI_ERRORS.get(status, OomlessError)
+    if messages:  # the last: the error it ended with (notices come before it)
+        message = messages[-1].decode("utf-8", "replace")
+        failure = error("%s (exit status %d)" % (message, status))
+    else:
+        failure = error("oomless %s exited with status %d and printed no result nor message"
+                        % (verb, status))
+    failure.exit_status = status
     raise failure
 
 
@@ -388,9 +514,12 @@ def probe(command: Sequence[str], **options: Any) -> Dict[str, Any]:
     measures (NVML) and stops. `command` is the program and its arguments (no shell), with the
     placeholders ``{batch}``, ``{accum}``, ``{seq}``; options are ``oomless probe``'s with '_'
     for '-' (``max_trials=4``, ``calibration="off"``, ``set=["method=lora"]``). The jobs' output
-    goes to stderr. A document is returned whatever the search found; :class:`OomlessError` (or
-    a subclass by exit status: 2 usage, 3 environment, 126/127 the command cannot be run) when
-    the program printed none.
+    and the program's messages go to stderr as they come. A document is returned whatever the
+    search found; when the program printed none, :class:`OomlessError` (or a subclass by exit
+    status: 2 usage, 3 environment, 126/127 the command cannot be run) with the program's own
+    message (``--max-trials '0' must be a whole number >= 1 (exit status 2)``). A string
+    holding a NUL character, or an integer outside int64, is refused before anything runs
+    (:class:`InvalidValueError`, a ValueError, naming the argument).
     """
     return _cli_json("probe", command, options)
 

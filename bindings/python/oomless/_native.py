@@ -146,16 +146,62 @@ class Estimate(Versioned):
         ("tokens_per_step", c_uint64)]
 
 
+class OptionValue(Versioned):
+    """oom_option_value: one value of an option (name or form, help, the commands that take it,
+    the Trainer's name for it)."""
+
+    c_name = "oom_option_value"
+    _fields_ = [("version", c_uint), ("name", c_char_p), ("help", c_char_p), ("commands", c_uint),
+                ("form", c_int), ("trainer", c_char_p), ("trainer_args", c_char_p)]
+
+
 class Option(Versioned):
-    """oom_option: one workload option (name, metavar, help); the library's tables are arrays of
-    pointers to them."""
+    """oom_option: one option (name, metavar, help; version 2: its values, default, commands);
+    the library's tables are arrays of pointers to them."""
 
     c_name = "oom_option"
-    _fields_ = [("version", c_uint), ("name", c_char_p), ("metavar", c_char_p), ("help", c_char_p)]
+    c_version = 2
+    _fields_ = [("version", c_uint), ("name", c_char_p), ("metavar", c_char_p), ("help", c_char_p),
+                ("values", POINTER(POINTER(OptionValue))), ("n_values", c_size_t),
+                ("default_value", c_char_p), ("commands", c_uint), ("list", c_int)]
+
+
+class PlanFormatInfo(Versioned):
+    """oom_plan_format_info: one output format of plan or table."""
+
+    c_name = "oom_plan_format_info"
+    _fields_ = [("version", c_uint), ("name", c_char_p), ("help", c_char_p),
+                ("framework", c_char_p), ("versions", c_char_p), ("commands", c_uint)]
+
+
+class ProbeFit(Versioned):
+    """oom_probe_fit: fixed + per_sample x batch (+ per_sample2 x batch^2)."""
+
+    c_name = "oom_probe_fit"
+    _fields_ = [("version", c_uint), ("valid", c_int), ("quadratic", c_int),
+                ("fixed_bytes", ctypes.c_double), ("per_sample_bytes", ctypes.c_double),
+                ("per_sample2_bytes", ctypes.c_double)]
+
+
+class Calibration(Versioned):
+    """oom_calibration: one record of the calibration store (version 2: its further members as
+    a JSON object's text in `extra`)."""
+
+    c_name = "oom_calibration"
+    c_version = 2
+    _fields_ = [("version", c_uint), ("gpu", c_char_p), ("command", c_char_p),
+                ("workload", c_char_p), ("fit", ProbeFit), ("recommended_batch", c_int),
+                ("max_batch", c_int), ("usable_bytes", c_uint64), ("time", ctypes.c_double),
+                ("traced", c_int), ("extra", c_char_p)]
 
 
 # every ctypes declaration of a public struct, for the size check against the library
-STRUCTS = (TargetRequest, Budget, Estimate, Option)
+STRUCTS = (TargetRequest, Budget, Estimate, OptionValue, Option, PlanFormatInfo, ProbeFit,
+           Calibration)
+
+# the OOM_COMMAND_* bits of oomless.h
+COMMANDS = {"estimate": 1 << 0, "plan": 1 << 1, "table": 1 << 2, "probe": 1 << 3,
+            "trace": 1 << 4, "gpus": 1 << 5, "run": 1 << 6, "watch": 1 << 7}
 
 
 oom_workload_create = _declare("oom_workload_create", c_int, POINTER(c_void_p))
@@ -175,6 +221,20 @@ oom_plan_json = _declare("oom_plan_json", c_int, POINTER(c_void_p), POINTER(c_ch
                          POINTER(c_char_p), c_size_t)
 oom_plan_option_table = _declare("oom_plan_option_table", POINTER(POINTER(Option)),
                                  POINTER(c_size_t))
+oom_option_lookup = _declare("oom_option_lookup", POINTER(Option), c_char_p)
+oom_option_help = _declare("oom_option_help", c_int, POINTER(c_void_p), POINTER(Option))
+oom_plan_formats = _declare("oom_plan_formats", POINTER(POINTER(PlanFormatInfo)),
+                            POINTER(c_size_t))
+oom_workload_get = _declare("oom_workload_get", c_int, POINTER(c_void_p), c_void_p, c_char_p)
+
+oom_calibration_default_path = _declare("oom_calibration_default_path", c_int, POINTER(c_void_p))
+oom_calibration_command_key = _declare("oom_calibration_command_key", c_int, POINTER(c_void_p),
+                                       POINTER(c_char_p))
+oom_calibration_save = _declare("oom_calibration_save", c_int, c_char_p, POINTER(Calibration))
+oom_calibration_lookup = _declare("oom_calibration_lookup", c_int,
+                                  POINTER(POINTER(Calibration)), c_char_p, c_char_p, c_char_p,
+                                  c_char_p)
+oom_calibration_free = _declare("oom_calibration_free", None, POINTER(Calibration))
 
 oom_gpu_open = _declare("oom_gpu_open", c_int, POINTER(c_void_p))
 oom_gpu_close = _declare("oom_gpu_close", None, c_void_p)

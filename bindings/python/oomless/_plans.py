@@ -1,8 +1,10 @@
 """Reading an oomless plan document: the pieces the framework helpers share."""
 from typing import Any, Dict, Mapping, Optional
 
-# the precisions of oomless.h's oom_precision, as oom_precision_name() spells them
-PRECISIONS = ("auto", "fp32", "fp16", "bf16", "amp-fp16", "amp-bf16", "int8", "4bit")
+from ._vocab import option
+
+# the precisions of oomless.h's oom_precision, from the library's option table
+PRECISIONS = tuple(v["name"] for v in option("precision")["values"])
 
 # sharding backends the helpers can express a ZeRO/offload plan with
 BACKENDS = ("deepspeed", "fsdp")

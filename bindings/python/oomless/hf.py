@@ -7,26 +7,21 @@
 from typing import Any, Dict, Mapping
 
 from ._plans import check_backend, deepspeed_config, exact_precision, is_sharded, plan_of
-
-# oomless optimizer names -> TrainingArguments.optim values (transformers' OptimizerNames).
-_OPTIM = {
-    "adamw": "adamw_torch",
-    "adamw-fused": "adamw_torch_fused",
-    "adamw-8bit": "adamw_bnb_8bit",
-    "paged-adamw": "paged_adamw_32bit",
-    "paged-adamw-8bit": "paged_adamw_8bit",
-    "adafactor": "adafactor",
-    "sgd": "sgd",
-    "sgd-momentum": "sgd",
-    "lion": "lion_32bit",
-}
+from ._vocab import trainer_optimizer
 
 # TrainingArguments has one switch per 16-bit type, autocast ("mixed precision"): `bf16=True` /
 # `fp16=True`. A plan in pure bf16/fp16 (16-bit weights, LoRA) sets the same switch, the model
 # being loaded with `torch_dtype` bfloat16/float16; int8/4bit (bitsandbytes base weights) compute
 # in bf16, as QLoRA does (Dettmers et al. 2023, arXiv:2305.14314, section 3).
-_BF16 = ("amp-bf16", "bf16", "int8", "4bit")
-_FP16 = ("amp-fp16", "fp16")
+_SWITCH = {
+    "amp-bf16": "bf16",
+    "bf16": "bf16",
+    "int8": "bf16",
+    "4bit": "bf16",
+    "amp-fp16": "fp16",
+    "fp16": "fp16",
+    "fp32": None,
+}
 
 
 def _plan(doc):
@@ -95,13 +90,17 @@ def training_arguments(doc: Mapping[str, Any], backend: str = "deepspeed") -> Di
         "gradient_checkpointing": plan.get("checkpointing", "none") != "none",
     }
     if precision != "auto":  # a measured line: the precision is the job's own
-        kwargs["bf16"] = precision in _BF16
-        kwargs["fp16"] = precision in _FP16
+        kwargs["bf16"] = _SWITCH.get(precision) == "bf16"
+        kwargs["fp16"] = _SWITCH.get(precision) == "fp16"
     if doc.get("inference"):
         kwargs["per_device_eval_batch_size"] = int(plan["batch_size"])
-    optim = _OPTIM.get(plan.get("optimizer", ""))
+    # TrainingArguments.optim (and optim_args) from the library's optimizer table, as
+    # `oomless plan --format args` writes them
+    optim, optim_args = trainer_optimizer(plan.get("optimizer", ""))
     if optim:
         kwargs["optim"] = optim
+    if optim_args:
+        kwargs["optim_args"] = optim_args
     if plan.get("loss") == "chunked":
         kwargs["use_liger_kernel"] = True
     ck_kwargs = checkpointing_kwargs(plan.get("checkpointing", "none"))

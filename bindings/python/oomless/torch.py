@@ -665,15 +665,6 @@ class TrainStep:
 
 # ---- the calibration store --------------------------------------------------------------------
 
-def _default_calibration_path():
-    xdg, home = os.environ.get("XDG_CACHE_HOME"), os.environ.get("HOME")
-    if xdg:
-        return os.path.join(xdg, "oomless", "calibration.jsonl")
-    if home:
-        return os.path.join(home, ".cache", "oomless", "calibration.jsonl")
-    raise OSError("calibration: neither $XDG_CACHE_HOME nor $HOME is set")
-
-
 def calibration_line(record, gpu, command, workload="", extra_fixed_bytes=0):
     """A record of oomless's calibration store from a limit record with measured bytes.
 
@@ -702,16 +693,11 @@ def calibration_line(record, gpu, command, workload="", extra_fixed_bytes=0):
 
 def append_calibration(line, path=None):
     """Appends one calibration line (from :func:`calibration_line`) to the store; returns the
-    path. One ``write`` of one line in append mode, as the C library does."""
-    path = path or _default_calibration_path()
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    text = json.dumps(line, separators=(",", ":")) + "\n"
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, 0o644)
-    try:
-        os.write(fd, text.encode("utf-8"))
-    finally:
-        os.close(fd)
-    return path
+    path. Through the library (:mod:`oomless.calibration`), the store's one writer: the line
+    whole or nothing, under its lock, on a fresh line, never through a symbolic link or into a
+    FIFO; the default place private, a relative ``$XDG_CACHE_HOME`` ignored."""
+    from . import calibration
+    return calibration.save(line, path)
 
 
 # ---- stopping for a relaunch ------------------------------------------------------------------

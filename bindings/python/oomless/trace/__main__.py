@@ -5,14 +5,15 @@ transformers / peft missing (the message says what to install); 3 the calibratio
 not be saved (--calibrate).
 """
 import argparse
-import errno
-import fcntl
 import importlib
 import json
-import os
-import stat
 import sys
 import time
+import warnings
+
+from .. import calibration as store
+from ..errors import FileError, OomlessError
+from .options import add_workload_arguments
 
 USAGE_NOTE = """Traces one or more training steps (forward, loss, backward, optimizer step) of the real
 model code on PyTorch's meta device and reports the allocated peak (what
@@ -27,36 +28,8 @@ calibration record could not be saved."""
 def _parser():
     p = argparse.ArgumentParser(prog="oomless trace", description=USAGE_NOTE,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", help="a preset, a config.json, its folder, or a hub id in the local "
-                                   "Hugging Face cache")
-    p.add_argument("--method", default="full", help="full|lora|inference (default full)")
-    p.add_argument("--precision", default="auto",
-                   help="auto|fp32|bf16|fp16|amp-bf16|amp-fp16 (default auto, as estimate)")
-    p.add_argument("--optimizer", default="adamw",
-                   help="adamw|adamw-fused|adamw-8bit|sgd|sgd-momentum|adafactor|none (default adamw)")
-    p.add_argument("--batch", type=int, default=1, help="micro-batch (default 1)")
-    p.add_argument("--seq", type=int, default=512, help="tokens per sample (default 512)")
-    p.add_argument("--grad-accum", type=int, default=1, help="accumulation steps (default 1)")
-    p.add_argument("--checkpointing", default="none",
-                   help="none|full|every:N|nth:N, +offload after the last three; op-sac: "
-                   "torchtitan's op-level selective policy (default none)")
-    p.add_argument("--attention", default="sdpa", help="eager|sdpa|flash (default sdpa)")
-    p.add_argument("--loss", default="standard", help="standard|chunked (default standard)")
-    p.add_argument("--lora-rank", type=int, default=16)
-    p.add_argument("--lora-targets", default="default")
-    p.add_argument("--lora-dropout", type=float, default=0.05)
+    add_workload_arguments(p)  # the library's table: the workload options the tracer takes
     p.add_argument("--steps", type=int, default=2, help="training steps traced (default 2)")
-    p.add_argument("--objective", default="sft",
-                   help="sft|dpo|ipo|simpo|orpo|kto|reward: a preference step as TRL's "
-                        "DPOTrainer / CPOTrainer / ORPOTrainer / KTOTrainer / RewardTrainer "
-                        "runs it (default sft)")
-    p.add_argument("--reference", default="auto",
-                   help="copy|adapter: dpo/ipo/kto reference model (default auto: adapter under "
-                        "lora, else copy; none for simpo, orpo, reward)")
-    p.add_argument("--packing", default="none",
-                   help="none|padding-free|block-mask: packed documents (default none)")
-    p.add_argument("--tokens-per-batch", type=int, default=0,
-                   help="with --packing: packed tokens per micro-batch (default batch x seq)")
     p.add_argument("--module", help="pkg.mod:build_fn returning any torch.nn.Module")
     p.add_argument("--step", help="pkg.mod:step_fn(model, input_shape) -> loss (with --module)")
     p.add_argument("--input-shape", help="with --module: the input's shape, e.g. 8,3,224,224")
@@ -89,100 +62,6 @@ def command_key(argv):
         key.append(a)
         i += 1
     return key
-
-
-class StoreError(OSError):
-    """The calibration record could not be saved (exit 3, as the C tool's I/O errors)."""
-
-
-def calibration_path(arg):
-    """The calibration file and the $HOME it is under (None: a named file, or under an absolute
-    $XDG_CACHE_HOME). A relative $XDG_CACHE_HOME is ignored, as the XDG Base Directory spec says
-    and as liboomless does."""
-    if arg:
-        return arg, None
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    if xdg and os.path.isabs(xdg):
-        return os.path.join(xdg, "oomless", "calibration.jsonl"), None
-    home = os.environ.get("HOME")
-    if xdg:
-        sys.stderr.write("oomless: $XDG_CACHE_HOME '%s' is not an absolute path: ignored, as the "
-                         "XDG Base Directory specification says%s\n"
-                         % (xdg, "; using %s/.cache" % home if home else ""))
-    if not home:
-        raise ValueError("no calibration file: give --calibration FILE ($XDG_CACHE_HOME and $HOME "
-                         "are not set)")
-    return os.path.join(home, ".cache", "oomless", "calibration.jsonl"), home
-
-
-def _open_store(path):
-    """The store opened for appending: a regular file only, never through a symbolic link, and
-    without waiting on a FIFO's other end (as liboomless's oom_calibration_save)."""
-    flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    try:
-        fd = os.open(path, flags, 0o644)
-    except OSError as exc:
-        if exc.errno == errno.ELOOP and os.path.islink(path):
-            raise StoreError("calibration file '%s' is a symbolic link: refused (oomless does not "
-                             "write through links; give the real file's path)" % path) from None
-        if exc.errno == errno.ENXIO:
-            raise StoreError("calibration file '%s' is a FIFO, not a regular file" % path) from None
-        raise StoreError("cannot open calibration file '%s': %s" % (path, exc.strerror)) from None
-    mode = os.fstat(fd).st_mode
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        kind = "a FIFO" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode) else \
-            "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a socket"
-        raise StoreError("calibration file '%s' is %s, not a regular file" % (path, kind))
-    os.set_blocking(fd, True)
-    return fd
-
-
-def _make_folders(d, mode):
-    """mkdir -p d, each folder made with `mode`."""
-    missing = []
-    while d and not os.path.isdir(d):
-        missing.append(d)
-        d = os.path.dirname(d)
-    for m in reversed(missing):
-        try:
-            os.mkdir(m, mode)
-        except FileExistsError:
-            pass
-
-
-def append_record(path, record, home=None, private=False):
-    """One JSON line appended all or nothing: one write of the whole line, on a fresh line, under
-    flock; on a short write (a full disk) the file is cut back to its old size. The folders are
-    made as needed (`private`: 0700, the default location's, as the XDG spec asks), but never a
-    missing $HOME (`home`)."""
-    if home is not None and not os.path.isdir(home):
-        raise StoreError("calibration: $HOME '%s' %s; not creating it (set XDG_CACHE_HOME to an "
-                         "absolute path, or give --calibration FILE)"
-                         % (home, "is not a directory" if os.path.exists(home)
-                            else "does not exist"))
-    _make_folders(os.path.dirname(path), 0o700 if private else 0o777)
-    line = (json.dumps(record, separators=(",", ":")) + "\n").encode("utf-8")
-    fd = _open_store(path)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        size = os.fstat(fd).st_size
-        if size > 0 and os.pread(fd, 1, size - 1) != b"\n":
-            line = b"\n" + line
-        try:
-            done = 0
-            while done < len(line):
-                n = os.write(fd, line[done:])
-                if n <= 0:
-                    raise OSError(errno.EIO, os.strerror(errno.EIO))
-                done += n
-            os.fsync(fd)
-        except OSError as exc:
-            os.ftruncate(fd, size)
-            raise StoreError("cannot save the calibration record to '%s': %s (nothing was saved)"
-                             % (path, exc.strerror or exc)) from None
-    finally:
-        os.close(fd)
 
 
 def fit_line(points):
@@ -228,9 +107,9 @@ def calibrate(args, argv, run):
               "per_sample2_bytes": per2, "recommended_batch": 0, "max_batch": batches[-1],
               "usable_bytes": 0, "traced": True, "counter": "allocated", "seq": args.seq,
               "points": [[b, v] for b, v in points], "versions": run.versions()}
-    path, home = calibration_path(args.calibration)
-    append_record(path, record, home, private=not args.calibration)
-    return record, path
+    # the library's store: one line appended whole, under a lock, never through a link or into
+    # a FIFO; the default place private, a relative $XDG_CACHE_HOME ignored, no $HOME created
+    return record, store.save(record, args.calibration)
 
 
 def _need(mod, why):
@@ -288,9 +167,22 @@ def _text(res):
     return "\n".join(lines) + "\n"
 
 
+def _show_notice(message, category, filename, lineno, file=None, line=None):
+    """The library's notices as the oomless tool prints them; other warnings as Python does."""
+    from .. import Notice
+    if issubclass(category, Notice):
+        sys.stderr.write("oomless: %s\n" % message)
+    else:
+        _SHOW_WARNING(message, category, filename, lineno, file, line)
+
+
+_SHOW_WARNING = warnings.showwarning
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
+    warnings.showwarning = _show_notice
     _need("torch", "tracing")
     from . import run
     try:
@@ -336,10 +228,10 @@ def main(argv=None):
                                lora_dropout=args.lora_dropout, steps=args.steps,
                                objective=args.objective, reference=args.reference,
                          packing=args.packing, tokens_per_batch=args.tokens_per_batch)
-    except StoreError as exc:
+    except FileError as exc:  # the calibration record could not be saved
         sys.stderr.write("oomless trace: %s\n" % exc)
         return 3
-    except (ValueError, OSError, run.TraceError) as exc:
+    except (ValueError, OSError, OomlessError, run.TraceError) as exc:
         sys.stderr.write("oomless trace: %s\n" % exc)
         return 2
     if args.json:

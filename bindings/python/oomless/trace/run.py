@@ -9,8 +9,21 @@ import tempfile
 
 import torch
 
+from .._vocab import option, resolved
 from .emulate import CudaEmulation
 from .tracker import CATEGORIES, Tracker
+
+
+def _values(name, command=None):
+    """The values of an option in the library's table (those `command` takes)."""
+    return [v["name"] for v in option(name, command)["values"]]
+
+
+def _without_reference():
+    """The preference objectives the library gives no reference model (SimPO, ORPO, reward:
+    TRL's reference-free trainers)."""
+    return [o for o in _values("objective", "trace")
+            if o != "sft" and resolved(objective=o)["reference"] == "none"]
 
 
 class TraceError(Exception):
@@ -42,39 +55,34 @@ def find_config(model):
     preset, or a hub id in the local Hugging Face cache, by the library's rules
     (oom_model_resolve, as ``oomless estimate --model`` finds it)."""
     from .. import OomlessError, _model_config_path
+    from .config_check import read_config
     try:
         path = _model_config_path(model)
     except OomlessError as exc:
         raise TraceError(str(exc)) from exc
-    try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f), path
-    except (OSError, ValueError) as exc:
-        raise TraceError("model config '%s': %s" % (path, exc)) from exc
+    return read_config(path), path
 
 
 def build_hf(cfg_dict, dtype, attention, device="meta"):
     """The transformers model the config names, with no weights (meta device), or with random
     ones on `device` (bench/accuracy/measure.py builds the same model on a GPU)."""
     import transformers
+    from .config_check import model_class_of, refused_by_transformers
     cfg_dict = dict(cfg_dict)
     if "model_type" not in cfg_dict:
         raise TraceError("model config has no 'model_type'")
+    cls = model_class_of(cfg_dict)
     for key in ("torch_dtype", "dtype", "quantization_config"):
         cfg_dict.pop(key, None)
-    cfg = transformers.AutoConfig.for_model(**cfg_dict)
-    cls = None
-    for arch in cfg_dict.get("architectures") or []:
-        cls = getattr(transformers, arch, None)
-        if cls is not None:
-            break
     impl = {"eager": "eager", "sdpa": "sdpa", "flash": "sdpa"}[attention]
-    with torch.device(device):
-        if cls is not None:
-            model = cls._from_config(cfg, dtype=dtype, attn_implementation=impl)
-        else:
-            model = transformers.AutoModelForCausalLM.from_config(
-                cfg, dtype=dtype, attn_implementation=impl)
+    with refused_by_transformers(cls):
+        cfg = transformers.AutoConfig.for_model(**cfg_dict)
+        with torch.device(device):
+            if cls is not None:
+                model = cls._from_config(cfg, dtype=dtype, attn_implementation=impl)
+            else:
+                model = transformers.AutoModelForCausalLM.from_config(
+                    cfg, dtype=dtype, attn_implementation=impl)
     return model, cfg
 
 
@@ -182,8 +190,7 @@ def make_optimizer(name, params):
         raise TraceError("optimizer '%s' cannot be traced: bitsandbytes pages its states in CUDA "
                          "unified memory, outside the allocator the tracer follows" % name)
     raise TraceError("optimizer '%s' cannot be traced (lion is not in torch.optim; the "
-                     "traced ones: adamw, adamw-fused, adamw-8bit, sgd, sgd-momentum, adafactor, "
-                     "none)" % name)
+                     "traced ones: %s)" % (name, ", ".join(_values("optimizer", "trace"))))
 
 
 # ---- the head and the loss ---------------------------------------------------------------------
@@ -250,28 +257,46 @@ F = torch.nn.functional
 class Workload:
     """The estimate's workload flags, resolved as `oomless estimate` resolves them."""
 
-    def __init__(self, model, method="full", precision="auto", optimizer="adamw", batch=1,
-                 seq=512, grad_accum=1, checkpointing="none", attention="sdpa", loss="standard",
-                 lora_rank=16, lora_targets="default", lora_dropout=0.05, steps=2,
-                 chunk_tokens=1024, objective="sft", reference="auto", packing="none",
-                 tokens_per_batch=0):
-        self.model, self.method, self.precision = model, method, precision
-        self.optimizer, self.batch, self.seq, self.grad_accum = optimizer, batch, seq, grad_accum
-        self.checkpointing, self.attention, self.loss = checkpointing, attention, loss
-        self.lora_rank, self.lora_targets, self.lora_dropout = lora_rank, lora_targets, lora_dropout
-        self.steps, self.chunk_tokens = steps, chunk_tokens
-        self.objective, self.reference = objective, reference
-        self.packing, self.tokens_per_batch = packing, tokens_per_batch
-        if self.reference == "auto":  # as `oomless estimate` resolves it (TRL's default)
-            self.reference = ("none" if objective in ("reward", "simpo", "orpo") else
-                              "adapter" if method in ("lora", "qlora") else "copy")
-        if self.precision == "auto":
-            self.precision = {"full": "amp-bf16", "lora": "bf16", "inference": "bf16",
-                              "qlora": "4bit"}.get(method, "amp-bf16")
+    # the options the workload takes, each None by default: the library's default (its table)
+    OPTIONS = ("method", "precision", "optimizer", "batch", "seq", "grad_accum", "checkpointing",
+               "attention", "loss", "lora_rank", "lora_targets", "lora_dropout", "objective",
+               "reference", "packing")
+
+    def __init__(self, model, method=None, precision=None, optimizer=None, batch=None, seq=None,
+                 grad_accum=None, checkpointing=None, attention=None, loss=None, lora_rank=None,
+                 lora_targets=None, lora_dropout=None, steps=2, chunk_tokens=1024, objective=None,
+                 reference=None, packing=None, tokens_per_batch=0):
+        given = dict(method=method, precision=precision, optimizer=optimizer, batch=batch,
+                     seq=seq, grad_accum=grad_accum, checkpointing=checkpointing,
+                     attention=attention, loss=loss, lora_rank=lora_rank,
+                     lora_targets=lora_targets, lora_dropout=lora_dropout, objective=objective,
+                     reference=reference, packing=packing)
+        for name in self.OPTIONS:
+            value = given[name]
+            if value is None:
+                value = option(name)["default"]
+                value = (float(value) if name == "lora_dropout" else
+                         int(value) if value.isdigit() else value)
+            setattr(self, name, value)
+        self.model, self.steps, self.chunk_tokens = model, steps, chunk_tokens
+        self.tokens_per_batch = tokens_per_batch
+        method, precision, objective, reference = (self.method, self.precision, self.objective,
+                                                   self.reference)
+        if "auto" in (self.precision, self.reference):  # as the library resolves them
+            try:
+                lib = resolved(method=method, precision=precision, objective=objective,
+                               reference=reference)
+            except ValueError:  # a value the library refuses: check() says which
+                lib = {}
+            if self.precision == "auto":
+                self.precision = lib.get("precision", "auto")
+            if self.reference == "auto":
+                self.reference = lib.get("reference", "auto")
 
     def check(self):
-        if self.method not in ("full", "lora", "qlora", "inference"):
-            raise TraceError("method '%s' is not one of: full, lora, qlora, inference" % self.method)
+        if self.method not in _values("method"):
+            raise TraceError("method '%s' is not one of: %s"
+                             % (self.method, ", ".join(_values("method"))))
         if self.method == "qlora" or self.precision in ("4bit", "int8"):
             raise TraceError("--method qlora / --precision 4bit|int8 cannot be traced on the meta "
                              "device: bitsandbytes' quantized layers run only on CUDA")
@@ -283,28 +308,28 @@ class Workload:
                              "the model's own gradient checkpointing on every layer or one layer "
                              "in N, +offload after the last three; op-sac: torchtitan's op-level "
                              "selective policy on every layer)" % self.checkpointing)
-        if self.attention not in ("eager", "sdpa", "flash"):
-            raise TraceError("attention '%s' is not one of: eager, sdpa, flash" % self.attention)
-        if self.loss not in ("standard", "chunked"):
-            raise TraceError("loss '%s' is not one of: standard, chunked" % self.loss)
-        if self.objective not in ("sft", "dpo", "ipo", "kto", "reward", "simpo", "orpo"):
-            raise TraceError("objective '%s' cannot be traced (sft, dpo, ipo, kto, reward, "
-                             "simpo, orpo)" % self.objective)
-        if self.objective in ("reward", "simpo", "orpo") and self.reference != "none":
+        for name in ("attention", "loss"):
+            if getattr(self, name) not in _values(name, "trace"):
+                raise TraceError("%s '%s' is not one of: %s"
+                                 % (name, getattr(self, name), ", ".join(_values(name, "trace"))))
+        if self.objective not in _values("objective", "trace"):
+            raise TraceError("objective '%s' cannot be traced (%s)"
+                             % (self.objective, ", ".join(_values("objective", "trace"))))
+        if self.objective in _without_reference() and self.reference != "none":
             raise TraceError("objective '%s' has no reference model" % self.objective)
         if self.objective != "sft":
             if self.method not in ("full", "lora"):
                 raise TraceError("objective '%s' is traced for method full or lora" % self.objective)
-            if (self.objective not in ("reward", "simpo", "orpo") and
+            if (self.objective not in _without_reference() and
                     self.reference not in ("copy", "adapter")):
                 raise TraceError("reference '%s' cannot be traced (copy, adapter)" % self.reference)
             if self.reference == "adapter" and self.method != "lora":
                 raise TraceError("reference 'adapter' needs method lora")
             if self.objective == "kto" and self.batch < 2:
                 raise TraceError("objective 'kto' needs a batch of at least 2 (its KL term)")
-        if self.packing not in ("none", "padding-free", "block-mask"):
-            raise TraceError("packing '%s' is not one of: none, padding-free, block-mask"
-                             % self.packing)
+        if self.packing not in _values("packing", "trace"):
+            raise TraceError("packing '%s' is not one of: %s"
+                             % (self.packing, ", ".join(_values("packing", "trace"))))
         if self.packing != "none" and (self.objective != "sft" or self.method == "inference"):
             raise TraceError("packing '%s' is traced for training with objective sft"
                              % self.packing)
@@ -747,10 +772,11 @@ def _trace_reward(w, cfg_dict):
 
 def trace_hf(w, cfg_dict=None):
     """Traces workload `w`; returns the result dict (memory breakdown in bytes, phase, ...)."""
+    from .config_check import reads_values
     try:
         return _trace_hf(w, cfg_dict)
     except RuntimeError as exc:
-        if "meta tensors" in str(exc) or "data-dependent" in str(exc):
+        if reads_values(exc):
             raise TraceError("the model's code reads tensor values (%s), which the meta device "
                              "does not have: this model cannot be traced"
                              % str(exc).splitlines()[0]) from exc
