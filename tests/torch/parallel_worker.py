@@ -184,6 +184,7 @@ def run_tp(spec, rank):
 
     out["snapshots"] = measure(step, kept([model], opt, lambda: []))
     out["params"] = nbytes(model.parameters())
+    out["tensors"] = len(list(model.parameters()))
     out["optimizer"] = states(opt)
     return out
 
@@ -235,6 +236,7 @@ def run_pp(spec, rank):
 
     out["snapshots"] = measure(step, kept(chunks, opt, lambda: list(recv_buffers(stages))))
     out["params"] = nbytes(q for c in chunks for q in c.parameters())
+    out["tensors"] = sum(len(list(c.parameters())) for c in chunks)
     out["optimizer"] = states(opt)
     out["stages"] = [s.stage_index for s in stages]
     return out
@@ -268,6 +270,7 @@ def run_ep(spec, rank):
 
     out["snapshots"] = measure(step, kept([model], opt, lambda: []))
     out["params"] = nbytes(model.parameters())
+    out["tensors"] = len(list(model.parameters()))
     out["optimizer"] = states(opt)
     return out
 
