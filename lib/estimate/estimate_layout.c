@@ -148,6 +148,8 @@ static void model_states(oomi_chunk *k, const oom_workload *w, const oomi_coef *
         sharded = w->k.sharding == OOM_SHARDING_ZERO1
                       ? dense / (double)(d->dp * d->cp) + expert / (double)d->edp
                       : all;
+        if (w->k.offload == OOM_OFFLOAD_OPTIMIZER) /* --optimizer-cpu-offload: on the CPU */
+            per = 0;
         k->w = all * ep, k->g = all * 4, k->o = sharded * per, k->topt = 0;
         return;
     }

@@ -233,8 +233,14 @@ static int validate_run(const oom_workload *w)
         return not_with("objective", OOMI_VALUE_NAME(oomi_objective_values, w->objective));
     if (w->packing != OOMI_PACKING_NONE)
         return not_with("packing", OOMI_VALUE_NAME(oomi_packing_values, w->packing));
-    if (w->k.offload != OOM_OFFLOAD_NONE)
-        return not_with("offload", oom_offload_name(w->k.offload));
+    /* Megatron's optimizer CPU offload (HybridDeviceOptimizer, --optimizer-cpu-offload) keeps
+     * the distributed optimizer's states on the CPU */
+    if (w->k.offload != OOM_OFFLOAD_NONE &&
+        (titan || w->k.offload != OOM_OFFLOAD_OPTIMIZER || w->k.sharding != OOM_SHARDING_ZERO1))
+        return oomi_fail(OOM_EINVAL,
+                         "offload '%s' with model-parallel training: megatron offloads the "
+                         "distributed optimizer's states (--offload optimizer --sharding zero1)",
+                         oom_offload_name(w->k.offload));
     if (p == OOM_PRECISION_INT8 || p == OOM_PRECISION_4BIT)
         return not_with("precision", oom_precision_name(p));
     if (w->k.optimizer != OOM_OPTIMIZER_ADAMW && w->k.optimizer != OOM_OPTIMIZER_ADAMW_FUSED &&

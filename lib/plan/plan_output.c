@@ -227,6 +227,7 @@ static json_object *result_json(const oom_plan_result *r)
     oomi_json_put(root, "inference", inference_json(r));
     oomi_json_put(root, "rollout", oomi_plan_rollout_json(r));
     oomi_json_put(root, "packing", oomi_plan_packing_json(r));
+    oomi_json_put(root, "layout", r->found ? oomi_plan_layout_json(r) : NULL);
     /* the DeepSpeed config (--format deepspeed) when the plan shards or offloads, for helpers
      * that hand it to a framework (oomless.hf, oomless.lightning) */
     oomi_json_put(root, "deepspeed",
@@ -462,15 +463,29 @@ static const struct plan_format {
            "verl", NULL, PLAN, oomi_plan_format_rl, 0),
     FORMAT("torchtune", "training: recipe keys (batch_size, dataset.packed)", "torchtune", NULL,
            PLAN, oomi_plan_format_packing, CK_ANY),
+    FORMAT("megatron",
+           "training with a model-parallel layout: pretrain_gpt.py's parallel, batch and "
+           "recomputation arguments, the torchrun line",
+           "Megatron-LM (Megatron-Core)", "0.20", PLAN, oomi_plan_format_layout, CK_ANY),
+    FORMAT("megatron-bridge",
+           "training with a model-parallel layout: run_recipe.py and its ConfigContainer "
+           "overrides",
+           "Megatron-Bridge", "0.7", PLAN, oomi_plan_format_layout, CK_ANY),
+    FORMAT("torchtitan-parallel",
+           "training with a model-parallel layout: a config function (parallelism, training, "
+           "activation_checkpoint) for torchtitan.train",
+           "torchtitan", "0.3.0", PLAN, oomi_plan_format_layout, CK_ANY),
+    FORMAT("slurm", "training with a model-parallel layout: an sbatch script, torchrun per node",
+           "Slurm, PyTorch torchrun", NULL, PLAN, oomi_plan_format_layout, CK_ANY),
     FORMAT("markdown", "a Markdown table", NULL, NULL, TABLE, NULL, CK_ANY),
     FORMAT("csv", "comma-separated values with a header line", NULL, NULL, TABLE, NULL, CK_ANY),
 };
 
 /* the public view of each row (the info is its first member) */
 #define INFO(i) &formats[i].info
-static const oom_plan_format_info *const infos[] = {INFO(0),  INFO(1),  INFO(2),  INFO(3), INFO(4),
-                                                    INFO(5),  INFO(6),  INFO(7),  INFO(8), INFO(9),
-                                                    INFO(10), INFO(11), INFO(12), INFO(13)};
+static const oom_plan_format_info *const infos[] = {
+    INFO(0), INFO(1),  INFO(2),  INFO(3),  INFO(4),  INFO(5),  INFO(6),  INFO(7),  INFO(8),
+    INFO(9), INFO(10), INFO(11), INFO(12), INFO(13), INFO(14), INFO(15), INFO(16), INFO(17)};
 _Static_assert(OOMI_ARRAY_LEN(infos) == OOMI_ARRAY_LEN(formats), "one info per format");
 
 const oom_plan_format_info *const *oom_plan_formats(size_t *count)
