@@ -153,9 +153,13 @@ static void model_states(oomi_chunk *k, const oom_workload *w, const oomi_coef *
         k->w = all * ep, k->g = all * 4, k->o = sharded * per, k->topt = 0;
         return;
     }
-    if (oomi_fsdp2(w)) { /* FSDP2 over data x context parallel GPUs (torchtitan's fsdp mesh) */
+    if (oomi_fsdp2(w) || p == OOM_PRECISION_AMP_BF16 || p == OOM_PRECISION_AMP_FP16) {
+        /* FSDP2 over data x context parallel GPUs (torchtitan's fsdp mesh); torchtitan applies
+         * it with its MixedPrecisionPolicy even unsharded (parallelize_llama: "Always run
+         * apply_fsdp_to_decoder -- with shard_degree=1 it is a no-op for the all-gather but
+         * still installs the MixedPrecisionPolicy"): amp-* without fsdp2 is that */
         ep = w->fsdp_bf16 ? 2 : 4;
-        sharded = dense / (double)(d->dp * d->cp) + expert / (double)d->edp;
+        sharded = oomi_fsdp2(w) ? dense / (double)(d->dp * d->cp) + expert / (double)d->edp : all;
         k->w = k->g = sharded * ep, k->o = sharded * ep * states;
         k->topt = sharded * ep * c->opt_temp[o];
         return;
@@ -356,6 +360,6 @@ void oomi_layout_chunk(oomi_chunk *k, const oom_workload *w, const oomi_coef *c,
     }
     /* torchtitan 0.3 has no DDP: data parallelism is FSDP2's, or replicas whose gradients are
      * reduced in place (the gloo reference's ep:2) */
-    if (oomi_fsdp2(w))
+    if (d->titan && (oomi_fsdp2(w) || p == OOM_PRECISION_AMP_BF16 || p == OOM_PRECISION_AMP_FP16))
         fsdp2_gathers(k, w, d, &lp, Vl * h);
 }

@@ -254,11 +254,6 @@ static int validate_run(const oom_workload *w)
                          "sharding '%s' with engine %s: megatron shards the optimizer (zero1, "
                          "its distributed optimizer), torchtitan shards with fsdp2",
                          oomi_sharding_text(w), OOMI_VALUE_NAME(oomi_engine_values, l->engine));
-    if (titan && !oomi_fsdp2(w) && (p == OOM_PRECISION_AMP_BF16 || p == OOM_PRECISION_AMP_FP16))
-        return oomi_fail(OOM_EINVAL,
-                         "precision '%s' with engine torchtitan is FSDP2's mixed precision: "
-                         "--sharding fsdp2 (or --precision bf16, a bf16 model)",
-                         oom_precision_name(p));
     oomi_checkpointing_text(ck, sizeof ck, w);
     if (w->ckpt_offload || (w->ckpt_every > 1 && !w->ckpt_nth) ||
         (titan && w->k.checkpointing == OOM_CHECKPOINTING_SELECTIVE) ||

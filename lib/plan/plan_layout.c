@@ -324,14 +324,17 @@ static int install(lsearch *s, oom_plan_result *res)
     if (!(res->alternatives = oomi_calloc(RUNNERS, sizeof(*res->alternatives))))
         return oomi_nomem();
     for (i = 0; i < s->nrun; i++) {
+        const lay *o = &s->run_lay[i];
+        char v[32] = "";
         oom_plan_choice *c = oomi_malloc(sizeof(*c));
         if (!c)
             return oomi_nomem();
         *c = s->run[i];
-        c->why = oomi_asprintf("tp %ld x cp %ld x pp %ld%s x ep %ld x dp %ld, %s: %.0f tokens/s",
-                               s->run_lay[i].tp, s->run_lay[i].cp, s->run_lay[i].pp,
-                               s->run_lay[i].vpp > 1 ? " (interleaved:2)" : "", s->run_lay[i].ep,
-                               s->run_lay[i].dp, c->checkpointing, c->tokens_per_s);
+        if (o->vpp > 1)
+            oomi_snprintf(v, sizeof v, " (interleaved:%ld)", o->vpp);
+        c->why =
+            oomi_asprintf("tp %ld x cp %ld x pp %ld%s x ep %ld x dp %ld, %s: %.0f tokens/s", o->tp,
+                          o->cp, o->pp, v, o->ep, o->dp, c->checkpointing, c->tokens_per_s);
         res->alternatives[res->n_alternatives++] = c;
     }
     res->tensor_parallel = l->tp;

@@ -270,25 +270,25 @@ static void format_bridge(oomi_sb *sb, const oom_plan_result *r)
 /* torchtitan 0.3.0's model (--module) and flavor of a preset, and a config function of its
  * registry to start from (torchtitan/models/<module>/config_registry.py) */
 typedef struct titan_model {
-    const char *preset, *module, *flavor, *base;
+    const char *preset, *module, *flavor, *base, *hf; /* hf: the checkpoint's repository */
 } titan_model;
 
 static const titan_model titan_models[] = {
-    {"llama-3.2-1b", "llama3", "1B", "llama3_8b"},
-    {"llama-3.2-3b", "llama3", "3B", "llama3_8b"},
-    {"llama-3.1-8b", "llama3", "8B", "llama3_8b"},
-    {"llama-3.1-70b", "llama3", "70B", "llama3_70b"},
-    {"llama-3.3-70b", "llama3", "70B", "llama3_70b"},
-    {"qwen3-0.6b", "qwen3", "0.6B", "qwen3_0_6b"},
-    {"qwen3-1.7b", "qwen3", "1.7B", "qwen3_1_7b"},
-    {"qwen3-4b", "qwen3", "4B", "qwen3_14b"},
-    {"qwen3-8b", "qwen3", "8B", "qwen3_14b"},
-    {"qwen3-14b", "qwen3", "14B", "qwen3_14b"},
-    {"qwen3-32b", "qwen3", "32B", "qwen3_32b"},
-    {"qwen3-30b-a3b", "qwen3", "30B-A3B", "qwen3_30b_a3b"},
-    {"qwen3-235b-a22b", "qwen3", "235B-A22B", "qwen3_30b_a3b"},
-    {"deepseek-v2-lite", "deepseek_v3", "16B", "deepseek_v3_16b"},
-    {"deepseek-v3", "deepseek_v3", "671B", "deepseek_v3_671b"},
+    {"llama-3.2-1b", "llama3", "1B", "llama3_8b", "Llama-3.2-1B"},
+    {"llama-3.2-3b", "llama3", "3B", "llama3_8b", "Llama-3.2-3B"},
+    {"llama-3.1-8b", "llama3", "8B", "llama3_8b", "Llama-3.1-8B"},
+    {"llama-3.1-70b", "llama3", "70B", "llama3_70b", "Llama-3.1-70B"},
+    {"llama-3.3-70b", "llama3", "70B", "llama3_70b", "Llama-3.3-70B-Instruct"},
+    {"qwen3-0.6b", "qwen3", "0.6B", "qwen3_0_6b", "Qwen3-0.6B"},
+    {"qwen3-1.7b", "qwen3", "1.7B", "qwen3_1_7b", "Qwen3-1.7B"},
+    {"qwen3-4b", "qwen3", "4B", "qwen3_14b", "Qwen3-4B"},
+    {"qwen3-8b", "qwen3", "8B", "qwen3_14b", "Qwen3-8B"},
+    {"qwen3-14b", "qwen3", "14B", "qwen3_14b", "Qwen3-14B"},
+    {"qwen3-32b", "qwen3", "32B", "qwen3_32b", "Qwen3-32B"},
+    {"qwen3-30b-a3b", "qwen3", "30B-A3B", "qwen3_30b_a3b", "Qwen3-30B-A3B"},
+    {"qwen3-235b-a22b", "qwen3", "235B-A22B", "qwen3_30b_a3b", "Qwen3-235B-A22B"},
+    {"deepseek-v2-lite", "deepseek_v3", "16B", "deepseek_v3_16b", "DeepSeek-V2-Lite"},
+    {"deepseek-v3", "deepseek_v3", "671B", "deepseek_v3_671b", "DeepSeek-V3"},
 };
 
 static const titan_model *titan_of(const char *model)
@@ -329,24 +329,39 @@ static int format_titan(oomi_sb *sb, const oom_plan_result *r)
                          "torchtitan 0.3.0 has no model of '%s' (its llama3, qwen3 and "
                          "deepseek_v3 flavors)",
                          r->model);
+    if (k->precision != OOM_PRECISION_BF16 && k->precision != OOM_PRECISION_AMP_BF16 &&
+        k->precision != OOM_PRECISION_FP32)
+        return oomi_fail(OOM_EUNSUPPORTED,
+                         "torchtitan 0.3.0 trains in bfloat16 or float32 (training.dtype, "
+                         "mixed_precision_param), not precision '%s'",
+                         oom_precision_name(k->precision));
     oomi_sb_puts(sb, "\"\"\"");
     header(sb, r, "torchtitan 0.3.0 config function");
     oomi_sb_puts(sb, "# Save as oomless_torchtitan_plan.py on PYTHONPATH; on every node:\n# ");
     torchrun_line(sb, r,
                   "-m torchtitan.train --module oomless_torchtitan_plan --config plan\n\"\"\"\n");
+    if (k->checkpointing == OOM_CHECKPOINTING_FULL)
+        oomi_sb_puts(sb, "from torchtitan.distributed.activation_checkpoint import FullAC\n");
     oomi_sb_printf(sb,
-                   "from torchtitan.distributed.activation_checkpoint import FullAC\n"
                    "from torchtitan.models.%s import model_registry\n"
                    "from torchtitan.models.%s.config_registry import %s\n\n\n"
                    "def plan():\n    config = %s()\n"
-                   "    config.model_spec = model_registry(\"%s\")\n",
-                   t->module, t->module, t->base, t->base, t->flavor);
+                   "    config.model_spec = model_registry(\"%s\")\n"
+                   "    config.hf_assets_path = \"./assets/hf/%s\"  # tokenizer and checkpoint\n",
+                   t->module, t->module, t->base, t->base, t->flavor, t->hf);
     oomi_sb_printf(sb,
                    "    config.training.local_batch_size = %ld\n"
                    "    config.training.global_batch_size = %ld\n"
-                   "    config.training.seq_len = %ld\n",
+                   "    config.training.seq_len = %ld\n"
+                   "    config.training.dtype = \"%s\"\n"
+                   "    config.training.mixed_precision_param = \"%s\"\n"
+                   "    # eager, as estimated: CUDA graphs (a pool of their own) refuse pipeline\n"
+                   "    # parallelism and the default expert-parallel dispatcher (trainer.py)\n"
+                   "    config.training.disable_cuda_graphs = True\n",
                    k->batch * (r->pipeline_parallel > 1 ? k->grad_accum : 1),
-                   r->best->effective_batch, k->seq_len);
+                   r->best->effective_batch, k->seq_len,
+                   k->precision == OOM_PRECISION_BF16 ? "bfloat16" : "float32",
+                   k->precision == OOM_PRECISION_FP32 ? "float32" : "bfloat16");
     oomi_sb_printf(sb,
                    "    config.parallelism.data_parallel_shard_degree = %ld\n"
                    "    config.parallelism.tensor_parallel_degree = %ld\n"
