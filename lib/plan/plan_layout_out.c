@@ -143,12 +143,21 @@ static void header(oomi_sb *sb, const oom_plan_result *r, const char *what)
                    OOMI_SZ(a, r->best->estimate.device_peak));
 }
 
+/* Megatron's validate_args asserts CUDA_DEVICE_MAX_CONNECTIONS=1 with tensor or context
+ * parallelism before Blackwell (megatron/training/arguments.py: the kernels' launch order keeps
+ * its communication overlapped); set from Blackwell on it is harmless */
+static bool one_connection(const oom_plan_result *r)
+{
+    return !r->engine && (r->tensor_parallel > 1 || r->context_parallel > 1);
+}
+
 static void torchrun_line(oomi_sb *sb, const oom_plan_result *r, const char *entry)
 {
     oomi_sb_printf(sb,
-                   "torchrun --nnodes %ld --nproc-per-node %ld --rdzv-backend c10d "
+                   "%storchrun --nnodes %ld --nproc-per-node %ld --rdzv-backend c10d "
                    "--rdzv-endpoint \"$MASTER_ADDR:29500\" %s",
-                   r->nodes, r->gpus_per_node, entry);
+                   one_connection(r) ? "CUDA_DEVICE_MAX_CONNECTIONS=1 " : "", r->nodes,
+                   r->gpus_per_node, entry);
 }
 
 /* Megatron-LM's pretrain_gpt.py: the parallel, batch and recomputation arguments, beside the
@@ -192,7 +201,9 @@ static void format_megatron(oomi_sb *sb, const oom_plan_result *r)
     else if (k->checkpointing == OOM_CHECKPOINTING_SELECTIVE)
         oomi_sb_puts(sb, "    --recompute-granularity selective\n");
     if (k->offload == OOM_OFFLOAD_OPTIMIZER)
-        oomi_sb_puts(sb, "    --optimizer-cpu-offload\n    --overlap-cpu-optimizer-d2h-h2d\n");
+        oomi_sb_puts(sb,
+                     "    --optimizer-cpu-offload\n    --overlap-cpu-optimizer-d2h-h2d\n"
+                     "    --optimizer-offload-fraction 1.0\n    --use-precision-aware-optimizer\n");
     oomi_sb_puts(sb, ")\n# on every node, with MODEL_ARGS the model's own arguments:\n");
     torchrun_line(sb, r,
                   "pretrain_gpt.py \"${MODEL_ARGS[@]}\" \"${MODEL_PARALLEL_ARGS[@]}\" "
@@ -237,13 +248,23 @@ static void format_bridge(oomi_sb *sb, const oom_plan_result *r)
                    "    model.pipeline_model_parallel_size=%ld",
                    r->tensor_parallel, r->sequence_parallel ? "true" : "false",
                    r->pipeline_parallel);
-    if (r->virtual_stages > 1)
+    if (r->virtual_stages > 1) /* else null: a recipe's own would stay */
         oomi_sb_printf(sb, " model.virtual_pipeline_model_parallel_size=%ld", r->virtual_stages);
-    if (uneven(r)) {
+    else
+        oomi_sb_puts(sb, " model.virtual_pipeline_model_parallel_size=null");
+    /* the estimated split, always: a recipe's own (account_for_*_in_pipeline_split,
+     * num_layers_in_first/last_pipeline_stage, DeepSeek-V3's layout builder) would differ, and
+     * Megatron-Core refuses a layout beside them (TransformerConfig.__post_init__) */
+    if (r->pipeline_parallel > 1) {
         oomi_sb_puts(sb, " \\\n    'model.pipeline_model_parallel_layout=\"");
         megatron_layout(sb, r);
-        oomi_sb_puts(sb, "\"'");
+        oomi_sb_puts(sb, "\"' model.account_for_embedding_in_pipeline_split=false \\\n"
+                         "    model.account_for_loss_in_pipeline_split=false "
+                         "model.num_layers_in_first_pipeline_stage=null \\\n"
+                         "    model.num_layers_in_last_pipeline_stage=null");
     }
+    /* no multi-token prediction: the planned model has none (DeepSeek-V3's recipe adds one) */
+    oomi_sb_puts(sb, " model.mtp_num_layers=null");
     oomi_sb_printf(sb,
                    " \\\n    model.expert_model_parallel_size=%ld "
                    "model.expert_tensor_parallel_size=%ld model.context_parallel_size=%ld \\\n"
@@ -259,11 +280,15 @@ static void format_bridge(oomi_sb *sb, const oom_plan_result *r)
                        " \\\n    model.recompute_granularity=full model.recompute_method=%s "
                        "model.recompute_num_layers=%ld",
                        r->recompute_method ? "block" : "uniform", r->recompute_layers);
+    else if (k->checkpointing == OOM_CHECKPOINTING_SELECTIVE)
+        oomi_sb_puts(sb, " \\\n    model.recompute_granularity=selective");
     else
         oomi_sb_puts(sb, " \\\n    model.recompute_granularity=null");
     if (k->offload == OOM_OFFLOAD_OPTIMIZER)
         oomi_sb_puts(sb, " \\\n    optimizer.optimizer_cpu_offload=true "
-                         "optimizer.overlap_cpu_optimizer_d2h_h2d=true");
+                         "optimizer.overlap_cpu_optimizer_d2h_h2d=true "
+                         "optimizer.optimizer_offload_fraction=1.0 "
+                         "optimizer.use_precision_aware_optimizer=true");
     oomi_sb_putc(sb, '\n');
 }
 
@@ -406,6 +431,8 @@ static void format_slurm(oomi_sb *sb, const oom_plan_result *r)
     oomi_sb_puts(sb, "# MODEL_PARALLEL_ARGS, TRAINING_ARGS: oomless plan --format megatron; "
                      "MODEL_ARGS: the model's\n"
                      "srun ");
+    if (one_connection(r)) /* srun runs a command: the variable through env */
+        oomi_sb_puts(sb, "env ");
     torchrun_line(sb, r,
                   "pretrain_gpt.py \"${MODEL_ARGS[@]}\" \"${MODEL_PARALLEL_ARGS[@]}\" "
                   "\"${TRAINING_ARGS[@]}\"\n");
