@@ -125,6 +125,7 @@ int oom_workload_clone(oom_workload **out, const oom_workload *w)
         return oomi_nomem();
     *c = *w;
     c->model = NULL;
+    c->z3_cache = NULL;
     c->model_arg = w->model_arg ? oomi_strdup(w->model_arg) : NULL;
     c->lora_targets = w->lora_targets ? oomi_strdup(w->lora_targets) : NULL;
     c->layout.pp_layers = w->layout.pp_layers ? oomi_strdup(w->layout.pp_layers) : NULL;
