@@ -425,8 +425,11 @@ int oomi_plan_layout(oom_plan_result *res, const oom_plan_request *r,
         return err;
     forced = w && (w->layout.engine_set || w->tp > 1 || w->layout.pp > 1 || w->layout.ep > 1 ||
                    w->layout.cp > 1);
-    dp_ok = res->found && res->best->knobs.sharding != OOM_SHARDING_ZERO3 &&
-            res->best->knobs.offload == OOM_OFFLOAD_NONE && !forced;
+    /* a data-parallel plan stays on one node (the formats of the frameworks that run it:
+     * Trainer, accelerate, DeepSpeed), and past one node unless it needs ZeRO-3 or offload */
+    dp_ok = res->found && !forced &&
+            (res->nodes == 1 || (res->best->knobs.sharding != OOM_SHARDING_ZERO3 &&
+                                 res->best->knobs.offload == OOM_OFFLOAD_NONE));
     if (dp_ok || !applies(r, res->nodes * res->gpus_per_node, forced))
         return err;
     memset(&s, 0, sizeof(s));

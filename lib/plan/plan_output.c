@@ -26,6 +26,12 @@ static const char *framework_precision(oom_precision p)
 
 static json_object *deepspeed_json(const oom_plan_choice *c);
 
+/* a model-parallel layout (version 8): no data-parallel framework runs it */
+static bool split_model(const oom_plan_result *r)
+{
+    return r->version >= 8 && r->pipeline_parallel > 0;
+}
+
 /* the plan object `oomless apply` reads: exactly these keys */
 static json_object *plan_json(const oom_plan_result *r, const oom_plan_choice *c)
 {
@@ -229,9 +235,9 @@ static json_object *result_json(const oom_plan_result *r)
     oomi_json_put(root, "packing", oomi_plan_packing_json(r));
     oomi_json_put(root, "layout", r->found ? oomi_plan_layout_json(r) : NULL);
     /* the DeepSpeed config (--format deepspeed) when the plan shards or offloads, for helpers
-     * that hand it to a framework (oomless.hf, oomless.lightning) */
+     * that hand it to a framework (oomless.hf, oomless.lightning); none for a layout */
     oomi_json_put(root, "deepspeed",
-                  r->found && !r->inference &&
+                  r->found && !r->inference && !split_model(r) &&
                           (r->best->knobs.sharding != OOM_SHARDING_NONE ||
                            r->best->knobs.offload != OOM_OFFLOAD_NONE)
                       ? deepspeed_json(r->best)
@@ -539,6 +545,14 @@ int oom_plan_format(char **out, const oom_plan_result *r, const char *format)
         return oomi_format_unknown("plan", format, OOM_COMMAND_PLAN);
     if (!r->found)
         return oomi_fail(OOM_ENOFIT, "nothing fits: no %s output", format);
+    if (split_model(r) && f->write != oomi_plan_format_layout)
+        return oomi_fail(OOM_EUNSUPPORTED,
+                         "format '%s' writes a data-parallel job; this plan splits the model "
+                         "(tensor %ld x context %ld x pipeline %ld x data %ld parallel): --format "
+                         "megatron, megatron-bridge or slurm (torchtitan-parallel under --engine "
+                         "torchtitan), or --allow without layout for a data-parallel plan",
+                         format, r->tensor_parallel, r->context_parallel, r->pipeline_parallel,
+                         r->best->knobs.gpus);
     if ((err = oomi_plan_ck_check(r, format, f->ck)) || (err = f->write(&sb, r, format))) {
         oomi_sb_free(&sb);
         return err;

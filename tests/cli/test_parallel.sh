@@ -92,6 +92,21 @@ expect_rc 0 "torchtitan-parallel format"
 expect_contains "$OUT" "config.parallelism.expert_parallel_degree = " "torchtitan: expert degree"
 expect_contains "$OUT" "config.parallelism.pipeline_parallel_schedule = " "torchtitan: the schedule"
 
+# one node: a data-parallel plan, even with ZeRO-3, stays one (the Trainer, accelerate and
+# DeepSpeed run it); past one node a faster layout replaces ZeRO-3, and the data-parallel
+# formats refuse it rather than write a data-parallel job of the layout's micro-batch
+oom plan --model llama-3.1-8b --gpus 8 --gpu a100-40gb --seq 2048 --target-effective-batch 64 --json
+expect_rc 0 "ZeRO-3 on one node"
+expect_json '[.plan.sharding, .layout] | map(tostring) | join(",")' "zero3,null" "one node: data parallel"
+L="plan --model llama-3.1-70b --nodes 4 --gpus-per-node 8 --gpu h100-sxm --seq 4096 --target-effective-batch 512"
+oom $L --json
+expect_json '.layout.pipeline_parallel > 1 and .deepspeed == null' true "4 nodes: a layout, no ds_config"
+for f in args deepspeed torchrun accelerate env; do
+    oom $L --format $f
+    expect_rc 2 "--format $f of a layout"
+    expect_contains "$ERR" "format '$f' writes a data-parallel job" "--format $f refused"
+done
+
 # DeepSeek-V3's states do not fit 64 H100 without the optimizer on the CPU
 D="plan --model deepseek-v3 --nodes 8 --gpus-per-node 8 --gpu h100"
 oom $D --json
