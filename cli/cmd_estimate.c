@@ -308,6 +308,43 @@ static void print_fsdp2(const oom_workload *w)
     oom_free(sh), oom_free(dt), oom_free(ra);
 }
 
+/* model-parallel training: the layout, and each pipeline rank's allocated peak (the figures
+ * below are the rank that peaks highest) */
+static void print_layout(json_object *doc)
+{
+    json_object *p = oomi_json_get(doc, "parallel"), *ranks = oomi_json_get(p, "ranks");
+    long vpp = json_object_get_int64(oomi_json_get(p, "virtual_stages"));
+    size_t i;
+    char s1[32];
+    if (!p)
+        return;
+#define N(key) (long)json_object_get_int64(oomi_json_get(p, key))
+    printf("  %-30s: tp %ld%s x pp %ld", "layout", N("tensor_parallel"),
+           json_object_get_boolean(oomi_json_get(p, "sequence_parallel")) ? " (sequence parallel)"
+                                                                          : "",
+           N("pipeline_parallel"));
+    if (vpp > 1)
+        printf(" (interleaved:%ld)", vpp);
+    printf(" x cp %ld x dp %ld = %ld GPUs", N("context_parallel"), N("data_parallel"), N("gpus"));
+    if (N("expert_parallel") > 1 || N("expert_tensor_parallel") > 1)
+        printf("; experts over ep %ld x etp %ld", N("expert_parallel"),
+               N("expert_tensor_parallel"));
+    printf(", engine %s\n", json_object_get_string(oomi_json_get(p, "engine")));
+    for (i = 0; i < json_object_array_length(ranks); i++) {
+        json_object *r = json_object_array_get_idx(ranks, i);
+        char label[40];
+        oomi_snprintf(label, sizeof label, "pipeline rank %zu%s", i,
+                      (long)i == N("limiting_rank") ? " (below)" : "");
+        printf("  %-30s: %s allocated, %ld layers, %ld in flight, peak in %s\n", label,
+               oom_format_size(s1, sizeof(s1),
+                               (uint64_t)json_object_get_int64(oomi_json_get(r, "allocated_peak"))),
+               (long)json_object_get_int64(oomi_json_get(r, "layers")),
+               (long)json_object_get_int64(oomi_json_get(r, "microbatches_in_flight")),
+               json_object_get_string(oomi_json_get(r, "peak_phase")));
+    }
+#undef N
+}
+
 static void print_human(const oom_workload *w, const oom_estimate *e, const oom_budget *b,
                         const char *gpu)
 {
@@ -335,13 +372,16 @@ static void print_human(const oom_workload *w, const oom_estimate *e, const oom_
     oom_free(ck);
     if (oom_workload_get(&sh, w, "sharding"))
         sh = NULL;
-    printf("  %-30s: %ld (sharding %s, offload %s)\n", "GPUs", k.gpus,
+    printf("  %-30s: %ld (sharding %s, offload %s)\n",
+           oomi_json_get(doc, "parallel") ? "data-parallel copies" : "GPUs", k.gpus,
            sh ? sh : oom_sharding_name(k.sharding), oom_offload_name(k.offload));
     oom_free(sh);
     print_fsdp2(w);
     print_objective(doc);
     print_packing(doc);
-    if (!oom_workload_get(&tp, w, "tensor-parallel") && strcmp(tp, "1"))
+    if (oomi_json_get(doc, "parallel"))
+        print_layout(doc);
+    else if (!oom_workload_get(&tp, w, "tensor-parallel") && strcmp(tp, "1"))
         printf("  %-30s: %s GPUs per model copy (figures per GPU)\n", "tensor parallel", tp);
     oom_free(tp);
     printf("  %-30s: %s of %s\n%s\n", "trainable parameters",

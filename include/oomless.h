@@ -1196,9 +1196,12 @@ OOM_EXPORT int oom_estimate_budget(oom_budget *out, int *have, char **label, oom
 #define OOM_ALLOW_SHARDING      0x10u /**< ZeRO-1/2/3 when there is more than one GPU */
 #define OOM_ALLOW_LOSS          0x20u /**< a chunked (fused linear + cross-entropy) loss */
 #define OOM_ALLOW_ATTENTION     0x40u /**< a more memory-efficient attention (sdpa, flash) */
-#define OOM_ALLOW_ALL           0x7fu
+/** tensor, pipeline, expert and context parallelism over the GPUs (training past one node, or
+ * where data parallelism needs ZeRO-3 or offload). Since: 1.2.0. */
+#define OOM_ALLOW_LAYOUT 0x80u
+#define OOM_ALLOW_ALL    0xffu
 /** The default: checkpointing and (on several GPUs) sharding; they do not change the maths. */
-#define OOM_ALLOW_DEFAULT (OOM_ALLOW_CHECKPOINTING | OOM_ALLOW_SHARDING)
+#define OOM_ALLOW_DEFAULT (OOM_ALLOW_CHECKPOINTING | OOM_ALLOW_SHARDING | OOM_ALLOW_LAYOUT)
 
 /** Fixed values the planner may lower when they do not fit (oom_plan_request.downscale). */
 #define OOM_DOWNSCALE_BATCH         0x01u
@@ -1390,9 +1393,24 @@ typedef struct oom_plan_result {
      * the micro-batch is best->knobs.batch packs of best->knobs.seq_len tokens */
     int packing;           /**< 0 none, 1 padding-free (TRL), 2 block-mask (torchtune) */
     long tokens_per_batch; /**< packed tokens per micro-batch (batch x seq); 0 without packing */
+    /* version 8: training with a model-parallel layout (docs/parallelism.md): best splits each
+     * layer over tensor_parallel GPUs, the layers over pipeline_parallel stages, the experts over
+     * expert_parallel x expert_tensor_parallel GPUs, each sequence over context_parallel GPUs;
+     * best->knobs.gpus is the data-parallel copies and best->knobs.grad_accum the micro-batches
+     * of a step. pipeline_parallel is 0 when best is plain data parallelism. */
+    long pipeline_parallel;
+    long virtual_stages; /**< model chunks per pipeline GPU: 1 (1F1B) or V (interleaved) */
+    long expert_parallel, expert_tensor_parallel, context_parallel;
+    int sequence_parallel;
+    int engine;            /**< whose memory was planned: 0 Megatron-Core, 1 torchtitan */
+    int recompute_method;  /**< full recomputation: 0 uniform, 1 block (Megatron's) */
+    long recompute_layers; /**< Megatron's recompute_num_layers */
+    long layers;           /**< the model's decoder layers */
+    char *stage_layers;    /**< the layers of each virtual stage in order ("7,8,8"); owned */
+    double bubble;         /**< the share of a step the pipeline's stages wait */
 } oom_plan_result;
 
-#define OOM_PLAN_RESULT_VERSION 7
+#define OOM_PLAN_RESULT_VERSION 8
 #define OOM_PLAN_RESULT_INIT                                                                       \
     {                                                                                              \
         .version = OOM_PLAN_RESULT_VERSION                                                         \

@@ -46,6 +46,10 @@ PLANS = [
     (50, "plan --model gpt2 --method inference --seq-range 128:1024 --gpu a100-80gb --allow precision --json"),
     (50, "plan --model llama-2-70b --seq 4096 --gpu rtx-4090 --allow all --json"),
     (50, "plan --model llama-2-70b --gpus 8 --gpu rtx-4090 --seq-range 64:32768 --target-effective-batch 4096 --allow all --json"),
+    # issue 37's layout searches: tensor x context x pipeline x expert x data parallel of 64 GPUs
+    (50, "plan --model qwen3-235b-a22b --nodes 8 --gpus-per-node 8 --gpu h100 --json"),
+    (50, "plan --model deepseek-v3 --nodes 8 --gpus-per-node 8 --gpu h100 --allow checkpointing,sharding,layout,offload --json"),
+    (50, "plan --model qwen3-235b-a22b --nodes 8 --gpus-per-node 8 --gpu h100 --engine torchtitan --json"),
 ]
 TABLES = [
     (500, "table --model llama-3.1-8b --seq 2048 --target-effective-batch 4096 --allow all --checkpointing-variants all --gpus " + ALL31 + " --format json"),

@@ -94,7 +94,8 @@ static size_t size_of_version(const char *name, unsigned int version, size_t new
                                      offsetof(oom_plan_result, kv_full_layers),
                                      offsetof(oom_plan_result, serve_max_num_seqs),
                                      offsetof(oom_plan_result, rollout_sleep_level),
-                                     offsetof(oom_plan_result, packing)};
+                                     offsetof(oom_plan_result, packing),
+                                     offsetof(oom_plan_result, pipeline_parallel)};
         _Static_assert(sizeof(end) / sizeof(end[0]) == OOM_PLAN_RESULT_VERSION - 1,
                        "one end per older version of oom_plan_result");
         return end[version - 1];

@@ -34,6 +34,8 @@ typedef struct ctx {
     double context;   /* tokens a query attends over: a row, or under packing with flash
                        * attention's varlen kernels its document (at most --seq) */
     oomi_zero3 z3;    /* what ZeRO-3 keeps beside the shards (estimate_zero3.c) */
+    bool mp;          /* model-parallel training: the limiting rank's (estimate_pipeline.c) */
+    double mp_logits; /* its fp32 logits tensor */
 } ctx;
 
 static int regime(const ctx *x)
@@ -1042,7 +1044,7 @@ static double logits_tensor(const ctx *x)
 static double reserved(const ctx *x, const mem *p, double allocated, oom_phase phase)
 {
     const oomi_coef *c = x->c;
-    double lt = x->train ? logits_tensor(x) : 0, cache;
+    double lt = !x->train ? 0 : x->mp ? x->mp_logits : logits_tensor(x), cache;
     if (x->train && phase == OOM_PHASE_OPTIMIZER)
         cache = c->blocks_floor + c->blocks_optimizer * p->t;
     else if (lt > 0)
@@ -1221,6 +1223,22 @@ static int setup(ctx *x, oom_workload *wb, oomi_model *rm, const oom_workload *w
     return OOM_OK;
 }
 
+/* model-parallel training: the pipeline rank that peaks highest (estimate_pipeline.c) */
+static int layout_peak(ctx *x, mem *p, oom_phase *phase)
+{
+    oomi_layout_result r;
+    const oomi_rank_mem *k;
+    int err = oomi_layout_run(&r, x->w);
+    if (err)
+        return err;
+    k = &r.rank[r.limiting];
+    *p = (mem){k->w, k->g, k->o, k->a, k->l, 0, k->t};
+    *phase = (oom_phase)k->phase;
+    x->mp = true, x->mp_logits = k->block;
+    oomi_layout_result_free(&r);
+    return OOM_OK;
+}
+
 int oom_estimate_run(oom_estimate *out, const oom_workload *w)
 {
     ctx x;
@@ -1237,7 +1255,12 @@ int oom_estimate_run(oom_estimate *out, const oom_workload *w)
     *out = (oom_estimate){.version = out->version};
     if ((err = setup(&x, &wb, &rm, w)))
         return err;
-    out->peak_phase = x.train ? training(&x, &p) : inference(&x, &p);
+    if (x.train && oomi_layout_on(w)) {
+        if ((err = layout_peak(&x, &p, &out->peak_phase)))
+            return err;
+    } else {
+        out->peak_phase = x.train ? training(&x, &p) : inference(&x, &p);
+    }
     /* with a colocated vLLM engine the trainer does not generate: the engine's memory is the
      * planner's to split (docs/plan.md, "RL with a colocated rollout engine") */
     if (w->objective == OOMI_OBJECTIVE_GRPO && w->rollout == OOMI_ROLLOUT_NONE) {

@@ -88,6 +88,10 @@ typedef struct oomi_coef {
     struct {
         double buffsize, ll, ll128, channels, nvls_channels, nvls_mem, nvls_min_gpus, nvls_min_cc;
         double node_gpus;
+        /* point-to-point connections (pipeline sends, all-to-all, context-parallel rings): a
+         * chunk per step in NCCL_STEPS steps, over NVLink and over the network, and the
+         * channels a peer gets on each */
+        double p2p_nvl_chunk, p2p_net_chunk, p2p_steps, p2p_nvl_channels, p2p_net_channels;
     } nccl;
     size_t nctx;
     struct {
@@ -213,6 +217,70 @@ void oomi_zero3_cache_free(oomi_zero3_cache *c);
 /* its JSON, with the knobs used (*out NULL without ZeRO-3); OOM_ENOMEM, or OOM_EUNSUPPORTED for
  * a model of more blocks than the replay follows */
 int oomi_zero3_json(json_object **out, const oom_workload *w, double act);
+/* ---- model-parallel training (estimate_layout.c, estimate_pipeline.c; docs/parallelism.md) ----
+ * What one virtual pipeline stage (a chunk of layers) of one GPU holds, in bytes: its weights,
+ * gradients and optimizer states (`grads_kept`: from the start, as Megatron's gradient buffer,
+ * else made by the first backward) and the step's temporaries; per micro-batch the activations
+ * saved until its backward (`loss`: of them, the loss path's), what its forward and backward add
+ * for a moment (`fws`, `bws`; the loss path's `loss_fws`, `loss_bws`; `bws_first` more on its
+ * first backward); the output kept until the backward (`out`), what stays from each backward
+ * until the step ends (`keep`) and until the next send (`pend`), the buffers allocated once
+ * (`recv`: the pipeline's per micro-batch, DDP's), FSDP2's unsharded parameters during the
+ * forward and backward (`gathered`); one fp32 logits tensor. */
+typedef struct oomi_chunk {
+    long first_layer, layers;
+    bool first, last;
+    double params, w, g, o, topt;
+    double act, loss, out, fws, bws, loss_fws, loss_bws, bws_first, keep, pend, recv, gathered;
+    double logits_fp32;
+} oomi_chunk;
+/* the layout's sizes as resolved */
+typedef struct oomi_dims {
+    long tp, pp, vpp, ep, etp, cp, dp, edp, m; /* m: micro-batches per step (grad-accum) */
+    bool sp, titan, grads_kept, runtime;       /* runtime: torch's _PipelineScheduleRuntime */
+    double vocab_local;                        /* vocabulary entries per tensor-parallel GPU */
+    double te_workspace; /* Transformer Engine's cuBLAS workspaces (Megatron) */
+} oomi_dims;
+void oomi_layout_dims(oomi_dims *d, const oom_workload *w);
+/* the chunk of `layers` layers from `first_layer` of virtual stage `stage` */
+void oomi_layout_chunk(oomi_chunk *out, const oom_workload *w, const oomi_coef *c,
+                       const oomi_dims *d, long stage, long first_layer, long layers);
+/* One pipeline rank at its peak: the parts (as the estimate's), the phase, the micro-batches
+ * in flight then (chunks x micro-batches under interleaving), the layers it holds; the largest
+ * tensor its step makes and frees (an fp32 logits tensor on the last, a layer's backward moment
+ * elsewhere: what the caching allocator keeps beside the peak), its buffers */
+typedef struct oomi_rank_mem {
+    double w, g, o, a, l, t, peak;
+    int phase; /* oom_phase */
+    long in_flight, layers, chunks;
+    double block, buffers;
+} oomi_rank_mem;
+/* every pipeline rank (n = pp) and the one that limits */
+typedef struct oomi_layout_result {
+    oomi_dims d;
+    oomi_rank_mem *rank;
+    size_t n, limiting;
+} oomi_layout_result;
+int oomi_layout_run(oomi_layout_result *out, const oom_workload *w);
+void oomi_layout_result_free(oomi_layout_result *r);
+/* the estimate JSON's "parallel": the layout, every stage's peak, the rank that limits */
+json_object *oomi_layout_json(const oom_workload *w);
+/* The process groups a GPU of the layout talks in (ranks placed tensor-parallel first, then
+ * context, data, pipeline, as Megatron's and torchtitan's meshes order them; the experts' within
+ * the tensor x context x data GPUs, expert-tensor first): their names, GPUs, the point-to-point
+ * peers of this GPU (0: collectives) and whether they stay within a node of `node_gpus` */
+typedef struct oomi_group {
+    const char *name;
+    long size, peers;
+    bool intra;
+} oomi_group;
+enum { OOMI_GROUPS_MAX = 8 };
+size_t oomi_layout_groups(oomi_group *out, const oom_workload *w, double node_gpus);
+/* NCCL's buffers of those groups on one GPU (estimate_overhead.c): a collective group's ring
+ * (and NVLS buffers within a node), a point-to-point group's connections per peer; `each` (may be
+ * NULL) gets each group's bytes */
+double oomi_layout_nccl(const oom_workload *w, const oomi_coef *c, double each[OOMI_GROUPS_MAX]);
+
 /* the "memory" object of the estimate JSON, shared by plan (estimate_json.c); NULL on ENOMEM */
 json_object *oomi_estimate_memory_json(const oom_estimate *e);
 /* the passes over the model a training step's FLOPs count without checkpointing: forward,

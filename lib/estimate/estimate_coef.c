@@ -255,6 +255,11 @@ static void read_rest(rd *r, json_object *root)
         coef.nccl.nvls_min_gpus = num(r, nc, "nvls_min_gpus");
         coef.nccl.nvls_min_cc = num(r, nc, "nvls_min_cc");
         coef.nccl.node_gpus = num(r, nc, "node_gpus");
+        coef.nccl.p2p_nvl_chunk = num(r, nc, "p2p_nvl_chunk_bytes");
+        coef.nccl.p2p_net_chunk = num(r, nc, "p2p_net_chunk_bytes");
+        coef.nccl.p2p_steps = num(r, nc, "p2p_steps");
+        coef.nccl.p2p_nvl_channels = num(r, nc, "p2p_nvl_channels");
+        coef.nccl.p2p_net_channels = num(r, nc, "p2p_net_channels");
     }
     coef.frag = num(r, al, "fragmentation");
     coef.blocks_floor = num(r, al, "training_floor_bytes");

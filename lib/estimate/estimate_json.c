@@ -321,6 +321,8 @@ int oom_estimate_to_json_budget(char **out, const oom_workload *w, const oom_est
         }
         oomi_json_put(root, "zero3", z);
     }
+    if (e && w->model && oomi_layout_on(w)) /* every pipeline rank's peak, the groups */
+        oomi_json_put(root, "parallel", oomi_layout_json(w));
     if (e && w->model && (err = confidence_json(root, w, e))) {
         json_object_put(root);
         return err;

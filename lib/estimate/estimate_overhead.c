@@ -17,6 +17,12 @@ static const char *const NCCL_SOURCE =
     "NVLink SHARP's channels x 2 x (NCCL_BUFFSIZE + 2 MiB) x GPUs of the node "
     "(data/coefficients.json parallel.nccl)";
 
+static const char *const NCCL_LAYOUT_SOURCE =
+    "NCCL buffers of each process group of the layout (the estimate's parallel.groups): a "
+    "collective group's ring of channels x (NCCL_BUFFSIZE + LL + LL128) and NVLS within a node, a "
+    "point-to-point group's channels x chunk x NCCL_STEPS per peer and direction "
+    "(data/coefficients.json parallel.nccl)";
+
 /* the CUDA context and the kernels a step loads: the measured bytes of the GPU's compute
  * capability (its major version when the minor is not measured), else the generic figure */
 static double context(const oom_workload *w, const oomi_coef *c, bool train, bool *exact_out)
@@ -72,6 +78,66 @@ static void nccl(oomi_overhead *o, const oom_workload *w, const oomi_coef *c, lo
         o->nvls ? c->nccl.nvls_channels * 2 * (o->buffsize + c->nccl.nvls_mem) * heads : 0;
 }
 
+/* a group of `size` GPUs `stride` apart: within a node when it spans no more than a node */
+static oomi_group group(const char *name, long size, long stride, long peers, double node_gpus)
+{
+    return (oomi_group){name, size, peers, (double)(size * stride) <= node_gpus};
+}
+
+size_t oomi_layout_groups(oomi_group *out, const oom_workload *w, double node_gpus)
+{
+    oomi_dims d;
+    size_t n = 0;
+    oomi_layout_dims(&d, w);
+    if (d.tp > 1)
+        out[n++] = group("tensor", d.tp, 1, 0, node_gpus);
+    /* Megatron's ring attention sends key/value chunks to the next rank and receives from the
+     * previous one; torch's context_parallel all-gathers them */
+    if (d.cp > 1)
+        out[n++] = group("context", d.cp, d.tp, d.titan ? 0 : 2, node_gpus);
+    /* the gradients' reduction over data (x context) parallel GPUs: all-reduce, or the
+     * distributed optimizer's and FSDP2's reduce-scatter and all-gather */
+    if (d.dp * d.cp > 1)
+        out[n++] = group("data", d.dp * d.cp, d.tp, 0, node_gpus);
+    if (d.pp > 1) /* activations to the next stage, gradients back: two neighbours, one at ends */
+        out[n++] = group("pipeline", d.pp, d.tp * d.cp * d.dp, d.pp > 2 ? 2 : 1, node_gpus);
+    if (d.ep > 1) /* the token all-to-all: a connection to every other expert rank */
+        out[n++] = group("expert", d.ep, d.etp, d.ep - 1, node_gpus);
+    if (d.etp > 1 && w->model->experts > 0 && d.etp != d.tp)
+        out[n++] = group("expert-tensor", d.etp, 1, 0, node_gpus);
+    if (d.edp > 1 && w->model->experts > 0 && d.edp != d.dp * d.cp)
+        out[n++] = group("expert-data", d.edp, d.etp * d.ep, 0, node_gpus);
+    return n;
+}
+
+double oomi_layout_nccl(const oom_workload *w, const oomi_coef *c, double each[OOMI_GROUPS_MAX])
+{
+    oomi_group g[OOMI_GROUPS_MAX];
+    size_t n = oomi_layout_groups(g, w, c->nccl.node_gpus), i;
+    double total = 0;
+    for (i = 0; i < n; i++) {
+        oomi_overhead o;
+        double b;
+        memset(&o, 0, sizeof(o));
+        nccl(&o, w, c, g[i].size);
+        if (!g[i].peers) { /* a ring, and NVLink SHARP's buffers within a node */
+            b = o.ring + (g[i].intra ? o.nvls_bytes : 0);
+        } else { /* each peer, sending and receiving: channels x chunk x steps (p2p_source) */
+            double chunk = g[i].intra ? c->nccl.p2p_nvl_chunk : c->nccl.p2p_net_chunk;
+            double ch = g[i].intra ? c->nccl.p2p_nvl_channels : c->nccl.p2p_net_channels;
+            if (chunk * c->nccl.p2p_steps > o.buffsize) /* at most NCCL_BUFFSIZE a connection */
+                chunk = o.buffsize / c->nccl.p2p_steps;
+            if (w->nccl_channels && (double)w->nccl_channels < ch)
+                ch = (double)w->nccl_channels;
+            b = (double)g[i].peers * 2 * ch * chunk * c->nccl.p2p_steps;
+        }
+        if (each)
+            each[i] = b;
+        total += b;
+    }
+    return total;
+}
+
 int oomi_overhead_of(oomi_overhead *out, const oom_workload *w)
 {
     const oomi_coef *c;
@@ -92,7 +158,14 @@ int oomi_overhead_of(oomi_overhead *out, const oom_workload *w)
     out->part[out->n].bytes = context(w, c, train, &exact);
     out->part[out->n].source = exact ? CONTEXT_SOURCE : CONTEXT_GENERIC_SOURCE;
     out->part[out->n++].change = "--overhead (replaces every part)";
-    if (ranks > 1) { /* single-GPU work creates no communicator */
+    if (train && oomi_layout_on(w)) { /* every process group of the layout (its own list) */
+        nccl(out, w, c, w->tp);
+        out->part[out->n].name = "nccl";
+        out->part[out->n].bytes = oomi_layout_nccl(w, c, NULL);
+        out->part[out->n].source = NCCL_LAYOUT_SOURCE;
+        out->part[out->n++].change = "--nccl-buffsize (NCCL_BUFFSIZE), --nccl-channels "
+                                     "(NCCL_MAX_NCHANNELS), --nccl-nvls (NCCL_NVLS_ENABLE)";
+    } else if (ranks > 1) { /* single-GPU work creates no communicator */
         nccl(out, w, c, ranks);
         out->part[out->n].name = "nccl";
         out->part[out->n].bytes = (double)out->comms * (out->ring + out->nvls_bytes);

@@ -125,6 +125,40 @@ int oomi_lora_resolve(oomi_lora *out, const oomi_model *m, const char *targets, 
 /* whether `targets` (as oomi_lora_resolve reads them) adapt the linears named `name` */
 bool oomi_lora_adapts(const oomi_model *m, const char *targets, const char *name);
 
+/* Model-parallel training (docs/parallelism.md; workload_layout.c): the layout beside the
+ * workload's tensor-parallel size (`tp`, also inference's) and data-parallel GPUs (`k.gpus`: the
+ * copies of the model, each of tp x pp x cp GPUs), and the engine whose memory is modelled */
+typedef enum oomi_engine { OOMI_ENGINE_MEGATRON, OOMI_ENGINE_TORCHTITAN } oomi_engine;
+extern const oom_option_value *const oomi_engine_values[2];
+typedef struct oomi_layout {
+    long pp;         /* pipeline stages (1: none) */
+    long vpp;        /* model chunks per pipeline rank: 1 (1f1b) or V (interleaved:V) */
+    char *pp_layers; /* layers of each virtual stage, "4,5,5,4" as given; NULL: auto */
+    unsigned sp;     /* sequence parallel: 0 auto (yes with tp > 1), 1 no, 2 yes */
+    long ep, etp;    /* expert parallel; expert tensor parallel (0: auto, the engine's default) */
+    long cp;         /* context parallel */
+    unsigned engine; /* oomi_engine */
+    bool engine_set; /* the engine given: its model even without model parallelism */
+    /* Megatron's full recomputation: recompute_method (0 uniform, 1 block) and
+     * recompute_num_layers */
+    unsigned recompute_method;
+    long recompute_layers;
+} oomi_layout;
+/* whether the workload trains with a model-parallel layout (tp, pp, ep or cp above 1), or under
+ * an engine given by name */
+bool oomi_layout_on(const oom_workload *w);
+/* sequence parallelism and the expert tensor-parallel size as resolved */
+bool oomi_layout_sp(const oom_workload *w);
+long oomi_layout_etp(const oom_workload *w);
+/* the layers of each of the pp x vpp virtual stages, in stage order, into `out` (an array of
+ * at least pp x vpp; auto: as even as can be, the remainder to the stages after the first);
+ * OOM_EINVAL naming pp-layers when its list does not fit the model */
+int oomi_layout_stage_layers(long *out, const oom_workload *w);
+/* the layout's options (workload_layout.c): OOM_ENOTFOUND for a key that is not one of them */
+int oomi_layout_set(oom_workload *w, const char *key, const char *value);
+int oomi_layout_get(char **out, const oom_workload *w, const char *key);
+int oomi_layout_validate(const oom_workload *w);
+
 /* the workload (workload.c), read by estimate.c */
 struct oom_workload {
     oomi_model *model;
@@ -192,6 +226,7 @@ struct oom_workload {
      * given */
     bool fsdp2, fsdp_bf16, fsdp_dtype_set, reshard_set;
     long fsdp_reshard;
+    oomi_layout layout; /* model-parallel training: pipeline, expert, context parallel */
 };
 
 /* how packed documents share a row: none (padded rows), padding-free (TRL padding_free /
@@ -280,6 +315,10 @@ const oom_option *oomi_workload_option(const char *name);
 int oomi_option_parse(unsigned *out, const oom_option *o, const char *text);
 /* the option's values into sb, separated by `sep` ("none, zero1, ...") */
 void oomi_option_values_text(oomi_sb *sb, const oom_option *o, const char *sep);
+/* the values of the layout's enumerated options (workload_layout.c) */
+extern const oom_option_value *const oomi_sp_values[3], *const oomi_pp_schedule_values[2];
+extern const oom_option_value *const oomi_pp_layers_values[2], *const oomi_etp_values[2];
+extern const oom_option_value *const oomi_recompute_method_values[2];
 /* values[v]->name, "?" when v is not below n */
 const char *oomi_value_name(const oom_option_value *const *values, size_t n, unsigned v);
 #define OOMI_VALUE_NAME(values, v) oomi_value_name(values, OOMI_ARRAY_LEN(values), (unsigned)(v))

@@ -91,6 +91,8 @@ static void defaults(oom_workload *w)
     w->z3_live = 1e9, w->z3_prefetch = 5e7, w->z3_persist = 1e5; /* DeepSpeed's defaults */
     w->z3_reuse = 1e9, w->z3_reduce = 5e8;
     w->num_generations = 8; /* GRPOConfig.num_generations */
+    w->layout.pp = w->layout.vpp = w->layout.ep = w->layout.cp = 1;
+    w->layout.recompute_layers = 1;
 }
 
 int oom_workload_create(oom_workload **out)
@@ -111,6 +113,7 @@ void oom_workload_free(oom_workload *w)
     oomi_model_free(w->model);
     oomi_free(w->model_arg);
     oomi_free(w->lora_targets);
+    oomi_free(w->layout.pp_layers);
     oomi_free(w);
 }
 
@@ -125,7 +128,9 @@ int oom_workload_clone(oom_workload **out, const oom_workload *w)
     c->z3_cache = NULL;
     c->model_arg = w->model_arg ? oomi_strdup(w->model_arg) : NULL;
     c->lora_targets = w->lora_targets ? oomi_strdup(w->lora_targets) : NULL;
+    c->layout.pp_layers = w->layout.pp_layers ? oomi_strdup(w->layout.pp_layers) : NULL;
     if ((w->model_arg && !c->model_arg) || (w->lora_targets && !c->lora_targets) ||
+        (w->layout.pp_layers && !c->layout.pp_layers) ||
         (w->model && oomi_model_clone(&c->model, w->model))) {
         oom_workload_free(c);
         return oomi_nomem();

@@ -237,6 +237,43 @@ const oom_option_value *const oomi_packing_values[3] = {
     V(WT, "block-mask", "torchtune packed: batch rows with a document mask"),
 };
 
+/* model-parallel training (workload_layout.c) */
+
+const oom_option_value *const oomi_engine_values[2] = {
+    V(W, "megatron",
+      "Megatron-Core (Megatron-LM, Megatron-Bridge, NeMo): fp32 gradient buffers, "
+      "the distributed optimizer, Transformer Engine's kernels"),
+    V(W, "torchtitan",
+      "torchtitan 0.3: DTensor tensor parallelism, torch.distributed.pipelining, "
+      "FSDP2"),
+};
+
+const oom_option_value *const oomi_sp_values[3] = {
+    V(W, "auto", "yes with --tensor-parallel above 1"),
+    V(W, "no", "the norms' activations replicated on every tensor-parallel GPU"),
+    V(W, "yes", "the norms' activations split along the sequence, Megatron's --sequence-parallel"),
+};
+
+const oom_option_value *const oomi_pp_schedule_values[2] = {
+    V(W, "1f1b", "one forward, one backward: stage r of P holds P - r micro-batches"),
+    F(W, "interleaved:N", "N model chunks per GPU (virtual stages), Megatron's interleaved 1F1B"),
+};
+
+const oom_option_value *const oomi_pp_layers_values[2] = {
+    V(W, "auto", "as even as the layers allow, the remainder to the stages after the first"),
+    F(W, "N1,N2,...", "the layers of each stage (each virtual stage under interleaved:N)"),
+};
+
+const oom_option_value *const oomi_etp_values[2] = {
+    V(W, "auto", "megatron: the tensor-parallel size (its default); torchtitan: 1"),
+    F(W, "N", "GPUs each expert is split over"),
+};
+
+const oom_option_value *const oomi_recompute_method_values[2] = {
+    V(W, "uniform", "the layers in groups of --recompute-layers, each group's input kept"),
+    V(W, "block", "the first --recompute-layers layers of each stage recomputed, the rest kept"),
+};
+
 /* ---- the options --------------------------------------------------------------------------------
  */
 
@@ -268,7 +305,10 @@ static const oom_option *const options[] = {
     OPT("checkpointing", "MODE", "activation checkpointing", "none", WT, checkpointing_values),
     OPT("attention", "KERNEL", "attention implementation", "sdpa", WT, oomi_attention_values),
     OPT("loss", "LOSS", "the loss over the vocabulary", "standard", WT, oomi_loss_values),
-    FREE("gpus", "N", "data-parallel GPUs", "1", W),
+    FREE("gpus", "N",
+         "data-parallel GPUs: copies of the model, each over tensor x pipeline x context "
+         "parallel GPUs",
+         "1", W),
     OPT("sharding", "STAGE", "what is sharded over the GPUs", "none", W, oomi_sharding_values),
     OPT("fsdp-param-dtype", "DTYPE",
         "fsdp2: dtype of the sharded parameters, gradients and AdamW "
@@ -328,7 +368,40 @@ static const oom_option *const options[] = {
          NULL, W),
     OPT("nccl-nvls", "WHEN", "NVLink SHARP buffers, as NCCL_NVLS_ENABLE", "auto", W, nvls_values),
     FREE("tensor-parallel", "N",
-         "inference: GPUs one model copy is split over, as vLLM's --tensor-parallel-size", "1", W),
+         "GPUs each layer is split over: vLLM's --tensor-parallel-size; in training Megatron's "
+         "--tensor-model-parallel-size, torchtitan's tensor_parallel_degree",
+         "1", W),
+    OPT("sequence-parallel", "WHEN",
+        "training with tensor parallelism: the norms' activations split along the sequence", "auto",
+        W, oomi_sp_values),
+    FREE("pipeline-parallel", "N",
+         "training: pipeline stages, the layers split over them (Megatron's "
+         "--pipeline-model-parallel-size); --grad-accum counts the micro-batches",
+         "1", W),
+    OPT("pp-schedule", "SCHEDULE", "training with pipeline stages: the schedule", "1f1b", W,
+        oomi_pp_schedule_values),
+    OPT("pp-layers", "LAYERS", "training with pipeline stages: the layers of each stage", "auto", W,
+        oomi_pp_layers_values),
+    FREE("expert-parallel", "N",
+         "training: GPUs the experts are spread over (Megatron's --expert-model-parallel-size)",
+         "1", W),
+    OPT("expert-tensor-parallel", "N",
+        "training: GPUs each expert is split over (Megatron's --expert-tensor-parallel-size)",
+        "auto", W, oomi_etp_values),
+    FREE("context-parallel", "N",
+         "training: GPUs each sequence is split over, attention as a ring (Megatron's "
+         "--context-parallel-size)",
+         "1", W),
+    OPT("engine", "ENGINE",
+        "training with tensor, pipeline, expert or context parallelism: whose memory is "
+        "modelled",
+        "megatron", W, oomi_engine_values),
+    OPT("recompute-method", "METHOD",
+        "engine megatron, checkpointing full: which layers are recomputed, Megatron's "
+        "--recompute-method",
+        "uniform", W, oomi_recompute_method_values),
+    FREE("recompute-layers", "N",
+         "engine megatron, checkpointing full: Megatron's --recompute-num-layers", "1", W),
     OPT("kv-cache", "STACK", "inference: whose KV cache is counted", "vllm", W,
         oomi_kv_cache_values),
     OPT("objective", "OBJECTIVE", "training objective as TRL runs it", "sft", WT,

@@ -329,7 +329,7 @@ static int set_one(oom_workload *w, const char *key, const char *value)
         return parse_count(&w->nccl_comms, key, value, 1);
     if (!strcmp(key, "nccl-nvls"))
         return parse_enum(&w->nccl_nvls, key, value);
-    return OOM_ENOTFOUND;
+    return oomi_layout_set(w, key, value); /* pipeline, expert, context parallelism */
 }
 
 /* "lora_rank" -> "lora-rank" into buf; false when too long */
@@ -482,7 +482,7 @@ int oom_workload_get(char **out, const oom_workload *w, const char *key)
         s = w->nccl_comms ? oomi_asprintf("%ld", w->nccl_comms) : oomi_strdup("");
     else if (IS("nccl-nvls"))
         s = value_of(k, w->nccl_nvls);
-    else
+    else if (oomi_layout_get(&s, w, k) == OOM_ENOTFOUND)
         return oomi_fail(OOM_ENOTFOUND, "unknown workload option '%s'", key);
 #undef IS
     if (!s)
@@ -524,11 +524,8 @@ static int validate_tp(const oom_workload *w)
 {
     const oomi_model *m = w->model;
     long kv = m->kv_heads > 0 ? m->kv_heads : m->heads;
-    if (w->tp == 1)
+    if (w->tp == 1 || w->k.method != OOM_METHOD_INFERENCE) /* training: oomi_layout_validate */
         return OOM_OK;
-    if (w->k.method != OOM_METHOD_INFERENCE)
-        return oomi_fail(OOM_EINVAL, "tensor-parallel '%ld' is for method 'inference' (got '%s')",
-                         w->tp, oom_method_name(w->k.method));
     if (m->heads % w->tp)
         return oomi_fail(OOM_EINVAL,
                          "tensor-parallel '%ld' does not divide the %ld attention heads of '%s'",
@@ -593,7 +590,9 @@ static int validate_parallel(const oom_workload *w)
         return oomi_fail(OOM_EINVAL, "%s is for method 'inference' (got '%s')",
                          w->serve_tokens ? "max-num-batched-tokens" : "max-num-seqs",
                          oom_method_name(w->k.method));
-    return validate_tp(w);
+    if ((err = validate_tp(w)))
+        return err;
+    return oomi_layout_validate(w); /* model-parallel training (workload_layout.c) */
 }
 
 /* what TRL refuses at a given batch: checked by the estimate, not by oom_workload_validate, so

@@ -87,6 +87,10 @@ void oom_plan_result_dispose(oom_plan_result *r)
         oomi_free(r->others);
         r->others = NULL;
     }
+    if (r->version >= 8) {
+        oomi_free(r->stage_layers);
+        r->stage_layers = NULL;
+    }
     oomi_free(r->curve_batch);
     oomi_free(r->curve_peak_none);
     oomi_free(r->curve_peak_full);
@@ -1109,7 +1113,7 @@ static int setup(search *s, oom_plan_result *res)
         s->eff =
             r->fixed_batch > 0
                 ? r->fixed_batch * (r->fixed_grad_accum > 0 ? r->fixed_grad_accum : 1) * s->gpus
-                : 32;
+                : (s->gpus > 32 ? s->gpus : 32); /* a sample per GPU past 32 GPUs */
     if (!res->inference && s->eff % s->gpus && !r->allow_inexact)
         return oomi_fail(OOM_EINVAL,
                          "target effective batch %ld is not a multiple of %ld GPUs; use "
@@ -1305,6 +1309,7 @@ int oomi_plan_run(oom_plan_result **out, const oom_plan_request *r,
     else
         err = no_fit(&s, res, relax);
     res->candidates = s.candidates;
+    err = oomi_plan_layout(res, r, s.k, err); /* past one node (plan_layout.c) */
     if (r->workload && r->workload->packing != OOMI_PACKING_NONE) {
         res->packing = (int)r->workload->packing;
         if (res->found)

@@ -15,6 +15,21 @@
  * (docs/plan.md, "Objective"; gpu/consts.c). */
 void oomi_plan_throughput(oom_plan_choice *c, const oom_plan_request *r, long nodes,
                           const struct oomi_plan_consts *k);
+/* The share of the peak FLOP/s a micro-batch of `tokens` tokens reaches (plan_cost.c): the
+ * roofline curve mfu_max x t / (t + ridge) of docs/plan.md, "The objective" */
+double oomi_plan_utilisation(const oom_plan_request *r, double tokens, double peak_flops,
+                             const struct oomi_plan_consts *k);
+/* Training past one node (plan_layout.c): where the request allows layouts and the model takes
+ * them, searches tensor x pipeline x expert x context x data parallel layouts of the GPUs with
+ * their micro-batch and recomputation, and puts the fastest that fits in `res` when data
+ * parallelism found nothing that fits without ZeRO-3 or offload (or the request fixed a layout
+ * or an engine). `err` is the data-parallel search's; returns what the plan returns. */
+int oomi_plan_layout(oom_plan_result *res, const oom_plan_request *r,
+                     const struct oomi_plan_consts *k, int err);
+/* the plan JSON's "layout" (NULL without one) (plan_layout_out.c) */
+json_object *oomi_plan_layout_json(const oom_plan_result *r);
+/* the plan text's lines for a layout */
+void oomi_plan_layout_text(oomi_sb *sb, const oom_plan_result *r);
 /* The peak TFLOP/s the profile gives for a precision (0 TFLOP/s bf16 falls back to fp16; a
  * profile without figures gets k's default). */
 double oomi_plan_tflops(const oom_gpu_profile *gpu, oom_precision p,
@@ -80,6 +95,9 @@ int oomi_format_unknown(const char *what, const char *name, unsigned command);
 typedef struct oomi_format {
     const char *name, *framework, *version;
 } oomi_format;
+/* the layout formats of a plan (plan_layout_out.c): "megatron", "megatron-bridge",
+ * "torchtitan-parallel", "slurm" */
+int oomi_plan_format_layout(oomi_sb *sb, const oom_plan_result *r, const oomi_format *f);
 /* Versions (plan_version.c): the numbers of "5.23.0" (at most 3; a leading 'v' and what
  * follows the numbers, "rc1", "+cpu", are read past), false when it does not start with one; a
  * version against another, number by number, missing numbers 0 (<0, 0, >0; *ok false when

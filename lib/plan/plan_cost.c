@@ -37,8 +37,8 @@ static double quant_factor(oom_precision p, const struct oomi_plan_consts *k)
 /* Roofline-shaped utilisation: a micro-batch of t tokens multiplies each weight t times per byte
  * read, so the matmuls are memory-bound below the GPU's ridge point (peak FLOP/s / bandwidth) and
  * reach the large-batch MFU above it: u(t) = MFU_MAX * t / (t + ridge). */
-static double utilisation(const oom_plan_request *r, double tokens, double peak_flops,
-                          const struct oomi_plan_consts *k)
+double oomi_plan_utilisation(const oom_plan_request *r, double tokens, double peak_flops,
+                             const struct oomi_plan_consts *k)
 {
     double ridge = k->v[OOMI_PK_RIDGE];
     if (r->gpu && r->gpu->has_bandwidth && r->gpu->bandwidth_gbs > 0 && peak_flops > 0)
@@ -122,7 +122,7 @@ void oomi_plan_throughput(oom_plan_choice *c, const oom_plan_request *r, long no
     }
     peak = oomi_plan_tflops(r->gpu, k->precision, pk) * 1e12 * quant_factor(k->precision, pk);
     tokens_micro = (double)k->batch * (double)k->seq_len;
-    c->utilisation = utilisation(r, tokens_micro, peak, pk);
+    c->utilisation = oomi_plan_utilisation(r, tokens_micro, peak, pk);
     compute = c->estimate.flops_per_step / (peak * c->utilisation) * kernel_factor(k, r, pk);
     step = compute + extra_seconds(k, &c->estimate, nodes, pk) + offload_ckpt_seconds(c, r, pk);
     samples = (double)k->batch * (double)k->grad_accum * (double)k->gpus;

@@ -27,6 +27,12 @@ static const char *framework_precision(oom_precision p)
 
 static json_object *deepspeed_json(const oom_plan_choice *c);
 
+/* a model-parallel layout (version 8): no data-parallel framework runs it */
+static bool split_model(const oom_plan_result *r)
+{
+    return r->version >= 8 && r->pipeline_parallel > 0;
+}
+
 /* the plan object `oomless apply` reads: exactly these keys */
 static json_object *plan_json(const oom_plan_result *r, const oom_plan_choice *c)
 {
@@ -230,10 +236,11 @@ static json_object *result_json(const oom_plan_result *r)
     oomi_json_put(root, "inference", inference_json(r));
     oomi_json_put(root, "rollout", oomi_plan_rollout_json(r));
     oomi_json_put(root, "packing", oomi_plan_packing_json(r));
+    oomi_json_put(root, "layout", r->found ? oomi_plan_layout_json(r) : NULL);
     /* the DeepSpeed config (--format deepspeed) when the plan shards or offloads, for helpers
-     * that hand it to a framework (oomless.hf, oomless.lightning) */
+     * that hand it to a framework (oomless.hf, oomless.lightning); none for a layout */
     oomi_json_put(root, "deepspeed",
-                  r->found && !r->inference &&
+                  r->found && !r->inference && !split_model(r) &&
                           (r->best->knobs.sharding != OOM_SHARDING_NONE ||
                            r->best->knobs.offload != OOM_OFFLOAD_NONE)
                       ? deepspeed_json(r->best)
@@ -489,6 +496,23 @@ static const struct plan_format {
     FORMAT("torchtune",
            "training: tune run's key=value overrides (batch_size, dataset.packed, dtype, ...)",
            "torchtune", VERSIONS("0.6"), "0.6", "torchtune", PLAN, oomi_plan_format_native, CK_ANY),
+    FORMAT("megatron",
+           "training with a model-parallel layout: pretrain_gpt.py's parallel, batch and "
+           "recomputation arguments, the torchrun line",
+           "Megatron-LM (Megatron-Core)", VERSIONS("0.20"), "0.20", "megatron-core", PLAN,
+           oomi_plan_format_layout, CK_ANY),
+    FORMAT("megatron-bridge",
+           "training with a model-parallel layout: run_recipe.py and its ConfigContainer "
+           "overrides",
+           "Megatron-Bridge", VERSIONS("0.7"), "0.7", "megatron-bridge", PLAN,
+           oomi_plan_format_layout, CK_ANY),
+    FORMAT("torchtitan-parallel",
+           "training with a model-parallel layout: a config function (parallelism, training, "
+           "activation_checkpoint) for torchtitan.train",
+           "torchtitan", VERSIONS("0.3"), "0.3", "torchtitan", PLAN, oomi_plan_format_layout,
+           CK_ANY),
+    FORMAT("slurm", "training with a model-parallel layout: an sbatch script, torchrun per node",
+           NULL, NONE, NULL, PLAN, oomi_plan_format_layout, CK_ANY),
     FORMAT("markdown", "a Markdown table", NULL, NONE, NULL, TABLE, NULL, CK_ANY),
     FORMAT("csv", "comma-separated values with a header line", NULL, NONE, NULL, TABLE, NULL,
            CK_ANY),
@@ -496,9 +520,9 @@ static const struct plan_format {
 
 /* the public view of each row (the info is its first member) */
 #define INFO(i) &formats[i].info
-static const oom_plan_format_info *const infos[] = {INFO(0),  INFO(1),  INFO(2),  INFO(3), INFO(4),
-                                                    INFO(5),  INFO(6),  INFO(7),  INFO(8), INFO(9),
-                                                    INFO(10), INFO(11), INFO(12), INFO(13)};
+static const oom_plan_format_info *const infos[] = {
+    INFO(0), INFO(1),  INFO(2),  INFO(3),  INFO(4),  INFO(5),  INFO(6),  INFO(7),  INFO(8),
+    INFO(9), INFO(10), INFO(11), INFO(12), INFO(13), INFO(14), INFO(15), INFO(16), INFO(17)};
 _Static_assert(OOMI_ARRAY_LEN(infos) == OOMI_ARRAY_LEN(formats), "one info per format");
 
 const oom_plan_format_info *const *oom_plan_formats(size_t *count)
@@ -622,6 +646,14 @@ int oom_plan_format_version(char **out, const char **written, const oom_plan_res
         return oomi_plan_text(out, r);
     if (!r->found)
         return oomi_fail(OOM_ENOFIT, "nothing fits: no %s output", format);
+    if (split_model(r) && f->write != oomi_plan_format_layout)
+        return oomi_fail(OOM_EUNSUPPORTED,
+                         "format '%s' writes a data-parallel job; this plan splits the model "
+                         "(tensor %ld x context %ld x pipeline %ld x data %ld parallel): --format "
+                         "megatron, megatron-bridge or slurm (torchtitan-parallel under --engine "
+                         "torchtitan), or --allow without layout for a data-parallel plan",
+                         format, r->tensor_parallel, r->context_parallel, r->pipeline_parallel,
+                         r->best->knobs.gpus);
     if ((err = oomi_plan_ck_check(r, format, f->ck)) ||
         (f->info.package && !strcmp(f->info.package, "transformers") &&
          (err = oomi_plan_hf_ck_version(r, &fmt))) ||

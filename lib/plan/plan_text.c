@@ -58,7 +58,9 @@ static void config_block(oomi_sb *sb, const oom_plan_result *r)
         }
         kv(sb, "attention", oom_attention_name(k->attention));
     }
-    if (k->gpus > 1)
+    if (r->version >= 8 && r->pipeline_parallel > 0)
+        oomi_plan_layout_text(sb, r); /* model-parallel training (plan_layout_out.c) */
+    else if (k->gpus > 1)
         oomi_sb_printf(sb, "  %-30s: %ld (%ld node%s x %ld)\n", "gpus", k->gpus, r->nodes,
                        r->nodes > 1 ? "s" : "", r->gpus_per_node);
     oomi_snprintf(desc, sizeof(desc), "Auto-optimized for %s usable of %s VRAM",

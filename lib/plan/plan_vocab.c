@@ -32,15 +32,24 @@ static const oom_option_value *const allow_values[] = {
     V(PT, "sharding", "ZeRO-1, 2 or 3 when there is more than one GPU"),
     V(PT, "loss", "a chunked loss: fused linear + cross-entropy"),
     V(PT, "attention", "a more memory-efficient attention kernel: sdpa, flash"),
+    V(PT, "layout",
+      "tensor, pipeline, expert and context parallelism over the GPUs, where data parallelism "
+      "needs ZeRO-3 or offload"),
     V(PT, "all", "every knob above"),
-    V(PT, "default", "checkpointing and sharding"),
+    V(PT, "default", "checkpointing, sharding and layout"),
     V(PT, "none", "none: only the batch and the accumulation"),
 };
-static const unsigned allow_bits[] = {OOM_ALLOW_CHECKPOINTING, OOM_ALLOW_PRECISION,
-                                      OOM_ALLOW_OPTIMIZER,     OOM_ALLOW_OFFLOAD,
-                                      OOM_ALLOW_SHARDING,      OOM_ALLOW_LOSS,
-                                      OOM_ALLOW_ATTENTION,     OOM_ALLOW_ALL,
-                                      OOM_ALLOW_DEFAULT,       0};
+static const unsigned allow_bits[] = {OOM_ALLOW_CHECKPOINTING,
+                                      OOM_ALLOW_PRECISION,
+                                      OOM_ALLOW_OPTIMIZER,
+                                      OOM_ALLOW_OFFLOAD,
+                                      OOM_ALLOW_SHARDING,
+                                      OOM_ALLOW_LOSS,
+                                      OOM_ALLOW_ATTENTION,
+                                      OOM_ALLOW_LAYOUT,
+                                      OOM_ALLOW_ALL,
+                                      OOM_ALLOW_DEFAULT,
+                                      0};
 _Static_assert(OOMI_ARRAY_LEN(allow_bits) == OOMI_ARRAY_LEN(allow_values), "bits per value");
 
 static const oom_option_value *const downscale_values[] = {
@@ -106,7 +115,7 @@ static const oom_option_value *const calibration_values[] = {
 static const oom_option *const plan_options[] = {
     FREE("target-effective-batch", "N",
          "samples per optimizer step over all GPUs (default: batch x grad-accum x GPUs when the "
-         "batch is given, else 32)",
+         "batch is given, else 32, or one per GPU past 32)",
          NULL, PT),
     FREE("batch-size", "N", "fix the micro-batch per GPU (never raised; same as --batch)", NULL,
          PT),
@@ -114,8 +123,8 @@ static const oom_option *const plan_options[] = {
          NULL, PT),
     FREE("max-batch-size", "N", "cap on any micro-batch", NULL, PT),
     FREE("max-auto-batch-size", "N", "cap on a micro-batch the planner chooses", NULL, PT),
-    OPT("allow", "LIST", "knobs the planner may change", "checkpointing,sharding", PT, allow_values,
-        1),
+    OPT("allow", "LIST", "knobs the planner may change", "checkpointing,sharding,layout", PT,
+        allow_values, 1),
     OPT("checkpointing-variants", "LIST",
         "variants of full checkpointing the planner may pick where it searches checkpointing",
         "none", PT, oomi_ckvar_values, 1),

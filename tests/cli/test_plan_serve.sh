@@ -21,8 +21,9 @@ expect_json .memory.kv_cache "$((KV1 / 8))" "tp 16: one KV head per GPU (replica
 est --tensor-parallel 3
 expect_rc 2 "tp 3 does not divide 64 heads"
 expect_contains "$ERR" "does not divide the 64 attention heads" "tp 3 refused with the reason"
-oom estimate --model llama-3.1-8b --seq 512 --tensor-parallel 2
-expect_rc 2 "tensor parallelism is for inference"
+oom estimate --model llama-3.1-8b --seq 512 --tensor-parallel 2 --json
+expect_rc 0 "tensor parallelism in training: Megatron's, per GPU"
+expect_json .parallel.tensor_parallel 2 "the training layout is in the estimate JSON"
 # nothing fits one 16 GB card: the smallest tensor-parallel size that does is suggested
 oom plan --model llama-3.1-8b --method inference --seq 4096 --gpu rtx-4080
 expect_rc 1 "8B bf16 inference does not fit a 16 GB card"
