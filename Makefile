@@ -45,9 +45,15 @@ configure:
 	fi
 
 # The embedded default: Llama-3.1-8B LoRA fine-tune on the detected GPU, or on the default
-# profile (RTX 4090) when there is none.
+# profile (RTX 4090) when there is none. The build says one line; its output goes to
+# $(BUILD)/demo-build.log, shown in full when it fails.
 demo: deps
-	@$(MAKE) --no-print-directory compile
+	@mkdir -p $(BUILD)
+	@echo "oomless demo: building $(BUILD)/oomless (output in $(BUILD)/demo-build.log)..."
+	@if ! $(MAKE) --no-print-directory compile >$(BUILD)/demo-build.log 2>&1; then \
+	    cat $(BUILD)/demo-build.log >&2; \
+	    echo "oomless demo: the build failed (its output is above)" >&2; exit 1; \
+	fi
 	$(BUILD)/oomless plan --model llama-3.1-8b --method lora --seq 2048 --target-effective-batch 32
 
 check: deps

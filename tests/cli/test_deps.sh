@@ -91,6 +91,43 @@ else
         "sudo apt-get install of the missing packages, waiting for the dpkg lock"
 fi
 
+# `make demo`: one line while it builds, then the answer; the build's output (191 lines of it) in
+# a log, shown in full when the build fails. A fake cmake stands for the build; the tool is the
+# real one.
+DEMO="$TMP/demo"
+mkdir -p "$DEMO"
+: >"$DEMO/build.ninja"
+ln -s "$OOMLESS_BIN" "$DEMO/oomless"
+cat >"$FAKE/cmake" <<'SH'
+#!/bin/sh
+i=1
+while [ $i -le 191 ]; do echo "[$i/191] Building C object lib/x$i.c.o"; i=$((i + 1)); done
+if [ -n "${CMAKE_FAILS:-}" ]; then echo "lib/x.c:1:1: error: expected ';'"; exit 1; fi
+SH
+chmod +x "$FAKE/cmake"
+run env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL MISSING="" \
+    make --no-print-directory -C "$OOMLESS_SRC" BUILD="$DEMO" demo
+expect_rc 0 "make demo"
+expect_eq "$(head -n 1 <<<"$OUT")" \
+    "oomless demo: building $DEMO/oomless (output in $DEMO/demo-build.log)..." "make demo: one line"
+expect_eq "$(sed -n 2p <<<"$OUT")" \
+    "$DEMO/oomless plan --model llama-3.1-8b --method lora --seq 2048 --target-effective-batch 32" \
+    "make demo: then the command"
+expect_not_contains "$OUT$ERR" "Building C object" "make demo: no build output"
+run "$OOMLESS_BIN" plan --model llama-3.1-8b --method lora --seq 2048 --target-effective-batch 32
+expect_eq "$(tail -n +3 <<<"$(env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL MISSING="" \
+    make --no-print-directory -C "$OOMLESS_SRC" BUILD="$DEMO" demo 2>/dev/null)")" "$OUT" \
+    "make demo: then the answer"
+expect_eq "$(grep -c 'Building C object' "$DEMO/demo-build.log")" "191" "the build output is in the log"
+run env -u MAKEFLAGS -u MFLAGS -u MAKELEVEL MISSING="" CMAKE_FAILS=1 \
+    make --no-print-directory -C "$OOMLESS_SRC" BUILD="$DEMO" demo
+expect_rc 2 "make demo: the build fails"
+expect_contains "$ERR" "[191/191] Building C object" "make demo: a failed build shows its output"
+expect_contains "$ERR" "error: expected ';'" "make demo: and its error"
+expect_contains "$ERR" "oomless demo: the build failed" "make demo: says so"
+expect_not_contains "$OUT" "OOMLESS_BATCH_SIZE" "make demo: no answer after a failed build"
+rm -f "$FAKE/cmake"
+
 # a package whose triggers have not run yet (dpkg's triggers-pending, while another apt is at
 # work) is installed; a half-configured one is not
 run env MISSING="" PENDING="scdoc man-db" "$DEPS" --check
