@@ -1,12 +1,14 @@
 #!/bin/sh
 # Installs the Debian packages oomless needs to build and test, and generates the de_DE.UTF-8
 # locale (the tests run the library under a decimal-comma locale); nothing when all is present.
-# Usage: scripts/install-deps.sh [--check] [--build] [--web]
+# Usage: scripts/install-deps.sh [--check] [--build] [--web] [--wheel]
 #   --check  change nothing: list what is missing and the command that installs it, exit 1 if
 #            anything is (a plain `make` runs `--check --build`)
 #   --build  only what building needs (compiler, CMake, Ninja, the libraries, scdoc for the man
 #            page), not what the tests and check-sanitize/check-valgrind use
 #   --web    also what `make web` and `make check-web` need: emscripten and Chromium
+#   --wheel  also what `make wheel-aarch64` and `make check-wheel` need: the aarch64 cross
+#            compiler and its glibc, qemu-user to run the result, python3-venv
 set -eu
 
 BUILD_PKGS="cmake ninja-build gcc pkg-config libcmocka-dev libjson-c-dev libyaml-dev libncurses-dev scdoc"
@@ -17,12 +19,14 @@ LOCALES="de_DE.UTF-8 tr_TR.UTF-8"
 CHECK=""
 ONLY_BUILD=""
 WEB=""
+WHEEL=""
 for arg in "$@"; do
     case $arg in
     --check) CHECK=1 ;;
     --build) ONLY_BUILD=1 ;;
     --web) WEB=1 ;;
-    *) echo "usage: scripts/install-deps.sh [--check] [--build] [--web]" >&2; exit 2 ;;
+    --wheel) WHEEL=1 ;;
+    *) echo "usage: scripts/install-deps.sh [--check] [--build] [--web] [--wheel]" >&2; exit 2 ;;
     esac
 done
 if [ -n "$ONLY_BUILD" ]; then
@@ -30,6 +34,7 @@ if [ -n "$ONLY_BUILD" ]; then
     LOCALES=""
 fi
 [ -z "$WEB" ] || PKGS="$PKGS emscripten chromium"
+[ -z "$WHEEL" ] || PKGS="$PKGS gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user-static python3-venv"
 
 # installed PKG: whether dpkg has it configured. "triggers-pending" and "triggers-awaited" are
 # installed and configured packages whose triggers (man-db's index, ldconfig) have not run yet:
@@ -89,7 +94,7 @@ fi
 if [ -n "$CHECK" ]; then
     [ -z "$missing" ] || echo "oomless: missing Debian packages:$missing" >&2
     [ -z "$need_locale" ] || echo "oomless: missing locales:$need_locale" >&2
-    echo "oomless: to install them, run: scripts/install-deps.sh${ONLY_BUILD:+ --build}${WEB:+ --web}" >&2
+    echo "oomless: to install them, run: scripts/install-deps.sh${ONLY_BUILD:+ --build}${WEB:+ --web}${WHEEL:+ --wheel}" >&2
     # shellcheck disable=SC2086
     [ -z "$missing" ] || echo "oomless:   (which runs: ${SUDO}apt-get install --no-install-recommends$missing)" >&2
     exit 1

@@ -53,6 +53,15 @@ expect_contains "$OUT" "OOMLESS_BATCH_SIZE=" "examples/plan.c prints the plan"
 run "$PREFIX/bin/oomless" gpus --gpu l4 --json
 expect_rc 0 "installed binary finds its data"
 expect_contains "$OUT" '"usable_bytes": 23079157760' "installed binary budget"
+# the installed tree moved elsewhere and run through PATH (argv[0] a bare "oomless", as the
+# wheel's console script runs it) reads the data beside it: a preset removed there is gone
+cp -R "$PREFIX" "$TMP/moved"
+rm "$TMP/moved/share/oomless/models/gpt2.json"
+run env PATH="$TMP/moved/bin:$PATH" oomless estimate --model gpt2 --gpu l4
+expect_rc 2 "a moved tree run through PATH reads its own data"
+expect_contains "$ERR" "model 'gpt2' is neither a preset" "the moved tree's presets"
+run env PATH="$TMP/moved/bin:$PATH" oomless estimate --model bert-base --gpu l4
+expect_rc 0 "the moved tree's other presets are there"
 
 # the man page renders without a single groff warning and documents every command (in COMMANDS
 # and in the COMMAND REFERENCE) and every exit status

@@ -1,0 +1,56 @@
+#!/bin/sh
+# The static libraries and headers a cross-built wheel links (scripts/wheel-build.sh aarch64):
+# Debian's own -dev packages of json-c, libyaml and ncurses for the target architecture, of the
+# versions this machine's Debian builds, unpacked into DIR/sysroot (OOMLESS_DEPS_SYSROOT).
+# Usage: scripts/wheel-deps.sh ARCH DIR   (ARCH a Debian architecture: arm64)
+#
+# They are fetched by `apt-get download` through a private apt configuration: this machine's deb
+# entries, APT::Architecture=ARCH, its own lists and cache under DIR and an empty dpkg status. The
+# system's apt configuration and its list of architectures are not touched, and no root is
+# needed; apt checks the files against the signed Packages index. Nothing is done when
+# DIR/sysroot already holds them.
+set -eu
+
+ARCH=${1:?usage: scripts/wheel-deps.sh ARCH DIR}
+DIR=${2:?usage: scripts/wheel-deps.sh ARCH DIR}
+PKGS="libjson-c-dev libyaml-dev libncurses-dev"
+mkdir -p "$DIR"
+DIR=$(cd "$DIR" && pwd)
+SYSROOT="$DIR/sysroot"
+case $ARCH in
+arm64) triplet=aarch64-linux-gnu ;;
+amd64) triplet=x86_64-linux-gnu ;;
+*) echo "oomless wheel: no wheel for the Debian architecture '$ARCH' (arm64, amd64)" >&2; exit 2 ;;
+esac
+libdir="$SYSROOT/usr/lib/$triplet"
+if [ -f "$libdir/libjson-c.a" ] && [ -f "$libdir/libyaml.a" ] && [ -f "$libdir/libncursesw.a" ] &&
+   [ -f "$libdir/libtinfo.a" ]; then
+    exit 0
+fi
+
+apt="$DIR/apt"
+rm -rf "$apt" "$SYSROOT"
+mkdir -p "$apt/sources.list.d" "$apt/lists/partial" "$apt/cache/archives/partial" "$apt/debs"
+for f in /etc/apt/sources.list.d/*.sources /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [ -f "$f" ] && cp "$f" "$apt/sources.list.d/"
+done
+# (sources.list is read only under a name ending in .list)
+[ ! -f "$apt/sources.list.d/sources.list" ] ||
+    mv "$apt/sources.list.d/sources.list" "$apt/sources.list.d/main.list"
+set -- -o "Dir::Etc::SourceList=/dev/null" -o "Dir::Etc::SourceParts=$apt/sources.list.d" \
+    -o "Dir::State::Lists=$apt/lists" -o "Dir::Cache=$apt/cache" -o "Dir::State::status=/dev/null" \
+    -o "Debug::NoLocking=1" -o "APT::Architecture=$ARCH" -o "APT::Architectures::=$ARCH" \
+    -o "APT::Sandbox::User=$(id -un)"
+echo "oomless wheel: fetching $PKGS for $ARCH (apt-get download)" >&2
+apt-get "$@" -qq update
+# shellcheck disable=SC2086
+(cd "$apt/debs" && apt-get "$@" -qq download $PKGS)
+mkdir -p "$SYSROOT"
+for deb in "$apt"/debs/*.deb; do
+    dpkg-deb -x "$deb" "$SYSROOT"
+    basename "$deb" >> "$SYSROOT/PACKAGES"
+done
+rm -rf "$apt"
+for a in libjson-c.a libyaml.a libncursesw.a libtinfo.a; do
+    [ -f "$libdir/$a" ] || { echo "oomless wheel: $a is not in $PKGS for $ARCH" >&2; exit 1; }
+done
