@@ -12,7 +12,9 @@
 set -eu
 
 BUILD_PKGS="cmake ninja-build gcc pkg-config libcmocka-dev libjson-c-dev libyaml-dev libncurses-dev scdoc"
-PKGS="$BUILD_PKGS man-db python3 tmux jq clang llvm valgrind locales"
+# libcurl4-openssl-dev: libcurl (loaded at run time to fetch a model's config from the Hub) and
+# curl/curl.h, which tests/unit/test_model.c checks lib/model/curl_abi.h against
+PKGS="$BUILD_PKGS man-db python3 tmux jq clang llvm valgrind locales libcurl4-openssl-dev"
 # the locales tests/unit/test_locale.c and tests/python/test_locale.py run under: ',' for '.',
 # and a dotless lower-case I
 LOCALES="de_DE.UTF-8 tr_TR.UTF-8"
