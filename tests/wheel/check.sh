@@ -7,7 +7,8 @@
 #    libyaml and ncursesw hidden behind /dev/null, and the source tree's data folder emptied) runs `oomless plan`, `python -m oomless` and
 #    `import oomless`, with the same plan from the program and from Python;
 #  - the aarch64 wheel's program plans the same under qemu-user (when qemu-aarch64-static is
-#    installed);
+#    installed), and pip installs the wheel for an aarch64 Python, whose package Debian's arm64
+#    Python imports and plans with, under qemu-user;
 #  - the sdist builds a wheel from its C sources, which runs.
 # Ends with "N passed, N failed"; exit 1 when anything failed.
 set -u
@@ -150,6 +151,28 @@ else
         if [ -s "$T/plan.json" ]; then
             expect_eq "$(cat "$T/arm-plan.json")" "$(cat "$T/plan.json")" \
                 "the aarch64 program plans as the x86_64 one"
+        fi
+        # pip installs the wheel for an aarch64 Python (its tag accepted), and Debian's arm64
+        # Python, under qemu-user, imports the package and plans through the aarch64 library
+        if "$SRC/scripts/wheel-deps.sh" arm64 "$SRC/build-wheel-deps-arm64" --python >"$T/py.log" 2>&1; then
+            PYROOT="$SRC/build-wheel-deps-arm64/python-sysroot"
+            PY=$(ls "$PYROOT"/usr/bin/python3.* | head -n 1)
+            pyv=$(basename "$PY" | sed 's/python//; s/\.//')
+            tag=$(basename "$ARM" .whl | sed 's/^oomless-[^-]*-py3-none-//')
+            python3 -m pip install -q --no-deps --no-index --disable-pip-version-check \
+                --platform "$tag" --python-version "$pyv" --only-binary=:all: \
+                --target "$T/arm-site" "$ARM" >"$T/err" 2>&1
+            expect_eq "$?" 0 "pip install --platform $tag of the aarch64 wheel: $(cat "$T/err")"
+            run_hidden env PYTHONPATH="$T/arm-site" qemu-aarch64-static -L "$PYROOT" "$PY" -c 'import json, platform, sys, oomless
+sys.stderr.write(platform.machine() + " " + oomless._native.lib._name + "\n")
+doc = oomless.plan(model="llama-3.1-8b", method="lora", seq=2048, gpu="rtx-4090")
+print(json.dumps(doc["plan"], sort_keys=True))' >"$T/arm-py-plan" 2>"$T/err"
+            expect_eq "$?" 0 "import oomless on aarch64 Python: $(cat "$T/err")"
+            expect_eq "$(head -c 8 "$T/err")" "aarch64 " "the Python under qemu is aarch64's"
+            expect_eq "$(cat "$T/arm-py-plan")" "$(cat "$T/py-plan" 2>/dev/null)" \
+                "the same plan from the aarch64 package as from the x86_64 one"
+        else
+            bad "an arm64 Python for the import check: $(tail -n 5 "$T/py.log")"
         fi
     else
         echo "check.sh: qemu-aarch64-static or the arm64 glibc (libc6-arm64-cross) missing: the aarch64 program is not run" >&2
