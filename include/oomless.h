@@ -1670,8 +1670,11 @@ OOM_EXPORT const char *oom_patterns_find(const oom_patterns *patterns, const cha
  * child's failure reported) leaves the child's error standing. So an OOM the job handled,
  * followed by a different fatal error, is not an OOM death. A job that printed an OOM message
  * but exited 0 recovered by itself; a SIGKILL without a message (the kernel's host-RAM OOM
- * killer) is not a GPU OOM. run and probe apply the same reading to a launch's whole output,
- * stdout and stderr. Returns 1 or 0.
+ * killer) is not a GPU OOM. `text` is read as a job's stderr. run and probe apply the same
+ * reading to a launch's whole output, except that on its stdout, which also carries data
+ * (generated text, samples), a pattern counts only on a line shaped as an error report: an
+ * exception or fatal line and the message after it, a traceback's exception line, a log record
+ * at an error level (ERROR, CRITICAL, FATAL, NCCL WARN). Returns 1 or 0.
  */
 OOM_EXPORT int oom_is_oom_exit(const oom_patterns *patterns, int exit_code, const char *text,
                                size_t len);

@@ -199,10 +199,17 @@ json_object *oomi_overhead_json(const oom_workload *w);
  * bucket; `end`: parameters still gathered after the backward; `turn`: the first five less
  * fewer_activations, what the estimate adds to a phase with all of `act`. All zero without
  * --sharding zero3. */
+/* the blocks a replay follows (one tensor each at least; far above any model's) */
+#define OOMI_ZERO3_MAX_BLOCKS 1024
 typedef struct oomi_zero3 {
     double gathered, prefetched, copies, gradient, persistent, bucket, fewer_activations, end, turn;
 } oomi_zero3;
 int oomi_zero3_of(oomi_zero3 *out, const oom_workload *w, double act);
+typedef struct oomi_zero3_cache oomi_zero3_cache;
+/* Replays kept for w->z3_cache (model.h): a searcher's scratch workload estimated at many knobs
+ * replays each distinct ZeRO-3 step once (estimate_zero3.c). _new: OOM_OK or OOM_ENOMEM. */
+int oomi_zero3_cache_new(oomi_zero3_cache **out);
+void oomi_zero3_cache_free(oomi_zero3_cache *c);
 /* its JSON, with the knobs used (*out NULL without ZeRO-3); OOM_ENOMEM, or OOM_EUNSUPPORTED for
  * a model of more blocks than the replay follows */
 int oomi_zero3_json(json_object **out, const oom_workload *w, double act);

@@ -9,6 +9,7 @@
  * after -m / --module); each option may also come from the environment as PET_<NAME>
  * (torch/distributed/argparse_util.py, env), which is read when the option is absent.
  */
+#define _GNU_SOURCE /* memmem */
 #include "job/job.h"
 
 #include <stdlib.h>
@@ -201,21 +202,24 @@ char *oomi_job_id(const char *const *argv)
 }
 
 /* torch/distributed/elastic/rendezvous/api.py: the exception names torchrun's traceback ends
- * with when its agent could not gather the other nodes */
-void oomi_rdzv_scan(oomi_launch *l, const char *line, size_t n)
+ * with when its agent could not gather the other nodes. `text` may hold several whole lines (a
+ * name never spans two): the last one found wins. memmem, not a loop per byte: the job's whole
+ * output passes through here (bench/speed). */
+void oomi_rdzv_scan(oomi_launch *l, const char *text, size_t n)
 {
+    static const char stem[] = "Rendezvous";
     static const struct {
-        const char *name;
+        const char *rest; /* after the stem */
         int kind;
-    } errors[] = {{"RendezvousTimeoutError", OOMI_RDZV_TIMEOUT},
-                  {"RendezvousClosedError", OOMI_RDZV_CLOSED}};
-    size_t i, k, len;
-    for (k = 0; k < OOMI_ARRAY_LEN(errors); k++) {
-        len = strlen(errors[k].name);
-        for (i = 0; i + len <= n; i++)
-            if (!memcmp(line + i, errors[k].name, len)) {
+    } errors[] = {{"TimeoutError", OOMI_RDZV_TIMEOUT}, {"ClosedError", OOMI_RDZV_CLOSED}};
+    const char *at = text, *end = text + n;
+    size_t k;
+    while ((at = memmem(at, (size_t)(end - at), stem, sizeof(stem) - 1))) {
+        at += sizeof(stem) - 1;
+        for (k = 0; k < OOMI_ARRAY_LEN(errors); k++) {
+            size_t len = strlen(errors[k].rest);
+            if ((size_t)(end - at) >= len && !memcmp(at, errors[k].rest, len))
                 l->rdzv_error = errors[k].kind;
-                return;
-            }
+        }
     }
 }

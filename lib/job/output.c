@@ -2,27 +2,63 @@
  * output.c - a job's output on its way to oomless's own descriptors, and the events file's
  * lines, written without ever blocking the supervision loop: a reader that stalls (a full pipe,
  * a pager nobody scrolls, a FIFO) must not keep a signal from being forwarded or a timeout from
- * firing. Bytes wait in a bounded queue; they are written only as far as poll() says the
- * destination takes them, in chunks of at most PIPE_BUF (which a pipe reported writable always
- * takes whole). While the queue is full the job's pipe is not read, so the job itself waits,
- * as it would writing to the stalled reader directly.
+ * firing. Bytes wait in a bounded queue; they are written only as far as the destination takes
+ * them now. A pipe, FIFO or terminal is opened again, non-blocking (a file description of our
+ * own: the caller's stays as it is), and takes the whole queue in one write, or what fits; where
+ * that cannot be done (no /proc, a socket), chunks of at most PIPE_BUF go, each after poll() says
+ * the destination is writable (which a pipe then takes whole). While the queue is full the job's
+ * pipe is not read, so the job itself waits, as it would writing to the stalled reader directly.
  */
 #include "job/job.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <poll.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* fd (a pipe, FIFO or character device) opened again with O_NONBLOCK, or -1: through
+ * /proc/self/fd, which opens the object itself, checked to be the same */
+static int reopen_nonblocking(int fd, const struct stat *st)
+{
+    char path[64];
+    struct stat again;
+    int nb;
+    oomi_snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
+    nb = open(path, O_WRONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (nb < 0)
+        return -1;
+    if (fstat(nb, &again) || again.st_dev != st->st_dev || again.st_ino != st->st_ino ||
+        again.st_rdev != st->st_rdev) {
+        close(nb);
+        return -1;
+    }
+    return nb;
+}
+
 void oomi_outq_init(oomi_outq *q, int to)
 {
     struct stat st;
     q->to = to;
+    q->own = -1;
     q->head = q->len = 0;
+    q->to_file = 0;
+    if (to < 0 || fstat(to, &st))
+        return;
     /* a regular file never blocks a write: no poll, no chunking */
-    q->to_file = to >= 0 && fstat(to, &st) == 0 && S_ISREG(st.st_mode);
+    q->to_file = S_ISREG(st.st_mode);
+    if ((S_ISFIFO(st.st_mode) || S_ISCHR(st.st_mode)) &&
+        (q->own = reopen_nonblocking(to, &st)) >= 0)
+        q->to = q->own;
+}
+
+void oomi_outq_dispose(oomi_outq *q)
+{
+    if (q->own >= 0)
+        close(q->own);
+    q->own = -1;
 }
 
 size_t oomi_outq_room(const oomi_outq *q)
@@ -30,18 +66,22 @@ size_t oomi_outq_room(const oomi_outq *q)
     return q->to < 0 ? sizeof(q->buf) : sizeof(q->buf) - q->len;
 }
 
+/* The queue is a ring: the bytes from head, wrapping round the end; new bytes go after them, as
+ * far as the end or the head, whichever comes first (nothing is ever moved). */
 char *oomi_outq_space(oomi_outq *q, size_t *space)
 {
+    size_t tail;
     if (q->to < 0) { /* dropped: the bytes are read (for the scans) and forgotten */
         *space = sizeof(q->buf);
         return q->buf;
     }
-    if (q->head + q->len == sizeof(q->buf) && q->head > 0) {
-        memmove(q->buf, q->buf + q->head, q->len);
+    if (q->len == 0)
         q->head = 0;
-    }
-    *space = sizeof(q->buf) - q->head - q->len;
-    return q->buf + q->head + q->len;
+    tail = (q->head + q->len) % sizeof(q->buf);
+    *space = q->len == sizeof(q->buf) ? 0
+             : tail >= q->head        ? sizeof(q->buf) - tail
+                                      : q->head - tail;
+    return q->buf + tail;
 }
 
 void oomi_outq_commit(oomi_outq *q, size_t n)
@@ -60,13 +100,15 @@ size_t oomi_outq_flush(oomi_outq *q)
 {
     size_t total = 0;
     while (q->len > 0) {
-        size_t chunk = q->to_file || q->len < PIPE_BUF ? q->len : PIPE_BUF;
+        bool whole = q->to_file || q->own >= 0;
+        size_t upto = sizeof(q->buf) - q->head < q->len ? sizeof(q->buf) - q->head : q->len;
+        size_t chunk = whole || upto < PIPE_BUF ? upto : PIPE_BUF;
         ssize_t n;
-        if (!q->to_file && !writable_now(q->to))
+        if (!whole && !writable_now(q->to))
             break;
         n = write(q->to, q->buf + q->head, chunk);
         if (n > 0) {
-            q->head += (size_t)n;
+            q->head = (q->head + (size_t)n) % sizeof(q->buf);
             q->len -= (size_t)n;
             total += (size_t)n;
             continue;

@@ -179,6 +179,9 @@ struct oom_workload {
      * stage3_prefetch_bucket_size, stage3_param_persistence_threshold, stage3_max_reuse_distance,
      * reduce_bucket_size */
     double z3_live, z3_prefetch, z3_persist, z3_reuse, z3_reduce;
+    /* the ZeRO-3 replays a search keeps (estimate/estimate_zero3.c), borrowed from the searcher;
+     * NULL: none (a clone has none) */
+    struct oomi_zero3_cache *z3_cache;
     bool keep_grads;        /* zero_grad(set_to_none=False): gradients live in every phase */
     bool kv_transformers;   /* inference: transformers' KV cache, not a serving engine's */
     uint64_t overhead;      /* OOM_UNKNOWN: from the GPU generation */

@@ -122,6 +122,7 @@ int oom_workload_clone(oom_workload **out, const oom_workload *w)
         return oomi_nomem();
     *c = *w;
     c->model = NULL;
+    c->z3_cache = NULL;
     c->model_arg = w->model_arg ? oomi_strdup(w->model_arg) : NULL;
     c->lora_targets = w->lora_targets ? oomi_strdup(w->lora_targets) : NULL;
     if ((w->model_arg && !c->model_arg) || (w->lora_targets && !c->lora_targets) ||

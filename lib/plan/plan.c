@@ -10,8 +10,7 @@
 #define MAX_MICRO           4096
 #define MAX_SEQS            24
 #define INFERENCE_MAX_BATCH 4096
-#define MAX_MICRO_BATCH     65536 /* no micro-batch above this is considered */
-#define ALTERNATIVES        3     /* runners-up reported */
+#define ALTERNATIVES        3 /* runners-up reported */
 
 /* the knobs other than micro-batch, accumulation and seq: one "family" of configurations */
 typedef struct family {
@@ -268,17 +267,30 @@ static size_t precisions(const search *s, oom_precision *out)
     return n;
 }
 
+/* ZeRO-3 layouts the search would try besides the workload's own, for a model deeper than the
+ * replay of DeepSpeed's coordinator follows (estimate_zero3.c): left out, with a notice */
+static bool zero3_too_deep(const search *s)
+{
+    return s->w && s->base.method != OOM_METHOD_INFERENCE &&
+           s->base.sharding != OOM_SHARDING_ZERO3 &&
+           ((s->gpus > 1 && (s->r->allow & OOM_ALLOW_SHARDING)) ||
+            (s->r->allow & OOM_ALLOW_OFFLOAD)) &&
+           s->w->model->layers + s->w->model->enc_layers > OOMI_ZERO3_MAX_BLOCKS;
+}
+
 /* (sharding, offload) pairs */
 static size_t layouts(const search *s, oom_sharding *sh, oom_offload *off)
 {
     const oom_knobs *b = &s->base;
     size_t n = 0, i;
+    bool z3 = !zero3_too_deep(s);
     sh[n] = b->sharding, off[n++] = b->offload;
     if (!s->w || b->method == OOM_METHOD_INFERENCE)
         return n;
     if (s->gpus > 1 && (s->r->allow & OOM_ALLOW_SHARDING))
         for (i = 0; i < 4; i++)
-            if (!(i == b->sharding && b->offload == OOM_OFFLOAD_NONE))
+            if (!(i == b->sharding && b->offload == OOM_OFFLOAD_NONE) &&
+                (z3 || i != OOM_SHARDING_ZERO3))
                 sh[n] = (oom_sharding)i, off[n++] = OOM_OFFLOAD_NONE;
     if (s->r->allow & OOM_ALLOW_OFFLOAD) {
         static const oom_sharding osh[] = {OOM_SHARDING_ZERO2, OOM_SHARDING_ZERO3,
@@ -286,7 +298,8 @@ static size_t layouts(const search *s, oom_sharding *sh, oom_offload *off)
         static const oom_offload oof[] = {OOM_OFFLOAD_OPTIMIZER, OOM_OFFLOAD_OPTIMIZER,
                                           OOM_OFFLOAD_OPTIMIZER_PARAMS};
         for (i = 0; i < 3; i++)
-            if (!(osh[i] == b->sharding && oof[i] == b->offload))
+            if (!(osh[i] == b->sharding && oof[i] == b->offload) &&
+                (z3 || osh[i] != OOM_SHARDING_ZERO3))
                 sh[n] = osh[i], off[n++] = oof[i];
     }
     return n;
@@ -395,7 +408,7 @@ static int build_micro(search *s, bool below)
         goto check;
     }
     per = (s->eff + s->gpus - 1) / s->gpus; /* exact unless allow_inexact (checked in setup) */
-    for (m = 1; m <= per && m <= MAX_MICRO_BATCH && s->nmicro < MAX_MICRO; m++) {
+    for (m = 1; m <= per && m <= OOMI_PLAN_MAX_MICRO_BATCH && s->nmicro < MAX_MICRO; m++) {
         long acc;
         if (fb && (below ? m >= fb : m != fb))
             continue;
@@ -728,99 +741,40 @@ static int fixed_batch_hint(search *s, char **out)
     return err;
 }
 
-/* family f's knobs on c's (seq, GPUs) */
-static oom_knobs family_knobs(const family *f, const oom_plan_choice *c)
+/* family i's knobs on c's (seq, GPUs) */
+static oom_knobs family_knobs(const void *ctx, size_t i, const oom_plan_choice *c)
 {
+    const family *f = &((const search *)ctx)->fams[i];
     oom_knobs k = c->knobs;
     k.precision = f->prec, k.optimizer = f->opt, k.checkpointing = f->ck;
     k.sharding = f->shard, k.offload = f->off, k.loss = f->loss, k.attention = f->attn;
     return k;
 }
 
-/* the largest micro-batch up to `cap` that fits with knobs k (0: none) */
-static long largest_fit(search *s, oom_knobs k, size_t var, long cap)
+static int family_eval(void *ctx, size_t i, const oom_knobs *k, oom_plan_choice *c, bool *valid)
 {
-    oom_plan_choice x;
-    long m;
-    bool valid;
-    for (m = 1; m <= cap && m <= MAX_MICRO_BATCH; m++) {
-        k.batch = m;
-        if (evaluate(s, &k, var, &x, &valid) || !valid || !x.fits)
-            break;
-    }
-    oomi_clear_error();
-    return m - 1;
+    search *s = ctx;
+    return evaluate(s, k, s->fams[i].var, c, valid);
 }
 
-/* the largest divisor of n that is at most cap */
-static long divisor_under(long n, long cap)
+static void family_rescore(const void *ctx, oom_plan_choice *c)
 {
-    long d;
-    for (d = cap < n ? cap : n; d > 1 && n % d; d--)
-        ;
-    return d;
-}
-
-/* the fastest choice for `per` samples per GPU whose micro-batch divides it, above `above`, in
- * any family (fits: each family's largest micro-batch that fits); 0 when none beats `score` */
-static long faster_divisor(search *s, const oom_plan_choice *b, const long *fits, long per,
-                           double score, long above)
-{
-    long pick = 0;
-    size_t i;
-    for (i = 0; i < s->nfam; i++) {
-        oom_knobs k = family_knobs(&s->fams[i], b);
-        oom_plan_choice x;
-        bool valid;
-        if (fits[i] <= above)
-            continue;
-        k.batch = divisor_under(per, fits[i]), k.grad_accum = per / k.batch;
-        if (k.batch <= above || evaluate(s, &k, s->fams[i].var, &x, &valid) || !valid || !x.fits)
-            continue;
-        if (x.score > score * 1.001)
-            score = x.score, pick = k.batch;
-    }
-    oomi_clear_error();
-    return pick;
+    const search *s = ctx;
+    oomi_plan_throughput(c, s->r, s->nodes, s->k);
 }
 
 /* An awkward target (a prime such as 97) leaves only small micro-batches that divide it: the
- * nearest effective batches (multiples of the GPUs, within a quarter) whose divisors allow a
- * faster plan with a larger micro-batch, as "96 = 12 x 8". Nothing when no such plan is faster,
- * or the effective batch is not the target's (inexact). */
+ * nearest effective batches with a faster plan (plan_awkward.c). Not where the effective batch is
+ * not the target's (inexact). */
 static int awkward_hint(search *s, oom_plan_result *res)
 {
     const oom_plan_request *r = s->r;
     const oom_plan_choice *b = &s->best;
-    long per = s->eff / s->gpus, d, e, near[3], micro[3], fits[MAX_FAMILIES];
-    size_t n = 0, i;
-    oomi_sb sb = OOMI_SB_INIT;
-    int err;
-
+    oomi_plan_families f = {s, s->nfam, family_knobs, family_eval, family_rescore};
     if (res->inference || r->fixed_batch || r->fixed_grad_accum || b->effective_batch != s->eff ||
-        s->eff % s->gpus || b->knobs.batch >= per || !b->has_throughput)
+        s->eff % s->gpus || b->knobs.batch >= s->eff / s->gpus || !b->has_throughput)
         return OOM_OK;
-    for (i = 0; i < s->nfam; i++)
-        fits[i] = largest_fit(s, family_knobs(&s->fams[i], b), s->fams[i].var, per + per / 4 + 1);
-    for (d = 1; n < 3 && d <= per / 4 + 1; d++)
-        for (e = per - d; n < 3 && e <= per + d; e += 2 * d) {
-            long m = e >= 1 ? faster_divisor(s, b, fits, e, b->score, b->knobs.batch) : 0;
-            if (m)
-                near[n] = e * s->gpus, micro[n++] = m;
-        }
-    if (!n)
-        return OOM_OK;
-    for (i = 0; i < n; i++)
-        oomi_sb_printf(&sb, "%s%ld = %ld x %ld%s", i ? ", " : "", near[i], micro[i],
-                       near[i] / s->gpus / micro[i], s->gpus > 1 ? " x GPUs" : "");
-    if (!(err = oomi_sb_ok(&sb)))
-        err = oomi_plan_note(res,
-                             "effective batch %ld allows only micro-batches that divide it (here "
-                             "%ld); nearest with larger, faster micro-batches: %s "
-                             "(--target-effective-batch N, or --allow-inexact)",
-                             s->eff, b->knobs.batch, sb.buf);
-    oomi_sb_free(&sb);
-    return err;
+    return oomi_plan_awkward(res, &f, b, s->eff, s->gpus);
 }
 
 /* The profile run of an inference plan: the tokens and sequences are the workload's
@@ -1101,6 +1055,9 @@ static int setup(search *s, oom_plan_result *res)
         if ((err = oom_workload_clone(&s->w, r->workload)) ||
             (err = oom_workload_get_knobs(&s->base, r->workload)))
             return err;
+        /* the candidates share a few ZeRO-3 replays */
+        if ((err = oomi_zero3_cache_new(&s->w->z3_cache)))
+            return err;
         if (s->gpus == 1 && s->base.gpus > 1)
             s->gpus = s->base.gpus;
     } else {
@@ -1134,6 +1091,13 @@ static int setup(search *s, oom_plan_result *res)
     if (s->w &&
         ((err = oom_workload_set_knobs(s->w, &s->base)) || (err = oom_workload_validate(s->w)) ||
          (err = oomi_rollout_setup(&s->ro, s->w, r->budget.target_bytes))))
+        return err;
+    if (zero3_too_deep(s) &&
+        (err =
+             oomi_plan_note(res,
+                            "ZeRO-3 left out of the search: its estimate replays DeepSpeed's "
+                            "coordinator over at most %d blocks, and the model has %ld",
+                            OOMI_ZERO3_MAX_BLOCKS, s->w->model->layers + s->w->model->enc_layers)))
         return err;
     if (s->ro.on && (s->conf > 0 || r->workers > 1))
         return oomi_fail(OOM_EINVAL, "rollout vllm-colocate is planned to the safety margin, one "
@@ -1349,6 +1313,8 @@ int oomi_plan_run(oom_plan_result **out, const oom_plan_request *r,
 done:
     oomi_free(s.all);
     oomi_rollout_free(&s.ro);
+    if (s.w)
+        oomi_zero3_cache_free(s.w->z3_cache);
     oom_workload_free(s.w);
     if (err && err != OOM_ENOFIT) {
         oom_plan_free(res);

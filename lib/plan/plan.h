@@ -39,6 +39,24 @@ int oomi_plan_options_run_gpu(oom_plan_result **out, const oom_plan_options *o, 
 /* The safety margin the user asked for, per job (with fit-confidence, budget holds the one the
  * bound needs instead) (plan_text.c) */
 uint64_t oomi_plan_user_margin(const oom_plan_result *r);
+/* no micro-batch above this is considered (plan.c, plan_awkward.c) */
+#define OOMI_PLAN_MAX_MICRO_BATCH 65536
+/* The search's families as plan_awkward.c sees them: family i's knobs on a choice's (its seq,
+ * GPUs, batch and accumulation); knobs k of family i estimated into *c (*valid false where the
+ * estimator refuses them); c's throughput again from its knobs and estimate */
+typedef struct oomi_plan_families {
+    void *ctx;
+    size_t n;
+    oom_knobs (*knobs)(const void *ctx, size_t i, const oom_plan_choice *c);
+    int (*eval)(void *ctx, size_t i, const oom_knobs *k, oom_plan_choice *c, bool *valid);
+    void (*rescore)(const void *ctx, oom_plan_choice *c);
+} oomi_plan_families;
+/* The notice for an effective batch `eff` over `gpus` GPUs whose divisors leave only small
+ * micro-batches (b, the plan, has one below eff / gpus): the nearest effective batches within a
+ * quarter that allow a faster plan with a larger micro-batch, as "96 = 12 x 8". Families that
+ * cannot beat b are left out after two estimates (plan_awkward.c). */
+int oomi_plan_awkward(oom_plan_result *res, const oomi_plan_families *f, const oom_plan_choice *b,
+                      long eff, long gpus);
 /* the human report of a plan (plan_text.c) */
 int oomi_plan_text(char **out, const oom_plan_result *r);
 

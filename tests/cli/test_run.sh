@@ -77,6 +77,16 @@ oom run --batch-size 4 -- sh -c 'echo "torch.OutOfMemoryError: CUDA out of memor
 expect_rc 1 "handled OOM, then another error: the job's status"
 expect_not_contains "$ERR" "restarting" "handled OOM, then another error: not relaunched"
 expect_contains "$ERR" "the job exited 1 after 1 attempt(s)" "handled OOM, then another error: one attempt"
+# an OOM message in the job's stdout data (a generated text, a dataset sample), nothing on stderr:
+# not an OOM, no relaunch (issue 31); the same words as an exception line on stdout are one
+oom run --batch-size 4 -- sh -c 'echo "sample 3: why does training stop with CUDA out of memory?"
+    exit 1'
+expect_rc 1 "OOM words in stdout data: the job's status"
+expect_not_contains "$ERR" "restarting" "OOM words in stdout data: not relaunched"
+expect_contains "$ERR" "the job exited 1 after 1 attempt(s)" "OOM words in stdout data: one attempt"
+oom run --batch-size 4 --max-restarts 1 -- sh -c 'echo "torch.OutOfMemoryError: CUDA out of memory."
+    exit 1'
+expect_contains "$ERR" "restarting with batch 4 -> 2" "an OOM exception line on stdout: relaunched"
 
 # ---- --json: one document on stdout, the job's stdout on stderr -------------------------------
 oom run --json --batch-size 4 -- "${JOB[@]}" --fixed 1G --per-sample 1M --exit 7

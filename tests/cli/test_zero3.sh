@@ -72,4 +72,30 @@ expect_rc 2 "an empty bucket"
 oom estimate --model "$T0" --method lora --zero3-max-live-params 1e9 --json
 expect_json '.zero3' "null" "no zero3 object without --sharding zero3"
 
+# deeper than the replay follows (1024 blocks): plan leaves ZeRO-3 out of its search and says so,
+# where it refused every multi-GPU plan (exit 2); ZeRO-3 asked for is still refused, by name
+DEEP="$TMP/deep"
+mkdir -p "$DEEP"
+printf '{"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,
+ "num_hidden_layers": 1100, "num_attention_heads": 4, "num_key_value_heads": 4,
+ "intermediate_size": 688, "vocab_size": 32000, "max_position_embeddings": 4096}\n' \
+    >"$DEEP/config.json"
+oom plan --model "$DEEP" --gpus 8 --gpu a100-80gb --seq 1024 --target-effective-batch 64 --json
+expect_rc 0 "1100 layers on 8 GPUs: planned"
+expect_json '.plan.sharding != "zero3"' "true" "without ZeRO-3"
+expect_json '[.notices[] | select(startswith("ZeRO-3 left out of the search"))] | length' "1" \
+    "said once"
+expect_contains "$OUT" "at most 1024 blocks, and the model has 1100" "the limit and the depth"
+oom plan --model "$DEEP" --gpu a100-80gb --seq 1024 --allow offload --json
+expect_rc 0 "1100 layers, one GPU, offload allowed: planned"
+expect_json '.plan.offload != "optimizer+params"' "true" "ZeRO-3's offload of parameters left out"
+oom plan --model "$DEEP" --gpus 8 --gpu a100-80gb --seq 1024 --json
+expect_json '[.notices[] | select(startswith("ZeRO-3"))] | length' "1" "the default allow: said"
+oom plan --model "$DEEP" --gpus 8 --gpu a100-80gb --seq 1024 --allow checkpointing --json
+expect_json '[.notices[] | select(startswith("ZeRO-3"))] | length' "0" "no sharding searched: nothing said"
+oom plan --model "$DEEP" --gpus 8 --gpu a100-80gb --seq 1024 --sharding zero3
+expect_rc 2 "ZeRO-3 asked for: refused"
+expect_contains "$ERR" "follows at most 1024 blocks (the model has 1100)" "refused by name"
+rm -rf "$DEEP"
+
 finish

@@ -5,9 +5,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include "job/job.h"
 #include "oomless.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static oom_patterns *shipped;
@@ -206,6 +208,163 @@ static void test_long_line(void **state)
     }
 }
 
+/* The verdict on a job's output split as it came: each piece "1:" (stderr) or "0:" (stdout)
+ * followed by its text */
+static int verdict(int exit_code, const char *const *pieces, size_t n)
+{
+    oomi_oomscan sc;
+    size_t i;
+    oomi_oomscan_init(&sc, shipped);
+    for (i = 0; i < n; i++)
+        oomi_oomscan_feed(&sc, pieces[i][0] == '1', pieces[i] + 2, strlen(pieces[i] + 2));
+    return exit_code != 0 && oomi_oomscan_verdict(&sc);
+}
+
+/* stdout carries data as well as messages: an OOM message there counts only on a line shaped as
+ * an error report (issue 31: a generated text or a dataset sample that mentions it, with nothing
+ * on stderr, was taken as an OOM: three relaunches, then "does not fit at batch 1") */
+static void test_stdout_data(void **state)
+{
+    static const char *const data[][3] = {
+        {"0:sample 17: Q: Why does training stop with 'CUDA out of memory'? A: lower the batch\n"},
+        {"0:generated: the model answered CUDA out of memory\n", "0:done\n"},
+        /* the message after an exception ends at a blank line */
+        {"0:RuntimeError: dataset shard 3 is corrupt\n\n", "0:next sample: CUDA out of memory\n"},
+        /* a warning is no error record */
+        {"0:WARNING: the text mentions CUDA out of memory\n"},
+        /* an OOM on stderr, then data on stdout that mentions one: still the OOM */
+    };
+    static const char *const oom[][3] = {
+        {"0:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"},
+        {"0:[rank1]: torch.OutOfMemoryError: CUDA out of memory.\n"},
+        {"0:Traceback (most recent call last):\n  File \"t.py\", line 3, in <module>\n",
+         "0:RuntimeError: NCCL error: unhandled cuda error\nLast error:\n",
+         "0:Cuda failure 'out of memory'\n"},
+        {"0:n1:123:456 [0] transport/p2p.cc:275 NCCL WARN Cuda failure 'out of memory'\n"},
+        {"0:2026-11-28 12:00:00 - ERROR - step 3: CUDA out of memory, giving up\n"},
+        {"0:ERROR:root:CUDA out of memory\n"},
+        {"0:terminate called after throwing an instance of 'c10::OutOfMemoryError'\n",
+         "0:  what():  CUDA out of memory. Tried to allocate 20.00 MiB\n"},
+        /* the same data line on stderr */
+        {"1:sample 17: Q: Why does training stop with 'CUDA out of memory'?\n"},
+        {"1:torch.OutOfMemoryError: CUDA out of memory.\n", "0:sample: CUDA out of memory\n"},
+    };
+    size_t i, n;
+    (void)state;
+    for (i = 0; i < sizeof(data) / sizeof(data[0]); i++) {
+        for (n = 0; n < 3 && data[i][n]; n++)
+            ;
+        if (n && verdict(1, data[i], n))
+            fail_msg("stdout data taken as an OOM: %s", data[i][0]);
+    }
+    for (i = 0; i < sizeof(oom) / sizeof(oom[0]); i++) {
+        for (n = 0; n < 3 && oom[i][n]; n++)
+            ;
+        if (!verdict(1, oom[i], n))
+            fail_msg("not recognised: %s", oom[i][0]);
+    }
+}
+
+/* The index that skips ahead (Wu-Manber) finds exactly what a search at every position finds:
+ * patterns of several lengths, in both cases, at every offset of texts of every length, with
+ * NUL bytes and bytes that fold together in the index ('_' and DEL, '@' and '`'). */
+static int naive_any(const char *const *pats, size_t np, const char *t, size_t n)
+{
+    size_t i, at, j;
+    for (i = 0; i < np; i++)
+        for (at = 0; at + strlen(pats[i]) <= n; at++) {
+            for (j = 0; pats[i][j]; j++) {
+                int a = (unsigned char)t[at + j], b = (unsigned char)pats[i][j];
+                if ((a >= 'A' && a <= 'Z' ? a + 32 : a) != (b >= 'A' && b <= 'Z' ? b + 32 : b))
+                    break;
+            }
+            if (!pats[i][j])
+                return 1;
+        }
+    return 0;
+}
+
+static void test_index_exact(void **state)
+{
+    static const char *const sets[][4] = {
+        {"CUDA out of memory", "ALLOC_FAILED", "oom_", NULL},
+        {"ab", "xyz", NULL},
+        {"q", "zz_top", NULL},
+        {"a_b@c", "A`B", "___", NULL},
+    };
+    static const char alphabet[] = "aAbBcCoOmM_ @`\x7fxyzq\0UDAud";
+    char text[64];
+    size_t k, round, len, np, i;
+    (void)state;
+    srand(34);
+    for (k = 0; k < sizeof(sets) / sizeof(sets[0]); k++) {
+        char file[128] = "";
+        oom_patterns *p = NULL;
+        for (np = 0; np < 4 && sets[k][np]; np++)
+            strcat(strcat(file, sets[k][np]), "\n");
+        assert_int_equal(oom_patterns_parse(&p, file, strlen(file), "t"), OOM_OK);
+        for (round = 0; round < 20000; round++) {
+            len = (size_t)rand() % sizeof(text);
+            for (i = 0; i < len; i++)
+                text[i] = alphabet[rand() % (int)(sizeof(alphabet) - 1)];
+            if (len > 4 && rand() % 3 == 0) { /* a pattern in it, case flipped at random */
+                const char *q = sets[k][rand() % (int)np];
+                size_t at = (size_t)rand() % len, j;
+                for (j = 0; q[j] && at + j < len; j++)
+                    text[at + j] = rand() % 2 ? q[j] : (char)(q[j] ^ (q[j] >= 'A' ? 0x20 : 0));
+            }
+            if ((oom_patterns_find(p, text, len) != NULL) != naive_any(sets[k], np, text, len))
+                fail_msg("set %zu, round %zu: index and search at every position disagree", k,
+                         round);
+        }
+        oom_patterns_free(p);
+    }
+}
+
+/* A job's lines for its step and recovery lines (joblines.c) read the same whatever pieces the
+ * output comes in: whole lines read where they lie, or across pieces, a line longer than a part
+ * (4096 bytes) in parts; the last valid "step N" and the last recovery line win. */
+static void read_pieces(oomi_launch *l, const char *text, size_t len, size_t piece, int err)
+{
+    oomi_lines ls = {{0}, 0};
+    oomi_oomscan sc;
+    size_t at;
+    memset(l, 0, sizeof(*l));
+    l->step = -1;
+    oomi_oomscan_init(&sc, shipped);
+    for (at = 0; at < len; at += piece)
+        oomi_lines_take(&ls, &sc, err, l, text + at, len - at < piece ? len - at : piece);
+    oomi_lines_end(&ls, l);
+}
+
+static void test_lines_any_pieces(void **state)
+{
+    static char text[3 * OOMI_LINE_MAX];
+    static const size_t sizes[] = {1, 2, 3, 7, 64, 4095, 4096, 4097, sizeof(text)};
+    const char *tail = "[rank1]: OOMLESS_RECOVERY {\"micro_batch\": 3, \"failed_ranks\": [1, 2]}\n"
+                       "Step: 41/100 loss 2.3\nglobal_step=42\nStEp#43 of 100\n"
+                       "OOMLESS_RECOVERY {\"micro_batch\": 0}\nxstep 5 (a word ending in step)\n"
+                       "steps 6 (a count)\nstep x (no number)\nthe end, no newline: misstep 9";
+    oomi_launch l;
+    size_t k, len;
+    (void)state;
+    /* a line longer than a part, "step 7" across the first part's edge, then the tail */
+    memset(text, '=', OOMI_LINE_MAX + 100);
+    memcpy(text + OOMI_LINE_MAX - 3, "step 7", 6);
+    text[OOMI_LINE_MAX + 100] = '\n';
+    strcpy(text + OOMI_LINE_MAX + 101, tail);
+    len = strlen(text);
+    for (k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++) {
+        read_pieces(&l, text, len, sizes[k], 0);
+        if (l.step != 43 || l.recovery_batch != 3 || strcmp(l.oom_rank, "1,2"))
+            fail_msg("pieces of %zu bytes: step %ld, batch %d, ranks '%s'", sizes[k], l.step,
+                     l.recovery_batch, l.oom_rank);
+    }
+    /* "step 7" split across the part's edge is in neither part */
+    read_pieces(&l, text, OOMI_LINE_MAX + 101, OOMI_LINE_MAX + 101, 1);
+    assert_int_equal(l.step, -1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -213,6 +372,8 @@ int main(void)
         cmocka_unit_test(test_case_and_nul),       cmocka_unit_test(test_syntax),
         cmocka_unit_test(test_event_names),        cmocka_unit_test(test_more_spellings),
         cmocka_unit_test(test_last_error_decides), cmocka_unit_test(test_long_line),
+        cmocka_unit_test(test_stdout_data),        cmocka_unit_test(test_index_exact),
+        cmocka_unit_test(test_lines_any_pieces),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
