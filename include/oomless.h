@@ -133,8 +133,7 @@ OOM_EXPORT void oom_set_notice_handler(oom_notice_fn fn, void *user);
 
 /** Progress lines of a long call ("fetching config.json of ORG/NAME from URL"), called as the
  * notice handler is; dropped without one. The tool prints them when stderr is a terminal. */
-typedef void (*oom_progress_fn)(const char *message, void *user);
-OOM_EXPORT void oom_set_progress_handler(oom_progress_fn fn, void *user);
+OOM_EXPORT void oom_set_progress_handler(oom_notice_fn fn, void *user);
 
 /* ======================================================================== memory */
 
@@ -1090,12 +1089,11 @@ OOM_EXPORT int oom_model_presets_json(char **out);
  * './', '../' or '~') that does not exist is OOM_ENOTFOUND naming it; a preset name
  * (case-insensitive, '_' for '-'); a Hub id "ORG/NAME[@REVISION]" in the local Hub cache
  * ($HF_HUB_CACHE, $HF_HOME/hub, $XDG_CACHE_HOME/huggingface/hub or ~/.cache/huggingface/hub;
- * the folder "models--ORG--NAME" in any case, the snapshot refs/REVISION (main) names), else
- * fetched into it from the Hub as huggingface_hub does ($HF_ENDPOINT, $HF_TOKEN, not with
- * $HF_HUB_OFFLINE; libcurl loaded at run time), else the newest snapshot cached; a preset named
- * like NAME, also once an "-Instruct", "-chat", "-base", "-it", "-pt" or "-hf" ending is dropped
- * (the variants share the architecture), with a notice. Else OOM_ENOTFOUND naming why the Hub
- * did not give it and the closest presets: of the same family first, then of the nearest size.
+ * "models--ORG--NAME" in any case, the snapshot refs/REVISION (main) names), else fetched into
+ * it as huggingface_hub does ($HF_ENDPOINT, $HF_TOKEN, $HF_HUB_OFFLINE; libcurl loaded at run
+ * time), else its newest snapshot; a preset named like NAME, also once an "-Instruct", "-chat",
+ * "-base", "-it", "-pt" or "-hf" ending is dropped (the variants share the architecture), with a
+ * notice. Else OOM_ENOTFOUND naming why the Hub did not give it and the closest presets.
  */
 OOM_EXPORT int oom_model_resolve(char **out, const char *model);
 

@@ -112,10 +112,10 @@ void oomi_notice(const char *fmt, ...)
     va_end(ap);
 }
 
-static oom_progress_fn progress_fn;
+static oom_notice_fn progress_fn;
 static void *progress_user;
 
-void oom_set_progress_handler(oom_progress_fn fn, void *user)
+void oom_set_progress_handler(oom_notice_fn fn, void *user)
 {
     progress_fn = fn;
     progress_user = fn ? user : NULL;
