@@ -7,6 +7,8 @@
 #   make install PREFIX=/usr/local
 #   make check-sanitize | check-valgrind | fuzz FUZZ_SECONDS=N | bench | format | clean
 #   make web | web-serve | check-web   the page in build/web (WebAssembly; web/README.md)
+#   make wheel | wheel-aarch64 | check-wheel   the manylinux wheels and the sdist in dist/
+#                   (docs/install.md)
 
 BUILD      ?= build
 PREFIX     ?= /usr/local
@@ -21,7 +23,7 @@ CMAKE_ARGS += -DOOMLESS_WERROR=ON
 endif
 
 .PHONY: all deps check-deps compile configure demo check install clean check-sanitize check-valgrind fuzz bench format venv venv-titan venv-tune check-trace check-torch bench-trace bench-recovery \
-        web web-serve check-web
+        web web-serve check-web wheel wheel-aarch64 check-wheel
 
 # A plain `make` changes nothing on the system: it checks the packages the build needs and, when
 # one is missing, lists them with the command that installs them and stops. `make demo`, `make
@@ -45,9 +47,15 @@ configure:
 	fi
 
 # The embedded default: Llama-3.1-8B LoRA fine-tune on the detected GPU, or on the default
-# profile (RTX 4090) when there is none.
+# profile (RTX 4090) when there is none. The build says one line; its output goes to
+# $(BUILD)/demo-build.log, shown in full when it fails.
 demo: deps
-	@$(MAKE) --no-print-directory compile
+	@mkdir -p $(BUILD)
+	@echo "oomless demo: building $(BUILD)/oomless (output in $(BUILD)/demo-build.log)..."
+	@if ! $(MAKE) --no-print-directory compile >$(BUILD)/demo-build.log 2>&1; then \
+	    cat $(BUILD)/demo-build.log >&2; \
+	    echo "oomless demo: the build failed (its output is above)" >&2; exit 1; \
+	fi
 	$(BUILD)/oomless plan --model llama-3.1-8b --method lora --seq 2048 --target-effective-batch 32
 
 # The suites that need build/venv (labels trace and torch: minutes of PyTorch) are left to
@@ -151,6 +159,27 @@ web-serve: web
 	@echo "oomless web: http://127.0.0.1:$(WEB_PORT)/"
 	python3 -m http.server --bind 127.0.0.1 --directory $(BUILD)/web $(WEB_PORT)
 
+# The wheels a package index takes (manylinux, x86_64 and aarch64: json-c, libyaml and ncursesw
+# linked in statically, tagged by auditwheel) and the sdist, into $(DIST) (docs/install.md).
+DIST ?= dist
+wheel: deps
+	scripts/wheel-build.sh $(shell uname -m) $(DIST)
+	scripts/wheel-build.sh sdist $(DIST)
+
+wheel-aarch64: deps
+	@scripts/install-deps.sh --wheel
+	scripts/wheel-build.sh aarch64 $(DIST)
+
+# the wheels and the sdist built afresh, then installed and run as a user would
+# (tests/wheel/check.sh: a fresh venv with the wheel only, the system's libraries hidden)
+check-wheel: deps
+	@scripts/install-deps.sh --wheel
+	rm -f $(DIST)/oomless-*.whl $(DIST)/oomless-*.tar.gz
+	scripts/wheel-build.sh x86_64 $(DIST)
+	scripts/wheel-build.sh aarch64 $(DIST)
+	scripts/wheel-build.sh sdist $(DIST)
+	tests/wheel/check.sh $(DIST)
+
 # the page in headless Chromium against the CLI (tests/web/test_web.py), and the documentation's
 # examples that show the page (its size: docs/web.md)
 check-web: web
@@ -161,4 +190,4 @@ format:
 	clang-format -i include/*.h lib/*/*.c lib/*/*.h cli/*.c cli/*.h tests/unit/*.c tests/fake/*.c web/api/*.c
 
 clean:
-	rm -rf $(BUILD) build-sanitize build-fuzz
+	rm -rf $(BUILD) build-sanitize build-fuzz build-wheel-x86_64 build-wheel-aarch64 build-wheel-deps-arm64

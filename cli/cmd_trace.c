@@ -33,10 +33,13 @@ static void usage(FILE *out)
           out);
     cli_print_options(out, o, n, OOM_COMMAND_TRACE);
     fputs("\nNeeds Python with torch (and transformers, peft for Hugging Face models): "
-          "$OOMLESS_PYTHON,\nelse python3. 'python -m oomless.trace --help' lists every option. "
-          "Python runs without\nthe current folder on sys.path (a json.py or torch.py there is "
-          "never imported; a --module\nis looked for there last). A config of more than 1024 "
-          "layers is refused: the tracer\nbuilds every layer ('oomless estimate' plans it).\n\n"
+          "$OOMLESS_PYTHON,\nelse python3. PyTorch's CPU build is enough (no GPU is used): "
+          "pip install torch==2.13.0\n--index-url https://download.pytorch.org/whl/cpu "
+          "('pip install torch' fetches the CUDA build).\n'python -m oomless.trace --help' "
+          "lists every option. Python runs without the current folder\non sys.path (a json.py "
+          "or torch.py there is never imported; a --module is looked for there\nlast). A config "
+          "of more than 1024 layers is refused: the tracer builds every layer\n('oomless "
+          "estimate' plans it).\n\n"
           "Exit codes: 0 ok, 2 bad option or value, an untraceable workload, or a missing "
           "package,\n3 no Python found, or the calibration record could not be saved "
           "(--calibrate).\n",

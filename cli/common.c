@@ -8,6 +8,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int cli_exit_code(int err)
 {
@@ -111,9 +112,18 @@ static void on_notice(const char *message, void *user)
         cli_notice("%s", message);
 }
 
+/* What a long call is doing (fetching a model's config.json from the Hub), on a terminal only:
+ * a script reading stderr, or a --json run piped on, sees none of it. */
+static void on_progress(const char *message, void *user)
+{
+    (void)user;
+    cli_notice("%s", message);
+}
+
 void cli_init_notices(void)
 {
     oom_set_notice_handler(on_notice, NULL);
+    oom_set_progress_handler(isatty(STDERR_FILENO) ? on_progress : NULL, NULL);
 }
 
 const int cli_stop_signals[CLI_STOP_SIGNALS] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};

@@ -131,6 +131,10 @@ OOM_EXPORT int oom_last_error(void);
 typedef void (*oom_notice_fn)(const char *message, void *user);
 OOM_EXPORT void oom_set_notice_handler(oom_notice_fn fn, void *user);
 
+/** Progress lines of a long call ("fetching config.json of ORG/NAME from URL"), called as the
+ * notice handler is; dropped without one. The tool prints them when stderr is a terminal. */
+OOM_EXPORT void oom_set_progress_handler(oom_notice_fn fn, void *user);
+
 /* ======================================================================== memory */
 
 /**
@@ -1083,13 +1087,13 @@ OOM_EXPORT int oom_model_presets_json(char **out);
  * string to release with oom_free(). In order: an existing file is that config.json; a folder
  * holds one; an argument meant as a file (ending in ".json", or with a '/' and starting with '/',
  * './', '../' or '~') that does not exist is OOM_ENOTFOUND naming it; a preset name
- * (case-insensitive, '_' for '-'); a Hugging Face Hub id "ORG/NAME" in the local Hub cache
- * ($HF_HUB_CACHE, else $HF_HOME/hub, else $XDG_CACHE_HOME/huggingface/hub, else
- * ~/.cache/huggingface/hub; the repository folder "models--ORG--NAME" matched case-insensitively,
- * the snapshot refs/main names, else the newest one holding a config.json); a preset named like
- * the Hub id's NAME, also once an "-Instruct", "-chat", "-base", "-it", "-pt" or "-hf" ending is
- * dropped (the variants share the architecture), with a notice naming the preset. Else
- * OOM_ENOTFOUND naming the closest presets: of the same family first, then of the nearest size.
+ * (case-insensitive, '_' for '-'); a Hub id "ORG/NAME[@REVISION]" in the local Hub cache
+ * ($HF_HUB_CACHE, $HF_HOME/hub, $XDG_CACHE_HOME/huggingface/hub or ~/.cache/huggingface/hub;
+ * "models--ORG--NAME" in any case, the snapshot refs/REVISION (main) names), else fetched into
+ * it as huggingface_hub does ($HF_ENDPOINT, $HF_TOKEN, $HF_HUB_OFFLINE; libcurl loaded at run
+ * time), else its newest snapshot; a preset named like NAME, also once an "-Instruct", "-chat",
+ * "-base", "-it", "-pt" or "-hf" ending is dropped (the variants share the architecture), with a
+ * notice. Else OOM_ENOTFOUND naming why the Hub did not give it and the closest presets.
  */
 OOM_EXPORT int oom_model_resolve(char **out, const char *model);
 

@@ -245,6 +245,60 @@
     reader.readAsArrayBuffer(file);
   }
 
+  // ---- a config.json from the Hugging Face Hub --------------------------------------------------
+  // The page fetches it itself: the Hub lets any page read its files (CORS). The endpoint is
+  // https://huggingface.co, or the page's ?hub=URL (a mirror; the browser test's local server).
+
+  const HUB_TIMEOUT_MS = 20000;
+
+  function hubEndpoint() {
+    const q = new URLSearchParams(location.search).get('hub');
+    return q && /^https?:\/\/[^\s]+$/.test(q) ? q.replace(/\/+$/, '') : 'https://huggingface.co';
+  }
+
+  function hubStatus(text) {
+    $('hub-status').textContent = text;
+  }
+
+  function fetchHub() {
+    const id = $('hub-id').value.trim();
+    if (!/^[A-Za-z0-9][A-Za-z0-9._-]{0,95}\/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$/.test(id)) {
+      showConfigError((id ? '"' + id.slice(0, 200) + '" is not' : 'Give') + ' a Hub model id: ORGANISATION/NAME, as Qwen/Qwen3-8B.');
+      return;
+    }
+    const url = hubEndpoint() + '/' + id + '/resolve/main/config.json';
+    const abort = new AbortController();
+    const timer = setTimeout(() => abort.abort(), HUB_TIMEOUT_MS);
+    $('hub-fetch').disabled = true;
+    showConfigError('');
+    hubStatus('Fetching ' + url + ' …');
+    fetch(url, { signal: abort.signal, credentials: 'omit', cache: 'no-cache' }).then((r) => {
+      if (r.status === 401 || r.status === 403) {
+        throw new Error(id + ' is gated or private on the Hub (HTTP ' + r.status + '): this page fetches public models only. ' +
+          'Accept its licence on ' + hubEndpoint() + '/' + id + ', download its config.json and drop it here.');
+      }
+      if (r.status === 404) throw new Error(id + ' is not on the Hub, or has no config.json (HTTP 404): check its spelling.');
+      if (!r.ok) throw new Error('The Hub answered HTTP ' + r.status + ' for ' + url + '.');
+      const length = Number(r.headers.get('Content-Length') || 0);
+      if (length > LIMITS.file_max) throw new Error(url + ' is ' + length + ' bytes: a model config.json is a few KB (limit ' + size(LIMITS.file_max) + ').');
+      return r.arrayBuffer();
+    }).then((buf) => {
+      if (buf.byteLength > LIMITS.file_max) {
+        throw new Error(url + ' is ' + buf.byteLength + ' bytes: a model config.json is a few KB (limit ' + size(LIMITS.file_max) + ').');
+      }
+      hubStatus('Fetched ' + id + ' (' + buf.byteLength + ' bytes) from ' + hubEndpoint() + '.');
+      useConfig({ name: safeName(id.replace('/', '--') + '.json'), bytes: new Uint8Array(buf), hub: id });
+    }).catch((e) => {
+      hubStatus('');
+      if (e.name === 'AbortError') showConfigError('The Hub did not answer within ' + HUB_TIMEOUT_MS / 1000 + ' s (' + url + ').');
+      else if (e instanceof TypeError) showConfigError('The Hub could not be reached (' + url + '): offline, or the network blocks it (' + e.message + ').');
+      else showConfigError(e.message);
+    }).finally(() => {
+      clearTimeout(timer);
+      $('hub-fetch').disabled = false;
+    });
+  }
+
   function clearConfig() {
     config = null;
     $('config-loaded').hidden = true;
@@ -520,7 +574,9 @@
     renderTable(call('oomw_table', o.table));
     $('commands').textContent = command('estimate', o.est) + '\n' + command('plan', o.plan) + '\n' +
       command('table', o.table) + ' --format json' +
-      (config ? '\n# --model ' + config.name + ': the path of your config.json' : '');
+      (config && config.hub ? '\n# --model ' + config.name + ': the config.json of ' + config.hub +
+        ' (oomless --model ' + config.hub + ' fetches the same)'
+        : config ? '\n# --model ' + config.name + ': the path of your config.json' : '');
     history.replaceState(null, '', stateToHash(v));
     // for the load-time benchmark (bench/web_load.py): milliseconds from navigation to first result
     if (!document.body.dataset.readyMs) document.body.dataset.readyMs = String(Math.round(performance.now()));
@@ -577,6 +633,8 @@
     form.addEventListener('submit', (e) => e.preventDefault());
     $('config-file').addEventListener('change', (e) => readFile(e.target.files[0]));
     $('config-clear').addEventListener('click', clearConfig);
+    $('hub-fetch').addEventListener('click', fetchHub);
+    $('hub-id').addEventListener('keydown', (e) => { if (e.key === 'Enter') { e.preventDefault(); fetchHub(); } });
     // a file dropped anywhere on the page is taken as the config (rather than the browser
     // leaving the page to show it); the drop zone lights up under the pointer
     const drop = $('drop');

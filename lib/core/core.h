@@ -38,6 +38,9 @@ void oomi_clear_error(void);
 /* Hands a notice (not a failure: a damaged line skipped, a variable ignored) to the handler
  * set with oom_set_notice_handler(); dropped when there is none. Never touches the error. */
 void oomi_notice(const char *fmt, ...) OOMI_PRINTF(1, 2);
+/* Hands a progress line (what a long call is doing now: a download) to the handler set with
+ * oom_set_progress_handler(); dropped when there is none. */
+void oomi_progress(const char *fmt, ...) OOMI_PRINTF(1, 2);
 
 /* ---- numbers as text, in the C locale (clocale.c) -----------------------------------------
  * Whatever locale the host program set ("de_DE.UTF-8" writes 20,5): every number lib/ reads or
@@ -275,7 +278,8 @@ typedef void (*oomi_step_fn)(const char *step, const char *file, void *user);
  * unless follow; *real gets the file to write (the symlink's target, allocated). */
 int oomi_resolve_target(char **real, const char *path, bool follow);
 /* Writes data to a new temporary file beside `path` (mkstemp, 0600), gives it the owner, group,
- * extended attributes and mode of the open file `like`, and fsyncs it; *tmp gets its name.
+ * extended attributes and mode of the open file `like` (like < 0: a new file, mode 0644), and
+ * fsyncs it; *tmp gets its name.
  * Steps "temp-created", "temp-written", "temp-synced". Nothing is left behind on failure. */
 int oomi_write_temp(char **tmp, const char *path, int like, const char *data, size_t len,
                     oomi_step_fn step, void *user);

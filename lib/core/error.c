@@ -1,4 +1,4 @@
-/* error.c - error codes, their names, the per-thread last message, and notices. */
+/* error.c - error codes, their names, the per-thread last message, notices and progress. */
 #include "core/core.h"
 
 #include <stdio.h>
@@ -91,17 +91,43 @@ void oom_set_notice_handler(oom_notice_fn fn, void *user)
     notice_user = fn ? user : NULL;
 }
 
-void oomi_notice(const char *fmt, ...)
+/* One line, formatted, to a handler (notices, progress); nothing without one */
+static void deliver(oom_notice_fn fn, void *user, const char *fmt, va_list ap) OOMI_PRINTF(3, 0);
+static void deliver(oom_notice_fn fn, void *user, const char *fmt, va_list ap)
 {
     char message[1024];
+
+    if (!fn)
+        return;
+    oomi_vsnprintf(message, sizeof(message), fmt, ap);
+    fn(message, user);
+}
+
+void oomi_notice(const char *fmt, ...)
+{
     va_list ap;
 
-    if (!notice_fn)
-        return;
     va_start(ap, fmt);
-    oomi_vsnprintf(message, sizeof(message), fmt, ap);
+    deliver(notice_fn, notice_user, fmt, ap);
     va_end(ap);
-    notice_fn(message, notice_user);
+}
+
+static oom_notice_fn progress_fn;
+static void *progress_user;
+
+void oom_set_progress_handler(oom_notice_fn fn, void *user)
+{
+    progress_fn = fn;
+    progress_user = fn ? user : NULL;
+}
+
+void oomi_progress(const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    deliver(progress_fn, progress_user, fmt, ap);
+    va_end(ap);
 }
 
 const char *oom_version(void)

@@ -199,13 +199,17 @@ static char located_dir[PATH_MAX];
 static pthread_once_t located_once = PTHREAD_ONCE_INIT;
 
 /* <prefix>/share/oomless next to the library (or the binary it is linked into): an installed
- * tree moved elsewhere, or installed with `cmake --install --prefix`, still finds its data. */
+ * tree moved elsewhere, or installed with `cmake --install --prefix`, still finds its data.
+ * For the main program glibc's dladdr() names the file by its argv[0], a bare "oomless" when it
+ * was run through $PATH (or a launcher chose that name): the program's file is then
+ * /proc/self/exe. A library's name is the path it was loaded from. */
 static void locate_beside_binary(void)
 {
     Dl_info info;
     char path[PATH_MAX], *slash;
 
-    if (!dladdr((void *)oomi_data_dir, &info) || !info.dli_fname || !realpath(info.dli_fname, path))
+    if (!dladdr((void *)oomi_data_dir, &info) || !info.dli_fname ||
+        !realpath(strchr(info.dli_fname, '/') ? info.dli_fname : "/proc/self/exe", path))
         return;
     if (!(slash = strrchr(path, '/')))
         return;

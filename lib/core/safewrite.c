@@ -234,6 +234,11 @@ static int copy_meta(int fd, int like, const char *path)
     struct stat st;
     int err;
 
+    if (like < 0) /* a new file: readable by all, as a plain creat() under umask 022 makes it */
+        return fchmod(fd, 0644) < 0
+                   ? oomi_fail(OOM_EIO, "cannot chmod the temporary file for '%s': %s", path,
+                               strerror(errno))
+                   : OOM_OK;
     if (fstat(like, &st) < 0)
         return oomi_fail(OOM_EIO, "cannot stat '%s': %s", path, strerror(errno));
     if ((err = copy_owner(fd, &st, path)) || (err = copy_xattrs(like, fd, path)))

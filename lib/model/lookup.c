@@ -1,6 +1,7 @@
 /* lookup.c - what a model argument names: a config.json, a folder holding one, a preset, or a
- * Hugging Face Hub id found in the local Hub cache (else a preset of the same name, with a
- * notice); when nothing matches, the closest presets, of the same family first, then size. */
+ * Hugging Face Hub id found in the local Hub cache, else fetched from the Hub into it (hub.c),
+ * else a preset of the same name, with a notice; when nothing matches, the closest presets, of
+ * the same family first, then size. */
 #include "model/model.h"
 
 #include <dirent.h>
@@ -104,28 +105,6 @@ static int variant_preset(char **out, const char *name)
 
 /* ---- the local Hugging Face Hub cache ----------------------------------------------------- */
 
-/* The Hub cache folder as huggingface_hub places it (its documented environment variables,
- * huggingface_hub/constants.py): $HF_HUB_CACHE, else $HF_HOME/hub, else
- * $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub. *out NULL when none. */
-static int hub_cache(char **out)
-{
-    const char *hub = getenv("HF_HUB_CACHE"), *home = getenv("HF_HOME");
-    char *base = NULL;
-    int err;
-
-    *out = NULL;
-    if (hub && *hub)
-        *out = oomi_strdup(hub);
-    else if (home && *home)
-        *out = oomi_asprintf("%s/hub", home);
-    else if ((err = oomi_xdg_base(&base, NULL, "XDG_CACHE_HOME", ".cache")) || !base)
-        return err;
-    else
-        *out = oomi_asprintf("%s/huggingface/hub", base);
-    oomi_free(base);
-    return *out ? OOM_OK : oomi_nomem();
-}
-
 /* The repository folder "models--ORG--NAME" in `cache`, its spelling matched case-insensitively
  * (the exact spelling first). *out NULL when none. */
 static int hub_repo(char **out, const char *cache, const char *org, const char *name)
@@ -163,10 +142,10 @@ static int hub_repo(char **out, const char *cache, const char *org, const char *
     return err;
 }
 
-/* The snapshot refs/main names, without surrounding white space (*out NULL when none). */
-static int main_revision(char **out, const char *repo)
+/* The snapshot refs/REVISION names, without surrounding white space (*out NULL when none). */
+static int ref_commit(char **out, const char *repo, const char *revision)
 {
-    char *ref = oomi_asprintf("%s/refs/main", repo), *text = NULL, *s, *e;
+    char *ref = oomi_asprintf("%s/refs/%s", repo, revision), *text = NULL, *s, *e;
     int err;
 
     *out = NULL;
@@ -241,16 +220,19 @@ static int newest_snapshot(char **out, const char *dir)
     return err;
 }
 
-/* The config.json of a repository folder's snapshot: the one refs/main names (the revision the
- * Hub client resolved "main" to last), else the newest. *out NULL when no snapshot has one. */
-static int hub_snapshot(char **out, const char *repo)
+/* The config.json of a repository folder's snapshot: the one refs/REVISION names (the commit
+ * the Hub client resolved it to last) or the snapshot of that name (a commit); for no revision
+ * given, refs/main's, else (`newest`) the newest. *out NULL when no snapshot has one. */
+static int hub_snapshot(char **out, const char *repo, const char *revision, bool newest)
 {
     char *rev = NULL, *dir = NULL, *snap = NULL;
     int err;
 
     *out = NULL;
-    if ((err = main_revision(&rev, repo)))
+    if ((err = ref_commit(&rev, repo, revision ? revision : "main")))
         return err;
+    if (!rev && revision && !strchr(revision, '/') && !(rev = oomi_strdup(revision)))
+        return oomi_nomem();
     if (rev) {
         *out = oomi_asprintf("%s/snapshots/%s/config.json", repo, rev);
         oomi_free(rev);
@@ -261,6 +243,8 @@ static int hub_snapshot(char **out, const char *repo)
         oomi_free(*out);
         *out = NULL;
     }
+    if (revision || !newest) /* that revision, or none */
+        return OOM_OK;
     if (!(dir = oomi_asprintf("%s/snapshots", repo)))
         return oomi_nomem();
     err = newest_snapshot(&snap, dir);
@@ -271,23 +255,26 @@ static int hub_snapshot(char **out, const char *repo)
     return err;
 }
 
-/* A Hub id's config.json in the local cache; *out NULL when it is not there. */
-static int hub_lookup(char **out, const char *cache, const char *id)
+/* A Hub id's config.json in the local cache (*out NULL when it is not there), and its repository
+ * folder there, the one found or the one to make (*repo; NULL when there is no cache) */
+static int hub_lookup(char **out, char **repo, const char *cache, const char *id,
+                      const char *revision, bool newest)
 {
     const char *slash = strchr(id, '/');
-    char *org, *repo = NULL;
+    char *org;
     int err;
 
-    *out = NULL;
+    *out = *repo = NULL;
     if (!cache || !slash || slash == id || !slash[1] || strchr(slash + 1, '/'))
         return OOM_OK;
     if (!(org = oomi_strndup(id, (size_t)(slash - id))))
         return oomi_nomem();
-    err = hub_repo(&repo, cache, org, slash + 1);
+    err = hub_repo(repo, cache, org, slash + 1);
+    if (!err && *repo)
+        err = hub_snapshot(out, *repo, revision, newest);
+    else if (!err && !(*repo = oomi_asprintf("%s/models--%s--%s", cache, org, slash + 1)))
+        err = oomi_nomem();
     oomi_free(org);
-    if (!err && repo)
-        err = hub_snapshot(out, repo);
-    oomi_free(repo);
     return err;
 }
 
@@ -393,7 +380,7 @@ static int ranked_cmp(const void *pa, const void *pb)
 #define SUGGESTIONS 3
 
 /* OOM_ENOTFOUND for `arg` (whose repository name is `name`), naming the closest presets. */
-static int no_match(const char *arg, const char *name, const char *cache)
+static int no_match(const char *arg, const char *name, const char *cache, const char *why)
 {
     oom_preset **p = NULL;
     size_t n = 0, i, qfam, pfam;
@@ -406,9 +393,12 @@ static int no_match(const char *arg, const char *name, const char *cache)
     if (err == OOM_ENOMEM)
         return err;
     if (strchr(arg, '/'))
-        oomi_sb_printf(&sb, "model '%s' is not in the Hugging Face cache (%s) and names no preset",
+        oomi_sb_printf(&sb,
+                       "model '%s' is not in the Hugging Face cache (%s), could not be fetched "
+                       "(%s) and names no preset",
                        arg,
-                       cache ? cache : "none: neither $HF_HUB_CACHE, $HF_HOME nor $HOME is set");
+                       cache ? cache : "none: neither $HF_HUB_CACHE, $HF_HOME nor $HOME is set",
+                       why ? why : "there is no cache to fetch it into");
     else
         oomi_sb_printf(
             &sb, "model '%s' is neither a preset, a config.json nor a folder holding one", arg);
@@ -427,7 +417,14 @@ static int no_match(const char *arg, const char *name, const char *cache)
         oomi_sb_printf(&sb, " (closest presets:");
         for (i = 0; i < n && i < SUGGESTIONS; i++)
             oomi_sb_printf(&sb, "%s %s", i ? "," : "", r[i].p->name);
-        oomi_sb_printf(&sb, "; see --list-models, or give the path of its config.json)");
+        if (strchr(arg, '/'))
+            oomi_sb_printf(&sb,
+                           "; see --list-models; where the Hub is reachable oomless fetches "
+                           "the config itself (or run 'hf download %s config.json'); or "
+                           "give the path of its config.json)",
+                           arg);
+        else
+            oomi_sb_printf(&sb, "; see --list-models, or give the path of its config.json)");
     } else if (!err && n) {
         err = oomi_nomem();
     }
@@ -454,28 +451,58 @@ static void preset_name(const char *path, char *buf, size_t size)
     oomi_snprintf(buf, size, "%.*s", (int)(len > 5 ? len - 5 : len), base);
 }
 
-/* A name that is no file: a preset, a Hub id in the cache, a preset by the Hub id's name. */
+/* A name that is no file: a preset; a Hub id ("ORG/NAME", "ORG/NAME@REVISION") in the cache, else
+ * fetched from the Hub; a preset by the Hub id's name. */
 static int resolve_name(char **out, const char *arg)
 {
-    const char *name = strrchr(arg, '/') ? strrchr(arg, '/') + 1 : arg;
-    char *cache = NULL, buf[256];
+    const char *at = strchr(arg, '/') ? strrchr(arg, '@') : NULL, *name;
+    char *id = NULL, *cache = NULL, *repo = NULL, *why = NULL, buf[256];
+    const char *revision = at ? at + 1 : NULL;
     int err;
 
     if ((err = exact_preset(out, arg)) || *out)
         return err;
-    if (strchr(arg, '/') &&
-        ((err = hub_cache(&cache)) || (err = hub_lookup(out, cache, arg)) || *out))
+    if (!(id = at ? oomi_strndup(arg, (size_t)(at - arg)) : oomi_strdup(arg)))
+        return oomi_nomem();
+    name = strrchr(id, '/') ? strrchr(id, '/') + 1 : id;
+    if (at && (!*revision || strchr(at + 1, '@') || !strchr(id, '/'))) {
+        err = oomi_fail(OOM_EINVAL,
+                        "model '%s': 'ORG/NAME@REVISION' names a branch, tag or commit"
+                        " after the '@'",
+                        arg);
         goto done;
+    }
+    if (strchr(id, '/')) {
+        /* the snapshot the revision (main) names; else fetched; else the newest one cached */
+        if ((err = oomi_hub_cache(&cache)) ||
+            (err = hub_lookup(out, &repo, cache, id, revision, false)) || *out)
+            goto done;
+        if (repo && (err = oomi_hub_fetch(out, repo, id, revision ? revision : "main")) != OOM_OK) {
+            if (err == OOM_ENOMEM || err == OOM_EINVAL)
+                goto done;
+            if (!(why = oomi_strdup(oom_last_message()))) {
+                err = oomi_nomem();
+                goto done;
+            }
+            oomi_free(repo);
+            if ((err = hub_lookup(out, &repo, cache, id, revision, true)))
+                goto done;
+        }
+        if (*out)
+            goto done;
+    }
     if ((err = variant_preset(out, name)))
         goto done;
     if (!*out) {
-        err = no_match(arg, name, cache);
+        err = no_match(arg, name, cache, why);
         goto done;
     }
     preset_name(*out, buf, sizeof(buf));
-    if (name != arg)
-        oomi_notice("model '%s' is not in the Hugging Face cache (%s): using the preset %s%s", arg,
-                    cache ? cache : "none", buf,
+    if (name != id)
+        oomi_notice("model '%s' is not in the Hugging Face cache (%s) and could not be fetched "
+                    "(%s): using the preset %s%s",
+                    arg, cache ? cache : "none", why ? why : "there is no cache to fetch it into",
+                    buf,
                     oomi_name_cmp(name, buf) ? " (instruct, chat and base variants share the "
                                                "architecture)"
                                              : "");
@@ -484,7 +511,10 @@ static int resolve_name(char **out, const char *arg)
                     "architecture)",
                     arg, buf);
 done:
+    oomi_free(id);
     oomi_free(cache);
+    oomi_free(repo);
+    oomi_free(why);
     return err;
 }
 

@@ -101,6 +101,37 @@ typedef struct oomi_model {
 
 /* Loads what a model argument names: a config path (a file or a folder with config.json), a
  * preset, a Hub id in the local Hugging Face cache (lookup.c, the rules of oom_model_resolve). */
+/* ---- the Hugging Face Hub (http.c, hub.c) --------------------------------------------------
+ * One HTTP(S) GET through libcurl (dlopen'd: $OOMLESS_CURL_LIBRARY, libcurl.so.4,
+ * libcurl-gnutls.so.4), TLS verified, bounded in time (timeout_s to connect, as long without a
+ * byte, 6 times as long in all) and size (max_bytes of body, else OOM_EIO). Any status is OK;
+ * failures to reach the server are OOM_EIO naming the URL. */
+typedef struct oomi_http_request {
+    const char *url;
+    const char *bearer; /* sent as "Authorization: Bearer ...", or NULL */
+    long timeout_s;
+    size_t max_bytes;
+} oomi_http_request;
+typedef struct oomi_http_response {
+    long status;
+    char *body; /* NUL-terminated, len bytes */
+    size_t len;
+    char *etag, *linked_etag, *commit, *error_code, *error_message; /* headers, or NULL */
+} oomi_http_response;
+int oomi_http_get(oomi_http_response *out, const oomi_http_request *req);
+void oomi_http_response_free(oomi_http_response *r);
+/* $HF_HUB_OFFLINE is set (1, ON, YES, TRUE) */
+bool oomi_hub_offline(void);
+/* The Hub cache: $HF_HUB_CACHE, $HF_HOME/hub, $XDG_CACHE_HOME/huggingface/hub or
+ * ~/.cache/huggingface/hub; *out NULL when none can be named. */
+int oomi_hub_cache(char **out);
+/* config.json of the Hub repository `id` ("ORG/NAME") at `revision`, fetched into the cache
+ * folder `repo` (<cache>/models--ORG--NAME) as huggingface_hub lays it out; *out the snapshot's
+ * config.json. OOM_ENOTFOUND for a missing, gated or private repository, revision or file, and
+ * OOM_EIO offline, unreachable, too slow or too large: the message says why of the model ("it is
+ * gated ...", "$HF_HUB_OFFLINE is set"), for the caller to put after the model's name. */
+int oomi_hub_fetch(char **out, const char *repo, const char *id, const char *revision);
+
 int oomi_model_load(oomi_model **out, const char *name_or_path);
 /* Reads and parses one config.json; `name` is what the model is called (model.c). */
 int oomi_model_load_file(oomi_model **out, const char *path, const char *name);

@@ -19,12 +19,24 @@ SO=$(find "$PREFIX" -name 'liboomless.so.1' | head -1)
 if [ -n "$SO" ]; then ok; else bad "installed liboomless.so.1 (the soname of major version 1) missing"; fi
 run env PKG_CONFIG_PATH="$PC_DIR" pkg-config --modversion oomless
 expect_eq "$OUT" "1.0.0" "pkg-config version"
-# the .pc file was generated for the configured prefix; point pkg-config at the test prefix
-sed -i "s|^prefix=.*|prefix=$PREFIX|; s|^libdir=.*|libdir=$(dirname "$PC_DIR")|; s|^includedir=.*|includedir=$PREFIX/include|" "$PC_DIR/oomless.pc"
+# the .pc file names the prefix given to `cmake --install --prefix` (not the configured one),
+# and the folders the library and the header were installed into: used as installed
+run env PKG_CONFIG_PATH="$PC_DIR" pkg-config --variable=prefix oomless
+expect_eq "$OUT" "$PREFIX" "pkg-config prefix is the install prefix"
+run env PKG_CONFIG_PATH="$PC_DIR" pkg-config --variable=libdir oomless
+expect_eq "$OUT" "$(dirname "$PC_DIR")" "pkg-config libdir is where the library went"
+run env PKG_CONFIG_PATH="$PC_DIR" pkg-config --variable=includedir oomless
+expect_eq "$OUT" "$PREFIX/include" "pkg-config includedir is where the header went"
 run env PKG_CONFIG_PATH="$PC_DIR" pkg-config --cflags --libs oomless
 expect_rc 0 "pkg-config"
-expect_contains "$OUT" "-loomless" "pkg-config libs"
-FLAGS=$OUT
+FLAGS=$(sed 's/ *$//' <<<"$OUT")   # pkg-config ends the line with a space
+expect_eq "$FLAGS" "-I$PREFIX/include -L$(dirname "$PC_DIR") -loomless" "pkg-config flags"
+# a second install to another prefix writes that prefix (the file is made at install time)
+run cmake --install "$OOMLESS_BUILD" --prefix "$TMP/second"
+expect_rc 0 "cmake --install to a second prefix"
+run env PKG_CONFIG_PATH="$(dirname "$(find "$TMP/second" -name oomless.pc | head -1)")" \
+    pkg-config --variable=prefix oomless
+expect_eq "$OUT" "$TMP/second" "pkg-config prefix of the second install"
 for ex in "$OOMLESS_SRC"/examples/*.c; do
     name=$(basename "$ex" .c)
     # shellcheck disable=SC2086
@@ -41,6 +53,15 @@ expect_contains "$OUT" "OOMLESS_BATCH_SIZE=" "examples/plan.c prints the plan"
 run "$PREFIX/bin/oomless" gpus --gpu l4 --json
 expect_rc 0 "installed binary finds its data"
 expect_contains "$OUT" '"usable_bytes": 23079157760' "installed binary budget"
+# the installed tree moved elsewhere and run through PATH (argv[0] a bare "oomless", as the
+# wheel's console script runs it) reads the data beside it: a preset removed there is gone
+cp -R "$PREFIX" "$TMP/moved"
+rm "$TMP/moved/share/oomless/models/gpt2.json"
+run env PATH="$TMP/moved/bin:$PATH" oomless estimate --model gpt2 --gpu l4
+expect_rc 2 "a moved tree run through PATH reads its own data"
+expect_contains "$ERR" "model 'gpt2' is neither a preset" "the moved tree's presets"
+run env PATH="$TMP/moved/bin:$PATH" oomless estimate --model bert-base --gpu l4
+expect_rc 0 "the moved tree's other presets are there"
 
 # the man page renders without a single groff warning and documents every command (in COMMANDS
 # and in the COMMAND REFERENCE) and every exit status

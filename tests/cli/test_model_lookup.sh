@@ -134,7 +134,7 @@ export HF_HUB_CACHE="$HUB"
 vocab Qwen/Qwen2.5-7B-Instruct
 expect_rc 0 "an instruct variant not in the cache"
 expect_json '.model.vocab' "152064" "planned as qwen2.5-7b"
-expect_contains "$ERR" "not in the Hugging Face cache ($HUB): using the preset qwen2.5-7b (instruct, chat and base variants share the architecture)" "a notice says so"
+expect_contains "$ERR" "not in the Hugging Face cache ($HUB) and could not be fetched (\$HF_HUB_OFFLINE is set): using the preset qwen2.5-7b (instruct, chat and base variants share the architecture)" "a notice says so, and why the Hub was not asked (ctest sets HF_HUB_OFFLINE)"
 expect_one_json "the notice stays off stdout"
 vocab meta-llama/Llama-2-7b-chat-hf
 expect_json '.model.vocab' "32000" "-chat-hf: llama-2-7b"

@@ -54,9 +54,9 @@ class LookupTest(unittest.TestCase):
         self.assertEqual(os.path.basename(path), "qwen2.5-0.5b.json")
         notices = [str(w.message) for w in caught if issubclass(w.category, oomless.Notice)]
         self.assertEqual(notices, [
-            "model 'Qwen/Qwen2.5-0.5B-Instruct' is not in the Hugging Face cache (%s): using "
-            "the preset qwen2.5-0.5b (instruct, chat and base variants share the architecture)"
-            % os.environ["HF_HUB_CACHE"]])
+            "model 'Qwen/Qwen2.5-0.5B-Instruct' is not in the Hugging Face cache (%s) and could "
+            "not be fetched ($HF_HUB_OFFLINE is set): using the preset qwen2.5-0.5b (instruct, "
+            "chat and base variants share the architecture)" % os.environ["HF_HUB_CACHE"]])
 
     def test_missing_file_and_suggestions(self):
         with self.assertRaises(oomless.NotFoundError) as cm:

@@ -501,6 +501,84 @@ class WebTest(unittest.TestCase):
                       b.eval("oomlessPage.module().UTF8ToString(oomlessPage.module()._oomw_error())"))
         self.assertEqual(b.console_errors(), [])
 
+    def test_11_hub_field(self):
+        """A Hub id typed in: the page fetches <endpoint>/<id>/resolve/main/config.json itself
+        (cross-origin: the Hub sends Access-Control-Allow-Origin), and plans on it as the CLI
+        plans on the same file; a gated, a missing, an unreachable model and a bad id are said.
+        The endpoint is the page's ?hub=, here a local server."""
+        d = self._config_dir()
+        with open(os.path.join(d, "config.json"), "rb") as f:
+            body = f.read()
+        with open(os.path.join(d, "test--tiny.json"), "wb") as f:
+            f.write(body)
+        served = []
+
+        class Hub(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                served.append(self.path)
+                cors = not self.path.startswith("/nocors/")
+                status, data = {"/test/tiny/resolve/main/config.json": (200, body),
+                                "/test/gated/resolve/main/config.json": (401, b"{}"),
+                                "/nocors/tiny/resolve/main/config.json": (200, body),
+                                }.get(self.path, (404, b'{"error": "Repository not found"}'))
+                self.send_response(status)
+                if cors:
+                    self.send_header("Access-Control-Allow-Origin", "*")
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        hub = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hub)
+        threading.Thread(target=hub.serve_forever, daemon=True).start()
+        endpoint = "http://127.0.0.1:%d" % hub.server_address[1]
+        try:
+            b = self.open("?hub=" + endpoint)
+            self.choose(method="lora", batch="2", seq="1024", checkpointing="none", gpu="rtx-3090")
+
+            def fetch(model):
+                before = self.updates()
+                b.eval(f"""(() => {{ const e = document.getElementById('hub-id');
+                    e.value = {json.dumps(model)}; e.dispatchEvent(new Event('input', {{bubbles: true}}));
+                    document.getElementById('hub-fetch').click(); }})()""")
+                b.wait_for("!document.getElementById('hub-fetch').disabled && "
+                           "(document.getElementById('hub-status').textContent.startsWith('Fetched') || "
+                           "!document.getElementById('config-error').hidden)", timeout=30)
+                return before
+
+            before = fetch("test/tiny")
+            b.wait_for(f"Number(document.body.dataset.ready) > {before}")
+            p = self.page()
+            self.assertEqual((p["error"], p["configError"]), ("", ""))
+            self.assertEqual(served[-1], "/test/tiny/resolve/main/config.json")
+            self.assertIn("Fetched test/tiny (%d bytes) from %s." % (len(body), endpoint),
+                          b.eval("document.getElementById('hub-status').textContent"))
+            args = ["--model", "test--tiny.json", "--method", "lora", "--batch", "2", "--seq", "1024",
+                    "--gpu", "rtx-3090"]
+            self.check_estimate(p, args, cwd=d)
+            self.check_plan(p, ["--model", "test--tiny.json", "--method", "lora", "--seq", "1024", "--gpu",
+                                "rtx-3090", "--target-effective-batch", "32"], cwd=d)
+            self.assertIn("oomless --model test/tiny fetches the same", p["commands"])
+            b.screenshot(os.path.join(SHOTS, "hub.png"))
+            for model, said in (
+                    ("test/gated", "test/gated is gated or private on the Hub (HTTP 401): this page fetches "
+                                   "public models only. Accept its licence on %s/test/gated" % endpoint),
+                    ("test/missing", "test/missing is not on the Hub, or has no config.json (HTTP 404)"),
+                    ("nocors/tiny", "The Hub could not be reached (%s/nocors/tiny/resolve/main/config.json)"
+                     % endpoint),
+                    ("no-slash", '"no-slash" is not a Hub model id: ORGANISATION/NAME')):
+                with self.subTest(model=model):
+                    fetch(model)
+                    self.assertIn(said, self.page()["configError"])
+            # the fetched config stays in use after a failed fetch
+            self.assertEqual(self.page()["estimate"], p["estimate"])
+        finally:
+            hub.shutdown()
+            hub.server_close()
+
 
 if __name__ == "__main__":
     try:

@@ -117,8 +117,10 @@ def _need(mod, why):
     try:
         return importlib.import_module(mod)
     except ImportError:
-        pins = {"torch": "torch==2.13.0", "transformers": "transformers==5.23.0",
-                "peft": "peft==0.21.2"}
+        # torch from PyPI is the CUDA build (gigabytes of nvidia-* packages); the tracer runs on
+        # the meta device and needs only PyTorch's CPU build, from PyTorch's CPU wheel index
+        pins = {"torch": "torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu",
+                "transformers": "transformers==5.23.0", "peft": "peft==0.21.2"}
         sys.stderr.write("oomless trace: %s needs the Python package '%s', which is not installed "
                          "for %s. Install it with:\n    %s -m pip install %s\n(or `make venv` in "
                          "the oomless source tree, then OOMLESS_PYTHON=build/venv/bin/python)\n"
