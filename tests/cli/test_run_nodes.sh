@@ -9,18 +9,18 @@ export XDG_CACHE_HOME="$TMP/cache"
 
 cat >"$TMP/node.sh" <<'EOF'
 #!/bin/bash
-# node.sh DIR ROLE OTHER: waits (10 s at most) for OTHER's start of the same attempt, then
+# node.sh DIR ROLE OTHER: waits (60 s at most, for a loaded machine) for OTHER's start of the same attempt, then
 # batch <= 2: done; else by ROLE: oom (dies of out of memory), peer (dies when OTHER has died),
 # hang (waits until stopped), fail (a bug: exit 3)
 d=$1 role=$2 other=$3 a=$OOMLESS_ATTEMPT b=$OOMLESS_BATCH_SIZE
 touch "$d/start.$role.$a"
-for _ in $(seq 200); do [ -e "$d/start.$other.$a" ] && break; sleep 0.05; done
+for _ in $(seq 1200); do [ -e "$d/start.$other.$a" ] && break; sleep 0.05; done
 echo "step 1 batch $b accum $OOMLESS_GRAD_ACCUM"
 if [ "$b" -le 2 ]; then echo "done batch $b accum $OOMLESS_GRAD_ACCUM"; exit 0; fi
 case $role in
 oom) touch "$d/died.$role.$a"
      echo "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB" >&2; exit 1 ;;
-peer) for _ in $(seq 200); do [ -e "$d/died.$other.$a" ] && break; sleep 0.05; done
+peer) for _ in $(seq 1200); do [ -e "$d/died.$other.$a" ] && break; sleep 0.05; done
      echo "RuntimeError: Connection closed by peer" >&2; exit 1 ;;
 hang) exec sleep 60 ;;
 fail) touch "$d/died.$role.$a"; echo "ValueError: bad data" >&2; exit 3 ;;
