@@ -628,8 +628,11 @@
 
   function wire() {
     const form = $('settings');
-    form.addEventListener('input', schedule);
-    form.addEventListener('change', schedule);
+    // the Hub id is no setting: typing it changes nothing until it is fetched (and would clear
+    // the message a refused id just showed)
+    const setting = (e) => { if (e.target.id !== 'hub-id') schedule(); };
+    form.addEventListener('input', setting);
+    form.addEventListener('change', setting);
     form.addEventListener('submit', (e) => e.preventDefault());
     $('config-file').addEventListener('change', (e) => readFile(e.target.files[0]));
     $('config-clear').addEventListener('click', clearConfig);

@@ -389,7 +389,10 @@ class WebTest(unittest.TestCase):
                     margin="5%", effective="48")
         before = self.updates()
         b.set_file("#config-file", os.path.join(d, "config.json"))
-        b.wait_for(f"Number(document.body.dataset.ready) > {before}")
+        # the file is read asynchronously: an update scheduled by choose() can come first, so
+        # wait for the config to be in use (useConfig updates the page before it returns)
+        b.wait_for(f"Number(document.body.dataset.ready) > {before} && "
+                   "!document.getElementById('config-loaded').hidden")
         first = self.page()
         fields = ["model", "method", "precision", "batch", "seq", "checkpointing", "attention", "loss",
                   "optimizer", "gpu", "vram", "margin", "effective"]
