@@ -1,6 +1,6 @@
 /* plan_profile.c - a serving engine's start-up profile run and its rotary cache, as vLLM counts
- * them: shared by the vLLM format of inference plans (plan.c) and the colocated rollout engine
- * of GRPO plans (plan_rollout.c). */
+ * them: shared by the vLLM format of inference plans (plan_notes.c) and the colocated rollout
+ * engine of GRPO plans (plan_rollout.c). */
 #include "plan/plan.h"
 
 #include <math.h>
