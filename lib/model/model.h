@@ -125,7 +125,7 @@ int oomi_lora_resolve(oomi_lora *out, const oomi_model *m, const char *targets, 
 /* whether `targets` (as oomi_lora_resolve reads them) adapt the linears named `name` */
 bool oomi_lora_adapts(const oomi_model *m, const char *targets, const char *name);
 
-/* the workload (workload.c), read by estimate.c */
+/* the workload (workload.c), read by the estimator (estimate/) */
 struct oom_workload {
     oomi_model *model;
     char *model_arg;
@@ -133,7 +133,7 @@ struct oom_workload {
     /* checkpointing full: one layer in N checkpointed (ckpt_every 0, 1: every one), the N-th of
      * each N (ckpt_nth: torchtitan) else the first (transformers); the checkpointed layers' inputs
      * kept in host memory (ckpt_offload: save_on_cpu); every layer under torchtitan's op-level
-     * selective policy (ckpt_op: "op-sac", estimate.c op_sac_per_token) */
+     * selective policy (ckpt_op: "op-sac", estimate_activations.c oomi_est_op_sac) */
     long ckpt_every;
     bool ckpt_nth, ckpt_offload, ckpt_op;
     unsigned ckpt_search; /* plan: the variants of full it may try (OOMI_CKS_*, plan_ckpt.c) */

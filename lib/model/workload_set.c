@@ -129,7 +129,7 @@ static int set_cublas(oom_workload *w, const char *value)
  * from 1, checkpointed where count % N == 0: torchtitan/distributed/activation_checkpoint.py,
  * _apply_layer_sac). Both are full checkpointing on those layers only. "op-sac": every layer
  * checkpointed under torchtitan's op-level selective policy, which keeps some op outputs
- * (estimate.c, op_sac_per_token). */
+ * (estimate_activations.c, oomi_est_op_sac). */
 static int set_checkpointing(oom_workload *w, const char *key, const char *value)
 {
     unsigned v;

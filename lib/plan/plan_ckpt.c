@@ -112,7 +112,7 @@ int oomi_ckvar_recompute(oom_plan_choice *c, oom_workload *w)
         return OOM_OK;
     /* the FLOPs the checkpointing adds, in forwards: (with - without) / one forward, where one
      * forward is the no-checkpointing FLOPs over the passes they count (3 for a full fine-tune,
-     * 2 under LoRA: flops() in estimate.c) */
+     * 2 under LoRA: flops() in estimate_run.c) */
     k.checkpointing = OOM_CHECKPOINTING_NONE;
     if ((err = oom_workload_set(w, "checkpointing", "none")) ||
         (err = oom_workload_set_knobs(w, &k)) || (err = oom_estimate_run(&none, w)))
