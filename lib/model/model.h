@@ -1,6 +1,6 @@
 /*
  * model/model.h - model configs (config.json readers), presets and lookup, LoRA targets and the
- * workload (model.c, preset.c, lookup.c, lora.c, workload.c, workload_set.c). Uses core.
+ * workload (hfconfig*.c, preset.c, lookup.c, lora.c, workload.c, workload_set.c). Uses core.
  */
 #ifndef OOMLESS_MODEL_MODEL_H
 #define OOMLESS_MODEL_MODEL_H
@@ -102,7 +102,7 @@ typedef struct oomi_model {
 /* Loads what a model argument names: a config path (a file or a folder with config.json), a
  * preset, a Hub id in the local Hugging Face cache (lookup.c, the rules of oom_model_resolve). */
 int oomi_model_load(oomi_model **out, const char *name_or_path);
-/* Reads and parses one config.json; `name` is what the model is called (model.c). */
+/* Reads and parses one config.json; `name` is what the model is called (hfconfig.c). */
 int oomi_model_load_file(oomi_model **out, const char *path, const char *name);
 int oomi_model_parse(oomi_model **out, json_object *cfg, const char *name, const char *path);
 void oomi_model_free(oomi_model *m);
@@ -217,7 +217,8 @@ bool oomi_double_quant(const oom_workload *w);
 bool oomi_kbit_prepare(const oom_workload *w);
 /* the base is quantised by bitsandbytes: at load (int8, 4bit) or in its checkpoint */
 bool oomi_bnb_base(const oom_workload *w);
-/* bytes per weight of a bitsandbytes NF4 linear, with or without double quantization (model.c) */
+/* bytes per weight of a bitsandbytes NF4 linear, with or without double quantization
+ * (hfconfig.c) */
 double oomi_nf4_bytes(bool double_quant);
 
 /* where GRPO's completions are generated: transformers' generate in the trainer, or a vLLM engine
