@@ -128,7 +128,6 @@ typedef struct oomi_qlora {
     double nf4, absmax, absmax2, unquantized, dequant, adapters, adapter_bytes, paged;
 } oomi_qlora;
 int oomi_qlora_of(oomi_qlora *out, const oom_workload *w);
-json_object *oomi_qlora_json(const oomi_qlora *q);
 /* How sure an estimate is (estimate_confidence.c, data/confidence.json) */
 enum { OOMI_CONF_KEY_MAX = 96 };
 typedef enum oomi_conf_basis {
@@ -215,6 +214,10 @@ void oomi_zero3_cache_free(oomi_zero3_cache *c);
 int oomi_zero3_json(json_object **out, const oom_workload *w, double act);
 /* the "memory" object of the estimate JSON, shared by plan (estimate_json.c); NULL on ENOMEM */
 json_object *oomi_estimate_memory_json(const oom_estimate *e);
+/* fills a report (estimate_report.c) from an estimate already run (NULL: the workload's parts
+ * only) and an optional budget; `out` zeroed by the caller, its strings its own on failure too */
+int oomi_estimate_report_fill(oom_estimate_report *out, const oom_workload *w,
+                              const oom_estimate *e, const oom_budget *budget);
 /* the passes over the model a training step's FLOPs count without checkpointing: forward,
  * backward (and the weight gradients of a full fine-tune), a reference's forward
  * (estimate_run.c) */
