@@ -1,7 +1,6 @@
 /* cmd_estimate.c - `oomless estimate`: a workload's peak GPU memory, with a breakdown. */
 #include "cli.h"
 #include "core/core.h"
-#include "estimate/estimate.h"
 
 #include <json-c/json.h>
 #include <stdlib.h>
@@ -155,195 +154,123 @@ static void row(const char *label, uint64_t bytes, uint64_t total)
            total ? 100.0 * (double)bytes / (double)total : 0.0);
 }
 
-/* the parts of the overhead outside PyTorch's allocator, under its row; `notices` lists the
- * defaults the user can change, after the table */
-static void print_overhead(const oom_workload *w, const oom_estimate *e, bool notices)
+/* the parts of the overhead outside PyTorch's allocator, under its row */
+static void print_overhead_parts(const oom_estimate_report *r)
 {
-    oomi_overhead o;
-    char label[48], s1[32], s2[32];
-    size_t i;
-    if (oomi_overhead_of(&o, w))
+    uint64_t peak = r->estimate.device_peak;
+    if (r->overhead_given) {
+        row("  given (--overhead)", r->estimate.overhead, peak);
         return;
-    for (i = 0; i < o.n && !notices; i++) {
-        const char *name = !strcmp(o.part[i].name, "nccl")           ? "NCCL buffers"
-                           : !strcmp(o.part[i].name, "cuda_context") ? "CUDA context + kernels"
-                                                                     : "given (--overhead)";
-        snprintf(label, sizeof(label), "  %s", name);
-        row(label, (uint64_t)(o.part[i].bytes + 0.5), e->device_peak);
     }
-    if (notices) {
-        const oomi_coef *c;
-        bool dflt;
-        if (!oomi_coef_get(&c)) {
-            double ws = oomi_cublas_workspace(w, c, &dflt);
-            printf("  %-30s: %s in the temporaries (%s)\n", "cuBLAS workspace",
-                   oom_format_size(s1, sizeof(s1), (uint64_t)ws),
-                   dflt ? "default; set --cublas-workspace or CUBLAS_WORKSPACE_CONFIG"
-                        : "--cublas-workspace");
-        }
-    }
-    if (!notices || o.ranks < 2)
+    row("  CUDA context + kernels", r->cuda_context_bytes, peak);
+    if (r->nccl_gpus > 1)
+        row("  NCCL buffers", r->nccl_bytes, peak);
+}
+
+/* the cuBLAS workspace and NCCL's settings, with the defaults the user can change */
+static void print_overhead_notes(const oom_estimate_report *r)
+{
+    char s1[32], s2[32], s3[32];
+    printf("  %-30s: %s in the temporaries (%s)\n", "cuBLAS workspace",
+           oom_format_size(s1, sizeof(s1), r->cublas_workspace_bytes),
+           r->cublas_workspace_default
+               ? "default; set --cublas-workspace or CUBLAS_WORKSPACE_CONFIG"
+               : "--cublas-workspace");
+    if (r->overhead_given || r->nccl_gpus < 2)
         return;
     printf("  %-30s: %ld GPUs, %ld communicator%s x %ld channels x %s, NVLS %s (%s ring + %s "
            "NVLS each)\n",
-           "NCCL", o.ranks, o.comms, o.comms > 1 ? "s" : "", o.channels,
-           oom_format_size(s1, sizeof(s1), (uint64_t)o.buffsize), o.nvls ? "on" : "off",
-           oom_format_size(label, sizeof(label), (uint64_t)(o.ring + 0.5)),
-           oom_format_size(s2, sizeof(s2), (uint64_t)(o.nvls_bytes + 0.5)));
-    for (i = 0; i < o.n; i++)
-        if (!strcmp(o.part[i].name, "nccl") && o.part[i].change)
-            printf("  %-30s: NCCL's defaults assumed; set %s\n", "notice", o.part[i].change);
+           "NCCL", r->nccl_gpus, r->nccl_communicators, r->nccl_communicators > 1 ? "s" : "",
+           r->nccl_channels, oom_format_size(s1, sizeof(s1), r->nccl_buffsize),
+           r->nccl_nvls ? "on" : "off", oom_format_size(s2, sizeof(s2), r->nccl_ring_bytes),
+           oom_format_size(s3, sizeof(s3), r->nccl_nvls_bytes));
+    if (r->nccl_defaults)
+        printf("  %-30s: NCCL's defaults assumed; set %s\n", "notice", r->nccl_defaults);
 }
 
-/* The estimate's JSON document (estimate --json), read by the lines below that print what the
- * library puts only there; NULL when it cannot be made (oom_last_message() says why). */
-static json_object *estimate_doc(const oom_workload *w, const oom_estimate *e)
-{
-    char *json = NULL;
-    json_object *root = NULL;
-    if (!oom_estimate_to_json(&json, w, e) && !(root = json_tokener_parse(json)))
-        oomi_fail(OOM_EPARSE, "estimate: its JSON does not parse");
-    oom_free(json);
-    return root;
-}
-
-/* the device peak's 95 % bound and its class, as estimate --json gives them */
-static void print_bound(json_object *root, const oom_estimate *e)
+/* the device peak's 95 % bound and the class of measured errors it comes from */
+static void print_bound(const oom_estimate_report *r)
 {
     char s1[32];
-    json_object *c;
-    int64_t bound = 0, cases = 0;
-
-    if (!root ||
-        oomi_json_int(&bound, NULL, oomi_json_get(root, "memory"), "device_peak_upper95", 0,
-                      INT64_MAX, "estimate: ") ||
-        oomi_json_int(&cases, NULL, c = oomi_json_get(root, "confidence"), "cases", 0, INT64_MAX,
-                      "estimate: ")) {
-        fprintf(stderr, "oomless estimate: no 95%% bound: %s\n", oom_last_message());
-    } else {
-        printf("  %-30s: %s (+%.1f%%; class %s, %s, %lld cases)\n", "device peak, 95% bound",
-               oom_format_size(s1, sizeof(s1), (uint64_t)bound),
-               e->device_peak ? 100.0 * ((double)bound / (double)e->device_peak - 1) : 0.0,
-               json_object_get_string(oomi_json_get(c, "class")),
-               json_object_get_string(oomi_json_get(c, "basis")), (long long)cases);
-    }
+    uint64_t peak = r->estimate.device_peak;
+    printf("  %-30s: %s (+%.1f%%; class %s, %s, %ld cases)\n", "device peak, 95% bound",
+           oom_format_size(s1, sizeof(s1), r->device_peak_upper95),
+           peak ? 100.0 * ((double)r->device_peak_upper95 / (double)peak - 1) : 0.0,
+           r->confidence_class, r->confidence_basis, r->confidence_cases);
 }
 
-/* the packing line, from the estimate's JSON (workload.packing); none without packing */
-static void print_packing(json_object *root)
+/* the objective's lines; none for sft */
+static void print_objective(const oom_estimate_report *r)
 {
-    json_object *o;
-    if ((o = oomi_json_get(oomi_json_get(root, "workload"), "packing")))
-        printf("  %-30s: %s, %lld tokens: %lld x %lld, documents up to %lld (%s)\n", "packing",
-               json_object_get_string(oomi_json_get(o, "mode")),
-               (long long)json_object_get_int64(oomi_json_get(o, "tokens_per_batch")),
-               (long long)json_object_get_int64(oomi_json_get(o, "rows")),
-               (long long)json_object_get_int64(oomi_json_get(o, "row_tokens")),
-               (long long)json_object_get_int64(oomi_json_get(o, "longest_document")),
-               json_object_get_string(oomi_json_get(o, "attention_path")));
+    if (!r->objective)
+        return;
+    printf("  %-30s: %s (batch counts %s: %ld sequences per forward; reference %s%s)\n",
+           "objective", r->objective, r->batch_counts, r->sequences_per_forward, r->reference,
+           strcmp(r->reference, "none") && r->precompute_ref ? ", precomputed" : "");
+    if (r->rollout) /* grpo */
+        printf("  %-30s: %ld completions (%ld per prompt), prompt %ld + completion %ld tokens\n",
+               "generation batch", r->generation_batch, r->num_generations, r->prompt_len,
+               r->completion_len);
 }
 
-/* the objective's line, from the estimate's JSON (workload.objective); none for sft */
-static void print_objective(json_object *root)
+/* the packing line; none without packing */
+static void print_packing(const oom_estimate_report *r)
 {
-    json_object *o;
-    if ((o = oomi_json_get(oomi_json_get(root, "workload"), "objective"))) {
-        printf("  %-30s: %s (batch counts %s: %lld sequences per forward; reference %s%s)\n",
-               "objective", json_object_get_string(oomi_json_get(o, "name")),
-               json_object_get_string(oomi_json_get(o, "batch_counts")),
-               (long long)json_object_get_int64(oomi_json_get(o, "sequences_per_forward")),
-               json_object_get_string(oomi_json_get(o, "reference")),
-               json_object_get_boolean(oomi_json_get(o, "precompute_ref")) ? ", precomputed" : "");
-        if (oomi_json_get(o, "generation_batch"))
-            printf("  %-30s: %lld completions (%lld per prompt), prompt %lld + completion %lld "
-                   "tokens\n",
-                   "generation batch",
-                   (long long)json_object_get_int64(oomi_json_get(o, "generation_batch")),
-                   (long long)json_object_get_int64(oomi_json_get(o, "num_generations")),
-                   (long long)json_object_get_int64(oomi_json_get(o, "prompt_len")),
-                   (long long)json_object_get_int64(oomi_json_get(o, "completion_len")));
-    }
+    if (r->packing)
+        printf("  %-30s: %s, %ld tokens: %ld x %ld, documents up to %ld (%s)\n", "packing",
+               r->packing, r->tokens_per_batch, r->pack_rows, r->pack_row_tokens,
+               r->longest_document, r->attention_path);
 }
 
-static uint64_t json_size(json_object *o, const char *key)
-{
-    return (uint64_t)json_object_get_int64(oomi_json_get(o, key));
-}
-
-/* a 4-bit base's parts, the adapters' dtype and a paged optimizer's states, from the estimate's
- * JSON ("qlora"); nothing where there are none */
-static void print_qlora(json_object *root)
+/* a 4-bit base's parts, the adapters' dtype and a paged optimizer's states; nothing where there
+ * are none */
+static void print_qlora(const oom_estimate_report *r)
 {
     char s1[32], s2[32], s3[32], s4[32];
-    json_object *q;
-    if (!(q = oomi_json_get(root, "qlora")))
+    if (!r->has_qlora)
         return;
-    if (oomi_json_get(q, "nf4_bytes"))
+    if (r->quantized)
         printf("  %-30s: NF4 %s + absmax %s%s, unquantized %s; dequantized linear %s\n",
-               "4-bit base", oom_format_size(s1, sizeof(s1), json_size(q, "nf4_bytes")),
-               oom_format_size(s2, sizeof(s2),
-                               json_size(q, "absmax_bytes") + json_size(q, "absmax2_bytes")),
-               json_object_get_boolean(oomi_json_get(q, "double_quant")) ? " (double quant)" : "",
-               oom_format_size(s3, sizeof(s3), json_size(q, "unquantized_bytes")),
-               oom_format_size(s4, sizeof(s4), json_size(q, "dequantized_transient_bytes")));
-    if (oomi_json_get(q, "adapter_dtype"))
-        printf("  %-30s: %s, %s\n", "LoRA adapters",
-               json_object_get_string(oomi_json_get(q, "adapter_dtype")),
-               oom_format_size(s1, sizeof(s1), json_size(q, "adapter_bytes")));
-    if (json_size(q, "paged_optimizer_bytes"))
+               "4-bit base", oom_format_size(s1, sizeof(s1), r->nf4_bytes),
+               oom_format_size(s2, sizeof(s2), r->absmax_bytes + r->absmax2_bytes),
+               r->double_quant ? " (double quant)" : "",
+               oom_format_size(s3, sizeof(s3), r->unquantized_bytes),
+               oom_format_size(s4, sizeof(s4), r->dequantized_bytes));
+    if (r->adapter_dtype)
+        printf("  %-30s: %s, %s\n", "LoRA adapters", r->adapter_dtype,
+               oom_format_size(s1, sizeof(s1), r->adapter_bytes));
+    if (r->paged_optimizer_bytes)
         printf("  %-30s: %s in CUDA unified memory, outside the peaks (nvidia-smi shows them "
                "while the GPU has room)\n",
-               "paged optimizer states",
-               oom_format_size(s1, sizeof(s1), json_size(q, "paged_optimizer_bytes")));
+               "paged optimizer states", oom_format_size(s1, sizeof(s1), r->paged_optimizer_bytes));
 }
 
-/* sharding fsdp2's line: the sharded parameters' dtype and reshard_after_forward */
-static void print_fsdp2(const oom_workload *w)
+static void print_human(const oom_estimate_report *r, const char *gpu)
 {
-    char *dt = NULL, *ra = NULL, *sh = NULL;
-    if (!oom_workload_get(&sh, w, "sharding") && !strcmp(sh, "fsdp2") &&
-        !oom_workload_get(&dt, w, "fsdp-param-dtype") &&
-        !oom_workload_get(&ra, w, "reshard-after-forward"))
-        printf("  %-30s: parameters sharded in %s, reshard after forward %s\n", "FSDP2", dt, ra);
-    oom_free(sh), oom_free(dt), oom_free(ra);
-}
-
-static void print_human(const oom_workload *w, const oom_estimate *e, const oom_budget *b,
-                        const char *gpu)
-{
-    oom_knobs k = OOM_KNOBS_INIT;
-    oom_model_info mi = OOM_MODEL_INFO_INIT;
-    char *tp = NULL, *ck = NULL, *sh = NULL;
+    const oom_estimate *e = &r->estimate;
+    const oom_knobs *k = &r->knobs;
     char s1[32], s2[32], n1[32], n2[32];
     const char *line = "============================================================";
-    json_object *doc = estimate_doc(w, e);
 
-    oom_workload_get_knobs(&k, w);
-    oom_workload_model(&mi, w);
-    printf("%s\nMemory estimate: %s (%s, %.2f B params)\n%s\n", line, mi.name, mi.family,
+    printf("%s\nMemory estimate: %s (%s, %.2f B params)\n%s\n", line, r->model, r->family,
            (double)e->params_total / 1e9, line);
-    printf("  %-30s: %s\n  %-30s: %s\n  %-30s: %s\n", "method", oom_method_name(k.method),
-           "precision", oom_precision_name(k.precision), "optimizer",
-           k.method == OOM_METHOD_INFERENCE ? "-" : oom_optimizer_name(k.optimizer));
-    printf("  %-30s: %ld x %ld tokens, grad-accum %ld\n", "micro-batch x seq", k.batch, k.seq_len,
-           k.grad_accum);
-    if (oom_workload_get(&ck, w, "checkpointing"))
-        ck = NULL;
-    printf("  %-30s: %s, attention %s, loss %s\n", "checkpointing",
-           ck ? ck : oom_checkpointing_name(k.checkpointing), oom_attention_name(k.attention),
-           oom_loss_name(k.loss));
-    oom_free(ck);
-    if (oom_workload_get(&sh, w, "sharding"))
-        sh = NULL;
-    printf("  %-30s: %ld (sharding %s, offload %s)\n", "GPUs", k.gpus,
-           sh ? sh : oom_sharding_name(k.sharding), oom_offload_name(k.offload));
-    oom_free(sh);
-    print_fsdp2(w);
-    print_objective(doc);
-    print_packing(doc);
-    if (!oom_workload_get(&tp, w, "tensor-parallel") && strcmp(tp, "1"))
-        printf("  %-30s: %s GPUs per model copy (figures per GPU)\n", "tensor parallel", tp);
-    oom_free(tp);
+    printf("  %-30s: %s\n  %-30s: %s\n  %-30s: %s\n", "method", oom_method_name(k->method),
+           "precision", oom_precision_name(k->precision), "optimizer",
+           k->method == OOM_METHOD_INFERENCE ? "-" : oom_optimizer_name(k->optimizer));
+    printf("  %-30s: %ld x %ld tokens, grad-accum %ld\n", "micro-batch x seq", k->batch, k->seq_len,
+           k->grad_accum);
+    printf("  %-30s: %s, attention %s, loss %s\n", "checkpointing", r->checkpointing,
+           oom_attention_name(k->attention), oom_loss_name(k->loss));
+    printf("  %-30s: %ld (sharding %s, offload %s)\n", "GPUs", k->gpus, r->sharding,
+           oom_offload_name(k->offload));
+    if (r->fsdp_param_dtype)
+        printf("  %-30s: parameters sharded in %s, reshard after forward %s\n", "FSDP2",
+               r->fsdp_param_dtype, r->reshard_after_forward);
+    print_objective(r);
+    print_packing(r);
+    if (r->tensor_parallel > 1)
+        printf("  %-30s: %ld GPUs per model copy (figures per GPU)\n", "tensor parallel",
+               r->tensor_parallel);
     printf("  %-30s: %s of %s\n%s\n", "trainable parameters",
            cli_format_count(n1, sizeof(n1), (double)e->params_trainable),
            cli_format_count(n2, sizeof(n2), (double)e->params_total), line);
@@ -356,7 +283,7 @@ static void print_human(const oom_workload *w, const oom_estimate *e, const oom_
     row("temporaries", e->temporaries, e->device_peak);
     row("allocator cache", e->reserved_peak - e->allocated_peak, e->device_peak);
     row("CUDA context / overhead", e->overhead, e->device_peak);
-    print_overhead(w, e, false);
+    print_overhead_parts(r);
     row("total (device peak)", e->device_peak, e->device_peak);
     printf("%s\n", line);
     printf("  %-30s: %s\n", "allocated peak (max_allocated)",
@@ -365,23 +292,22 @@ static void print_human(const oom_workload *w, const oom_estimate *e, const oom_
            oom_format_size(s1, sizeof(s1), e->reserved_peak));
     printf("  %-30s: %s\n", "device peak (nvidia-smi)",
            oom_format_size(s1, sizeof(s1), e->device_peak));
-    print_bound(doc, e);
-    print_overhead(w, e, true);
+    print_bound(r);
+    print_overhead_notes(r);
     printf("  %-30s: %s\n", "peak phase", oom_phase_name(e->peak_phase));
-    print_qlora(doc);
-    if (b) {
-        bool fits = e->device_peak <= b->usable_bytes;
-        uint64_t d = fits ? b->usable_bytes - e->device_peak : e->device_peak - b->usable_bytes;
+    print_qlora(r);
+    if (r->has_budget) {
+        const oom_budget *b = &r->budget;
+        uint64_t d = r->fits ? b->usable_bytes - e->device_peak : e->device_peak - b->usable_bytes;
         printf("%s\n  %-30s: %s (%s)\n", line, "target VRAM",
                oom_format_size(s1, sizeof(s1), b->target_bytes), gpu);
         printf("  %-30s: %s\n  %-30s: %s\n", "safety margin",
                oom_format_size(s1, sizeof(s1), b->safety_margin_bytes), "usable VRAM",
                oom_format_size(s2, sizeof(s2), b->usable_bytes));
-        printf("  %-30s: %s (%s %s)\n", "fits", fits ? "yes" : "NO",
-               oom_format_size(s1, sizeof(s1), d), fits ? "to spare" : "over");
+        printf("  %-30s: %s (%s %s)\n", "fits", r->fits ? "yes" : "NO",
+               oom_format_size(s1, sizeof(s1), d), r->fits ? "to spare" : "over");
     }
     printf("%s\n", line);
-    json_object_put(doc);
 }
 
 static int write_svg(const char *path, const oom_workload *w, const oom_estimate *e,
@@ -467,6 +393,24 @@ static int calibrated(const args *a, const oom_workload *w)
     return rc == EXIT_OK && !fits ? EXIT_NOFIT : rc;
 }
 
+/* the estimate as text (and --svg), from its report */
+static int estimate_text(const args *a, const oom_workload *w, const oom_budget *b, const char *gpu)
+{
+    oom_estimate_report r = OOM_ESTIMATE_REPORT_INIT;
+    int err, rc = EXIT_OK;
+
+    if ((err = oom_estimate_report_run(&r, w, b)))
+        return cli_fail(CMD, err);
+    if (a->svg)
+        rc = write_svg(a->svg, w, &r.estimate, b);
+    if (rc == EXIT_OK) {
+        print_human(&r, gpu);
+        rc = r.has_budget && !r.fits ? EXIT_NOFIT : EXIT_OK;
+    }
+    oom_estimate_report_dispose(&r);
+    return rc;
+}
+
 int cmd_estimate(int argc, char **argv)
 {
     oom_workload *w = NULL;
@@ -495,20 +439,20 @@ int cmd_estimate(int argc, char **argv)
     }
     if ((rc = resolve_budget(&a, w, &b, &have_budget, &gpu)) != EXIT_OK)
         goto done;
+    if (!a.json) {
+        rc = estimate_text(&a, w, have_budget ? &b : NULL, gpu ? gpu : "");
+        goto done;
+    }
     if ((err = oom_estimate_run(&e, w))) {
         rc = cli_fail(CMD, err);
         goto done;
     }
     if (a.svg && (rc = write_svg(a.svg, w, &e, have_budget ? &b : NULL)) != EXIT_OK)
         goto done;
-    if (a.json) {
-        if ((err = oom_estimate_to_json_budget(&json, w, &e, have_budget ? &b : NULL)))
-            rc = cli_fail(CMD, err);
-        else
-            rc = cli_print_json(json);
-    } else {
-        print_human(w, &e, have_budget ? &b : NULL, gpu ? gpu : "");
-    }
+    if ((err = oom_estimate_to_json_budget(&json, w, &e, have_budget ? &b : NULL)))
+        rc = cli_fail(CMD, err);
+    else
+        rc = cli_print_json(json);
     if (rc == EXIT_OK && have_budget && e.device_peak > b.usable_bytes)
         rc = EXIT_NOFIT;
 done:
