@@ -8,11 +8,19 @@
 
 static const char *const CMD = "estimate";
 
+/* an option as given: its name (the table's) and value */
+typedef struct given {
+    const char *name, *value;
+} given;
+
 typedef struct args {
     bool json, list, help;
     const char *gpu, *vram, *margin, *config, *svg;
     const char *calibration, *calib_workload; /* with `-- CMD...`: a probe's measured line */
     char *command;                            /* the command's calibration key, or NULL */
+    char *const *probed;                      /* ... and its argv (NULL-terminated) */
+    given *given;                             /* the options in order, for the next command */
+    size_t n_given;
 } args;
 
 static void usage(FILE *out)
@@ -99,6 +107,7 @@ static int parse(int argc, char **argv, args *a, oom_workload *w)
             if ((kerr =
                      oom_calibration_command_key(&a->command, (const char *const *)argv + i + 1)))
                 return cli_fail(CMD, kerr);
+            a->probed = argv + i + 1;
             break;
         }
         if (strncmp(arg, "--", 2) || !arg[2])
@@ -107,8 +116,10 @@ static int parse(int argc, char **argv, args *a, oom_workload *w)
         if (!v && (!strcmp(name, "json") || !strcmp(name, "list-models") || !strcmp(name, "help") ||
                    !strcmp(name, "vram-auto"))) {
             a->json |= name[0] == 'j', a->list |= name[0] == 'l', a->help |= name[0] == 'h';
-            if (name[0] == 'v')
+            if (name[0] == 'v') {
                 a->vram = "auto";
+                a->given[a->n_given++] = (given){"vram", "auto"};
+            }
             continue;
         }
         for (j = 0; j < sizeof(own) / sizeof(own[0]) && strcmp(own[j].name, name); j++)
@@ -122,6 +133,10 @@ static int parse(int argc, char **argv, args *a, oom_workload *w)
         }
         if (!v && (i + 1 >= argc || !(v = argv[++i])))
             return cli_usage_error(CMD, "option '%s' needs a value", arg);
+        a->given[a->n_given++] =
+            (given){j < sizeof(own) / sizeof(own[0]) ? own[j].name
+                                                     : o[j - sizeof(own) / sizeof(own[0])]->name,
+                    v};
         if (j < sizeof(own) / sizeof(own[0]))
             *own[j].value = v;
         else if ((err = oom_workload_set(w, name, v)))
@@ -145,6 +160,73 @@ static int resolve_budget(const args *a, oom_workload *w, oom_budget *b, bool *h
     oom_config_free(cfg);
     *have = got != 0;
     return err ? cli_fail(CMD, err) : EXIT_OK;
+}
+
+/* a word as the shell reads it back: bare when it is made of safe characters, else in single
+ * quotes (a quote inside as '\'') */
+static void shell_word(oomi_sb *sb, const char *s)
+{
+    const char *p;
+    bool bare = *s != 0;
+    for (p = s; *p && bare; p++)
+        bare = oomi_isalnum((unsigned char)*p) || strchr("._-:,+=/@%", *p);
+    if (bare) {
+        oomi_sb_puts(sb, s);
+        return;
+    }
+    oomi_sb_puts(sb, "'");
+    for (p = s; *p; p++)
+        oomi_sb_puts(sb, *p == '\'' ? "'\\''" : (char[]){*p, 0});
+    oomi_sb_puts(sb, "'");
+}
+
+/* whether `plan` takes the option with this value (sharding fsdp2 is estimated, not planned) */
+static bool plan_takes(const char *name, const char *value)
+{
+    const oom_option *o = oom_option_lookup(name);
+    size_t i;
+    if (!o || !(o->commands & OOM_COMMAND_PLAN))
+        return false;
+    for (i = 0; i < o->n_values; i++)
+        if (!o->values[i]->form && !oomi_strcasecmp(o->values[i]->name, value))
+            return (o->values[i]->commands & OOM_COMMAND_PLAN) != 0;
+    return true;
+}
+
+/* The command that plans what did not fit: `oomless plan` with the options given (but --svg),
+ * the micro-batch and accumulation of a training step handed to the planner as the effective
+ * batch to keep (an inference batch is left to it: it finds the largest that fits), and the
+ * probed command after `--`. NULL when plan cannot take the workload, or out of memory. */
+static char *next_command(const args *a, const oom_knobs *k, long batch)
+{
+    oomi_sb sb = OOMI_SB_INIT;
+    bool inference = k && k->method == OOM_METHOD_INFERENCE;
+    size_t i;
+
+    oomi_sb_puts(&sb, "oomless plan");
+    for (i = 0; i < a->n_given; i++) {
+        const char *n = a->given[i].name;
+        if (!strcmp(n, "svg") || !strcmp(n, "batch") || !strcmp(n, "grad-accum"))
+            continue;
+        if (!plan_takes(n, a->given[i].value)) {
+            oomi_sb_free(&sb);
+            return NULL;
+        }
+        oomi_sb_printf(&sb, " --%s ", n);
+        shell_word(&sb, a->given[i].value);
+    }
+    if (!inference)
+        oomi_sb_printf(&sb, " --target-effective-batch %ld",
+                       k ? k->batch * k->grad_accum * k->gpus : batch);
+    for (i = 0; a->probed && a->probed[i]; i++) {
+        oomi_sb_puts(&sb, i ? " " : " -- ");
+        shell_word(&sb, a->probed[i]);
+    }
+    if (oomi_sb_ok(&sb)) {
+        oomi_sb_free(&sb);
+        return NULL;
+    }
+    return sb.buf;
 }
 
 static void row(const char *label, uint64_t bytes, uint64_t total)
@@ -245,15 +327,36 @@ static void print_qlora(const oom_estimate_report *r)
                "paged optimizer states", oom_format_size(s1, sizeof(s1), r->paged_optimizer_bytes));
 }
 
-static void print_human(const oom_estimate_report *r, const char *gpu)
+/* whether the peak fits the usable memory, first; and where it does not, the command that plans
+ * what does */
+static void print_verdict(uint64_t peak, uint64_t usable, const char *next)
+{
+    char s1[32], s2[32];
+    bool fits = peak <= usable;
+    if (fits)
+        printf("  %-30s: yes (%s of the usable %s to spare)\n", "fits",
+               oom_format_size(s1, sizeof(s1), usable - peak),
+               oom_format_size(s2, sizeof(s2), usable));
+    else
+        printf("  %-30s: NO (%s over the usable %s)\n", "fits",
+               oom_format_size(s1, sizeof(s1), peak - usable),
+               oom_format_size(s2, sizeof(s2), usable));
+    if (!fits && next)
+        printf("  %-30s: %s\n", "next", next);
+}
+
+static void print_human(const oom_estimate_report *r, const char *gpu, const char *next)
 {
     const oom_estimate *e = &r->estimate;
     const oom_knobs *k = &r->knobs;
     char s1[32], s2[32], n1[32], n2[32];
     const char *line = "============================================================";
 
-    printf("%s\nMemory estimate: %s (%s, %.2f B params)\n%s\n", line, r->model, r->family,
-           (double)e->params_total / 1e9, line);
+    printf("%s\nMemory estimate: %s (%s, %.2f B params)\n", line, r->model, r->family,
+           (double)e->params_total / 1e9);
+    if (r->has_budget)
+        print_verdict(e->device_peak, r->budget.usable_bytes, next);
+    printf("%s\n", line);
     printf("  %-30s: %s\n  %-30s: %s\n  %-30s: %s\n", "method", oom_method_name(k->method),
            "precision", oom_precision_name(k->precision), "optimizer",
            k->method == OOM_METHOD_INFERENCE ? "-" : oom_optimizer_name(k->optimizer));
@@ -298,14 +401,11 @@ static void print_human(const oom_estimate_report *r, const char *gpu)
     print_qlora(r);
     if (r->has_budget) {
         const oom_budget *b = &r->budget;
-        uint64_t d = r->fits ? b->usable_bytes - e->device_peak : e->device_peak - b->usable_bytes;
         printf("%s\n  %-30s: %s (%s)\n", line, "target VRAM",
                oom_format_size(s1, sizeof(s1), b->target_bytes), gpu);
         printf("  %-30s: %s\n  %-30s: %s\n", "safety margin",
                oom_format_size(s1, sizeof(s1), b->safety_margin_bytes), "usable VRAM",
                oom_format_size(s2, sizeof(s2), b->usable_bytes));
-        printf("  %-30s: %s (%s %s)\n", "fits", r->fits ? "yes" : "NO",
-               oom_format_size(s1, sizeof(s1), d), r->fits ? "to spare" : "over");
     }
     printf("%s\n", line);
 }
@@ -328,10 +428,10 @@ static int write_svg(const char *path, const oom_workload *w, const oom_estimate
     return rc;
 }
 
-static void print_calibrated(const char *doc)
+static void print_calibrated(const char *doc, const char *next)
 {
     json_object *root = json_tokener_parse(doc), *c, *b;
-    char s1[32], s2[32], s3[32];
+    char s1[32], s2[32];
     const char *line = "============================================================";
     uint64_t peak, usable;
 
@@ -342,8 +442,10 @@ static void print_calibrated(const char *doc)
     peak = (uint64_t)json_object_get_int64(
         oomi_json_get(oomi_json_get(root, "memory"), "device_peak"));
     usable = (uint64_t)json_object_get_int64(oomi_json_get(b, "usable_bytes"));
-    printf("%s\nCalibrated estimate (measured by oomless probe on %s)\n%s\n", line,
-           json_object_get_string(oomi_json_get(c, "gpu")), line);
+    printf("%s\nCalibrated estimate (measured by oomless probe on %s)\n", line,
+           json_object_get_string(oomi_json_get(c, "gpu")));
+    print_verdict(peak, usable, next);
+    printf("%s\n", line);
     printf("  %-30s: %s + %s x batch%s\n", "measured line",
            oom_format_size(s1, sizeof(s1),
                            (uint64_t)json_object_get_double(oomi_json_get(c, "fixed_bytes"))),
@@ -356,10 +458,7 @@ static void print_calibrated(const char *doc)
                ? " (beyond the largest batch probed: extrapolated)"
                : "");
     printf("  %-30s: %s\n", "device peak (nvidia-smi)", oom_format_size(s1, sizeof(s1), peak));
-    printf("  %-30s: %s\n  %-30s: %s (%s %s)\n%s\n", "usable VRAM",
-           oom_format_size(s2, sizeof(s2), usable), "fits", peak <= usable ? "yes" : "NO",
-           oom_format_size(s3, sizeof(s3), peak <= usable ? usable - peak : peak - usable),
-           peak <= usable ? "to spare" : "over", line);
+    printf("  %-30s: %s\n%s\n", "usable VRAM", oom_format_size(s2, sizeof(s2), usable), line);
     json_object_put(root);
 }
 
@@ -386,7 +485,9 @@ static int calibrated(const args *a, const oom_workload *w)
     if (a->json)
         rc = cli_print_json(doc);
     else {
-        print_calibrated(doc);
+        char *next = fits ? NULL : next_command(a, NULL, k.batch);
+        print_calibrated(doc, next);
+        oom_free(next);
         rc = EXIT_OK;
     }
     oom_free(doc);
@@ -404,7 +505,9 @@ static int estimate_text(const args *a, const oom_workload *w, const oom_budget 
     if (a->svg)
         rc = write_svg(a->svg, w, &r.estimate, b);
     if (rc == EXIT_OK) {
-        print_human(&r, gpu);
+        char *next = r.has_budget && !r.fits ? next_command(a, &r.knobs, 0) : NULL;
+        print_human(&r, gpu, next);
+        oom_free(next);
         rc = r.has_budget && !r.fits ? EXIT_NOFIT : EXIT_OK;
     }
     oom_estimate_report_dispose(&r);
@@ -423,6 +526,10 @@ int cmd_estimate(int argc, char **argv)
 
     if ((err = oom_workload_create(&w)))
         return cli_fail(CMD, err);
+    if (!(a.given = calloc((size_t)argc, sizeof(*a.given)))) {
+        rc = cli_fail(CMD, OOM_ENOMEM);
+        goto done;
+    }
     if ((rc = parse(argc, argv, &a, w)) != EXIT_OK)
         goto done;
     if (a.help) {
@@ -459,6 +566,7 @@ done:
     oom_free(gpu);
     oom_free(json);
     oom_free(a.command);
+    free(a.given);
     oom_workload_free(w);
     return rc;
 }
