@@ -2,16 +2,24 @@
  * estimate/estimate_ctx.h - what the files of the memory model share (estimate_run.c and the
  * parts it sums: estimate_states.c, estimate_activations.c, estimate_loss.c,
  * estimate_training.c, estimate_inference.c): the model's view of one workload (ctx) and the
- * bytes of a phase (mem). The rest of estimate/ sees only estimate/estimate.h.
+ * bytes of a moment of a step, by part (phase_bytes). The rest of estimate/ sees only
+ * estimate/estimate.h.
  */
 #ifndef OOMLESS_ESTIMATE_ESTIMATE_CTX_H
 #define OOMLESS_ESTIMATE_ESTIMATE_CTX_H
 
 #include "estimate/estimate.h"
-/* what the phases are made of; doubles while computing, bytes at the end */
-typedef struct mem {
-    double w, g, o, a, l, kv, t;
-} mem;
+/* what one moment of a step holds, by part (oom_estimate's breakdown); doubles while computing,
+ * bytes at the end */
+typedef struct phase_bytes {
+    double weights;     /* the weights (a reference copy's too) */
+    double grads;       /* gradients (and DDP's buckets) */
+    double optimizer;   /* optimizer states (and an fp32 master copy) */
+    double activations; /* saved for the backward (a prefill: its working set) */
+    double logits;      /* logits and the loss path */
+    double kv_cache;    /* an inference KV cache */
+    double temps;       /* weight copies, gathers, the step's and the backward's temporaries */
+} phase_bytes;
 
 /* FSDP2 (torch.distributed.fsdp.fully_shard, one group per transformer block and one on the
  * root for the embeddings, final norm and head, as torchtitan's parallelize_llama applies it):
@@ -72,9 +80,10 @@ static inline double param_bytes(const ctx *x)
     return x->prec == OOM_PRECISION_FP32 || amp(x) ? 4 : 2;
 }
 
-static inline double oomi_est_sum(const mem *p)
+static inline double oomi_est_sum(const phase_bytes *p)
 {
-    return p->w + p->g + p->o + p->a + p->l + p->kv + p->t;
+    return p->weights + p->grads + p->optimizer + p->activations + p->logits + p->kv_cache +
+           p->temps;
 }
 
 /* estimate_states.c: the model states. Bytes per parameter a quantised base leaves
@@ -121,11 +130,11 @@ void oomi_est_logits(const ctx *x, double *fwd, double *bwd);
 double oomi_est_logits_tensor(const ctx *x);
 
 /* estimate_training.c: a training step's peak phase, and GRPO's generation without an engine */
-oom_phase oomi_est_training(const ctx *x, mem *peak);
-void oomi_est_generation(const ctx *x, mem *out);
+oom_phase oomi_est_training(const ctx *x, phase_bytes *peak);
+void oomi_est_generation(const ctx *x, phase_bytes *out);
 
 /* estimate_inference.c: KV heads per GPU under tensor parallelism; a prefill's peak */
 double oomi_est_tp_kv_heads(const ctx *x);
-oom_phase oomi_est_inference(const ctx *x, mem *peak);
+oom_phase oomi_est_inference(const ctx *x, phase_bytes *peak);
 
 #endif

@@ -80,7 +80,7 @@ static double fitted_prefill(const ctx *x, const oomi_infer_coef *c, double b, d
     return (per > 0 || hc * hd > 0) && att > act ? att : act;
 }
 
-oom_phase oomi_est_inference(const ctx *x, mem *peak)
+oom_phase oomi_est_inference(const ctx *x, phase_bytes *peak)
 {
     const oomi_model *m = x->m;
     double b = (double)x->w->k.batch, s = (double)x->w->k.seq_len, tp = (double)x->w->tp;
@@ -144,6 +144,10 @@ oom_phase oomi_est_inference(const ctx *x, mem *peak)
     }
     if (amp(x) || x->quant) /* one 16-bit weight copy at a time (its tp-th part) */
         t = (x->quant ? oomi_est_dequant(x) : 2.0 * oomi_est_max_linear(m)) / tp;
-    *peak = (mem){oomi_est_tp_weights(x), 0, 0, act + sc, lg, kv, t};
+    *peak = (phase_bytes){.weights = oomi_est_tp_weights(x),
+                          .activations = act + sc,
+                          .logits = lg,
+                          .kv_cache = kv,
+                          .temps = t};
     return OOM_PHASE_PREFILL;
 }

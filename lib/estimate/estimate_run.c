@@ -38,16 +38,16 @@ static uint64_t to_bytes(double v)
  * them); both over a floor (50 MiB on the H100); in a prefill, 40 % of the transient part.
  * Per-tensor waste is not modelled: a 30B MoE with 18,000 weight tensors left 0.02 GiB between
  * reserved and allocated. */
-static double reserved(const ctx *x, const mem *p, double allocated, oom_phase phase)
+static double reserved(const ctx *x, const phase_bytes *p, double allocated, oom_phase phase)
 {
     const oomi_coef *c = x->c;
     double lt = x->train ? oomi_est_logits_tensor(x) : 0, cache;
     if (x->train && phase == OOM_PHASE_OPTIMIZER)
-        cache = c->blocks_floor + c->blocks_optimizer * p->t;
+        cache = c->blocks_floor + c->blocks_optimizer * p->temps;
     else if (lt > 0)
         cache = c->blocks_floor + c->blocks_logits * lt;
     else
-        cache = c->blocks_transient * (p->a + p->l + p->t + p->kv);
+        cache = c->blocks_transient * (p->activations + p->logits + p->temps + p->kv_cache);
     return ceil((allocated + cache) / c->round) * c->round;
 }
 
@@ -169,7 +169,7 @@ static int setup(ctx *x, oom_workload *wb, oomi_model *rm, const oom_workload *w
 int oom_estimate_run(oom_estimate *out, const oom_workload *w)
 {
     ctx x;
-    mem p;
+    phase_bytes p;
     oom_workload wb;
     oomi_model rm;
     double alloc, res;
@@ -186,15 +186,16 @@ int oom_estimate_run(oom_estimate *out, const oom_workload *w)
     /* with a colocated vLLM engine the trainer does not generate: the engine's memory is the
      * planner's to split (docs/plan.md, "RL with a colocated rollout engine") */
     if (w->objective == OOMI_OBJECTIVE_GRPO && w->rollout == OOMI_ROLLOUT_NONE) {
-        mem g;
+        phase_bytes g;
         oomi_est_generation(&x, &g);
         if (oomi_est_sum(&g) > oomi_est_sum(&p))
             p = g, out->peak_phase = OOM_PHASE_PREFILL;
     }
-    out->weights = to_bytes(p.w), out->gradients = to_bytes(p.g), out->optimizer = to_bytes(p.o);
-    out->activations = to_bytes(p.a), out->logits = to_bytes(p.l), out->kv_cache = to_bytes(p.kv);
+    out->weights = to_bytes(p.weights), out->gradients = to_bytes(p.grads);
+    out->optimizer = to_bytes(p.optimizer), out->activations = to_bytes(p.activations);
+    out->logits = to_bytes(p.logits), out->kv_cache = to_bytes(p.kv_cache);
     /* the cuBLAS workspace, from the caching allocator: allocated, outside the blocks it keeps */
-    out->temporaries = to_bytes(p.t + oomi_cublas_workspace(w, x.c, NULL));
+    out->temporaries = to_bytes(p.temps + oomi_cublas_workspace(w, x.c, NULL));
     out->allocated_peak = out->weights + out->gradients + out->optimizer + out->activations +
                           out->logits + out->kv_cache + out->temporaries;
     alloc = (double)out->allocated_peak;
