@@ -205,7 +205,7 @@ typedef struct oomi_zero3 {
 } oomi_zero3;
 int oomi_zero3_of(oomi_zero3 *out, const oom_workload *w, double act);
 typedef struct oomi_zero3_cache oomi_zero3_cache;
-/* Replays kept for w->z3_cache (model.h): a searcher's scratch workload estimated at many knobs
+/* Replays kept for w->zero3.cache (model.h): a searcher's scratch workload estimated at many knobs
  * replays each distinct ZeRO-3 step once (estimate_zero3.c). _new: OOM_OK or OOM_ENOMEM. */
 int oomi_zero3_cache_new(oomi_zero3_cache **out);
 void oomi_zero3_cache_free(oomi_zero3_cache *c);

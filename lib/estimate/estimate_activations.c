@@ -152,13 +152,13 @@ static double lora_per_token(const ctx *x)
         return 0;
     if (x->ab < 4) /* 16-bit adapters: the input cast to them where the compute dtype differs;
                     * with dropout the 1-byte mask and the dropped copy lora_A saves */
-        in = x->w->lora_dropout > 0 ? 1 + x->ab : x->e != x->ab ? x->ab : 0;
-    else if (x->w->lora_dropout > 0)
+        in = x->w->lora.dropout > 0 ? 1 + x->ab : x->e != x->ab ? x->ab : 0;
+    else if (x->w->lora.dropout > 0)
         in = x->c->lora_dropout_in[x->e < 4 ? 0 : 1]; /* the mask and the dropped copy */
     else
         in = x->e < 4 ? x->c->lora_in_fp32 : 0;
     return in * (double)x->lora.in_elems +
-           8.0 * (double)x->w->lora_rank * (double)x->lora.n_adapted;
+           8.0 * (double)x->w->lora.rank * (double)x->lora.n_adapted;
 }
 
 /* --checkpointing op-sac: the bytes per token that torchtitan's op-level selective policy keeps
@@ -176,7 +176,7 @@ double oomi_est_op_sac(const ctx *x, double *recomputed)
 {
     const oomi_model *m = x->m;
     double e = amp(x) ? 2 : x->e, le = amp(x) ? 2 : 4, b = 0, s = (double)x->w->k.seq_len;
-    double qd = (double)(m->heads * m->head_dim), H = (double)m->heads, r = x->w->lora_rank;
+    double qd = (double)(m->heads * m->head_dim), H = (double)m->heads, r = x->w->lora.rank;
     long mms = 0;
     size_t i;
     *recomputed = 0; /* multiply-adds per token of the mms recomputed */
@@ -189,7 +189,7 @@ double oomi_est_op_sac(const ctx *x, double *recomputed)
             b += e * out;
         else
             *recomputed += in * out;
-        if (x->lora_on && oomi_lora_adapts(m, x->w->lora_targets, l->name)) {
+        if (x->lora_on && oomi_lora_adapts(m, x->w->lora.targets, l->name)) {
             if (++mms % 2)
                 b += le * r;
             else
@@ -210,9 +210,9 @@ double oomi_est_op_sac(const ctx *x, double *recomputed)
  * (workload_set.c); *above: the layers above the last one wrapped (not checkpointed). 0 without */
 double oomi_est_ckpt_layers(const ctx *x, double *above)
 {
-    long L = x->m->layers + x->m->enc_layers, n = x->w->ckpt_every > 1 ? x->w->ckpt_every : 1;
-    long c = x->w->ckpt_nth ? L / n : (L + n - 1) / n;
-    long top = x->w->ckpt_nth ? n * c - 1 : n * (c - 1); /* 0-based index of the last wrapped */
+    long L = x->m->layers + x->m->enc_layers, n = x->w->ckpt.every > 1 ? x->w->ckpt.every : 1;
+    long c = x->w->ckpt.nth ? L / n : (L + n - 1) / n;
+    long top = x->w->ckpt.nth ? n * c - 1 : n * (c - 1); /* 0-based index of the last wrapped */
     *above = 0;
     if (x->w->k.checkpointing != OOM_CHECKPOINTING_FULL || L <= 0 || c <= 0)
         return 0;
@@ -235,7 +235,7 @@ bool oomi_est_unwrapped_mix(const ctx *x, long *left, long *left_sparse, long *t
                             long *top_sparse)
 {
     const oomi_model *m = x->m;
-    long L = m->layers, n = x->w->ckpt_every > 1 ? x->w->ckpt_every : 1, last, i;
+    long L = m->layers, n = x->w->ckpt.every > 1 ? x->w->ckpt.every : 1, last, i;
     double above;
     *left = *left_sparse = *top_left = *top_sparse = 0;
     if (m->enc_layers > 0 || !oomi_est_mixed_layers(m) || L > OOMI_SPARSE_MAP_LAYERS ||
@@ -243,7 +243,7 @@ bool oomi_est_unwrapped_mix(const ctx *x, long *left, long *left_sparse, long *t
         return false;
     last = L - 1 - (long)above;
     for (i = 0; i < L; i++) {
-        bool wrapped = x->w->ckpt_nth ? (i + 1) % n == 0 : i % n == 0;
+        bool wrapped = x->w->ckpt.nth ? (i + 1) % n == 0 : i % n == 0;
         bool sparse = (m->sparse_map[i / 8] >> (i % 8)) & 1;
         if (wrapped)
             continue;
@@ -263,7 +263,7 @@ bool oomi_est_unwrapped_mix(const ctx *x, long *left, long *left_sparse, long *t
 void oomi_est_packed_batch(oom_workload *wb)
 {
     long rows, len;
-    if (wb->packing == OOMI_PACKING_NONE)
+    if (wb->packing.mode == OOMI_PACKING_NONE)
         return;
     oomi_packed_shape(wb, &rows, &len);
     wb->k.batch = rows, wb->k.seq_len = len;
@@ -287,7 +287,7 @@ static double doc_mask_per_layer(const ctx *x)
     const oomi_model *m = x->m;
     double rows = (double)x->w->k.batch, len = (double)x->w->k.seq_len, ea = amp(x) ? 2 : x->e;
     double qd = (double)(m->heads * m->head_dim), kvd = (double)(m->kv_heads * m->head_dim);
-    if (x->w->packing == OOMI_PACKING_NONE || x->w->k.attention != OOM_ATTENTION_SDPA)
+    if (x->w->packing.mode == OOMI_PACKING_NONE || x->w->k.attention != OOM_ATTENTION_SDPA)
         return 0;
     return rows * len * len * ea + (kvd < qd && ea < 4 ? rows * len * 2.0 * (qd - kvd) * ea : 0);
 }
@@ -299,7 +299,7 @@ static double doc_mask_per_layer(const ctx *x)
 static double doc_mask_kept(const ctx *x)
 {
     double len = (double)x->w->k.seq_len;
-    if (doc_mask_per_layer(x) <= 0 || oomi_est_ckpt_share(x) <= 0 || x->w->ckpt_offload)
+    if (doc_mask_per_layer(x) <= 0 || oomi_est_ckpt_share(x) <= 0 || x->w->ckpt.offload)
         return 0;
     return (double)x->w->k.batch * len * len;
 }
@@ -311,7 +311,7 @@ void oomi_est_activations(const ctx *x, double *all, double *one, double *at_rec
 {
     const oomi_model *m = x->m;
     double b = (double)x->w->k.batch, s = (double)x->w->k.seq_len;
-    double ds = x->w->decoder_seq ? (double)x->w->decoder_seq : s;
+    double ds = x->w->shape.decoder_seq ? (double)x->w->shape.decoder_seq : s;
     double per = layer_per_token(x), enc = 0, dec, saved, inputs, final, c = oomi_est_ckpt_share(x);
     double resid = x->e < 4 && !amp(x) ? 2 : 4; /* checkpointed layer inputs */
     double L = (double)(m->layers + m->enc_layers), above, mix_top = 0;
@@ -347,7 +347,7 @@ void oomi_est_activations(const ctx *x, double *all, double *one, double *at_rec
      * attention the cache costs nothing there (oomless trace, GPT-2 2 x 256 bf16 and amp-bf16:
      * the same activations with and without it, to 2 KiB). */
     if ((c > 0 ||
-         (x->w->packing != OOMI_PACKING_NONE && x->w->k.attention != OOM_ATTENTION_EAGER)) &&
+         (x->w->packing.mode != OOMI_PACKING_NONE && x->w->k.attention != OOM_ATTENTION_EAGER)) &&
         !strcmp(m->family, "gpt2"))
         saved -= (double)m->layers * b * ds * 2.0 * (double)(m->kv_heads * m->head_dim) *
                  (amp(x) ? 2 : x->e);
@@ -355,7 +355,7 @@ void oomi_est_activations(const ctx *x, double *all, double *one, double *at_rec
      * activation_checkpointing_enable(offload=True) runs each checkpoint under save_on_cpu); the
      * recompute brings one back to the device (oomless trace, Llama-3.2-1B bf16 4 x 1024 full:
      * the 268 MB of layer inputs gone, the final norm's 67 MB left) */
-    *all = (x->w->ckpt_offload ? 0 : c) * inputs + (1 - c) * saved + final;
+    *all = (x->w->ckpt.offload ? 0 : c) * inputs + (1 - c) * saved + final;
     /* the unwrapped layers as they are, not as the average layer: Llama 4 Maverick's every:2
      * wraps the dense layers and leaves every expert layer (oomless trace, a Llama 4 config of
      * two dense and two expert layers, LoRA bf16 2 x 1024 every:2: the estimate was 8 % low) */
@@ -367,7 +367,7 @@ void oomi_est_activations(const ctx *x, double *all, double *one, double *at_rec
         mix_top = b * ds *
                   ((double)top_sp * ps + (double)(top_left - top_sp) * pd - (double)top_left * per);
     }
-    if (x->w->ckpt_op && c > 0) { /* what the policy keeps; the recomputation reuses it */
+    if (x->w->ckpt.op && c > 0) { /* what the policy keeps; the recomputation reuses it */
         double mm, kept = oomi_est_op_sac(x, &mm);
         *all += L * b * ds * kept;
         *one -= b * ds * kept;
@@ -376,13 +376,13 @@ void oomi_est_activations(const ctx *x, double *all, double *one, double *at_rec
      * made to require a gradient (enable_input_require_grads), a leaf that autograd holds anyway:
      * it stays where the first layer is wrapped (oomless trace, Llama-3.2-1B LoRA 2 x 256
      * full+offload). GPT-2 adds its position embeddings first, and that sum leaves. */
-    if (c > 0 && x->w->ckpt_offload && x->frozen && m->block == OOMI_BLOCK_LLAMA &&
-        !(x->w->ckpt_nth && x->w->ckpt_every > 1))
+    if (c > 0 && x->w->ckpt.offload && x->frozen && m->block == OOMI_BLOCK_LLAMA &&
+        !(x->w->ckpt.nth && x->w->ckpt.every > 1))
         *all += inputs / L;
     *all += doc_mask_kept(x);
     *at_recompute = *all;
     if (c > 0) {
-        *one += lora_per_token(x) * b * ds / L + (x->w->ckpt_offload ? inputs / L : 0);
+        *one += lora_per_token(x) * b * ds / L + (x->w->ckpt.offload ? inputs / L : 0);
         oomi_est_ckpt_layers(x, &above);
         *at_recompute -= above / L * saved + mix_top;
     }

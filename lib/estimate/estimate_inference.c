@@ -7,7 +7,7 @@
 double oomi_est_tp_kv_heads(const ctx *x)
 {
     long kv = x->m->kv_heads > 0 ? x->m->kv_heads : x->m->heads;
-    return kv >= x->w->tp ? (double)(kv / x->w->tp) : 1;
+    return kv >= x->w->parallel.tp ? (double)(kv / x->w->parallel.tp) : 1;
 }
 
 /* What a serving engine allocates per layer type (vLLM's KV-cache specs, vllm/v1/
@@ -25,13 +25,13 @@ double oomi_est_tp_kv_heads(const ctx *x)
 void oomi_kv_layout_of(oomi_kv_layout *out, const oom_workload *w)
 {
     const oomi_model *m = w->model;
-    long tp = w->tp > 1 ? w->tp : 1;
+    long tp = w->parallel.tp > 1 ? w->parallel.tp : 1;
     long kv = m->kv_heads > 0 ? m->kv_heads : m->heads;
 
     memset(out, 0, sizeof(*out));
     if (w->k.method != OOM_METHOD_INFERENCE || m->block == OOMI_BLOCK_BERT)
         return;
-    out->vllm = !w->kv_transformers;
+    out->vllm = !w->serve.kv_transformers;
     out->latent = m->kv_lora > 0;
     out->full = m->layers;
     if (out->vllm && m->window > 0 && m->window_layers > 0) {
@@ -59,7 +59,7 @@ double oomi_kv_bytes(const oomi_kv_layout *kv, double batch, double seq, double 
 static double fitted_prefill(const ctx *x, const oomi_infer_coef *c, double b, double s)
 {
     const oomi_model *m = x->m;
-    double tp = (double)x->w->tp, heads = (double)m->heads / tp, h = (double)m->hidden;
+    double tp = (double)x->w->parallel.tp, heads = (double)m->heads / tp, h = (double)m->hidden;
     double f = m->ffn_tok_max / tp, a = 0, per = 0, hc = 0, act, att, hd = 0;
 
     if (c->moe_kh > 0 && m->sparse_layers > 0) {
@@ -83,8 +83,8 @@ static double fitted_prefill(const ctx *x, const oomi_infer_coef *c, double b, d
 oom_phase oomi_est_inference(const ctx *x, phase_bytes *peak)
 {
     const oomi_model *m = x->m;
-    double b = (double)x->w->k.batch, s = (double)x->w->k.seq_len, tp = (double)x->w->tp;
-    double ds = x->w->decoder_seq ? (double)x->w->decoder_seq : s;
+    double b = (double)x->w->k.batch, s = (double)x->w->k.seq_len, tp = (double)x->w->parallel.tp;
+    double ds = x->w->shape.decoder_seq ? (double)x->w->shape.decoder_seq : s;
     double kvd = oomi_est_tp_kv_heads(x) * (double)m->head_dim, f = m->ffn_tok_max / tp;
     double heads = (double)m->heads / tp;
     double kv = 0, act, t = 0, sc = 0, lg = 0;
@@ -92,7 +92,7 @@ oom_phase oomi_est_inference(const ctx *x, phase_bytes *peak)
     oomi_kv_layout lay;
     size_t i;
 
-    if (every_expert && !x->w->kv_transformers) {
+    if (every_expert && !x->w->serve.kv_transformers) {
         /* a serving engine dispatches each token to its top-k experts (vLLM's FusedMoE), where
          * transformers' Llama4TextMoe runs them all */
         double sparse = (double)m->topk * (double)m->ffn + (double)m->shared_ffn;

@@ -70,39 +70,39 @@ static json_object *workload_json(const oom_workload *w, const oom_estimate_repo
     oomi_json_put(o, "sharding", json_object_new_string(oomi_sharding_text(w)));
     if (oomi_fsdp2(w)) {
         oomi_json_put(o, "fsdp_param_dtype",
-                      json_object_new_string(w->fsdp_bf16 ? "bf16" : "fp32"));
+                      json_object_new_string(w->fsdp2.bf16 ? "bf16" : "fp32"));
         oomi_json_put(o, "reshard_after_forward",
-                      w->fsdp_reshard > 1 ? json_object_new_int64(w->fsdp_reshard)
-                                          : json_object_new_boolean(w->fsdp_reshard == 0));
+                      w->fsdp2.reshard > 1 ? json_object_new_int64(w->fsdp2.reshard)
+                                           : json_object_new_boolean(w->fsdp2.reshard == 0));
     }
     oomi_json_put(o, "offload", json_object_new_string(oom_offload_name(k.offload)));
     if (lora) {
-        oomi_json_put(o, "lora_rank", json_object_new_int64(w->lora_rank));
+        oomi_json_put(o, "lora_rank", json_object_new_int64(w->lora.rank));
         oomi_json_put(o, "lora_targets",
-                      json_object_new_string(w->lora_targets ? w->lora_targets
+                      json_object_new_string(w->lora.targets ? w->lora.targets
                                              : w->model      ? w->model->default_targets
                                                              : "default"));
-        oomi_json_put(o, "lora_dropout", json_object_new_double(w->lora_dropout));
+        oomi_json_put(o, "lora_dropout", json_object_new_double(w->lora.dropout));
     }
     if (r->objective)
         oomi_json_put(o, "objective", objective_json(r));
     if (r->packing)
         oomi_json_put(o, "packing", packing_json(r));
-    if (w->tp > 1)
-        oomi_json_put(o, "tensor_parallel", json_object_new_int64(w->tp));
+    if (w->parallel.tp > 1)
+        oomi_json_put(o, "tensor_parallel", json_object_new_int64(w->parallel.tp));
     if (k.method == OOM_METHOD_INFERENCE)
-        oomi_json_put(
-            o, "kv_cache",
-            json_object_new_string(OOMI_VALUE_NAME(oomi_kv_cache_values, w->kv_transformers)));
-    if (w->keep_grads)
+        oomi_json_put(o, "kv_cache",
+                      json_object_new_string(
+                          OOMI_VALUE_NAME(oomi_kv_cache_values, w->serve.kv_transformers)));
+    if (w->runtime.keep_grads)
         oomi_json_put(o, "keep_grads", json_object_new_boolean(1));
-    if (w->overhead != OOM_UNKNOWN)
-        oomi_json_put(o, "overhead", oomi_json_size(w->overhead));
-    if (w->decoder_seq)
-        oomi_json_put(o, "decoder_seq", json_object_new_int64(w->decoder_seq));
-    if (w->max_pos_override)
-        oomi_json_put(o, "max_positions", json_object_new_int64(w->max_pos_override));
-    oomi_json_put(o, "gpu", w->has_gpu ? json_object_new_string(w->gpu_id) : NULL);
+    if (w->runtime.overhead != OOM_UNKNOWN)
+        oomi_json_put(o, "overhead", oomi_json_size(w->runtime.overhead));
+    if (w->shape.decoder_seq)
+        oomi_json_put(o, "decoder_seq", json_object_new_int64(w->shape.decoder_seq));
+    if (w->shape.max_positions)
+        oomi_json_put(o, "max_positions", json_object_new_int64(w->shape.max_positions));
+    oomi_json_put(o, "gpu", w->gpu.known ? json_object_new_string(w->gpu.id) : NULL);
     return o;
 }
 

@@ -9,8 +9,8 @@
 double oomi_est_loss_tokens(const ctx *x)
 {
     double s = (double)x->w->k.seq_len;
-    if (x->w->objective == OOMI_OBJECTIVE_GRPO)
-        s = x->w->completion_len ? (double)x->w->completion_len : floor(s / 2);
+    if (x->w->objective.kind == OOMI_OBJECTIVE_GRPO)
+        s = x->w->objective.completion_len ? (double)x->w->objective.completion_len : floor(s / 2);
     return (double)x->w->k.batch * s;
 }
 
@@ -44,10 +44,10 @@ static void fused_head(const ctx *x, double *fwd, double *bwd)
  * heads, reward models) */
 static double logit_rows(const ctx *x)
 {
-    double tokens =
-        (double)x->w->k.batch * (double)(x->w->decoder_seq ? x->w->decoder_seq : x->w->k.seq_len);
+    double tokens = (double)x->w->k.batch *
+                    (double)(x->w->shape.decoder_seq ? x->w->shape.decoder_seq : x->w->k.seq_len);
     if (x->m->head == OOMI_HEAD_SEQ_CLS || x->m->head == OOMI_HEAD_BASE ||
-        x->w->objective == OOMI_OBJECTIVE_REWARD)
+        x->w->objective.kind == OOMI_OBJECTIVE_REWARD)
         return 0;
     if (x->w->k.loss == OOM_LOSS_CHUNKED && tokens > x->c->chunk_tokens)
         tokens = x->c->chunk_tokens;
@@ -65,7 +65,8 @@ void oomi_est_logits(const ctx *x, double *fwd, double *bwd)
         fused_head(x, fwd, bwd);
         return;
     }
-    if (x->w->objective == OOMI_OBJECTIVE_SIMPO || x->w->objective == OOMI_OBJECTIVE_ORPO) {
+    if (x->w->objective.kind == OOMI_OBJECTIVE_SIMPO ||
+        x->w->objective.kind == OOMI_OBJECTIVE_ORPO) {
         /* TRL's CPOTrainer (SimPO) and ORPOTrainer: the model's logits as they come (the compute
          * dtype, 16-bit under autocast), their log-probs by selective_log_softmax's kernel
          * (trl/kernels/logprob_entropy.py: fp32 values per row only, then the logits' gradient
@@ -74,7 +75,8 @@ void oomi_est_logits(const ctx *x, double *fwd, double *bwd)
          * chosen element then, traced). oomless trace --objective simpo|orpo: the logits at the
          * forward's end and twice them in the backward, ORPO's chosen half beside them */
         double le = amp(x) ? 2 : x->e;
-        double nll = x->w->objective == OOMI_OBJECTIVE_ORPO ? (le + (amp(x) ? 6 : le)) * n / 2 : 0;
+        double nll =
+            x->w->objective.kind == OOMI_OBJECTIVE_ORPO ? (le + (amp(x) ? 6 : le)) * n / 2 : 0;
         *fwd = le * n + nll;
         *bwd = 2 * le * n + nll;
     } else if (x->w->k.loss != OOM_LOSS_CHUNKED &&

@@ -18,39 +18,40 @@ static bool dup(char **dst, const char *s)
 static bool fill_objective(oom_estimate_report *r, const oom_workload *w)
 {
     oomi_reference ref = oomi_reference_of(w);
-    if (w->objective == OOMI_OBJECTIVE_SFT)
+    if (w->objective.kind == OOMI_OBJECTIVE_SFT)
         return true;
-    r->sequences_per_forward = w->k.batch * oomi_objective_sequences(w->objective);
-    r->precompute_ref = w->precompute_ref;
-    if (w->objective == OOMI_OBJECTIVE_GRPO) {
-        r->completion_len = w->completion_len ? w->completion_len : w->k.seq_len / 2;
-        r->num_generations = w->num_generations;
+    r->sequences_per_forward = w->k.batch * oomi_objective_sequences(w->objective.kind);
+    r->precompute_ref = w->objective.precompute_ref;
+    if (w->objective.kind == OOMI_OBJECTIVE_GRPO) {
+        r->completion_len =
+            w->objective.completion_len ? w->objective.completion_len : w->k.seq_len / 2;
+        r->num_generations = w->objective.num_generations;
         r->prompt_len = w->k.seq_len - r->completion_len;
         r->generation_batch = w->k.batch * w->k.grad_accum;
-        r->sleep_mode = w->rollout != OOMI_ROLLOUT_NONE ? w->sleep_level : 0;
-        if (!dup(&r->rollout, OOMI_VALUE_NAME(oomi_rollout_values, w->rollout)))
+        r->sleep_mode = w->objective.rollout != OOMI_ROLLOUT_NONE ? w->objective.sleep_level : 0;
+        if (!dup(&r->rollout, OOMI_VALUE_NAME(oomi_rollout_values, w->objective.rollout)))
             return false;
     }
-    return dup(&r->objective, OOMI_VALUE_NAME(oomi_objective_values, w->objective)) &&
-           dup(&r->batch_counts, oomi_objective_unit(w->objective)) &&
+    return dup(&r->objective, OOMI_VALUE_NAME(oomi_objective_values, w->objective.kind)) &&
+           dup(&r->batch_counts, oomi_objective_unit(w->objective.kind)) &&
            dup(&r->reference, OOMI_VALUE_NAME(oomi_reference_values, ref)) &&
            dup(&r->reference_precision,
                ref != OOMI_REFERENCE_COPY
                    ? NULL
-                   : oom_precision_name(w->ref_precision != OOM_PRECISION_AUTO
-                                            ? w->ref_precision
+                   : oom_precision_name(w->objective.ref_precision != OOM_PRECISION_AUTO
+                                            ? w->objective.ref_precision
                                             : oomi_resolved_precision(w)));
 }
 
 /* the micro-batch as the model sees it under packing (docs/estimate.md, "Sequence packing") */
 static bool fill_packing(oom_estimate_report *r, const oom_workload *w)
 {
-    if (w->packing == OOMI_PACKING_NONE)
+    if (w->packing.mode == OOMI_PACKING_NONE)
         return true;
     oomi_packed_shape(w, &r->pack_rows, &r->pack_row_tokens);
     r->tokens_per_batch = r->pack_rows * r->pack_row_tokens;
     r->longest_document = w->k.seq_len;
-    return dup(&r->packing, OOMI_VALUE_NAME(oomi_packing_values, w->packing)) &&
+    return dup(&r->packing, OOMI_VALUE_NAME(oomi_packing_values, w->packing.mode)) &&
            dup(&r->attention_path, w->k.attention == OOM_ATTENTION_FLASH ? "varlen kernel, no mask"
                                    : w->k.attention == OOM_ATTENTION_SDPA
                                        ? "4D document mask, memory-efficient kernel"
@@ -67,7 +68,7 @@ static int fill_workload(oom_estimate_report *r, const oom_workload *w)
     r->knobs = (oom_knobs)OOM_KNOBS_INIT;
     if ((err = oom_workload_get_knobs(&r->knobs, w)))
         return err;
-    r->tensor_parallel = w->tp;
+    r->tensor_parallel = w->parallel.tp;
     if (w->model && (err = oom_workload_model(&mi, w)))
         return err;
     if (!dup(&r->model, w->model ? mi.name : NULL) ||
@@ -87,7 +88,8 @@ static int fill_confidence(oom_estimate_report *r, const oom_workload *w, const 
 {
     oomi_conf c;
     int err;
-    if ((err = oomi_confidence_class(&c, &r->knobs, w->tp, w->overhead != OOM_UNKNOWN, 0.95)))
+    if ((err = oomi_confidence_class(&c, &r->knobs, w->parallel.tp,
+                                     w->runtime.overhead != OOM_UNKNOWN, 0.95)))
         return err;
     r->allocated_peak_upper95 = oomi_confidence_bound(&c, e->allocated_peak, false);
     r->reserved_peak_upper95 = oomi_confidence_bound(&c, e->reserved_peak, false);

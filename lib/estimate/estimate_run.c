@@ -54,8 +54,8 @@ static double reserved(const ctx *x, const phase_bytes *p, double allocated, oom
 /* a no-grad reference forward in every step (DPO, IPO, KTO with a reference not precomputed) */
 static bool reference_forward(const oom_workload *w)
 {
-    return oomi_reference_of(w) != OOMI_REFERENCE_NONE && !w->precompute_ref &&
-           w->objective != OOMI_OBJECTIVE_GRPO;
+    return oomi_reference_of(w) != OOMI_REFERENCE_NONE && !w->objective.precompute_ref &&
+           w->objective.kind != OOMI_OBJECTIVE_GRPO;
 }
 
 double oomi_estimate_passes(const oom_workload *w)
@@ -73,7 +73,7 @@ static void flops(oom_estimate *out, const ctx *x)
         2.0 * (double)(m->layers + m->enc_layers) * x->context * (double)(m->heads * m->head_dim);
     double fwd = 2 * N + attn, mult, again = oomi_est_ckpt_share(x), mm;
     /* op-sac recomputes the mms it does not keep, not the attention nor the others' FLOPs */
-    if (x->train && x->w->ckpt_op && k->checkpointing == OOM_CHECKPOINTING_FULL) {
+    if (x->train && x->w->ckpt.op && k->checkpointing == OOM_CHECKPOINTING_FULL) {
         oomi_est_op_sac(x, &mm);
         again = 2.0 * mm * (double)m->layers / fwd;
     }
@@ -94,7 +94,7 @@ static const oomi_model *reward_model(oomi_model *rm, const oom_workload *w)
 {
     const oomi_model *m = w->model;
     uint64_t score = (uint64_t)m->hidden;
-    if (w->objective != OOMI_OBJECTIVE_REWARD || m->head != OOMI_HEAD_CAUSAL_LM)
+    if (w->objective.kind != OOMI_OBJECTIVE_REWARD || m->head != OOMI_HEAD_CAUSAL_LM)
         return m;
     *rm = *m;
     rm->head = OOMI_HEAD_SEQ_CLS, rm->labels = 1;
@@ -120,12 +120,13 @@ static int setup(ctx *x, oom_workload *wb, oomi_model *rm, const oom_workload *w
     /* the policy's forward carries chosen and rejected concatenated: 2 x --batch sequences
      * (concatenated_inputs in DPOTrainer, CPOTrainer, ORPOTrainer; RewardTrainer) */
     *wb = *w;
-    wb->k.batch = w->k.batch * oomi_objective_sequences(w->objective);
+    wb->k.batch = w->k.batch * oomi_objective_sequences(w->objective.kind);
     /* the masked kernels (SDPA's memory-efficient one, eager) compute every score of a packed
      * row and mask the other documents' away; the varlen kernels skip them */
-    x->context = (double)(w->packing != OOMI_PACKING_NONE && w->k.attention == OOM_ATTENTION_FLASH
-                              ? w->k.seq_len
-                              : 0);
+    x->context =
+        (double)(w->packing.mode != OOMI_PACKING_NONE && w->k.attention == OOM_ATTENTION_FLASH
+                     ? w->k.seq_len
+                     : 0);
     oomi_est_packed_batch(wb);
     if (!(x->context > 0))
         x->context = (double)wb->k.seq_len;
@@ -139,17 +140,17 @@ static int setup(ctx *x, oom_workload *wb, oomi_model *rm, const oom_workload *w
     x->nf4 = oomi_nf4_base(w);
     x->dq = oomi_double_quant(w);
     /* PEFT upcasts 16-bit adapters to fp32 (autocast_adapter_dtype=True in get_peft_model) */
-    x->ab = w->adapter_dtype == OOMI_ADAPTER_BF16 ? 2 : 4;
+    x->ab = w->lora.adapter_dtype == OOMI_ADAPTER_BF16 ? 2 : 4;
     x->frozen = x->lora_on;
     x->e = x->prec == OOM_PRECISION_FP32 ? 4 : 2;
     x->n = (double)w->k.gpus;
     x->fsdp2 = oomi_fsdp2(w) && x->train;
     if (x->fsdp2 && amp(x)) /* MixedPrecisionPolicy's param_dtype: 16-bit compute, no autocast */
         x->prec = x->prec == OOM_PRECISION_AMP_FP16 ? OOM_PRECISION_FP16 : OOM_PRECISION_BF16;
-    x->fused = w->objective == OOMI_OBJECTIVE_DPO || w->objective == OOMI_OBJECTIVE_IPO ||
-               w->objective == OOMI_OBJECTIVE_KTO || w->objective == OOMI_OBJECTIVE_GRPO;
+    x->fused = w->objective.kind == OOMI_OBJECTIVE_DPO || w->objective.kind == OOMI_OBJECTIVE_IPO ||
+               w->objective.kind == OOMI_OBJECTIVE_KTO || w->objective.kind == OOMI_OBJECTIVE_GRPO;
     x->ref_fwd = reference_forward(w);
-    if (x->lora_on && (err = oomi_lora_resolve(&x->lora, x->m, w->lora_targets, w->lora_rank)))
+    if (x->lora_on && (err = oomi_lora_resolve(&x->lora, x->m, w->lora.targets, w->lora.rank)))
         return err;
     /* a multimodal checkpoint trained on text: its vision tower gets no gradient, so AdamW keeps
      * no state for it (oomless trace, Gemma 3 12B full fine-tune: 11.77 B trained of 12.19 B) */
@@ -185,7 +186,7 @@ int oom_estimate_run(oom_estimate *out, const oom_workload *w)
     out->peak_phase = x.train ? oomi_est_training(&x, &p) : oomi_est_inference(&x, &p);
     /* with a colocated vLLM engine the trainer does not generate: the engine's memory is the
      * planner's to split (docs/plan.md, "RL with a colocated rollout engine") */
-    if (w->objective == OOMI_OBJECTIVE_GRPO && w->rollout == OOMI_ROLLOUT_NONE) {
+    if (w->objective.kind == OOMI_OBJECTIVE_GRPO && w->objective.rollout == OOMI_ROLLOUT_NONE) {
         phase_bytes g;
         oomi_est_generation(&x, &g);
         if (oomi_est_sum(&g) > oomi_est_sum(&p))

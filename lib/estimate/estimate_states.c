@@ -58,8 +58,8 @@ double oomi_est_optimizer_states(const ctx *x, double state, double master)
         return p * (state + master);
     case OOM_OPTIMIZER_ADAFACTOR: {
         /* factored second moment: rows + columns per matrix */
-        double f = x->lora_on ? (double)x->lora.params / (double)x->w->lora_rank +
-                                    2.0 * (double)x->w->lora_rank * (double)x->lora.n_adapted
+        double f = x->lora_on ? (double)x->lora.params / (double)x->w->lora.rank +
+                                    2.0 * (double)x->w->lora.rank * (double)x->lora.n_adapted
                               : (double)x->m->factored;
         return f * state + p * master;
     }
@@ -78,7 +78,7 @@ void oomi_est_fsdp2(const ctx *x, fsdp2_mem *f)
      * keeps the sharded gradient in the parameter dtype; no separate master copy): fp32 under
      * torchtitan's MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=float32); the
      * reduce-scatter runs in it too (reduce_dtype, _fsdp_collectives.py foreach_reduce) */
-    double ps = x->w->fsdp_bf16 ? 2 : 4, c = x->e, r = ps, n = x->n, P = (double)m->params;
+    double ps = x->w->fsdp2.bf16 ? 2 : 4, c = x->e, r = ps, n = x->n, P = (double)m->params;
     double B = (double)m->params_layer_max, L = (double)(m->layers + m->enc_layers);
     double R = P - L * B, kept, rs;
     if (R < (double)(m->params_embed + m->params_lm_head)) /* blocks of unequal size */
@@ -90,18 +90,18 @@ void oomi_est_fsdp2(const ctx *x, fsdp2_mem *f)
     /* after the forward the root keeps its parameters unsharded (fully_shard sets the root's
      * reshard_after_forward to False); blocks free theirs (True), keep them (False) or keep a
      * 1/N shard of them (an int N: _sharded_post_forward_param_data, _fsdp_param.py) */
-    kept = x->w->fsdp_reshard == 0  ? 0
-           : x->w->fsdp_reshard < 0 ? (P - R) * c
-                                    : (P - R) * c / (double)x->w->fsdp_reshard;
+    kept = x->w->fsdp2.reshard == 0  ? 0
+           : x->w->fsdp2.reshard < 0 ? (P - R) * c
+                                     : (P - R) * c / (double)x->w->fsdp2.reshard;
     /* the last block's forward: what is kept, its parameters copied out of the all-gather
      * output, which is still alive (foreach_all_gather_copy_out, _fsdp_collectives.py) */
-    f->fwd = R * c + kept + (x->w->fsdp_reshard < 0 ? B * c : 2 * B * c);
+    f->fwd = R * c + kept + (x->w->fsdp2.reshard < 0 ? B * c : 2 * B * c);
     /* a block's reduce-scatter: its unsharded gradients in the compute dtype, the flat input in
      * reduce_dtype and the 1/n output (foreach_reduce's reduce_scatter_input, reduce_output) */
     rs = c + r + r / n;
     /* during a block's backward: its gathered parameters and the next block's, all-gathered
      * ahead (FSDPParamGroup's backward prefetch); none regathered when kept unsharded */
-    f->bwd = R * c + kept + B * rs + (x->w->fsdp_reshard < 0 ? 0 : 2 * B * c);
+    f->bwd = R * c + kept + B * rs + (x->w->fsdp2.reshard < 0 ? 0 : 2 * B * c);
     /* the backward's end: the root, resharded after backward, reduce-scatters the embeddings'
      * and the head's gradients, whose sharded copies do not exist yet */
     f->end = R * rs - R * ps / n;
@@ -158,7 +158,7 @@ double oomi_est_paged_share(const ctx *x)
 double oomi_est_tp_weights(const ctx *x)
 {
     const oomi_model *m = x->m;
-    double all = oomi_est_weights(x), tp = (double)x->w->tp;
+    double all = oomi_est_weights(x), tp = (double)x->w->parallel.tp;
     double kept = (double)(m->params - m->params_linear - m->params_embed - m->params_lm_head);
     if (tp <= 1 || kept < 0)
         return all;
@@ -171,8 +171,8 @@ double oomi_est_tp_weights(const ctx *x)
 double oomi_est_reference_weights(const ctx *x)
 {
     ctx r = *x;
-    oom_precision p = x->w->ref_precision;
-    if (oomi_reference_of(x->w) != OOMI_REFERENCE_COPY || x->w->precompute_ref)
+    oom_precision p = x->w->objective.ref_precision;
+    if (oomi_reference_of(x->w) != OOMI_REFERENCE_COPY || x->w->objective.precompute_ref)
         return 0;
     r.lora_on = false;
     if (p != OOM_PRECISION_AUTO) {

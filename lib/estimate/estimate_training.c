@@ -136,7 +136,7 @@ static gathers shard(const ctx *x, states *s, copies *c)
  * each step) or when kept (set_to_none=False), and DDP's buckets */
 static double early_grads(const ctx *x, const states *s)
 {
-    return (x->w->k.grad_accum > 1 || x->w->keep_grads ? s->grads : 0) + s->buckets;
+    return (x->w->k.grad_accum > 1 || x->w->runtime.keep_grads ? s->grads : 0) + s->buckets;
 }
 
 /* The forward's end: every saved activation and the loss's logits; autocast caches the casts of
@@ -262,11 +262,12 @@ void oomi_est_generation(const ctx *x, phase_bytes *out)
     ctx y = *x;
     phase_bytes p;
     double s = (double)x->w->k.seq_len,
-           comp = x->w->completion_len ? (double)x->w->completion_len : floor(s / 2), grad, state,
-           master, kvd = oomi_est_tp_kv_heads(x) * (double)x->m->head_dim;
+           comp = x->w->objective.completion_len ? (double)x->w->objective.completion_len
+                                                 : floor(s / 2),
+           grad, state, master, kvd = oomi_est_tp_kv_heads(x) * (double)x->m->head_dim;
     g.k.batch = x->w->k.batch * x->w->k.grad_accum;
     g.k.seq_len = (long)(s - comp);
-    g.tp = 1;
+    g.parallel.tp = 1;
     y.w = &g;
     oomi_est_inference(&y, &p);
     oomi_est_train_bytes(x, &grad, &state, &master);
@@ -276,11 +277,11 @@ void oomi_est_generation(const ctx *x, phase_bytes *out)
         p.optimizer /= x->n;
     if (x->w->k.offload != OOM_OFFLOAD_NONE)
         p.optimizer = 0;
-    p.grads = x->w->keep_grads ? x->trainable * grad : 0;
+    p.grads = x->w->runtime.keep_grads ? x->trainable * grad : 0;
     if (x->fsdp2) { /* the sharded states; the engine-less generation gathers as the forward */
         fsdp2_mem f;
         oomi_est_fsdp2(x, &f);
-        p.weights = f.w + x->wref, p.optimizer = f.o, p.grads = x->w->keep_grads ? f.g : 0;
+        p.weights = f.w + x->wref, p.optimizer = f.o, p.grads = x->w->runtime.keep_grads ? f.g : 0;
         p.temps += f.fwd;
     }
     p.kv_cache = (double)x->m->layers * 2 * kvd * (double)g.k.batch * s * x->e;

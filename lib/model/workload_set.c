@@ -46,9 +46,9 @@ static int set_targets(oom_workload *w, const char *value)
         return oomi_fail(OOM_EINVAL, "lora-targets '' is empty");
     if (!(t = oomi_strdup(value)))
         return oomi_nomem();
-    oomi_free(w->lora_targets);
-    w->lora_targets = t;
-    w->lora_targets_set = true;
+    oomi_free(w->lora.targets);
+    w->lora.targets = t;
+    w->lora.targets_set = true;
     return OOM_OK;
 }
 
@@ -60,8 +60,8 @@ static int set_dropout(oom_workload *w, const char *value)
         return err;
     if (p < 0 || p >= 1)
         return oomi_fail(OOM_EINVAL, "lora-dropout '%s' must be in [0, 1)", value);
-    w->lora_dropout = p;
-    w->lora_dropout_set = true;
+    w->lora.dropout = p;
+    w->lora.dropout_set = true;
     return OOM_OK;
 }
 
@@ -72,13 +72,13 @@ static int set_preference(oom_workload *w, const char *key, const char *value)
     if (err)
         return err;
     if (!strcmp(key, "objective"))
-        w->objective = v;
+        w->objective.kind = v;
     else if (!strcmp(key, "reference"))
-        w->reference = v;
+        w->objective.reference = v;
     else if (!strcmp(key, "reference-precision"))
-        w->ref_precision = (oom_precision)v;
+        w->objective.ref_precision = (oom_precision)v;
     else
-        w->precompute_ref = v == 1;
+        w->objective.precompute_ref = v == 1;
     return OOM_OK;
 }
 
@@ -109,7 +109,7 @@ static int set_cublas(oom_workload *w, const char *value)
                          "cublas-workspace '%s' is not ':SIZE_KIB:COUNT' pairs "
                          "(CUBLAS_WORKSPACE_CONFIG, e.g. :4096:8)",
                          value);
-    w->cublas_ws = total;
+    w->runtime.cublas_ws = total;
     return OOM_OK;
 }
 
@@ -161,10 +161,10 @@ static int set_checkpointing(oom_workload *w, const char *key, const char *value
         return OOM_EINVAL;
     }
     w->k.checkpointing = (oom_checkpointing)v;
-    w->ckpt_every = (long)every;
-    w->ckpt_nth = nth;
-    w->ckpt_offload = offload;
-    w->ckpt_op = !strcmp(base, "op-sac");
+    w->ckpt.every = (long)every;
+    w->ckpt.nth = nth;
+    w->ckpt.offload = offload;
+    w->ckpt.op = !strcmp(base, "op-sac");
     return OOM_OK;
 }
 
@@ -178,27 +178,27 @@ static int set_fsdp2(oom_workload *w, const char *key, const char *value)
     if (!strcmp(key, "sharding")) {
         if ((err = parse_enum(&v, key, value)))
             return err;
-        w->fsdp2 = v == OOM_SHARDING_ZERO3 + 1; /* the value after zero3 */
-        w->k.sharding = w->fsdp2 ? OOM_SHARDING_ZERO3 : (oom_sharding)v;
+        w->fsdp2.on = v == OOM_SHARDING_ZERO3 + 1; /* the value after zero3 */
+        w->k.sharding = w->fsdp2.on ? OOM_SHARDING_ZERO3 : (oom_sharding)v;
         return OOM_OK;
     }
     if (!strcmp(key, "fsdp-param-dtype")) {
         if ((err = parse_enum(&v, key, value)))
             return err;
-        w->fsdp_bf16 = v == 1, w->fsdp_dtype_set = true;
+        w->fsdp2.bf16 = v == 1, w->fsdp2.dtype_set = true;
         return OOM_OK;
     }
     /* yes, no, or a count of GPUs (the form N) */
     if (value[0] >= '0' && value[0] <= '9') {
         if ((err = oomi_parse_long(&n, value, 2, 1LL << 30, key)))
             return err;
-        w->fsdp_reshard = (long)n;
+        w->fsdp2.reshard = (long)n;
     } else if ((err = parse_enum(&v, key, value))) {
         return err;
     } else {
-        w->fsdp_reshard = v == 1 ? -1 : 0;
+        w->fsdp2.reshard = v == 1 ? -1 : 0;
     }
-    w->reshard_set = true;
+    w->fsdp2.reshard_set = true;
     return OOM_OK;
 }
 
@@ -208,8 +208,8 @@ static int set_zero3(oom_workload *w, const char *key, const char *value)
     static const char *const keys[] = {"zero3-max-live-params", "zero3-prefetch-bucket",
                                        "zero3-persistence-threshold", "zero3-max-reuse-distance",
                                        "zero3-reduce-bucket"};
-    double *const fields[] = {&w->z3_live, &w->z3_prefetch, &w->z3_persist, &w->z3_reuse,
-                              &w->z3_reduce};
+    double *const fields[] = {&w->zero3.max_live, &w->zero3.prefetch, &w->zero3.persistence,
+                              &w->zero3.reuse, &w->zero3.reduce};
     size_t i;
     double v;
     int err;
@@ -258,77 +258,79 @@ static int set_one(oom_workload *w, const char *key, const char *value)
     if (!strcmp(key, "gpus"))
         return parse_count(&w->k.gpus, key, value, 1);
     if (!strcmp(key, "decoder-seq"))
-        return parse_count(&w->decoder_seq, key, value, 1);
+        return parse_count(&w->shape.decoder_seq, key, value, 1);
     if (!strncmp(key, "zero3-", 6))
         return set_zero3(w, key, value);
     if (!strcmp(key, "tensor-parallel"))
-        return parse_count(&w->tp, key, value, 1);
+        return parse_count(&w->parallel.tp, key, value, 1);
     if (!strcmp(key, "max-num-batched-tokens"))
-        return parse_count(&w->serve_tokens, key, value, 1);
+        return parse_count(&w->serve.tokens, key, value, 1);
     if (!strcmp(key, "max-num-seqs"))
-        return parse_count(&w->serve_seqs, key, value, 1);
+        return parse_count(&w->serve.seqs, key, value, 1);
     if (!strcmp(key, "max-positions"))
-        return parse_count(&w->max_pos_override, key, value, 1);
+        return parse_count(&w->shape.max_positions, key, value, 1);
     if (!strcmp(key, "lora-rank")) {
-        if (!(err = parse_count(&w->lora_rank, key, value, 1)))
-            w->lora_rank_set = true;
+        if (!(err = parse_count(&w->lora.rank, key, value, 1)))
+            w->lora.rank_set = true;
         return err;
     }
     if (!strcmp(key, "keep-grads") || !strcmp(key, "kv-cache")) {
         unsigned v; /* no, yes; vllm, transformers */
         if ((err = parse_enum(&v, key, value)))
             return err;
-        *(!strcmp(key, "keep-grads") ? &w->keep_grads : &w->kv_transformers) = v == 1;
+        *(!strcmp(key, "keep-grads") ? &w->runtime.keep_grads : &w->serve.kv_transformers) = v == 1;
         return OOM_OK;
     }
     if (!strcmp(key, "double-quant") || !strcmp(key, "kbit-prepare"))
-        return parse_enum(key[0] == 'd' ? &w->double_quant : &w->kbit_prepare, key, value);
+        return parse_enum(key[0] == 'd' ? &w->quant.double_quant : &w->quant.kbit_prepare, key,
+                          value);
     if (!strcmp(key, "adapter-dtype"))
-        return parse_enum(&w->adapter_dtype, key, value);
+        return parse_enum(&w->lora.adapter_dtype, key, value);
     if (!strcmp(key, "objective") || !strcmp(key, "reference") ||
         !strcmp(key, "reference-precision") || !strcmp(key, "precompute-ref"))
         return set_preference(w, key, value);
     if (!strcmp(key, "num-generations") || !strcmp(key, "completion-len")) {
-        if (!(err = parse_count(key[0] == 'n' ? &w->num_generations : &w->completion_len, key,
-                                value, 1)))
-            w->grpo_set = true;
+        if (!(err = parse_count(key[0] == 'n' ? &w->objective.num_generations
+                                              : &w->objective.completion_len,
+                                key, value, 1)))
+            w->objective.grpo_set = true;
         return err;
     }
     if (!strcmp(key, "rollout"))
-        return parse_enum(&w->rollout, key, value);
+        return parse_enum(&w->objective.rollout, key, value);
     if (!strcmp(key, "sleep-mode")) {
         unsigned v;
         if (!(err = parse_enum(&v, key, value))) /* levels 0, 1, 2 */
-            w->sleep_level = (int)v, w->sleep_set = true;
+            w->objective.sleep_level = (int)v, w->objective.sleep_set = true;
         return err;
     }
     if (!strcmp(key, "packing"))
-        return parse_enum(&w->packing, key, value);
+        return parse_enum(&w->packing.mode, key, value);
     if (!strcmp(key, "tokens-per-batch"))
-        return parse_count(&w->tokens_per_batch, key, value, 1);
+        return parse_count(&w->packing.tokens_per_batch, key, value, 1);
     if (!strcmp(key, "lora-targets"))
         return set_targets(w, value);
     if (!strcmp(key, "lora-dropout"))
         return set_dropout(w, value);
     if (!strcmp(key, "overhead"))
-        return oom_parse_size(&w->overhead, value, OOM_UNIT_MIB);
+        return oom_parse_size(&w->runtime.overhead, value, OOM_UNIT_MIB);
     if (!strcmp(key, "nccl-buffsize")) {
         uint64_t v;
         if ((err = oom_parse_size(&v, value, OOM_UNIT_BYTES)))
             return err;
         if (!v)
             return oomi_fail(OOM_EINVAL, "nccl-buffsize '%s' must be more than 0", value);
-        w->nccl_buffsize = v;
+        w->nccl.buffsize = v;
         return OOM_OK;
     }
     if (!strcmp(key, "cublas-workspace"))
         return set_cublas(w, value);
     if (!strcmp(key, "nccl-channels"))
-        return parse_count(&w->nccl_channels, key, value, 1);
+        return parse_count(&w->nccl.channels, key, value, 1);
     if (!strcmp(key, "nccl-communicators"))
-        return parse_count(&w->nccl_comms, key, value, 1);
+        return parse_count(&w->nccl.comms, key, value, 1);
     if (!strcmp(key, "nccl-nvls"))
-        return parse_enum(&w->nccl_nvls, key, value);
+        return parse_enum(&w->nccl.nvls, key, value);
     return OOM_ENOTFOUND;
 }
 
@@ -396,10 +398,10 @@ int oom_workload_get(char **out, const oom_workload *w, const char *key)
     else if (IS("sharding"))
         s = oomi_strdup(oomi_sharding_text(w));
     else if (IS("fsdp-param-dtype"))
-        s = value_of(k, w->fsdp_bf16);
+        s = value_of(k, w->fsdp2.bf16);
     else if (IS("reshard-after-forward"))
-        s = w->fsdp_reshard > 1 ? oomi_asprintf("%ld", w->fsdp_reshard)
-                                : value_of(k, w->fsdp_reshard ? 1 : 0);
+        s = w->fsdp2.reshard > 1 ? oomi_asprintf("%ld", w->fsdp2.reshard)
+                                 : value_of(k, w->fsdp2.reshard ? 1 : 0);
     else if (IS("offload"))
         s = oomi_strdup(oom_offload_name(kn.offload));
     else if (IS("batch"))
@@ -411,77 +413,80 @@ int oom_workload_get(char **out, const oom_workload *w, const char *key)
     else if (IS("gpus"))
         s = oomi_asprintf("%ld", kn.gpus);
     else if (IS("tensor-parallel"))
-        s = oomi_asprintf("%ld", w->tp);
+        s = oomi_asprintf("%ld", w->parallel.tp);
     else if (IS("max-num-batched-tokens"))
-        s = w->serve_tokens ? oomi_asprintf("%ld", w->serve_tokens) : oomi_strdup("");
+        s = w->serve.tokens ? oomi_asprintf("%ld", w->serve.tokens) : oomi_strdup("");
     else if (IS("max-num-seqs"))
-        s = w->serve_seqs ? oomi_asprintf("%ld", w->serve_seqs) : oomi_strdup("");
+        s = w->serve.seqs ? oomi_asprintf("%ld", w->serve.seqs) : oomi_strdup("");
     else if (IS("keep-grads"))
-        s = value_of(k, w->keep_grads);
+        s = value_of(k, w->runtime.keep_grads);
     else if (IS("kbit-prepare"))
-        s = value_of(k, w->kbit_prepare);
+        s = value_of(k, w->quant.kbit_prepare);
     else if (IS("double-quant"))
-        s = value_of(k, w->double_quant);
+        s = value_of(k, w->quant.double_quant);
     else if (IS("adapter-dtype"))
-        s = oomi_strdup(OOMI_VALUE_NAME(oomi_adapter_dtype_values, w->adapter_dtype));
+        s = oomi_strdup(OOMI_VALUE_NAME(oomi_adapter_dtype_values, w->lora.adapter_dtype));
     else if (IS("kv-cache"))
-        s = oomi_strdup(OOMI_VALUE_NAME(oomi_kv_cache_values, w->kv_transformers));
+        s = oomi_strdup(OOMI_VALUE_NAME(oomi_kv_cache_values, w->serve.kv_transformers));
     else if (IS("objective"))
-        s = oomi_strdup(OOMI_VALUE_NAME(oomi_objective_values, w->objective));
+        s = oomi_strdup(OOMI_VALUE_NAME(oomi_objective_values, w->objective.kind));
     else if (IS("reference"))
         s = oomi_strdup(OOMI_VALUE_NAME(oomi_reference_values, oomi_reference_of(w)));
     else if (IS("reference-precision"))
-        s = oomi_strdup(oom_precision_name(w->ref_precision));
+        s = oomi_strdup(oom_precision_name(w->objective.ref_precision));
     else if (IS("precompute-ref"))
-        s = value_of(k, w->precompute_ref);
+        s = value_of(k, w->objective.precompute_ref);
     else if (IS("num-generations"))
-        s = oomi_asprintf("%ld", w->num_generations);
+        s = oomi_asprintf("%ld", w->objective.num_generations);
     else if (IS("completion-len"))
-        s = w->completion_len ? oomi_asprintf("%ld", w->completion_len) : oomi_strdup("");
+        s = w->objective.completion_len ? oomi_asprintf("%ld", w->objective.completion_len)
+                                        : oomi_strdup("");
     else if (IS("rollout"))
-        s = oomi_strdup(OOMI_VALUE_NAME(oomi_rollout_values, w->rollout));
+        s = oomi_strdup(OOMI_VALUE_NAME(oomi_rollout_values, w->objective.rollout));
     else if (IS("sleep-mode"))
-        s = oomi_asprintf("%d", w->sleep_level);
+        s = oomi_asprintf("%d", w->objective.sleep_level);
     else if (IS("packing"))
-        s = oomi_strdup(OOMI_VALUE_NAME(oomi_packing_values, w->packing));
+        s = oomi_strdup(OOMI_VALUE_NAME(oomi_packing_values, w->packing.mode));
     else if (IS("tokens-per-batch"))
-        s = w->tokens_per_batch ? oomi_asprintf("%ld", w->tokens_per_batch) : oomi_strdup("");
+        s = w->packing.tokens_per_batch ? oomi_asprintf("%ld", w->packing.tokens_per_batch)
+                                        : oomi_strdup("");
     else if (IS("lora-rank"))
-        s = oomi_asprintf("%ld", w->lora_rank);
+        s = oomi_asprintf("%ld", w->lora.rank);
     else if (IS("lora-targets"))
-        s = oomi_strdup(w->lora_targets ? w->lora_targets : "default");
+        s = oomi_strdup(w->lora.targets ? w->lora.targets : "default");
     else if (IS("lora-dropout"))
-        s = oomi_asprintf("%g", w->lora_dropout);
+        s = oomi_asprintf("%g", w->lora.dropout);
     else if (IS("zero3-max-live-params"))
-        s = oomi_asprintf("%.0f", w->z3_live);
+        s = oomi_asprintf("%.0f", w->zero3.max_live);
     else if (IS("zero3-prefetch-bucket"))
-        s = oomi_asprintf("%.0f", w->z3_prefetch);
+        s = oomi_asprintf("%.0f", w->zero3.prefetch);
     else if (IS("zero3-persistence-threshold"))
-        s = oomi_asprintf("%.0f", w->z3_persist);
+        s = oomi_asprintf("%.0f", w->zero3.persistence);
     else if (IS("zero3-max-reuse-distance"))
-        s = oomi_asprintf("%.0f", w->z3_reuse);
+        s = oomi_asprintf("%.0f", w->zero3.reuse);
     else if (IS("zero3-reduce-bucket"))
-        s = oomi_asprintf("%.0f", w->z3_reduce);
+        s = oomi_asprintf("%.0f", w->zero3.reduce);
     else if (IS("decoder-seq"))
-        s = w->decoder_seq ? oomi_asprintf("%ld", w->decoder_seq) : oomi_strdup("");
+        s = w->shape.decoder_seq ? oomi_asprintf("%ld", w->shape.decoder_seq) : oomi_strdup("");
     else if (IS("max-positions"))
-        s = w->max_pos_override ? oomi_asprintf("%ld", w->max_pos_override) : oomi_strdup("");
+        s = w->shape.max_positions ? oomi_asprintf("%ld", w->shape.max_positions) : oomi_strdup("");
     else if (IS("overhead"))
-        s = w->overhead != OOM_UNKNOWN ? oomi_asprintf("%llu", (unsigned long long)w->overhead)
-                                       : oomi_strdup("");
+        s = w->runtime.overhead != OOM_UNKNOWN
+                ? oomi_asprintf("%llu", (unsigned long long)w->runtime.overhead)
+                : oomi_strdup("");
     else if (IS("nccl-buffsize"))
-        s = w->nccl_buffsize ? oomi_asprintf("%llu", (unsigned long long)w->nccl_buffsize)
+        s = w->nccl.buffsize ? oomi_asprintf("%llu", (unsigned long long)w->nccl.buffsize)
                              : oomi_strdup("");
     else if (IS("cublas-workspace"))
-        s = w->cublas_ws != OOM_UNKNOWN
-                ? oomi_asprintf(":%llu:1", (unsigned long long)(w->cublas_ws / 1024))
+        s = w->runtime.cublas_ws != OOM_UNKNOWN
+                ? oomi_asprintf(":%llu:1", (unsigned long long)(w->runtime.cublas_ws / 1024))
                 : oomi_strdup("");
     else if (IS("nccl-channels"))
-        s = w->nccl_channels ? oomi_asprintf("%ld", w->nccl_channels) : oomi_strdup("");
+        s = w->nccl.channels ? oomi_asprintf("%ld", w->nccl.channels) : oomi_strdup("");
     else if (IS("nccl-communicators"))
-        s = w->nccl_comms ? oomi_asprintf("%ld", w->nccl_comms) : oomi_strdup("");
+        s = w->nccl.comms ? oomi_asprintf("%ld", w->nccl.comms) : oomi_strdup("");
     else if (IS("nccl-nvls"))
-        s = value_of(k, w->nccl_nvls);
+        s = value_of(k, w->nccl.nvls);
     else
         return oomi_fail(OOM_ENOTFOUND, "unknown workload option '%s'", key);
 #undef IS
@@ -507,13 +512,13 @@ static int validate_precision(const oom_workload *w)
                          "precision '%s' quantizes frozen weights: it needs method "
                          "lora, qlora or inference, not 'full'",
                          oom_precision_name(p));
-    if (w->has_gpu && w->cc_major > 0 && w->cc_major < 8 &&
+    if (w->gpu.known && w->gpu.cc_major > 0 && w->gpu.cc_major < 8 &&
         (p == OOM_PRECISION_BF16 || p == OOM_PRECISION_AMP_BF16 ||
          (m == OOM_METHOD_QLORA && p == OOM_PRECISION_4BIT)))
         return oomi_fail(OOM_EINVAL,
                          "precision '%s' needs bf16, which GPU '%s' (compute capability "
                          "%d.%d) lacks: use fp16 or amp-fp16",
-                         oom_precision_name(p), w->gpu_id, w->cc_major, w->cc_minor);
+                         oom_precision_name(p), w->gpu.id, w->gpu.cc_major, w->gpu.cc_minor);
     return OOM_OK;
 }
 
@@ -524,20 +529,20 @@ static int validate_tp(const oom_workload *w)
 {
     const oomi_model *m = w->model;
     long kv = m->kv_heads > 0 ? m->kv_heads : m->heads;
-    if (w->tp == 1)
+    if (w->parallel.tp == 1)
         return OOM_OK;
     if (w->k.method != OOM_METHOD_INFERENCE)
         return oomi_fail(OOM_EINVAL, "tensor-parallel '%ld' is for method 'inference' (got '%s')",
-                         w->tp, oom_method_name(w->k.method));
-    if (m->heads % w->tp)
+                         w->parallel.tp, oom_method_name(w->k.method));
+    if (m->heads % w->parallel.tp)
         return oomi_fail(OOM_EINVAL,
                          "tensor-parallel '%ld' does not divide the %ld attention heads of '%s'",
-                         w->tp, m->heads, m->name);
-    if (kv >= w->tp ? kv % w->tp : w->tp % kv)
+                         w->parallel.tp, m->heads, m->name);
+    if (kv >= w->parallel.tp ? kv % w->parallel.tp : w->parallel.tp % kv)
         return oomi_fail(OOM_EINVAL,
                          "tensor-parallel '%ld' neither divides nor is a multiple of the %ld KV "
                          "heads of '%s'",
-                         w->tp, kv, m->name);
+                         w->parallel.tp, kv, m->name);
     return OOM_OK;
 }
 
@@ -549,9 +554,9 @@ static int validate_fsdp2(const oom_workload *w)
 {
     oom_precision p = oomi_resolved_precision(w);
     if (!oomi_fsdp2(w))
-        return w->fsdp_dtype_set || w->reshard_set
+        return w->fsdp2.dtype_set || w->fsdp2.reshard_set
                    ? oomi_fail(OOM_EINVAL, "%s is for sharding 'fsdp2' (got '%s')",
-                               w->fsdp_dtype_set ? "fsdp-param-dtype" : "reshard-after-forward",
+                               w->fsdp2.dtype_set ? "fsdp-param-dtype" : "reshard-after-forward",
                                oom_sharding_name(w->k.sharding))
                    : OOM_OK;
     if (w->k.method != OOM_METHOD_FULL)
@@ -561,15 +566,15 @@ static int validate_fsdp2(const oom_workload *w)
         return oomi_fail(OOM_EINVAL, "sharding 'fsdp2' takes no offload (got '%s')",
                          oom_offload_name(w->k.offload));
     if (p == OOM_PRECISION_INT8 || p == OOM_PRECISION_4BIT ||
-        (w->fsdp_bf16 && p != OOM_PRECISION_BF16 && p != OOM_PRECISION_AMP_BF16))
+        (w->fsdp2.bf16 && p != OOM_PRECISION_BF16 && p != OOM_PRECISION_AMP_BF16))
         return oomi_fail(OOM_EINVAL,
                          "sharding 'fsdp2' %s precision '%s' (fp32, fp16 or bf16 compute%s)",
                          "does not take", oom_precision_name(p),
-                         w->fsdp_bf16 ? "; bf16 for fsdp-param-dtype 'bf16'" : "");
-    if (w->fsdp_reshard > 1 && (w->k.gpus % w->fsdp_reshard || w->fsdp_reshard >= w->k.gpus))
+                         w->fsdp2.bf16 ? "; bf16 for fsdp-param-dtype 'bf16'" : "");
+    if (w->fsdp2.reshard > 1 && (w->k.gpus % w->fsdp2.reshard || w->fsdp2.reshard >= w->k.gpus))
         return oomi_fail(OOM_EINVAL,
                          "reshard-after-forward '%ld' must divide gpus '%ld' and be smaller",
-                         w->fsdp_reshard, w->k.gpus);
+                         w->fsdp2.reshard, w->k.gpus);
     return OOM_OK;
 }
 
@@ -589,9 +594,9 @@ static int validate_parallel(const oom_workload *w)
         (w->k.sharding != OOM_SHARDING_NONE || w->k.grad_accum > 1))
         return oomi_fail(OOM_EINVAL, "method 'inference' takes no %s",
                          w->k.grad_accum > 1 ? "grad-accum" : "sharding");
-    if ((w->serve_tokens || w->serve_seqs) && w->k.method != OOM_METHOD_INFERENCE)
+    if ((w->serve.tokens || w->serve.seqs) && w->k.method != OOM_METHOD_INFERENCE)
         return oomi_fail(OOM_EINVAL, "%s is for method 'inference' (got '%s')",
-                         w->serve_tokens ? "max-num-batched-tokens" : "max-num-seqs",
+                         w->serve.tokens ? "max-num-batched-tokens" : "max-num-seqs",
                          oom_method_name(w->k.method));
     return validate_tp(w);
 }
@@ -602,44 +607,44 @@ int oomi_objective_check_batch(const oom_workload *w)
 {
     /* KTOTrainer.__init__: "Actual (not effective) batch size must be > 1" for its KL term, whose
      * mismatched pairs are the batch's completions shifted by one */
-    if (w->objective == OOMI_OBJECTIVE_KTO && w->k.batch < 2)
+    if (w->objective.kind == OOMI_OBJECTIVE_KTO && w->k.batch < 2)
         return oomi_fail(OOM_EINVAL,
                          "objective 'kto' needs a micro-batch of at least 2: its KL term pairs "
                          "each prompt with another example's completion (batch is %ld)",
                          w->k.batch);
     /* GRPOConfig.__post_init__: generation_batch_size % num_generations == 0 */
-    if (w->objective == OOMI_OBJECTIVE_GRPO &&
-        (w->k.batch * w->k.grad_accum * w->k.gpus) % w->num_generations)
+    if (w->objective.kind == OOMI_OBJECTIVE_GRPO &&
+        (w->k.batch * w->k.grad_accum * w->k.gpus) % w->objective.num_generations)
         return oomi_fail(OOM_EINVAL,
                          "objective 'grpo': the generation batch (batch x grad-accum x gpus = "
                          "%ld completions) must be a multiple of num-generations %ld",
-                         w->k.batch * w->k.grad_accum * w->k.gpus, w->num_generations);
+                         w->k.batch * w->k.grad_accum * w->k.gpus, w->objective.num_generations);
     return OOM_OK;
 }
 
 /* what TRL refuses or ignores, refused here rather than estimated wrongly */
 static int validate_objective(const oom_workload *w)
 {
-    const char *obj = OOMI_VALUE_NAME(oomi_objective_values, w->objective);
+    const char *obj = OOMI_VALUE_NAME(oomi_objective_values, w->objective.kind);
     bool lora = w->k.method == OOM_METHOD_LORA || w->k.method == OOM_METHOD_QLORA;
-    if (w->grpo_set && w->objective != OOMI_OBJECTIVE_GRPO)
+    if (w->objective.grpo_set && w->objective.kind != OOMI_OBJECTIVE_GRPO)
         return oomi_fail(OOM_EINVAL,
                          "num-generations and completion-len are for objective 'grpo' (got '%s')",
                          obj);
-    if (w->rollout != OOMI_ROLLOUT_NONE && w->objective != OOMI_OBJECTIVE_GRPO)
+    if (w->objective.rollout != OOMI_ROLLOUT_NONE && w->objective.kind != OOMI_OBJECTIVE_GRPO)
         return oomi_fail(OOM_EINVAL,
                          "rollout '%s' generates completions for objective 'grpo' "
                          "(got '%s')",
-                         OOMI_VALUE_NAME(oomi_rollout_values, w->rollout), obj);
-    if (w->sleep_set && w->rollout == OOMI_ROLLOUT_NONE)
+                         OOMI_VALUE_NAME(oomi_rollout_values, w->objective.rollout), obj);
+    if (w->objective.sleep_set && w->objective.rollout == OOMI_ROLLOUT_NONE)
         return oomi_fail(OOM_EINVAL, "sleep-mode is the colocated engine's: it needs rollout "
                                      "vllm-colocate");
-    if (w->rollout != OOMI_ROLLOUT_NONE && w->tp > 1)
+    if (w->objective.rollout != OOMI_ROLLOUT_NONE && w->parallel.tp > 1)
         return oomi_fail(OOM_EINVAL, "rollout vllm-colocate is planned with one engine per GPU "
                                      "(tensor-parallel 1)");
-    if (w->objective == OOMI_OBJECTIVE_SFT) {
-        if (w->reference != OOMI_REFERENCE_AUTO || w->precompute_ref ||
-            w->ref_precision != OOM_PRECISION_AUTO)
+    if (w->objective.kind == OOMI_OBJECTIVE_SFT) {
+        if (w->objective.reference != OOMI_REFERENCE_AUTO || w->objective.precompute_ref ||
+            w->objective.ref_precision != OOM_PRECISION_AUTO)
             return oomi_fail(OOM_EINVAL, "a reference model is for objectives dpo, ipo, kto and "
                                          "grpo (objective is 'sft')");
         return OOM_OK;
@@ -648,9 +653,10 @@ static int validate_objective(const oom_workload *w)
         return oomi_fail(OOM_EINVAL, "objective '%s' trains: method 'inference' takes none", obj);
     /* SimPO and ORPO are reference-free by construction (CPOTrainer with loss_type "simpo",
      * ORPOTrainer: trl/experimental/cpo, trl/experimental/orpo); a reward model has none */
-    if (!oomi_objective_has_reference(w->objective) &&
-        ((w->reference != OOMI_REFERENCE_AUTO && w->reference != OOMI_REFERENCE_NONE) ||
-         w->precompute_ref))
+    if (!oomi_objective_has_reference(w->objective.kind) &&
+        ((w->objective.reference != OOMI_REFERENCE_AUTO &&
+          w->objective.reference != OOMI_REFERENCE_NONE) ||
+         w->objective.precompute_ref))
         return oomi_fail(OOM_EINVAL, "objective '%s' has no reference model: reference is 'none'",
                          obj);
     if (oomi_reference_of(w) == OOMI_REFERENCE_ADAPTER && !lora)
@@ -658,55 +664,56 @@ static int validate_objective(const oom_workload *w)
                          "reference 'adapter' is the policy with its LoRA adapter disabled: "
                          "it needs method lora or qlora (got '%s')",
                          oom_method_name(w->k.method));
-    if (w->ref_precision != OOM_PRECISION_AUTO && oomi_reference_of(w) != OOMI_REFERENCE_COPY)
+    if (w->objective.ref_precision != OOM_PRECISION_AUTO &&
+        oomi_reference_of(w) != OOMI_REFERENCE_COPY)
         return oomi_fail(OOM_EINVAL,
                          "reference-precision is for a reference copy "
                          "(reference is '%s')",
                          OOMI_VALUE_NAME(oomi_reference_values, oomi_reference_of(w)));
-    if (w->objective == OOMI_OBJECTIVE_REWARD && w->model->head != OOMI_HEAD_CAUSAL_LM &&
+    if (w->objective.kind == OOMI_OBJECTIVE_REWARD && w->model->head != OOMI_HEAD_CAUSAL_LM &&
         w->model->head != OOMI_HEAD_SEQ_CLS)
         return oomi_fail(OOM_EINVAL, "objective 'reward' needs a decoder model (got '%s')",
                          w->model->family);
-    if (w->objective != OOMI_OBJECTIVE_REWARD && w->model->head != OOMI_HEAD_CAUSAL_LM)
+    if (w->objective.kind != OOMI_OBJECTIVE_REWARD && w->model->head != OOMI_HEAD_CAUSAL_LM)
         return oomi_fail(OOM_EINVAL, "objective '%s' needs a causal language model (got '%s')", obj,
                          w->model->family);
-    if (w->objective == OOMI_OBJECTIVE_GRPO && w->precompute_ref)
+    if (w->objective.kind == OOMI_OBJECTIVE_GRPO && w->objective.precompute_ref)
         return oomi_fail(OOM_EINVAL, "objective 'grpo' scores its own completions: its reference "
                                      "log-probs cannot be precomputed");
-    if (w->objective == OOMI_OBJECTIVE_GRPO && w->completion_len >= w->k.seq_len)
+    if (w->objective.kind == OOMI_OBJECTIVE_GRPO && w->objective.completion_len >= w->k.seq_len)
         return oomi_fail(OOM_EINVAL,
                          "completion-len '%ld' must be shorter than seq '%ld' (the prompt and "
                          "the completion together)",
-                         w->completion_len, w->k.seq_len);
+                         w->objective.completion_len, w->k.seq_len);
     return OOM_OK;
 }
 
 /* packing as TRL and torchtune run it: training of a decoder on its own text (SFT) */
 static int validate_packing(const oom_workload *w)
 {
-    const char *p = OOMI_VALUE_NAME(oomi_packing_values, w->packing);
-    const char *obj = OOMI_VALUE_NAME(oomi_objective_values, w->objective);
-    if (w->packing == OOMI_PACKING_NONE) {
-        if (w->tokens_per_batch)
+    const char *p = OOMI_VALUE_NAME(oomi_packing_values, w->packing.mode);
+    const char *obj = OOMI_VALUE_NAME(oomi_objective_values, w->objective.kind);
+    if (w->packing.mode == OOMI_PACKING_NONE) {
+        if (w->packing.tokens_per_batch)
             return oomi_fail(OOM_EINVAL,
                              "tokens-per-batch '%ld' counts packed tokens: it needs "
                              "--packing padding-free or block-mask",
-                             w->tokens_per_batch);
+                             w->packing.tokens_per_batch);
         return OOM_OK;
     }
-    if (w->k.method == OOM_METHOD_INFERENCE || w->objective != OOMI_OBJECTIVE_SFT ||
+    if (w->k.method == OOM_METHOD_INFERENCE || w->objective.kind != OOMI_OBJECTIVE_SFT ||
         w->model->head != OOMI_HEAD_CAUSAL_LM)
         return oomi_fail(OOM_EINVAL,
                          "packing '%s' is for training a causal language model with objective "
                          "sft (got method '%s', objective '%s', a %s head)",
                          p, oom_method_name(w->k.method), obj, oomi_head_name(w->model->head));
-    if (w->tokens_per_batch && w->packing == OOMI_PACKING_BLOCK_MASK &&
-        w->tokens_per_batch % w->k.batch)
+    if (w->packing.tokens_per_batch && w->packing.mode == OOMI_PACKING_BLOCK_MASK &&
+        w->packing.tokens_per_batch % w->k.batch)
         return oomi_fail(OOM_EINVAL,
                          "tokens-per-batch '%ld' is not a whole number of rows: block-mask packs "
                          "--batch %ld rows of equal length",
-                         w->tokens_per_batch, w->k.batch);
-    if (w->tokens_per_batch) {
+                         w->packing.tokens_per_batch, w->k.batch);
+    if (w->packing.tokens_per_batch) {
         long rows, len;
         oomi_packed_shape(w, &rows, &len);
         if (w->k.seq_len > len)
@@ -732,28 +739,28 @@ int oom_workload_validate(const oom_workload *w)
                          "gpus '%ld', batch '%ld', seq '%ld' and grad-accum '%ld' must "
                          "all be at least 1",
                          w->k.gpus, w->k.batch, w->k.seq_len, w->k.grad_accum);
-    if (!lora && (w->lora_rank_set || w->lora_targets_set || w->lora_dropout_set))
+    if (!lora && (w->lora.rank_set || w->lora.targets_set || w->lora.dropout_set))
         return oomi_fail(OOM_EINVAL, "lora-%s is set but method '%s' is not lora or qlora",
-                         w->lora_rank_set      ? "rank"
-                         : w->lora_targets_set ? "targets"
+                         w->lora.rank_set      ? "rank"
+                         : w->lora.targets_set ? "targets"
                                                : "dropout",
                          oom_method_name(w->k.method));
-    if (w->adapter_dtype != OOMI_ADAPTER_AUTO && !lora)
+    if (w->lora.adapter_dtype != OOMI_ADAPTER_AUTO && !lora)
         return oomi_fail(OOM_EINVAL, "adapter-dtype is set but method '%s' is not lora or qlora",
                          oom_method_name(w->k.method));
-    if (w->kbit_prepare == 2 && !oomi_bnb_base(w))
+    if (w->quant.kbit_prepare == 2 && !oomi_bnb_base(w))
         return oomi_fail(OOM_EINVAL,
                          "kbit-prepare is for a bitsandbytes base (method qlora, precision int8 "
                          "or 4bit, or a bitsandbytes checkpoint), not precision '%s'%s%s",
                          oom_precision_name(oomi_resolved_precision(w)),
                          m->quant_bytes > 0 ? " of a " : "",
                          m->quant_bytes > 0 ? m->quant_desc : "");
-    if (w->double_quant && m->quant_bytes > 0)
+    if (w->quant.double_quant && m->quant_bytes > 0)
         return oomi_fail(OOM_EINVAL,
                          "double-quant is set but model '%s' is pre-quantized (%s): its "
                          "quantization_config says how it is stored",
                          w->model_arg ? w->model_arg : m->family, m->quant_desc);
-    if (w->double_quant && !oomi_nf4_base(w))
+    if (w->quant.double_quant && !oomi_nf4_base(w))
         return oomi_fail(OOM_EINVAL,
                          "double-quant is for a 4-bit base (method qlora or precision 4bit), "
                          "not precision '%s'",
@@ -763,7 +770,7 @@ int oom_workload_validate(const oom_workload *w)
                          "model '%s' is pre-quantized (%s): its weights are not trained; use "
                          "--method lora (adapters on the frozen quantized base) or inference",
                          m->name, m->quant_desc);
-    if (w->ckpt_op && (m->block != OOMI_BLOCK_LLAMA || m->sparse_layers > 0 || m->kv_lora > 0))
+    if (w->ckpt.op && (m->block != OOMI_BLOCK_LLAMA || m->sparse_layers > 0 || m->kv_lora > 0))
         return oomi_fail(OOM_EINVAL,
                          "checkpointing 'op-sac' is modelled for dense Llama-style decoders; "
                          "'%s' is %s (use full, nth:N or selective)",
@@ -773,17 +780,17 @@ int oom_workload_validate(const oom_workload *w)
         return err;
     if (lora) {
         oomi_lora l;
-        if ((err = oomi_lora_resolve(&l, m, w->lora_targets, w->lora_rank)))
+        if ((err = oomi_lora_resolve(&l, m, w->lora.targets, w->lora.rank)))
             return err;
     }
-    maxp = w->max_pos_override ? w->max_pos_override : m->max_pos;
+    maxp = w->shape.max_positions ? w->shape.max_positions : m->max_pos;
     if (maxp > 0 && w->k.seq_len > maxp)
         return oomi_fail(OOM_EINVAL,
                          "seq '%ld' exceeds the %ld positions of model '%s' (set "
                          "--max-positions to override, e.g. with RoPE scaling)",
                          w->k.seq_len, maxp, m->name);
-    if (w->decoder_seq && m->block != OOMI_BLOCK_T5)
+    if (w->shape.decoder_seq && m->block != OOMI_BLOCK_T5)
         return oomi_fail(OOM_EINVAL, "decoder-seq '%ld' is for encoder-decoder models; '%s' is %s",
-                         w->decoder_seq, m->name, m->family);
+                         w->shape.decoder_seq, m->name, m->family);
     return OOM_OK;
 }

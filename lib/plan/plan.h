@@ -111,7 +111,7 @@ int oomi_ckvar_parse(unsigned *out, const char *value);
  * (plan_vocab.c) */
 int oomi_plan_list_bits(unsigned *out, const char *key, const char *value);
 /* the variants a plan tries for w (at most OOMI_CKVAR_MAX): [0] plain full, *own the index of
- * the workload's own (0 when it is plain full), then those w->ckpt_search names */
+ * the workload's own (0 when it is plain full), then those w->ckpt.search names */
 size_t oomi_ckvar_list(oomi_ckvar *out, size_t *own, const oom_workload *w);
 void oomi_ckvar_apply(oom_workload *w, const oomi_ckvar *v);
 /* c->recompute: the forwards its checkpointing recomputes, from the estimate's FLOPs and those

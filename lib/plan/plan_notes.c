@@ -107,8 +107,8 @@ int oomi_search_awkward(search *s, oom_plan_result *res)
 int oomi_search_serve_profile(const search *s, oom_plan_result *res)
 {
     oom_knobs k = s->best.knobs;
-    long seqs = s->w->serve_seqs ? s->w->serve_seqs : k.batch;
-    long tokens = s->w->serve_tokens    ? s->w->serve_tokens
+    long seqs = s->w->serve.seqs ? s->w->serve.seqs : k.batch;
+    long tokens = s->w->serve.tokens    ? s->w->serve.tokens
                   : k.seq_len > k.batch ? k.seq_len
                                         : k.batch;
     double out, sampler, fwd;
@@ -210,26 +210,26 @@ int oomi_search_objective_note(search *s, oom_plan_result *res)
     const oom_workload *w = s->w;
     const oom_plan_choice *c = &s->best;
     const char *name;
-    if (!w || w->objective == OOMI_OBJECTIVE_SFT)
+    if (!w || w->objective.kind == OOMI_OBJECTIVE_SFT)
         return OOM_OK;
-    name = OOMI_VALUE_NAME(oomi_objective_values, w->objective);
-    if (w->objective == OOMI_OBJECTIVE_GRPO)
+    name = OOMI_VALUE_NAME(oomi_objective_values, w->objective.kind);
+    if (w->objective.kind == OOMI_OBJECTIVE_GRPO)
         return oomi_plan_note(res,
                               "objective grpo: the effective batch %ld counts completions, %ld "
                               "prompts of %ld; each GPU generates batch x grad-accum = %ld "
                               "completions at once",
-                              c->effective_batch, c->effective_batch / w->num_generations,
-                              w->num_generations, c->knobs.batch * c->knobs.grad_accum);
-    if (oomi_objective_sequences(w->objective) > 1)
+                              c->effective_batch, c->effective_batch / w->objective.num_generations,
+                              w->objective.num_generations, c->knobs.batch * c->knobs.grad_accum);
+    if (oomi_objective_sequences(w->objective.kind) > 1)
         return oomi_plan_note(res,
                               "objective %s: the effective batch %ld counts %s, as TRL's "
                               "per_device_train_batch_size does (micro-batch %ld %s = %ld "
                               "sequences per forward)",
-                              name, c->effective_batch, oomi_objective_unit(w->objective),
-                              c->knobs.batch, oomi_objective_unit(w->objective),
-                              c->knobs.batch * oomi_objective_sequences(w->objective));
+                              name, c->effective_batch, oomi_objective_unit(w->objective.kind),
+                              c->knobs.batch, oomi_objective_unit(w->objective.kind),
+                              c->knobs.batch * oomi_objective_sequences(w->objective.kind));
     return oomi_plan_note(res, "objective %s: the effective batch %ld counts %s", name,
-                          c->effective_batch, oomi_objective_unit(w->objective));
+                          c->effective_batch, oomi_objective_unit(w->objective.kind));
 }
 
 /* the split of the GPU between the trainer and its colocated engine, into res and a notice */

@@ -23,7 +23,7 @@ static int setup(search *s, oom_plan_result *res)
             (err = oom_workload_get_knobs(&s->base, r->workload)))
             return err;
         /* the candidates share a few ZeRO-3 replays */
-        if ((err = oomi_zero3_cache_new(&s->w->z3_cache)))
+        if ((err = oomi_zero3_cache_new(&s->w->zero3.cache)))
             return err;
         if (s->gpus == 1 && s->base.gpus > 1)
             s->gpus = s->base.gpus;
@@ -145,7 +145,7 @@ int oomi_plan_run(oom_plan_result **out, const oom_plan_request *r,
     if (!(res = oomi_calloc(1, sizeof(*res))))
         return oomi_nomem();
     res->version = OOM_PLAN_RESULT_VERSION;
-    res->tensor_parallel = r->workload ? r->workload->tp : 1;
+    res->tensor_parallel = r->workload ? r->workload->parallel.tp : 1;
     res->best = oomi_calloc(1, sizeof(*res->best));
     res->smallest = oomi_calloc(1, sizeof(*res->smallest));
     if (!res->best || !res->smallest) {
@@ -171,8 +171,8 @@ int oomi_plan_run(oom_plan_result **out, const oom_plan_request *r,
     else
         err = oomi_search_no_fit(&s, res, relax);
     res->candidates = s.candidates;
-    if (r->workload && r->workload->packing != OOMI_PACKING_NONE) {
-        res->packing = (int)r->workload->packing;
+    if (r->workload && r->workload->packing.mode != OOMI_PACKING_NONE) {
+        res->packing = (int)r->workload->packing.mode;
         if (res->found)
             res->tokens_per_batch = res->best->knobs.batch * res->best->knobs.seq_len;
     }
@@ -180,7 +180,7 @@ done:
     oomi_free(s.all);
     oomi_rollout_free(&s.ro);
     if (s.w)
-        oomi_zero3_cache_free(s.w->z3_cache);
+        oomi_zero3_cache_free(s.w->zero3.cache);
     oom_workload_free(s.w);
     if (err && err != OOM_ENOFIT) {
         oom_plan_free(res);

@@ -21,7 +21,8 @@ static void line_estimate(const oom_measured_line *l, const oom_knobs *k, oom_es
  * whether its context size was given). */
 int oomi_search_conf_class(const search *s, const oom_knobs *k, double level, oomi_conf *out)
 {
-    return oomi_confidence_class(out, k, s->w->tp, s->w->overhead != OOM_UNKNOWN, level);
+    return oomi_confidence_class(out, k, s->w->parallel.tp, s->w->runtime.overhead != OOM_UNKNOWN,
+                                 level);
 }
 
 /* Whether a candidate fits: its device peak within the usable memory (target - margin), or with

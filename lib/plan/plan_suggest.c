@@ -119,12 +119,12 @@ static void suggest_inference(oom_plan_result *res, oom_workload *w, oom_knobs k
         add(res, err, "a shorter context: --seq %ld (batch 1)", s);
     /* the smallest tensor-parallel size that fits (the estimator refuses one that does not
      * divide the heads) */
-    for (tp = w->tp * 2; tp <= 64; tp *= 2) {
-        long was = w->tp;
+    for (tp = w->parallel.tp * 2; tp <= 64; tp *= 2) {
+        long was = w->parallel.tp;
         bool fits;
-        w->tp = tp;
+        w->parallel.tp = tp;
         fits = fits_with(w, &k0, usable, &peak);
-        w->tp = was;
+        w->parallel.tp = was;
         if (fits) {
             add(res, err, "tensor parallelism: --tensor-parallel %ld (device peak %s per GPU)", tp,
                 OOMI_SZ(a, peak));
