@@ -1,6 +1,7 @@
 /*
  * model/model.h - model configs (config.json readers), presets and lookup, LoRA targets and the
- * workload (hfconfig*.c, preset.c, lookup.c, lora.c, workload.c, workload_set.c). Uses core.
+ * workload (hfconfig*.c, preset.c, lookup.c, lora.c, workload.c, workload_set.c,
+ * workload_check.c). Uses core.
  */
 #ifndef OOMLESS_MODEL_MODEL_H
 #define OOMLESS_MODEL_MODEL_H
