@@ -2,10 +2,11 @@
 """web_load.py - how big the web page is and how fast it shows its first result.
 
 usage: bench/web_load.py [BUILD] [RUNS]     (after make web; BUILD defaults to build, RUNS to 10)
+       bench/web_load.py --sizes [BUILD]   the sizes alone, raw and gzip -9 (docs/web.md shows them)
 
 Sizes: each file a browser downloads for the calculator, raw, gzip -9 and (when the brotli
-command is installed) brotli -q 11. Load: the page served from 127.0.0.1 by Python's http.server
-to headless Chromium (tests/web/cdp.py), a fresh profile each run (empty cache); the time from
+command is installed, and not with --sizes) brotli -q 11. Load: the page served from 127.0.0.1
+by Python's http.server to headless Chromium (tests/web/cdp.py), a fresh profile each run (empty cache); the time from
 navigation start to the first estimate and plan drawn (performance.now() when the page's first
 update ends: module download, compile, data, two library calls, drawing). Median and max of RUNS.
 """
@@ -15,8 +16,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "web"))
 import cdp  # noqa: E402
 
-BUILD = os.path.abspath(sys.argv[1] if len(sys.argv) > 1 else os.path.join(ROOT, "build"))
-RUNS = int(sys.argv[2]) if len(sys.argv) > 2 else 10
+SIZES_ONLY = sys.argv[1:2] == ["--sizes"]
+ARGS = sys.argv[2:] if SIZES_ONLY else sys.argv[1:]
+BUILD = os.path.abspath(ARGS[0] if ARGS else os.path.join(ROOT, "build"))
+RUNS = int(ARGS[1]) if len(ARGS) > 1 else 10
 SITE = os.path.join(BUILD, "web")
 FILES = ["index.html", "style.css", "app.js", "oomless.js", "oomless.wasm", "accuracy.json"]
 
@@ -29,17 +32,17 @@ class Quiet(http.server.SimpleHTTPRequestHandler):
 
 
 def sizes():
-    brotli = shutil.which("brotli")
+    brotli = None if SIZES_ONLY else shutil.which("brotli")
     tot = [0, 0, 0]
-    print(f"{'file':<16}{'bytes':>10}{'gzip -9':>10}{'brotli':>10}")
+    print(f"{'file':<16}{'bytes':>10}{'gzip -9':>10}" + ("" if SIZES_ONLY else f"{'brotli':>10}"))
     for f in FILES:
         data = open(os.path.join(SITE, f), "rb").read()
         gz = len(gzip.compress(data, 9))
         br = len(subprocess.run([brotli, "-q", "11", "-c"], input=data, capture_output=True).stdout) if brotli else 0
         for i, v in enumerate((len(data), gz, br)):
             tot[i] += v
-        print(f"{f:<16}{len(data):>10}{gz:>10}{br if brotli else '-':>10}")
-    print(f"{'total':<16}{tot[0]:>10}{tot[1]:>10}{tot[2] if brotli else '-':>10}")
+        print(f"{f:<16}{len(data):>10}{gz:>10}" + ("" if SIZES_ONLY else f"{br if brotli else '-':>10}"))
+    print(f"{'total':<16}{tot[0]:>10}{tot[1]:>10}" + ("" if SIZES_ONLY else f"{tot[2] if brotli else '-':>10}"))
 
 
 def load_times():
@@ -60,4 +63,5 @@ def load_times():
 
 if __name__ == "__main__":
     sizes()
-    load_times()
+    if not SIZES_ONLY:
+        load_times()

@@ -36,6 +36,9 @@ void cli_notice(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Makes the library's notices (damaged lines skipped, variables ignored) print as cli_notice
  * does, each distinct one once. */
 void cli_init_notices(void);
+/* Hands the library's notices (still each distinct one once) to `sink` instead (NULL: back to
+ * cli_notice): a job's supervision queues them, so that a stalled stderr never holds it. */
+void cli_notices_to(void (*sink)(const char *message));
 /* An option's value (`what`: "--max-restarts", "$OOMLESS_BATCH_SIZE") as a whole number from
  * `min` to INT_MAX, or a usage error of `cmd` naming it. Returns an exit code. */
 int cli_whole_number(long *out, const char *cmd, const char *text, long min, const char *what);
@@ -161,12 +164,16 @@ int cli_parse_plan_options(const char *cmd, int argc, char **argv, oom_plan_opti
  * cli_supervise_signals(): SIGINT, SIGTERM, SIGHUP and SIGQUIT set cli_stop_signal (the library
  * forwards it to the job and stops) and are counted in cli_relay.stops (a second one during the
  * kill grace: the library kills the job at once); SIGUSR1, SIGUSR2, SIGTSTP and SIGCONT are counted
- * in cli_relay (the library passes them on); SIGTTOU and SIGPIPE are ignored.
- * cli_supervise_stopped(): for an OOM_EVENT_STOP after a terminal stop signal, stops oomless
- * with its job and returns once continued (a SIGSTOP is left alone). cli_say(): a notice for
- * stderr, queued and written only as far as stderr takes it without blocking. cli_supervise_done(),
- * once the library returns: writes the queued notices; after a stop signal no write (these,
- * and the stdio output that follows) waits more than about a second without progress. */
+ * in cli_relay (the library passes them on); SIGTTOU, SIGPIPE and SIGXFSZ are ignored; the
+ * library's notices are queued as cli_say() queues them. cli_supervise_stopped(): for an
+ * OOM_EVENT_STOP after a terminal stop signal, stops oomless with its job and returns once
+ * continued (a SIGSTOP is left alone). cli_say(): a notice for stderr, queued and written only
+ * as far as stderr takes it without blocking. cli_supervise_done(stall_s), once the library
+ * returns: writes the queued notices; after a stop signal no write (these, and the stdio output
+ * that follows) waits more than about a second without progress; with stall_s > 0 (probe) none
+ * waits more than about stall_s for a reader that takes nothing, stop signal or not.
+ * cli_write_bounded(): writes all of buf to fd unless fd takes nothing for stall_s seconds: 0,
+ * or -1 with errno (EAGAIN: the reader stalled). */
 extern volatile sig_atomic_t cli_stop_signal;
 extern oom_job_relay cli_relay;
 void cli_supervise_signals(void);
@@ -179,6 +186,7 @@ const char *cli_again_hint(int sig);
 /* Why a job got SIGKILL: "a second stop signal", else `grace` (the grace ran out). */
 const char *cli_kill_reason(const char *grace);
 void cli_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void cli_supervise_done(void);
+void cli_supervise_done(double stall_s);
+int cli_write_bounded(int fd, const char *buf, size_t len, double stall_s);
 
 #endif

@@ -193,56 +193,58 @@ static void print_command(FILE *f, char **cmd)
         fprintf(f, i ? " %s" : "%s", cmd[i]);
 }
 
-static void print_text(const oom_probe_result *r, char **cmd)
+static void print_text(FILE *f, const oom_probe_result *r, char **cmd)
 {
     char a[16], b[16], *irregular = NULL;
     size_t i, seen, ran;
 
-    printf("Command:   ");
-    print_command(stdout, cmd);
-    printf("\nGPU:       %s; usable %s; NVML sampled every %.0f ms\n",
-           r->gpu_name[0] ? r->gpu_name : "N/A", oom_format_size(a, sizeof(a), r->usable_bytes),
-           r->sample_interval_s * 1000.0);
+    fprintf(f, "Command:   ");
+    print_command(f, cmd);
+    fprintf(f, "\nGPU:       %s; usable %s; NVML sampled every %.0f ms\n",
+            r->gpu_name[0] ? r->gpu_name : "N/A", oom_format_size(a, sizeof(a), r->usable_bytes),
+            r->sample_interval_s * 1000.0);
     if (!r->peaks_measured)
-        printf("Peaks:     N/A (%s): the batch limit comes from exit status alone and the "
-               "safety margin cannot be checked\n",
-               r->nvml_error ? r->nvml_error : "not sampled");
+        fprintf(f,
+                "Peaks:     N/A (%s): the batch limit comes from exit status alone and the "
+                "safety margin cannot be checked\n",
+                r->nvml_error ? r->nvml_error : "not sampled");
     for (i = 0, seen = 0, ran = 0; i < r->trial_count; i++) {
         seen += r->trials[i]->peak_bytes != OOM_UNKNOWN;
         ran += r->trials[i]->exit_code == 0;
     }
     if (r->peaks_measured && ran && !seen)
-        printf("Peaks:     N/A: NVML never listed the job's processes (a container with its own "
-               "pid namespace?); the limit comes from exit status alone\n");
-    printf("\n%5s %7s %12s %5s %4s %9s\n", "TRIAL", "BATCH", "PEAK", "EXIT", "OOM", "TIME");
+        fprintf(f,
+                "Peaks:     N/A: NVML never listed the job's processes (a container with its own "
+                "pid namespace?); the limit comes from exit status alone\n");
+    fprintf(f, "\n%5s %7s %12s %5s %4s %9s\n", "TRIAL", "BATCH", "PEAK", "EXIT", "OOM", "TIME");
     for (i = 0; i < r->trial_count; i++) {
         const oom_probe_trial *t = r->trials[i];
         strcpy(a, "N/A");
         if (t->peak_bytes != OOM_UNKNOWN)
             snprintf(a, sizeof(a), "%.0f MiB", mib(t->peak_bytes));
-        printf("%5zu %7d %12s %5d %4s %7.1f s%s\n", i + 1, t->batch, a, t->exit_code,
-               t->oom ? "yes" : "-", t->duration_s, t->timed_out ? " (timed out)" : "");
+        fprintf(f, "%5zu %7d %12s %5d %4s %7.1f s%s\n", i + 1, t->batch, a, t->exit_code,
+                t->oom ? "yes" : "-", t->duration_s, t->timed_out ? " (timed out)" : "");
     }
     if (oom_probe_describe_peaks(&irregular, r) == OOM_OK && irregular)
-        printf("\nPeaks:     %s\n", irregular);
+        fprintf(f, "\nPeaks:     %s\n", irregular);
     if (r->fit.valid && r->fit.quadratic)
-        printf("\nFit:       peak = %.1f MiB + %.3f MiB x batch + %.5f MiB x batch^2\n",
-               r->fit.fixed_bytes / OOM_MiB, r->fit.per_sample_bytes / OOM_MiB,
-               r->fit.per_sample2_bytes / OOM_MiB);
+        fprintf(f, "\nFit:       peak = %.1f MiB + %.3f MiB x batch + %.5f MiB x batch^2\n",
+                r->fit.fixed_bytes / OOM_MiB, r->fit.per_sample_bytes / OOM_MiB,
+                r->fit.per_sample2_bytes / OOM_MiB);
     else if (r->fit.valid)
-        printf("\nFit:       peak = %.1f MiB + %.3f MiB x batch%s\n", r->fit.fixed_bytes / OOM_MiB,
-               r->fit.per_sample_bytes / OOM_MiB,
-               irregular && r->fit.fixed_bytes == 0
-                   ? " (a bound: no trial measured more per sample)"
-                   : "");
-    printf("%sRecommended batch: %d (largest that ran: %d) after %d launch%s\n",
-           r->fit.valid ? "" : "\n", r->recommended_batch, r->max_batch, r->launches,
-           r->launches == 1 ? "" : "es");
+        fprintf(f, "\nFit:       peak = %.1f MiB + %.3f MiB x batch%s\n",
+                r->fit.fixed_bytes / OOM_MiB, r->fit.per_sample_bytes / OOM_MiB,
+                irregular && r->fit.fixed_bytes == 0
+                    ? " (a bound: no trial measured more per sample)"
+                    : "");
+    fprintf(f, "%sRecommended batch: %d (largest that ran: %d) after %d launch%s\n",
+            r->fit.valid ? "" : "\n", r->recommended_batch, r->max_batch, r->launches,
+            r->launches == 1 ? "" : "es");
     if (r->has_prediction)
-        printf("Estimate:  %s predicted vs %s measured at batch %d (%+.1f%%)\n",
-               oom_format_size(a, sizeof(a), (uint64_t)r->predicted_peak_bytes),
-               oom_format_size(b, sizeof(b), (uint64_t)r->measured_peak_bytes),
-               r->recommended_batch, r->prediction_error * 100.0);
+        fprintf(f, "Estimate:  %s predicted vs %s measured at batch %d (%+.1f%%)\n",
+                oom_format_size(a, sizeof(a), (uint64_t)r->predicted_peak_bytes),
+                oom_format_size(b, sizeof(b), (uint64_t)r->measured_peak_bytes),
+                r->recommended_batch, r->prediction_error * 100.0);
     oom_free(irregular);
 }
 
@@ -344,11 +346,53 @@ static void exact_prediction(struct probe_args *a, oom_probe_result *r)
     r->prediction_error = (p - r->measured_peak_bytes) / r->measured_peak_bytes;
 }
 
+/* The report (the JSON document `doc`, else the text) on stdout, which may not wait on a reader
+ * that takes nothing (a stalled pager) for longer than `stall` seconds: made whole in memory,
+ * then written as far as stdout takes it. EXIT_OK, or EXIT_ENV when it was not all written
+ * (said on stderr). */
+static int write_report(const char *doc, const oom_probe_result *r, char **cmd, double stall)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *m = open_memstream(&text, &len);
+    int rc = EXIT_OK, e;
+
+    if (!m) {
+        fprintf(stderr, "oomless probe: cannot make the report: %s\n", strerror(errno));
+        return EXIT_ENV;
+    }
+    if (doc)
+        fprintf(m, "%s%s", doc, *doc && doc[strlen(doc) - 1] == '\n' ? "" : "\n");
+    else
+        print_text(m, r, cmd);
+    if (fclose(m) != 0 || !text) {
+        e = errno;
+        free(text);
+        fprintf(stderr, "oomless probe: cannot make the report: %s\n", strerror(e));
+        return EXIT_ENV;
+    }
+    fflush(stdout);
+    if (cli_write_bounded(1, text, len, stall) != 0) {
+        e = errno;
+        if (e == EAGAIN)
+            fprintf(stderr,
+                    "oomless probe: the report was not written: standard output took nothing for "
+                    "%.0f s (a stalled reader or pager; --kill-grace sets how long probe waits)\n",
+                    stall);
+        else
+            fprintf(stderr, "oomless probe: the report was not written: %s\n", strerror(e));
+        rc = EXIT_ENV;
+    }
+    free(text);
+    return rc;
+}
+
 static int run_probe(struct probe_args *a, char **cmd, oom_patterns *patterns)
 {
     oom_job job = {OOM_JOB_VERSION, (const char *const *)cmd, NULL, a->json ? 2 : 1, 2};
     oom_probe_result *r = NULL;
     char *doc = NULL;
+    double stall = a->o.kill_grace_s > 0 ? a->o.kill_grace_s : OOM_DEFAULT_KILL_GRACE;
     int err, rc;
 
     a->o.patterns = patterns;
@@ -358,7 +402,7 @@ static int run_probe(struct probe_args *a, char **cmd, oom_patterns *patterns)
     a->o.foreground = 1;
     cli_supervise_signals();
     err = oom_probe(&r, &job, &a->o);
-    cli_supervise_done();
+    cli_supervise_done(stall);
     if (err && !r)
         return cli_fail("probe", err);
     if (err)
@@ -371,15 +415,10 @@ static int run_probe(struct probe_args *a, char **cmd, oom_patterns *patterns)
         if (oom_workload_get_knobs(&k, a->w) == OOM_OK && k.seq_len > 0 && k.seq_len <= INT_MAX)
             r->seq = (int)k.seq_len;
     }
-    if (a->json) {
-        if ((rc = oom_probe_to_json(&doc, r)))
-            err = rc;
-        else if (cli_print_json(doc) != EXIT_OK && !err)
-            err = OOM_EIO;
-    } else {
-        print_text(r, cmd);
-        fflush(stdout);
-    }
+    if (a->json && (rc = oom_probe_to_json(&doc, r)))
+        err = rc;
+    else if (write_report(a->json ? doc : NULL, r, cmd, stall) != EXIT_OK && !err)
+        err = OOM_EIO;
     rc = exit_for(err, r);
     oom_free(doc);
     oom_probe_result_free(r);

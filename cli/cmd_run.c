@@ -577,7 +577,7 @@ int cmd_run(int argc, char **argv)
     }
     cli_supervise_signals();
     err = oom_run(&r, &job, &a.o);
-    cli_supervise_done();
+    cli_supervise_done(0);
     oom_patterns_free(patterns);
     if (err == OOM_EINVAL)
         return cli_fail("run", err);

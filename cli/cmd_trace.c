@@ -2,6 +2,14 @@
  * cmd_trace.c - `oomless trace ...`: runs the tracer (the Python module oomless.trace, which needs
  * torch) with $OOMLESS_PYTHON or python3, the oomless package on PYTHONPATH, and passes its
  * arguments and exit status through.
+ *
+ * Python would put the current folder first on sys.path (`python -m` does), and a json.py,
+ * argparse.py or torch.py there (a downloaded model folder: `cd model && oomless trace --model
+ * .`) would be imported and run instead of the real module. The tracer runs in safe-path mode:
+ * a launcher (`python -c`, which works on every Python 3) drops that first entry before it
+ * imports anything, as -P / PYTHONSAFEPATH=1 do on Python 3.11+, and the folders on sys.path are
+ * the package's own, the user's $PYTHONPATH without its empty entries (each means the current
+ * folder), and the interpreter's.
  */
 #include "cli.h"
 
@@ -25,11 +33,49 @@ static void usage(FILE *out)
           out);
     cli_print_options(out, o, n, OOM_COMMAND_TRACE);
     fputs("\nNeeds Python with torch (and transformers, peft for Hugging Face models): "
-          "$OOMLESS_PYTHON,\nelse python3. 'python -m oomless.trace --help' lists every option.\n\n"
+          "$OOMLESS_PYTHON,\nelse python3. 'python -m oomless.trace --help' lists every option. "
+          "Python runs without\nthe current folder on sys.path (a json.py or torch.py there is "
+          "never imported; a --module\nis looked for there last). A config of more than 1024 "
+          "layers is refused: the tracer\nbuilds every layer ('oomless estimate' plans it).\n\n"
           "Exit codes: 0 ok, 2 bad option or value, an untraceable workload, or a missing "
           "package,\n3 no Python found, or the calibration record could not be saved "
           "(--calibrate).\n",
           out);
+}
+
+/* python -c LAUNCHER ARGS...: sys.argv is ['-c', ARGS...] and sys.path[0] the current folder ''
+ * (Python 3.8-3.10; 3.11+ too unless safe-path mode is already on, when it is not there). Only
+ * `sys` (built in, never read from a file) is imported before that entry is gone; runpy then
+ * runs oomless.trace as `python -m` would, with sys.argv[0] its file. */
+static const char launcher[] =
+    "import sys\n"
+    "if not getattr(sys.flags, 'safe_path', False) and sys.path[:1] == ['']:\n"
+    "    del sys.path[0]\n"
+    "import runpy\n"
+    "runpy.run_module('oomless.trace', run_name='__main__', alter_sys=True)\n";
+
+/* "pkg:A:B" from the package folder and the user's PYTHONPATH "A::B:" (allocated): its empty
+ * entries, which Python reads as the current folder, left out. NULL when out of memory. */
+static char *python_path(const char *pkg, const char *old)
+{
+    size_t len = strlen(pkg) + (old ? strlen(old) : 0) + 2, n = strlen(pkg);
+    char *path = malloc(len);
+    const char *p, *end;
+
+    if (!path)
+        return NULL;
+    memcpy(path, pkg, n + 1);
+    for (p = old; p && *p; p = *end ? end + 1 : end) {
+        if (!(end = strchr(p, ':')))
+            end = p + strlen(p);
+        if (end > p) {
+            path[n++] = ':';
+            memcpy(path + n, p, (size_t)(end - p));
+            n += (size_t)(end - p);
+            path[n] = '\0';
+        }
+    }
+    return path;
 }
 
 static int is_dir(const char *p)
@@ -65,8 +111,8 @@ static const char *package_dir(char *buf, size_t size)
 
 int cmd_trace(int argc, char **argv)
 {
-    char dirbuf[4200], *path = NULL;
-    const char *python = getenv("OOMLESS_PYTHON"), *old = getenv("PYTHONPATH"), *pkg;
+    char dirbuf[4200], *path;
+    const char *python = getenv("OOMLESS_PYTHON"), *pkg;
     char **args;
     int i;
 
@@ -81,13 +127,11 @@ int cmd_trace(int argc, char **argv)
     if (!python || !*python)
         python = "python3";
     pkg = package_dir(dirbuf, sizeof(dirbuf));
-    if (old && *old) {
-        size_t len = strlen(pkg) + strlen(old) + 2;
-        if (!(path = malloc(len)))
-            return cli_usage_error("trace", "out of memory");
-        snprintf(path, len, "%s:%s", pkg, old);
+    if (!(path = python_path(pkg, getenv("PYTHONPATH")))) {
+        fprintf(stderr, "oomless trace: out of memory\n");
+        return EXIT_ENV;
     }
-    if (setenv("PYTHONPATH", path ? path : pkg, 1)) {
+    if (setenv("PYTHONPATH", path, 1)) {
         free(path);
         fprintf(stderr, "oomless trace: cannot set PYTHONPATH: %s\n", strerror(errno));
         return EXIT_ENV;
@@ -98,8 +142,8 @@ int cmd_trace(int argc, char **argv)
         return EXIT_ENV;
     }
     args[0] = (char *)python;
-    args[1] = "-m";
-    args[2] = "oomless.trace";
+    args[1] = "-c";
+    args[2] = (char *)launcher;
     for (i = 1; i < argc; i++)
         args[i + 2] = argv[i];
     fflush(stdout);

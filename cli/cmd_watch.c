@@ -242,6 +242,7 @@ static void print_process(const oom_watch_process *p)
     watch_process_row(&row, p);
     printf("    %-8u %-10.10s %11s %7s  %s\n", (unsigned)p->pid, row.user, row.mem, row.batch,
            row.command);
+    watch_process_row_done(&row);
 }
 
 static void print_gpu(const oom_watch_gpu *wg)

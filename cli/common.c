@@ -83,6 +83,14 @@ void cli_notice(const char *fmt, ...)
     fputc('\n', stderr);
 }
 
+/* where the library's notices go besides cli_notice(): cli_notices_to() */
+static void (*notice_sink)(const char *message);
+
+void cli_notices_to(void (*sink)(const char *message))
+{
+    notice_sink = sink;
+}
+
 /* The library's notices, each printed once: a command that reads the same damaged calibration
  * file for every row of a table says so one time. */
 static void on_notice(const char *message, void *user)
@@ -97,7 +105,10 @@ static void on_notice(const char *message, void *user)
             return;
     if (n_seen < sizeof(seen) / sizeof(seen[0]))
         snprintf(seen[n_seen++], sizeof(seen[0]), "%s", message);
-    cli_notice("%s", message);
+    if (notice_sink)
+        notice_sink(message);
+    else
+        cli_notice("%s", message);
 }
 
 void cli_init_notices(void)

@@ -7,13 +7,19 @@
  * the kill grace kills the job at once); SIGUSR1, SIGUSR2,
  * SIGTSTP and SIGCONT are passed on to the job (the relay); SIGTTOU is ignored, so that oomless
  * may write to its terminal and take the terminal back while the job holds it; SIGPIPE is
- * ignored.
+ * ignored; SIGXFSZ is ignored, so that an append past a file-size limit (`ulimit -f`: the
+ * calibration record, run's events) fails and is reported instead of killing oomless half-way
+ * (the job gets the default disposition back: lib/job/proc.c).
  *
  * A stderr nobody reads (a full pipe, a stalled pager) must not hold the supervision loop: a
- * notice is queued and written only as far as stderr takes it without blocking; the rest goes
- * at the next notice or at the end. At the end oomless waits for its reader like any program,
- * but once a stop signal has come no write waits more than about a second without progress:
- * the queue is dropped, and stdio writes are interrupted by a repeating alarm.
+ * notice (oomless's own, and the library's while the job runs) is queued and written only as
+ * far as stderr takes it without blocking; the rest goes at the next notice or at the end. At
+ * the end `run` waits for its reader like any program, but once a stop signal has come no
+ * write waits more than about a second without progress: the queue is dropped, and stdio
+ * writes are interrupted by a repeating alarm. `probe` never waits on its own output past its
+ * deadlines, stop signal or not: at the end the same alarm cuts any write its reader has taken
+ * nothing of for about the kill grace (cli_supervise_done's stall_s), and its report goes out
+ * through cli_write_bounded().
  */
 #include "cli.h"
 
@@ -30,6 +36,7 @@
 volatile sig_atomic_t cli_stop_signal;
 oom_job_relay cli_relay = OOM_JOB_RELAY_INIT;
 static volatile sig_atomic_t final_phase; /* the job has ended: only oomless's output is left */
+static volatile sig_atomic_t stall_alarm; /* probe's end: seconds between cuts of a blocked write */
 
 #define SAY_MAX 65536
 static char say_queue[SAY_MAX];
@@ -55,6 +62,14 @@ static void on_alarm(int sig)
     (void)sig;
     if (cli_stop_signal)
         alarm(1); /* again: each blocked write is cut off within a second */
+    else if (stall_alarm)
+        alarm((unsigned)stall_alarm); /* again: within the stall bound */
+}
+
+/* The library's notices while the job runs: queued, as cli_say's (common.c's handler dedups) */
+static void queue_notice(const char *message)
+{
+    cli_say("oomless: %s\n", message);
 }
 
 static void on_relay(int sig)
@@ -72,13 +87,14 @@ static void on_relay(int sig)
 void cli_supervise_signals(void)
 {
     static const int relayed[] = {SIGUSR1, SIGUSR2, SIGTSTP, SIGCONT};
-    static const int alarm_sig[] = {SIGALRM}, ignored[] = {SIGTTOU, SIGPIPE};
+    static const int alarm_sig[] = {SIGALRM}, ignored[] = {SIGTTOU, SIGPIPE, SIGXFSZ};
 
     /* no SA_RESTART: a wait or a write is interrupted */
     cli_set_signals(cli_stop_signals, CLI_STOP_SIGNALS, on_stop);
     cli_set_signals(relayed, sizeof(relayed) / sizeof(relayed[0]), on_relay);
     cli_set_signals(alarm_sig, 1, on_alarm);
     cli_set_signals(ignored, sizeof(ignored) / sizeof(ignored[0]), SIG_IGN);
+    cli_notices_to(queue_notice);
 }
 
 const char *cli_signal_name(int sig)
@@ -188,19 +204,52 @@ void cli_say(const char *fmt, ...)
         ;
 }
 
-void cli_supervise_done(void)
+void cli_supervise_done(double stall_s)
 {
     double last = now_s();
     int r;
 
     final_phase = 1;
+    if (stall_s > 0) /* whole seconds (alarm), at least one */
+        stall_alarm = stall_s >= 3600 ? 3600 : stall_s < 1 ? 1 : (sig_atomic_t)(stall_s + 0.5);
     if (cli_stop_signal)
         alarm(1);
-    while (say_len > 0 && !(cli_stop_signal && now_s() - last >= 1.0)) {
+    else if (stall_alarm)
+        alarm((unsigned)stall_alarm);
+    while (say_len > 0 && !(cli_stop_signal && now_s() - last >= 1.0) &&
+           !(stall_s > 0 && now_s() - last >= stall_s)) {
         if ((r = say_write(100)) < 0)
             break;
         if (r > 0)
             last = now_s();
     }
     say_head = say_len = 0;
+    cli_notices_to(NULL);
+}
+
+int cli_write_bounded(int fd, const char *buf, size_t len, double stall_s)
+{
+    double last = now_s();
+    ssize_t n;
+
+    while (len > 0) {
+        struct pollfd pf = {fd, POLLOUT, 0};
+        double left = stall_s - (now_s() - last);
+        if (left <= 0) {
+            errno = EAGAIN;
+            return -1;
+        }
+        if (poll(&pf, 1, left > 0.1 ? 100 : (int)(left * 1000.0) + 1) <= 0)
+            continue; /* not writable yet, or a signal (the alarm) */
+        /* a pipe that polls writable takes PIPE_BUF bytes without blocking */
+        n = write(fd, buf, len < PIPE_BUF ? len : PIPE_BUF);
+        if (n > 0) {
+            buf += n;
+            len -= (size_t)n;
+            last = now_s();
+        } else if (n < 0 && errno != EINTR && errno != EAGAIN) {
+            return -1;
+        }
+    }
+    return 0;
 }

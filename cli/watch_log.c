@@ -9,14 +9,17 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 static void note(struct watch_log *l, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static size_t write_some(int fd, const char *buf, size_t len);
 
 /* Adds "oomless watch: <message>\n" to the notes (dropped when they are full). */
 static void note(struct watch_log *l, const char *fmt, ...)
@@ -36,10 +39,12 @@ static void note(struct watch_log *l, const char *fmt, ...)
 
 /* Opens the path and learns what it is. 0, or -1 with errno set. A regular file is opened for
  * reading too, to see how it ends (write-only when that is all it allows); anything else (a
- * pipe, a device) write-only, as a plain append would. */
+ * pipe, a device) write-only, as a plain append would. Never waits: a FIFO without a reader
+ * fails with ENXIO (O_NONBLOCK) instead of blocking in open() until one comes; the descriptor
+ * is made blocking again once open, as the log's writes expect. */
 static int open_file(struct watch_log *l)
 {
-    const int flags = O_APPEND | O_CREAT | O_CLOEXEC;
+    const int flags = O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK;
     struct stat st;
     char last = '\n';
     int fd = -1;
@@ -50,7 +55,7 @@ static int open_file(struct watch_log *l)
         fd = open(l->path, O_WRONLY | flags, 0666);
     if (fd < 0)
         return -1;
-    if (fstat(fd, &st) != 0) {
+    if (fstat(fd, &st) != 0 || fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) != 0) {
         int e = errno;
         close(fd);
         errno = e;
@@ -88,8 +93,34 @@ static void failed(struct watch_log *l, int e)
     l->failing = 1;
 }
 
-/* Writes all of buf; returns the bytes written (errno set when short). */
+/* Writes all of buf; returns the bytes written (errno set when short). SIGPIPE is held back
+ * meanwhile and a pending one taken: a FIFO or pipe whose reader went away is a write that
+ * fails (EPIPE, said and retried as any failed write), not the end of watch. */
 static size_t write_all(int fd, const char *buf, size_t len)
+{
+    const struct timespec now = {0, 0};
+    sigset_t pipe, old;
+    size_t done = 0;
+    int e, held;
+
+    sigemptyset(&pipe);
+    sigaddset(&pipe, SIGPIPE);
+    held = sigprocmask(SIG_BLOCK, &pipe, &old) == 0;
+    done = write_some(fd, buf, len);
+    e = errno;
+    if (held) {
+        sigset_t pending;
+        if (sigpending(&pending) == 0 && sigismember(&pending, SIGPIPE) &&
+            !sigismember(&old, SIGPIPE))
+            while (sigtimedwait(&pipe, NULL, &now) < 0 && errno == EINTR)
+                ;
+        sigprocmask(SIG_SETMASK, &old, NULL);
+    }
+    errno = e;
+    return done;
+}
+
+static size_t write_some(int fd, const char *buf, size_t len)
 {
     size_t done = 0;
     while (done < len) {
@@ -131,6 +162,14 @@ int watch_log_open(struct watch_log *l, const char *path)
     l->path = path;
     l->fd = -1;
     if (open_file(l) != 0) {
+        struct stat st;
+        if (errno == ENXIO && stat(path, &st) == 0 && S_ISFIFO(st.st_mode)) {
+            note(l,
+                 "'%s' is a FIFO that nobody reads: start its reader first (watch does not "
+                 "wait for one)",
+                 path);
+            return -2;
+        }
         note(l, "cannot open '%s': %s", path, strerror(errno));
         return -1;
     }

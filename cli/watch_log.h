@@ -32,11 +32,12 @@ struct watch_log {
     char notes[1024];   /* lines for stderr, each "oomless watch: ...\n"; cleared by the caller */
 };
 
-/* Opens (creates) the log for appending. Returns 0, or with the reason in `notes` -1 (a log
- * that cannot even be opened at the start is a mistake to report, not to wait out) or -2 (a
- * file that starts with this log's header of another version, whose columns the rows would
- * not match; left untouched). A header that cannot be written yet is not an error: it waits
- * for the first sample. */
+/* Opens (creates) the log for appending, without waiting (a FIFO is not waited on for a
+ * reader). Returns 0, or with the reason in `notes` -1 (a log that cannot even be opened at the
+ * start is a mistake to report, not to wait out) or -2 (a log that cannot be used as given: a
+ * FIFO nobody reads, or a file that starts with this log's header of another version, whose
+ * columns the rows would not match; left untouched). A header that cannot be written yet is
+ * not an error: it waits for the first sample. */
 int watch_log_open(struct watch_log *l, const char *path);
 /* Appends one sample's rows (oom_watch_to_csv()): reopens a deleted or renamed file first,
  * adds the header to an empty one. A failure is recorded (failing, lost, notes), never

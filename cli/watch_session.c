@@ -4,6 +4,7 @@
  * formatting both show. Neither of those files is needed here.
  */
 #include "cli.h"
+#include "core/core.h"
 #include "watch_session.h"
 
 #include <errno.h>
@@ -33,6 +34,16 @@ void watch_process_row(struct watch_process_row *row, const oom_watch_process *p
         snprintf(row->batch, sizeof(row->batch), "%lld", (long long)p->batch_size);
     row->user = p->local ? p->user : "?";
     row->command = p->local ? (p->command[0] ? p->command : "?") : "(not in this PID namespace)";
+    /* out of memory: "?" rather than the raw text */
+    row->user = (row->owned[0] = oomi_shown(row->user)) ? row->owned[0] : "?";
+    row->command = (row->owned[1] = oomi_shown(row->command)) ? row->owned[1] : "?";
+}
+
+void watch_process_row_done(struct watch_process_row *row)
+{
+    oomi_free(row->owned[0]);
+    oomi_free(row->owned[1]);
+    row->owned[0] = row->owned[1] = NULL;
 }
 
 char *watch_format_duration(char *buf, size_t size, double s)
@@ -81,7 +92,7 @@ int watch_step(struct watch_ctx *w)
 
 char *watch_format_event(char *buf, size_t size, const oom_run_event *e)
 {
-    char when[32] = "?", peak[16];
+    char when[32] = "?", peak[16], *name = oomi_shown(e->name), *detail = NULL;
     time_t t = (time_t)e->time;
     struct tm tm;
     size_t n;
@@ -93,7 +104,7 @@ char *watch_format_event(char *buf, size_t size, const oom_run_event *e)
     } while (0)
     if (localtime_r(&t, &tm))
         strftime(when, sizeof(when), "%H:%M:%S", &tm);
-    snprintf(buf, size, "%s  %-7s", when, e->name);
+    snprintf(buf, size, "%s  %-7s", when, name ? name : "?");
     if (e->pid >= 0)
         ADD(" pid %lld", (long long)e->pid);
     if (e->attempt >= 0)
@@ -107,7 +118,9 @@ char *watch_format_event(char *buf, size_t size, const oom_run_event *e)
     if (e->exit_code >= 0)
         ADD(" exit %lld", (long long)e->exit_code);
     if (e->detail)
-        ADD("  %s", e->detail);
+        ADD("  %s", (detail = oomi_shown(e->detail)) ? detail : "?");
 #undef ADD
+    oomi_free(name);
+    oomi_free(detail);
     return buf;
 }

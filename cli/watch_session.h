@@ -37,16 +37,21 @@ extern volatile sig_atomic_t watch_stop_signal;
 int watch_step(struct watch_ctx *w);
 /* Monotonic seconds. */
 double watch_now(void);
-/* "12:01:02  oom     pid 7 attempt 1 batch 32 peak 23.44 GiB" (absent fields left out) */
+/* "12:01:02  oom     pid 7 attempt 1 batch 32 peak 23.44 GiB" (absent fields left out; the
+ * file's own text escaped, as oomi_shown does) */
 char *watch_format_event(char *buf, size_t size, const oom_run_event *e);
 /* A process's row as the text output and the view both show it (PID USER MEMORY BATCH COMMAND):
  * memory "N/A" when unknown, batch "32x4", "32" or "-", user and command "?" when unknown or
- * not readable from this PID namespace. */
+ * not readable from this PID namespace. User and command are another's text, escaped
+ * (oomi_shown: no escape sequence of theirs reaches the terminal), owned by the row until
+ * watch_process_row_done(). */
 struct watch_process_row {
     char mem[16], batch[48];
     const char *user, *command;
+    char *owned[2];
 };
 void watch_process_row(struct watch_process_row *row, const oom_watch_process *p);
+void watch_process_row_done(struct watch_process_row *row);
 /* "1h02m", "3m20s", "45s" */
 char *watch_format_duration(char *buf, size_t size, double seconds);
 

@@ -369,6 +369,7 @@ static int draw_processes(const struct tui *t, int y, int rows, const oom_watch_
         watch_process_row(&row, p);
         put(y + 1 + shown, 0, " %-8u %-10.10s %11s %7s  %s", (unsigned)p->pid, row.user, row.mem,
             row.batch, row.command);
+        watch_process_row_done(&row);
     }
     return 1 + (wg->process_count ? shown : 1);
 }

@@ -98,6 +98,23 @@ char *oomi_sb_steal(oomi_sb *sb);
 int oomi_sb_finish(oomi_sb *sb, char **out);
 void oomi_sb_free(oomi_sb *sb);
 
+/* ---- text another process chose, made safe to show (shown.c) ------------------------------
+ * A command line, a process or user name, an events file's text: every C0 control, DEL, C1
+ * control (a byte, or U+0080-U+009F in UTF-8), bidirectional formatting character and byte of
+ * invalid UTF-8 becomes \xHH, so that no escape sequence in it reaches a terminal or a log; the
+ * rest (printable ASCII, UTF-8 text) is kept. The one escaping of every surface: watch's text,
+ * view and CSV log, the events watch shows. JSON needs none (json-c escapes controls itself). */
+void oomi_sb_put_shown(oomi_sb *sb, const char *s, size_t n);
+/* The same, allocated (NULL: OOM_ENOMEM recorded); NULL text gives "". */
+char *oomi_shown(const char *s);
+/* Such text for a JSON document: json-c escapes the controls but passes bytes of 0x80 and above
+ * through, so every byte of a sequence that is not UTF-8 (as above) becomes U+FFFD, keeping the
+ * document valid for strict parsers (RFC 8259, 8.1). oomi_utf8_clean: allocated, NULL text
+ * gives "" (NULL: OOM_ENOMEM recorded); oomi_json_text: a string, NULL for NULL or "" (as
+ * oomi_json_string_or_null). */
+char *oomi_utf8_clean(const char *s);
+struct json_object *oomi_json_text(const char *s);
+
 /* ---- files and data (file.c) --------------------------------------------------------------
  * The one reader of whole files. A file of more than `max` bytes is refused with OOM_EINVAL
  * ("PATH: 70.1 MiB is larger than the 64 MiB this reads") before anything is allocated for it

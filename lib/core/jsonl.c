@@ -7,12 +7,17 @@
  * file-size limit is reached) part way, the file is cut back to its old size, so no half line is
  * left for the next record to be glued to. A file that does not end in '\n' (a half line left
  * by an older version, or the NUL bytes a crash can leave) gets one first, so the new record
- * starts a line of its own.
+ * starts a line of its own. A write past the file-size limit (`ulimit -f`) raises SIGXFSZ,
+ * whose default action would kill the host program between the write and the cut: it is blocked
+ * for the append, and the one the append raised is taken back, so that the append fails with
+ * EFBIG whatever the host does with that signal.
  */
 #include "core/core.h"
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -125,13 +130,51 @@ static int append_regular(int fd, const struct stat *st, const char *line, size_
     return e;
 }
 
+/* SIGXFSZ held back from this thread while an append runs (blocked: a write past the limit
+ * then fails with EFBIG, its signal pending). The kernel raises it for the whole process: in a
+ * program of several threads, another that does not block it may still take it (the CLI has
+ * one thread and ignores it; Python ignores it from the start). */
+struct xfsz_guard {
+    sigset_t old;
+    int blocked, was_pending; /* blocked here (not by the caller); pending before the append */
+};
+
+static void xfsz_hold(struct xfsz_guard *g)
+{
+    sigset_t set, pending;
+    sigemptyset(&set);
+    sigaddset(&set, SIGXFSZ);
+    g->blocked = pthread_sigmask(SIG_BLOCK, &set, &g->old) == 0 && !sigismember(&g->old, SIGXFSZ);
+    g->was_pending = sigpending(&pending) == 0 && sigismember(&pending, SIGXFSZ);
+}
+
+/* Takes back the SIGXFSZ the append raised (when it was not pending before: another's is left
+ * alone), then restores the caller's mask. */
+static void xfsz_release(struct xfsz_guard *g, int e)
+{
+    sigset_t set, pending;
+    if (!g->blocked)
+        return;
+    sigemptyset(&set);
+    sigaddset(&set, SIGXFSZ);
+    if (e == EFBIG && !g->was_pending && sigpending(&pending) == 0 &&
+        sigismember(&pending, SIGXFSZ)) {
+        struct timespec none = {0, 0};
+        while (sigtimedwait(&set, NULL, &none) < 0 && errno == EINTR)
+            ;
+    }
+    pthread_sigmask(SIG_SETMASK, &g->old, NULL);
+}
+
 int oomi_append_line(int fd, const char *line, size_t len)
 {
+    struct xfsz_guard guard;
     struct stat st;
     int e, locked;
 
     if (!len || line[len - 1] != '\n')
         return EINVAL;
+    xfsz_hold(&guard);
     /* advisory, between oomless processes; a file system without locks still gets the append */
     locked = flock(fd, LOCK_EX) == 0;
     if (fstat(fd, &st) != 0)
@@ -142,5 +185,6 @@ int oomi_append_line(int fd, const char *line, size_t len)
         e = write_all(fd, line, len); /* a FIFO or a terminal: a stream, nothing to cut back */
     if (locked)
         flock(fd, LOCK_UN);
+    xfsz_release(&guard, e);
     return e;
 }

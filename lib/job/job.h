@@ -12,32 +12,67 @@
 
 #include <sys/types.h>
 
-/* A running child: its own process group (pgid == pid), stdout/stderr read through pipes. */
+/* A running job: its leader in its own process group (pgid == pid), stdout/stderr read through
+ * pipes, under a guardian (guard.c) that is the leader's parent and kills the job's whole tree
+ * when oomless is gone or the launch ends. */
 typedef struct oomi_proc {
-    pid_t pid;
+    pid_t pid;          /* the leader (the job's process group) */
+    pid_t guardian;     /* oomless's child, the leader's parent; -1 once reaped */
     int out_fd, err_fd; /* read ends, -1 once closed */
+    int report_fd;      /* the guardian's reports (read end, non-blocking), -1 once it ended */
+    int life_fd;        /* held while the launch lasts: closing it ends the guardian */
 } oomi_proc;
+
+/* The guardian's reports, 8 bytes each (written whole): the leader's pid, a stop (value: the
+ * signal), a continuation, its end (value: the wait status, as waitpid gives it), a failed
+ * fork (value: errno). */
+enum { OOMI_GUARD_PID = 1, OOMI_GUARD_STOP, OOMI_GUARD_CONT, OOMI_GUARD_EXIT, OOMI_GUARD_FAIL };
+typedef struct oomi_guard_msg {
+    int kind, value;
+} oomi_guard_msg;
+/* What the guardian starts the job with; every descriptor above 2 and close-on-exec. */
+typedef struct oomi_guard_args {
+    int out_w, err_w, rep_w; /* the job's stdout, stderr, and where its exec failure goes */
+    int life_r, status_w;    /* the life pipe (read end), the reports (write end) */
+    pid_t parent;            /* oomless */
+    int tty;                 /* >= 0: the leader takes this terminal's foreground */
+    const char *path;
+    char *const *argv, *const *envp;
+} oomi_guard_args;
+/* The guardian's life, in the child of oomless's fork (guard.c): async-signal-safe calls only,
+ * never returns. */
+_Noreturn void oomi_guard_run(const oomi_guard_args *a);
 
 /* Finds argv0 in $PATH (or takes it as is when it holds a '/'). OOM_ENOTFOUND / OOM_EJOB with
  * *err_no set to ENOENT / EACCES when no executable is found. */
 int oomi_proc_resolve(char **path, int *err_no, const char *argv0);
-/* fork + execve in a new process group, with argv/envp built by the caller. Only
- * async-signal-safe calls run between fork and exec. When exec fails the child _exits(127) and
- * *exec_errno receives its errno (0 on success). Makes the caller a child subreaper (Linux).
- * tty >= 0: the new group becomes that terminal's foreground group (set in the child and in the
- * parent, whichever runs first, like a shell). */
+/* Starts the guardian, which forks + execs the job in a new process group, with argv/envp built
+ * by the caller. Only async-signal-safe calls run between fork and exec (and in the guardian).
+ * When exec fails the leader _exits(127) and *exec_errno receives its errno (0 on success).
+ * Makes the caller a child subreaper (Linux): what the guardian cannot kill (it was SIGKILLed
+ * itself) comes to oomli_proc_kill_all(). tty >= 0: the new group becomes that terminal's
+ * foreground group (set in the leader and in the caller, whichever runs first, like a shell). */
 int oomi_proc_spawn(oomi_proc *p, int *exec_errno, const char *path, char *const argv[],
                     char *const envp[], int tty);
-/* What belongs to a job: its process group; the pids in `known` (seen in its tree earlier) and
- * the processes started since `since` (clock ticks since boot, as /proc/PID/stat field 22; 0:
- * unknown) when they are now our children (orphans that had left the group, reparented to us,
- * the subreaper); and every descendant of those. A pid that died and was reused by an unrelated
- * process is never counted: it is not our child, or it started before the job. */
+/* The guardian's next report without waiting: 1 with *kind and *value, 0 when none is there,
+ * -1 when the guardian is gone (it was killed: the leader died with it, its status unknown). */
+int oomi_proc_report(oomi_proc *p, int *kind, int *value);
+/* Ends the launch's guardian: it SIGKILLs what is left of the job (its group, every descendant)
+ * and exits; waits for it. 1 when it left nothing behind, 0 when some of the job may be left
+ * (oomi_proc_kill_all() then). */
+int oomi_proc_release(oomi_proc *p);
+/* What belongs to a job: its process group; the guardian's children (the leader, and orphans
+ * reparented to it); the pids in `known` (seen in its tree earlier) and the processes started
+ * since `since` (clock ticks since boot, as /proc/PID/stat field 22; 0: unknown) when they are
+ * now our children (orphans that had left the group, reparented to us, the subreaper, once the
+ * guardian was killed); and every descendant of those. A pid that died and was reused by an
+ * unrelated process is never counted: it is not our child, or it started before the job. */
 typedef struct oomi_tree {
     pid_t pgid;
     unsigned long long since;
     const pid_t *known;
     size_t nknown;
+    pid_t guardian; /* > 0: every child of this process is the job's (not the guardian) */
 } oomi_tree;
 /* Fills pids with the job's live processes; returns the count (at most max). Reads the whole
  * process table (every /proc/PID/stat): for killing what is left of a job, not for sampling. */
@@ -55,6 +90,8 @@ int oomi_tty_is_foreground(int tty, pid_t pgrp);
 /* Makes `pgrp` the terminal's foreground group, with SIGTTOU blocked meanwhile (so that a
  * caller in the background may too). 0, or -1 with errno. */
 int oomi_tty_set_foreground(int tty, pid_t pgrp);
+/* 1 when the process is stopped now (/proc/PID/stat state T or t). */
+int oomi_proc_stopped(pid_t pid);
 /* The start time of a process (clock ticks since boot), 0 when unknown. */
 unsigned long long oomi_proc_start_time(pid_t pid);
 /* Exit code as a shell reports it: status, or 128+N for signal N. */
@@ -139,6 +176,10 @@ typedef struct oomi_launch {
     const oom_job *job;
     int batch, accum, seq, attempt;
     double timeout_s, sample_interval_s, kill_grace_s;
+    /* once the job has ended: how long its queued output may wait for a destination that
+     * takes nothing (a stalled pager) before the rest is dropped and said; 0: as long as it
+     * takes (a stop signal or the timeout still cut it to 1 s) */
+    double output_wait_s;
     oom_gpu_session *gpu; /* NULL: no sampling */
     const oom_patterns *patterns;
     const volatile sig_atomic_t *stop;

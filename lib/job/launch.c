@@ -159,11 +159,12 @@ struct watch {
     double term_at;            /* when SIGTERM went (a signal, the timeout), 0 */
     double next_peer;          /* when to call l->peer_check next */
     int killed;                /* SIGKILL sent after the grace */
+    int ended, status;         /* the leader ended, with this wait status (the guardian's report) */
 };
 
 static oomi_tree tree_of(const struct watch *w)
 {
-    oomi_tree t = {w->p.pid, w->since, w->known, w->nknown};
+    oomi_tree t = {w->p.pid, w->since, w->known, w->nknown, w->p.guardian};
     return t;
 }
 
@@ -233,13 +234,15 @@ static size_t pump(struct watch *w, struct stream *s)
     return total;
 }
 
-/* The descriptors to wait on: a pipe while its queue has room, a destination while it has
- * bytes queued. */
-static nfds_t poll_set(struct watch *w, struct pollfd fds[4], int *reading)
+/* The descriptors to wait on: the guardian's reports, a pipe while its queue has room, a
+ * destination while it has bytes queued. */
+static nfds_t poll_set(struct watch *w, struct pollfd fds[5], int *reading)
 {
     nfds_t nf = 0;
     int i;
     *reading = 0;
+    if (w->p.report_fd >= 0 && !w->ended) /* the leader's stops and end wake the loop */
+        fds[nf++] = (struct pollfd){w->p.report_fd, POLLIN, 0};
     for (i = 0; i < 2; i++) {
         struct stream *s = &w->s[i];
         if (s->fd >= 0 && oomi_outq_room(&s->out) > 0) {
@@ -256,7 +259,7 @@ static nfds_t poll_set(struct watch *w, struct pollfd fds[4], int *reading)
  * read plus written. */
 static size_t move_output(struct watch *w, int ms, int *reading)
 {
-    struct pollfd fds[4];
+    struct pollfd fds[5];
     nfds_t nf = poll_set(w, fds, reading);
     size_t moved = 0;
     int i;
@@ -425,22 +428,11 @@ static void stopped_with_caller(struct watch *w, int sig, int by_job)
     kill(-w->p.pid, SIGCONT);
 }
 
-/* The leader's stops and continuations (waitid consumes each report once). */
-static void check_stopped(struct watch *w)
+/* The leader stopped on `sig`. */
+static void leader_stopped(struct watch *w, int sig)
 {
-    siginfo_t si;
-    int sig;
-
-    memset(&si, 0, sizeof(si));
-    if (waitid(P_PID, (id_t)w->p.pid, &si, WSTOPPED | WCONTINUED | WNOHANG) < 0 || si.si_pid == 0)
+    if (w->l->tty_wait)
         return;
-    if (si.si_code == CLD_CONTINUED) {
-        send_event(w->l, OOM_EVENT_CONTINUE, SIGCONT, 0);
-        return;
-    }
-    if (si.si_code != CLD_STOPPED || w->l->tty_wait)
-        return;
-    sig = si.si_status;
     if (sig == SIGTTIN || sig == SIGTTOU) {
         if (give_tty(w)) /* it read before the terminal was handed over, or after an fg */
             kill(-w->p.pid, SIGCONT);
@@ -452,6 +444,37 @@ static void check_stopped(struct watch *w)
         stopped_with_caller(w, sig, 1);
     } else { /* SIGSTOP: left to whoever stopped it */
         send_event(w->l, OOM_EVENT_STOP, sig, 1);
+    }
+}
+
+/* What the guardian saw of the leader since the last look: its stops and continuations, then
+ * its end. A stop the leader no longer is in (it ended, or was continued since: oomless's own
+ * relayed SIGTSTP, continued by oomless) is passed over, as waitid() would not have reported
+ * it then; a guardian gone without a word (it was SIGKILLed: the leader died with it) is an
+ * end by SIGKILL. */
+static void check_leader(struct watch *w)
+{
+    oomi_guard_msg seen[32];
+    size_t n = 0, i;
+    int kind, value, r;
+
+    while (n < OOMI_ARRAY_LEN(seen) && (r = oomi_proc_report(&w->p, &kind, &value)) != 0) {
+        if (r < 0) {
+            seen[n++] = (oomi_guard_msg){OOMI_GUARD_EXIT, SIGKILL};
+            break;
+        }
+        seen[n++] = (oomi_guard_msg){kind, value};
+        if (kind == OOMI_GUARD_EXIT)
+            break;
+    }
+    for (i = 0; i < n && !w->ended; i++) {
+        if (seen[i].kind == OOMI_GUARD_EXIT)
+            w->ended = 1, w->status = seen[i].value;
+        else if (seen[i].kind == OOMI_GUARD_CONT)
+            send_event(w->l, OOM_EVENT_CONTINUE, SIGCONT, 0);
+        else if (seen[i].kind == OOMI_GUARD_STOP && seen[n - 1].kind != OOMI_GUARD_EXIT &&
+                 oomi_proc_stopped(w->p.pid))
+            leader_stopped(w, seen[i].value);
     }
 }
 
@@ -486,41 +509,31 @@ static void relay_signals(struct watch *w)
     }
 }
 
-static int leader_exited(pid_t pid)
-{
-    siginfo_t si;
-    memset(&si, 0, sizeof(si));
-    if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
-        return errno != EINTR;
-    return si.si_pid != 0;
-}
-
 static void supervise_loop(struct watch *w)
 {
     oomi_launch *l = w->l;
     double next_sample = w->start;
-    int status = 0, sig;
+    int status, sig;
 
     for (;;) {
         double now;
         int ms, reading;
 
         relay_signals(w);
-        check_stopped(w);
+        check_leader(w);
         enforce(w);
         if ((now = oomi_now_mono()) >= next_sample) {
             sample(w);
             next_sample = now + l->sample_interval_s;
         }
-        if (leader_exited(w->p.pid))
+        if (w->ended)
             break;
         ms = (int)((next_sample - oomi_now_mono()) * 1000.0) + 1;
         ms = ms < 1 ? 1 : ms > 100 ? 100 : ms;
         move_output(w, ms, &reading);
     }
-    sample(w); /* the last one, while the leader is a zombie */
-    while (waitpid(w->p.pid, &status, 0) < 0 && errno == EINTR)
-        ;
+    sample(w); /* the last one, while the leader is a zombie (the guardian keeps it) */
+    status = w->status;
     /* Ctrl-C / Ctrl-\ at the terminal the job held: the user interrupted oomless's job, as a
      * SIGINT to oomless would have */
     sig = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
@@ -542,14 +555,19 @@ static int ending(const oomi_launch *l)
 /* After the leader: kill the rest, then read what the pipes still hold (for 2 s at most while
  * there is room to read into) and write out what is queued: for as long as the destination
  * takes it, but once a signal or the timeout is ending the launch, for at most 1 s without
- * progress; what is left then is dropped. */
+ * progress, else for at most output_wait_s without progress (when set); what is left then is
+ * dropped, and said. */
 static void finish_streams(struct watch *w)
 {
-    double reading_for = 0, last_move, now;
+    double reading_for = 0, last_move, now, wait = w->l->output_wait_s;
+    size_t left;
     int i, reading;
     oomi_tree t = tree_of(w);
 
-    oomi_proc_kill_all(&t);
+    /* the guardian kills what is left (its group, every descendant) and ends; what it could
+     * not reach (it was killed itself) is ours to kill */
+    if (!oomi_proc_release(&w->p))
+        oomi_proc_kill_all(&t);
     last_move = oomi_now_mono();
     while (w->s[0].fd >= 0 || w->s[1].fd >= 0 || w->s[0].out.len > 0 || w->s[1].out.len > 0) {
         double before = oomi_now_mono();
@@ -562,12 +580,16 @@ static void finish_streams(struct watch *w)
                     close(w->s[i].fd);
                     w->s[i].fd = -1;
                 }
-        if (ending(w->l) && now - last_move >= 1.0)
+        if ((ending(w->l) && now - last_move >= 1.0) || (wait > 0 && now - last_move >= wait))
             break;
     }
     for (i = 0; i < 2; i++)
         if (w->s[i].fd >= 0)
             close(w->s[i].fd);
+    if ((left = w->s[0].out.len + w->s[1].out.len) > 0 && !ending(w->l))
+        oomi_notice("the job's output was not all written: its reader took nothing for %.0f s "
+                    "(a stalled pipe or pager); %zu bytes dropped",
+                    wait, left);
 }
 
 static int exec_failed(oomi_launch *l, int err_no)

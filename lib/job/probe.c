@@ -76,6 +76,7 @@ static int run_trial(struct probe_ctx *c, int batch, oomi_launch *l)
     l->timeout_s = c->o->trial_timeout_s;
     l->sample_interval_s = c->r->sample_interval_s;
     l->kill_grace_s = c->o->kill_grace_s > 0 ? c->o->kill_grace_s : OOM_DEFAULT_KILL_GRACE;
+    l->output_wait_s = l->kill_grace_s; /* a trial's output never holds the search longer */
     l->gpu = c->gpu;
     l->patterns = c->patterns;
     l->stop = c->o->stop;

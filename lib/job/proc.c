@@ -1,8 +1,11 @@
 /*
  * proc.c - child processes, after git's run-command.c and tini: the path is resolved and argv/envp
  * are built before fork; between fork and exec only async-signal-safe calls run; exec failure
- * comes back over a close-on-exec pipe; the child leads its own process group and is signalled
- * as a group; what is left of the group (and of descendants that left it) is killed and reaped.
+ * comes back over a close-on-exec pipe; the job's leader leads its own process group and is
+ * signalled as a group. Between oomless and the job runs a guardian (guard.c), the leader's
+ * parent: it reports the leader's stops and end, and kills the job's whole tree when the launch
+ * ends or oomless dies. What reaches oomless itself (the guardian killed) is killed and reaped
+ * here.
  */
 #define _GNU_SOURCE /* pipe2 */
 #include "job/job.h"
@@ -10,6 +13,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -104,145 +108,173 @@ static void become_subreaper(void)
 #endif
 }
 
-/* In the child: a copy of one of our pipe ends above 2, so that placing the job's descriptors
- * on 0-2 below never overwrites or closes another of them (they land on 0-2 when the caller
- * runs with its standard descriptors closed). Close-on-exec, like the pipes themselves. */
-static int above_std(int fd)
-{
-    return fd <= 2 ? fcntl(fd, F_DUPFD_CLOEXEC, 3) : fd;
-}
-
-/* In the child: whether fd 0 is missing or one of our pipe ends (all close-on-exec, so the job
- * would start with stdin closed). */
-static int stdin_unusable(const int outp[2], const int errp[2], const int rep[2])
-{
-    return fcntl(0, F_GETFD) < 0 || outp[0] == 0 || outp[1] == 0 || errp[0] == 0 || errp[1] == 0 ||
-           rep[0] == 0 || rep[1] == 0;
-}
-
-/* In the child, between fork and exec: async-signal-safe calls only. Every pipe end is
- * close-on-exec: exec closes all of them but the two placed on 1 and 2 (dup2 clears the flag). */
-static void child_exec(const int outp[2], const int errp[2], const int rep[2], pid_t parent,
-                       int tty, const char *path, char *const argv[], char *const envp[])
-{
-    static const int sigs[] = {SIGINT,  SIGTERM, SIGHUP,  SIGQUIT, SIGPIPE, SIGCHLD, SIGTTIN,
-                               SIGTTOU, SIGTSTP, SIGCONT, SIGUSR1, SIGUSR2, SIGALRM};
-    struct sigaction sa;
-    sigset_t none, ttou;
-    size_t i;
-    int e, report = above_std(rep[1]), out, err, null;
-
-    if (report < 0)
-        report = rep[1];
-    setpgid(0, 0);
-    if (tty >= 0) { /* the terminal's foreground: ours now, before the job can read it */
-        sigemptyset(&ttou);
-        sigaddset(&ttou, SIGTTOU);
-        sigprocmask(SIG_BLOCK, &ttou, NULL); /* a background tcsetpgrp() would raise it */
-        tcsetpgrp(tty, getpid());
-    }
-    /* never orphaned: if oomless itself dies (even by SIGKILL), the job is killed too; a parent
-     * already gone before this point is caught by the getppid() check */
-    if (prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0) == 0 && getppid() != parent)
-        _exit(128 + SIGKILL);
-    memset(&sa, 0, sizeof(sa));
-    sa.sa_handler = SIG_DFL;
-    for (i = 0; i < OOMI_ARRAY_LEN(sigs); i++)
-        sigaction(sigs[i], &sa, NULL);
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    if ((out = above_std(outp[1])) < 0 || (err = above_std(errp[1])) < 0)
-        goto fail;
-    if (stdin_unusable(outp, errp, rep)) { /* the job gets an empty stdin, not a closed one */
-        if ((null = open("/dev/null", O_RDONLY)) < 0 || (null != 0 && dup2(null, 0) < 0))
-            goto fail;
-        if (null != 0)
-            close(null);
-    }
-    if (dup2(out, 1) < 0 || dup2(err, 2) < 0)
-        goto fail;
-    execve(path, argv, envp);
-fail:
-    e = errno;
-    while (write(report, &e, sizeof(e)) < 0 && errno == EINTR)
-        ;
-    _exit(127);
-}
-
 static void close_pair(int p[2])
 {
     if (p[0] >= 0)
         close(p[0]);
     if (p[1] >= 0)
         close(p[1]);
+    p[0] = p[1] = -1;
+}
+
+/* A close-on-exec pipe with both ends above 2 (the caller may run with 0-2 closed: an end there
+ * would become the job's stdin, or be overwritten by its stdout). 0, or -1 with errno. */
+static int pipe_above_std(int p[2])
+{
+    if (pipe2(p, O_CLOEXEC) != 0) {
+        p[0] = p[1] = -1;
+        return -1;
+    }
+    p[0] = oomi_fd_above_std(p[0]);
+    p[1] = oomi_fd_above_std(p[1]);
+    if (p[0] >= 0 && p[1] >= 0)
+        return 0;
+    close_pair(p);
+    return -1;
+}
+
+/* Waits for the guardian's report of `kind` (the others before it are not expected at this
+ * point): its value, or -1 (errno set) when the guardian ended without it. */
+static int wait_report(oomi_proc *p, int kind, int *value)
+{
+    oomi_guard_msg m;
+    ssize_t n;
+    do {
+        do
+            n = read(p->report_fd, &m, sizeof(m));
+        while (n < 0 && errno == EINTR);
+        if (n != (ssize_t)sizeof(m)) {
+            errno = n == 0 ? ECHILD : errno;
+            return -1;
+        }
+    } while (m.kind != kind && m.kind != OOMI_GUARD_FAIL);
+    *value = m.value;
+    return m.kind == kind ? 0 : -1;
+}
+
+int oomi_proc_report(oomi_proc *p, int *kind, int *value)
+{
+    oomi_guard_msg m;
+    ssize_t n;
+    if (p->report_fd < 0)
+        return -1;
+    do
+        n = read(p->report_fd, &m, sizeof(m));
+    while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return 0;
+    if (n != (ssize_t)sizeof(m)) { /* the guardian is gone */
+        close(p->report_fd);
+        p->report_fd = -1;
+        return -1;
+    }
+    *kind = m.kind;
+    *value = m.value;
+    return 1;
+}
+
+int oomi_proc_release(oomi_proc *p)
+{
+    int status = 0;
+    pid_t got = 0;
+    if (p->life_fd >= 0)
+        close(p->life_fd); /* the guardian kills what is left, then exits */
+    p->life_fd = -1;
+    if (p->guardian > 0)
+        while ((got = waitpid(p->guardian, &status, 0)) < 0 && errno == EINTR)
+            ;
+    if (p->report_fd >= 0)
+        close(p->report_fd);
+    p->report_fd = -1;
+    p->guardian = -1;
+    return got > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* The guardian, forked with every signal blocked (so that none of the caller's handlers runs in
+ * it, and none ends it before it blocks them itself): its pid, or -1 with errno. */
+static pid_t fork_guardian(const oomi_guard_args *a)
+{
+    sigset_t all, old;
+    pid_t pid;
+    int e;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    if ((pid = fork()) == 0)
+        oomi_guard_run(a);
+    e = errno;
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    errno = e;
+    return pid;
 }
 
 int oomi_proc_spawn(oomi_proc *p, int *exec_errno, const char *path, char *const argv[],
                     char *const envp[], int tty)
 {
-    int outp[2] = {-1, -1}, errp[2] = {-1, -1}, rep[2] = {-1, -1}, e = 0, status;
+    int outp[2] = {-1, -1}, errp[2] = {-1, -1}, rep[2] = {-1, -1}, life[2] = {-1, -1},
+        stat[2] = {-1, -1}, e = 0, leader = -1;
+    oomi_guard_args a;
     ssize_t n;
-    pid_t pid, self = getpid();
 
-    p->pid = -1;
-    p->out_fd = p->err_fd = -1;
+    p->pid = p->guardian = -1;
+    p->out_fd = p->err_fd = p->report_fd = p->life_fd = -1;
     *exec_errno = 0;
     become_subreaper();
-    if (pipe2(outp, O_CLOEXEC) || pipe2(errp, O_CLOEXEC) || pipe2(rep, O_CLOEXEC)) {
+    if (pipe_above_std(outp) || pipe_above_std(errp) || pipe_above_std(rep) ||
+        pipe_above_std(life) || pipe_above_std(stat)) {
         e = errno;
         close_pair(outp);
         close_pair(errp);
         close_pair(rep);
+        close_pair(life);
+        close_pair(stat);
         return oomi_fail(OOM_EIO, "cannot create pipes for '%s': %s", path, strerror(e));
     }
-    pid = fork();
-    if (pid == 0)
-        child_exec(outp, errp, rep, self, tty, path, argv, envp);
+    a = (oomi_guard_args){outp[1],  errp[1], rep[1], life[0], stat[1],
+                          getpid(), tty,     path,   argv,    envp};
+    p->guardian = fork_guardian(&a);
     e = errno;
     close(outp[1]);
     close(errp[1]);
     close(rep[1]);
-    if (pid < 0) {
+    close(life[0]);
+    close(stat[1]);
+    p->report_fd = stat[0];
+    p->life_fd = life[1];
+    if (p->guardian < 0) {
         close(outp[0]);
         close(errp[0]);
         close(rep[0]);
+        oomi_proc_release(p);
         return oomi_fail(OOM_EIO, "cannot fork for '%s': %s", path, strerror(e));
     }
-    setpgid(pid, pid); /* also in the child: whichever runs first */
+    if (wait_report(p, OOMI_GUARD_PID, &leader) != 0) {
+        e = leader > 0 ? leader : errno;
+        close(outp[0]);
+        close(errp[0]);
+        close(rep[0]);
+        oomi_proc_release(p);
+        return oomi_fail(OOM_EIO, "cannot fork for '%s': %s", path, strerror(e));
+    }
+    p->pid = (pid_t)leader;
     if (tty >= 0)
-        oomi_tty_set_foreground(tty, pid);
+        oomi_tty_set_foreground(tty, p->pid); /* also in the leader: whichever runs first */
     do
         n = read(rep[0], &e, sizeof(e));
     while (n < 0 && errno == EINTR);
     close(rep[0]);
+    fcntl(p->report_fd, F_SETFL, O_NONBLOCK);
     if (n == (ssize_t)sizeof(e)) {
         *exec_errno = e ? e : EIO;
-        if (oomi_tty_is_foreground(tty, pid)) /* the terminal back from the group that failed */
+        if (oomi_tty_is_foreground(tty, p->pid)) /* the terminal back from the group that failed */
             oomi_tty_set_foreground(tty, getpgrp());
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-            ;
         close(outp[0]);
         close(errp[0]);
+        oomi_proc_release(p);
+        p->pid = -1;
         return oomi_fail(OOM_EJOB, "cannot run '%s': %s", path, strerror(*exec_errno));
-    }
-    /* the read ends stay open while the job runs: not on 0-2, where the job's output is copied
-     * when the caller runs with those closed */
-    if ((outp[0] = oomi_fd_above_std(outp[0])) < 0 || (errp[0] = oomi_fd_above_std(errp[0])) < 0) {
-        e = errno;
-        if (outp[0] >= 0)
-            close(outp[0]);
-        if (errp[0] >= 0)
-            close(errp[0]);
-        kill(-pid, SIGKILL);
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
-            ;
-        if (oomi_tty_is_foreground(tty, pid))
-            oomi_tty_set_foreground(tty, getpgrp());
-        return oomi_fail(OOM_EIO, "cannot keep the pipes of '%s': %s", path, strerror(e));
     }
     fcntl(outp[0], F_SETFL, O_NONBLOCK);
     fcntl(errp[0], F_SETFL, O_NONBLOCK);
-    p->pid = pid;
     p->out_fd = outp[0];
     p->err_fd = errp[0];
     return OOM_OK;
@@ -255,6 +287,7 @@ int oomi_proc_spawn(oomi_proc *p, int *exec_errno, const char *path, char *const
 struct pinfo {
     pid_t pid, ppid, pgid;
     unsigned long long start;
+    char state;
 };
 
 /* Reads "pid (comm) state ppid pgrp ... starttime" (fields 1-5 and 22) from /proc/PID/stat;
@@ -279,7 +312,14 @@ static int read_stat(struct pinfo *pi, pid_t pid)
     pi->pid = pid;
     pi->ppid = (pid_t)ppid;
     pi->pgid = (pid_t)pgid;
+    pi->state = state;
     return 0;
+}
+
+int oomi_proc_stopped(pid_t pid)
+{
+    struct pinfo pi;
+    return read_stat(&pi, pid) == 0 && (pi.state == 'T' || pi.state == 't');
 }
 
 /* Every live process (allocated array, *n entries); NULL when /proc cannot be read. */
@@ -328,7 +368,9 @@ unsigned long long oomi_proc_start_time(pid_t pid)
 
 static int belongs(const struct pinfo *p, const oomi_tree *t, pid_t self)
 {
-    if (p->pgid == t->pgid)
+    if (t->guardian > 0 && p->pid == t->guardian)
+        return 0;
+    if (p->pgid == t->pgid || (t->guardian > 0 && p->ppid == t->guardian))
         return 1;
     return p->ppid == self && (contains(t->known, t->nknown, p->pid) ||
                                (t->since && p->start >= t->since && p->pid != self));

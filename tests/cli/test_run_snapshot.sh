@@ -2,23 +2,12 @@
 # test_run_snapshot.sh - `oomless run` and the job's oom_snapshot event (what filled the memory,
 # written by oomless.torch into the --events file): the summary after the restart line, in
 # --json, in `watch --events`; --memory-history reaches the job. The job here is a shell script
-# that appends the event itself (the Python side: tests/torch/test_oom_snapshot.py).
+# that appends the event itself (tests/data/run/snapshot_job.sh; the Python side:
+# tests/torch/test_oom_snapshot.py).
 . "$(dirname "$0")/lib.sh"
 
 fake_job_gpu
-cat >"$TMP/job.sh" <<'JOB'
-#!/bin/sh
-echo "history=${OOMLESS_MEMORY_HISTORY:-none}"
-if [ "$OOMLESS_ATTEMPT" = 1 ]; then
-    if [ -n "$SNAP" ]; then
-        printf '%s\n' '{"time":5.5,"event":"oom_snapshot","pid":7,"rank":0,"step":2,"allocated_bytes":6442450944,"reserved_bytes":7516192768,"inactive_split_bytes":536870912,"frames":true,"tried_bytes":2147483648,"device_free_bytes":0,"reason":"CUDA out of memory.","largest":[{"bytes":3328599654,"where":"model.py:88 forward","code":"logits = self.lm_head(h)"}],"origins":[{"where":"model.py:88 forward","code":"logits = self.lm_head(h)","bytes":3328599654,"count":1},{"where":"model.py:40 forward","code":null,"bytes":2362232012,"count":4}]}' >>"$OOMLESS_RECOVERY_EVENTS"
-    fi
-    echo "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB." >&2
-    exit 1
-fi
-exit 0
-JOB
-chmod +x "$TMP/job.sh"
+cp "$OOMLESS_SRC/tests/data/run/snapshot_job.sh" "$TMP/job.sh" # the snapshot unless SNAP is empty
 LINE="oomless run: at the out of memory, largest: 3.10 GiB model.py:88 forward \`logits = self.lm_head(h)\`, 2.20 GiB model.py:40 forward (4 tensors); allocated 6.00 GiB of 7.00 GiB reserved, 512.0 MiB inactive split; tried 2.00 GiB; rank 0; step 2"
 
 # ---- the job wrote a snapshot: one line after the restart line, the event in --json ----------

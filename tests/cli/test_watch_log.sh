@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # test_watch_log.sh - `oomless watch --log` when the file misbehaves: a full disk (/dev/full, a
 # file size limit), recovery, a file that ends inside a row, a log deleted, renamed away
-# (logrotate create) or truncated in place (copytruncate), and a command line that would be a
-# spreadsheet formula and is longer than the field.
+# (logrotate create) or truncated in place (copytruncate), a command line that would be a
+# spreadsheet formula and is longer than the field, and a FIFO with no reader (refused at once).
 . "$(dirname "$0")/lib.sh"
 
 HEADER="timestamp,kind,gpu_index,gpu_name,pid,command,user,used_bytes,total_bytes,utilization_gpu,temperature_c,band,lost,batch_size,grad_accum,reserved_bytes"
@@ -151,5 +151,58 @@ printf 'notes\n' >"$TMP/other.csv"
 oom watch --once --log "$TMP/other.csv"
 expect_rc 0 "a file without our header: appended to"
 expect_eq "$(head -1 "$TMP/other.csv")" notes "its first line kept"
+
+# ---- a FIFO nobody reads: refused at once (open() no longer waits for a reader), --count or not -
+mkfifo "$TMP/noreader"
+for args in "--once" "--count 2 --interval 0.05" "--json --count 1"; do
+    # shellcheck disable=SC2086 # the options, split on purpose
+    run timeout 20 "$OOMLESS_BIN" watch $args --log "$TMP/noreader"
+    expect_rc 2 "FIFO without a reader ($args): refused, not waited on"
+    expect_contains "$ERR" "'$TMP/noreader' is a FIFO that nobody reads: start its reader first" \
+        "FIFO without a reader ($args): says why"
+    expect_eq "$OUT" "" "FIFO without a reader ($args): no sample printed"
+done
+# a FIFO with a reader is a log like a pipe: the header, then the rows (the reader opens it
+# without waiting for a writer, says so, then reads until the writer is gone)
+python3 -c 'import os, select, sys
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_NONBLOCK)
+open(sys.argv[2] + ".ready", "w").close()
+with open(sys.argv[2], "wb") as out:
+    p = select.poll()
+    p.register(fd, select.POLLIN)
+    while True:
+        p.poll()
+        b = os.read(fd, 65536)
+        if not b:
+            break
+        out.write(b)' "$TMP/noreader" "$TMP/fifo.csv" &
+READER=$!
+PIDS+=($READER)
+poll 20 test -e "$TMP/fifo.csv.ready" || bad "FIFO with a reader: the reader never opened it"
+oom watch --count 2 --interval 0.05 --json --log "$TMP/noreader"
+expect_rc 0 "FIFO with a reader: logged"
+[ "$RC" -eq 0 ] || kill "$READER" # no writer came: the reader would wait for one
+wait "$READER"
+expect_eq "$(head -1 "$TMP/fifo.csv")" "$HEADER" "FIFO with a reader: the header first"
+expect_eq "$(grep -c ',gpu,0,' "$TMP/fifo.csv")" 2 "FIFO with a reader: a GPU row per sample"
+# a FIFO whose reader goes away after the first rows: the writes fail (EPIPE), watch goes on
+# sampling and ends with exit 3 saying so; it is not killed by SIGPIPE (exit 141)
+mkfifo "$TMP/shortreader"
+python3 -c 'import os, sys
+fd = os.open(sys.argv[1], os.O_RDONLY | os.O_NONBLOCK)
+open(sys.argv[1] + ".ready", "w").close()
+import select
+p = select.poll()
+p.register(fd, select.POLLIN)
+p.poll()
+os.read(fd, 65536)' "$TMP/shortreader" &
+READER=$!
+PIDS+=($READER)
+poll 20 test -e "$TMP/shortreader.ready" || bad "FIFO whose reader leaves: the reader never opened it"
+oom watch --count 6 --interval 0.2 --json --log "$TMP/shortreader"
+expect_rc 3 "FIFO whose reader leaves: exit 3, not killed by SIGPIPE"
+expect_contains "$ERR" "cannot write '$TMP/shortreader'" "FIFO whose reader leaves: said"
+expect_eq "$(printf '%s' "$OUT" | jq -s length)" 6 "FIFO whose reader leaves: every sample still taken"
+wait "$READER"
 
 finish

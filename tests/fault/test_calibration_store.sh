@@ -1,8 +1,9 @@
 #!/bin/bash
 # test_calibration_store.sh - the calibration store (and run's events file) when the disk fills,
 # after a crash, and when the store is a symbolic link, a FIFO, under a relative $XDG_CACHE_HOME
-# or a $HOME that does not exist. The full disk is a file-size limit (ulimit -f, SIGXFSZ
-# ignored): write() stops part way, then fails with EFBIG.
+# or a $HOME that does not exist. The full disk is a file-size limit (ulimit -f), with SIGXFSZ
+# left at its default action (the death of the process that writes past the limit): oomless
+# itself must not die of it (write() stops part way, then fails with EFBIG), its jobs still do.
 . "$OOMLESS_SRC/tests/cli/lib.sh"
 : "${FAKE_JOB:?run through ctest}"
 unset OOMLESS_BATCH_SIZE OOMLESS_GPU GPU_PROFILE CUDA_VISIBLE_DEVICES
@@ -11,8 +12,9 @@ fake_job_gpu
 JOB=("$FAKE_JOB" --batch-size '{batch}' --procdir "$TMP/procs" --capacity 8G --fixed 1G --per-sample 10M)
 cd "$TMP" || exit 1
 
-# limited CMD...: CMD with a 64 KiB file-size limit
-limited() { (ulimit -f 64 && trap '' XFSZ && exec "$@"); }
+# limited CMD...: CMD with a 64 KiB file-size limit, SIGXFSZ not ignored (a shell that ignores
+# it hands that on to what it runs, which would hide a death by it)
+limited() { (ulimit -f 64 && trap - XFSZ && exec "$@"); }
 # pad FILE: appends a JSON line that makes FILE 100 bytes short of the 64 KiB limit
 pad() {
     python3 -c 'import os, sys
@@ -45,6 +47,14 @@ expect_rc 3 "full disk: run reports the events file"
 expect_contains "$ERR" "cannot write the events file 'ev.jsonl': File too large" "events: the reason"
 if jq -e . ev.jsonl >/dev/null 2>&1; then ok; else bad "events: a half line left: $(tail -c 120 ev.jsonl)"; fi
 expect_eq "$(wc -c <ev.jsonl)" 65436 "events: the file as it was"
+expect_contains "$OUT" "step 3/3" "events: the job ran to its end all the same"
+expect_eq "$(grep -c '"event":"exit"' ev.jsonl)" 0 "events: no line of this run"
+
+# ---- the job keeps SIGXFSZ's default: it dies of it past the limit, as it would alone -----------
+run limited "$OOMLESS_BIN" run --batch-size 1 -- sh -c 'exec head -c 200000 /dev/zero >big.bin'
+expect_rc 153 "a job writing past the limit dies of SIGXFSZ (128+25)"
+expect_eq "$(wc -c <big.bin)" 65536 "the job's file stopped at the limit"
+rm -f big.bin
 
 # ---- a half line (an older version, a full disk): the next record starts a line of its own ------
 printf '%s' "${REC:0:40}" >half.jsonl

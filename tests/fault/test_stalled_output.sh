@@ -1,8 +1,9 @@
 #!/bin/bash
 # test_stalled_output.sh - oomless's stdout, stderr or events file is a pipe nobody reads: the
 # supervision goes on regardless. A forwarded SIGTERM and --trial-timeout still act, oomless
-# still exits after a stop signal, and an events FIFO that stalls (or has no reader at all) is
-# an error, not a hang.
+# still exits after a stop signal, probe ends by itself (its trials' output and its report
+# wait no longer than the kill grace), and an events FIFO that stalls (or has no reader at all)
+# is an error, not a hang.
 . "$OOMLESS_SRC/tests/cli/lib.sh"
 : "${FAKE_JOB:?run through ctest}"
 unset CUDA_VISIBLE_DEVICES OOMLESS_GPU GPU_PROFILE OOMLESS_BATCH_SIZE
@@ -61,17 +62,34 @@ expect_eq "$RC" 143 "run, stdout stalled, SIGTERM: the job's status"
 poll 10 none_left
 expect_eq "$(left)" 0 "run, stdout stalled: no process left behind"
 
-# stdout stalled: --trial-timeout still stops the trial; the report then waits for the reader
-# until a signal ends the wait
+# stdout stalled: --trial-timeout still stops the trial, and probe ends by itself: the report
+# waits for the reader no longer than the kill grace (it waited until a signal came, 25 s and
+# more; forever behind a stalled pager)
 marker
 "$OOMLESS_BIN" probe --calibration off --trial-timeout 1 --kill-grace 1 -- "${JOB[@]}" \
     --batch-size '{batch}' --marker "$MARK" >"$FIFO" 2>"$TMP/err2" &
 P=$!
 started || bad "probe, stdout stalled: the trial never started"
 if poll 15 none_left; then ok; else bad "probe, stdout stalled: the trial outlived --trial-timeout"; fi
-kill -TERM "$P"
-finished "$P" "probe, stdout stalled, after the timeout, SIGTERM" 10
+finished "$P" "probe, stdout stalled, after the timeout, no signal" 20
+expect_eq "$RC" 1 "probe, stdout stalled, after the timeout: the timeout's status"
 expect_contains "$(cat "$TMP/err2")" "ran past the trial timeout" "probe, stdout stalled: timeout said"
+expect_contains "$(cat "$TMP/err2")" "oomless probe: the report was not written: standard output took nothing for 1 s" \
+    "probe, stdout stalled: the report's fate said"
+
+# stdout stalled, trials that end by themselves: each one's output waits no longer than the kill
+# grace either (it waited for the reader before the next trial, forever), the search goes on
+marker
+"$OOMLESS_BIN" probe --calibration off --max-trials 2 --max-batch 2 --kill-grace 1 -- \
+    "$FAKE_JOB" --steps 3 --step-time-ms 1 --batch-size '{batch}' --marker "$MARK" \
+    >"$FIFO" 2>"$TMP/err2b" &
+P=$!
+finished "$P" "probe, stdout stalled, trials that end" 30
+expect_eq "$RC" 3 "probe, stdout stalled, trials that end: exit 3 (the report not written)"
+expect_eq "$(grep -c "^oomless probe: trial [0-9]*: batch [0-9]*: peak" "$TMP/err2b")" 2 \
+    "probe, stdout stalled, trials that end: both trials ran"
+expect_contains "$(cat "$TMP/err2b")" "oomless: the job's output was not all written: its reader took nothing for 1 s" \
+    "probe, stdout stalled, trials that end: the dropped output said"
 
 # stderr stalled (notices, the job's stderr): SIGTERM, and the final message, do not hang
 marker
@@ -84,15 +102,16 @@ kill -TERM "$P"
 finished "$P" "run, stderr stalled, SIGTERM" 15
 expect_eq "$RC" 143 "run, stderr stalled, SIGTERM: the job's status"
 
-# stderr stalled: --trial-timeout acts although the trial's notice cannot be written
+# stderr stalled: --trial-timeout acts although the trial's notice cannot be written, and
+# probe ends by itself, its messages cut off after about the kill grace each
 marker
 "$OOMLESS_BIN" probe --calibration off --trial-timeout 1 --kill-grace 1 -- "${JOB[@]}" \
     --batch-size '{batch}' --marker "$MARK" >"$TMP/out4" 2>"$FIFO" &
 P=$!
 started || bad "probe, stderr stalled: the trial never started"
 if poll 15 none_left; then ok; else bad "probe, stderr stalled: the trial outlived --trial-timeout"; fi
-kill -TERM "$P"
-finished "$P" "probe, stderr stalled, after the timeout, SIGTERM" 10
+finished "$P" "probe, stderr stalled, after the timeout, no signal" 20
+expect_contains "$(cat "$TMP/out4")" "Recommended batch" "probe, stderr stalled: the report on stdout"
 
 # a job that writes without pause to a destination that keeps up: the loop still sees SIGTERM
 marker

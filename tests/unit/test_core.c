@@ -1,5 +1,5 @@
 /* test_core.c - the core helpers: the whole-file reader and its cap, the JSON member helpers,
- * plan documents. */
+ * plan documents, another process's text made safe to show. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -218,6 +218,94 @@ static void test_plan_doc_bom_and_depth(void **state)
     unlink(path);
 }
 
+/* oomi_shown(text) compared with `want` */
+static void shown_is(const char *text, const char *want)
+{
+    char *got = oomi_shown(text);
+    assert_non_null(got);
+    assert_string_equal(got, want);
+    oomi_free(got);
+}
+
+static void test_shown(void **state)
+{
+    oomi_sb sb = OOMI_SB_INIT;
+    char *out;
+    (void)state;
+    /* kept: printable ASCII (a backslash too) and UTF-8 text from U+00A0 on, up to 4 bytes */
+    shown_is("python train.py --lr=1e-4 'a b' \\x41", "python train.py --lr=1e-4 'a b' \\x41");
+    shown_is("caf\xc3\xa9 \xc2\xa0 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80 \xef\xbf\xbd",
+             "caf\xc3\xa9 \xc2\xa0 \xe6\x97\xa5\xe6\x9c\xac \xf0\x9f\x98\x80 \xef\xbf\xbd");
+    shown_is("", "");
+    shown_is(NULL, "");
+    /* C0 controls and DEL: OSC 52 (clipboard), a title, a screen clear, BEL, tab, line breaks */
+    shown_is("\x1b]52;c;cm0gLXJmIH4=\x07", "\\x1b]52;c;cm0gLXJmIH4=\\x07");
+    shown_is("\x1b]0;pwned\x1b\\x\x1b[2J\x1b[H", "\\x1b]0;pwned\\x1b\\x\\x1b[2J\\x1b[H");
+    shown_is("a\tb\nc\rd\x7f\x01", "a\\x09b\\x0ac\\x0dd\\x7f\\x01");
+    /* C1 controls, as one byte and in UTF-8 (U+009B CSI, U+009D OSC, U+0080, U+009F) */
+    shown_is("\x9b"
+             "31m \x9d",
+             "\\x9b31m \\x9d");
+    shown_is("\xc2\x9b"
+             "2J \xc2\x9d"
+             "0;t\xc2\x9c \xc2\x80\xc2\x9f",
+             "\\xc2\\x9b2J \\xc2\\x9d0;t\\xc2\\x9c \\xc2\\x80\\xc2\\x9f");
+    /* invalid UTF-8: a stray continuation, a cut sequence (at the end too), overlong forms, a
+     * surrogate, past U+10FFFF, bytes that never start a sequence */
+    shown_is("a\x80"
+             "b",
+             "a\\x80b");
+    shown_is("\xe6\x97x", "\\xe6\\x97x");
+    shown_is("end\xf0\x9f\x98", "end\\xf0\\x9f\\x98");
+    shown_is("\xc0\xaf \xe0\x80\xaf", "\\xc0\\xaf \\xe0\\x80\\xaf");
+    shown_is("\xed\xa0\x80", "\\xed\\xa0\\x80");
+    shown_is("\xf4\x90\x80\x80 \xff\xfe", "\\xf4\\x90\\x80\\x80 \\xff\\xfe");
+    /* bidirectional formatting characters (Trojan Source): U+202E, U+2066, U+200F */
+    shown_is("x\xe2\x80\xae"
+             "y\xe2\x81\xa6z\xe2\x80\x8f",
+             "x\\xe2\\x80\\xaey\\xe2\\x81\\xa6z\\xe2\\x80\\x8f");
+    /* a length, not the NUL: text with a NUL in it */
+    oomi_sb_put_shown(&sb, "a\0b", 3);
+    assert_int_equal(oomi_sb_finish(&sb, &out), OOM_OK);
+    assert_string_equal(out, "a\\x00b");
+    oomi_free(out);
+}
+
+/* oomi_utf8_clean(text) compared with `want` */
+static void clean_is(const char *text, const char *want)
+{
+    char *got = oomi_utf8_clean(text);
+    assert_non_null(got);
+    assert_string_equal(got, want);
+    oomi_free(got);
+}
+
+static void test_utf8_clean(void **state)
+{
+    json_object *o;
+    (void)state;
+    /* UTF-8 and every control kept (json-c escapes the controls itself) */
+    clean_is("caf\xc3\xa9 \x1b]52;c;x\x07 \xc2\x9b", "caf\xc3\xa9 \x1b]52;c;x\x07 \xc2\x9b");
+    clean_is(NULL, "");
+    /* each byte of what is not UTF-8 becomes U+FFFD: a stray continuation, a cut sequence,
+     * an overlong form, a surrogate, bytes that never start one */
+    clean_is("a\x80"
+             "b",
+             "a\xef\xbf\xbd"
+             "b");
+    clean_is("end\xf0\x9f\x98", "end\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd");
+    clean_is("\xc0\xaf", "\xef\xbf\xbd\xef\xbf\xbd");
+    clean_is("\xed\xa0\x80 \xff", "\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd");
+    /* as a JSON string: valid UTF-8 in the document */
+    o = oomi_json_text("x\xfey");
+    assert_non_null(o);
+    assert_string_equal(json_object_to_json_string_ext(o, JSON_C_TO_STRING_PLAIN),
+                        "\"x\xef\xbf\xbdy\"");
+    json_object_put(o);
+    assert_null(oomi_json_text(""));
+    assert_null(oomi_json_text(NULL));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -228,6 +316,8 @@ int main(void)
         cmocka_unit_test(test_plan_doc),
         cmocka_unit_test(test_json_load),
         cmocka_unit_test(test_plan_doc_bom_and_depth),
+        cmocka_unit_test(test_shown),
+        cmocka_unit_test(test_utf8_clean),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

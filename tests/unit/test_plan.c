@@ -640,83 +640,6 @@ static void test_options(void **state)
     oom_plan_options_free(o);
 }
 
-/* an allocator that fails after `alloc_budget` allocations and counts live blocks */
-static long alloc_budget, alloc_live;
-static void *fail_malloc(size_t n, void *u)
-{
-    void *p;
-    (void)u;
-    if (alloc_budget-- <= 0 || !(p = malloc(n)))
-        return NULL;
-    alloc_live++;
-    return p;
-}
-static void *fail_realloc(void *p, size_t n, void *u)
-{
-    void *q;
-    (void)u;
-    if (alloc_budget-- <= 0 || !(q = realloc(p, n)))
-        return NULL;
-    alloc_live += p == NULL;
-    return q;
-}
-static void counting_free(void *p, void *u)
-{
-    (void)u;
-    alloc_live -= p != NULL;
-    free(p);
-}
-
-static int plan_workflow(void)
-{
-    static const char *const k[] = {"model", "method", "seq", "gpu", "allow"};
-    static const char *const v[] = {"llama-3.1-8b", "lora", "2048", "rtx-4090", "all"};
-    static const char *const gpus[] = {"rtx-4090", "t4"};
-    static const char *const name = "w";
-    oom_plan_options *o = NULL;
-    oom_plan_result *r = NULL;
-    char *json = NULL, *text = NULL, *svg = NULL, *table = NULL;
-    size_t i;
-    int err;
-    if ((err = oom_plan_json(&json, k, v, 5)) || (err = oom_plan_options_create(&o)))
-        goto done;
-    for (i = 0; i < 5 && !err; i++)
-        err = oom_plan_options_set(o, k[i], v[i]);
-    if (err || (err = oom_plan_options_run(&r, o)) || (err = oom_plan_format(&text, r, "text")) ||
-        (err = oom_plan_svg(&svg, r)))
-        goto done;
-    oom_free(text), text = NULL;
-    if ((err = oom_plan_format(&text, r, "deepspeed")))
-        goto done;
-    err = oom_table(&table, (const oom_plan_options *const *)&o, &name, 1, gpus, 2, "csv");
-done:
-    oom_free(table), oom_free(svg), oom_free(text), oom_free(json);
-    oom_plan_free(r);
-    oom_plan_options_free(o);
-    return err;
-}
-
-/* every allocation failure gives OOM_ENOMEM and leaks nothing; enough allocations succeed */
-static void test_allocation_failures(void **state)
-{
-    oom_allocator a = {OOM_ALLOCATOR_VERSION, fail_malloc, fail_realloc, counting_free, NULL};
-    long n;
-    int err = OOM_ENOMEM;
-    (void)state;
-    for (n = 0; n < 20000 && err == OOM_ENOMEM; n++) {
-        alloc_budget = n, alloc_live = 0;
-        oom_set_allocator(&a);
-        err = plan_workflow();
-        oom_set_allocator(NULL);
-        if (err != OOM_OK && err != OOM_ENOMEM)
-            fail_msg("after %ld allocations: %d %s", n, err, oom_last_message());
-        if (alloc_live != 0)
-            fail_msg("after %ld allocations: %ld blocks leaked", n, alloc_live);
-    }
-    assert_int_equal(err, OOM_OK);
-    assert_true(n > 10);
-}
-
 /* Notes longer than the fixed arrays the result once had (240 bytes a notice, 200 a suggestion
  * or a why, 64 a GPU id) come back whole, as owned strings the result frees. */
 static void test_whole_strings(void **state)
@@ -857,7 +780,6 @@ int main(void)
         cmocka_unit_test(test_awkward_effective_batch),
         cmocka_unit_test(test_json_and_formats),
         cmocka_unit_test(test_options),
-        cmocka_unit_test(test_allocation_failures),
         cmocka_unit_test(test_whole_strings),
         cmocka_unit_test(test_struct_versions),
     };

@@ -289,7 +289,7 @@ static void test_tree_walk(void **state)
     }
     pause_ms(50); /* a start time a few clock ticks before the leader's */
     leader = spawn_family(&grouped, &left);
-    t = (oomi_tree){leader, oomi_proc_start_time(leader), NULL, 0};
+    t = (oomi_tree){leader, oomi_proc_start_time(leader), NULL, 0, 0};
     assert_true(t.since > 0);
     assert_true(oomi_proc_in_tree(leader, &t));
     assert_true(oomi_proc_in_tree(grouped, &t));
@@ -355,7 +355,7 @@ static void test_sampling_reads_no_process_table(void **state)
     l.gpu = gpu;
     { /* the count sees the library's reads: one scan of the table is one */
         pid_t none[4];
-        oomi_tree t = {getpid(), 0, NULL, 0};
+        oomi_tree t = {getpid(), 0, NULL, 0, 0};
         proc_table_reads = 0;
         oomi_proc_tree(none, 4, &t);
         assert_int_equal(proc_table_reads, 1);

@@ -220,7 +220,7 @@ static void test_csv_rows(void **state)
 }
 
 /* Anyone sharing the GPU chooses their command line: a field a spreadsheet would run as a
- * formula is written as text, and a long one comes out whole. */
+ * formula is written as text, a control character as \xHH, and a long one comes out whole. */
 static void test_csv_injection(void **state)
 {
     static const char *const commands[] = {
@@ -229,8 +229,8 @@ static void test_csv_injection(void **state)
                                          ",'+1,",
                                          ",'-rf,",
                                          ",'@SUM(A1),",
-                                         ",\"'\rcalc\",",
-                                         ",'\tx,",
+                                         ",\\x0dcalc,", /* escaped: starts no formula */
+                                         ",\\x09x,",
                                          ",a=b,"};
     oom_gpu_info g = OOM_GPU_INFO_INIT;
     oom_watch_gpu wg = OOM_WATCH_GPU_INIT, *wgp = &wg;

@@ -7,6 +7,7 @@ not be saved (--calibrate).
 import argparse
 import importlib
 import json
+import os
 import sys
 import time
 import warnings
@@ -129,6 +130,12 @@ def _load_fn(spec, what):
     mod, _, fn = spec.partition(":")
     if not mod or not fn:
         raise ValueError("%s '%s' is not of the form pkg.mod:function" % (what, spec))
+    # `oomless trace` runs Python without the current folder on sys.path (a json.py there must
+    # not replace the real one); a --module the user names may live there: the folder comes
+    # last, after the standard library and the installed packages, which it can no longer shadow
+    here = os.getcwd()
+    if here not in sys.path:
+        sys.path.append(here)
     try:
         return getattr(importlib.import_module(mod), fn)
     except (ImportError, AttributeError) as exc:

@@ -11,6 +11,7 @@ import torch
 
 from .._vocab import option, resolved
 from .emulate import CudaEmulation
+from .limits import TraceError, check_layers
 from .tracker import CATEGORIES, Tracker
 
 
@@ -24,10 +25,6 @@ def _without_reference():
     TRL's reference-free trainers)."""
     return [o for o in _values("objective", "trace")
             if o != "sft" and resolved(objective=o)["reference"] == "none"]
-
-
-class TraceError(Exception):
-    """A workload the tracer cannot express, with the reason (exit 2)."""
 
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
@@ -785,8 +782,8 @@ def trace_hf(w, cfg_dict=None):
 
 def _trace_hf(w, cfg_dict=None):
     w.check()
-    if cfg_dict is None:
-        cfg_dict, _path = find_config(w.model)
+    cfg_dict, path = find_config(w.model) if cfg_dict is None else (cfg_dict, w.model)
+    check_layers(cfg_dict, path)
     quant = cfg_dict.get("quantization_config")
     if isinstance(quant, dict):
         raise TraceError("model '%s' is pre-quantized (quant_method %s): its quantized layers run "
