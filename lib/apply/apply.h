@@ -7,7 +7,10 @@
 
 #include "core/core.h"
 
-/* ==== apply (apply.c, apply_value.c, apply_yaml.c, apply_json.c) ======
+#include <string.h>
+#include <sys/stat.h>
+
+/* ==== apply (apply_run.c, apply_value.c, apply_yaml.c, apply_json.c) ======
  * A config file is parsed into a small tree of oomi_node with byte
  * offsets into the original buffer; edits are splices of those byte spans. */
 
@@ -177,5 +180,73 @@ typedef struct oomi_doc {
  * OOM_EINTERNAL when a replaced value does not (a bug). Stops at the first refusal. */
 int oomi_edit_all(const char *in, size_t in_len, char **out, size_t *out_len, const oomi_doc *doc,
                   oomi_edit *edits, size_t n, unsigned flags);
+
+/* ==== the run (apply_run.c: edits in memory and checks; apply_files.c: reading, locking and
+ * writing the files; apply_report.c: the report) ====== */
+
+struct assign {
+    char *key, *spec;
+    bool optional;
+};
+
+struct edit {
+    char *key;
+    oomi_edit_result res;
+    oomi_aval val; /* the new value (not for skipped-for-the-plan edits) */
+    bool has_val;
+};
+
+struct note {
+    size_t line; /* 1-based; 0: the whole file */
+    char *msg;
+};
+
+struct file {
+    char *name, *real;
+    char *old, *text;    /* text: the edited text, NULL while it is the old one */
+    char *tmp;           /* the replacement, written and synced, not yet renamed */
+    char *backup, *btmp; /* the backup's name, and its staged temporary file */
+    size_t oldlen, len;
+    int fd;         /* the file, open (and locked when writing) since it was read; -1 */
+    struct stat st; /* what it was then */
+    bool json;
+    struct edit *edits;
+    size_t nedits;
+    struct note *notes; /* said in the report: stale comments, a partial write */
+    size_t nnotes;
+};
+
+struct oom_apply {
+    struct json_object *plan;
+    struct assign *as;
+    size_t nas;
+    char *suffix;
+    size_t document;
+    long lock_ms;
+    oom_apply_step_fn hook;
+    void *user;
+    struct file *files;
+    size_t nfiles;
+    bool ran, dry, written;
+};
+
+/* the text a file has now: its edited one, else the one read */
+static inline const char *oomi_apply_text(const struct file *f)
+{
+    return f->text ? f->text : f->old;
+}
+
+/* whether a file's text is not the one read */
+static inline bool oomi_apply_changed(const struct file *f)
+{
+    return f->len != f->oldlen || memcmp(oomi_apply_text(f), f->old, f->len);
+}
+
+/* apply_files.c: the files named, opened (locked unless a dry run), and read, in the order of
+ * their device and inode numbers; the replacements and backups staged, checked unchanged and
+ * renamed into place; temporary files removed and locks released */
+int oomi_apply_read_files(oom_apply *a, const char *const *files, size_t count, unsigned flags);
+int oomi_apply_write_files(oom_apply *a);
+void oomi_apply_finish_files(oom_apply *a);
 
 #endif
