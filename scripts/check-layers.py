@@ -4,7 +4,9 @@
 Usage: scripts/check-layers.py SOURCE_DIR [BUILD_DIR]
 
 Two checks, both against the table LAYERS below (lib/README.md explains it):
-  1. includes: a file in lib/X may include "X/..." and "Y/..." only for Y in LAYERS[X]; the tool
+  1. includes: a file in lib/X may include "X/..." and "Y/..." only for Y in LAYERS[X], and X has
+     a README and its contract X/X.h but no X/X.c (the file the contract would seem to belong
+     to: each file is named after what it does, as plan_search.c); the tool
      (cli/) only "oomless.h", "core/core.h" and its own headers; the page's API (web/api/) only
      "oomless.h", but for the files WEB_LIBRARY names, which the WebAssembly build links into the
      library in place of one of its own and which belong to that folder's layer;
@@ -59,6 +61,10 @@ def check_includes(src):
             if not os.path.isfile(os.path.join(path, needed)):
                 errors.append("lib/%s: no %s (each folder states its job in a README and shares "
                               "its declarations in one header named after it)" % (folder, needed))
+        if os.path.isfile(os.path.join(path, folder + ".c")):
+            errors.append("lib/%s/%s.c: %s/%s.h is the folder's contract, not this file's header: "
+                          "name the file after what it does (%s_run.c, ...)"
+                          % (folder, folder, folder, folder, folder))
         for name in sorted(os.listdir(path)):
             if not name.endswith((".c", ".h")):
                 continue

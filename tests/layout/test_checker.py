@@ -78,6 +78,12 @@ class Checker(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("lib/plan: no README.md", r.stdout)
 
+    def test_file_named_after_its_folder_fails(self):
+        write(os.path.join(self.src, "lib/plan/plan.c"), "#include \"plan/plan.h\"\n")
+        r = self.run_checker()
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("lib/plan/plan.c: plan/plan.h is the folder's contract", r.stdout)
+
     def test_upward_call_fails(self):
         self.compile("plan/p.c", "int oomi_p(void) { return 1; }\n")
         self.compile("core/a.c", "int oomi_p(void);\nint oomi_a(void) { return oomi_p(); }\n")
