@@ -8,8 +8,10 @@ import os
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
-from .torch import (OomStop, _StopAgreement, _empty_cache, _gave_up, _is_ddp, _release,
-                    exit_for_relaunch, is_oom, rng_state, set_rng_state)
+from ._agreement import _is_ddp, _StopAgreement
+from ._step_state import _empty_cache, _gave_up, _release
+# through oomless.torch, whose import installs the out-of-memory hook of `oomless run --events`
+from .torch import OomStop, exit_for_relaunch, is_oom, rng_state, set_rng_state
 
 
 class OomRecoveryCallback(TrainerCallback):

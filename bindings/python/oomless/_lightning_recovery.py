@@ -6,8 +6,11 @@ import os
 
 from lightning.pytorch.callbacks import Callback
 
-from .torch import (OomStop, _StopAgreement, _empty_cache, _gave_up, _is_ddp, _release,
-                    batch_size_of, exit_for_relaunch, is_oom, rng_state, set_rng_state)
+from ._agreement import _is_ddp, _StopAgreement
+from ._step_state import _empty_cache, _gave_up, _release
+# through oomless.torch, whose import installs the out-of-memory hook of `oomless run --events`
+from .torch import (OomStop, batch_size_of, exit_for_relaunch, is_oom, rng_state,
+                    set_rng_state)
 
 CHECKPOINT_NAME = "oomless-recovery.ckpt"
 
