@@ -1,21 +1,25 @@
 """Every rank's outcome of a micro-batch exchanged, and the micro-batch they agree on (the
 module documentation of oomless.torch says why and how)."""
+from __future__ import annotations
+
 import time
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from ._batches import micro_batch_sizes, next_limit
+from ._cuda_memory import Memory
 
 
-def _is_ddp(model):
+def _is_ddp(model: Any) -> bool:
     return isinstance(model, torch.nn.parallel.DistributedDataParallel)
 
 
 class _Agreement:
     """The per-micro-batch exchange of every rank's outcome (see the module documentation)."""
 
-    def __init__(self, model=None, group=None):
+    def __init__(self, model: torch.nn.Module | None = None, group: Any = None) -> None:
         self.active = dist.is_available() and dist.is_initialized() and \
             dist.get_world_size() > 1
         self.grad_group = getattr(model, "process_group", None) if _is_ddp(model) else None
@@ -35,7 +39,7 @@ class _Agreement:
         self.world = dist.get_world_size(self.group)
         self.rank = dist.get_rank(self.group)
 
-    def exchange(self, failed, proposal, batch):
+    def exchange(self, failed: bool, proposal: int, batch: int) -> tuple[bool, int, list[int]]:
         """(any_failed, agreed_limit, failed_ranks) once every rank told its outcome."""
         if not self.active:
             return failed, proposal, [0] if failed else []
@@ -47,13 +51,13 @@ class _Agreement:
             v[4 + self.rank] = 1
         v = v.to(self.device)
         dist.all_reduce(v, op=dist.ReduceOp.MAX, group=self.group)
-        v = v.cpu().tolist()
-        if v[2] != -v[3]:
+        flags = v.cpu().tolist()
+        if flags[2] != -flags[3]:
             raise ValueError("ranks have different per-step batches (%d to %d): every rank must "
-                             "step on the same number of samples" % (-v[3], v[2]))
-        return bool(v[0]), -v[1], [r for r in range(self.world) if v[4 + r]]
+                             "step on the same number of samples" % (-flags[3], flags[2]))
+        return bool(flags[0]), -flags[1], [r for r in range(self.world) if flags[4 + r]]
 
-    def broadcast_buffers(self, model):
+    def broadcast_buffers(self, model: Any) -> None:
         """Rank 0's buffers to every rank, as DDP does at the first forward of each step.
 
         DDP broadcasts in a forward only when the forward before it was synchronised; under the
@@ -74,7 +78,7 @@ class _Agreement:
             for w in works:
                 w.wait()
 
-    def sync_gradients(self, model):
+    def sync_gradients(self, model: torch.nn.Module) -> None:
         """Averages the gradients over the model's group, in place (DDP's result)."""
         if not self.active or not _is_ddp(model):
             return
@@ -93,12 +97,13 @@ class _Agreement:
             g.div_(world)
 
 
-def _limit_record(agreement, step, per_step_batch, failed_micro, limit, sizes, exact,
-                  failed_ranks, info, observations):
+def _limit_record(agreement: _Agreement, step: int, per_step_batch: int, failed_micro: int,
+                  limit: int, sizes: list[int], exact: bool, failed_ranks: list[int],
+                  info: dict[str, Any] | None, observations: dict[int, int]) -> dict[str, Any]:
     """The record of one agreement on a new micro-batch (its shape: the module documentation)."""
     info = info or {}
 
-    def whole(x):
+    def whole(x: float | None) -> int | None:
         return None if x is None else int(round(x))
 
     return {"event": "oom-limit", "time": round(time.time(), 3), "rank": agreement.rank,
@@ -119,29 +124,31 @@ class _StopAgreement:
     every micro-batch, and agree on the micro-batch of the relaunch (a divisor of the per-step
     batch, since ``oomless run`` relaunches with equal micro-batches)."""
 
-    def __init__(self, model=None, memory=None, headroom=0.1, group=None):
+    def __init__(self, model: torch.nn.Module | None = None, memory: Memory | None = None,
+                 headroom: float = 0.1, group: Any = None) -> None:
         self.agreement = _Agreement(model, group)
         self.memory, self.headroom = memory, headroom
-        self.observations = {}
-        self.fixed = None
+        self.observations: dict[int, int] = {}
+        self.fixed: int | None = None
 
-    def start_micro(self, first):
+    def start_micro(self, first: bool) -> None:
         """Before a micro-batch; `first`: the first of an optimizer step."""
         if self.memory is not None:
             if first or self.fixed is None:
                 self.fixed = self.memory.current()
             self.memory.reset()
 
-    def ok_micro(self, micro):
+    def ok_micro(self, micro: int) -> None:
         if self.memory is not None:
             peak = self.memory.peak()
             if peak is not None:
                 self.observations[micro] = max(self.observations.get(micro, 0), int(peak))
 
-    def decide(self, failed_phase, micro, per_step_batch, step):
+    def decide(self, failed_phase: str | None, micro: int, per_step_batch: int,
+               step: int) -> dict[str, Any] | None:
         """Exchanges this rank's outcome; returns None (every rank went on) or the limit record
         of the relaunch (micro-batch agreed by every rank; 0 when nothing smaller is left)."""
-        proposal, info = micro, {}
+        proposal, info = micro, {}  # type: tuple[int, dict[str, Any]]
         if failed_phase is not None:
             capacity = self.memory.capacity() if self.memory is not None else None
             proposal, basis, fit_fixed, slope = next_limit(

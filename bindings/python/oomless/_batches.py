@@ -1,17 +1,20 @@
 """A per-step batch cut into micro-batches, and the micro-batch to try after an OOM."""
+from __future__ import annotations
+
 import math
+from typing import Any
 
 import torch
 
 
-def batch_size_of(batch):
+def batch_size_of(batch: Any) -> int:
     """The number of samples in a batch: dim 0 of its tensors (nested in tuples, lists, dicts).
 
     Raises ValueError when the batch holds no tensor or tensors of different lengths.
     """
-    sizes = set()
+    sizes: set[int] = set()
 
-    def walk(x):
+    def walk(x: Any) -> None:
         if torch.is_tensor(x):
             if x.dim() == 0:
                 raise ValueError("a 0-d tensor in the batch cannot be split into micro-batches")
@@ -30,12 +33,12 @@ def batch_size_of(batch):
     return sizes.pop()
 
 
-def split_batch(batch, sizes):
+def split_batch(batch: Any, sizes: list[int]) -> list[Any]:
     """The batch cut along dim 0 into chunks of `sizes` (views, nothing copied); non-tensor
     leaves are repeated in every chunk."""
     starts = [sum(sizes[:i]) for i in range(len(sizes))]
 
-    def cut(x, start, n):
+    def cut(x: Any, start: int, n: int) -> Any:
         if torch.is_tensor(x):
             return x.narrow(0, start, n)
         if isinstance(x, dict):
@@ -49,7 +52,8 @@ def split_batch(batch, sizes):
     return [cut(batch, s, n) for s, n in zip(starts, sizes)]
 
 
-def micro_batch_sizes(per_step_batch, limit, min_micro_batch=1):
+def micro_batch_sizes(per_step_batch: int, limit: int,
+                      min_micro_batch: int = 1) -> tuple[list[int], bool]:
     """How to cut a per-step batch when micro-batches may hold at most `limit` samples.
 
     Returns ``(sizes, exact)``: the largest divisor of `per_step_batch` that is at most `limit`
@@ -68,7 +72,8 @@ def micro_batch_sizes(per_step_batch, limit, min_micro_batch=1):
     return [base + 1] * extra + [base] * (n - extra), False
 
 
-def _line(observations, fixed):
+def _line(observations: dict[int, int],
+          fixed: int | None) -> tuple[float | None, float | None]:
     """(fixed, per_sample) from {micro: peak}: fitted through the two largest sizes, or through
     `fixed` (the memory held before the micro-batch) when one size was seen."""
     sizes = sorted(observations, reverse=True)
@@ -83,8 +88,9 @@ def _line(observations, fixed):
     return fixed, max(observations[n] - fixed, 0) / float(n)
 
 
-def next_limit(failed_micro, observations=None, fixed=None, capacity=None, headroom=0.1,
-               halve=False):
+def next_limit(failed_micro: int, observations: dict[int, int] | None = None,
+               fixed: int | None = None, capacity: int | None = None, headroom: float = 0.1,
+               halve: bool = False) -> tuple[int, str, float | None, float | None]:
     """The largest micro-batch to try after an OOM at `failed_micro`, and how it was chosen.
 
     `observations` maps micro-batch sizes that ran to their peak bytes; `fixed` is the memory held
@@ -97,7 +103,8 @@ def next_limit(failed_micro, observations=None, fixed=None, capacity=None, headr
     fit_fixed, slope = (None, None)
     if observations and capacity and not halve:
         fit_fixed, slope = _line(observations, fixed)
-    if slope is not None and capacity > fit_fixed:
+    # _line gives both or neither, and only with a capacity
+    if slope is not None and fit_fixed is not None and capacity and capacity > fit_fixed:
         # the failure itself: the failed micro-batch needed more than the capacity
         slope = max(slope, (capacity - fit_fixed) / float(failed_micro))
         room = capacity * (1.0 - headroom) - fit_fixed

@@ -1,5 +1,21 @@
 """The memory a step's micro-batches use on a CUDA device (oomless.torch.CudaMemory)."""
+from __future__ import annotations
+
+from typing import Any, Protocol
+
 import torch
+
+
+class Memory(Protocol):
+    """What :class:`TrainStep` and the integrations call on their ``memory`` (see CudaMemory)."""
+
+    def reset(self) -> None: ...
+
+    def peak(self) -> int | None: ...
+
+    def current(self) -> int: ...
+
+    def capacity(self) -> int: ...
 
 
 class CudaMemory:
@@ -14,20 +30,20 @@ class CudaMemory:
     ``total_memory``, as PyTorch's out-of-memory message says: "24.00 GiB allowed").
     """
 
-    def __init__(self, device=None):
+    def __init__(self, device: Any = None) -> None:
         self.device = torch.device("cuda", torch.cuda.current_device()) if device is None \
             else torch.device(device)
 
-    def reset(self):
+    def reset(self) -> None:
         torch.cuda.reset_peak_memory_stats(self.device)
 
-    def peak(self):
+    def peak(self) -> int:
         return torch.cuda.max_memory_allocated(self.device)
 
-    def current(self):
+    def current(self) -> int:
         return torch.cuda.memory_allocated(self.device)
 
-    def capacity(self):
+    def capacity(self) -> int:
         free, _total = torch.cuda.mem_get_info(self.device)
         held = free + torch.cuda.memory_reserved(self.device)
         fraction = getattr(torch.cuda, "get_per_process_memory_fraction", None)
@@ -39,7 +55,7 @@ class CudaMemory:
         return held
 
 
-def _sharded(model):
+def _sharded(model: torch.nn.Module) -> bool:
     """Whether the model is FSDP-sharded (its forward all-gathers parameters)."""
     try:
         from torch.distributed import fsdp
@@ -50,7 +66,7 @@ def _sharded(model):
     return bool(kinds) and any(isinstance(m, kinds) for m in model.modules())
 
 
-def _default_memory(model):
+def _default_memory(model: torch.nn.Module) -> CudaMemory | None:
     try:
         p = next(model.parameters())
     except StopIteration:

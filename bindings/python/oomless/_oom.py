@@ -1,5 +1,9 @@
 """What an out-of-memory error is to oomless.torch and its integrations, and how a job stopped
 for a relaunch exits."""
+from __future__ import annotations
+
+from typing import Any
+
 import torch
 
 
@@ -27,7 +31,7 @@ class OomStop(RuntimeError):
     what was saved, when something was.
     """
 
-    def __init__(self, record, checkpoint=None):
+    def __init__(self, record: dict[str, Any], checkpoint: str | None = None) -> None:
         self.record = record
         self.micro_batch = record["micro_batch"]
         self.checkpoint = checkpoint
@@ -36,7 +40,7 @@ class OomStop(RuntimeError):
                                              record["micro_batch"]))
 
 
-def is_oom(exc):
+def is_oom(exc: BaseException) -> bool:
     """Whether an exception is a device out-of-memory error."""
     if isinstance(exc, _OOM_TYPE):
         return True

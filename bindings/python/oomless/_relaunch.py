@@ -1,16 +1,20 @@
 """What a job stopped for a relaunch leaves: its calibration line, the message `oomless run`
 reads, its exit status."""
+from __future__ import annotations
+
 import json
 import os
 import sys
 import time
+from typing import Any, NoReturn, Sequence
 
 import torch.distributed as dist
 
-from ._oom import RELAUNCH_EXIT_CODE
+from ._oom import RELAUNCH_EXIT_CODE, OomStop
 
 
-def calibration_line(record, gpu, command, workload="", extra_fixed_bytes=0):
+def calibration_line(record: dict[str, Any], gpu: str, command: str | Sequence[str],
+                     workload: str = "", extra_fixed_bytes: int = 0) -> dict[str, Any] | None:
     """A record of oomless's calibration store from a limit record with measured bytes.
 
     The store (``lib/calib/calibration.c``; default ``$XDG_CACHE_HOME/oomless/calibration.jsonl``)
@@ -36,7 +40,7 @@ def calibration_line(record, gpu, command, workload="", extra_fixed_bytes=0):
             "usable_bytes": int(record.get("capacity_bytes") or 0)}
 
 
-def append_calibration(line, path=None):
+def append_calibration(line: dict[str, Any], path: str | None = None) -> str:
     """Appends one calibration line (from :func:`calibration_line`) to the store; returns the
     path. Through the library (:mod:`oomless.calibration`), the store's one writer: the line
     whole or nothing, under its lock, on a fresh line, never through a symbolic link or into a
@@ -45,7 +49,7 @@ def append_calibration(line, path=None):
     return calibration.save(line, path)
 
 
-def relaunch_message(stop, grad_accum=None):
+def relaunch_message(stop: OomStop, grad_accum: int | None = None) -> str:
     """The lines a stopped job prints for ``oomless run``: a sentence naming
     ``torch.OutOfMemoryError`` (one of oomless's OOM patterns) and the step, then
     ``OOMLESS_RECOVERY {json}`` with the record."""
@@ -62,7 +66,8 @@ def relaunch_message(stop, grad_accum=None):
     return text + "\nOOMLESS_RECOVERY " + json.dumps(doc, sort_keys=True)
 
 
-def exit_for_relaunch(stop, grad_accum=None, code=RELAUNCH_EXIT_CODE, events_path=None):
+def exit_for_relaunch(stop: OomStop, grad_accum: int | None = None, code: int = RELAUNCH_EXIT_CODE,
+                      events_path: str | None = None) -> NoReturn:
     """Reports an :class:`OomStop` and exits with `code`.
 
     The first rank of each node (``$LOCAL_RANK`` 0) prints :func:`relaunch_message` on stderr,

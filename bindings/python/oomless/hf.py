@@ -24,7 +24,7 @@ _SWITCH = {
 }
 
 
-def _plan(doc):
+def _plan(doc: Mapping[str, Any]) -> Mapping[str, Any]:
     """Accepts the whole plan document or its "plan" object (kept for older callers)."""
     return plan_of(doc)
 

@@ -89,14 +89,17 @@ place; :mod:`oomless.hf` and :mod:`oomless.lightning` use the same agreement to 
 cleanly at the failed step (:class:`OomStop`), save a checkpoint and exit with
 :data:`RELAUNCH_EXIT_CODE`, so that ``oomless run`` relaunches the job at the new micro-batch.
 """
+from __future__ import annotations
+
 import contextlib
 import warnings
+from typing import Any, Callable, cast
 
 import torch
 
 from ._agreement import _Agreement, _is_ddp, _limit_record
 from ._batches import batch_size_of, micro_batch_sizes, next_limit, split_batch
-from ._cuda_memory import CudaMemory, _default_memory, _sharded
+from ._cuda_memory import CudaMemory, Memory, _default_memory, _sharded
 from ._oom import RELAUNCH_EXIT_CODE, InexactAccumulationWarning, OomStop, is_oom
 from ._relaunch import append_calibration, calibration_line, exit_for_relaunch, relaunch_message
 from ._step_state import _empty_cache, _gave_up, _release, _Snapshot, rng_state, set_rng_state
@@ -108,6 +111,10 @@ __all__ = ["TrainStep", "StepResult", "OomStop", "InexactAccumulationWarning", "
            "set_snapshot_source", "tag_modules"]
 
 
+#: ``loss_fn(model, micro_batch)``: the loss of one micro-batch, the mean over its samples
+LossFn = Callable[[torch.nn.Module, Any], torch.Tensor]
+
+
 # ---- the training step ------------------------------------------------------------------------
 
 class StepResult:
@@ -116,11 +123,12 @@ class StepResult:
 
     __slots__ = ("loss", "micro_batch", "micro_batches", "retries", "exact")
 
-    def __init__(self, loss, micro_batch, micro_batches, retries, exact):
+    def __init__(self, loss: torch.Tensor, micro_batch: int, micro_batches: int, retries: int,
+                 exact: bool) -> None:
         self.loss, self.micro_batch, self.micro_batches = loss, micro_batch, micro_batches
         self.retries, self.exact = retries, exact
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return ("StepResult(loss=%s, micro_batch=%d, micro_batches=%d, retries=%d, exact=%s)"
                 % (float(self.loss), self.micro_batch, self.micro_batches, self.retries,
                    self.exact))
@@ -154,9 +162,20 @@ class TrainStep:
         called on every rank at the same point.
     """
 
-    def __init__(self, model, optimizer, micro_batch, *, min_micro_batch=1, memory=None,
-                 headroom=0.1, max_retries=16, restore_buffers=True, scaler=None,
-                 before_step=None, on_limit=None, on_event=None, group=None):
+    # the sum of the micro-batches' weighted losses while a step runs
+    _loss_sum: Any
+    # whether a measured guess failed in this step (the next failure halves)
+    _guessed_this_step: bool
+
+    def __init__(self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, micro_batch: int,
+                 *, min_micro_batch: int = 1, memory: Memory | None = None,
+                 headroom: float = 0.1, max_retries: int = 16, restore_buffers: bool = True,
+                 scaler: Any = None,
+                 before_step: Callable[[torch.nn.Module, torch.optim.Optimizer], None]
+                 | None = None,
+                 on_limit: Callable[[dict[str, Any]], None] | None = None,
+                 on_event: Callable[[dict[str, Any]], None] | None = None,
+                 group: Any = None) -> None:
         if int(micro_batch) < 1:
             raise ValueError("micro_batch must be at least 1")
         if _sharded(model):
@@ -172,24 +191,25 @@ class TrainStep:
         self.on_limit, self.on_event = on_limit, on_event
         self.agreement = _Agreement(model, group)
         self.steps = 0
-        self.observations = {}     # micro-batch size -> the largest peak seen (bytes)
-        self.records = []          # every limit record, oldest first
+        self.observations: dict[int, int] = {}  # micro-batch size -> the largest peak (bytes)
+        self.records: list[dict[str, Any]] = []  # every limit record, oldest first
         self._warned_inexact = False
 
     # -- helpers --
-    def _emit(self, event):
+    def _emit(self, event: dict[str, Any]) -> None:
         if self.on_event:
             self.on_event(event)
 
-    def _run_micro(self, chunk, loss_fn, weight, n):
+    def _run_micro(self, chunk: Any, loss_fn: LossFn, weight: float, n: int) -> str | None:
         """Forward + backward of one micro-batch; None, or the phase that ran out of memory."""
-        ctx = contextlib.nullcontext()
+        ctx: Any = contextlib.nullcontext()
         if _is_ddp(self.model):
-            ctx = self.model.no_sync()
+            ddp = cast(torch.nn.parallel.DistributedDataParallel, self.model)
+            ctx = ddp.no_sync()
             # no buffer broadcast inside the forward (done once per attempt instead): a forward
             # that raised skipped DDP's post-forward and left this flag True on that rank only,
             # which would make its next forward broadcast alone
-            self.model.require_forward_param_sync = False
+            ddp.require_forward_param_sync = False
         phase = "forward"
         if self.memory is not None:
             self.memory.reset()
@@ -211,7 +231,8 @@ class TrainStep:
                 self.observations[n] = max(self.observations.get(n, 0), int(peak))
         return None
 
-    def _attempt(self, batch, per_step_batch, sizes, loss_fn):
+    def _attempt(self, batch: Any, per_step_batch: int, sizes: list[int],
+                 loss_fn: LossFn) -> tuple[list[int], int, dict[str, Any] | None] | None:
         """Runs every micro-batch; None when the step's gradients are complete on every rank,
         else (failed_ranks, agreed_limit, this rank's failure info or None)."""
         self.optimizer.zero_grad(set_to_none=True)
@@ -242,12 +263,12 @@ class TrainStep:
                 return failed_ranks, limit, info
         return None
 
-    def plan(self, per_step_batch):
+    def plan(self, per_step_batch: int) -> tuple[list[int], bool]:
         """(sizes, exact) for a per-step batch at the current micro-batch."""
         return micro_batch_sizes(per_step_batch, self.micro_batch, self.min_micro_batch)
 
     # -- the step --
-    def step(self, batch, loss_fn):
+    def step(self, batch: Any, loss_fn: LossFn) -> StepResult:
         """One optimizer step over `batch` (the per-step batch of this rank).
 
         `loss_fn(model, micro_batch)` returns the loss of one micro-batch as the mean over its

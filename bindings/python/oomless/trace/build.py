@@ -1,7 +1,10 @@
 """The model, its LoRA adapter and its optimizer, built on the meta device as users build them."""
+from __future__ import annotations
+
 import json
 import os
 import tempfile
+from typing import Any, Iterable
 
 import torch
 
@@ -9,7 +12,7 @@ from .._vocab import option
 from .limits import TraceError
 
 
-def _values(name, command=None):
+def _values(name: str, command: str | None = None) -> list[str]:
     """The values of an option in the library's table (those `command` takes)."""
     return [v["name"] for v in option(name, command)["values"]]
 
@@ -23,7 +26,7 @@ PRECISIONS = {
 
 
 # ---- finding a model's config ------------------------------------------------------------------
-def find_config(model):
+def find_config(model: str) -> tuple[dict[str, Any], str]:
     """The config.json dict and path a model argument names: a file, a folder holding one, a
     preset, or a hub id in the local Hugging Face cache, by the library's rules
     (oom_model_resolve, as ``oomless estimate --model`` finds it)."""
@@ -36,7 +39,8 @@ def find_config(model):
     return read_config(path), path
 
 
-def build_hf(cfg_dict, dtype, attention, device="meta"):
+def build_hf(cfg_dict: dict[str, Any], dtype: torch.dtype, attention: str,
+             device: str = "meta") -> tuple[Any, Any]:
     """The transformers model the config names, with no weights (meta device), or with random
     ones on `device` (bench/accuracy/measure.py builds the same model on a GPU)."""
     import transformers
@@ -59,7 +63,7 @@ def build_hf(cfg_dict, dtype, attention, device="meta"):
     return model, cfg
 
 
-def default_lora_targets(model):
+def default_lora_targets(model: Any) -> Any:
     """The modules ``--lora-targets default`` adapts: PEFT's default for the model's type
     (TRANSFORMERS_MODELS_TO_LORA_TARGET_MODULES_MAPPING), given by name: left to get_peft_model,
     a LoraConfig without target_modules reaches PEFT 0.21.2 empty for Mixtral under transformers
@@ -84,7 +88,7 @@ def default_lora_targets(model):
     return doc["workload"]["lora_targets"].split(",")
 
 
-def apply_lora(model, rank, targets, dropout):
+def apply_lora(model: Any, rank: int, targets: str | None, dropout: float) -> Any:
     import peft
     if targets in (None, "", "default"):
         target_modules = default_lora_targets(model)
@@ -113,10 +117,11 @@ class ModelledAdam:
 
     BLOCK, MIN_8BIT = 2048, 4096
 
-    def __init__(self, params, kind):
-        self.params, self.kind, self.state = list(params), kind, {}
+    def __init__(self, params: Iterable[torch.Tensor], kind: str) -> None:
+        self.params, self.kind = list(params), kind
+        self.state: dict[torch.Tensor, list[torch.Tensor]] = {}
 
-    def _init(self, p):
+    def _init(self, p: torch.Tensor) -> list[torch.Tensor]:
         if self.kind == "8bit" and p.numel() >= self.MIN_8BIT:
             blocks = (p.numel() + self.BLOCK - 1) // self.BLOCK
             return [torch.empty_like(p, dtype=torch.uint8), torch.empty_like(p, dtype=torch.uint8),
@@ -125,7 +130,7 @@ class ModelledAdam:
         dtype = torch.float32 if self.kind == "8bit" else p.dtype
         return [torch.zeros_like(p, dtype=dtype), torch.zeros_like(p, dtype=dtype)]
 
-    def step(self):
+    def step(self) -> None:
         for p in self.params:
             if p.grad is None:
                 continue
@@ -136,12 +141,12 @@ class ModelledAdam:
                 st[0].lerp_(p.grad, 0.1)
                 st[1].mul_(0.999).addcmul_(p.grad, p.grad, value=0.001)
 
-    def zero_grad(self, set_to_none=True):
+    def zero_grad(self, set_to_none: bool = True) -> None:
         for p in self.params:
             p.grad = None
 
 
-def make_optimizer(name, params):
+def make_optimizer(name: str, params: Iterable[torch.Tensor]) -> Any:
     params = list(params)
     if name == "none" or not params:
         return None

@@ -1,5 +1,8 @@
 """The preference objectives (DPO, KTO, IPO, SimPO, ORPO, reward models) as TRL 1.16 runs them."""
+from __future__ import annotations
+
 import contextlib
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import torch
 
@@ -11,25 +14,29 @@ from .steps import _finish, _train, _train_traced
 from .tracker import Tracker
 from .workload import _sample, _unpacked_batches
 
+if TYPE_CHECKING:
+    from .workload import Workload
+
 
 # ---- preference objectives (DPO, KTO) as TRL 1.16 runs them ------------------------------------
 @contextlib.contextmanager
-def _meta_autocast(emu):
+def _meta_autocast(emu: CudaEmulation) -> Iterator[None]:
     """TRL's fused LM head asks torch whether autocast is on for the hidden states' device; the
     meta device has no autocast, so the emulation's state is the answer there."""
     enabled, dtype = torch.is_autocast_enabled, torch.get_autocast_dtype
 
-    def is_enabled(*args):
+    def is_enabled(*args: Any) -> bool:
         if args and str(args[0]) == "meta":
             return bool(emu.autocast and emu.amp_dtype is not None)
         return enabled(*args)
 
-    def get_dtype(device_type):
+    def get_dtype(device_type: Any) -> torch.dtype:
         if str(device_type) == "meta":
             return emu.amp_dtype or torch.float32
         return dtype(device_type)
 
-    torch.is_autocast_enabled, torch.get_autocast_dtype = is_enabled, get_dtype
+    # (patches of torch's own functions: their types are not these)
+    torch.is_autocast_enabled, torch.get_autocast_dtype = is_enabled, get_dtype  # type: ignore
     try:
         yield
     finally:
@@ -37,7 +44,7 @@ def _meta_autocast(emu):
 
 
 @contextlib.contextmanager
-def _fused_head_as_on_cuda(tracker):
+def _fused_head_as_on_cuda(tracker: Tracker) -> Iterator[None]:
     """TRL's fused log-prob function (trl/kernels/chunked_logprob.py) as it runs on a GPU, tagged
     as the loss region (what LossRegion does for an output head: its forward, and its backward up
     to the gradient of the hidden states it was given). On CUDA its Triton kernels fold each tile
@@ -51,16 +58,16 @@ def _fused_head_as_on_cuda(tracker):
     fn = tu._ChunkedLogProbFunction
     saved = (ck._forward_tile, ck._backward_tile, ck._addmm_fp32)
 
-    def in_place(*_args, **_kw):
+    def in_place(*_args: Any, **_kw: Any) -> None:
         return None
 
-    def end_tag(grad):
+    def end_tag(grad: torch.Tensor) -> torch.Tensor:
         tracker.tag = None
         return grad
 
     class Tagged:
         @staticmethod
-        def apply(hidden, *args):
+        def apply(hidden: torch.Tensor, *args: Any) -> Any:
             tracker.tag = "logits"
             if hidden.requires_grad:
                 hidden.register_hook(end_tag)
@@ -69,16 +76,17 @@ def _fused_head_as_on_cuda(tracker):
             finally:
                 tracker.tag = None
 
-    tu._ChunkedLogProbFunction = Tagged
+    tu._ChunkedLogProbFunction = Tagged  # type: ignore[misc,assignment]
     ck._forward_tile = ck._backward_tile = ck._addmm_fp32 = in_place
     try:
         yield
     finally:
-        tu._ChunkedLogProbFunction = fn
+        tu._ChunkedLogProbFunction = fn  # type: ignore[misc]
         ck._forward_tile, ck._backward_tile, ck._addmm_fp32 = saved
 
 
-def _preference_models(w, cfg_dict, wdtype, tracker):
+def _preference_models(w: Workload, cfg_dict: dict[str, Any], wdtype: str,
+                       tracker: Tracker) -> tuple[Any, Any, Callable[..., Any]]:
     """The policy and the reference as TRL's trainers hold them: the fused LM head added before
     PEFT wraps the model (add_fused_lm_head), the reference a frozen copy built from the same config
     at the policy's dtype (DPOTrainer.__init__: ref_model_init_kwargs dtype = model.dtype) or the
@@ -95,16 +103,17 @@ def _preference_models(w, cfg_dict, wdtype, tracker):
         ref.requires_grad_(False)
         tracker.register(list(ref.parameters()) + list(ref.buffers()), "weights")
 
-        def ref_call(**kw):
+        def ref_call(**kw: Any) -> Any:
             return ref(**kw)
     else:
-        def ref_call(**kw):
+        def ref_call(**kw: Any) -> Any:
             with model.disable_adapter():
                 return model(**kw)
     return model, cfg, ref_call
 
 
-def _preference_loss(w, vocab, model, ref_call):
+def _preference_loss(w: Workload, vocab: int, model: Any,
+                     ref_call: Callable[..., Any]) -> torch.Tensor:
     """One micro-batch's loss as DPOTrainer._compute_loss / KTOTrainer._compute_loss make it:
     DPO and IPO (DPOTrainer with loss_type "ipo"): chosen and rejected concatenated (2 x batch
     sequences) through the policy, then the same through the reference under no_grad; KTO: the
@@ -132,7 +141,7 @@ def _preference_loss(w, vocab, model, ref_call):
     return (1 - torch.sigmoid(0.1 * ratio)).mean()
 
 
-def _trace_preference(w, cfg_dict):
+def _trace_preference(w: Workload, cfg_dict: dict[str, Any]) -> dict[str, Any]:
     wdtype, amp = PRECISIONS[w.precision]
     tracker = Tracker()
     model, cfg, ref_call = _preference_models(w, cfg_dict, wdtype, tracker)
@@ -143,7 +152,7 @@ def _trace_preference(w, cfg_dict):
     trainable, opt = _for_training(model, w, emu)
     with _unpacked_batches(flash=w.attention == "flash"), _meta_autocast(emu), \
             _fused_head_as_on_cuda(tracker), tracker, emu:
-        def forward():
+        def forward() -> torch.Tensor:
             emu.autocast = amp is not None
             loss = _preference_loss(w, vocab, model, ref_call)
             emu.autocast = False
@@ -164,7 +173,7 @@ class _LogProbOnCuda(torch.autograd.Function):
     never holds.) The values are not computed: the meta device has none."""
 
     @staticmethod
-    def forward(ctx, logits, index):
+    def forward(ctx: Any, logits: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
         logprobs = torch.empty(logits.shape[:-1], device=logits.device, dtype=torch.float32)
         log_z, expected = torch.empty_like(logprobs), torch.empty_like(logprobs)
         entropy = torch.empty_like(logprobs)  # returned beside the log-probs, dropped by TRL
@@ -173,12 +182,12 @@ class _LogProbOnCuda(torch.autograd.Function):
         return logprobs
 
     @staticmethod
-    def backward(ctx, grad):
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
         logits = ctx.saved_tensors[0]
         return torch.empty_like(logits, memory_format=torch.contiguous_format), None
 
 
-def _cpo_loss(w, vocab, model):
+def _cpo_loss(w: Workload, vocab: int, model: Any) -> torch.Tensor:
     """One micro-batch's loss as TRL's CPOTrainer (loss_type "simpo", cpo_alpha 0) and
     ORPOTrainer run it (trl/experimental/cpo, trl/experimental/orpo: concatenated_forward,
     get_batch_logps): chosen and rejected concatenated (2 x batch sequences) through the model,
@@ -187,7 +196,7 @@ def _cpo_loss(w, vocab, model):
     every sequence by selective_log_softmax; SimPO's or ORPO's loss of the two halves."""
     ids = _sample(vocab, 2 * w.batch, w.seq)
     logits = model(input_ids=ids, use_cache=False).logits
-    nll = 0
+    nll: Any = 0
     if w.objective == "orpo":
         chosen_logits = logits[:w.batch, :-1, :].contiguous()
         nll = F.cross_entropy(chosen_logits.view(-1, chosen_logits.shape[-1]),
@@ -204,7 +213,7 @@ def _cpo_loss(w, vocab, model):
     return nll - 0.1 * F.logsigmoid(log_odds).mean()
 
 
-def _trace_cpo(w, cfg_dict):
+def _trace_cpo(w: Workload, cfg_dict: dict[str, Any]) -> dict[str, Any]:
     """SimPO and ORPO: the policy alone (no reference), its logits tagged as SFT's are"""
     wdtype, amp = PRECISIONS[w.precision]
     model, cfg = build_hf(cfg_dict, DTYPES[wdtype], w.attention)
@@ -215,7 +224,7 @@ def _trace_cpo(w, cfg_dict):
                          region=LossRegion(tracker, output_head(model)), loss_tag="logits")
 
 
-def _trace_reward(w, cfg_dict):
+def _trace_reward(w: Workload, cfg_dict: dict[str, Any]) -> dict[str, Any]:
     """A reward model's step as TRL's RewardTrainer runs it (trl/trainer/reward_trainer.py): the
     checkpoint as AutoModelForSequenceClassification with num_labels=1 (its pad token set, which
     the score's last-token pooling needs), chosen and rejected concatenated through it (2 x batch
@@ -235,7 +244,7 @@ def _trace_reward(w, cfg_dict):
     model, vocab, tracker, emu = _instrumented(model, cfg, w, amp)
     trainable, opt = _for_training(model, w, emu)
 
-    def loss(ids):
+    def loss(ids: torch.Tensor) -> torch.Tensor:
         scores = model(input_ids=ids, use_cache=False).logits.squeeze(-1)
         chosen, rejected = torch.chunk(scores, chunks=2)
         return -F.logsigmoid(chosen - rejected).mean()

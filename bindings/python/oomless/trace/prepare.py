@@ -1,6 +1,9 @@
 """A built model made ready to train as the workload says: activation checkpointing, host
 offload, its adapter, its optimizer, and the tracker and CUDA emulation around it."""
+from __future__ import annotations
+
 import contextlib
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
@@ -8,8 +11,11 @@ from .build import DTYPES, apply_lora, make_optimizer
 from .emulate import CudaEmulation
 from .tracker import Tracker
 
+if TYPE_CHECKING:
+    from .workload import Workload
 
-def checkpoint_every(checkpointing):
+
+def checkpoint_every(checkpointing: str) -> tuple[int, bool, bool] | None:
     """(N, nth, offload) for a --checkpointing value: one layer in N checkpointed, the N-th of
     each N where nth (torchtitan) else the first (transformers), the checkpoints' saved inputs in
     host memory where offload ("+offload"); (0, False, False) for none; None if it is not one the
@@ -28,7 +34,7 @@ def checkpoint_every(checkpointing):
     return None
 
 
-def op_sac_policy():
+def op_sac_policy() -> Callable[..., Any]:
     """torchtitan's op-level selective activation checkpointing policy for one transformer block
     (SelectiveAC._wrap_block, torchtitan/distributed/activation_checkpoint.py, pytorch/torchtitan
     b5bcd76, 2026-08-21): the outputs of the compute-intensive ops (functorch's default op list:
@@ -40,8 +46,9 @@ def op_sac_policy():
     torchtitan's context_fn makes one."""
     from torch._functorch.partitioners import get_default_op_list
     from torch.utils.checkpoint import CheckpointPolicy
-    aten = torch.ops.aten
-    save = {op.default for op in get_default_op_list().compute_intensive_ops}
+    aten: Any = torch.ops.aten
+    intensive: Any = get_default_op_list().compute_intensive_ops  # OpOverloadPackets
+    save = {op.default for op in intensive}
     save.update((aten._scaled_dot_product_cudnn_attention.default,
                  aten._scaled_dot_product_attention_math.default,
                  aten._scaled_dot_product_fused_attention_overrideable.default,
@@ -51,7 +58,7 @@ def op_sac_policy():
     mm_ops = (aten.mm.default, aten.linear.default)
     count = {False: 0, True: 0}
 
-    def policy(ctx, func, *args, **kwargs):
+    def policy(ctx: Any, func: Any, *args: Any, **kwargs: Any) -> Any:
         if func in mm_ops:
             count[ctx.is_recompute] += 1
         if func in save and not (func in mm_ops and count[ctx.is_recompute] % 2 == 0):
@@ -63,17 +70,18 @@ def op_sac_policy():
 class _Both:
     """Two context managers entered as one (checkpoint's context_fn wants one per pass)."""
 
-    def __init__(self, *cms):
+    def __init__(self, *cms: Any) -> None:
         self.cms = cms
-        self.stack = None
+        self.stack: contextlib.ExitStack | None = None
 
-    def __enter__(self):
-        self.stack = contextlib.ExitStack()
+    def __enter__(self) -> _Both:
+        stack = self.stack = contextlib.ExitStack()
         for cm in self.cms:
-            self.stack.enter_context(cm)
+            stack.enter_context(cm)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> bool | None:
+        assert self.stack is not None  # entered
         return self.stack.__exit__(*exc)
 
 
@@ -83,40 +91,43 @@ class HostOffload(torch.autograd.graph.saved_tensors_hooks):
     else holds it) and comes back as a new device tensor of its shape when unpacked, as
     save_on_cpu's unpack copies it to the device (torch/autograd/graph.py)."""
 
-    def __init__(self, pin_memory=False, device_type="cuda"):
-        def pack(t):
+    def __init__(self, pin_memory: bool = False, device_type: str = "cuda") -> None:
+        def pack(t: torch.Tensor) -> Any:
             return t.device, t.size(), t.stride(), t.dtype
 
-        def unpack(packed):
+        def unpack(packed: Any) -> torch.Tensor:
             device, size, stride, dtype = packed
             return torch.empty_strided(size, stride, dtype=dtype, device=device)
 
         super().__init__(pack, unpack)
 
 
-def _for_training(model, w, emu):
+def _for_training(model: Any, w: Workload,
+                  emu: CudaEmulation) -> tuple[list[torch.Tensor], Any]:
     """The model in training mode, with the model's own gradient checkpointing under
     --checkpointing full (every layer), every:N (transformers' every_n_layers: layers 1, N+1,
     ...), nth:N (layers N, 2N, ..., as torchtitan's layer-level selective checkpointing wraps
     them) or op-sac (every layer under torchtitan's op-level policy, op_sac_policy); its trained
     parameters and their optimizer."""
-    every, nth, offload = checkpoint_every(w.checkpointing)
+    shape = checkpoint_every(w.checkpointing)
+    assert shape is not None  # Workload.check() refused the others
+    every, nth, offload = shape
     if offload:
         # transformers' activation_checkpointing_enable(offload=True) wraps each checkpoint in
         # save_on_cpu (modeling_utils.py, transformers 5.23), which the meta device cannot run:
         # the emulation takes its place for this process's traces
         import transformers.modeling_utils
-        transformers.modeling_utils.save_on_cpu = HostOffload
+        transformers.modeling_utils.save_on_cpu = HostOffload  # type: ignore[misc,assignment]
     if every:
         # the recomputation in the backward re-enters the forward's emulation, as checkpoint
         # re-enters the forward's autocast state on a GPU
-        def contexts():
+        def contexts() -> tuple[Any, Any]:
             if w.checkpointing == "op-sac":
                 from torch.utils.checkpoint import create_selective_checkpoint_contexts
                 fwd, rec = create_selective_checkpoint_contexts(op_sac_policy())
                 return fwd, _Both(emu.recompute_context(), rec)
             return contextlib.nullcontext(), emu.recompute_context()
-        kwargs = {"every_n_layers": every} if every > 1 and not nth else {}
+        kwargs: dict[str, Any] = {"every_n_layers": every} if every > 1 and not nth else {}
         if offload:
             kwargs["offload"] = True
         model.gradient_checkpointing_enable(
@@ -132,7 +143,8 @@ def _for_training(model, w, emu):
     return trainable, make_optimizer(w.optimizer, trainable)
 
 
-def _instrumented(model, cfg, w, amp):
+def _instrumented(model: Any, cfg: Any, w: Workload,
+                  amp: str | None) -> tuple[Any, int, Tracker, CudaEmulation]:
     """A built model as the tracer runs it: its LoRA adapter when asked, the tracker with its
     weights registered and the CUDA emulation; returns (model, vocabulary, tracker, emulation)."""
     vocab = getattr(cfg, "vocab_size", None) or cfg.get_text_config().vocab_size

@@ -1,7 +1,10 @@
 """Building a model on the meta device as users build it, and tracing its training steps."""
+from __future__ import annotations
+
 import contextlib  # noqa: F401  (in __all__)
 import importlib
 import platform
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -16,9 +19,9 @@ from .tracker import CATEGORIES, Tracker
 from .workload import Workload, _sample
 
 
-def versions():
+def versions() -> dict[str, str | None]:
     """The versions a trace depends on: recorded with every result."""
-    out = {"python": platform.python_version(), "torch": torch.__version__}
+    out: dict[str, str | None] = {"python": platform.python_version(), "torch": torch.__version__}
     for mod in ("transformers", "peft"):
         try:
             out[mod] = importlib.import_module(mod).__version__
@@ -27,7 +30,7 @@ def versions():
     return out
 
 
-def trace_hf(w, cfg_dict=None):
+def trace_hf(w: Workload, cfg_dict: dict[str, Any] | None = None) -> dict[str, Any]:
     """Traces workload `w`; returns the result dict (memory breakdown in bytes, phase, ...)."""
     from .config_check import reads_values
     try:
@@ -40,7 +43,7 @@ def trace_hf(w, cfg_dict=None):
         raise
 
 
-def _trace_hf(w, cfg_dict=None):
+def _trace_hf(w: Workload, cfg_dict: dict[str, Any] | None = None) -> dict[str, Any]:
     w.check()
     cfg_dict, path = find_config(w.model) if cfg_dict is None else (cfg_dict, w.model)
     check_layers(cfg_dict, path)
@@ -67,7 +70,7 @@ def _trace_hf(w, cfg_dict=None):
     # position ids): no mask, as for unpacked rows
     masked = w.packing != "none" and w.attention != "flash"
 
-    def loss(ids):
+    def loss(ids: torch.Tensor) -> torch.Tensor:
         if w.loss == "chunked":
             return chunked_causal_loss(model, ids, w.chunk_tokens)
         if w.packing != "none":
@@ -85,7 +88,10 @@ def _trace_hf(w, cfg_dict=None):
                          packed=(rows, tokens) if masked else None)
 
 
-def trace_module(build, step=None, input_shape=None, steps=2, optimizer="adamw"):
+def trace_module(build: Callable[[], Any],
+                 step: Callable[[Any, Any], torch.Tensor] | None = None,
+                 input_shape: Sequence[int] | None = None, steps: int = 2,
+                 optimizer: str = "adamw") -> dict[str, Any]:
     """Traces any nn.Module: `build()` returns it (built on the meta device here); `step(model,
     batch)` runs one training step's forward and backward (default: sum of the output)."""
     with torch.device("meta"):
@@ -101,9 +107,10 @@ def trace_module(build, step=None, input_shape=None, steps=2, optimizer="adamw")
     if step is None and not input_shape:
         raise TraceError("--input-shape is needed without --step (e.g. 8,3,224,224)")
 
-    def forward():
+    def forward() -> torch.Tensor:
         if step is not None:
             return step(model, input_shape)
+        assert input_shape  # refused above without a step
         return model(torch.randn(*input_shape, device="meta")).float().sum()
 
     with tracker, emu:
@@ -120,7 +127,10 @@ __all__ = ["CATEGORIES", "TraceError", "Workload", "trace_hf", "trace_module", "
 OUTSIDE_TRACE = ["cuda_context", "allocator_reserve", "kernel_workspaces"]
 
 
-def document(model=None, module=None, step=None, input_shape=None, label=None, **options):
+def document(model: str | None = None, module: Callable[[], Any] | None = None,
+             step: Callable[[Any, Any], torch.Tensor] | None = None,
+             input_shape: Sequence[int] | None = None, label: str | None = None,
+             **options: Any) -> dict[str, Any]:
     """The document ``python -m oomless.trace --json`` prints: a Hugging Face `model` traced with
     the workload `options` (:class:`Workload`'s keywords), or any `module` (a function building
     the nn.Module; `step`, `input_shape`, ``steps`` and ``optimizer`` as for

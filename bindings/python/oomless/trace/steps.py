@@ -1,13 +1,25 @@
 """The traced steps: training micro-batches and optimizer steps, inference, and the report."""
+from __future__ import annotations
+
 import gc
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 import torch
 
-from .workload import _sample, _unpacked_batches
+from .emulate import CudaEmulation
+from .tracker import Tracker
+from .workload import Workload, _sample, _unpacked_batches
+
+if TYPE_CHECKING:
+    from .loss import LossRegion
 
 
-def _train_traced(w, model, tracker, emu, trainable, opt, amp, loss, sample=None, region=None,
-                  loss_tag=None, packed=None):
+def _train_traced(w: Workload, model: Any, tracker: Tracker, emu: CudaEmulation,
+                  trainable: Sequence[torch.Tensor], opt: Any, amp: str | None,
+                  loss: Callable[..., torch.Tensor],
+                  sample: Callable[[], torch.Tensor] | None = None,
+                  region: LossRegion | None = None, loss_tag: str | None = None,
+                  packed: tuple[int, int] | None = None) -> dict[str, Any]:
     """The training steps of a policy alone, traced: each forward samples its batch (`sample`,
     whose result `loss` takes; none when `loss` makes its own), computes `loss` under the
     emulated autocast of an amp precision and scales it for accumulation; `region` (a
@@ -15,7 +27,7 @@ def _train_traced(w, model, tracker, emu, trainable, opt, amp, loss, sample=None
     trace's report."""
     try:
         with _unpacked_batches(packed, flash=w.attention == "flash"), tracker, emu:
-            def forward():
+            def forward() -> torch.Tensor:
                 ids = sample() if sample else None
                 emu.autocast = amp is not None
                 value = loss(ids) if sample else loss()
@@ -31,7 +43,8 @@ def _train_traced(w, model, tracker, emu, trainable, opt, amp, loss, sample=None
     return _finish(tracker, None, model, w, steady_from=step_start[-1] if w.steps > 1 else 0)
 
 
-def _train(tracker, forward, trainable, opt, steps, grad_accum, loss_tag=None):
+def _train(tracker: Tracker, forward: Callable[[], torch.Tensor], trainable: Sequence[torch.Tensor],
+           opt: Any, steps: int, grad_accum: int, loss_tag: str | None = None) -> list[int]:
     """`steps` optimizer steps of `grad_accum` micro-batches each, the phases marked for the
     tracker; `forward()` returns the micro-batch's loss. The clock at each step's start.
 
@@ -71,7 +84,8 @@ def _train(tracker, forward, trainable, opt, steps, grad_accum, loss_tag=None):
     return starts
 
 
-def _inference(model, w, vocab, tracker, emu):
+def _inference(model: Any, w: Workload, vocab: int, tracker: Tracker,
+               emu: CudaEmulation) -> Any:
     """A prefill of batch x seq tokens with the KV cache kept, logits of the last position."""
     model.eval()
     ids = _sample(vocab, w.batch, w.seq)
@@ -89,7 +103,7 @@ def _inference(model, w, vocab, tracker, emu):
     return out
 
 
-def _tensors(obj, seen=None):
+def _tensors(obj: Any, seen: set[int] | None = None) -> Iterator[torch.Tensor]:
     seen = seen if seen is not None else set()
     if isinstance(obj, torch.Tensor):
         yield obj
@@ -108,7 +122,8 @@ def _tensors(obj, seen=None):
             yield from _tensors(x, seen)
 
 
-def _finish(tracker, _keep, model, w, steady_from=0):
+def _finish(tracker: Tracker, _keep: Any, model: Any, w: Workload,
+            steady_from: int = 0) -> dict[str, Any]:
     peak = tracker.peak(0)
     steady = tracker.peak(steady_from) if steady_from else peak
     params = sum(p.numel() for p in model.parameters())

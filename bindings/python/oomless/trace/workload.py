@@ -1,5 +1,8 @@
 """The workload a trace runs (the estimate's flags, resolved) and the batches it feeds."""
+from __future__ import annotations
+
 import contextlib
+from typing import Any, Iterator
 
 import torch
 
@@ -9,7 +12,7 @@ from .limits import TraceError
 from .prepare import checkpoint_every
 
 
-def _without_reference():
+def _without_reference() -> list[str]:
     """The preference objectives the library gives no reference model (SimPO, ORPO, reward:
     TRL's reference-free trainers)."""
     return [o for o in _values("objective", "trace")
@@ -24,11 +27,31 @@ class Workload:
     OPTIONS = ("method", "precision", "optimizer", "batch", "seq", "grad_accum", "checkpointing",
                "attention", "loss", "lora_rank", "lora_targets", "lora_dropout", "objective",
                "reference", "packing")
+    # (set from OPTIONS in __init__: the values given, else the table's defaults)
+    method: str
+    precision: str
+    optimizer: str
+    batch: int
+    seq: int
+    grad_accum: int
+    checkpointing: str
+    attention: str
+    loss: str
+    lora_rank: int
+    lora_targets: str
+    lora_dropout: float
+    objective: str
+    reference: str
+    packing: str
 
-    def __init__(self, model, method=None, precision=None, optimizer=None, batch=None, seq=None,
-                 grad_accum=None, checkpointing=None, attention=None, loss=None, lora_rank=None,
-                 lora_targets=None, lora_dropout=None, steps=2, chunk_tokens=1024, objective=None,
-                 reference=None, packing=None, tokens_per_batch=0):
+    def __init__(self, model: str, method: str | None = None, precision: str | None = None,
+                 optimizer: str | None = None, batch: int | None = None, seq: int | None = None,
+                 grad_accum: int | None = None, checkpointing: str | None = None,
+                 attention: str | None = None, loss: str | None = None,
+                 lora_rank: int | None = None, lora_targets: str | None = None,
+                 lora_dropout: float | None = None, steps: int = 2, chunk_tokens: int = 1024,
+                 objective: str | None = None, reference: str | None = None,
+                 packing: str | None = None, tokens_per_batch: int = 0) -> None:
         given = dict(method=method, precision=precision, optimizer=optimizer, batch=batch,
                      seq=seq, grad_accum=grad_accum, checkpointing=checkpointing,
                      attention=attention, loss=loss, lora_rank=lora_rank,
@@ -56,7 +79,7 @@ class Workload:
             if self.reference == "auto":
                 self.reference = lib.get("reference", "auto")
 
-    def check(self):
+    def check(self) -> None:
         if self.method not in _values("method"):
             raise TraceError("method '%s' is not one of: %s"
                              % (self.method, ", ".join(_values("method"))))
@@ -108,7 +131,7 @@ class Workload:
                                  (name.replace("_", "-"), v))
 
 
-    def rows(self):
+    def rows(self) -> tuple[int, int]:
         """The micro-batch as the model sees it, (rows, tokens per row), as `oomless estimate`
         shapes it: padding-free one row of every packed token, block-mask `batch` rows of packs"""
         tokens = self.tokens_per_batch or self.batch * self.seq
@@ -120,7 +143,8 @@ class Workload:
 
 
 @contextlib.contextmanager
-def _unpacked_batches(packed_shape=None, flash=False):
+def _unpacked_batches(packed_shape: tuple[int, int] | None = None,
+                      flash: bool = False) -> Iterator[None]:
     """Synthetic batches are never packed unless `packed_shape` (rows, tokens) says so:
     transformers' check for packed sequences reads the position ids' values (data the meta
     device does not have), so it is answered here as a GPU would answer it for these inputs
@@ -147,7 +171,8 @@ def _unpacked_batches(packed_shape=None, flash=False):
     else:
         mu.find_packed_sequence_indices = lambda position_ids: torch.zeros(
             packed_shape, dtype=torch.long, device=position_ids.device)
-    masks = getattr(getattr(mu, "ALL_MASK_ATTENTION_FUNCTIONS", None), "_global_mapping", None)
+    masks: Any = getattr(getattr(mu, "ALL_MASK_ATTENTION_FUNCTIONS", None), "_global_mapping",
+                         None)
     sdpa_mask = masks.get("sdpa") if flash and isinstance(masks, dict) else None
     if sdpa_mask is not None:
         # the synthetic batches have no padding, which is when flash's mask function says None
@@ -161,5 +186,5 @@ def _unpacked_batches(packed_shape=None, flash=False):
             masks["sdpa"] = sdpa_mask
 
 
-def _sample(vocab, batch, seq):
+def _sample(vocab: int, batch: int, seq: int) -> torch.Tensor:
     return torch.randint(0, vocab, (batch, seq), device="meta")
