@@ -20,7 +20,7 @@ ifneq ($(OOMLESS_WERROR),)
 CMAKE_ARGS += -DOOMLESS_WERROR=ON
 endif
 
-.PHONY: all deps check-deps compile configure demo check install clean check-sanitize check-valgrind fuzz bench format venv check-trace check-torch check-types bench-trace bench-recovery \
+.PHONY: all deps check-deps compile configure demo check install clean check-sanitize check-valgrind fuzz bench format venv venv-titan venv-tune check-trace check-torch check-types bench-trace bench-recovery \
         web web-serve check-web
 
 # A plain `make` changes nothing on the system: it checks the packages the build needs and, when
@@ -96,6 +96,15 @@ venv: $(VENV)/.installed
 $(VENV)/.installed: bindings/python/requirements-test.txt
 	python3 -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --disable-pip-version-check -r bindings/python/requirements-test.txt
+	touch $@
+
+# The environments of the frameworks that pin a torch of their own, for the format checks of
+# `make check-torch` (tests/torch/test_plan_formats.py skips each without its environment).
+venv-titan: $(BUILD)/venv-titan/.installed
+venv-tune: $(BUILD)/venv-tune/.installed
+$(BUILD)/venv-%/.installed: bindings/python/requirements-%.txt
+	python3 -m venv $(BUILD)/venv-$*
+	$(BUILD)/venv-$*/bin/python -m pip install -q --disable-pip-version-check -r $<
 	touch $@
 
 # The trace suite: the tracker on hand-computed toy programs, real models traced, and the C

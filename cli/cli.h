@@ -135,15 +135,20 @@ int cli_parse_job_options(const char *cmd, int argc, char **argv, const struct o
  * read as '-' (--vram_safety_margin, as argparse-based training scripts spell options); returns
  * the text after '=' or NULL.
  * cli_parse_plan_options(): plan's and table's parser. Every workload and plan option goes to
- * oom_plan_options_set; flags: --help/-h, --json (a->format = "json"), --allow-inexact,
- * --[no-]allow-downscale, --vram-auto (= --vram auto); `--` ends the options with the probed
+ * oom_plan_options_set; flags: --help/-h, --json (a->format = "json"), --list-models
+ * (a->list_models), --allow-inexact, --[no-]allow-downscale, --vram-auto (= --vram auto); `--`
+ * ends the options with the probed
  * command (its calibration record); `extra` adds the command's own value options (stored in
  * *value), or refuses one with its message. Returns an exit code. */
 const char *cli_option_name(char *name, size_t size, const char *arg);
 struct cli_plan_args {
     bool help;
     const char *format;
+    bool list_models;
 };
+/* cli_list_models(): the built-in model presets (--list-models: what --model names), one a line
+ * or (json) as oom_model_presets_json gives them. Returns an exit code. */
+int cli_list_models(const char *cmd, bool json);
 struct cli_plan_extra {
     const char *name;
     const char **value;

@@ -11,7 +11,8 @@
 
 static const char usage_text[] =
     "usage: oomless apply [--plan PLAN.json|-] [--set KEY=VALUE]... [--preset NAME]...\n"
-    "                     [--create | --partial] [--dry-run] [--diff]\n"
+    "                     [--create | --partial] [--allow-effective-batch-change]\n"
+    "                     [--allow-skipped] [--dry-run] [--diff]\n"
     "                     [--backup-suffix S | --no-backup]\n"
     "                     [--document N] [--lock-timeout SEC] [--follow-symlinks]\n"
     "                     [--force-type] [--force] [--json] FILE...\n"
@@ -23,13 +24,22 @@ static const char usage_text[] =
     "                       (batch_size), a dotted path into the plan document\n"
     "                       (memory.device_peak), FIELD==TEXT / FIELD!=TEXT (true/false), or\n"
     "                       literal:VALUE (8, 0.5, true, null, bf16; quote it for a string)\n"
-    "  --preset NAME        hydra-lightning, deepspeed, hf-trainer, or one of yours\n"
+    "  --preset NAME        hydra-lightning, deepspeed, hf-trainer, trl, axolotl,\n"
+    "                       llama-factory, torchtune, or one of yours\n"
     "                       ($XDG_CONFIG_HOME/oomless/apply-presets.yaml); keys a file lacks\n"
     "                       are skipped, except a micro-batch or accumulation key (below)\n"
     "  --create             add missing keys (explicit --set keys and preset keys)\n"
     "  --partial            when the file has the micro-batch key but not the\n"
     "                       accumulation one (or the other way round), write what it has\n"
     "                       and say how the effective batch changes (refused otherwise)\n"
+    "  --allow-effective-batch-change\n"
+    "                       write the plan's accumulation where the file states another\n"
+    "                       effective batch (without it the file's is kept: the\n"
+    "                       accumulation is recomputed for the plan's micro-batch, or the\n"
+    "                       edit refused); the change is said\n"
+    "  --allow-skipped      write the rest where the file lacks a key the plan's memory\n"
+    "                       needs (checkpointing, offload, sharding: refused otherwise,\n"
+    "                       as the run would not fit); said\n"
     "  --dry-run            print the unified diff; write nothing\n"
     "  --diff               print the unified diff of what is written\n"
     "  --backup-suffix S    backup name FILE+S (default .bak; not empty); --no-backup writes\n"
@@ -52,6 +62,8 @@ enum {
     OPT_PRESET,
     OPT_CREATE,
     OPT_PARTIAL,
+    OPT_ALLOW_BATCH,
+    OPT_ALLOW_SKIPPED,
     OPT_DRY,
     OPT_DIFF,
     OPT_SUFFIX,
@@ -71,6 +83,8 @@ static const struct option options[] = {
     {"preset", required_argument, NULL, OPT_PRESET},
     {"create", no_argument, NULL, OPT_CREATE},
     {"partial", no_argument, NULL, OPT_PARTIAL},
+    {"allow-effective-batch-change", no_argument, NULL, OPT_ALLOW_BATCH},
+    {"allow-skipped", no_argument, NULL, OPT_ALLOW_SKIPPED},
     {"dry-run", no_argument, NULL, OPT_DRY},
     {"diff", no_argument, NULL, OPT_DIFF},
     {"backup-suffix", required_argument, NULL, OPT_SUFFIX},
@@ -168,6 +182,12 @@ static int parse_args(struct args *o, int argc, char **argv)
             break;
         case OPT_PARTIAL:
             o->flags |= OOM_APPLY_PARTIAL;
+            break;
+        case OPT_ALLOW_BATCH:
+            o->flags |= OOM_APPLY_ALLOW_BATCH_CHANGE;
+            break;
+        case OPT_ALLOW_SKIPPED:
+            o->flags |= OOM_APPLY_ALLOW_SKIPPED;
             break;
         case OPT_DRY:
             o->flags |= OOM_APPLY_DRY_RUN;

@@ -10,7 +10,7 @@ static const char *const CMD = "plan";
 
 typedef struct plan_args {
     struct cli_plan_args common; /* help, format */
-    const char *svg;
+    const char *svg, *format_version;
 } plan_args;
 
 static void usage(FILE *out)
@@ -36,6 +36,7 @@ static void usage(FILE *out)
     cli_print_formats(out, OOM_COMMAND_PLAN);
     fprintf(out,
             "  --json                       the same as --format json\n"
+            "  --list-models                the built-in model presets (with --json: as JSON)\n"
             "  --svg FILE                   a picture: memory against the budget, peak vs batch\n"
             "  --allow-inexact, --allow-downscale, --no-allow-downscale   flags\n"
             "  --help                       this text\n\n"
@@ -64,7 +65,8 @@ static int write_svg(const char *path, const oom_plan_result *r)
 static int report(const plan_args *a, const oom_plan_result *r)
 {
     char *text = NULL;
-    size_t i;
+    const char *written = NULL;
+    size_t i, n;
     int err;
     bool machine = strcmp(a->common.format, "text") && strcmp(a->common.format, "json");
 
@@ -82,8 +84,16 @@ static int report(const plan_args *a, const oom_plan_result *r)
         oom_free(text);
         return EXIT_NOFIT;
     }
-    if ((err = oom_plan_format(&text, r, a->common.format)))
+    if ((err = oom_plan_format_version(&text, &written, r, a->common.format, a->format_version)))
         return cli_fail(CMD, err);
+    if (written) { /* which keys were written, also where the text has no room for a comment */
+        const oom_plan_format_info *const *f = oom_plan_formats(&n);
+        for (i = 0; i < n && strcmp(f[i]->name, a->common.format); i++)
+            ;
+        if (i < n)
+            cli_notice("--format %s: the keys of %s %s (--format-version picks one of %s)",
+                       a->common.format, f[i]->framework, written, f[i]->versions);
+    }
     if (!strcmp(a->common.format, "json") || !strcmp(a->common.format, "deepspeed"))
         cli_print_json(text);
     else
@@ -107,23 +117,33 @@ int cmd_plan(int argc, char **argv)
 {
     oom_plan_options *o = NULL;
     oom_plan_result *r = NULL;
-    plan_args a = {{false, "text"}, NULL};
+    plan_args a = {{false, "text", false}, NULL, NULL};
     const struct cli_plan_extra extra[] = {{"format", &a.common.format, NULL},
-                                           {"svg", &a.svg, NULL}};
+                                           {"svg", &a.svg, NULL},
+                                           {"format-version", &a.format_version, NULL}};
     int err, rc;
 
     if ((err = oom_plan_options_create(&o)))
         return cli_fail(CMD, err);
-    if ((rc = cli_parse_plan_options(CMD, argc, argv, o, &a.common, extra, 2)) != EXIT_OK ||
+    if ((rc = cli_parse_plan_options(CMD, argc, argv, o, &a.common, extra, 3)) != EXIT_OK ||
         a.common.help) {
         if (a.common.help)
             usage(stdout);
+        goto done;
+    }
+    if (a.common.list_models) {
+        rc = cli_list_models(CMD, !strcmp(a.common.format, "json"));
         goto done;
     }
     if (!known_format(a.common.format)) {
         char names[512];
         rc = cli_usage_error(CMD, "unknown --format '%s' (%s)", a.common.format,
                              cli_format_names(names, sizeof(names), OOM_COMMAND_PLAN));
+        goto done;
+    }
+    /* a version the format does not know is said before the search */
+    if ((err = oom_plan_format_pick(NULL, a.common.format, a.format_version))) {
+        rc = cli_fail(CMD, err);
         goto done;
     }
     err = oom_plan_options_run(&r, o);

@@ -23,7 +23,8 @@ static void usage(FILE *out)
             "                                In `table`, --gpus is this list; for data-parallel\n"
             "                                GPUs per row use --nodes/--gpus-per-node.\n"
             "  --workloads FILE              YAML: workloads: {NAME: {option: value, ...}}\n"
-            "  --json                        the same as --format json\n",
+            "  --json                        the same as --format json\n"
+            "  --list-models                 the built-in model presets (with --json: as JSON)\n",
             DEFAULT_GPUS);
     cli_print_formats(out, OOM_COMMAND_TABLE);
     fprintf(out, "  every option of `oomless plan` (see oomless plan --help) except --gpu,\n"
@@ -49,7 +50,7 @@ int cmd_table(int argc, char **argv)
     char **names = NULL, *list = NULL, *text = NULL;
     const char *gpus[MAX_GPUS], *one_name = "workload";
     size_t n = 0, ng;
-    struct cli_plan_args a = {false, "text"};
+    struct cli_plan_args a = {false, "text", false};
     const char *gpu_list = DEFAULT_GPUS, *file = NULL;
     const struct cli_plan_extra extra[] = {
         {"gpus", &gpu_list, NULL},
@@ -64,6 +65,10 @@ int cmd_table(int argc, char **argv)
     if ((rc = cli_parse_plan_options(CMD, argc, argv, o, &a, extra, 5)) != EXIT_OK || a.help) {
         if (a.help)
             usage(stdout);
+        goto done;
+    }
+    if (a.list_models) {
+        rc = cli_list_models(CMD, !strcmp(a.format, "json"));
         goto done;
     }
     if (!(list = strdup(gpu_list)) || !(ng = split(list, gpus))) {

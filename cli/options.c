@@ -71,6 +71,10 @@ static int flag(const char *cmd, const char *name, oom_plan_options *o, struct c
         a->format = "json";
         return EXIT_OK;
     }
+    if (!strcmp(name, "list-models")) {
+        a->list_models = true;
+        return EXIT_OK;
+    }
     for (f = 0; f < sizeof(flags) / sizeof(flags[0]); f++)
         if (!strcmp(name, flags[f].name)) {
             if ((err = oom_plan_options_set(o, flags[f].key, flags[f].value)))
@@ -78,6 +82,29 @@ static int flag(const char *cmd, const char *name, oom_plan_options *o, struct c
             return EXIT_OK;
         }
     *taken = false;
+    return EXIT_OK;
+}
+
+int cli_list_models(const char *cmd, bool json)
+{
+    oom_preset **p = NULL;
+    size_t n = 0, i;
+    char *text = NULL;
+    int err, rc;
+
+    if (json) {
+        if ((err = oom_model_presets_json(&text)))
+            return cli_fail(cmd, err);
+        rc = cli_print_json(text);
+        oom_free(text);
+        return rc;
+    }
+    if ((err = oom_model_presets(&p, &n)))
+        return cli_fail(cmd, err);
+    for (i = 0; i < n; i++)
+        printf("%-16s %-12s %8.2f B params\n", p[i]->name, p[i]->family,
+               (double)p[i]->params / 1e9);
+    oom_model_presets_free(p, n);
     return EXIT_OK;
 }
 

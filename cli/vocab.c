@@ -67,6 +67,11 @@ static const char *format_names(char *buf, size_t size, unsigned command, const 
     return buf;
 }
 
+/* --format-version, beside --format (plan only: table's formats follow no framework) */
+static const char FORMAT_VERSION_HELP[] =
+    "the version of the format's framework whose keys are written (default: the latest, the last "
+    "listed with the format)";
+
 static void print_row(FILE *out, const char *left, const char *help)
 {
     if (strlen(left) > 28)
@@ -103,6 +108,8 @@ void cli_print_formats(FILE *out, unsigned command)
     const oom_plan_format_info *const *f = oom_plan_formats(&n);
     char names[512];
     print_row(out, "--format FORMAT", format_names(names, sizeof(names), command, ", "));
+    if (command & OOM_COMMAND_PLAN)
+        print_row(out, "--format-version VERSION", FORMAT_VERSION_HELP);
     for (i = 0; i < n; i++) {
         char left[64];
         if (!(f[i]->commands & command))
@@ -166,6 +173,8 @@ static void list_options(unsigned command)
         printf("format\t%s\t%s\tthe output format (default text)\n",
                format_names(syn, sizeof(syn), command, "|"),
                command_list(cmds, sizeof(cmds), command & (OOM_COMMAND_PLAN | OOM_COMMAND_TABLE)));
+    if (command & OOM_COMMAND_PLAN)
+        printf("format-version\tVERSION\tplan\t%s\n", FORMAT_VERSION_HELP);
 }
 
 /* VALUE, COMMANDS, HELP, tab-separated, one value a line */

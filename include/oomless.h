@@ -1530,11 +1530,33 @@ OOM_EXPORT int oom_plan_to_json(char **out, const oom_plan_result *result);
  * (OOMLESS_BATCH_SIZE=... lines for eval), "args" (Hugging Face Trainer arguments), "deepspeed"
  * (a ds_config.json fragment), "torchrun" (the launch line), "vllm" (vLLM's settings and the
  * KV-cache capacity vLLM will find; inference plans of a version-2 result), "accelerate" (an
- * FSDP2 accelerate config) and "torchtitan" (a TOML fragment; both for training plans).
+ * FSDP2 accelerate config), "torchtitan" (a config function's settings), "trl", "verl",
+ * "torchtune" (oom_plan_formats() lists them all). A format that follows a framework writes the
+ * keys of the latest version it knows: oom_plan_format_version() chooses another.
  * OOM_EINVAL for another name; OOM_ENOFIT for a machine format when nothing fits;
- * OOM_EUNSUPPORTED for a format the plan's kind does not have.
+ * OOM_EUNSUPPORTED for a format the plan's kind does not have, or a plan the framework cannot
+ * run (LoRA for torchtitan, fp16 for torchtune...: the message says why).
  */
 OOM_EXPORT int oom_plan_format(char **out, const oom_plan_result *result, const char *format);
+
+/**
+ * oom_plan_format() for a version of the format's framework: `version` ("0.2.2", "5.23.0"; NULL:
+ * the latest the format knows, the last of its info's `versions`) picks the newest version of
+ * that list that is not newer than it, whose keys are written (a notice says so when `version`
+ * is newer than every one listed). `*written` (may be NULL) gets the version picked, as listed
+ * (static; NULL for a format without a framework). OOM_EINVAL for a `version` that is not a
+ * version, or older than every one the format knows, or given to a format without a framework
+ * (the message lists the versions); otherwise as oom_plan_format(). Since: 1.1.0.
+ */
+OOM_EXPORT int oom_plan_format_version(char **out, const char **written,
+                                       const oom_plan_result *result, const char *format,
+                                       const char *version);
+/**
+ * The version of `format`'s framework whose keys oom_plan_format_version() writes for `version`
+ * (NULL: the latest), into `*written` (static), without a plan: what a binding asks before it
+ * writes the same keys itself (oomless.hf). Errors as oom_plan_format_version(). Since: 1.1.0.
+ */
+OOM_EXPORT int oom_plan_format_pick(const char **written, const char *format, const char *version);
 
 /** One output format of `plan` (oom_plan_format) or `table` (oom_table). Since: 1.1.0. */
 typedef struct oom_plan_format_info {
@@ -1542,11 +1564,17 @@ typedef struct oom_plan_format_info {
     const char *name;      /**< "vllm" */
     const char *help;      /**< one line: what it writes, and for which plans */
     const char *framework; /**< what reads it ("vLLM"), NULL for oomless's own */
-    const char *versions;  /**< the framework versions its keys follow ("0.21"), NULL when none */
+    /** the framework versions whose keys it can write, oldest first, ", "-separated ("0.2, 0.3";
+     * the last is the default: oom_plan_format_version()), NULL when none */
+    const char *versions;
     unsigned int commands; /**< OOM_COMMAND_PLAN and/or OOM_COMMAND_TABLE */
+    /* version 2 */
+    /** the Python distribution whose version `versions` counts ("torchtitan"; "transformers"
+     * for the formats of TrainingArguments' keys), as pip names it; NULL when none */
+    const char *package;
 } oom_plan_format_info;
 
-#define OOM_PLAN_FORMAT_INFO_VERSION 1
+#define OOM_PLAN_FORMAT_INFO_VERSION 2
 #define OOM_PLAN_FORMAT_INFO_INIT                                                                  \
     {                                                                                              \
         .version = OOM_PLAN_FORMAT_INFO_VERSION                                                    \
@@ -1583,6 +1611,16 @@ OOM_EXPORT int oom_plan_options_run(oom_plan_result **out, const oom_plan_option
  */
 OOM_EXPORT int oom_plan_json(char **out, const char *const *keys, const char *const *values,
                              size_t n);
+
+/**
+ * The same for a format: plans from `n` text options and writes the plan as
+ * oom_plan_format_version(out, written, result, format, version) does (the Python package's
+ * oomless.plan_format(), which passes the installed framework's version). OOM_ENOFIT (and no
+ * text) when nothing fits. Since: 1.1.0.
+ */
+OOM_EXPORT int oom_plan_options_format(char **out, const char **written, const char *const *keys,
+                                       const char *const *values, size_t n, const char *format,
+                                       const char *version);
 
 /** Writes an SVG picture of a plan (memory bar against the budget; peak versus micro-batch). */
 OOM_EXPORT int oom_plan_svg(char **out, const oom_plan_result *result);
@@ -2284,6 +2322,11 @@ OOM_EXPORT void oom_apply_set_step_hook(oom_apply *apply, oom_apply_step_fn fn, 
 #define OOM_APPLY_FORCE_TYPE      8u  /**< allow a value of another type (8 over "auto") */
 #define OOM_APPLY_PARTIAL         16u /**< write the batch keys a file has when it lacks others */
 #define OOM_APPLY_FORCE           32u /**< replace a write-protected file (since 1.1.0) */
+/** write the plan's accumulation where it changes the effective batch a file states (since
+ * 1.1.0); without it the file's effective batch is kept (below) */
+#define OOM_APPLY_ALLOW_BATCH_CHANGE 64u
+/** write the rest where a file lacks a key the plan's memory needs (since 1.1.0) */
+#define OOM_APPLY_ALLOW_SKIPPED 128u
 
 /**
  * Makes the assignments in each of `files` (YAML, or JSON when the name ends in .json or the
@@ -2309,8 +2352,14 @@ OOM_EXPORT void oom_apply_set_step_hook(oom_apply *apply, oom_apply_step_fn fn, 
  * needs (a preset's accumulation key, say), writing the others would change it silently: the run
  * is refused (OOM_EREFUSED, naming the missing key and the change) unless OOM_APPLY_CREATE adds
  * the key or OOM_APPLY_PARTIAL writes the rest anyway (the report's "notes" say how the
- * effective batch changes). Comments beside a changed value that still name its old value or the
- * old effective batch are reported in "notes" and left as they are (docs/apply.md).
+ * effective batch changes). A file that states an effective batch (its micro-batch and
+ * accumulation, or global batch) other than the plan's keeps it: the accumulation written is
+ * the file's effective batch over the plan's micro-batch x GPUs, refused (OOM_EREFUSED) where
+ * that is no whole number, unless OOM_APPLY_ALLOW_BATCH_CHANGE (a note says the change either
+ * way). A file without a key the plan's memory needs (its checkpointing, offload or sharding,
+ * where the framework's default for the missing key is not the plan's) is refused unless
+ * OOM_APPLY_CREATE or OOM_APPLY_ALLOW_SKIPPED (then noted). Comments beside a changed value that
+ * still name its old value or the old effective batch are reported in "notes" (docs/apply.md).
  * Errors: OOM_EREFUSED, OOM_EPARSE, OOM_EIO (the files and their old backups are unchanged: a
  * write failure removes every temporary file before any rename), OOM_ENOTFOUND for an explicit
  * field the plan lacks, OOM_EINVAL when a spec needs a plan and none is loaded.

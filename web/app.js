@@ -9,7 +9,7 @@
 
   // The form's fields, and the library's option each one sets where its name differs.
   const FIELDS = ['model', 'method', 'precision', 'batch', 'seq', 'checkpointing', 'attention', 'loss',
-    'optimizer', 'gpu', 'vram', 'margin', 'effective'];
+    'optimizer', 'gpu', 'vram', 'margin', 'effective', 'gpus', 'sharding', 'offload'];
   const OPTION_OF = { margin: 'vram-safety-margin', effective: 'target-effective-batch' };
   // The page's first view: `make demo`'s workload (Llama-3.1-8B LoRA, seq 2048, on an RTX 4090);
   // the other fields start at the library's defaults (LIB_DEFAULTS).
@@ -17,12 +17,14 @@
     model: 'llama-3.1-8b', method: 'lora', seq: '2048', gpu: 'rtx-4090', vram: '24', effective: '32',
   };
   // The selects, whose values come from the library's option tables (oomw_options).
-  const CHOICES = ['method', 'precision', 'optimizer', 'checkpointing', 'attention', 'loss'];
+  const CHOICES = ['method', 'precision', 'optimizer', 'checkpointing', 'attention', 'loss', 'sharding', 'offload'];
   // The library's defaults (its option tables, filled by fillSelects): an option equal to its
   // default is not passed, so the commands shown are the shortest that give the same document.
   const LIB_DEFAULTS = {};
   // every option's default by its name (the plan's knobs are shown when they differ from it)
   const OPTION_DEFAULTS = {};
+  // the values `plan` takes of each select (the tables' commands: fsdp2 is estimated, not planned)
+  const PLAN_VALUES = {};
   let DEFAULTS = {};
   // `oomless table`'s default GPUs; the chosen one is added in front
   const TABLE_GPUS = ['rtx-3090', 'rtx-4090', 'a100-40gb', 'a100-80gb', 'h100-sxm'];
@@ -95,11 +97,22 @@
       if (v.gpu === 'custom') o.vram = v.vram;
       else o.gpu = v.gpu;
       put(o, 'vram-safety-margin', v.margin, LIB_DEFAULTS.margin);
+      // data-parallel GPUs and what is sharded or offloaded over them (the planner starts from
+      // these and may shard more; an offload asked for is one it may use)
+      for (const k of ['gpus', 'sharding', 'offload']) {
+        if (o === plan && PLAN_VALUES[k] && !PLAN_VALUES[k].has(v[k])) continue;
+        put(o, k, v[k], LIB_DEFAULTS[k]);
+      }
     }
+    if (v.offload !== LIB_DEFAULTS.offload) plan.allow = OPTION_DEFAULTS.allow + ',offload';
     plan['target-effective-batch'] = v.effective;
-    // one plan per GPU: the planner's options without the GPU, and the list
+    // one plan per GPU: the planner's options without the GPU, and the list (table's --gpus is
+    // that list: the GPUs of each row are its --gpus-per-node)
     const table = {};
-    for (const [k, val] of Object.entries(plan)) if (k !== 'gpu' && k !== 'vram') table[k] = val;
+    for (const [k, val] of Object.entries(plan)) {
+      if (k === 'gpus') table['gpus-per-node'] = val;
+      else if (k !== 'gpu' && k !== 'vram') table[k] = val;
+    }
     const list = TABLE_GPUS.slice();
     if (v.gpu !== 'custom' && !list.includes(v.gpu)) list.unshift(v.gpu);
     table.gpus = list.join(',');
@@ -371,15 +384,21 @@
       if (doc.budget.fallback) box.append(el('p', { class: 'note' }, 'Custom memory size: speed as on the default profile, ' + doc.budget.gpu_name + '.'));
       for (const n of doc.notices || []) box.append(el('p', { class: 'note' }, n));
       if (doc.alternatives.length) {
-        box.append(el('h3', {}, 'Next best'));
-        const ol = el('ol', { class: 'alternatives' });
-        for (const a of doc.alternatives) {
-          const li = el('li', { 'data-fits': String(a.fits) });
-          li.append(document.createTextNode(knobText(a.plan) + ' — peak ' + size(a.device_peak) + speed(a.throughput)),
-            el('br'), el('span', { class: a.fits ? 'why' : 'why nofit' }, a.why));
-          ol.append(li);
+        // those that fit first (the document lists them first), then the faster ones that do
+        // not, under a heading of their own
+        for (const fits of [true, false]) {
+          const group = doc.alternatives.filter((a) => a.fits === fits);
+          if (!group.length) continue;
+          box.append(el('h3', {}, fits ? 'Next best' : 'Faster, but they do not fit'));
+          const ol = el('ol', { class: 'alternatives' + (fits ? '' : ' nofit') });
+          for (const a of group) {
+            const li = el('li', { 'data-fits': String(a.fits) });
+            li.append(document.createTextNode(knobText(a.plan) + ' — peak ' + size(a.device_peak) + speed(a.throughput)),
+              el('br'), el('span', { class: a.fits ? 'why' : 'why nofit' }, a.why));
+            ol.append(li);
+          }
+          box.append(ol);
         }
-        box.append(ol);
       }
     } else {
       box.append(el('p', { class: 'nofit-text', id: 'plan-best' }, r.err || 'Nothing fits.'));
@@ -409,7 +428,9 @@
         tr.append(el('th', { scope: 'row' }, row.budget.gpu_name), el('td', { class: 'num' }, size(row.budget.usable_bytes)));
         if (row.found) {
           const p = row.plan;
-          tr.append(el('td', {}, p.batch_size + ' × ' + p.grad_accum + ', ' + p.checkpointing + ', ' + p.precision +
+          // the knob named beside its value, as the text report's alternatives write it ('ckpt
+          // full'): a bare 'full' reads as a full fine-tune
+          tr.append(el('td', {}, p.batch_size + ' × ' + p.grad_accum + ', ckpt ' + p.checkpointing + ', ' + p.precision +
               (p.optimizer !== OPTION_DEFAULTS.optimizer ? ', ' + p.optimizer : '') +
               (p.offload !== OPTION_DEFAULTS.offload ? ', offload' : '')),
             el('td', { class: 'num' }, size(row.memory.device_peak)),
@@ -521,6 +542,7 @@
       if (!field) continue;
       if (o.default !== null) LIB_DEFAULTS[field] = o.default;
       if (!CHOICES.includes(field)) continue;
+      PLAN_VALUES[field] = new Set(o.values.filter((v) => v.commands.includes('plan')).map((v) => v.name));
       const sel = $(field);
       // the values estimate takes, but forms (every:N): a select offers words
       for (const v of o.values) {

@@ -135,7 +135,8 @@ int oomi_spec_check(const char *spec);
 /* *missing (and OOM_OK) when the plan lacks the field; OOM_EINVAL when a plan is needed and
  * `plan` is NULL, or the field is not a scalar */
 int oomi_spec_resolve(oomi_aval *out, bool *missing, struct json_object *plan, const char *spec);
-typedef int (*oomi_preset_fn)(const char *key, const char *spec, void *user);
+/* `unset`: the preset's "unset:" entry of the key (what the framework uses without it), or NULL */
+typedef int (*oomi_preset_fn)(const char *key, const char *spec, const char *unset, void *user);
 /* calls fn for each assignment of the named preset (user file first, then the data file) */
 int oomi_preset_each(const char *name, oomi_preset_fn fn, void *user);
 
@@ -156,6 +157,7 @@ typedef struct oomi_edit_result {
     bool inserted; /* the text was inserted (create, or a value after "key:") */
     bool has_span; /* found: start..end is the old value's byte span in the text edited */
     size_t start, end;
+    bool instead; /* skipped: another key of its group is set or created instead */
 } oomi_edit_result;
 
 typedef struct oomi_edit {
@@ -163,6 +165,8 @@ typedef struct oomi_edit {
     const oomi_aval *v;    /* the new value */
     bool optional;         /* a preset's: skipped where it does not fit */
     oomi_edit_result *res; /* what was done (zeroed first) */
+    unsigned group;        /* alternatives: of a group (>0) only the first key the text has is
+                            * set, else only the first is created (OOM_APPLY_CREATE) */
 } oomi_edit;
 
 /* how to read a text: JSON or YAML, its name in messages, the YAML document (see the parsers) */
@@ -182,11 +186,16 @@ int oomi_edit_all(const char *in, size_t in_len, char **out, size_t *out_len, co
                   oomi_edit *edits, size_t n, unsigned flags);
 
 /* ==== the run (apply_run.c: edits in memory and checks; apply_files.c: reading, locking and
- * writing the files; apply_report.c: the report) ====== */
+ * writing the files; apply_report.c: the report; apply_guard.c reads what it edited and may
+ * edit a file again) ====== */
 
 struct assign {
     char *key, *spec;
     bool optional;
+    unsigned group; /* a preset's alternatives (KEY1|KEY2: the first the file has is set, else the
+                     * first is created): the same number; 0 for none */
+    char *unset;    /* a preset's: what the framework uses where a file lacks the key (a YAML
+                     * scalar); NULL when not known */
 };
 
 struct edit {
@@ -228,7 +237,57 @@ struct oom_apply {
     struct file *files;
     size_t nfiles;
     bool ran, dry, written;
+    unsigned groups; /* the alternatives' groups numbered so far */
 };
+
+/* The plan fields that make up the effective batch: micro-batch x accumulation x GPUs, or the
+ * global batch (DeepSpeed's train_batch_size), which fixes it by itself. */
+enum role { R_MICRO, R_ACCUM, R_GLOBAL, NROLES };
+
+/* what a file says of one role */
+struct factor {
+    const char *key;       /* the first of its keys the file has, else the first assigned one */
+    bool assigned;         /* an assignment of the role has a value from the plan */
+    bool present;          /* the file has one of its keys (set, unchanged, created, "auto") */
+    bool created;          /* ... only because it was created */
+    bool has_old, has_new; /* int values: the old one in that file, the one it has now */
+    long long old, nw;
+    bool has_plan; /* the plan's value (int) */
+    long long plan;
+};
+
+struct batch {
+    struct factor f[NROLES];
+    long long gpus, plan_eff; /* the plan's (plan_eff 0: unknown) */
+    bool has_old, has_new;    /* the effective batch the file gave and gives */
+    long long old, nw;
+};
+
+/* a preset's entry (apply_run.c): "K1|K2" is a group of alternatives (the first the file has is
+ * set, else the first is created); `unset` what the framework uses where a file lacks the key */
+int oomi_apply_preset_entry(const char *key, const char *spec, const char *unset, void *user);
+
+/* apply_batch.c: the role of a value spec in the effective batch (R_MICRO ...), -1 for none;
+ * *n: the plan's int field (or `dflt` when it has none of that type); a factor of the effective
+ * batch, when it is a sensible one (a product cannot overflow); what one file says of the
+ * effective batch, old and new; a note of the file's report (line 0: the whole file), which takes
+ * msg (NULL: out of memory) */
+int oomi_apply_role(const char *spec);
+int oomi_apply_plan_int(struct json_object *plan, const char *field, long long dflt, long long *n);
+bool oomi_apply_factor_ok(long long n);
+int oomi_apply_batch(const oom_apply *a, const struct file *f, struct batch *b);
+int oomi_apply_note(struct file *f, size_t line, char *msg);
+
+/* What apply checks before it writes (apply_guard.c). The effective batch a file states is kept
+ * against a plan made for another: *kept (to put in json_object_put) is the plan with the
+ * accumulation that keeps it, for the file to be edited again, and *note (owned) what to say
+ * then; where it cannot be kept the edit is refused, unless OOM_APPLY_ALLOW_BATCH_CHANGE, and
+ * the change is noted. A skipped key the plan's memory needs (its checkpointing, offload,
+ * sharding), where the framework's default for the missing key (the preset's unset:) is not the
+ * plan's, is refused unless OOM_APPLY_ALLOW_SKIPPED (then noted). */
+int oomi_apply_keep_batch(const oom_apply *a, struct file *f, unsigned flags,
+                          struct json_object **kept, char **note);
+int oomi_apply_memory_keys(oom_apply *a, unsigned flags);
 
 /* the text a file has now: its edited one, else the one read */
 static inline const char *oomi_apply_text(const struct file *f)

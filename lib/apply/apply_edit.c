@@ -335,6 +335,46 @@ static int splice_into(struct text *t, struct splice *sp, size_t n)
     return OOM_OK;
 }
 
+/* Of a group of alternative keys, the first the text has is set and the others skipped, or,
+ * with none there, only the first to create is created */
+static int one_of_group(oomi_edit *e, size_t n, bool *later)
+{
+    size_t i, j, pick;
+    int err;
+
+    for (i = 0; i < n; i++) {
+        if (!e[i].group)
+            continue;
+        for (j = 0; j < i && e[j].group != e[i].group; j++)
+            ;
+        if (j < i) /* not the group's first: done with it */
+            continue;
+        for (pick = i; pick < n; pick++)
+            if (e[pick].group == e[i].group && e[pick].res->has_old)
+                break;
+        if (pick == n) /* none in the text: the first to be created, if any */
+            for (pick = i; pick < n && !(e[pick].group == e[i].group && later[pick]); pick++)
+                ;
+        if (pick == n)
+            continue;
+        for (j = i; j < n; j++) {
+            char why[160];
+            if (j == pick || e[j].group != e[i].group || e[j].res->has_old)
+                continue;
+            later[j] = false;
+            oomi_free(e[j].res->reason);
+            e[j].res->reason = NULL;
+            oomi_snprintf(why, sizeof(why),
+                          later[pick] ? "'%s' is created instead" : "the file has '%s' instead",
+                          e[pick].key);
+            if ((err = set_reason(e[j].res, why)))
+                return err;
+            e[j].res->instead = true;
+        }
+    }
+    return OOM_OK;
+}
+
 /* every replacement on one parse of the original text; keys to create are marked in later[] */
 static int replace_all(struct text *tx, const oomi_doc *doc, oomi_edit *e, const oomi_want *want,
                        size_t n, unsigned flags, bool *later)
@@ -352,6 +392,8 @@ static int replace_all(struct text *tx, const oomi_doc *doc, oomi_edit *e, const
         err = decide(&t, root, &want[i], &e[i], flags, false, &sp[i], &later[i]);
     }
     oomi_node_free(root);
+    if (!err)
+        err = one_of_group(e, n, later);
     if (!err)
         err = splice_into(tx, sp, n);
     for (i = 0; i < n; i++)

@@ -35,32 +35,42 @@ int oom_apply_create(oom_apply **out)
     return OOM_OK;
 }
 
+/* what an edit of the file made (its edits, its new text, its notes), to edit it again */
+static void drop_edits(struct file *f)
+{
+    size_t j;
+
+    for (j = 0; j < f->nedits; j++) {
+        oomi_free(f->edits[j].key);
+        oomi_aval_clear(&f->edits[j].res.old);
+        oomi_free(f->edits[j].res.reason);
+        oomi_aval_clear(&f->edits[j].val);
+    }
+    for (j = 0; j < f->nnotes; j++)
+        oomi_free(f->notes[j].msg);
+    oomi_free(f->notes);
+    oomi_free(f->edits);
+    oomi_free(f->text);
+    f->notes = NULL, f->edits = NULL, f->text = NULL;
+    f->nnotes = f->nedits = 0;
+}
+
 static void free_files(oom_apply *a)
 {
-    size_t i, j;
+    size_t i;
 
     for (i = 0; i < a->nfiles; i++) {
         struct file *f = &a->files[i];
-        for (j = 0; j < f->nedits; j++) {
-            oomi_free(f->edits[j].key);
-            oomi_aval_clear(&f->edits[j].res.old);
-            oomi_free(f->edits[j].res.reason);
-            oomi_aval_clear(&f->edits[j].val);
-        }
+        drop_edits(f);
         if (f->tmp)
             unlink(f->tmp);
         if (f->btmp)
             unlink(f->btmp);
         if (f->fd >= 0)
             close(f->fd);
-        for (j = 0; j < f->nnotes; j++)
-            oomi_free(f->notes[j].msg);
-        oomi_free(f->notes);
-        oomi_free(f->edits);
         oomi_free(f->name);
         oomi_free(f->real);
         oomi_free(f->old);
-        oomi_free(f->text);
         oomi_free(f->tmp);
         oomi_free(f->backup);
         oomi_free(f->btmp);
@@ -81,6 +91,7 @@ void oom_apply_free(oom_apply *a)
     for (i = 0; i < a->nas; i++) {
         oomi_free(a->as[i].key);
         oomi_free(a->as[i].spec);
+        oomi_free(a->as[i].unset);
     }
     oomi_free(a->as);
     oomi_free(a->suffix);
@@ -111,11 +122,13 @@ int oom_apply_load_plan(oom_apply *a, const char *text, const char *name)
     return OOM_OK;
 }
 
-int oom_apply_set(oom_apply *a, const char *key, const char *spec, unsigned flags)
+/* an assignment (oom_apply_set's, with a preset's group and default) */
+static int add_assign(oom_apply *a, const char *key, const char *spec, unsigned flags,
+                      unsigned group, const char *unset)
 {
     oomi_pathseg *segs;
     size_t n, i;
-    struct assign *grown, as = {NULL, NULL, (flags & OOM_APPLY_OPTIONAL) != 0};
+    struct assign *grown, as = {NULL, NULL, (flags & OOM_APPLY_OPTIONAL) != 0, group, NULL};
     int err;
 
     if ((err = oomi_path_parse(&segs, &n, key)))
@@ -123,8 +136,10 @@ int oom_apply_set(oom_apply *a, const char *key, const char *spec, unsigned flag
     oomi_path_free(segs, n);
     if ((err = oomi_spec_check(spec)))
         return err;
-    if (!(as.key = oomi_strdup(key)) || !(as.spec = oomi_strdup(spec))) {
+    if (!(as.key = oomi_strdup(key)) || !(as.spec = oomi_strdup(spec)) ||
+        (unset && !(as.unset = oomi_strdup(unset)))) {
         oomi_free(as.key);
+        oomi_free(as.spec);
         return oomi_nomem();
     }
     for (i = 0; i < a->nas && strcmp(a->as[i].key, key); i++)
@@ -132,12 +147,14 @@ int oom_apply_set(oom_apply *a, const char *key, const char *spec, unsigned flag
     if (i < a->nas && as.optional && !a->as[i].optional) {
         oomi_free(as.key);
         oomi_free(as.spec);
+        oomi_free(as.unset);
         return OOM_OK;
     }
     if (i == a->nas) {
         if (!(grown = oomi_reallocarray(a->as, a->nas + 1, sizeof(*grown)))) {
             oomi_free(as.key);
             oomi_free(as.spec);
+            oomi_free(as.unset);
             return oomi_nomem();
         }
         a->as = grown;
@@ -145,19 +162,41 @@ int oom_apply_set(oom_apply *a, const char *key, const char *spec, unsigned flag
     } else {
         oomi_free(a->as[i].key);
         oomi_free(a->as[i].spec);
+        oomi_free(a->as[i].unset);
     }
     a->as[i] = as;
     return OOM_OK;
 }
 
-static int add_preset_entry(const char *key, const char *spec, void *user)
+int oom_apply_set(oom_apply *a, const char *key, const char *spec, unsigned flags)
 {
-    return oom_apply_set(user, key, spec, OOM_APPLY_OPTIONAL);
+    return add_assign(a, key, spec, flags, 0, NULL);
+}
+
+/* "K1|K2: spec" is one group of alternatives; each key may carry the preset's unset value */
+int oomi_apply_preset_entry(const char *key, const char *spec, const char *unset, void *user)
+{
+    oom_apply *a = user;
+    const char *p = key;
+    unsigned group = strchr(key, '|') ? ++a->groups : 0;
+    int err = OOM_OK;
+
+    while (!err && *p) {
+        size_t n = strcspn(p, "|");
+        char *one = oomi_strndup(p, n);
+        if (!one)
+            return oomi_nomem();
+        err = n ? add_assign(a, one, spec, OOM_APPLY_OPTIONAL, group, unset)
+                : oomi_fail(OOM_EINVAL, "key '%s': an empty alternative", key);
+        oomi_free(one);
+        p += n + (p[n] == '|');
+    }
+    return err;
 }
 
 int oom_apply_preset(oom_apply *a, const char *name)
 {
-    return oomi_preset_each(name, add_preset_entry, a);
+    return oomi_preset_each(name, oomi_apply_preset_entry, a);
 }
 
 int oom_apply_set_backup_suffix(oom_apply *a, const char *suffix)
@@ -210,6 +249,7 @@ static int edit_file(oom_apply *a, struct file *f, unsigned flags)
     int err = OOM_OK;
     bool missing;
 
+    drop_edits(f);
     f->json = doc.json = oomi_json_looks(f->name, f->old);
     f->len = f->oldlen;
     if (!(f->edits = oomi_calloc(a->nas ? a->nas : 1, sizeof(*f->edits))))
@@ -236,154 +276,14 @@ static int edit_file(oom_apply *a, struct file *f, unsigned flags)
         return oomi_nomem();
     for (i = 0; i < f->nedits; i++)
         if (f->edits[i].has_val)
-            wanted[n++] =
-                (oomi_edit){f->edits[i].key, &f->edits[i].val, a->as[i].optional, &f->edits[i].res};
+            wanted[n++] = (oomi_edit){f->edits[i].key, &f->edits[i].val, a->as[i].optional,
+                                      &f->edits[i].res, a->as[i].group};
     err = oomi_edit_all(f->old, f->oldlen, &f->text, &f->len, &doc, wanted, n, flags);
     oomi_free(wanted);
     return err;
 }
 
 /* ---- the effective batch --------------------------------------------------------------------- */
-
-/* The plan fields that make up the effective batch: micro-batch x accumulation x GPUs, or the
- * global batch (DeepSpeed's train_batch_size), which fixes it by itself. */
-enum role { R_MICRO, R_ACCUM, R_GLOBAL, NROLES };
-
-static int role_of(const char *spec)
-{
-    if (!strncmp(spec, "plan.", 5))
-        spec += 5;
-    if (!strcmp(spec, "batch_size"))
-        return R_MICRO;
-    if (!strcmp(spec, "grad_accum"))
-        return R_ACCUM;
-    if (!strcmp(spec, "global_batch") || !strcmp(spec, "effective_batch"))
-        return R_GLOBAL;
-    return -1;
-}
-
-/* what a file says of one role */
-struct factor {
-    const char *key;       /* the first of its keys the file has, else the first assigned one */
-    bool assigned;         /* an assignment of the role has a value from the plan */
-    bool present;          /* the file has one of its keys (set, unchanged, created, "auto") */
-    bool created;          /* ... only because it was created */
-    bool has_old, has_new; /* int values: the old one in that file, the one it has now */
-    long long old, nw;
-    bool has_plan; /* the plan's value (int) */
-    long long plan;
-};
-
-struct batch {
-    struct factor f[NROLES];
-    long long gpus, plan_eff; /* the plan's (plan_eff 0: unknown) */
-    bool has_old, has_new;    /* the effective batch the file gave and gives */
-    long long old, nw;
-};
-
-static void note_factor(struct factor *fc, const char *key, const struct edit *e)
-{
-    bool skipped = !strcmp(e->res.action, "skipped");
-
-    if (!fc->assigned) {
-        fc->key = key;
-        fc->has_plan = e->val.type == OOMI_AV_INT;
-        fc->plan = e->val.i;
-    }
-    fc->assigned = true;
-    if ((skipped && !e->res.has_old) || fc->present) /* the file lacks it, or known already */
-        return;
-    fc->present = true;
-    fc->key = key;
-    fc->created = !strcmp(e->res.action, "create");
-    fc->has_old = e->res.has_old && e->res.old.type == OOMI_AV_INT;
-    fc->old = e->res.old.i;
-    fc->has_new = !skipped && e->val.type == OOMI_AV_INT;
-    fc->nw = e->val.i;
-}
-
-/* *n: the plan's int field (or `dflt`) */
-static int plan_int(struct json_object *plan, const char *field, long long dflt, long long *n)
-{
-    oomi_aval v = {0};
-    bool missing = true;
-    int err = plan ? oomi_spec_resolve(&v, &missing, plan, field) : OOM_OK;
-
-    *n = !err && !missing && v.type == OOMI_AV_INT ? v.i : dflt;
-    oomi_aval_clear(&v);
-    return err == OOM_ENOMEM ? err : OOM_OK; /* a field of another type: the default */
-}
-
-/* a factor of the effective batch, when it is a sensible one (a product cannot overflow) */
-static bool factor_ok(long long n)
-{
-    return n > 0 && n <= 1000000;
-}
-
-/* the effective batch from the factors: old (the file before) or new (after) */
-static bool effective(const struct batch *b, bool old, long long *out)
-{
-    const struct factor *m = &b->f[R_MICRO], *g = &b->f[R_GLOBAL], *ac = &b->f[R_ACCUM];
-    long long micro = old ? m->old : m->nw;
-    long long accum = 1; /* an accumulation a config does not set is 1: the default of
-                          * Lightning's accumulate_grad_batches and of HF's and DeepSpeed's
-                          * gradient_accumulation_steps (their documentation) */
-
-    if (g->present) {
-        *out = old ? g->old : g->nw;
-        return old ? g->has_old : g->has_new;
-    }
-    if (!m->present || !(old ? m->has_old : m->has_new) || !factor_ok(micro))
-        return false;
-    if (ac->present && !(old && ac->created)) {
-        accum = old ? ac->old : ac->nw;
-        if (!(old ? ac->has_old : ac->has_new) || !factor_ok(accum))
-            return false;
-    }
-    if (!factor_ok(b->gpus))
-        return false;
-    *out = micro * accum * b->gpus;
-    return true;
-}
-
-/* what one file says of the effective batch */
-static int gather_batch(const oom_apply *a, const struct file *f, struct batch *b)
-{
-    size_t i;
-    int r, err;
-
-    memset(b, 0, sizeof(*b));
-    for (i = 0; i < a->nas && i < f->nedits; i++)
-        if ((r = role_of(a->as[i].spec)) >= 0 && f->edits[i].has_val && f->edits[i].res.action)
-            note_factor(&b->f[r], a->as[i].key, &f->edits[i]);
-    if ((err = plan_int(a->plan, "gpus", 1, &b->gpus)) ||
-        (err = plan_int(a->plan, "global_batch", 0, &b->plan_eff)))
-        return err;
-    b->has_old = effective(b, true, &b->old);
-    b->has_new = effective(b, false, &b->nw);
-    return OOM_OK;
-}
-
-static int add_note(struct file *f, size_t line, char *msg)
-{
-    struct note *grown;
-    size_t i;
-
-    if (!msg)
-        return oomi_nomem();
-    for (i = 0; i < f->nnotes; i++)
-        if (f->notes[i].line == line && !strcmp(f->notes[i].msg, msg)) {
-            oomi_free(msg);
-            return OOM_OK;
-        }
-    if (!(grown = oomi_reallocarray(f->notes, f->nnotes + 1, sizeof(*grown)))) {
-        oomi_free(msg);
-        return oomi_nomem();
-    }
-    f->notes = grown;
-    f->notes[f->nnotes++] = (struct note){line, msg};
-    return OOM_OK;
-}
 
 /* "45", or "B x 5" when the micro-batch is not known (the factor the file does not set) */
 static void eff_text(char *buf, size_t size, const struct batch *b, bool known, long long n,
@@ -394,8 +294,8 @@ static void eff_text(char *buf, size_t size, const struct batch *b, bool known, 
 
     if (known)
         oomi_snprintf(buf, size, "%lld", n);
-    else if (!b->f[R_MICRO].present && (old ? ac->has_old : ac->has_new) && factor_ok(accum) &&
-             factor_ok(b->gpus))
+    else if (!b->f[R_MICRO].present && (old ? ac->has_old : ac->has_new) &&
+             oomi_apply_factor_ok(accum) && oomi_apply_factor_ok(b->gpus))
         oomi_snprintf(buf, size, "B x %lld", accum * b->gpus);
     else
         oomi_snprintf(buf, size, "an unknown number");
@@ -443,7 +343,8 @@ static int check_batch(struct file *f, const struct batch *b, unsigned flags)
                          "anyway; no file is changed",
                          f->name, have->key, gap->key, gap == m ? "batch_size" : "grad_accum", want,
                          have == m ? "micro-batch" : "accumulation", change, why, gap->key);
-    return add_note(f, 0, oomi_asprintf("no '%s' (--partial): %s (%s)", gap->key, change, why));
+    return oomi_apply_note(f, 0,
+                           oomi_asprintf("no '%s' (--partial): %s (%s)", gap->key, change, why));
 }
 
 /* what a comment beside one changed value is checked against */
@@ -460,15 +361,17 @@ static int stale_number(size_t line, long long n, void *user)
     const oomi_aval *old = &s->e->res.old;
 
     if (b->has_old && b->has_new && b->old != b->nw && n == b->old)
-        return add_note(s->f, line,
-                        oomi_asprintf("comment mentions effective batch %lld; the new effective "
-                                      "batch is %lld",
-                                      n, b->nw));
+        return oomi_apply_note(
+            s->f, line,
+            oomi_asprintf("comment mentions effective batch %lld; the new effective "
+                          "batch is %lld",
+                          n, b->nw));
     if (old->type == OOMI_AV_INT && n == old->i && s->e->val.type == OOMI_AV_INT)
-        return add_note(s->f, line,
-                        oomi_asprintf("comment mentions %lld, the old value of '%s'; the new "
-                                      "value is %lld",
-                                      n, s->e->key, s->e->val.i));
+        return oomi_apply_note(
+            s->f, line,
+            oomi_asprintf("comment mentions %lld, the old value of '%s'; the new "
+                          "value is %lld",
+                          n, s->e->key, s->e->val.i));
     return OOM_OK;
 }
 
@@ -500,7 +403,7 @@ static int check_edits(oom_apply *a, unsigned flags)
     if (!b)
         return oomi_nomem();
     for (i = 0; !err && i < a->nfiles; i++)
-        err = gather_batch(a, &a->files[i], &b[i]);
+        err = oomi_apply_batch(a, &a->files[i], &b[i]);
     for (i = 0; !err && i < a->nfiles; i++)
         err = check_batch(&a->files[i], &b[i], flags);
     for (i = 0; !err && i < a->nfiles; i++)
@@ -528,6 +431,32 @@ static int make_diff(oom_apply *a, char **diff)
     return oomi_sb_finish(&sb, diff);
 }
 
+/* what apply checks before it writes (apply_guard.c): each file's effective batch kept (its text
+ * edited again with the accumulation that keeps it), then the keys the plan's memory needs */
+static int guard(oom_apply *a, unsigned flags)
+{
+    struct json_object *orig = a->plan, *kept = NULL;
+    char *note = NULL;
+    size_t i;
+    int err = OOM_OK;
+
+    for (i = 0; !err && i < a->nfiles; i++) {
+        if ((err = oomi_apply_keep_batch(a, &a->files[i], flags, &kept, &note)) || !kept)
+            continue;
+        a->plan = kept;
+        err = edit_file(a, &a->files[i], flags);
+        a->plan = orig;
+        json_object_put(kept);
+        kept = NULL;
+        if (err)
+            oomi_free(note);
+        else /* (the note is taken, also on failure) */
+            err = oomi_apply_note(&a->files[i], 0, note);
+        note = NULL;
+    }
+    return err ? err : oomi_apply_memory_keys(a, flags);
+}
+
 int oom_apply_run(oom_apply *a, const char *const *files, size_t count, unsigned flags, char **diff)
 {
     size_t i;
@@ -545,7 +474,7 @@ int oom_apply_run(oom_apply *a, const char *const *files, size_t count, unsigned
     err = oomi_apply_read_files(a, files, count, flags);
     for (i = 0; !err && i < count; i++)
         err = edit_file(a, &a->files[i], flags);
-    if (!err)
+    if (!err && !(err = guard(a, flags)))
         err = check_edits(a, flags);
     if (!err && diff)
         err = make_diff(a, diff);
@@ -578,7 +507,7 @@ int oom_apply_buffer(oom_apply *a, const char *name, const char *text, size_t le
     if (!(f->name = oomi_strdup(name)) || !(f->old = oomi_strndup(text, len)))
         return oomi_nomem();
     f->oldlen = len;
-    if ((err = edit_file(a, f, flags)) || (err = check_edits(a, flags)))
+    if ((err = edit_file(a, f, flags)) || (err = guard(a, flags)) || (err = check_edits(a, flags)))
         return err;
     if (!(*out = oomi_strndup(oomi_apply_text(f), f->len)))
         return oomi_nomem();

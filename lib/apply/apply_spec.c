@@ -194,6 +194,19 @@ static void text_of(char *buf, size_t size, const oomi_aval *v)
     oomi_sb_free(&sb);
 }
 
+/* whether text is one of the '|'-separated words of `want` ("bf16|4bit|int8") */
+static bool one_of(const char *text, const char *want)
+{
+    size_t len = strlen(text);
+    while (*want) {
+        size_t n = strcspn(want, "|");
+        if (n == len && !strncmp(want, text, n))
+            return true;
+        want += n + (want[n] == '|');
+    }
+    return false;
+}
+
 int oomi_spec_resolve(oomi_aval *out, bool *missing, struct json_object *plan, const char *spec)
 {
     char op, *name, text[256];
@@ -217,7 +230,7 @@ int oomi_spec_resolve(oomi_aval *out, bool *missing, struct json_object *plan, c
     text_of(text, sizeof(text), out);
     oomi_aval_clear(out);
     out->type = OOMI_AV_BOOL;
-    out->b = (strcmp(text, want) == 0) == (op == '=');
+    out->b = one_of(text, want) == (op == '=');
     return OOM_OK;
 }
 
@@ -226,6 +239,8 @@ int oomi_spec_resolve(oomi_aval *out, bool *missing, struct json_object *plan, c
  *     description: one line
  *     set:
  *       config.key: value spec
+ *     unset:                    (optional) what the framework uses where a file lacks a key
+ *       config.key: YAML scalar
  */
 
 static const char *scalar(yaml_document_t *doc, yaml_node_t *n)
@@ -249,7 +264,7 @@ static yaml_node_t *map_get(yaml_document_t *doc, yaml_node_t *map, const char *
 static int preset_in(yaml_document_t *doc, const char *path, const char *name, oomi_preset_fn fn,
                      void *user, bool *found)
 {
-    yaml_node_t *p = map_get(doc, yaml_document_get_root_node(doc), name), *set;
+    yaml_node_t *p = map_get(doc, yaml_document_get_root_node(doc), name), *set, *unset;
     yaml_node_pair_t *pair;
     const char *k, *v;
     int err;
@@ -260,6 +275,7 @@ static int preset_in(yaml_document_t *doc, const char *path, const char *name, o
     if (!(set = map_get(doc, p, "set")) || set->type != YAML_MAPPING_NODE)
         return oomi_fail(OOM_EINVAL, "presets file '%s': preset '%s' has no 'set:' map", path,
                          name);
+    unset = map_get(doc, p, "unset");
     for (pair = set->data.mapping.pairs.start; pair < set->data.mapping.pairs.top; pair++) {
         k = scalar(doc, yaml_document_get_node(doc, pair->key));
         v = scalar(doc, yaml_document_get_node(doc, pair->value));
@@ -268,7 +284,7 @@ static int preset_in(yaml_document_t *doc, const char *path, const char *name, o
                              "presets file '%s': preset '%s': 'set:' entries are "
                              "'config.key: value'",
                              path, name);
-        if ((err = fn(k, v, user)))
+        if ((err = fn(k, v, scalar(doc, map_get(doc, unset, k)), user)))
             return oomi_fail_prefix(err, "presets file '%s', preset '%s': ", path, name);
     }
     return OOM_OK;

@@ -229,6 +229,14 @@ static int target_memory(uint64_t *out, const oom_target *t, const struct detect
                          "for a larger card, name it with --gpu PROFILE)",
                          vram, oom_format_size(a, sizeof(a), *out), t->profile.name,
                          oom_format_size(b, sizeof(b), t->profile.memory_bytes));
+    /* a card named by profile: planning for more than it has is allowed (a larger card of its
+     * speed), but said; the default profile is only a stand-in for the speed */
+    if (!t->detected && !t->fallback && *out > t->profile.memory_bytes)
+        oomi_notice("--vram '%s' (%s) is more than %s has (%s): planning for %s per GPU, which "
+                    "that card cannot hold (name a larger card with --gpu PROFILE)",
+                    vram, oom_format_size(a, sizeof(a), *out), t->profile.name,
+                    oom_format_size(b, sizeof(b), t->profile.memory_bytes),
+                    oom_format_size(a, sizeof(a), *out));
     return OOM_OK;
 }
 

@@ -75,8 +75,25 @@ bool oomi_plan_vllm_holds(const oom_plan_result *r, long seq);
  * OOM_EINVAL for one that is not, naming every format of the command (plan_output.c) */
 const oom_plan_format_info *oomi_format_find(const char *name, unsigned command);
 int oomi_format_unknown(const char *what, const char *name, unsigned command);
-/* "vllm", "accelerate", "torchtitan" into sb */
-int oomi_plan_format_serve(oomi_sb *sb, const oom_plan_result *r, const char *format);
+/* A format being written (plan_output.c): its name, its framework, and the version of that
+ * framework whose keys it writes, as its row lists it ("0.3"; NULL for oomless's own formats) */
+typedef struct oomi_format {
+    const char *name, *framework, *version;
+} oomi_format;
+/* Versions (plan_version.c): the numbers of "5.23.0" (at most 3; a leading 'v' and what
+ * follows the numbers, "rc1", "+cpu", are read past), false when it does not start with one; a
+ * version against another, number by number, missing numbers 0 (<0, 0, >0; *ok false when
+ * either is not one); `want` against a listed version on the numbers the listed one has (0.3.1
+ * is 0.3); whether the version a format writes is `v` or later */
+bool oomi_version_numbers(long v[3], size_t *n, const char *s);
+int oomi_version_cmp(const char *a, const char *b, bool *ok);
+int oomi_version_against(const char *listed, const char *want);
+bool oomi_format_since(const oomi_format *f, const char *v);
+/* "vllm", "accelerate" into sb (plan_serve.c) */
+int oomi_plan_format_serve(oomi_sb *sb, const oom_plan_result *r, const oomi_format *f);
+/* "torchtitan" (0.2: a TOML job config; 0.3: a config function) and "torchtune" (tune run's
+ * key=value overrides) into sb (plan_native.c) */
+int oomi_plan_format_native(oomi_sb *sb, const oom_plan_result *r, const oomi_format *f);
 /* vLLM's default KV-cache block size on CUDA: CacheConfig.block_size = 16 (vllm/config/cache.py) */
 #define OOMI_VLLM_BLOCK_TOKENS 16
 /* The memory vLLM's profile run sees grow outside PyTorch's allocator (cuBLAS workspaces,
@@ -130,6 +147,13 @@ int oomi_plan_ck_check(const oom_plan_result *r, const char *format, unsigned ca
  * and post: {"every_n_layers": N, "offload": true} */
 void oomi_plan_hf_ck_kwargs(oomi_sb *sb, const oom_plan_choice *c, const char *pre,
                             const char *post);
+/* TrainingArguments' checkpointing switch in the transformers version `f` writes:
+ * activation_checkpointing from 5.23 (gradient_checkpointing is its deprecated alias there, to be
+ * removed in v6), gradient_checkpointing before; "_kwargs" after it names the kwargs. And
+ * OOM_EUNSUPPORTED for a plan with every:N or +offload before 5.23, whose Trainer has no
+ * every_n_layers or offload (those kwargs went to torch.utils.checkpoint) */
+const char *oomi_hf_ck_key(const oomi_format *f);
+int oomi_plan_hf_ck_version(const oom_plan_result *r, const oomi_format *f);
 
 /* GRPO with a vLLM engine on the trainer's GPU (plan_rollout.c, docs/plan.md "RL with a
  * colocated rollout engine"): what the engine needs, set up once per plan */
@@ -166,13 +190,15 @@ json_object *oomi_plan_rollout_json(const oom_plan_result *r);
 /* the engine's lines of the text report's budget */
 void oomi_plan_rollout_text(oomi_sb *sb, const oom_plan_result *r);
 /* "trl", "verl" into sb */
-int oomi_plan_format_rl(oomi_sb *sb, const oom_plan_result *r, const char *format);
+int oomi_plan_format_rl(oomi_sb *sb, const oom_plan_result *r, const oomi_format *f);
 /* sequence packing (plan_packing.c, docs/plan.md "Sequence packing"): the result's "packing"
  * object (NULL without packing), its text line, "trl" for sft (padding-free) and "torchtune",
  * and TRL's flags for --format args */
 json_object *oomi_plan_packing_json(const oom_plan_result *r);
 void oomi_plan_packing_text(oomi_sb *sb, const oom_plan_result *r);
-int oomi_plan_format_packing(oomi_sb *sb, const oom_plan_result *r, const char *format);
+int oomi_plan_format_packing(oomi_sb *sb, const oom_plan_result *r, const oomi_format *f);
+/* whether the plan packs sequences (a training plan of a version-7 result with packing) */
+bool oomi_plan_packed(const oom_plan_result *r);
 void oomi_plan_packing_args(oomi_sb *sb, const oom_plan_result *r);
 /* the precision is 16-bit brain float (bf, also for quantised bases) or half (plan_serve.c) */
 bool oomi_is16(oom_precision p, bool bf);

@@ -166,3 +166,27 @@ void oomi_plan_hf_ck_kwargs(oomi_sb *sb, const oom_plan_choice *c, const char *p
     oomi_sb_printf(sb, "%s{\"every_n_layers\": %ld%s}%s", pre, every,
                    offload ? ", \"offload\": true" : "", post);
 }
+
+/* transformers 5.23's TrainingArguments: activation_checkpointing and its kwargs, with
+ * gradient_checkpointing(_kwargs) "deprecated alias[es] ..., will be removed in v6"
+ * (transformers/training_args.py, __post_init__); the kwargs' every_n_layers and offload are
+ * popped by the Trainer for activation_checkpointing_enable */
+#define HF_AC_SINCE "5.23"
+
+const char *oomi_hf_ck_key(const oomi_format *f)
+{
+    return oomi_format_since(f, HF_AC_SINCE) ? "activation_checkpointing"
+                                             : "gradient_checkpointing";
+}
+
+int oomi_plan_hf_ck_version(const oom_plan_result *r, const oomi_format *f)
+{
+    if (!oomi_plan_ck_variant(r->best) || oomi_format_since(f, HF_AC_SINCE))
+        return OOM_OK;
+    return oomi_fail(OOM_EUNSUPPORTED,
+                     "plan: checkpointing '%s' needs transformers %s or later (its Trainer's "
+                     "every_n_layers and offload); the %s format for transformers %s "
+                     "checkpoints every layer: --format-version %s, or plan with "
+                     "--checkpointing-variants none",
+                     oomi_plan_ck(r->best), HF_AC_SINCE, f->name, f->version, HF_AC_SINCE);
+}

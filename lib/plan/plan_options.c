@@ -722,3 +722,31 @@ int oom_plan_json(char **out, const char *const *keys, const char *const *values
     oom_plan_options_free(o);
     return err;
 }
+
+int oom_plan_options_format(char **out, const char **written, const char *const *keys,
+                            const char *const *values, size_t n, const char *format,
+                            const char *version)
+{
+    oom_plan_options *o = NULL;
+    oom_plan_result *res = NULL;
+    size_t i;
+    int err;
+
+    if (written)
+        *written = NULL;
+    if (!out || !format)
+        return oomi_fail(OOM_EINVAL, "plan: missing argument");
+    *out = NULL;
+    /* the format and its version first: a wrong one is said before the search runs */
+    if ((err = oom_plan_format_pick(NULL, format, version)) || (err = oom_plan_options_create(&o)))
+        return err;
+    for (i = 0; i < n && !err; i++)
+        err = oom_plan_options_set(o, keys[i], values[i]);
+    if (!err)
+        err = oom_plan_options_run(&res, o);
+    if (!err)
+        err = oom_plan_format_version(out, written, res, format, version);
+    oom_plan_free(res);
+    oom_plan_options_free(o);
+    return err;
+}

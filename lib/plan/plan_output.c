@@ -6,6 +6,7 @@
 #include <json-c/json.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static json_object *num(double v)
@@ -221,8 +222,10 @@ static json_object *result_json(const oom_plan_result *r)
                            : NULL);
     oomi_json_put(root, "budget", budget_json(r));
     oomi_json_put(root, "throughput", r->found ? throughput_json(r, r->best) : NULL);
-    for (i = 0; i < r->n_alternatives; i++)
-        json_object_array_add(alts, choice_json(r, r->alternatives[i]));
+    /* those that fit first (each in the planner's order), then those that do not */
+    for (i = 0; i < 2 * r->n_alternatives; i++)
+        if (r->alternatives[i % r->n_alternatives]->fits == (i < r->n_alternatives))
+            json_object_array_add(alts, choice_json(r, r->alternatives[i % r->n_alternatives]));
     oomi_json_put(root, "alternatives", alts);
     oomi_json_put(root, "inference", inference_json(r));
     oomi_json_put(root, "rollout", oomi_plan_rollout_json(r));
@@ -280,21 +283,24 @@ static void format_env(oomi_sb *sb, const oom_plan_result *r, const oom_plan_cho
                        oom_loss_name(k->loss), oom_attention_name(k->attention));
 }
 
-/* Hugging Face TrainingArguments */
+/* Hugging Face TrainingArguments, of the transformers version f writes */
 static void format_args(oomi_sb *sb, const oom_plan_result *r, const oom_plan_choice *c,
-                        bool inference)
+                        bool inference, const oomi_format *f)
 {
     const oom_knobs *k = &c->knobs;
+    const char *ck = oomi_hf_ck_key(f);
+    char pre[64];
     if (inference) {
         oomi_sb_printf(sb, "--per_device_eval_batch_size %ld", k->batch);
         goto precision;
     }
     oomi_sb_printf(sb, "--per_device_train_batch_size %ld --gradient_accumulation_steps %ld",
                    k->batch, k->grad_accum);
-    if (k->checkpointing != OOM_CHECKPOINTING_NONE)
-        oomi_sb_puts(sb, " --gradient_checkpointing");
+    if (k->checkpointing != OOM_CHECKPOINTING_NONE) /* a bare flag reads as true */
+        oomi_sb_printf(sb, " --%s", ck);
+    oomi_snprintf(pre, sizeof(pre), " --%s_kwargs '", ck);
     if (oomi_plan_ck_variant(c)) /* every:N, +offload (oomi_plan_ck_check) */
-        oomi_plan_hf_ck_kwargs(sb, c, " --gradient_checkpointing_kwargs '", "'");
+        oomi_plan_hf_ck_kwargs(sb, c, pre, "'");
     if ((unsigned)k->optimizer < OOMI_OPTIMIZERS) { /* its TrainingArguments.optim (the table) */
         const oom_option_value *o = oomi_optimizer_values[k->optimizer];
         if (o->trainer)
@@ -355,7 +361,7 @@ static json_object *deepspeed_json(const oom_plan_choice *c)
     return root;
 }
 
-static void format_torchrun(oomi_sb *sb, const oom_plan_result *r)
+static void format_torchrun(oomi_sb *sb, const oom_plan_result *r, const oomi_format *f)
 {
     const oom_knobs *k = &r->best->knobs;
     /* the attention kernel has no Trainer argument: the script reads it (from_pretrained's
@@ -372,41 +378,39 @@ static void format_torchrun(oomi_sb *sb, const oom_plan_result *r)
         oomi_sb_printf(sb, "torchrun --standalone --nnodes=1 --nproc_per_node=%ld",
                        k->gpus / (r->nodes > 0 ? r->nodes : 1));
     oomi_sb_puts(sb, " train.py ");
-    format_args(sb, r, r->best, r->inference);
+    format_args(sb, r, r->best, r->inference, f);
 }
 
 /* ---- the formats ------------------------------------------------------------------------------
  */
 
 /* the writers of the machine formats, into sb */
-static int write_env(oomi_sb *sb, const oom_plan_result *r, const char *format)
+static int write_env(oomi_sb *sb, const oom_plan_result *r, const oomi_format *f)
 {
-    (void)format;
+    (void)f;
     format_env(sb, r, r->best);
     return OOM_OK;
 }
 
-static int write_args(oomi_sb *sb, const oom_plan_result *r, const char *format)
+static int write_args(oomi_sb *sb, const oom_plan_result *r, const oomi_format *f)
 {
-    (void)format;
-    format_args(sb, r, r->best, r->inference);
+    format_args(sb, r, r->best, r->inference, f);
     oomi_sb_putc(sb, '\n');
     return OOM_OK;
 }
 
-static int write_torchrun(oomi_sb *sb, const oom_plan_result *r, const char *format)
+static int write_torchrun(oomi_sb *sb, const oom_plan_result *r, const oomi_format *f)
 {
-    (void)format;
-    format_torchrun(sb, r);
+    format_torchrun(sb, r, f);
     oomi_sb_putc(sb, '\n');
     return OOM_OK;
 }
 
-static int write_deepspeed(oomi_sb *sb, const oom_plan_result *r, const char *format)
+static int write_deepspeed(oomi_sb *sb, const oom_plan_result *r, const oomi_format *f)
 {
     char *text = NULL;
     int err = oomi_json_finish(&text, deepspeed_json(r->best));
-    (void)format;
+    (void)f;
     if (!err)
         oomi_sb_puts(sb, text);
     oomi_free(text);
@@ -414,10 +418,10 @@ static int write_deepspeed(oomi_sb *sb, const oom_plan_result *r, const char *fo
 }
 
 /* trl: GRPOConfig for a plan with a colocated rollout engine, else SFTConfig's packing keys */
-static int write_trl(oomi_sb *sb, const oom_plan_result *r, const char *format)
+static int write_trl(oomi_sb *sb, const oom_plan_result *r, const oomi_format *f)
 {
-    return r->version >= 6 && r->rollout_max_num_seqs > 0 ? oomi_plan_format_rl(sb, r, format)
-                                                          : oomi_plan_format_packing(sb, r, format);
+    return r->version >= 6 && r->rollout_max_num_seqs > 0 ? oomi_plan_format_rl(sb, r, f)
+                                                          : oomi_plan_format_packing(sb, r, f);
 }
 
 /* the checkpointing variants a format's stack can run (oomi_plan_ck_check) */
@@ -425,45 +429,69 @@ static int write_trl(oomi_sb *sb, const oom_plan_result *r, const char *format)
 
 #define PLAN  OOM_COMMAND_PLAN
 #define TABLE OOM_COMMAND_TABLE
-#define FORMAT(name, help, framework, versions, cmds, write, ck)                                   \
+/* a row's versions: the list (each a static string, for oom_plan_format_pick) and the same
+ * joined with ", " (the info's; unit.test_vocab checks they agree) */
+#define VERSIONS(...) ((const char *const[]){__VA_ARGS__, NULL})
+/* (through FORMAT, so that HF and NONE stand for two arguments) */
+#define FORMAT(...) FORMAT_(__VA_ARGS__)
+#define FORMAT_(name, help, framework, list, versions, package, cmds, write, ck)                   \
     {                                                                                              \
-        {OOM_PLAN_FORMAT_INFO_VERSION, name, help, framework, versions, cmds}, write, ck           \
+        {OOM_PLAN_FORMAT_INFO_VERSION, name, help, framework, versions, cmds, package}, write, ck, \
+            list                                                                                   \
     }
+/* TrainingArguments' keys: transformers 4.56 (the oldest TRL 1.16 takes: its requirement
+ * transformers>=4.56.2) and 5.23 (activation_checkpointing: oomi_hf_ck_key) */
+#define HF   VERSIONS("4.56", "5.23"), "4.56, 5.23"
+#define NONE NULL, NULL
 
-/* Every output format: what it is, what reads it (and the versions its keys follow where the
- * writer cites them), and its writer (NULL: text and json, which plan writes apart, and table's
- * own). */
+/* Every output format: what it is, what reads it, the versions of that framework whose keys it
+ * can write (oldest first; the last is the default) and the Python distribution that has that
+ * version, and its writer (NULL: text and json, which plan writes apart, and table's own). The
+ * keys were checked against each version's source: transformers 5.23 (training_args.py), TRL
+ * 1.16 (trl/trainer/grpo_config.py, sft_config.py), accelerate 1.15.0, torchtitan 0.2.2
+ * (config/job_config.py) and 0.3.0 (config/configs.py, trainer.py), torchtune 0.6.1
+ * (recipes/configs), DeepSpeed 0.19.5 (deepspeed/runtime/constants.py, zero/config.py), verl 0.7.0
+ * (verl/trainer/config/_generated_ppo_trainer.yaml), vLLM 0.21 (plan_serve.c). */
 static const struct plan_format {
     oom_plan_format_info info;
-    int (*write)(oomi_sb *sb, const oom_plan_result *r, const char *format);
+    int (*write)(oomi_sb *sb, const oom_plan_result *r, const oomi_format *f);
     unsigned ck;
+    const char *const *list; /* the versions, oldest first; NULL for none */
 } formats[] = {
-    FORMAT("text", "the human report (the default)", NULL, NULL, PLAN | TABLE, NULL, CK_ANY),
-    FORMAT("json", "one JSON document (the same as --json)", NULL, NULL, PLAN | TABLE, NULL,
+    FORMAT("text", "the human report (the default)", NULL, NONE, NULL, PLAN | TABLE, NULL, CK_ANY),
+    FORMAT("json", "one JSON document (the same as --json)", NULL, NONE, NULL, PLAN | TABLE, NULL,
            CK_ANY),
-    FORMAT("env", "OOMLESS_BATCH_SIZE=... lines for eval", NULL, NULL, PLAN, write_env, CK_ANY),
+    FORMAT("env", "OOMLESS_BATCH_SIZE=... lines for eval", NULL, NONE, NULL, PLAN, write_env,
+           CK_ANY),
     FORMAT("args", "TrainingArguments flags (inference: the eval batch)",
-           "Hugging Face transformers", "5.23", PLAN, write_args, OOMI_CK_HF),
+           "Hugging Face transformers", HF, "transformers", PLAN, write_args, OOMI_CK_HF),
     FORMAT("deepspeed", "a ds_config.json: micro-batch, accumulation, ZeRO stage, offload",
-           "DeepSpeed", NULL, PLAN, write_deepspeed, CK_ANY),
+           "DeepSpeed", VERSIONS("0.19"), "0.19", "deepspeed", PLAN, write_deepspeed, CK_ANY),
     FORMAT("torchrun", "the launch line, with the TrainingArguments flags",
-           "PyTorch torchrun, Hugging Face transformers", "5.23", PLAN, write_torchrun, OOMI_CK_HF),
+           "PyTorch torchrun, Hugging Face transformers", HF, "transformers", PLAN, write_torchrun,
+           OOMI_CK_HF),
     FORMAT("vllm", "inference: vLLM's settings and the KV-cache capacity it will find", "vLLM",
-           "0.21", PLAN, oomi_plan_format_serve, CK_ANY),
-    FORMAT("accelerate", "training: an FSDP2 config file (YAML)", "accelerate", "1.15.0", PLAN,
-           oomi_plan_format_serve, CK_ANY),
-    FORMAT("torchtitan", "training: a job-config fragment (TOML)", "torchtitan", NULL, PLAN,
-           oomi_plan_format_serve, OOMI_CK_TITAN),
+           VERSIONS("0.21"), "0.21", "vllm", PLAN, oomi_plan_format_serve, CK_ANY),
+    FORMAT("accelerate", "training: an FSDP2 config file (YAML)", "accelerate", VERSIONS("1.15"),
+           "1.15", "accelerate", PLAN, oomi_plan_format_serve, CK_ANY),
+    FORMAT("torchtitan",
+           "training, full fine-tune: 0.3 a config function's settings (Python), 0.2 a job "
+           "config (TOML)",
+           "torchtitan", VERSIONS("0.2", "0.3"), "0.2, 0.3", "torchtitan", PLAN,
+           oomi_plan_format_native, OOMI_CK_TITAN),
     FORMAT("trl",
            "grpo with --rollout vllm-colocate: GRPOConfig YAML with vLLM's KV capacity; "
            "--packing padding-free: SFTConfig YAML",
-           "TRL", "1.16", PLAN, write_trl, OOMI_CK_HF),
+           "TRL 1.16 on Hugging Face transformers", HF, "transformers", PLAN, write_trl,
+           OOMI_CK_HF),
     FORMAT("verl", "grpo with --rollout vllm-colocate: Hydra overrides with vLLM's KV capacity",
-           "verl", NULL, PLAN, oomi_plan_format_rl, 0),
-    FORMAT("torchtune", "training: recipe keys (batch_size, dataset.packed)", "torchtune", NULL,
-           PLAN, oomi_plan_format_packing, CK_ANY),
-    FORMAT("markdown", "a Markdown table", NULL, NULL, TABLE, NULL, CK_ANY),
-    FORMAT("csv", "comma-separated values with a header line", NULL, NULL, TABLE, NULL, CK_ANY),
+           "verl", VERSIONS("0.7"), "0.7", "verl", PLAN, oomi_plan_format_rl, 0),
+    FORMAT("torchtune",
+           "training: tune run's key=value overrides (batch_size, dataset.packed, dtype, ...)",
+           "torchtune", VERSIONS("0.6"), "0.6", "torchtune", PLAN, oomi_plan_format_native, CK_ANY),
+    FORMAT("markdown", "a Markdown table", NULL, NONE, NULL, TABLE, NULL, CK_ANY),
+    FORMAT("csv", "comma-separated values with a header line", NULL, NONE, NULL, TABLE, NULL,
+           CK_ANY),
 };
 
 /* the public view of each row (the info is its first member) */
@@ -480,13 +508,19 @@ const oom_plan_format_info *const *oom_plan_formats(size_t *count)
     return infos;
 }
 
-const oom_plan_format_info *oomi_format_find(const char *name, unsigned command)
+static const struct plan_format *find(const char *name, unsigned command)
 {
     size_t i;
     for (i = 0; name && i < OOMI_ARRAY_LEN(formats); i++)
         if ((formats[i].info.commands & command) && !strcmp(formats[i].info.name, name))
-            return &formats[i].info;
+            return &formats[i];
     return NULL;
+}
+
+const oom_plan_format_info *oomi_format_find(const char *name, unsigned command)
+{
+    const struct plan_format *f = find(name, command);
+    return f ? &f->info : NULL;
 }
 
 int oomi_format_unknown(const char *what, const char *name, unsigned command)
@@ -502,31 +536,103 @@ int oomi_format_unknown(const char *what, const char *name, unsigned command)
     return OOM_EINVAL;
 }
 
-int oom_plan_format(char **out, const oom_plan_result *r, const char *format)
+/* ---- versions ---------------------------------------------------------------------------------
+ */
+
+/* the newest listed version not newer than `want` (NULL: the last listed) */
+static int pick(const char **picked, const struct plan_format *f, const char *want)
 {
-    const struct plan_format *f = NULL;
-    oomi_sb sb = OOMI_SB_INIT;
-    size_t i;
+    size_t i, n = 0;
+    long w[3];
+
+    *picked = NULL;
+    if (!f->list) {
+        if (!want)
+            return OOM_OK;
+        return oomi_fail(OOM_EINVAL,
+                         "--format-version '%s': the %s format follows no framework's version",
+                         want, f->info.name);
+    }
+    while (f->list[n])
+        n++;
+    if (!want) {
+        *picked = f->list[n - 1];
+        return OOM_OK;
+    }
+    if (!oomi_version_numbers(w, &i, want))
+        return oomi_fail(OOM_EINVAL, "--format-version '%s' is not a version (%s: %s)", want,
+                         f->info.framework, f->info.versions);
+    for (i = 0; i < n && oomi_version_against(f->list[i], want) <= 0; i++)
+        *picked = f->list[i];
+    if (!*picked)
+        return oomi_fail(OOM_EINVAL,
+                         "--format-version '%s': the %s format writes %s %s and later (it does not "
+                         "know the keys of older versions)",
+                         want, f->info.name, f->info.framework, f->list[0]);
+    if (i == n && oomi_version_against(f->list[n - 1], want) < 0) /* newer than any listed */
+        oomi_notice("%s %s is newer than the versions the %s format knows (%s): writing the keys "
+                    "of %s",
+                    f->info.framework, want, f->info.name, f->info.versions, *picked);
+    return OOM_OK;
+}
+
+int oom_plan_format_pick(const char **written, const char *format, const char *version)
+{
+    const struct plan_format *f = find(format, OOM_COMMAND_PLAN | OOM_COMMAND_TABLE);
+    const char *picked = NULL;
     int err;
+    if (written)
+        *written = NULL;
+    if (!format)
+        return oomi_fail(OOM_EINVAL, "plan: missing argument");
+    if (!f)
+        return oomi_format_unknown("plan", format, OOM_COMMAND_PLAN | OOM_COMMAND_TABLE);
+    if ((err = pick(&picked, f, version)))
+        return err;
+    if (written)
+        *written = picked;
+    return OOM_OK;
+}
+
+int oom_plan_format_version(char **out, const char **written, const oom_plan_result *r,
+                            const char *format, const char *version)
+{
+    const struct plan_format *f;
+    oomi_format fmt = {format, NULL, NULL};
+    oomi_sb sb = OOMI_SB_INIT;
+    int err;
+
+    if (written)
+        *written = NULL;
     if (!out || !r || !format)
         return oomi_fail(OOM_EINVAL, "plan: missing argument");
     *out = NULL;
     if ((err = oomi_check_version(r->version, OOM_PLAN_RESULT_VERSION, "oom_plan_result")))
         return err;
+    if (!(f = find(format, OOM_COMMAND_PLAN)))
+        return oomi_format_unknown("plan", format, OOM_COMMAND_PLAN);
+    if ((err = pick(&fmt.version, f, version)))
+        return err;
+    fmt.framework = f->info.framework;
+    if (written)
+        *written = fmt.version;
     if (!strcmp(format, "json"))
         return oom_plan_to_json(out, r);
     if (!strcmp(format, "text"))
         return oomi_plan_text(out, r);
-    for (i = 0; i < OOMI_ARRAY_LEN(formats) && !f; i++)
-        if ((formats[i].info.commands & OOM_COMMAND_PLAN) && !strcmp(formats[i].info.name, format))
-            f = &formats[i];
-    if (!f)
-        return oomi_format_unknown("plan", format, OOM_COMMAND_PLAN);
     if (!r->found)
         return oomi_fail(OOM_ENOFIT, "nothing fits: no %s output", format);
-    if ((err = oomi_plan_ck_check(r, format, f->ck)) || (err = f->write(&sb, r, format))) {
+    if ((err = oomi_plan_ck_check(r, format, f->ck)) ||
+        (f->info.package && !strcmp(f->info.package, "transformers") &&
+         (err = oomi_plan_hf_ck_version(r, &fmt))) ||
+        (err = f->write(&sb, r, &fmt))) {
         oomi_sb_free(&sb);
         return err;
     }
     return oomi_sb_finish(&sb, out);
+}
+
+int oom_plan_format(char **out, const oom_plan_result *r, const char *format)
+{
+    return oom_plan_format_version(out, NULL, r, format, NULL);
 }

@@ -267,14 +267,16 @@ static void rollout_comment(oomi_sb *sb, const oom_plan_result *r)
 
 /* GRPOConfig keys (trl/trainer/grpo_config.py, TRL 1.16) as a YAML file TRL's scripts read with
  * --config. TRL's sleep mode is level 2 (vllm_generation.py: llm.sleep(level=2)). */
-static void format_trl(oomi_sb *sb, const oom_plan_result *r)
+static void format_trl(oomi_sb *sb, const oom_plan_result *r, const oomi_format *f)
 {
     const oom_knobs *k = &r->best->knobs;
+    const char *ck = oomi_hf_ck_key(f);
+    char pre[64];
     oomi_sb_printf(sb,
-                   "# GRPOConfig: micro-batch %ld completions x gradient accumulation %ld x %ld "
-                   "GPUs = %ld completions (%ld prompts x %ld) per optimizer step\n",
-                   k->batch, k->grad_accum, k->gpus, r->best->effective_batch,
-                   r->best->effective_batch / r->rollout_num_generations,
+                   "# %s %s: GRPOConfig: micro-batch %ld completions x gradient accumulation %ld "
+                   "x %ld GPUs = %ld completions (%ld prompts x %ld) per optimizer step\n",
+                   f->framework, f->version, k->batch, k->grad_accum, k->gpus,
+                   r->best->effective_batch, r->best->effective_batch / r->rollout_num_generations,
                    r->rollout_num_generations);
     rollout_comment(sb, r);
     if (r->rollout_sleep_level == 1)
@@ -288,13 +290,14 @@ static void format_trl(oomi_sb *sb, const oom_plan_result *r)
                    "vllm_max_model_length: %ld\nper_device_train_batch_size: %ld\n"
                    "gradient_accumulation_steps: %ld\nsteps_per_generation: %ld\n"
                    "num_generations: %ld\nmax_completion_length: %ld\n"
-                   "gradient_checkpointing: %s\nbf16: %s\nfp16: %s\n",
+                   "%s: %s\nbf16: %s\nfp16: %s\n",
                    r->rollout_gpu_memory_utilization, py(r->rollout_sleep_level > 0), k->seq_len,
                    k->batch, k->grad_accum, k->grad_accum, r->rollout_num_generations,
-                   r->rollout_completion_len, py(k->checkpointing != OOM_CHECKPOINTING_NONE),
+                   r->rollout_completion_len, ck, py(k->checkpointing != OOM_CHECKPOINTING_NONE),
                    py(oomi_is16(k->precision, true)), py(oomi_is16(k->precision, false)));
     if (oomi_plan_ck_variant(r->best)) /* every:N, +offload (oomi_plan_ck_check) */
-        oomi_plan_hf_ck_kwargs(sb, r->best, "gradient_checkpointing_kwargs: ", "\n");
+        oomi_snprintf(pre, sizeof(pre), "%s_kwargs: ", ck),
+            oomi_plan_hf_ck_kwargs(sb, r->best, pre, "\n");
 }
 
 /* verl's Hydra overrides (verl/trainer/config/ppo_trainer.yaml: data, actor_rollout_ref.actor,
@@ -302,15 +305,15 @@ static void format_trl(oomi_sb *sb, const oom_plan_result *r)
  * actor multiplies the mini-batch by rollout.n), the micro-batches in sequences per GPU; one
  * mini-batch per rollout is TRL's one optimizer step per generation batch. free_cache_engine
  * puts the engine to sleep at level 1 between rollouts (verl/workers/rollout/vllm_rollout). */
-static void format_verl(oomi_sb *sb, const oom_plan_result *r)
+static void format_verl(oomi_sb *sb, const oom_plan_result *r, const oomi_format *f)
 {
     const oom_knobs *k = &r->best->knobs;
     long prompts = r->best->effective_batch / r->rollout_num_generations;
     oomi_sb_printf(sb,
-                   "# verl: %ld prompts x rollout.n %ld = %ld sequences per optimizer step over "
+                   "# %s %s: %ld prompts x rollout.n %ld = %ld sequences per optimizer step over "
                    "%ld GPUs, micro-batch %ld per GPU\n",
-                   prompts, r->rollout_num_generations, r->best->effective_batch, k->gpus,
-                   k->batch);
+                   f->framework, f->version, prompts, r->rollout_num_generations,
+                   r->best->effective_batch, k->gpus, k->batch);
     rollout_comment(sb, r);
     if (r->rollout_sleep_level == 2)
         oomi_sb_puts(sb, "# verl sleeps at level 1 (the weights go to CPU memory): the GPU "
@@ -341,12 +344,12 @@ static void format_verl(oomi_sb *sb, const oom_plan_result *r)
                        k->batch);
 }
 
-int oomi_plan_format_rl(oomi_sb *sb, const oom_plan_result *r, const char *format)
+int oomi_plan_format_rl(oomi_sb *sb, const oom_plan_result *r, const oomi_format *f)
 {
     if (!has_rollout(r))
         return oomi_fail(OOM_EUNSUPPORTED,
                          "plan: the %s format is for objective grpo with rollout vllm-colocate",
-                         format);
-    (strcmp(format, "trl") ? format_verl : format_trl)(sb, r);
+                         f->name);
+    (strcmp(f->name, "trl") ? format_verl : format_trl)(sb, r, f);
     return OOM_OK;
 }

@@ -1,6 +1,6 @@
-/* plan_serve.c - a plan in the formats of serving engines and FSDP launchers: vLLM's command-line
- * settings with the KV-cache capacity vLLM will find, an accelerate config (FSDP2) and a
- * torchtitan TOML fragment. docs/plan.md has a worked case of the vLLM arithmetic. */
+/* plan_serve.c - a plan in the formats of a serving engine and an FSDP launcher: vLLM's
+ * command-line settings with the KV-cache capacity vLLM will find, and an accelerate config
+ * (FSDP2). docs/plan.md has a worked case of the vLLM arithmetic. */
 #include "plan/plan.h"
 
 #include <json-c/json.h>
@@ -130,7 +130,7 @@ static const char *vllm_dtype(oom_precision p)
                                                                     : NULL;
 }
 
-static int format_vllm(oomi_sb *sb, const oom_plan_result *r)
+static int format_vllm(oomi_sb *sb, const oom_plan_result *r, const oomi_format *fmt)
 {
     oomi_plan_vllm_kv v;
     const oom_knobs *k = &r->best->knobs;
@@ -155,6 +155,7 @@ static int format_vllm(oomi_sb *sb, const oom_plan_result *r)
                    v.tokens, k->seq_len ? v.tokens / k->seq_len : 0, k->seq_len);
     oomi_sb_printf(sb, "# CUDA graphs: from the %s the utilisation leaves free; %s\n",
                    OOMI_SZ(a, (uint64_t)r->gpu_budget.target_bytes - v.requested), VLLM_GRAPHS);
+    oomi_sb_printf(sb, "# the settings and arithmetic of %s %s\n", fmt->framework, fmt->version);
     if (r->version >= 4 && r->kv_elements > 0) {
         oomi_sb_printf(sb, "# KV cache layers: %ld full", r->kv_full_layers);
         if (r->kv_sliding_layers > 0)
@@ -183,7 +184,7 @@ static const char *yes(bool b)
  * `accelerate config` writes them (accelerate/commands/config/cluster.py, get_cluster_input;
  * FSDP2 state dict types in accelerate/utils/constants.py). FSDP2's offload (CPUOffloadPolicy)
  * moves parameters, gradients and optimizer states together: it stands for either offload. */
-static void format_accelerate(oomi_sb *sb, const oom_plan_result *r)
+static void format_accelerate(oomi_sb *sb, const oom_plan_result *r, const oomi_format *f)
 {
     const oom_knobs *k = &r->best->knobs;
     long nodes = r->nodes > 1 ? r->nodes : 1;
@@ -192,9 +193,9 @@ static void format_accelerate(oomi_sb *sb, const oom_plan_result *r)
                                                       : "no";
 
     oomi_sb_printf(sb,
-                   "# accelerate launch --config_file accelerate.yaml train.py (micro-batch %ld, "
-                   "gradient accumulation %ld, effective batch %ld)\n",
-                   k->batch, k->grad_accum, r->best->effective_batch);
+                   "# %s %s: accelerate launch --config_file accelerate.yaml train.py "
+                   "(micro-batch %ld, gradient accumulation %ld, effective batch %ld)\n",
+                   f->framework, f->version, k->batch, k->grad_accum, r->best->effective_batch);
     if (k->checkpointing == OOM_CHECKPOINTING_SELECTIVE)
         oomi_sb_puts(sb, "# selective checkpointing was planned; FSDP checkpoints whole layers "
                          "(less memory)\n");
@@ -225,54 +226,13 @@ static void format_accelerate(oomi_sb *sb, const oom_plan_result *r)
                    mp, nodes, k->gpus, nodes > 1 ? "c10d" : "static");
 }
 
-/* A torchtitan job config fragment (TOML), sections and keys of torchtitan's JobConfig
- * (torchtitan/config/job_config.py: Training, Parallelism, ActivationCheckpoint). torchtitan
- * derives gradient accumulation from global_batch_size / (local_batch_size x data-parallel
- * degree); its mixed precision is bfloat16 or float32 parameters. */
-static void format_torchtitan(oomi_sb *sb, const oom_plan_result *r)
+int oomi_plan_format_serve(oomi_sb *sb, const oom_plan_result *r, const oomi_format *f)
 {
-    const oom_knobs *k = &r->best->knobs;
-    bool shard = k->sharding != OOM_SHARDING_NONE;
-
-    oomi_sb_printf(sb,
-                   "[training]\nlocal_batch_size = %ld\nglobal_batch_size = %ld\nseq_len = %ld\n"
-                   "mixed_precision_param = \"%s\"\nenable_cpu_offload = %s\n\n",
-                   k->batch, r->best->effective_batch, k->seq_len,
-                   oomi_is16(k->precision, true) ? "bfloat16" : "float32",
-                   yes(k->offload != OOM_OFFLOAD_NONE));
-    oomi_sb_printf(sb,
-                   "[parallelism]\ndata_parallel_replicate_degree = %ld\n"
-                   "data_parallel_shard_degree = %ld\nfsdp_reshard_after_forward = \"%s\"\n\n",
-                   shard ? 1 : k->gpus, shard ? k->gpus : 1, reshards(k) ? "always" : "never");
-    /* nth:N and op-sac: torchtitan's selective modes, selective_ac_option "N" or "op" (the
-     * others are refused: oomi_plan_ck_check) */
-    if (oomi_plan_ck_variant(r->best)) {
-        const char *ck = oomi_plan_ck(r->best);
-        oomi_sb_printf(sb,
-                       "[activation_checkpoint]\nmode = \"selective\"\n"
-                       "selective_ac_option = \"%s\"\n",
-                       strcmp(ck, "op-sac") ? ck + 4 : "op");
-    } else if (k->checkpointing == OOM_CHECKPOINTING_SELECTIVE) {
-        /* torchtitan's "selective" is op- or layer-level SAC (selective_ac_option), not the
-         * attention-core recomputation planned: whole layers are its nearest, with less memory */
-        oomi_sb_puts(sb, "# selective (attention-core) checkpointing was planned; torchtitan has "
-                         "no such mode: full checkpoints whole layers (less memory)\n"
-                         "[activation_checkpoint]\nmode = \"full\"\n");
-    } else
-        oomi_sb_printf(sb, "[activation_checkpoint]\nmode = \"%s\"\n",
-                       oom_checkpointing_name(k->checkpointing));
-}
-
-int oomi_plan_format_serve(oomi_sb *sb, const oom_plan_result *r, const char *format)
-{
-    if (!strcmp(format, "vllm"))
-        return format_vllm(sb, r);
+    if (!strcmp(f->name, "vllm"))
+        return format_vllm(sb, r, f);
     if (r->inference || r->measured)
         return oomi_fail(OOM_EUNSUPPORTED, "plan: the %s format is for training plans of a model",
-                         format);
-    if (!strcmp(format, "accelerate"))
-        format_accelerate(sb, r);
-    else
-        format_torchtitan(sb, r);
+                         f->name);
+    format_accelerate(sb, r, f);
     return OOM_OK;
 }

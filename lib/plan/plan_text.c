@@ -178,7 +178,8 @@ static void throughput_block(oomi_sb *sb, const oom_plan_result *r)
 {
     const oom_plan_choice *c = r->best;
     char d[200], a[16];
-    size_t i;
+    size_t i, n = 0;
+    int pass;
     oomi_sb_puts(sb, LINE "Estimated throughput\n");
     if (c->has_throughput && !OOMI_PLAN_SEQ_KNOWN(r, c))
         oomi_sb_printf(sb, "  %.2f samples/s (all GPUs); %.2f s per optimizer step\n",
@@ -192,13 +193,21 @@ static void throughput_block(oomi_sb *sb, const oom_plan_result *r)
                        r->peak_tflops, oom_precision_name(c->knobs.precision));
     else
         oomi_sb_puts(sb, "  unknown (give --flops-per-sample); ranked by micro-batch size\n");
-    if (r->n_alternatives)
-        oomi_sb_puts(sb, LINE "Next best alternatives\n");
-    for (i = 0; i < r->n_alternatives; i++) {
-        describe(d, sizeof(d), r->alternatives[i], r->measured);
-        oomi_sb_printf(sb, "  %zu. %s (peak %s)\n     %s\n", i + 1, d,
-                       OOMI_SZ(a, r->alternatives[i]->estimate.device_peak),
-                       r->alternatives[i]->why);
+    /* those that fit first, then the faster ones that do not, under a heading of their own */
+    for (pass = 0; pass < 2; pass++) {
+        bool heading = false;
+        for (i = 0; i < r->n_alternatives; i++) {
+            const oom_plan_choice *alt = r->alternatives[i];
+            if (alt->fits != (pass == 0))
+                continue;
+            if (!heading)
+                oomi_sb_puts(sb, pass ? LINE "Faster, but they do not fit\n"
+                                      : LINE "Next best alternatives\n");
+            heading = true;
+            describe(d, sizeof(d), alt, r->measured);
+            oomi_sb_printf(sb, "  %zu. %s (peak %s)\n     %s\n", ++n, d,
+                           OOMI_SZ(a, alt->estimate.device_peak), alt->why);
+        }
     }
 }
 

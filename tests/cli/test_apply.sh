@@ -23,7 +23,7 @@ no_temps() { # no temporary file left anywhere under $W
     left=$(find "$W" -name '.*.oomless-*' | wc -l)
     expect_eq "$left" 0 "$1: temporary files left"
 }
-HYDRA=(--preset hydra-lightning --set training.trainer.precision=literal:bf16-mixed
+HYDRA=(--preset hydra-lightning --allow-effective-batch-change --set training.trainer.precision=literal:bf16-mixed
        --set model.encoder.lora_r=literal:16)
 
 # ---- Hydra YAML: exactly the changed lines, with a backup ----------------------------------
@@ -56,7 +56,11 @@ expect_eq "$(ls conf)" "config.yaml" "dry run: no backup"
 fresh
 oom apply --plan "$PLAN" --preset deepspeed --backup-suffix .orig ds_config.json
 expect_rc 0 "deepspeed"
+# its effective batch, 64 (train_batch_size; 16 x 4), is kept: the plan's micro-batch 8 with an
+# accumulation of 8, where the plan (made for 32) has 4
 same ds_config.json "$D/ds_config.after.json" "deepspeed result"
+expect_contains "$ERR" "ds_config.json: the file's effective batch 64 is kept: micro-batch 8 x accumulation 8 x 1 GPU (the plan's accumulation was for an effective batch of 32" \
+    "deepspeed: the effective batch kept, said"
 same ds_config.json.orig "$D/ds_config.json" "deepspeed backup suffix"
 oom apply --plan "$PLAN" --preset hf-trainer --no-backup hf_args.json
 expect_rc 0 "hf-trainer"
@@ -65,7 +69,7 @@ expect_eq "$(ls hf_args.json*)" "hf_args.json" "--no-backup"
 
 # ---- the plan from stdin, and --json ----------------------------------------------------------
 fresh
-run "$OOMLESS_BIN" apply --plan - --preset hydra-lightning --json conf/config.yaml <"$PLAN"
+run "$OOMLESS_BIN" apply --plan - --preset hydra-lightning --allow-effective-batch-change --json conf/config.yaml <"$PLAN"
 expect_rc 0 "plan from stdin"
 expect_one_json "apply --json"
 expect_json '.files[0].edits[0] | "\(.key) \(.old) \(.new) \(.action)"' \
@@ -78,10 +82,17 @@ expect_rc 2 "empty plan on stdin"
 # ---- presets skip missing keys; an explicit --set of a missing key is refused --------------
 fresh
 # (the HF file has DeepSpeed's accumulation key but not its micro-batch one: --partial)
+# it has no ZeRO stage, which the plan's ZeRO-2 needs: refused, unless accepted (--allow-skipped)
 oom apply --plan "$PLAN" --preset deepspeed --partial hf_args.json
-expect_rc 0 "deepspeed preset on an HF file"
-expect_json_skip=$(printf '%s' "$ERR" | grep -c 'skipped')
+expect_rc 1 "deepspeed preset on an HF file: no ZeRO stage"
+expect_contains "$ERR" "'hf_args.json' has no 'zero_optimization.stage': the plan fits only with zero_stage 2; without the key the framework uses 0, so the run would not fit" \
+    "the ZeRO stage the plan needs, missing"
+oom apply --plan "$PLAN" --preset deepspeed --partial --allow-skipped hf_args.json
+expect_rc 0 "deepspeed preset on an HF file, --allow-skipped"
+expect_json_skip=$(printf '%s' "$ERR" | grep -c ': skipped ')
 expect_eq "$expect_json_skip" 5 "deepspeed preset: missing keys skipped"
+expect_contains "$ERR" "hf_args.json: no 'zero_optimization.stage' (--allow-skipped): the plan fits only with zero_stage 2" \
+    "--allow-skipped: said"
 oom apply --plan "$PLAN" --set no.such.key=batch_size conf/config.yaml
 expect_rc 1 "missing explicit key"
 expect_contains "$ERR" "'conf/config.yaml': key 'no.such.key' is not in the file" "missing key msg"
@@ -127,16 +138,16 @@ fresh
 mkdir -p "$TMP/outside"
 cp "$D/config.yaml" "$TMP/outside/config.yaml"
 ln -s "$TMP/outside/config.yaml" link.yaml
-oom apply --plan "$PLAN" --preset hydra-lightning link.yaml
+oom apply --plan "$PLAN" --preset hydra-lightning --allow-effective-batch-change link.yaml
 expect_rc 1 "symlink outside refused"
 expect_contains "$ERR" "--follow-symlinks" "symlink message"
 same "$TMP/outside/config.yaml" "$D/config.yaml" "symlink target unchanged"
-oom apply --plan "$PLAN" --preset hydra-lightning --follow-symlinks link.yaml
+oom apply --plan "$PLAN" --preset hydra-lightning --allow-effective-batch-change --follow-symlinks link.yaml
 expect_rc 0 "--follow-symlinks"
 expect_eq "$(grep -c 'batch_size: 8 ' "$TMP/outside/config.yaml")" 1 "symlink target edited"
 if [ -L link.yaml ]; then ok; else bad "the link is still a link"; fi
 ln -s conf/config.yaml inside.yaml
-oom apply --plan "$PLAN" --preset hydra-lightning inside.yaml
+oom apply --plan "$PLAN" --preset hydra-lightning --allow-effective-batch-change inside.yaml
 expect_rc 0 "symlink inside allowed"
 expect_eq "$(grep -c 'batch_size: 8 ' conf/config.yaml)" 1 "symlink inside: its target edited"
 if [ -L inside.yaml ]; then ok; else bad "symlink inside: the link is still a link"; fi
@@ -205,14 +216,14 @@ done
 fresh
 for i in $(seq 1 80); do echo "# padding $i ......................................................."; done >>conf/config.yaml
 cp conf/config.yaml "$TMP/big.yaml"
-(ulimit -f 4; "$OOMLESS_BIN" apply --plan "$PLAN" --preset hydra-lightning --no-backup \
+(ulimit -f 4; "$OOMLESS_BIN" apply --plan "$PLAN" --preset hydra-lightning --allow-effective-batch-change --no-backup \
     conf/config.yaml >"$TMP/out" 2>"$TMP/err"; echo $? >"$TMP/rc")
 RC=$(cat "$TMP/rc") ERR=$(cat "$TMP/err")
 expect_rc 3 "file size limit"
 expect_contains "$ERR" "File too large" "file size limit message"
 same conf/config.yaml "$TMP/big.yaml" "file size limit: original intact"
 no_temps "file size limit"
-(ulimit -f 4; "$OOMLESS_BIN" apply --plan "$PLAN" --preset hydra-lightning \
+(ulimit -f 4; "$OOMLESS_BIN" apply --plan "$PLAN" --preset hydra-lightning --allow-effective-batch-change \
     conf/config.yaml >"$TMP/out" 2>"$TMP/err"; echo $? >"$TMP/rc")
 RC=$(cat "$TMP/rc")
 expect_rc 3 "file size limit on the backup"
@@ -301,7 +312,7 @@ no_temps "write failure with an earlier backup"
 
 # ---- an empty backup suffix is refused (it would be no backup, or the file itself) ------------
 fresh
-oom apply --plan "$PLAN" --preset hydra-lightning --backup-suffix '' conf/config.yaml
+oom apply --plan "$PLAN" --preset hydra-lightning --allow-effective-batch-change --backup-suffix '' conf/config.yaml
 expect_rc 2 "empty backup suffix"
 expect_contains "$ERR" "backup suffix '' is empty" "empty backup suffix: message"
 same conf/config.yaml "$D/config.yaml" "empty backup suffix: unchanged"

@@ -100,12 +100,13 @@ expect_contains "$ERR" "'hf2.json' has 'gradient_accumulation_steps' but not \
 silently change the effective batch from B x 8 to B x 4 (B: the micro-batch the job uses" \
     "missing micro-batch message"
 
-# a DeepSpeed config with train_batch_size fixes the effective batch by itself: no refusal
+# a DeepSpeed config with train_batch_size fixes the effective batch by itself: no refusal for
+# the missing accumulation key (DeepSpeed derives it), and its 64 is kept
 grep -v gradient_accumulation_steps "$D/ds_config.json" >ds.json
 oom apply --plan "$PLAN" --preset deepspeed --no-backup ds.json
 expect_rc 0 "deepspeed with train_batch_size, no accumulation key"
-expect_eq "$(jq -c '[.train_batch_size, .train_micro_batch_size_per_gpu]' ds.json)" "[32,8]" \
-    "deepspeed values"
+expect_eq "$(jq -c '[.train_batch_size, .train_micro_batch_size_per_gpu]' ds.json)" "[64,8]" \
+    "deepspeed values: the file's effective batch kept"
 
 # only the micro-batch assigned: the user leaves the accumulation alone
 cp noacc.yaml.orig noacc.yaml
@@ -115,7 +116,11 @@ expect_rc 0 "only the micro-batch assigned"
 # ---- stale comments: reported with their line, left as they are ------------------------------
 cp "$D/config.yaml" conf.yaml
 oom apply --plan "$PLAN" --preset hydra-lightning --no-backup conf.yaml
+expect_rc 1 "225 cannot be kept at the plan's micro-batch 8: refused"
+oom apply --plan "$PLAN" --preset hydra-lightning --allow-effective-batch-change --no-backup conf.yaml
 expect_rc 0 "stale comments: applied"
+expect_contains "$ERR" "conf.yaml: the effective batch changes from 225 to 32, the plan's \
+(--allow-effective-batch-change)" "the change, said"
 expect_contains "$ERR" "conf.yaml:10: comment mentions effective batch 225; the new effective \
 batch is 32" "stale comment on the batch line"
 expect_contains "$ERR" "conf.yaml:24: comment mentions effective batch 225; the new effective \
@@ -133,8 +138,18 @@ cp c.yaml c.orig
 oom apply --plan "$PLAN" --set trainer.batch_size=batch_size --set trainer.accumulate=grad_accum \
     --json --no-backup c.yaml
 expect_rc 0 "stale comments: own file"
+# its 80 is kept (8 x 10): the comments that say 80 still hold
 expect_json '[.files[0].notes[] | "\(.line): \(.message)"] | join("|")' \
-    "2: comment mentions 16, the old value of 'trainer.batch_size'; the new value is 8|\
+    "null: the file's effective batch 80 is kept: micro-batch 8 x accumulation 10 x 1 GPU (the \
+plan's accumulation was for an effective batch of 32; --allow-effective-batch-change writes it)|\
+2: comment mentions 16, the old value of 'trainer.batch_size'; the new value is 8" \
+    "stale comment notes, the effective batch kept"
+cp c.orig c.yaml
+oom apply --plan "$PLAN" --set trainer.batch_size=batch_size --set trainer.accumulate=grad_accum \
+    --allow-effective-batch-change --json --no-backup c.yaml
+expect_json '[.files[0].notes[] | "\(.line): \(.message)"] | join("|")' \
+    "null: the effective batch changes from 80 to 32, the plan's (--allow-effective-batch-change)|\
+2: comment mentions 16, the old value of 'trainer.batch_size'; the new value is 8|\
 2: comment mentions effective batch 80; the new effective batch is 32|\
 4: comment mentions effective batch 80; the new effective batch is 32" "stale comment notes"
 expect_eq "$(diff c.orig c.yaml | grep -c '^>')" 2 "only the values changed"
@@ -142,7 +157,8 @@ expect_eq "$(sed -n 2p c.yaml)" "$(sed -n 2p c.orig)" "the comment line above is
 
 # a comment that names neither the old value nor the old effective batch is not reported
 printf 'bs: 45  # fits 24 GB\nacc: 5\n' >d.yaml
-oom apply --plan "$PLAN" --set bs=batch_size --set acc=grad_accum --no-backup d.yaml
+oom apply --plan "$PLAN" --set bs=batch_size --set acc=grad_accum --allow-effective-batch-change \
+    --no-backup d.yaml
 expect_rc 0 "unrelated comment"
 expect_not_contains "$ERR" "comment mentions" "unrelated comment: no note"
 

@@ -67,6 +67,14 @@ oom plan --model gpt2 --vram 96 --gpu h200 --json
 expect_rc 0 "--vram 96 --gpu h200"
 expect_json .budget.target_bytes $((96 * GiB)) "named profile: --vram kept"
 expect_json .budget.others_bytes 0 "named profile: no others"
+expect_not_contains "$ERR" "is more than" "--vram under the named card: no notice"
+# --vram above the named card's memory: planned for as asked, with a notice naming both sizes
+oom plan --model gpt2 --vram 48 --gpu rtx-3090 --json
+expect_rc 0 "--vram 48 --gpu rtx-3090"
+expect_one_json "--vram over a named card: one document"
+expect_json .budget.target_bytes $((48 * GiB)) "--vram over a named card: kept"
+expect_contains "$ERR" "--vram '48' (48.00 GiB) is more than NVIDIA GeForce RTX 3090 has (24.00 GiB)" \
+    "--vram over a named card: a notice"
 
 # GPU_PROFILE / OOMLESS_GPU naming another card: both named, and which one is planned for
 GPU_PROFILE=rtx-4090 oom plan --model gpt2 --json

@@ -93,18 +93,35 @@ OUT=$("$OOMLESS_BIN" plan $M --checkpointing every:2 --gpu h100 --json)
 expect_json .plan.checkpointing every:2 "plan every:2: named"
 expect_json .throughput.recompute_forwards 0.5 "plan every:2: half a forward recomputed"
 expect_contains "$("$OOMLESS_BIN" plan $M --checkpointing every:2 --gpu h100 --format args)" \
-    "--gradient_checkpointing --gradient_checkpointing_kwargs '{\"every_n_layers\": 2}' --optim adamw_torch --bf16" \
+    "--activation_checkpointing --activation_checkpointing_kwargs '{\"every_n_layers\": 2}' --optim adamw_torch --bf16" \
     "args: every:2 as transformers' activation_checkpointing_kwargs"
+# before transformers 5.23: the old switch, and no every_n_layers to run every:2 with
+expect_contains "$("$OOMLESS_BIN" plan $M --checkpointing full --gpu h100 --format args --format-version 4.57.1)" \
+    "--gradient_checkpointing --optim" "args for transformers 4.57: gradient_checkpointing"
+oom plan $M --checkpointing every:2 --gpu h100 --format args --format-version 5.22
+expect_rc 2 "args for transformers 5.22: every:2 refused"
+expect_contains "$ERR" "checkpointing 'every:2' needs transformers 5.23 or later" "args 5.22: why"
 expect_contains "$("$OOMLESS_BIN" plan $M --checkpointing full+offload --gpu h100 --format args)" \
     "'{\"every_n_layers\": 1, \"offload\": true}'" "args: full+offload"
-expect_contains "$("$OOMLESS_BIN" plan $M --checkpointing nth:3 --gpu h100 --format torchtitan)" \
-    "$(printf 'mode = "selective"\nselective_ac_option = "3"')" "torchtitan: nth:3"
-expect_contains "$("$OOMLESS_BIN" plan $M --checkpointing op-sac --gpu h100 --format torchtitan)" \
-    "$(printf 'mode = "selective"\nselective_ac_option = "op"')" "torchtitan: op-sac"
+T02="--format torchtitan --format-version 0.2"
+expect_contains "$("$OOMLESS_BIN" plan $M --checkpointing nth:3 --gpu h100 $T02)" \
+    "$(printf 'mode = "selective"\nselective_ac_option = "3"')" "torchtitan 0.2: nth:3"
+expect_contains "$("$OOMLESS_BIN" plan $M --checkpointing op-sac --gpu h100 $T02)" \
+    "$(printf 'mode = "selective"\nselective_ac_option = "op"')" "torchtitan 0.2: op-sac"
 # Megatron's selective (attention core) has no torchtitan mode: its "selective" is SAC
-OUT=$("$OOMLESS_BIN" plan $M --checkpointing selective --gpu h100 --format torchtitan)
+OUT=$("$OOMLESS_BIN" plan $M --checkpointing selective --gpu h100 $T02)
 expect_contains "$OUT" "$(printf '[activation_checkpoint]\nmode = "full"')" "torchtitan: selective as full"
 expect_not_contains "$OUT" 'mode = "selective"' "torchtitan: selective not written as its SAC"
+# torchtitan 0.3: SelectiveAC is op-level, FullAC whole layers; no layer-level selective mode
+expect_contains "$("$OOMLESS_BIN" plan $M --checkpointing op-sac --gpu h100 --format torchtitan)" \
+    "config.activation_checkpoint = SelectiveAC.Config()" "torchtitan 0.3: op-sac"
+expect_contains "$("$OOMLESS_BIN" plan $M --checkpointing selective --gpu h100 --format torchtitan)" \
+    "config.activation_checkpoint = FullAC.Config()" "torchtitan 0.3: selective as full"
+oom plan $M --checkpointing nth:3 --gpu h100 --format torchtitan
+expect_rc 2 "torchtitan 0.3 cannot run nth:3"
+expect_contains "$ERR" "--checkpointing-variants op-sac, or --format-version 0.2" "torchtitan 0.3: nth:3, why"
+oom plan $M --checkpointing nth:2+offload --gpu h100 $T02
+expect_rc 2 "torchtitan does not offload the checkpoints' inputs"
 expect_contains "$("$OOMLESS_BIN" plan $M --checkpointing op-sac --gpu h100 --format env)" \
     "export OOMLESS_CHECKPOINTING=op-sac" "env: op-sac"
 # a stack that cannot run the variant is refused, naming those that can
@@ -117,8 +134,8 @@ expect_rc 2 "torchtitan cannot run every:2"
 OUT=$("$OOMLESS_BIN" plan $M --checkpointing full --gpu h100 --json)
 expect_json .plan.checkpointing full "plan takes full"
 expect_json .throughput.recompute_forwards null "full: no recompute figure"
-expect_eq "$("$OOMLESS_BIN" plan $M --checkpointing full --gpu h100 --format torchtitan | tail -1)" \
-    'mode = "full"' "torchtitan: full"
+expect_eq "$("$OOMLESS_BIN" plan $M --checkpointing full --gpu h100 $T02 | tail -1)" \
+    'mode = "full"' "torchtitan 0.2: full"
 
 # the search: Qwen3-8B LoRA at 4096 tokens needs checkpointing on a 40 GB A100. Plain full fits
 # micro-batch 2; op-sac fits micro-batch 1 and recomputes a third of a forward, so it is faster
@@ -138,7 +155,7 @@ expect_contains "$("$OOMLESS_BIN" plan $Q --checkpointing-variants op-sac)" \
 OUT=$("$OOMLESS_BIN" plan $Q --checkpointing-variants transformers --json)
 expect_json .plan.checkpointing full "transformers: full"
 expect_json '[.alternatives[] | .plan.checkpointing + ": " + .why] | join("; ")' \
-    "none: does not fit: device peak 51.79 GiB > usable 39.00 GiB; every:2: does not fit: device peak 39.50 GiB > usable 39.00 GiB; full+offload: 6.8% slower" \
+    "full+offload: 6.8% slower; none: does not fit: device peak 51.79 GiB > usable 39.00 GiB; every:2: does not fit: device peak 39.50 GiB > usable 39.00 GiB" \
     "transformers: every:2 and full+offload tried"
 oom plan $Q --checkpointing-variants every:3
 expect_rc 2 "checkpointing-variants: unknown value"

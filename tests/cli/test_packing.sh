@@ -128,7 +128,7 @@ expect_contains "$OUT" "--per_device_train_batch_size 2 " "args: the packs"
 expect_contains "$OUT" "--packing --padding_free --max_length 4096" "args: TRL's packing flags"
 oom plan $P --packing block-mask --tokens-per-batch 8192 --format torchtune
 expect_rc 0 "plan --format torchtune"
-for l in "batch_size: 2" "  packed: True" "  max_seq_len: 4096"; do
+for l in "batch_size=2" "dataset.packed=True" "tokenizer.max_seq_len=4096"; do
     expect_contains "$OUT" "$l" "torchtune: $l"
 done
 oom plan $P --packing block-mask --format trl
@@ -136,7 +136,7 @@ expect_rc 2 "trl packs padding-free, not block-mask"
 oom plan $P --packing padding-free --format torchtune
 expect_rc 2 "torchtune packs block-mask, not padding-free"
 oom plan $P --format torchtune
-expect_contains "$OUT" "  packed: False" "torchtune unpacked"
+expect_contains "$OUT" "dataset.packed=False" "torchtune unpacked"
 oom plan $P --packing padding-free
 expect_contains "$OUT" "packing                       : padding-free," "plan text: the packing line"
 

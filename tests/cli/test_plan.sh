@@ -10,7 +10,7 @@ expect_rc 0 "demo plan"
 expect_contains "$ERR" "planning for profile 'rtx-4090'" "fallback notice on stderr"
 for want in "Optimized Configuration" "batch_size" "gradient_accumulation_steps" \
     "effective_batch_size          : 32" "Memory per GPU" "total (device peak)" "Budget" \
-    "of usable" "Estimated throughput" "tokens/s" "Next best alternatives"; do
+    "of usable" "Estimated throughput" "tokens/s" "Faster, but they do not fit"; do
     expect_contains "$OUT" "$want" "report has '$want'"
 done
 # the report's configuration is the plan --json gives for the same request
@@ -63,8 +63,29 @@ expect_rc 0 "env format"
 oom plan --model llama-3.1-8b --method lora --seq 2048 --gpu rtx-4090 --format args
 expect_rc 0 "args format"
 expect_contains "$OUT" "--per_device_train_batch_size 1 --gradient_accumulation_steps 32" "args"
-expect_contains "$OUT" "--gradient_checkpointing" "args checkpointing"
+expect_contains "$OUT" "--activation_checkpointing" "args checkpointing: transformers 5.23's name"
+expect_not_contains "$OUT" "gradient_checkpointing" "args: not the name deprecated in 5.23"
 expect_contains "$OUT" "--bf16" "args precision"
+expect_contains "$ERR" "--format args: the keys of Hugging Face transformers 5.23" "args: the version said"
+# --format-version: the newest version the format knows that is not newer than the one asked
+oom plan --model llama-3.1-8b --method lora --seq 2048 --gpu rtx-4090 --format args --format-version 4.57.1
+expect_rc 0 "args for transformers 4.57.1"
+expect_contains "$OUT" "--gradient_checkpointing" "args for 4.57.1: the switch 4.x reads"
+expect_contains "$ERR" "the keys of Hugging Face transformers 4.56" "args for 4.57.1: 4.56's keys"
+oom plan --model llama-3.1-8b --method lora --seq 2048 --gpu rtx-4090 --format args --format-version 6.1
+expect_rc 0 "args for transformers 6.1"
+expect_contains "$ERR" "transformers 6.1 is newer than the versions the args format knows (4.56, 5.23)" \
+    "a newer version: said, the latest keys written"
+for v in 4.11 banana ""; do
+    oom plan --model gpt2 --gpu rtx-4090 --format args --format-version "$v"
+    expect_rc 2 "--format-version '$v' refused"
+done
+expect_contains "$ERR" "--format-version '' is not a version" "not a version: named"
+oom plan --model gpt2 --gpu rtx-4090 --format args --format-version 4.11
+expect_contains "$ERR" "writes Hugging Face transformers 4.56 and later" "too old: the oldest known"
+oom plan --model gpt2 --gpu rtx-4090 --format env --format-version 1.0
+expect_rc 2 "env follows no framework"
+expect_contains "$ERR" "the env format follows no framework's version" "env: why"
 
 # DeepSpeed: a valid ds_config.json fragment for 8 x A100 with ZeRO
 oom plan --model llama-2-7b --seq 2048 --gpus 8 --gpu a100-80gb --target-effective-batch 64 --format deepspeed
@@ -228,5 +249,29 @@ for o in --target-effective-batch --seq-range --max-batch-size --max-auto-batch-
     --workers --nodes --gpus-per-node --format --svg --fixed-bytes --workload; do
     expect_contains "$OUT" "$o" "help lists $o"
 done
+
+# --list-models, which --model's help points to: plan and table list the presets as estimate does
+LIST=$("$OOMLESS_BIN" estimate --list-models)
+for cmd in plan table; do
+    oom $cmd --list-models
+    expect_rc 0 "$cmd --list-models"
+    expect_eq "$OUT" "$LIST" "$cmd --list-models: the presets, as estimate lists them"
+    oom $cmd --list-models --json
+    expect_one_json "$cmd --list-models --json"
+    expect_json '.[0].name' "$(jq -r '.[0].name' <<<"$("$OOMLESS_BIN" estimate --list-models --json)")" \
+        "$cmd --list-models --json: the first preset"
+done
+expect_contains "$("$OOMLESS_BIN" plan --help)" "--list-models" "plan --help: --list-models"
+
+# alternatives that fit come first; the faster ones that do not fit follow, under their own heading
+ALT="--model llama-3.1-8b --method lora --seq 1024 --gpu a100-80gb"
+oom plan $ALT --json
+expect_json '[.alternatives[].fits | tostring] | join(",")' 'true,false' \
+    "alternatives: the one that fits first"
+oom plan $ALT
+expect_contains "$OUT" "$(printf 'Next best alternatives\n  1. batch 16 x 2, seq 1024, ckpt full')" \
+    "text: the alternative that fits is 1."
+expect_contains "$OUT" "$(printf 'Faster, but they do not fit\n  2. batch 16 x 2, seq 1024, ckpt none')" \
+    "text: the one that does not fit, under its heading"
 
 finish

@@ -66,7 +66,8 @@ expect_eq "$(g kv_tokens)" "$((KV / BLOCK * 16))" "KV tokens in whole blocks"
 expect_eq "$(g kv_sequences)" "$((KV / BLOCK * 16 / 1024))" "KV sequences of 1024"
 expect_eq "$(($(g kv_sequences) >= B * A))" 1 "every completion of the generation batch at once"
 # the next larger micro-batch fits alone but not beside the engine
-ALT=$(jq -r '.alternatives[] | select(.plan.batch_size > '"$B"') | .why' <<<"$OUT" | head -1)
+ALT=$(jq -r '.alternatives[] | select(.plan.batch_size > '"$B"' and (.fits | not)) | .why' <<<"$OUT" |
+    head -1)
 expect_contains "$ALT" "does not fit beside the engine" "the larger micro-batch: why not"
 
 expect_json .workers.max 1 "one trainer and its engine per GPU"

@@ -114,9 +114,12 @@ train() { oom plan --model llama-3.1-8b --seq 2048 --gpu a100-80gb "$@"; }
 train --gpus 8 --target-effective-batch 64 --format accelerate
 expect_rc 0 "accelerate, 8 GPUs"
 expect_golden plan-accelerate-fsdp.txt "accelerate FSDP2 config"
+train --gpus 8 --target-effective-batch 64 --format torchtitan --format-version 0.2
+expect_rc 0 "torchtitan 0.2, 8 GPUs"
+expect_golden plan-torchtitan-fsdp.txt "torchtitan 0.2 TOML"
 train --gpus 8 --target-effective-batch 64 --format torchtitan
-expect_rc 0 "torchtitan, 8 GPUs"
-expect_golden plan-torchtitan-fsdp.txt "torchtitan TOML"
+expect_rc 0 "torchtitan 0.3, 8 GPUs"
+expect_golden plan-torchtitan-0.3-fsdp.txt "torchtitan 0.3 config function"
 # a 7B full fine-tune on one 24 GB GPU needs ZeRO-3 with offload: offload and reshard on
 oom plan --model llama-2-7b --seq 1024 --gpu rtx-4090 --gpus 2 --allow checkpointing,offload,sharding \
     --target-effective-batch 8 --format accelerate
@@ -124,9 +127,27 @@ expect_rc 0 "accelerate with offload"
 expect_contains "$OUT" "fsdp_offload_params: true" "offload planned -> fsdp_offload_params"
 expect_contains "$OUT" "fsdp_reshard_after_forward: true" "ZeRO-3 -> reshard after forward"
 oom plan --model llama-2-7b --seq 1024 --gpu rtx-4090 --gpus 2 --allow checkpointing,offload,sharding \
-    --target-effective-batch 8 --format torchtitan
+    --target-effective-batch 8 --format torchtitan --format-version 0.2
 expect_contains "$OUT" "enable_cpu_offload = true" "offload planned -> enable_cpu_offload"
 expect_contains "$OUT" 'fsdp_reshard_after_forward = "always"' "ZeRO-3 -> always reshard"
+oom plan --model llama-2-7b --seq 1024 --gpu rtx-4090 --gpus 2 --allow checkpointing,offload,sharding \
+    --target-effective-batch 8 --format torchtitan
+expect_contains "$OUT" "config.training.enable_cpu_offload = True" "0.3: offload planned"
+expect_contains "$OUT" 'config.parallelism.fsdp_reshard_after_forward = "always"' "0.3: ZeRO-3"
+# what torchtitan cannot run is refused, saying why
+for v in 0.2 0.3; do
+    oom plan --model llama-3.1-8b --method lora --seq 2048 --gpu a100-80gb --format torchtitan \
+        --format-version $v
+    expect_rc 2 "torchtitan $v: a LoRA plan refused"
+    expect_contains "$ERR" "torchtitan $v" "torchtitan $v: LoRA, the version named"
+    oom plan --model llama-3.1-8b --seq 2048 --gpu a100-80gb --gpus 8 --precision amp-fp16 \
+        --format torchtitan --format-version $v
+    expect_rc 2 "torchtitan $v: fp16 refused"
+    expect_contains "$ERR" "torchtitan trains in bfloat16 or float32" "torchtitan $v: fp16, why"
+done
+oom plan --model llama-3.1-8b --seq 2048 --gpu a100-80gb --gpus 8 --optimizer adamw-8bit \
+    --format torchtitan
+expect_rc 2 "torchtitan: 8-bit AdamW refused"
 # one GPU, no sharding: no FSDP section, and DDP-free torchtitan degrees
 oom plan --model qwen2.5-0.5b --seq 512 --gpu a100-80gb --target-effective-batch 8 --format accelerate
 expect_rc 0 "accelerate, one GPU"

@@ -517,7 +517,9 @@ done:
 
 static const char apply_yaml[] = "# ü\ntrain:\n  batch_size: 45  # per GPU\n  accum: 5\n";
 static const char apply_json[] = "{\n  \"train_micro_batch_size_per_gpu\": 4,\n  \"x\": [1]\n}\n";
-static const char apply_plan[] = "{\"plan\": {\"batch_size\": 8, \"grad_accum\": 28}}";
+/* made for an effective batch of 9 x 28 = 252: the yaml's 45 x 5 = 225 is kept, 9 x 25 (the
+ * accumulation recomputed, the text edited again) */
+static const char apply_plan[] = "{\"plan\": {\"batch_size\": 9, \"grad_accum\": 28}}";
 static char apply_dir[256];
 
 static char *slurp(const char *path)
@@ -592,10 +594,10 @@ static int path_apply(char **out)
         assert_non_null(now);
         if (strcmp(now, olds[i])) {
             changed++;
-            assert_true(strstr(now, "8") != NULL); /* the new text, as a whole: */
-            assert_true(i == 0 ? !strcmp(now, "# ü\ntrain:\n  batch_size: 8  # per GPU\n  "
-                                              "accum: 28\n")
-                               : !strcmp(now, "{\n  \"train_micro_batch_size_per_gpu\": 8,\n  "
+            assert_true(strstr(now, "9") != NULL); /* the new text, as a whole: */
+            assert_true(i == 0 ? !strcmp(now, "# ü\ntrain:\n  batch_size: 9  # per GPU\n  "
+                                              "accum: 25\n")
+                               : !strcmp(now, "{\n  \"train_micro_batch_size_per_gpu\": 9,\n  "
                                               "\"x\": [1]\n}\n"));
         }
         free(now);

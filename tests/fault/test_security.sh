@@ -154,7 +154,7 @@ ln -s "$TMP/outside" "$W/outdir"                # a symlinked directory
 ln -s outdir/config.yaml "$W/chain1"            # a link to a path through it
 ln -s chain1 "$W/chain2"                        # a link to a link
 for f in outdir/config.yaml chain1 chain2; do
-    oom apply --plan "$P" --preset hydra-lightning "$f"
+    oom apply --plan "$P" --preset hydra-lightning --allow-effective-batch-change "$f"
     expect_rc 1 "apply $f: refused"
     expect_contains "$ERR" "--follow-symlinks" "apply $f: says how"
     if cmp -s "$TMP/outside/config.yaml" "$ORIG"; then ok; else bad "apply $f: outside file changed"; fi
@@ -165,7 +165,7 @@ done
 # a backup path that is a link to a file outside: replaced by the backup, the outside file kept
 cp "$ORIG" "$W/conf/config.yaml"
 ln -s "$TMP/outside/victim" "$W/conf/config.yaml.bak"
-oom apply --plan "$P" --preset hydra-lightning conf/config.yaml
+oom apply --plan "$P" --preset hydra-lightning --allow-effective-batch-change conf/config.yaml
 expect_rc 0 "apply with a planted backup link"
 expect_eq "$(cat "$TMP/outside/victim")" "victim" "apply: not written through the backup link"
 if [ -f "$W/conf/config.yaml.bak" ] && [ ! -L "$W/conf/config.yaml.bak" ]; then ok; else
@@ -179,7 +179,7 @@ for mode in 640 604 751 444; do
     chmod "$mode" "$W/conf/config.yaml"
     force=()
     [ "$mode" = 444 ] && force=(--force) # write-protected: refused without it (test_apply_meta)
-    (umask 077 && "$OOMLESS_BIN" apply --plan "$P" --preset hydra-lightning "${force[@]}" \
+    (umask 077 && "$OOMLESS_BIN" apply --plan "$P" --preset hydra-lightning --allow-effective-batch-change "${force[@]}" \
         conf/config.yaml) >/dev/null 2>"$TMP/err"
     RC=$? ERR=$(cat "$TMP/err")
     expect_rc 0 "apply, mode $mode, umask 077"

@@ -1,6 +1,8 @@
 """oomless.hf and oomless.lightning map plan fields to the frameworks' keywords."""
 import unittest
 
+import oomless
+import oomless._vocab
 import oomless.hf
 import oomless.lightning
 
@@ -11,12 +13,12 @@ PLAN = {"plan": {"batch_size": 4, "grad_accum": 8, "effective_batch": 32, "seq_l
 
 class HelpersTest(unittest.TestCase):
     def test_training_arguments(self):
-        self.assertEqual(oomless.hf.training_arguments(PLAN), {
+        self.assertEqual(oomless.hf.training_arguments(PLAN, transformers_version="5.23.0"), {
             "per_device_train_batch_size": 4, "gradient_accumulation_steps": 8, "bf16": True,
-            "fp16": False, "gradient_checkpointing": True, "optim": "adamw_bnb_8bit"})
+            "fp16": False, "activation_checkpointing": True, "optim": "adamw_bnb_8bit"})
         plain = dict(PLAN["plan"], precision="fp32", checkpointing="none", optimizer="sgd")
-        args = oomless.hf.training_arguments(plain)
-        self.assertFalse(args["bf16"] or args["fp16"] or args["gradient_checkpointing"])
+        args = oomless.hf.training_arguments(plain, transformers_version="5.23.0")
+        self.assertFalse(args["bf16"] or args["fp16"] or args["activation_checkpointing"])
         self.assertEqual(args["optim"], "sgd")
         # bitsandbytes' paged optimizers by transformers' names
         for ours, theirs in (("paged-adamw", "paged_adamw_32bit"),
@@ -29,19 +31,46 @@ class HelpersTest(unittest.TestCase):
         with self.assertRaises(KeyError):
             oomless.hf.training_arguments({"memory": {}})
 
+    def test_checkpointing_key_by_transformers_version(self):
+        # 5.23 renamed the switch (the old name a deprecated alias); before, the old one
+        for version, key in (("5.23.0", "activation_checkpointing"), ("6.0", "activation_checkpointing"),
+                             ("5.22.1", "gradient_checkpointing"), ("4.57.1", "gradient_checkpointing")):
+            with self.subTest(version=version):
+                args = oomless.hf.training_arguments(PLAN, transformers_version=version)
+                self.assertIs(args[key], True)
+                self.assertEqual(len([k for k in args if k.endswith("_checkpointing")]), 1)
+        # the installed transformers decides when none is named (the library's latest without it)
+        installed = oomless._vocab.installed_version("transformers")
+        self.assertEqual(oomless.hf.checkpointing_key(),
+                         oomless.hf.CHECKPOINTING_KEY[oomless._vocab.format_version("args", installed)])
+        # one key per version of the args format, no more
+        args_format = next(f for f in oomless.plan_formats() if f["name"] == "args")
+        self.assertEqual(set(oomless.hf.CHECKPOINTING_KEY), set(args_format["versions"].split(", ")))
+        with self.assertRaises(ValueError):  # older than the format knows
+            oomless.hf.training_arguments(PLAN, transformers_version="4.10")
+
     def test_checkpointing_variants(self):
         # every:N and +offload are transformers' activation_checkpointing_kwargs; nth:N and
         # op-sac (torchtitan's) are refused
-        every = oomless.hf.training_arguments(dict(PLAN["plan"], checkpointing="every:2"))
-        self.assertEqual(every["gradient_checkpointing_kwargs"], {"every_n_layers": 2})
-        self.assertTrue(every["gradient_checkpointing"])
-        off = oomless.hf.training_arguments(dict(PLAN["plan"], checkpointing="full+offload"))
-        self.assertEqual(off["gradient_checkpointing_kwargs"],
+        new = "5.23.0"
+        every = oomless.hf.training_arguments(dict(PLAN["plan"], checkpointing="every:2"),
+                                              transformers_version=new)
+        self.assertEqual(every["activation_checkpointing_kwargs"], {"every_n_layers": 2})
+        self.assertTrue(every["activation_checkpointing"])
+        off = oomless.hf.training_arguments(dict(PLAN["plan"], checkpointing="full+offload"),
+                                            transformers_version=new)
+        self.assertEqual(off["activation_checkpointing_kwargs"],
                          {"every_n_layers": 1, "offload": True})
-        self.assertNotIn("gradient_checkpointing_kwargs", oomless.hf.training_arguments(PLAN))
+        self.assertNotIn("activation_checkpointing_kwargs",
+                         oomless.hf.training_arguments(PLAN, transformers_version=new))
         for ck in ("nth:2", "op-sac"):
             with self.assertRaises(ValueError):
                 oomless.hf.training_arguments(dict(PLAN["plan"], checkpointing=ck))
+        # before 5.23 the Trainer has no every_n_layers: refused rather than passed to
+        # torch.utils.checkpoint
+        with self.assertRaisesRegex(ValueError, "needs transformers 5.23"):
+            oomless.hf.training_arguments(dict(PLAN["plan"], checkpointing="every:2"),
+                                          transformers_version="4.57.1")
 
     def test_exact_precision(self):
         # the framework name "bf16" of plan.precision is both amp-bf16 and bf16: the exact one

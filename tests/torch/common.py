@@ -1,4 +1,5 @@
 """What the torch tests share: the interpreter, bounded subprocesses, free ports, the CLI."""
+import json
 import os
 import shutil
 import signal
@@ -59,6 +60,38 @@ def plan_format(args, fmt):
     out = subprocess.run([oomless_bin(), "plan", *args, "--format", fmt], env=env,
                          capture_output=True, text=True, timeout=120, check=True)
     return out.stdout
+
+
+def framework_python(env_var, venv, module):
+    """(interpreter, None) of a framework that has an environment of its own ($env_var, else
+    build/<venv>: `make venv-titan`, `make venv-tune`), or (None, the reason to skip)."""
+    path = os.environ.get(env_var) or os.path.join(SRC, "build", venv, "bin", "python")
+    if not os.access(path, os.X_OK):
+        return None, "no %s (%s): run `make %s`" % (path, env_var, venv)
+    probe = subprocess.run([path, "-c", "import %s" % module], capture_output=True, text=True,
+                           timeout=300)
+    if probe.returncode:
+        return None, "%s cannot import %s: %s" % (path, module, probe.stderr.strip()[-300:])
+    return path, None
+
+
+def run_python(python, script, *args):
+    """`python -c script args...` in the environment `env()` makes; its stdout (JSON) parsed.
+    AssertionError with the output when it fails."""
+    out = subprocess.run([python, "-c", script, *[str(a) for a in args]], capture_output=True,
+                         text=True, timeout=300, env=env())
+    if out.returncode:
+        raise AssertionError("%s failed (exit %d):\n%s" % (python, out.returncode,
+                                                           out.stderr[-4000:]))
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def plan_stderr(args, fmt):
+    """The notices `oomless plan ARGS --format FMT` writes on stderr"""
+    e = dict(os.environ, OOMLESS_NVML_LIBRARY="/nonexistent/libnvidia-ml.so.1")
+    out = subprocess.run([oomless_bin(), "plan", *args, "--format", fmt], env=e,
+                         capture_output=True, text=True, timeout=120, check=True)
+    return out.stderr
 
 
 def torchrun(*args):

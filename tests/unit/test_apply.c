@@ -618,7 +618,18 @@ static void test_batch_guard(void **state)
                   "from B x 10 to B x 8 (B: the micro-batch the job uses");
     /* neither key, both keys, only the micro-batch assigned: nothing to refuse */
     batch_ok("d.json", "{\"x\": 1}", "bs", "acc", 0, "{\"x\": 1}", NULL);
-    batch_ok("d.json", "{\"bs\": 1, \"acc\": 1}", "bs", "acc", 0, "{\"bs\": 8, \"acc\": 4}", NULL);
+    batch_ok("d.json", "{\"bs\": 2, \"acc\": 16}", "bs", "acc", 0, "{\"bs\": 8, \"acc\": 4}", NULL);
+    /* both keys, another effective batch: kept when the plan's micro-batch x GPUs divides it,
+     * else refused unless the change is allowed, which is said */
+    batch_ok("d.json", "{\"bs\": 4, \"acc\": 16}", "bs", "acc", 0, "{\"bs\": 8, \"acc\": 8}",
+             "the file's effective batch 128 is kept: micro-batch 8 x accumulation 8 x 2 GPUs");
+    batch_refused("d.json", "{\"bs\": 1, \"acc\": 1}", "bs", "acc",
+                  "'d.json' states an effective batch of 2, and the plan was made for 64: its "
+                  "micro-batch 8 x 2 GPUs does not divide 2");
+    batch_ok("d.json", "{\"bs\": 1, \"acc\": 1}", "bs", "acc", OOM_APPLY_ALLOW_BATCH_CHANGE,
+             "{\"bs\": 8, \"acc\": 4}",
+             "the effective batch changes from 2 to 64, the plan's "
+             "(--allow-effective-batch-change)");
     batch_ok("d.json", "{\"bs\": 1}", "bs", NULL, 0, "{\"bs\": 8}", NULL);
 }
 
@@ -637,8 +648,23 @@ static void test_batch_global(void **state)
     assert_int_equal(oom_apply_set(a, "bs", "batch_size", OOM_APPLY_OPTIONAL), OOM_OK);
     assert_int_equal(oom_apply_set(a, "acc", "grad_accum", OOM_APPLY_OPTIONAL), OOM_OK);
     assert_int_equal(oom_apply_set(a, "g", "global_batch", OOM_APPLY_OPTIONAL), OOM_OK);
-    assert_int_equal(oom_apply_buffer(a, "d.json", in, strlen(in), 0, &out, &len), OOM_OK);
+    /* a global batch of 10 that the plan's micro-batch 8 x 2 GPUs cannot keep: written as the
+     * plan's only when the change is allowed */
+    assert_int_equal(oom_apply_buffer(a, "d.json", in, strlen(in), 0, &out, &len), OOM_EREFUSED);
+    assert_non_null(strstr(oom_last_message(), "'d.json' states an effective batch of 10, and "
+                                               "the plan was made for 64"));
+    /* (the file has no zero_optimization.stage, which the plan's ZeRO-2 needs) */
+    assert_int_equal(oom_apply_buffer(a, "d.json", in, strlen(in),
+                                      OOM_APPLY_ALLOW_BATCH_CHANGE | OOM_APPLY_ALLOW_SKIPPED, &out,
+                                      &len),
+                     OOM_OK);
     assert_string_equal(out, "{\"g\": 64, \"bs\": 8}");
+    oom_free(out);
+    /* 32 = 8 x 2 GPUs x 2: kept, with the accumulation that keeps it */
+    in = "{\"g\": 32, \"bs\": 5, \"acc\": 1}";
+    assert_int_equal(
+        oom_apply_buffer(a, "d.json", in, strlen(in), OOM_APPLY_ALLOW_SKIPPED, &out, &len), OOM_OK);
+    assert_string_equal(out, "{\"g\": 32, \"bs\": 8, \"acc\": 2}");
     oom_free(out);
     oom_apply_free(a);
 }
@@ -692,12 +718,16 @@ static void test_stale_comments(void **state)
     assert_int_equal(oom_apply_load_plan(a, plan_json, "plan"), OOM_OK);
     assert_int_equal(oom_apply_set(a, "b", "batch_size", 0), OOM_OK);
     assert_int_equal(oom_apply_set(a, "acc", "grad_accum", 0), OOM_OK);
-    assert_int_equal(oom_apply_buffer(a, "c.yaml", in, strlen(in), 0, &out, &len), OOM_OK);
+    assert_int_equal(
+        oom_apply_buffer(a, "c.yaml", in, strlen(in), OOM_APPLY_ALLOW_BATCH_CHANGE, &out, &len),
+        OOM_OK);
     assert_string_equal(out, "b: 8  # 450 in all\nacc: 4\n");
     assert_int_equal(oom_apply_report(a, &rep), OOM_OK);
     n = notes(rep);
-    assert_string_equal(n, "[{\"line\":1,\"message\":\"comment mentions effective batch 450; the "
-                           "new effective batch is 64\"}]");
+    assert_string_equal(n, "[{\"message\":\"the effective batch changes from 450 to 64, the "
+                           "plan's (--allow-effective-batch-change)\"},{\"line\":1,\"message\":"
+                           "\"comment mentions effective batch 450; the new effective batch is "
+                           "64\"}]");
     free(n);
     oom_free(out);
     oom_free(rep);

@@ -282,9 +282,57 @@ static void test_every_format_is_written(void **state)
     oom_plan_options_free(o);
 }
 
+/* each format's versions: every one listed is picked as itself, the default is the last, a
+ * version between two picks the older (a later patch of one, its own), one older than all and
+ * a word are refused naming the list; a format that follows no framework takes none */
+static void test_format_versions(void **state)
+{
+    size_t n, i;
+    const oom_plan_format_info *const *f = oom_plan_formats(&n);
+    const char *w = NULL;
+    char piece[16], patch[24];
+    (void)state;
+    for (i = 0; i < n; i++) {
+        const char *p = f[i]->versions;
+        if (!p) {
+            assert_null(f[i]->framework);
+            assert_int_equal(oom_plan_format_pick(&w, f[i]->name, NULL), OOM_OK);
+            assert_null(w);
+            assert_int_equal(oom_plan_format_pick(&w, f[i]->name, "1.0"), OOM_EINVAL);
+            continue;
+        }
+        assert_non_null(f[i]->framework);
+        assert_non_null(f[i]->package);
+        while (*p) {
+            size_t len = strcspn(p, ",");
+            snprintf(piece, sizeof(piece), "%.*s", (int)len, p);
+            assert_int_equal(oom_plan_format_pick(&w, f[i]->name, piece), OOM_OK);
+            assert_string_equal(w, piece);
+            snprintf(patch, sizeof(patch), "%s.7rc1", piece); /* a later patch: the same keys */
+            assert_int_equal(oom_plan_format_pick(&w, f[i]->name, patch), OOM_OK);
+            assert_string_equal(w, piece);
+            p += len + strspn(p + len, ", ");
+        }
+        assert_int_equal(oom_plan_format_pick(&w, f[i]->name, NULL), OOM_OK);
+        assert_string_equal(w, piece); /* the default: the last listed */
+        assert_int_equal(oom_plan_format_pick(&w, f[i]->name, "0.0.1"), OOM_EINVAL);
+        assert_non_null(strstr(oom_last_message(), "and later"));
+        assert_int_equal(oom_plan_format_pick(&w, f[i]->name, "latest"), OOM_EINVAL);
+        assert_non_null(strstr(oom_last_message(), f[i]->versions));
+    }
+    /* between two listed versions: the older one's keys */
+    assert_int_equal(oom_plan_format_pick(&w, "args", "5.22.9"), OOM_OK);
+    assert_string_equal(w, "4.56");
+    assert_int_equal(oom_plan_format_pick(&w, "torchtitan", "v0.2.2"), OOM_OK);
+    assert_string_equal(w, "0.2");
+    assert_int_equal(oom_plan_format_pick(&w, "torchtitan", "0.3.0+cpu"), OOM_OK);
+    assert_string_equal(w, "0.3");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_format_versions),
         cmocka_unit_test(test_every_value_parses),
         cmocka_unit_test(test_defaults_are_the_library_defaults),
         cmocka_unit_test(test_every_option_reads_back),

@@ -134,6 +134,8 @@ class WebTest(unittest.TestCase):
             segments: document.querySelectorAll('#bar .seg').length,
             curvePoints: document.querySelectorAll('#curve circle.pt').length,
             commands: document.getElementById('commands').textContent,
+            alternatives: [...document.querySelectorAll('#plan li[data-fits]')].map(li => li.dataset.fits),
+            headings: [...document.querySelectorAll('#plan h3')].map(h => h.textContent),
             href: location.href,
         }))()""")
 
@@ -171,6 +173,12 @@ class WebTest(unittest.TestCase):
         doc = json.loads(j.stdout)
         if doc["found"]:
             self.assertEqual(j.returncode, 0)
+            # the alternatives that fit first, those that do not under their own heading
+            fits = [a["fits"] for a in doc["alternatives"]]
+            self.assertEqual(fits, sorted(fits, reverse=True), "alternatives that fit come first")
+            self.assertEqual(p["alternatives"], [str(f).lower() for f in fits])
+            self.assertEqual(p["headings"], (["Next best"] if True in fits else []) +
+                             (["Faster, but they do not fit"] if False in fits else []))
             pl = doc["plan"]
             self.assertTrue(p["best"].startswith(f"batch {pl['batch_size']} × {pl['grad_accum']} accumulation "
                                                  f"(effective {pl['effective_batch']}), seq {pl['seq_len']}, "
@@ -188,6 +196,9 @@ class WebTest(unittest.TestCase):
         rows = json.loads(j.stdout)["tables"][0]["rows"]
         self.assertEqual([(r["gpu"], r["found"]) for r in p["tableRows"]],
                          [(g, "true" if row["found"] else "false") for g, row in zip(gpus, rows)])
+        for r, row in zip(p["tableRows"], rows):  # the knob named beside its value ('full' alone
+            if row["found"]:                      # reads as a full fine-tune)
+                self.assertIn("ckpt " + row["plan"]["checkpointing"], r["text"])
 
     # ---- tests ------------------------------------------------------------------------------------
 
@@ -230,6 +241,12 @@ class WebTest(unittest.TestCase):
               "vram": "20", "margin": "1GiB", "effective": "64"},
              ["--model", "gpt2-xl", "--optimizer", "adamw-8bit", "--batch", "16", "--seq", "1024",
               "--loss", "chunked", "--vram", "20"]),
+            # several GPUs, sharded and offloaded: the planner may use the offload asked for
+            ({"model": "llama-3.1-8b", "method": "full", "precision": "auto", "optimizer": "adamw",
+              "loss": "standard", "batch": "2", "seq": "1024", "gpu": "a100-40gb", "margin": "1GiB",
+              "effective": "32", "gpus": "4", "sharding": "zero3", "offload": "optimizer"},
+             ["--model", "llama-3.1-8b", "--batch", "2", "--seq", "1024", "--gpu", "a100-40gb",
+              "--gpus", "4", "--sharding", "zero3", "--offload", "optimizer"]),
         ]
         for fields, args in cases:
             with self.subTest(fields=fields):
@@ -240,12 +257,16 @@ class WebTest(unittest.TestCase):
                 plan_args = [a for i, a in enumerate(args)
                              if not (a in ("--batch", "--checkpointing") or (i and args[i - 1] in ("--batch", "--checkpointing")))]
                 plan_args += ["--target-effective-batch", fields.get("effective", "32")]
+                if fields.get("offload", "none") != "none":
+                    plan_args += ["--allow", "checkpointing,sharding,offload"]
                 self.check_plan(p, plan_args)
                 gpus = ["rtx-3090", "rtx-4090", "a100-40gb", "a100-80gb", "h100-sxm"]
                 if fields["gpu"] not in gpus + ["custom"]:
                     gpus.insert(0, fields["gpu"])
                 table_args = [a for i, a in enumerate(plan_args)
                               if not (a in ("--gpu", "--vram") or (i and plan_args[i - 1] in ("--gpu", "--vram")))]
+                # table's --gpus is its list of GPUs: a row's GPUs are its --gpus-per-node
+                table_args = ["--gpus-per-node" if a == "--gpus" else a for a in table_args]
                 self.check_table(p, table_args, gpus)
 
     def test_3_every_preset_and_method(self):

@@ -86,6 +86,7 @@ static int fail(const char *cmd, int err)
     return exit_code(err);
 }
 
+static int usage_error(const char *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int usage_error(const char *cmd, const char *fmt, ...)
 {
     va_list ap;

@@ -40,7 +40,7 @@ from .errors import (BY_CODE, DoesNotFitError, FileError, InternalError, Interru
                      OomlessError, ParseError, RefusedError, UnsupportedError)
 
 __all__ = [
-    "Notice", "gpus", "catalog", "estimate", "plan", "plan_options", "list_models", "workload_options", "Workload", "parse_size",
+    "Notice", "gpus", "catalog", "estimate", "plan", "plan_format", "plan_options", "list_models", "workload_options", "Workload", "parse_size",
     "options", "plan_formats", "calibration",
     "version", "watch", "probe", "run", "trace", "cli_path", "MemoryLog", "MemoryWarning", "OomlessError", "InvalidValueError",
     "NoMemoryError", "FileError", "ParseError", "NotFoundError", "NoDeviceError",
@@ -321,6 +321,17 @@ def plan_options() -> List[Tuple[str, str, str]]:
     return [(o["name"], _synopsis(o), o["help_line"]) for o in _vocab.options()[count.value:]]
 
 
+def _option_arrays(options: Mapping[str, Any]) -> Tuple[Any, Any, int]:
+    """Keyword options as the library's two arrays of strings (True/False as yes/no, None
+    left out) and their count."""
+    items = [(k, "yes" if v is True else "no" if v is False else v)
+             for k, v in options.items() if v is not None]
+    keys = (ctypes.c_char_p * max(len(items), 1))(*[_b(k, "option") for k, _ in items])
+    values = (ctypes.c_char_p * max(len(items), 1))(
+        *[_gpu_arg(v) if k == "gpu" else _b(v, k) for k, v in items])
+    return keys, values, len(items)
+
+
 def plan(**options: Any) -> Dict[str, Any]:
     """The fastest configuration that fits, as ``oomless plan --json`` prints it.
 
@@ -330,13 +341,9 @@ def plan(**options: Any) -> Dict[str, Any]:
     When nothing fits, :class:`DoesNotFitError` is raised; its ``document`` attribute holds
     the JSON report (smallest configuration tried, suggestions).
     """
-    items = [(k, "yes" if v is True else "no" if v is False else v)
-             for k, v in options.items() if v is not None]
-    keys = (ctypes.c_char_p * max(len(items), 1))(*[_b(k, "option") for k, _ in items])
-    values = (ctypes.c_char_p * max(len(items), 1))(
-        *[_gpu_arg(v) if k == "gpu" else _b(v, k) for k, v in items])
+    keys, values, n = _option_arrays(options)
     out = ctypes.c_void_p()
-    code = _n.oom_plan_json(ctypes.byref(out), keys, values, len(items))
+    code = _n.oom_plan_json(ctypes.byref(out), keys, values, n)
     if code == DoesNotFitError.code and out.value:
         message = _n.oom_last_message().decode("utf-8", "replace")
         exc = DoesNotFitError(message, code)
@@ -346,6 +353,30 @@ def plan(**options: Any) -> Dict[str, Any]:
         _n.oom_free(out)
     _check(code)
     return _take_json(out)
+
+
+def plan_format(format: str, version: Optional[str] = None, **options: Any) -> str:
+    """The plan in `format`, as ``oomless plan --format FORMAT`` writes it (``args``,
+    ``deepspeed``, ``accelerate``, ``torchtitan``, ``trl``, ``torchtune``...: see
+    :func:`plan_formats`), for the version `version` of the format's framework.
+
+    By default the version is the one installed here (the format's ``package``, as
+    ``importlib.metadata`` sees it: ``--format torchtitan`` in an environment with torchtitan
+    0.2.2 writes 0.2's TOML), else the latest the format knows. Options as :func:`plan`. A plan
+    the framework cannot run raises :class:`UnsupportedError` saying why (LoRA for torchtitan,
+    fp16 for torchtune); :class:`DoesNotFitError` when nothing fits.
+    """
+    info = next((f for f in _vocab.plan_formats("plan") if f["name"] == format), None)
+    if version is None and info is not None:
+        version = _vocab.installed_version(info["package"])
+    keys, values, n = _option_arrays(options)
+    out = ctypes.c_void_p()
+    _check(_n.oom_plan_options_format(ctypes.byref(out), None, keys, values, n,
+                                      _b(format, "format"), _b(version, "version")))
+    try:
+        return ctypes.string_at(out.value).decode("utf-8")
+    finally:
+        _n.oom_free(out)
 
 
 def watch(vram_safety_margin: Optional[Union[str, int]] = None,

@@ -170,11 +170,14 @@ class Option(Versioned):
 
 
 class PlanFormatInfo(Versioned):
-    """oom_plan_format_info: one output format of plan or table."""
+    """oom_plan_format_info: one output format of plan or table (version 2: the Python
+    distribution whose version its `versions` count)."""
 
     c_name = "oom_plan_format_info"
+    c_version = 2
     _fields_ = [("version", c_uint), ("name", c_char_p), ("help", c_char_p),
-                ("framework", c_char_p), ("versions", c_char_p), ("commands", c_uint)]
+                ("framework", c_char_p), ("versions", c_char_p), ("commands", c_uint),
+                ("package", c_char_p)]
 
 
 class ProbeFit(Versioned):
@@ -228,6 +231,11 @@ oom_option_lookup = _declare("oom_option_lookup", POINTER(Option), c_char_p)
 oom_option_help = _declare("oom_option_help", c_int, POINTER(c_void_p), POINTER(Option))
 oom_plan_formats = _declare("oom_plan_formats", POINTER(POINTER(PlanFormatInfo)),
                             POINTER(c_size_t))
+oom_plan_format_pick = _declare("oom_plan_format_pick", c_int, POINTER(c_char_p), c_char_p,
+                                c_char_p)
+oom_plan_options_format = _declare("oom_plan_options_format", c_int, POINTER(c_void_p),
+                                   POINTER(c_char_p), POINTER(c_char_p), POINTER(c_char_p),
+                                   c_size_t, c_char_p, c_char_p)
 oom_workload_get = _declare("oom_workload_get", c_int, POINTER(c_void_p), c_void_p, c_char_p)
 
 oom_calibration_default_path = _declare("oom_calibration_default_path", c_int, POINTER(c_void_p))

@@ -84,8 +84,32 @@ def plan_formats(command: Optional[str] = "plan") -> List[Dict[str, Any]]:
     count = ctypes.c_size_t()
     t = _n.oom_plan_formats(ctypes.byref(count))
     return [{"name": _text(f.name), "help": _text(f.help), "framework": _text(f.framework),
-             "versions": _text(f.versions), "commands": _command_names(f.commands)}
+             "versions": _text(f.versions), "commands": _command_names(f.commands),
+             "package": _text(f.package)}
             for f in (t[i][0] for i in range(count.value)) if f.commands & bit]
+
+
+def installed_version(package: Optional[str]) -> Optional[str]:
+    """The version of the Python distribution `package` this interpreter can import, or None
+    (no package, not installed)."""
+    if not package:
+        return None
+    from importlib import metadata
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def format_version(name: str, version: Optional[str] = None) -> Optional[str]:
+    """The version of the format's framework whose keys the library writes for `version`
+    (``oom_plan_format_pick``): the newest it knows that is not newer; None: the latest. None
+    for a format that follows no framework. ValueError for a version it refuses."""
+    out = ctypes.c_char_p()
+    if _n.oom_plan_format_pick(ctypes.byref(out), name.encode("utf-8"),
+                               None if version is None else str(version).encode("utf-8")) != 0:
+        raise ValueError(_n.oom_last_message().decode("utf-8", "replace"))
+    return _text(out.value)
 
 
 def trainer_optimizer(name: str) -> Tuple[Optional[str], Optional[str]]:

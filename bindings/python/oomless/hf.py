@@ -4,10 +4,16 @@
     args = transformers.TrainingArguments(output_dir="out", **oomless.hf.training_arguments(plan))
 """
 
-from typing import Any, Dict, Mapping
+from typing import Any, Dict, Mapping, Optional
 
 from ._plans import check_backend, deepspeed_config, exact_precision, is_sharded, plan_of
-from ._vocab import trainer_optimizer
+from ._vocab import format_version, installed_version, trainer_optimizer
+
+# TrainingArguments' checkpointing switch by the transformers version whose keys the library
+# writes (``oomless plan --format args``; its versions: ``plan_formats()``): 5.23 renamed
+# gradient_checkpointing(_kwargs) to activation_checkpointing(_kwargs), the old names deprecated
+# aliases to be removed in v6 (transformers/training_args.py)
+CHECKPOINTING_KEY = {"4.56": "gradient_checkpointing", "5.23": "activation_checkpointing"}
 
 # TrainingArguments has one switch per 16-bit type, autocast ("mixed precision"): `bf16=True` /
 # `fp16=True`. A plan in pure bf16/fp16 (16-bit weights, LoRA) sets the same switch, the model
@@ -38,7 +44,7 @@ def fsdp_config(doc: Mapping[str, Any]) -> Dict[str, Any]:
     optimizer-only sharding, and sharding more never needs more memory); any offload is FSDP's
     ``cpu_offload`` (parameters, gradients and the optimizer step on the CPU, which covers an
     optimizer-only offload). Activation checkpointing is FSDP's own ``activation_checkpointing``,
-    which transformers prefers over ``gradient_checkpointing`` under FSDP (TrainingArguments
+    which transformers prefers over ``activation_checkpointing`` under FSDP (TrainingArguments
     documentation, "fsdp_config").
     """
     plan = plan_of(doc)
@@ -68,12 +74,24 @@ def checkpointing_kwargs(checkpointing: str) -> Dict[str, Any]:
     return out
 
 
-def training_arguments(doc: Mapping[str, Any], backend: str = "deepspeed") -> Dict[str, Any]:
+def checkpointing_key(transformers_version: Optional[str] = None) -> str:
+    """TrainingArguments' checkpointing switch in `transformers_version` (default: the
+    installed transformers, else the latest the library knows): ``activation_checkpointing``
+    from 5.23, ``gradient_checkpointing`` before; ``"_kwargs"`` after it names its kwargs."""
+    if transformers_version is None:
+        transformers_version = installed_version("transformers")
+    return CHECKPOINTING_KEY[format_version("args", transformers_version)]
+
+
+def training_arguments(doc: Mapping[str, Any], backend: str = "deepspeed",
+                       transformers_version: Optional[str] = None) -> Dict[str, Any]:
     """Keyword arguments for ``transformers.TrainingArguments`` from a plan.
 
     Sets ``per_device_train_batch_size``, ``gradient_accumulation_steps``, ``bf16``/``fp16``
     (from the plan's exact precision: see the table in the package's README), the optimizer,
-    ``gradient_checkpointing`` and, for a chunked loss, ``use_liger_kernel`` (the Trainer's switch
+    the checkpointing switch of the installed transformers (`transformers_version` names
+    another: :func:`checkpointing_key`, ``activation_checkpointing`` from 5.23,
+    ``gradient_checkpointing`` before) and, for a chunked loss, ``use_liger_kernel`` (the Trainer's switch
     for Liger-Kernel's fused linear + cross-entropy; the attention kernel is a
     ``from_pretrained(attn_implementation=...)`` argument, ``plan["plan"]["attention"]``). A plan that shards (ZeRO) or offloads also gets ``deepspeed``, the
     config dict of ``oomless plan --format deepspeed`` (pass the whole document: the config is its
@@ -84,10 +102,11 @@ def training_arguments(doc: Mapping[str, Any], backend: str = "deepspeed") -> Di
     check_backend(backend)
     plan = plan_of(doc)
     precision = exact_precision(doc)
+    ck = checkpointing_key(transformers_version)
     kwargs: Dict[str, Any] = {
         "per_device_train_batch_size": int(plan["batch_size"]),
         "gradient_accumulation_steps": int(plan["grad_accum"]),
-        "gradient_checkpointing": plan.get("checkpointing", "none") != "none",
+        ck: plan.get("checkpointing", "none") != "none",
     }
     if precision != "auto":  # a measured line: the precision is the job's own
         kwargs["bf16"] = _SWITCH.get(precision) == "bf16"
@@ -105,12 +124,16 @@ def training_arguments(doc: Mapping[str, Any], backend: str = "deepspeed") -> Di
         kwargs["use_liger_kernel"] = True
     ck_kwargs = checkpointing_kwargs(plan.get("checkpointing", "none"))
     if ck_kwargs:
-        kwargs["gradient_checkpointing_kwargs"] = ck_kwargs
+        if ck == "gradient_checkpointing":  # before 5.23 these go to torch.utils.checkpoint
+            raise ValueError("checkpointing '%s' needs transformers 5.23 or later (every_n_layers, "
+                             "offload); plan with --checkpointing-variants none"
+                             % plan.get("checkpointing"))
+        kwargs[ck + "_kwargs"] = ck_kwargs
     if is_sharded(doc):
         if backend == "fsdp":
             kwargs["fsdp"] = True
             kwargs["fsdp_config"] = fsdp_config(doc)
-            kwargs["gradient_checkpointing"] = False  # FSDP's activation_checkpointing does it
+            kwargs[ck] = False  # FSDP's own activation_checkpointing does it
         else:
             kwargs["deepspeed"] = deepspeed_config(doc)
     return kwargs

@@ -76,7 +76,7 @@ def trainer_kwargs(doc: Mapping[str, Any], backend: str = "deepspeed") -> Dict[s
     ``devices`` (and ``num_nodes``) and ``strategy`` (see :func:`strategy`).
 
     The micro-batch size belongs to the DataLoader: see :func:`dataloader_kwargs`. Gradient
-    checkpointing is the model's own (``model.gradient_checkpointing_enable()`` for a
+    checkpointing is the model's own (``model.activation_checkpointing_enable()`` for a
     transformers model) when ``plan["checkpointing"]`` is not "none"; for ``every:N`` and
     ``+offload`` pass it ``**oomless.hf.checkpointing_kwargs(plan["checkpointing"])``.
     """
