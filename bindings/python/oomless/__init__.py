@@ -374,7 +374,7 @@ def plan_format(format: str, version: Optional[str] = None, **options: Any) -> s
     _check(_n.oom_plan_options_format(ctypes.byref(out), None, keys, values, n,
                                       _b(format, "format"), _b(version, "version")))
     try:
-        return ctypes.string_at(out.value).decode("utf-8")
+        return ctypes.string_at(out.value or 0).decode("utf-8")
     finally:
         _n.oom_free(out)
 
