@@ -22,7 +22,7 @@ ifneq ($(OOMLESS_WERROR),)
 CMAKE_ARGS += -DOOMLESS_WERROR=ON
 endif
 
-.PHONY: all deps check-deps compile configure demo check install clean check-sanitize check-valgrind fuzz bench format venv venv-titan venv-tune check-trace check-torch bench-trace bench-recovery \
+.PHONY: all deps check-deps compile configure demo check install clean check-sanitize check-valgrind fuzz bench format venv venv-titan venv-tune check-trace check-torch check-types bench-trace bench-recovery \
         web web-serve check-web wheel wheel-aarch64 check-wheel
 
 # A plain `make` changes nothing on the system: it checks the packages the build needs and, when
@@ -58,12 +58,12 @@ demo: deps
 	fi
 	$(BUILD)/oomless plan --model llama-3.1-8b --method lora --seq 2048 --target-effective-batch 32
 
-# The suites that need build/venv (labels trace and torch: minutes of PyTorch) are left to
-# check-trace and check-torch, which CI runs; `make check` stays under 90 s on 2 cores
+# The suites that need build/venv (labels trace and torch: minutes of PyTorch; types: mypy) are
+# left to check-trace, check-torch and check-types, which CI runs; `make check` stays under 90 s on 2 cores
 # (docs/HACKING.md, "Time").
 check: deps
 	@$(MAKE) --no-print-directory compile
-	cd $(BUILD) && ctest --output-on-failure -j $(TEST_JOBS) -LE '^(trace|torch)$$'
+	cd $(BUILD) && ctest --output-on-failure -j $(TEST_JOBS) -LE '^(trace|torch|types)$$'
 
 install: all
 	cmake --install $(BUILD) --prefix $(PREFIX)
@@ -130,6 +130,13 @@ check-torch: deps venv
 	cmake -S . -B $(BUILD) >/dev/null   # registers the torch tests now that the venv exists
 	cmake --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -L torch -j $(JOBS)
+
+# The Python package's types: mypy (pinned in requirements-test.txt, installed by `make venv`)
+# over bindings/python with its mypy.ini, the frameworks' own types from build/venv.
+check-types: deps venv
+	@$(MAKE) --no-print-directory compile
+	cmake -S . -B $(BUILD) >/dev/null
+	cd $(BUILD) && ctest --output-on-failure -L types
 
 # Time lost to one OOM: in-loop recovery against a relaunch (bench/recovery/README.md).
 bench-recovery: all venv

@@ -1,7 +1,6 @@
 /* cmd_estimate.c - `oomless estimate`: a workload's peak GPU memory, with a breakdown. */
 #include "cli.h"
 #include "core/core.h"
-#include "estimate/estimate.h"
 
 #include <json-c/json.h>
 #include <stdlib.h>
@@ -9,11 +8,19 @@
 
 static const char *const CMD = "estimate";
 
+/* an option as given: its name (the table's) and value */
+typedef struct given {
+    const char *name, *value;
+} given;
+
 typedef struct args {
     bool json, list, help;
     const char *gpu, *vram, *margin, *config, *svg;
     const char *calibration, *calib_workload; /* with `-- CMD...`: a probe's measured line */
     char *command;                            /* the command's calibration key, or NULL */
+    char *const *probed;                      /* ... and its argv (NULL-terminated) */
+    given *given;                             /* the options in order, for the next command */
+    size_t n_given;
 } args;
 
 static void usage(FILE *out)
@@ -100,6 +107,7 @@ static int parse(int argc, char **argv, args *a, oom_workload *w)
             if ((kerr =
                      oom_calibration_command_key(&a->command, (const char *const *)argv + i + 1)))
                 return cli_fail(CMD, kerr);
+            a->probed = argv + i + 1;
             break;
         }
         if (strncmp(arg, "--", 2) || !arg[2])
@@ -108,8 +116,10 @@ static int parse(int argc, char **argv, args *a, oom_workload *w)
         if (!v && (!strcmp(name, "json") || !strcmp(name, "list-models") || !strcmp(name, "help") ||
                    !strcmp(name, "vram-auto"))) {
             a->json |= name[0] == 'j', a->list |= name[0] == 'l', a->help |= name[0] == 'h';
-            if (name[0] == 'v')
+            if (name[0] == 'v') {
                 a->vram = "auto";
+                a->given[a->n_given++] = (given){"vram", "auto"};
+            }
             continue;
         }
         for (j = 0; j < sizeof(own) / sizeof(own[0]) && strcmp(own[j].name, name); j++)
@@ -123,6 +133,10 @@ static int parse(int argc, char **argv, args *a, oom_workload *w)
         }
         if (!v && (i + 1 >= argc || !(v = argv[++i])))
             return cli_usage_error(CMD, "option '%s' needs a value", arg);
+        a->given[a->n_given++] =
+            (given){j < sizeof(own) / sizeof(own[0]) ? own[j].name
+                                                     : o[j - sizeof(own) / sizeof(own[0])]->name,
+                    v};
         if (j < sizeof(own) / sizeof(own[0]))
             *own[j].value = v;
         else if ((err = oom_workload_set(w, name, v)))
@@ -148,6 +162,73 @@ static int resolve_budget(const args *a, oom_workload *w, oom_budget *b, bool *h
     return err ? cli_fail(CMD, err) : EXIT_OK;
 }
 
+/* a word as the shell reads it back: bare when it is made of safe characters, else in single
+ * quotes (a quote inside as '\'') */
+static void shell_word(oomi_sb *sb, const char *s)
+{
+    const char *p;
+    bool bare = *s != 0;
+    for (p = s; *p && bare; p++)
+        bare = oomi_isalnum((unsigned char)*p) || strchr("._-:,+=/@%", *p);
+    if (bare) {
+        oomi_sb_puts(sb, s);
+        return;
+    }
+    oomi_sb_puts(sb, "'");
+    for (p = s; *p; p++)
+        oomi_sb_puts(sb, *p == '\'' ? "'\\''" : (char[]){*p, 0});
+    oomi_sb_puts(sb, "'");
+}
+
+/* whether `plan` takes the option with this value (sharding fsdp2 is estimated, not planned) */
+static bool plan_takes(const char *name, const char *value)
+{
+    const oom_option *o = oom_option_lookup(name);
+    size_t i;
+    if (!o || !(o->commands & OOM_COMMAND_PLAN))
+        return false;
+    for (i = 0; i < o->n_values; i++)
+        if (!o->values[i]->form && !oomi_strcasecmp(o->values[i]->name, value))
+            return (o->values[i]->commands & OOM_COMMAND_PLAN) != 0;
+    return true;
+}
+
+/* The command that plans what did not fit: `oomless plan` with the options given (but --svg),
+ * the micro-batch and accumulation of a training step handed to the planner as the effective
+ * batch to keep (an inference batch is left to it: it finds the largest that fits), and the
+ * probed command after `--`. NULL when plan cannot take the workload, or out of memory. */
+static char *next_command(const args *a, const oom_knobs *k, long batch)
+{
+    oomi_sb sb = OOMI_SB_INIT;
+    bool inference = k && k->method == OOM_METHOD_INFERENCE;
+    size_t i;
+
+    oomi_sb_puts(&sb, "oomless plan");
+    for (i = 0; i < a->n_given; i++) {
+        const char *n = a->given[i].name;
+        if (!strcmp(n, "svg") || !strcmp(n, "batch") || !strcmp(n, "grad-accum"))
+            continue;
+        if (!plan_takes(n, a->given[i].value)) {
+            oomi_sb_free(&sb);
+            return NULL;
+        }
+        oomi_sb_printf(&sb, " --%s ", n);
+        shell_word(&sb, a->given[i].value);
+    }
+    if (!inference)
+        oomi_sb_printf(&sb, " --target-effective-batch %ld",
+                       k ? k->batch * k->grad_accum * k->gpus : batch);
+    for (i = 0; a->probed && a->probed[i]; i++) {
+        oomi_sb_puts(&sb, i ? " " : " -- ");
+        shell_word(&sb, a->probed[i]);
+    }
+    if (oomi_sb_ok(&sb)) {
+        oomi_sb_free(&sb);
+        return NULL;
+    }
+    return sb.buf;
+}
+
 static void row(const char *label, uint64_t bytes, uint64_t total)
 {
     char buf[32];
@@ -155,235 +236,172 @@ static void row(const char *label, uint64_t bytes, uint64_t total)
            total ? 100.0 * (double)bytes / (double)total : 0.0);
 }
 
-/* the parts of the overhead outside PyTorch's allocator, under its row; `notices` lists the
- * defaults the user can change, after the table */
-static void print_overhead(const oom_workload *w, const oom_estimate *e, bool notices)
+/* the parts of the overhead outside PyTorch's allocator, under its row */
+static void print_overhead_parts(const oom_estimate_report *r)
 {
-    oomi_overhead o;
-    char label[48], s1[32], s2[32];
-    size_t i;
-    if (oomi_overhead_of(&o, w))
+    uint64_t peak = r->estimate.device_peak;
+    if (r->overhead_given) {
+        row("  given (--overhead)", r->estimate.overhead, peak);
         return;
-    for (i = 0; i < o.n && !notices; i++) {
-        const char *name = !strcmp(o.part[i].name, "nccl")           ? "NCCL buffers"
-                           : !strcmp(o.part[i].name, "cuda_context") ? "CUDA context + kernels"
-                                                                     : "given (--overhead)";
-        snprintf(label, sizeof(label), "  %s", name);
-        row(label, (uint64_t)(o.part[i].bytes + 0.5), e->device_peak);
     }
-    if (notices) {
-        const oomi_coef *c;
-        bool dflt;
-        if (!oomi_coef_get(&c)) {
-            double ws = oomi_cublas_workspace(w, c, &dflt);
-            printf("  %-30s: %s in the temporaries (%s)\n", "cuBLAS workspace",
-                   oom_format_size(s1, sizeof(s1), (uint64_t)ws),
-                   dflt ? "default; set --cublas-workspace or CUBLAS_WORKSPACE_CONFIG"
-                        : "--cublas-workspace");
-        }
-    }
-    if (!notices || o.ranks < 2)
+    row("  CUDA context + kernels", r->cuda_context_bytes, peak);
+    if (r->nccl_gpus > 1)
+        row("  NCCL buffers", r->nccl_bytes, peak);
+}
+
+/* the cuBLAS workspace and NCCL's settings, with the defaults the user can change */
+static void print_overhead_notes(const oom_estimate_report *r)
+{
+    char s1[32], s2[32], s3[32];
+    printf("  %-30s: %s in the temporaries (%s)\n", "cuBLAS workspace",
+           oom_format_size(s1, sizeof(s1), r->cublas_workspace_bytes),
+           r->cublas_workspace_default
+               ? "default; set --cublas-workspace or CUBLAS_WORKSPACE_CONFIG"
+               : "--cublas-workspace");
+    if (r->overhead_given || r->nccl_gpus < 2)
         return;
     printf("  %-30s: %ld GPUs, %ld communicator%s x %ld channels x %s, NVLS %s (%s ring + %s "
            "NVLS each)\n",
-           "NCCL", o.ranks, o.comms, o.comms > 1 ? "s" : "", o.channels,
-           oom_format_size(s1, sizeof(s1), (uint64_t)o.buffsize), o.nvls ? "on" : "off",
-           oom_format_size(label, sizeof(label), (uint64_t)(o.ring + 0.5)),
-           oom_format_size(s2, sizeof(s2), (uint64_t)(o.nvls_bytes + 0.5)));
-    for (i = 0; i < o.n; i++)
-        if (!strcmp(o.part[i].name, "nccl") && o.part[i].change)
-            printf("  %-30s: NCCL's defaults assumed; set %s\n", "notice", o.part[i].change);
+           "NCCL", r->nccl_gpus, r->nccl_communicators, r->nccl_communicators > 1 ? "s" : "",
+           r->nccl_channels, oom_format_size(s1, sizeof(s1), r->nccl_buffsize),
+           r->nccl_nvls ? "on" : "off", oom_format_size(s2, sizeof(s2), r->nccl_ring_bytes),
+           oom_format_size(s3, sizeof(s3), r->nccl_nvls_bytes));
+    if (r->nccl_defaults)
+        printf("  %-30s: NCCL's defaults assumed; set %s\n", "notice", r->nccl_defaults);
 }
 
-/* The estimate's JSON document (estimate --json), read by the lines below that print what the
- * library puts only there; NULL when it cannot be made (oom_last_message() says why). */
-static json_object *estimate_doc(const oom_workload *w, const oom_estimate *e)
-{
-    char *json = NULL;
-    json_object *root = NULL;
-    if (!oom_estimate_to_json(&json, w, e) && !(root = json_tokener_parse(json)))
-        oomi_fail(OOM_EPARSE, "estimate: its JSON does not parse");
-    oom_free(json);
-    return root;
-}
-
-/* the device peak's 95 % bound and its class, as estimate --json gives them */
-static void print_bound(json_object *root, const oom_estimate *e)
+/* the device peak's 95 % bound and the class of measured errors it comes from */
+static void print_bound(const oom_estimate_report *r)
 {
     char s1[32];
-    json_object *c;
-    int64_t bound = 0, cases = 0;
-
-    if (!root ||
-        oomi_json_int(&bound, NULL, oomi_json_get(root, "memory"), "device_peak_upper95", 0,
-                      INT64_MAX, "estimate: ") ||
-        oomi_json_int(&cases, NULL, c = oomi_json_get(root, "confidence"), "cases", 0, INT64_MAX,
-                      "estimate: ")) {
-        fprintf(stderr, "oomless estimate: no 95%% bound: %s\n", oom_last_message());
-    } else {
-        printf("  %-30s: %s (+%.1f%%; class %s, %s, %lld cases)\n", "device peak, 95% bound",
-               oom_format_size(s1, sizeof(s1), (uint64_t)bound),
-               e->device_peak ? 100.0 * ((double)bound / (double)e->device_peak - 1) : 0.0,
-               json_object_get_string(oomi_json_get(c, "class")),
-               json_object_get_string(oomi_json_get(c, "basis")), (long long)cases);
-    }
+    uint64_t peak = r->estimate.device_peak;
+    printf("  %-30s: %s (+%.1f%%; class %s, %s, %ld cases)\n", "device peak, 95% bound",
+           oom_format_size(s1, sizeof(s1), r->device_peak_upper95),
+           peak ? 100.0 * ((double)r->device_peak_upper95 / (double)peak - 1) : 0.0,
+           r->confidence_class, r->confidence_basis, r->confidence_cases);
 }
 
-/* the packing line, from the estimate's JSON (workload.packing); none without packing */
-static void print_packing(json_object *root)
+/* the objective's lines; none for sft */
+static void print_objective(const oom_estimate_report *r)
 {
-    json_object *o;
-    if ((o = oomi_json_get(oomi_json_get(root, "workload"), "packing")))
-        printf("  %-30s: %s, %lld tokens: %lld x %lld, documents up to %lld (%s)\n", "packing",
-               json_object_get_string(oomi_json_get(o, "mode")),
-               (long long)json_object_get_int64(oomi_json_get(o, "tokens_per_batch")),
-               (long long)json_object_get_int64(oomi_json_get(o, "rows")),
-               (long long)json_object_get_int64(oomi_json_get(o, "row_tokens")),
-               (long long)json_object_get_int64(oomi_json_get(o, "longest_document")),
-               json_object_get_string(oomi_json_get(o, "attention_path")));
+    if (!r->objective)
+        return;
+    printf("  %-30s: %s (batch counts %s: %ld sequences per forward; reference %s%s)\n",
+           "objective", r->objective, r->batch_counts, r->sequences_per_forward, r->reference,
+           strcmp(r->reference, "none") && r->precompute_ref ? ", precomputed" : "");
+    if (r->rollout) /* grpo */
+        printf("  %-30s: %ld completions (%ld per prompt), prompt %ld + completion %ld tokens\n",
+               "generation batch", r->generation_batch, r->num_generations, r->prompt_len,
+               r->completion_len);
 }
 
-/* the objective's line, from the estimate's JSON (workload.objective); none for sft */
-static void print_objective(json_object *root)
+/* the packing line; none without packing */
+static void print_packing(const oom_estimate_report *r)
 {
-    json_object *o;
-    if ((o = oomi_json_get(oomi_json_get(root, "workload"), "objective"))) {
-        printf("  %-30s: %s (batch counts %s: %lld sequences per forward; reference %s%s)\n",
-               "objective", json_object_get_string(oomi_json_get(o, "name")),
-               json_object_get_string(oomi_json_get(o, "batch_counts")),
-               (long long)json_object_get_int64(oomi_json_get(o, "sequences_per_forward")),
-               json_object_get_string(oomi_json_get(o, "reference")),
-               json_object_get_boolean(oomi_json_get(o, "precompute_ref")) ? ", precomputed" : "");
-        if (oomi_json_get(o, "generation_batch"))
-            printf("  %-30s: %lld completions (%lld per prompt), prompt %lld + completion %lld "
-                   "tokens\n",
-                   "generation batch",
-                   (long long)json_object_get_int64(oomi_json_get(o, "generation_batch")),
-                   (long long)json_object_get_int64(oomi_json_get(o, "num_generations")),
-                   (long long)json_object_get_int64(oomi_json_get(o, "prompt_len")),
-                   (long long)json_object_get_int64(oomi_json_get(o, "completion_len")));
-    }
+    if (r->packing)
+        printf("  %-30s: %s, %ld tokens: %ld x %ld, documents up to %ld (%s)\n", "packing",
+               r->packing, r->tokens_per_batch, r->pack_rows, r->pack_row_tokens,
+               r->longest_document, r->attention_path);
 }
 
-static uint64_t json_size(json_object *o, const char *key)
-{
-    return (uint64_t)json_object_get_int64(oomi_json_get(o, key));
-}
-
-/* a 4-bit base's parts, the adapters' dtype and a paged optimizer's states, from the estimate's
- * JSON ("qlora"); nothing where there are none */
-static void print_qlora(json_object *root)
+/* a 4-bit base's parts, the adapters' dtype and a paged optimizer's states; nothing where there
+ * are none */
+static void print_qlora(const oom_estimate_report *r)
 {
     char s1[32], s2[32], s3[32], s4[32];
-    json_object *q;
-    if (!(q = oomi_json_get(root, "qlora")))
+    if (!r->has_qlora)
         return;
-    if (oomi_json_get(q, "nf4_bytes"))
+    if (r->quantized)
         printf("  %-30s: NF4 %s + absmax %s%s, unquantized %s; dequantized linear %s\n",
-               "4-bit base", oom_format_size(s1, sizeof(s1), json_size(q, "nf4_bytes")),
-               oom_format_size(s2, sizeof(s2),
-                               json_size(q, "absmax_bytes") + json_size(q, "absmax2_bytes")),
-               json_object_get_boolean(oomi_json_get(q, "double_quant")) ? " (double quant)" : "",
-               oom_format_size(s3, sizeof(s3), json_size(q, "unquantized_bytes")),
-               oom_format_size(s4, sizeof(s4), json_size(q, "dequantized_transient_bytes")));
-    if (oomi_json_get(q, "adapter_dtype"))
-        printf("  %-30s: %s, %s\n", "LoRA adapters",
-               json_object_get_string(oomi_json_get(q, "adapter_dtype")),
-               oom_format_size(s1, sizeof(s1), json_size(q, "adapter_bytes")));
-    if (json_size(q, "paged_optimizer_bytes"))
+               "4-bit base", oom_format_size(s1, sizeof(s1), r->nf4_bytes),
+               oom_format_size(s2, sizeof(s2), r->absmax_bytes + r->absmax2_bytes),
+               r->double_quant ? " (double quant)" : "",
+               oom_format_size(s3, sizeof(s3), r->unquantized_bytes),
+               oom_format_size(s4, sizeof(s4), r->dequantized_bytes));
+    if (r->adapter_dtype)
+        printf("  %-30s: %s, %s\n", "LoRA adapters", r->adapter_dtype,
+               oom_format_size(s1, sizeof(s1), r->adapter_bytes));
+    if (r->paged_optimizer_bytes)
         printf("  %-30s: %s in CUDA unified memory, outside the peaks (nvidia-smi shows them "
                "while the GPU has room)\n",
-               "paged optimizer states",
-               oom_format_size(s1, sizeof(s1), json_size(q, "paged_optimizer_bytes")));
+               "paged optimizer states", oom_format_size(s1, sizeof(s1), r->paged_optimizer_bytes));
 }
 
-/* sharding fsdp2's line: the sharded parameters' dtype and reshard_after_forward */
-static void print_fsdp2(const oom_workload *w)
+/* whether the peak fits the usable memory, first; and where it does not, the command that plans
+ * what does */
+static void print_verdict(uint64_t peak, uint64_t usable, const char *next)
 {
-    char *dt = NULL, *ra = NULL, *sh = NULL;
-    if (!oom_workload_get(&sh, w, "sharding") && !strcmp(sh, "fsdp2") &&
-        !oom_workload_get(&dt, w, "fsdp-param-dtype") &&
-        !oom_workload_get(&ra, w, "reshard-after-forward"))
-        printf("  %-30s: parameters sharded in %s, reshard after forward %s\n", "FSDP2", dt, ra);
-    oom_free(sh), oom_free(dt), oom_free(ra);
+    char s1[32], s2[32];
+    bool fits = peak <= usable;
+    if (fits)
+        printf("  %-30s: yes (%s of the usable %s to spare)\n", "fits",
+               oom_format_size(s1, sizeof(s1), usable - peak),
+               oom_format_size(s2, sizeof(s2), usable));
+    else
+        printf("  %-30s: NO (%s over the usable %s)\n", "fits",
+               oom_format_size(s1, sizeof(s1), peak - usable),
+               oom_format_size(s2, sizeof(s2), usable));
+    if (!fits && next)
+        printf("  %-30s: %s\n", "next", next);
 }
 
 /* model-parallel training: the layout, and each pipeline rank's allocated peak (the figures
  * below are the rank that peaks highest) */
-static void print_layout(json_object *doc)
+static void print_layout(const oom_estimate_report *r)
 {
-    json_object *p = oomi_json_get(doc, "parallel"), *ranks = oomi_json_get(p, "ranks");
-    long vpp = json_object_get_int64(oomi_json_get(p, "virtual_stages"));
     size_t i;
     char s1[32];
-    if (!p)
-        return;
-#define N(key) (long)json_object_get_int64(oomi_json_get(p, key))
-    printf("  %-30s: tp %ld%s x pp %ld", "layout", N("tensor_parallel"),
-           json_object_get_boolean(oomi_json_get(p, "sequence_parallel")) ? " (sequence parallel)"
-                                                                          : "",
-           N("pipeline_parallel"));
-    if (vpp > 1)
-        printf(" (interleaved:%ld)", vpp);
-    printf(" x cp %ld x dp %ld = %ld GPUs", N("context_parallel"), N("data_parallel"), N("gpus"));
-    if (N("expert_parallel") > 1 || N("expert_tensor_parallel") > 1)
-        printf("; experts over ep %ld x etp %ld", N("expert_parallel"),
-               N("expert_tensor_parallel"));
-    printf(", engine %s\n", json_object_get_string(oomi_json_get(p, "engine")));
-    for (i = 0; i < json_object_array_length(ranks); i++) {
-        json_object *r = json_object_array_get_idx(ranks, i);
-        char label[40];
-        oomi_snprintf(label, sizeof label, "pipeline rank %zu%s", i,
-                      (long)i == N("limiting_rank") ? " (below)" : "");
+    printf("  %-30s: tp %ld%s x pp %ld", "layout", r->tensor_parallel,
+           r->sequence_parallel ? " (sequence parallel)" : "", r->pipeline_parallel);
+    if (r->virtual_stages > 1)
+        printf(" (interleaved:%ld)", r->virtual_stages);
+    printf(" x cp %ld x dp %ld = %ld GPUs", r->context_parallel, r->data_parallel,
+           r->tensor_parallel * r->pipeline_parallel * r->context_parallel * r->data_parallel);
+    if (r->expert_parallel > 1 || r->expert_tensor_parallel > 1)
+        printf("; experts over ep %ld x etp %ld", r->expert_parallel, r->expert_tensor_parallel);
+    printf(", engine %s\n", r->engine);
+    for (i = 0; i < r->n_ranks; i++) {
+        const oom_estimate_rank *k = &r->ranks[i];
+        char label[48];
+        snprintf(label, sizeof label, "pipeline rank %zu%s", i,
+                 i == r->limiting_rank ? " (below)" : "");
         printf("  %-30s: %s allocated, %ld layers, %ld in flight, peak in %s\n", label,
-               oom_format_size(s1, sizeof(s1),
-                               (uint64_t)json_object_get_int64(oomi_json_get(r, "allocated_peak"))),
-               (long)json_object_get_int64(oomi_json_get(r, "layers")),
-               (long)json_object_get_int64(oomi_json_get(r, "microbatches_in_flight")),
-               json_object_get_string(oomi_json_get(r, "peak_phase")));
+               oom_format_size(s1, sizeof(s1), k->allocated_peak), k->layers, k->in_flight,
+               oom_phase_name(k->peak_phase));
     }
-#undef N
 }
 
-static void print_human(const oom_workload *w, const oom_estimate *e, const oom_budget *b,
-                        const char *gpu)
+static void print_human(const oom_estimate_report *r, const char *gpu, const char *next)
 {
-    oom_knobs k = OOM_KNOBS_INIT;
-    oom_model_info mi = OOM_MODEL_INFO_INIT;
-    char *tp = NULL, *ck = NULL, *sh = NULL;
+    const oom_estimate *e = &r->estimate;
+    const oom_knobs *k = &r->knobs;
     char s1[32], s2[32], n1[32], n2[32];
     const char *line = "============================================================";
-    json_object *doc = estimate_doc(w, e);
 
-    oom_workload_get_knobs(&k, w);
-    oom_workload_model(&mi, w);
-    printf("%s\nMemory estimate: %s (%s, %.2f B params)\n%s\n", line, mi.name, mi.family,
-           (double)e->params_total / 1e9, line);
-    printf("  %-30s: %s\n  %-30s: %s\n  %-30s: %s\n", "method", oom_method_name(k.method),
-           "precision", oom_precision_name(k.precision), "optimizer",
-           k.method == OOM_METHOD_INFERENCE ? "-" : oom_optimizer_name(k.optimizer));
-    printf("  %-30s: %ld x %ld tokens, grad-accum %ld\n", "micro-batch x seq", k.batch, k.seq_len,
-           k.grad_accum);
-    if (oom_workload_get(&ck, w, "checkpointing"))
-        ck = NULL;
-    printf("  %-30s: %s, attention %s, loss %s\n", "checkpointing",
-           ck ? ck : oom_checkpointing_name(k.checkpointing), oom_attention_name(k.attention),
-           oom_loss_name(k.loss));
-    oom_free(ck);
-    if (oom_workload_get(&sh, w, "sharding"))
-        sh = NULL;
-    printf("  %-30s: %ld (sharding %s, offload %s)\n",
-           oomi_json_get(doc, "parallel") ? "data-parallel copies" : "GPUs", k.gpus,
-           sh ? sh : oom_sharding_name(k.sharding), oom_offload_name(k.offload));
-    oom_free(sh);
-    print_fsdp2(w);
-    print_objective(doc);
-    print_packing(doc);
-    if (oomi_json_get(doc, "parallel"))
-        print_layout(doc);
-    else if (!oom_workload_get(&tp, w, "tensor-parallel") && strcmp(tp, "1"))
-        printf("  %-30s: %s GPUs per model copy (figures per GPU)\n", "tensor parallel", tp);
-    oom_free(tp);
+    printf("%s\nMemory estimate: %s (%s, %.2f B params)\n", line, r->model, r->family,
+           (double)e->params_total / 1e9);
+    if (r->has_budget)
+        print_verdict(e->device_peak, r->budget.usable_bytes, next);
+    printf("%s\n", line);
+    printf("  %-30s: %s\n  %-30s: %s\n  %-30s: %s\n", "method", oom_method_name(k->method),
+           "precision", oom_precision_name(k->precision), "optimizer",
+           k->method == OOM_METHOD_INFERENCE ? "-" : oom_optimizer_name(k->optimizer));
+    printf("  %-30s: %ld x %ld tokens, grad-accum %ld\n", "micro-batch x seq", k->batch, k->seq_len,
+           k->grad_accum);
+    printf("  %-30s: %s, attention %s, loss %s\n", "checkpointing", r->checkpointing,
+           oom_attention_name(k->attention), oom_loss_name(k->loss));
+    printf("  %-30s: %ld (sharding %s, offload %s)\n", r->n_ranks ? "data-parallel copies" : "GPUs",
+           k->gpus, r->sharding, oom_offload_name(k->offload));
+    if (r->fsdp_param_dtype)
+        printf("  %-30s: parameters sharded in %s, reshard after forward %s\n", "FSDP2",
+               r->fsdp_param_dtype, r->reshard_after_forward);
+    print_objective(r);
+    print_packing(r);
+    if (r->n_ranks)
+        print_layout(r);
+    else if (r->tensor_parallel > 1)
+        printf("  %-30s: %ld GPUs per model copy (figures per GPU)\n", "tensor parallel",
+               r->tensor_parallel);
     printf("  %-30s: %s of %s\n%s\n", "trainable parameters",
            cli_format_count(n1, sizeof(n1), (double)e->params_trainable),
            cli_format_count(n2, sizeof(n2), (double)e->params_total), line);
@@ -396,7 +414,7 @@ static void print_human(const oom_workload *w, const oom_estimate *e, const oom_
     row("temporaries", e->temporaries, e->device_peak);
     row("allocator cache", e->reserved_peak - e->allocated_peak, e->device_peak);
     row("CUDA context / overhead", e->overhead, e->device_peak);
-    print_overhead(w, e, false);
+    print_overhead_parts(r);
     row("total (device peak)", e->device_peak, e->device_peak);
     printf("%s\n", line);
     printf("  %-30s: %s\n", "allocated peak (max_allocated)",
@@ -405,23 +423,19 @@ static void print_human(const oom_workload *w, const oom_estimate *e, const oom_
            oom_format_size(s1, sizeof(s1), e->reserved_peak));
     printf("  %-30s: %s\n", "device peak (nvidia-smi)",
            oom_format_size(s1, sizeof(s1), e->device_peak));
-    print_bound(doc, e);
-    print_overhead(w, e, true);
+    print_bound(r);
+    print_overhead_notes(r);
     printf("  %-30s: %s\n", "peak phase", oom_phase_name(e->peak_phase));
-    print_qlora(doc);
-    if (b) {
-        bool fits = e->device_peak <= b->usable_bytes;
-        uint64_t d = fits ? b->usable_bytes - e->device_peak : e->device_peak - b->usable_bytes;
+    print_qlora(r);
+    if (r->has_budget) {
+        const oom_budget *b = &r->budget;
         printf("%s\n  %-30s: %s (%s)\n", line, "target VRAM",
                oom_format_size(s1, sizeof(s1), b->target_bytes), gpu);
         printf("  %-30s: %s\n  %-30s: %s\n", "safety margin",
                oom_format_size(s1, sizeof(s1), b->safety_margin_bytes), "usable VRAM",
                oom_format_size(s2, sizeof(s2), b->usable_bytes));
-        printf("  %-30s: %s (%s %s)\n", "fits", fits ? "yes" : "NO",
-               oom_format_size(s1, sizeof(s1), d), fits ? "to spare" : "over");
     }
     printf("%s\n", line);
-    json_object_put(doc);
 }
 
 static int write_svg(const char *path, const oom_workload *w, const oom_estimate *e,
@@ -442,10 +456,10 @@ static int write_svg(const char *path, const oom_workload *w, const oom_estimate
     return rc;
 }
 
-static void print_calibrated(const char *doc)
+static void print_calibrated(const char *doc, const char *next)
 {
     json_object *root = json_tokener_parse(doc), *c, *b;
-    char s1[32], s2[32], s3[32];
+    char s1[32], s2[32];
     const char *line = "============================================================";
     uint64_t peak, usable;
 
@@ -456,8 +470,10 @@ static void print_calibrated(const char *doc)
     peak = (uint64_t)json_object_get_int64(
         oomi_json_get(oomi_json_get(root, "memory"), "device_peak"));
     usable = (uint64_t)json_object_get_int64(oomi_json_get(b, "usable_bytes"));
-    printf("%s\nCalibrated estimate (measured by oomless probe on %s)\n%s\n", line,
-           json_object_get_string(oomi_json_get(c, "gpu")), line);
+    printf("%s\nCalibrated estimate (measured by oomless probe on %s)\n", line,
+           json_object_get_string(oomi_json_get(c, "gpu")));
+    print_verdict(peak, usable, next);
+    printf("%s\n", line);
     printf("  %-30s: %s + %s x batch%s\n", "measured line",
            oom_format_size(s1, sizeof(s1),
                            (uint64_t)json_object_get_double(oomi_json_get(c, "fixed_bytes"))),
@@ -470,10 +486,7 @@ static void print_calibrated(const char *doc)
                ? " (beyond the largest batch probed: extrapolated)"
                : "");
     printf("  %-30s: %s\n", "device peak (nvidia-smi)", oom_format_size(s1, sizeof(s1), peak));
-    printf("  %-30s: %s\n  %-30s: %s (%s %s)\n%s\n", "usable VRAM",
-           oom_format_size(s2, sizeof(s2), usable), "fits", peak <= usable ? "yes" : "NO",
-           oom_format_size(s3, sizeof(s3), peak <= usable ? usable - peak : peak - usable),
-           peak <= usable ? "to spare" : "over", line);
+    printf("  %-30s: %s\n%s\n", "usable VRAM", oom_format_size(s2, sizeof(s2), usable), line);
     json_object_put(root);
 }
 
@@ -500,11 +513,33 @@ static int calibrated(const args *a, const oom_workload *w)
     if (a->json)
         rc = cli_print_json(doc);
     else {
-        print_calibrated(doc);
+        char *next = fits ? NULL : next_command(a, NULL, k.batch);
+        print_calibrated(doc, next);
+        oom_free(next);
         rc = EXIT_OK;
     }
     oom_free(doc);
     return rc == EXIT_OK && !fits ? EXIT_NOFIT : rc;
+}
+
+/* the estimate as text (and --svg), from its report */
+static int estimate_text(const args *a, const oom_workload *w, const oom_budget *b, const char *gpu)
+{
+    oom_estimate_report r = OOM_ESTIMATE_REPORT_INIT;
+    int err, rc = EXIT_OK;
+
+    if ((err = oom_estimate_report_run(&r, w, b)))
+        return cli_fail(CMD, err);
+    if (a->svg)
+        rc = write_svg(a->svg, w, &r.estimate, b);
+    if (rc == EXIT_OK) {
+        char *next = r.has_budget && !r.fits ? next_command(a, &r.knobs, 0) : NULL;
+        print_human(&r, gpu, next);
+        oom_free(next);
+        rc = r.has_budget && !r.fits ? EXIT_NOFIT : EXIT_OK;
+    }
+    oom_estimate_report_dispose(&r);
+    return rc;
 }
 
 int cmd_estimate(int argc, char **argv)
@@ -519,6 +554,10 @@ int cmd_estimate(int argc, char **argv)
 
     if ((err = oom_workload_create(&w)))
         return cli_fail(CMD, err);
+    if (!(a.given = calloc((size_t)argc, sizeof(*a.given)))) {
+        rc = cli_fail(CMD, OOM_ENOMEM);
+        goto done;
+    }
     if ((rc = parse(argc, argv, &a, w)) != EXIT_OK)
         goto done;
     if (a.help) {
@@ -535,26 +574,27 @@ int cmd_estimate(int argc, char **argv)
     }
     if ((rc = resolve_budget(&a, w, &b, &have_budget, &gpu)) != EXIT_OK)
         goto done;
+    if (!a.json) {
+        rc = estimate_text(&a, w, have_budget ? &b : NULL, gpu ? gpu : "");
+        goto done;
+    }
     if ((err = oom_estimate_run(&e, w))) {
         rc = cli_fail(CMD, err);
         goto done;
     }
     if (a.svg && (rc = write_svg(a.svg, w, &e, have_budget ? &b : NULL)) != EXIT_OK)
         goto done;
-    if (a.json) {
-        if ((err = oom_estimate_to_json_budget(&json, w, &e, have_budget ? &b : NULL)))
-            rc = cli_fail(CMD, err);
-        else
-            rc = cli_print_json(json);
-    } else {
-        print_human(w, &e, have_budget ? &b : NULL, gpu ? gpu : "");
-    }
+    if ((err = oom_estimate_to_json_budget(&json, w, &e, have_budget ? &b : NULL)))
+        rc = cli_fail(CMD, err);
+    else
+        rc = cli_print_json(json);
     if (rc == EXIT_OK && have_budget && e.device_peak > b.usable_bytes)
         rc = EXIT_NOFIT;
 done:
     oom_free(gpu);
     oom_free(json);
     oom_free(a.command);
+    free(a.given);
     oom_workload_free(w);
     return rc;
 }

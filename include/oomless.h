@@ -1178,6 +1178,126 @@ OOM_EXPORT int oom_estimate_to_json_budget(char **out, const oom_workload *w, co
 OOM_EXPORT int oom_estimate_budget(oom_budget *out, int *have, char **label, oom_workload *w,
                                    const oom_target_request *request);
 
+/**
+ * An estimate with everything `oomless estimate` says about it: the peaks, the workload as
+ * estimated, what its objective and its packing change, the 95 % bounds with the class of
+ * measured errors behind them, a quantised base's and LoRA's parts, the overhead outside
+ * PyTorch's allocator part by part, and the budget. The tool's text is written from it, and
+ * oom_estimate_to_json_budget() writes the same figures (workload.objective, workload.packing,
+ * "confidence", "qlora", "overhead"). The strings are owned by the report
+ * (oom_estimate_report_dispose); the string of a part the workload does not have is NULL and its
+ * numbers are 0. Since: 1.1.0.
+ */
+/** One pipeline rank of a model-parallel training estimate (oom_estimate_report.ranks).
+ * Since: 1.1.0. */
+typedef struct oom_estimate_rank {
+    uint64_t allocated_peak; /**< its allocated peak */
+    long layers;             /**< the transformer layers it holds */
+    long in_flight;          /**< the micro-batches whose activations it keeps at its peak */
+    oom_phase peak_phase;    /**< when it peaks */
+} oom_estimate_rank;
+
+typedef struct oom_estimate_report {
+    unsigned int version;  /**< OOM_ESTIMATE_REPORT_VERSION */
+    oom_estimate estimate; /**< the peaks and their breakdown, as oom_estimate_run() */
+    /* the workload as estimated */
+    char *model;                 /**< the model's name */
+    char *family;                /**< its model_type ("llama") */
+    oom_knobs knobs;             /**< as oom_workload_get_knobs() (precision AUTO resolved) */
+    char *checkpointing;         /**< as --checkpointing spells it ("every:2+offload") */
+    char *sharding;              /**< as --sharding spells it ("fsdp2" where knobs say zero3) */
+    char *fsdp_param_dtype;      /**< sharding fsdp2: "fp32" or "bf16"; else NULL */
+    char *reshard_after_forward; /**< sharding fsdp2: "yes", "no" or N; else NULL */
+    long tensor_parallel;        /**< GPUs one model copy is split over (1: none) */
+    /* the training objective as TRL runs it; objective NULL under sft */
+    char *objective;            /**< "dpo", "grpo", ... */
+    char *batch_counts;         /**< what --batch counts: "pairs", "examples", "completions" */
+    long sequences_per_forward; /**< sequences in one forward of the policy */
+    char *reference;            /**< the reference model: "copy", "adapter" or "none" */
+    char *reference_precision;  /**< a reference copy's weights ("bf16"); else NULL */
+    int precompute_ref;         /**< the reference's log-probs computed before training */
+    long generation_batch;      /**< grpo: completions each GPU generates at once; else 0 */
+    long num_generations;       /**< grpo: completions per prompt; else 0 */
+    long prompt_len;            /**< grpo: prompt tokens of --seq; else 0 */
+    long completion_len;        /**< grpo: completion tokens of --seq; else 0 */
+    char *rollout;              /**< grpo: where completions are generated ("none"); else NULL */
+    int sleep_mode;             /**< grpo with a colocated engine: its sleep level */
+    /* sequence packing; packing NULL without (docs/estimate.md, "Sequence packing") */
+    char *packing;                   /**< "padding-free" or "block-mask" */
+    long tokens_per_batch;           /**< packed tokens per micro-batch */
+    long pack_rows, pack_row_tokens; /**< the rows the model sees and the tokens of each */
+    long longest_document;           /**< --seq */
+    char *attention_path;            /**< how attention takes the packed rows */
+    /* how sure: the peaks' bounds at `confidence_level` (0.95) and the class of measured errors
+     * they come from (docs/estimate.md, "How sure an estimate is") */
+    uint64_t allocated_peak_upper95, reserved_peak_upper95, device_peak_upper95;
+    double confidence_level;
+    char *confidence_class;             /**< the workload's class ("lora/sdpa/none/none/none") */
+    char *confidence_basis;             /**< "measured", "fallback" or "none" */
+    char *confidence_errors_of;         /**< the classes whose errors were used */
+    long confidence_cases;              /**< measured cases of the workload's own class */
+    double under_prediction;            /**< the relative under-prediction at the level */
+    uint64_t context_uncertainty_bytes; /**< added to the device peak's bound */
+    /* a 4-bit base quantised at load, LoRA's adapters, a paged optimizer (docs/estimate.md,
+     * "QLoRA"); has_qlora 0: none of them */
+    int has_qlora;
+    int quantized;                  /**< a base quantised to NF4 at load: the next five are set */
+    int double_quant;               /**< its absmaxes quantised again */
+    uint64_t nf4_bytes;             /**< its 4-bit codes */
+    uint64_t absmax_bytes;          /**< first-level absmaxes */
+    uint64_t absmax2_bytes;         /**< second-level constants (double quantization) */
+    uint64_t unquantized_bytes;     /**< the weights left unquantised (embeddings, head, norms) */
+    uint64_t dequantized_bytes;     /**< one linear dequantised in a forward or backward */
+    char *adapter_dtype;            /**< LoRA's adapters: "fp32" or "bf16"; else NULL */
+    uint64_t adapter_bytes;         /**< the adapters' weights */
+    uint64_t paged_optimizer_bytes; /**< in CUDA unified memory, outside the peaks */
+    /* the overhead outside PyTorch's allocator (estimate.overhead), part by part
+     * (docs/estimate.md, "Memory outside PyTorch") */
+    int overhead_given;          /**< --overhead replaced every part: the next two are 0 */
+    uint64_t cuda_context_bytes; /**< the CUDA context and the kernels a step loads */
+    uint64_t nccl_bytes;         /**< NCCL's buffers (0: one GPU, no communicator) */
+    long nccl_gpus, nccl_communicators, nccl_channels;
+    uint64_t nccl_buffsize;                    /**< SIMPLE's buffer per channel */
+    uint64_t nccl_ring_bytes, nccl_nvls_bytes; /**< per communicator */
+    int nccl_nvls;                             /**< NVLink SHARP buffers */
+    char *nccl_defaults;             /**< the options of the NCCL settings taken as NCCL's defaults;
+                                          NULL when every one was given */
+    uint64_t cublas_workspace_bytes; /**< counted in estimate.temporaries */
+    int cublas_workspace_default;    /**< not set by --cublas-workspace */
+    /* the budget it is held to (has_budget 0: none) */
+    int has_budget;
+    oom_budget budget;
+    int fits; /**< estimate.device_peak <= budget.usable_bytes */
+    /* training with a model-parallel layout (docs/parallelism.md): the estimate's figures are the
+     * limiting pipeline rank's; n_ranks 0 and engine NULL without a layout */
+    char *engine;                           /**< "megatron" or "torchtitan" */
+    long pipeline_parallel, virtual_stages; /**< stages; model chunks per rank */
+    long context_parallel, data_parallel;   /**< and tensor_parallel above */
+    long expert_parallel, expert_tensor_parallel;
+    int sequence_parallel;
+    size_t n_ranks, limiting_rank; /**< the pipeline ranks, and the one that peaks highest */
+    oom_estimate_rank *ranks;      /**< n_ranks of them, owned by the report */
+} oom_estimate_report;
+
+#define OOM_ESTIMATE_REPORT_VERSION 1
+#define OOM_ESTIMATE_REPORT_INIT                                                                   \
+    {                                                                                              \
+        .version = OOM_ESTIMATE_REPORT_VERSION                                                     \
+    }
+/** Zero-fills `s` and sets its version; OOM_EINVAL for a version this library does not know. */
+OOM_EXPORT int oom_estimate_report_init(oom_estimate_report *s, unsigned int version);
+
+/**
+ * Estimates the workload (as oom_estimate_run()) and fills `out` (initialised; its version kept)
+ * with the report, held to `budget` when it is not NULL. Fails as oom_estimate_run() does, and
+ * with OOM_EIO/OOM_EPARSE when data/confidence.json cannot be read; `out` owns nothing then.
+ * Since: 1.1.0.
+ */
+OOM_EXPORT int oom_estimate_report_run(oom_estimate_report *out, const oom_workload *w,
+                                       const oom_budget *budget);
+/** Frees what the report owns and leaves it safe to dispose again. NULL is fine. Since: 1.1.0. */
+OOM_EXPORT void oom_estimate_report_dispose(oom_estimate_report *r);
+
 /* ======================================================================== plan */
 /* (section: plan) */
 

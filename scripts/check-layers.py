@@ -4,10 +4,17 @@
 Usage: scripts/check-layers.py SOURCE_DIR [BUILD_DIR]
 
 Two checks, both against the table LAYERS below (lib/README.md explains it):
-  1. includes: a file in lib/X may include "X/..." and "Y/..." only for Y in LAYERS[X];
+  1. includes: a file in lib/X may include "X/..." and "Y/..." only for Y in LAYERS[X], and X has
+     a README and its contract X/X.h but no X/X.c (the file the contract would seem to belong
+     to: each file is named after what it does, as plan_search.c); the tool
+     (cli/) only "oomless.h", "core/core.h" and its own headers; the page's API (web/api/) only
+     "oomless.h", but for the files WEB_LIBRARY names, which the WebAssembly build links into the
+     library in place of one of its own and which belong to that folder's layer;
   2. symbols (when BUILD_DIR holds the object files): every function or variable one object file
-     uses from another must come from the same folder or an allowed one, and no two files (in
-     lib/ or cli/) may use each other, directly or around a longer circle.
+     uses from another must come from the same folder or an allowed one, the tool's from the
+     public API (oom_*) or core/, and no two files (in lib/ or cli/) may use each other, directly
+     or around a longer circle. web/api/ is not built natively: its sources are read for oomi_
+     names instead.
 The symbol check is the stronger one: a call through a public oom_* function declared in
 oomless.h needs no internal include, but it is still a dependency. Exit 1 with one line per
 violation, 0 when the tree is clean.
@@ -29,7 +36,13 @@ LAYERS = {
     "watch": ["gpu", "core"],
     "apply": ["core"],
 }
+# The tool may use, of the library's internals, only these headers (docs/HACKING.md)
+CLI_INCLUDES = {"oomless.h", "core/core.h"}
+# web/api/ files the WebAssembly build links into the library in place of a library file, and the
+# folder whose layer they belong to (web/CMakeLists.txt)
+WEB_LIBRARY = {"gpu_none.c": "gpu", "hub_none.c": "model"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+INTERNAL_NAME = re.compile(r"\b(oomi_\w+|OOMI_\w+)")
 
 
 def check_includes(src):
@@ -48,6 +61,10 @@ def check_includes(src):
             if not os.path.isfile(os.path.join(path, needed)):
                 errors.append("lib/%s: no %s (each folder states its job in a README and shares "
                               "its declarations in one header named after it)" % (folder, needed))
+        if os.path.isfile(os.path.join(path, folder + ".c")):
+            errors.append("lib/%s/%s.c: %s/%s.h is the folder's contract, not this file's header: "
+                          "name the file after what it does (%s_run.c, ...)"
+                          % (folder, folder, folder, folder, folder))
         for name in sorted(os.listdir(path)):
             if not name.endswith((".c", ".h")):
                 continue
@@ -72,11 +89,59 @@ def check_includes(src):
     return errors
 
 
+def includes(path):
+    """(line number, included name) of each #include "..." of a file"""
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            m = INCLUDE.match(line)
+            if m:
+                yield lineno, m.group(1)
+
+
+def sources(folder):
+    return sorted(n for n in os.listdir(folder) if n.endswith((".c", ".h"))) \
+        if os.path.isdir(folder) else []
+
+
+def check_tool_includes(src):
+    """cli/: the public header, core/core.h and the tool's own headers; web/api/: the public
+    header, but for the WEB_LIBRARY files (their folder's rule)"""
+    errors = []
+    cli = os.path.join(src, "cli")
+    own = set(sources(cli))
+    for name in sources(cli):
+        for lineno, target in includes(os.path.join(cli, name)):
+            if target not in CLI_INCLUDES and target not in own:
+                errors.append("cli/%s:%d: include \"%s\": the tool uses the public API "
+                              "(oomless.h) and core/core.h only" % (name, lineno, target))
+    api = os.path.join(src, "web", "api")
+    for name in sources(api):
+        layer = WEB_LIBRARY.get(name)
+        path = os.path.join(api, name)
+        for lineno, target in includes(path):
+            dep = target.split("/", 1)[0] if "/" in target else None
+            if target == "oomless.h" or (layer and dep in set(LAYERS[layer]) | {layer}):
+                continue
+            errors.append("web/api/%s:%d: include \"%s\": %s" % (
+                name, lineno, target,
+                "the page's API uses the public API (oomless.h) only" if not layer else
+                "%s belongs to lib/%s, which may not use %s" % (name, layer, dep)))
+        if layer:
+            continue
+        with open(path, encoding="utf-8") as f:
+            for lineno, line in enumerate(f, 1):
+                m = INTERNAL_NAME.search(line)
+                if m:
+                    errors.append("web/api/%s:%d: uses %s: the page's API uses the public API "
+                                  "only" % (name, lineno, m.group(1)))
+    return errors
+
+
 def object_files(build):
     # only the targets' own folders: elsewhere in the build tree, the checker's tests build fake
     # trees (under the tests' TMPDIR) while this runs
     found = []
-    for target in ("oomless_objs.dir", "oomless_cli.dir"):
+    for target in ("oomless_objs.dir", "oomless_cli_objs.dir"):
         top = os.path.join(build, "CMakeFiles", target)
         for root, _dirs, files in os.walk(top):
             for name in files:
@@ -147,6 +212,10 @@ def check_symbols(build):
                 if src.startswith("lib/") and dst.startswith("cli/"):
                     errors.append("%s uses %s from %s: the library never calls the tool"
                                   % (src, sym, dst))
+                elif (src.startswith("cli/") and dst.startswith("lib/") and
+                      not sym.startswith("oom_") and not dst.startswith("lib/core/")):
+                    errors.append("%s uses %s from %s: the tool uses the public API (oom_*) "
+                                  "and core/ only" % (src, sym, dst))
                 continue
             a, b = src.split("/")[1], dst.split("/")[1]
             if a != b and b not in LAYERS.get(a, []):
@@ -161,7 +230,7 @@ def main(argv):
     if len(argv) not in (2, 3):
         sys.stderr.write(__doc__)
         return 2
-    errors = check_includes(argv[1])
+    errors = check_includes(argv[1]) + check_tool_includes(argv[1])
     if len(argv) == 3:
         errors += check_symbols(argv[2])
     for e in errors:

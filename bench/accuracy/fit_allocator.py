@@ -6,7 +6,7 @@ usage: bench/accuracy/fit_allocator.py [--bin OOMLESS] [--csv FILE] [--max-under
 
 What a case's reserved peak holds beyond its allocated peak is the caching allocator's blocks it
 keeps but cannot hand to the request that makes the peak; what NVML shows beyond the reserved
-peak is the CUDA context and the kernels loaded. The estimator models (lib/estimate/estimate.c,
+peak is the CUDA context and the kernels loaded. The estimator models (lib/estimate/estimate_run.c,
 reserved()):
 
   training, forward/backward peak:  floor + logits_blocks x one fp32 logits tensor

@@ -6,7 +6,7 @@ usage: measure.py [--cases FILE] [--out DIR] [--bin OOMLESS] [--jobs N] [--mem-c
 
 Runs on a machine with an NVIDIA GPU, PyTorch, transformers and PEFT (bitsandbytes is not needed:
 no case is quantized). For each case it starts a fresh Python process (so peaks never mix) that
-builds the model exactly as `oomless trace` builds it (bindings/python/oomless/trace/run.py,
+builds the model exactly as `oomless trace` builds it (bindings/python/oomless/trace/build.py,
 the same config, precision, LoRA, checkpointing and optimizer code), on the GPU with random
 weights (memory does not depend on the values), and runs three optimizer steps of real training
 (forward, backward, optimizer step, zero_grad; `--grad-accum` micro-batches each) or, for
@@ -122,7 +122,7 @@ class _NoCounters:
 def worker_case(args_text):
     sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
     import torch
-    from oomless.trace import run as tr
+    from oomless.trace import build as tb, run as tr
 
     dev = os.environ.get("MEASURE_DEVICE", "cuda")
     cuda = torch.cuda if dev == "cuda" else _NoCounters()
@@ -142,7 +142,7 @@ def worker_case(args_text):
         # leave the key out, and labels need it to be shifted into decoder inputs
         model.config.decoder_start_token_id = getattr(cfg, "pad_token_id", None) or 0
     if w.method == "lora":
-        model = tr.apply_lora(model, w.lora_rank, w.lora_targets, w.lora_dropout)
+        model = tb.apply_lora(model, w.lora_rank, w.lora_targets, w.lora_dropout)
     cuda.synchronize()
     doc = {"weights": cuda.memory_allocated()}
     amp_dtype = tr.DTYPES[amp] if amp else None

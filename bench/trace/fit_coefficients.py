@@ -49,7 +49,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "binding
 
 import numpy as np  # noqa: E402  (comes with torch's venv)
 
-from oomless.trace import run  # noqa: E402
+from oomless.trace import run, steps  # noqa: E402
 
 BATCH, SEQ, RANK = 2, 64, 16
 
@@ -142,19 +142,19 @@ def shapes(fam):
 def forward_saved(cfg, method, precision, seq, attention, targets, batch=BATCH):
     """Bytes alive at the end of the forward that the forward made, head and loss excluded."""
     captured = {}
-    orig = run._finish
+    orig = steps._finish
 
     def keep(tracker, *a, **k):
         captured["t"] = tracker
         return orig(tracker, *a, **k)
 
-    run._finish = keep
+    steps._finish = keep
     try:
         run.trace_hf(run.Workload("fit", method=method, precision=precision, batch=batch, seq=seq,
                                   steps=1, lora_targets=targets, lora_dropout=0.0,
                                   attention=attention), cfg_dict=cfg)
     finally:
-        run._finish = orig
+        steps._finish = orig
     t = captured["t"]
     fwd = next(iv for iv in t.phases if iv[2] == "forward")
     end = fwd[1] - 1

@@ -7,9 +7,10 @@
 
 #include "core/core.h"
 
+#include <string.h>
 #include <sys/stat.h>
 
-/* ==== apply (apply.c, apply_value.c, apply_yaml.c, apply_json.c) ======
+/* ==== apply (apply_run.c, apply_value.c, apply_yaml.c, apply_json.c) ======
  * A config file is parsed into a small tree of oomi_node with byte
  * offsets into the original buffer; edits are splices of those byte spans. */
 
@@ -184,7 +185,9 @@ typedef struct oomi_doc {
 int oomi_edit_all(const char *in, size_t in_len, char **out, size_t *out_len, const oomi_doc *doc,
                   oomi_edit *edits, size_t n, unsigned flags);
 
-/* ==== the run (apply.c; apply_guard.c reads what it edited and may edit a file again) ====== */
+/* ==== the run (apply_run.c: edits in memory and checks; apply_files.c: reading, locking and
+ * writing the files; apply_report.c: the report; apply_guard.c reads what it edited and may
+ * edit a file again) ====== */
 
 struct assign {
     char *key, *spec;
@@ -260,7 +263,7 @@ struct batch {
     long long old, nw;
 };
 
-/* a preset's entry (apply.c): "K1|K2" is a group of alternatives (the first the file has is
+/* a preset's entry (apply_run.c): "K1|K2" is a group of alternatives (the first the file has is
  * set, else the first is created); `unset` what the framework uses where a file lacks the key */
 int oomi_apply_preset_entry(const char *key, const char *spec, const char *unset, void *user);
 
@@ -285,5 +288,24 @@ int oomi_apply_note(struct file *f, size_t line, char *msg);
 int oomi_apply_keep_batch(const oom_apply *a, struct file *f, unsigned flags,
                           struct json_object **kept, char **note);
 int oomi_apply_memory_keys(oom_apply *a, unsigned flags);
+
+/* the text a file has now: its edited one, else the one read */
+static inline const char *oomi_apply_text(const struct file *f)
+{
+    return f->text ? f->text : f->old;
+}
+
+/* whether a file's text is not the one read */
+static inline bool oomi_apply_changed(const struct file *f)
+{
+    return f->len != f->oldlen || memcmp(oomi_apply_text(f), f->old, f->len);
+}
+
+/* apply_files.c: the files named, opened (locked unless a dry run), and read, in the order of
+ * their device and inode numbers; the replacements and backups staged, checked unchanged and
+ * renamed into place; temporary files removed and locks released */
+int oomi_apply_read_files(oom_apply *a, const char *const *files, size_t count, unsigned flags);
+int oomi_apply_write_files(oom_apply *a);
+void oomi_apply_finish_files(oom_apply *a);
 
 #endif

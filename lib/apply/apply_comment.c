@@ -1,6 +1,6 @@
 /* apply_comment.c - the whole numbers written in the YAML comments beside a value: on the value's
  * own line (after it) and on a comment line just above it. apply reports the ones that still
- * name an old value (apply.c) and never edits them. */
+ * name an old value (apply_run.c) and never edits them. */
 #include "apply/apply.h"
 
 #include <string.h>

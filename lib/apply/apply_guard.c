@@ -46,7 +46,7 @@ int oomi_apply_keep_batch(const oom_apply *a, struct file *f, unsigned flags,
     *note = NULL;
     if ((err = oomi_apply_batch(a, f, &b)))
         return err;
-    /* a file without the second factor's key: the partial-write guard of apply.c; one that gets
+    /* a file without the second factor's key: the partial-write guard of apply_run.c; one that gets
      * it created (OOM_APPLY_CREATE) stated no accumulation: the plan's is written, and said */
     stated = (ac->present && !ac->created) || (g->present && !g->created);
     if (!m->assigned || !m->has_plan || !(ac->present || g->present) || !b.has_old ||

@@ -27,6 +27,7 @@
     X(oom_model_info, OOM_MODEL_INFO_VERSION)                                                      \
     X(oom_preset, OOM_PRESET_VERSION)                                                              \
     X(oom_estimate, OOM_ESTIMATE_VERSION)                                                          \
+    X(oom_estimate_report, OOM_ESTIMATE_REPORT_VERSION)                                            \
     X(oom_measured_line, OOM_MEASURED_LINE_VERSION)                                                \
     X(oom_plan_choice, OOM_PLAN_CHOICE_VERSION)                                                    \
     X(oom_plan_result, OOM_PLAN_RESULT_VERSION)                                                    \

@@ -103,13 +103,13 @@ typedef struct oomi_coef {
 int oomi_coef_get(const oomi_coef **out);
 /* A traced line (allocated bytes) as device bytes on a GPU of compute capability major.minor
  * (0.0: unknown): the batch-dependent part grows by the allocator's fragmentation, the CUDA
- * context is added, as the estimator does for its own components (estimate.c). */
+ * context is added, as the estimator does for its own components (estimate_run.c). */
 int oomi_traced_to_device(oom_probe_fit *fit, int cc_major, int cc_minor);
-/* The KV cache of an inference workload per layer type (estimate.c): the layers that keep every
- * token, those that keep the last `window` tokens of each sequence, and the elements one token
- * takes in one layer on one GPU: 2 x KV heads x head_dim, or MLA's one latent of kv_lora_rank +
- * qk_rope_head_dim (the same on every tensor-parallel GPU). `vllm` false: transformers' cache
- * during a prefill (every layer every token). No cache: all zero. */
+/* The KV cache of an inference workload per layer type (estimate_inference.c): the layers that
+ * keep every token, those that keep the last `window` tokens of each sequence, and the elements
+ * one token takes in one layer on one GPU: 2 x KV heads x head_dim, or MLA's one latent of
+ * kv_lora_rank + qk_rope_head_dim (the same on every tensor-parallel GPU). `vllm` false:
+ * transformers' cache during a prefill (every layer every token). No cache: all zero. */
 typedef struct oomi_kv_layout {
     long full, sliding, window;
     bool latent, vllm;
@@ -121,18 +121,17 @@ double oomi_kv_bytes(const oomi_kv_layout *kv, double batch, double seq, double 
 /* {"stack", "full", "sliding", "window", "latent", "elements_per_token"}; NULL without a cache
  * (estimate_json.c; the plan's JSON too) */
 json_object *oomi_kv_layout_json(const oomi_kv_layout *kv);
-/* A QLoRA workload's parts (estimate.c; docs/estimate.md, "QLoRA"), bytes per GPU: a 4-bit base
- * quantised at load (quantized): its 4-bit codes, first-level absmaxes (fp32, or 8-bit when
+/* A QLoRA workload's parts (estimate_run.c; docs/estimate.md, "QLoRA"), bytes per GPU: a 4-bit
+ * base quantised at load (quantized): its 4-bit codes, first-level absmaxes (fp32, or 8-bit when
  * double-quantised), second-level fp32 constants, the weights left unquantised (embeddings, head,
  * norms), the dequantised weight of one linear in a forward or backward; the adapters (at
- * adapter_bytes a parameter); the optimizer states a paged optimizer keeps in CUDA unified
- * memory, outside the estimate's peaks */
+ * adapter_bytes a parameter); the optimizer states a paged optimizer keeps in CUDA unified memory,
+ * outside the estimate's peaks */
 typedef struct oomi_qlora {
     bool quantized, double_quant;
     double nf4, absmax, absmax2, unquantized, dequant, adapters, adapter_bytes, paged;
 } oomi_qlora;
 int oomi_qlora_of(oomi_qlora *out, const oom_workload *w);
-json_object *oomi_qlora_json(const oomi_qlora *q);
 /* How sure an estimate is (estimate_confidence.c, data/confidence.json) */
 enum { OOMI_CONF_KEY_MAX = 96 };
 typedef enum oomi_conf_basis {
@@ -210,7 +209,7 @@ typedef struct oomi_zero3 {
 } oomi_zero3;
 int oomi_zero3_of(oomi_zero3 *out, const oom_workload *w, double act);
 typedef struct oomi_zero3_cache oomi_zero3_cache;
-/* Replays kept for w->z3_cache (model.h): a searcher's scratch workload estimated at many knobs
+/* Replays kept for w->zero3.cache (model.h): a searcher's scratch workload estimated at many knobs
  * replays each distinct ZeRO-3 step once (estimate_zero3.c). _new: OOM_OK or OOM_ENOMEM. */
 int oomi_zero3_cache_new(oomi_zero3_cache **out);
 void oomi_zero3_cache_free(oomi_zero3_cache *c);
@@ -261,6 +260,8 @@ typedef struct oomi_layout_result {
     oomi_rank_mem *rank;
     size_t n, limiting;
 } oomi_layout_result;
+/* the layout's part of the estimate report (estimate_pipeline.c): dims, engine, every rank */
+int oomi_layout_report(oom_estimate_report *out, const oom_workload *w);
 int oomi_layout_run(oomi_layout_result *out, const oom_workload *w);
 void oomi_layout_result_free(oomi_layout_result *r);
 /* the estimate JSON's "parallel": the layout, every stage's peak, the rank that limits */
@@ -283,8 +284,13 @@ double oomi_layout_nccl(const oom_workload *w, const oomi_coef *c, double each[O
 
 /* the "memory" object of the estimate JSON, shared by plan (estimate_json.c); NULL on ENOMEM */
 json_object *oomi_estimate_memory_json(const oom_estimate *e);
+/* fills a report (estimate_report.c) from an estimate already run (NULL: the workload's parts
+ * only) and an optional budget; `out` zeroed by the caller, its strings its own on failure too */
+int oomi_estimate_report_fill(oom_estimate_report *out, const oom_workload *w,
+                              const oom_estimate *e, const oom_budget *budget);
 /* the passes over the model a training step's FLOPs count without checkpointing: forward,
- * backward (and the weight gradients of a full fine-tune), a reference's forward (estimate.c) */
+ * backward (and the weight gradients of a full fine-tune), a reference's forward
+ * (estimate_run.c) */
 double oomi_estimate_passes(const oom_workload *w);
 
 #endif

@@ -2,68 +2,50 @@
 #include "estimate/estimate.h"
 
 #include <json-c/json.h>
-#include <math.h>
 #include <string.h>
 
 /* what the objective changes, as TRL counts it (docs/estimate.md, "Objectives") */
-static json_object *objective_json(const oom_workload *w)
+static json_object *objective_json(const oom_estimate_report *r)
 {
     json_object *o = json_object_new_object();
-    oomi_reference r = oomi_reference_of(w);
     if (!o)
         return NULL;
-    oomi_json_put(o, "name",
-                  json_object_new_string(OOMI_VALUE_NAME(oomi_objective_values, w->objective)));
-    oomi_json_put(o, "batch_counts", json_object_new_string(oomi_objective_unit(w->objective)));
-    oomi_json_put(o, "sequences_per_forward",
-                  json_object_new_int64(w->k.batch * oomi_objective_sequences(w->objective)));
-    oomi_json_put(o, "reference",
-                  json_object_new_string(OOMI_VALUE_NAME(oomi_reference_values, r)));
-    if (r == OOMI_REFERENCE_COPY)
-        oomi_json_put(o, "reference_precision",
-                      json_object_new_string(oom_precision_name(
-                          w->ref_precision != OOM_PRECISION_AUTO ? w->ref_precision
-                                                                 : oomi_resolved_precision(w))));
-    if (r != OOMI_REFERENCE_NONE)
-        oomi_json_put(o, "precompute_ref", json_object_new_boolean(w->precompute_ref));
-    if (w->objective == OOMI_OBJECTIVE_GRPO) {
-        long comp = w->completion_len ? w->completion_len : w->k.seq_len / 2;
-        oomi_json_put(o, "num_generations", json_object_new_int64(w->num_generations));
-        oomi_json_put(o, "prompt_len", json_object_new_int64(w->k.seq_len - comp));
-        oomi_json_put(o, "completion_len", json_object_new_int64(comp));
-        oomi_json_put(o, "generation_batch", json_object_new_int64(w->k.batch * w->k.grad_accum));
-        oomi_json_put(o, "rollout",
-                      json_object_new_string(OOMI_VALUE_NAME(oomi_rollout_values, w->rollout)));
-        if (w->rollout != OOMI_ROLLOUT_NONE)
-            oomi_json_put(o, "sleep_mode", json_object_new_int(w->sleep_level));
+    oomi_json_put(o, "name", json_object_new_string(r->objective));
+    oomi_json_put(o, "batch_counts", json_object_new_string(r->batch_counts));
+    oomi_json_put(o, "sequences_per_forward", json_object_new_int64(r->sequences_per_forward));
+    oomi_json_put(o, "reference", json_object_new_string(r->reference));
+    if (r->reference_precision)
+        oomi_json_put(o, "reference_precision", json_object_new_string(r->reference_precision));
+    if (strcmp(r->reference, "none"))
+        oomi_json_put(o, "precompute_ref", json_object_new_boolean(r->precompute_ref));
+    if (r->rollout) { /* grpo */
+        oomi_json_put(o, "num_generations", json_object_new_int64(r->num_generations));
+        oomi_json_put(o, "prompt_len", json_object_new_int64(r->prompt_len));
+        oomi_json_put(o, "completion_len", json_object_new_int64(r->completion_len));
+        oomi_json_put(o, "generation_batch", json_object_new_int64(r->generation_batch));
+        oomi_json_put(o, "rollout", json_object_new_string(r->rollout));
+        if (strcmp(r->rollout, "none"))
+            oomi_json_put(o, "sleep_mode", json_object_new_int(r->sleep_mode));
     }
     return o;
 }
 
 /* the micro-batch as the model sees it under packing (docs/estimate.md, "Sequence packing") */
-static json_object *packing_json(const oom_workload *w)
+static json_object *packing_json(const oom_estimate_report *r)
 {
     json_object *o = json_object_new_object();
-    long rows, len;
     if (!o)
         return NULL;
-    oomi_packed_shape(w, &rows, &len);
-    oomi_json_put(o, "mode",
-                  json_object_new_string(OOMI_VALUE_NAME(oomi_packing_values, w->packing)));
-    oomi_json_put(o, "tokens_per_batch", json_object_new_int64(rows * len));
-    oomi_json_put(o, "rows", json_object_new_int64(rows));
-    oomi_json_put(o, "row_tokens", json_object_new_int64(len));
-    oomi_json_put(o, "longest_document", json_object_new_int64(w->k.seq_len));
-    oomi_json_put(o, "attention_path",
-                  json_object_new_string(w->k.attention == OOM_ATTENTION_FLASH
-                                             ? "varlen kernel, no mask"
-                                         : w->k.attention == OOM_ATTENTION_SDPA
-                                             ? "4D document mask, memory-efficient kernel"
-                                             : "4D document mask, scores of the whole row"));
+    oomi_json_put(o, "mode", json_object_new_string(r->packing));
+    oomi_json_put(o, "tokens_per_batch", json_object_new_int64(r->tokens_per_batch));
+    oomi_json_put(o, "rows", json_object_new_int64(r->pack_rows));
+    oomi_json_put(o, "row_tokens", json_object_new_int64(r->pack_row_tokens));
+    oomi_json_put(o, "longest_document", json_object_new_int64(r->longest_document));
+    oomi_json_put(o, "attention_path", json_object_new_string(r->attention_path));
     return o;
 }
 
-static json_object *workload_json(const oom_workload *w)
+static json_object *workload_json(const oom_workload *w, const oom_estimate_report *r)
 {
     json_object *o = json_object_new_object();
     oom_knobs k = OOM_KNOBS_INIT;
@@ -88,39 +70,39 @@ static json_object *workload_json(const oom_workload *w)
     oomi_json_put(o, "sharding", json_object_new_string(oomi_sharding_text(w)));
     if (oomi_fsdp2(w)) {
         oomi_json_put(o, "fsdp_param_dtype",
-                      json_object_new_string(w->fsdp_bf16 ? "bf16" : "fp32"));
+                      json_object_new_string(w->fsdp2.bf16 ? "bf16" : "fp32"));
         oomi_json_put(o, "reshard_after_forward",
-                      w->fsdp_reshard > 1 ? json_object_new_int64(w->fsdp_reshard)
-                                          : json_object_new_boolean(w->fsdp_reshard == 0));
+                      w->fsdp2.reshard > 1 ? json_object_new_int64(w->fsdp2.reshard)
+                                           : json_object_new_boolean(w->fsdp2.reshard == 0));
     }
     oomi_json_put(o, "offload", json_object_new_string(oom_offload_name(k.offload)));
     if (lora) {
-        oomi_json_put(o, "lora_rank", json_object_new_int64(w->lora_rank));
+        oomi_json_put(o, "lora_rank", json_object_new_int64(w->lora.rank));
         oomi_json_put(o, "lora_targets",
-                      json_object_new_string(w->lora_targets ? w->lora_targets
+                      json_object_new_string(w->lora.targets ? w->lora.targets
                                              : w->model      ? w->model->default_targets
                                                              : "default"));
-        oomi_json_put(o, "lora_dropout", json_object_new_double(w->lora_dropout));
+        oomi_json_put(o, "lora_dropout", json_object_new_double(w->lora.dropout));
     }
-    if (w->objective != OOMI_OBJECTIVE_SFT)
-        oomi_json_put(o, "objective", objective_json(w));
-    if (w->packing != OOMI_PACKING_NONE)
-        oomi_json_put(o, "packing", packing_json(w));
-    if (w->tp > 1)
-        oomi_json_put(o, "tensor_parallel", json_object_new_int64(w->tp));
+    if (r->objective)
+        oomi_json_put(o, "objective", objective_json(r));
+    if (r->packing)
+        oomi_json_put(o, "packing", packing_json(r));
+    if (w->parallel.tp > 1)
+        oomi_json_put(o, "tensor_parallel", json_object_new_int64(w->parallel.tp));
     if (k.method == OOM_METHOD_INFERENCE)
-        oomi_json_put(
-            o, "kv_cache",
-            json_object_new_string(OOMI_VALUE_NAME(oomi_kv_cache_values, w->kv_transformers)));
-    if (w->keep_grads)
+        oomi_json_put(o, "kv_cache",
+                      json_object_new_string(
+                          OOMI_VALUE_NAME(oomi_kv_cache_values, w->serve.kv_transformers)));
+    if (w->runtime.keep_grads)
         oomi_json_put(o, "keep_grads", json_object_new_boolean(1));
-    if (w->overhead != OOM_UNKNOWN)
-        oomi_json_put(o, "overhead", oomi_json_size(w->overhead));
-    if (w->decoder_seq)
-        oomi_json_put(o, "decoder_seq", json_object_new_int64(w->decoder_seq));
-    if (w->max_pos_override)
-        oomi_json_put(o, "max_positions", json_object_new_int64(w->max_pos_override));
-    oomi_json_put(o, "gpu", w->has_gpu ? json_object_new_string(w->gpu_id) : NULL);
+    if (w->runtime.overhead != OOM_UNKNOWN)
+        oomi_json_put(o, "overhead", oomi_json_size(w->runtime.overhead));
+    if (w->shape.decoder_seq)
+        oomi_json_put(o, "decoder_seq", json_object_new_int64(w->shape.decoder_seq));
+    if (w->shape.max_positions)
+        oomi_json_put(o, "max_positions", json_object_new_int64(w->shape.max_positions));
+    oomi_json_put(o, "gpu", w->gpu.known ? json_object_new_string(w->gpu.id) : NULL);
     return o;
 }
 
@@ -191,27 +173,24 @@ json_object *oomi_kv_layout_json(const oomi_kv_layout *kv)
 }
 
 /* what a 4-bit base, its adapters and a paged optimizer hold; NULL where none of them is */
-json_object *oomi_qlora_json(const oomi_qlora *q)
+static json_object *qlora_json(const oom_estimate_report *r)
 {
     json_object *o;
-    if ((!q->quantized && q->adapter_bytes <= 0 && q->paged <= 0) ||
-        !(o = json_object_new_object()))
+    if (!r->has_qlora || !(o = json_object_new_object()))
         return NULL;
-    if (q->quantized) {
-        oomi_json_put(o, "double_quant", json_object_new_boolean(q->double_quant));
-        oomi_json_put(o, "nf4_bytes", oomi_json_size((uint64_t)llround(q->nf4)));
-        oomi_json_put(o, "absmax_bytes", oomi_json_size((uint64_t)llround(q->absmax)));
-        oomi_json_put(o, "absmax2_bytes", oomi_json_size((uint64_t)llround(q->absmax2)));
-        oomi_json_put(o, "unquantized_bytes", oomi_json_size((uint64_t)llround(q->unquantized)));
-        oomi_json_put(o, "dequantized_transient_bytes",
-                      oomi_json_size((uint64_t)llround(q->dequant)));
+    if (r->quantized) {
+        oomi_json_put(o, "double_quant", json_object_new_boolean(r->double_quant));
+        oomi_json_put(o, "nf4_bytes", oomi_json_size(r->nf4_bytes));
+        oomi_json_put(o, "absmax_bytes", oomi_json_size(r->absmax_bytes));
+        oomi_json_put(o, "absmax2_bytes", oomi_json_size(r->absmax2_bytes));
+        oomi_json_put(o, "unquantized_bytes", oomi_json_size(r->unquantized_bytes));
+        oomi_json_put(o, "dequantized_transient_bytes", oomi_json_size(r->dequantized_bytes));
     }
-    if (q->adapter_bytes > 0) {
-        oomi_json_put(o, "adapter_dtype",
-                      json_object_new_string(q->adapter_bytes < 4 ? "bf16" : "fp32"));
-        oomi_json_put(o, "adapter_bytes", oomi_json_size((uint64_t)llround(q->adapters)));
+    if (r->adapter_dtype) {
+        oomi_json_put(o, "adapter_dtype", json_object_new_string(r->adapter_dtype));
+        oomi_json_put(o, "adapter_bytes", oomi_json_size(r->adapter_bytes));
     }
-    oomi_json_put(o, "paged_optimizer_bytes", oomi_json_size((uint64_t)llround(q->paged)));
+    oomi_json_put(o, "paged_optimizer_bytes", oomi_json_size(r->paged_optimizer_bytes));
     return o;
 }
 
@@ -234,31 +213,22 @@ static void estimate_json(json_object *root, const oom_estimate *e)
 }
 
 /* The 95 % bounds in "memory" and how they were found in "confidence" (estimate_confidence.c) */
-static int confidence_json(json_object *root, const oom_workload *w, const oom_estimate *e)
+static int confidence_json(json_object *root, const oom_estimate_report *r)
 {
     json_object *mem = oomi_json_get(root, "memory"), *o;
-    oom_knobs k = OOM_KNOBS_INIT;
-    oomi_conf c;
-    int err;
 
-    if ((err = oom_workload_get_knobs(&k, w)) ||
-        (err = oomi_confidence_class(&c, &k, w->tp, w->overhead != OOM_UNKNOWN, 0.95)))
-        return err;
-    oomi_json_put(mem, "allocated_peak_upper95",
-                  oomi_json_size(oomi_confidence_bound(&c, e->allocated_peak, false)));
-    oomi_json_put(mem, "reserved_peak_upper95",
-                  oomi_json_size(oomi_confidence_bound(&c, e->reserved_peak, false)));
-    oomi_json_put(mem, "device_peak_upper95",
-                  oomi_json_size(oomi_confidence_bound(&c, e->device_peak, true)));
+    oomi_json_put(mem, "allocated_peak_upper95", oomi_json_size(r->allocated_peak_upper95));
+    oomi_json_put(mem, "reserved_peak_upper95", oomi_json_size(r->reserved_peak_upper95));
+    oomi_json_put(mem, "device_peak_upper95", oomi_json_size(r->device_peak_upper95));
     if (!(o = json_object_new_object()))
         return oomi_nomem();
-    oomi_json_put(o, "level", json_object_new_double(c.level));
-    oomi_json_put(o, "class", json_object_new_string(c.key));
-    oomi_json_put(o, "basis", json_object_new_string(oomi_conf_basis_name(c.basis)));
-    oomi_json_put(o, "errors_of", json_object_new_string(c.used));
-    oomi_json_put(o, "cases", json_object_new_int64(c.cases));
-    oomi_json_put(o, "under_prediction", oomi_json_number(c.under, 4));
-    oomi_json_put(o, "context_uncertainty_bytes", oomi_json_size((uint64_t)c.ctx));
+    oomi_json_put(o, "level", json_object_new_double(r->confidence_level));
+    oomi_json_put(o, "class", json_object_new_string(r->confidence_class));
+    oomi_json_put(o, "basis", json_object_new_string(r->confidence_basis));
+    oomi_json_put(o, "errors_of", json_object_new_string(r->confidence_errors_of));
+    oomi_json_put(o, "cases", json_object_new_int64(r->confidence_cases));
+    oomi_json_put(o, "under_prediction", oomi_json_number(r->under_prediction, 4));
+    oomi_json_put(o, "context_uncertainty_bytes", oomi_json_size(r->context_uncertainty_bytes));
     return oomi_json_put(root, "confidence", o);
 }
 
@@ -284,18 +254,21 @@ int oom_estimate_to_json(char **out, const oom_workload *w, const oom_estimate *
 int oom_estimate_to_json_budget(char **out, const oom_workload *w, const oom_estimate *e,
                                 const oom_budget *budget)
 {
-    json_object *root = json_object_new_object();
+    oom_estimate_report r = OOM_ESTIMATE_REPORT_INIT;
+    json_object *root = NULL;
     int err;
 
     *out = NULL;
     if ((e && (err = oomi_check_version(e->version, OOM_ESTIMATE_VERSION, "oom_estimate"))) ||
-        (budget && (err = oomi_check_version(budget->version, OOM_BUDGET_VERSION, "oom_budget")))) {
-        json_object_put(root);
+        (budget && (err = oomi_check_version(budget->version, OOM_BUDGET_VERSION, "oom_budget"))))
         return err;
+    if ((err = oomi_estimate_report_fill(&r, w, e, budget)))
+        goto done;
+    if (!(root = json_object_new_object())) {
+        err = oomi_nomem();
+        goto done;
     }
-    if (!root)
-        return oomi_nomem();
-    oomi_json_put(root, "workload", workload_json(w));
+    oomi_json_put(root, "workload", workload_json(w, &r));
     if (w->model)
         oomi_json_put(root, "model", model_json(w));
     if (e)
@@ -306,30 +279,29 @@ int oom_estimate_to_json_budget(char **out, const oom_workload *w, const oom_est
         oomi_json_put(root, "kv_cache_layers", oomi_kv_layout_json(&kv));
     }
     if (e && w->model) {
-        oomi_qlora q;
-        if (!oomi_qlora_of(&q, w))
-            oomi_json_put(root, "qlora", oomi_qlora_json(&q));
+        oomi_json_put(root, "qlora", qlora_json(&r));
         oomi_json_put(root, "overhead", oomi_overhead_json(w));
         oomi_json_put(root, "cublas_workspace", oomi_cublas_json(w));
     }
     if (e && w->model && w->k.sharding == OOM_SHARDING_ZERO3 &&
         w->k.method != OOM_METHOD_INFERENCE) {
         json_object *z;
-        if ((err = oomi_zero3_json(&z, w, (double)e->activations))) {
-            json_object_put(root);
-            return err;
-        }
+        if ((err = oomi_zero3_json(&z, w, (double)e->activations)))
+            goto done;
         oomi_json_put(root, "zero3", z);
     }
     if (e && w->model && oomi_layout_on(w)) /* every pipeline rank's peak, the groups */
         oomi_json_put(root, "parallel", oomi_layout_json(w));
-    if (e && w->model && (err = confidence_json(root, w, e))) {
-        json_object_put(root);
-        return err;
-    }
+    if (e && w->model && (err = confidence_json(root, &r)))
+        goto done;
     if (e && budget)
         oomi_json_put(root, "budget", budget_json(e, budget));
-    return oomi_json_finish(out, root);
+    err = oomi_json_finish(out, root);
+    root = NULL;
+done:
+    json_object_put(root);
+    oom_estimate_report_dispose(&r);
+    return err;
 }
 
 int oom_model_presets_json(char **out)

@@ -100,7 +100,7 @@ void oomi_layout_dims(oomi_dims *d, const oom_workload *w)
     const oomi_layout *l = &w->layout;
     double V = (double)w->model->vocab;
     memset(d, 0, sizeof(*d));
-    d->tp = w->tp, d->pp = l->pp, d->vpp = l->vpp, d->ep = l->ep, d->cp = l->cp;
+    d->tp = w->parallel.tp, d->pp = l->pp, d->vpp = l->vpp, d->ep = l->ep, d->cp = l->cp;
     d->etp = oomi_layout_etp(w);
     d->dp = w->k.gpus;
     d->edp = d->tp * d->cp * d->dp / (d->ep * d->etp);
@@ -121,7 +121,7 @@ void oomi_layout_dims(oomi_dims *d, const oom_workload *w)
      * transformer_engine/pytorch/module/base.py), and one per stream of its grouped GEMMs
      * (num_cublas_streams 4) where experts run as TEGroupedMLP */
     if (!d->titan)
-        d->te_workspace = (w->has_gpu && w->cc_major >= 9 ? 33554432.0 : 4194304.0) *
+        d->te_workspace = (w->gpu.known && w->gpu.cc_major >= 9 ? 33554432.0 : 4194304.0) *
                           (w->model->experts > 0 ? 5 : 1);
 }
 
@@ -158,7 +158,7 @@ static void model_states(oomi_chunk *k, const oom_workload *w, const oomi_coef *
          * it with its MixedPrecisionPolicy even unsharded (parallelize_llama: "Always run
          * apply_fsdp_to_decoder -- with shard_degree=1 it is a no-op for the all-gather but
          * still installs the MixedPrecisionPolicy"): amp-* without fsdp2 is that */
-        ep = w->fsdp_bf16 ? 2 : 4;
+        ep = w->fsdp2.bf16 ? 2 : 4;
         sharded = oomi_fsdp2(w) ? dense / (double)(d->dp * d->cp) + expert / (double)d->edp : all;
         k->w = k->g = sharded * ep, k->o = sharded * ep * states;
         k->topt = sharded * ep * c->opt_temp[o];
@@ -178,10 +178,10 @@ static void fsdp2_gathers(oomi_chunk *k, const oom_workload *w, const oomi_dims 
                           const lparams *lp, double vocab_rows)
 {
     double B = lp->attn + fmax(lp->dense, lp->moe + lp->experts), c = 2;
-    double ps = w->fsdp_bf16 ? 2 : 4, n = (double)(d->dp * d->cp);
+    double ps = w->fsdp2.bf16 ? 2 : 4, n = (double)(d->dp * d->cp);
     double root =
         (k->first ? vocab_rows : 0) + (k->last ? vocab_rows + (double)w->model->hidden : 0);
-    bool keep = w->reshard_set ? w->fsdp_reshard < 0 : d->pp > 1;
+    bool keep = w->fsdp2.reshard_set ? w->fsdp2.reshard < 0 : d->pp > 1;
     k->gathered = c * (keep ? k->params : root);
     k->fws = fmax(k->fws, keep ? 0 : 2 * B * c);
     k->bws += B * (c + ps + ps / n) + (keep ? 0 : 2 * B * c);
@@ -254,8 +254,8 @@ static void layer_acts(lacts *a, const oom_workload *w, const oomi_dims *d, bool
  * groups of N (the first of each group keeps the group's input) or its block of the first N */
 static int wrapped(const oom_workload *w, long j)
 {
-    long n = w->ckpt_every > 1 ? w->ckpt_every : 1;
-    if (w->k.checkpointing != OOM_CHECKPOINTING_FULL || w->ckpt_op)
+    long n = w->ckpt.every > 1 ? w->ckpt.every : 1;
+    if (w->k.checkpointing != OOM_CHECKPOINTING_FULL || w->ckpt.op)
         return 0;
     if (w->layout.engine == OOMI_ENGINE_TORCHTITAN)
         return (j + 1) % n == 0;
@@ -277,7 +277,7 @@ static void chunk_layers(oomi_chunk *k, const oom_workload *w, const oomi_dims *
     for (j = 0; j < k->layers; j++) {
         lacts a;
         layer_acts(&a, w, d, sparse_layer(m, k->first_layer + j));
-        if (w->ckpt_op && w->k.checkpointing == OOM_CHECKPOINTING_FULL) {
+        if (w->ckpt.op && w->k.checkpointing == OOM_CHECKPOINTING_FULL) {
             k->act += a.input + a.sac;
             rc = fmax(rc, a.full - a.input - a.sac);
         } else if (wrapped(w, j)) {

@@ -30,11 +30,11 @@ static double context(const oom_workload *w, const oomi_coef *c, bool train, boo
     double b = c->ctx_generic;
     bool exact = false, major = false;
     size_t i;
-    for (i = 0; w->has_gpu && i < c->nctx; i++) {
+    for (i = 0; w->gpu.known && i < c->nctx; i++) {
         double v = train ? c->ctx[i].bytes : c->ctx[i].inference_bytes;
-        if (c->ctx[i].major == w->cc_major && c->ctx[i].minor == w->cc_minor)
+        if (c->ctx[i].major == w->gpu.cc_major && c->ctx[i].minor == w->gpu.cc_minor)
             b = v, exact = true;
-        else if (!exact && c->ctx[i].major == w->cc_major)
+        else if (!exact && c->ctx[i].major == w->gpu.cc_major)
             b = v, major = true;
     }
     *exact_out = exact || major;
@@ -46,9 +46,9 @@ static double context(const oom_workload *w, const oomi_coef *c, bool train, boo
  * (https://github.com/vllm-project/vllm/issues/9699: NVLS appears above 2 GPUs on H100 and H200) */
 static bool nvls_on(const oom_workload *w, const oomi_coef *c, long ranks)
 {
-    if (w->nccl_nvls)
-        return w->nccl_nvls == 2;
-    return w->has_gpu && w->cc_major >= c->nccl.nvls_min_cc && ranks >= c->nccl.nvls_min_gpus;
+    if (w->nccl.nvls)
+        return w->nccl.nvls == 2;
+    return w->gpu.known && w->gpu.cc_major >= c->nccl.nvls_min_cc && ranks >= c->nccl.nvls_min_gpus;
 }
 
 /* communicators with buffers: as set, else two for a serving engine's tensor parallelism (vLLM
@@ -57,9 +57,9 @@ static bool nvls_on(const oom_workload *w, const oomi_coef *c, long ranks)
  * https://github.com/vllm-project/vllm/issues/9699), else one (the default process group) */
 static long communicators(const oom_workload *w)
 {
-    if (w->nccl_comms)
-        return w->nccl_comms;
-    return w->k.method == OOM_METHOD_INFERENCE && !w->kv_transformers ? 2 : 1;
+    if (w->nccl.comms)
+        return w->nccl.comms;
+    return w->k.method == OOM_METHOD_INFERENCE && !w->serve.kv_transformers ? 2 : 1;
 }
 
 static void nccl(oomi_overhead *o, const oom_workload *w, const oomi_coef *c, long ranks)
@@ -67,8 +67,8 @@ static void nccl(oomi_overhead *o, const oom_workload *w, const oomi_coef *c, lo
     double heads = (double)ranks < c->nccl.node_gpus ? (double)ranks : c->nccl.node_gpus;
     o->ranks = ranks;
     o->comms = communicators(w);
-    o->buffsize = w->nccl_buffsize ? (double)w->nccl_buffsize : c->nccl.buffsize;
-    o->channels = w->nccl_channels ? w->nccl_channels : (long)c->nccl.channels;
+    o->buffsize = w->nccl.buffsize ? (double)w->nccl.buffsize : c->nccl.buffsize;
+    o->channels = w->nccl.channels ? w->nccl.channels : (long)c->nccl.channels;
     /* one ring connection per channel, a buffer per protocol (SIMPLE, LL, LL128) */
     o->ring = (double)o->channels * (o->buffsize + c->nccl.ll + c->nccl.ll128);
     o->nvls = nvls_on(w, c, ranks);
@@ -127,8 +127,8 @@ double oomi_layout_nccl(const oom_workload *w, const oomi_coef *c, double each[O
             double ch = g[i].intra ? c->nccl.p2p_nvl_channels : c->nccl.p2p_net_channels;
             if (chunk * c->nccl.p2p_steps > o.buffsize) /* at most NCCL_BUFFSIZE a connection */
                 chunk = o.buffsize / c->nccl.p2p_steps;
-            if (w->nccl_channels && (double)w->nccl_channels < ch)
-                ch = (double)w->nccl_channels;
+            if (w->nccl.channels && (double)w->nccl.channels < ch)
+                ch = (double)w->nccl.channels;
             b = (double)g[i].peers * 2 * ch * chunk * c->nccl.p2p_steps;
         }
         if (each)
@@ -142,16 +142,17 @@ int oomi_overhead_of(oomi_overhead *out, const oom_workload *w)
 {
     const oomi_coef *c;
     bool train = w->k.method != OOM_METHOD_INFERENCE, exact;
-    long ranks = train ? w->k.gpus : w->tp;
+    long ranks = train ? w->k.gpus : w->parallel.tp;
     int err;
 
     memset(out, 0, sizeof(*out));
     if ((err = oomi_coef_get(&c)))
         return err;
-    if (w->overhead != OOM_UNKNOWN) {
-        out->part[out->n++] = (oomi_overhead_part){
-            "given", (double)w->overhead, "--overhead (CUDA context, workspaces, NCCL)", NULL};
-        out->total = (double)w->overhead;
+    if (w->runtime.overhead != OOM_UNKNOWN) {
+        out->part[out->n++] =
+            (oomi_overhead_part){"given", (double)w->runtime.overhead,
+                                 "--overhead (CUDA context, workspaces, NCCL)", NULL};
+        out->total = (double)w->runtime.overhead;
         return OOM_OK;
     }
     out->part[out->n].name = "cuda_context";
@@ -159,7 +160,7 @@ int oomi_overhead_of(oomi_overhead *out, const oom_workload *w)
     out->part[out->n].source = exact ? CONTEXT_SOURCE : CONTEXT_GENERIC_SOURCE;
     out->part[out->n++].change = "--overhead (replaces every part)";
     if (train && oomi_layout_on(w)) { /* every process group of the layout (its own list) */
-        nccl(out, w, c, w->tp);
+        nccl(out, w, c, w->parallel.tp);
         out->part[out->n].name = "nccl";
         out->part[out->n].bytes = oomi_layout_nccl(w, c, NULL);
         out->part[out->n].source = NCCL_LAYOUT_SOURCE;
@@ -171,7 +172,7 @@ int oomi_overhead_of(oomi_overhead *out, const oom_workload *w)
         out->part[out->n].bytes = (double)out->comms * (out->ring + out->nvls_bytes);
         out->part[out->n].source = NCCL_SOURCE;
         out->part[out->n++].change =
-            w->nccl_buffsize && w->nccl_channels && w->nccl_nvls && w->nccl_comms
+            w->nccl.buffsize && w->nccl.channels && w->nccl.nvls && w->nccl.comms
                 ? NULL
                 : "--nccl-buffsize (NCCL_BUFFSIZE), --nccl-channels (NCCL_MAX_NCHANNELS), "
                   "--nccl-nvls (NCCL_NVLS_ENABLE), --nccl-communicators";
@@ -224,10 +225,10 @@ json_object *oomi_overhead_json(const oom_workload *w)
 double oomi_cublas_workspace(const oom_workload *w, const oomi_coef *c, bool *is_default)
 {
     if (is_default)
-        *is_default = w->cublas_ws == OOM_UNKNOWN;
-    if (w->cublas_ws != OOM_UNKNOWN)
-        return (double)w->cublas_ws;
-    return w->has_gpu && w->cc_major == 9 ? c->cublas_hopper : c->cublas_default;
+        *is_default = w->runtime.cublas_ws == OOM_UNKNOWN;
+    if (w->runtime.cublas_ws != OOM_UNKNOWN)
+        return (double)w->runtime.cublas_ws;
+    return w->gpu.known && w->gpu.cc_major == 9 ? c->cublas_hopper : c->cublas_default;
 }
 
 json_object *oomi_cublas_json(const oom_workload *w)

@@ -239,3 +239,32 @@ json_object *oomi_layout_json(const oom_workload *w)
     oomi_layout_result_free(&r);
     return o;
 }
+
+int oomi_layout_report(oom_estimate_report *out, const oom_workload *w)
+{
+    const oomi_coef *c;
+    oomi_layout_result r;
+    double ws;
+    size_t i;
+    int err;
+
+    if ((err = oomi_coef_get(&c)) || (err = oomi_layout_run(&r, w)))
+        return err;
+    if (!(out->ranks = oomi_calloc(r.n, sizeof(*out->ranks))) ||
+        !(out->engine = oomi_strdup(OOMI_VALUE_NAME(oomi_engine_values, w->layout.engine)))) {
+        oomi_layout_result_free(&r);
+        return oomi_nomem();
+    }
+    ws = oomi_cublas_workspace(w, c, NULL);
+    for (i = 0; i < r.n; i++)
+        out->ranks[i] =
+            (oom_estimate_rank){(uint64_t)llround(r.rank[i].peak + ws), r.rank[i].layers,
+                                r.rank[i].in_flight, (oom_phase)r.rank[i].phase};
+    out->n_ranks = r.n, out->limiting_rank = r.limiting;
+    out->tensor_parallel = r.d.tp, out->sequence_parallel = r.d.sp;
+    out->pipeline_parallel = r.d.pp, out->virtual_stages = r.d.vpp;
+    out->context_parallel = r.d.cp, out->data_parallel = r.d.dp;
+    out->expert_parallel = r.d.ep, out->expert_tensor_parallel = r.d.etp;
+    oomi_layout_result_free(&r);
+    return OOM_OK;
+}

@@ -84,7 +84,7 @@ static void block_sizes(const oom_workload *w, double *dec, double *enc, double 
     double blocks = m->layers + m->enc_layers > 0 ? (double)(m->layers + m->enc_layers) : 1;
     double other = (double)m->params - (double)m->params_linear - (double)m->params_embed -
                    (double)m->params_lm_head - (double)m->params_vision;
-    *small = other > 0 && (double)m->hidden < w->z3_persist ? other : 0;
+    *small = other > 0 && (double)m->hidden < w->zero3.persistence ? other : 0;
     *dec = (double)m->params_layer_max - *small / blocks;
     *enc = 0;
     if (m->enc_layers > 0)
@@ -140,10 +140,10 @@ static void z3_key(double *key, const oom_workload *w)
     key[n++] = !lm_head(m) ? 0 : m->params_lm_head > 0 ? 1 : m->tied ? 2 : 0;
     key[n++] = dec, key[n++] = enc, key[n++] = small;
     key[n++] = (double)m->params_embed, key[n++] = (double)m->params_lm_head;
-    key[n++] = (double)w->k.seq_len, key[n++] = (double)w->decoder_seq;
+    key[n++] = (double)w->k.seq_len, key[n++] = (double)w->shape.decoder_seq;
     key[n++] = frozen_of(w);
-    key[n++] = w->z3_persist, key[n++] = w->z3_reuse, key[n++] = w->z3_live;
-    key[n++] = w->z3_prefetch, key[n++] = w->z3_reduce;
+    key[n++] = w->zero3.persistence, key[n++] = w->zero3.reuse, key[n++] = w->zero3.max_live;
+    key[n++] = w->zero3.prefetch, key[n++] = w->zero3.reduce;
     key[n++] = w->k.offload == OOM_OFFLOAD_OPTIMIZER_PARAMS ? 1.0 / (double)w->k.gpus : 0;
     key[n++] = bytes_of(w);
 }
@@ -209,7 +209,7 @@ static void trace_build(z3_trace *t, const oom_workload *w, bool frozen)
         t->last[i] = -1, t->avail[i] = false;
     /* the activations a block leaves grow with the tokens it sees: the encoder's --seq, the
      * decoder's --decoder-seq (enc-dec) */
-    td = E > 0 && w->decoder_seq ? (double)w->decoder_seq : te;
+    td = E > 0 && w->shape.decoder_seq ? (double)w->shape.decoder_seq : te;
     all = E * te + L * td;
     /* forward: embedding, encoder blocks, the embedding again for the decoder, blocks, head */
     add(t, 0, 0);
@@ -246,24 +246,24 @@ static bool kept(const z3_trace *t, const oom_workload *w, int s)
 {
     int u = t->id[s], n = t->next[s], j;
     double passed = 0, d;
-    if (size_of(t, u) < w->z3_persist || t->last[u] > s + 1)
+    if (size_of(t, u) < w->zero3.persistence || t->last[u] > s + 1)
         return true;
     if (n < 0) /* never fetched again: the scan runs to the end */
         return false;
     d = t->sum[n] - t->sum[s + 1];
-    if (d + t->slack < w->z3_reuse)
+    if (d + t->slack < w->zero3.reuse)
         return true;
-    if (d - t->slack >= w->z3_reuse)
+    if (d - t->slack >= w->zero3.reuse)
         return false;
-    for (j = s + 1; j < n && passed < w->z3_reuse; j++)
+    for (j = s + 1; j < n && passed < w->zero3.reuse; j++)
         if (t->id[j] >= 0)
             passed += size_of(t, t->id[j]);
-    return passed < w->z3_reuse;
+    return passed < w->zero3.reuse;
 }
 
 static bool gather(z3_trace *t, const oom_workload *w, int u, double *live)
 {
-    if (u < 0 || t->avail[u] || size_of(t, u) < w->z3_persist)
+    if (u < 0 || t->avail[u] || size_of(t, u) < w->zero3.persistence)
         return false;
     t->avail[u] = true, *live += size_of(t, u);
     return true;
@@ -332,7 +332,8 @@ static void replay(z3_sink *k, z3_trace *t, const oom_workload *w, double *end)
          * prefetch_bucket_size elements are on their way: the scan stops once it has that many,
          * so it can overshoot by one tensor */
         v = live + copy, g = live;
-        budget = w->z3_live - live < w->z3_prefetch ? w->z3_live - live : w->z3_prefetch;
+        budget = w->zero3.max_live - live < w->zero3.prefetch ? w->zero3.max_live - live
+                                                              : w->zero3.prefetch;
         for (; q < t->steps && ahead < budget; q++) {
             int n = t->id[q];
             if (n >= 0 && q > t->last[n])
@@ -409,14 +410,14 @@ int oomi_zero3_of(oomi_zero3 *out, const oom_workload *w, double act)
     /* the contiguous gradient bucket, allocated when the optimizer is made and kept (stage3.py:
      * "if self.contiguous_gradients: ... torch.empty(self.reduce_bucket_size, ...)"), in the
      * communication dtype, the parameters' */
-    out->bucket = w->z3_reduce * bytes;
+    out->bucket = w->zero3.reduce * bytes;
     /* the moment against the turn to the backward, when the activations peak: what it has fewer
      * of comes off; the first worst moment of the step (negative activations: every moment
      * counts, no cache) */
-    if (w->z3_cache && act >= 0) {
-        const z3_entry *e = cached(w->z3_cache, w);
+    if (w->zero3.cache && act >= 0) {
+        const z3_entry *e = cached(w->zero3.cache, w);
         for (i = 0; i < e->n; i++)
-            z3_pick(&k, &w->z3_cache->pool[e->first + i]);
+            z3_pick(&k, &w->zero3.cache->pool[e->first + i]);
         end = e->end;
     } else {
         z3_trace t;
@@ -455,11 +456,11 @@ int oomi_zero3_json(json_object **out, const oom_workload *w, double act)
     oomi_json_put(o, "fewer_activations", oomi_json_size((uint64_t)z.fewer_activations));
     oomi_json_put(o, "turn_total", oomi_json_size((uint64_t)z.turn));
     oomi_json_put(o, "gathered_after_backward", oomi_json_size((uint64_t)z.end));
-    oomi_json_put(o, "max_live_params", json_object_new_double(w->z3_live));
-    oomi_json_put(o, "prefetch_bucket", json_object_new_double(w->z3_prefetch));
-    oomi_json_put(o, "persistence_threshold", json_object_new_double(w->z3_persist));
-    oomi_json_put(o, "max_reuse_distance", json_object_new_double(w->z3_reuse));
-    oomi_json_put(o, "reduce_bucket_size", json_object_new_double(w->z3_reduce));
+    oomi_json_put(o, "max_live_params", json_object_new_double(w->zero3.max_live));
+    oomi_json_put(o, "prefetch_bucket", json_object_new_double(w->zero3.prefetch));
+    oomi_json_put(o, "persistence_threshold", json_object_new_double(w->zero3.persistence));
+    oomi_json_put(o, "max_reuse_distance", json_object_new_double(w->zero3.reuse));
+    oomi_json_put(o, "reduce_bucket_size", json_object_new_double(w->zero3.reduce));
     *out = o;
     return OOM_OK;
 }

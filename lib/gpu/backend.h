@@ -1,6 +1,6 @@
 /*
- * gpu/backend.h - the table of functions a GPU vendor backend provides. The core (gpu.c) never
- * knows which vendor it talks to; NVML (gpu_nvml.c) is the one backend today.
+ * gpu/backend.h - the table of functions a GPU vendor backend provides. The core (discover.c)
+ * never knows which vendor it talks to; NVML (gpu_nvml.c) is the one backend today.
  */
 #ifndef OOMLESS_GPU_BACKEND_H
 #define OOMLESS_GPU_BACKEND_H

@@ -1,5 +1,5 @@
 /*
- * gpu/gpu.h - what the GPU layer's files share: GPU detection behind a vendor table (gpu.c,
+ * gpu/gpu.h - what the GPU layer's files share: GPU detection behind a vendor table (discover.c,
  * backend.h, gpu_nvml.c), profile entries (profile.c), the catalog (catalog.c), the user config
  * (config.c) and target resolution (target.c). Uses core.
  */

@@ -1,6 +1,7 @@
 /*
  * model/model.h - model configs (config.json readers), presets and lookup, LoRA targets and the
- * workload (model.c, preset.c, lookup.c, lora.c, workload.c, workload_set.c). Uses core.
+ * workload (hfconfig*.c, preset.c, lookup.c, lora.c, workload.c, workload_set.c,
+ * workload_check.c). Uses core.
  */
 #ifndef OOMLESS_MODEL_MODEL_H
 #define OOMLESS_MODEL_MODEL_H
@@ -133,7 +134,7 @@ int oomi_hub_cache(char **out);
 int oomi_hub_fetch(char **out, const char *repo, const char *id, const char *revision);
 
 int oomi_model_load(oomi_model **out, const char *name_or_path);
-/* Reads and parses one config.json; `name` is what the model is called (model.c). */
+/* Reads and parses one config.json; `name` is what the model is called (hfconfig.c). */
 int oomi_model_load_file(oomi_model **out, const char *path, const char *name);
 int oomi_model_parse(oomi_model **out, json_object *cfg, const char *name, const char *path);
 void oomi_model_free(oomi_model *m);
@@ -190,74 +191,113 @@ int oomi_layout_set(oom_workload *w, const char *key, const char *value);
 int oomi_layout_get(char **out, const oom_workload *w, const char *key);
 int oomi_layout_validate(const oom_workload *w);
 
-/* the workload (workload.c), read by estimate.c */
+/* the workload (workload.c, its options set in workload_set.c), read by the estimator
+ * (estimate/) and the planner; grouped by what each part describes */
 struct oom_workload {
-    oomi_model *model;
-    char *model_arg;
-    oom_knobs k;
-    /* checkpointing full: one layer in N checkpointed (ckpt_every 0, 1: every one), the N-th of
-     * each N (ckpt_nth: torchtitan) else the first (transformers); the checkpointed layers' inputs
-     * kept in host memory (ckpt_offload: save_on_cpu); every layer under torchtitan's op-level
-     * selective policy (ckpt_op: "op-sac", estimate.c op_sac_per_token) */
-    long ckpt_every;
-    bool ckpt_nth, ckpt_offload, ckpt_op;
-    unsigned ckpt_search; /* plan: the variants of full it may try (OOMI_CKS_*, plan_ckpt.c) */
-    long lora_rank;
-    char *lora_targets; /* NULL: the family's default */
-    double lora_dropout;
-    bool lora_rank_set, lora_targets_set, lora_dropout_set;
-    long max_pos_override; /* 0: none */
-    long decoder_seq;      /* enc-dec target length; 0: = seq */
+    oomi_model *model; /* the model as its config.json reads */
+    char *model_arg;   /* --model as given */
+    oom_knobs k;       /* what the planner searches: method, precision, batch, seq, ... */
+    /* the model's sequences beyond k.seq_len */
+    struct {
+        long max_positions; /* raised max positions (RoPE scaling); 0: the model's */
+        long decoder_seq;   /* an encoder-decoder's target tokens; 0: = seq */
+    } shape;
+    /* the method: LoRA's adapters (the *_set flags: given, for the checks of other methods) */
+    struct {
+        long rank;
+        char *targets; /* NULL: the family's default */
+        double dropout;
+        unsigned adapter_dtype; /* oomi_adapter_dtype: the adapters, their grads and states */
+        bool rank_set, targets_set, dropout_set;
+    } lora;
+    /* the precision of a quantised base (docs/estimate.md, "QLoRA"): bnb_4bit_use_double_quant
+     * (0 auto: yes under qlora, BitsAndBytesConfig's no elsewhere; 1 no; 2 yes); PEFT's
+     * prepare_model_for_kbit_training, unquantised params in fp32 (0 auto: simpo and orpo on a
+     * bitsandbytes base, whose TRL trainers call it; 1 no; 2 yes; oomi_kbit_prepare) */
+    struct {
+        unsigned double_quant;
+        unsigned kbit_prepare;
+    } quant;
+    /* checkpointing full: one layer in N checkpointed (every 0, 1: every one), the N-th of each N
+     * (nth: torchtitan) else the first (transformers); the checkpointed layers' inputs kept in
+     * host memory (offload: save_on_cpu); every layer under torchtitan's op-level selective
+     * policy (op: "op-sac", estimate_activations.c oomi_est_op_sac); the variants of full a plan
+     * may try (search: OOMI_CKS_*, plan_ckpt.c) */
+    struct {
+        long every;
+        bool nth, offload, op;
+        unsigned search;
+    } ckpt;
     /* DeepSpeed ZeRO-3's knobs, in elements (zero_optimization in the DeepSpeed config; defaults
      * DeepSpeed's, deepspeed/runtime/zero/config.py): stage3_max_live_parameters,
      * stage3_prefetch_bucket_size, stage3_param_persistence_threshold, stage3_max_reuse_distance,
-     * reduce_bucket_size */
-    double z3_live, z3_prefetch, z3_persist, z3_reuse, z3_reduce;
-    /* the ZeRO-3 replays a search keeps (estimate/estimate_zero3.c), borrowed from the searcher;
-     * NULL: none (a clone has none) */
-    struct oomi_zero3_cache *z3_cache;
-    bool keep_grads;        /* zero_grad(set_to_none=False): gradients live in every phase */
-    bool kv_transformers;   /* inference: transformers' KV cache, not a serving engine's */
-    uint64_t overhead;      /* OOM_UNKNOWN: from the GPU generation */
-    uint64_t nccl_buffsize; /* NCCL_BUFFSIZE in bytes; 0: NCCL's default */
-    long nccl_channels;     /* NCCL_MAX_NCHANNELS; 0: the default of data/coefficients.json */
-    unsigned nccl_nvls;     /* 0 auto (cc 9.0+, more than 2 GPUs), 1 no, 2 yes */
-    long nccl_comms;        /* NCCL communicators; 0: 1, 2 for a serving engine's tensor parallel */
-    uint64_t cublas_ws;     /* CUBLAS_WORKSPACE_CONFIG in bytes; OOM_UNKNOWN: the default */
-    long tp;                /* inference: tensor-parallel GPUs per model copy (1: none) */
-    long serve_tokens;      /* inference: a serving engine's max_num_batched_tokens (0: planned) */
-    long serve_seqs;        /* inference: a serving engine's max_num_seqs (0: the plan's batch) */
-    bool has_gpu;
-    int cc_major, cc_minor;
-    char gpu_id[64];
-    /* preference fine-tuning as TRL runs it (docs/estimate.md, "Objectives") */
-    unsigned objective;          /* oomi_objective */
-    unsigned reference;          /* oomi_reference: as set (AUTO resolved by oomi_reference_of) */
-    oom_precision ref_precision; /* a reference copy's weights; AUTO: as the policy's */
-    bool precompute_ref;         /* reference log-probs computed before training */
-    long num_generations;        /* GRPO: completions per prompt */
-    long completion_len;         /* GRPO: generated tokens of --seq; 0: half of it */
-    bool grpo_set;               /* num-generations or completion-len given */
-    unsigned rollout;            /* oomi_rollout: GRPO's generation engine */
-    int sleep_level;             /* rollout vllm-colocate: vLLM's sleep level (0: no sleep mode) */
-    bool sleep_set;              /* sleep-mode given */
-    /* sequence packing (docs/estimate.md, "Sequence packing"): oomi_packing, and the packed
-     * tokens of one micro-batch (0: batch x seq) */
-    unsigned packing;
-    long tokens_per_batch;
-    /* QLoRA (docs/estimate.md, "QLoRA"): bnb_4bit_use_double_quant (0 auto: yes under qlora,
-     * BitsAndBytesConfig's no elsewhere; 1 no; 2 yes), the adapters' dtype (oomi_adapter_dtype) */
-    unsigned double_quant;
-    unsigned adapter_dtype;
-    /* PEFT's prepare_model_for_kbit_training, unquantised params in fp32 (0 auto: simpo and orpo
-     * on a bitsandbytes base, whose TRL trainers call it; 1 no; 2 yes; oomi_kbit_prepare) */
-    unsigned kbit_prepare;
+     * reduce_bucket_size; and the replays a search keeps (estimate/estimate_zero3.c), borrowed
+     * from the searcher (NULL: none; a clone has none) */
+    struct {
+        double max_live, prefetch, persistence, reuse, reduce;
+        struct oomi_zero3_cache *cache;
+    } zero3;
     /* sharding fsdp2 (torch's fully_shard; k.sharding is zero3): the sharded parameters in bf16
      * (else fp32), reshard_after_forward (0: True, -1: False, N > 1: to N GPUs), each option
      * given */
-    bool fsdp2, fsdp_bf16, fsdp_dtype_set, reshard_set;
-    long fsdp_reshard;
+    struct {
+        bool on, bf16, dtype_set, reshard_set;
+        long reshard;
+    } fsdp2;
+    /* tensor parallelism: inference's GPUs per model copy (1: none) */
+    struct {
+        long tp;
+    } parallel;
     oomi_layout layout; /* model-parallel training: pipeline, expert, context parallel */
+    /* inference as a serving engine runs it: transformers' KV cache instead of the engine's
+     * (kv_transformers); its max_num_batched_tokens (0: planned) and max_num_seqs (0: the
+     * plan's batch) */
+    struct {
+        bool kv_transformers;
+        long tokens, seqs;
+    } serve;
+    /* preference fine-tuning and RL as TRL runs them (docs/estimate.md, "Objectives") */
+    struct {
+        unsigned kind;               /* oomi_objective */
+        unsigned reference;          /* oomi_reference: as set (AUTO: oomi_reference_of) */
+        oom_precision ref_precision; /* a reference copy's weights; AUTO: as the policy's */
+        bool precompute_ref;         /* reference log-probs computed before training */
+        long num_generations;        /* GRPO: completions per prompt */
+        long completion_len;         /* GRPO: generated tokens of --seq; 0: half of it */
+        bool grpo_set;               /* num-generations or completion-len given */
+        unsigned rollout;            /* oomi_rollout: GRPO's generation engine */
+        int sleep_level;             /* rollout vllm-colocate: vLLM's sleep level (0: none) */
+        bool sleep_set;              /* sleep-mode given */
+    } objective;
+    /* sequence packing (docs/estimate.md, "Sequence packing"): oomi_packing, and the packed
+     * tokens of one micro-batch (0: batch x seq) */
+    struct {
+        unsigned mode;
+        long tokens_per_batch;
+    } packing;
+    /* the process around PyTorch: gradients kept between steps (zero_grad(set_to_none=False));
+     * the CUDA context + workspaces outside PyTorch (OOM_UNKNOWN: from the GPU generation); the
+     * cuBLAS workspace, CUBLAS_WORKSPACE_CONFIG in bytes (OOM_UNKNOWN: the default) */
+    struct {
+        bool keep_grads;
+        uint64_t overhead;
+        uint64_t cublas_ws;
+    } runtime;
+    /* NCCL's buffers: NCCL_BUFFSIZE in bytes (0: NCCL's default), NCCL_MAX_NCHANNELS (0: the
+     * default of data/coefficients.json), NVLS (0 auto: cc 9.0+ and more than 2 GPUs, 1 no, 2
+     * yes), communicators (0: 1, 2 for a serving engine's tensor parallel) */
+    struct {
+        uint64_t buffsize;
+        long channels;
+        unsigned nvls;
+        long comms;
+    } nccl;
+    /* the GPU it runs on (oom_workload_set_gpu): its compute capability and profile id */
+    struct {
+        bool known;
+        int cc_major, cc_minor;
+        char id[64];
+    } gpu;
 };
 
 /* how packed documents share a row: none (padded rows), padding-free (TRL padding_free /
@@ -283,7 +323,8 @@ bool oomi_double_quant(const oom_workload *w);
 bool oomi_kbit_prepare(const oom_workload *w);
 /* the base is quantised by bitsandbytes: at load (int8, 4bit) or in its checkpoint */
 bool oomi_bnb_base(const oom_workload *w);
-/* bytes per weight of a bitsandbytes NF4 linear, with or without double quantization (model.c) */
+/* bytes per weight of a bitsandbytes NF4 linear, with or without double quantization
+ * (hfconfig.c) */
 double oomi_nf4_bytes(bool double_quant);
 
 /* where GRPO's completions are generated: transformers' generate in the trainer, or a vLLM engine

@@ -29,15 +29,15 @@ const char *oom_checkpointing_name(oom_checkpointing v)
 }
 const char *oomi_checkpointing_text(char *buf, size_t size, const oom_workload *w)
 {
-    const char *off = w->ckpt_offload ? "+offload" : "";
+    const char *off = w->ckpt.offload ? "+offload" : "";
     if (w->k.checkpointing != OOM_CHECKPOINTING_FULL)
         return oom_checkpointing_name(w->k.checkpointing);
-    if (w->ckpt_op)
+    if (w->ckpt.op)
         return "op-sac";
-    if (w->ckpt_every <= 1)
+    if (w->ckpt.every <= 1)
         oomi_snprintf(buf, size, "full%s", off);
     else
-        oomi_snprintf(buf, size, "%s:%ld%s", w->ckpt_nth ? "nth" : "every", w->ckpt_every, off);
+        oomi_snprintf(buf, size, "%s:%ld%s", w->ckpt.nth ? "nth" : "every", w->ckpt.every, off);
     return buf;
 }
 
@@ -59,7 +59,7 @@ const char *oom_offload_name(oom_offload v)
 }
 bool oomi_fsdp2(const oom_workload *w)
 {
-    return w->fsdp2 && w->k.sharding == OOM_SHARDING_ZERO3;
+    return w->fsdp2.on && w->k.sharding == OOM_SHARDING_ZERO3;
 }
 
 const char *oomi_sharding_text(const oom_workload *w)
@@ -83,14 +83,15 @@ static void defaults(oom_workload *w)
     w->k.seq_len = 512;
     w->k.gpus = 1;
     w->k.attention = OOM_ATTENTION_SDPA;
-    w->lora_rank = 16;
-    w->lora_dropout = 0.05;
-    w->overhead = OOM_UNKNOWN;
-    w->cublas_ws = OOM_UNKNOWN;
-    w->tp = 1;
-    w->z3_live = 1e9, w->z3_prefetch = 5e7, w->z3_persist = 1e5; /* DeepSpeed's defaults */
-    w->z3_reuse = 1e9, w->z3_reduce = 5e8;
-    w->num_generations = 8; /* GRPOConfig.num_generations */
+    w->lora.rank = 16;
+    w->lora.dropout = 0.05;
+    w->runtime.overhead = OOM_UNKNOWN;
+    w->runtime.cublas_ws = OOM_UNKNOWN;
+    w->parallel.tp = 1;
+    w->zero3.max_live = 1e9, w->zero3.prefetch = 5e7,
+    w->zero3.persistence = 1e5; /* DeepSpeed's defaults */
+    w->zero3.reuse = 1e9, w->zero3.reduce = 5e8;
+    w->objective.num_generations = 8; /* GRPOConfig.num_generations */
     w->layout.pp = w->layout.vpp = w->layout.ep = w->layout.cp = 1;
     w->layout.recompute_layers = 1;
 }
@@ -112,7 +113,7 @@ void oom_workload_free(oom_workload *w)
         return;
     oomi_model_free(w->model);
     oomi_free(w->model_arg);
-    oomi_free(w->lora_targets);
+    oomi_free(w->lora.targets);
     oomi_free(w->layout.pp_layers);
     oomi_free(w);
 }
@@ -125,11 +126,11 @@ int oom_workload_clone(oom_workload **out, const oom_workload *w)
         return oomi_nomem();
     *c = *w;
     c->model = NULL;
-    c->z3_cache = NULL;
+    c->zero3.cache = NULL;
     c->model_arg = w->model_arg ? oomi_strdup(w->model_arg) : NULL;
-    c->lora_targets = w->lora_targets ? oomi_strdup(w->lora_targets) : NULL;
+    c->lora.targets = w->lora.targets ? oomi_strdup(w->lora.targets) : NULL;
     c->layout.pp_layers = w->layout.pp_layers ? oomi_strdup(w->layout.pp_layers) : NULL;
-    if ((w->model_arg && !c->model_arg) || (w->lora_targets && !c->lora_targets) ||
+    if ((w->model_arg && !c->model_arg) || (w->lora.targets && !c->lora.targets) ||
         (w->layout.pp_layers && !c->layout.pp_layers) ||
         (w->model && oomi_model_clone(&c->model, w->model))) {
         oom_workload_free(c);
@@ -144,10 +145,10 @@ int oom_workload_set_gpu(oom_workload *w, const oom_gpu_profile *gpu)
     int err;
     if (gpu && (err = oomi_check_version(gpu->version, OOM_GPU_PROFILE_VERSION, "oom_gpu_profile")))
         return err;
-    w->has_gpu = gpu != NULL;
-    w->cc_major = gpu ? gpu->cc_major : 0;
-    w->cc_minor = gpu ? gpu->cc_minor : 0;
-    oomi_snprintf(w->gpu_id, sizeof(w->gpu_id), "%s", gpu && gpu->id ? gpu->id : "");
+    w->gpu.known = gpu != NULL;
+    w->gpu.cc_major = gpu ? gpu->cc_major : 0;
+    w->gpu.cc_minor = gpu ? gpu->cc_minor : 0;
+    oomi_snprintf(w->gpu.id, sizeof(w->gpu.id), "%s", gpu && gpu->id ? gpu->id : "");
     return OOM_OK;
 }
 
@@ -187,15 +188,16 @@ bool oomi_nf4_base(const oom_workload *w)
 
 bool oomi_kbit_prepare(const oom_workload *w)
 {
-    return oomi_bnb_base(w) && (w->kbit_prepare == 2 ||
-                                (w->kbit_prepare == 0 && (w->objective == OOMI_OBJECTIVE_SIMPO ||
-                                                          w->objective == OOMI_OBJECTIVE_ORPO)));
+    return oomi_bnb_base(w) &&
+           (w->quant.kbit_prepare == 2 ||
+            (w->quant.kbit_prepare == 0 && (w->objective.kind == OOMI_OBJECTIVE_SIMPO ||
+                                            w->objective.kind == OOMI_OBJECTIVE_ORPO)));
 }
 
 bool oomi_double_quant(const oom_workload *w)
 {
-    return oomi_nf4_base(w) &&
-           (w->double_quant == 2 || (w->double_quant == 0 && w->k.method == OOM_METHOD_QLORA));
+    return oomi_nf4_base(w) && (w->quant.double_quant == 2 ||
+                                (w->quant.double_quant == 0 && w->k.method == OOM_METHOD_QLORA));
 }
 
 oom_precision oomi_precision_without_bf16(oom_precision p)
@@ -211,12 +213,12 @@ oom_precision oomi_precision_without_bf16(oom_precision p)
 oomi_reference oomi_reference_of(const oom_workload *w)
 {
     bool lora = w->k.method == OOM_METHOD_LORA || w->k.method == OOM_METHOD_QLORA;
-    if (!oomi_objective_has_reference(w->objective))
+    if (!oomi_objective_has_reference(w->objective.kind))
         return OOMI_REFERENCE_NONE;
-    if (w->reference != OOMI_REFERENCE_AUTO)
-        return (oomi_reference)w->reference;
+    if (w->objective.reference != OOMI_REFERENCE_AUTO)
+        return (oomi_reference)w->objective.reference;
     /* GRPOConfig.beta defaults to 0.0: "the reference model is not loaded" (grpo_config.py) */
-    if (w->objective == OOMI_OBJECTIVE_GRPO)
+    if (w->objective.kind == OOMI_OBJECTIVE_GRPO)
         return OOMI_REFERENCE_NONE;
     return lora ? OOMI_REFERENCE_ADAPTER : OOMI_REFERENCE_COPY;
 }
@@ -314,7 +316,7 @@ int oom_workload_model(oom_model_info *out, const oom_workload *w)
                             m->head_dim,
                             m->ffn,
                             m->vocab,
-                            w->max_pos_override ? w->max_pos_override : m->max_pos,
+                            w->shape.max_positions ? w->shape.max_positions : m->max_pos,
                             m->experts,
                             m->topk,
                             m->params};
@@ -327,10 +329,11 @@ int oom_workload_model(oom_model_info *out, const oom_workload *w)
  * max_seq_len, torchtune/datasets/_packed.py) */
 void oomi_packed_shape(const oom_workload *w, long *rows, long *len)
 {
-    long tokens = w->tokens_per_batch ? w->tokens_per_batch : w->k.batch * w->k.seq_len;
+    long tokens =
+        w->packing.tokens_per_batch ? w->packing.tokens_per_batch : w->k.batch * w->k.seq_len;
     *rows = w->k.batch, *len = w->k.seq_len;
-    if (w->packing == OOMI_PACKING_PADDING_FREE)
+    if (w->packing.mode == OOMI_PACKING_PADDING_FREE)
         *rows = 1, *len = tokens;
-    else if (w->packing == OOMI_PACKING_BLOCK_MASK)
+    else if (w->packing.mode == OOMI_PACKING_BLOCK_MASK)
         *len = tokens / w->k.batch;
 }

@@ -11,19 +11,19 @@ bool oomi_layout_on(const oom_workload *w)
 {
     const oomi_layout *l = &w->layout;
     return w->k.method != OOM_METHOD_INFERENCE &&
-           (w->tp > 1 || l->pp > 1 || l->ep > 1 || l->cp > 1 || l->engine_set);
+           (w->parallel.tp > 1 || l->pp > 1 || l->ep > 1 || l->cp > 1 || l->engine_set);
 }
 
 bool oomi_layout_sp(const oom_workload *w)
 {
-    return w->layout.sp == 2 || (w->layout.sp == 0 && w->tp > 1);
+    return w->layout.sp == 2 || (w->layout.sp == 0 && w->parallel.tp > 1);
 }
 
 long oomi_layout_etp(const oom_workload *w)
 {
     if (w->layout.etp > 0)
         return w->layout.etp;
-    return w->layout.engine == OOMI_ENGINE_MEGATRON ? w->tp : 1;
+    return w->layout.engine == OOMI_ENGINE_MEGATRON ? w->parallel.tp : 1;
 }
 
 static int parse_count(long *out, const char *key, const char *value)
@@ -193,21 +193,22 @@ static int validate_model(const oom_workload *w)
                          "tokens go to their top-k experts (llama, mistral, mixtral, qwen2/3, "
                          "qwen2_moe, qwen3_moe, deepseek_v2/v3, gemma); '%s' is %s",
                          m->name, m->family);
-    if (m->heads % w->tp || (kv >= w->tp ? kv % w->tp : w->tp % kv))
+    if (m->heads % w->parallel.tp ||
+        (kv >= w->parallel.tp ? kv % w->parallel.tp : w->parallel.tp % kv))
         return oomi_fail(OOM_EINVAL,
                          "tensor-parallel '%ld' must divide the %ld attention heads of '%s' and "
                          "divide or be a multiple of its %ld key/value heads",
-                         w->tp, m->heads, m->name, kv);
+                         w->parallel.tp, m->heads, m->name, kv);
     if (l->ep > 1 && (m->experts <= 0 || m->experts % l->ep))
         return oomi_fail(OOM_EINVAL, "expert-parallel '%ld' must divide the %ld experts of '%s'",
                          l->ep, m->experts, m->name);
-    if (m->experts > 0 && (w->tp * l->cp * w->k.gpus) % (l->ep * etp))
+    if (m->experts > 0 && (w->parallel.tp * l->cp * w->k.gpus) % (l->ep * etp))
         return oomi_fail(OOM_EINVAL,
                          "expert-parallel x expert-tensor-parallel (%ld x %ld) must divide the "
                          "GPUs of a pipeline stage, tensor x context x data parallel (%ld x %ld "
                          "x %ld)",
-                         l->ep, etp, w->tp, l->cp, w->k.gpus);
-    if (l->engine == OOMI_ENGINE_TORCHTITAN && etp != 1 && etp != w->tp)
+                         l->ep, etp, w->parallel.tp, l->cp, w->k.gpus);
+    if (l->engine == OOMI_ENGINE_TORCHTITAN && etp != 1 && etp != w->parallel.tp)
         return oomi_fail(OOM_EINVAL,
                          "engine torchtitan splits experts over 1 or tensor-parallel GPUs "
                          "(expert-tensor-parallel '%ld')",
@@ -229,10 +230,10 @@ static int validate_run(const oom_workload *w)
     char ck[OOMI_CKPT_TEXT];
     if (w->k.method != OOM_METHOD_FULL)
         return not_with("method", oom_method_name(w->k.method));
-    if (w->objective != OOMI_OBJECTIVE_SFT)
-        return not_with("objective", OOMI_VALUE_NAME(oomi_objective_values, w->objective));
-    if (w->packing != OOMI_PACKING_NONE)
-        return not_with("packing", OOMI_VALUE_NAME(oomi_packing_values, w->packing));
+    if (w->objective.kind != OOMI_OBJECTIVE_SFT)
+        return not_with("objective", OOMI_VALUE_NAME(oomi_objective_values, w->objective.kind));
+    if (w->packing.mode != OOMI_PACKING_NONE)
+        return not_with("packing", OOMI_VALUE_NAME(oomi_packing_values, w->packing.mode));
     /* Megatron's optimizer CPU offload (HybridDeviceOptimizer, --optimizer-cpu-offload) keeps
      * the distributed optimizer's states on the CPU */
     if (w->k.offload != OOM_OFFLOAD_NONE &&
@@ -255,9 +256,9 @@ static int validate_run(const oom_workload *w)
                          "its distributed optimizer), torchtitan shards with fsdp2",
                          oomi_sharding_text(w), OOMI_VALUE_NAME(oomi_engine_values, l->engine));
     oomi_checkpointing_text(ck, sizeof ck, w);
-    if (w->ckpt_offload || (w->ckpt_every > 1 && !w->ckpt_nth) ||
+    if (w->ckpt.offload || (w->ckpt.every > 1 && !w->ckpt.nth) ||
         (titan && w->k.checkpointing == OOM_CHECKPOINTING_SELECTIVE) ||
-        (!titan && (w->ckpt_op || w->ckpt_nth)))
+        (!titan && (w->ckpt.op || w->ckpt.nth)))
         return oomi_fail(OOM_EINVAL,
                          "checkpointing '%s' with engine %s: megatron recomputes selective or "
                          "full (--recompute-method, --recompute-layers), torchtitan full, nth:N "
@@ -267,7 +268,7 @@ static int validate_run(const oom_workload *w)
         (titan || w->k.checkpointing != OOM_CHECKPOINTING_FULL))
         return oomi_fail(OOM_EINVAL, "recompute-method and recompute-layers are Megatron's full "
                                      "recomputation: --engine megatron --checkpointing full");
-    if (w->ckpt_op && w->model->sparse_layers > 0)
+    if (w->ckpt.op && w->model->sparse_layers > 0)
         return not_with("checkpointing", "op-sac (experts)");
     return OOM_OK;
 }
@@ -294,7 +295,7 @@ int oomi_layout_validate(const oom_workload *w)
                          "pp-schedule interleaved:%ld needs pipeline-parallel above 1 and a "
                          "number of micro-batches (grad-accum %ld) that it divides",
                          l->vpp, w->k.grad_accum);
-    if (w->k.seq_len % (l->cp * (l->cp > 1 ? 2 : 1) * (oomi_layout_sp(w) ? w->tp : 1)))
+    if (w->k.seq_len % (l->cp * (l->cp > 1 ? 2 : 1) * (oomi_layout_sp(w) ? w->parallel.tp : 1)))
         return oomi_fail(OOM_EINVAL,
                          "seq '%ld' must split evenly over context-parallel (in 2 x %ld chunks) "
                          "and sequence-parallel GPUs",

@@ -54,7 +54,7 @@ int oomi_plan_options_run_gpu(oom_plan_result **out, const oom_plan_options *o, 
 /* The safety margin the user asked for, per job (with fit-confidence, budget holds the one the
  * bound needs instead) (plan_text.c) */
 uint64_t oomi_plan_user_margin(const oom_plan_result *r);
-/* no micro-batch above this is considered (plan.c, plan_awkward.c) */
+/* no micro-batch above this is considered (plan_space.c, plan_awkward.c) */
 #define OOMI_PLAN_MAX_MICRO_BATCH 65536
 /* The search's families as plan_awkward.c sees them: family i's knobs on a choice's (its seq,
  * GPUs, batch and accumulation); knobs k of family i estimated into *c (*valid false where the
@@ -121,7 +121,7 @@ int oomi_plan_format_native(oomi_sb *sb, const oom_plan_result *r, const oomi_fo
  * empirical-vllm-memory-results.md) */
 #define OOMI_VLLM_NON_TORCH_1  (0.13 * 1073741824.0)
 #define OOMI_VLLM_NON_TORCH_TP (0.55 * 1073741824.0)
-/* a serving engine's profile run (plan.c): the forward over `tokens` tokens at batch 1 (its
+/* a serving engine's profile run (plan_profile.c): the forward over `tokens` tokens at batch 1 (its
  * working set and its output hidden states), the sampler over `rows` rows, the rotary cache */
 int oomi_serve_forward(const oom_workload *w, oom_knobs k, long tokens, double *fwd, double *out);
 double oomi_serve_sampler(const oomi_model *m, long rows);
@@ -146,7 +146,7 @@ int oomi_ckvar_parse(unsigned *out, const char *value);
  * (plan_vocab.c) */
 int oomi_plan_list_bits(unsigned *out, const char *key, const char *value);
 /* the variants a plan tries for w (at most OOMI_CKVAR_MAX): [0] plain full, *own the index of
- * the workload's own (0 when it is plain full), then those w->ckpt_search names */
+ * the workload's own (0 when it is plain full), then those w->ckpt.search names */
 size_t oomi_ckvar_list(oomi_ckvar *out, size_t *own, const oom_workload *w);
 void oomi_ckvar_apply(oom_workload *w, const oomi_ckvar *v);
 /* c->recompute: the forwards its checkpointing recomputes, from the estimate's FLOPs and those

@@ -80,24 +80,24 @@ static bool same(const oomi_ckvar *a, const oomi_ckvar *b)
 size_t oomi_ckvar_list(oomi_ckvar *out, size_t *own, const oom_workload *w)
 {
     size_t n = 0, i;
-    oomi_ckvar user = {w->ckpt_every > 1 ? w->ckpt_every : 0, w->ckpt_every > 1 && w->ckpt_nth,
-                       w->ckpt_offload, w->ckpt_op};
+    oomi_ckvar user = {w->ckpt.every > 1 ? w->ckpt.every : 0, w->ckpt.every > 1 && w->ckpt.nth,
+                       w->ckpt.offload, w->ckpt.op};
     out[n++] = (oomi_ckvar){0, false, false, false}; /* plain full */
     *own = 0;
     if (user.every || user.offload || user.op)
         *own = n, out[n++] = user;
     for (i = 0; i < OOMI_ARRAY_LEN(variants); i++)
-        if ((w->ckpt_search & value_bits[i]) && !same(&variants[i], &user))
+        if ((w->ckpt.search & value_bits[i]) && !same(&variants[i], &user))
             out[n++] = variants[i];
     return n;
 }
 
 void oomi_ckvar_apply(oom_workload *w, const oomi_ckvar *v)
 {
-    w->ckpt_every = v->every;
-    w->ckpt_nth = v->nth;
-    w->ckpt_offload = v->offload;
-    w->ckpt_op = v->op;
+    w->ckpt.every = v->every;
+    w->ckpt.nth = v->nth;
+    w->ckpt.offload = v->offload;
+    w->ckpt.op = v->op;
 }
 
 int oomi_ckvar_recompute(oom_plan_choice *c, oom_workload *w)
@@ -112,7 +112,7 @@ int oomi_ckvar_recompute(oom_plan_choice *c, oom_workload *w)
         return OOM_OK;
     /* the FLOPs the checkpointing adds, in forwards: (with - without) / one forward, where one
      * forward is the no-checkpointing FLOPs over the passes they count (3 for a full fine-tune,
-     * 2 under LoRA: flops() in estimate.c) */
+     * 2 under LoRA: flops() in estimate_run.c) */
     k.checkpointing = OOM_CHECKPOINTING_NONE;
     if ((err = oom_workload_set(w, "checkpointing", "none")) ||
         (err = oom_workload_set_knobs(w, &k)) || (err = oom_estimate_run(&none, w)))

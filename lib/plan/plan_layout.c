@@ -100,11 +100,11 @@ static int set_candidate(lsearch *s, const lay *l, long batch)
     oom_workload *w = s->w;
     oom_knobs k = s->base;
     bool titan = w->layout.engine == OOMI_ENGINE_TORCHTITAN;
-    w->tp = l->tp;
+    w->parallel.tp = l->tp;
     w->layout.pp = l->pp, w->layout.vpp = l->vpp, w->layout.ep = l->ep, w->layout.cp = l->cp;
     w->layout.etp = w->model->experts > 0 ? 1 : 0;
-    w->ckpt_every = 0, w->ckpt_nth = w->ckpt_offload = w->ckpt_op = false;
-    w->fsdp2 = titan;
+    w->ckpt.every = 0, w->ckpt.nth = w->ckpt.offload = w->ckpt.op = false;
+    w->fsdp2.on = titan;
     k.batch = batch, k.grad_accum = s->eff / (l->dp * batch), k.gpus = l->dp;
     k.checkpointing = l->ck ? OOM_CHECKPOINTING_FULL : OOM_CHECKPOINTING_NONE;
     k.sharding = titan               ? OOM_SHARDING_ZERO3
@@ -406,8 +406,9 @@ static bool applies(const oom_plan_request *r, long gpus, bool forced)
     const oomi_model *m = w ? w->model : NULL;
     if (!w || !m || w->k.method != OOM_METHOD_FULL || gpus < 2)
         return false;
-    if (m->block != OOMI_BLOCK_LLAMA || m->routed > m->topk || w->objective != OOMI_OBJECTIVE_SFT ||
-        w->packing != OOMI_PACKING_NONE || w->k.loss == OOM_LOSS_CHUNKED)
+    if (m->block != OOMI_BLOCK_LLAMA || m->routed > m->topk ||
+        w->objective.kind != OOMI_OBJECTIVE_SFT || w->packing.mode != OOMI_PACKING_NONE ||
+        w->k.loss == OOM_LOSS_CHUNKED)
         return false;
     return forced || (r->allow & OOM_ALLOW_LAYOUT);
 }
@@ -423,8 +424,8 @@ int oomi_plan_layout(oom_plan_result *res, const oom_plan_request *r,
 
     if (err != OOM_OK && err != OOM_ENOFIT)
         return err;
-    forced = w && (w->layout.engine_set || w->tp > 1 || w->layout.pp > 1 || w->layout.ep > 1 ||
-                   w->layout.cp > 1);
+    forced = w && (w->layout.engine_set || w->parallel.tp > 1 || w->layout.pp > 1 ||
+                   w->layout.ep > 1 || w->layout.cp > 1);
     /* a data-parallel plan stays on one node (the formats of the frameworks that run it:
      * Trainer, accelerate, DeepSpeed), and past one node unless it needs ZeRO-3 or offload */
     dp_ok = res->found && !forced &&
@@ -437,7 +438,7 @@ int oomi_plan_layout(oom_plan_result *res, const oom_plan_request *r,
     s.usable = res->budget.usable_bytes;
     s.eff = res->target_effective_batch > 0 ? res->target_effective_batch : s.G;
     s.base.version = OOM_KNOBS_VERSION;
-    s.fixed = (lay){w->tp > 1 ? w->tp : 0,
+    s.fixed = (lay){w->parallel.tp > 1 ? w->parallel.tp : 0,
                     w->layout.cp > 1 ? w->layout.cp : 0,
                     w->layout.pp > 1 ? w->layout.pp : 0,
                     w->layout.vpp > 1 ? w->layout.vpp : 0,

@@ -146,7 +146,7 @@ static int set_plan(oom_plan_options *o, const char *k, const char *v)
     if (!strcmp(k, "allow-inexact"))
         return yes_no(&o->inexact, v, k);
     if (!strcmp(k, "checkpointing-variants"))
-        return oomi_ckvar_parse(&o->w->ckpt_search, v);
+        return oomi_ckvar_parse(&o->w->ckpt.search, v);
     if (!strcmp(k, "allow-downscale"))
         return oomi_plan_list_bits(&o->downscale, k, v);
     if (!strcmp(k, "nodes"))
@@ -342,7 +342,7 @@ static int fixed_packs(const oom_plan_options *o, oom_workload *w, long *packs)
     *packs = 0;
     if (!o->fixed_tokens)
         return OOM_OK;
-    if (w->packing == OOMI_PACKING_NONE)
+    if (w->packing.mode == OOMI_PACKING_NONE)
         return oomi_fail(OOM_EINVAL,
                          "tokens-per-batch '%ld' counts packed tokens: it needs "
                          "--packing padding-free or block-mask",
@@ -633,7 +633,7 @@ static int plan_seq_auto(oom_plan_result **out, const oom_plan_options *o)
                                      "max_model_len); give --seq N");
     if (o->seq_max)
         return oomi_fail(OOM_EINVAL, "give --seq auto or --seq-range, not both");
-    hi = o->w->max_pos_override ? o->w->max_pos_override : o->w->model->max_pos;
+    hi = o->w->shape.max_positions ? o->w->shape.max_positions : o->w->model->max_pos;
     if (hi <= 0)
         return oomi_fail(OOM_EINVAL, "--seq auto: the model gives no maximum positions; give "
                                      "--max-positions N or --seq N");
@@ -665,7 +665,7 @@ static int plan_seq_auto(oom_plan_result **out, const oom_plan_options *o)
     }
     {
         oomi_plan_vllm_kv v;
-        long max = o->w->max_pos_override ? o->w->max_pos_override : o->w->model->max_pos;
+        long max = o->w->shape.max_positions ? o->w->shape.max_positions : o->w->model->max_pos;
         const char *why = "the model's positions";
         if (len < max) { /* what stops the next length: the plan itself, or vLLM's KV cache */
             err = plan_at_seq(&r, o, len + 1);

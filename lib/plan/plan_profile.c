@@ -1,6 +1,6 @@
 /* plan_profile.c - a serving engine's start-up profile run and its rotary cache, as vLLM counts
- * them: shared by the vLLM format of inference plans (plan.c) and the colocated rollout engine
- * of GRPO plans (plan_rollout.c). */
+ * them: shared by the vLLM format of inference plans (plan_notes.c) and the colocated rollout
+ * engine of GRPO plans (plan_rollout.c). */
 #include "plan/plan.h"
 
 #include <math.h>
@@ -58,7 +58,7 @@ int oomi_serve_forward(const oom_workload *src, oom_knobs k, long tokens, double
     k.seq_len = tokens;
     k.attention = OOM_ATTENTION_FLASH;
     if (w->model->max_pos > 0 && tokens > w->model->max_pos)
-        w->max_pos_override = tokens;
+        w->shape.max_positions = tokens;
     if (!(err = oom_workload_set_knobs(w, &k)) && !(err = oom_estimate_run(&e, w))) {
         *out =
             (double)tokens * (double)w->model->hidden * (k.precision == OOM_PRECISION_FP32 ? 4 : 2);

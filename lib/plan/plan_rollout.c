@@ -43,29 +43,29 @@ int oomi_rollout_setup(oomi_rollout_engine *ro, const oom_workload *w, uint64_t 
     int err;
 
     memset(ro, 0, sizeof(*ro));
-    if (!w || w->rollout == OOMI_ROLLOUT_NONE)
+    if (!w || w->objective.rollout == OOMI_ROLLOUT_NONE)
         return OOM_OK;
     if (!total)
         return oomi_fail(OOM_EINVAL, "rollout vllm-colocate: the GPU's memory is not known (its "
                                      "gpu_memory_utilization is a share of it)");
     ro->on = true;
-    ro->sleep = w->sleep_level;
+    ro->sleep = w->objective.sleep_level;
     ro->total = total;
-    ro->generations = w->num_generations;
-    ro->completion = w->completion_len;
+    ro->generations = w->objective.num_generations;
+    ro->completion = w->objective.completion_len;
     ro->reference = oomi_reference_of(w) != OOMI_REFERENCE_NONE;
-    ro->keep_grads = w->keep_grads;
+    ro->keep_grads = w->runtime.keep_grads;
     if ((err = oom_workload_clone(&ro->engine, w)))
         return err;
     g = ro->engine;
-    g->objective = OOMI_OBJECTIVE_SFT;
-    g->reference = OOMI_REFERENCE_AUTO;
-    g->ref_precision = OOM_PRECISION_AUTO;
-    g->precompute_ref = g->grpo_set = g->sleep_set = false;
-    g->rollout = OOMI_ROLLOUT_NONE;
-    g->sleep_level = 0;
-    g->lora_rank_set = g->lora_targets_set = g->lora_dropout_set = false;
-    g->serve_tokens = g->serve_seqs = 0;
+    g->objective.kind = OOMI_OBJECTIVE_SFT;
+    g->objective.reference = OOMI_REFERENCE_AUTO;
+    g->objective.ref_precision = OOM_PRECISION_AUTO;
+    g->objective.precompute_ref = g->objective.grpo_set = g->objective.sleep_set = false;
+    g->objective.rollout = OOMI_ROLLOUT_NONE;
+    g->objective.sleep_level = 0;
+    g->lora.rank_set = g->lora.targets_set = g->lora.dropout_set = false;
+    g->serve.tokens = g->serve.seqs = 0;
     k = w->k;
     k.method = OOM_METHOD_INFERENCE;
     k.precision = engine_precision(w);

@@ -1,5 +1,5 @@
 /* plan_suggest.c - when nothing fits: what would (more GPUs, QLoRA, offload, shorter sequence). */
-#include "plan/plan.h"
+#include "plan/plan_search.h"
 
 #include <stdio.h>
 #include <stdarg.h>
@@ -119,12 +119,12 @@ static void suggest_inference(oom_plan_result *res, oom_workload *w, oom_knobs k
         add(res, err, "a shorter context: --seq %ld (batch 1)", s);
     /* the smallest tensor-parallel size that fits (the estimator refuses one that does not
      * divide the heads) */
-    for (tp = w->tp * 2; tp <= 64; tp *= 2) {
-        long was = w->tp;
+    for (tp = w->parallel.tp * 2; tp <= 64; tp *= 2) {
+        long was = w->parallel.tp;
         bool fits;
-        w->tp = tp;
+        w->parallel.tp = tp;
         fits = fits_with(w, &k0, usable, &peak);
-        w->tp = was;
+        w->parallel.tp = was;
         if (fits) {
             add(res, err, "tensor parallelism: --tensor-parallel %ld (device peak %s per GPU)", tp,
                 OOMI_SZ(a, peak));
@@ -157,4 +157,94 @@ int oomi_plan_suggest(oom_plan_result *res, const oom_plan_request *r, oom_workl
         return err;
     oomi_clear_error();
     return OOM_OK;
+}
+
+/* nothing fits under the request: what would (more downscaling, more GPUs, QLoRA, ...) */
+/* the trainer fits alone but not beside its colocated engine: what would */
+static int rollout_no_fit(search *s, oom_plan_result *res)
+{
+    oom_plan_choice c = *res->smallest;
+    oomi_rollout_split sp;
+    char a[16], b[16], d[16];
+    uint64_t engine, need;
+    int err;
+
+    if ((err = oomi_rollout_split_of(&sp, &s->ro, &c.knobs, &c.estimate, s->usable)))
+        return err;
+    oomi_rollout_fill(res, &s->ro, &sp);
+    if (res->version >= 6) /* nothing planned: the least share the engine needs */
+        res->rollout_gpu_memory_utilization = sp.min_utilisation;
+    engine = (uint64_t)((double)s->ro.total * sp.min_utilisation);
+    need = s->ro.sleep ? (sp.resident + engine > c.estimate.device_peak + sp.sleeping
+                              ? sp.resident + engine
+                              : c.estimate.device_peak + sp.sleeping)
+                       : c.estimate.device_peak + engine;
+    if (!s->ro.sleep &&
+        (err = oomi_strv_add(&res->suggestions, &res->n_suggestions,
+                             "--sleep-mode 1: the engine frees its memory while the trainer "
+                             "trains")))
+        return err;
+    if ((err = oomi_strv_add(&res->suggestions, &res->n_suggestions,
+                             "a smaller --target-effective-batch: the engine holds the %ld "
+                             "completions each GPU generates at once (%s of KV cache at least)",
+                             sp.seqs, OOMI_SZ(a, sp.kv_needed))) ||
+        (err = oomi_strv_add(&res->suggestions, &res->n_suggestions,
+                             "a GPU with at least %s usable (%s %s + engine %s)", OOMI_SZ(b, need),
+                             s->ro.sleep ? "trainer while generating" : "trainer",
+                             OOMI_SZ(d, s->ro.sleep ? sp.resident : c.estimate.device_peak),
+                             OOMI_SZ(a, engine))))
+        return err;
+    c.why = NULL;
+    if ((err = oomi_search_why_engine(s, &c)))
+        return err;
+    oomi_fail(OOM_ENOFIT, "nothing fits: the smallest configuration tried (batch %ld, seq %ld) %s",
+              c.knobs.batch, c.knobs.seq_len, c.why);
+    oomi_free(c.why);
+    return OOM_ENOFIT;
+}
+
+int oomi_search_no_fit(search *s, oom_plan_result *res, unsigned relax)
+{
+    const oom_plan_request *r = s->r;
+    char a[16], b[16];
+    int err;
+
+    res->found = 0;
+    *res->smallest = s->smallest;
+    if ((err = oomi_search_conf_budget(s, res, &s->smallest.knobs)))
+        return err;
+    if (r->fixed_batch) {
+        char *hint = NULL;
+        if ((err = oomi_search_batch_hint(s, &hint)))
+            return err;
+        if (hint)
+            err = oomi_strv_add(&res->suggestions, &res->n_suggestions, "%s", hint);
+        oomi_free(hint);
+        if (err)
+            return err;
+    }
+    if (relax != OOM_DOWNSCALE_ALL && (r->fixed_batch || r->fixed_seq || r->fixed_checkpointing)) {
+        if ((err = oomi_search_all(s, OOM_DOWNSCALE_ALL)))
+            return err;
+        if (s->have_best &&
+            (err = oomi_strv_add(&res->suggestions, &res->n_suggestions,
+                                 "--allow-downscale: batch size %ld, seq %ld, checkpointing %s "
+                                 "would fit (device peak %s)",
+                                 s->best.knobs.batch, s->best.knobs.seq_len, oomi_plan_ck(&s->best),
+                                 OOMI_SZ(a, s->best.estimate.device_peak))))
+            return err;
+    }
+    if (s->have_smallest && s->ro.on && res->smallest->estimate.device_peak <= s->usable)
+        return rollout_no_fit(s, res);
+    if ((err = oomi_plan_suggest(res, r, s->w, &res->smallest->knobs)))
+        return err;
+    if (!s->have_smallest)
+        return oomi_fail(OOM_ENOFIT, "no configuration of %s could be estimated", res->model);
+    return oomi_fail(OOM_ENOFIT,
+                     "nothing fits: the smallest configuration tried (batch %ld, seq %ld%s%s) "
+                     "needs %s, more than the usable %s",
+                     res->smallest->knobs.batch, res->smallest->knobs.seq_len,
+                     res->inference || res->measured ? "" : ", checkpointing ",
+                     res->inference || res->measured ? "" : oomi_plan_ck(res->smallest),
+                     OOMI_SZ(a, res->smallest->estimate.device_peak), OOMI_SZ(b, s->usable));
 }

@@ -1,6 +1,6 @@
 /*
  * watch/watch.h - live monitoring: sampling GPUs and the processes on them with warning bands
- * and trends (watch.c), and the run-event log that probe/run write and watch reads
+ * and trends (watch_monitor.c), and the run-event log that probe/run write and watch reads
  * (watch_events.c). Uses gpu, core.
  */
 #ifndef OOMLESS_WATCH_WATCH_H

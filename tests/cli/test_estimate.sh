@@ -46,14 +46,41 @@ oom estimate --model gpt2 --seq 256 --vram 24 --json
 expect_rc 0 "fits 24 GiB"
 expect_json '.budget.usable_bytes' "$((23 * 1024 * 1024 * 1024))" "usable = 24 GiB - 1 GiB"
 expect_json '.budget.fits' "true" "fits"
-oom estimate --model llama-2-7b --precision fp32 --vram 16 --vram-safety-margin 512
-expect_rc 1 "7B fp32 does not fit 16 GiB"
-expect_eq "$(grep -E '^  fits +: ' <<<"$OUT" | sed -E 's/^  fits +: //; s/[0-9.]+ GiB/N GiB/')" "NO (N GiB over)" \
-    "says it does not fit, and by how much"
+oom estimate --model llama-3.2-1b --method lora --seq 2048 --vram 16 --vram-safety-margin 512 \
+    --batch 16 --grad-accum 2 --svg "$TMP/e.svg"
+expect_rc 1 "1B LoRA at 16 x 2048 does not fit 16 GiB"
+# the verdict first (under the title), and the command that plans what fits
+expect_eq "$(sed -n 3p <<<"$OUT" | sed -E 's/[0-9.]+ GiB over/N GiB over/')" \
+    "  fits                          : NO (N GiB over the usable 15.50 GiB)" \
+    "says first that it does not fit, and by how much"
+NEXT=$(sed -n 4p <<<"$OUT" | sed -E 's/^  next +: //')
+expect_eq "$NEXT" "oomless plan --model llama-3.2-1b --method lora --seq 2048 --vram 16 --vram-safety-margin 512 --target-effective-batch 32" \
+    "then the plan of the same workload, keeping its effective batch (batch x accumulation)"
+expect_not_contains "$(tail -n 3 <<<"$OUT")" "fits" "the verdict is not at the end"
+expect_contains "$(tail -n 2 <<<"$OUT")" "usable VRAM                   : 15.50 GiB" "the budget ends it"
+eval "run \"\$OOMLESS_BIN\" ${NEXT#oomless } --json"
+expect_rc 0 "the next command plans it"
+expect_json '.plan.effective_batch' "32" "keeping the effective batch"
 oom estimate --model gpt2 --vram 16
 expect_rc 0 "gpt2 fits 16 GiB"
-expect_eq "$(grep -E '^  fits +: ' <<<"$OUT" | sed -E 's/^  fits +: //; s/[0-9.]+ GiB/N GiB/')" "yes (N GiB to spare)" \
-    "says it fits, and the room left"
+expect_eq "$(sed -n 3p <<<"$OUT" | sed -E 's/[0-9.]+ GiB of/N GiB of/')" \
+    "  fits                          : yes (N GiB of the usable 15.00 GiB to spare)" \
+    "says first that it fits, and the room left"
+expect_not_contains "$OUT" "  next " "no next command when it fits"
+# an inference batch is left to the planner; a value with a space is quoted for the shell
+oom estimate --model llama-3.1-8b --method inference --seq 8192 --batch 64 --vram 20 \
+    --gpu "NVIDIA GeForce RTX 4090"
+expect_rc 1 "inference at batch 64 does not fit 20 GiB"
+NEXT=$(grep -E '^  next +: ' <<<"$OUT" | sed -E 's/^  next +: //')
+expect_eq "$NEXT" "oomless plan --model llama-3.1-8b --method inference --seq 8192 --vram 20 --gpu 'NVIDIA GeForce RTX 4090'" \
+    "inference: no batch, the GPU's name quoted"
+eval "run \"\$OOMLESS_BIN\" ${NEXT#oomless } --json"
+expect_rc 0 "that command plans the largest batch that fits"
+# a workload plan cannot take (sharding fsdp2 is estimated, not planned): no next command
+oom estimate --model llama-3.1-8b --gpus 2 --sharding fsdp2 --vram 16
+expect_rc 1 "fsdp2 does not fit 16 GiB"
+expect_contains "$(sed -n 3p <<<"$OUT")" "fits                          : NO" "the verdict"
+expect_not_contains "$OUT" "  next " "no plan command for fsdp2"
 oom estimate --model gpt2 --vram-safety-margin 512
 expect_rc 2 "margin without a target"
 

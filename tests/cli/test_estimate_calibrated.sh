@@ -34,6 +34,15 @@ oom estimate --batch 900 --json -- "${JOB[@]}"
 expect_rc 1 "does not fit"
 expect_json .budget.fits false "fits false"
 expect_json .extrapolated true "extrapolated"
+oom estimate --batch 900 -- "${JOB[@]}"
+expect_rc 1 "text: does not fit"
+expect_contains "$(sed -n 3p <<<"$OUT")" "fits                          : NO (" "the verdict first"
+NEXT=$(grep -E '^  next +: ' <<<"$OUT" | sed -E 's/^  next +: //')
+expect_eq "$NEXT" "oomless plan --target-effective-batch 900 -- ${JOB[0]} --batch-size '{batch}' --procdir $TMP/procs --capacity 8G --fixed 1G --per-sample 10M" \
+    "then the plan of the probed command at that effective batch"
+eval "run \"\$OOMLESS_BIN\" plan --json ${NEXT#oomless plan }"
+expect_rc 0 "the next command plans on the measured line"
+expect_json '.plan.effective_batch' "900" "keeping the effective batch"
 oom estimate --batch 10 --calibration off -- "${JOB[@]}"
 expect_rc 2 "calibration off"
 finish

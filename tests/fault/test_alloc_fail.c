@@ -379,6 +379,32 @@ static int path_estimate_t5(char **out)
     return estimate_json(out, "t5-base", opts);
 }
 
+/* the report `oomless estimate` prints, with every string it owns */
+static int path_estimate_report(char **out)
+{
+    oom_workload *w = NULL;
+    oom_estimate_report r = OOM_ESTIMATE_REPORT_INIT;
+    oom_budget b = {OOM_BUDGET_VERSION, 80 * OOM_GiB, OOM_GiB, 79 * OOM_GiB};
+    char text[512];
+    int err;
+
+    if ((err = oom_workload_create(&w)) || (err = oom_workload_set(w, "model", "qwen2.5-0.5b")) ||
+        (err = oom_workload_set(w, "method", "qlora")) ||
+        (err = oom_workload_set(w, "objective", "grpo")) ||
+        (err = oom_workload_set(w, "batch", "8")) || (err = oom_workload_set(w, "gpus", "2")) ||
+        (err = oom_workload_set(w, "sharding", "zero2")) ||
+        (err = oom_estimate_report_run(&r, w, &b)))
+        goto done;
+    snprintf(text, sizeof text, "%s %s %s %s %s %s %s %s %llu", r.model, r.family, r.checkpointing,
+             r.sharding, r.objective, r.rollout, r.confidence_class, r.adapter_dtype,
+             (unsigned long long)r.estimate.device_peak);
+    *out = copy(text);
+done:
+    oom_estimate_report_dispose(&r);
+    oom_workload_free(w);
+    return err;
+}
+
 static int path_presets(char **out)
 {
     oom_preset **p = NULL;
@@ -671,6 +697,7 @@ static void test_estimate(void **state)
     fail_each_allocation("estimate: preset, lora", path_estimate_lora, OOM_OK);
     fail_each_allocation("estimate: config.json, qlora", path_estimate_hf, OOM_OK);
     fail_each_allocation("estimate: t5", path_estimate_t5, OOM_OK);
+    fail_each_allocation("estimate report: qlora, grpo, zero2", path_estimate_report, OOM_OK);
     fail_each_allocation("model presets", path_presets, OOM_OK);
     fail_each_allocation("model lookup: Hub cache", path_resolve_hub, OOM_OK);
     fail_each_allocation("model lookup: variant preset", path_resolve_variant, OOM_OK);

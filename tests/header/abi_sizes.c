@@ -41,6 +41,7 @@ static const struct row structs[] = {
     ROW(oom_model_info, OOM_MODEL_INFO_VERSION),
     ROW(oom_preset, OOM_PRESET_VERSION),
     ROW(oom_estimate, OOM_ESTIMATE_VERSION),
+    ROW(oom_estimate_report, OOM_ESTIMATE_REPORT_VERSION),
     ROW(oom_measured_line, OOM_MEASURED_LINE_VERSION),
     ROW(oom_plan_request, OOM_PLAN_REQUEST_VERSION),
     ROW(oom_plan_choice, OOM_PLAN_CHOICE_VERSION),

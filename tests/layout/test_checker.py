@@ -42,6 +42,14 @@ class Checker(unittest.TestCase):
         os.makedirs(os.path.dirname(obj), exist_ok=True)
         subprocess.run(["cc", "-c", "-o", obj, c], check=True)
 
+    def compile_cli(self, name, code):
+        """Compiles `code` as the object file CMake would make for cli/<name>."""
+        c = os.path.join(self.dir, "c", "cli", name)
+        write(c, code)
+        obj = os.path.join(self.build, "CMakeFiles/oomless_cli_objs.dir/cli", name + ".o")
+        os.makedirs(os.path.dirname(obj), exist_ok=True)
+        subprocess.run(["cc", "-c", "-o", obj, c], check=True)
+
     def test_clean_tree_passes(self):
         r = self.run_checker()
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
@@ -70,6 +78,12 @@ class Checker(unittest.TestCase):
         self.assertEqual(r.returncode, 1)
         self.assertIn("lib/plan: no README.md", r.stdout)
 
+    def test_file_named_after_its_folder_fails(self):
+        write(os.path.join(self.src, "lib/plan/plan.c"), "#include \"plan/plan.h\"\n")
+        r = self.run_checker()
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("lib/plan/plan.c: plan/plan.h is the folder's contract", r.stdout)
+
     def test_upward_call_fails(self):
         self.compile("plan/p.c", "int oomi_p(void) { return 1; }\n")
         self.compile("core/a.c", "int oomi_p(void);\nint oomi_a(void) { return oomi_p(); }\n")
@@ -90,6 +104,55 @@ class Checker(unittest.TestCase):
         self.compile("plan/p.c", "int oomi_a(void);\nint oomi_p(void) { return oomi_a(); }\n")
         r = self.run_checker(self.build)
         self.assertEqual(r.returncode, 0, r.stdout)
+
+
+    def test_tool_including_an_internal_header_fails(self):
+        write(os.path.join(self.src, "cli/cli.h"), "#include \"oomless.h\"\n")
+        write(os.path.join(self.src, "cli/cmd_x.c"),
+              "#include \"cli.h\"\n#include \"core/core.h\"\n#include \"plan/plan.h\"\n")
+        r = self.run_checker()
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("cli/cmd_x.c:3: include \"plan/plan.h\": the tool uses the public API",
+                      r.stdout)
+        self.assertNotIn("cmd_x.c:1", r.stdout)
+        self.assertNotIn("cmd_x.c:2", r.stdout)
+
+    def test_tool_calling_an_internal_function_fails(self):
+        self.compile("core/a.c", "int oomi_a(void) { return 1; }\n")
+        self.compile("plan/p.c", "int oomi_p(void) { return 1; }\nint oom_p(void) { return 2; }\n")
+        self.compile_cli("cmd_x.c", "int oomi_a(void);\nint oom_p(void);\n"
+                         "int x(void) { return oomi_a() + oom_p(); }\n")
+        r = self.run_checker(self.build)
+        self.assertEqual(r.returncode, 0, r.stdout)
+        self.compile_cli("cmd_y.c", "int oomi_p(void);\nint y(void) { return oomi_p(); }\n")
+        r = self.run_checker(self.build)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("cli/cmd_y.c uses oomi_p from lib/plan/p.c: the tool uses the public API",
+                      r.stdout)
+
+    def test_page_api_using_internals_fails(self):
+        write(os.path.join(self.src, "web/api/page.c"), "#include \"oomless.h\"\n")
+        self.assertEqual(self.run_checker().returncode, 0)
+        write(os.path.join(self.src, "web/api/page.c"),
+              "#include \"oomless.h\"\n#include \"core/core.h\"\nint f(void) "
+              "{ return oomi_a(); }\n")
+        r = self.run_checker()
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("web/api/page.c:2: include \"core/core.h\": the page's API uses the public "
+                      "API (oomless.h) only", r.stdout)
+        self.assertIn("web/api/page.c:3: uses oomi_a", r.stdout)
+
+    def test_page_backend_keeps_its_layer(self):
+        write(os.path.join(self.src, "lib/gpu/README.md"), "# gpu\n")
+        write(os.path.join(self.src, "lib/gpu/gpu.h"), "#include \"core/core.h\"\n")
+        write(os.path.join(self.src, "web/api/gpu_none.c"),
+              "#include \"gpu/gpu.h\"\nint f(void) { return oomi_fail(1, \"x\"); }\n")
+        r = self.run_checker()
+        self.assertEqual(r.returncode, 0, r.stdout)
+        write(os.path.join(self.src, "web/api/gpu_none.c"), "#include \"plan/plan.h\"\n")
+        r = self.run_checker()
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("gpu_none.c belongs to lib/gpu, which may not use plan", r.stdout)
 
 
 if __name__ == "__main__":

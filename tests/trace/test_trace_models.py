@@ -300,7 +300,7 @@ class Phi3DefaultTargets(unittest.TestCase):
         self.assertEqual(tr["params"]["trainable"], 2 * 16 * (256 + 512))
         self.assertEqual(tr["params"]["trainable"], es["params"]["trainable"])
         # a family PEFT has a default for gets PEFT's, by name
-        from oomless.trace.run import build_hf, default_lora_targets
+        from oomless.trace.build import build_hf, default_lora_targets
         model, _ = build_hf(TINY, torch.float32, "sdpa")
         self.assertEqual(sorted(default_lora_targets(model)), ["q_proj", "v_proj"])
 

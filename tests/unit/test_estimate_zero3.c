@@ -52,9 +52,9 @@ static void test_kept_replays_answer_alike(void **state)
             oom_workload *w = workload(i);
             for (a = 0; a < sizeof(acts) / sizeof(acts[0]); a++) {
                 oomi_zero3 alone, kept;
-                w->z3_cache = NULL;
+                w->zero3.cache = NULL;
                 assert_int_equal(oomi_zero3_of(&alone, w, acts[a]), OOM_OK);
-                w->z3_cache = cache;
+                w->zero3.cache = cache;
                 assert_int_equal(oomi_zero3_of(&kept, w, acts[a]), OOM_OK);
                 if (memcmp(&alone, &kept, sizeof(alone)))
                     fail_msg("workload %zu, activations %g: turn %.17g alone, %.17g kept; "
@@ -63,7 +63,7 @@ static void test_kept_replays_answer_alike(void **state)
                 assert_true(alone.turn != 0 || alone.persistent + alone.bucket == 0 ||
                             isnan(acts[a]) || isinf(acts[a]));
             }
-            w->z3_cache = NULL;
+            w->zero3.cache = NULL;
             oom_workload_free(w);
         }
     oomi_zero3_cache_free(cache);
@@ -76,10 +76,10 @@ static void test_clone_has_none(void **state)
     oom_workload *w = workload(0), *c = NULL;
     (void)state;
     assert_int_equal(oomi_zero3_cache_new(&cache), OOM_OK);
-    w->z3_cache = cache;
+    w->zero3.cache = cache;
     assert_int_equal(oom_workload_clone(&c, w), OOM_OK);
-    assert_null(c->z3_cache);
-    w->z3_cache = NULL;
+    assert_null(c->zero3.cache);
+    w->zero3.cache = NULL;
     oom_workload_free(c);
     oom_workload_free(w);
     oomi_zero3_cache_free(cache);

@@ -118,6 +118,71 @@ static void test_defaults_are_the_library_defaults(void **state)
     }
 }
 
+/* every option's reading of w, into an array of n strings (freed by free_readings) */
+static char **readings(const oom_workload *w, const oom_option *const *o, size_t n)
+{
+    char **r = calloc(n, sizeof(*r));
+    size_t i;
+    assert_non_null(r);
+    for (i = 0; i < n; i++)
+        if (oom_workload_get(&r[i], w, o[i]->name))
+            fail_msg("%s: no reading: %s", o[i]->name, oom_last_message());
+    return r;
+}
+
+static void free_readings(char **r, size_t n)
+{
+    size_t i;
+    for (i = 0; i < n; i++)
+        oom_free(r[i]);
+    free(r);
+}
+
+/* whether setting option a may change what option b reads: the method resolves an auto precision
+ * and reference, the objective a reference */
+static int coupled(const char *a, const char *b)
+{
+    return !strcmp(a, b) ||
+           (!strcmp(a, "method") && (!strcmp(b, "precision") || !strcmp(b, "reference"))) ||
+           (!strcmp(a, "objective") && !strcmp(b, "reference"));
+}
+
+/* every option reads back what was set, and setting it changes no other option's reading: each
+ * plain value the estimator takes (auto precision and reference read back resolved, the
+ * reference under an objective that has one), and what a new workload reads sets it again */
+static void test_every_option_reads_back(void **state)
+{
+    size_t n, i, j, m;
+    const oom_option *const *o = oom_workload_options(&n);
+    (void)state;
+    for (i = 0; i < n; i++) {
+        oom_workload *w = NULL;
+        char **before, **after;
+        assert_int_equal(oom_workload_create(&w), OOM_OK);
+        if (!strcmp(o[i]->name, "reference")) /* read back as sft resolves it: none */
+            assert_int_equal(oom_workload_set(w, "objective", "dpo"), OOM_OK);
+        before = readings(w, o, n);
+        if (*before[i] && strcmp(o[i]->name, "model"))
+            assert_int_equal(oom_workload_set(w, o[i]->name, before[i]), OOM_OK);
+        for (j = 0; j < o[i]->n_values; j++) {
+            const oom_option_value *v = o[i]->values[j];
+            if (v->form || !(v->commands & OOM_COMMAND_ESTIMATE) || !strcmp(v->name, "auto"))
+                continue;
+            assert_int_equal(oom_workload_set(w, o[i]->name, v->name), OOM_OK);
+            after = readings(w, o, n);
+            if (strcmp(after[i], v->name))
+                fail_msg("%s: set '%s', reads '%s'", o[i]->name, v->name, after[i]);
+            for (m = 0; m < n; m++)
+                if (!coupled(o[i]->name, o[m]->name) && strcmp(before[m], after[m]))
+                    fail_msg("%s '%s' changed %s from '%s' to '%s'", o[i]->name, v->name,
+                             o[m]->name, before[m], after[m]);
+            free_readings(after, n);
+        }
+        free_readings(before, n);
+        oom_workload_free(w);
+    }
+}
+
 /* the lists of the plan table: each value, and all of them at once */
 static void test_plan_lists(void **state)
 {
@@ -270,6 +335,7 @@ int main(void)
         cmocka_unit_test(test_format_versions),
         cmocka_unit_test(test_every_value_parses),
         cmocka_unit_test(test_defaults_are_the_library_defaults),
+        cmocka_unit_test(test_every_option_reads_back),
         cmocka_unit_test(test_plan_lists),
         cmocka_unit_test(test_lookup_and_help),
         cmocka_unit_test(test_trainer_names),

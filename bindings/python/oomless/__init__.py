@@ -25,7 +25,9 @@ import subprocess
 import sys
 import threading
 import warnings
-from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
+from types import FrameType
+from typing import (IO, Any, Dict, List, Literal, Mapping, Optional, Sequence, Tuple, Union,
+                    cast)
 
 from . import _native as _n
 from . import _vocab
@@ -54,10 +56,11 @@ class Notice(UserWarning):
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
-def _on_notice(message, user):
+def _on_notice(message: bytes, user: Any) -> None:
     # called by the library during a call: the warning points at the caller's line (the first
     # frame outside this package)
-    level, frame = 1, sys._getframe(1)
+    frame: Optional[FrameType] = sys._getframe(1)
+    level = 1
     while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE_DIR):
         level, frame = level + 1, frame.f_back
     warnings.warn(message.decode("utf-8", "replace"), Notice, stacklevel=level + 1)
@@ -139,19 +142,19 @@ def parse_size(text: Union[str, int, float], bare_unit: str = "GiB") -> int:
 class _Config:
     """Owns an oom_config for the duration of a call."""
 
-    def __init__(self, path):
+    def __init__(self, path: Optional[str]) -> None:
         self.ptr = ctypes.c_void_p()
         _check(_n.oom_config_load(ctypes.byref(self.ptr), _b(path, "config")))
 
-    def close(self):
+    def close(self) -> None:
         if self.ptr:
             _n.oom_config_free(self.ptr)
             self.ptr = ctypes.c_void_p()
 
-    def __enter__(self):
+    def __enter__(self) -> "_Config":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> "Literal[False]":
         self.close()
         return False
 
@@ -251,18 +254,19 @@ class Workload:
             _n.oom_workload_free(self._ptr)
             self._ptr = ctypes.c_void_p()
 
-    def __enter__(self):
+    def __enter__(self) -> "Workload":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> "Literal[False]":
         self.close()
         return False
 
-    def __del__(self):
+    def __del__(self) -> None:
         self.close()
 
 
-def _split(kwargs, keys):
+def _split(kwargs: Dict[str, Any],
+           keys: Sequence[str]) -> Tuple[Dict[str, Any], Dict[str, Any]]:
     picked = {k: kwargs.pop(k) for k in list(kwargs) if k in keys}
     return picked, kwargs
 
@@ -305,7 +309,7 @@ def _model_config_path(model: str) -> str:
     out = ctypes.c_void_p()
     _check(_n.oom_model_resolve(ctypes.byref(out), _b(model, "model")))
     try:
-        return os.fsdecode(ctypes.string_at(out.value))
+        return os.fsdecode(ctypes.string_at(out.value or 0))
     finally:
         _n.oom_free(out)
 
@@ -370,7 +374,7 @@ def plan_format(format: str, version: Optional[str] = None, **options: Any) -> s
     _check(_n.oom_plan_options_format(ctypes.byref(out), None, keys, values, n,
                                       _b(format, "format"), _b(version, "version")))
     try:
-        return ctypes.string_at(out.value).decode("utf-8")
+        return ctypes.string_at(out.value or 0).decode("utf-8")
     finally:
         _n.oom_free(out)
 
@@ -489,14 +493,15 @@ def _run_cli(argv: List[str]) -> Tuple[int, bytes, List[bytes]]:
                                 stderr=subprocess.PIPE)
     except OSError as exc:
         raise FileError("cannot run %s: %s" % (argv[0], exc)) from exc
+    stdout, stderr = cast(IO[bytes], proc.stdout), cast(IO[bytes], proc.stderr)  # both piped
     out: List[bytes] = []
-    reader = threading.Thread(target=lambda: out.append(proc.stdout.read()), daemon=True)
+    reader = threading.Thread(target=lambda: out.append(stdout.read()), daemon=True)
     reader.start()
     messages: List[bytes] = []
     line = b""
     try:
         while True:
-            chunk = os.read(proc.stderr.fileno(), 65536)
+            chunk = os.read(stderr.fileno(), 65536)
             if not chunk:
                 break
             _write_stderr(chunk)
@@ -511,8 +516,8 @@ def _run_cli(argv: List[str]) -> Tuple[int, bytes, List[bytes]]:
         raise
     finally:
         reader.join()
-        proc.stdout.close()
-        proc.stderr.close()
+        stdout.close()
+        stderr.close()
     return proc.returncode, out[0] if out else b"", messages
 
 

@@ -1,5 +1,5 @@
 """oomless.hf.MemoryLogCallback: a transformers TrainerCallback around :class:`MemoryLog`."""
-from typing import Any, Callable, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from transformers import TrainerCallback
 
@@ -21,7 +21,7 @@ class MemoryLogCallback(TrainerCallback):
                              log=log)
 
     @property
-    def records(self):
+    def records(self) -> List[Dict[str, Any]]:
         return self.memory_log.records
 
     def on_step_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:

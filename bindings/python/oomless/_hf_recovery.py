@@ -2,14 +2,20 @@
 
 See :func:`oomless.hf.recover_oom` for the approach and why it is a stop and a relaunch.
 """
+from __future__ import annotations
+
 import contextlib
 import os
+from typing import Any, NoReturn
 
 from transformers import TrainerCallback
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, get_last_checkpoint
 
-from .torch import (OomStop, _StopAgreement, _empty_cache, _gave_up, _is_ddp, _release,
-                    exit_for_relaunch, is_oom, rng_state, set_rng_state)
+from ._agreement import _is_ddp, _StopAgreement
+from ._cuda_memory import Memory
+from ._step_state import _empty_cache, _gave_up, _release
+# through oomless.torch, whose import installs the out-of-memory hook of `oomless run --events`
+from .torch import OomStop, exit_for_relaunch, is_oom, rng_state, set_rng_state
 
 
 class OomRecoveryCallback(TrainerCallback):
@@ -18,31 +24,32 @@ class OomRecoveryCallback(TrainerCallback):
     Built by :func:`oomless.hf.recover_oom`, which also wraps the trainer's ``training_step``.
     """
 
-    def __init__(self, trainer, memory=None, headroom=0.1, save=True):
+    def __init__(self, trainer: Any, memory: Memory | None = None, headroom: float = 0.1,
+                 save: bool = True) -> None:
         self.trainer, self.memory, self.headroom, self.save = trainer, memory, headroom, save
-        self.stop_agreement = None
-        self.records = []
-        self._rng = None
+        self.stop_agreement: _StopAgreement | None = None
+        self.records: list[dict[str, Any]] = []
+        self._rng: dict[str, Any] | None = None
         self._first_micro = True
         self._orig = trainer.training_step
         trainer.training_step = self._training_step
 
     # -- TrainerCallback --
-    def on_step_begin(self, args, state, control, **kwargs):
+    def on_step_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         # the first micro-batch of an optimizer step: what a relaunch must find again
         self._rng = rng_state()
         self._first_micro = True
 
-    def on_train_end(self, args, state, control, **kwargs):
+    def on_train_end(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
         self._first_micro = True
 
     # -- the wrapped training_step --
-    def _micro_and_step(self):
+    def _micro_and_step(self) -> tuple[int, int]:
         args = self.trainer.args
         micro = int(args.per_device_train_batch_size)
         return micro, micro * int(args.gradient_accumulation_steps)
 
-    def _training_step(self, model, inputs, *rest, **kwargs):
+    def _training_step(self, model: Any, inputs: Any, *rest: Any, **kwargs: Any) -> Any:
         ddp = model if _is_ddp(model) else None
         if self.stop_agreement is None:
             # first call: every rank is here at the same moment (a gloo group may be created)
@@ -77,7 +84,7 @@ class OomRecoveryCallback(TrainerCallback):
             agree.agreement.sync_gradients(ddp)
         return loss
 
-    def _stop(self, model, record):
+    def _stop(self, model: Any, record: dict[str, Any]) -> NoReturn:
         """Every rank: drop the step, put the RNGs back to its start, save, raise OomStop."""
         trainer = self.trainer
         self.records.append(record)
@@ -101,7 +108,8 @@ class OomRecoveryCallback(TrainerCallback):
         raise OomStop(record, checkpoint)
 
 
-def train(trainer, exit=True, resume="auto", **train_kwargs):
+def train(trainer: Any, exit: bool = True, resume: str | None = "auto",
+          **train_kwargs: Any) -> Any:
     """``trainer.train()``, resuming from the newest checkpoint when there is one, and exiting
     for a relaunch when the ranks stopped on an OOM (see :func:`oomless.hf.train`)."""
     if resume == "auto" and "resume_from_checkpoint" not in train_kwargs:

@@ -1,5 +1,5 @@
 """oomless.lightning.MemoryLogCallback: a Lightning callback around :class:`MemoryLog`."""
-from typing import Any, Callable, Dict, Mapping, Optional
+from typing import Any, Callable, Dict, List, Mapping, Optional
 
 from lightning.pytorch.callbacks import Callback
 
@@ -22,7 +22,7 @@ class MemoryLogCallback(Callback):
                              log=log)
 
     @property
-    def records(self):
+    def records(self) -> List[Dict[str, Any]]:
         return self.memory_log.records
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any,

@@ -2,17 +2,24 @@
 
 See :class:`oomless.lightning.OomRecovery` for the approach and why it is a stop and a relaunch.
 """
+from __future__ import annotations
+
 import os
+from typing import Any, Callable
 
 from lightning.pytorch.callbacks import Callback
 
-from .torch import (OomStop, _StopAgreement, _empty_cache, _gave_up, _is_ddp, _release,
-                    batch_size_of, exit_for_relaunch, is_oom, rng_state, set_rng_state)
+from ._agreement import _is_ddp, _StopAgreement
+from ._cuda_memory import Memory
+from ._step_state import _empty_cache, _gave_up, _release
+# through oomless.torch, whose import installs the out-of-memory hook of `oomless run --events`
+from .torch import (OomStop, batch_size_of, exit_for_relaunch, is_oom, rng_state,
+                    set_rng_state)
 
 CHECKPOINT_NAME = "oomless-recovery.ckpt"
 
 
-def _progress_counters(checkpoint):
+def _progress_counters(checkpoint: Any) -> list[dict[str, Any]] | None:
     """The batch counters of the fit loop in a checkpoint (in micro-batches), or None."""
     try:
         progress = checkpoint["loops"]["fit_loop"]["epoch_loop.batch_progress"]
@@ -56,23 +63,25 @@ class OomRecovery(Callback):
         when the module is on it. save: whether to save the checkpoint.
     """
 
-    def __init__(self, micro_batch=None, dirpath=None, memory=None, headroom=0.1, save=True):
+    def __init__(self, micro_batch: int | None = None, dirpath: str | None = None,
+                 memory: Memory | None = None, headroom: float = 0.1, save: bool = True) -> None:
         env = os.environ.get("OOMLESS_BATCH_SIZE")
         self.micro_batch = int(micro_batch) if micro_batch else int(env) if env else None
         self.dirpath, self.memory, self.headroom, self.save = dirpath, memory, headroom, save
-        self.records = []
-        self.stop_agreement = None
-        self._orig = None
-        self._rng = None
-        self._failed_phase = None
-        self._accumulate = None
+        self.records: list[dict[str, Any]] = []
+        # made at the first batch, when every rank is there (its group may be created)
+        self.stop_agreement: Any = None
+        self._orig: tuple[Any, Any] | None = None
+        self._rng: dict[str, Any] | None = None
+        self._failed_phase: str | None = None
+        self._accumulate: int | None = None
         self._stopping = False
 
     # -- setup --
-    def checkpoint_path(self, trainer):
+    def checkpoint_path(self, trainer: Any) -> str:
         return os.path.join(self.dirpath or trainer.default_root_dir, CHECKPOINT_NAME)
 
-    def on_fit_start(self, trainer, pl_module):
+    def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
         if not pl_module.automatic_optimization:
             raise ValueError("oomless.lightning.OomRecovery needs automatic optimization")
         if self.memory is None and pl_module.device.type == "cuda":
@@ -82,19 +91,20 @@ class OomRecovery(Callback):
         pl_module.training_step = self._wrap_training_step(trainer, pl_module.training_step)
         pl_module.backward = self._wrap_backward(trainer, pl_module.backward)
 
-    def teardown(self, trainer, pl_module, stage):
+    def teardown(self, trainer: Any, pl_module: Any, stage: str) -> None:
         if self._orig is not None:
             # the instance attributes shadowed the class's methods: remove them
             for name in ("training_step", "backward"):
                 pl_module.__dict__.pop(name, None)
             self._orig = None
 
-    def _ddp(self, trainer):
+    def _ddp(self, trainer: Any) -> Any:
         model = getattr(trainer.strategy, "model", None)
         return model if _is_ddp(model) else None
 
     # -- per micro-batch --
-    def on_train_batch_start(self, trainer, pl_module, batch, batch_idx):
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any,
+                             batch_idx: int) -> None:
         ddp = self._ddp(trainer)
         if self.stop_agreement is None:
             # the first batch: every rank is here at the same moment (a gloo group may be made)
@@ -115,18 +125,19 @@ class OomRecovery(Callback):
         self._failed_phase = None
         self.stop_agreement.start_micro(first)
 
-    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx):
+    def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
         ddp = self._ddp(trainer)
         if ddp is not None:
             ddp.require_backward_grad_sync = True
 
-    def on_before_optimizer_step(self, trainer, pl_module, optimizer):
+    def on_before_optimizer_step(self, trainer: Any, pl_module: Any, optimizer: Any) -> None:
         ddp = self._ddp(trainer)
         if ddp is not None:
             self.stop_agreement.agreement.sync_gradients(ddp)
 
-    def _decide(self, trainer, phase):
-        micro = self.micro_batch
+    def _decide(self, trainer: Any, phase: str | None) -> None:
+        micro = int(self.micro_batch or 0)  # set by on_train_batch_start
         per_step = micro * max(int(trainer.accumulate_grad_batches), 1)
         record = self.stop_agreement.decide(phase, micro, per_step, trainer.global_step + 1)
         if record is None:
@@ -137,8 +148,8 @@ class OomRecovery(Callback):
                             "smaller is left" % (record["failed_ranks"],))
         raise OomStop(record)
 
-    def _wrap_training_step(self, trainer, fn):
-        def training_step(*args, **kwargs):
+    def _wrap_training_step(self, trainer: Any, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def training_step(*args: Any, **kwargs: Any) -> Any:
             try:
                 out = fn(*args, **kwargs)
             except Exception as exc:  # noqa: BLE001 - only out-of-memory is handled
@@ -153,8 +164,8 @@ class OomRecovery(Callback):
             return out
         return training_step
 
-    def _wrap_backward(self, trainer, fn):
-        def backward(loss, *args, **kwargs):
+    def _wrap_backward(self, trainer: Any, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def backward(loss: Any, *args: Any, **kwargs: Any) -> None:
             phase = None
             try:
                 fn(loss, *args, **kwargs)
@@ -168,7 +179,7 @@ class OomRecovery(Callback):
         return backward
 
     # -- the stop --
-    def on_exception(self, trainer, pl_module, exception):
+    def on_exception(self, trainer: Any, pl_module: Any, exception: BaseException) -> None:
         if not isinstance(exception, OomStop):
             return
         pl_module.zero_grad(set_to_none=True)
@@ -187,11 +198,11 @@ class OomRecovery(Callback):
             exception.checkpoint = path
 
     # -- checkpoints --
-    def state_dict(self):
+    def state_dict(self) -> dict[str, Any]:
         return {"micro_batch": self.micro_batch, "accumulate_grad_batches": self._accumulate,
                 "oom_stop": self._stopping}
 
-    def on_load_checkpoint(self, trainer, pl_module, checkpoint):
+    def on_load_checkpoint(self, trainer: Any, pl_module: Any, checkpoint: dict[str, Any]) -> None:
         """Puts the loop's micro-batch counters of a recovery checkpoint at the failed step's
         start and in micro-batches of the new size (called before the loops are restored from
         the same dict)."""
@@ -214,7 +225,8 @@ class OomRecovery(Callback):
                     c[k] = done // new
 
 
-def fit(trainer, model, exit=True, ckpt_path="auto", **fit_kwargs):
+def fit(trainer: Any, model: Any, exit: bool = True, ckpt_path: str | None = "auto",
+        **fit_kwargs: Any) -> Any:
     """``trainer.fit(model, ...)``, resuming from the recovery checkpoint when there is one, and
     exiting for a relaunch when the ranks stopped on an OOM (see :func:`oomless.lightning.fit`)."""
     callback = next((c for c in trainer.callbacks if isinstance(c, OomRecovery)), None)

@@ -7,11 +7,12 @@ checkout); an installed tree (<prefix>/lib); the system's library path.
 import ctypes
 import ctypes.util
 import os
+from typing import Any, Iterator, Optional
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def _candidates():
+def _candidates() -> Iterator[str]:
     env = os.environ.get("OOMLESS_LIBRARY")
     if env:
         yield env
@@ -27,7 +28,7 @@ def _candidates():
         yield found
 
 
-def _load():
+def _load() -> ctypes.CDLL:
     errors = []
     for path in _candidates():
         if os.sep in path and not os.path.exists(path):
@@ -45,7 +46,7 @@ def _load():
 MAJOR = 1
 
 
-def _check_version(library):
+def _check_version(library: ctypes.CDLL) -> ctypes.CDLL:
     """ImportError unless `library` is of major version MAJOR (before anything else is declared:
     a library of another major may lack the functions)."""
     try:
@@ -83,10 +84,10 @@ class Versioned(ctypes.Structure):
     version these declarations were written for (what OOM_<NAME>_INIT does in C); the other
     arguments fill the fields after it, in order. `c_name` is the struct's name in oomless.h."""
 
-    c_name = None
+    c_name: Optional[str] = None
     c_version = 1
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(self.c_version, *args, **kwargs)
 
 
@@ -98,7 +99,7 @@ class TargetRequest(Versioned):
                 ("config", c_void_p)]
 
 
-def _declare(name, restype, *argtypes):
+def _declare(name: str, restype: Any, *argtypes: Any) -> Any:
     fn = getattr(lib, name)
     fn.restype = restype
     fn.argtypes = list(argtypes)
@@ -138,7 +139,9 @@ class Estimate(Versioned):
     """oom_estimate (field order and types as in oomless.h)."""
 
     c_name = "oom_estimate"
-    _fields_ = [("version", c_uint)] + [(name, c_uint64) for name in (
+    # (mixed ctypes types: mypy infers too narrow an element type for the joined lists)
+    _fields_ = [("version", c_uint)] + [  # type: ignore[assignment]
+        (name, c_uint64) for name in (
         "weights", "gradients", "optimizer", "activations", "logits", "kv_cache", "temporaries",
         "overhead", "allocated_peak", "reserved_peak", "device_peak")] + [
         ("peak_phase", c_int), ("params_total", c_uint64), ("params_trainable", c_uint64),

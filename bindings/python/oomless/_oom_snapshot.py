@@ -18,6 +18,8 @@ they catch the OOM; :func:`install_oom_hook` (done on import of :mod:`oomless.to
 ``$OOMLESS_MEMORY_HISTORY`` (``oomless run --memory-history N``) turns allocation stacks on at
 import, with a history of at most N entries.
 """
+from __future__ import annotations
+
 import fcntl
 import json
 import linecache
@@ -25,6 +27,10 @@ import os
 import sys
 import time
 import weakref
+from typing import Any, Callable, Iterable
+
+#: a summary's source-line reader: (filename, line) -> the line's text or None
+Source = Callable[[Any, Any], "str | None"]
 
 #: How many blocks and origins a summary lists.
 TOP = 5
@@ -33,13 +39,17 @@ TOP = 5
 _SKIP_PARTS = (os.sep + "torch" + os.sep, os.sep + "oomless" + os.sep, "<frozen ", "<string>")
 _STDLIB = os.path.dirname(os.__file__)
 
-_snapshot_source = None  # a callable returning a snapshot dict (tests inject one on CPU)
-_tags = {}  # storage address -> the name of the module whose forward returned it (tag_modules)
-_tag_tensors = {}  # storage address -> a weak reference to the tensor that got the tag
+#: what gives the snapshot: a callable returning a snapshot dict (tests inject one on CPU)
+SnapshotSource = Callable[[], "dict[str, Any] | None"]
+_snapshot_source: SnapshotSource | None = None
+#: storage address -> the name of the module whose forward returned it (tag_modules)
+_tags: dict[int, str] = {}
+#: storage address -> a weak reference to the tensor that got the tag
+_tag_tensors: dict[int, weakref.ref[Any] | None] = {}
 _TAGS_MAX = 1 << 16
 
 
-def _user_frame(frames):
+def _user_frame(frames: Iterable[dict[str, Any]] | None) -> dict[str, Any] | None:
     """The innermost frame in the user's code (not torch's, the standard library's or
     oomless's); else the innermost Python frame; None without frames."""
     python = [f for f in frames or () if str(f.get("filename", "")).endswith(".py")]
@@ -50,7 +60,8 @@ def _user_frame(frames):
     return python[0] if python else None
 
 
-def _where(frame, source):
+def _where(frame: dict[str, Any] | None,
+           source: Source | None) -> tuple[str | None, str | None]:
     if frame is None:
         return None, None
     where = "%s:%s %s" % (os.path.basename(str(frame.get("filename"))), frame.get("line"),
@@ -59,7 +70,8 @@ def _where(frame, source):
     return where, (text.strip()[:60] or None) if text else None
 
 
-def summarize_snapshot(snapshot, top=TOP, source=None, tags=None):
+def summarize_snapshot(snapshot: dict[str, Any], top: int = TOP, source: Source | None = None,
+                       tags: dict[int, str] | None = None) -> dict[str, Any]:
     """The summary of a memory snapshot (see the module documentation for its format).
 
     Returns ``{"allocated_bytes", "reserved_bytes", "inactive_split_bytes", "frames", "tagged",
@@ -77,7 +89,7 @@ def summarize_snapshot(snapshot, top=TOP, source=None, tags=None):
     entry (null when untagged), and the origins are grouped by module and line.
     """
     allocated = reserved = split = 0
-    blocks = []
+    blocks: list[tuple[int, dict[str, Any] | None, str | None]] = []
     frames = False
     for seg in snapshot.get("segments") or ():
         reserved += int(seg.get("total_size", 0))
@@ -97,8 +109,8 @@ def summarize_snapshot(snapshot, top=TOP, source=None, tags=None):
         for entry in trace or ():
             if entry.get("action") == "oom":
                 tried, free = entry.get("size"), entry.get("device_free")
-    origins = {}
-    largest = []
+    origins: dict[tuple[str | None, str | None], dict[str, Any]] = {}
+    largest: list[dict[str, Any]] = []
     for size, frame, module in sorted(blocks, key=lambda x: -x[0]):
         where, code = _where(frame, source)
         if len(largest) < top:
@@ -117,19 +129,19 @@ def summarize_snapshot(snapshot, top=TOP, source=None, tags=None):
             "largest": largest, "origins": ranked}
 
 
-def _source_line(filename, line):
+def _source_line(filename: Any, line: Any) -> str | None:
     try:
         return linecache.getline(str(filename), int(line))
     except (TypeError, ValueError, OSError):
         return None
 
 
-def _forget_tags():
+def _forget_tags() -> None:
     _tags.clear()
     _tag_tensors.clear()
 
 
-def _tag(x, name):
+def _tag(x: Any, name: str) -> None:
     import torch
     if torch.is_tensor(x):
         address = x.untyped_storage().data_ptr()
@@ -155,7 +167,7 @@ def _tag(x, name):
             _tag(v, name)
 
 
-def tag_modules(model):
+def tag_modules(model: Any) -> list[Any]:
     """Names the tensors the model's modules return, so that a snapshot at an OOM says which
     module made each (``"module": "lm_head"``): a forward hook on every submodule records the
     address of each output's storage (the address of its block in the allocator) with the
@@ -170,7 +182,7 @@ def tag_modules(model):
     return handles
 
 
-def set_snapshot_source(fn):
+def set_snapshot_source(fn: SnapshotSource | None) -> SnapshotSource | None:
     """Replaces ``torch.cuda.memory._snapshot`` as what :func:`record_oom` summarises (a callable
     returning a snapshot dict, or None for the default); returns the previous one."""
     global _snapshot_source
@@ -178,17 +190,18 @@ def set_snapshot_source(fn):
     return previous
 
 
-def take_snapshot():
+def take_snapshot() -> dict[str, Any] | None:
     """The CUDA allocator's snapshot, or None on a machine or process without CUDA."""
     if _snapshot_source is not None:
         return _snapshot_source()
     import torch
     if not torch.cuda.is_available() or not torch.cuda.is_initialized():
         return None
-    return torch.cuda.memory._snapshot()
+    snapshot: dict[str, Any] = torch.cuda.memory._snapshot()
+    return snapshot
 
 
-def append_event(doc, path):
+def append_event(doc: dict[str, Any], path: str) -> None:
     """Appends `doc` as one JSON line to `path` with one ``write`` in append mode, under an
     exclusive ``flock`` so that ranks writing at once never interleave."""
     data = (json.dumps(doc, separators=(",", ":")) + "\n").encode("utf-8")
@@ -200,12 +213,14 @@ def append_event(doc, path):
         os.close(fd)
 
 
-def _rank():
+def _rank() -> int | None:
     r = os.environ.get("RANK")
     return int(r) if r and r.isdigit() else None
 
 
-def record_oom(exc=None, step=None, rank=None, events_path=None, snapshot=None):
+def record_oom(exc: BaseException | None = None, step: int | None = None, rank: int | None = None,
+               events_path: str | None = None,
+               snapshot: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """Appends an ``oom_snapshot`` event for an out-of-memory error to the events file.
 
     `events_path` defaults to ``$OOMLESS_RECOVERY_EVENTS``; `snapshot` to :func:`take_snapshot`;
@@ -220,38 +235,38 @@ def record_oom(exc=None, step=None, rank=None, events_path=None, snapshot=None):
         snapshot = snapshot if snapshot is not None else take_snapshot()
         if snapshot is None:
             return None
-        doc = {"time": round(time.time(), 6), "event": "oom_snapshot", "pid": os.getpid(),
-               "rank": rank if rank is not None else _rank(), "step": step,
-               "reason": str(exc).splitlines()[0][:300] if exc is not None and str(exc)
-               else None}
+        doc: dict[str, Any] = {
+            "time": round(time.time(), 6), "event": "oom_snapshot", "pid": os.getpid(),
+            "rank": rank if rank is not None else _rank(), "step": step,
+            "reason": str(exc).splitlines()[0][:300] if exc is not None and str(exc) else None}
         doc.update(summarize_snapshot(snapshot, source=_source_line, tags=_tags))
         append_event(doc, events_path)
         if exc is not None:
-            exc._oomless_recorded = True
+            setattr(exc, "_oomless_recorded", True)
         return doc
     except Exception as err:  # noqa: BLE001 - reported, never raised over the OOM
         sys.stderr.write("oomless: the out-of-memory snapshot was not recorded: %s\n" % err)
         return None
 
 
-def install_oom_hook(is_oom):
+def install_oom_hook(is_oom: Callable[[BaseException], bool]) -> bool:
     """Chains ``sys.excepthook`` so that an out-of-memory error (``is_oom(exc)``) ending the
     process is recorded by :func:`record_oom` first. Installed once; returns whether it was."""
     previous = sys.excepthook
     if getattr(previous, "_oomless_oom_hook", False):
         return False
 
-    def hook(kind, exc, tb):
+    def hook(kind: type[BaseException], exc: BaseException, tb: Any) -> None:
         if exc is not None and is_oom(exc):
             record_oom(exc)
         previous(kind, exc, tb)
 
-    hook._oomless_oom_hook = True
+    setattr(hook, "_oomless_oom_hook", True)
     sys.excepthook = hook
     return True
 
 
-def start_history(max_entries):
+def start_history(max_entries: int) -> bool:
     """Turns on the CUDA allocator's allocation stacks (Python frames) with a history of at
     most `max_entries` events; False (nothing done) without CUDA."""
     import torch
@@ -262,7 +277,7 @@ def start_history(max_entries):
     return True
 
 
-def install_from_env(is_oom):
+def install_from_env(is_oom: Callable[[BaseException], bool]) -> None:
     """What ``oomless run`` asks of the job through its environment: the hook when it writes an
     events file, allocation stacks when ``$OOMLESS_MEMORY_HISTORY`` is a positive count."""
     if os.environ.get("OOMLESS_RECOVERY_EVENTS"):

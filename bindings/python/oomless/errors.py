@@ -94,6 +94,6 @@ BY_CODE = {cls.code: cls for cls in (
     DoesNotFitError, JobError, RefusedError, UnsupportedError, InterruptedJobError, InternalError)}
 
 
-def error_for(code, message):
+def error_for(code: int, message: Optional[str]) -> OomlessError:
     """The exception for a library error code."""
     return BY_CODE.get(code, OomlessError)(message or "oomless error %d" % code, code)

@@ -4,7 +4,7 @@
     args = transformers.TrainingArguments(output_dir="out", **oomless.hf.training_arguments(plan))
 """
 
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional, cast
 
 from ._plans import check_backend, deepspeed_config, exact_precision, is_sharded, plan_of
 from ._vocab import format_version, installed_version, trainer_optimizer
@@ -30,7 +30,7 @@ _SWITCH = {
 }
 
 
-def _plan(doc):
+def _plan(doc: Mapping[str, Any]) -> Mapping[str, Any]:
     """Accepts the whole plan document or its "plan" object (kept for older callers)."""
     return plan_of(doc)
 
@@ -80,7 +80,8 @@ def checkpointing_key(transformers_version: Optional[str] = None) -> str:
     from 5.23, ``gradient_checkpointing`` before; ``"_kwargs"`` after it names its kwargs."""
     if transformers_version is None:
         transformers_version = installed_version("transformers")
-    return CHECKPOINTING_KEY[format_version("args", transformers_version)]
+    # "args" follows transformers: a version, never None
+    return CHECKPOINTING_KEY[cast(str, format_version("args", transformers_version))]
 
 
 def training_arguments(doc: Mapping[str, Any], backend: str = "deepspeed",

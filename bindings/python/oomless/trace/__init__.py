@@ -26,7 +26,7 @@ _EXPORTS = {"TraceError": "run", "document": "run", "Workload": "run", "trace_hf
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name):
+def __getattr__(name: str) -> Any:
     # torch is imported on first use, so that `python -m oomless.trace` can say what to install
     if name in _EXPORTS:
         import importlib

@@ -4,6 +4,8 @@ Exit codes: 0 ok; 2 bad option or value, a workload the tracer cannot express, o
 transformers / peft missing (the message says what to install); 3 the calibration record could
 not be saved (--calibrate).
 """
+from __future__ import annotations
+
 import argparse
 import importlib
 import json
@@ -11,6 +13,8 @@ import os
 import sys
 import time
 import warnings
+from types import ModuleType
+from typing import Any, Callable, Sequence
 
 from .. import calibration as store
 from ..errors import FileError, OomlessError
@@ -26,7 +30,7 @@ Exit codes: 0 ok, 2 bad option or value, an untraceable workload, or a missing p
 calibration record could not be saved."""
 
 
-def _parser():
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="oomless trace", description=USAGE_NOTE,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     add_workload_arguments(p)  # the library's table: the workload options the tracer takes
@@ -49,7 +53,7 @@ def _parser():
 _NOT_KEY = {"--calibrate": 0, "--json": 0, "--batches": 1, "--calibration": 1, "--batch": 1}
 
 
-def command_key(argv):
+def command_key(argv: Sequence[str]) -> list[str]:
     """The calibration record's command: `oomless trace` and the options that define the
     workload, in the order given, without the ones that only say what to do (--calibrate, --json,
     --batch, ...). `oomless plan -- oomless trace OPTIONS` builds the same key from its argv."""
@@ -65,7 +69,7 @@ def command_key(argv):
     return key
 
 
-def fit_line(points):
+def fit_line(points: Sequence[tuple[int, int]]) -> tuple[float, float, float]:
     """fixed + per_sample*b + per_sample2*b^2 through (batch, bytes) points: exact for three,
     least squares beyond; a straight line when the curvature is below a byte per sample^2."""
     import numpy as np
@@ -80,7 +84,8 @@ def fit_line(points):
     return float(coef[0]), float(coef[1]), float(coef[2])
 
 
-def calibrate(args, argv, run):
+def calibrate(args: argparse.Namespace, argv: Sequence[str],
+              run: ModuleType) -> tuple[dict[str, Any], str]:
     if args.module:
         raise ValueError("--calibrate works with --model (a --module's batch is its --input-shape)")
     if args.batches:
@@ -93,15 +98,15 @@ def calibrate(args, argv, run):
         batches = [args.batch, 2 * args.batch, 4 * args.batch]
     if len(batches) < 3 or batches[0] < 1:
         raise ValueError("--batches needs at least three different sizes of at least 1")
-    points, last = [], None
+    points: list[tuple[int, int]] = []
     for b in batches:
         w = run.Workload(args.model, args.method, args.precision, args.optimizer, b, args.seq,
                          args.grad_accum, args.checkpointing, args.attention, args.loss,
                          args.lora_rank, args.lora_targets, args.lora_dropout, args.steps,
                          objective=args.objective, reference=args.reference,
                          packing=args.packing, tokens_per_batch=args.tokens_per_batch)
-        last = run.trace_hf(w)
-        points.append((b, last["memory"]["allocated_peak"]))
+        traced = run.trace_hf(w)
+        points.append((b, traced["memory"]["allocated_peak"]))
     fixed, per, per2 = fit_line(points)
     record = {"time": round(time.time(), 3), "gpu": "", "command": command_key(argv),
               "workload": "", "fixed_bytes": int(round(fixed)), "per_sample_bytes": int(round(per)),
@@ -113,7 +118,7 @@ def calibrate(args, argv, run):
     return record, store.save(record, args.calibration)
 
 
-def _need(mod, why):
+def _need(mod: str, why: str) -> ModuleType:
     try:
         return importlib.import_module(mod)
     except ImportError:
@@ -128,7 +133,7 @@ def _need(mod, why):
         sys.exit(2)
 
 
-def _load_fn(spec, what):
+def _load_fn(spec: str, what: str) -> Callable[..., Any]:
     mod, _, fn = spec.partition(":")
     if not mod or not fn:
         raise ValueError("%s '%s' is not of the form pkg.mod:function" % (what, spec))
@@ -144,14 +149,14 @@ def _load_fn(spec, what):
         raise ValueError("%s '%s': %s" % (what, spec, exc)) from exc
 
 
-def _size(n):
+def _size(n: int) -> str:
     for unit, div in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
         if n >= div:
             return "%.2f %s" % (n / div, unit)
     return "%d B" % n
 
 
-def _text(res):
+def _text(res: dict[str, Any]) -> str:
     mem = res["memory"]
     total = mem["allocated_peak"] or 1
     lines = ["=" * 60, "Traced on the meta device: %s" % res["workload"]["model"], "=" * 60]
@@ -176,7 +181,8 @@ def _text(res):
     return "\n".join(lines) + "\n"
 
 
-def _show_notice(message, category, filename, lineno, file=None, line=None):
+def _show_notice(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                 file: Any = None, line: str | None = None) -> None:
     """The library's notices as the oomless tool prints them; other warnings as Python does."""
     from .. import Notice
     if issubclass(category, Notice):
@@ -188,7 +194,7 @@ def _show_notice(message, category, filename, lineno, file=None, line=None):
 _SHOW_WARNING = warnings.showwarning
 
 
-def main(argv=None):
+def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     warnings.showwarning = _show_notice

@@ -14,16 +14,22 @@ class (``AutoModel`` is a factory, not a model).
 Every refusal is a :class:`~oomless.trace.run.TraceError` naming the file, the field and the value
 (``python -m oomless.trace`` exits 2 with it), never a traceback.
 """
+from __future__ import annotations
+
 import contextlib
 import json
+from typing import TYPE_CHECKING, Any, Iterator
+
+if TYPE_CHECKING:
+    from .limits import TraceError
 
 
-def _error(message):
+def _error(message: str) -> TraceError:
     from .run import TraceError
     return TraceError(message)
 
 
-def read_config(path):
+def read_config(path: str) -> dict[str, Any]:
     """The config.json at `path` as a dict, once liboomless has read it as the estimator does."""
     from .. import OomlessError, UnsupportedError, Workload
     try:
@@ -43,7 +49,7 @@ def read_config(path):
     return cfg
 
 
-def check_architectures(cfg, path="the model config"):
+def check_architectures(cfg: dict[str, Any], path: str = "the model config") -> None:
     """Refuses an ``architectures`` that is not a list of strings, or whose entry transformers
     has as something other than a model class."""
     archs = cfg.get("architectures")
@@ -60,7 +66,7 @@ def check_architectures(cfg, path="the model config"):
                          "AutoModel)" % (path, arch))
 
 
-def _lookup(arch):
+def _lookup(arch: str) -> tuple[bool, type[Any] | None]:
     """(whether transformers has the name `arch`, its model class or None)"""
     import transformers
     if not arch or arch.startswith("_"):
@@ -76,13 +82,13 @@ def _lookup(arch):
     return True, None
 
 
-def model_class(arch):
+def model_class(arch: str) -> type[Any] | None:
     """The transformers model class named `arch`, or None when transformers has no such model
     class (the tracer then builds AutoModelForCausalLM)."""
     return _lookup(arch)[1]
 
 
-def model_class_of(cfg):
+def model_class_of(cfg: dict[str, Any]) -> type[Any] | None:
     """The class the tracer builds the config's model with: the first ``architectures`` entry
     that is a transformers model class, None for AutoModelForCausalLM (after
     :func:`check_architectures`)."""
@@ -90,14 +96,14 @@ def model_class_of(cfg):
     return next(filter(None, map(model_class, cfg.get("architectures") or [])), None)
 
 
-def reads_values(exc):
+def reads_values(exc: BaseException) -> bool:
     """Whether a RuntimeError is the meta device's (the model's code read a tensor's value), not
     the config's."""
     return "meta tensors" in str(exc) or "data-dependent" in str(exc)
 
 
 @contextlib.contextmanager
-def refused_by_transformers(cls):
+def refused_by_transformers(cls: type[Any] | None) -> Iterator[None]:
     """What transformers raises while it builds the model from the config (the config is all it
     reads then) as one TraceError naming its words, e.g. a field of the wrong type: "Validation
     error for field 'hidden_size'"."""

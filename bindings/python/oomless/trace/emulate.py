@@ -20,8 +20,14 @@ casts and the fused kernels exactly as it does on a GPU:
   ``native_dropout`` here. Here the fused aten op is called directly; autograd's
   formula for it (derivatives.yaml) then saves what CUDA saves.
 """
+from __future__ import annotations
+
+from typing import Any, Callable
+
 import torch
 from torch.overrides import TorchFunctionMode
+
+from .tracker import Tracker
 
 F = torch.nn.functional
 
@@ -40,33 +46,34 @@ FP32 = {"softmax", "log_softmax", "softmin", "cross_entropy", "nll_loss", "layer
 LOW_DTYPES = (torch.float16, torch.bfloat16)
 
 
-def _is_float(t):
+def _is_float(t: Any) -> bool:
     return isinstance(t, torch.Tensor) and t.is_floating_point()
 
 
 class CudaEmulation(TorchFunctionMode):
     """Autocast (when `amp_dtype` is set) and CUDA's choice of SDPA kernel."""
 
-    def __init__(self, amp_dtype=None, fused_sdpa=True, tracker=None):
+    def __init__(self, amp_dtype: torch.dtype | None = None, fused_sdpa: bool = True,
+                 tracker: Tracker | None = None) -> None:
         super().__init__()
         self.tracker = tracker  # tags autocast's copies of parameters ("weight_cast")
         self.amp_dtype = amp_dtype
         self.fused_sdpa = fused_sdpa
         self.autocast = amp_dtype is not None  # on during the forward, off in the backward
         self.cache_casts = True
-        self._cache = {}
+        self._cache: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
-    def recompute_context(self):
+    def recompute_context(self) -> CudaEmulation:
         """A fresh emulation for a checkpointed segment's recomputation in the backward: autocast
         as it was in the forward, its own cast cache (dropped when the segment ends)."""
         return CudaEmulation(self.amp_dtype if self.autocast or self.amp_dtype else None,
                              self.fused_sdpa, self.tracker)
 
-    def end_region(self):
+    def end_region(self) -> None:
         """The end of the autocast region: cached parameter casts are dropped."""
         self._cache.clear()
 
-    def _to(self, t, dtype):
+    def _to(self, t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         # a parameter, or a view of one (Falcon's `x @ self.weight.T`): a weight copy
         weight = isinstance(t, torch.nn.Parameter) or isinstance(getattr(t, "_base", None),
                                                                   torch.nn.Parameter)
@@ -78,7 +85,7 @@ class CudaEmulation(TorchFunctionMode):
         finally:
             self.tracker.tag = saved
 
-    def _cast(self, t, dtype):
+    def _cast(self, t: Any, dtype: Any) -> Any:
         if not _is_float(t) or t.dtype == dtype:
             return t
         if self.cache_casts and t.is_leaf and t.requires_grad:
@@ -90,8 +97,9 @@ class CudaEmulation(TorchFunctionMode):
             return c
         return self._to(t, dtype)
 
-    def _cast_all(self, args, kwargs, dtype, only_low=False):
-        def conv(x):
+    def _cast_all(self, args: Any, kwargs: dict[str, Any], dtype: torch.dtype | None,
+                  only_low: bool = False) -> tuple[tuple[Any, ...], dict[str, Any]]:
+        def conv(x: Any) -> Any:
             if only_low and not (_is_float(x) and x.dtype in LOW_DTYPES):
                 return x
             if isinstance(x, (list, tuple)):
@@ -99,8 +107,10 @@ class CudaEmulation(TorchFunctionMode):
             return self._cast(x, dtype) if _is_float(x) else x
         return tuple(conv(a) for a in args), {k: conv(v) for k, v in kwargs.items()}
 
-    def _sdpa(self, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None,
-              enable_gqa=False):
+    def _sdpa(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
+              attn_mask: torch.Tensor | None = None, dropout_p: float = 0.0,
+              is_causal: bool = False, scale: float | None = None,
+              enable_gqa: bool = False) -> torch.Tensor:
         grouped = k.shape[-3] != q.shape[-3]
         # flash attention wants one head size for q, k and v (PyTorch's sdp_utils.cpp,
         # check_head_dim_size_flash); the memory-efficient kernel lets v's differ, as multi-head
@@ -129,7 +139,7 @@ class CudaEmulation(TorchFunctionMode):
             q, k, v, attn_mask, need_lse, dropout_p, is_causal, scale=scale)[0]
 
     @staticmethod
-    def _dropout(x, p=0.5, training=True, inplace=False):
+    def _dropout(x: Any, p: float = 0.5, training: bool = True, inplace: bool = False) -> Any:
         # CUDA's F.dropout is the fused native_dropout, whose backward keeps a 1-byte bool mask;
         # off CUDA it becomes x * mask with a mask of x's dtype (2 or 4 bytes)
         if not training or p == 0 or not _is_float(x) or x.numel() == 0:
@@ -138,7 +148,8 @@ class CudaEmulation(TorchFunctionMode):
             return F.dropout(x, p, training, inplace)
         return torch.ops.aten.native_dropout(x, p, True)[0]
 
-    def __torch_function__(self, func, types, args=(), kwargs=None):
+    def __torch_function__(self, func: Callable[..., Any], types: Any, args: Any = (),
+                           kwargs: dict[str, Any] | None = None) -> Any:
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
         if self.autocast:

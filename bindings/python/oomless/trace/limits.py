@@ -11,6 +11,9 @@ its replay of DeepSpeed ZeRO-3 follows (OOMI_ZERO3_MAX_BLOCKS, lib/estimate/esti
 8 times the deepest published model the presets hold (Llama 3.1 405B: 126 layers). A 1024-layer
 model traces in about 45 s on 2 cores (a 256-wide Llama, batch 1 x 16, two steps).
 """
+from __future__ import annotations
+
+from typing import Any
 
 
 class TraceError(Exception):
@@ -29,10 +32,11 @@ LAYER_KEYS = ("num_hidden_layers", "n_layer", "n_layers", "num_layers", "num_dec
 _MAX_DEPTH = 8
 
 
-def too_many_layers(cfg_dict):
+def too_many_layers(cfg_dict: Any) -> tuple[str, int | float] | None:
     """The first layer count past MAX_LAYERS in a config dict and its nested configs, as
     (dotted key, value), or None."""
-    todo = [("", cfg_dict, 0)] if isinstance(cfg_dict, dict) else []
+    todo: list[tuple[str, dict[str, Any], int]] = (
+        [("", cfg_dict, 0)] if isinstance(cfg_dict, dict) else [])
     while todo:
         prefix, d, depth = todo.pop()
         for key, value in d.items():
@@ -44,7 +48,7 @@ def too_many_layers(cfg_dict):
     return None
 
 
-def check_layers(cfg_dict, where):
+def check_layers(cfg_dict: Any, where: str | None) -> None:
     """Raises :class:`TraceError` for a config of more than MAX_LAYERS layers (where: its name)."""
     found = too_many_layers(cfg_dict)
     if found:

@@ -21,7 +21,10 @@ of the largest total and attributes the storages alive then:
 - temporaries: autocast's 16-bit copies of the parameters (tag "weight_cast"), and everything else (transient buffers of the forward, activation gradients and
   workspaces of the backward, the optimizer's transient buffers).
 """
+from __future__ import annotations
+
 import weakref
+from typing import Any, Iterable
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -33,7 +36,7 @@ CATEGORIES = ("weights", "gradients", "optimizer", "activations", "logits", "kv_
               "temporaries")
 
 
-def rounded(nbytes):
+def rounded(nbytes: int) -> int:
     """Bytes the CUDA caching allocator hands out for a request of `nbytes`."""
     if nbytes <= 0:
         return 0
@@ -43,10 +46,11 @@ def rounded(nbytes):
 class _Alloc:
     __slots__ = ("nbytes", "t_alloc", "t_free", "phase", "tag", "kind", "op")
 
-    def __init__(self, nbytes, t_alloc, phase, tag, kind, op):
+    def __init__(self, nbytes: int, t_alloc: int, phase: str, tag: str | None, kind: str | None,
+                 op: str | None) -> None:
         self.nbytes = nbytes
         self.t_alloc = t_alloc
-        self.t_free = None
+        self.t_free: int | None = None
         self.phase = phase
         self.tag = tag
         self.kind = kind  # "weights", "gradients" or None (decided at the peak)
@@ -56,23 +60,23 @@ class _Alloc:
 class Tracker(TorchDispatchMode):
     """Counts the storages of tensors on `device` (the meta device by default)."""
 
-    def __init__(self, device="meta"):
+    def __init__(self, device: str | torch.device = "meta") -> None:
         super().__init__()
         self.device = torch.device(device)
-        self.allocs = []  # every allocation, in order
-        self._live = {}  # id(storage) -> _Alloc
-        self._refs = {}  # id(storage) -> weakref keeping the finalizer
+        self.allocs: list[_Alloc] = []  # every allocation, in order
+        self._live: dict[int, _Alloc] = {}  # id(storage) -> _Alloc
+        self._refs: dict[int, Any] = {}  # id(storage) -> weakref keeping the finalizer
         self.clock = 0
         self.phase = "setup"
-        self.tag = None
-        self.phases = []  # [start, end, phase, step]; end None while it runs
+        self.tag: str | None = None
+        self.phases: list[list[Any]] = []  # [start, end, phase, step]; end None while it runs
 
     # ---- bookkeeping ------------------------------------------------------------------------
-    def _tick(self):
+    def _tick(self) -> int:
         self.clock += 1
         return self.clock
 
-    def _track(self, storage, kind=None, op=None):
+    def _track(self, storage: Any, kind: str | None = None, op: str | None = None) -> _Alloc:
         key = id(storage)
         if key in self._live:
             return self._live[key]
@@ -80,7 +84,7 @@ class Tracker(TorchDispatchMode):
         self._live[key] = a
         self.allocs.append(a)
 
-        def freed(_ref, key=key, a=a):
+        def freed(_ref: Any, key: int = key, a: _Alloc = a) -> None:
             if self._live.get(key) is a:
                 del self._live[key]
                 self._refs.pop(key, None)
@@ -89,14 +93,14 @@ class Tracker(TorchDispatchMode):
         self._refs[key] = weakref.ref(storage, freed)
         return a
 
-    def register(self, tensors, kind="weights"):
+    def register(self, tensors: Iterable[Any], kind: str = "weights") -> None:
         """Counts existing tensors (parameters, buffers, inputs) from now on as `kind`."""
         for t in tensors:
             if isinstance(t, torch.Tensor) and t.device == self.device:
                 a = self._track(t.untyped_storage(), kind)
                 a.kind = kind
 
-    def mark_gradients(self, params):
+    def mark_gradients(self, params: Iterable[torch.Tensor]) -> None:
         """The storages of these parameters' .grad are gradients (called after each backward)."""
         for p in params:
             if p.grad is not None and p.grad.device == self.device:
@@ -104,7 +108,7 @@ class Tracker(TorchDispatchMode):
                 if a is not None:
                     a.kind = "gradients"
 
-    def set_phase(self, phase, step=None):
+    def set_phase(self, phase: str, step: int | None = None) -> None:
         """Starts a phase ("forward", "backward", "optimizer", "inference") of step `step`."""
         now = self._tick()
         if self.phases:
@@ -112,13 +116,14 @@ class Tracker(TorchDispatchMode):
         self.phases.append([now, None, phase, step])
         self.phase = phase
 
-    def live_bytes(self):
+    def live_bytes(self) -> int:
         return sum(a.nbytes for a in self._live.values())
 
     # ---- the dispatch hook --------------------------------------------------------------------
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                           kwargs: dict[str, Any] | None = None) -> Any:
         out = func(*args, **(kwargs or {}))
-        seen = set()
+        seen: set[int] = set()
         for t in tree_leaves(out):
             if isinstance(t, torch.Tensor) and t.device == self.device:
                 st = t.untyped_storage()
@@ -128,35 +133,35 @@ class Tracker(TorchDispatchMode):
         return out
 
     # ---- results --------------------------------------------------------------------------------
-    def timeline(self):
+    def timeline(self) -> list[tuple[int, int]]:
         """(clock, total live bytes) after every allocation and free."""
-        events = []
+        events: list[tuple[int, int]] = []
         for a in self.allocs:
             events.append((a.t_alloc, a.nbytes))
             if a.t_free is not None:
                 events.append((a.t_free, -a.nbytes))
         events.sort()
-        total, out = 0, []
+        total, out = 0, []  # type: tuple[int, list[tuple[int, int]]]
         for t, d in events:
             total += d
             out.append((t, total))
         return out
 
-    def _interval(self, clock):
+    def _interval(self, clock: int) -> list[Any] | None:
         for iv in self.phases:
             if iv[0] <= clock and (iv[1] is None or clock < iv[1]):
                 return iv
         return None
 
-    def _phase_at(self, clock):
+    def _phase_at(self, clock: int) -> tuple[str, int | None]:
         iv = self._interval(clock)
         return (iv[2], iv[3]) if iv else ("setup", None)
 
-    def _phase_end(self, clock):
+    def _phase_end(self, clock: int) -> int | None:
         iv = self._interval(clock)
         return iv[1] if iv else None
 
-    def classify(self, a, at):
+    def classify(self, a: _Alloc, at: int) -> str:
         """The category of allocation `a` when looked at, at clock `at`."""
         if a.kind in ("weights", "gradients", "kv_cache"):
             return a.kind
@@ -177,7 +182,7 @@ class Tracker(TorchDispatchMode):
             return "weights"
         return "temporaries"
 
-    def peak(self, from_clock=0):
+    def peak(self, from_clock: int = 0) -> dict[str, Any]:
         """The largest total at or after `from_clock`, with its breakdown and phase."""
         best_t, best = 0, -1
         for t, total in self.timeline():

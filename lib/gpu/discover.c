@@ -1,4 +1,4 @@
-/* gpu.c - GPU discovery through a backend, CUDA_VISIBLE_DEVICES, and planning targets. */
+/* discover.c - GPU discovery through a backend, CUDA_VISIBLE_DEVICES, and planning targets. */
 #include "gpu/gpu.h"
 #include "gpu/backend.h"
 

@@ -1,5 +1,6 @@
-/* apply.c - the edit set behind `oomless apply`: assignments, one run over several files
- * (all edited in memory, then all written or none), and the report of what was done.
+/* apply_run.c - the edit set behind `oomless apply`: assignments, one run over several files
+ * (all edited in memory and checked, then all written or none: apply_files.c; the report of
+ * what was done: apply_report.c).
  *
  * A run that writes holds an exclusive lock on each file from before reading it until its
  * replacement is in place (filelock.c), so two runs on one file follow each other; just before
@@ -32,11 +33,6 @@ int oom_apply_create(oom_apply **out)
     a->lock_ms = DEFAULT_LOCK_MS;
     *out = a;
     return OOM_OK;
-}
-
-static const char *text_of(const struct file *f)
-{
-    return f->text ? f->text : f->old;
 }
 
 /* what an edit of the file made (its edits, its new text, its notes), to edit it again */
@@ -416,222 +412,7 @@ static int check_edits(oom_apply *a, unsigned flags)
     return err;
 }
 
-/* no two names of one file in a run: each would be edited from the old text (and locked
- * twice, waiting for itself). f->st gets what stat() says of the file (when it can). */
-static int check_distinct(const oom_apply *a, struct file *f)
-{
-    size_t i;
-
-    if (stat(f->real, &f->st) < 0)
-        return OOM_OK; /* the open that follows says why */
-    for (i = 0; i < a->nfiles && &a->files[i] != f; i++)
-        if (a->files[i].st.st_dev == f->st.st_dev && a->files[i].st.st_ino == f->st.st_ino)
-            return oomi_fail(OOM_EINVAL, "'%s' and '%s' are the same file; name it once",
-                             a->files[i].name, f->name);
-    return OOM_OK;
-}
-
-static int name_file(oom_apply *a, struct file *f, const char *name, unsigned flags)
-{
-    int err;
-
-    f->fd = -1;
-    if (!(f->name = oomi_strdup(name)))
-        return oomi_nomem();
-    if ((err = oomi_resolve_target(&f->real, name, (flags & OOM_APPLY_FOLLOW_SYMLINKS) != 0)))
-        return err;
-    return check_distinct(a, f);
-}
-
-/* opened (locked unless a dry run: that writes nothing and waits for nobody) and read */
-static int read_file(oom_apply *a, struct file *f, unsigned flags)
-{
-    bool dry = (flags & OOM_APPLY_DRY_RUN) != 0;
-    int err;
-
-    if ((err = oomi_open_locked(&f->fd, &f->st, f->real, dry ? -1 : a->lock_ms)))
-        return err;
-    if (!dry && a->hook)
-        a->hook("locked", f->name, a->user);
-    if (!dry && f->st.st_nlink > 1)
-        return oomi_fail(OOM_EREFUSED,
-                         "'%s' has %lu hard links: a new file renamed over this name would "
-                         "leave the other names with the old text; edit it by hand, or give it "
-                         "a copy of its own first; the file is unchanged",
-                         f->name, (unsigned long)f->st.st_nlink);
-    /* write-protected: no write bit at all (root may write anything), or none for us */
-    if (!dry && !(flags & OOM_APPLY_FORCE) &&
-        (!(f->st.st_mode & 0222) ||
-         (faccessat(AT_FDCWD, f->real, W_OK, AT_EACCESS) && errno == EACCES)))
-        return oomi_fail(OOM_EREFUSED,
-                         "'%s' is write-protected (mode %04o): not replacing it; make it "
-                         "writable, or give --force (the new file keeps the mode); the file is "
-                         "unchanged",
-                         f->name, (unsigned)(f->st.st_mode & 07777));
-    return oomi_read_fd(&f->old, &f->oldlen, f->fd, f->real, OOMI_READ_MAX);
-}
-
-/* Files are locked in the order of their device and inode numbers, whatever the order on the
- * command line: two runs locking a.yaml b.yaml and b.yaml a.yaml cannot wait for each other. */
-static bool before(const struct stat *a, const struct stat *b)
-{
-    return a->st_dev != b->st_dev ? a->st_dev < b->st_dev : a->st_ino < b->st_ino;
-}
-
-static int read_files(oom_apply *a, const char *const *files, size_t count, unsigned flags)
-{
-    size_t i, *order = oomi_calloc(count, sizeof(*order));
-    int err = OOM_OK;
-
-    if (!order)
-        return oomi_nomem();
-    for (i = 0; !err && i < count; i++) {
-        a->nfiles++;
-        err = name_file(a, &a->files[i], files[i], flags);
-        order[i] = i;
-    }
-    for (i = 1; !err && i < count; i++) { /* insertion sort: a handful of files */
-        size_t j, k = order[i];
-        for (j = i; j > 0 && before(&a->files[k].st, &a->files[order[j - 1]].st); j--)
-            order[j] = order[j - 1];
-        order[j] = k;
-    }
-    for (i = 0; !err && i < count; i++)
-        err = read_file(a, &a->files[order[i]], flags);
-    oomi_free(order);
-    return err;
-}
-
-static bool changed(const struct file *f)
-{
-    return f->len != f->oldlen || memcmp(text_of(f), f->old, f->len);
-}
-
 /* ---- writing ------------------------------------------------------------------------------- */
-
-/* FILE + suffix, unless that is a directory or another file of this run */
-static int backup_name(oom_apply *a, struct file *f)
-{
-    struct stat st;
-    size_t i;
-
-    if (!(f->backup = oomi_asprintf("%s%s", f->real, a->suffix)))
-        return oomi_nomem();
-    if (lstat(f->backup, &st) < 0)
-        return OOM_OK;
-    if (S_ISDIR(st.st_mode))
-        return oomi_fail(OOM_EIO,
-                         "cannot write the backup of '%s': '%s' is a directory; the "
-                         "file is unchanged",
-                         f->name, f->backup);
-    for (i = 0; i < a->nfiles; i++)
-        if (a->files[i].st.st_dev == st.st_dev && a->files[i].st.st_ino == st.st_ino)
-            return oomi_fail(OOM_EINVAL,
-                             "the backup of '%s' would replace '%s', which this run edits too "
-                             "(choose another --backup-suffix)",
-                             f->name, a->files[i].name);
-    return OOM_OK;
-}
-
-/* the replacements, then the new backups, written and synced under temporary names (the
- * replacements first: a file that cannot be replaced is named as such in the message) */
-static int stage(oom_apply *a)
-{
-    size_t i;
-    int err;
-
-    for (i = 0; a->hook && i < a->nfiles; i++)
-        if (changed(&a->files[i]))
-            a->hook("prepared", a->files[i].name, a->user);
-    for (i = 0; i < a->nfiles; i++) {
-        struct file *f = &a->files[i];
-        if (changed(f) &&
-            (err = oomi_write_temp(&f->tmp, f->real, f->fd, text_of(f), f->len, a->hook, a->user)))
-            return err; /* finish_files() unlinks the ones already made */
-    }
-    for (i = 0; i < a->nfiles; i++) {
-        struct file *f = &a->files[i];
-        if (!changed(f) || !a->suffix)
-            continue;
-        if ((err = backup_name(a, f)))
-            return err;
-        if ((err = oomi_write_temp(&f->btmp, f->backup, f->fd, f->old, f->oldlen, NULL, NULL)))
-            return oomi_fail_prefix(err, "backup '%s': ", f->backup);
-        if (a->hook)
-            a->hook("backup-written", f->name, a->user);
-    }
-    return OOM_OK;
-}
-
-/* the renames: the file (it is new from here on), then its backup. Nothing is allocated here. */
-static int commit(oom_apply *a, struct file *f)
-{
-    int err;
-
-    if ((err = oomi_rename_temp(f->tmp, f->real, a->hook, a->user)))
-        return err;
-    oomi_free(f->tmp);
-    f->tmp = NULL;
-    a->written = true;
-    if (f->btmp) {
-        if (rename(f->btmp, f->backup) < 0) {
-            err = oomi_fail(OOM_EIO,
-                            "'%s' was written, but its backup could not be renamed into place "
-                            "(%s): the old text is in '%s'",
-                            f->name, strerror(errno), f->btmp);
-            oomi_free(f->btmp); /* kept on disk: it holds the only copy of the old text */
-            f->btmp = NULL;
-            return err;
-        }
-        oomi_free(f->btmp);
-        f->btmp = NULL;
-        if (a->hook)
-            a->hook("backup-renamed", f->name, a->user);
-    }
-    if ((err = oomi_sync_dir(f->real)))
-        return err;
-    if (a->hook)
-        a->hook("dir-synced", f->name, a->user);
-    return OOM_OK;
-}
-
-static int write_files(oom_apply *a)
-{
-    size_t i;
-    int err;
-
-    if ((err = stage(a)))
-        return err;
-    /* nobody wrote the files since they were read (programs that do not lock) */
-    for (i = 0; i < a->nfiles; i++)
-        if (a->files[i].tmp &&
-            (err = oomi_check_unchanged(a->files[i].fd, &a->files[i].st, a->files[i].real)))
-            return err;
-    for (i = 0; i < a->nfiles; i++)
-        if (a->files[i].tmp && (err = commit(a, &a->files[i])))
-            return err;
-    return OOM_OK;
-}
-
-/* temporary files removed, locks released */
-static void finish_files(oom_apply *a)
-{
-    size_t i;
-
-    for (i = 0; i < a->nfiles; i++) {
-        struct file *f = &a->files[i];
-        if (f->tmp)
-            unlink(f->tmp);
-        if (f->btmp)
-            unlink(f->btmp);
-        oomi_free(f->tmp);
-        oomi_free(f->btmp);
-        f->tmp = f->btmp = NULL;
-        if (f->fd >= 0)
-            close(f->fd);
-        f->fd = -1;
-    }
-}
 
 static int make_diff(oom_apply *a, char **diff)
 {
@@ -642,7 +423,7 @@ static int make_diff(oom_apply *a, char **diff)
     oomi_sb_puts(&sb, "");
     for (i = 0; !err && i < a->nfiles; i++)
         err = oomi_diff(&sb, a->files[i].name, a->files[i].old, a->files[i].oldlen,
-                        text_of(&a->files[i]), a->files[i].len);
+                        oomi_apply_text(&a->files[i]), a->files[i].len);
     if (err) {
         oomi_sb_free(&sb);
         return err;
@@ -690,7 +471,7 @@ int oom_apply_run(oom_apply *a, const char *const *files, size_t count, unsigned
         return oomi_fail(OOM_EINVAL, "nothing to set (give --set or --preset)");
     if (!(a->files = oomi_calloc(count, sizeof(*a->files))))
         return oomi_nomem();
-    err = read_files(a, files, count, flags);
+    err = oomi_apply_read_files(a, files, count, flags);
     for (i = 0; !err && i < count; i++)
         err = edit_file(a, &a->files[i], flags);
     if (!err && !(err = guard(a, flags)))
@@ -699,8 +480,8 @@ int oom_apply_run(oom_apply *a, const char *const *files, size_t count, unsigned
         err = make_diff(a, diff);
     a->dry = (flags & OOM_APPLY_DRY_RUN) != 0;
     if (!err && !a->dry)
-        err = write_files(a);
-    finish_files(a);
+        err = oomi_apply_write_files(a);
+    oomi_apply_finish_files(a);
     if (err && diff) {
         oomi_free(*diff);
         *diff = NULL;
@@ -728,119 +509,9 @@ int oom_apply_buffer(oom_apply *a, const char *name, const char *text, size_t le
     f->oldlen = len;
     if ((err = edit_file(a, f, flags)) || (err = guard(a, flags)) || (err = check_edits(a, flags)))
         return err;
-    if (!(*out = oomi_strndup(text_of(f), f->len)))
+    if (!(*out = oomi_strndup(oomi_apply_text(f), f->len)))
         return oomi_nomem();
     *out_len = f->len;
     a->ran = true;
     return OOM_OK;
-}
-
-/* ---- the report ------------------------------------------------------------------------------ */
-
-static struct json_object *jval(const oomi_aval *v)
-{
-    switch (v->type) {
-    case OOMI_AV_BOOL:
-        return json_object_new_boolean(v->b);
-    case OOMI_AV_INT:
-        return json_object_new_int64(v->i);
-    case OOMI_AV_FLOAT:
-        return json_object_new_double(v->d);
-    case OOMI_AV_STRING:
-        return json_object_new_string(v->s ? v->s : "");
-    default:
-        return NULL;
-    }
-}
-
-static int add(struct json_object *obj, const char *key, struct json_object *val, bool may_be_null)
-{
-    if (!val && !may_be_null) /* val could not be made */
-        return OOM_ENOMEM;
-    return oomi_json_put(obj, key, val);
-}
-
-/* a new object appended to arr; NULL when out of memory */
-static struct json_object *array_entry(struct json_object *arr)
-{
-    struct json_object *o = json_object_new_object();
-
-    if (o && json_object_array_add(arr, o)) {
-        json_object_put(o);
-        return NULL;
-    }
-    return o;
-}
-
-static int report_edit(struct json_object *arr, const struct edit *e)
-{
-    struct json_object *o = array_entry(arr);
-    int err;
-
-    if (!o)
-        return OOM_ENOMEM;
-    err = add(o, "key", json_object_new_string(e->key), false);
-    err = err ? err : add(o, "action", json_object_new_string(e->res.action), false);
-    if (!err && e->res.has_old)
-        err = add(o, "old", jval(&e->res.old), e->res.old.type == OOMI_AV_NULL);
-    if (!err && e->has_val && strcmp(e->res.action, "skipped"))
-        err = add(o, "new", jval(&e->val), e->val.type == OOMI_AV_NULL);
-    if (!err && e->res.reason)
-        err = add(o, "reason", json_object_new_string(e->res.reason), false);
-    return err;
-}
-
-static int report_note(struct json_object *arr, const struct note *n)
-{
-    struct json_object *o = array_entry(arr);
-    int err;
-
-    if (!o)
-        return OOM_ENOMEM;
-    err = n->line ? add(o, "line", json_object_new_int64((int64_t)n->line), false) : OOM_OK;
-    return err ? err : add(o, "message", json_object_new_string(n->msg), false);
-}
-
-static int report_file(struct json_object *arr, const struct file *f)
-{
-    struct json_object *o = array_entry(arr), *edits, *notes;
-    size_t i;
-    int err;
-
-    if (!o)
-        return OOM_ENOMEM;
-    err = add(o, "file", json_object_new_string(f->name), false);
-    err = err ? err : add(o, "format", json_object_new_string(f->json ? "json" : "yaml"), false);
-    err = err ? err : add(o, "changed", json_object_new_boolean(changed(f)), false);
-    err = err ? err
-              : add(o, "backup", f->backup ? json_object_new_string(f->backup) : NULL, !f->backup);
-    err = err ? err : add(o, "edits", edits = json_object_new_array(), false);
-    for (i = 0; !err && i < f->nedits; i++)
-        err = report_edit(edits, &f->edits[i]);
-    err = err ? err : add(o, "notes", notes = json_object_new_array(), false);
-    for (i = 0; !err && i < f->nnotes; i++)
-        err = report_note(notes, &f->notes[i]);
-    return err;
-}
-
-int oom_apply_report(const oom_apply *a, char **out)
-{
-    struct json_object *doc = json_object_new_object(), *files;
-    size_t i;
-    int err;
-
-    *out = NULL;
-    if (!a->ran) {
-        json_object_put(doc);
-        return oomi_fail(OOM_EINVAL, "no apply run to report");
-    }
-    err = doc ? add(doc, "dry_run", json_object_new_boolean(a->dry), false) : OOM_ENOMEM;
-    err = err ? err : add(doc, "written", json_object_new_boolean(a->written), false);
-    err = err ? err : add(doc, "files", files = json_object_new_array(), false);
-    for (i = 0; !err && i < a->nfiles; i++)
-        err = report_file(files, &a->files[i]);
-    if (!err)
-        return oomi_json_finish(out, doc);
-    json_object_put(doc);
-    return oomi_nomem();
 }

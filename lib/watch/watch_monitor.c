@@ -1,6 +1,6 @@
 /*
- * watch.c - the monitor behind `oomless watch`: samples every GPU with its processes, enriches
- * each process from /proc (command, user, whether the PID exists here, the batch size
+ * watch_monitor.c - the monitor behind `oomless watch`: samples every GPU with its processes,
+ * enriches each process from /proc (command, user, whether the PID exists here, the batch size
  * `oomless run` put in its environment), classifies bands, fits trends over a window, and turns
  * a snapshot into JSON (its CSV rows: watch_csv.c).
  *

@@ -1,0 +1,107 @@
+/* estimate_loss.c - the loss path: the logits and what the cross-entropy keeps, TRL's fused
+ * LM head, a chunked loss (docs/estimate.md). */
+#include "estimate/estimate_ctx.h"
+
+#include <math.h>
+
+/* tokens the loss scores: GRPO's completions only (logits_to_keep), every position otherwise
+ * (the prompt/completion split of a DPO or KTO sample is the data's: all of --seq is counted) */
+double oomi_est_loss_tokens(const ctx *x)
+{
+    double s = (double)x->w->k.seq_len;
+    if (x->w->objective.kind == OOMI_OBJECTIVE_GRPO)
+        s = x->w->objective.completion_len ? (double)x->w->objective.completion_len : floor(s / 2);
+    return (double)x->w->k.batch * s;
+}
+
+/* one tile of TRL's fused LM head: 4096 tokens x 32768 vocabulary entries in the compute dtype
+ * (TOKEN_CHUNK_SIZE and _CHUNKED_LOGPROB_CHUNK_SIZE, trl/kernels/chunked_logprob.py and
+ * trl/trainer/utils.py add_fused_lm_head, trl 1.16.0) */
+double oomi_est_fused_tile(const ctx *x)
+{
+    double t = oomi_est_loss_tokens(x), v = (double)x->m->vocab;
+    return (t < 4096 ? t : 4096) * (v < 32768 ? v : 32768) * (amp(x) ? 2 : x->e);
+}
+
+/* TRL's fused LM head (DPO, IPO, KTO, GRPO): the forward keeps the fp32 log-normaliser and the
+ * log-probs per token; its backward makes the fp32 gradient of the hidden states (and of the
+ * head's weight where the head is trained) beside one tile (ChunkedLogProbFunction.backward) */
+static void fused_head(const ctx *x, double *fwd, double *bwd)
+{
+    double t = oomi_est_loss_tokens(x);
+    *fwd = 8.0 * t;
+    *bwd = *fwd + 4.0 * t * (double)x->m->hidden + oomi_est_fused_tile(x);
+    /* a trained head: its fp32 gradient accumulator, and its cast to the weight's dtype returned
+     * beside it (grad_weight.to(weight.dtype); no copy where the weight is fp32) */
+    if (!x->frozen)
+        *bwd += (4.0 + (param_bytes(x) < 4 ? param_bytes(x) : 0)) * (double)x->m->vocab *
+                (double)x->m->hidden;
+}
+
+/* logits and the loss path: bytes live at the end of the forward and at the loss backward */
+/* The rows of logits the loss holds at once: every target token (the decoder's for T5), one
+ * chunk under --loss chunked; 0 where there are no vocabulary logits (classification and base
+ * heads, reward models) */
+static double logit_rows(const ctx *x)
+{
+    double tokens = (double)x->w->k.batch *
+                    (double)(x->w->shape.decoder_seq ? x->w->shape.decoder_seq : x->w->k.seq_len);
+    if (x->m->head == OOMI_HEAD_SEQ_CLS || x->m->head == OOMI_HEAD_BASE ||
+        x->w->objective.kind == OOMI_OBJECTIVE_REWARD)
+        return 0;
+    if (x->w->k.loss == OOM_LOSS_CHUNKED && tokens > x->c->chunk_tokens)
+        tokens = x->c->chunk_tokens;
+    return tokens;
+}
+
+void oomi_est_logits(const ctx *x, double *fwd, double *bwd)
+{
+    int r = x->prec == OOM_PRECISION_FP32 ? 1 : 0;
+    double n = logit_rows(x) * (double)x->m->vocab;
+    *fwd = *bwd = 0;
+    if (n <= 0)
+        return;
+    if (x->fused) {
+        fused_head(x, fwd, bwd);
+        return;
+    }
+    if (x->w->objective.kind == OOMI_OBJECTIVE_SIMPO ||
+        x->w->objective.kind == OOMI_OBJECTIVE_ORPO) {
+        /* TRL's CPOTrainer (SimPO) and ORPOTrainer: the model's logits as they come (the compute
+         * dtype, 16-bit under autocast), their log-probs by selective_log_softmax's kernel
+         * (trl/kernels/logprob_entropy.py: fp32 values per row only, then the logits' gradient
+         * beside them in the backward); ORPO's NLL of the chosen half adds a contiguous copy of
+         * its logits and cross_entropy's log-softmax of it (in fp32 under autocast: 8 bytes per
+         * chosen element then, traced). oomless trace --objective simpo|orpo: the logits at the
+         * forward's end and twice them in the backward, ORPO's chosen half beside them */
+        double le = amp(x) ? 2 : x->e;
+        double nll =
+            x->w->objective.kind == OOMI_OBJECTIVE_ORPO ? (le + (amp(x) ? 6 : le)) * n / 2 : 0;
+        *fwd = le * n + nll;
+        *bwd = 2 * le * n + nll;
+    } else if (x->w->k.loss != OOM_LOSS_CHUNKED &&
+               (x->m->head == OOMI_HEAD_MASKED_LM || x->m->head == OOMI_HEAD_SEQ2SEQ_LM)) {
+        /* cross_entropy on the logits as they are: in the compute dtype, fp32 under autocast */
+        double le = amp(x) ? 4 : x->e;
+        *fwd = x->c->ce_fwd * le * n;
+        *bwd = x->c->ce_bwd * le * n;
+    } else {
+        *fwd = x->c->logits_fwd[r] * n;
+        *bwd = x->c->logits_bwd[r] * n;
+    }
+    if (x->m->logit_softcap && x->w->k.loss != OOM_LOSS_CHUNKED) {
+        /* the tanh output, kept for its backward (a chunked loss caps inside its chunks) */
+        *fwd += x->c->softcap_elems * x->e * n;
+        *bwd += x->c->softcap_elems * x->e * n;
+    }
+}
+
+/* One fp32 logits tensor of the loss (a chunk of it under --loss chunked): the largest blocks
+ * a training step allocates and frees, whose segments the allocator keeps */
+double oomi_est_logits_tensor(const ctx *x)
+{
+    if (x->fused) /* the fused head's largest blocks: the hidden gradient and a tile */
+        return (4.0 * oomi_est_loss_tokens(x) * (double)x->m->hidden + oomi_est_fused_tile(x)) /
+               4.0;
+    return logit_rows(x) * (double)x->m->vocab * 4;
+}

@@ -1,0 +1,185 @@
+/* estimate_states.c - the model states: weights (quantised, with adapters, under tensor
+ * parallelism, a reference copy), gradients and optimizer states, FSDP2's shards and gathers,
+ * a quantised base's dequantised weight, paged optimizer states (docs/estimate.md). */
+#include "estimate/estimate_ctx.h"
+
+/* bytes per parameter a quantised base leaves unquantised (embeddings, head, norms): 16-bit as
+ * loaded, fp32 after PEFT's prepare_model_for_kbit_training ("cast all non INT8 parameters to
+ * fp32": every fp16/bf16 parameter that is not a Params4bit, peft/utils/other.py) */
+double oomi_est_unquantized_bytes(const ctx *x)
+{
+    return oomi_kbit_prepare(x->w) ? 4 : 2;
+}
+
+double oomi_est_weights(const ctx *x)
+{
+    const oomi_model *m = x->m;
+    double linear = (double)m->params_linear, other = (double)(m->params - m->params_linear);
+    double base;
+    if (x->quant) {
+        double qb = m->quant_bytes > 0 ? m->quant_bytes /* as its config says */
+                    : x->nf4           ? oomi_nf4_bytes(x->dq)
+                                       : x->c->int8_bytes;
+        base = linear * qb + other * oomi_est_unquantized_bytes(x); /* embeddings, head and norms */
+    } else {
+        base = (double)m->params * param_bytes(x);
+    }
+    return base + (x->lora_on ? (double)x->lora.params * x->ab : 0);
+}
+
+/* bytes per trained parameter: gradient, one optimizer state, fp32 master copy */
+void oomi_est_train_bytes(const ctx *x, double *grad, double *state, double *master)
+{
+    bool half = !x->lora_on && (x->prec == OOM_PRECISION_FP16 || x->prec == OOM_PRECISION_BF16);
+    *grad = x->lora_on ? x->ab : half ? 2 : 4;
+    *state = x->lora_on ? x->ab : half ? 2 : 4; /* torch's AdamW: states in the param's dtype */
+    *master = 0;
+    if (half && x->w->k.sharding != OOM_SHARDING_NONE) {
+        /* DeepSpeed / FSDP mixed precision: fp32 master weights and fp32 states */
+        *state = 4;
+        *master = 4;
+    }
+}
+
+double oomi_est_optimizer_states(const ctx *x, double state, double master)
+{
+    double p = x->trainable;
+    switch (x->w->k.optimizer) {
+    case OOM_OPTIMIZER_ADAMW:
+    case OOM_OPTIMIZER_ADAMW_FUSED:
+        return p * (2 * state + master);
+    case OOM_OPTIMIZER_ADAMW_8BIT:
+    case OOM_OPTIMIZER_PAGED_ADAMW_8BIT:
+        return p * (x->c->adam8_bytes + master);
+    case OOM_OPTIMIZER_PAGED_ADAMW: /* bitsandbytes' 32-bit states: fp32 whatever the param */
+        return p * (2 * 4 + master);
+    case OOM_OPTIMIZER_SGD_MOMENTUM:
+    case OOM_OPTIMIZER_LION:
+        return p * (state + master);
+    case OOM_OPTIMIZER_ADAFACTOR: {
+        /* factored second moment: rows + columns per matrix */
+        double f = x->lora_on ? (double)x->lora.params / (double)x->w->lora.rank +
+                                    2.0 * (double)x->w->lora.rank * (double)x->lora.n_adapted
+                              : (double)x->m->factored;
+        return f * state + p * master;
+    }
+    case OOM_OPTIMIZER_SGD:
+        return p * master;
+    case OOM_OPTIMIZER_NONE:
+        return 0;
+    }
+    return 0;
+}
+
+void oomi_est_fsdp2(const ctx *x, fsdp2_mem *f)
+{
+    const oomi_model *m = x->m;
+    /* the sharded parameters' dtype is also their gradients' and AdamW's states' (FSDPParam
+     * keeps the sharded gradient in the parameter dtype; no separate master copy): fp32 under
+     * torchtitan's MixedPrecisionPolicy(param_dtype=bf16, reduce_dtype=float32); the
+     * reduce-scatter runs in it too (reduce_dtype, _fsdp_collectives.py foreach_reduce) */
+    double ps = x->w->fsdp2.bf16 ? 2 : 4, c = x->e, r = ps, n = x->n, P = (double)m->params;
+    double B = (double)m->params_layer_max, L = (double)(m->layers + m->enc_layers);
+    double R = P - L * B, kept, rs;
+    if (R < (double)(m->params_embed + m->params_lm_head)) /* blocks of unequal size */
+        R = (double)(m->params_embed + m->params_lm_head);
+    f->w = P * ps / n;
+    f->g = x->trainable * ps / n;
+    f->o = oomi_est_optimizer_states(x, ps, 0) / n;
+    f->topt = x->trainable * ps * x->c->opt_temp[x->w->k.optimizer] / n;
+    /* after the forward the root keeps its parameters unsharded (fully_shard sets the root's
+     * reshard_after_forward to False); blocks free theirs (True), keep them (False) or keep a
+     * 1/N shard of them (an int N: _sharded_post_forward_param_data, _fsdp_param.py) */
+    kept = x->w->fsdp2.reshard == 0  ? 0
+           : x->w->fsdp2.reshard < 0 ? (P - R) * c
+                                     : (P - R) * c / (double)x->w->fsdp2.reshard;
+    /* the last block's forward: what is kept, its parameters copied out of the all-gather
+     * output, which is still alive (foreach_all_gather_copy_out, _fsdp_collectives.py) */
+    f->fwd = R * c + kept + (x->w->fsdp2.reshard < 0 ? B * c : 2 * B * c);
+    /* a block's reduce-scatter: its unsharded gradients in the compute dtype, the flat input in
+     * reduce_dtype and the 1/n output (foreach_reduce's reduce_scatter_input, reduce_output) */
+    rs = c + r + r / n;
+    /* during a block's backward: its gathered parameters and the next block's, all-gathered
+     * ahead (FSDPParamGroup's backward prefetch); none regathered when kept unsharded */
+    f->bwd = R * c + kept + B * rs + (x->w->fsdp2.reshard < 0 ? 0 : 2 * B * c);
+    /* the backward's end: the root, resharded after backward, reduce-scatters the embeddings'
+     * and the head's gradients, whose sharded copies do not exist yet */
+    f->end = R * rs - R * ps / n;
+}
+
+/* the largest Linear weight: a dequantised or cast copy of one exists at a time */
+double oomi_est_max_linear(const oomi_model *m)
+{
+    double best = 0;
+    size_t i;
+    for (i = 0; i < m->nlinears; i++)
+        if ((double)m->linears[i].din * (double)m->linears[i].dout > best)
+            best = (double)m->linears[i].din * (double)m->linears[i].dout;
+    return best;
+}
+
+/* A 4-bit base's linear in a forward or backward: bitsandbytes dequantises the whole weight to
+ * the compute dtype for the matmul (MatMul4Bit.forward: linear(A, dequantize_4bit(B).to(A.dtype)
+ * .t()); backward the same for grad_A, bitsandbytes/autograd/_functions.py), one linear at a time
+ * and freed after it. With double quantization dequantize_4bit first rebuilds the fp32 absmax of
+ * every block of 64 (dequantize_blockwise of the 8-bit constants, bitsandbytes/functional.py),
+ * alive while the weight is dequantised. Other quantised bases: one 16-bit copy. */
+double oomi_est_dequant(const ctx *x)
+{
+    return oomi_est_max_linear(x->m) * (2.0 + (x->nf4 && x->dq ? 4.0 / 64 : 0));
+}
+
+/* The share of the optimizer states a paged optimizer keeps in CUDA unified memory: those of
+ * tensors of OOMI_PAGED_MIN elements or more. cudaMallocManaged memory (cget_managed_ptr in
+ * bitsandbytes' get_paged, bitsandbytes/functional.py) is not the caching allocator's: it is in
+ * neither torch.cuda.max_memory_allocated nor max_memory_reserved; nvidia-smi counts the pages
+ * resident on the GPU (they migrate there when the step's kernels touch them), and under memory
+ * pressure the driver evicts them to host memory rather than failing: they never cause an OOM. */
+double oomi_est_paged_share(const ctx *x)
+{
+    const oomi_model *m = x->m;
+    double big;
+    if (x->trainable <= 0 || (x->w->k.optimizer != OOM_OPTIMIZER_PAGED_ADAMW &&
+                              x->w->k.optimizer != OOM_OPTIMIZER_PAGED_ADAMW_8BIT))
+        return 0;
+    if (x->lora_on)
+        return (double)x->lora.paged / x->trainable;
+    /* a full fine-tune: the linears, embeddings and head; norms and biases are smaller */
+    big = (double)(m->params_linear + m->params_embed + m->params_lm_head);
+    return big >= x->trainable ? 1 : big / x->trainable;
+}
+
+/* Tensor parallelism (Megatron-LM's split, as vLLM does it): the linears, the embedding and the
+ * LM head are split over the tp GPUs (ColumnParallelLinear / RowParallelLinear,
+ * VocabParallelEmbedding, vllm/model_executor/layers/); the norms are replicated. Query heads
+ * are divided by tp; KV heads too, but never below one per GPU: where there are fewer KV heads
+ * than GPUs each is replicated (num_kv_heads = max(1, total_num_kv_heads // tp_size),
+ * vllm/model_executor/models/llama.py, LlamaAttention). */
+double oomi_est_tp_weights(const ctx *x)
+{
+    const oomi_model *m = x->m;
+    double all = oomi_est_weights(x), tp = (double)x->w->parallel.tp;
+    double kept = (double)(m->params - m->params_linear - m->params_embed - m->params_lm_head);
+    if (tp <= 1 || kept < 0)
+        return all;
+    kept *= x->quant ? oomi_est_unquantized_bytes(x) : param_bytes(x); /* norms: as unquantised */
+    return (all - kept) / tp + kept;
+}
+
+/* a reference copy's weights: the model at --reference-precision (as the policy's by default),
+ * without adapters; ZeRO-3 shards it as the policy (prepare_deepspeed, trl/models/utils.py) */
+double oomi_est_reference_weights(const ctx *x)
+{
+    ctx r = *x;
+    oom_precision p = x->w->objective.ref_precision;
+    if (oomi_reference_of(x->w) != OOMI_REFERENCE_COPY || x->w->objective.precompute_ref)
+        return 0;
+    r.lora_on = false;
+    if (p != OOM_PRECISION_AUTO) {
+        r.prec = p;
+        r.quant = p == OOM_PRECISION_INT8 || p == OOM_PRECISION_4BIT;
+        r.nf4 = p == OOM_PRECISION_4BIT && x->m->quant_bytes <= 0;
+        r.dq = r.nf4 && oomi_double_quant(x->w);
+    }
+    return oomi_est_weights(&r) / (x->w->k.sharding == OOM_SHARDING_ZERO3 ? x->n : 1);
+}
