@@ -10,6 +10,7 @@ Python that runs this script (``$OOMLESS_PYTHON`` unless set), which has this pa
 """
 import os
 import sys
+from typing import List, Optional, Sequence, Tuple
 
 _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 # the console scripts that handed over to an `oomless` found on PATH, so that none is run twice
@@ -17,7 +18,7 @@ _PACKAGE = os.path.dirname(os.path.abspath(__file__))
 _VISITED = "OOMLESS_CONSOLE_SCRIPTS"
 
 
-def _program():
+def _program() -> Tuple[Optional[str], Optional[List[str]]]:
     """(program, visited): the program to run and, when it was found on PATH, the scripts not
     to run again."""
     bundled = os.path.join(_PACKAGE, "bin", "oomless")
@@ -37,7 +38,7 @@ def _program():
     return None, None
 
 
-def main(argv=None):
+def main(argv: Optional[Sequence[str]] = None) -> int:
     """Exec the oomless program with ``argv`` (default: this process's arguments); returns
     only on failure, with exit status 3 (the program's "environment" status)."""
     args = sys.argv[1:] if argv is None else list(argv)
