@@ -229,6 +229,17 @@ static void print_bound(json_object *root, const oom_estimate *e)
     }
 }
 
+/* the stack line, from the estimate's JSON ("stack": name, version, traced) */
+static void print_stack(json_object *root)
+{
+    json_object *o = oomi_json_get(root, "stack");
+    if (o)
+        printf("  %-30s: %s (%s; %s)\n", "stack", json_object_get_string(oomi_json_get(o, "name")),
+               json_object_get_string(oomi_json_get(o, "version")),
+               json_object_get_boolean(oomi_json_get(o, "traced")) ? "traced on the meta device"
+                                                                   : "from its source, not traced");
+}
+
 /* the packing line, from the estimate's JSON (workload.packing); none without packing */
 static void print_packing(json_object *root)
 {
@@ -338,6 +349,7 @@ static void print_human(const oom_workload *w, const oom_estimate *e, const oom_
     printf("  %-30s: %ld (sharding %s, offload %s)\n", "GPUs", k.gpus,
            sh ? sh : oom_sharding_name(k.sharding), oom_offload_name(k.offload));
     oom_free(sh);
+    print_stack(doc);
     print_fsdp2(w);
     print_objective(doc);
     print_packing(doc);

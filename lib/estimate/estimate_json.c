@@ -84,6 +84,7 @@ static json_object *workload_json(const oom_workload *w)
                   json_object_new_string(oomi_checkpointing_text(ck, sizeof ck, w)));
     oomi_json_put(o, "attention", json_object_new_string(oom_attention_name(k.attention)));
     oomi_json_put(o, "loss", json_object_new_string(oom_loss_name(k.loss)));
+    oomi_json_put(o, "stack", json_object_new_string(oomi_stack_values[w->stack]->name));
     oomi_json_put(o, "gpus", json_object_new_int64(k.gpus));
     oomi_json_put(o, "sharding", json_object_new_string(oomi_sharding_text(w)));
     if (oomi_fsdp2(w)) {
@@ -296,6 +297,7 @@ int oom_estimate_to_json_budget(char **out, const oom_workload *w, const oom_est
     if (!root)
         return oomi_nomem();
     oomi_json_put(root, "workload", workload_json(w));
+    oomi_json_put(root, "stack", oomi_stack_json(w->stack));
     if (w->model)
         oomi_json_put(root, "model", model_json(w));
     if (e)

@@ -189,7 +189,25 @@ struct oom_workload {
      * given */
     bool fsdp2, fsdp_bf16, fsdp_dtype_set, reshard_set;
     long fsdp_reshard;
+    /* the training stack (oomi_stack): the code whose memory the estimate models */
+    unsigned stack;
 };
+
+/* the training stack whose code the workload runs (workload option stack, docs/stacks.md): the
+ * values' order; each value's versions and traced say what it models */
+typedef enum oomi_stack {
+    OOMI_STACK_TRANSFORMERS,
+    OOMI_STACK_TRANSFORMERS4,
+    OOMI_STACK_LIGER,
+    OOMI_STACK_TORCHTUNE,
+    OOMI_STACK_TORCHTITAN,
+    OOMI_STACK_UNSLOTH,
+    OOMI_STACKS
+} oomi_stack;
+extern const oom_option_value *const oomi_stack_values[OOMI_STACKS];
+/* what every output says of a stack (estimate and plan JSON, key "stack"): {"name", "version" (the
+ * versions it models), "traced" (whether oomless trace runs its code)}; NULL when out of memory */
+json_object *oomi_stack_json(unsigned stack);
 
 /* how packed documents share a row: none (padded rows), padding-free (TRL padding_free /
  * DataCollatorWithFlattening: one row, position ids restarting per document), block-mask

@@ -302,8 +302,8 @@ static int set_one(oom_workload *w, const char *key, const char *value)
             w->sleep_level = (int)v, w->sleep_set = true;
         return err;
     }
-    if (!strcmp(key, "packing"))
-        return parse_enum(&w->packing, key, value);
+    if (!strcmp(key, "packing") || !strcmp(key, "stack"))
+        return parse_enum(key[0] == 'p' ? &w->packing : &w->stack, key, value);
     if (!strcmp(key, "tokens-per-batch"))
         return parse_count(&w->tokens_per_batch, key, value, 1);
     if (!strcmp(key, "lora-targets"))
@@ -442,8 +442,8 @@ int oom_workload_get(char **out, const oom_workload *w, const char *key)
         s = oomi_strdup(OOMI_VALUE_NAME(oomi_rollout_values, w->rollout));
     else if (IS("sleep-mode"))
         s = oomi_asprintf("%d", w->sleep_level);
-    else if (IS("packing"))
-        s = oomi_strdup(OOMI_VALUE_NAME(oomi_packing_values, w->packing));
+    else if (IS("packing") || IS("stack"))
+        s = value_of(k, IS("stack") ? w->stack : w->packing);
     else if (IS("tokens-per-batch"))
         s = w->tokens_per_batch ? oomi_asprintf("%ld", w->tokens_per_batch) : oomi_strdup("");
     else if (IS("lora-rank"))

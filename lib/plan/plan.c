@@ -1341,6 +1341,7 @@ int oomi_plan_run(oom_plan_result **out, const oom_plan_request *r,
     else
         err = no_fit(&s, res, relax);
     res->candidates = s.candidates;
+    res->stack = r->workload ? (int)r->workload->stack : 0;
     if (r->workload && r->workload->packing != OOMI_PACKING_NONE) {
         res->packing = (int)r->workload->packing;
         if (res->found)
