@@ -115,6 +115,8 @@ static json_object *workload_json(const oom_workload *w)
             json_object_new_string(OOMI_VALUE_NAME(oomi_kv_cache_values, w->kv_transformers)));
     if (w->keep_grads)
         oomi_json_put(o, "keep_grads", json_object_new_boolean(1));
+    if (w->optim_in_bwd)
+        oomi_json_put(o, "optimizer_in_backward", json_object_new_boolean(1));
     if (w->overhead != OOM_UNKNOWN)
         oomi_json_put(o, "overhead", oomi_json_size(w->overhead));
     if (w->decoder_seq)

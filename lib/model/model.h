@@ -149,6 +149,7 @@ struct oom_workload {
      * reduce_bucket_size */
     double z3_live, z3_prefetch, z3_persist, z3_reuse, z3_reduce;
     bool keep_grads;        /* zero_grad(set_to_none=False): gradients live in every phase */
+    bool optim_in_bwd;      /* each parameter stepped in its gradient hook (optimizer_in_bwd) */
     bool kv_transformers;   /* inference: transformers' KV cache, not a serving engine's */
     uint64_t overhead;      /* OOM_UNKNOWN: from the GPU generation */
     uint64_t nccl_buffsize; /* NCCL_BUFFSIZE in bytes; 0: NCCL's default */

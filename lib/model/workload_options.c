@@ -178,6 +178,13 @@ static const oom_option_value *const keep_grads_values[] = {
     V(W, "yes", "kept and zeroed in place, as zero_grad before PyTorch 2.0"),
 };
 
+static const oom_option_value *const optim_in_bwd_values[] = {
+    V(WT, "no", "one optimizer step after the backward, every gradient kept until then"),
+    V(WT, "yes",
+      "each parameter stepped in its gradient's hook and the gradient freed at once: torchtune's "
+      "optimizer_in_bwd"),
+};
+
 static const oom_option_value *const nvls_values[] = {
     V(W, "auto", "on for compute capability 9.0 or later with more than 2 GPUs"),
     V(W, "no", "off, as NCCL_NVLS_ENABLE=0"),
@@ -338,6 +345,8 @@ static const oom_option *const options[] = {
     FREE("max-positions", "N",
          "raise the model's max positions (RoPE scaling) to allow a longer --seq", NULL, W),
     OPT("keep-grads", "WHEN", "keep gradients between steps", "no", W, keep_grads_values),
+    OPT("optimizer-in-backward", "WHEN", "the optimizer step fused into the backward", "no", WT,
+        optim_in_bwd_values),
     FREE("overhead", "SIZE",
          "CUDA context + workspaces outside PyTorch (default: per GPU generation)", NULL, W),
     FREE("cublas-workspace", ":KIB:COUNT[:KIB:COUNT...]",

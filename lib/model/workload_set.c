@@ -274,11 +274,14 @@ static int set_one(oom_workload *w, const char *key, const char *value)
             w->lora_rank_set = true;
         return err;
     }
-    if (!strcmp(key, "keep-grads") || !strcmp(key, "kv-cache")) {
+    if (!strcmp(key, "keep-grads") || !strcmp(key, "kv-cache") ||
+        !strcmp(key, "optimizer-in-backward")) {
         unsigned v; /* no, yes; vllm, transformers */
         if ((err = parse_enum(&v, key, value)))
             return err;
-        *(!strcmp(key, "keep-grads") ? &w->keep_grads : &w->kv_transformers) = v == 1;
+        *(key[0] == 'o'                ? &w->optim_in_bwd
+          : !strcmp(key, "keep-grads") ? &w->keep_grads
+                                       : &w->kv_transformers) = v == 1;
         return OOM_OK;
     }
     if (!strcmp(key, "double-quant") || !strcmp(key, "kbit-prepare"))
@@ -416,8 +419,8 @@ int oom_workload_get(char **out, const oom_workload *w, const char *key)
         s = w->serve_tokens ? oomi_asprintf("%ld", w->serve_tokens) : oomi_strdup("");
     else if (IS("max-num-seqs"))
         s = w->serve_seqs ? oomi_asprintf("%ld", w->serve_seqs) : oomi_strdup("");
-    else if (IS("keep-grads"))
-        s = value_of(k, w->keep_grads);
+    else if (IS("keep-grads") || IS("optimizer-in-backward"))
+        s = value_of(k, IS("keep-grads") ? w->keep_grads : w->optim_in_bwd);
     else if (IS("kbit-prepare"))
         s = value_of(k, w->kbit_prepare);
     else if (IS("double-quant"))
