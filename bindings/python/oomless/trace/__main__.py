@@ -152,6 +152,9 @@ def _text(res):
               "attention", "loss", "objective", "reference", "packing"):
         if k in res["workload"]:
             lines.append("  %-30s: %s" % (k.replace("_", " "), res["workload"][k]))
+    if "moe_experts" in res:
+        lines.append("  %-30s: %s (the experts path CUDA runs)" % ("MoE experts",
+                                                                  res["moe_experts"]))
     if "stack" in res:
         lines.append("  %-30s: %s (%s)" % ("stack", res["stack"]["name"], res["stack"]["version"]))
     lines.append("  %-30s: %s of %s" % ("trainable parameters", res["params"]["trainable"],

@@ -10,6 +10,7 @@ import tempfile
 import torch
 
 from .._vocab import option, resolved
+from . import heads
 from .emulate import CudaEmulation
 from .tracker import CATEGORIES, Tracker
 
@@ -68,7 +69,7 @@ def build_hf(cfg_dict, dtype, attention, device="meta"):
     ones on `device` (bench/accuracy/measure.py builds the same model on a GPU)."""
     import transformers
     from .config_check import model_class_of, refused_by_transformers
-    cfg_dict = dict(cfg_dict)
+    cfg_dict = dict(cfg_dict, **({"pad_token_id": 0} if heads.needs_pad_token(cfg_dict) else {}))
     if "model_type" not in cfg_dict:
         raise TraceError("model config has no 'model_type'")
     cls = model_class_of(cfg_dict)
@@ -544,6 +545,7 @@ def _instrumented(model, cfg, w, amp):
     """A built model as the tracer runs it: its LoRA adapter when asked, the tracker with its
     weights registered and the CUDA emulation; returns (model, vocabulary, tracker, emulation)."""
     vocab = getattr(cfg, "vocab_size", None) or cfg.get_text_config().vocab_size
+    w.experts = heads.experts_path(model)  # the experts implementation CUDA runs, if any
     if w.method == "lora":
         model = apply_lora(model, w.lora_rank, w.lora_targets, w.lora_dropout)
     tracker = Tracker()
@@ -556,9 +558,11 @@ def _instrumented(model, cfg, w, amp):
 def trace_hf(w, cfg_dict=None):
     """Traces workload `w`; returns the result dict (memory breakdown in bytes, phase, ...)."""
     from .config_check import reads_values
+    from .emulate import autocast_regions
     try:
-        return _trace_hf(w, cfg_dict)
-    except RuntimeError as exc:
+        with autocast_regions():
+            return _trace_hf(w, cfg_dict)
+    except (RuntimeError, NotImplementedError) as exc:
         if reads_values(exc):
             raise TraceError("the model's code reads tensor values (%s), which the meta device "
                              "does not have: this model cannot be traced"
@@ -606,8 +610,8 @@ def _trace_hf(w, cfg_dict=None):
             # that check off: TRL's SFTTrainer.compute_loss sets use_cache=False
             # (trl/trainer/sft_trainer.py, trl 1.16)
             pos = torch.zeros((rows, tokens), dtype=torch.long, device="meta")
-            return model(input_ids=ids, labels=ids, position_ids=pos, use_cache=False).loss
-        return model(input_ids=ids, labels=ids).loss
+            return heads.loss(model, ids, position_ids=pos, use_cache=False)
+        return heads.loss(model, ids)  # the head's targets (heads.targets)
 
     return _train_traced(w, model, tracker, emu, trainable, opt, amp, loss,
                          sample=lambda: _sample(vocab, rows, tokens),
@@ -804,6 +808,8 @@ def document(model=None, module=None, step=None, input_shape=None, label=None, *
         if w.packing != "none":
             rows, tokens = w.rows()
             res["workload"].update(packing="%s, %d x %d tokens" % (w.packing, rows, tokens))
+        if getattr(w, "experts", None):
+            res["moe_experts"] = w.experts
         if w.optimizer_in_backward != "no":
             res["workload"].update(optimizer_in_backward=w.optimizer_in_backward)
     res["versions"] = versions()
