@@ -107,13 +107,17 @@ def build(w, tracker):
     from torchtune.modules.peft import get_adapter_params, set_trainable_params
     mod, name = BUILDERS[w.model]
     kind = {"full": "", "lora": "lora_", "qlora": "qlora_"}[w.method]
-    fn = getattr(importlib.import_module("torchtune.models." + mod), kind + name, None)
+    family = importlib.import_module("torchtune.models." + mod)
+    fn, kwargs = getattr(family, kind + name, None), {}
+    if fn is None and w.method == "qlora":
+        # a qlora_ builder is its lora_ builder with quantize_base=True (e.g. qlora_llama3_2_1b);
+        # where torchtune names none (Qwen2.5), the lora_ builder is called so
+        fn, kwargs = getattr(family, "lora_" + name, None), {"quantize_base": True}
     if fn is None:
         raise _error("torchtune 0.6.1 has no %s%s builder" % (kind, name))
-    kwargs = {}
     if w.method != "full":
         attn, mlp = lora_arguments(w.lora_targets)
-        kwargs = dict(lora_attn_modules=attn, apply_lora_to_mlp=mlp, lora_rank=w.lora_rank,
+        kwargs.update(lora_attn_modules=attn, apply_lora_to_mlp=mlp, lora_rank=w.lora_rank,
                       lora_alpha=2 * w.lora_rank, lora_dropout=w.lora_dropout)
     dtype = torch.float32 if w.precision == "fp32" else torch.bfloat16
     with training.set_default_dtype(dtype), torch.device("meta"):
