@@ -149,6 +149,28 @@ def _block_mask(mask_mod, B, H, Q_LEN, KV_LEN, *args, BLOCK_SIZE=128, **kwargs):
 
 
 @contextlib.contextmanager
+def _fsdp_storage(tracker):
+    """FSDP2's alloc_storage / free_storage (_fsdp_param.py) resize the unsharded parameters'
+    storages in place: on a GPU that allocates and frees device memory; the tracker is told."""
+    import torch.distributed.fsdp._fully_shard._fsdp_param as fp
+    import torch.distributed.fsdp._fully_shard._fsdp_param_group as fg
+    saved = (fp.alloc_storage, fp.free_storage, fg.alloc_storage)
+
+    def told(fn):
+        def wrapped(tensor):
+            fn(tensor)
+            tracker.resized(tensor.untyped_storage())
+        return wrapped
+
+    fp.alloc_storage, fp.free_storage = told(saved[0]), told(saved[1])
+    fg.alloc_storage = fp.alloc_storage
+    try:
+        yield
+    finally:
+        fp.alloc_storage, fp.free_storage, fg.alloc_storage = saved
+
+
+@contextlib.contextmanager
 def _as_on_cuda(emu):
     """The compiled flex kernels, create_block_mask and the recomputation of checkpointed blocks
     re-entering the emulation, for the duration of one trace."""
@@ -257,7 +279,7 @@ def trace_torchtitan(w):
                 opt.zero_grad(set_to_none)
 
         try:
-            with tracker, emu:
+            with tracker, emu, _fsdp_storage(tracker):
                 starts = _train(tracker, forward, params, Step, w.steps, w.grad_accum,
                                 loss_tag="logits")
         finally:

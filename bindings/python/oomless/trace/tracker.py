@@ -109,6 +109,18 @@ class Tracker(TorchDispatchMode):
                 for st in storages(t):
                     self._track(st, kind).kind = kind
 
+    def resized(self, storage):
+        """A storage resized in place (FSDP2 frees and re-allocates its unsharded parameters with
+        ``untyped_storage().resize_``, which the dispatcher does not see): what it held is freed
+        now, and its new size, if any, is a new allocation."""
+        key = id(storage)
+        a = self._live.pop(key, None)
+        if a is not None:
+            self._refs.pop(key, None)
+            a.t_free = self._tick()
+        if storage.nbytes() > 0:
+            self._track(storage)
+
     def mark_gradients(self, params):
         """The storages of these parameters' .grad are gradients (called after each backward)."""
         for p in params:
