@@ -281,6 +281,13 @@ static void print_bound(const oom_estimate_report *r)
            r->confidence_class, r->confidence_basis, r->confidence_cases);
 }
 
+/* the stack whose code the estimate models, with the versions it models */
+static void print_stack(const oom_estimate_report *r)
+{
+    printf("  %-30s: %s (%s; %s)\n", "stack", r->stack, r->stack_versions,
+           r->stack_traced ? "traced on the meta device" : "from its source, not traced");
+}
+
 /* the objective's lines; none for sft */
 static void print_objective(const oom_estimate_report *r)
 {
@@ -366,6 +373,7 @@ static void print_human(const oom_estimate_report *r, const char *gpu, const cha
            oom_attention_name(k->attention), oom_loss_name(k->loss));
     printf("  %-30s: %ld (sharding %s, offload %s)\n", "GPUs", k->gpus, r->sharding,
            oom_offload_name(k->offload));
+    print_stack(r);
     if (r->fsdp_param_dtype)
         printf("  %-30s: parameters sharded in %s, reshard after forward %s\n", "FSDP2",
                r->fsdp_param_dtype, r->reshard_after_forward);

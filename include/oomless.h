@@ -944,9 +944,17 @@ typedef struct oom_option_value {
     const char *trainer;
     /** TrainingArguments.optim_args the value needs ("momentum=0.9"), NULL when none. */
     const char *trainer_args;
+    /* version 2 */
+    /** The versions of the code the value models, a stack's ("torchtune 0.6.1, torchao
+     *  0.15.0"); NULL for a value that models no particular code. */
+    const char *versions;
+    /** 1: `oomless trace` runs the value's code on the meta device and the estimator is held to
+     *  that trace; 0: modelled from its source and published measurements (kernels that run only
+     *  on a GPU). Meaningful where `versions` is set. */
+    int traced;
 } oom_option_value;
 
-#define OOM_OPTION_VALUE_VERSION 1
+#define OOM_OPTION_VALUE_VERSION 2
 #define OOM_OPTION_VALUE_INIT                                                                      \
     {                                                                                              \
         .version = OOM_OPTION_VALUE_VERSION                                                        \
@@ -1196,6 +1204,9 @@ typedef struct oom_estimate_report {
     char *fsdp_param_dtype;      /**< sharding fsdp2: "fp32" or "bf16"; else NULL */
     char *reshard_after_forward; /**< sharding fsdp2: "yes", "no" or N; else NULL */
     long tensor_parallel;        /**< GPUs one model copy is split over (1: none) */
+    char *stack;                 /**< the training stack modelled (--stack: "torchtune") */
+    char *stack_versions;        /**< the versions of its code modelled ("torchtitan 0.3.0") */
+    int stack_traced; /**< 1: `oomless trace` runs its code; 0: modelled from its source */
     /* the training objective as TRL runs it; objective NULL under sft */
     char *objective;            /**< "dpo", "grpo", ... */
     char *batch_counts;         /**< what --batch counts: "pairs", "examples", "completions" */
@@ -1492,9 +1503,14 @@ typedef struct oom_plan_result {
      * the micro-batch is best->knobs.batch packs of best->knobs.seq_len tokens */
     int packing;           /**< 0 none, 1 padding-free (TRL), 2 block-mask (torchtune) */
     long tokens_per_batch; /**< packed tokens per micro-batch (batch x seq); 0 without packing */
+    /* version 8 */
+    /** The training stack modelled: the index of its value among the values of the workload
+     *  option "stack" (oom_option_lookup("stack")->values: name, versions, traced); 0 for a
+     *  measured line, which models no stack. */
+    int stack;
 } oom_plan_result;
 
-#define OOM_PLAN_RESULT_VERSION 7
+#define OOM_PLAN_RESULT_VERSION 8
 #define OOM_PLAN_RESULT_INIT                                                                       \
     {                                                                                              \
         .version = OOM_PLAN_RESULT_VERSION                                                         \

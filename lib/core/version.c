@@ -84,6 +84,8 @@ static size_t size_of_version(const char *name, unsigned int version, size_t new
         return offsetof(oom_target, others_bytes);
     if (!strcmp(name, "oom_option") && version == 1)
         return offsetof(oom_option, values);
+    if (!strcmp(name, "oom_option_value") && version == 1)
+        return offsetof(oom_option_value, versions);
     if (!strcmp(name, "oom_calibration") && version == 1)
         return offsetof(oom_calibration, extra);
     if (!strcmp(name, "oom_plan_choice") && version == 1)
@@ -95,7 +97,8 @@ static size_t size_of_version(const char *name, unsigned int version, size_t new
                                      offsetof(oom_plan_result, kv_full_layers),
                                      offsetof(oom_plan_result, serve_max_num_seqs),
                                      offsetof(oom_plan_result, rollout_sleep_level),
-                                     offsetof(oom_plan_result, packing)};
+                                     offsetof(oom_plan_result, packing),
+                                     offsetof(oom_plan_result, stack)};
         _Static_assert(sizeof(end) / sizeof(end[0]) == OOM_PLAN_RESULT_VERSION - 1,
                        "one end per older version of oom_plan_result");
         return end[version - 1];

@@ -66,6 +66,7 @@ static json_object *workload_json(const oom_workload *w, const oom_estimate_repo
                   json_object_new_string(oomi_checkpointing_text(ck, sizeof ck, w)));
     oomi_json_put(o, "attention", json_object_new_string(oom_attention_name(k.attention)));
     oomi_json_put(o, "loss", json_object_new_string(oom_loss_name(k.loss)));
+    oomi_json_put(o, "stack", json_object_new_string(oomi_stack_values[w->stack]->name));
     oomi_json_put(o, "gpus", json_object_new_int64(k.gpus));
     oomi_json_put(o, "sharding", json_object_new_string(oomi_sharding_text(w)));
     if (oomi_fsdp2(w)) {
@@ -96,6 +97,8 @@ static json_object *workload_json(const oom_workload *w, const oom_estimate_repo
                           OOMI_VALUE_NAME(oomi_kv_cache_values, w->serve.kv_transformers)));
     if (w->runtime.keep_grads)
         oomi_json_put(o, "keep_grads", json_object_new_boolean(1));
+    if (w->runtime.optim_in_bwd)
+        oomi_json_put(o, "optimizer_in_backward", json_object_new_boolean(1));
     if (w->runtime.overhead != OOM_UNKNOWN)
         oomi_json_put(o, "overhead", oomi_json_size(w->runtime.overhead));
     if (w->shape.decoder_seq)
@@ -269,6 +272,7 @@ int oom_estimate_to_json_budget(char **out, const oom_workload *w, const oom_est
         goto done;
     }
     oomi_json_put(root, "workload", workload_json(w, &r));
+    oomi_json_put(root, "stack", oomi_stack_json(w->stack));
     if (w->model)
         oomi_json_put(root, "model", model_json(w));
     if (e)

@@ -69,12 +69,16 @@ static int fill_workload(oom_estimate_report *r, const oom_workload *w)
     if ((err = oom_workload_get_knobs(&r->knobs, w)))
         return err;
     r->tensor_parallel = w->parallel.tp;
+    r->stack_traced = oomi_stack_values[w->stack]->traced;
     if (w->model && (err = oom_workload_model(&mi, w)))
         return err;
     if (!dup(&r->model, w->model ? mi.name : NULL) ||
         !dup(&r->family, w->model ? mi.family : NULL) ||
         !dup(&r->checkpointing, oomi_checkpointing_text(ck, sizeof ck, w)) ||
-        !dup(&r->sharding, oomi_sharding_text(w)) || !fill_objective(r, w) || !fill_packing(r, w))
+        !dup(&r->sharding, oomi_sharding_text(w)) ||
+        !dup(&r->stack, oomi_stack_values[w->stack]->name) ||
+        !dup(&r->stack_versions, oomi_stack_values[w->stack]->versions) || !fill_objective(r, w) ||
+        !fill_packing(r, w))
         return oomi_nomem();
     if (oomi_fsdp2(w) &&
         ((err = oom_workload_get(&r->fsdp_param_dtype, w, "fsdp-param-dtype")) ||
@@ -222,6 +226,8 @@ void oom_estimate_report_dispose(oom_estimate_report *r)
                           &r->family,
                           &r->checkpointing,
                           &r->sharding,
+                          &r->stack,
+                          &r->stack_versions,
                           &r->fsdp_param_dtype,
                           &r->reshard_after_forward,
                           &r->objective,

@@ -215,6 +215,8 @@ static json_object *result_json(const oom_plan_result *r)
                   r->found ? json_object_new_string(oom_precision_name(r->best->knobs.precision))
                            : NULL);
     oomi_json_put(root, "model", json_object_new_string(r->model));
+    oomi_json_put(root, "stack",
+                  r->measured || r->version < 8 ? NULL : oomi_stack_json((unsigned)r->stack));
     oomi_json_put(root, "memory", r->found ? oomi_estimate_memory_json(&r->best->estimate) : NULL);
     oomi_json_put(root, "peak_phase",
                   r->found ? json_object_new_string(oom_phase_name(r->best->estimate.peak_phase))
@@ -425,9 +427,12 @@ static int write_trl(oomi_sb *sb, const oom_plan_result *r, const char *format)
 
 #define PLAN  OOM_COMMAND_PLAN
 #define TABLE OOM_COMMAND_TABLE
-#define FORMAT(name, help, framework, versions, cmds, write, ck)                                   \
+/* where a format's text takes the stack's comment line (stack_comment): none (no comments), first,
+ * or after its first line (vllm's, the flags themselves) */
+enum { NO_NOTE, NOTE_FIRST, NOTE_SECOND };
+#define FORMAT(name, help, framework, versions, cmds, write, ck, note)                             \
     {                                                                                              \
-        {OOM_PLAN_FORMAT_INFO_VERSION, name, help, framework, versions, cmds}, write, ck           \
+        {OOM_PLAN_FORMAT_INFO_VERSION, name, help, framework, versions, cmds}, write, ck, note     \
     }
 
 /* Every output format: what it is, what reads it (and the versions its keys follow where the
@@ -437,33 +442,38 @@ static const struct plan_format {
     oom_plan_format_info info;
     int (*write)(oomi_sb *sb, const oom_plan_result *r, const char *format);
     unsigned ck;
+    int note;
 } formats[] = {
-    FORMAT("text", "the human report (the default)", NULL, NULL, PLAN | TABLE, NULL, CK_ANY),
-    FORMAT("json", "one JSON document (the same as --json)", NULL, NULL, PLAN | TABLE, NULL,
-           CK_ANY),
-    FORMAT("env", "OOMLESS_BATCH_SIZE=... lines for eval", NULL, NULL, PLAN, write_env, CK_ANY),
+    FORMAT("text", "the human report (the default)", NULL, NULL, PLAN | TABLE, NULL, CK_ANY,
+           NO_NOTE),
+    FORMAT("json", "one JSON document (the same as --json)", NULL, NULL, PLAN | TABLE, NULL, CK_ANY,
+           NO_NOTE),
+    FORMAT("env", "OOMLESS_BATCH_SIZE=... lines for eval", NULL, NULL, PLAN, write_env, CK_ANY,
+           NOTE_FIRST),
     FORMAT("args", "TrainingArguments flags (inference: the eval batch)",
-           "Hugging Face transformers", "5.23", PLAN, write_args, OOMI_CK_HF),
+           "Hugging Face transformers", "5.23", PLAN, write_args, OOMI_CK_HF, NO_NOTE),
     FORMAT("deepspeed", "a ds_config.json: micro-batch, accumulation, ZeRO stage, offload",
-           "DeepSpeed", NULL, PLAN, write_deepspeed, CK_ANY),
+           "DeepSpeed", NULL, PLAN, write_deepspeed, CK_ANY, NO_NOTE),
     FORMAT("torchrun", "the launch line, with the TrainingArguments flags",
-           "PyTorch torchrun, Hugging Face transformers", "5.23", PLAN, write_torchrun, OOMI_CK_HF),
+           "PyTorch torchrun, Hugging Face transformers", "5.23", PLAN, write_torchrun, OOMI_CK_HF,
+           NO_NOTE),
     FORMAT("vllm", "inference: vLLM's settings and the KV-cache capacity it will find", "vLLM",
-           "0.21", PLAN, oomi_plan_format_serve, CK_ANY),
+           "0.21", PLAN, oomi_plan_format_serve, CK_ANY, NOTE_SECOND),
     FORMAT("accelerate", "training: an FSDP2 config file (YAML)", "accelerate", "1.15.0", PLAN,
-           oomi_plan_format_serve, CK_ANY),
+           oomi_plan_format_serve, CK_ANY, NOTE_FIRST),
     FORMAT("torchtitan", "training: a job-config fragment (TOML)", "torchtitan", NULL, PLAN,
-           oomi_plan_format_serve, OOMI_CK_TITAN),
+           oomi_plan_format_serve, OOMI_CK_TITAN, NOTE_FIRST),
     FORMAT("trl",
            "grpo with --rollout vllm-colocate: GRPOConfig YAML with vLLM's KV capacity; "
            "--packing padding-free: SFTConfig YAML",
-           "TRL", "1.16", PLAN, write_trl, OOMI_CK_HF),
+           "TRL", "1.16", PLAN, write_trl, OOMI_CK_HF, NOTE_FIRST),
     FORMAT("verl", "grpo with --rollout vllm-colocate: Hydra overrides with vLLM's KV capacity",
-           "verl", NULL, PLAN, oomi_plan_format_rl, 0),
+           "verl", NULL, PLAN, oomi_plan_format_rl, 0, NOTE_FIRST),
     FORMAT("torchtune", "training: recipe keys (batch_size, dataset.packed)", "torchtune", NULL,
-           PLAN, oomi_plan_format_packing, CK_ANY),
-    FORMAT("markdown", "a Markdown table", NULL, NULL, TABLE, NULL, CK_ANY),
-    FORMAT("csv", "comma-separated values with a header line", NULL, NULL, TABLE, NULL, CK_ANY),
+           PLAN, oomi_plan_format_packing, CK_ANY, NOTE_FIRST),
+    FORMAT("markdown", "a Markdown table", NULL, NULL, TABLE, NULL, CK_ANY, NO_NOTE),
+    FORMAT("csv", "comma-separated values with a header line", NULL, NULL, TABLE, NULL, CK_ANY,
+           NO_NOTE),
 };
 
 /* the public view of each row (the info is its first member) */
@@ -502,6 +512,40 @@ int oomi_format_unknown(const char *what, const char *name, unsigned command)
     return OOM_EINVAL;
 }
 
+/* the comment line naming the stack whose memory the plan models (none for a measured line) */
+static int stack_comment(oomi_sb *sb, const oom_plan_result *r)
+{
+    const oom_option_value *v;
+    if (r->measured || r->version < 8 || r->stack < 0 || r->stack >= OOMI_STACKS)
+        return OOM_OK;
+    v = oomi_stack_values[r->stack];
+    oomi_sb_printf(sb, "# memory modelled for the %s stack (%s; %s)\n", v->name, v->versions,
+                   v->traced ? "traced on the meta device" : "from its source, not traced");
+    return OOM_OK;
+}
+
+/* the stack's comment after the first line of the text in sb */
+static int second(oomi_sb *sb, const oom_plan_result *r)
+{
+    oomi_sb note = OOMI_SB_INIT, all = OOMI_SB_INIT;
+    const char *nl = sb->buf ? strchr(sb->buf, '\n') : NULL;
+    stack_comment(&note, r);
+    if (!nl || !note.buf || note.failed) {
+        bool failed = note.failed;
+        oomi_sb_free(&note);
+        return failed ? oomi_nomem() : OOM_OK;
+    }
+    oomi_sb_printf(&all, "%.*s%s%s", (int)(nl - sb->buf + 1), sb->buf, note.buf, nl + 1);
+    oomi_sb_free(&note);
+    if (all.failed || !all.buf) {
+        oomi_sb_free(&all);
+        return oomi_nomem();
+    }
+    oomi_sb_free(sb);
+    *sb = all;
+    return OOM_OK;
+}
+
 int oom_plan_format(char **out, const oom_plan_result *r, const char *format)
 {
     const struct plan_format *f = NULL;
@@ -524,7 +568,9 @@ int oom_plan_format(char **out, const oom_plan_result *r, const char *format)
         return oomi_format_unknown("plan", format, OOM_COMMAND_PLAN);
     if (!r->found)
         return oomi_fail(OOM_ENOFIT, "nothing fits: no %s output", format);
-    if ((err = oomi_plan_ck_check(r, format, f->ck)) || (err = f->write(&sb, r, format))) {
+    if ((err = oomi_plan_ck_check(r, format, f->ck)) ||
+        (f->note == NOTE_FIRST && (err = stack_comment(&sb, r))) ||
+        (err = f->write(&sb, r, format)) || (f->note == NOTE_SECOND && (err = second(&sb, r)))) {
         oomi_sb_free(&sb);
         return err;
     }

@@ -742,6 +742,7 @@ static void test_struct_versions(void **state)
                                      offsetof(oom_plan_result, serve_max_num_seqs),
                                      offsetof(oom_plan_result, rollout_sleep_level),
                                      offsetof(oom_plan_result, packing),
+                                     offsetof(oom_plan_result, stack),
                                      sizeof(oom_plan_result)};
         unsigned v;
         assert_int_equal(sizeof(end) / sizeof(end[0]), OOM_PLAN_RESULT_VERSION);
