@@ -1,10 +1,13 @@
 /* test_estimate_stacks.c - what a training stack's own code changes in the estimate
- * (docs/stacks.md): torchtune's optimizer_in_bwd, each parameter stepped in its gradient's hook. */
+ * (docs/stacks.md): torchtune's optimizer_in_bwd, each parameter stepped in its gradient's hook;
+ * Liger-Kernel's fused linear cross-entropy, no full logits. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+
+#include <math.h>
 
 #include "oomless.h"
 #include "unit/workload.h"
@@ -59,11 +62,46 @@ static void test_optimizer_in_backward_needs_full_without_accumulation(void **st
     oom_workload_free(accum);
 }
 
+#define LORA_8B "model=llama-3.1-8b", "method=lora", "precision=bf16", "batch=2", "seq=2048"
+
+/* --stack liger: the loss keeps the hidden states' gradient (2 bytes per element in bf16) and an
+ * fp32 loss per token, with one chunk of logits of next_pow2(ceil(tokens / ceil(V / H))) rows
+ * beside them at the forward's end (Liger-Kernel 0.8.2 fused_linear_cross_entropy.py L66-72);
+ * the rest of the estimate as transformers' */
+static void test_liger_fused_linear_cross_entropy(void **state)
+{
+    oom_workload *hf = W(LORA_8B), *liger = W(LORA_8B, "stack=liger");
+    oom_estimate a = run(hf), b = run(liger);
+    oom_model_info mi = OOM_MODEL_INFO_INIT;
+    double tokens = 2.0 * 2048, inc, rows, chunk = 1, want;
+    (void)state;
+    assert_int_equal(oom_workload_model(&mi, liger), OOM_OK);
+    inc = (double)((mi.vocab + mi.hidden - 1) / mi.hidden);
+    rows = (double)(long)((tokens + inc - 1) / inc);
+    while (chunk < rows)
+        chunk *= 2;
+    want = tokens * ((double)mi.hidden * 2 + 4) + chunk * (double)mi.vocab * 2;
+    assert_int_equal(b.peak_phase, OOM_PHASE_FORWARD);
+    assert_true(fabs((double)b.logits - want) <= 1);
+    assert_true(a.logits > 50 * b.logits);
+    assert_int_equal(b.weights, a.weights);
+    assert_int_equal(b.optimizer, a.optimizer);
+    assert_int_equal(b.activations, a.activations); /* its norm, SwiGLU and RoPE: not modelled */
+    /* --loss chunked changes nothing under liger: its own chunks */
+    oom_workload_free(hf);
+    hf = W(LORA_8B, "stack=liger", "loss=chunked");
+    a = run(hf);
+    assert_int_equal(a.logits, b.logits);
+    oom_workload_free(hf);
+    oom_workload_free(liger);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_optimizer_in_backward_frees_each_gradient),
         cmocka_unit_test(test_optimizer_in_backward_needs_full_without_accumulation),
+        cmocka_unit_test(test_liger_fused_linear_cross_entropy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
