@@ -1,6 +1,7 @@
 /* test_estimate_stacks.c - what a training stack's own code changes in the estimate
  * (docs/stacks.md): torchtune's optimizer_in_bwd, each parameter stepped in its gradient's hook;
- * Liger-Kernel's fused linear cross-entropy, no full logits. */
+ * Liger-Kernel's fused linear cross-entropy, no full logits; Unsloth's checkpointing, the layer
+ * inputs in host memory. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -96,12 +97,38 @@ static void test_liger_fused_linear_cross_entropy(void **state)
     oom_workload_free(liger);
 }
 
+/* --stack unsloth with checkpointing: the wrapped layers' inputs wait in host memory as under
+ * +offload, beside a device staging buffer of batch x seq x hidden 16-bit elements (at least
+ * 2 x 256 x 2048; unsloth_zoo gradient_checkpointing.py L57, L816-830); without checkpointing
+ * the estimate is transformers' */
+static void test_unsloth_offloaded_checkpointing(void **state)
+{
+    oom_workload *off = W(LORA_8B, "checkpointing=full+offload");
+    oom_workload *uns = W(LORA_8B, "checkpointing=full", "stack=unsloth");
+    oom_workload *small = W(LORA_8B, "checkpointing=full", "stack=unsloth", "batch=1", "seq=64");
+    oom_workload *small_off = W(LORA_8B, "checkpointing=full+offload", "batch=1", "seq=64");
+    oom_workload *none = W(LORA_8B, "stack=unsloth"), *hf = W(LORA_8B);
+    oom_estimate a = run(off), b = run(uns), c = run(small), d = run(small_off);
+    oom_estimate e = run(none), f = run(hf);
+    oom_model_info mi = OOM_MODEL_INFO_INIT;
+    (void)state;
+    assert_int_equal(oom_workload_model(&mi, uns), OOM_OK);
+    assert_int_equal(b.peak_phase, a.peak_phase);
+    assert_int_equal(b.activations - a.activations, (uint64_t)(2 * 2048 * mi.hidden * 2));
+    assert_int_equal(c.peak_phase, d.peak_phase);
+    assert_int_equal(c.activations - d.activations, (uint64_t)(2 * 256 * 2048 * 2));
+    assert_int_equal(e.allocated_peak, f.allocated_peak);
+    oom_workload_free(off), oom_workload_free(uns), oom_workload_free(small);
+    oom_workload_free(small_off), oom_workload_free(none), oom_workload_free(hf);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_optimizer_in_backward_frees_each_gradient),
         cmocka_unit_test(test_optimizer_in_backward_needs_full_without_accumulation),
         cmocka_unit_test(test_liger_fused_linear_cross_entropy),
+        cmocka_unit_test(test_unsloth_offloaded_checkpointing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
