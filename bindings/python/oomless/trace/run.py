@@ -41,12 +41,13 @@ PRECISIONS = {
 
 def versions():
     """The versions a trace depends on: recorded with every result."""
+    from importlib import metadata  # torchtune and torchtitan have no __version__
     out = {"python": platform.python_version(), "torch": torch.__version__}
-    for mod in ("transformers", "peft", "torchtune", "torchao", "torchtitan"):
+    for dist in ("transformers", "peft", "torchtune", "torchao", "torchtitan"):
         try:
-            out[mod] = importlib.import_module(mod).__version__
-        except ImportError:
-            out[mod] = None
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = None
     return out
 
 
