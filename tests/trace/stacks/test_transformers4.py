@@ -1,6 +1,6 @@
 """transformers 4.57 traced by the transformers tracer, in build/venv-transformers4: the stack
 detected, its rotary embeddings' autocast regions on the meta device, its per-expert loop
-refused with the reason."""
+refused with the reason, the chunked loss on GPT-2 (whose decoder 4.57's get_decoder misses)."""
 import json
 import os
 import sys
@@ -27,6 +27,13 @@ class Transformers4Trace(unittest.TestCase):
         self.assertEqual(r["stack"]["name"], "transformers-4")
         self.assertIn("transformers 4.57.6", r["stack"]["version"])
         self.assertEqual(r["peak_phase"], "optimizer")
+
+    def test_chunked_loss_finds_gpt2s_decoder(self):
+        # 4.57's get_decoder answers GPT2LMHeadModel itself; its decoder is `transformer`
+        r = document("gpt2", method="lora", precision="bf16", loss="chunked", batch=1, seq=64,
+                     steps=1)
+        self.assertEqual(r["stack"]["name"], "transformers-4")
+        self.assertEqual(r["peak_phase"], "backward")
 
     def test_per_expert_loop_refused(self):
         with tempfile.TemporaryDirectory() as d:

@@ -38,13 +38,14 @@ PRECISIONS = {
 
 def versions():
     """The versions a trace depends on: recorded with every result."""
+    from importlib import metadata  # torchtune and torchtitan have no __version__
     out = {"python": platform.python_version(), "torch": torch.__version__}
-    for mod in ("transformers", "peft", "torchao",  # the Python packages, not stack names
-                "torchtune", "torchtitan"):
+    for dist in ("transformers", "peft", "torchao",  # the distributions, not stack names
+                 "torchtune", "torchtitan"):
         try:
-            out[mod] = importlib.import_module(mod).__version__
-        except ImportError:
-            out[mod] = None
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = None
     return out
 
 
@@ -227,10 +228,13 @@ def chunked_causal_loss(model, ids, chunk_tokens):
     """Cross-entropy over the output head one chunk of tokens at a time, each chunk's logits
     recomputed in the backward (what chunked / fused linear-cross-entropy losses keep)."""
     import torch.utils.checkpoint as ckpt
-    base = model.get_decoder() if hasattr(model, "get_decoder") else model.model
+    # base_model: the decoder by the class's base_model_prefix (GPT-2's `transformer`, which
+    # 4.57's get_decoder does not know: it answers the model itself)
+    base = model.get_decoder() if hasattr(model, "get_decoder") else model.base_model
     if base is model or base is getattr(model, "get_base_model", lambda: None)():
-        # Llama4ForCausalLM's get_decoder answers the model itself (transformers 5.23)
-        base = model.get_base_model().model if hasattr(model, "get_base_model") else model.model
+        # Llama4ForCausalLM's get_decoder answers the model itself (transformers 5.23), as
+        # GPT2LMHeadModel's does in 4.57
+        base = (model.get_base_model() if hasattr(model, "get_base_model") else model).base_model
     hidden = base(input_ids=ids).last_hidden_state[:, :-1, :]
     labels = ids[:, 1:]
     head = model.get_output_embeddings()

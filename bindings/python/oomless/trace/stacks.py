@@ -30,11 +30,16 @@ def _error(message):
 
 
 def version_of(module: str) -> Optional[str]:
-    """The installed version of a package, None when it does not import."""
+    """The installed version of a package (its distribution's, so that a folder of that name on
+    sys.path, such as bench/trace/torchtune, is not taken for it), None when it is not
+    installed or does not import."""
+    from importlib import metadata
     try:
-        return getattr(importlib.import_module(module), "__version__", "?")
+        version = metadata.version(module)
+        importlib.import_module(module)
     except Exception:  # not installed, or it fails to import (a torchao that torchtune refuses)
         return None
+    return version
 
 
 def table() -> Dict[str, dict]:
