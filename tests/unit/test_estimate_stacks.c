@@ -1,7 +1,7 @@
 /* test_estimate_stacks.c - what a training stack's own code changes in the estimate
  * (docs/stacks.md): torchtune's optimizer_in_bwd, each parameter stepped in its gradient's hook;
  * Liger-Kernel's fused linear cross-entropy, no full logits; Unsloth's checkpointing, the layer
- * inputs in host memory. */
+ * inputs in host memory; transformers 4's GPT-2 mask buffers. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -122,6 +122,26 @@ static void test_unsloth_offloaded_checkpointing(void **state)
     oom_workload_free(small_off), oom_workload_free(none), oom_workload_free(hf);
 }
 
+/* --stack transformers-4: GPT-2's attention keeps its causal-mask buffer, max_positions^2 bools
+ * per layer (transformers 4.57.6 modeling_gpt2.py line 161); a Llama has none, and 5.x none */
+static void test_transformers4_gpt2_mask_buffers(void **state)
+{
+    oom_workload *v5 = W("model=gpt2", "method=inference", "precision=bf16", "seq=512");
+    oom_workload *v4 =
+        W("model=gpt2", "method=inference", "precision=bf16", "seq=512", "stack=transformers-4");
+    oom_workload *l5 = W("model=llama-3.2-1b", "method=inference", "seq=512");
+    oom_workload *l4 =
+        W("model=llama-3.2-1b", "method=inference", "seq=512", "stack=transformers-4");
+    oom_estimate a = run(v5), b = run(v4), c = run(l5), d = run(l4);
+    oom_model_info mi = OOM_MODEL_INFO_INIT;
+    (void)state;
+    assert_int_equal(oom_workload_model(&mi, v4), OOM_OK);
+    assert_int_equal(b.weights - a.weights,
+                     (uint64_t)(mi.layers * mi.max_positions * mi.max_positions));
+    assert_int_equal(d.allocated_peak, c.allocated_peak);
+    oom_workload_free(v5), oom_workload_free(v4), oom_workload_free(l5), oom_workload_free(l4);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -129,6 +149,7 @@ int main(void)
         cmocka_unit_test(test_optimizer_in_backward_needs_full_without_accumulation),
         cmocka_unit_test(test_liger_fused_linear_cross_entropy),
         cmocka_unit_test(test_unsloth_offloaded_checkpointing),
+        cmocka_unit_test(test_transformers4_gpt2_mask_buffers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
