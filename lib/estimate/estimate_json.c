@@ -218,7 +218,7 @@ static void estimate_json(json_object *root, const oom_estimate *e)
 /* The 95 % bounds in "memory" and how they were found in "confidence" (estimate_confidence.c) */
 static int confidence_json(json_object *root, const oom_estimate_report *r)
 {
-    json_object *mem = oomi_json_get(root, "memory"), *o;
+    json_object *mem = oomi_json_get(root, "memory"), *o, *sp;
 
     oomi_json_put(mem, "allocated_peak_upper95", oomi_json_size(r->allocated_peak_upper95));
     oomi_json_put(mem, "reserved_peak_upper95", oomi_json_size(r->reserved_peak_upper95));
@@ -230,6 +230,14 @@ static int confidence_json(json_object *root, const oom_estimate_report *r)
     oomi_json_put(o, "basis", json_object_new_string(r->confidence_basis));
     oomi_json_put(o, "errors_of", json_object_new_string(r->confidence_errors_of));
     oomi_json_put(o, "cases", json_object_new_int64(r->confidence_cases));
+    if (!(sp = json_object_new_object()))
+        return oomi_nomem();
+    oomi_json_put(sp, "basis", json_object_new_string(r->confidence_spread));
+    oomi_json_put(sp, "stack", json_object_new_string(r->stack));
+    oomi_json_put(sp, "sources", json_object_new_int64(r->confidence_spread_sources));
+    oomi_json_put(sp, "stack_sources", json_object_new_int64(r->confidence_stack_sources));
+    oomi_json_put(sp, "bias", oomi_json_number(r->confidence_spread_bias, 4));
+    oomi_json_put(o, "spread", sp);
     oomi_json_put(o, "under_prediction", oomi_json_number(r->under_prediction, 4));
     oomi_json_put(o, "context_uncertainty_bytes", oomi_json_size(r->context_uncertainty_bytes));
     return oomi_json_put(root, "confidence", o);

@@ -93,18 +93,21 @@ static int fill_confidence(oom_estimate_report *r, const oom_workload *w, const 
     oomi_conf c;
     int err;
     if ((err = oomi_confidence_class(&c, &r->knobs, w->parallel.tp,
-                                     w->runtime.overhead != OOM_UNKNOWN, 0.95)))
+                                     w->runtime.overhead != OOM_UNKNOWN, w->stack, 0.95)))
         return err;
     r->allocated_peak_upper95 = oomi_confidence_bound(&c, e->allocated_peak, false);
     r->reserved_peak_upper95 = oomi_confidence_bound(&c, e->reserved_peak, false);
     r->device_peak_upper95 = oomi_confidence_bound(&c, e->device_peak, true);
     r->confidence_level = c.level;
     r->confidence_cases = c.cases;
+    r->confidence_spread_sources = c.spread_sources;
+    r->confidence_stack_sources = c.stack_sources;
+    r->confidence_spread_bias = c.spread_under;
     r->under_prediction = c.under;
     r->context_uncertainty_bytes = (uint64_t)c.ctx;
     if (!dup(&r->confidence_class, c.key) ||
         !dup(&r->confidence_basis, oomi_conf_basis_name(c.basis)) ||
-        !dup(&r->confidence_errors_of, c.used))
+        !dup(&r->confidence_errors_of, c.used) || !dup(&r->confidence_spread, c.spread))
         return oomi_nomem();
     return OOM_OK;
 }
@@ -240,6 +243,7 @@ void oom_estimate_report_dispose(oom_estimate_report *r)
                           &r->confidence_class,
                           &r->confidence_basis,
                           &r->confidence_errors_of,
+                          &r->confidence_spread,
                           &r->adapter_dtype,
                           &r->nccl_defaults};
         size_t i;

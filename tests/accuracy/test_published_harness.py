@@ -142,9 +142,9 @@ class Harness(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         lines = {x.split()[0]: x.split()[1:] for x in p.stdout.splitlines()
                  if x.startswith("  s")}
-        self.assertEqual(lines["s1"], ["0/3", "0.0%", "9.1%"])
-        self.assertEqual(lines["s2"], ["3/3", "100.0%", "0.0%"])
-        self.assertEqual(lines["s3"], ["3/3", "100.0%", "11.1%"])
+        self.assertEqual(lines["s1"][:3], ["0/3", "0.0%", "9.1%"])
+        self.assertEqual(lines["s2"][:3], ["3/3", "100.0%", "0.0%"])
+        self.assertEqual(lines["s3"][:3], ["3/3", "100.0%", "11.1%"])
         self.assertIn("pooled over 3 published (source_key) sources: 6/9 under the bound fitted "
                       "without their source (66.7%), median |error| 9.1%", p.stdout)
 

@@ -1,7 +1,7 @@
 /* test_estimate_stacks.c - what a training stack's own code changes in the estimate
  * (docs/stacks.md): torchtune's optimizer_in_bwd, each parameter stepped in its gradient's hook;
  * Liger-Kernel's fused linear cross-entropy, no full logits; Unsloth's checkpointing, the layer
- * inputs in host memory; transformers 4's GPT-2 mask buffers. */
+ * inputs in host memory; transformers 4's GPT-2 mask buffers; the bound's spread per stack. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -142,6 +142,29 @@ static void test_transformers4_gpt2_mask_buffers(void **state)
     oom_workload_free(v5), oom_workload_free(v4), oom_workload_free(l5), oom_workload_free(l4);
 }
 
+/* the 95 % bound's bias across setups is the stack's (data/confidence.json "spread"): transformers
+ * 4 has sources of its own, Liger none and takes the spread over every source, which is wider */
+static void test_bound_takes_the_stacks_spread(void **state)
+{
+    oom_workload *t4 = W("model=llama-3.2-1b", "method=lora", "stack=transformers-4");
+    oom_workload *lg = W("model=llama-3.2-1b", "method=lora", "stack=liger");
+    oom_estimate_report a = OOM_ESTIMATE_REPORT_INIT, b = OOM_ESTIMATE_REPORT_INIT;
+    (void)state;
+    assert_int_equal(oom_estimate_report_run(&a, t4, NULL), OOM_OK);
+    assert_int_equal(oom_estimate_report_run(&b, lg, NULL), OOM_OK);
+    assert_string_equal(a.confidence_class, b.confidence_class);
+    assert_string_equal(a.confidence_spread, "stack");
+    assert_true(a.confidence_spread_sources >= 4);
+    assert_int_equal(a.confidence_spread_sources, a.confidence_stack_sources);
+    assert_string_equal(b.confidence_spread, "cross-stack");
+    assert_int_equal(b.confidence_stack_sources, 0);
+    assert_true(b.confidence_spread_sources > a.confidence_spread_sources);
+    assert_true(a.confidence_spread_bias < b.confidence_spread_bias);
+    assert_true(a.under_prediction < b.under_prediction);
+    oom_estimate_report_dispose(&a), oom_estimate_report_dispose(&b);
+    oom_workload_free(t4), oom_workload_free(lg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -150,6 +173,7 @@ int main(void)
         cmocka_unit_test(test_liger_fused_linear_cross_entropy),
         cmocka_unit_test(test_unsloth_offloaded_checkpointing),
         cmocka_unit_test(test_transformers4_gpt2_mask_buffers),
+        cmocka_unit_test(test_bound_takes_the_stacks_spread),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
