@@ -279,6 +279,8 @@ static void print_bound(const oom_estimate_report *r)
            oom_format_size(s1, sizeof(s1), r->device_peak_upper95),
            peak ? 100.0 * ((double)r->device_peak_upper95 / (double)peak - 1) : 0.0,
            r->confidence_class, r->confidence_basis, r->confidence_cases);
+    if (!r->confidence_spread) /* a report of version 1 */
+        return;
     if (!strcmp(r->confidence_spread, "stack"))
         printf("  %-30s: %+.1f%%, over the %s stack's own %ld sources\n", "bias across setups",
                100 * r->confidence_spread_bias, r->stack, r->confidence_spread_sources);

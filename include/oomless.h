@@ -1230,17 +1230,11 @@ typedef struct oom_estimate_report {
      * they come from (docs/estimate.md, "How sure an estimate is") */
     uint64_t allocated_peak_upper95, reserved_peak_upper95, device_peak_upper95;
     double confidence_level;
-    char *confidence_class;         /**< the workload's class ("lora/sdpa/none/none/none") */
-    char *confidence_basis;         /**< "measured", "fallback" or "none" */
-    char *confidence_errors_of;     /**< the classes whose errors were used */
-    long confidence_cases;          /**< measured cases of the workload's own class */
-    char *confidence_spread;        /**< the bias across setups the bound takes: "stack" (over the
-                                         stack's own sources), "cross-stack" (over every source: the
-                                         stack has too few of its own) or "none" (data without it) */
-    long confidence_spread_sources; /**< the sources it is taken over (the stack's own, or all) */
-    long confidence_stack_sources;  /**< the sources of the workload's stack in the data */
-    double confidence_spread_bias;  /**< that bias at the level (may be < 0) */
-    double under_prediction;        /**< the relative under-prediction at the level */
+    char *confidence_class;             /**< the workload's class ("lora/sdpa/none/none/none") */
+    char *confidence_basis;             /**< "measured", "fallback" or "none" */
+    char *confidence_errors_of;         /**< the classes whose errors were used */
+    long confidence_cases;              /**< measured cases of the workload's own class */
+    double under_prediction;            /**< the relative under-prediction at the level */
     uint64_t context_uncertainty_bytes; /**< added to the device peak's bound */
     /* a 4-bit base quantised at load, LoRA's adapters, a paged optimizer (docs/estimate.md,
      * "QLoRA"); has_qlora 0: none of them */
@@ -1272,9 +1266,16 @@ typedef struct oom_estimate_report {
     int has_budget;
     oom_budget budget;
     int fits; /**< estimate.device_peak <= budget.usable_bytes */
+    /* version 2: the bias across setups in the 95 % bounds (docs/estimate.md, "A new setup") */
+    char *confidence_spread;        /**< the bias across setups the bound takes: "stack" (over the
+                                         stack's own sources), "cross-stack" (over every source: the
+                                         stack has too few of its own) or "none" (data without it) */
+    long confidence_spread_sources; /**< the sources it is taken over (the stack's own, or all) */
+    long confidence_stack_sources;  /**< the sources of the workload's stack in the data */
+    double confidence_spread_bias;  /**< that bias at the level (may be < 0) */
 } oom_estimate_report;
 
-#define OOM_ESTIMATE_REPORT_VERSION 1
+#define OOM_ESTIMATE_REPORT_VERSION 2
 #define OOM_ESTIMATE_REPORT_INIT                                                                   \
     {                                                                                              \
         .version = OOM_ESTIMATE_REPORT_VERSION                                                     \

@@ -5,6 +5,7 @@
 #include "estimate/estimate.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 /* a copy of s into *dst (NULL stays NULL); false when out of memory */
@@ -100,14 +101,18 @@ static int fill_confidence(oom_estimate_report *r, const oom_workload *w, const 
     r->device_peak_upper95 = oomi_confidence_bound(&c, e->device_peak, true);
     r->confidence_level = c.level;
     r->confidence_cases = c.cases;
-    r->confidence_spread_sources = c.spread_sources;
-    r->confidence_stack_sources = c.stack_sources;
-    r->confidence_spread_bias = c.spread_under;
     r->under_prediction = c.under;
     r->context_uncertainty_bytes = (uint64_t)c.ctx;
     if (!dup(&r->confidence_class, c.key) ||
         !dup(&r->confidence_basis, oomi_conf_basis_name(c.basis)) ||
-        !dup(&r->confidence_errors_of, c.used) || !dup(&r->confidence_spread, c.spread))
+        !dup(&r->confidence_errors_of, c.used))
+        return oomi_nomem();
+    if (r->version < 2) /* a caller built against version 1 has no room for the rest */
+        return OOM_OK;
+    r->confidence_spread_sources = c.spread_sources;
+    r->confidence_stack_sources = c.stack_sources;
+    r->confidence_spread_bias = c.spread_under;
+    if (!dup(&r->confidence_spread, c.spread))
         return oomi_nomem();
     return OOM_OK;
 }
@@ -211,7 +216,7 @@ int oom_estimate_report_run(oom_estimate_report *out, const oom_workload *w,
         (budget && (err = oomi_check_version(budget->version, OOM_BUDGET_VERSION, "oom_budget"))))
         return err;
     version = out->version;
-    memset(out, 0, sizeof(*out));
+    memset(out, 0, version < 2 ? offsetof(oom_estimate_report, confidence_spread) : sizeof(*out));
     out->version = version;
     out->estimate = (oom_estimate)OOM_ESTIMATE_INIT;
     if ((err = oom_estimate_run(&out->estimate, w)) ||
@@ -243,7 +248,6 @@ void oom_estimate_report_dispose(oom_estimate_report *r)
                           &r->confidence_class,
                           &r->confidence_basis,
                           &r->confidence_errors_of,
-                          &r->confidence_spread,
                           &r->adapter_dtype,
                           &r->nccl_defaults};
         size_t i;
@@ -251,5 +255,9 @@ void oom_estimate_report_dispose(oom_estimate_report *r)
             oomi_free(*owned[i]);
             *owned[i] = NULL;
         }
+    }
+    if (r->version >= 2) {
+        oomi_free(r->confidence_spread);
+        r->confidence_spread = NULL;
     }
 }
