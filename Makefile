@@ -22,7 +22,8 @@ ifneq ($(OOMLESS_WERROR),)
 CMAKE_ARGS += -DOOMLESS_WERROR=ON
 endif
 
-.PHONY: all deps check-deps compile configure demo check install clean check-sanitize check-valgrind fuzz bench format venv venv-titan venv-tune check-trace check-torch check-types bench-trace bench-recovery \
+.PHONY: all deps check-deps compile configure demo check install clean check-sanitize check-valgrind fuzz bench format venv check-trace check-torch check-types bench-trace bench-recovery \
+        $(addprefix venv-,$(STACK_VENVS)) \
         web web-serve check-web wheel wheel-aarch64 check-wheel
 
 # A plain `make` changes nothing on the system: it checks the packages the build needs and, when
@@ -106,18 +107,26 @@ $(VENV)/.installed: bindings/python/requirements-test.txt
 	$(VENV)/bin/python -m pip install -q --disable-pip-version-check -r bindings/python/requirements-test.txt
 	touch $@
 
-# The environments of the frameworks that pin a torch of their own, for the format checks of
-# `make check-torch` (tests/torch/test_plan_formats.py skips each without its environment).
-venv-titan: $(BUILD)/venv-titan/.installed
-venv-tune: $(BUILD)/venv-tune/.installed
-$(BUILD)/venv-%/.installed: bindings/python/requirements-%.txt
-	python3 -m venv $(BUILD)/venv-$*
+# One virtual environment per other training stack (docs/stacks.md), pinned in
+# bindings/python/requirements-stack-STACK.txt: build/venv-torchtune, build/venv-torchtitan,
+# build/venv-transformers4. The tracer runs each stack's own code there, and the format checks
+# of `make check-torch` read torchtitan's and torchtune's configs with them
+# (tests/torch/test_plan_formats.py skips each without its environment). The stamp lies beside
+# the environment, not in it.
+STACK_VENVS = torchtune torchtitan transformers4
+.PRECIOUS: $(BUILD)/.venv-%.installed
+venv-%: $(BUILD)/.venv-%.installed
+	@true
+$(BUILD)/.venv-%.installed: bindings/python/requirements-stack-%.txt
+	@mkdir -p $(BUILD)
+	test -x $(BUILD)/venv-$*/bin/python || python3 -m venv $(BUILD)/venv-$*
 	$(BUILD)/venv-$*/bin/python -m pip install -q --disable-pip-version-check -r $<
 	touch $@
 
 # The trace suite: the tracker on hand-computed toy programs, real models traced, and the C
-# estimator held to the tracer on a small matrix (bench/trace/compare.py --subset).
-check-trace: deps venv
+# estimator held to the tracer on a small matrix (bench/trace/compare.py --subset); each other
+# stack's CI cells traced again against their committed results (bench/trace/stacks.py).
+check-trace: deps venv $(addprefix venv-,$(STACK_VENVS))
 	@$(MAKE) --no-print-directory compile
 	cmake -S . -B $(BUILD) >/dev/null   # registers the trace tests now that the venv exists
 	cmake --build $(BUILD) -j $(JOBS)
@@ -142,9 +151,17 @@ check-types: deps venv
 bench-recovery: all venv
 	$(VENV)/bin/python bench/recovery/run.py --bin $(BUILD)/oomless
 
-# The whole trace matrix (a benchmark: minutes), written to bench/trace/RESULTS.md.
+# The whole trace matrix (a benchmark: minutes), written to bench/trace/RESULTS.md; with
+# STACK=torchtune|torchtitan|transformers-4 that stack's, to bench/trace/STACK/.
+STACK ?=
+STACK_VENV = $(subst transformers-4,transformers4,$(STACK))
+ifeq ($(STACK),)
 bench-trace: all venv
 	$(VENV)/bin/python bench/trace/compare.py --bin $(BUILD)/oomless --jobs $(JOBS) --out bench/trace/RESULTS.md --json bench/trace/results.json
+else
+bench-trace: all venv-$(STACK_VENV)
+	$(BUILD)/venv-$(STACK_VENV)/bin/python bench/trace/stacks.py --stack $(STACK) --bin $(BUILD)/oomless --jobs $(JOBS)
+endif
 
 FUZZ_SECONDS ?= 20
 fuzz: deps

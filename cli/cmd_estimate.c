@@ -279,6 +279,23 @@ static void print_bound(const oom_estimate_report *r)
            oom_format_size(s1, sizeof(s1), r->device_peak_upper95),
            peak ? 100.0 * ((double)r->device_peak_upper95 / (double)peak - 1) : 0.0,
            r->confidence_class, r->confidence_basis, r->confidence_cases);
+    if (!r->confidence_spread) /* a report of version 1 */
+        return;
+    if (!strcmp(r->confidence_spread, "stack"))
+        printf("  %-30s: %+.1f%%, over the %s stack's own %ld sources\n", "bias across setups",
+               100 * r->confidence_spread_bias, r->stack, r->confidence_spread_sources);
+    else if (!strcmp(r->confidence_spread, "cross-stack"))
+        printf("  %-30s: %+.1f%%, the cross-stack spread over %ld sources (the %s stack has %ld "
+               "of its own, too few)\n",
+               "bias across setups", 100 * r->confidence_spread_bias, r->confidence_spread_sources,
+               r->stack, r->confidence_stack_sources);
+}
+
+/* the stack whose code the estimate models, with the versions it models */
+static void print_stack(const oom_estimate_report *r)
+{
+    printf("  %-30s: %s (%s; %s)\n", "stack", r->stack, r->stack_versions,
+           r->stack_traced ? "traced on the meta device" : "from its source, not traced");
 }
 
 /* the objective's lines; none for sft */
@@ -392,6 +409,7 @@ static void print_human(const oom_estimate_report *r, const char *gpu, const cha
            oom_attention_name(k->attention), oom_loss_name(k->loss));
     printf("  %-30s: %ld (sharding %s, offload %s)\n", r->n_ranks ? "data-parallel copies" : "GPUs",
            k->gpus, r->sharding, oom_offload_name(k->offload));
+    print_stack(r);
     if (r->fsdp_param_dtype)
         printf("  %-30s: parameters sharded in %s, reshard after forward %s\n", "FSDP2",
                r->fsdp_param_dtype, r->reshard_after_forward);

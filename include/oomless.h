@@ -948,9 +948,17 @@ typedef struct oom_option_value {
     const char *trainer;
     /** TrainingArguments.optim_args the value needs ("momentum=0.9"), NULL when none. */
     const char *trainer_args;
+    /* version 2 */
+    /** The versions of the code the value models, a stack's ("torchtune 0.6.1, torchao
+     *  0.15.0"); NULL for a value that models no particular code. */
+    const char *versions;
+    /** 1: `oomless trace` runs the value's code on the meta device and the estimator is held to
+     *  that trace; 0: modelled from its source and published measurements (kernels that run only
+     *  on a GPU). Meaningful where `versions` is set. */
+    int traced;
 } oom_option_value;
 
-#define OOM_OPTION_VALUE_VERSION 1
+#define OOM_OPTION_VALUE_VERSION 2
 #define OOM_OPTION_VALUE_INIT                                                                      \
     {                                                                                              \
         .version = OOM_OPTION_VALUE_VERSION                                                        \
@@ -1209,6 +1217,9 @@ typedef struct oom_estimate_report {
     char *fsdp_param_dtype;      /**< sharding fsdp2: "fp32" or "bf16"; else NULL */
     char *reshard_after_forward; /**< sharding fsdp2: "yes", "no" or N; else NULL */
     long tensor_parallel;        /**< GPUs one model copy is split over (1: none) */
+    char *stack;                 /**< the training stack modelled (--stack: "torchtune") */
+    char *stack_versions;        /**< the versions of its code modelled ("torchtitan 0.3.0") */
+    int stack_traced; /**< 1: `oomless trace` runs its code; 0: modelled from its source */
     /* the training objective as TRL runs it; objective NULL under sft */
     char *objective;            /**< "dpo", "grpo", ... */
     char *batch_counts;         /**< what --batch counts: "pairs", "examples", "completions" */
@@ -1268,8 +1279,15 @@ typedef struct oom_estimate_report {
     int has_budget;
     oom_budget budget;
     int fits; /**< estimate.device_peak <= budget.usable_bytes */
-    /* training with a model-parallel layout (docs/parallelism.md): the estimate's figures are the
-     * limiting pipeline rank's; n_ranks 0 and engine NULL without a layout */
+    /* version 2: the bias across setups in the 95 % bounds (docs/estimate.md, "A new setup") */
+    char *confidence_spread;        /**< the bias across setups the bound takes: "stack" (over the
+                                         stack's own sources), "cross-stack" (over every source: the
+                                         stack has too few of its own) or "none" (data without it) */
+    long confidence_spread_sources; /**< the sources it is taken over (the stack's own, or all) */
+    long confidence_stack_sources;  /**< the sources of the workload's stack in the data */
+    double confidence_spread_bias;  /**< that bias at the level (may be < 0) */
+    /* version 2: training with a model-parallel layout (docs/parallelism.md): the estimate's
+     * figures are the limiting pipeline rank's; n_ranks 0 and engine NULL without a layout */
     char *engine;                           /**< "megatron" or "torchtitan" */
     long pipeline_parallel, virtual_stages; /**< stages; model chunks per rank */
     long context_parallel, data_parallel;   /**< and tensor_parallel above */
@@ -1279,7 +1297,7 @@ typedef struct oom_estimate_report {
     oom_estimate_rank *ranks;      /**< n_ranks of them, owned by the report */
 } oom_estimate_report;
 
-#define OOM_ESTIMATE_REPORT_VERSION 1
+#define OOM_ESTIMATE_REPORT_VERSION 2
 #define OOM_ESTIMATE_REPORT_INIT                                                                   \
     {                                                                                              \
         .version = OOM_ESTIMATE_REPORT_VERSION                                                     \
@@ -1532,6 +1550,10 @@ typedef struct oom_plan_result {
     long layers;           /**< the model's decoder layers */
     char *stage_layers;    /**< the layers of each virtual stage in order ("7,8,8"); owned */
     double bubble;         /**< the share of a step the pipeline's stages wait */
+    /** The training stack modelled: the index of its value among the values of the workload
+     *  option "stack" (oom_option_lookup("stack")->values: name, versions, traced); 0 for a
+     *  measured line, which models no stack. */
+    int stack;
 } oom_plan_result;
 
 #define OOM_PLAN_RESULT_VERSION 8

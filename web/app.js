@@ -9,7 +9,7 @@
 
   // The form's fields, and the library's option each one sets where its name differs.
   const FIELDS = ['model', 'method', 'precision', 'batch', 'seq', 'checkpointing', 'attention', 'loss',
-    'optimizer', 'gpu', 'vram', 'margin', 'effective', 'gpus', 'sharding', 'offload'];
+    'optimizer', 'stack', 'gpu', 'vram', 'margin', 'effective', 'gpus', 'sharding', 'offload'];
   const OPTION_OF = { margin: 'vram-safety-margin', effective: 'target-effective-batch' };
   // The page's first view: `make demo`'s workload (Llama-3.1-8B LoRA, seq 2048, on an RTX 4090);
   // the other fields start at the library's defaults (LIB_DEFAULTS).
@@ -17,7 +17,7 @@
     model: 'llama-3.1-8b', method: 'lora', seq: '2048', gpu: 'rtx-4090', vram: '24', effective: '32',
   };
   // The selects, whose values come from the library's option tables (oomw_options).
-  const CHOICES = ['method', 'precision', 'optimizer', 'checkpointing', 'attention', 'loss', 'sharding', 'offload'];
+  const CHOICES = ['method', 'precision', 'optimizer', 'checkpointing', 'attention', 'loss', 'stack', 'sharding', 'offload'];
   // The library's defaults (its option tables, filled by fillSelects): an option equal to its
   // default is not passed, so the commands shown are the shortest that give the same document.
   const LIB_DEFAULTS = {};
@@ -88,7 +88,8 @@
     const est = {}, plan = {};
     const put = (o, key, value, dflt) => { if (value !== dflt) o[key] = value; };
     est.model = plan.model = modelName(v);
-    for (const k of ['method', 'precision', 'optimizer', 'batch', 'seq', 'checkpointing', 'attention', 'loss']) {
+    for (const k of ['method', 'precision', 'optimizer', 'batch', 'seq', 'checkpointing', 'attention', 'loss',
+      'stack']) {
       put(est, k, v[k], LIB_DEFAULTS[k]);
       // the planner chooses the micro-batch and the checkpointing itself
       if (k !== 'batch' && k !== 'checkpointing') put(plan, k, v[k], LIB_DEFAULTS[k]);
@@ -372,6 +373,11 @@
     } else {
       verdict.dataset.fits = '';
       verdict.textContent = 'Device peak ' + size(peak) + ' (no GPU chosen).';
+    }
+    // the stack and the versions the figures model (the document's "stack")
+    if (doc.stack) {
+      verdict.append(document.createTextNode(' Modelled for ' + doc.stack.name + ' (' + doc.stack.version + ', ' +
+        (doc.stack.traced ? 'traced on the meta device' : 'from its source, not traced') + ').'));
     }
     const top = Math.max(peak, b ? b.target_bytes : 0) || 1;
     const labels = [];

@@ -158,6 +158,11 @@ def one(args):
     es, eerr = estimate(binary, cell)
     targets = es["workload"].get("lora_targets") if es else None
     tr, terr = trace(cell, targets)
+    return make_row(cell, t0, tr, terr, es, eerr)
+
+
+def make_row(cell, t0, tr, terr, es, eerr):
+    """One cell's row: the trace (or why not) beside the estimate, and the peak's error."""
     row = {"cell": cell, "trace_s": round(time.time() - t0, 2)}
     if tr is None or es is None:
         row["error"] = "; ".join(e for e in ("estimate: " + eerr if eerr else "",

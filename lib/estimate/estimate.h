@@ -133,7 +133,7 @@ typedef struct oomi_qlora {
 } oomi_qlora;
 int oomi_qlora_of(oomi_qlora *out, const oom_workload *w);
 /* How sure an estimate is (estimate_confidence.c, data/confidence.json) */
-enum { OOMI_CONF_KEY_MAX = 96 };
+enum { OOMI_CONF_KEY_MAX = 96, OOMI_CONF_LEVELS_MAX = 8 };
 typedef enum oomi_conf_basis {
     OOMI_CONF_NONE,
     OOMI_CONF_MEASURED,
@@ -148,14 +148,20 @@ typedef struct oomi_conf {
     long cases;                       /* measured cases in the workload's own class */
     double level, under; /* the confidence; the relative under-prediction at it (>= 0) */
     double ctx;          /* bytes added to a device peak (context uncertainty) */
-    const void *cls;     /* the data's class (for oomi_confidence_probability) */
+    /* the bias across setups in the GPU measurements' part: the quantile over the workload's
+     * stack's own sources ("stack") or over every source ("cross-stack"), and how many */
+    const char *spread;
+    long spread_sources, stack_sources;  /* the sources it is over; the stack's own */
+    double spread_under;                 /* that quantile at the level (may be < 0) */
+    double unders[OOMI_CONF_LEVELS_MAX]; /* the under-prediction at each stored level */
 } oomi_conf;
 /* the lowest and highest confidence the data has quantiles for */
 int oomi_confidence_range(double *lo, double *hi);
 /* The class of a workload of knobs k (tp: tensor-parallel GPUs; overhead_given: --overhead set,
- * no context uncertainty) at `level`; OOM_EINVAL for a level outside oomi_confidence_range. */
+ * no context uncertainty; stack: oomi_stack, whose spread across setups it takes) at `level`;
+ * OOM_EINVAL for a level outside oomi_confidence_range. */
 int oomi_confidence_class(oomi_conf *out, const oom_knobs *k, long tp, bool overhead_given,
-                          double level);
+                          unsigned stack, double level);
 /* peak x (1 + under), plus the context uncertainty for a device peak, rounded up */
 uint64_t oomi_confidence_bound(const oomi_conf *c, uint64_t peak, bool device);
 /* The confidence that a job of this device peak stays within `target` bytes, interpolated

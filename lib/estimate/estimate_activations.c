@@ -292,6 +292,28 @@ static double doc_mask_per_layer(const ctx *x)
     return rows * len * len * ea + (kvd < qd && ea < 4 ? rows * len * 2.0 * (qd - kvd) * ea : 0);
 }
 
+/* the checkpointed layers' inputs kept in host memory: +offload (transformers' save_on_cpu), or
+ * Unsloth's checkpointing under --stack unsloth (use_gradient_checkpointing="unsloth":
+ * Unsloth_Offloaded_Gradient_Checkpointer copies each wrapped layer's input to pinned host memory
+ * in its forward and back in its backward, unsloth_zoo/gradient_checkpointing.py L267-282,
+ * unsloth-zoo 2026.8.13, docs/stacks.md) */
+static bool inputs_offloaded(const ctx *x)
+{
+    return x->w->ckpt.offload || (x->w->stack == OOMI_STACK_UNSLOTH && oomi_est_ckpt_share(x) > 0);
+}
+
+/* Unsloth's device staging buffer for the layer inputs it moves: max(2 x 256 x 2048, batch x seq x
+ * hidden) 16-bit elements (INITIAL_GPU_BUFFER_SIZE, L57; grown with resize_ to the largest hidden
+ * state, L816-830), kept through the step; the second one it adds for double buffering when the
+ * GPU has room after the first backward is left out (it exists only where there is room) */
+static double unsloth_buffer(const ctx *x, double tokens)
+{
+    double n = tokens * (double)x->m->hidden;
+    if (x->w->stack != OOMI_STACK_UNSLOTH || !(oomi_est_ckpt_share(x) > 0))
+        return 0;
+    return 2.0 * (n > 2.0 * 256 * 2048 ? n : 2.0 * 256 * 2048);
+}
+
 /* the boolean document mask itself (rows x len x len bytes): an input of every checkpointed
  * layer, which non-reentrant checkpointing keeps until the backward (unless +offload moves the
  * saved inputs to host memory); without checkpointing it is freed with the forward (oomless
@@ -299,7 +321,7 @@ static double doc_mask_per_layer(const ctx *x)
 static double doc_mask_kept(const ctx *x)
 {
     double len = (double)x->w->k.seq_len;
-    if (doc_mask_per_layer(x) <= 0 || oomi_est_ckpt_share(x) <= 0 || x->w->ckpt.offload)
+    if (doc_mask_per_layer(x) <= 0 || oomi_est_ckpt_share(x) <= 0 || inputs_offloaded(x))
         return 0;
     return (double)x->w->k.batch * len * len;
 }
@@ -355,7 +377,8 @@ void oomi_est_activations(const ctx *x, double *all, double *one, double *at_rec
      * activation_checkpointing_enable(offload=True) runs each checkpoint under save_on_cpu); the
      * recompute brings one back to the device (oomless trace, Llama-3.2-1B bf16 4 x 1024 full:
      * the 268 MB of layer inputs gone, the final norm's 67 MB left) */
-    *all = (x->w->ckpt.offload ? 0 : c) * inputs + (1 - c) * saved + final;
+    *all = (inputs_offloaded(x) ? 0 : c) * inputs + (1 - c) * saved + final +
+           unsloth_buffer(x, b * ds);
     /* the unwrapped layers as they are, not as the average layer: Llama 4 Maverick's every:2
      * wraps the dense layers and leaves every expert layer (oomless trace, a Llama 4 config of
      * two dense and two expert layers, LoRA bf16 2 x 1024 every:2: the estimate was 8 % low) */
@@ -376,13 +399,13 @@ void oomi_est_activations(const ctx *x, double *all, double *one, double *at_rec
      * made to require a gradient (enable_input_require_grads), a leaf that autograd holds anyway:
      * it stays where the first layer is wrapped (oomless trace, Llama-3.2-1B LoRA 2 x 256
      * full+offload). GPT-2 adds its position embeddings first, and that sum leaves. */
-    if (c > 0 && x->w->ckpt.offload && x->frozen && m->block == OOMI_BLOCK_LLAMA &&
+    if (c > 0 && inputs_offloaded(x) && x->frozen && m->block == OOMI_BLOCK_LLAMA &&
         !(x->w->ckpt.nth && x->w->ckpt.every > 1))
         *all += inputs / L;
     *all += doc_mask_kept(x);
     *at_recompute = *all;
     if (c > 0) {
-        *one += lora_per_token(x) * b * ds / L + (x->w->ckpt.offload ? inputs / L : 0);
+        *one += lora_per_token(x) * b * ds / L + (inputs_offloaded(x) ? inputs / L : 0);
         oomi_est_ckpt_layers(x, &above);
         *at_recompute -= above / L * saved + mix_top;
     }

@@ -1,7 +1,9 @@
 /*
  * estimate_confidence.c - how sure an estimate is: bounds under which the real peak falls with a
  * given confidence, from the estimator's measured error per workload class (data/confidence.json,
- * made by bench/accuracy/fit_confidence.py; docs/estimate.md, "How sure the estimate is").
+ * made by bench/accuracy/fit_confidence.py; docs/estimate.md, "How sure the estimate is"). A
+ * class's bound is the larger of its GPU measurements' part (the spread within a setup, plus the
+ * bias across setups of the workload's stack: "spread") and the trace matrix's.
  */
 #include "estimate/estimate.h"
 
@@ -12,15 +14,26 @@
 #include <pthread.h>
 #include <string.h>
 
-enum { MAX_LEVELS = 8, MAX_CLASSES = 512 };
+enum { MAX_LEVELS = OOMI_CONF_LEVELS_MAX, MAX_CLASSES = 512 };
 
 typedef struct conf_class {
     char key[OOMI_CONF_KEY_MAX];
     char errors_of[2 * OOMI_CONF_KEY_MAX]; /* the classes whose errors it takes, per kind */
     oomi_conf_basis basis;
-    double under[MAX_LEVELS];
+    double under[MAX_LEVELS];  /* the bound with the cross-stack spread */
+    double within[MAX_LEVELS]; /* the GPU measurements' spread within a setup (has_within) */
+    double trace[MAX_LEVELS];  /* the trace matrix's (has_trace) */
+    bool has_within, has_trace;
     long cases;
 } conf_class;
+
+/* the bias a new setup may have, per level: over a stack's own sources or over all of them */
+typedef struct conf_spread {
+    bool own;           /* its own sources (else the cross-stack spread) */
+    long sources;       /* the sources it is taken over */
+    long stack_sources; /* the stack's own sources in the data */
+    double under[MAX_LEVELS];
+} conf_spread;
 
 static struct {
     double levels[MAX_LEVELS];
@@ -29,6 +42,8 @@ static struct {
     conf_class cls[MAX_CLASSES];
     size_t ncls;
     size_t widest;
+    bool has_spread; /* data with "spread" (else each class's `under` is its bound) */
+    conf_spread cross, stacks[OOMI_STACKS];
 } conf;
 static bool conf_loaded;
 static pthread_mutex_t conf_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -83,7 +98,60 @@ static int read_class(conf_class *c, const char *key, json_object *o, const char
                   json_object_get_string(oomi_json_get(o, "errors_of"))
                       ? json_object_get_string(oomi_json_get(o, "errors_of"))
                       : key);
+    c->has_within = oomi_json_get(o, "gpu_within") != NULL;
+    c->has_trace = oomi_json_get(o, "trace") != NULL;
+    if ((c->has_within && (err = numbers(c->within, &n, oomi_json_get(o, "gpu_within"),
+                                         conf.nlevels, path, "gpu_within"))) ||
+        (c->has_trace &&
+         (err = numbers(c->trace, &n, oomi_json_get(o, "trace"), conf.nlevels, path, "trace"))))
+        return err;
     return numbers(c->under, &n, oomi_json_get(o, "under"), conf.nlevels, path, key);
+}
+
+static int read_spread(conf_spread *sp, json_object *o, const char *path, const char *name)
+{
+    const char *basis = json_object_get_string(oomi_json_get(o, "basis"));
+    char where[PATH_MAX + 64];
+    int64_t sources = 0;
+    size_t n;
+    int err;
+
+    if (!json_object_is_type(o, json_type_object))
+        return oomi_fail(OOM_EPARSE, "confidence data '%s': spread '%s' is not an object", path,
+                         name);
+    oomi_snprintf(where, sizeof(where), "confidence data '%s': spread %s.", path, name);
+    if ((err = oomi_json_int(&sources, NULL, o, "sources", 0, LONG_MAX, where)))
+        return err;
+    sp->sources = sp->stack_sources = (long)sources;
+    sp->own = basis && !strcmp(basis, "stack");
+    return numbers(sp->under, &n, oomi_json_get(o, "under"), conf.nlevels, path, name);
+}
+
+/* "spread": the cross-stack term and each stack's; a stack the data does not name takes the
+ * cross-stack one */
+static int read_spreads(json_object *spread, const char *path)
+{
+    json_object *stacks = oomi_json_get(spread, "stacks");
+    size_t i;
+    int err;
+
+    conf.has_spread = spread != NULL;
+    if (!spread)
+        return OOM_OK;
+    if ((err = read_spread(&conf.cross, oomi_json_get(spread, "cross_stack"), path, "cross_stack")))
+        return err;
+    for (i = 0; i < OOMI_STACKS; i++) {
+        json_object *st = oomi_json_get(stacks, oomi_stack_values[i]->name);
+        conf.stacks[i] = conf.cross;
+        conf.stacks[i].own = false, conf.stacks[i].stack_sources = 0;
+        if (st && (err = read_spread(&conf.stacks[i], st, path, oomi_stack_values[i]->name)))
+            return err;
+        if (!conf.stacks[i].own) { /* too few sources of its own: the cross-stack spread */
+            memcpy(conf.stacks[i].under, conf.cross.under, sizeof(conf.cross.under));
+            conf.stacks[i].sources = conf.cross.sources;
+        }
+    }
+    return OOM_OK;
 }
 
 static int parse(json_object *root, const char *path)
@@ -105,6 +173,8 @@ static int parse(json_object *root, const char *path)
             return bad(path, "'levels' must rise strictly between 0 and 1");
     if (!json_object_is_type(classes, json_type_object) || !widest)
         return bad(path, "'classes' and 'widest' are missing");
+    if ((err = read_spreads(oomi_json_get(root, "spread"), path)))
+        return err;
     conf.ncls = 0, conf.widest = SIZE_MAX;
     json_object_object_foreach(classes, key, val)
     {
@@ -183,19 +253,55 @@ static const conf_class *find(char *key, size_t size, const oom_knobs *k, long t
     return NULL;
 }
 
-/* the stored quantile at `level`, linear between stored levels */
-static double under_at(const conf_class *c, double level)
+/* u[] (one per stored level) at `level`, linear between stored levels, at least 0 */
+static double under_at(const double *u, double level)
 {
     size_t i;
     if (level <= conf.levels[0])
-        return fmax(c->under[0], 0);
+        return fmax(u[0], 0);
     for (i = 1; i < conf.nlevels; i++)
         if (level <= conf.levels[i]) {
             double t = (level - conf.levels[i - 1]) / (conf.levels[i] - conf.levels[i - 1]);
-            double a = fmax(c->under[i - 1], 0), b = fmax(c->under[i], 0);
+            double a = fmax(u[i - 1], 0), b = fmax(u[i], 0);
             return a + t * (b - a);
         }
-    return fmax(c->under[conf.nlevels - 1], 0);
+    return fmax(u[conf.nlevels - 1], 0);
+}
+
+/* u[] at `level`, linear between stored levels (the spread's bias may be below 0) */
+static double interp(const double *u, double level)
+{
+    size_t i;
+    if (level <= conf.levels[0])
+        return u[0];
+    for (i = 1; i < conf.nlevels; i++)
+        if (level <= conf.levels[i])
+            return u[i - 1] + (level - conf.levels[i - 1]) / (conf.levels[i] - conf.levels[i - 1]) *
+                                  (u[i] - u[i - 1]);
+    return u[conf.nlevels - 1];
+}
+
+/* rounded up to 4 decimals, as fit_confidence.py's up4() (a stored bound stays a bound) */
+static double up4(double x)
+{
+    return ceil(round(x * 1e10) / 1e6) / 1e4;
+}
+
+/* class c's bound per level with the spread sp: the larger of its GPU part (within + the
+ * spread) and its trace part; data without spread (or parts): the class's `under` */
+static void unders_of(double *out, const conf_class *c, const conf_spread *sp)
+{
+    size_t i;
+    for (i = 0; i < conf.nlevels; i++) {
+        double u = -DBL_MAX;
+        if (!sp || !(c->has_within || c->has_trace))
+            u = c->under[i];
+        if (sp && c->has_within)
+            u = fmax(u, up4(c->within[i] + sp->under[i]));
+        if (sp && c->has_trace)
+            u = fmax(u, c->trace[i]);
+        out[i] = u;
+    }
 }
 
 int oomi_confidence_range(double *lo, double *hi)
@@ -207,8 +313,9 @@ int oomi_confidence_range(double *lo, double *hi)
 }
 
 int oomi_confidence_class(oomi_conf *out, const oom_knobs *k, long tp, bool overhead_given,
-                          double level)
+                          unsigned stack, double level)
 {
+    const conf_spread *sp;
     const conf_class *c;
     size_t i;
     int err;
@@ -229,10 +336,15 @@ int oomi_confidence_class(oomi_conf *out, const oom_knobs *k, long tp, bool over
     if (!c)
         c = &conf.cls[conf.widest];
     oomi_snprintf(out->used, sizeof(out->used), "%s", c->errors_of);
+    sp = !conf.has_spread ? NULL : stack < OOMI_STACKS ? &conf.stacks[stack] : &conf.cross;
+    unders_of(out->unders, c, sp);
+    out->spread = !sp ? "none" : sp->own ? "stack" : "cross-stack";
+    out->spread_sources = sp ? sp->sources : 0;
+    out->stack_sources = sp && stack < OOMI_STACKS ? sp->stack_sources : 0;
+    out->spread_under = sp ? interp(sp->under, level) : 0;
     out->level = level;
-    out->under = under_at(c, level);
+    out->under = under_at(out->unders, level);
     out->ctx = overhead_given ? 0 : conf.ctx;
-    out->cls = c;
     return OOM_OK;
 }
 
@@ -245,17 +357,17 @@ uint64_t oomi_confidence_bound(const oomi_conf *c, uint64_t peak, bool device)
 double oomi_confidence_probability(const oomi_conf *c, uint64_t device_peak, uint64_t target,
                                    int *side)
 {
-    const conf_class *cl = c->cls;
+    const double *u = c->unders;
     double need = device_peak ? ((double)target - c->ctx) / (double)device_peak - 1 : DBL_MAX;
     size_t i;
 
     *side = 0;
-    if (fmax(cl->under[conf.nlevels - 1], 0) <= need)
+    if (fmax(u[conf.nlevels - 1], 0) <= need)
         return *side = 1, conf.levels[conf.nlevels - 1];
-    if (fmax(cl->under[0], 0) > need)
+    if (fmax(u[0], 0) > need)
         return *side = -1, conf.levels[0];
     for (i = conf.nlevels - 1; i > 0; i--) {
-        double a = fmax(cl->under[i - 1], 0), b = fmax(cl->under[i], 0);
+        double a = fmax(u[i - 1], 0), b = fmax(u[i], 0);
         if (a <= need) /* the bound crosses the target in [levels[i-1], levels[i]] */
             return b <= a ? conf.levels[i]
                           : conf.levels[i - 1] +

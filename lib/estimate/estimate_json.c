@@ -66,6 +66,7 @@ static json_object *workload_json(const oom_workload *w, const oom_estimate_repo
                   json_object_new_string(oomi_checkpointing_text(ck, sizeof ck, w)));
     oomi_json_put(o, "attention", json_object_new_string(oom_attention_name(k.attention)));
     oomi_json_put(o, "loss", json_object_new_string(oom_loss_name(k.loss)));
+    oomi_json_put(o, "stack", json_object_new_string(oomi_stack_values[w->stack]->name));
     oomi_json_put(o, "gpus", json_object_new_int64(k.gpus));
     oomi_json_put(o, "sharding", json_object_new_string(oomi_sharding_text(w)));
     if (oomi_fsdp2(w)) {
@@ -96,6 +97,8 @@ static json_object *workload_json(const oom_workload *w, const oom_estimate_repo
                           OOMI_VALUE_NAME(oomi_kv_cache_values, w->serve.kv_transformers)));
     if (w->runtime.keep_grads)
         oomi_json_put(o, "keep_grads", json_object_new_boolean(1));
+    if (w->runtime.optim_in_bwd)
+        oomi_json_put(o, "optimizer_in_backward", json_object_new_boolean(1));
     if (w->runtime.overhead != OOM_UNKNOWN)
         oomi_json_put(o, "overhead", oomi_json_size(w->runtime.overhead));
     if (w->shape.decoder_seq)
@@ -215,7 +218,7 @@ static void estimate_json(json_object *root, const oom_estimate *e)
 /* The 95 % bounds in "memory" and how they were found in "confidence" (estimate_confidence.c) */
 static int confidence_json(json_object *root, const oom_estimate_report *r)
 {
-    json_object *mem = oomi_json_get(root, "memory"), *o;
+    json_object *mem = oomi_json_get(root, "memory"), *o, *sp;
 
     oomi_json_put(mem, "allocated_peak_upper95", oomi_json_size(r->allocated_peak_upper95));
     oomi_json_put(mem, "reserved_peak_upper95", oomi_json_size(r->reserved_peak_upper95));
@@ -227,6 +230,14 @@ static int confidence_json(json_object *root, const oom_estimate_report *r)
     oomi_json_put(o, "basis", json_object_new_string(r->confidence_basis));
     oomi_json_put(o, "errors_of", json_object_new_string(r->confidence_errors_of));
     oomi_json_put(o, "cases", json_object_new_int64(r->confidence_cases));
+    if (!(sp = json_object_new_object()))
+        return oomi_nomem();
+    oomi_json_put(sp, "basis", json_object_new_string(r->confidence_spread));
+    oomi_json_put(sp, "stack", json_object_new_string(r->stack));
+    oomi_json_put(sp, "sources", json_object_new_int64(r->confidence_spread_sources));
+    oomi_json_put(sp, "stack_sources", json_object_new_int64(r->confidence_stack_sources));
+    oomi_json_put(sp, "bias", oomi_json_number(r->confidence_spread_bias, 4));
+    oomi_json_put(o, "spread", sp);
     oomi_json_put(o, "under_prediction", oomi_json_number(r->under_prediction, 4));
     oomi_json_put(o, "context_uncertainty_bytes", oomi_json_size(r->context_uncertainty_bytes));
     return oomi_json_put(root, "confidence", o);
@@ -269,6 +280,7 @@ int oom_estimate_to_json_budget(char **out, const oom_workload *w, const oom_est
         goto done;
     }
     oomi_json_put(root, "workload", workload_json(w, &r));
+    oomi_json_put(root, "stack", oomi_stack_json(w->stack));
     if (w->model)
         oomi_json_put(root, "model", model_json(w));
     if (e)

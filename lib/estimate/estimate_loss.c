@@ -38,6 +38,35 @@ static void fused_head(const ctx *x, double *fwd, double *bwd)
                 (double)x->m->hidden;
 }
 
+/* Liger-Kernel's fused linear cross-entropy (--stack liger; ops/fused_linear_cross_entropy.py,
+ * Liger-Kernel 0.8.2, docs/stacks.md): no full logits. The tokens go through the head in chunks of
+ * next_pow2(ceil(BT / ceil(V / H))) rows (L66-70), each chunk's logits in the input's dtype
+ * (L114) turned into their gradient in place; the hidden states' gradient is made in the forward
+ * (L72) and kept for the backward (L431) with an fp32 loss per token (L86), the head's fp32
+ * gradient where the head is trained (L77-81). The forward's end holds one chunk beside them; the
+ * backward only scales the kept gradient in place. */
+static bool liger_flce(const ctx *x)
+{
+    return x->w->stack == OOMI_STACK_LIGER && x->m->head == OOMI_HEAD_CAUSAL_LM && !x->fused;
+}
+
+static double liger_chunk_rows(const ctx *x, double tokens)
+{
+    double inc = ceil((double)x->m->vocab / (double)x->m->hidden), rows = ceil(tokens / inc), p2;
+    for (p2 = 1; p2 < rows; p2 *= 2)
+        ;
+    return p2 < tokens ? p2 : tokens;
+}
+
+static void liger_head(const ctx *x, double tokens, double *fwd, double *bwd)
+{
+    double kept = tokens * ((double)x->m->hidden * x->e + 4.0);
+    if (!x->frozen)
+        kept += 4.0 * (double)x->m->vocab * (double)x->m->hidden;
+    *bwd = kept;
+    *fwd = kept + liger_chunk_rows(x, tokens) * (double)x->m->vocab * x->e;
+}
+
 /* logits and the loss path: bytes live at the end of the forward and at the loss backward */
 /* The rows of logits the loss holds at once: every target token (the decoder's for T5), one
  * chunk under --loss chunked; 0 where there are no vocabulary logits (classification and base
@@ -63,6 +92,10 @@ void oomi_est_logits(const ctx *x, double *fwd, double *bwd)
         return;
     if (x->fused) {
         fused_head(x, fwd, bwd);
+        return;
+    }
+    if (liger_flce(x)) { /* every token at once: liger ignores --loss chunked */
+        liger_head(x, oomi_est_loss_tokens(x), fwd, bwd);
         return;
     }
     if (x->w->objective.kind == OOMI_OBJECTIVE_SIMPO ||
@@ -103,5 +136,9 @@ double oomi_est_logits_tensor(const ctx *x)
     if (x->fused) /* the fused head's largest blocks: the hidden gradient and a tile */
         return (4.0 * oomi_est_loss_tokens(x) * (double)x->m->hidden + oomi_est_fused_tile(x)) /
                4.0;
+    if (liger_flce(x)) /* the kept hidden gradient and one chunk of logits */
+        return (oomi_est_loss_tokens(x) * (double)x->m->hidden +
+                liger_chunk_rows(x, oomi_est_loss_tokens(x)) * (double)x->m->vocab) *
+               x->e / 4.0;
     return logit_rows(x) * (double)x->m->vocab * 4;
 }

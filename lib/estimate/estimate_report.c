@@ -5,6 +5,7 @@
 #include "estimate/estimate.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <string.h>
 
 /* a copy of s into *dst (NULL stays NULL); false when out of memory */
@@ -69,12 +70,16 @@ static int fill_workload(oom_estimate_report *r, const oom_workload *w)
     if ((err = oom_workload_get_knobs(&r->knobs, w)))
         return err;
     r->tensor_parallel = w->parallel.tp;
+    r->stack_traced = oomi_stack_values[w->stack]->traced;
     if (w->model && (err = oom_workload_model(&mi, w)))
         return err;
     if (!dup(&r->model, w->model ? mi.name : NULL) ||
         !dup(&r->family, w->model ? mi.family : NULL) ||
         !dup(&r->checkpointing, oomi_checkpointing_text(ck, sizeof ck, w)) ||
-        !dup(&r->sharding, oomi_sharding_text(w)) || !fill_objective(r, w) || !fill_packing(r, w))
+        !dup(&r->sharding, oomi_sharding_text(w)) ||
+        !dup(&r->stack, oomi_stack_values[w->stack]->name) ||
+        !dup(&r->stack_versions, oomi_stack_values[w->stack]->versions) || !fill_objective(r, w) ||
+        !fill_packing(r, w))
         return oomi_nomem();
     if (oomi_fsdp2(w) &&
         ((err = oom_workload_get(&r->fsdp_param_dtype, w, "fsdp-param-dtype")) ||
@@ -89,7 +94,7 @@ static int fill_confidence(oom_estimate_report *r, const oom_workload *w, const 
     oomi_conf c;
     int err;
     if ((err = oomi_confidence_class(&c, &r->knobs, w->parallel.tp,
-                                     w->runtime.overhead != OOM_UNKNOWN, 0.95)))
+                                     w->runtime.overhead != OOM_UNKNOWN, w->stack, 0.95)))
         return err;
     r->allocated_peak_upper95 = oomi_confidence_bound(&c, e->allocated_peak, false);
     r->reserved_peak_upper95 = oomi_confidence_bound(&c, e->reserved_peak, false);
@@ -101,6 +106,13 @@ static int fill_confidence(oom_estimate_report *r, const oom_workload *w, const 
     if (!dup(&r->confidence_class, c.key) ||
         !dup(&r->confidence_basis, oomi_conf_basis_name(c.basis)) ||
         !dup(&r->confidence_errors_of, c.used))
+        return oomi_nomem();
+    if (r->version < 2) /* a caller built against version 1 has no room for the rest */
+        return OOM_OK;
+    r->confidence_spread_sources = c.spread_sources;
+    r->confidence_stack_sources = c.stack_sources;
+    r->confidence_spread_bias = c.spread_under;
+    if (!dup(&r->confidence_spread, c.spread))
         return oomi_nomem();
     return OOM_OK;
 }
@@ -182,7 +194,7 @@ int oomi_estimate_report_fill(oom_estimate_report *out, const oom_workload *w,
     if (e && w->model &&
         ((err = fill_confidence(out, w, e)) || (err = fill_qlora(out, w)) ||
          (err = fill_overhead(out, w)) ||
-         (w->k.method != OOM_METHOD_INFERENCE && oomi_layout_on(w) &&
+         (out->version >= 2 && w->k.method != OOM_METHOD_INFERENCE && oomi_layout_on(w) &&
           (err = oomi_layout_report(out, w)))))
         return err;
     if (e && budget) {
@@ -206,7 +218,7 @@ int oom_estimate_report_run(oom_estimate_report *out, const oom_workload *w,
         (budget && (err = oomi_check_version(budget->version, OOM_BUDGET_VERSION, "oom_budget"))))
         return err;
     version = out->version;
-    memset(out, 0, sizeof(*out));
+    memset(out, 0, version < 2 ? offsetof(oom_estimate_report, confidence_spread) : sizeof(*out));
     out->version = version;
     out->estimate = (oom_estimate)OOM_ESTIMATE_INIT;
     if ((err = oom_estimate_run(&out->estimate, w)) ||
@@ -224,6 +236,8 @@ void oom_estimate_report_dispose(oom_estimate_report *r)
                           &r->family,
                           &r->checkpointing,
                           &r->sharding,
+                          &r->stack,
+                          &r->stack_versions,
                           &r->fsdp_param_dtype,
                           &r->reshard_after_forward,
                           &r->objective,
@@ -244,7 +258,10 @@ void oom_estimate_report_dispose(oom_estimate_report *r)
             *owned[i] = NULL;
         }
     }
-    oomi_free(r->engine);
-    oomi_free(r->ranks);
-    r->engine = NULL, r->ranks = NULL, r->n_ranks = 0;
+    if (r->version >= 2) {
+        oomi_free(r->confidence_spread);
+        oomi_free(r->engine);
+        oomi_free(r->ranks);
+        r->confidence_spread = r->engine = NULL, r->ranks = NULL, r->n_ranks = 0;
+    }
 }

@@ -3,12 +3,27 @@
  * a quantised base's dequantised weight, paged optimizer states (docs/estimate.md). */
 #include "estimate/estimate_ctx.h"
 
+#include <string.h>
+
 /* bytes per parameter a quantised base leaves unquantised (embeddings, head, norms): 16-bit as
  * loaded, fp32 after PEFT's prepare_model_for_kbit_training ("cast all non INT8 parameters to
  * fp32": every fp16/bf16 parameter that is not a Params4bit, peft/utils/other.py) */
 double oomi_est_unquantized_bytes(const ctx *x)
 {
     return oomi_kbit_prepare(x->w) ? 4 : 2;
+}
+
+/* the causal-mask buffer GPT-2's attention registers in transformers 4.x: torch.tril of
+ * max_positions x max_positions bools per layer (GPT2Attention, register_buffer("bias", ...,
+ * persistent=False), models/gpt2/modeling_gpt2.py line 161 of 4.57.6); 5.x builds its masks per
+ * call (oomless trace --stack transformers-4, bench/trace/transformers-4: 12.0 MiB more weights
+ * on GPT-2's cells, to the byte) */
+static double mask_buffers(const ctx *x)
+{
+    const oomi_model *m = x->m;
+    if (x->w->stack != OOMI_STACK_TRANSFORMERS4 || strcmp(m->family, "gpt2"))
+        return 0;
+    return (double)m->layers * (double)m->max_pos * (double)m->max_pos;
 }
 
 double oomi_est_weights(const ctx *x)
@@ -24,7 +39,7 @@ double oomi_est_weights(const ctx *x)
     } else {
         base = (double)m->params * param_bytes(x);
     }
-    return base + (x->lora_on ? (double)x->lora.params * x->ab : 0);
+    return base + (x->lora_on ? (double)x->lora.params * x->ab : 0) + mask_buffers(x);
 }
 
 /* bytes per trained parameter: gradient, one optimizer state, fp32 master copy */

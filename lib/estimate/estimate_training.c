@@ -132,6 +132,34 @@ static gathers shard(const ctx *x, states *s, copies *c)
     return g;
 }
 
+/* the largest parameter tensor the step trains: the embedding (or an untied head) or the largest
+ * linear */
+static double largest_tensor(const ctx *x)
+{
+    const oomi_model *m = x->m;
+    double big = (double)m->vocab * (double)m->hidden, t;
+    size_t i;
+    for (i = 0; i < m->nlinears; i++)
+        if ((t = (double)m->linears[i].din * (double)m->linears[i].dout) > big)
+            big = t;
+    return big;
+}
+
+/* optimizer-in-backward (torchtune 0.6.1's optimizer_in_bwd: register_optim_in_bwd_hooks in
+ * torchtune/training/memory.py gives every parameter a post-accumulate-grad hook that calls its
+ * own optimizer's step() and zero_grad()): no gradient outlives its parameter's step, so at any
+ * moment one tensor's gradient and one tensor's step temporaries, sharded as the states are */
+static void step_in_backward(const ctx *x, states *s)
+{
+    double share;
+    if (!x->w->runtime.optim_in_bwd || !(x->trainable > 0))
+        return;
+    share = largest_tensor(x) / x->trainable;
+    if (share > 1)
+        share = 1;
+    s->grads *= share, s->step *= share;
+}
+
 /* gradients alive before the backward: only under accumulation (zero_grad(set_to_none) after
  * each step) or when kept (set_to_none=False), and DDP's buckets */
 static double early_grads(const ctx *x, const states *s)
@@ -235,6 +263,8 @@ oom_phase oomi_est_training(const ctx *x, phase_bytes *peak)
     copies c = copies_of(x);
     gathers g = shard(x, &s, &c);
     saved a;
+
+    step_in_backward(x, &s);
     double logits_fwd, logits_bwd;
     phase_bytes ph[3];
     int i, best = 0;

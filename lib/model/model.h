@@ -197,6 +197,7 @@ struct oom_workload {
     oomi_model *model; /* the model as its config.json reads */
     char *model_arg;   /* --model as given */
     oom_knobs k;       /* what the planner searches: method, precision, batch, seq, ... */
+    unsigned stack;    /* oomi_stack: the training code whose memory the estimate models */
     /* the model's sequences beyond k.seq_len */
     struct {
         long max_positions; /* raised max positions (RoPE scaling); 0: the model's */
@@ -276,10 +277,12 @@ struct oom_workload {
         long tokens_per_batch;
     } packing;
     /* the process around PyTorch: gradients kept between steps (zero_grad(set_to_none=False));
-     * the CUDA context + workspaces outside PyTorch (OOM_UNKNOWN: from the GPU generation); the
-     * cuBLAS workspace, CUBLAS_WORKSPACE_CONFIG in bytes (OOM_UNKNOWN: the default) */
+     * each parameter stepped in its gradient's hook (torchtune's optimizer_in_bwd); the CUDA
+     * context + workspaces outside PyTorch (OOM_UNKNOWN: from the GPU generation); the cuBLAS
+     * workspace, CUBLAS_WORKSPACE_CONFIG in bytes (OOM_UNKNOWN: the default) */
     struct {
         bool keep_grads;
+        bool optim_in_bwd;
         uint64_t overhead;
         uint64_t cublas_ws;
     } runtime;
@@ -299,6 +302,22 @@ struct oom_workload {
         char id[64];
     } gpu;
 };
+
+/* the training stack whose code the workload runs (workload option stack, docs/stacks.md): the
+ * values' order; each value's versions and traced say what it models */
+typedef enum oomi_stack {
+    OOMI_STACK_TRANSFORMERS,
+    OOMI_STACK_TRANSFORMERS4,
+    OOMI_STACK_LIGER,
+    OOMI_STACK_TORCHTUNE,
+    OOMI_STACK_TORCHTITAN,
+    OOMI_STACK_UNSLOTH,
+    OOMI_STACKS
+} oomi_stack;
+extern const oom_option_value *const oomi_stack_values[OOMI_STACKS];
+/* what every output says of a stack (estimate and plan JSON, key "stack"): {"name", "version" (the
+ * versions it models), "traced" (whether oomless trace runs its code)}; NULL when out of memory */
+json_object *oomi_stack_json(unsigned stack);
 
 /* how packed documents share a row: none (padded rows), padding-free (TRL padding_free /
  * DataCollatorWithFlattening: one row, position ids restarting per document), block-mask

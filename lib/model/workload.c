@@ -1,6 +1,7 @@
 /* workload.c - a workload: the model, the method and the knobs, set from text or typed. */
 #include "model/model.h"
 
+#include <json-c/json.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -336,4 +337,16 @@ void oomi_packed_shape(const oom_workload *w, long *rows, long *len)
         *rows = 1, *len = tokens;
     else if (w->packing.mode == OOMI_PACKING_BLOCK_MASK)
         *len = tokens / w->k.batch;
+}
+
+json_object *oomi_stack_json(unsigned stack)
+{
+    const oom_option_value *v = oomi_stack_values[stack < OOMI_STACKS ? stack : 0];
+    json_object *o = json_object_new_object();
+    if (o) {
+        oomi_json_put(o, "name", json_object_new_string(v->name));
+        oomi_json_put(o, "version", json_object_new_string(v->versions));
+        oomi_json_put(o, "traced", json_object_new_boolean(v->traced));
+    }
+    return o;
 }

@@ -271,6 +271,12 @@ int oom_workload_validate(const oom_workload *w)
                          "double-quant is for a 4-bit base (method qlora or precision 4bit), "
                          "not precision '%s'",
                          oom_precision_name(oomi_resolved_precision(w)));
+    if (w->runtime.optim_in_bwd && (w->k.method != OOM_METHOD_FULL || w->k.grad_accum > 1))
+        return oomi_fail(OOM_EINVAL,
+                         "optimizer-in-backward steps each parameter in its gradient's hook, as "
+                         "torchtune's full fine-tuning recipes do: it needs method full and "
+                         "grad-accum 1 (got method '%s', grad-accum '%ld')",
+                         oom_method_name(w->k.method), w->k.grad_accum);
     if (m->quant_bytes > 0 && w->k.method == OOM_METHOD_FULL)
         return oomi_fail(OOM_EINVAL,
                          "model '%s' is pre-quantized (%s): its weights are not trained; use "

@@ -15,19 +15,27 @@
 #define V(cmds, name, help)                                                                        \
     &(const oom_option_value)                                                                      \
     {                                                                                              \
-        OOM_OPTION_VALUE_VERSION, name, help, cmds, 0, NULL, NULL                                  \
+        OOM_OPTION_VALUE_VERSION, name, help, cmds, 0, NULL, NULL, NULL, 0                         \
     }
 #define F(cmds, name, help)                                                                        \
     &(const oom_option_value)                                                                      \
     {                                                                                              \
-        OOM_OPTION_VALUE_VERSION, name, help, cmds, 1, NULL, NULL                                  \
+        OOM_OPTION_VALUE_VERSION, name, help, cmds, 1, NULL, NULL, NULL, 0                         \
     }
 /* an optimizer with the name transformers' TrainingArguments.optim gives it (OptimizerNames,
  * transformers/training_args.py, 5.23) and the optim_args it needs */
 #define OPTIM(cmds, name, help, trainer, args)                                                     \
     &(const oom_option_value)                                                                      \
     {                                                                                              \
-        OOM_OPTION_VALUE_VERSION, name, help, cmds, 0, trainer, args                               \
+        OOM_OPTION_VALUE_VERSION, name, help, cmds, 0, trainer, args, NULL, 0                      \
+    }
+
+/* a training stack: the code whose memory is modelled, the versions it models, and whether `oomless
+ * trace` runs that code on the meta device (1) or it is modelled from its source (0) */
+#define STACK(cmds, name, help, versions, traced)                                                  \
+    &(const oom_option_value)                                                                      \
+    {                                                                                              \
+        OOM_OPTION_VALUE_VERSION, name, help, cmds, 0, NULL, NULL, versions, traced                \
     }
 
 /* ---- the values, the enumerated ones in the order of their enums ------------------------------
@@ -170,6 +178,13 @@ static const oom_option_value *const keep_grads_values[] = {
     V(W, "yes", "kept and zeroed in place, as zero_grad before PyTorch 2.0"),
 };
 
+static const oom_option_value *const optim_in_bwd_values[] = {
+    V(WT, "no", "one optimizer step after the backward, every gradient kept until then"),
+    V(WT, "yes",
+      "each parameter stepped in its gradient's hook and the gradient freed at once: torchtune's "
+      "optimizer_in_bwd"),
+};
+
 static const oom_option_value *const nvls_values[] = {
     V(W, "auto", "on for compute capability 9.0 or later with more than 2 GPUs"),
     V(W, "no", "off, as NCCL_NVLS_ENABLE=0"),
@@ -228,6 +243,25 @@ static const oom_option_value *const sleep_values[] = {
     V(W, "0", "the engine keeps its memory"),
     V(W, "1", "its weights offloaded to the CPU, its KV cache freed"),
     V(W, "2", "its weights discarded, its KV cache freed"),
+};
+
+/* the oomi_stack order; docs/stacks.md says what each keeps and where it was read */
+const oom_option_value *const oomi_stack_values[OOMI_STACKS] = {
+    STACK(WT, "transformers", "Hugging Face transformers 5.x with PEFT, Trainer or TRL",
+          "transformers 5.23.0, peft 0.21.2", 1),
+    STACK(WT, "transformers-4", "Hugging Face transformers 4.4x-4.5x with PEFT",
+          "transformers 4.57.6, peft 0.17.1", 1),
+    STACK(W, "liger",
+          "transformers with Liger-Kernel: fused linear cross-entropy, RMSNorm, SwiGLU, RoPE "
+          "(axolotl, LLaMA-Factory)",
+          "liger-kernel 0.8.2 on transformers 5.23.0", 0),
+    STACK(WT, "torchtune", "torchtune's single-device and distributed recipes",
+          "torchtune 0.6.1, torchao 0.15.0", 1),
+    STACK(WT, "torchtitan", "torchtitan's trainer: FSDP2, its own Llama 3, Qwen3, DeepSeek-V3",
+          "torchtitan 0.3.0", 1),
+    STACK(W, "unsloth",
+          "Unsloth: Triton LoRA kernels, chunked cross-entropy, activations offloaded to the CPU",
+          "unsloth 2026.8.19", 0),
 };
 
 const oom_option_value *const oomi_packing_values[3] = {
@@ -351,6 +385,8 @@ static const oom_option *const options[] = {
     FREE("max-positions", "N",
          "raise the model's max positions (RoPE scaling) to allow a longer --seq", NULL, W),
     OPT("keep-grads", "WHEN", "keep gradients between steps", "no", W, keep_grads_values),
+    OPT("optimizer-in-backward", "WHEN", "the optimizer step fused into the backward", "no", WT,
+        optim_in_bwd_values),
     FREE("overhead", "SIZE",
          "CUDA context + workspaces outside PyTorch (default: per GPU generation)", NULL, W),
     FREE("cublas-workspace", ":KIB:COUNT[:KIB:COUNT...]",
@@ -420,6 +456,8 @@ static const oom_option *const options[] = {
     OPT("sleep-mode", "LEVEL", "rollout vllm-colocate: vLLM's sleep level while the trainer trains",
         "0", W, sleep_values),
     OPT("packing", "MODE", "documents packed into rows", "none", WT, oomi_packing_values),
+    OPT("stack", "STACK", "the training code whose memory is modelled, and its versions",
+        "transformers", WT, oomi_stack_values),
     FREE("tokens-per-batch", "N",
          "packing: packed tokens per micro-batch (default batch x seq); estimate: --seq is then "
          "the longest document; plan: N / seq packs of --seq, fixed",

@@ -9,7 +9,7 @@
 #define V(name, help)                                                                              \
     &(const oom_option_value)                                                                      \
     {                                                                                              \
-        OOM_OPTION_VALUE_VERSION, name, help, PT, 0, NULL, NULL                                    \
+        OOM_OPTION_VALUE_VERSION, name, help, PT, 0, NULL, NULL, NULL, 0                           \
     }
 
 /* the values of `--checkpointing-variants` (the option in plan_vocab.c): the variants, in the

@@ -222,6 +222,8 @@ static json_object *result_json(const oom_plan_result *r)
                   r->found ? json_object_new_string(oom_precision_name(r->best->knobs.precision))
                            : NULL);
     oomi_json_put(root, "model", json_object_new_string(r->model));
+    oomi_json_put(root, "stack",
+                  r->measured || r->version < 8 ? NULL : oomi_stack_json((unsigned)r->stack));
     oomi_json_put(root, "memory", r->found ? oomi_estimate_memory_json(&r->best->estimate) : NULL);
     oomi_json_put(root, "peak_phase",
                   r->found ? json_object_new_string(oom_phase_name(r->best->estimate.peak_phase))
@@ -436,15 +438,19 @@ static int write_trl(oomi_sb *sb, const oom_plan_result *r, const oomi_format *f
 
 #define PLAN  OOM_COMMAND_PLAN
 #define TABLE OOM_COMMAND_TABLE
+/* where a format's text takes the stack's comment line (stack_comment): none (no comments, or
+ * lines a command substitution splits), first, or after its first line (vllm's flags, a
+ * script's #! line) */
+enum { NO_NOTE, NOTE_FIRST, NOTE_SECOND };
 /* a row's versions: the list (each a static string, for oom_plan_format_pick) and the same
  * joined with ", " (the info's; unit.test_vocab checks they agree) */
 #define VERSIONS(...) ((const char *const[]){__VA_ARGS__, NULL})
 /* (through FORMAT, so that HF and NONE stand for two arguments) */
 #define FORMAT(...) FORMAT_(__VA_ARGS__)
-#define FORMAT_(name, help, framework, list, versions, package, cmds, write, ck)                   \
+#define FORMAT_(name, help, framework, list, versions, package, cmds, write, ck, note)             \
     {                                                                                              \
         {OOM_PLAN_FORMAT_INFO_VERSION, name, help, framework, versions, cmds, package}, write, ck, \
-            list                                                                                   \
+            list, note                                                                             \
     }
 /* TrainingArguments' keys: transformers 4.56 (the oldest TRL 1.16 takes: its requirement
  * transformers>=4.56.2) and 5.23 (activation_checkpointing: oomi_hf_ck_key) */
@@ -464,58 +470,59 @@ static const struct plan_format {
     int (*write)(oomi_sb *sb, const oom_plan_result *r, const oomi_format *f);
     unsigned ck;
     const char *const *list; /* the versions, oldest first; NULL for none */
+    int note;                /* NO_NOTE, NOTE_FIRST, NOTE_SECOND */
 } formats[] = {
-    FORMAT("text", "the human report (the default)", NULL, NONE, NULL, PLAN | TABLE, NULL, CK_ANY),
+    FORMAT("text", "the human report (the default)", NULL, NONE, NULL, PLAN | TABLE, NULL, CK_ANY, NO_NOTE),
     FORMAT("json", "one JSON document (the same as --json)", NULL, NONE, NULL, PLAN | TABLE, NULL,
-           CK_ANY),
+           CK_ANY, NO_NOTE),
     FORMAT("env", "OOMLESS_BATCH_SIZE=... lines for eval", NULL, NONE, NULL, PLAN, write_env,
-           CK_ANY),
+           CK_ANY, NOTE_FIRST),
     FORMAT("args", "TrainingArguments flags (inference: the eval batch)",
-           "Hugging Face transformers", HF, "transformers", PLAN, write_args, OOMI_CK_HF),
+           "Hugging Face transformers", HF, "transformers", PLAN, write_args, OOMI_CK_HF, NO_NOTE),
     FORMAT("deepspeed", "a ds_config.json: micro-batch, accumulation, ZeRO stage, offload",
-           "DeepSpeed", VERSIONS("0.19"), "0.19", "deepspeed", PLAN, write_deepspeed, CK_ANY),
+           "DeepSpeed", VERSIONS("0.19"), "0.19", "deepspeed", PLAN, write_deepspeed, CK_ANY, NO_NOTE),
     FORMAT("torchrun", "the launch line, with the TrainingArguments flags",
            "PyTorch torchrun, Hugging Face transformers", HF, "transformers", PLAN, write_torchrun,
-           OOMI_CK_HF),
+           OOMI_CK_HF, NO_NOTE),
     FORMAT("vllm", "inference: vLLM's settings and the KV-cache capacity it will find", "vLLM",
-           VERSIONS("0.21"), "0.21", "vllm", PLAN, oomi_plan_format_serve, CK_ANY),
+           VERSIONS("0.21"), "0.21", "vllm", PLAN, oomi_plan_format_serve, CK_ANY, NOTE_SECOND),
     FORMAT("accelerate", "training: an FSDP2 config file (YAML)", "accelerate", VERSIONS("1.15"),
-           "1.15", "accelerate", PLAN, oomi_plan_format_serve, CK_ANY),
+           "1.15", "accelerate", PLAN, oomi_plan_format_serve, CK_ANY, NOTE_FIRST),
     FORMAT("torchtitan",
            "training, full fine-tune: 0.3 a config function's settings (Python), 0.2 a job "
            "config (TOML)",
            "torchtitan", VERSIONS("0.2", "0.3"), "0.2, 0.3", "torchtitan", PLAN,
-           oomi_plan_format_native, OOMI_CK_TITAN),
+           oomi_plan_format_native, OOMI_CK_TITAN, NOTE_FIRST),
     FORMAT("trl",
            "grpo with --rollout vllm-colocate: GRPOConfig YAML with vLLM's KV capacity; "
            "--packing padding-free: SFTConfig YAML",
            "TRL 1.16 on Hugging Face transformers", HF, "transformers", PLAN, write_trl,
-           OOMI_CK_HF),
+           OOMI_CK_HF, NOTE_FIRST),
     FORMAT("verl", "grpo with --rollout vllm-colocate: Hydra overrides with vLLM's KV capacity",
-           "verl", VERSIONS("0.7"), "0.7", "verl", PLAN, oomi_plan_format_rl, 0),
+           "verl", VERSIONS("0.7"), "0.7", "verl", PLAN, oomi_plan_format_rl, 0, NOTE_FIRST),
     FORMAT("torchtune",
            "training: tune run's key=value overrides (batch_size, dataset.packed, dtype, ...)",
-           "torchtune", VERSIONS("0.6"), "0.6", "torchtune", PLAN, oomi_plan_format_native, CK_ANY),
+           "torchtune", VERSIONS("0.6"), "0.6", "torchtune", PLAN, oomi_plan_format_native, CK_ANY, NO_NOTE),
     FORMAT("megatron",
            "training with a model-parallel layout: pretrain_gpt.py's parallel, batch and "
            "recomputation arguments, the torchrun line",
            "Megatron-LM (Megatron-Core)", VERSIONS("0.20"), "0.20", "megatron-core", PLAN,
-           oomi_plan_format_layout, CK_ANY),
+           oomi_plan_format_layout, CK_ANY, NOTE_FIRST),
     FORMAT("megatron-bridge",
            "training with a model-parallel layout: run_recipe.py and its ConfigContainer "
            "overrides",
            "Megatron-Bridge", VERSIONS("0.7"), "0.7", "megatron-bridge", PLAN,
-           oomi_plan_format_layout, CK_ANY),
+           oomi_plan_format_layout, CK_ANY, NOTE_FIRST),
     FORMAT("torchtitan-parallel",
            "training with a model-parallel layout: a config function (parallelism, training, "
            "activation_checkpoint) for torchtitan.train",
            "torchtitan", VERSIONS("0.3"), "0.3", "torchtitan", PLAN, oomi_plan_format_layout,
-           CK_ANY),
+           CK_ANY, NOTE_FIRST),
     FORMAT("slurm", "training with a model-parallel layout: an sbatch script, torchrun per node",
-           NULL, NONE, NULL, PLAN, oomi_plan_format_layout, CK_ANY),
-    FORMAT("markdown", "a Markdown table", NULL, NONE, NULL, TABLE, NULL, CK_ANY),
+           NULL, NONE, NULL, PLAN, oomi_plan_format_layout, CK_ANY, NOTE_SECOND),
+    FORMAT("markdown", "a Markdown table", NULL, NONE, NULL, TABLE, NULL, CK_ANY, NO_NOTE),
     FORMAT("csv", "comma-separated values with a header line", NULL, NONE, NULL, TABLE, NULL,
-           CK_ANY),
+           CK_ANY, NO_NOTE),
 };
 
 /* the public view of each row (the info is its first member) */
@@ -558,6 +565,40 @@ int oomi_format_unknown(const char *what, const char *name, unsigned command)
               sb.buf ? sb.buf : "");
     oomi_sb_free(&sb);
     return OOM_EINVAL;
+}
+
+/* the comment line naming the stack whose memory the plan models (none for a measured line) */
+static int stack_comment(oomi_sb *sb, const oom_plan_result *r)
+{
+    const oom_option_value *v;
+    if (r->measured || r->version < 8 || r->stack < 0 || r->stack >= OOMI_STACKS)
+        return OOM_OK;
+    v = oomi_stack_values[r->stack];
+    oomi_sb_printf(sb, "# memory modelled for the %s stack (%s; %s)\n", v->name, v->versions,
+                   v->traced ? "traced on the meta device" : "from its source, not traced");
+    return OOM_OK;
+}
+
+/* the stack's comment after the first line of the text in sb */
+static int second(oomi_sb *sb, const oom_plan_result *r)
+{
+    oomi_sb note = OOMI_SB_INIT, all = OOMI_SB_INIT;
+    const char *nl = sb->buf ? strchr(sb->buf, '\n') : NULL;
+    stack_comment(&note, r);
+    if (!nl || !note.buf || note.failed) {
+        bool failed = note.failed;
+        oomi_sb_free(&note);
+        return failed ? oomi_nomem() : OOM_OK;
+    }
+    oomi_sb_printf(&all, "%.*s%s%s", (int)(nl - sb->buf + 1), sb->buf, note.buf, nl + 1);
+    oomi_sb_free(&note);
+    if (all.failed || !all.buf) {
+        oomi_sb_free(&all);
+        return oomi_nomem();
+    }
+    oomi_sb_free(sb);
+    *sb = all;
+    return OOM_OK;
 }
 
 /* ---- versions ---------------------------------------------------------------------------------
@@ -657,7 +698,8 @@ int oom_plan_format_version(char **out, const char **written, const oom_plan_res
     if ((err = oomi_plan_ck_check(r, format, f->ck)) ||
         (f->info.package && !strcmp(f->info.package, "transformers") &&
          (err = oomi_plan_hf_ck_version(r, &fmt))) ||
-        (err = f->write(&sb, r, &fmt))) {
+        (f->note == NOTE_FIRST && (err = stack_comment(&sb, r))) ||
+        (err = f->write(&sb, r, &fmt)) || (f->note == NOTE_SECOND && (err = second(&sb, r)))) {
         oomi_sb_free(&sb);
         return err;
     }

@@ -172,6 +172,7 @@ int oomi_plan_run(oom_plan_result **out, const oom_plan_request *r,
         err = oomi_search_no_fit(&s, res, relax);
     res->candidates = s.candidates;
     err = oomi_plan_layout(res, r, s.k, err); /* past one node (plan_layout.c) */
+    res->stack = r->workload ? (int)r->workload->stack : 0;
     if (r->workload && r->workload->packing.mode != OOMI_PACKING_NONE) {
         res->packing = (int)r->workload->packing.mode;
         if (res->found)

@@ -17,12 +17,12 @@ static void line_estimate(const oom_measured_line *l, const oom_knobs *k, oom_es
     e->flops_per_token = k->seq_len > 0 ? l->flops_per_sample * m / (double)k->seq_len : 0;
 }
 
-/* The confidence class of a workload candidate at `level` (the workload's tensor parallelism and
- * whether its context size was given). */
+/* The confidence class of a workload candidate at `level` (the workload's tensor parallelism,
+ * whether its context size was given, and its stack). */
 int oomi_search_conf_class(const search *s, const oom_knobs *k, double level, oomi_conf *out)
 {
     return oomi_confidence_class(out, k, s->w->parallel.tp, s->w->runtime.overhead != OOM_UNKNOWN,
-                                 level);
+                                 s->w->stack, level);
 }
 
 /* Whether a candidate fits: its device peak within the usable memory (target - margin), or with

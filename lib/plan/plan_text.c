@@ -57,6 +57,11 @@ static void config_block(oomi_sb *sb, const oom_plan_result *r)
             kv(sb, "loss", oom_loss_name(k->loss));
         }
         kv(sb, "attention", oom_attention_name(k->attention));
+        if (r->version >= 8 && r->stack >= 0 && r->stack < OOMI_STACKS) {
+            const oom_option_value *v = oomi_stack_values[r->stack];
+            oomi_sb_printf(sb, "  %-30s: %s (%s; %s)\n", "stack", v->name, v->versions,
+                           v->traced ? "traced on the meta device" : "from its source, not traced");
+        }
     }
     if (r->version >= 8 && r->pipeline_parallel > 0)
         oomi_plan_layout_text(sb, r); /* model-parallel training (plan_layout_out.c) */

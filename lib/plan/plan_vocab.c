@@ -14,12 +14,12 @@
 #define V(cmds, name, help)                                                                        \
     &(const oom_option_value)                                                                      \
     {                                                                                              \
-        OOM_OPTION_VALUE_VERSION, name, help, cmds, 0, NULL, NULL                                  \
+        OOM_OPTION_VALUE_VERSION, name, help, cmds, 0, NULL, NULL, NULL, 0                         \
     }
 #define F(cmds, name, help)                                                                        \
     &(const oom_option_value)                                                                      \
     {                                                                                              \
-        OOM_OPTION_VALUE_VERSION, name, help, cmds, 1, NULL, NULL                                  \
+        OOM_OPTION_VALUE_VERSION, name, help, cmds, 1, NULL, NULL, NULL, 0                         \
     }
 
 /* ---- the values of the lists, each with the bits it sets ------------------------------------- */

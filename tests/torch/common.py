@@ -64,7 +64,7 @@ def plan_format(args, fmt):
 
 def framework_python(env_var, venv, module):
     """(interpreter, None) of a framework that has an environment of its own ($env_var, else
-    build/<venv>: `make venv-titan`, `make venv-tune`), or (None, the reason to skip)."""
+    build/<venv>: `make venv-torchtitan`, `make venv-torchtune`), or (None, the reason to skip)."""
     path = os.environ.get(env_var) or os.path.join(SRC, "build", venv, "bin", "python")
     if not os.access(path, os.X_OK):
         return None, "no %s (%s): run `make %s`" % (path, env_var, venv)

@@ -3,7 +3,7 @@
 --format torchtitan-parallel: by torchtitan 0.3.0's ConfigManager as `torchtitan.train --module M
 --config plan` does (config/manager.py: the module imported, the function called, the
 Trainer.Config it returns put through tyro and Trainer.Config's checks). torchtitan lives in its
-own environment (`OOMLESS_TORCHTITAN_PYTHON`, else build/venv-titan); without it the test skips.
+own environment (`OOMLESS_TORCHTITAN_PYTHON`, else build/venv-torchtitan); without it the test skips.
 Its MoE dispatcher imports triton (no CPU wheel) through
 torchtitan/distributed/minimal_async_ep/kernels.py: that one module is stubbed, nothing else.
 
@@ -28,14 +28,14 @@ from common import SRC, oomless_bin, plan_format  # noqa: E402
 
 def titan_python():
     path = os.environ.get("OOMLESS_TORCHTITAN_PYTHON") or os.path.join(
-        os.path.dirname(oomless_bin() or os.path.join(SRC, "build", "oomless")), "venv-titan",
+        os.path.dirname(oomless_bin() or os.path.join(SRC, "build", "oomless")), "venv-torchtitan",
         "bin", "python")
     return path if os.access(path, os.X_OK) else None
 
 
 TITAN = titan_python()
 REASON = (None if oomless_bin() else "no oomless binary (build first)") or \
-    (None if TITAN else "no torchtitan environment (OOMLESS_TORCHTITAN_PYTHON or build/venv-titan)")
+    (None if TITAN else "no torchtitan environment (OOMLESS_TORCHTITAN_PYTHON or build/venv-torchtitan)")
 
 LOAD = r"""
 import dataclasses, json, sys

@@ -3,8 +3,8 @@
 `accelerate launch` makes of it, the FSDP plugin built from that); `--format args` by
 transformers' HfArgumentParser into TrainingArguments, with no deprecated key; `--format trl`
 (SFT packing) into TRL's SFTConfig; `--format torchtitan` for 0.3 by torchtitan's own config
-classes and tyro (in the environment of `make venv-titan`), for 0.2 as TOML; `--format
-torchtune` by torchtune's config loader over an upstream recipe config (`make venv-tune`).
+classes and tyro (in the environment of `make venv-torchtitan`), for 0.2 as TOML; `--format
+torchtune` by torchtune's config loader over an upstream recipe config (`make venv-torchtune`).
 Each setting agrees with the plan's JSON, and each names the framework's version it follows."""
 import json
 import os
@@ -104,7 +104,7 @@ class Torchtitan(unittest.TestCase):
                 self.assertIn(t["training"]["mixed_precision_param"], ("bfloat16", "float32"))
 
 
-TITAN, TITAN_REASON = framework_python("OOMLESS_TORCHTITAN_PYTHON", "venv-titan", "torchtitan")
+TITAN, TITAN_REASON = framework_python("OOMLESS_TORCHTITAN_PYTHON", "venv-torchtitan", "torchtitan")
 
 # In torchtitan's environment: the plan's module applied to a Trainer.Config made of
 # torchtitan's own config classes, then read back through tyro as torchtitan.train's
@@ -183,7 +183,7 @@ class Torchtitan03(unittest.TestCase):
         self.assertEqual(p["checkpointing"], "op-sac")
 
 
-TUNE, TUNE_REASON = framework_python("OOMLESS_TORCHTUNE_PYTHON", "venv-tune", "torchtune")
+TUNE, TUNE_REASON = framework_python("OOMLESS_TORCHTUNE_PYTHON", "venv-torchtune", "torchtune")
 
 # In torchtune's environment: a recipe config and key=value overrides through `tune run`'s own
 # parser and merge (torchtune/config/_parse.py, _utils.py); the config it hands the recipe

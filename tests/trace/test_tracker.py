@@ -39,6 +39,21 @@ class Toy(unittest.TestCase):
         del y
         self.assertEqual(t.live_bytes(), 0)
 
+    def test_storage_resized_in_place_frees_and_allocates(self):
+        # FSDP2 frees an unsharded parameter with untyped_storage().resize_(0) and allocates it
+        # again with resize_(n): on a GPU that is memory returned and taken
+        t = Tracker()
+        with t:
+            x = torch.empty(1 << 20, dtype=torch.bfloat16, device="meta")
+            self.assertEqual(t.live_bytes(), 2 << 20)
+            x.untyped_storage().resize_(0)
+            t.resized(x.untyped_storage())
+            self.assertEqual(t.live_bytes(), 0)
+            x.untyped_storage().resize_(2 << 20)
+            t.resized(x.untyped_storage())
+            self.assertEqual(t.live_bytes(), 2 << 20)
+        self.assertEqual(len(t.allocs), 2)
+
     def test_small_tensors_are_rounded(self):
         t = Tracker()
         with t:

@@ -698,6 +698,7 @@ static void test_allocation_failures(void **state)
 static void test_confidence(void **state)
 {
     oom_knobs k = OOM_KNOBS_INIT;
+    const unsigned tf = OOMI_STACK_TRANSFORMERS;
     oomi_conf a, b, m, c, o;
     double lo, hi, p, x;
     uint64_t peak = 10 * OOM_GiB, bound;
@@ -707,14 +708,14 @@ static void test_confidence(void **state)
     k.checkpointing = OOM_CHECKPOINTING_NONE, k.precision = OOM_PRECISION_BF16, k.gpus = 1;
     assert_int_equal(oomi_confidence_range(&lo, &hi), OOM_OK);
     assert_true(lo == 0.5 && hi == 0.99);
-    assert_int_equal(oomi_confidence_class(&a, &k, 1, false, 0.8), OOM_OK);
-    assert_int_equal(oomi_confidence_class(&b, &k, 1, false, 0.9), OOM_OK);
-    assert_int_equal(oomi_confidence_class(&m, &k, 1, false, 0.85), OOM_OK);
+    assert_int_equal(oomi_confidence_class(&a, &k, 1, false, tf, 0.8), OOM_OK);
+    assert_int_equal(oomi_confidence_class(&b, &k, 1, false, tf, 0.9), OOM_OK);
+    assert_int_equal(oomi_confidence_class(&m, &k, 1, false, tf, 0.85), OOM_OK);
     assert_string_equal(a.key, "lora/sdpa/none/none/none");
     assert_true(fabs(m.under - (a.under + b.under) / 2) < 1e-12); /* interpolated */
     assert_true(a.under >= 0 && b.under >= a.under);
     /* the bound, and back: its own target fits with the level's confidence */
-    assert_int_equal(oomi_confidence_class(&c, &k, 1, false, 0.95), OOM_OK);
+    assert_int_equal(oomi_confidence_class(&c, &k, 1, false, tf, 0.95), OOM_OK);
     assert_true(c.ctx > 0);
     bound = oomi_confidence_bound(&c, peak, true);
     assert_true(bound == (uint64_t)ceil((double)peak * (1 + c.under) + c.ctx));
@@ -731,13 +732,13 @@ static void test_confidence(void **state)
     assert_int_equal(side, 1);
     assert_true(p == hi);
     /* --overhead given: no context term */
-    assert_int_equal(oomi_confidence_class(&o, &k, 1, true, 0.95), OOM_OK);
+    assert_int_equal(oomi_confidence_class(&o, &k, 1, true, tf, 0.95), OOM_OK);
     assert_true(o.ctx == 0 && o.under == c.under);
-    assert_int_equal(oomi_confidence_class(&o, &k, 1, false, 0.3), OOM_EINVAL);
-    assert_int_equal(oomi_confidence_class(&o, &k, 1, false, 0.995), OOM_EINVAL);
+    assert_int_equal(oomi_confidence_class(&o, &k, 1, false, tf, 0.3), OOM_EINVAL);
+    assert_int_equal(oomi_confidence_class(&o, &k, 1, false, tf, 0.995), OOM_EINVAL);
     /* never measured: the widest class, basis none */
     k.sharding = OOM_SHARDING_ZERO2, k.gpus = 2;
-    assert_int_equal(oomi_confidence_class(&o, &k, 1, false, 0.95), OOM_OK);
+    assert_int_equal(oomi_confidence_class(&o, &k, 1, false, tf, 0.95), OOM_OK);
     assert_int_equal(o.basis, OOMI_CONF_NONE);
     assert_string_equal(o.key, "lora/sdpa/none/none/zero2");
     assert_int_equal(o.cases, 0);

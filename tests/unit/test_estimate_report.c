@@ -241,6 +241,35 @@ static void test_versions_and_failures(void **state)
     oom_workload_free(w);
 }
 
+/* a caller built against version 1 passes the smaller struct: nothing is written past it, and
+ * version 2 says which bias across setups the bound took */
+static void test_version_1_caller(void **state)
+{
+    const size_t v1 = offsetof(oom_estimate_report, confidence_spread);
+    oom_workload *w = W("model=gpt2", "method=lora");
+    oom_estimate_report r;
+    unsigned char *buf = malloc(sizeof(r));
+    size_t i;
+    (void)state;
+    assert_non_null(buf);
+    memset(buf, 0xa5, sizeof(r));
+    assert_int_equal(oom_estimate_report_init((oom_estimate_report *)buf, 1), OOM_OK);
+    assert_int_equal(oom_estimate_report_run((oom_estimate_report *)buf, w, NULL), OOM_OK);
+    for (i = v1; i < sizeof(r); i++)
+        assert_int_equal(buf[i], 0xa5);
+    memcpy(&r, buf, v1);
+    assert_true(r.device_peak_upper95 > r.estimate.device_peak);
+    oom_estimate_report_dispose((oom_estimate_report *)buf);
+    free(buf);
+    assert_int_equal(oom_estimate_report_init(&r, 2), OOM_OK);
+    assert_int_equal(oom_estimate_report_run(&r, w, NULL), OOM_OK);
+    assert_non_null(r.confidence_spread);
+    assert_true(r.confidence_spread_sources > 0);
+    oom_estimate_report_dispose(&r);
+    assert_null(r.confidence_spread);
+    oom_workload_free(w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -248,6 +277,7 @@ int main(void)
         cmocka_unit_test(test_objective_and_packing),
         cmocka_unit_test(test_sharding_and_overhead),
         cmocka_unit_test(test_versions_and_failures),
+        cmocka_unit_test(test_version_1_caller),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -385,8 +385,8 @@ class WebTest(unittest.TestCase):
         d = self._config_dir()
         b = self.open()
         self.choose(method="qlora", precision="4bit", batch="3", seq="3000", checkpointing="selective",
-                    attention="eager", loss="chunked", optimizer="adamw-8bit", gpu="custom", vram="22.5",
-                    margin="5%", effective="48")
+                    attention="eager", loss="chunked", optimizer="adamw-8bit", stack="torchtune", gpu="custom",
+                    vram="22.5", margin="5%", effective="48")
         before = self.updates()
         b.set_file("#config-file", os.path.join(d, "config.json"))
         # the file is read asynchronously: an update scheduled by choose() can come first, so
@@ -394,8 +394,11 @@ class WebTest(unittest.TestCase):
         b.wait_for(f"Number(document.body.dataset.ready) > {before} && "
                    "!document.getElementById('config-loaded').hidden")
         first = self.page()
+        # the page names the stack the figures model, with its versions
+        self.assertIn("Modelled for torchtune (torchtune 0.6.1",
+                      b.eval("document.getElementById('verdict').textContent"))
         fields = ["model", "method", "precision", "batch", "seq", "checkpointing", "attention", "loss",
-                  "optimizer", "gpu", "vram", "margin", "effective"]
+                  "optimizer", "stack", "gpu", "vram", "margin", "effective"]
         values = b.eval("(" + json.dumps(fields) + ").map(f => document.getElementById(f).value)")
         url = first["href"]
         self.assertIn("#", url)
@@ -412,8 +415,8 @@ class WebTest(unittest.TestCase):
         self.assertTrue(b.eval("!document.getElementById('config-loaded').hidden"))
         self.check_estimate(second, ["--model", "config.json", "--method", "qlora", "--precision", "4bit", "--optimizer",
                                      "adamw-8bit", "--batch", "3", "--seq", "3000", "--checkpointing", "selective",
-                                     "--attention", "eager", "--loss", "chunked", "--vram", "22.5",
-                                     "--vram-safety-margin", "5%"], cwd=d)
+                                     "--attention", "eager", "--loss", "chunked", "--stack", "torchtune",
+                                     "--vram", "22.5", "--vram-safety-margin", "5%"], cwd=d)
 
     def test_8_keyboard_and_labels(self):
         b = self.open()

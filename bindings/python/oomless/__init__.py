@@ -203,7 +203,8 @@ def options(command: Optional[str] = None) -> List[Dict[str, Any]]:
     """Every option (the workload's and the plan's) that `command` takes ("estimate", "plan",
     "table", "probe", "trace"; None: all), from the library's tables: dicts with name,
     metavar, help, help_line (with the default, as ``--help`` prints it), default, commands,
-    list, and values (each with name, help, form, commands, trainer, trainer_args)."""
+    list, and values (each with name, help, form, commands, trainer, trainer_args, versions,
+    traced)."""
     return _vocab.options(command)
 
 

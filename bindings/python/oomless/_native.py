@@ -151,11 +151,13 @@ class Estimate(Versioned):
 
 class OptionValue(Versioned):
     """oom_option_value: one value of an option (name or form, help, the commands that take it,
-    the Trainer's name for it)."""
+    the Trainer's name for it; version 2: the versions of the code it models, whether traced)."""
 
     c_name = "oom_option_value"
+    c_version = 2
     _fields_ = [("version", c_uint), ("name", c_char_p), ("help", c_char_p), ("commands", c_uint),
-                ("form", c_int), ("trainer", c_char_p), ("trainer_args", c_char_p)]
+                ("form", c_int), ("trainer", c_char_p), ("trainer_args", c_char_p),
+                ("versions", c_char_p), ("traced", c_int)]
 
 
 class Option(Versioned):

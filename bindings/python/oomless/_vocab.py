@@ -36,9 +36,11 @@ def _bit(command: Optional[str]) -> int:
 
 
 def _value(v: Any) -> Dict[str, Any]:
+    new = v.version >= 2  # the library's tables are its own version's; an older one lacks them
     return {"name": _text(v.name), "help": _text(v.help), "form": bool(v.form),
             "commands": _command_names(v.commands), "trainer": _text(v.trainer),
-            "trainer_args": _text(v.trainer_args)}
+            "trainer_args": _text(v.trainer_args),
+            "versions": _text(v.versions) if new else None, "traced": bool(new and v.traced)}
 
 
 def _option(ptr: Any, command: Optional[str]) -> Dict[str, Any]:
@@ -64,7 +66,8 @@ def options(command: Optional[str] = None) -> List[Dict[str, Any]]:
     "probe", "trace", ...; None: any) takes, as dicts: name, metavar, help, help_line (with the
     default, as the CLI prints it), default (None when the library works it out), commands,
     list (a comma-separated list of values), values (those `command` takes: name, help, form
-    (the name is a pattern, "every:N"), commands, trainer, trainer_args)."""
+    (the name is a pattern, "every:N"), commands, trainer, trainer_args, versions (of the code a
+    stack models, else None), traced (whether oomless trace runs that code))."""
     bit = _bit(command)
     return [_option(ptr, command) for ptr in _tables() if ptr.contents.commands & bit]
 

@@ -41,7 +41,9 @@ def trace(model: Optional[str] = None, **options: Any) -> Dict[str, Any]:
     `model` is a preset, a config.json or its folder (a hub id in the local cache); the options
     are the tracer's (``method``, ``precision``, ``optimizer``, ``batch``, ``seq``,
     ``grad_accum``, ``checkpointing``, ``attention``, ``loss``, ``lora_rank``, ``lora_targets``,
-    ``lora_dropout``, ``steps``). Or ``module=build_fn`` (any nn.Module; with ``step``,
+    ``lora_dropout``, ``steps``, ``stack``: transformers, transformers-4, torchtune or
+    torchtitan, the one installed when not given; the document's ``stack`` names it with the
+    versions that ran). Or ``module=build_fn`` (any nn.Module; with ``step``,
     ``input_shape``, ``steps``, ``optimizer``). A workload the tracer cannot express raises
     :class:`TraceError`. Needs torch (and transformers, peft for Hugging Face models).
     """

@@ -104,7 +104,9 @@ def calibrate(args: argparse.Namespace, argv: Sequence[str],
                          args.grad_accum, args.checkpointing, args.attention, args.loss,
                          args.lora_rank, args.lora_targets, args.lora_dropout, args.steps,
                          objective=args.objective, reference=args.reference,
-                         packing=args.packing, tokens_per_batch=args.tokens_per_batch)
+                         packing=args.packing, tokens_per_batch=args.tokens_per_batch,
+                         stack=_given_stack(args, argv),
+                         optimizer_in_backward=args.optimizer_in_backward)
         traced = run.trace_hf(w)
         points.append((b, traced["memory"]["allocated_peak"]))
     fixed, per, per2 = fit_line(points)
@@ -164,6 +166,11 @@ def _text(res: dict[str, Any]) -> str:
               "attention", "loss", "objective", "reference", "packing"):
         if k in res["workload"]:
             lines.append("  %-30s: %s" % (k.replace("_", " "), res["workload"][k]))
+    if "moe_experts" in res:
+        lines.append("  %-30s: %s (the experts path CUDA runs)" % ("MoE experts",
+                                                                  res["moe_experts"]))
+    if "stack" in res:
+        lines.append("  %-30s: %s (%s)" % ("stack", res["stack"]["name"], res["stack"]["version"]))
     lines.append("  %-30s: %s of %s" % ("trainable parameters", res["params"]["trainable"],
                                          res["params"]["total"]))
     lines.append("=" * 60)
@@ -179,6 +186,13 @@ def _text(res: dict[str, Any]) -> str:
                  "workspaces")
     lines.append("  " + ", ".join("%s %s" % kv for kv in res["versions"].items() if kv[1]))
     return "\n".join(lines) + "\n"
+
+
+def _given_stack(args: argparse.Namespace, argv: Sequence[str]) -> str | None:
+    """--stack as given, None when it was not (then the installed stack is traced: the table's
+    default names what estimate models, not what this Python has)."""
+    given = any(a == "--stack" or a.startswith("--stack=") for a in argv)
+    return args.stack if given else None
 
 
 def _show_notice(message: Warning | str, category: type[Warning], filename: str, lineno: int,
@@ -232,9 +246,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             if not args.model:
                 raise ValueError("--model or --module is needed")
-            _need("transformers", "tracing a Hugging Face model")
-            if args.method == "lora":
-                _need("peft", "--method lora")
+            from .stacks import resolve
+            if resolve(_given_stack(args, argv)).startswith("transformers"):
+                _need("transformers", "tracing a Hugging Face model")
+                if args.method == "lora":
+                    _need("peft", "--method lora")
             res = run.document(args.model, method=args.method, precision=args.precision,
                                optimizer=args.optimizer, batch=args.batch, seq=args.seq,
                                grad_accum=args.grad_accum, checkpointing=args.checkpointing,
@@ -242,7 +258,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                                lora_rank=args.lora_rank, lora_targets=args.lora_targets,
                                lora_dropout=args.lora_dropout, steps=args.steps,
                                objective=args.objective, reference=args.reference,
-                         packing=args.packing, tokens_per_batch=args.tokens_per_batch)
+                               packing=args.packing, tokens_per_batch=args.tokens_per_batch,
+                               stack=_given_stack(args, argv),
+                               optimizer_in_backward=args.optimizer_in_backward)
     except FileError as exc:  # the calibration record could not be saved
         sys.stderr.write("oomless trace: %s\n" % exc)
         return 3

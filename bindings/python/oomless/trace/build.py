@@ -9,6 +9,7 @@ from typing import Any, Iterable
 import torch
 
 from .._vocab import option
+from . import heads
 from .limits import TraceError
 
 
@@ -45,7 +46,7 @@ def build_hf(cfg_dict: dict[str, Any], dtype: torch.dtype, attention: str,
     ones on `device` (bench/accuracy/measure.py builds the same model on a GPU)."""
     import transformers
     from .config_check import model_class_of, refused_by_transformers
-    cfg_dict = dict(cfg_dict)
+    cfg_dict = dict(cfg_dict, **({"pad_token_id": 0} if heads.needs_pad_token(cfg_dict) else {}))
     if "model_type" not in cfg_dict:
         raise TraceError("model config has no 'model_type'")
     cls = model_class_of(cfg_dict)

@@ -22,10 +22,11 @@ casts and the fused kernels exactly as it does on a GPU:
 """
 from __future__ import annotations
 
+import contextlib
 from typing import Any, Callable
 
 import torch
-from torch.overrides import TorchFunctionMode
+from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack
 
 from .tracker import Tracker
 
@@ -162,3 +163,43 @@ class CudaEmulation(TorchFunctionMode):
         if func is F.dropout:
             return self._dropout(*args, **kwargs)
         return func(*args, **kwargs)
+
+
+class _AutocastRegion:
+    """``torch.autocast(device_type=..., enabled=...)`` for the device the meta device stands
+    for: the emulation's autocast switched on or off for the region, as CUDA's is."""
+
+    def __init__(self, enabled):
+        self.enabled, self.saved = enabled, []
+
+    def __enter__(self):
+        for mode in _get_current_function_mode_stack():
+            if isinstance(mode, CudaEmulation):
+                self.saved.append((mode, mode.autocast))
+                mode.autocast = bool(self.enabled and mode.amp_dtype is not None)
+        return self
+
+    def __exit__(self, *exc):
+        for mode, state in self.saved:
+            mode.autocast = state
+        self.saved = []
+        return False
+
+
+@contextlib.contextmanager
+def autocast_regions():
+    """Model code that opens an autocast region on its tensors' device (transformers 4.57's
+    rotary embeddings: ``torch.autocast(device_type=x.device.type, enabled=False)``, which torch
+    refuses for "meta"): the region is the emulation's, as on a GPU it is CUDA's."""
+    real = torch.autocast
+
+    def autocast(device_type, dtype=None, enabled=True, cache_enabled=None):
+        if str(device_type) == "meta":
+            return _AutocastRegion(enabled)
+        return real(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+
+    torch.autocast = autocast
+    try:
+        yield
+    finally:
+        torch.autocast = real

@@ -43,10 +43,13 @@ def chunked_causal_loss(model: Any, ids: torch.Tensor, chunk_tokens: int) -> tor
     """Cross-entropy over the output head one chunk of tokens at a time, each chunk's logits
     recomputed in the backward (what chunked / fused linear-cross-entropy losses keep)."""
     import torch.utils.checkpoint as ckpt
-    base = model.get_decoder() if hasattr(model, "get_decoder") else model.model
+    # base_model: the decoder by the class's base_model_prefix (GPT-2's `transformer`, which
+    # 4.57's get_decoder does not know: it answers the model itself)
+    base = model.get_decoder() if hasattr(model, "get_decoder") else model.base_model
     if base is model or base is getattr(model, "get_base_model", lambda: None)():
-        # Llama4ForCausalLM's get_decoder answers the model itself (transformers 5.23)
-        base = model.get_base_model().model if hasattr(model, "get_base_model") else model.model
+        # Llama4ForCausalLM's get_decoder answers the model itself (transformers 5.23), as
+        # GPT2LMHeadModel's does in 4.57
+        base = (model.get_base_model() if hasattr(model, "get_base_model") else model).base_model
     hidden = base(input_ids=ids).last_hidden_state[:, :-1, :]
     labels = ids[:, 1:]
     head = model.get_output_embeddings()

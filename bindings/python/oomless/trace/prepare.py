@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
+from . import heads
 from .build import DTYPES, apply_lora, make_optimizer
 from .emulate import CudaEmulation
 from .tracker import Tracker
@@ -148,6 +149,7 @@ def _instrumented(model: Any, cfg: Any, w: Workload,
     """A built model as the tracer runs it: its LoRA adapter when asked, the tracker with its
     weights registered and the CUDA emulation; returns (model, vocabulary, tracker, emulation)."""
     vocab = getattr(cfg, "vocab_size", None) or cfg.get_text_config().vocab_size
+    w.experts = heads.experts_path(model)  # the experts implementation CUDA runs, if any
     if w.method == "lora":
         model = apply_lora(model, w.lora_rank, w.lora_targets, w.lora_dropout)
     tracker = Tracker()

@@ -8,6 +8,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from . import heads
 from .build import DTYPES, PRECISIONS, build_hf, find_config, make_optimizer
 from .emulate import CudaEmulation
 from .limits import TraceError, check_layers
@@ -21,21 +22,35 @@ from .workload import Workload, _sample
 
 def versions() -> dict[str, str | None]:
     """The versions a trace depends on: recorded with every result."""
+    from importlib import metadata  # torchtune and torchtitan have no __version__
     out: dict[str, str | None] = {"python": platform.python_version(), "torch": torch.__version__}
-    for mod in ("transformers", "peft"):
+    for dist in ("transformers", "peft", "torchao",  # the distributions, not stack names
+                 "torchtune", "torchtitan"):
         try:
-            out[mod] = importlib.import_module(mod).__version__
-        except ImportError:
-            out[mod] = None
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = None
     return out
+
+
+# the stacks whose own code a tracer of its own runs (tune.py, titan.py): module, function
+STACK_TRACERS = {"torchtune": (".tune", "trace_torchtune"),
+                 "torchtitan": (".titan", "trace_torchtitan")}
+
+
+def _stack_of(name: str | None) -> dict[str, Any]:
+    from .stacks import describe
+    return describe(name)
 
 
 def trace_hf(w: Workload, cfg_dict: dict[str, Any] | None = None) -> dict[str, Any]:
     """Traces workload `w`; returns the result dict (memory breakdown in bytes, phase, ...)."""
     from .config_check import reads_values
+    from .emulate import autocast_regions
     try:
-        return _trace_hf(w, cfg_dict)
-    except RuntimeError as exc:
+        with autocast_regions():
+            return _trace_hf(w, cfg_dict)
+    except (RuntimeError, NotImplementedError) as exc:
         if reads_values(exc):
             raise TraceError("the model's code reads tensor values (%s), which the meta device "
                              "does not have: this model cannot be traced"
@@ -45,6 +60,10 @@ def trace_hf(w: Workload, cfg_dict: dict[str, Any] | None = None) -> dict[str, A
 
 def _trace_hf(w: Workload, cfg_dict: dict[str, Any] | None = None) -> dict[str, Any]:
     w.check()
+    if w.stack in STACK_TRACERS:
+        module, fn = STACK_TRACERS[w.stack]
+        result: dict[str, Any] = getattr(importlib.import_module(module, __package__), fn)(w)
+        return result
     cfg_dict, path = find_config(w.model) if cfg_dict is None else (cfg_dict, w.model)
     check_layers(cfg_dict, path)
     quant = cfg_dict.get("quantization_config")
@@ -79,8 +98,8 @@ def _trace_hf(w: Workload, cfg_dict: dict[str, Any] | None = None) -> dict[str, 
             # that check off: TRL's SFTTrainer.compute_loss sets use_cache=False
             # (trl/trainer/sft_trainer.py, trl 1.16)
             pos = torch.zeros((rows, tokens), dtype=torch.long, device="meta")
-            return model(input_ids=ids, labels=ids, position_ids=pos, use_cache=False).loss
-        return model(input_ids=ids, labels=ids).loss
+            return heads.loss(model, ids, position_ids=pos, use_cache=False)
+        return heads.loss(model, ids)  # the head's targets (heads.targets)
 
     return _train_traced(w, model, tracker, emu, trainable, opt, amp, loss,
                          sample=lambda: _sample(vocab, rows, tokens),
@@ -150,6 +169,7 @@ def document(model: str | None = None, module: Callable[[], Any] | None = None,
                              "needed")
         w = Workload(model, **options)
         res = trace_hf(w)
+        res["stack"] = _stack_of(w.stack)
         res["workload"] = {"model": model, "method": w.method, "precision": w.precision,
                            "optimizer": w.optimizer, "batch": w.batch, "seq": w.seq,
                            "grad_accum": w.grad_accum, "checkpointing": w.checkpointing,
@@ -159,6 +179,10 @@ def document(model: str | None = None, module: Callable[[], Any] | None = None,
         if w.packing != "none":
             rows, tokens = w.rows()
             res["workload"].update(packing="%s, %d x %d tokens" % (w.packing, rows, tokens))
+        if getattr(w, "experts", None):
+            res["moe_experts"] = w.experts
+        if w.optimizer_in_backward != "no":
+            res["workload"].update(optimizer_in_backward=w.optimizer_in_backward)
     res["versions"] = versions()
     res["outside_trace"] = list(OUTSIDE_TRACE)
     return res

@@ -27,13 +27,26 @@ import weakref
 from typing import Any, Iterable
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
 from torch.utils._pytree import tree_leaves
 
 BLOCK = 512  # the CUDA caching allocator's rounding (c10/cuda/CUDACachingAllocator.cpp, kMinBlockSize)
 
 CATEGORIES = ("weights", "gradients", "optimizer", "activations", "logits", "kv_cache",
               "temporaries")
+
+
+def storages(t: torch.Tensor) -> Iterable[Any]:
+    """The storages a tensor holds: its own, or for a tensor subclass that wraps others (torchao's
+    NF4Tensor: packed codes, scalers, quantization factors) those of its inner tensors, whose
+    bytes are what the device holds (the wrapper's nominal size is not)."""
+    if is_traceable_wrapper_subclass(t):
+        for name in t.__tensor_flatten__()[0]:
+            inner = getattr(t, name)
+            if isinstance(inner, torch.Tensor):
+                yield from storages(inner)
+    else:
+        yield t.untyped_storage()
 
 
 def rounded(nbytes: int) -> int:
@@ -97,16 +110,29 @@ class Tracker(TorchDispatchMode):
         """Counts existing tensors (parameters, buffers, inputs) from now on as `kind`."""
         for t in tensors:
             if isinstance(t, torch.Tensor) and t.device == self.device:
-                a = self._track(t.untyped_storage(), kind)
-                a.kind = kind
+                for st in storages(t):
+                    self._track(st, kind).kind = kind
+
+    def resized(self, storage):
+        """A storage resized in place (FSDP2 frees and re-allocates its unsharded parameters with
+        ``untyped_storage().resize_``, which the dispatcher does not see): what it held is freed
+        now, and its new size, if any, is a new allocation."""
+        key = id(storage)
+        a = self._live.pop(key, None)
+        if a is not None:
+            self._refs.pop(key, None)
+            a.t_free = self._tick()
+        if storage.nbytes() > 0:
+            self._track(storage)
 
     def mark_gradients(self, params: Iterable[torch.Tensor]) -> None:
         """The storages of these parameters' .grad are gradients (called after each backward)."""
         for p in params:
             if p.grad is not None and p.grad.device == self.device:
-                a = self._live.get(id(p.grad.untyped_storage()))
-                if a is not None:
-                    a.kind = "gradients"
+                for st in storages(p.grad):
+                    a = self._live.get(id(st))
+                    if a is not None:
+                        a.kind = "gradients"
 
     def set_phase(self, phase: str, step: int | None = None) -> None:
         """Starts a phase ("forward", "backward", "optimizer", "inference") of step `step`."""
@@ -126,10 +152,10 @@ class Tracker(TorchDispatchMode):
         seen: set[int] = set()
         for t in tree_leaves(out):
             if isinstance(t, torch.Tensor) and t.device == self.device:
-                st = t.untyped_storage()
-                if id(st) not in seen:
-                    seen.add(id(st))
-                    self._track(st, op=str(func.overloadpacket.__name__))
+                for st in storages(t):
+                    if id(st) not in seen:
+                        seen.add(id(st))
+                        self._track(st, op=str(func.overloadpacket.__name__))
         return out
 
     # ---- results --------------------------------------------------------------------------------
@@ -169,6 +195,8 @@ class Tracker(TorchDispatchMode):
             return "logits"
         if a.tag == "weight_cast":  # autocast's 16-bit copies of the parameters
             return "temporaries"
+        if a.tag == "optimizer":  # made by an optimizer stepping inside the backward (its states)
+            return "optimizer"
         if a.phase in ("optimizer", "forward"):
             # made in this phase and still alive after it: the optimizer's states, or what the
             # forward left for the backward (saved tensors and outputs)

@@ -26,7 +26,7 @@ class Workload:
     # the options the workload takes, each None by default: the library's default (its table)
     OPTIONS = ("method", "precision", "optimizer", "batch", "seq", "grad_accum", "checkpointing",
                "attention", "loss", "lora_rank", "lora_targets", "lora_dropout", "objective",
-               "reference", "packing")
+               "reference", "packing", "optimizer_in_backward")
     # (set from OPTIONS in __init__: the values given, else the table's defaults)
     method: str
     precision: str
@@ -43,6 +43,7 @@ class Workload:
     objective: str
     reference: str
     packing: str
+    optimizer_in_backward: str
 
     def __init__(self, model: str, method: str | None = None, precision: str | None = None,
                  optimizer: str | None = None, batch: int | None = None, seq: int | None = None,
@@ -51,12 +52,17 @@ class Workload:
                  lora_rank: int | None = None, lora_targets: str | None = None,
                  lora_dropout: float | None = None, steps: int = 2, chunk_tokens: int = 1024,
                  objective: str | None = None, reference: str | None = None,
-                 packing: str | None = None, tokens_per_batch: int = 0) -> None:
+                 packing: str | None = None, tokens_per_batch: int = 0,
+                 stack: str | None = None, optimizer_in_backward: str | None = None) -> None:
         given = dict(method=method, precision=precision, optimizer=optimizer, batch=batch,
                      seq=seq, grad_accum=grad_accum, checkpointing=checkpointing,
                      attention=attention, loss=loss, lora_rank=lora_rank,
                      lora_targets=lora_targets, lora_dropout=lora_dropout, objective=objective,
-                     reference=reference, packing=packing)
+                     reference=reference, packing=packing,
+                     optimizer_in_backward=optimizer_in_backward)
+        # the stack: as given, else the one installed here (stacks.resolve, at check())
+        self.stack: str | None = stack
+        self.experts: str | None = None  # the experts path traced (prepare._instrumented)
         for name in self.OPTIONS:
             value = given[name]
             if value is None:
@@ -80,6 +86,12 @@ class Workload:
                 self.reference = lib.get("reference", "auto")
 
     def check(self) -> None:
+        from .stacks import resolve
+        self.stack = resolve(self.stack)
+        if self.stack == "torchtune":  # its own rules (tune.check): qlora is traced there
+            return self._check_counts()
+        if self.optimizer_in_backward != "no":
+            raise TraceError("optimizer-in-backward is traced with --stack torchtune")
         if self.method not in _values("method"):
             raise TraceError("method '%s' is not one of: %s"
                              % (self.method, ", ".join(_values("method"))))
@@ -124,6 +136,9 @@ class Workload:
         if self.packing == "block-mask" and self.tokens_per_batch % self.batch:
             raise TraceError("tokens-per-batch %d is not a whole number of %d rows"
                              % (self.tokens_per_batch, self.batch))
+        self._check_counts()
+
+    def _check_counts(self) -> None:
         for name in ("batch", "seq", "grad_accum", "steps", "lora_rank"):
             v = getattr(self, name)
             if not isinstance(v, int) or v < 1:

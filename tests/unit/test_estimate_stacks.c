@@ -1,0 +1,179 @@
+/* test_estimate_stacks.c - what a training stack's own code changes in the estimate
+ * (docs/stacks.md): torchtune's optimizer_in_bwd, each parameter stepped in its gradient's hook;
+ * Liger-Kernel's fused linear cross-entropy, no full logits; Unsloth's checkpointing, the layer
+ * inputs in host memory; transformers 4's GPT-2 mask buffers; the bound's spread per stack. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <math.h>
+
+#include "oomless.h"
+#include "unit/workload.h"
+
+#define FULL_3B                                                                                    \
+    "model=llama-3.2-3b", "method=full", "precision=bf16", "optimizer=adamw", "batch=2", "seq=1024"
+
+/* the bytes of the largest parameter of the workload's model: Llama 3.2 3B's embedding (tied
+ * with its head) is larger than any of its linears */
+static uint64_t embedding_bytes(const oom_workload *w, double bytes)
+{
+    oom_model_info mi = OOM_MODEL_INFO_INIT;
+    assert_int_equal(oom_workload_model(&mi, w), OOM_OK);
+    return (uint64_t)((double)mi.vocab * (double)mi.hidden * bytes);
+}
+
+/* no gradient outlives its parameter's step: at the peak at most the largest parameter's, the
+ * states as they were, and no optimizer phase of every gradient at once */
+static void test_optimizer_in_backward_frees_each_gradient(void **state)
+{
+    oom_workload *no = W(FULL_3B), *yes = W(FULL_3B, "optimizer-in-backward=yes");
+    oom_estimate a = run(no), b = run(yes);
+    uint64_t one = embedding_bytes(yes, 2); /* bf16 gradients */
+    (void)state;
+    assert_int_equal(a.peak_phase, OOM_PHASE_OPTIMIZER);
+    assert_true(a.gradients >= a.params_trainable * 2);
+    assert_true(b.gradients <= one + 1);
+    assert_int_equal(b.optimizer, a.optimizer);
+    assert_int_equal(b.weights, a.weights);
+    assert_true(b.peak_phase != OOM_PHASE_OPTIMIZER);
+    /* the step's temporaries are one parameter's too */
+    assert_true(b.temporaries < a.temporaries);
+    assert_true(b.allocated_peak < a.allocated_peak);
+    oom_workload_free(no);
+    oom_workload_free(yes);
+}
+
+/* torchtune steps in the backward only in its full fine-tuning recipes, without gradient
+ * accumulation (full_finetune_single_device.py refuses it): other workloads are refused, naming
+ * what they set */
+static void test_optimizer_in_backward_needs_full_without_accumulation(void **state)
+{
+    oom_workload *lora = W("model=llama-3.2-3b", "method=lora", "optimizer-in-backward=yes");
+    oom_workload *accum = W(FULL_3B, "grad-accum=2", "optimizer-in-backward=yes");
+    oom_estimate e = OOM_ESTIMATE_INIT;
+    (void)state;
+    assert_int_equal(oom_estimate_run(&e, lora), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), "method 'lora'"));
+    assert_int_equal(oom_estimate_run(&e, accum), OOM_EINVAL);
+    assert_non_null(strstr(oom_last_message(), "grad-accum '2'"));
+    oom_workload_free(lora);
+    oom_workload_free(accum);
+}
+
+#define LORA_8B "model=llama-3.1-8b", "method=lora", "precision=bf16", "batch=2", "seq=2048"
+
+/* --stack liger: the loss keeps the hidden states' gradient (2 bytes per element in bf16) and an
+ * fp32 loss per token, with one chunk of logits of next_pow2(ceil(tokens / ceil(V / H))) rows
+ * beside them at the forward's end (Liger-Kernel 0.8.2 fused_linear_cross_entropy.py L66-72);
+ * the rest of the estimate as transformers' */
+static void test_liger_fused_linear_cross_entropy(void **state)
+{
+    oom_workload *hf = W(LORA_8B), *liger = W(LORA_8B, "stack=liger");
+    oom_estimate a = run(hf), b = run(liger);
+    oom_model_info mi = OOM_MODEL_INFO_INIT;
+    double tokens = 2.0 * 2048, inc, rows, chunk = 1, want;
+    (void)state;
+    assert_int_equal(oom_workload_model(&mi, liger), OOM_OK);
+    inc = (double)((mi.vocab + mi.hidden - 1) / mi.hidden);
+    rows = (double)(long)((tokens + inc - 1) / inc);
+    while (chunk < rows)
+        chunk *= 2;
+    want = tokens * ((double)mi.hidden * 2 + 4) + chunk * (double)mi.vocab * 2;
+    assert_int_equal(b.peak_phase, OOM_PHASE_FORWARD);
+    assert_true(fabs((double)b.logits - want) <= 1);
+    assert_true(a.logits > 50 * b.logits);
+    assert_int_equal(b.weights, a.weights);
+    assert_int_equal(b.optimizer, a.optimizer);
+    assert_int_equal(b.activations, a.activations); /* its norm, SwiGLU and RoPE: not modelled */
+    /* --loss chunked changes nothing under liger: its own chunks */
+    oom_workload_free(hf);
+    hf = W(LORA_8B, "stack=liger", "loss=chunked");
+    a = run(hf);
+    assert_int_equal(a.logits, b.logits);
+    oom_workload_free(hf);
+    oom_workload_free(liger);
+}
+
+/* --stack unsloth with checkpointing: the wrapped layers' inputs wait in host memory as under
+ * +offload, beside a device staging buffer of batch x seq x hidden 16-bit elements (at least
+ * 2 x 256 x 2048; unsloth_zoo gradient_checkpointing.py L57, L816-830); without checkpointing
+ * the estimate is transformers' */
+static void test_unsloth_offloaded_checkpointing(void **state)
+{
+    oom_workload *off = W(LORA_8B, "checkpointing=full+offload");
+    oom_workload *uns = W(LORA_8B, "checkpointing=full", "stack=unsloth");
+    oom_workload *small = W(LORA_8B, "checkpointing=full", "stack=unsloth", "batch=1", "seq=64");
+    oom_workload *small_off = W(LORA_8B, "checkpointing=full+offload", "batch=1", "seq=64");
+    oom_workload *none = W(LORA_8B, "stack=unsloth"), *hf = W(LORA_8B);
+    oom_estimate a = run(off), b = run(uns), c = run(small), d = run(small_off);
+    oom_estimate e = run(none), f = run(hf);
+    oom_model_info mi = OOM_MODEL_INFO_INIT;
+    (void)state;
+    assert_int_equal(oom_workload_model(&mi, uns), OOM_OK);
+    assert_int_equal(b.peak_phase, a.peak_phase);
+    assert_int_equal(b.activations - a.activations, (uint64_t)(2 * 2048 * mi.hidden * 2));
+    assert_int_equal(c.peak_phase, d.peak_phase);
+    assert_int_equal(c.activations - d.activations, (uint64_t)(2 * 256 * 2048 * 2));
+    assert_int_equal(e.allocated_peak, f.allocated_peak);
+    oom_workload_free(off), oom_workload_free(uns), oom_workload_free(small);
+    oom_workload_free(small_off), oom_workload_free(none), oom_workload_free(hf);
+}
+
+/* --stack transformers-4: GPT-2's attention keeps its causal-mask buffer, max_positions^2 bools
+ * per layer (transformers 4.57.6 modeling_gpt2.py line 161); a Llama has none, and 5.x none */
+static void test_transformers4_gpt2_mask_buffers(void **state)
+{
+    oom_workload *v5 = W("model=gpt2", "method=inference", "precision=bf16", "seq=512");
+    oom_workload *v4 =
+        W("model=gpt2", "method=inference", "precision=bf16", "seq=512", "stack=transformers-4");
+    oom_workload *l5 = W("model=llama-3.2-1b", "method=inference", "seq=512");
+    oom_workload *l4 =
+        W("model=llama-3.2-1b", "method=inference", "seq=512", "stack=transformers-4");
+    oom_estimate a = run(v5), b = run(v4), c = run(l5), d = run(l4);
+    oom_model_info mi = OOM_MODEL_INFO_INIT;
+    (void)state;
+    assert_int_equal(oom_workload_model(&mi, v4), OOM_OK);
+    assert_int_equal(b.weights - a.weights,
+                     (uint64_t)(mi.layers * mi.max_positions * mi.max_positions));
+    assert_int_equal(d.allocated_peak, c.allocated_peak);
+    oom_workload_free(v5), oom_workload_free(v4), oom_workload_free(l5), oom_workload_free(l4);
+}
+
+/* the 95 % bound's bias across setups is the stack's (data/confidence.json "spread"): transformers
+ * 4 has sources of its own, Liger none and takes the spread over every source, which is wider */
+static void test_bound_takes_the_stacks_spread(void **state)
+{
+    oom_workload *t4 = W("model=llama-3.2-1b", "method=lora", "stack=transformers-4");
+    oom_workload *lg = W("model=llama-3.2-1b", "method=lora", "stack=liger");
+    oom_estimate_report a = OOM_ESTIMATE_REPORT_INIT, b = OOM_ESTIMATE_REPORT_INIT;
+    (void)state;
+    assert_int_equal(oom_estimate_report_run(&a, t4, NULL), OOM_OK);
+    assert_int_equal(oom_estimate_report_run(&b, lg, NULL), OOM_OK);
+    assert_string_equal(a.confidence_class, b.confidence_class);
+    assert_string_equal(a.confidence_spread, "stack");
+    assert_true(a.confidence_spread_sources >= 4);
+    assert_int_equal(a.confidence_spread_sources, a.confidence_stack_sources);
+    assert_string_equal(b.confidence_spread, "cross-stack");
+    assert_int_equal(b.confidence_stack_sources, 0);
+    assert_true(b.confidence_spread_sources > a.confidence_spread_sources);
+    assert_true(a.confidence_spread_bias < b.confidence_spread_bias);
+    assert_true(a.under_prediction < b.under_prediction);
+    oom_estimate_report_dispose(&a), oom_estimate_report_dispose(&b);
+    oom_workload_free(t4), oom_workload_free(lg);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_optimizer_in_backward_frees_each_gradient),
+        cmocka_unit_test(test_optimizer_in_backward_needs_full_without_accumulation),
+        cmocka_unit_test(test_liger_fused_linear_cross_entropy),
+        cmocka_unit_test(test_unsloth_offloaded_checkpointing),
+        cmocka_unit_test(test_transformers4_gpt2_mask_buffers),
+        cmocka_unit_test(test_bound_takes_the_stacks_spread),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
