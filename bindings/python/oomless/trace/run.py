@@ -41,9 +41,10 @@ PRECISIONS = {
 
 def versions():
     """The versions a trace depends on: recorded with every result."""
-    from importlib import metadata  # torchtune and torchtitan have no __version__
+    from importlib import metadata
+    from .stacks import NEEDS  # each stack's distributions
     out = {"python": platform.python_version(), "torch": torch.__version__}
-    for dist in ("transformers", "peft", "torchtune", "torchao", "torchtitan"):
+    for dist in dict.fromkeys(d for needs in NEEDS.values() for d in needs):
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:

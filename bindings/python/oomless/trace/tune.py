@@ -50,6 +50,31 @@ MLP = ("gate_proj", "up_proj", "down_proj")
 # torchtune's LoRA recipes: q, v and the output projection, and the MLP (llama3_2/1B_lora etc.)
 DEFAULT_TARGETS = "q_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
 CHUNKS = 8  # CEWithChunkedOutputLoss's num_output_chunks
+# --method: the prefix of torchtune's model builder (lora_llama3_2_1b, qlora_llama3_2_1b)
+BUILDER_PREFIX = {
+    "full": "",
+    "lora": "lora_",
+    "qlora": "qlora_",
+}
+# --precision: the recipe's dtype (qlora's 4bit: an NF4 base under a bf16 recipe)
+RECIPE_DTYPE = {
+    "bf16": torch.bfloat16,
+    "fp32": torch.float32,
+    "4bit": torch.bfloat16,
+}
+# --checkpointing: the recipe's enable_activation_checkpointing, enable_activation_offloading
+ACTIVATIONS = {
+    "none": (False, False),
+    "full": (True, False),
+    "full+offload": (True, True),
+}
+# --optimizer: the recipe's optimizer component
+OPTIMIZERS = {
+    "adamw": "torch.optim.AdamW",
+    "adamw-fused": "torch.optim.AdamW(fused=True)",
+    "sgd": "torch.optim.SGD",
+    "none": None,
+}
 
 
 def _error(message):
@@ -79,19 +104,19 @@ def check(w):
     if w.model not in BUILDERS:
         raise _error("model '%s' has no torchtune builder here (torchtune 0.6.1: %s)"
                      % (w.model, ", ".join(sorted(BUILDERS))))
-    if w.method not in ("full", "lora", "qlora"):
-        raise _error("method '%s' is not a torchtune fine-tuning recipe (full, lora, qlora)"
-                     % w.method)
-    if w.precision not in ("bf16", "fp32", "4bit"):
+    if w.method not in BUILDER_PREFIX:
+        raise _error("method '%s' is not a torchtune fine-tuning recipe (%s)"
+                     % (w.method, ", ".join(BUILDER_PREFIX)))
+    if w.precision not in RECIPE_DTYPE:
         raise _error("precision '%s': torchtune's recipes train in dtype bf16 or fp32 (qlora: "
                      "an NF4 base, bf16 compute)" % w.precision)
-    if w.checkpointing not in ("none", "full", "full+offload"):
+    if w.checkpointing not in ACTIVATIONS:
         raise _error("checkpointing '%s': torchtune's single-device recipes checkpoint every "
                      "layer or none (full, full+offload: enable_activation_offloading)"
                      % w.checkpointing)
     if w.packing != "none" or w.objective != "sft":
         raise _error("torchtune is traced for sft without packing")
-    if w.optimizer not in ("adamw", "adamw-fused", "sgd", "none"):
+    if w.optimizer not in OPTIMIZERS:
         raise _error("optimizer '%s' is not traced with torchtune (adamw, adamw-fused, sgd)"
                      % w.optimizer)
     if w.optimizer_in_backward == "yes" and (w.method != "full" or w.grad_accum > 1):
@@ -106,7 +131,7 @@ def build(w, tracker):
     from torchtune import training
     from torchtune.modules.peft import get_adapter_params, set_trainable_params
     mod, name = BUILDERS[w.model]
-    kind = {"full": "", "lora": "lora_", "qlora": "qlora_"}[w.method]
+    kind = BUILDER_PREFIX[w.method]
     family = importlib.import_module("torchtune.models." + mod)
     fn, kwargs = getattr(family, kind + name, None), {}
     if fn is None and w.method == "qlora":
@@ -119,7 +144,7 @@ def build(w, tracker):
         attn, mlp = lora_arguments(w.lora_targets)
         kwargs.update(lora_attn_modules=attn, apply_lora_to_mlp=mlp, lora_rank=w.lora_rank,
                       lora_alpha=2 * w.lora_rank, lora_dropout=w.lora_dropout)
-    dtype = torch.float32 if w.precision == "fp32" else torch.bfloat16
+    dtype = RECIPE_DTYPE[w.precision]
     with training.set_default_dtype(dtype), torch.device("meta"):
         model = fn(**kwargs)
         for rope in {id(m): m for m in model.modules() if hasattr(m, "rope_init")}.values():
@@ -186,7 +211,8 @@ def trace_torchtune(w):
         model = build(w, tracker)
     tracker.register(list(model.parameters()) + list(model.buffers()), "weights")
     emu = CudaEmulation(None, fused_sdpa=w.attention != "eager", tracker=tracker)
-    if w.checkpointing != "none":
+    checkpoint, offload_activations = ACTIVATIONS[w.checkpointing]
+    if checkpoint:
         # torchtune's wrapping (checkpoint_wrapper, non-reentrant); the recomputation re-enters
         # the CUDA emulation, as it runs the kernels the forward ran on a GPU
         from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import \
@@ -197,7 +223,7 @@ def trace_torchtune(w):
                 checkpoint_wrapper,
                 context_fn=lambda: (contextlib.nullcontext(), emu.recompute_context())))
     offload = contextlib.nullcontext()
-    if w.checkpointing.endswith("+offload"):
+    if offload_activations:
         import torchtune.training._activation_offloading as ao
         saved, ao.OffloadActivations = ao.OffloadActivations, OffloadOnMeta
         try:
