@@ -5,18 +5,13 @@ import os
 import sys
 import unittest
 
-SRC = os.environ.get("OOMLESS_SRC", ".")
-sys.path.insert(0, os.path.join(SRC, "bindings", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from trace_env import HAVE, REASON  # noqa: E402  (the package from the source tree)
 
-try:
-    import torch  # noqa: F401
-    import transformers  # noqa: F401
-    import peft  # noqa: F401
+if HAVE:
+    import torch
+    import transformers
     from oomless.trace import Workload, trace_hf
-    HAVE = True
-except ImportError as exc:  # pragma: no cover
-    HAVE, REASON = False, "torch/transformers/peft missing for %s (%s): `make venv`" % (
-        sys.executable, exc)
 
 BERT = {"model_type": "bert", "hidden_size": 64, "num_hidden_layers": 2,
         "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 500,
@@ -29,7 +24,7 @@ T5 = {"model_type": "t5", "architectures": ["T5ForConditionalGeneration"], "d_mo
       "decoder_start_token_id": 0, "pad_token_id": 0}
 
 
-@unittest.skipUnless(HAVE, "" if HAVE else REASON)
+@unittest.skipUnless(HAVE, REASON)
 class Heads(unittest.TestCase):
     def trace(self, cfg, arch, **kw):
         cfg = dict(cfg, architectures=[arch]) if arch else cfg

@@ -7,10 +7,10 @@ import os
 import sys
 import unittest
 
-SRC = os.environ.get("OOMLESS_SRC", ".")
-sys.path.insert(0, os.path.join(SRC, "bindings", "python"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from trace_env import HAVE, REASON  # noqa: E402  (the package from the source tree)
 
-try:
+if HAVE:
     import torch
     import transformers
     import peft
@@ -18,10 +18,6 @@ try:
     from oomless.trace import run
     from oomless.trace.emulate import CudaEmulation
     from oomless.trace.tracker import Tracker
-    HAVE = True
-except ImportError as exc:  # pragma: no cover
-    HAVE, REASON = False, "torch/transformers/peft missing for %s (%s): `make venv`" % (
-        sys.executable, exc)
 
 MOE = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "hidden_size": 64,
        "intermediate_size": 128, "moe_intermediate_size": 32, "num_hidden_layers": 2,
@@ -55,7 +51,7 @@ def independent(impl, batch=1, seq=128):
     return tracker.peak(0)["allocated_peak"]
 
 
-@unittest.skipUnless(HAVE, "" if HAVE else REASON)
+@unittest.skipUnless(HAVE, REASON)
 class ExpertsPath(unittest.TestCase):
     def trace(self):
         import json

@@ -23,9 +23,9 @@ from .workload import Workload, _sample
 def versions() -> dict[str, str | None]:
     """The versions a trace depends on: recorded with every result."""
     from importlib import metadata  # torchtune and torchtitan have no __version__
+    from .stacks import NEEDS  # each stack's distributions
     out: dict[str, str | None] = {"python": platform.python_version(), "torch": torch.__version__}
-    for dist in ("transformers", "peft", "torchao",  # the distributions, not stack names
-                 "torchtune", "torchtitan"):
+    for dist in dict.fromkeys(d for needs in NEEDS.values() for d in needs):
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:

@@ -45,18 +45,18 @@ FLAVOURS = {
     "qwen3-30b-a3b": ("qwen3", "30B-A3B", "qwen3_30b_a3b"),
     "deepseek-v2-lite": ("deepseek_v3", "16B", "deepseek_v3_16b"),
 }
+# --checkpointing: torchtitan's activation_checkpoint config class
+# (torchtitan/distributed/activation_checkpoint.py), None: no checkpointing
+AC_CONFIG = {
+    "none": None,
+    "full": "FullAC",
+    "op-sac": "SelectiveAC",
+}
 
 
 def _error(message):
     from .run import TraceError
     return TraceError(message)
-
-# the checkpointing traced, each with torchtitan 0.3.0's activation-checkpoint class (none: none)
-AC_CLASSES = {
-    "none": None,
-    "full": "FullAC",
-    "op-sac": "SelectiveAC",
-}
 
 
 def check(w):
@@ -68,7 +68,7 @@ def check(w):
     if w.precision not in ("amp-bf16", "fp32"):
         raise _error("precision '%s': torchtitan keeps fp32 parameters and computes in bf16 "
                      "under FSDP2's MixedPrecisionPolicy (amp-bf16), or fp32" % w.precision)
-    if w.checkpointing not in AC_CLASSES:
+    if w.checkpointing not in AC_CONFIG:
         raise _error("checkpointing '%s': torchtitan 0.3.0 has FullAC (full) and SelectiveAC "
                      "(op-sac; its layer-level selective mode is gone)" % w.checkpointing)
     if w.packing != "none" or w.attention not in ("sdpa", "flash"):
@@ -106,8 +106,9 @@ def config(w):
     cfg.compile.enable = False
     if w.loss == "standard":  # the whole logits: the CrossEntropyLoss the wrapper chunks
         cfg.loss = getattr(cfg.loss, "loss_fn", cfg.loss)
-    cfg.activation_checkpoint = {"none": None, "full": FullAC.Config(),
-                                 "op-sac": SelectiveAC.Config()}[w.checkpointing]
+    ac = AC_CONFIG[w.checkpointing]
+    cfg.activation_checkpoint = None if ac is None else {"FullAC": FullAC,
+                                                         "SelectiveAC": SelectiveAC}[ac].Config()
     cfg.parallelism.data_parallel_shard_degree = -1
     cfg.parallelism.pipeline_parallel_degree = 1
     cfg.parallelism.tensor_parallel_degree = 1

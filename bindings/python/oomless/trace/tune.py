@@ -50,6 +50,31 @@ MLP = ("gate_proj", "up_proj", "down_proj")
 # torchtune's LoRA recipes: q, v and the output projection, and the MLP (llama3_2/1B_lora etc.)
 DEFAULT_TARGETS = "q_proj,v_proj,o_proj,gate_proj,up_proj,down_proj"
 CHUNKS = 8  # CEWithChunkedOutputLoss's num_output_chunks
+# --method: the prefix of torchtune's model builder (lora_llama3_2_1b, qlora_llama3_2_1b)
+BUILDER_PREFIX = {
+    "full": "",
+    "lora": "lora_",
+    "qlora": "qlora_",
+}
+# --precision: the recipe's dtype (qlora's 4bit: an NF4 base under a bf16 recipe)
+RECIPE_DTYPE = {
+    "bf16": torch.bfloat16,
+    "fp32": torch.float32,
+    "4bit": torch.bfloat16,
+}
+# --checkpointing: the recipe's enable_activation_checkpointing, enable_activation_offloading
+ACTIVATIONS = {
+    "none": (False, False),
+    "full": (True, False),
+    "full+offload": (True, True),
+}
+# --optimizer: the recipe's optimizer component
+OPTIMIZERS = {
+    "adamw": "torch.optim.AdamW",
+    "adamw-fused": "torch.optim.AdamW(fused=True)",
+    "sgd": "torch.optim.SGD",
+    "none": None,
+}
 
 
 def _error(message):
@@ -75,55 +100,25 @@ def lora_arguments(targets):
     return [ATTN[n] for n in names if n in ATTN], bool(mlp)
 
 
-# the methods traced, each with the torchtune 0.6.1 recipe that trains it (qlora: the LoRA recipe
-# on a model builder whose base is NF4)
-RECIPES = {
-    "full": "full_finetune_single_device",
-    "lora": "lora_finetune_single_device",
-    "qlora": "lora_finetune_single_device",
-}
-
-# the precisions traced, each with the dtype key of the recipe's config (4bit: an NF4 base under
-# dtype bf16)
-DTYPES = {
-    "bf16": "bf16",
-    "fp32": "fp32",
-    "4bit": "bf16",
-}
-# the checkpointing traced, each with the recipe's keys (full+offload: both set)
-CHECKPOINTING = {
-    "none": "enable_activation_checkpointing: False",
-    "full": "enable_activation_checkpointing: True",
-    "full+offload": "enable_activation_offloading: True",
-}
-# the optimizers traced, each with the recipe's optimizer._component_ (none: inference's, no step)
-OPTIMIZERS = {
-    "adamw": "torch.optim.AdamW",
-    "adamw-fused": "torch.optim.AdamW (fused: True)",
-    "sgd": "torch.optim.SGD",
-    "none": None,
-}
-
-
 def check(w):
     if w.model not in BUILDERS:
         raise _error("model '%s' has no torchtune builder here (torchtune 0.6.1: %s)"
                      % (w.model, ", ".join(sorted(BUILDERS))))
-    if w.method not in RECIPES:
+    if w.method not in BUILDER_PREFIX:
         raise _error("method '%s' is not a torchtune fine-tuning recipe (%s)"
-                     % (w.method, ", ".join(RECIPES)))
-    if w.precision not in DTYPES:
+                     % (w.method, ", ".join(BUILDER_PREFIX)))
+    if w.precision not in RECIPE_DTYPE:
         raise _error("precision '%s': torchtune's recipes train in dtype bf16 or fp32 (qlora: "
                      "an NF4 base, bf16 compute)" % w.precision)
-    if w.checkpointing not in CHECKPOINTING:
+    if w.checkpointing not in ACTIVATIONS:
         raise _error("checkpointing '%s': torchtune's single-device recipes checkpoint every "
                      "layer or none (full, full+offload: enable_activation_offloading)"
                      % w.checkpointing)
     if w.packing != "none" or w.objective != "sft":
         raise _error("torchtune is traced for sft without packing")
     if w.optimizer not in OPTIMIZERS:
-        raise _error("optimizer '%s' is not traced with torchtune (%s)"
-                     % (w.optimizer, ", ".join(o for o in OPTIMIZERS if OPTIMIZERS[o])))
+        raise _error("optimizer '%s' is not traced with torchtune (adamw, adamw-fused, sgd)"
+                     % w.optimizer)
     if w.optimizer_in_backward == "yes" and (w.method != "full" or w.grad_accum > 1):
         raise _error("optimizer-in-backward: torchtune's full_finetune_single_device, without "
                      "gradient accumulation")
@@ -136,7 +131,7 @@ def build(w, tracker):
     from torchtune import training
     from torchtune.modules.peft import get_adapter_params, set_trainable_params
     mod, name = BUILDERS[w.model]
-    kind = {"full": "", "lora": "lora_", "qlora": "qlora_"}[w.method]
+    kind = BUILDER_PREFIX[w.method]
     family = importlib.import_module("torchtune.models." + mod)
     fn, kwargs = getattr(family, kind + name, None), {}
     if fn is None and w.method == "qlora":
@@ -149,7 +144,7 @@ def build(w, tracker):
         attn, mlp = lora_arguments(w.lora_targets)
         kwargs.update(lora_attn_modules=attn, apply_lora_to_mlp=mlp, lora_rank=w.lora_rank,
                       lora_alpha=2 * w.lora_rank, lora_dropout=w.lora_dropout)
-    dtype = torch.float32 if w.precision == "fp32" else torch.bfloat16
+    dtype = RECIPE_DTYPE[w.precision]
     with training.set_default_dtype(dtype), torch.device("meta"):
         model = fn(**kwargs)
         for rope in {id(m): m for m in model.modules() if hasattr(m, "rope_init")}.values():
@@ -216,7 +211,8 @@ def trace_torchtune(w):
         model = build(w, tracker)
     tracker.register(list(model.parameters()) + list(model.buffers()), "weights")
     emu = CudaEmulation(None, fused_sdpa=w.attention != "eager", tracker=tracker)
-    if w.checkpointing != "none":
+    checkpoint, offload_activations = ACTIVATIONS[w.checkpointing]
+    if checkpoint:
         # torchtune's wrapping (checkpoint_wrapper, non-reentrant); the recomputation re-enters
         # the CUDA emulation, as it runs the kernels the forward ran on a GPU
         from torch.distributed.algorithms._checkpoint.checkpoint_wrapper import \
@@ -227,7 +223,7 @@ def trace_torchtune(w):
                 checkpoint_wrapper,
                 context_fn=lambda: (contextlib.nullcontext(), emu.recompute_context())))
     offload = contextlib.nullcontext()
-    if w.checkpointing.endswith("+offload"):
+    if offload_activations:
         import torchtune.training._activation_offloading as ao
         saved, ao.OffloadActivations = ao.OffloadActivations, OffloadOnMeta
         try:
