@@ -15,7 +15,7 @@ if HAVE:
     import transformers
     import peft
     from oomless.trace import document
-    from oomless.trace import run
+    from oomless.trace.workload import _unpacked_batches
     from oomless.trace.emulate import CudaEmulation
     from oomless.trace.tracker import Tracker
 
@@ -43,7 +43,7 @@ def independent(impl, batch=1, seq=128):
     tracker = Tracker()
     tracker.register(list(model.parameters()) + list(model.buffers()))
     ids = torch.randint(0, 512, (batch, seq), device="meta")
-    with run._unpacked_batches(), tracker, CudaEmulation(None, tracker=tracker):
+    with _unpacked_batches(), tracker, CudaEmulation(None, tracker=tracker):
         tracker.set_phase("forward", 0)
         loss = model(input_ids=ids, labels=ids).loss
         tracker.set_phase("backward", 0)
