@@ -64,13 +64,14 @@ demo: deps
 # (docs/HACKING.md, "Time").
 check: deps
 	@$(MAKE) --no-print-directory compile
-	cd $(BUILD) && ctest --output-on-failure -j $(TEST_JOBS) -LE '^(trace|torch|types)$$'
+	cd $(BUILD) && ctest --output-on-failure -j $(TEST_JOBS) -LE '^(trace|torch|types|wheel)$$'
 
 install: all
 	cmake --install $(BUILD) --prefix $(PREFIX)
 
-# The whole suite (unit, CLI, Python, fuzz-corpus replay, fault) built with clang, ASan + UBSan +
-# LeakSanitizer, one shared sanitizer runtime (see CMakeLists.txt). Any report fails its test.
+# The whole suite (unit, CLI, Python, fuzz-corpus replay, fault; the pip install is
+# check-wheel's) built with clang, ASan + UBSan + LeakSanitizer, one shared sanitizer runtime
+# (see CMakeLists.txt). Any report fails its test.
 # verify_asan_link_order=0: tests/cli/test_install.sh links a plain `cc` program against the
 # installed (sanitized) library, which then loads the runtime late; the Python tests preload it.
 SANITIZE_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:verify_asan_link_order=0:strict_string_checks=1:detect_stack_use_after_return=1:check_initialization_order=1 \
@@ -79,7 +80,7 @@ check-sanitize: deps
 	cmake -S . -B build-sanitize -G Ninja -DOOMLESS_SANITIZE=ON -DCMAKE_BUILD_TYPE=Debug \
 	    -DCMAKE_C_COMPILER=clang $(CMAKE_ARGS)
 	cmake --build build-sanitize -j $(JOBS)
-	cd build-sanitize && $(SANITIZE_ENV) ctest --output-on-failure -j $(JOBS)
+	cd build-sanitize && $(SANITIZE_ENV) ctest --output-on-failure -j $(JOBS) -LE '^wheel$$'
 
 # Valgrind memcheck: the C test programs (unit, fault injection, fuzz-corpus replay) through
 # `ctest -T memcheck` (options in CMakeLists.txt), then the shell tests with every oomless they
@@ -203,6 +204,8 @@ check-wheel: deps
 	scripts/wheel-build.sh aarch64 $(DIST)
 	scripts/wheel-build.sh sdist $(DIST)
 	tests/wheel/check.sh $(DIST)
+	@$(MAKE) --no-print-directory compile
+	cd $(BUILD) && ctest --output-on-failure -L wheel   # pip install ./bindings/python, offline
 
 # the page in headless Chromium against the CLI (tests/web/test_web.py), and the documentation's
 # examples that show the page (its size: docs/web.md)
