@@ -18,6 +18,7 @@ from typing import Any, Callable, Sequence
 
 from .. import calibration as store
 from ..errors import FileError, OomlessError
+from . import progress
 from .options import add_workload_arguments
 
 USAGE_NOTE = """Traces one or more training steps (forward, loss, backward, optimizer step) of the real
@@ -199,6 +200,7 @@ def _show_notice(message: Warning | str, category: type[Warning], filename: str,
                  file: Any = None, line: str | None = None) -> None:
     """The library's notices as the oomless tool prints them; other warnings as Python does."""
     from .. import Notice
+    progress.clear()
     if issubclass(category, Notice):
         sys.stderr.write("oomless: %s\n" % message)
     else:
@@ -212,6 +214,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     warnings.showwarning = _show_notice
+    if not args.json:  # a status line on a terminal (progress.py); none under --json
+        progress.start(sys.stderr)
+    try:
+        return _main(args, argv)
+    finally:
+        progress.stop()
+
+
+def _main(args: argparse.Namespace, argv: list[str]) -> int:
     _need("torch", "tracing")
     from . import run
     try:
@@ -220,6 +231,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 raise ValueError("--calibrate needs --model")
             _need("transformers", "tracing a Hugging Face model")
             record, path = calibrate(args, argv, run)
+            progress.stop()
             sys.stderr.write("oomless trace: calibration saved to %s (plan on it with: oomless "
                              "plan [OPTIONS] -- %s)\n" % (path, " ".join(record["command"])))
             if args.json:
@@ -262,11 +274,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                                stack=_given_stack(args, argv),
                                optimizer_in_backward=args.optimizer_in_backward)
     except FileError as exc:  # the calibration record could not be saved
+        progress.stop()
         sys.stderr.write("oomless trace: %s\n" % exc)
         return 3
     except (ValueError, OSError, OomlessError, run.TraceError) as exc:
+        progress.stop()
         sys.stderr.write("oomless trace: %s\n" % exc)
         return 2
+    progress.stop()
     if args.json:
         sys.stdout.write(json.dumps(res, indent=2, sort_keys=False) + "\n")
     else:

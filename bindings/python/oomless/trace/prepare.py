@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 
-from . import heads
+from . import heads, progress
 from .build import DTYPES, apply_lora, make_optimizer
 from .emulate import CudaEmulation
 from .tracker import Tracker
@@ -156,4 +156,17 @@ def _instrumented(model: Any, cfg: Any, w: Workload,
     emu = CudaEmulation(DTYPES[amp] if amp else None, fused_sdpa=w.attention != "eager",
                         tracker=tracker)
     tracker.register(list(model.parameters()) + list(model.buffers()), "weights")
+    _layer_progress(model)
     return model, vocab, tracker, emu
+
+
+def _layer_progress(model: Any) -> None:
+    """The decoder's layers (the model's longest ModuleList) say when the forward reaches them
+    (progress.py; a pre-hook reads no tensor and allocates nothing)."""
+    lists = [m for m in model.modules() if isinstance(m, torch.nn.ModuleList)]
+    if not lists:
+        return
+    layers = max(lists, key=len)
+    for i, layer in enumerate(layers):
+        layer.register_forward_pre_hook(
+            lambda _m, _args, i=i, n=len(layers): progress.layer(i + 1, n))

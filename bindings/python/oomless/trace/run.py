@@ -8,7 +8,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from . import heads
+from . import heads, progress
 from .build import DTYPES, PRECISIONS, build_hf, find_config, make_optimizer
 from .emulate import CudaEmulation
 from .limits import TraceError, check_layers
@@ -79,6 +79,7 @@ def _trace_hf(w: Workload, cfg_dict: dict[str, Any] | None = None) -> dict[str, 
     if w.objective != "sft":
         return _trace_preference(w, cfg_dict)
     wdtype, amp = PRECISIONS[w.precision]
+    progress.say("building %s on the meta device" % w.model)
     model, cfg = build_hf(cfg_dict, DTYPES[wdtype], w.attention)
     model, vocab, tracker, emu = _instrumented(model, cfg, w, amp)
     if w.method == "inference":

@@ -30,6 +30,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode, is_traceable_wrapper_subclass
 from torch.utils._pytree import tree_leaves
 
+from . import progress
+
 BLOCK = 512  # the CUDA caching allocator's rounding (c10/cuda/CUDACachingAllocator.cpp, kMinBlockSize)
 
 CATEGORIES = ("weights", "gradients", "optimizer", "activations", "logits", "kv_cache",
@@ -141,6 +143,7 @@ class Tracker(TorchDispatchMode):
             self.phases[-1][1] = now
         self.phases.append([now, None, phase, step])
         self.phase = phase
+        progress.phase(phase, step)
 
     def live_bytes(self) -> int:
         return sum(a.nbytes for a in self._live.values())
