@@ -49,7 +49,9 @@ def chunked_causal_loss(model: Any, ids: torch.Tensor, chunk_tokens: int) -> tor
     if base is model or base is getattr(model, "get_base_model", lambda: None)():
         # Llama4ForCausalLM's get_decoder answers the model itself (transformers 5.23), as
         # GPT2LMHeadModel's does in 4.57
-        base = (model.get_base_model() if hasattr(model, "get_base_model") else model).base_model
+        inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+        # Llama 4's decoder is its `model` (its base_model_prefix names none it has)
+        base = inner.model if hasattr(inner, "model") else inner.base_model
     hidden = base(input_ids=ids).last_hidden_state[:, :-1, :]
     labels = ids[:, 1:]
     head = model.get_output_embeddings()
