@@ -23,7 +23,7 @@ casts and the fused kernels exactly as it does on a GPU:
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable
+from typing import Any, Callable, Iterator, Literal
 
 import torch
 from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack
@@ -169,17 +169,18 @@ class _AutocastRegion:
     """``torch.autocast(device_type=..., enabled=...)`` for the device the meta device stands
     for: the emulation's autocast switched on or off for the region, as CUDA's is."""
 
-    def __init__(self, enabled):
-        self.enabled, self.saved = enabled, []
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.saved: list[tuple[CudaEmulation, bool]] = []
 
-    def __enter__(self):
+    def __enter__(self) -> _AutocastRegion:
         for mode in _get_current_function_mode_stack():
             if isinstance(mode, CudaEmulation):
                 self.saved.append((mode, mode.autocast))
                 mode.autocast = bool(self.enabled and mode.amp_dtype is not None)
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> Literal[False]:
         for mode, state in self.saved:
             mode.autocast = state
         self.saved = []
@@ -187,19 +188,22 @@ class _AutocastRegion:
 
 
 @contextlib.contextmanager
-def autocast_regions():
+def autocast_regions() -> Iterator[None]:
     """Model code that opens an autocast region on its tensors' device (transformers 4.57's
     rotary embeddings: ``torch.autocast(device_type=x.device.type, enabled=False)``, which torch
     refuses for "meta"): the region is the emulation's, as on a GPU it is CUDA's."""
     real = torch.autocast
 
-    def autocast(device_type, dtype=None, enabled=True, cache_enabled=None):
+    def autocast(device_type: str, dtype: torch.dtype | None = None, enabled: bool = True,
+                 cache_enabled: bool | None = None) -> _AutocastRegion | torch.autocast:
         if str(device_type) == "meta":
             return _AutocastRegion(enabled)
         return real(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
 
-    torch.autocast = autocast
+    # torch.autocast is a class, patched with a function for the region and restored after:
+    # mypy refuses assigning to a class name (misc) and a function of another type (assignment)
+    torch.autocast = autocast  # type: ignore[misc,assignment]
     try:
         yield
     finally:
-        torch.autocast = real
+        torch.autocast = real  # type: ignore[misc]  # the class itself, restored

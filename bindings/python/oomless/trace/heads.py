@@ -15,6 +15,10 @@
   routing (``nonzero``, ``where``): no GPU runs it from a loaded checkpoint, and the meta device
   cannot run it.
 """
+from __future__ import annotations
+
+from typing import Any
+
 import torch
 
 # the heads' class name endings, as lib/model/model.c (head_of) reads `architectures`
@@ -23,14 +27,14 @@ _TOKEN_CLS = "ForTokenClassification"
 _QA = "ForQuestionAnswering"
 
 
-def needs_pad_token(cfg_dict):
+def needs_pad_token(cfg_dict: dict[str, Any]) -> bool:
     """A decoder's sequence classifier pools the last token that is not padding; transformers
     refuses a batch above 1 without a pad token (TRL's RewardTrainer sets one)."""
     archs = cfg_dict.get("architectures") or []
     return any(a.endswith(_SEQ_CLS) for a in archs) and cfg_dict.get("pad_token_id") is None
 
 
-def targets(model, ids):
+def targets(model: Any, ids: torch.Tensor) -> dict[str, torch.Tensor] | None:
     """The loss keywords of `model`'s head for the token batch `ids`; None where the model has no
     head (train on the last hidden state)."""
     base = getattr(model, "get_base_model", lambda: model)()
@@ -53,7 +57,7 @@ def targets(model, ids):
     return {"labels": ids}
 
 
-def loss(model, ids, **kw):
+def loss(model: Any, ids: torch.Tensor, **kw: Any) -> torch.Tensor:
     """One micro-batch's loss, as the Trainer computes it (outputs dropped before the backward)."""
     t = targets(model, ids)
     if t is None:
@@ -61,7 +65,7 @@ def loss(model, ids, **kw):
     return model(input_ids=ids, **t, **kw).loss
 
 
-def experts_path(model):
+def experts_path(model: Any) -> str | None:
     """The experts implementation a GPU runs, set on the model; None for a model without a
     dispatched experts block (dense, or transformers 4's per-expert loop)."""
     config = getattr(model, "config", None)

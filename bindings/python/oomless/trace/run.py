@@ -38,7 +38,7 @@ STACK_TRACERS = {"torchtune": (".tune", "trace_torchtune"),
                  "torchtitan": (".titan", "trace_torchtitan")}
 
 
-def _stack_of(name: str | None) -> dict[str, Any]:
+def _stack_of(name: str) -> dict[str, Any]:
     from .stacks import describe
     return describe(name)
 
@@ -170,6 +170,7 @@ def document(model: str | None = None, module: Callable[[], Any] | None = None,
                              "needed")
         w = Workload(model, **options)
         res = trace_hf(w)
+        assert w.stack is not None  # resolved by w.check(), trace_hf's first step
         res["stack"] = _stack_of(w.stack)
         res["workload"] = {"model": model, "method": w.method, "precision": w.precision,
                            "optimizer": w.optimizer, "batch": w.batch, "seq": w.seq,

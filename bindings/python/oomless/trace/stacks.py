@@ -7,10 +7,15 @@ recognised among the installed packages and what it needs. Each stack lives in i
 environment (``make venv-STACK``, ``bindings/python/requirements-stack-STACK.txt``): transformers
 4 and 5 cannot share one, and torchtune 0.6.1 imports only beside torchao 0.15.0.
 """
+from __future__ import annotations
+
 import importlib
-from typing import Dict, Optional
+from typing import TYPE_CHECKING, Any
 
 from .._vocab import option
+
+if TYPE_CHECKING:
+    from .limits import TraceError
 
 # the packages each traced stack imports, the first one naming the stack; the make target and the
 # requirements file that install them
@@ -24,12 +29,12 @@ VENV = {"transformers": "venv", "transformers-4": "venv-transformers4",
         "torchtune": "venv-torchtune", "torchtitan": "venv-torchtitan"}
 
 
-def _error(message):
+def _error(message: str) -> TraceError:
     from .run import TraceError
     return TraceError(message)
 
 
-def version_of(module: str) -> Optional[str]:
+def version_of(module: str) -> str | None:
     """The installed version of a package (its distribution's, so that a folder of that name on
     sys.path, such as bench/trace/torchtune, is not taken for it), None when it is not
     installed or does not import."""
@@ -42,7 +47,7 @@ def version_of(module: str) -> Optional[str]:
     return version
 
 
-def table() -> Dict[str, dict]:
+def table() -> dict[str, dict[str, Any]]:
     """The library's stacks by name: help, versions (what each models), traced, commands."""
     return {v["name"]: v for v in option("stack")["values"]}
 
@@ -61,7 +66,7 @@ def detect() -> str:
                  "venv-transformers4), then OOMLESS_PYTHON=build/venv[-STACK]/bin/python")
 
 
-def resolve(stack: Optional[str]) -> str:
+def resolve(stack: str | None) -> str:
     """The stack to trace: `stack` checked against the library's table and the installed
     packages, or detected when None."""
     if stack is None:
@@ -93,7 +98,7 @@ def requirements(stack: str) -> str:
     return "requirements-stack-%s.txt" % stack.replace("transformers-4", "transformers4")
 
 
-def describe(stack: str) -> dict:
+def describe(stack: str) -> dict[str, Any]:
     """What a trace document says of its stack: name, version (the packages that ran), traced,
     and the versions the library's table says the stack models."""
     mods = NEEDS[stack] + (("accelerate",) if stack == "transformers-4" else ())

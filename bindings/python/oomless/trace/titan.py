@@ -26,14 +26,23 @@ What the meta device cannot do is done here as a GPU does it:
 - AdamW with ``implementation "fused"`` refuses meta parameters: run.ModelledAdam keeps its
   states.
 """
+from __future__ import annotations
+
 import contextlib
 import importlib
 import os
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Protocol
 
 import torch
 
 from .emulate import CudaEmulation
 from .tracker import Tracker
+
+if TYPE_CHECKING:
+    from torch.nn.attention.flex_attention import AuxOutput, BlockMask
+
+    from .limits import TraceError
+    from .workload import Workload
 
 # preset -> (torchtitan family, flavour, config function whose Trainer.Config is used)
 FLAVOURS = {
@@ -54,12 +63,12 @@ AC_CONFIG = {
 }
 
 
-def _error(message):
+def _error(message: str) -> TraceError:
     from .run import TraceError
     return TraceError(message)
 
 
-def check(w):
+def check(w: Workload) -> None:
     if w.model not in FLAVOURS:
         raise _error("model '%s' has no torchtitan 0.3.0 flavour here (%s)"
                      % (w.model, ", ".join(sorted(FLAVOURS))))
@@ -79,7 +88,7 @@ def check(w):
                      % w.optimizer)
 
 
-def _fake_distributed():
+def _fake_distributed() -> int:
     """One rank on torchtitan's fake backend (its dry-run mode), once per process."""
     import torch.distributed as dist
     from torchtitan.config import CommConfig
@@ -90,7 +99,7 @@ def _fake_distributed():
     return dist.get_world_size()
 
 
-def config(w):
+def config(w: Workload) -> Any:
     """The Trainer.Config of the model's family, with the workload's batch, sequence, precision,
     checkpointing and optimizer"""
     from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC
@@ -121,14 +130,16 @@ class _FlexOnCuda(torch.autograd.Function):
     """flex_attention as its compiled kernels run on a GPU: what they allocate and keep."""
 
     @staticmethod
-    def forward(ctx, q, k, v):
+    def forward(ctx: Any, q: torch.Tensor, k: torch.Tensor,
+                v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         out = q.new_empty(q.shape[:-1] + (v.shape[-1],))
         lse = torch.empty(q.shape[:-1], dtype=torch.float32, device=q.device)
         ctx.save_for_backward(q, k, v, out, lse)
         return out, lse
 
     @staticmethod
-    def backward(ctx, grad_out, _grad_lse):
+    def backward(ctx: Any, grad_out: torch.Tensor,
+                 _grad_lse: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         q, k, v, _out, lse = ctx.saved_tensors
         delta = torch.empty_like(lse)  # the backward's row term (out . grad_out), fp32
         gq, gk, gv = torch.empty_like(q), torch.empty_like(k), torch.empty_like(v)
@@ -136,36 +147,44 @@ class _FlexOnCuda(torch.autograd.Function):
         return gq, gk, gv
 
 
-def _flex(q, k, v, *, score_mod=None, block_mask=None, scale=None, enable_gqa=False,
-          return_aux=None, kernel_options=None):
+def _flex(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, score_mod: Any = None,
+          block_mask: Any = None, scale: float | None = None, enable_gqa: bool = False,
+          return_aux: Any = None, kernel_options: Any = None) -> tuple[torch.Tensor, AuxOutput]:
     from torch.nn.attention.flex_attention import AuxOutput
     out, lse = _FlexOnCuda.apply(q, k, v)
     return out, AuxOutput(lse=lse if return_aux is not None and return_aux.lse else None)
 
 
-def _block_mask(mask_mod, B, H, Q_LEN, KV_LEN, *args, BLOCK_SIZE=128, **kwargs):
+def _block_mask(mask_mod: Any, B: int | None, H: int | None, Q_LEN: int, KV_LEN: int, *args: Any,
+                BLOCK_SIZE: int | tuple[int, int] = 128, **kwargs: Any) -> BlockMask:
     """create_block_mask's result with its shapes: int32 tables of (q blocks x kv blocks)."""
     from torch.nn.attention.flex_attention import BlockMask
     size = BLOCK_SIZE if isinstance(BLOCK_SIZE, int) else BLOCK_SIZE[0]
     nq, nk = -(-Q_LEN // size), -(-KV_LEN // size)
     b, h = B or 1, H or 1
-    i32 = dict(dtype=torch.int32, device="meta")
+    i32: dict[str, Any] = dict(dtype=torch.int32, device="meta")
     return BlockMask.from_kv_blocks(torch.empty(b, h, nq, **i32), torch.empty(b, h, nq, nk, **i32),
                                     torch.empty(b, h, nq, **i32),
                                     torch.empty(b, h, nq, nk, **i32), BLOCK_SIZE=BLOCK_SIZE,
                                     mask_mod=mask_mod, seq_lengths=(Q_LEN, KV_LEN))
 
 
+class _StorageFn(Protocol):
+    """alloc_storage / free_storage: FSDP2 calls them with the tensor, by name or position."""
+
+    def __call__(self, tensor: torch.Tensor) -> None: ...
+
+
 @contextlib.contextmanager
-def _fsdp_storage(tracker):
+def _fsdp_storage(tracker: Tracker) -> Iterator[None]:
     """FSDP2's alloc_storage / free_storage (_fsdp_param.py) resize the unsharded parameters'
     storages in place: on a GPU that allocates and frees device memory; the tracker is told."""
     import torch.distributed.fsdp._fully_shard._fsdp_param as fp
     import torch.distributed.fsdp._fully_shard._fsdp_param_group as fg
     saved = (fp.alloc_storage, fp.free_storage, fg.alloc_storage)
 
-    def told(fn):
-        def wrapped(tensor):
+    def told(fn: _StorageFn) -> _StorageFn:
+        def wrapped(tensor: torch.Tensor) -> None:
             fn(tensor)
             tracker.resized(tensor.untyped_storage())
         return wrapped
@@ -179,7 +198,7 @@ def _fsdp_storage(tracker):
 
 
 @contextlib.contextmanager
-def _as_on_cuda(emu):
+def _as_on_cuda(emu: CudaEmulation) -> Iterator[None]:
     """The compiled flex kernels, create_block_mask and the recomputation of checkpointed blocks
     re-entering the emulation, for the duration of one trace."""
     import torchtitan.distributed.activation_checkpoint as ac
@@ -190,8 +209,9 @@ def _as_on_cuda(emu):
              ac.ptd_checkpoint_wrapper)
     wrap = ac.ptd_checkpoint_wrapper
 
-    def wrapper(module, context_fn=None, **kw):
-        def contexts():
+    def wrapper(module: torch.nn.Module,
+                context_fn: Callable[[], tuple[Any, Any]] | None = None, **kw: Any) -> Any:
+        def contexts() -> tuple[Any, Any]:
             fwd, rec = context_fn() if context_fn else (contextlib.nullcontext(),
                                                         contextlib.nullcontext())
             return fwd, _Both(emu.recompute_context(), rec)
@@ -201,12 +221,16 @@ def _as_on_cuda(emu):
     import torchtitan.distributed.parallel_dims as pdims
     saved_dev = (fsdp_init._get_device_from_mesh, pdims.device_type)
     import torch.distributed.fsdp._fully_shard._fsdp_param_group as fsdp_group
-    saved_check = fsdp_group.FSDPParamGroup._validate_no_meta_params
+    group = fsdp_group.FSDPParamGroup
+    saved_check = group._validate_no_meta_params
     # the meta device stands for the GPU: FSDP's buffers are made there, its parameters stay
-    fsdp_group.FSDPParamGroup._validate_no_meta_params = lambda self: None
+    # (mypy refuses patching a method: its check is switched off for the trace, restored after)
+    group._validate_no_meta_params = lambda self: None  # type: ignore[method-assign]
     fsdp_init._get_device_from_mesh = lambda mesh: torch.device("meta")
     pdims.device_type = "cpu"
-    torch.meta = torch.cpu
+    # FSDP2 takes the device module as getattr(torch, device.type) (device_mesh
+    # _get_device_handle): torch has no `meta` module, mypy none to assign to
+    torch.meta = torch.cpu  # type: ignore[attr-defined]
     attn.FlexAttention.compiled_flex_attn = staticmethod(_flex)
     dec.create_attention_mask = _block_mask
     ac.ptd_checkpoint_wrapper = wrapper
@@ -216,11 +240,11 @@ def _as_on_cuda(emu):
         (attn.FlexAttention.compiled_flex_attn, dec.create_attention_mask,
          ac.ptd_checkpoint_wrapper) = (staticmethod(saved[0]), saved[1], saved[2])
         fsdp_init._get_device_from_mesh, pdims.device_type = saved_dev
-        fsdp_group.FSDPParamGroup._validate_no_meta_params = saved_check
-        del torch.meta
+        group._validate_no_meta_params = saved_check  # type: ignore[method-assign]
+        del torch.meta  # type: ignore[attr-defined]
 
 
-def trace_torchtitan(w):
+def trace_torchtitan(w: Workload) -> dict[str, Any]:
     """Traces workload `w` through torchtitan's Trainer steps; the run's report."""
     from torchtitan.components.loss import ChunkedLossWrapper
     from torchtitan.config import TORCH_DTYPE_MAP
@@ -261,7 +285,7 @@ def trace_torchtitan(w):
         vocab = spec.model.vocab_size
         tokens = w.batch * w.seq * w.grad_accum
 
-        def forward():
+        def forward() -> torch.Tensor:
             inputs = torch.randint(0, vocab, (w.batch, w.seq), device="meta")
             labels = torch.randint(0, vocab, (w.batch, w.seq), device="meta")
             positions = torch.arange(w.seq, device="meta").expand(w.batch, w.seq)
@@ -277,14 +301,14 @@ def trace_torchtitan(w):
             """train_step's optimizer part: clip_grad_norm_ (foreach), then the step."""
 
             @staticmethod
-            def step():
+            def step() -> None:
                 # foreach=True on a GPU; the meta device refuses the foreach API (what the
                 # foreach norms allocate is one scalar per gradient)
                 du.clip_grad_norm_(params, cfg.training.max_norm, foreach=False)
                 opt.step()
 
             @staticmethod
-            def zero_grad(set_to_none=True):
+            def zero_grad(set_to_none: bool = True) -> None:
                 opt.zero_grad(set_to_none)
 
         try:

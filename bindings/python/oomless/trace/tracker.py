@@ -115,7 +115,7 @@ class Tracker(TorchDispatchMode):
                 for st in storages(t):
                     self._track(st, kind).kind = kind
 
-    def resized(self, storage):
+    def resized(self, storage: torch.UntypedStorage) -> None:
         """A storage resized in place (FSDP2 frees and re-allocates its unsharded parameters with
         ``untyped_storage().resize_``, which the dispatcher does not see): what it held is freed
         now, and its new size, if any, is a new allocation."""

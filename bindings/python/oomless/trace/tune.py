@@ -23,15 +23,22 @@ What the meta device cannot do is done here as a GPU does it:
   more leave the device, the last five stay stashed for the copy stream, each comes back as a new
   device tensor in the backward).
 """
+from __future__ import annotations
+
 import contextlib
 import functools
 import importlib
+from typing import TYPE_CHECKING, Any, Callable
 
 import torch
 from torch.autograd.graph import saved_tensors_hooks
 
 from .emulate import CudaEmulation
 from .tracker import Tracker
+
+if TYPE_CHECKING:
+    from .limits import TraceError
+    from .workload import Workload
 
 # the presets torchtune has a builder for: (module under torchtune.models, builder name)
 BUILDERS = {
@@ -77,12 +84,12 @@ OPTIMIZERS = {
 }
 
 
-def _error(message):
+def _error(message: str) -> TraceError:
     from .run import TraceError
     return TraceError(message)
 
 
-def lora_arguments(targets):
+def lora_arguments(targets: str | None) -> tuple[list[str], bool]:
     """(lora_attn_modules, apply_lora_to_mlp) for --lora-targets, in Hugging Face's names; torchtune
     adapts the MLP as a whole (w1, w2, w3)."""
     names = [t.strip() for t in (DEFAULT_TARGETS if targets in (None, "", "default")
@@ -100,7 +107,7 @@ def lora_arguments(targets):
     return [ATTN[n] for n in names if n in ATTN], bool(mlp)
 
 
-def check(w):
+def check(w: Workload) -> None:
     if w.model not in BUILDERS:
         raise _error("model '%s' has no torchtune builder here (torchtune 0.6.1: %s)"
                      % (w.model, ", ".join(sorted(BUILDERS))))
@@ -124,7 +131,7 @@ def check(w):
                      "gradient accumulation")
 
 
-def build(w, tracker):
+def build(w: Workload, tracker: Tracker) -> Any:
     """The recipe's _setup_model on the device: the model under the recipe's dtype, its RoPE
     cache, the trainable parameters; then the base weights loaded as from a CPU checkpoint. Runs
     inside the tracker (phase "load")."""
@@ -133,7 +140,8 @@ def build(w, tracker):
     mod, name = BUILDERS[w.model]
     kind = BUILDER_PREFIX[w.method]
     family = importlib.import_module("torchtune.models." + mod)
-    fn, kwargs = getattr(family, kind + name, None), {}
+    fn = getattr(family, kind + name, None)
+    kwargs: dict[str, Any] = {}
     if fn is None and w.method == "qlora":
         # a qlora_ builder is its lora_ builder with quantize_base=True (e.g. qlora_llama3_2_1b);
         # where torchtune names none (Qwen2.5), the lora_ builder is called so
@@ -159,7 +167,7 @@ def build(w, tracker):
     return model
 
 
-def _load_base(model, dtype):
+def _load_base(model: Any, dtype: torch.dtype) -> None:
     """model.load_state_dict(base weights on the CPU): a plain parameter is copied in place from
     the host (no device buffer); an NF4 weight gets the checkpoint's tensor on the device, then
     quantizes it there (torchao's copy_ into an NF4Tensor) and frees it."""
@@ -178,10 +186,10 @@ class OffloadOnMeta(saved_tensors_hooks):
     until the copy stream is done with them (max_fwd_stash_size 5), and each comes back as a new
     device tensor in the backward; smaller ones stay."""
 
-    def __init__(self, *args, **kwargs):
-        stash = []
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        stash: list[torch.Tensor] = []
 
-        def pack(t):
+        def pack(t: torch.Tensor) -> Any:
             if t.untyped_storage().nbytes() < 1024 or isinstance(t, torch.nn.Parameter):
                 return t
             stash.append(t)
@@ -189,7 +197,7 @@ class OffloadOnMeta(saved_tensors_hooks):
                 stash.pop(0)
             return (t.size(), t.stride(), t.dtype, t.device)
 
-        def unpack(packed):
+        def unpack(packed: Any) -> torch.Tensor:
             if isinstance(packed, torch.Tensor):
                 return packed
             stash.clear()
@@ -199,7 +207,7 @@ class OffloadOnMeta(saved_tensors_hooks):
         super().__init__(pack, unpack)
 
 
-def trace_torchtune(w):
+def trace_torchtune(w: Workload) -> dict[str, Any]:
     """Traces workload `w` through torchtune's recipe; the run's report (run._finish's)."""
     from torchtune import modules, training
     from torchtune.modules.loss import CEWithChunkedOutputLoss
@@ -240,7 +248,7 @@ def trace_torchtune(w):
         model.set_num_output_chunks(CHUNKS)
     model.train()
     trainable = [p for p in model.parameters() if p.requires_grad]
-    opt = None
+    opt: Any = None
     if w.optimizer_in_backward == "yes":
         # training.register_optim_in_bwd_hooks: one optimizer per parameter, stepped and its
         # gradient freed in the parameter's post-accumulate-grad hook
@@ -253,7 +261,7 @@ def trace_torchtune(w):
         ignore = torch.full((w.batch, 1), -100, dtype=torch.long)  # recipe's ignore_labels_cache
     tracker.register([ignore], "weights")
 
-    def forward():
+    def forward() -> torch.Tensor:
         tokens = torch.randint(0, vocab, (w.batch, w.seq), device="meta")
         labels = torch.randint(0, vocab, (w.batch, w.seq), device="meta")
         with offload:
@@ -268,7 +276,7 @@ def trace_torchtune(w):
         # the recipe scales by the micro-batch's tokens, and the gradients by 1 / all tokens
         return loss * (labels != -100).sum()
 
-    def step_hook():
+    def step_hook() -> None:
         training.scale_grads(model, torch.tensor(1.0 / (w.batch * w.seq), device="meta"))
 
     try:
@@ -285,29 +293,29 @@ class _Tagged:
     """One parameter's optimizer stepping inside the backward: what it makes is tagged as the
     optimizer's (the tracker counts its states as optimizer states, not the backward's)."""
 
-    def __init__(self, opt, tracker):
+    def __init__(self, opt: Any, tracker: Tracker) -> None:
         self.opt, self.tracker = opt, tracker
 
-    def step(self):
+    def step(self) -> None:
         saved, self.tracker.tag = self.tracker.tag, "optimizer"
         try:
             self.opt.step()
         finally:
             self.tracker.tag = saved
 
-    def zero_grad(self, set_to_none=True):
+    def zero_grad(self, set_to_none: bool = True) -> None:
         self.opt.zero_grad(set_to_none=set_to_none)
 
 
 class _Scaled:
     """The recipe's optimizer step: scale_grads first."""
 
-    def __init__(self, opt, before):
+    def __init__(self, opt: Any, before: Callable[[], None]) -> None:
         self.opt, self.before = opt, before
 
-    def step(self):
+    def step(self) -> None:
         self.before()
         self.opt.step()
 
-    def zero_grad(self, set_to_none=True):
+    def zero_grad(self, set_to_none: bool = True) -> None:
         self.opt.zero_grad(set_to_none=set_to_none)
