@@ -160,7 +160,11 @@ class WebTest(unittest.TestCase):
         if "budget" in doc:
             self.assertEqual(p["fits"], "true" if doc["budget"]["fits"] else "false")
             self.assertEqual(j.returncode, 0 if doc["budget"]["fits"] else 1)
-            verdict = re.search(r"^  fits\s*:\s*(yes|NO) \((.+) (to spare|over)\)$", text, re.M)
+            # "  fits : yes (9.83 GiB of the usable 23.00 GiB to spare)", "NO (1.2 GiB over the
+            # usable 22.99 GiB)": the amount and its direction, as the page says them
+            verdict = re.search(r"^  fits\s*:\s*(yes|NO) \((\S+ \S+)(?: of the usable \S+ \S+)? "
+                                r"(to spare|over)(?: the usable \S+ \S+)?\)$", text, re.M)
+            self.assertTrue(verdict, "no verdict line in the CLI's text output")
             self.assertTrue(p["verdict"].startswith("Fits" if verdict.group(1) == "yes" else "Does not fit"),
                             p["verdict"])
             self.assertIn(f"({verdict.group(2)} {verdict.group(3)})", p["verdict"])
