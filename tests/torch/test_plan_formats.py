@@ -320,7 +320,10 @@ class TrlSft(unittest.TestCase):
                 "padding-free", "--tokens-per-batch", "16384", "--checkpointing", "full"]
         p = json.loads(plan(args, "json"))["plan"]
         text = plan(args, "trl")
-        self.assertTrue(text.startswith("# TRL 1.16 on Hugging Face transformers 5.23: SFTConfig"))
+        first, second = text.splitlines()[:2]  # the stack modelled, then the config's own line
+        self.assertTrue(first.startswith("# memory modelled for the transformers stack"), first)
+        self.assertTrue(second.startswith("# TRL 1.16 on Hugging Face transformers 5.23: SFTConfig"),
+                        second)
         with tempfile.TemporaryDirectory() as d, warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             c = SFTConfig(output_dir=d, use_cpu=not torch.cuda.is_available(),
