@@ -26,6 +26,18 @@ static double mask_buffers(const ctx *x)
     return (double)m->layers * (double)m->max_pos * (double)m->max_pos;
 }
 
+/* torchtune's Qwen2 / Qwen2.5 builders cache RoPE's cos and sin for max_seq_len positions in
+ * fp32 (Qwen2RotaryPositionalEmbeddings): the full model one cache, the LoRA builders one in
+ * every layer's attention (torchtune/models/qwen2/_component_builders.py lines 84 and 393 of
+ * 0.6.1; oomless trace --stack torchtune: 384 MiB for Qwen2.5 0.5B LoRA, 3.5 GiB for 1.5B) */
+static double rope_caches(const ctx *x)
+{
+    const oomi_model *m = x->m;
+    if (x->w->stack != OOMI_STACK_TORCHTUNE || strcmp(m->family, "qwen2"))
+        return 0;
+    return (double)(x->lora_on ? m->layers : 1) * (double)m->max_pos * 2 * (double)m->head_dim * 4;
+}
+
 double oomi_est_weights(const ctx *x)
 {
     const oomi_model *m = x->m;
@@ -39,7 +51,8 @@ double oomi_est_weights(const ctx *x)
     } else {
         base = (double)m->params * param_bytes(x);
     }
-    return base + (x->lora_on ? (double)x->lora.params * x->ab : 0) + mask_buffers(x);
+    return base + (x->lora_on ? (double)x->lora.params * x->ab : 0) + mask_buffers(x) +
+           rope_caches(x);
 }
 
 /* bytes per trained parameter: gradient, one optimizer state, fp32 master copy */

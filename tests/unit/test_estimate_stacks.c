@@ -1,7 +1,8 @@
 /* test_estimate_stacks.c - what a training stack's own code changes in the estimate
  * (docs/stacks.md): torchtune's optimizer_in_bwd, each parameter stepped in its gradient's hook;
  * Liger-Kernel's fused linear cross-entropy, no full logits; Unsloth's checkpointing, the layer
- * inputs in host memory; transformers 4's GPT-2 mask buffers; the bound's spread per stack. */
+ * inputs in host memory; transformers 4's GPT-2 mask buffers; torchtune's Qwen2 RoPE caches; the
+ * bound's spread per stack. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -142,6 +143,33 @@ static void test_transformers4_gpt2_mask_buffers(void **state)
     oom_workload_free(v5), oom_workload_free(v4), oom_workload_free(l5), oom_workload_free(l4);
 }
 
+/* torchtune's Qwen2 builders cache RoPE's cos and sin in fp32 for max_seq_len positions: one
+ * cache in the full model, one in every layer of a LoRA or QLoRA model; other families and
+ * stacks keep none beyond transformers' */
+static void test_torchtune_qwen2_rope_caches(void **state)
+{
+    oom_workload *tl = W("model=qwen2.5-0.5b", "method=lora", "precision=bf16", "seq=512");
+    oom_workload *tt =
+        W("model=qwen2.5-0.5b", "method=lora", "precision=bf16", "seq=512", "stack=torchtune");
+    oom_workload *ff = W("model=qwen2.5-0.5b", "method=full", "precision=bf16", "seq=512");
+    oom_workload *ft =
+        W("model=qwen2.5-0.5b", "method=full", "precision=bf16", "seq=512", "stack=torchtune");
+    oom_workload *lt = W("model=llama-3.2-1b", "method=lora", "seq=512", "stack=torchtune");
+    oom_workload *ll = W("model=llama-3.2-1b", "method=lora", "seq=512");
+    oom_estimate a = run(tl), b = run(tt), c = run(ff), d = run(ft), e = run(lt), f = run(ll);
+    oom_model_info mi = OOM_MODEL_INFO_INIT;
+    uint64_t one;
+    (void)state;
+    assert_int_equal(oom_workload_model(&mi, tt), OOM_OK);
+    one = (uint64_t)mi.max_positions * 2 * (uint64_t)mi.head_dim * 4;
+    assert_int_equal(one, 16u << 20); /* 32768 positions x 2 x 64 x 4 bytes: 16 MiB a cache */
+    assert_int_equal(b.weights - a.weights, (uint64_t)mi.layers * one);
+    assert_int_equal(d.weights - c.weights, one);
+    assert_int_equal(e.weights, f.weights);
+    oom_workload_free(tl), oom_workload_free(tt), oom_workload_free(ff), oom_workload_free(ft);
+    oom_workload_free(lt), oom_workload_free(ll);
+}
+
 /* the 95 % bound's bias across setups is the stack's (data/confidence.json "spread"): transformers
  * 4 has sources of its own, Liger none and takes the spread over every source, which is wider */
 static void test_bound_takes_the_stacks_spread(void **state)
@@ -173,6 +201,7 @@ int main(void)
         cmocka_unit_test(test_liger_fused_linear_cross_entropy),
         cmocka_unit_test(test_unsloth_offloaded_checkpointing),
         cmocka_unit_test(test_transformers4_gpt2_mask_buffers),
+        cmocka_unit_test(test_torchtune_qwen2_rope_caches),
         cmocka_unit_test(test_bound_takes_the_stacks_spread),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
