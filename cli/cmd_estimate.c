@@ -47,29 +47,6 @@ static void usage(FILE *out)
             "--list-models", "the built-in presets", "--help", "this text");
 }
 
-static int list_models(bool json)
-{
-    oom_preset **p = NULL;
-    size_t n = 0, i;
-    char *text = NULL;
-    int err, rc;
-    if (json) {
-        if ((err = oom_model_presets_json(&text)))
-            return cli_fail(CMD, err);
-        rc = cli_print_json(text);
-        oom_free(text);
-        return rc;
-    }
-    if ((err = oom_model_presets(&p, &n)))
-        return cli_fail(CMD, err);
-    for (i = 0; i < n; i++) {
-        printf("%-16s %-12s %8.2f B params\n", p[i]->name, p[i]->family,
-               (double)p[i]->params / 1e9);
-    }
-    oom_model_presets_free(p, n);
-    return EXIT_OK;
-}
-
 static int set_workload(void *w, const char *key, const char *value)
 {
     return oom_workload_set(w, key, value);
@@ -583,7 +560,7 @@ int cmd_estimate(int argc, char **argv)
         goto done;
     }
     if (a.list) {
-        rc = list_models(a.json);
+        rc = cli_list_models(CMD, a.json);
         goto done;
     }
     if (a.command) {
