@@ -230,8 +230,10 @@ static int confidence_json(json_object *root, const oom_estimate_report *r)
     oomi_json_put(o, "basis", json_object_new_string(r->confidence_basis));
     oomi_json_put(o, "errors_of", json_object_new_string(r->confidence_errors_of));
     oomi_json_put(o, "cases", json_object_new_int64(r->confidence_cases));
-    if (!(sp = json_object_new_object()))
+    if (!(sp = json_object_new_object())) {
+        json_object_put(o);
         return oomi_nomem();
+    }
     oomi_json_put(sp, "basis", json_object_new_string(r->confidence_spread));
     oomi_json_put(sp, "stack", json_object_new_string(r->stack));
     oomi_json_put(sp, "sources", json_object_new_int64(r->confidence_spread_sources));
