@@ -147,12 +147,12 @@ def estimate_again(binary, stack, row):
 
 
 def run(binary, stack, subset, jobs):
-    todo = [(binary, stack, c) for c in cells(stack, subset)]
+    cells_to_trace = [(binary, stack, c) for c in cells(stack, subset)]
     if jobs <= 1:
-        return [one(t) for t in todo]
+        return [one(t) for t in cells_to_trace]
     import multiprocessing
     with multiprocessing.get_context("spawn").Pool(jobs) as pool:
-        return pool.map(one, todo, chunksize=1)
+        return pool.map(one, cells_to_trace, chunksize=1)
 
 
 def held_out(stack, cell):

@@ -35,13 +35,13 @@ _MAX_DEPTH = 8
 def too_many_layers(cfg_dict: Any) -> tuple[str, int | float] | None:
     """The first layer count past MAX_LAYERS in a config dict and its nested configs, as
     (dotted key, value), or None."""
-    todo: list[tuple[str, dict[str, Any], int]] = (
+    pending: list[tuple[str, dict[str, Any], int]] = (
         [("", cfg_dict, 0)] if isinstance(cfg_dict, dict) else [])
-    while todo:
-        prefix, d, depth = todo.pop()
+    while pending:
+        prefix, d, depth = pending.pop()
         for key, value in d.items():
             if isinstance(value, dict) and depth < _MAX_DEPTH:
-                todo.append((prefix + str(key) + ".", value, depth + 1))
+                pending.append((prefix + str(key) + ".", value, depth + 1))
             elif (key in LAYER_KEYS and isinstance(value, (int, float))
                   and not isinstance(value, bool) and value > MAX_LAYERS):
                 return prefix + key, value
