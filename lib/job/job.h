@@ -154,7 +154,7 @@ void oomi_lines_end(oomi_lines *ls, struct oomi_launch *l);
  * terminal opened again non-blocking (closed by oomi_outq_dispose). */
 #define OOMI_OUTQ_MAX (256 * 1024)
 typedef struct oomi_outq {
-    int to, to_file, own;
+    int to, to_file, own, tee; /* tee: `to` is a pipe that tee(2) may fill from the job's */
     char buf[OOMI_OUTQ_MAX];
     size_t head, len; /* queued: len bytes from buf[head], round the end (a ring) */
 } oomi_outq;
@@ -163,6 +163,11 @@ void oomi_outq_dispose(oomi_outq *q);
 size_t oomi_outq_room(const oomi_outq *q);
 char *oomi_outq_space(oomi_outq *q, size_t *space);
 void oomi_outq_commit(oomi_outq *q, size_t n);
+/* Passes what pipe `from` holds on to the destination without copying it (while nothing is
+ * queued, and the destination is a pipe with room), then reads the same bytes, for the scans,
+ * into *bytes (the queue's buffer: valid until the next call on q). Returns their count; 0 when
+ * it could not: read into the queue then, as usual. */
+size_t oomi_outq_tee(oomi_outq *q, int from, const char **bytes);
 /* Writes what the destination takes now, without blocking; returns the bytes written. A
  * destination that fails (its reader gone, a full disk) is dropped from then on. */
 size_t oomi_outq_flush(oomi_outq *q);

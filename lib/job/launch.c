@@ -217,7 +217,14 @@ static size_t pump(struct watch *w, struct stream *s)
     size_t total = 0, space;
     ssize_t n;
     while (s->fd >= 0 && total < OOMI_OUTQ_MAX && oomi_outq_room(&s->out) > 0) {
-        char *at = oomi_outq_space(&s->out, &space);
+        const char *passed;
+        char *at;
+        if ((space = oomi_outq_tee(&s->out, s->fd, &passed)) > 0) {
+            oomi_lines_take(&s->lines, &w->scan, s == &w->s[1], w->l, passed, space);
+            total += space;
+            continue;
+        }
+        at = oomi_outq_space(&s->out, &space);
         n = read(s->fd, at, space);
         if (n > 0) {
             oomi_lines_take(&s->lines, &w->scan, s == &w->s[1], w->l, at, (size_t)n);
