@@ -32,7 +32,7 @@
   // What the library's entry points take (oomw_limits: an option's value, a config.json and its
   // name), read once the module is there. Nothing longer is handed over: a crafted link or a
   // pasted value gets a message, never a trapped module.
-  let LIMITS = { value_max: 256, options_max: 16384, name_max: 100, file_max: 1 << 20 };
+  let LIMITS = { value_max: 1024, options_max: 16384, name_max: 100, file_max: 1 << 20 };
 
   const COMPONENTS = [
     ['weights', 'weights'], ['gradients', 'gradients'], ['optimizer', 'optimizer states'],

@@ -26,10 +26,10 @@ enum { EXIT_OK = 0, EXIT_NOFIT = 1, EXIT_USAGE = 2, EXIT_ENV = 3 };
 /* The most the page may hand over: an option's value, the whole options object, a config.json
  * and its file name (app.js reads them from oomw_limits(); this is the one place they are set).
  * No entry point trusts the length of what it is given: a crafted link gets a message, never a
- * trap. 256 characters hold any real value (a preset name, a size, the table's GPU list); a
- * model's config.json is a few KiB. */
+ * trap. 1024 characters hold any real value (a preset name, a size, a table's list of every
+ * catalog GPU: 268 for the 31 of today); a model's config.json is a few KiB. */
 enum {
-    OOMW_VALUE_MAX = 256,
+    OOMW_VALUE_MAX = 1024,
     OOMW_OPTIONS_MAX = 16384,
     OOMW_NAME_MAX = 100,
     OOMW_FILE_MAX = 1 << 20
