@@ -108,9 +108,22 @@ void oomi_est_fsdp2(const ctx *x, fsdp2_mem *f)
      * reduce-scatter runs in it too (reduce_dtype, _fsdp_collectives.py foreach_reduce) */
     double ps = x->w->fsdp2.bf16 ? 2 : 4, c = x->e, r = ps, n = x->n, P = (double)m->params;
     double B = (double)m->params_layer_max, L = (double)(m->layers + m->enc_layers);
-    double R = P - L * B, kept, rs;
+    double R = P - L * B, E, twice, early, kept, rs, copy_in, reduce;
     if (R < (double)(m->params_embed + m->params_lm_head)) /* blocks of unequal size */
         R = (double)(m->params_embed + m->params_lm_head);
+    /* the root's FSDP parameters. torchtitan 0.3.0 ties the embedding to the head in the
+     * model's __init__ on meta, but the tie does not survive to fully_shard(model), which then
+     * makes an FSDPParam of each; init_states ties them again (models/common/decoder.py), and
+     * FSDP2 points both FSDPParams at the one sharded weight (reset_sharded_param,
+     * _fsdp_param.py) but gathers and reduce-scatters each: the vocabulary's matrix twice
+     * (oomless trace, Llama 3.2 1B: a root reduce-scatter of 525,338,624 elements, twice the
+     * embedding plus the norm). Under the chunked loss the head runs in the loss, outside the
+     * model's forward, and its gradient is reduce-scattered there, early (the same trace: the
+     * head's 262,668,288 elements in the loss, the embedding and the norm at the end): its
+     * sharded copy is a gradient of its own at the end */
+    twice = x->w->stack == OOMI_STACK_TORCHTITAN && m->tied ? (double)m->params_embed : 0;
+    early = x->w->k.loss == OOM_LOSS_CHUNKED ? twice : 0;
+    E = R + twice;
     f->w = P * ps / n;
     f->g = x->trainable * ps / n;
     f->o = oomi_est_optimizer_states(x, ps, 0) / n;
@@ -123,16 +136,24 @@ void oomi_est_fsdp2(const ctx *x, fsdp2_mem *f)
                                      : (P - R) * c / (double)x->w->fsdp2.reshard;
     /* the last block's forward: what is kept, its parameters copied out of the all-gather
      * output, which is still alive (foreach_all_gather_copy_out, _fsdp_collectives.py) */
-    f->fwd = R * c + kept + (x->w->fsdp2.reshard < 0 ? B * c : 2 * B * c);
+    f->fwd = E * c + kept + (x->w->fsdp2.reshard < 0 ? B * c : 2 * B * c);
     /* a block's reduce-scatter: its unsharded gradients in the compute dtype, the flat input in
      * reduce_dtype and the 1/n output (foreach_reduce's reduce_scatter_input, reduce_output) */
     rs = c + r + r / n;
     /* during a block's backward: its gathered parameters and the next block's, all-gathered
      * ahead (FSDPParamGroup's backward prefetch); none regathered when kept unsharded */
-    f->bwd = R * c + kept + B * rs + (x->w->fsdp2.reshard < 0 ? 0 : 2 * B * c);
+    f->bwd = E * c + kept + B * rs + (x->w->fsdp2.reshard < 0 ? 0 : 2 * B * c);
     /* the backward's end: the root, resharded after backward, reduce-scatters the embeddings'
-     * and the head's gradients, whose sharded copies do not exist yet */
-    f->end = R * rs - R * ps / n;
+     * and the head's gradients, whose sharded copies do not exist yet. foreach_reduce
+     * (_fsdp_collectives.py) copies the unsharded gradients into the flat input in
+     * reduce_dtype, frees them (unsharded_grads.clear()), then allocates the 1/n output; on one
+     * GPU it copies instead of reduce-scattering, through a quotient when a divide factor is
+     * set (reduce_output.copy_(reduce_scatter_input / gradient_divide_factor)), as torchtitan
+     * sets one (1.0: disable_fsdp_gradient_division, torchtitan/distributed/fsdp.py): a third
+     * buffer of the input's size */
+    copy_in = c + r;
+    reduce = r + r / n + (n == 1 && x->w->stack == OOMI_STACK_TORCHTITAN ? r : 0);
+    f->end = (E - early) * (copy_in > reduce ? copy_in : reduce) - R * ps / n + early * ps / n;
 }
 
 /* the largest Linear weight: a dequantised or cast copy of one exists at a time */
