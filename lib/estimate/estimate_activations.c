@@ -34,6 +34,34 @@ static double mla_per_token(const ctx *x, const oomi_act_coef *a)
     return b;
 }
 
+/* torchtune 0.6.1's decoder layer (TransformerSelfAttentionLayer, torchtune/modules/
+ * transformer.py) in 16-bit with SDPA, from its code rather than transformers' fitted sets: its
+ * RMSNorms (modules/rms_norm.py) keep their fp32 input (x.float()) and, where the scale is
+ * trained, the fp32 normalised input (x_normed * self.scale); their 16-bit outputs are the
+ * projections' inputs. MultiHeadAttention (modules/attention.py) gives SDPA the query as RoPE
+ * returns it (type_as), and the keys and values expanded to every query head where there are
+ * fewer (expand, then flatten: a copy each); SDPA keeps those with its output and fp32
+ * log-sum-exp. FeedForward (w2(silu(w1(x)) * w3(x))) keeps its two projections' outputs, the
+ * SiLU's and the product. oomless trace --stack torchtune bf16 2 x 512: Llama 3.2 1B LoRA
+ * 109,969,408 bytes a layer, Qwen2.5 0.5B full 65.6 MB, as counted here */
+static bool tune_layer(const ctx *x)
+{
+    const oomi_model *m = x->m;
+    return x->w->stack == OOMI_STACK_TORCHTUNE && regime(x) == OOMI_REGIME_16BIT &&
+           m->block == OOMI_BLOCK_LLAMA && x->w->k.attention != OOM_ATTENTION_EAGER &&
+           !m->qk_norm && m->kv_lora == 0 && m->sparse_layers == 0;
+}
+
+static double tune_per_token(const ctx *x, double f)
+{
+    const oomi_model *m = x->m;
+    double e = x->e, h = (double)m->hidden, qd = (double)(m->heads * m->head_dim);
+    double kvd = m->kv_heads < m->heads ? qd : (double)(m->kv_heads * m->head_dim);
+    double norms = 2 * (4 * h + (x->frozen ? 0 : 4 * h) + e * h);
+    double attention = e * (qd + 2 * kvd + qd) + 4 * (double)m->heads;
+    return norms + attention + 4 * e * f;
+}
+
 /* bytes saved per token by a layer of MLP width `f` per token, `share` of it a layer with the
  * experts, without the eager score term */
 static double per_token_of(const ctx *x, double f, double share)
@@ -43,6 +71,8 @@ static double per_token_of(const ctx *x, double f, double share)
     double qd = (double)(m->heads * m->head_dim), kvd = (double)(m->kv_heads * m->head_dim);
     double h = (double)m->hidden;
     double b = a->h * h + a->q * qd + a->kv * kvd + a->f * f;
+    if (tune_layer(x))
+        return tune_per_token(x, f);
     if (x->w->k.attention != OOM_ATTENTION_EAGER)
         b += a->lse * (double)m->heads;
     else
@@ -150,6 +180,9 @@ static double lora_per_token(const ctx *x)
     double in;
     if (!x->lora_on)
         return 0;
+    if (tune_layer(x)) /* torchtune's LoRALinear (modules/peft/lora.py): lora_a's output, which
+                        * lora_b keeps; the input is the base's, counted with the layer */
+        return x->ab * (double)x->w->lora.rank * (double)x->lora.n_adapted;
     if (x->ab < 4) /* 16-bit adapters: the input cast to them where the compute dtype differs;
                     * with dropout the 1-byte mask and the dropped copy lora_A saves */
         in = x->w->lora.dropout > 0 ? 1 + x->ab : x->e != x->ab ? x->ab : 0;
@@ -353,6 +386,9 @@ void oomi_est_activations(const ctx *x, double *all, double *one, double *at_rec
     }
     /* the final norm's saved tensors, once (fitted per layer, so not in `per`) */
     final = oomi_est_act_coef(x)->final_h * (double)m->hidden * b * ds;
+    if (tune_layer(x)) /* torchtune's final norm as the layers' (its fp32 input, the fp32
+                        * normalised input where trained), its output kept for a trained head */
+        final = (4.0 + (x->frozen ? 0 : 4.0 + x->e)) * (double)m->hidden * b * ds;
     /* every layer's saved tensors with LoRA's, and only each layer's input where checkpointed
      * (LoRA's inputs are recomputed with the layer) */
     saved = enc + dec + lora_per_token(x) * b * (m->block == OOMI_BLOCK_T5 ? (s + ds) / 2 : s);

@@ -67,6 +67,46 @@ static void liger_head(const ctx *x, double tokens, double *fwd, double *bwd)
     *fwd = kept + liger_chunk_rows(x, tokens) * (double)x->m->vocab * x->e;
 }
 
+/* torchtune's CEWithChunkedOutputLoss (torchtune/modules/loss/ce_chunked_output_loss.py, 0.6.1;
+ * --stack torchtune --loss chunked): the model returns its logits in 8 pieces
+ * (TransformerDecoder.chunked_output: self.output(chunk) for each of h.chunk(8, dim=1)), and the
+ * loss upcasts one at a time (logits.float()) for cross_entropy, whose log-softmax keeps its fp32
+ * output for the backward. The forward's end holds every piece's logits in the compute dtype,
+ * every piece's fp32 log-softmax and the last piece's upcast (an fp32 model's .float() is the
+ * tensor itself); the recipe deletes the logits before the backward (`del logits`). The
+ * backward runs every piece's cross-entropy first (they are the newest nodes): the log-softmax
+ * outputs not yet used, with one piece's gradient in fp32 and in the compute dtype; then each
+ * piece's head, the gradients of the pieces not yet used beside it; where the head is trained,
+ * its weight's gradient of one piece (mm) added to the sum so far (add): three of them at the
+ * second piece. oomless trace --stack torchtune, 2 x 512: Llama 3.2 1B LoRA bf16, 6.5 bytes per
+ * logit at the forward's end (0.795 GiB); Qwen2.5 0.5B full bf16, at the backward's peak 6 of
+ * the 8 pieces' gradients and 3 x 272 MB of the head's (0.98 GiB) */
+static bool tune_chunked(const ctx *x)
+{
+    return x->w->stack == OOMI_STACK_TORCHTUNE && x->w->k.loss == OOM_LOSS_CHUNKED &&
+           x->m->head == OOMI_HEAD_CAUSAL_LM && !x->fused;
+}
+
+#define TUNE_PIECES 8.0 /* CEWithChunkedOutputLoss(num_output_chunks=8), the recipes' default */
+
+static void tune_chunked_head(const ctx *x, double *fwd, double *bwd)
+{
+    double n = oomi_est_loss_tokens(x) * (double)x->m->vocab, piece = n / TUNE_PIECES;
+    double head = 0, upcast = x->e < 4 ? 4 : 0, ce, first, second;
+    double grad_bytes, state_bytes, master_bytes;
+    if (!x->frozen) { /* a causal LM's head, trained */
+        oomi_est_train_bytes(x, &grad_bytes, &state_bytes, &master_bytes);
+        head = (double)x->m->vocab * (double)x->m->hidden * grad_bytes;
+    }
+    *fwd = n * (x->e + 4) + piece * upcast;
+    ce = n * 4 + piece * (4 + x->e);
+    first = (n - piece) * x->e + head;
+    second = head > 0 ? (n - 2 * piece) * x->e + 3 * head : 0;
+    *bwd = ce > first ? ce : first;
+    if (second > *bwd)
+        *bwd = second;
+}
+
 /* logits and the loss path: bytes live at the end of the forward and at the loss backward */
 /* The rows of logits the loss holds at once: every target token (the decoder's for T5), one
  * chunk under --loss chunked; 0 where there are no vocabulary logits (classification and base
@@ -96,6 +136,10 @@ void oomi_est_logits(const ctx *x, double *fwd, double *bwd)
     }
     if (liger_flce(x)) { /* every token at once: liger ignores --loss chunked */
         liger_head(x, oomi_est_loss_tokens(x), fwd, bwd);
+        return;
+    }
+    if (tune_chunked(x)) {
+        tune_chunked_head(x, fwd, bwd);
         return;
     }
     if (x->w->objective.kind == OOMI_OBJECTIVE_SIMPO ||

@@ -2,7 +2,7 @@
  * (docs/stacks.md): torchtune's optimizer_in_bwd, each parameter stepped in its gradient's hook;
  * Liger-Kernel's fused linear cross-entropy, no full logits; Unsloth's checkpointing, the layer
  * inputs in host memory; transformers 4's GPT-2 mask buffers; torchtune's Qwen2 RoPE caches;
- * torchtitan's FSDP2 root; the bound's spread per stack. */
+ * torchtune's layer and chunked loss; torchtitan's FSDP2 root; the bound's spread per stack. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -170,6 +170,44 @@ static void test_torchtune_qwen2_rope_caches(void **state)
     oom_workload_free(lt), oom_workload_free(ll);
 }
 
+#define TUNE_LORA_1B                                                                               \
+    "model=llama-3.2-1b", "method=lora", "precision=bf16", "adapter-dtype=bf16", "batch=2",        \
+        "seq=512", "checkpointing=none", "lora-rank=64", "lora-dropout=0",                         \
+        "lora-targets=q_proj,v_proj,o_proj,gate_proj,up_proj,down_proj", "stack=torchtune"
+
+/* torchtune's layer from its code (its norms' fp32 inputs, the query after RoPE, the keys and
+ * values expanded to every head, the MLP's four outputs) and its CEWithChunkedOutputLoss: at the
+ * forward's end 8 pieces of 16-bit logits with their fp32 log-softmax and one piece's upcast (6.5
+ * bytes a logit); a trained head's backward, 6 pieces' gradients and 3 of the head's weight
+ * gradient. oomless trace --stack torchtune (torchtune 0.6.1, torch 2.13), 2 x 512: Llama 3.2 1B
+ * LoRA r 64 activations 1,759,657,984 bytes and logits 853,693,952 at the forward's end; Qwen2.5
+ * 0.5B full bf16 logits 1,052,017,664 at the backward's peak. */
+static void test_torchtune_layer_and_chunked_loss(void **state)
+{
+    oom_workload *ch = W(TUNE_LORA_1B, "loss=chunked"), *hf = W(TUNE_LORA_1B);
+    oom_workload *full = W("model=qwen2.5-0.5b", "method=full", "precision=bf16", "batch=2",
+                           "seq=512", "checkpointing=none", "loss=chunked", "stack=torchtune");
+    oom_estimate a = run(ch), b, c = run(full);
+    oom_model_info mi = OOM_MODEL_INFO_INIT, mq = OOM_MODEL_INFO_INIT;
+    double n, nq, vh;
+    (void)state;
+    assert_int_equal(oom_workload_set(hf, "stack", "transformers"), OOM_OK);
+    b = run(hf);
+    assert_int_equal(oom_workload_model(&mi, ch), OOM_OK);
+    assert_int_equal(oom_workload_model(&mq, full), OOM_OK);
+    n = 1024.0 * (double)mi.vocab;
+    assert_int_equal(a.peak_phase, OOM_PHASE_FORWARD);
+    assert_true(fabs((double)a.logits - 6.5 * n) < 1);
+    assert_true(fabs((double)a.activations / 1759657984.0 - 1) < 0.01);
+    assert_true(a.activations > b.activations + (b.activations >> 3)); /* transformers': 13% less */
+    nq = 1024.0 * (double)mq.vocab;
+    vh = (double)mq.vocab * (double)mq.hidden;
+    assert_int_equal(c.peak_phase, OOM_PHASE_BACKWARD);
+    assert_true(fabs((double)c.logits - (6.0 / 8 * nq * 2 + 3 * vh * 2)) < 1);
+    assert_true(fabs((double)c.logits / 1052017664.0 - 1) < 0.01);
+    oom_workload_free(ch), oom_workload_free(hf), oom_workload_free(full);
+}
+
 #define TITAN_1B                                                                                   \
     "model=llama-3.2-1b", "method=full", "precision=amp-bf16", "batch=2", "seq=512",               \
         "checkpointing=none", "sharding=fsdp2", "optimizer=adamw-fused"
@@ -238,6 +276,7 @@ int main(void)
         cmocka_unit_test(test_transformers4_gpt2_mask_buffers),
         cmocka_unit_test(test_torchtune_qwen2_rope_caches),
         cmocka_unit_test(test_torchtitan_fsdp2_root_reduce_scatter),
+        cmocka_unit_test(test_torchtune_layer_and_chunked_loss),
         cmocka_unit_test(test_bound_takes_the_stacks_spread),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -40,14 +40,19 @@ if TYPE_CHECKING:
     from .limits import TraceError
     from .workload import Workload
 
-# the presets torchtune has a builder for: (module under torchtune.models, builder name)
+# the presets torchtune has a builder for: (module under torchtune.models, builder name). Qwen2.5
+# 1.5B, 7B and 14B: the _instruct builders, which torchtune's own recipes use
+# (recipes/configs/qwen2_5/1.5B_lora.yaml and the others: lora_qwen2_5_1_5b_instruct, ...) and
+# whose max_seq_len (32768) is the presets' max_position_embeddings; the _base builders cache
+# RoPE for 131072 positions, four times the bytes
 BUILDERS = {
     "llama-3.2-1b": ("llama3_2", "llama3_2_1b"), "llama-3.2-3b": ("llama3_2", "llama3_2_3b"),
     "llama-3.1-8b": ("llama3_1", "llama3_1_8b"), "llama-3.1-70b": ("llama3_1", "llama3_1_70b"),
     "llama-2-7b": ("llama2", "llama2_7b"), "llama-2-13b": ("llama2", "llama2_13b"),
-    "qwen2.5-0.5b": ("qwen2_5", "qwen2_5_0_5b"), "qwen2.5-1.5b": ("qwen2_5", "qwen2_5_1_5b_base"),
-    "qwen2.5-3b": ("qwen2_5", "qwen2_5_3b"), "qwen2.5-7b": ("qwen2_5", "qwen2_5_7b_base"),
-    "qwen2.5-14b": ("qwen2_5", "qwen2_5_14b_base"), "mistral-7b": ("mistral", "mistral_7b"),
+    "qwen2.5-0.5b": ("qwen2_5", "qwen2_5_0_5b"),
+    "qwen2.5-1.5b": ("qwen2_5", "qwen2_5_1_5b_instruct"), "qwen2.5-3b": ("qwen2_5", "qwen2_5_3b"),
+    "qwen2.5-7b": ("qwen2_5", "qwen2_5_7b_instruct"),
+    "qwen2.5-14b": ("qwen2_5", "qwen2_5_14b_instruct"), "mistral-7b": ("mistral", "mistral_7b"),
     "gemma-2-2b": ("gemma2", "gemma2_2b"), "gemma-2-9b": ("gemma2", "gemma2_9b"),
     "phi-3-mini": ("phi3", "phi3_mini"),
 }
