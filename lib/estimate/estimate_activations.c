@@ -62,6 +62,35 @@ static double tune_per_token(const ctx *x, double f)
     return norms + attention + 4 * e * f;
 }
 
+/* torchtitan 0.3.0's Qwen3 block (models/qwen3/model.py on models/common/) under FSDP2's bf16
+ * MixedPrecisionPolicy, from the tensors its trace keeps (Qwen3 0.6B amp-bf16 1 x 2048: 87,168
+ * bytes a token a layer, as counted here): each nn.RMSNorm (its decomposition on this path)
+ * keeps its fp32 input and normalised input and its 16-bit output; the per-head q_norm and
+ * k_norm their fp32 input and normalised input and a 1/rms per head; CosSinRoPE
+ * (models/common/rope.py) computes in fp32 and returns 16-bit queries and keys, its cos and sin
+ * rows for the positions kept by its products; SDPA keeps a contiguous copy of the queries and
+ * of the values, its output and fp32 log-sum-exp; the MLP its two projections' outputs, the
+ * SiLU's and the product. */
+static bool titan_qwen3_layer(const ctx *x)
+{
+    const oomi_model *m = x->m;
+    return x->w->stack == OOMI_STACK_TORCHTITAN && regime(x) != OOMI_REGIME_FP32 && !x->frozen &&
+           m->block == OOMI_BLOCK_LLAMA && m->qk_norm && x->w->k.attention == OOM_ATTENTION_SDPA &&
+           m->kv_lora == 0 && m->sparse_layers == 0;
+}
+
+static double titan_qwen3_per_token(const ctx *x, double f)
+{
+    const oomi_model *m = x->m;
+    double h = (double)m->hidden, hd = (double)m->head_dim, heads = (double)m->heads;
+    double kvh = (double)m->kv_heads, qd = heads * hd, kvd = kvh * hd;
+    double norms = 2 * (4 * h + 4 * h + 2 * h);
+    double qk_norms = 8 * qd + 4 * heads + 8 * kvd + 4 * kvh;
+    double rope = 2 * qd + 2 * kvd + 2 * hd * 4;
+    double attention = 2 * qd + 2 * kvd + 2 * qd + 4 * heads;
+    return norms + qk_norms + rope + attention + 4 * 2 * f;
+}
+
 /* bytes saved per token by a layer of MLP width `f` per token, `share` of it a layer with the
  * experts, without the eager score term */
 static double per_token_of(const ctx *x, double f, double share)
@@ -73,6 +102,8 @@ static double per_token_of(const ctx *x, double f, double share)
     double b = a->h * h + a->q * qd + a->kv * kvd + a->f * f;
     if (tune_layer(x))
         return tune_per_token(x, f);
+    if (titan_qwen3_layer(x))
+        return titan_qwen3_per_token(x, f);
     if (x->w->k.attention != OOM_ATTENTION_EAGER)
         b += a->lse * (double)m->heads;
     else
