@@ -99,6 +99,8 @@ static json_object *workload_json(const oom_workload *w, const oom_estimate_repo
         oomi_json_put(o, "keep_grads", json_object_new_boolean(1));
     if (w->runtime.optim_in_bwd)
         oomi_json_put(o, "optimizer_in_backward", json_object_new_boolean(1));
+    if (w->runtime.compile)
+        oomi_json_put(o, "compile", json_object_new_boolean(1));
     if (w->runtime.overhead != OOM_UNKNOWN)
         oomi_json_put(o, "overhead", oomi_json_size(w->runtime.overhead));
     if (w->shape.decoder_seq)

@@ -100,6 +100,15 @@ static void tune_chunked_head(const ctx *x, double *fwd, double *bwd)
     }
     *fwd = n * (x->e + 4) + piece * upcast;
     ce = n * 4 + piece * (4 + x->e);
+    if (x->w->runtime.compile) {
+        /* compile=True compiles the loss (training.compile_loss): Inductor fuses the upcast
+         * into the cross-entropy, which keeps its 16-bit input and an fp32 statistic per row
+         * (measured: torch.compile of cross_entropy(logits.float()) on bf16 logits saves 2
+         * bytes a logit, eager 8, saved_tensors_hooks, torch 2.13 Inductor on the CPU); the
+         * backward makes each piece's gradient in the compute dtype from them */
+        *fwd = n * x->e;
+        ce = n * x->e + piece * x->e;
+    }
     first = (n - piece) * x->e + head;
     second = head > 0 ? (n - 2 * piece) * x->e + 3 * head : 0;
     *bwd = ce > first ? ce : first;

@@ -277,12 +277,14 @@ struct oom_workload {
         long tokens_per_batch;
     } packing;
     /* the process around PyTorch: gradients kept between steps (zero_grad(set_to_none=False));
-     * each parameter stepped in its gradient's hook (torchtune's optimizer_in_bwd); the CUDA
+     * each parameter stepped in its gradient's hook (torchtune's optimizer_in_bwd); torch.compile;
+     * the CUDA
      * context + workspaces outside PyTorch (OOM_UNKNOWN: from the GPU generation); the cuBLAS
      * workspace, CUBLAS_WORKSPACE_CONFIG in bytes (OOM_UNKNOWN: the default) */
     struct {
         bool keep_grads;
         bool optim_in_bwd;
+        bool compile; /* torch.compile: torchtune's compile=True (its chunked loss compiled) */
         uint64_t overhead;
         uint64_t cublas_ws;
     } runtime;

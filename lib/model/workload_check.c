@@ -277,6 +277,14 @@ int oom_workload_validate(const oom_workload *w)
                          "torchtune's full fine-tuning recipes do: it needs method full and "
                          "grad-accum 1 (got method '%s', grad-accum '%ld')",
                          oom_method_name(w->k.method), w->k.grad_accum);
+    if (w->runtime.compile && (w->stack != OOMI_STACK_TORCHTUNE || w->k.loss != OOM_LOSS_CHUNKED ||
+                               w->k.method == OOM_METHOD_INFERENCE))
+        return oomi_fail(OOM_EINVAL,
+                         "compile yes is modelled for torchtune's compiled chunked loss only "
+                         "(docs/stacks.md): it needs stack torchtune, loss chunked and a training "
+                         "method (got stack '%s', loss '%s', method '%s')",
+                         OOMI_VALUE_NAME(oomi_stack_values, w->stack), oom_loss_name(w->k.loss),
+                         oom_method_name(w->k.method));
     if (m->quant_bytes > 0 && w->k.method == OOM_METHOD_FULL)
         return oomi_fail(OOM_EINVAL,
                          "model '%s' is pre-quantized (%s): its weights are not trained; use "

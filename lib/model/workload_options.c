@@ -185,6 +185,13 @@ static const oom_option_value *const optim_in_bwd_values[] = {
       "optimizer_in_bwd"),
 };
 
+static const oom_option_value *const compile_values[] = {
+    V(W, "no", "eager PyTorch"),
+    V(W, "yes",
+      "torch.compile as torchtune's compile=True: its chunked loss compiled, the fp32 upcast "
+      "fused into the cross-entropy; the layers counted as eager"),
+};
+
 static const oom_option_value *const nvls_values[] = {
     V(W, "auto", "on for compute capability 9.0 or later with more than 2 GPUs"),
     V(W, "no", "off, as NCCL_NVLS_ENABLE=0"),
@@ -387,6 +394,8 @@ static const oom_option *const options[] = {
     OPT("keep-grads", "WHEN", "keep gradients between steps", "no", W, keep_grads_values),
     OPT("optimizer-in-backward", "WHEN", "the optimizer step fused into the backward", "no", WT,
         optim_in_bwd_values),
+    OPT("compile", "WHEN", "torch.compile (modelled: torchtune's compiled chunked loss)", "no", W,
+        compile_values),
     FREE("overhead", "SIZE",
          "CUDA context + workspaces outside PyTorch (default: per GPU generation)", NULL, W),
     FREE("cublas-workspace", ":KIB:COUNT[:KIB:COUNT...]",

@@ -400,6 +400,7 @@ static const option_field fields[] = {
     FIELD("max-positions", COUNT_OR_NONE, shape.max_positions),
     FIELD("keep-grads", YES, runtime.keep_grads),
     FIELD("optimizer-in-backward", YES, runtime.optim_in_bwd),
+    FIELD("compile", YES, runtime.compile),
     OWN("overhead", set_overhead, get_overhead),
     OWN("cublas-workspace", set_cublas, get_cublas),
     OWN("nccl-buffsize", set_buffsize, get_buffsize),
