@@ -153,6 +153,8 @@ void oomi_lines_end(oomi_lines *ls, struct oomi_launch *l);
  * else what is written to and polled: the destination itself, or `own`, the same pipe, FIFO or
  * terminal opened again non-blocking (closed by oomi_outq_dispose). */
 #define OOMI_OUTQ_MAX (256 * 1024)
+/* bytes waiting in the job's pipe from which they are passed on by tee(2), not copied (output.c) */
+#define OOMI_TEE_MIN (64 * 1024)
 typedef struct oomi_outq {
     int to, to_file, own, tee; /* tee: `to` is a pipe that tee(2) may fill from the job's */
     char buf[OOMI_OUTQ_MAX];

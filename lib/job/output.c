@@ -9,11 +9,14 @@
  * the destination is writable (which a pipe then takes whole). While the queue is full the job's
  * pipe is not read, so the job itself waits, as it would writing to the stalled reader directly.
  *
- * From the job's pipe to a pipe, while nothing is queued, the bytes are not copied at all: tee(2)
- * gives the destination the pipe's own pages, and only then are they read, for the scans. The
- * copy into the destination (its pages allocated and charged, one write per 32 KiB) was half of
- * what relaying a fast job's output cost; where tee() cannot take them (the destination full, or
- * not a pipe), they are read into the queue as before, which keeps their order.
+ * From the job's pipe to a pipe, while nothing is queued and at least OOMI_TEE_MIN bytes wait,
+ * the bytes are not copied at all: tee(2) gives the destination the pipe's own pages, and only
+ * then are they read, for the scans. The copy into the destination (its pages allocated and
+ * charged, one write per 32 KiB) was half of what relaying a fast job's output cost. A pipe
+ * counts buffers, not bytes (16 pages by default), and each tee() makes buffers of its own: a
+ * chatty job's lines passed on one by one filled a pipe with a few KiB, where copied they merge
+ * into its last page. Below the threshold, or where tee() cannot (the destination full, or not
+ * a pipe), the bytes are read into the queue as before, which keeps their order.
  */
 #define _GNU_SOURCE /* tee(), SPLICE_F_NONBLOCK, F_[GS]ETPIPE_SZ */
 #include "job/job.h"
@@ -23,6 +26,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -71,7 +75,9 @@ size_t oomi_outq_tee(oomi_outq *q, int from, const char **bytes)
 {
     ssize_t n, got;
     size_t have = 0;
-    if (!q->tee || q->to < 0 || q->len > 0)
+    int waiting;
+    if (!q->tee || q->to < 0 || q->len > 0 || ioctl(from, FIONREAD, &waiting) < 0 ||
+        waiting < OOMI_TEE_MIN)
         return 0;
     n = tee(from, q->to, sizeof(q->buf), SPLICE_F_NONBLOCK);
     if (n <= 0) {

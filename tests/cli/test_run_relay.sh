@@ -86,6 +86,43 @@ for mode in fast slow; do
     expect_eq "$sums" "$WANT" "$mode reader: stdout and stderr relayed byte for byte"
 done
 
+# A reader that drains only at the end (a parent waiting on its children one by one, as
+# tests/torch's two-node tests do): a chatty job's lines must fill the destination's bytes, not
+# its slots. A pipe counts its buffers (64 in 256 KiB) and tee(2) gives what each call passes
+# a buffer of its own, so passing each 60-byte line on by tee filled the pipe with 3,840 bytes
+# and oomless then waited on its reader with the rest queued (the two-node relaunch hung on
+# it); below 64 KiB waiting, the bytes are copied, and a copy merges into the last buffer.
+# 150 KB of lines, one write each, fit in the grown pipe: oomless must end without a reader.
+cat >"$TMP/chatty.py" <<'PY'
+import os, time
+line = b"y" * 59 + b"\n"
+for i in range(2500):
+    os.write(1, line)
+    time.sleep(0.0005)
+PY
+cat >"$TMP/lazy.py" <<'PY'
+import os, subprocess, sys
+r, w = os.pipe()
+p = subprocess.Popen([sys.argv[1], "run", "--batch-size", "1", "--calibration", "off", "--",
+                      sys.executable, sys.argv[2]], stdin=subprocess.DEVNULL, stdout=w,
+                     stderr=subprocess.DEVNULL)
+os.close(w)
+try:
+    rc = p.wait(timeout=60)  # nobody reads the pipe meanwhile
+except subprocess.TimeoutExpired:
+    p.kill()
+    rc = "blocked"
+got = 0
+while True:
+    b = os.read(r, 1 << 16)
+    if not b:
+        break
+    got += len(b)
+print(rc, got)
+PY
+run python3 "$TMP/lazy.py" "$OOMLESS_BIN" "$TMP/chatty.py"
+expect_eq "$OUT" "0 150000" "150 KB of lines to a pipe read only at the end: oomless ends, all there"
+
 # a larger pipe is left as it is
 run python3 "$TMP/relay.py" "$OOMLESS_BIN" "$TMP/stream.py" fast 1048576
 read -r rc oom before during sums <<<"$OUT"

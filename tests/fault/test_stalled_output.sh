@@ -12,10 +12,12 @@ fake_job_gpu # a GPU: no "no NVML" notice before the first trial (it is not a su
 FIFO="$TMP/fifo"
 mkfifo "$FIFO"
 exec 7<>"$FIFO" # this shell holds the read end and never reads
-# fill it: from now on a write to it blocks
+# fill it: from now on a write to it blocks. First grow it to the 256 KiB that oomless grows a
+# destination pipe to (lib/job/output.c), so that oomless finds it full, not with room made.
 python3 -c '
-import os, sys
+import fcntl, os, sys
 fd = os.open(sys.argv[1], os.O_WRONLY | os.O_NONBLOCK)
+fcntl.fcntl(fd, 1031, 256 * 1024)  # F_SETPIPE_SZ
 try:
     while True:
         os.write(fd, b"x" * 4096)
