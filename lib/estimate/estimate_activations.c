@@ -98,12 +98,12 @@ static double per_token_of(const ctx *x, double f, double share)
     const oomi_model *m = x->m;
     const oomi_act_coef *a = oomi_est_act_coef(x);
     double qd = (double)(m->heads * m->head_dim), kvd = (double)(m->kv_heads * m->head_dim);
-    double h = (double)m->hidden;
-    double b = a->h * h + a->q * qd + a->kv * kvd + a->f * f;
-    if (tune_layer(x))
+    double h = (double)m->hidden, b;
+    if (tune_layer(x)) /* a stack's layer counted from its code, not from the fitted sets */
         return tune_per_token(x, f);
     if (titan_qwen3_layer(x))
         return titan_qwen3_per_token(x, f);
+    b = a->h * h + a->q * qd + a->kv * kvd + a->f * f;
     if (x->w->k.attention != OOM_ATTENTION_EAGER)
         b += a->lse * (double)m->heads;
     else

@@ -92,14 +92,12 @@ static bool tune_chunked(const ctx *x)
 static void tune_chunked_head(const ctx *x, double *fwd, double *bwd)
 {
     double n = oomi_est_loss_tokens(x) * (double)x->m->vocab, piece = n / TUNE_PIECES;
-    double head = 0, upcast = x->e < 4 ? 4 : 0, ce, first, second;
+    double head = 0, ce, first, second;
     double grad_bytes, state_bytes, master_bytes;
     if (!x->frozen) { /* a causal LM's head, trained */
         oomi_est_train_bytes(x, &grad_bytes, &state_bytes, &master_bytes);
         head = (double)x->m->vocab * (double)x->m->hidden * grad_bytes;
     }
-    *fwd = n * (x->e + 4) + piece * upcast;
-    ce = n * 4 + piece * (4 + x->e);
     if (x->w->runtime.compile) {
         /* compile=True compiles the loss (training.compile_loss): Inductor fuses the upcast
          * into the cross-entropy, which keeps its 16-bit input and an fp32 statistic per row
@@ -108,6 +106,9 @@ static void tune_chunked_head(const ctx *x, double *fwd, double *bwd)
          * backward makes each piece's gradient in the compute dtype from them */
         *fwd = n * x->e;
         ce = n * x->e + piece * x->e;
+    } else { /* an fp32 model's .float() is the tensor itself: no upcast */
+        *fwd = n * (x->e + 4) + piece * (x->e < 4 ? 4 : 0);
+        ce = n * 4 + piece * (4 + x->e);
     }
     first = (n - piece) * x->e + head;
     second = head > 0 ? (n - 2 * piece) * x->e + 3 * head : 0;

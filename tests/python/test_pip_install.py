@@ -165,12 +165,12 @@ class PipInstallTest(unittest.TestCase):
         """`oomless trace` through the script runs the tracer with the script's Python (here
         one whose torch fails to import: the message names that Python)."""
         self.install()
-        stub = os.path.join(self.tmp.name, "notorch")
-        os.makedirs(stub, exist_ok=True)
-        with open(os.path.join(stub, "torch.py"), "w") as f:
+        no_torch = os.path.join(self.tmp.name, "notorch")
+        os.makedirs(no_torch, exist_ok=True)
+        with open(os.path.join(no_torch, "torch.py"), "w") as f:
             f.write("raise ImportError('No module named torch')\n")
         proc = self.cli(os.path.join(self.venv, "bin", "oomless"), "trace", "--model", "gpt2",
-                        env={"PYTHONPATH": stub, "PYTHONDONTWRITEBYTECODE": "1"})
+                        env={"PYTHONPATH": no_torch, "PYTHONDONTWRITEBYTECODE": "1"})
         self.assertEqual(proc.returncode, 2, proc.stderr)
         self.assertIn("which is not installed for %s" % self.python, proc.stderr)
 
