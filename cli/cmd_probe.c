@@ -443,6 +443,7 @@ int cmd_probe(int argc, char **argv)
         return rc;
     }
     a.o.search.usable_bytes = t.target.budget.usable_bytes;
+    a.o.safety_margin_bytes = t.target.budget.safety_margin_bytes;
     rc = make_prediction(&a, &t.target.profile);
     cli_budget_done(&t);
     if (rc != EXIT_OK) {

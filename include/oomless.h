@@ -2013,9 +2013,17 @@ typedef struct oom_probe_options {
      *  stopped waiting for terminal input it cannot get is ended, and the launch fails
      *  (OOM_EJOB, "stopped waiting for terminal input"). */
     int foreground;
+    /* version 2 */
+    /** The budget's safety margin (oom_budget.safety_margin_bytes). Memory other processes
+     *  take while a trial runs lowers the budget only as far as the GPU's room falls under it:
+     *  usable becomes the smaller of search.usable_bytes and total - the driver's reserve -
+     *  others - margin, so a budget smaller than the card (--vram 24 on an 80 GiB card) stays
+     *  while others fit beside it. Version 1 takes every byte others add off the budget.
+     *  Since: 1.1.0 */
+    uint64_t safety_margin_bytes;
 } oom_probe_options;
 
-#define OOM_PROBE_OPTIONS_VERSION 1
+#define OOM_PROBE_OPTIONS_VERSION 2
 #define OOM_PROBE_OPTIONS_INIT                                                                     \
     {                                                                                              \
         .version = OOM_PROBE_OPTIONS_VERSION                                                       \

@@ -80,6 +80,8 @@ static size_t size_of_version(const char *name, unsigned int version, size_t new
         return offsetof(oom_run_options, usable_bytes);
     if (!strcmp(name, "oom_run_options") && version == 2)
         return offsetof(oom_run_options, sync_dir);
+    if (!strcmp(name, "oom_probe_options") && version == 1)
+        return offsetof(oom_probe_options, safety_margin_bytes);
     if (!strcmp(name, "oom_target") && version == 1)
         return offsetof(oom_target, others_bytes);
     if (!strcmp(name, "oom_option") && version == 1)

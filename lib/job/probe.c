@@ -33,6 +33,7 @@ struct probe_ctx {
     oom_gpu_session *gpu;
     oom_probe_result *r;
     uint64_t start_used[16]; /* each GPU's used memory before the first trial (others') */
+    uint64_t start_room[16]; /* total - driver's reserve - start_used; UNKNOWN: not read */
     size_t n_start;
     uint64_t others_growth; /* the most others added during a trial, taken off the budget */
 };
@@ -53,9 +54,13 @@ static int open_gpu(struct probe_ctx *c)
     if (oom_gpu_sample(&list, c->gpu, 0) == OOM_OK && list->count > 0) {
         oomi_snprintf(c->r->gpu_name, sizeof(c->r->gpu_name), "%s", list->gpus[0]->name);
         for (c->n_start = 0; c->n_start < list->count && c->n_start < OOMI_ARRAY_LEN(c->start_used);
-             c->n_start++)
-            c->start_used[c->n_start] =
-                list->gpus[c->n_start]->lost ? OOM_UNKNOWN : list->gpus[c->n_start]->used_bytes;
+             c->n_start++) {
+            const oom_gpu_info *g = list->gpus[c->n_start];
+            uint64_t held = g->lost ? 0 : g->used_bytes + oom_gpu_reserved_bytes(g);
+            c->start_used[c->n_start] = g->lost ? OOM_UNKNOWN : g->used_bytes;
+            c->start_room[c->n_start] =
+                g->lost || held > g->total_bytes ? OOM_UNKNOWN : g->total_bytes - held;
+        }
     }
     oom_gpu_list_free(list);
     return OOM_OK;
@@ -151,10 +156,13 @@ static void fill_prediction(oom_probe_result *r, const oom_probe_options *o)
 }
 
 /* The budget came with what others held before the first trial left out; memory they took
- * while a trial ran (beside the job and its children) comes off it too. */
+ * while a trial ran (beside the job and its children) lowers it as far as the GPU's room left
+ * beside them (total - reserve - others - margin) falls under it. A budget smaller than the card
+ * (--vram) keeps what still fits: the H200 of 2026-11-28 probed for a 24 GiB card beside 56 GiB
+ * of other jobs, with 80 GiB still free, and version 1's rule left a budget of 0. */
 static void others_grew(struct probe_ctx *c, const oomi_launch *l, oom_probe_search *search)
 {
-    uint64_t before, growth, given = c->o->search.usable_bytes;
+    uint64_t before, growth, room, left, given = c->o->search.usable_bytes;
     char a[16], b[16];
 
     if (!l->others_peak_bytes || l->others_gpu >= c->n_start ||
@@ -164,7 +172,20 @@ static void others_grew(struct probe_ctx *c, const oomi_launch *l, oom_probe_sea
     if (growth <= c->others_growth)
         return;
     c->others_growth = growth;
-    search->usable_bytes = growth < given ? given - growth : 0;
+    room = c->start_room[l->others_gpu];
+    if (c->o->version < 2 || room == OOM_UNKNOWN)
+        left = growth < given ? given - growth : 0;
+    else
+        left = room > growth + c->o->safety_margin_bytes ? room - growth - c->o->safety_margin_bytes
+                                                         : 0;
+    if (left >= given) {
+        oomi_notice("other processes took %s more GPU memory during the trial at batch %d; the "
+                    "usable budget (%s) still fits beside them",
+                    oom_format_size(a, sizeof(a), growth), l->batch,
+                    oom_format_size(b, sizeof(b), given));
+        return;
+    }
+    search->usable_bytes = left;
     c->r->usable_bytes = search->usable_bytes;
     oomi_notice("other processes took %s more GPU memory during the trial at batch %d: the "
                 "usable budget is now %s",

@@ -192,6 +192,35 @@ expect_contains "$ERR" "other processes took 1.00 GiB more GPU memory during the
 expect_json .usable_bytes $((6 * GiB)) "arrival: usable lowered by 1 GiB"
 expect_json .recommended_batch 512 "arrival: batch under the lowered budget"
 
+# a budget smaller than the card (--vram 4 on 8 GiB: 3 GiB usable) keeps what still fits beside
+# others that arrive: 1 GiB of them leaves 8 - 1 - 1 = 6 GiB of room, the budget stays 3 GiB
+# (the H200 of 2026-11-28: 56 GiB of other jobs beside a 24 GiB probe took its budget to 0);
+# 5 GiB of them leave 8 - 5 - 1 = 2 GiB, and the budget comes down to it
+for ARRIVE in 1 5; do
+    fake_job_gpu
+    sleep 300 &
+    OTHER=$!
+    cat >"$TMP/job.sh" <<EOS
+#!/bin/bash
+echo "0 $((ARRIVE * GiB))" >"$TMP/procs/$OTHER"
+exec "\$@"
+EOS
+    chmod +x "$TMP/job.sh"
+    oom probe --json --calibration off --vram 4 -- "$TMP/job.sh" "${JOB[@]}" --fixed 1G --per-sample 10M
+    kill "$OTHER"
+    wait "$OTHER" 2>/dev/null
+    expect_rc 0 "probe --vram 4 with $ARRIVE GiB of others arriving"
+    if [ "$ARRIVE" = 1 ]; then
+        expect_contains "$ERR" "other processes took 1.00 GiB more GPU memory during the trial at batch 1; the usable budget (3.00 GiB) still fits beside them" "room said"
+        expect_json .usable_bytes $((3 * GiB)) "--vram 4 beside 1 GiB arriving: the budget stays"
+        expect_json .recommended_batch 204 "--vram 4: (3072 - 1024) / 10"
+    else
+        expect_contains "$ERR" "the usable budget is now 2.00 GiB" "room lowered said"
+        expect_json .usable_bytes $((2 * GiB)) "--vram 4 beside 5 GiB arriving: 8 - 5 - 1"
+        expect_json .recommended_batch 102 "--vram 4 beside 5 GiB: (2048 - 1024) / 10"
+    fi
+done
+
 # table -- CMD: the line probe measured for the command, one row per GPU (here the detected one)
 fake_job_gpu
 oom probe --calibration "$TMP/cal.jsonl" -- "${JOB[@]}" --fixed 1G --per-sample 10M
