@@ -4,13 +4,19 @@
 usage: measure.py [--cases FILE] [--out DIR] [--bin OOMLESS] [--jobs N] [--mem-cap GiB]
                   [--deadline SECONDS] [--only ID,ID...]
 
-Runs on a machine with an NVIDIA GPU, PyTorch, transformers and PEFT (bitsandbytes is not needed:
-no case is quantized). For each case it starts a fresh Python process (so peaks never mix) that
-builds the model exactly as `oomless trace` builds it (bindings/python/oomless/trace/build.py,
-the same config, precision, LoRA, checkpointing and optimizer code), on the GPU with random
+Runs on a machine with an NVIDIA GPU, PyTorch, transformers and PEFT; TRL for the preference
+cases (--objective), bitsandbytes for --method qlora. For each case it starts a fresh Python
+process (so peaks never mix) that builds the model exactly as `oomless trace` builds it
+(bindings/python/oomless/trace/build.py, the same config, precision, LoRA, checkpointing -- op-sac
+with the tracer's policy, prepare.op_sac_policy -- and optimizer code), on the GPU with random
 weights (memory does not depend on the values), and runs three optimizer steps of real training
 (forward, backward, optimizer step, zero_grad; `--grad-accum` micro-batches each) or, for
---method inference, the tracer's prefill. It records:
+--method inference, the tracer's prefill. A preference case runs the tracer's loss
+(trace/preference.py: TRL 1.16's fused head, the reference a copy or the disabled adapter); a
+packed one (--packing padding-free) one row of --tokens-per-batch tokens whose position ids
+restart every --seq tokens; a qlora one loads a random bf16 checkpoint (saved once per model in
+$MEASURE_CKPT_DIR by a process of its own) with BitsAndBytesConfig(nf4, double quantization,
+bf16 compute) and puts PEFT's LoRA on it. It records:
 
 - allocated_peak / reserved_peak: torch.cuda.max_memory_allocated / max_memory_reserved;
 - nvml_peak: the most NVML ever reported for the process (nvmlDeviceGetComputeRunningProcesses,
@@ -20,7 +26,9 @@ weights (memory does not depend on the values), and runs three optimizer steps o
   weights + optimizer states), and the allocated peak of each phase of the last step;
 - once, before the cases, the CUDA context alone (a process that only initialises CUDA) and
   after loading the cuBLAS, attention and loss kernels, with lazy module loading (the default)
-  and with CUDA_MODULE_LOADING=EAGER (the .jsonl only).
+  and with CUDA_MODULE_LOADING=EAGER (the .jsonl only);
+- for a mixture-of-experts model, config._experts_implementation and how many grouped matmuls
+  its experts ran through torch (F.grouped_mm / torch._grouped_mm) or transformers' fallback.
 
 Cases run several at a time when their estimated device peaks (`oomless estimate`, when --bin is
 given) fit under --mem-cap together: every counter is per process, so they do not mix. Results:
@@ -57,8 +65,10 @@ def parse_args_flags(text):
              "--optimizer": "optimizer", "--batch": "batch", "--seq": "seq",
              "--grad-accum": "grad_accum", "--checkpointing": "checkpointing",
              "--attention": "attention", "--loss": "loss", "--lora-rank": "lora_rank",
-             "--lora-targets": "lora_targets", "--lora-dropout": "lora_dropout"}
-    ints = {"batch", "seq", "grad_accum", "lora_rank"}
+             "--lora-targets": "lora_targets", "--lora-dropout": "lora_dropout",
+             "--objective": "objective", "--reference": "reference", "--packing": "packing",
+             "--tokens-per-batch": "tokens_per_batch"}
+    ints = {"batch", "seq", "grad_accum", "lora_rank", "tokens_per_batch"}
     kw = {}
     for i in range(0, len(words), 2):
         key = names.get(words[i])
@@ -119,6 +129,94 @@ class _NoCounters:
         return lambda *args, **kwargs: {} if name == "memory_stats" else 0
 
 
+def _experts_spy(doc):
+    """Counts the grouped matmuls an experts block runs (transformers' integrations/moe.py calls
+    torch.nn.functional.grouped_mm, else torch._grouped_mm, else its own fallback op): which
+    experts path CUDA really takes, beside the one config._experts_implementation names."""
+    import torch
+    calls = doc.setdefault("experts_calls", {})
+
+    def counted(name, fn):
+        def wrapper(*args, **kwargs):
+            calls[name] = calls.get(name, 0) + 1
+            return fn(*args, **kwargs)
+        return wrapper
+    if hasattr(torch.nn.functional, "grouped_mm"):
+        torch.nn.functional.grouped_mm = counted("F.grouped_mm", torch.nn.functional.grouped_mm)
+    if hasattr(torch, "_grouped_mm"):
+        torch._grouped_mm = counted("torch._grouped_mm", torch._grouped_mm)
+    try:
+        import transformers.integrations.moe as moe
+        if hasattr(moe, "_grouped_mm_fallback"):
+            moe._grouped_mm_fallback = counted("fallback", moe._grouped_mm_fallback)
+    except ImportError:
+        pass
+
+
+def _quantized(cfg_dict, w, dev):
+    """--method qlora as users run it: the checkpoint (random weights, saved once per model in
+    MEASURE_CKPT_DIR) loaded by from_pretrained with BitsAndBytesConfig(load_in_4bit, nf4,
+    double quantization, bf16 compute), the LoRA adapter on it (PEFT's fp32 adapters)."""
+    import torch
+    import transformers
+    from oomless.trace import build as tb, run as tr
+    root = os.environ.get("MEASURE_CKPT_DIR", "/tmp/measure-ckpt")
+    path = os.path.join(root, w.model)
+    if not os.path.exists(os.path.join(path, "config.json")):
+        # in a process of its own: NVML's peak of this one must be the training's (the H200 run
+        # of 2026-11-28 built Llama-3.1-8B's 14.96 GiB here, and its nvml_peak was that build)
+        subprocess.run([sys.executable, __file__, "--save-checkpoint", w.model, "--attention",
+                        w.attention], check=True)
+    q = transformers.BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
+                                        bnb_4bit_use_double_quant=True,
+                                        bnb_4bit_compute_dtype=torch.bfloat16)
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        path, quantization_config=q, dtype=torch.bfloat16,
+        device_map={"": 0 if dev == "cuda" else dev},
+        attn_implementation=w.attention)
+    doc = {}
+    if dev == "cuda":
+        doc["load_peak"] = torch.cuda.max_memory_allocated()  # from_pretrained's, in 4 bits
+        torch.cuda.reset_peak_memory_stats()
+    model = tb.apply_lora(model, w.lora_rank, w.lora_targets, w.lora_dropout)
+    return model, model.config, doc
+
+
+def save_checkpoint(model_name, attention):
+    """The random bf16 checkpoint a --method qlora case loads, saved once per model."""
+    sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
+    import torch
+    from oomless.trace import run as tr
+    cfg_dict, _path = tr.find_config(model_name)
+    dev = os.environ.get("MEASURE_DEVICE", "cuda")
+    path = os.path.join(os.environ.get("MEASURE_CKPT_DIR", "/tmp/measure-ckpt"), model_name)
+    model, _cfg = tr.build_hf(cfg_dict, torch.bfloat16, attention, device=dev)
+    model.save_pretrained(path + ".tmp", safe_serialization=True)
+    os.replace(path + ".tmp", path)
+
+
+def _checkpointing(model, w):
+    """The model's own gradient checkpointing as the tracer enables it (prepare._for_training),
+    without the CUDA emulation: every layer, every:N, nth:N, or torchtitan's op-level policy."""
+    from oomless.trace.prepare import checkpoint_every, op_sac_policy
+    every, nth, offload = checkpoint_every(w.checkpointing)
+    if not every:
+        return
+    kw = {"use_reentrant": False}
+    if w.checkpointing == "op-sac":
+        from torch.utils.checkpoint import create_selective_checkpoint_contexts
+        kw["context_fn"] = lambda: create_selective_checkpoint_contexts(op_sac_policy())
+    extra = {"every_n_layers": every} if every > 1 and not nth else {}
+    if offload:
+        extra["offload"] = True
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kw, **extra)
+    if nth:
+        from transformers.modeling_layers import GradientCheckpointingLayer
+        layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
+        for i, layer in enumerate(layers):
+            layer.gradient_checkpointing = (i + 1) % every == 0
+
+
 def worker_case(args_text):
     sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
     import torch
@@ -129,22 +227,52 @@ def worker_case(args_text):
 
     kw = parse_args_flags(args_text)
     w = tr.Workload(**kw)
-    w.check()
+    if w.method != "qlora":  # the tracer refuses qlora (meta device); built here on CUDA
+        w.check()
     cfg_dict, _path = tr.find_config(w.model)
-    wdtype, amp = tr.PRECISIONS[w.precision]
+    wdtype, amp = tr.PRECISIONS.get(w.precision, ("bf16", None))
     cuda.init()
     torch.manual_seed(0)
-    model, cfg = tr.build_hf(cfg_dict, tr.DTYPES[wdtype], w.attention, device=dev)
+    doc = {}
+    _experts_spy(doc)
+    ref_call = None
+    if w.method == "qlora":
+        model, cfg, loaded = _quantized(cfg_dict, w, dev)
+        doc.update(loaded)
+    elif w.objective != "sft":
+        from oomless.trace import preference as pf
+        from trl.trainer.utils import add_fused_lm_head
+        model, cfg = tr.build_hf(cfg_dict, tr.DTYPES[wdtype], w.attention, device=dev)
+        add_fused_lm_head(model)
+        if w.method == "lora":
+            model = tb.apply_lora(model, w.lora_rank, w.lora_targets, w.lora_dropout)
+        if w.reference == "copy":
+            ref, _ = tr.build_hf(cfg_dict, tr.DTYPES[wdtype], w.attention, device=dev)
+            add_fused_lm_head(ref)
+            ref.eval()
+            ref.requires_grad_(False)
+            ref_call = ref
+        else:
+            def ref_call(**kws):
+                with model.disable_adapter():
+                    return model(**kws)
+        # the tracer's loss, its batches on this device
+        pf._sample = lambda vocab, b, s: torch.randint(0, vocab, (b, s), device=dev)
+    else:
+        model, cfg = tr.build_hf(cfg_dict, tr.DTYPES[wdtype], w.attention, device=dev)
+    can_set = getattr(model, "_can_set_experts_implementation", None)
+    if can_set is not None and can_set():  # a dispatched experts block: the path it takes
+        doc["experts_implementation"] = getattr(model.config, "_experts_implementation", None)
     vocab = getattr(cfg, "vocab_size", None) or cfg.get_text_config().vocab_size
     if getattr(cfg, "is_encoder_decoder", False) and \
             getattr(model.config, "decoder_start_token_id", None) is None:
         # T5 starts its decoder with the pad token (the published configs say 0); the presets
         # leave the key out, and labels need it to be shifted into decoder inputs
         model.config.decoder_start_token_id = getattr(cfg, "pad_token_id", None) or 0
-    if w.method == "lora":
+    if w.method == "lora" and w.objective == "sft":
         model = tb.apply_lora(model, w.lora_rank, w.lora_targets, w.lora_dropout)
     cuda.synchronize()
-    doc = {"weights": cuda.memory_allocated()}
+    doc["weights"] = cuda.memory_allocated()
     amp_dtype = tr.DTYPES[amp] if amp else None
     running = {"alloc": 0, "res": 0}
 
@@ -156,8 +284,15 @@ def worker_case(args_text):
         running["res"] = max(running["res"], r)
         cuda.reset_peak_memory_stats()
 
+    rows, tokens = w.rows()
+
     def sample(batch, seq):
         return torch.randint(0, vocab, (batch, seq), device=dev)
+
+    def packed_positions():
+        # documents of --seq tokens each, their position ids restarting (as TRL's padding-free
+        # collator makes them): transformers finds the packed sequences from these values
+        return torch.arange(tokens, device=dev).remainder(w.seq).expand(rows, tokens)
 
     t0 = time.time()
     if w.method == "inference":
@@ -174,8 +309,7 @@ def worker_case(args_text):
         phase_end("inference")
         steps = 1
     else:
-        if w.checkpointing == "full":
-            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        _checkpointing(model, w)
         model.train()
         trainable = [p for p in model.parameters() if p.requires_grad]
         if w.optimizer == "adafactor":
@@ -187,11 +321,17 @@ def worker_case(args_text):
         steps = 3
         for step in range(steps):
             for _micro in range(w.grad_accum):
-                ids = sample(w.batch, w.seq)
                 with torch.autocast(dev, dtype=amp_dtype, enabled=amp_dtype is not None):
-                    if w.loss == "chunked":
-                        loss = tr.chunked_causal_loss(model, ids, w.chunk_tokens)
+                    if ref_call is not None:
+                        loss = pf._preference_loss(w, vocab, model, ref_call)
+                    elif w.loss == "chunked":
+                        loss = tr.chunked_causal_loss(model, sample(rows, tokens), w.chunk_tokens)
+                    elif w.packing != "none":
+                        ids = sample(rows, tokens)
+                        loss = model(input_ids=ids, labels=ids, position_ids=packed_positions(),
+                                     use_cache=False).loss
                     else:
+                        ids = sample(rows, tokens)
                         loss = model(input_ids=ids, labels=ids).loss
                 loss = loss / w.grad_accum
                 phase_end("forward")
@@ -301,9 +441,13 @@ def main():
     ap.add_argument("--only", default="")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--context", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--save-checkpoint", help=argparse.SUPPRESS)
+    ap.add_argument("--attention", default="sdpa", help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.context:
         return worker_context()
+    if a.save_checkpoint:
+        return save_checkpoint(a.save_checkpoint, a.attention)
     if a.one:
         return worker_case(a.one)
 

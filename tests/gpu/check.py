@@ -11,6 +11,9 @@
                                            recovered: exit 0, restarted, the effective batch kept,
                                            resumed from the checkpoint
   check.py accuracy OUTDIR                 at least 40 cases measured
+  check.py experts OUTDIR                  every mixture-of-experts case ran the experts path the
+                                           tracer runs on the meta device (grouped_mm), through
+                                           torch's grouped matmul, not transformers' fallback
 """
 import csv
 import glob
@@ -117,9 +120,36 @@ def accuracy(outdir):
     return 0 if len(ok) >= 40 else 1
 
 
+def experts(outdir):
+    files = sorted(glob.glob(os.path.join(outdir, "*-20*.jsonl")))
+    if not files:
+        print("no measurement JSONL in %s" % outdir)
+        return 1
+    seen, bad = [], []
+    for line in open(files[-1]):
+        doc = json.loads(line)
+        worker = doc.get("worker") or {}
+        impl = worker.get("experts_implementation")
+        if "id" not in doc or impl is None:
+            continue
+        calls = worker.get("experts_calls") or {}
+        # F.grouped_mm calls torch._grouped_mm: one matmul counted by both
+        torch_mm = max(calls.get("F.grouped_mm", 0), calls.get("torch._grouped_mm", 0))
+        seen.append("%s %s (%d grouped matmuls, %d fallback)" % (doc["id"], impl, torch_mm,
+                                                                calls.get("fallback", 0)))
+        if impl != "grouped_mm" or not torch_mm or calls.get("fallback"):
+            bad.append(doc["id"])
+    if not seen:
+        print("no mixture-of-experts case measured")
+        return 1
+    print("%s: %s" % ("not the traced path: " + ", ".join(bad) if bad else "as traced",
+                      "; ".join(seen)))
+    return 1 if bad else 0
+
+
 if __name__ == "__main__":
     cmds = {"gpus": gpus, "watch": watch, "probe": probe, "verify": verify, "run": run,
-            "accuracy": accuracy}
+            "accuracy": accuracy, "experts": experts}
     if len(sys.argv) < 2 or sys.argv[1] not in cmds:
         sys.exit(__doc__)
     try:
