@@ -583,8 +583,22 @@ def collect(a):
         cases += trace_cases(a.bin, a.trace)
     if "csv" in a.only:
         flag_names = estimate_flags(a.bin)
+        seen = {}
         for path in sorted(set(a.csv)):
-            cases += csv_cases(a.bin, path, flag_names)
+            for c in csv_cases(a.bin, path, flag_names):
+                # the same workload measured to the byte in an earlier file (the H200 of
+                # 2026-11-28 repeated the H100's 50 cases exactly: same torch, same allocator)
+                # is one measurement, not two: counted once, in the first file
+                argv = c.get("argv") or []
+                key = (tuple(w for i, w in enumerate(argv) if w != "--gpu" and
+                             (i == 0 or argv[i - 1] != "--gpu")), c["counter"], c["measured"])
+                if argv and seen.get(key, path) != path:
+                    sys.stderr.write("%s: %s skipped: the same measurement as %s\n"
+                                     % (os.path.basename(path), c["id"],
+                                        os.path.basename(seen[key])))
+                    continue
+                seen.setdefault(key, path)
+                cases.append(c)
     return cases
 
 
