@@ -61,7 +61,7 @@ def main():
     path = a.csv or compare.measured_paths()[-1]
     cases = []
     for row in compare.measured_rows([path]):
-        if row["status"] != "ok":
+        if row["status"] != "ok" or not row["nvml_peak"]:  # a device peak left out (its note)
             continue
         argv = shlex.split(row["args"])
         p = subprocess.run([a.bin, "estimate", "--json", "--gpu", row["gpu"]] + argv,
