@@ -1,8 +1,9 @@
 /*
  * supervise.c - `run`: launch the job; when it dies of out-of-memory, relaunch it with the
  * micro-batch the measured attempts predict to fit (a line through what each needed) and the
- * matching accumulation: exact where a divisor of the effective batch is at least half of it,
- * else the nearest accumulation (inexact, said in the restart event). Every launch, OOM, restart
+ * matching accumulation: exact where a divisor of the effective batch keeps at least a quarter
+ * of that micro-batch (EXACT_SHARE), else the nearest accumulation (inexact, said in the restart
+ * event). Every launch, OOM, restart
  * and exit is reported to the caller and appended to the events file.
  */
 #include "job/job.h"
@@ -124,6 +125,13 @@ static void on_event(const oom_job_event *ev, void *user)
 }
 
 /* The largest micro-batch in [floor, cap] that divides the effective batch; 0 when none. */
+/* The effective batch is kept exact when a divisor of it keeps at least 1/EXACT_SHARE of the
+ * micro-batch that would fit: a smaller micro-batch with more accumulation costs some speed,
+ * a changed effective batch changes the training. The H200 of 2026-11-28 restarted 50 at 21 x 2
+ * (effective 42) under a rule of one half, where 10 x 5 kept 50; a prime effective batch (307,
+ * divisors 1 and 307) still goes inexact. */
+#define EXACT_SHARE 4
+
 static int divisor_at_most(int cap, long effective, int floor)
 {
     int b;
@@ -380,12 +388,12 @@ static int plan_restart(struct restart *x, oomi_launch *l, oom_run_result *r, st
     } else if (fit) {
         fit = fit < floor ? floor : fit;
         next = divisor_at_most(fit, r->effective, floor);
-        if (!next || 2 * next < fit) /* a divisor that wastes half the batch: inexact instead */
+        if (!next || EXACT_SHARE * next < fit) /* a divisor too far below it: inexact */
             next = fit;
         oomi_snprintf(why, sizeof(x->why), "%s: batch %d predicted to fit", basis, fit);
     } else if (l->batch > floor) { /* nothing measured: the next divisor, or half */
         next = divisor_at_most(l->batch - 1, r->effective, floor);
-        if (!next || 2 * next < l->batch)
+        if (!next || EXACT_SHARE * next < l->batch)
             next = l->batch / 2 > floor ? l->batch / 2 : floor;
         oomi_snprintf(why, sizeof(x->why), "no peak measured");
     }

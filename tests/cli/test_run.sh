@@ -189,6 +189,17 @@ expect_eq "$(launches "$TMP/fit.jsonl")" "307 233 184 " \
     "fit: 307 -> 233 -> 184"
 expect_contains "$(jq -r 'select(.event == "restart") | .reason' "$TMP/fit.jsonl" | tail -1)" \
     "fit of attempts 1, 2 (out of memory before any step): " "fit: the basis"
+# 50 with 1 GiB + 350 MiB/sample in 8 GiB: one attempt predicts 21, where 10 is the divisor of 50
+# below it; 10 keeps over a quarter of 21, so the restart is exact, 10 x 5 = 50, not 21 x 2 = 42
+# (what the H200 of 2026-11-28 ran for one attempt under a rule of one half)
+oom run --batch-size 50 --vram-safety-margin 0 --events "$TMP/share.jsonl" -- "${JOB[@]}" \
+    --steps 2 --fixed 1G --per-sample 350M --marker "$MARK"
+expect_rc 0 "share: recovered"
+expect_eq "$(launches "$TMP/share.jsonl")" "50 10 " "share: 50 -> 10, the divisor, not 21"
+expect_eq "$(jq -r 'select(.event == "restart") | "\(.batch) \(.grad_accum)"' "$TMP/share.jsonl")" \
+    "10 5" "share: accumulation 5 keeps the effective 50"
+expect_contains "$ERR" "batch 21 predicted to fit" "share: the prediction said"
+expect_not_contains "$ERR" "inexact" "share: nothing inexact"
 expect_eq "$(left)" 0 "ladder: nothing left"
 
 # ---- a job that never fits stops, bounded ------------------------------------------------------
