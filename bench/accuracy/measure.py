@@ -153,6 +153,11 @@ def _experts_spy(doc):
         pass
 
 
+def checkpoint_path(model_name):
+    """Where the random checkpoint of a --method qlora case is kept ($MEASURE_CKPT_DIR)."""
+    return os.path.join(os.environ.get("MEASURE_CKPT_DIR", "/tmp/measure-ckpt"), model_name)
+
+
 def _quantized(cfg_dict, w, dev):
     """--method qlora as users run it: the checkpoint (random weights, saved once per model in
     MEASURE_CKPT_DIR) loaded by from_pretrained with BitsAndBytesConfig(load_in_4bit, nf4,
@@ -160,8 +165,7 @@ def _quantized(cfg_dict, w, dev):
     import torch
     import transformers
     from oomless.trace import build as tb, run as tr
-    root = os.environ.get("MEASURE_CKPT_DIR", "/tmp/measure-ckpt")
-    path = os.path.join(root, w.model)
+    path = checkpoint_path(w.model)
     if not os.path.exists(os.path.join(path, "config.json")):
         # in a process of its own: NVML's peak of this one must be the training's (the H200 run
         # of 2026-11-28 built Llama-3.1-8B's 14.96 GiB here, and its nvml_peak was that build)
@@ -189,38 +193,27 @@ def save_checkpoint(model_name, attention):
     from oomless.trace import run as tr
     cfg_dict, _path = tr.find_config(model_name)
     dev = os.environ.get("MEASURE_DEVICE", "cuda")
-    path = os.path.join(os.environ.get("MEASURE_CKPT_DIR", "/tmp/measure-ckpt"), model_name)
+    path = checkpoint_path(model_name)
     model, _cfg = tr.build_hf(cfg_dict, torch.bfloat16, attention, device=dev)
     model.save_pretrained(path + ".tmp", safe_serialization=True)
     os.replace(path + ".tmp", path)
 
 
-def _checkpointing(model, w):
-    """The model's own gradient checkpointing as the tracer enables it (prepare._for_training),
-    without the CUDA emulation: every layer, every:N, nth:N, or torchtitan's op-level policy."""
-    from oomless.trace.prepare import checkpoint_every, op_sac_policy
-    every, nth, offload = checkpoint_every(w.checkpointing)
-    if not every:
-        return
-    kw = {"use_reentrant": False}
-    if w.checkpointing == "op-sac":
-        from torch.utils.checkpoint import create_selective_checkpoint_contexts
-        kw["context_fn"] = lambda: create_selective_checkpoint_contexts(op_sac_policy())
-    extra = {"every_n_layers": every} if every > 1 and not nth else {}
-    if offload:
-        extra["offload"] = True
-    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kw, **extra)
-    if nth:
-        from transformers.modeling_layers import GradientCheckpointingLayer
-        layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
-        for i, layer in enumerate(layers):
-            layer.gradient_checkpointing = (i + 1) % every == 0
+def op_sac_contexts(checkpointing):
+    """checkpoint's context_fn for torchtitan's op-level policy (the tracer's op_sac_policy, with
+    no CUDA emulation around it: this runs on the GPU); None for any other checkpointing."""
+    if checkpointing != "op-sac":
+        return None
+    from torch.utils.checkpoint import create_selective_checkpoint_contexts
+    from oomless.trace.prepare import op_sac_policy
+    return lambda: create_selective_checkpoint_contexts(op_sac_policy())
 
 
 def worker_case(args_text):
     sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
     import torch
     from oomless.trace import build as tb, run as tr
+    from oomless.trace.prepare import enable_checkpointing
 
     dev = os.environ.get("MEASURE_DEVICE", "cuda")
     cuda = torch.cuda if dev == "cuda" else _NoCounters()
@@ -230,7 +223,8 @@ def worker_case(args_text):
     if w.method != "qlora":  # the tracer refuses qlora (meta device); built here on CUDA
         w.check()
     cfg_dict, _path = tr.find_config(w.model)
-    wdtype, amp = tr.PRECISIONS.get(w.precision, ("bf16", None))
+    # qlora's precision is its storage (4bit): it computes in bf16 without autocast
+    wdtype, amp = ("bf16", None) if w.method == "qlora" else tr.PRECISIONS[w.precision]
     cuda.init()
     torch.manual_seed(0)
     doc = {}
@@ -239,25 +233,9 @@ def worker_case(args_text):
     if w.method == "qlora":
         model, cfg, loaded = _quantized(cfg_dict, w, dev)
         doc.update(loaded)
-    elif w.objective != "sft":
+    elif w.objective != "sft":  # the tracer's policy and reference, on this device
         from oomless.trace import preference as pf
-        from trl.trainer.utils import add_fused_lm_head
-        model, cfg = tr.build_hf(cfg_dict, tr.DTYPES[wdtype], w.attention, device=dev)
-        add_fused_lm_head(model)
-        if w.method == "lora":
-            model = tb.apply_lora(model, w.lora_rank, w.lora_targets, w.lora_dropout)
-        if w.reference == "copy":
-            ref, _ = tr.build_hf(cfg_dict, tr.DTYPES[wdtype], w.attention, device=dev)
-            add_fused_lm_head(ref)
-            ref.eval()
-            ref.requires_grad_(False)
-            ref_call = ref
-        else:
-            def ref_call(**kws):
-                with model.disable_adapter():
-                    return model(**kws)
-        # the tracer's loss, its batches on this device
-        pf._sample = lambda vocab, b, s: torch.randint(0, vocab, (b, s), device=dev)
+        model, cfg, ref_call = pf._preference_models(w, cfg_dict, wdtype, None, device=dev)
     else:
         model, cfg = tr.build_hf(cfg_dict, tr.DTYPES[wdtype], w.attention, device=dev)
     can_set = getattr(model, "_can_set_experts_implementation", None)
@@ -309,7 +287,7 @@ def worker_case(args_text):
         phase_end("inference")
         steps = 1
     else:
-        _checkpointing(model, w)
+        enable_checkpointing(model, w.checkpointing, op_sac_contexts(w.checkpointing))
         model.train()
         trainable = [p for p in model.parameters() if p.requires_grad]
         if w.optimizer == "adafactor":
@@ -322,8 +300,9 @@ def worker_case(args_text):
         for step in range(steps):
             for _micro in range(w.grad_accum):
                 with torch.autocast(dev, dtype=amp_dtype, enabled=amp_dtype is not None):
-                    if ref_call is not None:
-                        loss = pf._preference_loss(w, vocab, model, ref_call)
+                    if ref_call is not None:  # the tracer's loss, its batches on this device
+                        loss = pf._preference_loss(w, vocab, model, ref_call,
+                                                   lambda _vocab, b, t: sample(b, t))
                     elif w.loss == "chunked":
                         loss = tr.chunked_causal_loss(model, sample(rows, tokens), w.chunk_tokens)
                     elif w.packing != "none":

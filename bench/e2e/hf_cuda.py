@@ -35,6 +35,7 @@ import torch  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
+import simulated_oom  # noqa: E402  (beside this script)
 
 def load(path):
     with open(path, encoding="utf-8") as f:
@@ -143,12 +144,7 @@ def job(a):
         ooms0 = torch.cuda.memory_stats().get("num_ooms", 0)
     model = build(cpu)
     if cpu:  # the simulated OOM
-        def hook(module, args, kwargs):
-            ids = kwargs["input_ids"]
-            if ids.shape[0] > a.effective // 2 and ids.shape[1] >= a.long:
-                raise torch.OutOfMemoryError("simulated: micro-batch %d of %d tokens"
-                                             % tuple(ids.shape))
-        model.register_forward_pre_hook(hook, with_kwargs=True)
+        simulated_oom.raise_above(model, a.effective // 2, a.long)
     caught, release = [], hr._release
 
     def recording_release(exc, *rest, **kw):  # the integration's release of each OOM it caught

@@ -37,6 +37,7 @@ import torch  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "bindings", "python"))
+import simulated_oom  # noqa: E402  (beside this script)
 import oomless.torch as ot  # noqa: E402
 
 DOC = {"script": "bench/e2e/inloop_cuda.py", "checks": {}}
@@ -141,12 +142,7 @@ def run(a, dev, micro, data, memory, deadline, later=None):
     results and the final weights (on the CPU)."""
     model, opt = build(dev, dev == "cpu")
     if dev == "cpu":  # the simulated OOM: long sequences above half the first micro-batch
-        def hook(module, args, kwargs):
-            ids = kwargs["input_ids"]
-            if ids.shape[0] > a.micro // 2 and ids.shape[1] >= a.long:
-                raise torch.OutOfMemoryError("simulated: micro-batch %d of %d tokens"
-                                             % tuple(ids.shape))
-        model.register_forward_pre_hook(hook, with_kwargs=True)
+        simulated_oom.raise_above(model, a.micro // 2, a.long)
     events = []
 
     def on_event(e):  # "oom" after the first empty_cache, "limit" after the second

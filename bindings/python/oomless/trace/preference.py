@@ -86,22 +86,25 @@ def _fused_head_as_on_cuda(tracker: Tracker) -> Iterator[None]:
 
 
 def _preference_models(w: Workload, cfg_dict: dict[str, Any], wdtype: str,
-                       tracker: Tracker) -> tuple[Any, Any, Callable[..., Any]]:
+                       tracker: Tracker | None,
+                       device: str = "meta") -> tuple[Any, Any, Callable[..., Any]]:
     """The policy and the reference as TRL's trainers hold them: the fused LM head added before
     PEFT wraps the model (add_fused_lm_head), the reference a frozen copy built from the same config
     at the policy's dtype (DPOTrainer.__init__: ref_model_init_kwargs dtype = model.dtype) or the
-    policy itself with its adapter disabled."""
+    policy itself with its adapter disabled. On `device` (bench/accuracy/measure.py builds them on
+    a GPU); the copy's weights registered with `tracker` when one is given."""
     from trl.trainer.utils import add_fused_lm_head
-    model, cfg = build_hf(cfg_dict, DTYPES[wdtype], w.attention)
+    model, cfg = build_hf(cfg_dict, DTYPES[wdtype], w.attention, device=device)
     add_fused_lm_head(model)
     if w.method == "lora":
         model = apply_lora(model, w.lora_rank, w.lora_targets, w.lora_dropout)
     if w.reference == "copy":
-        ref, _ = build_hf(cfg_dict, DTYPES[wdtype], w.attention)
+        ref, _ = build_hf(cfg_dict, DTYPES[wdtype], w.attention, device=device)
         add_fused_lm_head(ref)
         ref.eval()
         ref.requires_grad_(False)
-        tracker.register(list(ref.parameters()) + list(ref.buffers()), "weights")
+        if tracker is not None:
+            tracker.register(list(ref.parameters()) + list(ref.buffers()), "weights")
 
         def ref_call(**kw: Any) -> Any:
             return ref(**kw)
@@ -112,16 +115,17 @@ def _preference_models(w: Workload, cfg_dict: dict[str, Any], wdtype: str,
     return model, cfg, ref_call
 
 
-def _preference_loss(w: Workload, vocab: int, model: Any,
-                     ref_call: Callable[..., Any]) -> torch.Tensor:
+def _preference_loss(w: Workload, vocab: int, model: Any, ref_call: Callable[..., Any],
+                     sample: Callable[[int, int, int], torch.Tensor] = _sample) -> torch.Tensor:
     """One micro-batch's loss as DPOTrainer._compute_loss / KTOTrainer._compute_loss make it:
     DPO and IPO (DPOTrainer with loss_type "ipo"): chosen and rejected concatenated (2 x batch
     sequences) through the policy, then the same through the reference under no_grad; KTO: the
     KL batch (the completions shifted by one) through the policy under no_grad, the batch
-    through the policy, then both through the reference under no_grad."""
+    through the policy, then both through the reference under no_grad. `sample(vocab, rows,
+    tokens)` makes the batches (on the meta device unless given)."""
     n = 2 * w.batch if w.objective in ("dpo", "ipo") else w.batch
-    ids = _sample(vocab, n, w.seq)
-    kl = _sample(vocab, w.batch, w.seq) if w.objective == "kto" else None
+    ids = sample(vocab, n, w.seq)
+    kl = sample(vocab, w.batch, w.seq) if w.objective == "kto" else None
     if kl is not None:
         with torch.no_grad():
             model(input_ids=kl, labels=kl, fused_lm_head=True, use_cache=False)

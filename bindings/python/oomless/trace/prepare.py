@@ -103,42 +103,54 @@ class HostOffload(torch.autograd.graph.saved_tensors_hooks):
         super().__init__(pack, unpack)
 
 
-def _for_training(model: Any, w: Workload,
-                  emu: CudaEmulation) -> tuple[list[torch.Tensor], Any]:
-    """The model in training mode, with the model's own gradient checkpointing under
-    --checkpointing full (every layer), every:N (transformers' every_n_layers: layers 1, N+1,
-    ...), nth:N (layers N, 2N, ..., as torchtitan's layer-level selective checkpointing wraps
-    them) or op-sac (every layer under torchtitan's op-level policy, op_sac_policy); its trained
-    parameters and their optimizer."""
-    shape = checkpoint_every(w.checkpointing)
+def enable_checkpointing(model: Any, checkpointing: str,
+                         context_fn: Callable[[], tuple[Any, Any]] | None = None) -> None:
+    """The model's own gradient checkpointing for a --checkpointing value: every layer (full,
+    op-sac), every:N (transformers' every_n_layers: layers 1, N+1, ...), nth:N (layers N, 2N,
+    ..., as torchtitan's layer-level selective checkpointing wraps them), +offload; nothing for
+    none. `context_fn` is checkpoint's (op-sac's policy, the tracer's emulation); None: the
+    default. The tracer and bench/accuracy/measure.py (on a GPU) enable it the same way."""
+    shape = checkpoint_every(checkpointing)
     assert shape is not None  # Workload.check() refused the others
     every, nth, offload = shape
+    if not every:
+        return
+    ckpt_kwargs: dict[str, Any] = {"use_reentrant": False}
+    if context_fn is not None:
+        ckpt_kwargs["context_fn"] = context_fn
+    kwargs: dict[str, Any] = {"every_n_layers": every} if every > 1 and not nth else {}
     if offload:
+        kwargs["offload"] = True
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=ckpt_kwargs, **kwargs)
+    if nth:
+        from transformers.modeling_layers import GradientCheckpointingLayer
+        layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
+        for i, layer in enumerate(layers):
+            layer.gradient_checkpointing = (i + 1) % every == 0
+
+
+def _for_training(model: Any, w: Workload,
+                  emu: CudaEmulation) -> tuple[list[torch.Tensor], Any]:
+    """The model in training mode, with its own gradient checkpointing as --checkpointing says
+    (enable_checkpointing; op-sac under torchtitan's op-level policy, op_sac_policy), under the
+    CUDA emulation; its trained parameters and their optimizer."""
+    shape = checkpoint_every(w.checkpointing)
+    assert shape is not None  # Workload.check() refused the others
+    if shape[2]:  # +offload
         # transformers' activation_checkpointing_enable(offload=True) wraps each checkpoint in
         # save_on_cpu (modeling_utils.py, transformers 5.23), which the meta device cannot run:
         # the emulation takes its place for this process's traces
         import transformers.modeling_utils
         transformers.modeling_utils.save_on_cpu = HostOffload  # type: ignore[misc,assignment]
-    if every:
-        # the recomputation in the backward re-enters the forward's emulation, as checkpoint
-        # re-enters the forward's autocast state on a GPU
-        def contexts() -> tuple[Any, Any]:
-            if w.checkpointing == "op-sac":
-                from torch.utils.checkpoint import create_selective_checkpoint_contexts
-                fwd, rec = create_selective_checkpoint_contexts(op_sac_policy())
-                return fwd, _Both(emu.recompute_context(), rec)
-            return contextlib.nullcontext(), emu.recompute_context()
-        kwargs: dict[str, Any] = {"every_n_layers": every} if every > 1 and not nth else {}
-        if offload:
-            kwargs["offload"] = True
-        model.gradient_checkpointing_enable(
-            gradient_checkpointing_kwargs={"use_reentrant": False, "context_fn": contexts},
-            **kwargs)
-        if nth:
-            from transformers.modeling_layers import GradientCheckpointingLayer
-            layers = [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
-            for i, layer in enumerate(layers):
-                layer.gradient_checkpointing = (i + 1) % every == 0
+    # the recomputation in the backward re-enters the forward's emulation, as checkpoint
+    # re-enters the forward's autocast state on a GPU
+    def contexts() -> tuple[Any, Any]:
+        if w.checkpointing == "op-sac":
+            from torch.utils.checkpoint import create_selective_checkpoint_contexts
+            fwd, rec = create_selective_checkpoint_contexts(op_sac_policy())
+            return fwd, _Both(emu.recompute_context(), rec)
+        return contextlib.nullcontext(), emu.recompute_context()
+    enable_checkpointing(model, w.checkpointing, contexts)
     model.train()
     trainable = [p for p in model.parameters() if p.requires_grad]
     return trainable, make_optimizer(w.optimizer, trainable)
