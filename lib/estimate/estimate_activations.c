@@ -91,6 +91,52 @@ static double titan_qwen3_per_token(const ctx *x, double f)
     return norms + qk_norms + rope + attention + 4 * 2 * f;
 }
 
+/* whether a LoRA adapter without dropout takes the input of one of these linears: lora_A then
+ * keeps that very tensor (PEFT's nn.Identity for a dropout of 0) */
+static bool input_kept_by_lora(const ctx *x, const char *const *names)
+{
+    if (!x->lora_on || x->w->lora.dropout > 0)
+        return false;
+    for (; *names; names++)
+        if (oomi_lora_adapts(x->m, x->w->lora.targets, *names))
+            return true;
+    return false;
+}
+
+/* bitsandbytes 0.43 and earlier: MatMul4Bit.forward keeps its 16-bit input A for the backward
+ * (`ctx.tensors = (A, B)` whenever A or B needs a gradient; bitsandbytes/autograd/_functions.py
+ * at 0.43.3) though the frozen weight's backward needs only B; bitsandbytes PR #1270 (0.44.0)
+ * keeps (None, B). A frozen nn.Linear keeps nothing of its input (autograd saves mm's input
+ * only for the weight's gradient), so under 0.43 a layer keeps in addition, where no other op
+ * keeps them: the attention's input (the first norm's output), o_proj's input (under SDPA and
+ * eager a contiguous copy of the kernel's output; under flash-attention the kernel's own
+ * output, already kept), the MLP's input (the second norm's output) and down_proj's input. A
+ * group's input is kept already where LoRA adapts one of its linears without dropout. Bytes
+ * per token of a layer whose MLP is `f` wide, `share` of it the experts' (left out: an expert
+ * is an nn.Linear under bitsandbytes only in some families). */
+static double bnb_kept_inputs(const ctx *x, double f, double share)
+{
+    static const char *const attn_in[] = {"q_proj",          "k_proj", "v_proj", "qkv_proj",
+                                          "query_key_value", "Wqkv",   "c_attn", NULL};
+    static const char *const attn_out[] = {"o_proj", "out_proj", "dense", NULL};
+    static const char *const mlp_in[] = {
+        "gate_proj", "up_proj", "gate_up_proj", "fc1", "dense_h_to_4h", "c_fc", NULL};
+    static const char *const mlp_out[] = {"down_proj", "fc2", "dense_4h_to_h", NULL};
+    const oomi_model *m = x->m;
+    double h = (double)m->hidden, qd = (double)(m->heads * m->head_dim), b = 0;
+    if (!oomi_bnb_keeps_inputs(x->w))
+        return 0;
+    if (!input_kept_by_lora(x, attn_in))
+        b += h;
+    if (x->w->k.attention != OOM_ATTENTION_FLASH && !input_kept_by_lora(x, attn_out))
+        b += qd;
+    if (share < 1 && !input_kept_by_lora(x, mlp_in))
+        b += (1 - share) * h;
+    if (share < 1 && !input_kept_by_lora(x, mlp_out))
+        b += (1 - share) * f;
+    return 2 * b; /* a 4-bit base computes in 16 bits */
+}
+
 /* bytes saved per token by a layer of MLP width `f` per token, `share` of it a layer with the
  * experts, without the eager score term */
 static double per_token_of(const ctx *x, double f, double share)
@@ -128,7 +174,7 @@ static double per_token_of(const ctx *x, double f, double share)
     if (x->w->k.batch == 1)
         b += x->w->k.attention == OOM_ATTENTION_EAGER ? a->b1_eager_q * qd + a->b1_eager_kv * kvd
                                                       : a->b1_q * qd + a->b1_kv * kvd;
-    return b;
+    return b + bnb_kept_inputs(x, f, share);
 }
 
 /* bytes saved per token by one (encoder or only) layer, averaged over the layers (the MLP

@@ -101,6 +101,10 @@ double oomi_est_optimizer_states(const ctx *x, double state, double master);
 void oomi_est_fsdp2(const ctx *x, fsdp2_mem *f);
 double oomi_est_max_linear(const oomi_model *m);
 double oomi_est_dequant(const ctx *x);
+/* the output head's parameters a quantizer quantizes with the linears (0: none); the parameters
+ * quantized and those left unquantized */
+double oomi_est_quantized_head(const ctx *x);
+void oomi_est_quantized_split(const ctx *x, double *linear, double *other);
 double oomi_est_paged_share(const ctx *x);
 double oomi_est_tp_weights(const ctx *x);
 double oomi_est_reference_weights(const ctx *x);

@@ -238,22 +238,20 @@ int oomi_qlora_of(oomi_qlora *out, const oom_workload *w)
     ctx x;
     oom_workload wb;
     oomi_model rm;
-    const oomi_model *m;
-    double grad, state, master, linear;
+    double grad, state, master, linear, other;
     int err;
 
     memset(out, 0, sizeof(*out));
     if ((err = setup(&x, &wb, &rm, w)))
         return err;
-    m = x.m;
-    linear = (double)m->params_linear;
+    oomi_est_quantized_split(&x, &linear, &other);
     out->quantized = x.nf4;
     out->double_quant = x.dq;
     if (x.nf4) {
         out->nf4 = linear / 2;
         out->absmax = x.dq ? linear / 64 : linear * 4 / 64;
         out->absmax2 = x.dq ? linear * 4 / (64 * 256) : 0;
-        out->unquantized = (double)(m->params - m->params_linear) * oomi_est_unquantized_bytes(&x);
+        out->unquantized = other * oomi_est_unquantized_bytes(&x);
         out->dequant = oomi_est_dequant(&x);
     }
     if (x.lora_on) {

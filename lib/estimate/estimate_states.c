@@ -38,11 +38,34 @@ static double rope_caches(const ctx *x)
     return (double)(x->lora_on ? m->layers : 1) * (double)m->max_pos * 2 * (double)m->head_dim * 4;
 }
 
+/* the output head's parameters quantized with the linears: Lightning Fabric's
+ * BitsandbytesPrecision converts every nn.Linear (_convert_layers and the class replacement of
+ * module_init_context, lightning/fabric/plugins/precision/bitsandbytes.py), LitGPT's lm_head
+ * too, which LitGPT keeps apart from the embedding even where the checkpoint ties them (GPT:
+ * lm_head = nn.Linear(n_embd, padded_vocab_size), litgpt/model.py); transformers'
+ * BitsAndBytesConfig leaves the output head in 16 bits (get_keys_to_not_convert). 0 without */
+double oomi_est_quantized_head(const ctx *x)
+{
+    const oomi_model *m = x->m;
+    if (!x->nf4 || x->w->quant.quantizer != OOMI_QUANTIZER_FABRIC || m->head == OOMI_HEAD_SEQ_CLS ||
+        m->head == OOMI_HEAD_BASE)
+        return 0;
+    return (double)m->vocab * (double)m->hidden;
+}
+
+void oomi_est_quantized_split(const ctx *x, double *linear, double *other)
+{
+    const oomi_model *m = x->m;
+    double head = oomi_est_quantized_head(x);
+    *linear = (double)m->params_linear + head;
+    *other = (double)(m->params - m->params_linear) - (head > 0 ? (double)m->params_lm_head : 0);
+}
+
 double oomi_est_weights(const ctx *x)
 {
     const oomi_model *m = x->m;
-    double linear = (double)m->params_linear, other = (double)(m->params - m->params_linear);
-    double base;
+    double linear, other, base;
+    oomi_est_quantized_split(x, &linear, &other);
     if (x->quant) {
         double qb = m->quant_bytes > 0 ? m->quant_bytes /* as its config says */
                     : x->nf4           ? oomi_nf4_bytes(x->dq)
@@ -171,7 +194,8 @@ double oomi_est_max_linear(const oomi_model *m)
     return best;
 }
 
-/* A 4-bit base's linear in a forward or backward: bitsandbytes dequantises the whole weight to
+/* A 4-bit base's linear in a forward or backward (the output head among them where the quantizer
+ * takes it): bitsandbytes dequantises the whole weight to
  * the compute dtype for the matmul (MatMul4Bit.forward: linear(A, dequantize_4bit(B).to(A.dtype)
  * .t()); backward the same for grad_A, bitsandbytes/autograd/_functions.py), one linear at a time
  * and freed after it. With double quantization dequantize_4bit first rebuilds the fp32 absmax of
@@ -179,7 +203,11 @@ double oomi_est_max_linear(const oomi_model *m)
  * alive while the weight is dequantised. Other quantised bases: one 16-bit copy. */
 double oomi_est_dequant(const ctx *x)
 {
-    return oomi_est_max_linear(x->m) * (2.0 + (x->nf4 && x->dq ? 4.0 / 64 : 0));
+    double big = oomi_est_max_linear(x->m), head = oomi_est_quantized_head(x);
+    /* Fabric quantizes an fp16 copy (_Linear4bit.quantize: weight.to(torch.half)), so
+     * dequantize_4bit returns fp16, cast then to the compute dtype: both alive at the cast */
+    double copy = x->w->quant.quantizer == OOMI_QUANTIZER_FABRIC ? 4.0 : 2.0;
+    return (head > big ? head : big) * (copy + (x->nf4 && x->dq ? 4.0 / 64 : 0));
 }
 
 /* The share of the optimizer states a paged optimizer keeps in CUDA unified memory: those of

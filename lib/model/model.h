@@ -214,10 +214,15 @@ struct oom_workload {
     /* the precision of a quantised base (docs/estimate.md, "QLoRA"): bnb_4bit_use_double_quant
      * (0 auto: yes under qlora, BitsAndBytesConfig's no elsewhere; 1 no; 2 yes); PEFT's
      * prepare_model_for_kbit_training, unquantised params in fp32 (0 auto: simpo and orpo on a
-     * bitsandbytes base, whose TRL trainers call it; 1 no; 2 yes; oomi_kbit_prepare) */
+     * bitsandbytes base, whose TRL trainers call it; 1 no; 2 yes; oomi_kbit_prepare); the
+     * bitsandbytes release (0: 0.44 or later; 1: 0.43 or earlier, whose 4-bit linears keep their
+     * inputs for the backward: oomi_bnb_keeps_inputs); the code that quantizes it
+     * (OOMI_QUANTIZER_*) */
     struct {
         unsigned double_quant;
         unsigned kbit_prepare;
+        unsigned bitsandbytes;
+        unsigned quantizer;
     } quant;
     /* checkpointing full: one layer in N checkpointed (every 0, 1: every one), the N-th of each N
      * (nth: torchtitan) else the first (transformers); the checkpointed layers' inputs kept in
@@ -339,6 +344,14 @@ extern const oom_option_value *const oomi_adapter_dtype_values[3];
  * its double quantization as resolved (auto: under --method qlora) */
 bool oomi_nf4_base(const oom_workload *w);
 bool oomi_double_quant(const oom_workload *w);
+/* who quantizes a bitsandbytes 4-bit base at load (workload option quantizer): transformers'
+ * BitsAndBytesConfig (every linear but the output head, in the load dtype) or Lightning
+ * Fabric's BitsandbytesPrecision (every nn.Linear, the head too, from an fp16 copy) */
+enum { OOMI_QUANTIZER_TRANSFORMERS, OOMI_QUANTIZER_FABRIC };
+/* a 4-bit base of bitsandbytes' linears; one whose MatMul4Bit keeps its input (--bitsandbytes
+ * 0.43) */
+bool oomi_bnb_linears(const oom_workload *w);
+bool oomi_bnb_keeps_inputs(const oom_workload *w);
 /* PEFT's prepare_model_for_kbit_training as resolved (auto: TRL's CPOTrainer and ORPOTrainer call
  * it for a model loaded in 4 or 8 bits, its SFT, DPO, KTO, GRPO and reward trainers do not) */
 bool oomi_kbit_prepare(const oom_workload *w);

@@ -201,6 +201,19 @@ bool oomi_double_quant(const oom_workload *w)
                                 (w->quant.double_quant == 0 && w->k.method == OOM_METHOD_QLORA));
 }
 
+/* whether the stack's 4-bit linears are bitsandbytes' (torchtune and torchtitan quantize with
+ * torchao's NF4Tensor, Unsloth with its own fast_dequantize and LoRA kernels) */
+bool oomi_bnb_linears(const oom_workload *w)
+{
+    return oomi_nf4_base(w) && w->stack != OOMI_STACK_TORCHTUNE &&
+           w->stack != OOMI_STACK_TORCHTITAN && w->stack != OOMI_STACK_UNSLOTH;
+}
+
+bool oomi_bnb_keeps_inputs(const oom_workload *w)
+{
+    return w->quant.bitsandbytes == 1 && oomi_bnb_linears(w);
+}
+
 oom_precision oomi_precision_without_bf16(oom_precision p)
 {
     return p == OOM_PRECISION_BF16       ? OOM_PRECISION_FP16

@@ -167,6 +167,24 @@ const oom_option_value *const oomi_adapter_dtype_values[3] = {
     V(W, "bf16", "bf16, as TRL leaves a 4-bit model's and torchtune builds them"),
 };
 
+/* the quant.bitsandbytes order */
+static const oom_option_value *const bitsandbytes_values[] = {
+    V(W, "0.44", "0.44 or later: a 4-bit linear keeps only its packed weight for the backward"),
+    V(W, "0.43",
+      "0.43 or earlier: MatMul4Bit also keeps each 4-bit linear's 16-bit input (bitsandbytes "
+      "PR #1270 dropped it in 0.44.0)"),
+};
+
+/* the OOMI_QUANTIZER_* order */
+static const oom_option_value *const quantizer_values[] = {
+    V(W, "transformers",
+      "BitsAndBytesConfig (transformers, PEFT, TRL, axolotl): every linear but the output head, "
+      "quantized in the load dtype"),
+    V(W, "fabric",
+      "Lightning Fabric's BitsandbytesPrecision (LitGPT): every nn.Linear, the output head too, "
+      "quantized from an fp16 copy"),
+};
+
 static const oom_option_value *const kbit_prepare_values[] = {
     V(W, "auto", "yes for simpo and orpo, whose TRL trainers call it, else no"),
     V(W, "no", "the base as loaded"),
@@ -384,6 +402,11 @@ static const oom_option *const options[] = {
         double_quant_values),
     OPT("adapter-dtype", "DTYPE", "LoRA adapters, their gradients and AdamW states", "auto", W,
         oomi_adapter_dtype_values),
+    OPT("bitsandbytes", "VERSION",
+        "4-bit base: the bitsandbytes release its 4-bit linears run (0.43: each keeps its input)",
+        "0.44", W, bitsandbytes_values),
+    OPT("quantizer", "CODE", "4-bit base: the code that quantizes it at load", "transformers", W,
+        quantizer_values),
     OPT("kbit-prepare", "WHEN",
         "bitsandbytes base: PEFT's prepare_model_for_kbit_training, which upcasts embeddings, "
         "head and norms to fp32",

@@ -395,6 +395,8 @@ static const option_field fields[] = {
     OWN("lora-dropout", set_dropout, get_dropout),
     FIELD("double-quant", CHOICE, quant.double_quant),
     FIELD("adapter-dtype", CHOICE, lora.adapter_dtype),
+    FIELD("bitsandbytes", CHOICE, quant.bitsandbytes),
+    FIELD("quantizer", CHOICE, quant.quantizer),
     FIELD("kbit-prepare", CHOICE, quant.kbit_prepare),
     FIELD("decoder-seq", COUNT_OR_NONE, shape.decoder_seq),
     FIELD("max-positions", COUNT_OR_NONE, shape.max_positions),

@@ -92,6 +92,44 @@ oom estimate --model llama-3.1-8b --method inference --precision 4bit --double-q
 expect_json .memory.weights "$(py "$LIN * (0.5 + 1 / 64 + 4 / 16384) + $REST * 2")" \
     "4bit inference with double quantization"
 
+# --bitsandbytes 0.43: MatMul4Bit keeps each 4-bit linear's 16-bit input for the backward. At
+# 256 tokens over 32 layers, beside what 0.44 keeps: the attention's input (4096), o_proj's (4096,
+# a copy of SDPA's output), the MLP's input (4096) and down_proj's (14336), 2 bytes each
+q
+ACT=$(jq .memory.activations <<<"$OUT")
+q --bitsandbytes 0.43
+expect_eq "$(jq .memory.activations <<<"$OUT")" "$((ACT + 256 * 32 * 2 * (4096 + 4096 + 4096 + 14336)))" \
+    "0.43 keeps the four inputs of each layer"
+q --attention flash
+ACT_FLASH=$(jq .memory.activations <<<"$OUT")
+q --attention flash --bitsandbytes 0.43
+expect_eq "$(jq .memory.activations <<<"$OUT")" "$((ACT_FLASH + 256 * 32 * 2 * (4096 + 4096 + 14336)))" \
+    "under flash-attention o_proj's input is the kernel's own output, kept already"
+q --lora-targets all-linear --lora-dropout 0
+ACT_ALL=$(jq .memory.activations <<<"$OUT")
+q --lora-targets all-linear --lora-dropout 0 --bitsandbytes 0.43
+expect_eq "$(jq .memory.activations <<<"$OUT")" "$ACT_ALL" \
+    "LoRA without dropout on every linear: lora_A keeps each input already"
+q --lora-targets q_proj,down_proj --lora-dropout 0 --bitsandbytes 0.43
+Q_DOWN=$(jq .memory.activations <<<"$OUT")
+q --lora-targets q_proj,down_proj --lora-dropout 0
+expect_eq "$Q_DOWN" "$(($(jq .memory.activations <<<"$OUT") + 256 * 32 * 2 * (4096 + 4096)))" \
+    "q_proj and down_proj adapted without dropout: o_proj's and the MLP's inputs left"
+
+# --quantizer fabric: Lightning Fabric's BitsandbytesPrecision (LitGPT) quantizes the output head
+# too (128256 x 4096, untied), from an fp16 copy: dequantize_4bit returns fp16, cast to bf16
+HEAD=$((128256 * 4096))
+q --quantizer fabric
+expect_json .qlora.nf4_bytes "$(((LIN + HEAD) / 2))" "the head's codes with the linears'"
+expect_json .qlora.unquantized_bytes "$(((REST - HEAD) * 2))" "embeddings and norms left in bf16"
+expect_json .qlora.dequantized_transient_bytes "$(py "$HEAD * (4 + 4 / 64)")" \
+    "the head, the largest linear, dequantized to fp16 and cast to bf16"
+jq '. + {tie_word_embeddings: true}' "$OOMLESS_SRC/data/models/llama-3.1-8b.json" >"$TMP/tied.json"
+oom estimate --model "$TMP/tied.json" --method qlora --seq 256 --quantizer fabric --json
+expect_json .qlora.unquantized_bytes "$(((REST - HEAD) * 2))" \
+    "a tied checkpoint: LitGPT's head is its own nn.Linear, the embedding stays bf16"
+expect_json .qlora.nf4_bytes "$(((LIN + HEAD) / 2))" "and its head is quantized"
+
 # refused where they mean nothing
 oom estimate --model llama-3.1-8b --method lora --double-quant yes
 expect_rc 2 "double-quant on a bf16 base"
@@ -102,6 +140,15 @@ oom estimate --model llama-3.1-8b --method lora --kbit-prepare yes
 expect_rc 2 "kbit-prepare on a bf16 base"
 jq '. + {quantization_config: {quant_method: "bitsandbytes", load_in_4bit: true}}' \
     "$OOMLESS_SRC/data/models/llama-3.1-8b.json" >"$TMP/bnb4.json"
+oom estimate --model llama-3.1-8b --method lora --bitsandbytes 0.43
+expect_rc 2 "bitsandbytes 0.43 on a bf16 base"
+expect_contains "$ERR" "bitsandbytes 0.43" "named"
+oom estimate --model llama-3.1-8b --method qlora --stack torchtune --bitsandbytes 0.43
+expect_rc 2 "bitsandbytes 0.43 under torchtune, whose NF4 is torchao's"
+expect_contains "$ERR" "torchtune" "the stack named"
+oom estimate --model llama-3.1-8b --method lora --quantizer fabric
+expect_rc 2 "quantizer fabric on a bf16 base"
+expect_contains "$ERR" "quantizer fabric" "named"
 oom estimate --model "$TMP/bnb4.json" --method lora --double-quant yes
 expect_rc 2 "double-quant on a pre-quantized checkpoint"
 expect_contains "$ERR" "quantization_config" "its config says"
