@@ -36,12 +36,19 @@ FAKE = textwrap.dedent('''\
     mem = {}
     for k in ("allocated_peak", "reserved_peak", "device_peak"):
         mem[k], mem[k + "_upper95"] = g, g * 1.1
-    print(json.dumps({"memory": mem, "peak_phase": "backward", "workload": {
-        "method": "full", "attention": "sdpa", "checkpointing": "none", "precision": "bf16"}}))
+    doc = {"memory": mem, "peak_phase": "backward", "workload": {
+        "method": "full", "attention": "sdpa", "checkpointing": "none", "precision": "bf16"}}
+    if "--inference" in a:  # 1 GiB of weights, a 1 GiB cache for --seq tokens, a 2^27-wide MLP
+        doc["workload"].update(method="inference", seq=int(a[a.index("--seq") + 1]), batch=1)
+        mem.update(weights=2 ** 30, kv_cache=2 ** 30)
+        doc["model"] = {"ffn": 2 ** 27}
+        if "--moe" in a:
+            doc["model"].update(experts=8, experts_per_token=2)
+    print(json.dumps(doc))
     ''') % sys.executable
 
 COLUMNS = ["id", "source_key", "max_memory_allocated_gib", "max_memory_reserved_gib",
-           "nvml_peak_gib", "args", "not_modelled"]
+           "nvml_peak_gib", "args", "not_modelled", "seq_len"]
 
 
 class Harness(unittest.TestCase):
@@ -120,6 +127,26 @@ class Harness(unittest.TestCase):
         self.assertEqual(self.run_compare(self.ROWS, "--min-coverage", "0.7")[0], 1)
         self.assertEqual(self.run_compare(self.ROWS, "--max-median", "10")[0], 0)
         self.assertEqual(self.run_compare(self.ROWS, "--max-median", "9.9")[0], 1)
+
+    def test_an_inference_reading_below_its_floor_fails(self):
+        # --seq 4, a prompt of 2: 1 GiB of weights + half the 1 GiB cache + one MLP intermediate
+        # of the prompt (2 x 2^27 x 2 bytes = 0.5 GiB): a floor of 2 GiB
+        def row(i, gib, extra=""):
+            return {"id": i, "source_key": "s", "max_memory_allocated_gib": gib,
+                    "seq_len": "2 + 2 generated", "args": "--model x --seq 4 --inference" + extra}
+        rc, out, _ = self.run_compare([row("f1", "2.1")])
+        self.assertEqual(rc, 0, out)
+        self.assertNotIn("below its floor", out)
+        rc, out, _ = self.run_compare([row("f1", "2.1"), row("f2", "1.9")])
+        self.assertEqual(rc, 1)
+        self.assertIn("below its floor: f2: measured 1.900 GiB < 2.000 GiB", out)
+        self.assertNotIn("f1: measured", out)
+        # a MoE's experts may each take few tokens at a time: no MLP term (floor 1.5 GiB)
+        self.assertEqual(self.run_compare([row("f3", "1.9", " --moe")])[0], 0)
+        # a training row has no floor here
+        self.assertEqual(self.run_compare([{"id": "t1", "source_key": "s",
+                                            "max_memory_allocated_gib": "0.5",
+                                            "args": "--model x --seq 1"}])[0], 0)
 
     def test_bad_rows_are_refused(self):
         two = [{"id": "t", "source_key": "s", "max_memory_allocated_gib": "1",

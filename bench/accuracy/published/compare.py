@@ -17,20 +17,24 @@ is"), and reports per source:
   under    cases whose estimate is below the measured peak
   bound    cases whose measured peak is at or under the stated 95 % bound
 
-and the same over all cases. --modelled-only keeps the rows whose `not_modelled` column is empty
+and the same over all cases. An inference row whose reading is below the least memory its stated
+workload holds at once (the weights, the KV cache of its prompt and one MLP intermediate of the
+prompt's prefill, which exists beside every layer's cache: `floor`) cannot be a reading of that
+workload: it is listed and the exit status is 1 (such rows belong in rejected.csv). --modelled-only keeps the rows whose `not_modelled` column is empty
 (nothing of the run is known to lie outside what the estimator models). The bound here is the
 one data/confidence.json gives today, fitted with these cases unseen: an out-of-sample check of
 the bound as it stands (bench/accuracy/fit_confidence.py --holdout-sources refits without each
 source in turn).
 
 Exit status: 0; 1 when an estimate failed, or a limit given (--max-median PCT, --min-coverage
-FRACTION) is not met; 2 for a bad cases file. Python 3 standard library only.
+FRACTION) is not met, or a reading is below its floor; 2 for a bad cases file. Python 3 standard library only.
 """
 import argparse
 import concurrent.futures
 import csv
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -75,6 +79,24 @@ def estimate(binary, row):
     return json.loads(p.stdout), None
 
 
+def floor(row, est):
+    """GiB an inference row's stated workload holds at once: the weights, the KV cache of the
+    prompt (the `seq_len` column's first number; the estimate's cache is for --seq tokens) and the
+    output of one MLP projection over the prompt, made in the last layer's prefill while every
+    layer's cache is kept (none for a MoE, whose experts may each take few of the tokens at a
+    time). None for a training row."""
+    wl, model, mem = est.get("workload", {}), est.get("model", {}), est.get("memory", {})
+    if wl.get("method") != "inference" or "weights" not in mem:
+        return None
+    m = re.match(r"\s*(\d+)", row.get("seq_len", ""))
+    seq = max(int(wl.get("seq") or 1), 1)
+    prompt = min(int(m.group(1)), seq) if m else 0
+    width = 0 if model.get("experts") else (model.get("ffn") or 0)
+    elem = 4 if wl.get("precision") == "fp32" else 2
+    return (mem["weights"] + mem.get("kv_cache", 0) * prompt / seq +
+            (wl.get("batch") or 1) * prompt * width * elem) / GiB
+
+
 def compare(binary, rows, jobs):
     with concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
         done = list(pool.map(lambda r: estimate(binary, r), rows))
@@ -89,6 +111,7 @@ def compare(binary, rows, jobs):
             c["bound"] = mem[key + "_upper95"] / GiB if mem.get(key + "_upper95") else None
             c["rel"] = (c["predicted"] - meas) / meas
             c["phase"] = est.get("peak_phase", "")
+            c["floor"] = floor(r, est)
         out.append(c)
     return out
 
@@ -164,7 +187,11 @@ def main():
     print("(GiB; error = (estimate - measured) / measured; %d sources, median of the per-source "
           "medians %.1f%%; %d estimates failed)" % (len(meds), 100 * statistics.median(meds),
                                                    total["failed"]))
-    bad = total["failed"] > 0
+    low = [c for c in cases if c.get("floor") is not None and c["measured"] < c["floor"]]
+    for c in low:
+        print("below its floor: %s: measured %.3f GiB < %.3f GiB (weights, the prompt's KV cache "
+              "and one MLP intermediate of its prefill)" % (c["id"], c["measured"], c["floor"]))
+    bad = total["failed"] > 0 or bool(low)
     if a.max_median is not None and 100 * total["median"] > a.max_median:
         bad = True
     if a.min_coverage is not None and total["covered"] < a.min_coverage * total["bounded"]:
