@@ -312,6 +312,11 @@ static void print_qlora(const oom_estimate_report *r)
                r->double_quant ? " (double quant)" : "",
                oom_format_size(s3, sizeof(s3), r->unquantized_bytes),
                oom_format_size(s4, sizeof(s4), r->dequantized_bytes));
+    if (r->quantizer)
+        printf("  %-30s: quantizer %s, bitsandbytes %s%s%s%s\n", "4-bit code", r->quantizer,
+               r->bitsandbytes, strcmp(r->bitsandbytes, "0.43") ? " or later" : " or earlier",
+               r->kept_inputs_bytes ? "; its 4-bit linears keep their inputs: " : "",
+               r->kept_inputs_bytes ? oom_format_size(s1, sizeof(s1), r->kept_inputs_bytes) : "");
     if (r->adapter_dtype)
         printf("  %-30s: %s, %s\n", "LoRA adapters", r->adapter_dtype,
                oom_format_size(s1, sizeof(s1), r->adapter_bytes));

@@ -1295,9 +1295,16 @@ typedef struct oom_estimate_report {
     int sequence_parallel;
     size_t n_ranks, limiting_rank; /**< the pipeline ranks, and the one that peaks highest */
     oom_estimate_rank *ranks;      /**< n_ranks of them, owned by the report */
+    /* version 3: the code of a 4-bit base whose linears are bitsandbytes' (quantized set; NULL and
+     * 0 for any other): who quantized it at load, the bitsandbytes release modelled, and the
+     * 16-bit inputs that release's 4-bit linears keep for the backward (docs/estimate.md,
+     * "QLoRA") */
+    char *quantizer;            /**< "transformers" or "fabric", as --quantizer spells it */
+    char *bitsandbytes;         /**< "0.44" (or later) or "0.43" (or earlier), as --bitsandbytes */
+    uint64_t kept_inputs_bytes; /**< 0.43: those inputs, counted in estimate.activations */
 } oom_estimate_report;
 
-#define OOM_ESTIMATE_REPORT_VERSION 2
+#define OOM_ESTIMATE_REPORT_VERSION 3
 #define OOM_ESTIMATE_REPORT_INIT                                                                   \
     {                                                                                              \
         .version = OOM_ESTIMATE_REPORT_VERSION                                                     \

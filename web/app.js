@@ -379,6 +379,11 @@
       verdict.append(document.createTextNode(' Modelled for ' + doc.stack.name + ' (' + doc.stack.version + ', ' +
         (doc.stack.traced ? 'traced on the meta device' : 'from its source, not traced') + ').'));
     }
+    // a bitsandbytes 4-bit base: the code that quantized it and the release modelled
+    if (doc.qlora && doc.qlora.bitsandbytes) {
+      verdict.append(document.createTextNode(' 4-bit base: quantizer ' + doc.qlora.quantizer + ', bitsandbytes ' +
+        doc.qlora.bitsandbytes + (doc.qlora.bitsandbytes === '0.43' ? ' or earlier.' : ' or later.')));
+    }
     const top = Math.max(peak, b ? b.target_bytes : 0) || 1;
     const labels = [];
     COMPONENTS.forEach(([key, label], i) => {

@@ -90,6 +90,8 @@ static size_t size_of_version(const char *name, unsigned int version, size_t new
         return offsetof(oom_option_value, versions);
     if (!strcmp(name, "oom_estimate_report") && version == 1)
         return offsetof(oom_estimate_report, confidence_spread);
+    if (!strcmp(name, "oom_estimate_report") && version == 2)
+        return offsetof(oom_estimate_report, quantizer);
     if (!strcmp(name, "oom_calibration") && version == 1)
         return offsetof(oom_calibration, extra);
     if (!strcmp(name, "oom_plan_choice") && version == 1)

@@ -130,6 +130,10 @@ json_object *oomi_kv_layout_json(const oomi_kv_layout *kv);
 typedef struct oomi_qlora {
     bool quantized, double_quant;
     double nf4, absmax, absmax2, unquantized, dequant, adapters, adapter_bytes, paged;
+    bool bnb;           /* the base's linears are bitsandbytes': the next three are set */
+    unsigned quantizer; /* OOMI_QUANTIZER_* */
+    unsigned release;   /* quant.bitsandbytes: 0 (0.44 or later), 1 (0.43 or earlier) */
+    double kept_inputs; /* 0.43: the 4-bit linears' inputs in the activations at the peak */
 } oomi_qlora;
 int oomi_qlora_of(oomi_qlora *out, const oom_workload *w);
 /* How sure an estimate is (estimate_confidence.c, data/confidence.json) */

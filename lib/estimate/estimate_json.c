@@ -191,6 +191,11 @@ static json_object *qlora_json(const oom_estimate_report *r)
         oomi_json_put(o, "unquantized_bytes", oomi_json_size(r->unquantized_bytes));
         oomi_json_put(o, "dequantized_transient_bytes", oomi_json_size(r->dequantized_bytes));
     }
+    if (r->version >= 3 && r->quantizer) {
+        oomi_json_put(o, "quantizer", json_object_new_string(r->quantizer));
+        oomi_json_put(o, "bitsandbytes", json_object_new_string(r->bitsandbytes));
+        oomi_json_put(o, "kept_inputs_bytes", oomi_json_size(r->kept_inputs_bytes));
+    }
     if (r->adapter_dtype) {
         oomi_json_put(o, "adapter_dtype", json_object_new_string(r->adapter_dtype));
         oomi_json_put(o, "adapter_bytes", oomi_json_size(r->adapter_bytes));

@@ -145,6 +145,12 @@ static int fill_qlora(oom_estimate_report *r, const oom_workload *w)
             return oomi_nomem();
     }
     r->paged_optimizer_bytes = (uint64_t)llround(q.paged);
+    if (r->version >= 3 && q.bnb) {
+        r->kept_inputs_bytes = q.kept_inputs > 0 ? (uint64_t)llround(q.kept_inputs) : 0;
+        if (!dup(&r->quantizer, oomi_quantizer_values[q.quantizer]->name) ||
+            !dup(&r->bitsandbytes, oomi_bitsandbytes_values[q.release]->name))
+            return oomi_nomem();
+    }
     return OOM_OK;
 }
 
@@ -218,7 +224,10 @@ int oom_estimate_report_run(oom_estimate_report *out, const oom_workload *w,
         (budget && (err = oomi_check_version(budget->version, OOM_BUDGET_VERSION, "oom_budget"))))
         return err;
     version = out->version;
-    memset(out, 0, version < 2 ? offsetof(oom_estimate_report, confidence_spread) : sizeof(*out));
+    memset(out, 0,
+           version < 2   ? offsetof(oom_estimate_report, confidence_spread)
+           : version < 3 ? offsetof(oom_estimate_report, quantizer)
+                         : sizeof(*out));
     out->version = version;
     out->estimate = (oom_estimate)OOM_ESTIMATE_INIT;
     if ((err = oom_estimate_run(&out->estimate, w)) ||
@@ -263,5 +272,10 @@ void oom_estimate_report_dispose(oom_estimate_report *r)
         oomi_free(r->engine);
         oomi_free(r->ranks);
         r->confidence_spread = r->engine = NULL, r->ranks = NULL, r->n_ranks = 0;
+    }
+    if (r->version >= 3) {
+        oomi_free(r->quantizer);
+        oomi_free(r->bitsandbytes);
+        r->quantizer = r->bitsandbytes = NULL;
     }
 }

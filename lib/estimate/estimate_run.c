@@ -254,6 +254,18 @@ int oomi_qlora_of(oomi_qlora *out, const oom_workload *w)
         out->unquantized = other * oomi_est_unquantized_bytes(&x);
         out->dequant = oomi_est_dequant(&x);
     }
+    if (x.nf4 && oomi_bnb_linears(w)) {
+        out->bnb = true;
+        out->quantizer = w->quant.quantizer, out->release = w->quant.bitsandbytes;
+        if (oomi_bnb_keeps_inputs(w)) { /* what the release adds: the estimate without it */
+            oom_workload w44 = *w;
+            oom_estimate with = OOM_ESTIMATE_INIT, without = OOM_ESTIMATE_INIT;
+            w44.quant.bitsandbytes = 0;
+            if ((err = oom_estimate_run(&with, w)) || (err = oom_estimate_run(&without, &w44)))
+                return err;
+            out->kept_inputs = (double)with.activations - (double)without.activations;
+        }
+    }
     if (x.lora_on) {
         out->adapter_bytes = x.ab;
         out->adapters = (double)x.lora.params * x.ab;

@@ -340,6 +340,9 @@ typedef enum oomi_adapter_dtype {
     OOMI_ADAPTER_BF16
 } oomi_adapter_dtype;
 extern const oom_option_value *const oomi_adapter_dtype_values[3];
+/* the quant.quantizer and quant.bitsandbytes orders */
+extern const oom_option_value *const oomi_quantizer_values[2];
+extern const oom_option_value *const oomi_bitsandbytes_values[2];
 /* the base is quantised to NF4 at load (method qlora or precision 4bit, no quantization_config);
  * its double quantization as resolved (auto: under --method qlora) */
 bool oomi_nf4_base(const oom_workload *w);

@@ -168,7 +168,7 @@ const oom_option_value *const oomi_adapter_dtype_values[3] = {
 };
 
 /* the quant.bitsandbytes order */
-static const oom_option_value *const bitsandbytes_values[] = {
+const oom_option_value *const oomi_bitsandbytes_values[2] = {
     V(W, "0.44", "0.44 or later: a 4-bit linear keeps only its packed weight for the backward"),
     V(W, "0.43",
       "0.43 or earlier: MatMul4Bit also keeps each 4-bit linear's 16-bit input (bitsandbytes "
@@ -176,7 +176,7 @@ static const oom_option_value *const bitsandbytes_values[] = {
 };
 
 /* the OOMI_QUANTIZER_* order */
-static const oom_option_value *const quantizer_values[] = {
+const oom_option_value *const oomi_quantizer_values[2] = {
     V(W, "transformers",
       "BitsAndBytesConfig (transformers, PEFT, TRL, axolotl): every linear but the output head, "
       "quantized in the load dtype"),
@@ -404,9 +404,9 @@ static const oom_option *const options[] = {
         oomi_adapter_dtype_values),
     OPT("bitsandbytes", "VERSION",
         "4-bit base: the bitsandbytes release its 4-bit linears run (0.43: each keeps its input)",
-        "0.44", W, bitsandbytes_values),
+        "0.44", W, oomi_bitsandbytes_values),
     OPT("quantizer", "CODE", "4-bit base: the code that quantizes it at load", "transformers", W,
-        quantizer_values),
+        oomi_quantizer_values),
     OPT("kbit-prepare", "WHEN",
         "bitsandbytes base: PEFT's prepare_model_for_kbit_training, which upcasts embeddings, "
         "head and norms to fp32",

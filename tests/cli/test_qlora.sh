@@ -97,9 +97,21 @@ expect_json .memory.weights "$(py "$LIN * (0.5 + 1 / 64 + 4 / 16384) + $REST * 2
 # a copy of SDPA's output), the MLP's input (4096) and down_proj's (14336), 2 bytes each
 q
 ACT=$(jq .memory.activations <<<"$OUT")
+expect_json .qlora.quantizer transformers "the quantizer named"
+expect_json .qlora.bitsandbytes 0.44 "and the bitsandbytes release modelled"
+expect_json .qlora.kept_inputs_bytes 0 "0.44 keeps no input"
 q --bitsandbytes 0.43
 expect_eq "$(jq .memory.activations <<<"$OUT")" "$((ACT + 256 * 32 * 2 * (4096 + 4096 + 4096 + 14336)))" \
     "0.43 keeps the four inputs of each layer"
+expect_json .qlora.kept_inputs_bytes "$((256 * 32 * 2 * (4096 + 4096 + 4096 + 14336)))" \
+    "the report says how much"
+expect_json .qlora.bitsandbytes 0.43 "0.43 named"
+oom estimate --model llama-3.1-8b --method qlora --seq 256 --stack torchtune --json
+expect_eq "$(jq .qlora.quantizer <<<"$OUT")" null "torchtune's NF4 is torchao's: no bitsandbytes"
+oom estimate --model llama-3.1-8b --method qlora --seq 256 --bitsandbytes 0.43 --quantizer fabric
+expect_contains "$OUT" \
+    "4-bit code                    : quantizer fabric, bitsandbytes 0.43 or earlier; its 4-bit linears keep their inputs: 416.0 MiB" \
+    "the text names the code and what it keeps"
 q --attention flash
 ACT_FLASH=$(jq .memory.activations <<<"$OUT")
 q --attention flash --bitsandbytes 0.43

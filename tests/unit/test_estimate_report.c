@@ -270,6 +270,39 @@ static void test_version_1_caller(void **state)
     oom_workload_free(w);
 }
 
+/* a version 2 caller of a 4-bit base: nothing written past version 2, where version 3 names the
+ * quantizer and the bitsandbytes release, and what 0.43's 4-bit linears keep */
+static void test_version_2_caller(void **state)
+{
+    const size_t v2 = offsetof(oom_estimate_report, quantizer);
+    oom_workload *w = W("model=llama-3.2-1b", "method=qlora", "seq=256", "bitsandbytes=0.43");
+    oom_workload *w44 = W("model=llama-3.2-1b", "method=qlora", "seq=256");
+    oom_estimate_report r = OOM_ESTIMATE_REPORT_INIT, r44 = OOM_ESTIMATE_REPORT_INIT;
+    unsigned char *buf = malloc(sizeof(r));
+    size_t i;
+    (void)state;
+    assert_non_null(buf);
+    memset(buf, 0xa5, sizeof(r));
+    assert_int_equal(oom_estimate_report_init((oom_estimate_report *)buf, 2), OOM_OK);
+    assert_int_equal(oom_estimate_report_run((oom_estimate_report *)buf, w, NULL), OOM_OK);
+    for (i = v2; i < sizeof(r); i++)
+        assert_int_equal(buf[i], 0xa5);
+    oom_estimate_report_dispose((oom_estimate_report *)buf);
+    free(buf);
+    assert_int_equal(oom_estimate_report_run(&r, w, NULL), OOM_OK);
+    assert_int_equal(oom_estimate_report_run(&r44, w44, NULL), OOM_OK);
+    assert_string_equal(r.quantizer, "transformers");
+    assert_string_equal(r.bitsandbytes, "0.43");
+    assert_string_equal(r44.bitsandbytes, "0.44");
+    assert_int_equal(r44.kept_inputs_bytes, 0);
+    /* what 0.43 keeps is what it adds to the activations */
+    assert_true(r.kept_inputs_bytes > 0);
+    assert_int_equal(r.kept_inputs_bytes, r.estimate.activations - r44.estimate.activations);
+    oom_estimate_report_dispose(&r), oom_estimate_report_dispose(&r44);
+    assert_null(r.quantizer);
+    oom_workload_free(w), oom_workload_free(w44);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -278,6 +311,7 @@ int main(void)
         cmocka_unit_test(test_sharding_and_overhead),
         cmocka_unit_test(test_versions_and_failures),
         cmocka_unit_test(test_version_1_caller),
+        cmocka_unit_test(test_version_2_caller),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -446,6 +446,9 @@ class WebTest(unittest.TestCase):
         self.assertEqual(b.eval("document.getElementById('method').value"), "qlora")
         p = self.page()
         self.check_estimate(p, ["--model", "llama-3.1-8b", "--method", "qlora", "--seq", "2048", "--gpu", "rtx-4090"])
+        # a bitsandbytes base: the page names its quantizer and release
+        self.assertIn("4-bit base: quantizer transformers, bitsandbytes 0.44 or later.",
+                      b.eval("document.getElementById('verdict').textContent"))
         # typing a number
         b.eval("(() => { const e = document.getElementById('batch'); e.focus(); e.select(); })()")
         before = self.updates()
