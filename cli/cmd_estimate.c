@@ -385,8 +385,12 @@ static void print_human(const oom_estimate_report *r, const char *gpu, const cha
     printf("  %-30s: %s\n  %-30s: %s\n  %-30s: %s\n", "method", oom_method_name(k->method),
            "precision", oom_precision_name(k->precision), "optimizer",
            k->method == OOM_METHOD_INFERENCE ? "-" : oom_optimizer_name(k->optimizer));
-    printf("  %-30s: %ld x %ld tokens, grad-accum %ld\n", "micro-batch x seq", k->batch, k->seq_len,
-           k->grad_accum);
+    if (k->method == OOM_METHOD_INFERENCE && r->completion_len > 0)
+        printf("  %-30s: %ld x %ld tokens: a prompt of %ld, %ld generated\n", "micro-batch x seq",
+               k->batch, k->seq_len, r->prompt_len, r->completion_len);
+    else
+        printf("  %-30s: %ld x %ld tokens, grad-accum %ld\n", "micro-batch x seq", k->batch,
+               k->seq_len, k->grad_accum);
     printf("  %-30s: %s, attention %s, loss %s\n", "checkpointing", r->checkpointing,
            oom_attention_name(k->attention), oom_loss_name(k->loss));
     printf("  %-30s: %ld (sharding %s, offload %s)\n", r->n_ranks ? "data-parallel copies" : "GPUs",

@@ -1111,6 +1111,7 @@ typedef enum oom_phase {
     OOM_PHASE_BACKWARD = 1,  /**< start of the backward pass (loss gradient) / end (all grads) */
     OOM_PHASE_OPTIMIZER = 2, /**< optimizer step: states, gradients and its temporaries */
     OOM_PHASE_PREFILL = 3,   /**< inference: prompt processed with the KV cache filled */
+    OOM_PHASE_DECODE = 4, /**< inference: the last token generated, its KV cache at full length */
 } oom_phase;
 
 OOM_EXPORT const char *oom_phase_name(oom_phase v);
@@ -1229,10 +1230,10 @@ typedef struct oom_estimate_report {
     int precompute_ref;         /**< the reference's log-probs computed before training */
     long generation_batch;      /**< grpo: completions each GPU generates at once; else 0 */
     long num_generations;       /**< grpo: completions per prompt; else 0 */
-    long prompt_len;            /**< grpo: prompt tokens of --seq; else 0 */
-    long completion_len;        /**< grpo: completion tokens of --seq; else 0 */
-    char *rollout;              /**< grpo: where completions are generated ("none"); else NULL */
-    int sleep_mode;             /**< grpo with a colocated engine: its sleep level */
+    long prompt_len;     /**< grpo, inference with completion-len: prompt tokens of --seq; else 0 */
+    long completion_len; /**< grpo, inference with completion-len: generated tokens; else 0 */
+    char *rollout;       /**< grpo: where completions are generated ("none"); else NULL */
+    int sleep_mode;      /**< grpo with a colocated engine: its sleep level */
     /* sequence packing; packing NULL without (docs/estimate.md, "Sequence packing") */
     char *packing;                   /**< "padding-free" or "block-mask" */
     long tokens_per_batch;           /**< packed tokens per micro-batch */

@@ -80,17 +80,87 @@ static double fitted_prefill(const ctx *x, const oomi_infer_coef *c, double b, d
     return (per > 0 || hc * hd > 0) && att > act ? att : act;
 }
 
+/* the working set of a prefill of `s` tokens a sample: activations, kept attention scores and
+ * logits; `every_expert` and `f` as the caller settled them for the engine */
+static void prefill_set(const ctx *x, double b, double s, bool every_expert, double f, double *act,
+                        double *sc, double *lg)
+{
+    const oomi_model *m = x->m;
+    double tp = (double)x->w->parallel.tp, heads = (double)m->heads / tp;
+    size_t i;
+
+    *sc = 0, *lg = 0;
+    for (i = 0; i < x->c->ninfer; i++)
+        if (!strcmp(x->c->infer[i].model_type, m->family))
+            break;
+    if (i < x->c->ninfer) {
+        *act = fitted_prefill(x, &x->c->infer[i], b, s);
+    } else {
+        *act = b * s * (x->c->infer_h * (double)m->hidden + x->c->infer_f * f) * x->e;
+        if (every_expert) {
+            /* experts run on every token (transformers' Llama4TextMoe): the input repeated for
+             * each expert, its gate/up projection (2 x ffn), the gate's activation and its
+             * product with up (ffn each) are alive together before down_proj, per expert and
+             * token, beside the layer's hidden states (bench/trace/llama4-small.json) */
+            double every = b * s *
+                           (x->c->infer_h * (double)m->hidden +
+                            (double)m->routed * ((double)m->hidden + 4.0 * (double)m->ffn / tp)) *
+                           x->e;
+            *act = every > *act ? every : *act;
+        }
+        if (x->w->k.attention == OOM_ATTENTION_EAGER ||
+            (x->w->k.attention == OOM_ATTENTION_SDPA && oomi_est_act_coef(x)->sdpa_score > 0))
+            *sc = b * heads * s * s * (x->e + 4); /* scores + fp32 softmax */
+    }
+    if (m->head == OOMI_HEAD_MASKED_LM) /* every position's logits, in the compute dtype */
+        *lg = b * s * (double)m->vocab * x->e;
+    else if (m->head != OOMI_HEAD_SEQ_CLS && m->head != OOMI_HEAD_BASE)
+        *lg = b * (double)m->vocab * 4; /* last position's logits in fp32 */
+    if (m->head == OOMI_HEAD_MASKED_LM) {
+        /* the logits come after the layers are done: the larger of the two moments, the
+         * head's transform output beside its logits */
+        if (*lg > *act + *sc)
+            *act = b * s * (double)m->hidden * x->e, *sc = 0;
+        else
+            *lg = 0;
+    }
+}
+
+/* Generation after a prompt (--completion-len G of --seq S under method inference) is the
+ * prompt's prefill, S - G tokens with the KV cache of those, then one token at a time until the
+ * cache holds S: the decode's end keeps the cache at its full length beside one token's working
+ * set (its scores against all S keys under eager attention). transformers' DynamicCache grows a
+ * layer's keys and its values by torch.cat (cache_utils.py, DynamicLayer.update), so the old and
+ * the new keys of one layer are alive together once a token; a serving engine's pages are
+ * counted for all S tokens from the prefill on. */
+static void decode_end(const ctx *x, const oomi_kv_layout *lay, double b, double S,
+                       bool every_expert, double f, double t, phase_bytes *out)
+{
+    double act, sc, lg, kv = oomi_kv_bytes(lay, b, S, x->e);
+    double grow = lay->vllm ? 0 : kv / (2.0 * (double)x->m->layers);
+    prefill_set(x, b, 1, every_expert, f, &act, &sc, &lg);
+    if (sc > 0) /* one query against every key, scores and fp32 softmax */
+        sc = b * (double)x->m->heads / (double)x->w->parallel.tp * S * (x->e + 4);
+    *out = (phase_bytes){.weights = oomi_est_tp_weights(x),
+                         .activations = act + sc + grow,
+                         .logits = lg,
+                         .kv_cache = kv,
+                         .temps = t};
+}
+
 oom_phase oomi_est_inference(const ctx *x, phase_bytes *peak)
 {
     const oomi_model *m = x->m;
-    double b = (double)x->w->k.batch, s = (double)x->w->k.seq_len, tp = (double)x->w->parallel.tp;
+    double b = (double)x->w->k.batch, tp = (double)x->w->parallel.tp;
+    double gen = x->w->objective.kind == OOMI_OBJECTIVE_SFT && m->block != OOMI_BLOCK_T5
+                     ? (double)x->w->objective.completion_len
+                     : 0;
+    double S = (double)x->w->k.seq_len, s = S - gen; /* the prefill: the prompt */
     double ds = x->w->shape.decoder_seq ? (double)x->w->shape.decoder_seq : s;
     double kvd = oomi_est_tp_kv_heads(x) * (double)m->head_dim, f = m->ffn_tok_max / tp;
-    double heads = (double)m->heads / tp;
-    double kv = 0, act, t = 0, sc = 0, lg = 0;
+    double kv = 0, act, t = 0, sc, lg;
     bool every_expert = m->sparse_layers > 0 && m->routed > m->topk;
     oomi_kv_layout lay;
-    size_t i;
 
     if (every_expert && !x->w->serve.kv_transformers) {
         /* a serving engine dispatches each token to its top-k experts (vLLM's FusedMoE), where
@@ -102,46 +172,14 @@ oom_phase oomi_est_inference(const ctx *x, phase_bytes *peak)
         every_expert = false;
     }
 
+    memset(&lay, 0, sizeof(lay));
     if (m->block == OOMI_BLOCK_T5) {
         kv = (double)m->layers * 2 * kvd * b * (ds + s) * x->e; /* self + cross caches */
     } else {
         oomi_kv_layout_of(&lay, x->w);
-        kv = oomi_kv_bytes(&lay, b, s, x->e);
+        kv = oomi_kv_bytes(&lay, b, lay.vllm ? S : s, x->e);
     }
-    for (i = 0; i < x->c->ninfer; i++)
-        if (!strcmp(x->c->infer[i].model_type, m->family))
-            break;
-    if (i < x->c->ninfer) {
-        act = fitted_prefill(x, &x->c->infer[i], b, s);
-    } else {
-        act = b * s * (x->c->infer_h * (double)m->hidden + x->c->infer_f * f) * x->e;
-        if (every_expert) {
-            /* experts run on every token (transformers' Llama4TextMoe): the input repeated for
-             * each expert, its gate/up projection (2 x ffn), the gate's activation and its
-             * product with up (ffn each) are alive together before down_proj, per expert and
-             * token, beside the layer's hidden states (bench/trace/llama4-small.json) */
-            double every = b * s *
-                           (x->c->infer_h * (double)m->hidden +
-                            (double)m->routed * ((double)m->hidden + 4.0 * (double)m->ffn / tp)) *
-                           x->e;
-            act = every > act ? every : act;
-        }
-        if (x->w->k.attention == OOM_ATTENTION_EAGER ||
-            (x->w->k.attention == OOM_ATTENTION_SDPA && oomi_est_act_coef(x)->sdpa_score > 0))
-            sc = b * heads * s * s * (x->e + 4); /* scores + fp32 softmax */
-    }
-    if (m->head == OOMI_HEAD_MASKED_LM) /* every position's logits, in the compute dtype */
-        lg = b * s * (double)m->vocab * x->e;
-    else if (m->head != OOMI_HEAD_SEQ_CLS && m->head != OOMI_HEAD_BASE)
-        lg = b * (double)m->vocab * 4; /* last position's logits in fp32 */
-    if (m->head == OOMI_HEAD_MASKED_LM) {
-        /* the logits come after the layers are done: the larger of the two moments, the
-         * head's transform output beside its logits */
-        if (lg > act + sc)
-            act = b * s * (double)m->hidden * x->e, sc = 0;
-        else
-            lg = 0;
-    }
+    prefill_set(x, b, s, every_expert, f, &act, &sc, &lg);
     if (amp(x) || x->quant) /* one 16-bit weight copy at a time (its tp-th part) */
         t = (x->quant ? oomi_est_dequant(x) : 2.0 * oomi_est_max_linear(m)) / tp;
     *peak = (phase_bytes){.weights = oomi_est_tp_weights(x),
@@ -149,5 +187,13 @@ oom_phase oomi_est_inference(const ctx *x, phase_bytes *peak)
                           .logits = lg,
                           .kv_cache = kv,
                           .temps = t};
+    if (gen > 0) {
+        phase_bytes d;
+        decode_end(x, &lay, b, S, every_expert, f, t, &d);
+        if (oomi_est_sum(&d) > oomi_est_sum(peak)) {
+            *peak = d;
+            return OOM_PHASE_DECODE;
+        }
+    }
     return OOM_PHASE_PREFILL;
 }

@@ -91,6 +91,8 @@ static json_object *workload_json(const oom_workload *w, const oom_estimate_repo
         oomi_json_put(o, "packing", packing_json(r));
     if (w->parallel.tp > 1)
         oomi_json_put(o, "tensor_parallel", json_object_new_int64(w->parallel.tp));
+    if (k.method == OOM_METHOD_INFERENCE && r->completion_len > 0)
+        oomi_json_put(o, "completion_len", json_object_new_int64(r->completion_len));
     if (k.method == OOM_METHOD_INFERENCE)
         oomi_json_put(o, "kv_cache",
                       json_object_new_string(

@@ -71,6 +71,9 @@ static int fill_workload(oom_estimate_report *r, const oom_workload *w)
         return err;
     r->tensor_parallel = w->parallel.tp;
     r->stack_traced = oomi_stack_values[w->stack]->traced;
+    if (w->k.method == OOM_METHOD_INFERENCE && w->objective.completion_len > 0)
+        r->completion_len = w->objective.completion_len,
+        r->prompt_len = w->k.seq_len - w->objective.completion_len;
     if (w->model && (err = oom_workload_model(&mi, w)))
         return err;
     if (!dup(&r->model, w->model ? mi.name : NULL) ||

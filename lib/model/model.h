@@ -269,8 +269,10 @@ struct oom_workload {
         oom_precision ref_precision; /* a reference copy's weights; AUTO: as the policy's */
         bool precompute_ref;         /* reference log-probs computed before training */
         long num_generations;        /* GRPO: completions per prompt */
-        long completion_len;         /* GRPO: generated tokens of --seq; 0: half of it */
-        bool grpo_set;               /* num-generations or completion-len given */
+        long completion_len;         /* GRPO: generated tokens of --seq; 0: half of it. Inference:
+                                        generated after a prompt of the rest; 0: none */
+        bool grpo_set;               /* num-generations given */
+        bool completion_set;         /* completion-len given */
         unsigned rollout;            /* oomi_rollout: GRPO's generation engine */
         int sleep_level;             /* rollout vllm-colocate: vLLM's sleep level (0: none) */
         bool sleep_set;              /* sleep-mode given */

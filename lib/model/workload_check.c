@@ -134,9 +134,28 @@ static int validate_objective(const oom_workload *w)
     const char *obj = OOMI_VALUE_NAME(oomi_objective_values, w->objective.kind);
     bool lora = w->k.method == OOM_METHOD_LORA || w->k.method == OOM_METHOD_QLORA;
     if (w->objective.grpo_set && w->objective.kind != OOMI_OBJECTIVE_GRPO)
+        return oomi_fail(OOM_EINVAL, "num-generations is for objective 'grpo' (got '%s')", obj);
+    if (w->objective.completion_set && w->objective.kind != OOMI_OBJECTIVE_GRPO &&
+        w->k.method != OOM_METHOD_INFERENCE)
         return oomi_fail(OOM_EINVAL,
-                         "num-generations and completion-len are for objective 'grpo' (got '%s')",
-                         obj);
+                         "completion-len is for objective 'grpo' or method 'inference' (got "
+                         "objective '%s', method '%s')",
+                         obj, oom_method_name(w->k.method));
+    if (w->objective.completion_set && w->k.method == OOM_METHOD_INFERENCE &&
+        w->objective.kind == OOMI_OBJECTIVE_SFT) {
+        if (w->model->head != OOMI_HEAD_CAUSAL_LM || w->model->block == OOMI_BLOCK_T5)
+            return oomi_fail(OOM_EINVAL,
+                             "completion-len is for a causal language model's generate (model "
+                             "'%s' is not one%s)",
+                             w->model->family,
+                             w->model->block == OOMI_BLOCK_T5 ? ": --decoder-seq sets its targets"
+                                                              : "");
+        if (w->objective.completion_len >= w->k.seq_len)
+            return oomi_fail(OOM_EINVAL,
+                             "completion-len '%ld' must be shorter than seq '%ld' (the prompt and "
+                             "the generated tokens together)",
+                             w->objective.completion_len, w->k.seq_len);
+    }
     if (w->objective.rollout != OOMI_ROLLOUT_NONE && w->objective.kind != OOMI_OBJECTIVE_GRPO)
         return oomi_fail(OOM_EINVAL,
                          "rollout '%s' generates completions for objective 'grpo' "

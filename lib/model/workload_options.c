@@ -481,7 +481,9 @@ static const oom_option *const options[] = {
     OPT("precompute-ref", "WHEN", "reference log-probs computed before training", "no", W,
         precompute_values),
     FREE("num-generations", "G", "grpo: completions per prompt", "8", W),
-    FREE("completion-len", "N", "grpo: generated tokens of the --seq total (default half of it)",
+    FREE("completion-len", "N",
+         "grpo: generated tokens of the --seq total (default half of it); inference: tokens "
+         "generated after a prompt of the rest (default 0: a prefill of all --seq tokens)",
          NULL, W),
     OPT("rollout", "WHERE", "grpo: where the completions are generated", "none", W,
         oomi_rollout_values),

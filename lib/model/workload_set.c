@@ -416,7 +416,7 @@ static const option_field fields[] = {
     OWN("reference-precision", set_ref_precision, get_ref_precision),
     FIELD("precompute-ref", YES, objective.precompute_ref),
     GIVEN("num-generations", COUNT, objective.num_generations, objective.grpo_set),
-    GIVEN("completion-len", COUNT_OR_NONE, objective.completion_len, objective.grpo_set),
+    GIVEN("completion-len", COUNT_OR_NONE, objective.completion_len, objective.completion_set),
     FIELD("rollout", CHOICE, objective.rollout),
     OWN("sleep-mode", set_sleep, get_sleep),
     FIELD("packing", CHOICE, packing.mode),

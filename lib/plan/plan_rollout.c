@@ -62,6 +62,7 @@ int oomi_rollout_setup(oomi_rollout_engine *ro, const oom_workload *w, uint64_t 
     g->objective.reference = OOMI_REFERENCE_AUTO;
     g->objective.ref_precision = OOM_PRECISION_AUTO;
     g->objective.precompute_ref = g->objective.grpo_set = g->objective.sleep_set = false;
+    g->objective.completion_set = false, g->objective.completion_len = 0;
     g->objective.rollout = OOMI_ROLLOUT_NONE;
     g->objective.sleep_level = 0;
     g->lora.rank_set = g->lora.targets_set = g->lora.dropout_set = false;
