@@ -430,6 +430,10 @@ static void print_human(const oom_estimate_report *r, const char *gpu, const cha
     print_bound(r);
     print_overhead_notes(r);
     printf("  %-30s: %s\n", "peak phase", oom_phase_name(e->peak_phase));
+    if (r->load_how)
+        printf("  %-30s: %s (%s beside the weights: %s)\n", "loading peak",
+               oom_format_size(s1, sizeof(s1), r->load_peak),
+               oom_format_size(s2, sizeof(s2), r->load_transient), r->load_how);
     print_qlora(r);
     if (r->has_budget) {
         const oom_budget *b = &r->budget;

@@ -1112,6 +1112,7 @@ typedef enum oom_phase {
     OOM_PHASE_OPTIMIZER = 2, /**< optimizer step: states, gradients and its temporaries */
     OOM_PHASE_PREFILL = 3,   /**< inference: prompt processed with the KV cache filled */
     OOM_PHASE_DECODE = 4, /**< inference: the last token generated, its KV cache at full length */
+    OOM_PHASE_LOAD = 5,   /**< loading the weights: all of them, and one being put on the GPU */
 } oom_phase;
 
 OOM_EXPORT const char *oom_phase_name(oom_phase v);
@@ -1303,6 +1304,11 @@ typedef struct oom_estimate_report {
     char *quantizer;            /**< "transformers" or "fabric", as --quantizer spells it */
     char *bitsandbytes;         /**< "0.44" (or later) or "0.43" (or earlier), as --bitsandbytes */
     uint64_t kept_inputs_bytes; /**< 0.43: those inputs, counted in estimate.activations */
+    /* version 3: loading the weights (docs/estimate.md, "Loading"); the estimate's peak phase is
+     * OOM_PHASE_LOAD when it is the largest */
+    uint64_t load_peak;      /**< allocated while loading: the weights and load_transient */
+    uint64_t load_transient; /**< the largest copy beside them while one weight is put on the GPU */
+    char *load_how;          /**< what makes that copy ("bitsandbytes quantizes each linear ...") */
 } oom_estimate_report;
 
 #define OOM_ESTIMATE_REPORT_VERSION 3

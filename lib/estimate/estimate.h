@@ -136,6 +136,13 @@ typedef struct oomi_qlora {
     double kept_inputs; /* 0.43: the 4-bit linears' inputs in the activations at the peak */
 } oomi_qlora;
 int oomi_qlora_of(oomi_qlora *out, const oom_workload *w);
+/* loading the weights (estimate_load.c): allocated while loading, the transient beside the
+ * weights, what makes it */
+typedef struct oomi_load {
+    double peak, transient;
+    const char *how; /* static */
+} oomi_load;
+int oomi_load_of(oomi_load *out, const oom_workload *w);
 /* How sure an estimate is (estimate_confidence.c, data/confidence.json) */
 enum { OOMI_CONF_KEY_MAX = 96, OOMI_CONF_LEVELS_MAX = 8 };
 typedef enum oomi_conf_basis {

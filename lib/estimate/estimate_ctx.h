@@ -105,6 +105,11 @@ double oomi_est_dequant(const ctx *x);
  * quantized and those left unquantized */
 double oomi_est_quantized_head(const ctx *x);
 void oomi_est_quantized_split(const ctx *x, double *linear, double *other);
+/* estimate_load.c: loading the weights, beside the step whose weights `step` holds: those
+ * weights and the largest transient of putting one on the GPU; `how` says what makes it */
+int oomi_est_load(const ctx *x, const phase_bytes *step, phase_bytes *out, const char **how);
+/* torchao's NF4Tensor.from_tensor: bytes beyond its input for a bf16 weight of n elements */
+double oomi_est_torchao_nf4(double n);
 double oomi_est_paged_share(const ctx *x);
 double oomi_est_tp_weights(const ctx *x);
 double oomi_est_reference_weights(const ctx *x);

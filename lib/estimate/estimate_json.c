@@ -303,6 +303,13 @@ int oom_estimate_to_json_budget(char **out, const oom_workload *w, const oom_est
     }
     if (e && w->model) {
         oomi_json_put(root, "qlora", qlora_json(&r));
+        if (r.load_how) {
+            json_object *l = json_object_new_object();
+            oomi_json_put(l, "allocated_peak", oomi_json_size(r.load_peak));
+            oomi_json_put(l, "transient_bytes", oomi_json_size(r.load_transient));
+            oomi_json_put(l, "how", json_object_new_string(r.load_how));
+            oomi_json_put(root, "load", l);
+        }
         oomi_json_put(root, "overhead", oomi_overhead_json(w));
         oomi_json_put(root, "cublas_workspace", oomi_cublas_json(w));
     }

@@ -157,6 +157,22 @@ static int fill_qlora(oom_estimate_report *r, const oom_workload *w)
     return OOM_OK;
 }
 
+/* loading the weights (estimate_load.c); version 3 */
+static int fill_load(oom_estimate_report *r, const oom_workload *w)
+{
+    oomi_load l;
+    int err = oomi_load_of(&l, w);
+    if (err == OOM_ENOMEM)
+        return err;
+    if (err) {
+        oomi_clear_error();
+        return OOM_OK;
+    }
+    r->load_peak = (uint64_t)llround(l.peak);
+    r->load_transient = (uint64_t)llround(l.transient);
+    return dup(&r->load_how, l.how) ? OOM_OK : oomi_nomem();
+}
+
 /* the overhead part by part and the cuBLAS workspace (estimate_overhead.c) */
 static int fill_overhead(oom_estimate_report *r, const oom_workload *w)
 {
@@ -202,7 +218,7 @@ int oomi_estimate_report_fill(oom_estimate_report *out, const oom_workload *w,
         out->estimate = *e;
     if (e && w->model &&
         ((err = fill_confidence(out, w, e)) || (err = fill_qlora(out, w)) ||
-         (err = fill_overhead(out, w)) ||
+         (err = fill_overhead(out, w)) || (out->version >= 3 && (err = fill_load(out, w))) ||
          (out->version >= 2 && w->k.method != OOM_METHOD_INFERENCE && oomi_layout_on(w) &&
           (err = oomi_layout_report(out, w)))))
         return err;
@@ -279,6 +295,7 @@ void oom_estimate_report_dispose(oom_estimate_report *r)
     if (r->version >= 3) {
         oomi_free(r->quantizer);
         oomi_free(r->bitsandbytes);
-        r->quantizer = r->bitsandbytes = NULL;
+        oomi_free(r->load_how);
+        r->quantizer = r->bitsandbytes = r->load_how = NULL;
     }
 }

@@ -42,7 +42,9 @@ static double reserved(const ctx *x, const phase_bytes *p, double allocated, oom
 {
     const oomi_coef *c = x->c;
     double lt = !x->train ? 0 : x->mp ? x->mp_logits : oomi_est_logits_tensor(x), cache;
-    if (x->train && phase == OOM_PHASE_OPTIMIZER)
+    if (phase == OOM_PHASE_LOAD)
+        cache = c->blocks_transient * p->temps;
+    else if (x->train && phase == OOM_PHASE_OPTIMIZER)
         cache = c->blocks_floor + c->blocks_optimizer * p->temps;
     else if (lt > 0)
         cache = c->blocks_floor + c->blocks_logits * lt;
@@ -213,6 +215,14 @@ int oom_estimate_run(oom_estimate *out, const oom_workload *w)
         if (oomi_est_sum(&g) > oomi_est_sum(&p))
             p = g, out->peak_phase = OOM_PHASE_PREFILL;
     }
+    { /* loading the weights, when it holds more than the step (estimate_load.c) */
+        phase_bytes l;
+        const char *how;
+        if ((err = oomi_est_load(&x, &p, &l, &how)))
+            return err;
+        if (oomi_est_sum(&l) > oomi_est_sum(&p))
+            p = l, out->peak_phase = OOM_PHASE_LOAD;
+    }
     out->weights = to_bytes(p.weights), out->gradients = to_bytes(p.grads);
     out->optimizer = to_bytes(p.optimizer), out->activations = to_bytes(p.activations);
     out->logits = to_bytes(p.logits), out->kv_cache = to_bytes(p.kv_cache);
@@ -230,6 +240,26 @@ int oom_estimate_run(oom_estimate *out, const oom_workload *w)
                             : x.lora_on ? x.lora.params
                                         : x.m->params - x.m->params_vision; /* exact */
     flops(out, &x);
+    return OOM_OK;
+}
+
+int oomi_load_of(oomi_load *out, const oom_workload *w)
+{
+    ctx x;
+    oom_workload wb;
+    oomi_model rm;
+    oom_estimate e = OOM_ESTIMATE_INIT;
+    phase_bytes step = {0}, l;
+    int err;
+
+    memset(out, 0, sizeof(*out));
+    if ((err = oom_estimate_run(&e, w)) || (err = setup(&x, &wb, &rm, w)))
+        return err;
+    step.weights = (double)e.weights;
+    if ((err = oomi_est_load(&x, &step, &l, &out->how)))
+        return err;
+    out->transient = l.temps;
+    out->peak = l.weights + l.temps;
     return OOM_OK;
 }
 

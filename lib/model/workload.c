@@ -8,7 +8,8 @@
 
 /* ---- enum names (the option values of workload_options.c) ------------------------------------ */
 
-static const char *const phase_names[] = {"forward", "backward", "optimizer", "prefill", "decode"};
+static const char *const phase_names[] = {"forward", "backward", "optimizer",
+                                          "prefill", "decode",   "load"};
 
 #define NAME_OF(table, v) ((unsigned)(v) < OOMI_ARRAY_LEN(table) ? table[v] : "?")
 

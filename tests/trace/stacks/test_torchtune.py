@@ -42,6 +42,27 @@ class TorchtuneTrace(unittest.TestCase):
         self.assertLess(fused["memory"]["allocated_peak"], plain["memory"]["allocated_peak"])
         self.assertGreater(fused["memory"]["optimizer"], 0)
 
+    def test_load_quantizes_as_the_estimate_counts(self):
+        # loading a QLoRA base: torchao's copy_ into an NF4Tensor brings the bf16 weight to the
+        # device (2n) and NF4Tensor.from_tensor quantizes it; the estimate's load transient is
+        # those 2n and from_tensor's own bytes. Traced here on the meta device, from_tensor of
+        # Llama 3.2 1B's largest linear (8192 x 2048) holds, beyond its input, what the
+        # estimate counts to 2 %.
+        from torchao.dtypes.nf4tensor import NF4Tensor
+        import oomless
+        from oomless.trace.tracker import Tracker
+        n = 8192 * 2048
+        tracker = Tracker()
+        with tracker:
+            x = torch.empty((8192, 2048), dtype=torch.bfloat16, device="meta")
+            base = tracker.live_bytes()
+            NF4Tensor.from_tensor(x, 64, 256)
+        traced = max(total for _, total in tracker.timeline()) - base
+        load = oomless.estimate(model="llama-3.2-1b", method="qlora", stack="torchtune")["load"]
+        self.assertIn("torchao", load["how"])
+        counted = load["transient_bytes"] - 2 * n
+        self.assertAlmostEqual(counted / traced, 1.0, delta=0.02)
+
     def test_refusals(self):
         for kw, words in ((dict(checkpointing="nth:2"), "checkpointing 'nth:2'"),
                           (dict(lora_targets="q_proj,gate_proj"), "whole MLP")):
