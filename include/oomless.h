@@ -1192,9 +1192,9 @@ OOM_EXPORT int oom_estimate_budget(oom_budget *out, int *have, char **label, oom
  * An estimate with everything `oomless estimate` says about it: the peaks, the workload as
  * estimated, what its objective and its packing change, the 95 % bounds with the class of
  * measured errors behind them, a quantised base's and LoRA's parts, the overhead outside
- * PyTorch's allocator part by part, and the budget. The tool's text is written from it, and
- * oom_estimate_to_json_budget() writes the same figures (workload.objective, workload.packing,
- * "confidence", "qlora", "overhead"). The strings are owned by the report
+ * PyTorch's allocator part by part, loading the weights, and the budget. The tool's text is
+ * written from it, and oom_estimate_to_json_budget() writes the same figures (workload.objective,
+ * workload.packing, "confidence", "qlora", "overhead", "load"). The strings are owned by the report
  * (oom_estimate_report_dispose); the string of a part the workload does not have is NULL and its
  * numbers are 0. Since: 1.1.0.
  */
