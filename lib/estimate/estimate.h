@@ -135,14 +135,15 @@ typedef struct oomi_qlora {
     unsigned release;   /* quant.bitsandbytes: 0 (0.44 or later), 1 (0.43 or earlier) */
     double kept_inputs; /* 0.43: the 4-bit linears' inputs in the activations at the peak */
 } oomi_qlora;
-int oomi_qlora_of(oomi_qlora *out, const oom_workload *w);
+/* `e` is the workload's estimate (oom_estimate_run), which the parts read rather than redo */
+int oomi_qlora_of(oomi_qlora *out, const oom_workload *w, const oom_estimate *e);
 /* loading the weights (estimate_load.c): allocated while loading, the transient beside the
  * weights, what makes it */
 typedef struct oomi_load {
     double peak, transient;
     const char *how; /* static */
 } oomi_load;
-int oomi_load_of(oomi_load *out, const oom_workload *w);
+int oomi_load_of(oomi_load *out, const oom_workload *w, const oom_estimate *e);
 /* How sure an estimate is (estimate_confidence.c, data/confidence.json) */
 enum { OOMI_CONF_KEY_MAX = 96, OOMI_CONF_LEVELS_MAX = 8 };
 typedef enum oomi_conf_basis {

@@ -120,18 +120,25 @@ static int fill_confidence(oom_estimate_report *r, const oom_workload *w, const 
     return OOM_OK;
 }
 
-/* what a 4-bit base, its adapters and a paged optimizer hold; nothing where none of them is (or
- * where the workload's parts cannot be had: the estimate has already said why) */
-static int fill_qlora(oom_estimate_report *r, const oom_workload *w)
+/* whether a part of the report is left out: where the workload's part cannot be had (the
+ * estimate has already said why) it is, and only running out of memory fails (*err) */
+static bool part_left_out(int *err)
+{
+    if (*err && *err != OOM_ENOMEM) {
+        oomi_clear_error();
+        *err = OOM_OK;
+        return true;
+    }
+    return *err != OOM_OK;
+}
+
+/* what a 4-bit base, its adapters and a paged optimizer hold; nothing where none of them is */
+static int fill_qlora(oom_estimate_report *r, const oom_workload *w, const oom_estimate *e)
 {
     oomi_qlora q;
-    int err = oomi_qlora_of(&q, w);
-    if (err == OOM_ENOMEM)
+    int err = oomi_qlora_of(&q, w, e);
+    if (part_left_out(&err))
         return err;
-    if (err) {
-        oomi_clear_error();
-        return OOM_OK;
-    }
     r->has_qlora = q.quantized || q.adapter_bytes > 0 || q.paged > 0;
     if (q.quantized) {
         r->quantized = 1;
@@ -158,16 +165,12 @@ static int fill_qlora(oom_estimate_report *r, const oom_workload *w)
 }
 
 /* loading the weights (estimate_load.c); version 3 */
-static int fill_load(oom_estimate_report *r, const oom_workload *w)
+static int fill_load(oom_estimate_report *r, const oom_workload *w, const oom_estimate *e)
 {
     oomi_load l;
-    int err = oomi_load_of(&l, w);
-    if (err == OOM_ENOMEM)
+    int err = oomi_load_of(&l, w, e);
+    if (part_left_out(&err))
         return err;
-    if (err) {
-        oomi_clear_error();
-        return OOM_OK;
-    }
     r->load_peak = (uint64_t)llround(l.peak);
     r->load_transient = (uint64_t)llround(l.transient);
     return dup(&r->load_how, l.how) ? OOM_OK : oomi_nomem();
@@ -217,8 +220,8 @@ int oomi_estimate_report_fill(oom_estimate_report *out, const oom_workload *w,
     if (e)
         out->estimate = *e;
     if (e && w->model &&
-        ((err = fill_confidence(out, w, e)) || (err = fill_qlora(out, w)) ||
-         (err = fill_overhead(out, w)) || (out->version >= 3 && (err = fill_load(out, w))) ||
+        ((err = fill_confidence(out, w, e)) || (err = fill_qlora(out, w, e)) ||
+         (err = fill_overhead(out, w)) || (out->version >= 3 && (err = fill_load(out, w, e))) ||
          (out->version >= 2 && w->k.method != OOM_METHOD_INFERENCE && oomi_layout_on(w) &&
           (err = oomi_layout_report(out, w)))))
         return err;

@@ -243,19 +243,17 @@ int oom_estimate_run(oom_estimate *out, const oom_workload *w)
     return OOM_OK;
 }
 
-int oomi_load_of(oomi_load *out, const oom_workload *w)
+int oomi_load_of(oomi_load *out, const oom_workload *w, const oom_estimate *e)
 {
     ctx x;
     oom_workload wb;
     oomi_model rm;
-    oom_estimate e = OOM_ESTIMATE_INIT;
-    phase_bytes step = {0}, l;
+    phase_bytes step = {.weights = (double)e->weights}, l;
     int err;
 
     memset(out, 0, sizeof(*out));
-    if ((err = oom_estimate_run(&e, w)) || (err = setup(&x, &wb, &rm, w)))
+    if ((err = setup(&x, &wb, &rm, w)))
         return err;
-    step.weights = (double)e.weights;
     if ((err = oomi_est_load(&x, &step, &l, &out->how)))
         return err;
     out->transient = l.temps;
@@ -263,7 +261,7 @@ int oomi_load_of(oomi_load *out, const oom_workload *w)
     return OOM_OK;
 }
 
-int oomi_qlora_of(oomi_qlora *out, const oom_workload *w)
+int oomi_qlora_of(oomi_qlora *out, const oom_workload *w, const oom_estimate *e)
 {
     ctx x;
     oom_workload wb;
@@ -289,11 +287,11 @@ int oomi_qlora_of(oomi_qlora *out, const oom_workload *w)
         out->quantizer = w->quant.quantizer, out->release = w->quant.bitsandbytes;
         if (oomi_bnb_keeps_inputs(w)) { /* what the release adds: the estimate without it */
             oom_workload w44 = *w;
-            oom_estimate with = OOM_ESTIMATE_INIT, without = OOM_ESTIMATE_INIT;
+            oom_estimate without = OOM_ESTIMATE_INIT;
             w44.quant.bitsandbytes = 0;
-            if ((err = oom_estimate_run(&with, w)) || (err = oom_estimate_run(&without, &w44)))
+            if ((err = oom_estimate_run(&without, &w44)))
                 return err;
-            out->kept_inputs = (double)with.activations - (double)without.activations;
+            out->kept_inputs = (double)e->activations - (double)without.activations;
         }
     }
     if (x.lora_on) {
