@@ -195,12 +195,12 @@ double oomi_est_max_linear(const oomi_model *m)
 }
 
 /* A 4-bit base's linear in a forward or backward (the output head among them where the quantizer
- * takes it): bitsandbytes dequantises the whole weight to
- * the compute dtype for the matmul (MatMul4Bit.forward: linear(A, dequantize_4bit(B).to(A.dtype)
- * .t()); backward the same for grad_A, bitsandbytes/autograd/_functions.py), one linear at a time
- * and freed after it. With double quantization dequantize_4bit first rebuilds the fp32 absmax of
- * every block of 64 (dequantize_blockwise of the 8-bit constants, bitsandbytes/functional.py),
- * alive while the weight is dequantised. Other quantised bases: one 16-bit copy. */
+ * takes it): bitsandbytes dequantises the whole weight to the compute dtype for the matmul
+ * (MatMul4Bit.forward: linear(A, dequantize_4bit(B).to(A.dtype).t()); backward the same for
+ * grad_A, bitsandbytes/autograd/_functions.py), one linear at a time and freed after it. With
+ * double quantization dequantize_4bit first rebuilds the fp32 absmax of every block of 64
+ * (dequantize_blockwise of the 8-bit constants, bitsandbytes/functional.py), alive while the weight
+ * is dequantised. Other quantised bases: one 16-bit copy. */
 double oomi_est_dequant(const ctx *x)
 {
     double big = oomi_est_max_linear(x->m), head = oomi_est_quantized_head(x);

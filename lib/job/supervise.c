@@ -3,8 +3,8 @@
  * micro-batch the measured attempts predict to fit (a line through what each needed) and the
  * matching accumulation: exact where a divisor of the effective batch keeps at least a quarter
  * of that micro-batch (EXACT_SHARE), else the nearest accumulation (inexact, said in the restart
- * event). Every launch, OOM, restart
- * and exit is reported to the caller and appended to the events file.
+ * event). Every launch, OOM, restart and exit is reported to the caller and appended to the
+ * events file.
  */
 #include "job/job.h"
 
@@ -124,7 +124,6 @@ static void on_event(const oom_job_event *ev, void *user)
         c->o->on_event(ev, c->o->user);
 }
 
-/* The largest micro-batch in [floor, cap] that divides the effective batch; 0 when none. */
 /* The effective batch is kept exact when a divisor of it keeps at least 1/EXACT_SHARE of the
  * micro-batch that would fit: a smaller micro-batch with more accumulation costs some speed,
  * a changed effective batch changes the training. The H200 of 2026-11-28 restarted 50 at 21 x 2
@@ -132,6 +131,7 @@ static void on_event(const oom_job_event *ev, void *user)
  * divisors 1 and 307) still goes inexact. */
 #define EXACT_SHARE 4
 
+/* The largest micro-batch in [floor, cap] that divides the effective batch; 0 when none. */
 static int divisor_at_most(int cap, long effective, int floor)
 {
     int b;

@@ -280,18 +280,23 @@ int oom_workload_validate(const oom_workload *w)
                          oom_precision_name(oomi_resolved_precision(w)),
                          m->quant_bytes > 0 ? " of a " : "",
                          m->quant_bytes > 0 ? m->quant_desc : "");
-    if ((w->quant.bitsandbytes || w->quant.quantizer) && !oomi_nf4_base(w))
-        return oomi_fail(OOM_EINVAL,
-                         "%s is for a 4-bit base quantized at load (method qlora or precision "
-                         "4bit), not precision '%s'",
-                         w->quant.bitsandbytes ? "bitsandbytes 0.43" : "quantizer fabric",
-                         oom_precision_name(oomi_resolved_precision(w)));
-    if ((w->quant.bitsandbytes || w->quant.quantizer) && !oomi_bnb_linears(w))
-        return oomi_fail(OOM_EINVAL,
-                         "%s is for stacks whose 4-bit linears are bitsandbytes'; stack '%s' "
-                         "quantizes with its own code",
-                         w->quant.bitsandbytes ? "bitsandbytes 0.43" : "quantizer fabric",
-                         oomi_stack_values[w->stack]->name);
+    if (w->quant.bitsandbytes || w->quant.quantizer) { /* the option given, as it was spelt */
+        char what[64];
+        oomi_snprintf(what, sizeof(what), "%s %s",
+                      w->quant.bitsandbytes ? "bitsandbytes" : "quantizer",
+                      w->quant.bitsandbytes ? oomi_bitsandbytes_values[w->quant.bitsandbytes]->name
+                                            : oomi_quantizer_values[w->quant.quantizer]->name);
+        if (!oomi_nf4_base(w))
+            return oomi_fail(OOM_EINVAL,
+                             "%s is for a 4-bit base quantized at load (method qlora or "
+                             "precision 4bit), not precision '%s'",
+                             what, oom_precision_name(oomi_resolved_precision(w)));
+        if (!oomi_bnb_linears(w))
+            return oomi_fail(OOM_EINVAL,
+                             "%s is for stacks whose 4-bit linears are bitsandbytes'; stack '%s' "
+                             "quantizes with its own code",
+                             what, oomi_stack_values[w->stack]->name);
+    }
     if (w->quant.double_quant && m->quant_bytes > 0)
         return oomi_fail(OOM_EINVAL,
                          "double-quant is set but model '%s' is pre-quantized (%s): its "
